@@ -1,0 +1,45 @@
+"""Fatal errors of the command-line tools and the one place that turns them into exit codes.
+
+Every tool reports a fatal problem as one line on stderr and a documented exit status, never a
+traceback: users pipe these tools into each other and read the first line that went wrong.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Callable, NoReturn, Sequence
+
+# Exit statuses shared by pyprof.parse and pyprof.prof (documented in docs/cli.md).
+EXIT_USAGE = 2          # bad command line (argparse's own status)
+EXIT_NO_INPUT = 3       # input file missing or unreadable
+EXIT_BAD_FORMAT = 4     # not an nsys SQLite export / not a record file
+EXIT_NO_KERNELS = 5     # export without a CUDA trace or with an empty capture range
+EXIT_CORRUPT = 6        # truncated or corrupted database
+EXIT_BAD_LINE = 7       # malformed record line under --strict
+EXIT_INTERRUPTED = 130  # Ctrl-C
+
+
+class PyprofError(Exception):
+    """A fatal, user-facing problem: `message` is printed as one line, `status` is the exit code."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def run_cli(prog: str, main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> NoReturn:
+    """Run `main(argv)` and exit with its status, turning PyprofError into `prog: error: msg`."""
+    try:
+        status = main(argv)
+    except PyprofError as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        status = err.status
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        status = EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader (head, less) went away: not an error of ours. Point stdout at devnull so
+        # the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        status = 0
+    sys.exit(status)
