@@ -16,6 +16,7 @@ EXIT_BAD_FORMAT = 4     # not an nsys SQLite export / not a record file
 EXIT_NO_KERNELS = 5     # export without a CUDA trace or with an empty capture range
 EXIT_CORRUPT = 6        # truncated or corrupted database
 EXIT_BAD_LINE = 7       # malformed record line under --strict
+EXIT_TOOL = 8           # an external tool the input needs (nsys, to read .nsys-rep) is missing or failed
 EXIT_INTERRUPTED = 130  # Ctrl-C
 
 

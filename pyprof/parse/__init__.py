@@ -1,0 +1,44 @@
+"""Stage 2 of pyprof: Nsight Systems SQLite export -> one JSON record per GPU kernel.
+
+`python -m pyprof.parse` is the command line (`__main__`); `parse()` is the same from Python.
+Modules: export (open and check the file), queries (the SQL), ranges (what a range's text means),
+attribute (the merge sweep that builds records), gpu (TARGET_INFO_GPU), output (writing),
+nsysrep (.nsys-rep input). Never imports torch.
+"""
+from __future__ import annotations
+
+import sys
+
+from pyprof.errors import PyprofError
+from pyprof.parse.attribute import Stats, records
+from pyprof.parse.export import KERNEL, MEMCPY, MEMSET, Export, check_export
+from pyprof.parse.nsysrep import sqlite_path
+from pyprof.parse.output import Progress, open_output, write_records
+
+__all__ = ["parse", "records", "Stats", "Export"]
+
+
+def parse(path: str, output: str | None = None, *, memcpy: bool = False, quiet: bool = False,
+          progress: bool = False) -> Stats:
+    """Write the records of export `path` to `output` (a file, created only on success) or stdout.
+
+    Raises PyprofError for every fatal problem. When one happens after records went to stdout, a
+    last line that is not JSON is written there, so that the partial output cannot pass as complete.
+    """
+    stats = Stats()
+    with sqlite_path(path, quiet) as db, Export(db) as exp:
+        check_export(exp, memcpy)
+        total = None
+        if progress:
+            with exp.errors():
+                total = sum(exp.scalar(f"SELECT count(*) FROM {t}") or 0
+                            for t in (KERNEL, MEMCPY, MEMSET) if t in exp.tables and (memcpy or t == KERNEL))
+        with open_output(output) as out:
+            try:
+                write_records(records(exp, stats, memcpy), out, Progress(total, progress))
+            except (PyprofError, KeyboardInterrupt) as err:
+                if output is None and stats.records:
+                    why = f"error: {err}" if isinstance(err, PyprofError) else "interrupted"
+                    out.write(f"pyprof.parse: {why} - the {stats.records} records above are incomplete\n")
+                raise
+    return stats

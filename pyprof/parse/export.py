@@ -1,0 +1,183 @@
+"""Open an Nsight Systems SQLite export read-only and learn which of its tables and columns exist.
+
+Everything that can go wrong with the file itself (missing, not SQLite, not an export, truncated)
+is turned into a PyprofError here, so the rest of parse never sees a raw database exception.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import urllib.parse
+from typing import Any, Iterator, Sequence
+
+import sqlalchemy
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.pool import NullPool
+
+from pyprof.errors import EXIT_BAD_FORMAT, EXIT_CORRUPT, EXIT_NO_INPUT, EXIT_NO_KERNELS, PyprofError
+
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+NVTX = "NVTX_EVENTS"
+STRINGS = "StringIds"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+GPU = "TARGET_INFO_GPU"
+CUDA_DEVICE = "TARGET_INFO_CUDA_DEVICE"
+MEMCPY_ENUM = "ENUM_CUDA_MEMCPY_OPER"
+META = "META_DATA_EXPORT"
+
+# The only tables parse ever names in SQL. A table name from the file is used only after it was
+# found in sqlite_master AND is one of these, so nothing from the trace becomes SQL text.
+KNOWN_TABLES = frozenset({KERNEL, RUNTIME, NVTX, STRINGS, MEMCPY, MEMSET, GPU, CUDA_DEVICE, MEMCPY_ENUM, META})
+
+# Rows fetched from SQLite per batch: large enough to amortise the call, small enough that the
+# batch never matters for memory.
+BATCH = 4096
+
+
+def _sqlite_uri(path: str) -> str:
+    # A SQLite URI must percent-encode '?', '#' and '%' in the path, or a file named
+    # 'run?1.sqlite' would be read as 'run' with a query string.
+    return "file:" + urllib.parse.quote(os.path.abspath(path), safe="/") + "?mode=ro"
+
+
+def database_error(err: BaseException, path: str) -> PyprofError:
+    """Translate an SQLite error met while reading `path` into the user-facing fatal error."""
+    msg = str(getattr(err, "orig", None) or err).splitlines()[0]
+    if "file is not a database" in msg:
+        return PyprofError(f"{path}: not a SQLite database (expected an Nsight Systems SQLite export)", EXIT_BAD_FORMAT)
+    return PyprofError(f"{path}: the export is truncated or corrupted (sqlite: {msg})", EXIT_CORRUPT)
+
+
+# Errors that mean "the file is bad", as opposed to bugs in our SQL (ProgrammingError) which
+# should surface as such.
+DB_ERRORS: tuple[type[BaseException], ...] = (sqlite3.OperationalError, sqlite3.DatabaseError, sqlalchemy.exc.DBAPIError)
+
+
+class Export:
+    """A read-only connection to one export plus what it contains.
+
+    `tables` maps each known table present to the set of its column names.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        if not os.path.exists(path):
+            raise PyprofError(f"{path}: no such file", EXIT_NO_INPUT)
+        if os.path.isdir(path):
+            raise PyprofError(f"{path}: is a directory, not an export file", EXIT_NO_INPUT)
+        if not os.access(path, os.R_OK):
+            raise PyprofError(f"{path}: permission denied", EXIT_NO_INPUT)
+        uri = _sqlite_uri(path)
+        self.engine: Engine = sqlalchemy.create_engine(
+            "sqlite://", creator=lambda: sqlite3.connect(uri, uri=True), poolclass=NullPool
+        )
+        self.conn: Connection = self.engine.connect()
+        try:
+            names = [r[0] for r in self.conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        except DB_ERRORS as err:
+            self.close()
+            raise database_error(err, path) from None
+        self.all_tables = frozenset(names)
+        self.tables: dict[str, frozenset[str]] = {}
+        with self.errors():
+            for name in names:
+                if name in KNOWN_TABLES:
+                    # PRAGMA cannot take a bound parameter; `name` is one of our own constants.
+                    cols = self.conn.exec_driver_sql(f'PRAGMA table_info("{name}")').fetchall()
+                    self.tables[name] = frozenset(c[1] for c in cols)
+            # Bigger page cache than the 2 MB default: the launch-order sort and the automatic
+            # join index spill to temporary files past it, and 32 MB halves that I/O while
+            # keeping memory flat.
+            self.conn.exec_driver_sql("PRAGMA cache_size = -32768")
+
+    def close(self) -> None:
+        """Release the connection."""
+        self.conn.close()
+        self.engine.dispose()
+
+    def __enter__(self) -> "Export":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def errors(self) -> Iterator[None]:
+        """Turn SQLite errors raised inside the block into PyprofError."""
+        try:
+            yield
+        except DB_ERRORS as err:
+            raise database_error(err, self.path) from None
+
+    def has(self, table: str, *columns: str) -> bool:
+        """Whether `table` exists and has every one of `columns`."""
+        cols = self.tables.get(table)
+        return cols is not None and all(c in cols for c in columns)
+
+    def col(self, table: str, alias: str, column: str) -> str:
+        """`alias.column` when the column exists, else SQL NULL: optional columns degrade to null."""
+        return f"{alias}.{column}" if self.has(table, column) else "NULL"
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> Iterator[tuple]:
+        """Stream the rows of one query as plain tuples, never holding the whole result.
+
+        Goes through SQLAlchemy's connection to the DBAPI cursor: a Row object per row would cost
+        more than the rest of the per-kernel work, and the sqlite3 cursor already steps lazily.
+        """
+        cur = self.conn.connection.driver_connection.cursor()
+        cur.arraysize = BATCH
+        try:
+            cur.execute(sql, tuple(params))
+            while True:
+                batch = cur.fetchmany()
+                if not batch:
+                    return
+                yield from batch
+        except DB_ERRORS as err:
+            raise database_error(err, self.path) from None
+        finally:
+            cur.close()
+
+    def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """First column of the first row, or None."""
+        for row in self.rows(sql, params):
+            return row[0]
+        return None
+
+    def meta(self, name: str) -> str | None:
+        """A value of META_DATA_EXPORT (e.g. EXPORT_PRODUCT_VERSION), when the table has it."""
+        if not self.has(META, "name", "value"):
+            return None
+        return self.scalar(f"SELECT value FROM {META} WHERE name = ?", (name,))
+
+
+def check_export(exp: Export, memcpy: bool = False) -> None:
+    """Refuse, with the reason a user can act on, a file that holds no kernels to parse."""
+    tables = exp.all_tables
+    if not tables:
+        raise PyprofError(f"{exp.path}: not an Nsight Systems export (the SQLite database is empty)", EXIT_BAD_FORMAT)
+    if "StringTable" in tables and KERNEL in tables and STRINGS not in tables:
+        raise PyprofError(
+            f"{exp.path}: this is an nvprof database; pyprof.parse reads Nsight Systems exports "
+            "(nsys profile --export sqlite)", EXIT_BAD_FORMAT)
+    looks_nsys = META in tables or STRINGS in tables or NVTX in tables or any(
+        t.startswith(("CUPTI_ACTIVITY_KIND_", "TARGET_INFO_")) for t in tables)
+    if not looks_nsys:
+        raise PyprofError(f"{exp.path}: not an Nsight Systems export (none of its tables are nsys tables)", EXIT_BAD_FORMAT)
+    version = exp.meta("EXPORT_PRODUCT_VERSION")
+    made_by = f" (nsys {version})" if version else ""
+    if KERNEL not in exp.tables:
+        raise PyprofError(
+            f"{exp.path}: the export has no CUDA kernel table{made_by}: the capture had no CUDA trace "
+            "(nsys profile without '-t cuda'), or this nsys is too old for the CUDA driver", EXIT_NO_KERNELS)
+    missing = [c for c in ("start", "end", "correlationId") if c not in exp.tables[KERNEL]]
+    if missing:
+        raise PyprofError(f"{exp.path}: {KERNEL} lacks column(s) {', '.join(missing)}: unknown export schema", EXIT_BAD_FORMAT)
+    sources = [KERNEL] + ([MEMCPY, MEMSET] if memcpy else [])
+    if not any(t in exp.tables and exp.scalar(f"SELECT 1 FROM {t} LIMIT 1") for t in sources):
+        raise PyprofError(
+            f"{exp.path}: the capture range is empty: the export has no kernels{made_by} "
+            "(did the program reach the profiled region, e.g. torch.cuda.profiler.start()?)", EXIT_NO_KERNELS)

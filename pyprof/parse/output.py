@@ -1,0 +1,81 @@
+"""Writing records: JSON Lines to stdout or to a file that appears only when complete."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import time
+from typing import Any, Iterable, Iterator, TextIO
+
+# Compact, and strict: a NaN in a record would be invalid JSON for every other reader.
+_encode = json.JSONEncoder(separators=(",", ":"), check_circular=False, allow_nan=False).encode
+
+
+@contextlib.contextmanager
+def open_output(path: str | None) -> Iterator[TextIO]:
+    """Yield stdout, or a temporary file beside `path` that is renamed to `path` only on success.
+
+    On any failure the temporary file is removed, so a file at `path` is always complete.
+    """
+    if path is None:
+        yield sys.stdout
+        return
+    target = os.path.abspath(path)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=f".{os.path.basename(target)}.", suffix=".partial")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            yield out
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would surprise whoever reads the output next
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+class Progress:
+    """A self-overwriting progress line on stderr, at most once a second; silent when disabled."""
+
+    def __init__(self, total: int | None, enabled: bool) -> None:
+        self.total = total
+        self.enabled = enabled
+        self._next = time.monotonic() + 1.0
+
+    def update(self, done: int) -> None:
+        """Show `done` records written, when a second has passed since the last line."""
+        now = time.monotonic()
+        if now < self._next:
+            return
+        self._next = now + 1.0
+        share = f" ({100 * done / self.total:.0f}%)" if self.total else ""
+        sys.stderr.write(f"\rpyprof.parse: {done} records{share}")
+        sys.stderr.flush()
+
+    def finish(self) -> None:
+        """Clear the progress line."""
+        if self.enabled:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def write_records(records: Iterable[dict[str, Any]], out: TextIO, progress: Progress) -> int:
+    """Write each record as one JSON line; return how many were written."""
+    write = out.write
+    encode = _encode
+    n = 0
+    if not progress.enabled:
+        for rec in records:
+            write(encode(rec) + "\n")
+            n += 1
+        return n
+    for rec in records:
+        write(encode(rec) + "\n")
+        n += 1
+        if not n & 0x3FFF:
+            progress.update(n)
+    progress.finish()
+    return n

@@ -1,0 +1,127 @@
+"""What an NVTX range's text means: a pyprof marker, a PyTorch op range, a user layer, or other text.
+
+Nothing from the trace is executed: our markers are decoded with json.loads, PyTorch's op ranges
+with precompiled regular expressions (their `sizes` list with json.loads).
+"""
+from __future__ import annotations
+
+import functools
+import json
+import re
+from typing import Any, NamedTuple
+
+PYPROF_DOMAIN = "pyprof"
+
+# Range kinds, small ints because the per-kernel loop compares them for every enclosing range.
+OTHER = 0       # any other text: reported in `ranges`
+TORCH = 1       # a PyTorch emit_nvtx op range
+OP = 2          # a pyprof `op` marker
+MODULE = 3      # a pyprof `module` marker
+LAYER = 4       # `layer:NAME` in any domain, or a pyprof `layer` marker
+MALFORMED = 5   # pyprof-domain text that is not JSON: skipped and counted
+UNKNOWN = 6     # pyprof-domain JSON that is no marker we know: kept in `ranges`, counted
+EMPTY = 7       # no text at all: nothing to report
+
+# name[, seq = N][, op_id = N][, sizes = [[..]]][, input_op_ids = [(a,b), ..]], always in this
+# order (PyTorch's getNvtxStr). PyTorch 1.x wrote only "name, seq = N" (backward nodes:
+# "stashed seq"). The name never contains a comma.
+_TORCH_TEXT = re.compile(
+    r"(?P<name>[^,]+?)"
+    r"(?:, (?:stashed )?seq = (?P<seq>-?\d+))?"
+    r"(?:, op_id = (?P<op>\d+))?"
+    r"(?:, sizes = (?P<sizes>\[.*?\]))?"
+    r"(?:, input_op_ids = (?P<ids>\[.*\]))?\Z",
+    re.S,
+)
+# A bare name counts as a PyTorch op only when it looks like one: namespaced (`aten::empty`),
+# an autograd node (`MulBackward0`, `CopyBackwards`) or the engine's wrapper range. Plain user
+# text such as "forward" stays user text.
+_NAMESPACED = re.compile(r"[A-Za-z_][\w.]*::[\w.:]+\Z")
+_AUTOGRAD = re.compile(r"(?:autograd::engine::evaluate_function: .*|.*Backwards?\d*|(?:struct )?torch::autograd::AccumulateGrad)\Z", re.S)
+_OP_ID_PAIR = re.compile(r"\((-?\d+),\s*(-?\d+)\)")
+
+
+def _no_constants(name: str) -> None:
+    # json.loads accepts NaN/Infinity, which no marker contains and json.dumps(allow_nan=False)
+    # could not write back out.
+    raise ValueError(name)
+
+# Pyprof op markers that run autograd: kernels they enclose are backward kernels.
+_BACKWARD_CALLS = frozenset({("Tensor", "backward"), ("torch.autograd", "backward"), ("torch.autograd", "grad")})
+
+
+class Label(NamedTuple):
+    """A classified range: `kind` (module constants), `info` (what goes into the record),
+    `name` (layer name, op name, module name or the text for `ranges`), `seq` (PyTorch sequence
+    number or None), `bwd` (an autograd range or a backward call)."""
+
+    kind: int
+    info: Any
+    name: str | None
+    seq: int | None
+    bwd: bool
+
+
+_EMPTY = Label(EMPTY, None, None, None, False)
+_MALFORMED = Label(MALFORMED, None, None, None, False)
+
+
+def torch_op(text: str) -> Label | None:
+    """Parse a PyTorch emit_nvtx range text; None when the text is not one."""
+    m = _TORCH_TEXT.match(text)
+    if m is None:
+        return None
+    name, seq, op, sizes, ids = m.group("name", "seq", "op", "sizes", "ids")
+    is_autograd = _AUTOGRAD.match(name) is not None
+    if seq is None and op is None and sizes is None and not is_autograd and _NAMESPACED.match(name) is None:
+        return None
+    info: dict[str, Any] = {"name": name}
+    if seq is not None:
+        info["seq"] = int(seq)
+    if op is not None:
+        info["opId"] = int(op)
+    if sizes is not None:
+        try:
+            info["sizes"] = json.loads(sizes, parse_constant=_no_constants)
+        except (ValueError, RecursionError):
+            return None
+    if ids is not None:
+        info["inputOpIds"] = [[int(a), int(b)] for a, b in _OP_ID_PAIR.findall(ids)]
+    return Label(TORCH, info, name, info.get("seq"), is_autograd)
+
+
+def _marker(text: str) -> Label:
+    try:
+        marker = json.loads(text, parse_constant=_no_constants)
+    except (ValueError, RecursionError):  # RecursionError: a crafted '[[[[...' thousands deep
+        return _MALFORMED
+    kind = marker.get("kind") if isinstance(marker, dict) else None
+    if kind == "op" and isinstance(marker.get("op"), str):
+        return Label(OP, marker, marker["op"], None, (marker.get("mod"), marker["op"]) in _BACKWARD_CALLS)
+    if kind == "module" and isinstance(marker.get("module"), str):
+        return Label(MODULE, marker, marker["module"], None, False)
+    if kind == "layer" and isinstance(marker.get("name"), str):
+        return Label(LAYER, marker, marker["name"], None, False)
+    return Label(UNKNOWN, None, f"{PYPROF_DOMAIN}:{text}", None, False)
+
+
+@functools.lru_cache(maxsize=16384)
+def classify(domain: str | None, text: str | None) -> Label:
+    """Classify one range by its domain name (None: the default domain) and text.
+
+    Cached because layer, module and marker texts repeat every iteration; the cache is bounded,
+    so texts that never repeat (PyTorch's op_id makes each op range unique) only cost a slot.
+    The returned Label and its `info` are shared: never mutate them.
+    """
+    if text is None:
+        return _EMPTY
+    if domain == PYPROF_DOMAIN:
+        return _marker(text)
+    if text.startswith("layer:"):
+        return Label(LAYER, None, text[6:], None, False)
+    if domain is None:
+        label = torch_op(text)
+        if label is not None:
+            return label
+        return Label(OTHER, None, text, None, False)
+    return Label(OTHER, None, f"{domain}:{text}", None, False)
