@@ -1,0 +1,196 @@
+"""One record in, its derived facts out: the op's cost, this kernel's share of it, Tensor Core
+use, dtype, math path and peaks. The attribution rules are documented in docs/prof.md.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from . import ops  # noqa: F401  (fills the op table)
+from . import peaks as peaks_mod
+from .ops.gemm import gemm_cost
+from .registry import ATTN, CONV, GEMM, MMA_KINDS, Call, Cost, lookup
+from .summary import Summary
+from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
+from .values import ITEMSIZE
+
+_FORMULA_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError)
+_GRAD_TOKENS = ("dgrad", "wgrad")
+_NO_WORK = (0, 0)
+_UNKNOWN = (None, None)
+
+
+class Facts:
+    """What prof derived for one record; None fields print `na`."""
+
+    __slots__ = ("cost", "flops", "bytes", "tc", "dtype", "path", "peaks")
+
+    def __init__(self) -> None:
+        self.cost: Optional[Cost] = None
+        self.flops: Optional[int] = None
+        self.bytes: Optional[int] = None
+        self.tc = "-"
+        self.dtype: Optional[str] = None
+        self.path: Optional[str] = None
+        self.peaks: Optional[peaks_mod.Peaks] = None
+
+
+def _sizes_gemm(rec: dict) -> Optional[tuple]:
+    """(batch, m, n, k, extra elems) of the innermost PyTorch GEMM range, when it carries sizes:
+    the exact work of the kernel inside it (backward GEMMs, the math SDPA path, folded matmuls)."""
+    ops = rec.get("torchOps")
+    if not ops:
+        return None
+    inner = ops[-1]
+    sizes = inner.get("sizes")
+    if not sizes:
+        return None
+    name = inner.get("name")
+    try:
+        if name == "aten::mm":
+            (m, k), (_, n) = sizes[0], sizes[1]
+            return 1, m, n, k, 0
+        if name == "aten::addmm":
+            (m, k), (_, n) = sizes[1], sizes[2]
+            return 1, m, n, k, _numel(sizes[0])
+        if name == "aten::bmm":
+            (b, m, k), (_, _, n) = sizes[0], sizes[1]
+            return b, m, n, k, 0
+        if name == "aten::baddbmm":
+            (b, m, k), (_, _, n) = sizes[1], sizes[2]
+            return b, m, n, k, _numel(sizes[0])
+    except (TypeError, ValueError):
+        return None
+    return None
+
+
+def _numel(shape: list) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+class Analyzer:
+    """Derives Facts per record. Keeps one entry per (pid, tid): the call its last kernel
+    belonged to, so that an op's work goes to its first (main) kernel only."""
+
+    def __init__(self, summary: Summary) -> None:
+        self.summary = summary
+        self._calls: dict = {}
+
+    def cost(self, rec: dict) -> Optional[Cost]:
+        """The op cost of the marker behind a record (the forward op's, for a bprop kernel)."""
+        if rec.get("dir") == "bprop":
+            fwd = rec.get("fwd")
+            marker = fwd.get("marker") if isinstance(fwd, dict) else None
+        else:
+            marker = rec.get("marker")
+        if not isinstance(marker, dict) or marker.get("kind") != "op":
+            self.summary.warn("no op marker", f"{rec.get('mod')}.{rec.get('op')}")
+            return None
+        mod, op = marker.get("mod"), marker.get("op")
+        formula = lookup(mod, op)
+        if formula is None:
+            self.summary.warn("unknown op", f"{mod}.{op}")
+            return None
+        try:
+            cost = formula(Call(marker))
+        except _FORMULA_ERRORS:
+            cost = None
+        if cost is None:
+            self.summary.warn("op arguments not understood", f"{mod}.{op}")
+        return cost
+
+    def facts(self, rec: dict) -> Facts:
+        """All derived values for one record."""
+        f = Facts()
+        if rec.get("kind", "kernel") != "kernel":  # memcpy / memset: bytes moved, no math
+            f.flops, f.bytes = 0, rec.get("bytes")
+            f.peaks = peaks_mod.lookup(rec.get("gpu"))
+            return f
+        cost = f.cost = self.cost(rec)
+        name = rec.get("kLongName") or rec.get("kShortName")
+        verdict = classify(name)
+        kind = cost.kind if cost else None
+        dtype = cost.dtype if cost else None
+        if verdict is None and kind in MMA_KINDS and triton_gemm(name) and dtype in _TRITON_MMA_DTYPES:
+            verdict = MMA
+        if verdict == MMA:
+            f.tc = "1"
+        elif verdict == SIMT:
+            f.tc = "0"
+        elif verdict is None and kind in MMA_KINDS:
+            self.summary.warn("kernel not recognised (tc -, work na)", rec.get("kShortName") or "?")
+        math = verdict in (MMA, SIMT)
+        if kind in MMA_KINDS and math:
+            dtype = kernel_dtype(name) or dtype
+        f.dtype = dtype
+        f.flops, f.bytes = self._work(rec, cost, verdict, dtype, name)
+        f.peaks = peaks_mod.lookup(rec.get("gpu"))
+        f.path = peaks_mod.math_path(f.tc == "1", dtype)
+        return f
+
+    def _first_of_call(self, rec: dict, counts: bool) -> bool:
+        """True for the first kernel of an op call that `counts` (is a main-kernel candidate).
+
+        A new call starts when the op marker (for bprop: the forward op's seq) or the outermost
+        PyTorch range (with its op id) differs from the previous kernel's on the same thread, or,
+        without PyTorch ranges, at sub-sequence 0 (the marker is then the innermost range)."""
+        key = (rec.get("pid"), rec.get("tid"))
+        ops = rec.get("torchOps")
+        if rec.get("dir") == "bprop":
+            fwd = rec.get("fwd") or {}
+            ident = (fwd.get("seq"), ops[0] if ops else None)
+        else:
+            ident = (rec.get("marker"), ops[0] if ops else None)
+        state = self._calls.get(key)
+        if state is None or state[0] != ident or (not ops and rec.get("subSeqId") == 0):
+            state = self._calls[key] = [ident, False]
+        if counts and not state[1]:
+            state[1] = True
+            return True
+        return False
+
+    def _work(self, rec: dict, cost: Optional[Cost], verdict: Optional[str], dtype: Optional[str],
+              name: Optional[str]) -> tuple:
+        """(flops, bytes) of this kernel: its share of the op's work."""
+        if cost is None:
+            return _UNKNOWN
+        bprop = rec.get("dir") == "bprop"
+        kind = cost.kind
+        if kind not in MMA_KINDS:
+            if not self._first_of_call(rec, True):
+                return _NO_WORK
+            return (cost.bwd_flops, cost.bwd_bytes) if bprop else (cost.flops, cost.bytes)
+        math = verdict in (MMA, SIMT)
+        first = self._first_of_call(rec, math)  # helper kernels never become the main kernel
+        if verdict == NONE:
+            return _NO_WORK
+        if not math:
+            return _UNKNOWN
+        size = ITEMSIZE.get(dtype)
+        if kind in (GEMM, ATTN):
+            sizes = _sizes_gemm(rec)
+            if sizes is not None:
+                b, m, n, k, extra = sizes
+                g = gemm_cost(b, m, n, k, dtype, extra)
+                return g.flops, g.bytes
+        one_fwd = (cost.flops, None if size is None or cost.elems is None else cost.elems * size)
+        if not bprop:
+            return one_fwd if first else _NO_WORK
+        if kind == GEMM:
+            return one_fwd  # data- and weight-gradient GEMMs each do one forward's work
+        if kind == CONV:
+            low = (name or "").lower()
+            if any(t in low for t in _GRAD_TOKENS):
+                return one_fwd
+            self.summary.warn("conv backward kernel neither dgrad nor wgrad (work na)", rec.get("kShortName") or "?")
+            return _UNKNOWN
+        if not first:  # ATTN backward: the whole node's work on its main kernel
+            return _NO_WORK
+        if cost.bwd_bytes is None or size is None or cost.dtype is None:
+            return cost.bwd_flops, cost.bwd_bytes
+        return cost.bwd_flops, cost.bwd_bytes * size // ITEMSIZE[cost.dtype]
+
+
+_TRITON_MMA_DTYPES = frozenset(("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8"))

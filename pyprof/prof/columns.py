@@ -1,0 +1,187 @@
+"""The column table: the single source of every column's name, header, meaning, unit, width
+and value function. -h, the docs and the three output forms all read it.
+
+A value function takes (record, Facts, index) and returns a string. `needs_facts` says whether
+the column needs the analysis (op cost, attribution, Tensor Cores, peaks) at all, so that
+`-c idx,kernel,sil` runs at the speed of JSON decoding.
+"""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple, Optional
+
+NA = "na"      # a value that cannot be known
+ABSENT = "-"   # a value that does not apply (no layer, no seq id, tc of an element-wise kernel)
+
+
+class Column(NamedTuple):
+    name: str
+    header: str
+    meaning: str
+    unit: str
+    width: int            # columnated output (-w): fixed width, 0 = shares the remaining width
+    needs_facts: bool
+    value: Callable
+
+
+def _get(key: str) -> Callable:
+    def value(rec, facts, idx):
+        v = rec.get(key)
+        return ABSENT if v is None or v == "" else str(v)
+    return value
+
+
+def _dims(key: str) -> Callable:
+    def value(rec, facts, idx):
+        v = rec.get(key)
+        return "(" + ",".join(map(str, v)) + ")" if v else ABSENT
+    return value
+
+
+def _joined(key: str, sep: str) -> Callable:
+    def value(rec, facts, idx):
+        v = rec.get(key)
+        return sep.join(map(str, v)) if v else ABSENT
+    return value
+
+
+def _num(x) -> str:
+    return NA if x is None else str(x)
+
+
+def _rate(num: Optional[float], den: Optional[float], scale: float, fmt: str) -> str:
+    if num is None or not den:
+        return NA
+    return format(num / den * scale, fmt)
+
+
+def _dur(rec) -> Optional[int]:
+    return rec.get("kDuration")
+
+
+def _tflops(rec, f, idx):
+    return _rate(f.flops, _dur(rec), 1e-3, ".3f")  # FLOP/ns = GFLOP/s
+
+
+def _gbps(rec, f, idx):
+    return _rate(f.bytes, _dur(rec), 1.0, ".1f")  # B/ns = GB/s
+
+
+def _ai(rec, f, idx):
+    return _rate(f.flops, f.bytes, 1.0, ".2f")
+
+
+def _peak_tflops(f) -> Optional[float]:
+    if f.peaks is None or f.path is None:
+        return None
+    return f.peaks.flops.get(f.path)
+
+
+def _pct_peak(rec, f, idx):
+    peak, dur = _peak_tflops(f), _dur(rec)
+    if peak is None or f.flops is None or not dur:
+        return NA
+    return format(f.flops / dur * 1e-3 / peak * 100, ".1f")
+
+
+def _pct_bw(rec, f, idx):
+    dur = _dur(rec)
+    if f.peaks is None or not f.peaks.gbps or f.bytes is None or not dur:
+        return NA
+    return format(f.bytes / dur / f.peaks.gbps * 100, ".1f")
+
+
+def bound(f) -> str:
+    """compute or memory, from the kernel's FLOP/byte against the GPU's ridge point
+    (peak FLOP/s of its math path over peak bandwidth); na when either is unknown."""
+    if f.flops is None or f.bytes is None or (f.flops == 0 and f.bytes == 0):
+        return NA
+    if f.flops == 0:
+        return "memory"
+    peak = _peak_tflops(f)
+    if peak is None or f.peaks is None or not f.peaks.gbps or not f.bytes:
+        return NA
+    ridge = peak * 1e3 / f.peaks.gbps  # (TFLOP/s * 1e12) / (GB/s * 1e9)
+    return "compute" if f.flops / f.bytes >= ridge else "memory"
+
+
+def _params(rec, f, idx):
+    if rec.get("kind", "kernel") != "kernel":
+        return f"bytes={rec.get('bytes')},kind={rec.get('copyKind', rec.get('kind'))}"
+    return NA if f.cost is None else f.cost.params
+
+
+def _smem(rec, f, idx):
+    s, d = rec.get("staticShared"), rec.get("dynamicShared")
+    return NA if s is None and d is None else str((s or 0) + (d or 0))
+
+
+COLUMNS = [
+    Column("idx", "Idx", "index of the record in the input (kernel order)", "", 6, False, lambda r, f, i: str(i)),
+    Column("seq", "SeqId", "PyTorch sequence id of the innermost op range", "", 7, False, _get("seqId")),
+    Column("altseq", "AltSeqId", "sequence ids of the other enclosing op ranges", "", 10, False,
+           _joined("altSeqId", ",")),
+    Column("tid", "TId", "thread id of the launch call", "", 8, False, _get("tid")),
+    Column("layer", "Layer", "user layer ranges (layer:NAME, pyprof.annotate), outermost first", "", 0, False,
+           _joined("layer", ":")),
+    Column("trace", "Trace", "the user's call site file:line (for bprop: the forward op's)", "", 0, False,
+           _get("trace")),
+    Column("dir", "Direction", "fprop or bprop", "", 9, False, _get("dir")),
+    Column("sub", "Sub", "n-th kernel of the same innermost op range", "", 4, False, _get("subSeqId")),
+    Column("mod", "Module", "where the op lives: torch, Tensor, torch.nn.functional, ... (aten without a marker)",
+           "", 20, False, _get("mod")),
+    Column("op", "Op", "the operation (conv2d, __add__, SGD.step, ...)", "", 16, False, _get("op")),
+    Column("kernel", "Kernel", "kernel short name", "", 0, False, _get("kShortName")),
+    Column("params", "Params", "the op's shapes and dtype (GEMM: M,N,K; conv: N,C,H,W,K,P,Q,R,S,...)", "", 0,
+           True, _params),
+    Column("sil", "Sil(ns)", "kernel duration on the GPU (silicon time)", "ns", 10, False, _get("kDuration")),
+    Column("tc", "TC", "Tensor Cores: 1 used, 0 a matrix kernel that did not, - not applicable", "", 3, True,
+           lambda r, f, i: f.tc),
+    Column("device", "Device", "CUDA device id", "", 6, False, _get("device")),
+    Column("stream", "Stream", "CUDA stream id", "", 6, False, _get("stream")),
+    Column("grid", "Grid", "grid dimensions (x,y,z)", "", 14, False, _dims("grid")),
+    Column("block", "Block", "block dimensions (x,y,z)", "", 12, False, _dims("block")),
+    Column("flops", "FLOPs", "floating-point operations this kernel carries (FMA = 2)", "FLOP", 14, True,
+           lambda r, f, i: _num(f.flops)),
+    Column("bytes", "Bytes", "algorithmic memory traffic this kernel carries (inputs read once, outputs "
+           "written once)", "B", 14, True, lambda r, f, i: _num(f.bytes)),
+    Column("tflops", "TFLOP/s", "achieved FLOP rate: flops / sil", "TFLOP/s", 9, True, _tflops),
+    Column("gbps", "GB/s", "achieved memory rate: bytes / sil", "GB/s", 9, True, _gbps),
+    Column("ai", "FLOP/B", "arithmetic intensity: flops / bytes", "FLOP/B", 9, True, _ai),
+    Column("peak", "%Peak", "achieved FLOP rate as % of the GPU's dense peak for the kernel's math path", "%",
+           6, True, _pct_peak),
+    Column("bw", "%BW", "achieved memory rate as % of the GPU's peak memory bandwidth", "%", 6, True, _pct_bw),
+    Column("bound", "Bound", "compute or memory: arithmetic intensity against the roofline ridge point", "", 8,
+           True, lambda r, f, i: bound(f)),
+    Column("path", "MathPath", "peak the kernel is held against: fp16_tc (also bf16), tf32_tc, int8_tc, "
+           "fp64_tc, fp32, fp64", "", 8, True, lambda r, f, i: f.path or NA),
+    Column("dtype", "DType", "the dtype the op (GEMM/conv/attention: the kernel) computed in", "", 9, True,
+           lambda r, f, i: f.dtype or NA),
+    Column("module", "ModulePath", "qualified name of the innermost nn.Module (for bprop: the forward op's)", "",
+           0, False, _get("module")),
+    Column("pid", "PId", "process id", "", 8, False, _get("pid")),
+    Column("start", "Start(ns)", "kernel start on the GPU timeline", "ns", 20, False, _get("kStart")),
+    Column("regs", "Regs", "registers per thread", "", 5, False, _get("regs")),
+    Column("smem", "SMem(B)", "shared memory per block, static plus dynamic", "B", 8, False, _smem),
+]
+BY_NAME = {c.name: c for c in COLUMNS}
+DEFAULT = "idx,dir,sub,mod,op,kernel,params,sil"
+
+
+def select(spec: str) -> list:
+    """Columns named in a comma-separated spec; raises KeyError naming the first unknown one."""
+    cols = []
+    for name in spec.split(","):
+        name = name.strip().lower()
+        if name not in BY_NAME:
+            raise KeyError(name)
+        cols.append(BY_NAME[name])
+    return cols
+
+
+def help_table() -> str:
+    """Every column with its header, meaning and unit, for -h."""
+    lines = ["columns (-c, comma separated; default %s):" % DEFAULT]
+    for c in COLUMNS:
+        unit = f" [{c.unit}]" if c.unit else ""
+        lines.append(f"  {c.name:<8} {c.header:<11} {c.meaning}{unit}")
+    return "\n".join(lines)

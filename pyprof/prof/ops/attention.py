@@ -1,0 +1,43 @@
+"""scaled_dot_product_attention, every backend (flash, memory-efficient, cuDNN, math).
+
+Forward: Q K^T and P V, 2*L*S*E + 2*L*S*Ev per batch-head (torch.utils.flop_counter's count).
+Backward: the recomputed Q K^T plus the four gradient products (dV, dP, dQ, dK), as flop_counter
+counts them. is_causal halves all of it: only the lower triangle of the L x S scores is computed.
+Grouped-query attention: K and V may have fewer heads; the work follows the query heads.
+"""
+from __future__ import annotations
+
+from math import prod
+from typing import Optional
+
+from ..registry import ATTN, Call, Cost, fmt_params, register
+from ..values import ITEMSIZE, promote
+
+
+@register("torch.nn.functional.scaled_dot_product_attention")
+def sdpa(c: Call) -> Optional[Cost]:
+    q, k, v = c.tensor(0, "query"), c.tensor(1, "key"), c.tensor(2, "value")
+    mask = c.tensor(3, "attn_mask")
+    causal = bool(c.get(5, "is_causal", False))
+    bh = prod(q.shape[:-2])
+    L, e = q.shape[-2:]
+    s, ev = k.shape[-2], v.shape[-1]
+    fwd = 2 * bh * L * s * e + 2 * bh * L * s * ev
+    bwd = bh * (6 * L * s * e + 4 * L * s * ev)
+    if causal:
+        fwd, bwd = fwd // 2, bwd // 2
+    out = bh * L * ev
+    dtype = promote([q.dtype, k.dtype, v.dtype])
+    size = ITEMSIZE.get(dtype)
+    m = mask.nbytes if mask else 0
+    elems = q.numel + k.numel + v.numel + out
+    # Backward reads Q, K, V, O and dO and writes dQ, dK, dV (the row statistics are O(L)).
+    bwd_elems = 2 * (q.numel + k.numel + v.numel) + 2 * out
+    if size is None or m is None:
+        nbytes = bwd_bytes = None
+    else:
+        nbytes, bwd_bytes = elems * size + m, bwd_elems * size + m
+    params = fmt_params(dtype, B=prod(q.shape[:-3]) if len(q.shape) > 3 else 1,
+                        H=q.shape[-3] if len(q.shape) > 2 else 1, L=L, S=s, E=e, Ev=ev,
+                        causal=int(causal), mask=int(mask is not None))
+    return Cost(fwd, nbytes, params, dtype, ATTN, elems, bwd, bwd_bytes)

@@ -1,0 +1,78 @@
+"""Convolutions, plain and transposed, 1-3 spatial dimensions, any groups, stride, dilation, padding.
+
+FLOPs: 2 * N * K * prod(output positions) * (C/groups) * prod(kernel taps), the GEMM view of
+convolution that the original PyProf and torch.utils.flop_counter use (padding taps included).
+For a transposed convolution the taps run over the input positions instead.
+"""
+from __future__ import annotations
+
+from math import prod
+from typing import Optional
+
+from ..registry import CONV, Call, Cost, fmt_params, names, register
+from ..values import ITEMSIZE, promote
+
+_SPATIAL_NAMES = {1: ("W",), 2: ("H", "W"), 3: ("D", "H", "W")}
+_OUT_NAMES = {1: ("Q",), 2: ("P", "Q"), 3: ("O", "P", "Q")}
+_TAP_NAMES = {1: ("S",), 2: ("R", "S"), 3: ("T", "R", "S")}
+
+
+def _tuple(v, nd: int) -> tuple:
+    if isinstance(v, (list, tuple)):
+        return tuple(v) * nd if len(v) == 1 else tuple(v)
+    return (v,) * nd
+
+
+def conv_cost(c: Call, nd: int, transposed: bool) -> Optional[Cost]:
+    """Shared by conv{1,2,3}d and conv_transpose{1,2,3}d; argument positions follow torch."""
+    x, w, bias = c.tensor(0, "input"), c.tensor(1, "weight"), c.tensor(2, "bias")
+    if transposed:  # conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation)
+        stride, pad = c.get(3, "stride", 1), c.get(4, "padding", 0)
+        out_pad, groups, dil = c.get(5, "output_padding", 0), c.get(6, "groups", 1), c.get(7, "dilation", 1)
+    else:  # conv(input, weight, bias, stride, padding, dilation, groups)
+        stride, pad = c.get(3, "stride", 1), c.get(4, "padding", 0)
+        dil, groups, out_pad = c.get(5, "dilation", 1), c.get(6, "groups", 1), 0
+    batched = len(x.shape) == nd + 2
+    n = x.shape[0] if batched else 1
+    cin, spatial = x.shape[-nd - 1], x.shape[-nd:]
+    taps = w.shape[2:]
+    stride, dil, out_pad = _tuple(stride, nd), _tuple(dil, nd), _tuple(out_pad, nd)
+    if pad == "valid":
+        pad = 0
+    if pad == "same":
+        out = tuple(spatial)
+        pad_t = tuple((d * (k - 1)) // 2 for d, k in zip(dil, taps))
+    else:
+        pad_t = _tuple(pad, nd)
+        if transposed:
+            out = tuple((i - 1) * s - 2 * p + d * (k - 1) + op + 1
+                        for i, s, p, d, k, op in zip(spatial, stride, pad_t, dil, taps, out_pad))
+        else:
+            out = tuple((i + 2 * p - d * (k - 1) - 1) // s + 1
+                        for i, s, p, d, k in zip(spatial, stride, pad_t, dil, taps))
+    if transposed:
+        kout = w.shape[1] * groups
+        flops = 2 * n * prod(spatial) * prod(taps) * cin * w.shape[1]
+    else:
+        kout = w.shape[0]
+        flops = 2 * n * prod(out) * prod(taps) * kout * (cin // groups)
+    dtype = promote([x.dtype, w.dtype])
+    elems = x.numel + w.numel + n * kout * prod(out) + (bias.numel if bias else 0)
+    size = ITEMSIZE.get(dtype)
+    fields = dict(zip(("N", "C", *_SPATIAL_NAMES[nd]), (n, cin, *spatial)))
+    fields.update(K=kout, **dict(zip(_OUT_NAMES[nd], out)), **dict(zip(_TAP_NAMES[nd], taps)))
+    fields.update(pad=pad_t, stride=stride, dil=dil, g=groups)
+    if transposed:
+        fields["opad"] = out_pad
+    return Cost(flops, None if size is None else elems * size, fmt_params(dtype, **fields), dtype, CONV, elems)
+
+
+def _register(nd: int) -> None:
+    fn = ("torch.nn.functional", "torch")
+    register(*names([f"conv{nd}d"], fn))(lambda c: conv_cost(c, nd, False))
+    register(*names([f"conv_transpose{nd}d"], fn))(lambda c: conv_cost(c, nd, True))
+
+
+for _nd in (1, 2, 3):
+    _register(_nd)
+

@@ -1,0 +1,170 @@
+"""Element-wise ops: unary math and activations, binary ops with broadcasting, dropout, reductions.
+
+Convention (the original PyProf's): FLOPs are per output element, 1 per element unless the table
+below says more; a transcendental function counts as one operation, like an add. Bytes: every
+tensor operand read once, the result written once (a broadcast operand at its own size).
+Backward of a unary op (grad_out times f'(saved tensor)): 1 FLOP and 3 element accesses per
+element. Backward of binary ops depends on which inputs need gradients and on broadcasting
+(reductions), which no marker records: na.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
+from ..values import ITEMSIZE, Tensor, broadcast, promote
+
+_FLOATS = ("float16", "bfloat16", "float32", "float64")
+
+UNARY = ["abs", "neg", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt",
+         "sin", "cos", "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "sigmoid", "erf",
+         "erfc", "erfinv", "reciprocal", "sign", "floor", "ceil", "round", "trunc", "frac",
+         "square", "relu", "nan_to_num", "logical_not", "bitwise_not", "clamp", "clip",
+         "clamp_min", "clamp_max", "logit", "sgn", "angle", "positive", "digamma", "lgamma"]
+ACTIVATIONS = ["relu", "relu_", "relu6", "gelu", "silu", "mish", "hardswish", "hardsigmoid",
+               "hardtanh", "hardtanh_", "leaky_relu", "leaky_relu_", "elu", "elu_", "selu", "celu",
+               "softplus", "softsign", "tanh", "sigmoid", "logsigmoid", "tanhshrink", "softshrink",
+               "hardshrink", "threshold", "threshold_", "rrelu"]
+# Ops whose result is floating point even for integer inputs (PyTorch's default dtype, float32).
+_TO_FLOAT = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos",
+             "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "sigmoid", "erf", "erfc",
+             "erfinv", "reciprocal", "logit", "digamma", "lgamma", "true_divide", "div"}
+
+BINARY = ["add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "floor_divide",
+          "remainder", "fmod", "pow", "atan2", "maximum", "minimum", "fmax", "fmin", "hypot",
+          "copysign", "xlogy", "rsub", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
+          "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor"]
+DUNDERS = ["add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv", "floordiv",
+           "rfloordiv", "pow", "rpow", "mod", "and", "or", "xor", "eq", "ne", "lt", "le", "gt", "ge"]
+INPLACE_DUNDERS = ["add", "sub", "mul", "truediv", "floordiv", "pow", "mod", "and", "or", "xor"]
+_COMPARE = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not"}
+TERNARY = ["where", "lerp", "addcmul", "addcdiv"]
+FLOPS_PER_ELEMENT = {"lerp": 2, "addcmul": 2, "addcdiv": 2, "where": 1}
+
+
+def _base(op: str) -> str:
+    """`__iadd__` -> add, `add_` -> add, `__rtruediv__` -> truediv (for the dtype rules)."""
+    if op.startswith("__"):
+        op = op.strip("_")
+        for prefix in ("i", "r"):
+            if op.startswith(prefix) and op[1:] in DUNDERS:
+                op = op[1:]
+        return op
+    return op.rstrip("_")
+
+
+def _inplace(op: str) -> bool:
+    return op.startswith("__i") and op[3:-2] in INPLACE_DUNDERS or (op.endswith("_") and not op.endswith("__"))
+
+
+def pointwise_cost(op: str, operands: list, out_dtype: Optional[str] = None,
+                   bwd: bool = False, **fields) -> Cost:
+    """Cost of an element-wise op over `operands` (Tensors and scalars), result broadcast."""
+    tensors = [t for t in operands if isinstance(t, Tensor)]
+    inplace = _inplace(op)
+    shape = tensors[0].shape if inplace else broadcast(*(t.shape for t in tensors))
+    base = _base(op)
+    if out_dtype is None:
+        if inplace:
+            out_dtype = tensors[0].dtype
+        elif base in _COMPARE:
+            out_dtype = "bool"
+        else:
+            out_dtype = promote(t.dtype for t in tensors)
+            if base in _TO_FLOAT and out_dtype not in _FLOATS and out_dtype and not out_dtype.startswith("complex"):
+                out_dtype = "float32"
+    n = 1
+    for d in shape:
+        n *= d
+    out_size = ITEMSIZE.get(out_dtype)
+    in_bytes = [t.nbytes for t in tensors]
+    nbytes = None if out_size is None or None in in_bytes else sum(in_bytes) + n * out_size
+    flops = n * FLOPS_PER_ELEMENT.get(base, 1)
+    dtype = promote(t.dtype for t in tensors)
+    bwd_flops = bwd_bytes = None
+    if bwd and out_size is not None:
+        bwd_flops, bwd_bytes = n, 3 * n * out_size
+    return Cost(flops, nbytes, fmt_params(dtype, shape=dims(shape), **fields), dtype, SIMT,
+                bwd_flops=bwd_flops, bwd_bytes=bwd_bytes)
+
+
+def _unary(op: str):
+    def formula(c: Call) -> Cost:
+        x = c.get(0, "input")
+        extra = {"approx": c.get(None, "approximate")} if op == "gelu" and c.get(None, "approximate") else {}
+        return pointwise_cost(op, [x], bwd=True, **extra)
+    return formula
+
+
+for _op in UNARY:
+    register(*names([_op, f"{_op}_"]))(_unary(_op))
+for _op in ACTIVATIONS:
+    register(f"torch.nn.functional.{_op}")(_unary(_op))
+for _op in ("neg", "abs", "invert", "pos"):
+    register(f"Tensor.__{_op}__")(_unary(_op))
+
+
+def _binary(op: str):
+    def formula(c: Call) -> Cost:
+        alpha = c.get(None, "alpha", 1)
+        cost = pointwise_cost(op, c.tensors())
+        if alpha != 1:  # add(x, y, alpha=a) is a multiply-add per element
+            cost = Cost(2 * cost.flops, cost.bytes, cost.params, cost.dtype, SIMT)
+        return cost
+    return formula
+
+
+for _op in BINARY + TERNARY:
+    register(*names([_op, f"{_op}_"]))(_binary(_op))
+for _op in DUNDERS:
+    register(f"Tensor.__{_op}__")(_binary(f"__{_op}__"))
+for _op in INPLACE_DUNDERS:
+    register(f"Tensor.__i{_op}__")(_binary(f"__i{_op}__"))
+
+
+@register("torch.nn.functional.dropout", "torch.dropout", "Tensor.dropout",
+          "torch.nn.functional.dropout1d", "torch.nn.functional.dropout2d", "torch.nn.functional.dropout3d")
+def dropout(c: Call) -> Optional[Cost]:
+    """Training: the output and a bool keep-mask are written. Backward: grad times mask."""
+    x, p = c.get(0, "input"), c.get(1, "p", 0.5)
+    training = c.get(2, "training", True)
+    size = x.itemsize
+    if not training or p == 0 or size is None:
+        # Identity: no kernel normally runs; if one does it is a copy.
+        return pointwise_cost("dropout", [x], p=p)
+    n = x.numel
+    return Cost(n, 2 * n * size + n, fmt_params(x.dtype, shape=dims(x.shape), p=p), x.dtype, SIMT,
+                bwd_flops=n, bwd_bytes=2 * n * size + n)
+
+
+REDUCTIONS = ["sum", "mean", "nansum", "nanmean", "prod", "amax", "amin", "max", "min", "std", "var",
+              "norm", "logsumexp", "argmax", "argmin", "all", "any", "count_nonzero"]
+_REDUCE_FLOPS = {"std": 3, "var": 3, "norm": 2, "logsumexp": 3}
+_REDUCE_INT_OUT = {"argmax": "int64", "argmin": "int64", "count_nonzero": "int64", "all": "bool", "any": "bool"}
+
+
+def _reduce(op: str):
+    def formula(c: Call) -> Cost:
+        """1 FLOP per input element (std/var/norm/logsumexp: see _REDUCE_FLOPS); result at reduced size."""
+        x = c.get(0, "input")
+        dim = c.get(1, "dim")
+        if op == "norm":
+            dim = c.get(2, "dim")
+        if isinstance(dim, int):
+            dim = [dim]
+        keep = [d for i, d in enumerate(x.shape)
+                if dim is not None and i not in {d % max(len(x.shape), 1) for d in dim}]
+        out_n = 1
+        for d in keep:
+            out_n *= d
+        out_dtype = c.get(None, "dtype") or _REDUCE_INT_OUT.get(op, x.dtype)
+        extra = 8 * out_n if op in ("max", "min") and dim is not None else 0  # the int64 indices
+        out_size = ITEMSIZE.get(out_dtype)
+        nbytes = None if x.nbytes is None or out_size is None else x.nbytes + out_n * out_size + extra
+        return Cost(x.numel * _REDUCE_FLOPS.get(op, 1), nbytes,
+                    fmt_params(x.dtype, shape=dims(x.shape), dim=dims(dim) if dim else "all"), x.dtype, SIMT)
+    return formula
+
+
+for _op in REDUCTIONS:
+    register(*names([_op]))(_reduce(_op))

@@ -1,0 +1,122 @@
+"""Data movement: copies and dtype casts, cat/stack, gather/scatter/index_select. No FLOPs
+(scatter_add and index_add: one add per source element); bytes as everywhere: read once, write once.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
+from ..values import ITEMSIZE, Tensor, is_truncated, promote
+
+
+def copy_cost(src: Tensor, out_dtype: Optional[str], **fields) -> Optional[Cost]:
+    """Read `src`, write it again as `out_dtype`."""
+    size = ITEMSIZE.get(out_dtype)
+    if src.nbytes is None or size is None:
+        return None
+    return Cost(0, src.nbytes + src.numel * size, fmt_params(src.dtype, shape=dims(src.shape), to=out_dtype),
+                src.dtype, SIMT)
+
+
+@register(*names(["to", "type"], ("Tensor",)))
+def to(c: Call) -> Optional[Cost]:
+    """Tensor.to(dtype) / to(device, dtype) / to(other): the target dtype is the first dtype
+    argument, or the other tensor's; a device-only move is a memcpy record, not a kernel."""
+    x = c.args[0]
+    target = c.get(None, "dtype")
+    for a in c.args[1:]:
+        if target is None and isinstance(a, str) and a in ITEMSIZE:
+            target = a
+        elif target is None and isinstance(a, Tensor):
+            target = a.dtype
+    return copy_cost(x, target or x.dtype)
+
+
+_CASTS = {"float": "float32", "half": "float16", "bfloat16": "bfloat16", "double": "float64",
+          "int": "int32", "long": "int64", "short": "int16", "char": "int8", "byte": "uint8", "bool": "bool"}
+for _name, _dt in _CASTS.items():
+    register(f"Tensor.{_name}")(lambda c, _dt=_dt: copy_cost(c.args[0], _dt))
+
+
+@register(*names(["clone", "contiguous"]), "Tensor.cpu", "Tensor.cuda")
+def clone(c: Call) -> Optional[Cost]:
+    x = c.get(0, "input")
+    return copy_cost(x, x.dtype)
+
+
+@register("Tensor.copy_")
+def copy_(c: Call) -> Optional[Cost]:
+    """dst.copy_(src): src read (broadcast to dst), dst written in its own dtype."""
+    dst, src = c.args[0], c.get(1, "src")
+    if src.nbytes is None or dst.nbytes is None:
+        return None
+    return Cost(0, src.nbytes + dst.nbytes, fmt_params(src.dtype, shape=dims(dst.shape), to=dst.dtype), src.dtype, SIMT)
+
+
+@register(*names(["cat", "concat", "concatenate", "stack", "hstack", "vstack"], ("torch",)))
+def cat(c: Call) -> Optional[Cost]:
+    """Every input read once, the result (their sum) written once. More than 16 inputs: the
+    marker keeps only 16 (docs/markers.md), so the total is not known: na."""
+    ts = c.get(0, "tensors")
+    if not isinstance(ts, list) or is_truncated(ts) or not all(isinstance(t, Tensor) for t in ts):
+        return None
+    dtype = promote(t.dtype for t in ts)
+    size = ITEMSIZE.get(dtype)
+    parts = [t.nbytes for t in ts]
+    if size is None or None in parts:
+        return None
+    n = sum(t.numel for t in ts)
+    return Cost(0, sum(parts) + n * size, fmt_params(dtype, n=len(ts), numel=n), dtype, SIMT)
+
+
+def _indexed(src_rows: int, index: Tensor, dtype: Optional[str], adds: bool, base: Optional[Tensor] = None,
+             **fields) -> Optional[Cost]:
+    """`src_rows` elements read through `index` and written; `base`: an out-of-place op first
+    copies its whole input. `adds`: the destination is read too and one add done per element."""
+    size = ITEMSIZE.get(dtype)
+    if size is None or index.nbytes is None:
+        return None
+    nbytes = index.nbytes + src_rows * size * (3 if adds else 2)
+    if base is not None:
+        nbytes += 2 * base.numel * size
+    return Cost(src_rows if adds else 0, nbytes, fmt_params(dtype, **fields), dtype, SIMT)
+
+
+@register(*names(["gather"]))
+def gather(c: Call) -> Optional[Cost]:
+    x, index = c.get(0, "input"), c.get(2, "index")
+    return _indexed(index.numel, index, x.dtype, False, shape=dims(x.shape), index=dims(index.shape))
+
+
+def _scatter(inplace: bool, adds: bool):
+    def formula(c: Call) -> Optional[Cost]:
+        x, index = c.get(0, "input"), c.get(2, "index")
+        reduce = c.get(None, "reduce")
+        return _indexed(index.numel, index, x.dtype, adds or reduce is not None, None if inplace else x,
+                        shape=dims(x.shape), index=dims(index.shape))
+    return formula
+
+
+register(*names(["scatter"]))(_scatter(False, False))
+register("Tensor.scatter_")(_scatter(True, False))
+register(*names(["scatter_add"]))(_scatter(False, True))
+register("Tensor.scatter_add_")(_scatter(True, True))
+
+
+@register(*names(["index_select"]))
+def index_select(c: Call) -> Optional[Cost]:
+    x, dim, index = c.get(0, "input"), c.get(1, "dim"), c.get(2, "index")
+    rows = x.numel // max(x.shape[dim], 1) * index.numel if x.shape else index.numel
+    return _indexed(rows, index, x.dtype, False, shape=dims(x.shape), index=dims(index.shape))
+
+
+def _index_add(inplace: bool):
+    def formula(c: Call) -> Optional[Cost]:
+        x, index, src = c.get(0, "input"), c.get(2, "index"), c.get(3, "source")
+        return _indexed(src.numel, index, x.dtype, True, None if inplace else x,
+                        shape=dims(x.shape), index=dims(index.shape))
+    return formula
+
+
+register(*names(["index_add"]))(_index_add(False))
+register("Tensor.index_add_")(_index_add(True))

@@ -1,0 +1,234 @@
+"""Neural-network layers that are not matrix products: normalization, softmax, losses,
+pooling, interpolation, embeddings.
+
+FLOPs per element (a convention, documented in docs/prof.md):
+- layer/group/batch norm (training statistics): 6 (mean 1, variance 3, normalize 2), +1 each for
+  the affine weight and bias; batch norm in eval mode: 2 (+1 +1).
+- rms_norm: 3 (square 1, sum 1, scale 1), +1 for the weight.
+- softmax / log_softmax: 5 (max, subtract, exp, sum, divide or log-subtract); backward 4.
+- pooling: one comparison or add per window tap per output; interpolation: 2 per tap.
+Backward of these ops (other than softmax) is na: its kernels depend on which inputs need grad.
+"""
+from __future__ import annotations
+
+from math import ceil, floor, prod
+from typing import Optional
+
+from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
+from ..values import ITEMSIZE, Tensor, promote
+
+
+def _io(x: Tensor, out_numel: int, *params: Optional[Tensor], out_dtype: Optional[str] = None) -> Optional[int]:
+    """Bytes: `x` and the parameter tensors read once, an output of `out_numel` elements written."""
+    size = ITEMSIZE.get(out_dtype or x.dtype)
+    parts = [x.nbytes] + [p.nbytes for p in params if p is not None]
+    return None if size is None or None in parts else sum(parts) + out_numel * size
+
+
+def _norm(x: Tensor, per_elem: int, weight: Optional[Tensor], bias: Optional[Tensor],
+          extra: tuple = (), **fields) -> Cost:
+    n = x.numel
+    flops = n * (per_elem + (weight is not None) + (bias is not None))
+    return Cost(flops, _io(x, n, weight, bias, *extra), fmt_params(x.dtype, shape=dims(x.shape), **fields),
+                x.dtype, SIMT)
+
+
+@register("torch.nn.functional.layer_norm", "torch.layer_norm")
+def layer_norm(c: Call) -> Cost:
+    return _norm(c.get(0, "input"), 6, c.tensor(2, "weight"), c.tensor(3, "bias"))
+
+
+@register("torch.nn.functional.group_norm", "torch.group_norm")
+def group_norm(c: Call) -> Cost:
+    return _norm(c.get(0, "input"), 6, c.tensor(2, "weight"), c.tensor(3, "bias"), g=c.get(1, "num_groups"))
+
+
+@register("torch.nn.functional.rms_norm", "torch.rms_norm")
+def rms_norm(c: Call) -> Cost:
+    return _norm(c.get(0, "input"), 3, c.tensor(2, "weight"), None)
+
+
+@register("torch.nn.functional.batch_norm", "torch.batch_norm")
+def batch_norm(c: Call) -> Cost:
+    """Training also reads and writes the running statistics (when given)."""
+    x = c.get(0, "input")
+    rm, rv = c.tensor(1, "running_mean"), c.tensor(2, "running_var")
+    w, b = c.tensor(3, "weight"), c.tensor(4, "bias")
+    training = bool(c.get(5, "training", False))
+    stats = (rm, rv, rm, rv) if training else (rm, rv)
+    return _norm(x, 6 if training else 2, w, b, stats, training=int(training))
+
+
+def _softmax(log: bool):
+    def formula(c: Call) -> Cost:
+        x, dim = c.get(0, "input"), c.get(1, "dim")
+        # dtype is positional 2 in torch.softmax but keyword-only in F.softmax (after _stacklevel)
+        out_dtype = c.get(None, "dtype") or next((a for a in c.args[2:] if isinstance(a, str) and a in ITEMSIZE), x.dtype)
+        n = x.numel
+        size = ITEMSIZE.get(out_dtype)
+        return Cost(5 * n, _io(x, n, out_dtype=out_dtype), fmt_params(x.dtype, shape=dims(x.shape), dim=dim),
+                    x.dtype, SIMT, bwd_flops=4 * n, bwd_bytes=None if size is None else 3 * n * size)
+    return formula
+
+
+register("torch.nn.functional.softmax", *names(["softmax", "_softmax"]))(_softmax(False))
+register("torch.nn.functional.log_softmax", *names(["log_softmax"]))(_softmax(True))
+
+
+def _loss_out(c: Call, pos: int, n: int) -> int:
+    return n if c.get(pos, "reduction", "mean") == "none" else 1
+
+
+@register("torch.nn.functional.cross_entropy")
+def cross_entropy(c: Call) -> Optional[Cost]:
+    """log_softmax over the class dim (5 per element) then nll_loss (1 per sample), fused in one
+    cost. Probability targets (same shape as the input) read the full target instead."""
+    x, t = c.get(0, "input"), c.get(1, "target")
+    classes = x.shape[1] if len(x.shape) > 1 else x.shape[0]
+    samples = x.numel // classes
+    size, tb = x.itemsize, t.nbytes
+    if size is None or tb is None:
+        return None
+    out = _loss_out(c, 6, samples)
+    nbytes = 2 * x.numel * size + tb + samples * size + out * size
+    return Cost(5 * x.numel + samples, nbytes,
+                fmt_params(x.dtype, shape=dims(x.shape), target=dims(t.shape)), x.dtype, SIMT)
+
+
+@register("torch.nn.functional.nll_loss")
+def nll_loss(c: Call) -> Optional[Cost]:
+    """Gathers one log-probability per sample: reads those and the targets, writes the loss."""
+    x, t = c.get(0, "input"), c.get(1, "target")
+    if x.itemsize is None or t.nbytes is None:
+        return None
+    samples = t.numel
+    out = _loss_out(c, 6, samples)
+    return Cost(samples, samples * x.itemsize + t.nbytes + out * x.itemsize,
+                fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT)
+
+
+@register("torch.nn.functional.mse_loss", "torch.nn.functional.l1_loss")
+def mse_loss(c: Call) -> Optional[Cost]:
+    """Subtract, square (or abs) and sum: 3 per element."""
+    x, t = c.get(0, "input"), c.get(1, "target")
+    n = x.numel
+    out = _loss_out(c, 4, n)
+    size = ITEMSIZE.get(promote([x.dtype, t.dtype]))
+    nbytes = None if size is None or x.nbytes is None or t.nbytes is None else x.nbytes + t.nbytes + out * size
+    return Cost(3 * n, nbytes, fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT)
+
+
+def _tup(v, nd: int) -> tuple:
+    if isinstance(v, (list, tuple)):
+        return tuple(v) * nd if len(v) == 1 else tuple(v)
+    return (v,) * nd
+
+
+def _pool_out(i: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
+    span = i + 2 * p - d * (k - 1) - 1
+    o = (ceil(span / s) if ceil_mode else span // s) + 1
+    if ceil_mode and (o - 1) * s >= i + p:  # PyTorch: the last window must start inside the input
+        o -= 1
+    return o
+
+
+def _pool(nd: int, kind: str):
+    def formula(c: Call) -> Cost:
+        """max: one comparison per tap, int64 indices written too (CUDA max pooling always
+        computes them); avg: one add per tap plus one divide per output."""
+        x = c.get(0, "input")
+        k = _tup(c.get(1, "kernel_size"), nd)
+        s = c.get(2, "stride")
+        s = k if s is None or s == [] else _tup(s, nd)
+        p = _tup(c.get(3, "padding", 0), nd)
+        d = _tup(c.get(4, "dilation", 1), nd) if kind == "max" else (1,) * nd
+        ceil_mode = bool(c.get(5 if kind == "max" else 4, "ceil_mode", False))
+        out_sp = tuple(_pool_out(*a, ceil_mode) for a in zip(x.shape[-nd:], k, s, p, d))
+        out = prod(x.shape[:-nd]) * prod(out_sp)
+        flops = out * prod(k) + (out if kind == "avg" else 0)
+        nbytes = _io(x, out)
+        if kind == "max" and nbytes is not None:
+            nbytes += 8 * out
+        return Cost(flops, nbytes, fmt_params(x.dtype, shape=dims(x.shape), k=k, s=s, p=p), x.dtype, SIMT)
+    return formula
+
+
+def _windows(i: int, o: int) -> int:
+    """Total window length of adaptive pooling along one dim: windows [floor(j*i/o), ceil((j+1)*i/o))."""
+    return sum(ceil((j + 1) * i / o) - floor(j * i / o) for j in range(o))
+
+
+def _adaptive(nd: int, kind: str):
+    def formula(c: Call) -> Cost:
+        x = c.get(0, "input")
+        size = _tup(c.get(1, "output_size"), nd)
+        out_sp = tuple(i if o is None else o for i, o in zip(x.shape[-nd:], size))
+        lead = prod(x.shape[:-nd])
+        out = lead * prod(out_sp)
+        taps = lead * prod(_windows(i, o) for i, o in zip(x.shape[-nd:], out_sp))
+        nbytes = _io(x, out)
+        if kind == "max" and nbytes is not None:
+            nbytes += 8 * out
+        return Cost(taps + (out if kind == "avg" else 0), nbytes,
+                    fmt_params(x.dtype, shape=dims(x.shape), out=out_sp), x.dtype, SIMT)
+    return formula
+
+
+for _nd in (1, 2, 3):
+    for _kind in ("max", "avg"):
+        register(f"torch.nn.functional.{_kind}_pool{_nd}d", f"torch.{_kind}_pool{_nd}d")(_pool(_nd, _kind))
+        register(f"torch.nn.functional.adaptive_{_kind}_pool{_nd}d",
+                 f"torch.adaptive_{_kind}_pool{_nd}d")(_adaptive(_nd, _kind))
+
+_TAPS = {"nearest": 0, "nearest-exact": 0, "linear": 2, "bilinear": 4, "bicubic": 16, "trilinear": 8}
+
+
+@register("torch.nn.functional.interpolate", "torch.nn.functional.upsample")
+def interpolate(c: Call) -> Optional[Cost]:
+    """2 FLOPs (multiply-add) per interpolation tap per output element; nearest copies (0).
+    `area` mode is adaptive average pooling and antialiasing widens the taps: na."""
+    x = c.get(0, "input")
+    mode = c.get(3, "mode", "nearest")
+    if mode not in _TAPS or c.get(None, "antialias", False):
+        return None
+    nd = len(x.shape) - 2
+    size, scale = c.get(1, "size"), c.get(2, "scale_factor")
+    if size is not None:
+        out_sp = _tup(size, nd)
+    else:
+        out_sp = tuple(floor(i * f) for i, f in zip(x.shape[2:], _tup(scale, nd)))
+    out = x.shape[0] * x.shape[1] * prod(out_sp)
+    return Cost(2 * _TAPS[mode] * out, _io(x, out), fmt_params(x.dtype, shape=dims(x.shape), out=out_sp, mode=mode),
+                x.dtype, SIMT)
+
+
+@register("torch.nn.functional.embedding", "torch.embedding")
+def embedding(c: Call) -> Optional[Cost]:
+    """A gather: the indices and the selected rows are read, the rows written. No FLOPs."""
+    idx, w = c.get(0, "input"), c.get(1, "weight")
+    if c.get(3, "max_norm") is not None:  # renormalises the rows in place first: not modelled
+        return None
+    out = idx.numel * w.shape[-1]
+    if idx.nbytes is None or w.itemsize is None:
+        return None
+    return Cost(0, idx.nbytes + 2 * out * w.itemsize, fmt_params(w.dtype, idx=dims(idx.shape), weight=dims(w.shape)),
+                w.dtype, SIMT)
+
+
+@register("torch.nn.functional.embedding_bag")
+def embedding_bag(c: Call) -> Optional[Cost]:
+    """Rows gathered and reduced per bag: one add per gathered element (mean: plus one divide per
+    output element; max: one comparison per gathered element)."""
+    idx, w, offsets = c.get(0, "input"), c.get(1, "weight"), c.tensor(2, "offsets")
+    mode = c.get(None, "mode", "mean")
+    psw = c.tensor(None, "per_sample_weights")
+    dim = w.shape[-1]
+    bags = idx.shape[0] if len(idx.shape) == 2 else (offsets.numel if offsets else None)
+    if bags is None or w.itemsize is None or idx.nbytes is None:
+        return None
+    gathered = idx.numel * dim
+    out = bags * dim
+    flops = gathered + (out if mode == "mean" else 0) + (gathered if psw else 0)
+    nbytes = idx.nbytes + (offsets.nbytes if offsets else 0) + (psw.nbytes if psw else 0) \
+        + gathered * w.itemsize + out * w.itemsize
+    return Cost(flops, nbytes, fmt_params(w.dtype, idx=dims(idx.shape), weight=dims(w.shape), mode=mode), w.dtype, SIMT)

@@ -1,0 +1,64 @@
+"""Optimizer steps (SGD, Adam, AdamW; for-loop, foreach and fused kernels alike).
+
+The marker carries `kwargs.params = {"count", "numel", "dtype"}` over all parameter groups
+(docs/markers.md). Per parameter element, FLOPs and state tensors touched:
+- SGD: 2 (p -= lr*g); momentum: +2 and one momentum buffer; weight_decay: +2.
+- Adam: 12 (two moment updates 3+4, sqrt, eps, divide, update 2); weight_decay: +2 (L2 into g);
+  amsgrad: +1 and one more state tensor. AdamW: decoupled decay, +1 when weight_decay is set.
+Bytes: parameter and gradient read, parameter written, every state tensor read and written.
+The hyperparameters that change the work (momentum, weight_decay, amsgrad) are read from the
+marker's kwargs; when a marker lacks one, the cost is na rather than a default guessed.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..registry import SIMT, Call, Cost, fmt_params, register
+from ..values import ITEMSIZE
+
+_MISSING = object()
+
+
+def _step_cost(c: Call, flops: int, states: int, dtype: Optional[str], numel: int, count: int) -> Optional[Cost]:
+    size = ITEMSIZE.get(dtype)
+    if size is None:
+        return None
+    nbytes = numel * size * (3 + 2 * states)
+    return Cost(flops * numel, nbytes, fmt_params(dtype, count=count, numel=numel,
+                                                  impl=_impl(c)), dtype, SIMT)
+
+
+def _impl(c: Call) -> str:
+    if c.get(None, "fused"):
+        return "fused"
+    return "foreach" if c.get(None, "foreach") else "loop"
+
+
+def _params(c: Call) -> tuple:
+    p = c.get(None, "params")
+    return p["numel"], p["count"], p["dtype"]
+
+
+@register("torch.optim.SGD.step")
+def sgd(c: Call) -> Optional[Cost]:
+    momentum, wd = c.get(None, "momentum", _MISSING), c.get(None, "weight_decay", _MISSING)
+    if momentum is _MISSING or wd is _MISSING:
+        return None
+    numel, count, dtype = _params(c)
+    flops = 2 + (2 if momentum else 0) + (2 if wd else 0)
+    return _step_cost(c, flops, 1 if momentum else 0, dtype, numel, count)
+
+
+def _adam(decoupled: bool):
+    def formula(c: Call) -> Optional[Cost]:
+        amsgrad, wd = c.get(None, "amsgrad", _MISSING), c.get(None, "weight_decay", _MISSING)
+        if amsgrad is _MISSING or wd is _MISSING:
+            return None
+        numel, count, dtype = _params(c)
+        flops = 12 + (1 if amsgrad else 0) + ((1 if decoupled else 2) if wd else 0)
+        return _step_cost(c, flops, 3 if amsgrad else 2, dtype, numel, count)
+    return formula
+
+
+register("torch.optim.Adam.step")(_adam(False))
+register("torch.optim.AdamW.step")(_adam(True))

@@ -1,0 +1,46 @@
+"""The three output forms: space separated (default, for awk and sort), --csv, and -w WIDTH
+columnated. Each writes one row per record as it comes: nothing is held back."""
+from __future__ import annotations
+
+import csv
+import re
+from typing import Callable, List, TextIO
+
+_SPACE = re.compile(r"\s+")
+
+
+def space_writer(out: TextIO, headers: List[str]) -> Callable[[List[str]], None]:
+    """Fields separated by one space; whitespace inside a field becomes `_` so awk columns hold."""
+    write = out.write
+    write(" ".join(headers) + "\n")
+
+    def row(values: List[str]) -> None:
+        write(" ".join(v if " " not in v else _SPACE.sub("_", v) for v in values) + "\n")
+    return row
+
+
+def csv_writer(out: TextIO, headers: List[str]) -> Callable[[List[str]], None]:
+    """RFC 4180 CSV through the csv module (quotes commas and quotes inside fields)."""
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(headers)
+    return w.writerow
+
+
+def columnated_writer(out: TextIO, headers: List[str], widths: List[int], total: int) -> Callable[[List[str]], None]:
+    """Fixed-width columns: fixed-width columns keep their width, the others (width 0: kernel,
+    params, trace, ...) share what is left of `total`; longer values are cut. One pass."""
+    flexible = [i for i, w in enumerate(widths) if w == 0]
+    fixed = sum(w for w in widths if w) + len(widths) - 1
+    share = max(8, (total - fixed) // len(flexible)) if flexible else 0
+    widths = [w or share for w in widths]
+    last = len(widths) - 1
+    write = out.write
+
+    def row(values: List[str]) -> None:
+        cells = []
+        for i, (v, w) in enumerate(zip(values, widths)):
+            v = v[:w]
+            cells.append(v if i == last else v.ljust(w))
+        write(" ".join(cells) + "\n")
+    row(headers)
+    return row

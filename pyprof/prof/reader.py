@@ -1,0 +1,55 @@
+"""Records in, one at a time: JSON Lines from pyprof.parse (docs/records.md), or the original
+PyProf's Python-dict lines, read with ast.literal_eval (never eval: nothing read is executed)."""
+from __future__ import annotations
+
+import ast
+import json
+from typing import BinaryIO, Iterator
+
+from ..errors import EXIT_BAD_FORMAT, EXIT_BAD_LINE, PyprofError
+from .legacy import from_legacy
+from .summary import Summary
+
+_SQLITE = b"SQLite format 3\x00"
+
+
+def records(stream: BinaryIO, summary: Summary, strict: bool = False) -> Iterator[dict]:
+    """Yield each record of `stream`. A malformed line is reported with its number and skipped,
+    or, with `strict`, raises PyprofError (EXIT_BAD_LINE)."""
+    loads = json.loads
+    for lineno, line in enumerate(stream, 1):
+        if lineno == 1 and line.startswith(_SQLITE):
+            raise PyprofError("the input is an nsys SQLite export: run `python -m pyprof.parse` on it "
+                              "and give prof its output", EXIT_BAD_FORMAT)
+        try:
+            rec = loads(line)
+        except ValueError as err:
+            if not line.strip():
+                continue
+            rec = _legacy(line)
+            if rec is None:
+                _bad(summary, strict, lineno, f"not a JSON record ({err.args[0].split(':')[0]})")
+                continue
+        if not isinstance(rec, dict):
+            _bad(summary, strict, lineno, "not a JSON object")
+            continue
+        summary.records += 1
+        yield rec
+
+
+def _legacy(line: bytes):
+    """An original-PyProf line (a Python dict literal), converted to a record; None otherwise."""
+    text = line.decode("utf-8", "replace").strip()
+    if not text.startswith("{"):
+        return None
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return from_legacy(value) if isinstance(value, dict) else None
+
+
+def _bad(summary: Summary, strict: bool, lineno: int, reason: str) -> None:
+    if strict:
+        raise PyprofError(f"line {lineno}: {reason}", EXIT_BAD_LINE)
+    summary.bad_line(lineno, reason)

@@ -1,0 +1,121 @@
+"""The op table: one short formula per op family, registered for the (mod, op) names it covers.
+
+A formula takes the decoded call (`Call`: the marker's args and kwargs) and returns a `Cost`: the
+op's algorithmic FLOPs (FMA = 2) and bytes (each input read once, each output written once), the
+`params` text and, where known, the same for the backward node the op creates. `attribution.py`
+decides which kernel of the op carries that work.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterable, Optional
+
+from .values import Tensor, decode, short
+
+# Op kinds. GEMM, CONV and ATTN ops run matrix-multiply kernels that could use Tensor Cores;
+# their work goes to those kernels (attribution.py). SIMT ops never can.
+GEMM, CONV, ATTN, SIMT = "gemm", "conv", "attn", "simt"
+MMA_KINDS = frozenset((GEMM, CONV, ATTN))
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Work of one op call. None means "cannot be known" and prints `na`.
+
+    `elems` (MMA kinds only): elements read plus written, so that bytes can be recomputed in the
+    dtype the kernel really ran in (autocast). `bwd_flops`/`bwd_bytes`: the whole backward node,
+    for ATTN and SIMT ops; GEMM and CONV backward kernels each carry one forward's work instead.
+    """
+
+    flops: Optional[int]
+    bytes: Optional[int]
+    params: str
+    dtype: Optional[str]
+    kind: str = SIMT
+    elems: Optional[int] = None
+    bwd_flops: Optional[int] = None
+    bwd_bytes: Optional[int] = None
+
+
+class Call:
+    """The decoded arguments of one op marker, looked up by position or keyword."""
+
+    __slots__ = ("args", "kwargs")
+
+    def __init__(self, marker: dict) -> None:
+        self.args = decode(marker.get("args") or [])
+        self.kwargs = {k: decode(v) for k, v in (marker.get("kwargs") or {}).items()}
+
+    def get(self, pos: Optional[int], name: str, default: Any = None) -> Any:
+        """Argument `name`, passed by keyword or at position `pos` (None: keyword-only)."""
+        if name in self.kwargs:
+            return self.kwargs[name]
+        if pos is not None and pos < len(self.args):
+            return self.args[pos]
+        return default
+
+    def tensor(self, pos: Optional[int], name: str) -> Optional[Tensor]:
+        """Argument `name` when it is a tensor, else None."""
+        v = self.get(pos, name)
+        return v if isinstance(v, Tensor) else None
+
+    def tensors(self) -> list:
+        """Every tensor argument in order; an `out=` tensor is a result, not an operand."""
+        kw = [v for k, v in self.kwargs.items() if k != "out"]
+        return [v for v in (*self.args, *kw) if isinstance(v, Tensor)]
+
+
+Formula = Callable[[Call], Optional[Cost]]
+_TABLE: Dict[str, Formula] = {}
+
+
+def register(*names: str) -> Callable[[Formula], Formula]:
+    """Register `formula` for each qualified name `mod.op` (`torch.nn.functional.conv2d`)."""
+
+    def deco(formula: Formula) -> Formula:
+        for name in names:
+            if name in _TABLE:
+                raise RuntimeError(f"two formulas for {name}")
+            _TABLE[name] = formula
+        return formula
+
+    return deco
+
+
+def lookup(mod: Optional[str], op: Optional[str]) -> Optional[Formula]:
+    """The formula for a marker's (mod, op), or None when the op is not in the table."""
+    return _TABLE.get(f"{mod}.{op}")
+
+
+def registered() -> Iterable[str]:
+    """Every qualified name in the table (for -h and the docs)."""
+    return sorted(_TABLE)
+
+
+def names(ops: Iterable[str], mods: Iterable[str] = ("torch", "Tensor")) -> list:
+    """`mod.op` for every pair: the spellings one op family goes by."""
+    return [f"{m}.{o}" for m in mods for o in ops]
+
+
+def dims(shape: Iterable[int]) -> str:
+    """A shape as params prints it: [2,3,4], no spaces."""
+    return "[" + ",".join(map(str, shape)) + "]"
+
+
+def fmt_params(dtype: Optional[str], **fields: Any) -> str:
+    """`k=v,...,type=fp16`, the original PyProf's params form."""
+    parts = [f"{k}={dims(v) if isinstance(v, tuple) else v}" for k, v in fields.items()]
+    parts.append(f"type={short(dtype)}")
+    return ",".join(parts)
+
+
+def nbytes(*tensors: Optional[Tensor]) -> Optional[int]:
+    """Total bytes of the given tensors (None entries are absent arguments); None if a dtype is unknown."""
+    total = 0
+    for t in tensors:
+        if t is not None:
+            b = t.nbytes
+            if b is None:
+                return None
+            total += b
+    return total

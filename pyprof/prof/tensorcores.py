@@ -1,0 +1,102 @@
+"""Tensor Core use, read from a kernel's name (Volta through Blackwell libraries).
+
+Nothing in an nsys export says whether a kernel used Tensor Cores; the rule below models how
+cuBLAS, cuBLASLt, cuDNN, CUTLASS, FlashAttention, PyTorch and Triton name their kernels. It runs
+on the full demangled name (template arguments included: CUTLASS puts the deciding token there),
+lower-cased. The first matching rule wins; extend RULES (and tests/test_prof_tensorcores.py)
+when ground truth shows a name it gets wrong.
+
+Verdicts: MMA (a matrix kernel that used Tensor Cores), SIMT (a matrix kernel on CUDA cores),
+NONE (a kernel that never does MMA work: element-wise, reductions, layout conversions, ...),
+or None when the name says nothing.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Optional
+
+MMA, SIMT, NONE = "mma", "simt", "none"
+
+# (pattern, verdict, why). Order matters: helpers first (a splitK reduce of an fp16 GEMM must not
+# read as a GEMM), then instruction tokens, then CUDA-core tokens, then dtype tokens, then families.
+RULES = [
+    # Helper kernels of GEMM/conv/attention ops, and kernels that never run MMA instructions.
+    (r"splitkreduce|split_k_reduce|splitk_reduce|reduction_kernel", NONE, "split-K reduction"),
+    (r"nchwtonhwc|nhwctonchw|nchw2nhwc|nhwc2nchw|transpose_readwrite|cudnn::.*(?:tensor_?transform|reorder)",
+     NONE, "layout conversion"),
+    (r"flash_bwd_dot_do_o|flash_bwd_convert_dq|flash_bwd_clear|flash_fwd_splitkv_combine", NONE,
+     "FlashAttention pre/post-processing"),
+    (r"elementwise_kernel|vectorized_elementwise|unrolled_elementwise|reduce_kernel|fill_kernel|"
+     r"fillfunctor|cunn_softmax|softmax_warp|layer_norm|layernorm|batch_norm|bn_fw|bn_bw|"
+     r"rmsnorm|rms_norm|groupnorm|group_norm|\bcatarraybatched|index_elementwise|scatter_gather|"
+     r"multi_tensor_apply|embedding|indexselect|gatherkernel|im2col|col2im|dropout|"
+     r"max_pool|avg_pool|maxpool|avgpool|upsample|cross_entropy|nll_loss|distribution_",
+     NONE, "element-wise, reduction, normalization or data-movement kernel"),
+    (r"triton_(?:poi|red|per)_", NONE, "Triton pointwise/reduction kernel"),
+    # MMA instruction tokens.
+    (r"tensorop|wgmma|hgmma|igmma|gmma|hmma|imma|dmma|qmma|tcgen05|umma|tensor\d+x\d+x\d+|\bmma\b",
+     MMA, "Tensor Core instruction or CUTLASS tensorop class"),
+    (r"(?<![a-z0-9])[hsdi](?:884|1688|16816|8816|16832|1684|8832)", MMA, "MMA shape (884, 1688, 16816, ...)"),
+    # Matrix kernels on CUDA cores.
+    (r"simt|ffma|(?<![a-z0-9])[sd]gemm|(?<![a-z0-9])hgemm|gemv|gemmsn|gemmk1|dot_kernel|"
+     r"implicit_convolve|precomputed_convolve|explicit_convolve|convolve_common_engine|"
+     r"dgrad_engine|wgrad_alg|conv_depthwise|depthwise|winograd|fft2d|fft_|conv2d_grouped_direct|"
+     r"slow_conv|cudnn::detail::.*(?:convolve|dgrad|wgrad)", SIMT,
+     "CUDA-core GEMM/GEMV/convolution (FFMA, SIMT, sgemm/dgemm, direct or FFT/Winograd conv)"),
+    # Library kernels whose dtype tokens decide: half, bf16, tf32, fp8 and int8 GEMMs/convs are MMA.
+    (r"(?:xmma|cutlass|cudnn|gemm|conv|fprop|dgrad|wgrad).*(?:bf16|f16|fp16|tf32|e4m3|e5m2|int8|i8i8)|"
+     r"(?:bf16|f16|fp16|tf32|e4m3|e5m2|int8).*(?:xmma|gemm|fprop|dgrad|wgrad)", MMA,
+     "GEMM/conv with a Tensor-Core dtype"),
+    (r"xmma.*f32f32_f32|xmma.*f64", SIMT, "xmma GEMM/conv in plain FP32/FP64"),
+    # Families that always use MMA on the GPUs they exist for.
+    (r"nvjet", MMA, "cuBLAS Hopper/Blackwell GEMM (nvjet)"),
+    (r"flash_fwd|flash_bwd|flash::|fmha|sdpa|attention|_attn_", MMA, "fused attention kernel"),
+    (r"cutlass3x|sm90_xmma|sm100_xmma", MMA, "CUTLASS 3 / Hopper+ xmma GEMM"),
+]
+_COMPILED = [(re.compile(p), v) for p, v, _ in RULES]
+_TRITON_GEMM = re.compile(r"triton_(?:tem|mm|bmm)|_kernel_mm|matmul_kernel")
+
+
+@lru_cache(maxsize=65536)
+def classify(name: Optional[str]) -> Optional[str]:
+    """MMA, SIMT, NONE or None (not recognised) for a kernel name; cached per name."""
+    if not name:
+        return None
+    low = name.lower()
+    for pattern, verdict in _COMPILED:
+        if pattern.search(low):
+            return verdict
+    return None
+
+
+def triton_gemm(name: Optional[str]) -> bool:
+    """A Triton template GEMM: MMA when its dtype is 16-bit, fp8 or int8 (`tl.dot` always lowers
+    to MMA for those from Ampere on); unknown for fp32, where it depends on allow_tf32."""
+    return bool(name) and _TRITON_GEMM.search(name.lower()) is not None
+
+
+_DTYPE_TOKENS = [
+    (re.compile(r"e4m3"), "float8_e4m3fn"), (re.compile(r"e5m2"), "float8_e5m2"),
+    (re.compile(r"bf16"), "bfloat16"),
+    (re.compile(r"(?<![a-z0-9])(?:h(?:884|1688|16816)|fp16|half)|(?<![b0-9])f16"), "float16"),
+    (re.compile(r"tf32"), "float32"),
+    (re.compile(r"(?<![a-z0-9])i(?:8816|16832|8832)|int8|i8i8"), "int8"),
+    (re.compile(r"(?<![a-z0-9])(?:d884|d16816|dgemm)|f64|fp64|double"), "float64"),
+]
+
+
+@lru_cache(maxsize=65536)
+def kernel_dtype(name: Optional[str]) -> Optional[str]:
+    """The input dtype a GEMM/conv/attention kernel's name states, if it states one.
+
+    Under autocast the marker records the Python-level arguments (fp32 tensors), while the
+    kernel ran in bf16/fp16: the name's dtype token is the better witness for bytes and peaks.
+    """
+    if not name:
+        return None
+    low = name.lower()
+    for pattern, dtype in _DTYPE_TOKENS:
+        if pattern.search(low):
+            return dtype
+    return None

@@ -1,0 +1,149 @@
+"""Marker values as prof sees them: decoded tensors, dtype facts, shape arithmetic.
+
+A marker (docs/markers.md) encodes a tensor as `{"shape": [...], "dtype": "float16"}`; everything
+the op formulas need is its shape and element size. Nothing here imports torch.
+"""
+from __future__ import annotations
+
+from math import prod
+from typing import Any, Iterable, NamedTuple, Optional, Sequence
+
+# Element sizes in bytes, by PyTorch dtype name (without the `torch.` prefix).
+ITEMSIZE = {
+    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2,
+    "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1,
+    "float8_e8m0fnu": 1, "float4_e2m1fn_x2": 1,
+    "complex128": 16, "complex64": 8, "complex32": 4,
+    "int64": 8, "int32": 4, "int16": 2, "int8": 1,
+    "uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1, "bool": 1,
+    "qint8": 1, "quint8": 1, "qint32": 4, "quint4x2": 1,
+}
+
+# The short names the original PyProf printed in `params` (type=fp16).
+SHORT = {
+    "float64": "fp64", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16",
+    "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2", "float8_e4m3fnuz": "e4m3fnuz",
+    "float8_e5m2fnuz": "e5m2fnuz", "complex128": "c128", "complex64": "c64", "complex32": "c32",
+}
+
+# Promotion ranks inside a category: the larger rank wins; bf16 with fp16 gives fp32 (below).
+_FLOAT_RANK = {"float8_e4m3fn": 0, "float8_e5m2": 0, "bfloat16": 1, "float16": 1, "float32": 2, "float64": 3}
+_COMPLEX_FOR = {"float16": "complex32", "bfloat16": "complex64", "float32": "complex64", "float64": "complex128"}
+
+
+class Tensor(NamedTuple):
+    """A tensor argument of a marker: its shape and dtype name (None when the marker lacked one)."""
+
+    shape: tuple
+    dtype: Optional[str]
+
+    @property
+    def numel(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def itemsize(self) -> Optional[int]:
+        return ITEMSIZE.get(self.dtype)
+
+    @property
+    def nbytes(self) -> Optional[int]:
+        size = ITEMSIZE.get(self.dtype)
+        return None if size is None else size * prod(self.shape)
+
+
+class Unknown(NamedTuple):
+    """A value the marker could not carry in full (a truncated list, an unencodable object)."""
+
+    what: str
+
+
+def decode(value: Any) -> Any:
+    """Turn one encoded marker value into Tensor, dtype name, float, list, ... (docs/markers.md)."""
+    if isinstance(value, dict):
+        if "shape" in value:
+            shape = value["shape"]
+            if isinstance(shape, list) and all(type(d) is int for d in shape):
+                return Tensor(tuple(shape), value.get("dtype"))
+            return Unknown("tensor")
+        if "dtype" in value:
+            return value["dtype"]
+        if "float" in value:
+            return float(value["float"])
+        if "more" in value or "type" in value:
+            return Unknown(value.get("type", "more"))
+        if "complex" in value:
+            return complex(*value["complex"])
+        return value
+    if isinstance(value, list):
+        return [decode(v) for v in value]
+    return value
+
+
+def is_truncated(values: Sequence[Any]) -> bool:
+    """True when a decoded list lost elements (the encoder keeps 16 and a `{"more": N}`)."""
+    return any(isinstance(v, Unknown) for v in values)
+
+
+def broadcast(*shapes: Sequence[int]) -> tuple:
+    """NumPy/PyTorch broadcast of shapes; raises ValueError when they do not broadcast."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(-ndim, 0):
+        size = 1
+        for s in shapes:
+            if len(s) >= -i:
+                d = s[i]
+                if d != 1:
+                    if size not in (1, d):
+                        raise ValueError(f"shapes {shapes} do not broadcast")
+                    size = d
+        out.append(size)
+    return tuple(out)
+
+
+def promote(dtypes: Iterable[Optional[str]]) -> Optional[str]:
+    """Result dtype of PyTorch type promotion among tensor dtypes (None if any is unknown)."""
+    result = None
+    for dt in dtypes:
+        if dt is None or dt not in ITEMSIZE:
+            return None
+        if result is None or result == dt:
+            result = dt
+            continue
+        result = _promote2(result, dt)
+    return result
+
+
+def _kind(dt: str) -> int:
+    if dt == "bool":
+        return 0
+    if dt.startswith("complex"):
+        return 3
+    if dt in _FLOAT_RANK:
+        return 2
+    return 1
+
+
+def _promote2(a: str, b: str) -> Optional[str]:
+    ka, kb = _kind(a), _kind(b)
+    if ka != kb:
+        hi, lo = (a, b) if ka > kb else (b, a)
+        if max(ka, kb) == 3 and lo in _FLOAT_RANK:
+            c = _COMPLEX_FOR.get(lo)
+            return c if c and ITEMSIZE[c] > ITEMSIZE[hi] else hi
+        return hi
+    if ka == 2:
+        ra, rb = _FLOAT_RANK[a], _FLOAT_RANK[b]
+        if ra == rb:  # bf16 with fp16, or two fp8 formats: PyTorch goes one rank up
+            return {1: "float32", 0: "bfloat16"}.get(ra, a)
+        return a if ra > rb else b
+    if {a, b} == {"uint8", "int8"}:  # PyTorch widens rather than pick either
+        return "int16"
+    return a if ITEMSIZE[a] >= ITEMSIZE[b] else b
+
+
+def short(dtype: Optional[str]) -> str:
+    """The dtype as `params` prints it: fp16, bf16, fp32, int64, ..."""
+    if dtype is None:
+        return "na"
+    return SHORT.get(dtype, dtype)
