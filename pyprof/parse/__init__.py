@@ -7,7 +7,7 @@ nsysrep (.nsys-rep input). Never imports torch.
 """
 from __future__ import annotations
 
-import sys
+import contextlib
 
 from pyprof.errors import PyprofError
 from pyprof.parse.attribute import Stats, records
@@ -33,9 +33,10 @@ def parse(path: str, output: str | None = None, *, memcpy: bool = False, quiet: 
             with exp.errors():
                 total = sum(exp.scalar(f"SELECT count(*) FROM {t}") or 0
                             for t in (KERNEL, MEMCPY, MEMSET) if t in exp.tables and (memcpy or t == KERNEL))
-        with open_output(output) as out:
+        # closing(): the record generator's cursors must be closed before the connection is.
+        with open_output(output) as out, contextlib.closing(records(exp, stats, memcpy)) as recs:
             try:
-                write_records(records(exp, stats, memcpy), out, Progress(total, progress))
+                write_records(recs, out, Progress(total, progress))
             except (PyprofError, KeyboardInterrupt) as err:
                 if output is None and stats.records:
                     why = f"error: {err}" if isinstance(err, PyprofError) else "interrupted"

@@ -89,7 +89,7 @@ def records(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[dict[st
     streams = [exp.rows(queries.activity_sql(exp, table, src)) for table, src in queries.sources(exp, memcpy)]
     activities = streams[0] if len(streams) == 1 else heapq.merge(*streams)
     nvtx_sql = queries.nvtx_sql(exp)
-    nvtx = exp.rows(nvtx_sql, RANGE_TYPES) if nvtx_sql else iter(())
+    nvtx = exp.rows(nvtx_sql, RANGE_TYPES) if nvtx_sql else _no_rows()
 
     threads: dict[int, list[_Range]] = {}   # push/pop ranges by globalTid
     procs: dict[int, list[_Range]] = {}     # start/end ranges by globalPid
@@ -156,133 +156,143 @@ def records(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[dict[st
         if len(ops) > FWD_OPS_PER_PROCESS:
             del ops[next(iter(ops))]
 
-    nv = next(nvtx, None)
-    for row in activities:
-        t = row[0]
-        while nv is not None and nv[0] <= t:
-            add_range(nv)
-            nv = next(nvtx, None)
-        gpid = row[7]
-        rtid = row[10]
-        pid = (gpid >> 24) & _TID_BITS if gpid is not None else None
-        if row[8] is None:
-            stats.no_launch += 1
-            encl: list[_Range] = []
-            launch = None
-            tid = None
-        else:
-            launch = {"api": row[11], "start": row[8], "duration": row[9] - row[8]}
-            tid = rtid & _TID_BITS if rtid is not None else None
-            encl = _enclosing(threads.get(rtid), t) if rtid is not None else []
-            pstack = procs.get(gpid)
-            if pstack:
-                encl = sorted(encl + _enclosing(pstack, t), key=_outer_first)
+    try:
+        nv = next(nvtx, None)
+        for row in activities:
+            t = row[0]
+            while nv is not None and nv[0] <= t:
+                add_range(nv)
+                nv = next(nvtx, None)
+            gpid = row[7]
+            rtid = row[10]
+            pid = (gpid >> 24) & _TID_BITS if gpid is not None else None
+            if row[8] is None:
+                stats.no_launch += 1
+                encl: list[_Range] = []
+                launch = None
+                tid = None
+            else:
+                launch = {"api": row[11], "start": row[8], "duration": row[9] - row[8]}
+                tid = rtid & _TID_BITS if rtid is not None else None
+                encl = _enclosing(threads.get(rtid), t) if rtid is not None else []
+                pstack = procs.get(gpid)
+                if pstack:
+                    encl = sorted(encl + _enclosing(pstack, t), key=_outer_first)
 
-        marker = module = owner = None
-        torch_ops: list[dict[str, Any]] = []
-        seqs: list[int] = []
-        layers: list[str] = []
-        others: list[str] = []
-        bwd = rtid in autograd_threads
-        bseq = None
-        for r in encl:
-            lab = r.label
-            kind = lab.kind
-            if kind == TORCH:
-                torch_ops.append(lab.info)
-                owner = r
-                if lab.seq is not None:
-                    seqs.append(lab.seq)
+            marker = module = owner = None
+            torch_ops: list[dict[str, Any]] = []
+            seqs: list[int] = []
+            layers: list[str] = []
+            others: list[str] = []
+            bwd = rtid in autograd_threads
+            bseq = None
+            for r in encl:
+                lab = r.label
+                kind = lab.kind
+                if kind == TORCH:
+                    torch_ops.append(lab.info)
+                    owner = r
+                    if lab.seq is not None:
+                        seqs.append(lab.seq)
+                        if lab.bwd:
+                            bseq = lab.seq
                     if lab.bwd:
-                        bseq = lab.seq
-                if lab.bwd:
-                    bwd = True
-            elif kind == OP:
-                marker = lab.info
-                owner = r
-                if lab.bwd:
-                    bwd = True
-            elif kind == MODULE:
-                module = lab.name
-            elif kind == LAYER:
-                layers.append(lab.name)
+                        bwd = True
+                elif kind == OP:
+                    marker = lab.info
+                    owner = r
+                    if lab.bwd:
+                        bwd = True
+                elif kind == MODULE:
+                    module = lab.name
+                elif kind == LAYER:
+                    layers.append(lab.name)
+                else:
+                    others.append(lab.name)
+            if owner is not None:
+                sub = owner.n
+                owner.n = sub + 1
             else:
-                others.append(lab.name)
-        if owner is not None:
-            sub = owner.n
-            owner.n = sub + 1
-        else:
-            sub = 0
+                sub = 0
 
-        fwd = None
-        source = marker
-        if bwd:
-            if bseq is not None:
-                ops = fwd_ops.get(gpid)
-                if ops is not None:
-                    fwd = ops.get(bseq)
-            if fwd is not None and fwd["marker"] is not None:
-                source = fwd["marker"]
-        if source is not None:
-            mod, op = source.get("mod"), source.get("op")
-            trace = source.get("site")
-            if source is not marker:
-                module = source.get("module", module)
-            elif module is None:
-                module = marker.get("module")
-        else:
-            trace = None
-            if fwd is not None:
-                mod, op = _split_op(fwd["torchOp"])
-            elif torch_ops:
-                mod, op = _split_op(torch_ops[-1]["name"])
+            fwd = None
+            source = marker
+            if bwd:
+                if bseq is not None:
+                    ops = fwd_ops.get(gpid)
+                    if ops is not None:
+                        fwd = ops.get(bseq)
+                if fwd is not None and fwd["marker"] is not None:
+                    source = fwd["marker"]
+            if source is not None:
+                mod, op = source.get("mod"), source.get("op")
+                trace = source.get("site")
+                if source is not marker:
+                    module = source.get("module", module)
+                elif module is None:
+                    module = marker.get("module")
             else:
-                mod = op = None
-        if op is not None:
-            stats.with_op += 1
+                trace = None
+                if fwd is not None:
+                    mod, op = _split_op(fwd["torchOp"])
+                elif torch_ops:
+                    mod, op = _split_op(torch_ops[-1]["name"])
+                else:
+                    mod = op = None
+            if op is not None:
+                stats.with_op += 1
 
-        src = row[2]
-        start, end = row[1], row[3]
-        if src == SRC_KERNEL:
-            stats.kernels += 1
-            rec = {
-                "v": SCHEMA_VERSION, "kind": "kernel", "kShortName": row[12], "kLongName": row[13],
-                "kDuration": end - start, "kStart": start, "kEnd": end, "device": row[4], "stream": row[5],
-                "grid": [row[14], row[15], row[16]], "block": [row[17], row[18], row[19]], "regs": row[20],
-                "staticShared": row[21], "dynamicShared": row[22], "pid": pid, "tid": tid,
-                "correlationId": row[6], "launch": launch, "graphNode": row[23],
-                "gpu": lookup_gpu(pid, row[4]),
-            }
-        elif src == SRC_MEMCPY:
-            kind_name = copy_kinds.get(row[13], str(row[13]))
-            rec = {
-                "v": SCHEMA_VERSION, "kind": "memcpy", "kShortName": f"memcpy {kind_name}",
-                "kDuration": end - start, "kStart": start, "kEnd": end, "device": row[4], "stream": row[5],
-                "pid": pid, "tid": tid, "correlationId": row[6], "launch": launch, "bytes": row[12],
-                "copyKind": kind_name,
-            }
-        else:
-            rec = {
-                "v": SCHEMA_VERSION, "kind": "memset", "kShortName": "memset",
-                "kDuration": end - start, "kStart": start, "kEnd": end, "device": row[4], "stream": row[5],
-                "pid": pid, "tid": tid, "correlationId": row[6], "launch": launch, "bytes": row[12],
-            }
-        rec["dir"] = "bprop" if bwd else "fprop"
-        rec["mod"] = mod
-        rec["op"] = op
-        rec["marker"] = marker
-        rec["fwd"] = fwd
-        rec["torchOps"] = torch_ops
-        rec["seqId"] = seqs[-1] if seqs else None
-        rec["altSeqId"] = seqs[:-1]
-        rec["subSeqId"] = sub
-        rec["layer"] = layers
-        rec["module"] = module
-        rec["trace"] = trace
-        rec["ranges"] = others
-        stats.records += 1
-        yield rec
+            src = row[2]
+            start, end = row[1], row[3]
+            if src == SRC_KERNEL:
+                stats.kernels += 1
+                rec = {
+                    "v": SCHEMA_VERSION, "kind": "kernel", "kShortName": row[12], "kLongName": row[13],
+                    "kDuration": end - start, "kStart": start, "kEnd": end, "device": row[4], "stream": row[5],
+                    "grid": [row[14], row[15], row[16]], "block": [row[17], row[18], row[19]], "regs": row[20],
+                    "staticShared": row[21], "dynamicShared": row[22], "pid": pid, "tid": tid,
+                    "correlationId": row[6], "launch": launch, "graphNode": row[23],
+                    "gpu": lookup_gpu(pid, row[4]),
+                }
+            elif src == SRC_MEMCPY:
+                kind_name = copy_kinds.get(row[13], str(row[13]))
+                rec = {
+                    "v": SCHEMA_VERSION, "kind": "memcpy", "kShortName": f"memcpy {kind_name}",
+                    "kDuration": end - start, "kStart": start, "kEnd": end, "device": row[4], "stream": row[5],
+                    "pid": pid, "tid": tid, "correlationId": row[6], "launch": launch, "bytes": row[12],
+                    "copyKind": kind_name,
+                }
+            else:
+                rec = {
+                    "v": SCHEMA_VERSION, "kind": "memset", "kShortName": "memset",
+                    "kDuration": end - start, "kStart": start, "kEnd": end, "device": row[4], "stream": row[5],
+                    "pid": pid, "tid": tid, "correlationId": row[6], "launch": launch, "bytes": row[12],
+                }
+            rec["dir"] = "bprop" if bwd else "fprop"
+            rec["mod"] = mod
+            rec["op"] = op
+            rec["marker"] = marker
+            rec["fwd"] = fwd
+            rec["torchOps"] = torch_ops
+            rec["seqId"] = seqs[-1] if seqs else None
+            rec["altSeqId"] = seqs[:-1]
+            rec["subSeqId"] = sub
+            rec["layer"] = layers
+            rec["module"] = module
+            rec["trace"] = trace
+            rec["ranges"] = others
+            stats.records += 1
+            yield rec
+    finally:
+        # Close the cursors now, while the connection is open, not whenever they are collected.
+        for stream in streams:
+            stream.close()
+        nvtx.close()
 
 
 def _outer_first(r: _Range) -> tuple[int, int]:
     return (r.start, -r.end)
+
+
+def _no_rows() -> Iterator[tuple]:
+    yield from ()

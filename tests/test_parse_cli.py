@@ -1,0 +1,230 @@
+"""`python -m pyprof.parse` as users run it: output, summary, exit codes and bad input."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nsys_synth import SynthExport, marker, torch_text, workload
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_parse(*args: str | Path, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pyprof.parse", *map(str, args)], capture_output=True, text=True,
+                          env=env, cwd=cwd or ROOT, timeout=300)
+
+
+def small_export(path: Path) -> Path:
+    syn = SynthExport(str(path))
+    t = syn.thread(100, 100)
+    dom = syn.domain(t, "pyprof")
+    syn.push(t, 1000, 9000, marker("op", mod="torch", op="matmul", args=[], site="x.py:3"), domain=dom, registered=True)
+    syn.push(t, 1100, 8000, torch_text("aten::matmul", seq=1, op_id=1))
+    syn.launch_kernel(t, 2000, "gemm")
+    syn.push(t, 10000, 12000, '{"kind": ', domain=dom)
+    syn.launch_kernel(t, 11000, "orphan_op")
+    syn.kernel(100, 777, 50000, 51000, "no_launch")
+    syn.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return Path(workload(str(tmp_path_factory.mktemp("big") / "w.sqlite"), 20000))
+
+
+def test_records_go_to_stdout_and_the_summary_to_stderr(tmp_path: Path) -> None:
+    res = run_parse(small_export(tmp_path / "s.sqlite"))
+    assert res.returncode == 0
+    recs = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [(r["kShortName"], r["op"]) for r in recs] == [("gemm", "matmul"), ("orphan_op", None), ("no_launch", None)]
+    assert res.stderr == ("pyprof.parse: 3 kernels written; 33.3% with an op attributed; 1 without a launch call; "
+                          "0 ranges not understood; 1 malformed pyprof markers\n")
+
+
+def test_quiet_and_output_file(tmp_path: Path) -> None:
+    src = small_export(tmp_path / "s.sqlite")
+    out = tmp_path / "out" / "net.dict"
+    out.parent.mkdir()
+    res = run_parse(src, "-o", out, "--quiet")
+    assert (res.returncode, res.stdout, res.stderr) == (0, "", "")
+    assert len(out.read_text().splitlines()) == 3
+    assert os.listdir(out.parent) == ["net.dict"]
+    assert stat.S_IMODE(out.stat().st_mode) & 0o044 == 0o044  # readable like any file the user creates
+
+
+def test_parse_never_imports_torch(tmp_path: Path) -> None:
+    # A torch that leaves a trace when imported and then fails, first on the path.
+    fake = tmp_path / "fake" / "torch"
+    fake.mkdir(parents=True)
+    flag = tmp_path / "torch-was-imported"
+    (fake / "__init__.py").write_text(f"open({str(flag)!r}, 'w').close()\nraise ImportError('no torch here')\n")
+    env = dict(os.environ, PYTHONPATH=f"{fake.parent}{os.pathsep}{ROOT}")
+    res = run_parse(small_export(tmp_path / "s.sqlite"), env=env)
+    assert res.returncode == 0, res.stderr
+    assert len(res.stdout.splitlines()) == 3
+    assert not flag.exists(), "pyprof.parse imported torch"
+
+
+def test_help_is_the_manual() -> None:
+    res = run_parse("--help")
+    assert res.returncode == 0
+    assert "exit status:" in res.stdout and "--memcpy" in res.stdout and "docs/records.md" in res.stdout
+    bad = run_parse("--no-such-option", "x.sqlite")
+    assert bad.returncode == 2 and "unrecognized arguments" in bad.stderr
+
+
+def expect_error(res: subprocess.CompletedProcess, status: int, message: str) -> None:
+    assert res.returncode == status, res.stderr
+    assert res.stderr == f"pyprof.parse: error: {message}\n"
+    assert "Traceback" not in res.stderr
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "nope.sqlite"
+    expect_error(run_parse(path), 3, f"{path}: no such file")
+
+
+def test_directory(tmp_path: Path) -> None:
+    expect_error(run_parse(tmp_path), 3, f"{tmp_path}: is a directory, not an export file")
+
+
+def test_not_sqlite(tmp_path: Path) -> None:
+    path = tmp_path / "net.dict"
+    path.write_text('{"v":1,"kind":"kernel"}\n' * 100)
+    expect_error(run_parse(path), 4, f"{path}: not a SQLite database (expected an Nsight Systems SQLite export)")
+
+
+def test_sqlite_that_is_not_an_export(tmp_path: Path) -> None:
+    path = tmp_path / "other.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE users (id INTEGER, name TEXT)")
+    db.commit()
+    db.close()
+    expect_error(run_parse(path), 4, f"{path}: not an Nsight Systems export (none of its tables are nsys tables)")
+    empty = tmp_path / "empty.sqlite"
+    empty.write_bytes(b"")
+    expect_error(run_parse(empty), 4, f"{empty}: not an Nsight Systems export (the SQLite database is empty)")
+
+
+def test_nvprof_database(tmp_path: Path) -> None:
+    path = tmp_path / "net.nvvp"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE StringTable (_id_ INTEGER PRIMARY KEY, value TEXT)")
+    db.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (_id_ INTEGER PRIMARY KEY, start INT, end INT, name INT)")
+    db.commit()
+    db.close()
+    expect_error(run_parse(path), 4, f"{path}: this is an nvprof database; pyprof.parse reads Nsight Systems exports "
+                                     "(nsys profile --export sqlite)")
+
+
+def test_export_without_cuda_trace(tmp_path: Path) -> None:
+    # What nsys 2022.4 wrote on a CUDA 13 driver: NVTX and one runtime call, no kernel table.
+    syn = SynthExport(str(tmp_path / "old.sqlite"), version="2022.4.2.1")
+    t = syn.thread(100, 100)
+    syn.push(t, 1000, 2000, "layer:x")
+    syn.launch(t, 1500, api="cudaGetDeviceCount_v2000")
+    path = syn.close()
+    expect_error(run_parse(path), 5, f"{path}: the export has no CUDA kernel table (nsys 2022.4.2.1): the capture had "
+                                     "no CUDA trace (nsys profile without '-t cuda'), or this nsys is too old for "
+                                     "the CUDA driver")
+
+
+def test_empty_capture_range(tmp_path: Path) -> None:
+    syn = SynthExport(str(tmp_path / "empty.sqlite"))
+    syn.thread(100, 100)
+    syn.empty_table("CUPTI_ACTIVITY_KIND_KERNEL")
+    path = syn.close()
+    expect_error(run_parse(path), 5, f"{path}: the capture range is empty: the export has no kernels (nsys 2025.3.1.90) "
+                                     "(did the program reach the profiled region, e.g. torch.cuda.profiler.start()?)")
+
+
+def test_truncated_export(tmp_path: Path, big: Path) -> None:
+    data = big.read_bytes()
+    cut = tmp_path / "cut.sqlite"
+    cut.write_bytes(data[: len(data) // 2])
+    res = run_parse(cut)
+    assert res.returncode == 6 and "Traceback" not in res.stderr
+    assert res.stderr.startswith(f"pyprof.parse: error: {cut}: the export is truncated or corrupted (sqlite: ")
+    assert len(res.stderr.splitlines()) == 1
+    # Whatever reached stdout must not pass as complete: nothing, or records and a non-JSON last line.
+    if res.stdout:
+        assert "incomplete" in res.stdout.splitlines()[-1]
+    out = tmp_path / "o" / "net.dict"
+    out.parent.mkdir()
+    res = run_parse(cut, "-o", out)
+    assert res.returncode == 6 and os.listdir(out.parent) == []
+
+
+def test_interrupted_output_ends_with_a_line_that_is_not_a_record(big: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "pyprof.parse", str(big)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    first = proc.stdout.readline()
+    assert json.loads(first)["kind"] == "kernel"
+    time.sleep(0.2)  # the pipe is full: parse is blocked mid-stream
+    proc.send_signal(signal.SIGINT)
+    rest, err = proc.communicate(timeout=60)
+    lines = rest.splitlines()
+    assert proc.returncode == 130 and err == "pyprof.parse: interrupted\n"
+    assert lines[-1].startswith("pyprof.parse: interrupted - the ") and lines[-1].endswith(" records above are incomplete")
+    for line in lines[:-1]:
+        json.loads(line)
+
+
+def test_reader_going_away_is_not_an_error(big: Path) -> None:
+    cmd = f"{sys.executable} -m pyprof.parse {big} | head -n 1"
+    res = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and res.stderr == "" and len(res.stdout.splitlines()) == 1
+
+
+def fake_nsys(bindir: Path, body: str) -> dict[str, str]:
+    bindir.mkdir()
+    script = bindir / "nsys"
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(0o755)
+    return dict(os.environ, PATH=f"{bindir}{os.pathsep}/usr/bin{os.pathsep}/bin")
+
+
+def test_nsys_rep_is_exported_first(tmp_path: Path) -> None:
+    export = small_export(tmp_path / "real.sqlite")
+    rep = tmp_path / "net.nsys-rep"
+    rep.write_bytes(b"not read by us")
+    # Like nsys: `nsys export --type sqlite --output OUT REP` writes OUT (and chatters on stdout).
+    env = fake_nsys(tmp_path / "bin", f'echo "Processing events..."\n[ "$1 $2 $3" = "export --type sqlite" ] || exit 9\n'
+                                      f'cp {export} "$5"\n')
+    res = run_parse(rep, env=env)
+    assert res.returncode == 0, res.stderr
+    assert len(res.stdout.splitlines()) == 3 and "Processing" not in res.stdout
+    assert res.stderr.startswith(f"pyprof.parse: exporting {rep} to SQLite with {tmp_path / 'bin' / 'nsys'} export --type sqlite\n")
+
+
+def test_nsys_rep_without_nsys(tmp_path: Path) -> None:
+    rep = tmp_path / "net.nsys-rep"
+    rep.write_bytes(b"x")
+    env = dict(os.environ, PATH=str(tmp_path))
+    expect_error(run_parse(rep, env=env), 8, f"{rep}: reading an .nsys-rep report needs Nsight Systems' 'nsys' on PATH; "
+                                             f"or export it where nsys is installed: nsys export --type sqlite {rep}")
+
+
+def test_nsys_rep_export_failure(tmp_path: Path) -> None:
+    rep = tmp_path / "net.nsys-rep"
+    rep.write_bytes(b"x")
+    env = fake_nsys(tmp_path / "bin", 'echo "Importer error: unsupported report version" >&2\nexit 1\n')
+    res = run_parse(rep, "-q", env=env)
+    expect_error(res, 8, f"{rep}: nsys export failed (exit status 1): Importer error: unsupported report version")
+
+
+def test_path_with_uri_characters(tmp_path: Path) -> None:
+    d = tmp_path / "a dir?x=1#y%20"
+    d.mkdir()
+    res = run_parse(small_export(d / "net?.sqlite"), "-q")
+    assert res.returncode == 0 and len(res.stdout.splitlines()) == 3
