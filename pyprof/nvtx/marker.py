@@ -1,0 +1,253 @@
+"""The marker encoder (docs/markers.md): values to compact JSON text, built as strings.
+
+Building the text directly is about 3x faster than assembling dicts for json.dumps, and the hot
+path runs once per wrapped torch call. The output is byte-for-byte what
+`json.dumps(..., separators=(",", ":"), allow_nan=False)` would write for the equivalent dict
+(tests check that). Nothing here reads tensor data: tensors are described by metadata only, so no
+device synchronization or copy can happen.
+"""
+from __future__ import annotations
+
+import json
+from json.encoder import encode_basestring_ascii as _quote
+from typing import Any, Mapping, Optional, Sequence
+
+import torch
+
+from .emit import SCHEMA_VERSION, layer_marker
+
+MAX_LIST = 16   # list elements kept before {"more": N}
+MAX_DEPTH = 3   # list nesting levels written; a deeper list is {"type":"list"}
+_CACHE_LIMIT = 8192
+
+_Tensor = torch.Tensor
+_Parameter = torch.nn.Parameter
+_channels_last = torch.channels_last
+_channels_last_3d = torch.channels_last_3d
+_DisableTorchFunctionSubclass = torch._C.DisableTorchFunctionSubclass
+
+_tensor_text: dict = {}  # (shape, dtype[, strides]) -> text; shapes repeat in training loops
+_dtype_text: dict = {}   # dtype -> '"float32"'
+_misc_text: dict = {}    # dtype/device/memory_format value -> text
+_key_text: dict = {}     # kwarg name -> '"name":'
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """PyTorch's dtype name without the `torch.` prefix (`bfloat16`)."""
+    return str(dtype)[6:]
+
+
+def _dtype_json(dtype: torch.dtype) -> str:
+    s = _dtype_text.get(dtype)
+    if s is None:
+        s = _dtype_text[dtype] = _quote(dtype_name(dtype))
+    return s
+
+
+def _ints(values: Sequence[int]) -> str:
+    return "[" + ",".join([int.__repr__(v) for v in values]) + "]"
+
+
+def _tensor(t: torch.Tensor) -> str:
+    try:
+        shape = t.shape
+        dtype = t.dtype
+        if t.is_contiguous():
+            key = (shape, dtype)
+            s = _tensor_text.get(key)
+            if s is None:
+                s = '{"shape":' + _ints(shape) + ',"dtype":' + _dtype_json(dtype) + "}"
+                _store(_tensor_text, key, s)
+            return s
+        strides = t.stride()
+        key = (shape, dtype, strides)
+        s = _tensor_text.get(key)
+        if s is None:
+            s = '{"shape":' + _ints(shape) + ',"dtype":' + _dtype_json(dtype)
+            if len(shape) == 4 and t.is_contiguous(memory_format=_channels_last):
+                s += ',"format":"channels_last"}'
+            elif len(shape) == 5 and t.is_contiguous(memory_format=_channels_last_3d):
+                s += ',"format":"channels_last_3d"}'
+            else:
+                s += ',"strides":' + _ints(strides) + "}"
+            _store(_tensor_text, key, s)
+        return s
+    except Exception:
+        # Sparse and nested tensors have no strides, vmap's batched tensors refuse some layout
+        # queries, symbolic shapes are not ints: say what can be said.
+        return _tensor_plain(t)
+
+
+def _tensor_plain(t: torch.Tensor) -> str:
+    try:
+        return '{"shape":' + _ints(t.shape) + ',"dtype":' + _dtype_json(t.dtype) + "}"
+    except Exception:
+        return '{"type":' + _quote(type(t).__name__) + "}"
+
+
+def _tensor_subclass(t: torch.Tensor) -> str:
+    # Reading metadata of a subclass would run its __torch_function__: user code with side
+    # effects (and possibly more wrapped calls).
+    with _DisableTorchFunctionSubclass():
+        return _tensor(t)
+
+
+def _store(cache: dict, key: Any, value: str) -> None:
+    if len(cache) >= _CACHE_LIMIT:
+        cache.clear()
+    cache[key] = value
+
+
+def _float(v: float) -> str:
+    if v - v == 0.0:
+        return float.__repr__(v)
+    if v != v:
+        return '{"float":"nan"}'
+    return '{"float":"inf"}' if v > 0 else '{"float":"-inf"}'
+
+
+def _seq(v: Sequence[Any], level: int) -> str:
+    if level >= MAX_DEPTH:
+        return '{"type":"list"}'
+    n = len(v)
+    level += 1
+    if n <= MAX_LIST:
+        return "[" + ",".join([encode(e, level) for e in v]) + "]"
+    return "[" + ",".join([encode(e, level) for e in v[:MAX_LIST]]) + ',{"more":' + str(n - MAX_LIST) + "}]"
+
+
+def _slice(v: slice, level: int) -> str:
+    return '{"slice":[' + encode(v.start, level) + "," + encode(v.stop, level) + "," + encode(v.step, level) + "]}"
+
+
+def _complex(v: complex) -> str:
+    return '{"complex":[' + _float(v.real) + "," + _float(v.imag) + "]}"
+
+
+def _misc(v: Any, key: str, text: str) -> str:
+    s = _misc_text.get(v)
+    if s is None:
+        s = _misc_text[v] = '{"' + key + '":' + _quote(text) + "}"
+    return s
+
+
+_BY_TYPE = {
+    _Tensor: lambda v, level: _tensor(v),
+    _Parameter: lambda v, level: _tensor(v),
+    int: lambda v, level: int.__repr__(v),
+    float: lambda v, level: _float(v),
+    bool: lambda v, level: "true" if v else "false",
+    type(None): lambda v, level: "null",
+    str: lambda v, level: _quote(v),
+    tuple: _seq,
+    list: _seq,
+    torch.Size: _seq,
+    slice: _slice,
+    type(Ellipsis): lambda v, level: '{"ellipsis":true}',
+    complex: lambda v, level: _complex(v),
+    torch.dtype: lambda v, level: _misc(v, "dtype", dtype_name(v)),
+    torch.device: lambda v, level: _misc(v, "device", str(v)),
+    torch.memory_format: lambda v, level: _misc(v, "format", str(v)[6:]),
+}
+
+
+def encode(v: Any, level: int = 0) -> str:
+    """One value as JSON text, by the value table of docs/markers.md. `level` is the number of
+    lists around it."""
+    f = _BY_TYPE.get(type(v))
+    if f is not None:
+        return f(v, level)
+    # Subclasses of the types above (IntEnum, numpy's float64, tensor subclasses, named tuples).
+    if isinstance(v, _Tensor):
+        return _tensor_subclass(v)
+    if isinstance(v, int):
+        return "true" if v is True else "false" if v is False else int.__repr__(v)
+    if isinstance(v, float):
+        return _float(v)
+    if isinstance(v, complex):
+        return _complex(v)
+    if isinstance(v, str):
+        return _quote(v)
+    if isinstance(v, (list, tuple)):
+        return _seq(v, level)
+    return '{"type":' + _quote(type(v).__name__) + "}"
+
+
+def _key(k: str) -> str:
+    s = _key_text.get(k)
+    if s is None:
+        s = _key_text[k] = _quote(k) + ":"
+    return s
+
+
+def op_prefix(mod: str, op: str) -> str:
+    """The constant head of an op marker, computed once per wrapper."""
+    return '{"v":' + str(SCHEMA_VERSION) + ',"kind":"op","mod":' + _quote(mod) + ',"op":' + _quote(op) + ',"args":['
+
+
+def build(prefix: str, args: Sequence[Any], kwargs: Optional[Mapping[str, Any]], tail: str) -> str:
+    """An op marker from its prefix, the call's arguments and `tail` (the already encoded
+    `,"site":...` and `,"module":...` members).
+
+    Never raises: a marker must not break the call it describes.
+    """
+    try:
+        s = prefix + ",".join([encode(a) for a in args]) + "]"
+        if kwargs:
+            s += ',"kwargs":{' + ",".join([_key(k) + encode(v) for k, v in kwargs.items()]) + "}"
+        return s + tail + "}"
+    except Exception:
+        return prefix + '{"type":"unencodable"}]' + tail + "}"
+
+
+def tail(site: Optional[str], module: Optional[str]) -> str:
+    """The `site` and `module` members of an op marker, as JSON text (leading comma included)."""
+    s = ',"site":' + _quote(site) if site is not None else ""
+    return s + (',"module":' + _quote(module) if module is not None else "")
+
+
+def op_marker(
+    mod: str,
+    op: str,
+    args: Sequence[Any] = (),
+    kwargs: Optional[Mapping[str, Any]] = None,
+    site: Optional[str] = None,
+    module: Optional[str] = None,
+) -> str:
+    """The exact marker text pyprof pushes for the call `mod.op(*args, **kwargs)`.
+
+    For tests and tools that need the marker of given tensors without duplicating the encoding.
+    `site` (`file:line`) and `module` (qualified module name) are left out when None.
+    """
+    return build(op_prefix(mod, op), args, kwargs, tail(site, module))
+
+
+def module_marker(name: str, cls: str, extra_repr: str) -> str:
+    """The marker of an `nn.Module` call (`kind: "module"`)."""
+    return json.dumps(
+        {"v": SCHEMA_VERSION, "kind": "module", "module": name, "cls": cls, "repr": extra_repr},
+        separators=(",", ":"),
+    )
+
+
+def optimizer_params(optimizer: torch.optim.Optimizer) -> str:
+    """`{"count":..,"numel":..,"dtype":..}` over the parameters the step updates (those with a
+    gradient) in all parameter groups; `dtype` is a list of names when they differ."""
+    count = numel = 0
+    dtypes: list = []
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            count += 1
+            numel += p.numel()
+            if p.dtype not in dtypes:
+                dtypes.append(p.dtype)
+    if len(dtypes) == 1:
+        dt = _dtype_json(dtypes[0])
+    else:
+        dt = "[" + ",".join([_dtype_json(d) for d in dtypes]) + "]"
+    return '{"count":' + str(count) + ',"numel":' + str(numel) + ',"dtype":' + dt + "}"
+
+
+__all__ = ["op_marker", "module_marker", "layer_marker", "encode", "dtype_name", "optimizer_params"]

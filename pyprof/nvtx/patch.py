@@ -1,0 +1,268 @@
+"""What `pyprof.init()` wraps, and undoing it (`pyprof.restore()`).
+
+The rule (docs/annotation.md): in `torch`, `torch.nn.functional`, `torch.linalg`,
+`torch.special` and `torch.fft`, every public (no leading `_`) plain function or builtin that
+the namespace itself defines (its `__module__` is one of torch's op modules, so re-exports like
+`torch.load`, `torch.vmap`, `F.handle_torch_function` stay as they are), minus the queries and
+switches in `_SKIP` and names starting with `is_`, `get_`, `set_`, `sym_`. On `torch.Tensor`,
+every public method minus `_TENSOR_SKIP` and `is_*`, plus the operator dunders in
+`_TENSOR_DUNDERS`; never properties, classmethods or other dunders. Plus `torch.autograd.backward`
+and `grad`, the collectives of `torch.distributed`, `nn.Module.__call__` and the `step` of every
+optimizer class, present and future.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import threading
+import types
+from typing import Any, Callable, Iterator, List, Optional, Tuple
+
+import torch
+
+from . import emit
+from .wrappers import is_wrapper, module_call, op_wrapper, step_wrapper
+
+_FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType)
+_METHOD_TYPES = (types.FunctionType, types.MethodDescriptorType, types.WrapperDescriptorType)
+
+# Modules whose functions count as a namespace's own (see the module docstring).
+_OP_MODULES = frozenset({
+    "torch", "torch.functional", "torch._lowrank", "torch._lobpcg", "torch.nn.functional",
+    "torch._C._nn", "torch._C._linalg", "torch._C._special", "torch._C._fft",
+})
+
+_SKIP_PREFIXES = ("is_", "get_", "set_", "sym_")
+
+# Launch no kernels and are called often (metadata, dtype arithmetic, global switches), or
+# must stay unwrapped for torch itself (compile, tracing, serialization).
+_SKIP = frozenset({
+    "compile", "typename", "numel", "result_type", "can_cast", "promote_types",
+    "broadcast_shapes", "compiled_with_cxx11_abi", "use_deterministic_algorithms",
+    "are_deterministic_algorithms_enabled", "autocast_increment_nesting",
+    "autocast_decrement_nesting", "clear_autocast_cache", "from_numpy", "frombuffer",
+    "cudnn_is_acceptable", "unify_type_list", "fork", "wait", "cond", "vmap", "while_loop",
+})
+
+_TENSOR_SKIP = frozenset({
+    "size", "dim", "ndimension", "stride", "numel", "nelement", "storage_offset", "data_ptr",
+    "element_size", "get_device", "has_names", "storage", "untyped_storage", "type",
+    "dim_order", "requires_grad_", "retain_grad", "register_hook",
+    "register_post_accumulate_grad_hook", "module_load", "share_memory_", "numpy",
+    "new_empty", "new_empty_strided",
+})
+
+_BINARY = ("add", "sub", "mul", "matmul", "truediv", "floordiv", "div", "mod", "pow",
+           "and", "or", "xor", "lshift", "rshift")
+_TENSOR_DUNDERS = frozenset(
+    [f"__{p}{n}__" for n in _BINARY for p in ("", "r", "i")]
+    + [f"__{n}__" for n in ("eq", "ne", "lt", "le", "gt", "ge", "neg", "pos", "abs", "invert",
+                            "getitem", "setitem")]
+)
+
+_COLLECTIVES = (
+    "all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "all_to_all",
+    "all_to_all_single", "reduce", "reduce_scatter", "reduce_scatter_tensor", "broadcast",
+    "broadcast_object_list", "gather", "scatter", "barrier", "send", "recv", "isend", "irecv",
+    "batch_isend_irecv",
+)
+
+_MISSING = object()
+_lock = threading.RLock()
+# (owner, attribute, value before, wrapper) in the order applied; restore() undoes them in reverse.
+_patches: List[Tuple[Any, str, Any, Any]] = []
+_optimizer_classes: List[type] = []
+_initialized = False
+_unpatched_depth = 0
+
+
+def _set(owner: Any, name: str, value: Any) -> None:
+    _patches.append((owner, name, vars(owner).get(name, _MISSING), value))
+    setattr(owner, name, value)
+
+
+def _namespace_targets(ns: types.ModuleType) -> Iterator[Tuple[str, Callable]]:
+    for name, obj in list(vars(ns).items()):
+        if (
+            not name.startswith("_")
+            and isinstance(obj, _FUNCTION_TYPES)
+            and getattr(obj, "__module__", None) in _OP_MODULES
+            and name not in _SKIP
+            and not name.startswith(_SKIP_PREFIXES)
+            and not is_wrapper(obj)
+        ):
+            yield name, obj
+
+
+def _tensor_targets() -> Iterator[Tuple[str, Callable]]:
+    for name in dir(torch.Tensor):
+        if name.startswith("_"):
+            if name not in _TENSOR_DUNDERS:
+                continue
+        elif name in _TENSOR_SKIP or name.startswith("is_"):
+            continue
+        raw = next(vars(k)[name] for k in torch.Tensor.__mro__ if name in vars(k))
+        if isinstance(raw, _METHOD_TYPES) and not is_wrapper(raw):
+            yield name, raw
+
+
+def _wrap_step(cls: type) -> None:
+    step = vars(cls).get("step")
+    if step is not None and callable(step) and not is_wrapper(step):
+        _optimizer_classes.append(cls)
+        setattr(cls, "step", step_wrapper(step))
+
+
+def _all_subclasses(cls: type) -> List[type]:
+    out, todo = [], [cls]
+    while todo:
+        c = todo.pop()
+        out.append(c)
+        todo.extend(c.__subclasses__())
+    return out
+
+
+def _optimizer_init_subclass(cls: type, **kwargs: Any) -> None:
+    # Optimizers defined after init() override step: wrap theirs as the class is created.
+    super(torch.optim.Optimizer, cls).__init_subclass__(**kwargs)
+    with _lock:
+        if _initialized and not _unpatched_depth:
+            _wrap_step(cls)
+
+
+def _script(obj: Any, *args: Any, **kwargs: Any) -> Any:
+    """torch.jit.script, run with the originals in place: the script compiler resolves F.relu
+    and co. by identity and compiles Python functions from their source."""
+    with unpatched():
+        return _original_script(obj, *args, **kwargs)
+
+
+_original_script: Callable = torch.jit.script
+
+
+def _prepare() -> None:
+    # Tables that torch fills lazily by looking names up in the live namespaces: fill them now,
+    # from the originals, so that they never hold (and later outlive) a wrapper.
+    torch.jit._builtins._get_builtin_table()
+    try:
+        importlib.import_module("torch._dynamo")  # its trace rules map torch functions by identity
+    except Exception:
+        pass
+
+
+def _patch() -> None:
+    for ns in (torch, torch.nn.functional, torch.linalg, torch.special, torch.fft):
+        for name, obj in _namespace_targets(ns):
+            _set(ns, name, op_wrapper(obj, ns.__name__, name, ns.__name__, name))
+    for name, raw in _tensor_targets():
+        _set(torch.Tensor, name, op_wrapper(raw, "Tensor", name, "torch", "Tensor." + name))
+    for name in ("backward", "grad"):
+        fn = getattr(torch.autograd, name)
+        _set(torch.autograd, name, op_wrapper(fn, "torch.autograd", name, "torch.autograd", name))
+    if torch.distributed.is_available():
+        dist = torch.distributed
+        for name in _COLLECTIVES:
+            fn = vars(dist).get(name)
+            if isinstance(fn, types.FunctionType):
+                _set(dist, name, op_wrapper(fn, "torch.distributed", name, "torch.distributed", name))
+    _set(torch.nn.Module, "__call__", module_call(torch.nn.Module.__call__))
+    for cls in _all_subclasses(torch.optim.Optimizer):
+        _wrap_step(cls)
+    _set(torch.optim.Optimizer, "__init_subclass__", classmethod(_optimizer_init_subclass))
+    _set(torch.jit, "script", _script)
+
+
+def _unpatch() -> List[Tuple[Any, str, Any, Any]]:
+    undone = _patches[:]
+    for owner, name, before, _ in reversed(undone):
+        if before is _MISSING:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, before)
+    _patches.clear()
+    for cls in _optimizer_classes:
+        step = vars(cls).get("step")
+        if is_wrapper(step):
+            setattr(cls, "step", step.__wrapped__)
+        elif is_wrapper(getattr(step, "__wrapped__", None)):
+            # Optimizer put its hook runner around our wrapper at the first instance: keep a
+            # hook runner, around the original.
+            hooked = torch.optim.Optimizer.profile_hook_step(step.__wrapped__.__wrapped__)
+            hooked.hooked = True  # type: ignore[attr-defined]
+            setattr(cls, "step", hooked)
+    _optimizer_classes.clear()
+    return undone
+
+
+def init(*, nested: bool = False, force: Optional[bool] = None) -> None:
+    """See pyprof.init."""
+    global _initialized
+    with _lock:
+        emit.state.compiling = torch.compiler.is_compiling
+        emit.configure(nested=nested, force=emit.force_from_env() if force is None else force)
+        if _initialized:
+            return
+        _prepare()
+        _patch()
+        _initialized = True
+
+
+def restore() -> None:
+    """See pyprof.restore."""
+    global _initialized
+    with _lock:
+        _unpatch()
+        _initialized = False
+
+
+def is_initialized() -> bool:
+    """Whether init() has installed the wrappers (and restore() has not removed them)."""
+    return _initialized
+
+
+@contextlib.contextmanager
+def unpatched() -> Iterator[None]:
+    """Run a block with every original back in place (for all threads), then put the wrappers
+    back. Reentrant; used around torch.jit.script."""
+    global _unpatched_depth
+    with _lock:
+        undone = _unpatch() if _unpatched_depth == 0 else []
+        _unpatched_depth += 1
+        try:
+            yield
+        finally:
+            _unpatched_depth -= 1
+            for owner, name, before, wrapper in undone:
+                _patches.append((owner, name, before, wrapper))
+                setattr(owner, name, wrapper)
+            if undone and _initialized:
+                for cls in _all_subclasses(torch.optim.Optimizer):
+                    _wrap_step(cls)
+
+
+def wrap(obj: Any, name: str) -> Callable:
+    """See pyprof.wrap."""
+    with _lock:
+        target = getattr(obj, name, None)
+        if callable(target):
+            if is_wrapper(target):
+                return target
+            is_type = isinstance(obj, type)
+            if isinstance(obj, types.ModuleType):
+                mod, home, qualname = obj.__name__, obj.__name__, name
+            elif is_type:
+                mod, home, qualname = obj.__name__, obj.__module__, f"{obj.__qualname__}.{name}"
+            else:
+                mod = type(obj).__name__
+                home, qualname = type(obj).__module__, f"{type(obj).__qualname__}.{name}"
+            w: Any = op_wrapper(target, mod, name, home, qualname)
+            # Bound (class- and static) methods already carry their binding: install them so
+            # that the class does not bind them a second time.
+            raw = vars(obj).get(name) if is_type else None
+            _set(obj, name, staticmethod(w) if isinstance(raw, (staticmethod, classmethod)) else w)
+            return w
+        if not callable(obj):
+            raise TypeError(f"pyprof.wrap: {obj!r} is not callable and has no callable attribute {name!r}")
+        op = getattr(obj, "__name__", type(obj).__name__)
+        return op_wrapper(obj, name, op, getattr(obj, "__module__", None) or name,
+                          getattr(obj, "__qualname__", op))

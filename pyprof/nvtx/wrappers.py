@@ -1,0 +1,230 @@
+"""The wrappers pyprof installs: one per torch callable, `nn.Module.__call__`, optimizer steps.
+
+Hot path. Per call of a wrapped op: one attribute test when markers are off; otherwise a
+thread-local depth check, the marker text (prefix precomputed per wrapper, tensor texts cached
+by shape/dtype, call site cached per code object, module fragment cached per module), one NVTX
+push and one pop.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+import weakref
+from json.encoder import encode_basestring_ascii as _quote
+from typing import Any, Callable, Optional
+
+import torch
+
+from .emit import state as _state
+from .marker import build as _build
+from .marker import encode as _encode
+from .marker import module_marker, op_prefix, optimizer_params
+from .site import site_json as _site
+
+_is_compiling = torch.compiler.is_compiling
+
+
+class _Local(threading.local):
+    depth = 0      # wrapped calls open on this thread (nested ones emit nothing by default)
+    mod = ""       # ',"module":"..."' of the innermost module being called; "" outside modules
+    names: Optional["_Names"] = None  # qualified-name table of the module tree being called
+
+
+_tl = _Local()
+
+
+def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str) -> Callable:
+    """A wrapper of `orig` that pushes an op marker `mod`/`op` around each outermost call.
+
+    `home`/`qualname` are where the wrapper is installed: pickle finds a function by those, so a
+    wrapped function pickles by reference and unpickles as whatever is installed there.
+    """
+    prefix = op_prefix(mod, op)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        # Dynamo sees is_compiling() as True and traces straight into the original: no graph
+        # break, no marker inside compiled graphs.
+        if not _state.on or _is_compiling():
+            return orig(*args, **kwargs)
+        tl = _tl
+        depth = tl.depth
+        if depth and not _state.nested:
+            return orig(*args, **kwargs)
+        tl.depth = depth + 1
+        try:
+            _state.push(_build(prefix, args, kwargs, _site() + tl.mod))
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                _state.pop()
+        finally:
+            tl.depth = depth
+
+    _dress(wrapper, orig, home, qualname)
+    return wrapper
+
+
+def _dress(wrapper: Callable, orig: Callable, home: str, qualname: str) -> None:
+    # Not functools.wraps: copying orig.__dict__ would copy torch's own flags (Dynamo and
+    # TorchScript markers) onto a function they do not describe.
+    wrapper.__name__ = getattr(orig, "__name__", qualname.rpartition(".")[2])
+    wrapper.__qualname__ = qualname
+    wrapper.__module__ = home
+    wrapper.__doc__ = getattr(orig, "__doc__", None)
+    wrapper.__wrapped__ = orig  # type: ignore[attr-defined]
+
+
+def is_wrapper(obj: Any) -> bool:
+    """True for functions made by op_wrapper, module_call or step_wrapper."""
+    return getattr(obj, "__code__", None) in _WRAPPER_CODES
+
+
+# ---------------------------------------------------------------------------------------------
+# nn.Module.__call__
+
+class _Names(dict):
+    """id(module) -> (marker, module fragment, weakref to module, table for its children)
+    for the module tree under one root, built from root.named_modules() once."""
+
+    __slots__ = ("root", "rebuilds")
+
+
+# A root's table is rebuilt when a module missing from it is called (children created lazily),
+# at most this many times; after that, unknown modules are roots of their own.
+_REBUILDS = 4
+_roots: dict = {}  # id(root) -> _Names
+
+
+def _forget(key: int, ref: weakref.ref) -> None:
+    t = _roots.get(key)
+    if t is not None and t.root is ref:
+        del _roots[key]
+
+
+def _entry(m: torch.nn.Module, name: str, names: _Names) -> tuple:
+    try:
+        rep = m.extra_repr()
+    except Exception:
+        rep = ""
+    return (module_marker(name, type(m).__name__, rep), ',"module":' + _quote(name), weakref.ref(m), names)
+
+
+def _fill(names: _Names, root: torch.nn.Module) -> None:
+    names.clear()
+    root_name = type(root).__name__
+    for name, m in root.named_modules():
+        names[id(m)] = _entry(m, name or root_name, names)
+
+
+def _names_of(root: torch.nn.Module) -> _Names:
+    key = id(root)
+    t = _roots.get(key)
+    if t is not None and t.root() is root:
+        return t
+    t = _Names()
+    t.root = weakref.ref(root, lambda ref, key=key: _forget(key, ref))
+    t.rebuilds = 0
+    _fill(t, root)
+    if key not in t:  # named_modules overridden without the root itself
+        t[key] = _entry(root, type(root).__name__, t)
+    _roots[key] = t
+    return t
+
+
+def _miss(names: _Names, m: torch.nn.Module) -> tuple:
+    root = names.root()
+    if root is not None and names.rebuilds < _REBUILDS:
+        names.rebuilds += 1
+        _fill(names, root)
+        e = names.get(id(m))
+        if e is not None and e[2]() is m:
+            return e
+    # Not in the tree being called (kept in a plain list, built inside forward): name it as
+    # a root of its own.
+    return _names_of(m)[id(m)]
+
+
+def module_call(orig: Callable) -> Callable:
+    """The replacement of `nn.Module.__call__`: a module range around each module call, and
+    the module's qualified name for the op markers inside it."""
+
+    def __call__(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+        if not _state.on or _is_compiling():
+            return orig(self, *args, **kwargs)
+        tl = _tl
+        names = tl.names
+        if names is None:
+            e = _names_of(self)[id(self)]
+        else:
+            e = names.get(id(self))
+            if e is None or e[2]() is not self:
+                e = _miss(names, self)
+        prev_mod = tl.mod
+        tl.names = e[3]
+        tl.mod = e[1]
+        try:
+            _state.push(e[0])
+            try:
+                return orig(self, *args, **kwargs)
+            finally:
+                _state.pop()
+        finally:
+            tl.names = names
+            tl.mod = prev_mod
+
+    _dress(__call__, orig, "torch.nn.modules.module", "Module.__call__")
+    return __call__
+
+
+# ---------------------------------------------------------------------------------------------
+# Optimizer.step
+
+_step_prefix: dict = {}  # optimizer class -> op prefix "torch.optim", "<Class>.step"
+
+
+def _step_marker(opt: torch.optim.Optimizer, args: tuple, kwargs: dict, tail: str) -> str:
+    cls = type(opt)
+    prefix = _step_prefix.get(cls)
+    if prefix is None:
+        prefix = _step_prefix[cls] = op_prefix("torch.optim", cls.__name__ + ".step")
+    try:
+        s = prefix + ",".join([_encode(a) for a in args]) + '],"kwargs":{'
+        for k, v in kwargs.items():
+            s += _quote(k) + ":" + _encode(v) + ","
+        s += '"params":' + optimizer_params(opt)
+        for flag in ("foreach", "fused"):
+            if flag in opt.defaults:
+                s += ',"' + flag + '":' + _encode(opt.defaults[flag])
+        return s + "}" + tail + "}"
+    except Exception:
+        return prefix + '{"type":"unencodable"}]' + tail + "}"
+
+
+def step_wrapper(orig: Callable) -> Callable:
+    """A wrapper of one optimizer class's `step` (op `<Class>.step`, mod `torch.optim`)."""
+
+    def step(self: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> Any:
+        if not _state.on or _is_compiling():
+            return orig(self, *args, **kwargs)
+        tl = _tl
+        depth = tl.depth
+        if depth and not _state.nested:
+            return orig(self, *args, **kwargs)
+        tl.depth = depth + 1
+        try:
+            _state.push(_step_marker(self, args, kwargs, _site() + tl.mod))
+            try:
+                return orig(self, *args, **kwargs)
+            finally:
+                _state.pop()
+        finally:
+            tl.depth = depth
+
+    # update_wrapper copies torch's `hooked` flag: Optimizer then does not wrap the step again.
+    functools.update_wrapper(step, orig)
+    return step
+
+
+_WRAPPER_CODES = frozenset(
+    f.__code__ for f in (op_wrapper(len, "", "", "", "x"), module_call(len), step_wrapper(len))
+)
