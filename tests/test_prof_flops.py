@@ -1,0 +1,202 @@
+"""prof's FLOPs against torch.utils.flop_counter.FlopCounterMode, forward and backward, exactly,
+for every op both cover. The marker is built by the annotation's encoder from the same tensors."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count
+
+from pyprof.prof.registry import Call, lookup
+from test_prof_helpers import kernels, marker, total_flops
+
+FN = "torch.nn.functional"
+
+
+def counted(fn, *args, **kwargs) -> int:
+    with FlopCounterMode(display=False) as mode:
+        fn(*args, **kwargs)
+    return mode.get_total_flops()
+
+
+def cost_of(mod, op, *args, **kwargs):
+    return lookup(mod, op)(Call(marker(mod, op, *args, **kwargs)))
+
+
+def r(*shape, grad=False):
+    return torch.randn(*shape, requires_grad=grad)
+
+
+GEMM_CASES = [
+    (FN, "linear", F.linear, (r(16, 32), r(24, 32)), {}),
+    (FN, "linear", F.linear, (r(4, 16, 32), r(24, 32), r(24)), {}),
+    (FN, "linear", F.linear, (r(2, 3, 5, 32), r(24, 32)), {"bias": r(24)}),
+    ("torch", "mm", torch.mm, (r(16, 32), r(32, 8)), {}),
+    ("Tensor", "mm", torch.Tensor.mm, (r(16, 32), r(32, 8)), {}),
+    ("torch", "bmm", torch.bmm, (r(3, 16, 32), r(3, 32, 8)), {}),
+    ("torch", "addmm", torch.addmm, (r(8), r(16, 32), r(32, 8)), {}),
+    ("torch", "baddbmm", torch.baddbmm, (r(3, 16, 8), r(3, 16, 32), r(3, 32, 8)), {}),
+    ("torch", "matmul", torch.matmul, (r(16, 32), r(32, 8)), {}),
+    ("torch", "matmul", torch.matmul, (r(4, 16, 32), r(32, 8)), {}),
+    ("torch", "matmul", torch.matmul, (r(16, 32), r(4, 32, 8)), {}),
+    ("torch", "matmul", torch.matmul, (r(2, 1, 16, 32), r(1, 3, 32, 8)), {}),
+    ("torch", "matmul", torch.matmul, (r(32), r(32, 8)), {}),
+    ("torch", "matmul", torch.matmul, (r(32), r(4, 32, 8)), {}),
+    ("Tensor", "__matmul__", torch.Tensor.__matmul__, (r(5, 16, 32), r(5, 32, 8)), {}),
+    ("Tensor", "__rmatmul__", torch.Tensor.__rmatmul__, (r(32, 8), r(16, 32)), {}),
+    ("torch", "einsum", torch.einsum, ("bij,bjk->bik", r(2, 3, 4), r(2, 4, 5)), {}),
+    ("torch", "einsum", torch.einsum, ("ij,jk", r(3, 4), r(4, 5)), {}),
+    ("torch", "einsum", torch.einsum, ("bhqd,bhkd->bhqk", r(2, 4, 8, 16), r(2, 4, 6, 16)), {}),
+    ("torch", "einsum", torch.einsum, ("...ij,...jk->...ik", r(2, 3, 4, 5), r(2, 3, 5, 6)), {}),
+    ("torch", "einsum", torch.einsum, ("bij,jk->bik", r(2, 3, 4), r(4, 5)), {}),
+    ("torch", "einsum", torch.einsum, ("abc,cd->ad", r(2, 3, 4), r(4, 5)), {}),
+]
+
+CONV_CASES = [
+    ("conv1d", F.conv1d, (r(2, 4, 33), r(8, 4, 3)), {"stride": 2, "padding": 1}),
+    ("conv1d", F.conv1d, (r(4, 33), r(8, 4, 5)), {"padding": "same"}),
+    ("conv2d", F.conv2d, (r(2, 3, 17, 19), r(8, 3, 3, 3)), {}),
+    ("conv2d", F.conv2d, (r(2, 3, 17, 19), r(8, 3, 3, 3), r(8)), {"stride": (2, 1), "padding": (1, 2)}),
+    ("conv2d", F.conv2d, (r(2, 8, 16, 16), r(8, 2, 3, 3)), {"groups": 4, "dilation": 2}),
+    ("conv2d", F.conv2d, (r(2, 8, 15, 15), r(8, 1, 5, 5)), {"groups": 8, "padding": "same", "dilation": 2}),
+    ("conv2d", F.conv2d, (r(2, 3, 10, 10), r(4, 3, 3, 3)), {"padding": "valid"}),
+    ("conv3d", F.conv3d, (r(1, 2, 6, 7, 8), r(4, 2, 3, 3, 3)), {"stride": 2, "padding": 1}),
+    ("conv_transpose1d", F.conv_transpose1d, (r(2, 4, 9), r(4, 6, 3)), {"stride": 2, "output_padding": 1}),
+    ("conv_transpose2d", F.conv_transpose2d, (r(2, 4, 7, 9), r(4, 3, 3, 3)), {"stride": 2, "padding": 1}),
+    ("conv_transpose2d", F.conv_transpose2d, (r(2, 4, 7, 9), r(4, 2, 3, 3)), {"groups": 2, "dilation": 2}),
+    ("conv_transpose3d", F.conv_transpose3d, (r(1, 2, 4, 5, 6), r(2, 3, 2, 2, 2)), {"stride": 2}),
+]
+
+
+@pytest.mark.parametrize("mod,op,fn,args,kwargs", GEMM_CASES)
+def test_gemm_forward_matches_flop_counter(mod, op, fn, args, kwargs):
+    assert cost_of(mod, op, *args, **kwargs).flops == counted(fn, *args, **kwargs)
+
+
+@pytest.mark.parametrize("op,fn,args,kwargs", CONV_CASES)
+def test_conv_forward_matches_flop_counter(op, fn, args, kwargs):
+    for mod in (FN, "torch"):
+        assert cost_of(mod, op, *args, **kwargs).flops == counted(fn, *args, **kwargs)
+
+
+def test_conv_output_shape_in_params_matches_torch():
+    x, w = r(2, 3, 17, 19), r(8, 3, 3, 3)
+    y = F.conv2d(x, w, stride=(2, 1), padding=(1, 2), dilation=(1, 2))
+    params = cost_of(FN, "conv2d", x, w, stride=(2, 1), padding=(1, 2), dilation=(1, 2)).params
+    assert f"P={y.shape[2]},Q={y.shape[3]}" in params and params.startswith("N=2,C=3,H=17,W=19,K=8")
+
+
+def _backward_counted(fn, args, kwargs):
+    out = fn(*args, **kwargs)
+    loss = out.sum()
+    return counted(loss.backward)
+
+
+# A data-gradient GEMM, cuBLAS's split-K reduction, a weight-gradient GEMM, autograd's bias
+# reduction: only the two GEMMs carry work.
+GEMM_BWD = ["sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32_cgasize1x1x1_warpgroupsize1x1x1",
+            "splitKreduce_kernel", "nvjet_sm90_tst_128x128_64x4_1x2_h_bz_coopA_NNT",
+            "void at::native::reduce_kernel<512, 1>(...)"]
+
+
+def _has_vector(args) -> bool:
+    """1-D matmul operands: their gradients are outer products and GEMVs, which flop_counter
+    does not count (it has no formula for mv/dot)."""
+    return any(isinstance(a, torch.Tensor) and a.dim() == 1 for a in args)
+
+
+@pytest.mark.parametrize("mod,op,fn,args,kwargs", [c for c in GEMM_CASES if not _has_vector(c[3])])
+def test_gemm_backward_attribution_sums_to_flop_counter(mod, op, fn, args, kwargs):
+    """Each gradient GEMM kernel carries one forward's FLOPs; helpers carry none. With both
+    matrix operands requiring grad, autograd runs one GEMM for each."""
+    args = tuple(a.detach().requires_grad_() if isinstance(a, torch.Tensor) else a for a in args)
+    kwargs = {k: v.detach().requires_grad_() for k, v in kwargs.items()}
+    m = marker(mod, op, *args, **kwargs)
+    assert total_flops(kernels(m, GEMM_BWD, "bprop")) == _backward_counted(fn, args, kwargs)
+
+
+CONV_BWD = ["sm80_xmma_dgrad_implicit_gemm_indexed_tf32f32_tf32f32_f32_nchwkcrs_nchw_tilesize64x32x64",
+            "void at::native::reduce_kernel<512, 1>(...)",
+            "sm80_xmma_wgrad_implicit_gemm_indexed_tf32f32_tf32f32_f32_nchwkcrs_nchw_tilesize128x128x32"]
+
+
+@pytest.mark.parametrize("op,fn,args,kwargs", CONV_CASES)
+def test_conv_backward_attribution_matches_flop_counter(op, fn, args, kwargs):
+    """dgrad and wgrad kernels each carry one forward's FLOPs. Grouped convolutions: flop_counter
+    counts the weight gradient with all C input channels instead of C/groups, `groups` times the
+    real work (torch/utils/flop_counter.py conv_backward_flop); prof counts the real work."""
+    args = tuple(a.detach().requires_grad_() for a in args)
+    m = marker(FN, op, *args, **kwargs)
+    fwd = counted(fn, *args, **kwargs)
+    bwd = _backward_counted(fn, args, kwargs)
+    groups = kwargs.get("groups", 1)
+    assert bwd == fwd + groups * fwd  # flop_counter's dgrad + wgrad
+    assert total_flops(kernels(m, CONV_BWD, "bprop")) == fwd + bwd // (groups + 1)
+
+
+def test_conv_backward_kernel_without_grad_token_is_na():
+    x, w = r(2, 3, 8, 8), r(4, 3, 3, 3)
+    m = marker(FN, "conv2d", x, w)
+    assert total_flops(kernels(m, ["implicit_convolve_sgemm"], "bprop")) is None
+
+
+def _sdpa_args(causal=False, mask=False):
+    q, k, v = r(2, 3, 8, 4), r(2, 3, 6, 4), r(2, 3, 6, 5)
+    kw = {"is_causal": True} if causal else {}
+    if mask:
+        kw["attn_mask"] = torch.zeros(8, 6, dtype=torch.bool)
+    return (q, k, v), kw
+
+
+def test_sdpa_forward_matches_flop_counter():
+    args, kw = _sdpa_args(mask=True)
+    assert cost_of(FN, "scaled_dot_product_attention", *args, **kw).flops == counted(
+        F.scaled_dot_product_attention, *args, **kw)
+
+
+def test_sdpa_causal_is_half_of_flop_counter():
+    """flop_counter ignores is_causal; prof counts only the lower triangle: exactly half."""
+    args, kw = _sdpa_args(causal=True)
+    full = counted(F.scaled_dot_product_attention, *args, **kw)
+    assert cost_of(FN, "scaled_dot_product_attention", *args, **kw).flops * 2 == full
+
+
+FUSED_BWD = {
+    "flash": ["flash_bwd_dot_do_o_kernel", "flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel", "flash_bwd_convert_dq_kernel"],
+    "efficient": ["fmha_cutlassB_f32_aligned_64x64_k64_sm80"],
+    "cudnn": ["cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_3_64x64x64_4x1x1_kernel0_0"],
+}
+
+
+@pytest.mark.parametrize("backend", sorted(FUSED_BWD))
+def test_sdpa_fused_backward_is_flop_counters_fused_formula(backend):
+    """Fused backward kernels (flash, memory-efficient, cuDNN) recompute Q K^T: flop_counter's
+    formula for those backends; the whole node's work sits on the main kernel."""
+    (q, k, v), kw = _sdpa_args()
+    m = marker(FN, "scaled_dot_product_attention", q, k, v, **kw)
+    grad_out = (*q.shape[:-1], v.shape[-1])
+    want = sdpa_backward_flop_count(grad_out, q.shape, k.shape, v.shape)
+    assert total_flops(kernels(m, FUSED_BWD[backend], "bprop")) == want
+
+
+def _bmm(b, m, k, n):
+    return {"name": "aten::bmm", "sizes": [[b, m, k], [b, k, n]]}
+
+
+def test_sdpa_math_path_kernels_from_torch_op_sizes_match_flop_counter():
+    """The math path runs plain bmm kernels; with emit_nvtx(record_shapes=True) each sits in an
+    aten::bmm range whose sizes give its exact work: forward QK^T and PV, backward dP, dV, dQ, dK."""
+    (q, k, v), kw = _sdpa_args()
+    m = marker(FN, "scaled_dot_product_attention", q, k, v)
+    bh, L, S, E, Ev = 6, 8, 6, 4, 5
+    gemm = "volta_sgemm_64x32_sliced1x4_nn"
+    fwd = [kernels(m, [gemm], torchOps=[_bmm(bh, L, E, S)])[0],
+           kernels(m, ["void (anonymous namespace)::cunn_SoftMaxForward<4, float>(...)"])[0],
+           kernels(m, [gemm], torchOps=[_bmm(bh, L, S, Ev)])[0]]
+    assert total_flops(fwd) == counted(F.scaled_dot_product_attention, q, k, v)
+    bwd = [kernels(m, [gemm], "bprop", torchOps=[_bmm(*s)])[0]
+           for s in ((bh, L, Ev, S), (bh, S, L, Ev), (bh, L, S, E), (bh, S, L, E))]
+    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+        args = tuple(t.detach().requires_grad_() for t in (q, k, v))
+        want = _backward_counted(F.scaled_dot_product_attention, args, {})
+    assert total_flops(bwd) == want

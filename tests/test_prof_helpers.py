@@ -1,0 +1,71 @@
+"""Shared builders for prof's tests: markers through the annotation's own encoder (no second copy
+of docs/markers.md), records shaped like docs/records.md, and prof run in-process."""
+from __future__ import annotations
+
+import io
+import json
+from typing import Any, List, Optional
+
+from pyprof.nvtx.marker import op_marker
+from pyprof.prof.__main__ import main, run
+from pyprof.prof.analysis import Analyzer
+from pyprof.prof.columns import COLUMNS
+from pyprof.prof.summary import Summary
+
+H100 = {"name": "NVIDIA H100 80GB HBM3", "memoryBandwidth": 3352320000000, "smCount": 132, "clockRate": 1980000000}
+
+
+def marker(mod: str, op: str, *args: Any, **kwargs: Any) -> dict:
+    """The decoded marker pyprof pushes for `mod.op(*args, **kwargs)` (real tensors in)."""
+    return json.loads(op_marker(mod, op, args, kwargs or None, site="net.py:7", module="net.fc"))
+
+
+def record(m: Optional[dict], kernel: str = "elementwise_kernel", direction: str = "fprop",
+           dur: int = 1000, gpu: Optional[dict] = H100, **extra: Any) -> dict:
+    """A kernel record as parse writes it; a bprop record carries `m` as the forward op's marker."""
+    rec = {
+        "v": 1, "kind": "kernel", "kShortName": kernel.split("<")[0].split("(")[0], "kLongName": kernel,
+        "kDuration": dur, "kStart": 1000, "kEnd": 1000 + dur, "device": 0, "stream": 7,
+        "grid": [4, 1, 1], "block": [128, 1, 1], "regs": 32, "staticShared": 0, "dynamicShared": 0,
+        "pid": 11, "tid": 12, "correlationId": 1, "launch": None, "graphNode": None, "gpu": gpu,
+        "dir": direction, "mod": m and m["mod"], "op": m and m["op"],
+        "marker": m if direction == "fprop" else None,
+        "fwd": {"seq": 5, "marker": m, "torchOp": None} if direction == "bprop" else None,
+        "torchOps": [], "seqId": None, "altSeqId": [], "subSeqId": 0, "layer": [],
+        "module": m and m.get("module"), "trace": m and m.get("site"), "ranges": [],
+    }
+    rec.update(extra)
+    return rec
+
+
+def kernels(m: Optional[dict], names: List[str], direction: str = "fprop", **extra: Any) -> List[dict]:
+    """Records of one op call that launched `names` in order (sub-sequence 0, 1, ...)."""
+    return [record(m, n, direction, subSeqId=i, **extra) for i, n in enumerate(names)]
+
+
+def analyse(records: List[dict]) -> tuple:
+    """(list of Facts, Summary) for records fed in order through one Analyzer."""
+    summary = Summary()
+    a = Analyzer(summary)
+    return [a.facts(r) for r in records], summary
+
+
+def total_flops(records: List[dict]) -> Optional[int]:
+    facts, _ = analyse(records)
+    vals = [f.flops for f in facts]
+    return None if None in vals else sum(vals)
+
+
+def prof_text(records: List[Any], columns: str, **kw: Any) -> tuple:
+    """prof's stdout and stderr for `records` (dicts, or raw lines as str)."""
+    lines = [r if isinstance(r, str) else json.dumps(r) for r in records]
+    stream = io.BytesIO(("\n".join(lines) + "\n").encode())
+    out, err = io.StringIO(), io.StringIO()
+    summary = Summary()
+    by = {c.name: c for c in COLUMNS}
+    run(stream, out, [by[c] for c in columns.split(",")], summary, **kw)
+    summary.report(err)
+    return out.getvalue(), err.getvalue()
+
+
+__all__ = ["H100", "marker", "record", "kernels", "analyse", "total_flops", "prof_text", "main"]
