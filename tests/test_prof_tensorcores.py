@@ -1,0 +1,138 @@
+"""The Tensor Core rule on real kernel names, Volta through Blackwell, and the tc column."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pyprof.prof.tensorcores import MMA, NONE, RULES, SIMT, classify, kernel_dtype
+from test_prof_helpers import analyse, kernels, marker
+
+NAMES = [
+    # Volta / Turing cuBLAS and cuDNN: MMA shape digits
+    ("volta_h884gemm_64x64_ldg8_nn", MMA, "float16"),
+    ("volta_fp16_s884gemm_fp16_128x128_ldg8_f2f_nn", MMA, "float16"),
+    ("turing_fp16_s1688gemm_fp16_256x128_ldg8_f2f_tn", MMA, "float16"),
+    ("volta_s884cudnn_fp16_128x128_ldg8_wgrad_idx_exp_interior_nhwc_nt", MMA, "float16"),
+    ("turing_fp16_s1688cudnn_fp16_256x128_ldg8_relu_f2f_exp_small_nhwc_tn_v1", MMA, "float16"),
+    # Ampere
+    ("ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_tn", MMA, "float16"),
+    ("ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x3_nn", MMA, "bfloat16"),
+    ("ampere_int8_i16832gemm_int8_256x128_ldg16_stages_64x3_nt", MMA, "int8"),
+    ("ampere_tf32_s1688gemm_tf32_128x128_ldg8_stages_32x3_nn", MMA, "float32"),
+    ("sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32_stage4_warpsize2x2x1_tensor16x8x16_kernel",
+     MMA, "bfloat16"),
+    ("sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x16_stage4_warpsize2x2x1_g1_tensor16x8x8",
+     MMA, "float32"),
+    ("sm86_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize64x64x64_stage4_warpsize2x2x1_g1_tensor16x8x16",
+     MMA, "float16"),
+    # FFMA xmma: a plain FP32 GEMM on CUDA cores despite the xmma prefix
+    ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4_execute_kernel_trt",
+     SIMT, None),
+    ("sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nchwkcrs_nchw_tilesize128x128x8_stage3_warpsize2x2x1_g1_ffma",
+     SIMT, None),
+    # CUTLASS: operator class in the name, often only inside the template arguments
+    ("void cutlass::Kernel2<cutlass_80_tensorop_s16816gemm_relu_f16_256x128_32x3_nn_align8>(Params)", MMA, "float16"),
+    ("void cutlass::Kernel2<cutlass_80_tensorop_d884gemm_64x64_16x4_nn_align1>(Params)", MMA, "float64"),
+    ("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x128_8x4_nn_align1>(Params)", SIMT, "float32"),
+    ("cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x256x64_1x2x1_0_tnn_align8_warpspecialized_cooperative_epi_tma",
+     MMA, "bfloat16"),
+    ("void cutlass::device_kernel<cutlass3x_sm100_tensorop_s128x256x16gemm_f16_f16_f32_void_f16_128x256x64_1x1x1_0_tnn_align8_1sm>(Params)",
+     MMA, "float16"),
+    # Hopper cuBLAS and cuDNN
+    ("nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_TNT", MMA, None),
+    ("nvjet_sm90_hsh_192x128_64x4_1x2_h_bz_coopB_NNN", MMA, None),
+    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
+     MMA, "bfloat16"),
+    ("sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4", SIMT, None),
+    # CUDA-core GEMMs and convolutions
+    ("ampere_sgemm_128x64_nn", SIMT, "float32"),
+    ("volta_sgemm_64x32_sliced1x4_tn", SIMT, "float32"),
+    ("maxwell_dgemm_64x64_nt", SIMT, "float64"),
+    ("void gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 4, 4, false, false>(...)", SIMT, None),
+    ("void gemmSN_TN_kernel<float, 128, 16, 2, 4, 8, 9, false>(...)", SIMT, None),
+    ("void implicit_convolve_sgemm<float, float, 128, 5, 5, 3, 3, 3, 1, false, false, true>(...)", SIMT, "float32"),
+    ("void cudnn::detail::dgrad_engine<float, 128, 6, 7, 3, 3, 5, false>(...)", SIMT, None),
+    ("void cudnn::cnn::wgrad_alg0_engine<float, 128, 5, 5, 3, 3, 3, false, 512>(...)", SIMT, None),
+    ("void at::native::(anonymous namespace)::conv_depthwise2d_forward_kernel<3, float, int>(...)", SIMT, None),
+    # Attention
+    ("void flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::half_t>, false>(Params)",
+     MMA, "float16"),
+    ("flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel", MMA, None),
+    ("fmha_cutlassF_f16_aligned_64x128_rf_sm80(PyTorchMemEffAttention::AttentionKernel<...>::Params)", MMA, "float16"),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_kernel0_0", MMA, "float16"),
+    # Helpers of matrix ops and kernels that never do MMA work, whatever their dtype
+    ("void splitKreduce_kernel<32, 16, int, __half, __half, float, __half, true, false, false>(...)", NONE, "float16"),
+    ("void nchwToNhwcKernel<__half, __half, float, true, false, (cudnnKernelDataType_t)0>(...)", NONE, None),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(...), ...>(...)", NONE, None),
+    ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::Half, float, false>(...)", NONE, None),
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, ...>>(...)", NONE, None),
+    ("void (anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, Epilogue>(...)", NONE, None),
+    ("flash_bwd_dot_do_o_kernel", NONE, None),
+    ("triton_poi_fused_add_mul_0", NONE, None),
+    ("triton_red_fused_sum_1", NONE, None),
+    # Unknown: the name says nothing
+    ("my_custom_kernel", None, None),
+    ("triton_tem_fused_mm_0", None, None),
+]
+
+
+@pytest.mark.parametrize("name,verdict,dtype", NAMES)
+def test_classify_real_names(name, verdict, dtype):
+    assert classify(name) == verdict
+    if verdict in (MMA, SIMT):
+        assert kernel_dtype(name) == dtype
+
+
+def test_every_rule_has_a_reason():
+    assert all(len(r) == 3 and r[2] for r in RULES)
+
+
+def _tc(m, name):
+    facts, summary = analyse(kernels(m, [name]))
+    return facts[0].tc, summary
+
+
+def test_tc_column_values():
+    a, b = torch.randn(16, 32, dtype=torch.float16), torch.randn(32, 8, dtype=torch.float16)
+    mm = marker("torch", "mm", a, b)
+    assert _tc(mm, "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_tn")[0] == "1"
+    assert _tc(mm, "ampere_sgemm_128x64_nn")[0] == "0"
+    assert _tc(mm, "splitKreduce_kernel")[0] == "-"
+    relu = marker("torch.nn.functional", "relu", a)
+    assert _tc(relu, "void at::native::vectorized_elementwise_kernel<4>(...)")[0] == "-"
+
+
+def test_unknown_kernel_of_a_matrix_op_is_dash_and_counted():
+    mm = marker("torch", "mm", torch.randn(16, 32), torch.randn(32, 8))
+    tc, summary = _tc(mm, "my_custom_kernel")
+    assert tc == "-" and sum(summary.warnings["kernel not recognised (tc -, work na)"].values()) == 1
+
+
+def test_triton_template_gemm_decided_by_dtype():
+    a = torch.randn(16, 32, dtype=torch.bfloat16)
+    assert _tc(marker("torch", "mm", a, a.t()), "triton_tem_fused_mm_0")[0] == "1"
+    a32 = torch.randn(16, 32)
+    assert _tc(marker("torch", "mm", a32, a32.t()), "triton_tem_fused_mm_0")[0] == "-"
+
+
+def test_autocast_kernel_dtype_wins_over_marker_dtype():
+    """linear with fp32 tensors under bf16 autocast: the marker says fp32, the kernel ran bf16,
+    so bytes use 2-byte elements and the peak is the BF16 Tensor Core one."""
+    x, w = torch.randn(64, 128), torch.randn(256, 128)
+    m = marker("torch.nn.functional", "linear", x, w)
+    facts, _ = analyse(kernels(m, ["ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x3_nn"]))
+    assert facts[0].dtype == "bfloat16" and facts[0].path == "fp16_tc"
+    assert facts[0].bytes == 2 * (64 * 128 + 256 * 128 + 64 * 256)
+    assert facts[0].flops == 2 * 64 * 128 * 256
+
+
+def test_fp8_and_int8_gemm_paths():
+    a = torch.randn(16, 32).to(torch.float8_e4m3fn)
+    facts, _ = analyse(kernels(marker("torch", "mm", a, a.t()),
+                               ["sm90_xmma_gemm_e4m3e4m3_e4m3f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_kernel"]))
+    assert facts[0].tc == "1" and facts[0].dtype == "float8_e4m3fn"
+    assert facts[0].path is None  # no dense FP8 figure in the table: %peak na, not a guess
+    i8 = torch.randint(-8, 8, (16, 32), dtype=torch.int8)
+    facts, _ = analyse(kernels(marker("torch", "mm", i8, i8.t()), ["ampere_int8_i16832gemm_int8_256x128_ldg16_stages_64x3_nt"]))
+    assert facts[0].path == "int8_tc"
