@@ -1,0 +1,154 @@
+"""The command line: columns, output forms, stdin, malformed lines, --strict, exit codes, old
+PyProf `.dict` lines, and the closing warning summary."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from pyprof.errors import EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_NO_INPUT, EXIT_USAGE
+from pyprof.prof.columns import COLUMNS, DEFAULT
+from test_prof_helpers import kernels, marker, prof_text, record
+
+ORIGINAL_HEADERS = ["Idx", "SeqId", "AltSeqId", "TId", "Layer", "Trace", "Direction", "Sub", "Module", "Op",
+                    "Kernel", "Params", "Sil(ns)", "TC", "Device", "Stream", "Grid", "Block", "FLOPs", "Bytes"]
+ORIGINAL = "idx,seq,altseq,tid,layer,trace,dir,sub,mod,op,kernel,params,sil,tc,device,stream,grid,block,flops,bytes"
+
+
+def prof(args, stdin=b""):
+    p = subprocess.run([sys.executable, "-m", "pyprof.prof", *args], input=stdin, capture_output=True)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def lines_of(recs):
+    return ("\n".join(json.dumps(r) for r in recs) + "\n").encode()
+
+
+@pytest.fixture
+def recs():
+    x, w = torch.randn(64, 512, dtype=torch.float16), torch.randn(256, 512, dtype=torch.float16)
+    m = marker("torch.nn.functional", "linear", x, w)
+    out = kernels(m, ["ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_tn"],
+                  layer=["encoder", "block 1"], seqId=45, altSeqId=[44, 43], torchOps=[])
+    out += kernels(marker("Tensor", "__add__", torch.randn(4, 4), 1.0), ["void at::native::vectorized_elementwise_kernel<4>(...)"])
+    return out
+
+
+def test_original_columns_and_headers(recs):
+    out, _ = prof_text(recs, ORIGINAL)
+    head, row, _ = out.split("\n", 2)
+    assert head.split() == ORIGINAL_HEADERS
+    v = dict(zip(ORIGINAL.split(","), row.split()))
+    assert v["layer"] == "encoder:block_1"  # no spaces inside a field
+    assert v["seq"] == "45" and v["altseq"] == "44,43" and v["tc"] == "1" and v["grid"] == "(4,1,1)"
+    assert v["params"] == "M=64,N=256,K=512,type=fp16" and v["flops"] == str(2 * 64 * 256 * 512)
+    assert v["mod"] == "torch.nn.functional" and v["trace"] == "net.py:7"
+
+
+def test_default_columns(recs):
+    rc, out, err = prof([], lines_of(recs))
+    assert rc == 0 and err == ""
+    assert out.splitlines()[0].split() == ["Idx", "Direction", "Sub", "Module", "Op", "Kernel", "Params", "Sil(ns)"]
+    assert DEFAULT == "idx,dir,sub,mod,op,kernel,params,sil"
+
+
+def test_csv_is_quoted_by_the_csv_module(recs):
+    out, _ = prof_text(recs, "idx,kernel,params,layer", as_csv=True)
+    rows = list(csv.reader(io.StringIO(out)))
+    assert rows[0] == ["Idx", "Kernel", "Params", "Layer"]
+    assert rows[1][2] == "M=64,N=256,K=512,type=fp16" and rows[1][3] == "encoder:block 1"
+
+
+def test_columnated_width(recs):
+    out, _ = prof_text(recs, "idx,dir,op,kernel,params,sil", width=80)
+    lines = out.splitlines()
+    assert all(len(l) <= 80 for l in lines) and lines[0].startswith("Idx    Direction")
+
+
+def test_file_and_stdin_and_dash_agree(tmp_path, recs):
+    f = tmp_path / "net.dict"
+    f.write_bytes(lines_of(recs))
+    a = prof([str(f)])[1]
+    assert a == prof([], lines_of(recs))[1] == prof(["-"], lines_of(recs))[1]
+
+
+def test_help_lists_every_column_with_unit():
+    rc, out, _ = prof(["-h"])
+    assert rc == 0
+    for c in COLUMNS:
+        assert f"  {c.name} " in out and c.header in out
+    assert "[TFLOP/s]" in out and "exit status" in out
+
+
+def test_unknown_column_is_a_usage_error():
+    rc, _, err = prof(["-c", "idx,nope"])
+    assert rc == EXIT_USAGE and "unknown column 'nope'" in err
+
+
+def test_missing_file():
+    rc, _, err = prof(["/nonexistent/net.dict"])
+    assert rc == EXIT_NO_INPUT and err.startswith("pyprof.prof: error: cannot read")
+
+
+def test_sqlite_export_given_by_mistake(tmp_path):
+    f = tmp_path / "net.sqlite"
+    f.write_bytes(b"SQLite format 3\x00" + bytes(100))
+    rc, _, err = prof([str(f)])
+    assert rc == EXIT_BAD_FORMAT and "pyprof.parse" in err
+
+
+def test_malformed_lines_are_reported_and_skipped(recs):
+    data = lines_of(recs[:1]) + b"{not json\n[1,2]\n\n" + lines_of(recs[1:])
+    rc, out, err = prof(["-c", "idx,op"], data)
+    assert rc == 0 and len(out.splitlines()) == 3
+    assert "line 2: not a JSON record" in err and "line 3: not a JSON object" in err
+    assert "2 malformed lines skipped" in err
+
+
+def test_strict_stops_at_the_first_malformed_line(recs):
+    rc, out, err = prof(["--strict", "-c", "idx"], lines_of(recs[:1]) + b"{oops\n")
+    assert rc == EXIT_BAD_LINE and "line 2" in err and out.splitlines()[1] == "0"
+
+
+def test_summary_counts_unknown_ops_and_keeps_going():
+    recs = kernels({"v": 1, "kind": "op", "mod": "torch", "op": "frobnicate", "args": []}, ["k1", "k2"])
+    recs.append(record(None, "k3", mod="aten", op="addmm"))
+    out, err = prof_text(recs, "op,flops,bytes,params")
+    assert [l.split()[1:] for l in out.splitlines()[1:]] == [["na", "na", "na"]] * 3
+    assert "unknown op: 2 kernels: torch.frobnicate (2)" in err and "no op marker: 1 kernels: aten.addmm (1)" in err
+
+
+def test_memcpy_record():
+    rec = {"v": 1, "kind": "memcpy", "kShortName": "memcpy HtoD", "kDuration": 1000, "bytes": 4096,
+           "copyKind": "HtoD", "dir": "fprop", "gpu": None}
+    out, err = prof_text([rec], "kernel,flops,bytes,gbps,tc,params")
+    assert out.splitlines()[1].split() == ["memcpy_HtoD", "0", "4096", "4.1", "-", "bytes=4096,kind=HtoD"]
+    assert err == ""
+
+
+def test_old_pyprof_dict_lines_are_read_without_eval():
+    old = {"kShortName": "volta_sgemm_128x64_nn", "kDuration": 5000, "layer": [], "trace": ["net.py:3"],
+           "reprMarkers": [], "seqMarker": [], "seqId": [7], "subSeqId": 0, "altSeqId": [], "dir": "fprop",
+           "mod": ["torch.nn.functional"], "op": ["linear"], "tid": 1, "device": 0, "stream": 7,
+           "grid": (1, 1, 1), "block": (256, 1, 1), "kLongName": "volta_sgemm_128x64_nn",
+           "marker": [str({"mod": "torch.nn.functional", "op": "linear", "args": [
+               {"name": "", "type": "tensor", "shape": (32, 64), "dtype": "float32"},
+               {"name": "", "type": "tensor", "shape": (16, 64), "dtype": "float32"},
+               {"name": "bias", "type": "tensor", "shape": (16,), "dtype": "float32"}]})]}
+    evil = "{'kShortName': __import__('os').system('touch /tmp/pyprof_pwned')}"
+    out, err = prof_text([repr(old), evil], "seq,op,kernel,params,flops,tc,trace")
+    rows = out.splitlines()
+    assert rows[1].split() == ["7", "linear", "volta_sgemm_128x64_nn", "M=32,N=16,K=64,type=fp32",
+                               str(2 * 32 * 16 * 64), "0", "net.py:3"]
+    assert len(rows) == 2 and "1 malformed lines skipped" in err
+
+
+def test_broken_pipe_is_quiet(recs):
+    p = subprocess.run(f"{sys.executable} -m pyprof.prof -c idx | head -1", shell=True, capture_output=True,
+                       input=lines_of(recs * 5000))
+    assert p.returncode == 0 and p.stderr == b"" and p.stdout == b"Idx\n"
