@@ -6,6 +6,7 @@ layer norm, GELU, cross-entropy, a fused multi-tensor optimizer, forward and bac
     nsys profile -t cuda,nvtx -s none -c cudaProfilerApi -f true --export sqlite -o gpt python examples/gpt.py
 """
 import argparse
+import contextlib
 import sys
 
 import torch
@@ -88,7 +89,9 @@ def main() -> None:
 
     for _ in range(3):
         step()
-    with torch.autograd.profiler.emit_nvtx(record_shapes=True):
+    # emit_nvtx needs CUDA; on the CPU the step runs unannotated by PyTorch.
+    ranges = torch.autograd.profiler.emit_nvtx(record_shapes=True) if cuda else contextlib.nullcontext()
+    with ranges:
         if cuda:
             torch.cuda.synchronize()
             profiler.start()
