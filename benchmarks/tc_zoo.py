@@ -33,9 +33,8 @@ def tf32(enabled: bool) -> Iterator[None]:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
 
 
-def cases() -> Iterator[tuple[str, str, Callable[[], object]]]:
+def cases(dev: str = "cuda") -> Iterator[tuple[str, str, Callable[[], object]]]:
     """Yield (case name, precision name, thunk); tensors are made once, outside the thunks."""
-    dev = "cuda"
     for prec, dt in DTYPES.items():
         for m, n, k in ((1024, 1024, 1024), (1000, 1000, 999)):
             a, b = torch.randn(m, k, device=dev, dtype=dt), torch.randn(k, n, device=dev, dtype=dt)
