@@ -131,32 +131,49 @@ def _misc(v: Any, key: str, text: str) -> str:
     return s
 
 
-_BY_TYPE = {
-    _Tensor: lambda v, level: _tensor(v),
-    _Parameter: lambda v, level: _tensor(v),
-    int: lambda v, level: int.__repr__(v),
-    float: lambda v, level: _float(v),
-    bool: lambda v, level: "true" if v else "false",
-    type(None): lambda v, level: "null",
-    str: lambda v, level: _quote(v),
-    tuple: _seq,
-    list: _seq,
-    torch.Size: _seq,
-    slice: _slice,
-    type(Ellipsis): lambda v, level: '{"ellipsis":true}',
-    complex: lambda v, level: _complex(v),
-    torch.dtype: lambda v, level: _misc(v, "dtype", dtype_name(v)),
-    torch.device: lambda v, level: _misc(v, "device", str(v)),
-    torch.memory_format: lambda v, level: _misc(v, "format", str(v)[6:]),
+def _dtype_obj(v: torch.dtype) -> str:
+    return _misc(v, "dtype", dtype_name(v))
+
+
+def _device(v: torch.device) -> str:
+    return _misc(v, "device", str(v))
+
+
+def _memory_format(v: torch.memory_format) -> str:
+    return _misc(v, "format", str(v)[6:])
+
+
+# One-argument encoders of leaf types, by exact type; C-level callables where possible, since
+# every argument of every call goes through here.
+_LEAF = {
+    int: int.__repr__,
+    float: _float,
+    bool: {True: "true", False: "false"}.__getitem__,
+    type(None): {None: "null"}.__getitem__,
+    str: _quote,
+    _Parameter: _tensor,
+    torch.dtype: _dtype_obj,
+    torch.device: _device,
+    torch.memory_format: _memory_format,
+    complex: _complex,
+    type(Ellipsis): {Ellipsis: '{"ellipsis":true}'}.__getitem__,
 }
+_SEQ = (tuple, list, torch.Size)
 
 
 def encode(v: Any, level: int = 0) -> str:
     """One value as JSON text, by the value table of docs/markers.md. `level` is the number of
     lists around it."""
-    f = _BY_TYPE.get(type(v))
+    t = type(v)
+    if t is _Tensor:
+        return _tensor(v)
+    f = _LEAF.get(t)
     if f is not None:
-        return f(v, level)
+        return f(v)
+    if t in _SEQ:
+        return _seq(v, level)
+    if t is slice:
+        return _slice(v, level)
     # Subclasses of the types above (IntEnum, numpy's float64, tensor subclasses, named tuples).
     if isinstance(v, _Tensor):
         return _tensor_subclass(v)
@@ -192,9 +209,9 @@ def build(prefix: str, args: Sequence[Any], kwargs: Optional[Mapping[str, Any]],
     Never raises: a marker must not break the call it describes.
     """
     try:
-        s = prefix + ",".join([encode(a) for a in args]) + "]"
+        s = prefix + ",".join([_tensor(a) if type(a) is _Tensor else encode(a) for a in args]) + "]"
         if kwargs:
-            s += ',"kwargs":{' + ",".join([_key(k) + encode(v) for k, v in kwargs.items()]) + "}"
+            s += ',"kwargs":{' + ",".join([(_key_text.get(k) or _key(k)) + encode(v) for k, v in kwargs.items()]) + "}"
         return s + tail + "}"
     except Exception:
         return prefix + '{"type":"unencodable"}]' + tail + "}"
