@@ -65,14 +65,15 @@ def decode(value: Any) -> Any:
             if isinstance(shape, list) and all(type(d) is int for d in shape):
                 return Tensor(tuple(shape), value.get("dtype"))
             return Unknown("tensor")
-        if "dtype" in value:
-            return value["dtype"]
-        if "float" in value:
-            return float(value["float"])
-        if "more" in value or "type" in value:
-            return Unknown(value.get("type", "more"))
-        if "complex" in value:
-            return complex(*value["complex"])
+        if len(value) == 1:  # the one-key encodings; anything else (optimizer params) stays a dict
+            if "dtype" in value:
+                return value["dtype"]
+            if "float" in value:
+                return float(value["float"])
+            if "more" in value or "type" in value:
+                return Unknown(value.get("type", "more"))
+            if "complex" in value:
+                return complex(*(float(v) if isinstance(v, dict) else v for v in value["complex"]))
         return value
     if isinstance(value, list):
         return [decode(v) for v in value]

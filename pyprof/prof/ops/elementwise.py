@@ -80,7 +80,7 @@ def pointwise_cost(op: str, operands: list, out_dtype: Optional[str] = None,
     in_bytes = [t.nbytes for t in tensors]
     nbytes = None if out_size is None or None in in_bytes else sum(in_bytes) + n * out_size
     flops = n * FLOPS_PER_ELEMENT.get(base, 1)
-    dtype = promote(t.dtype for t in tensors)
+    dtype = out_dtype if inplace else promote(t.dtype for t in tensors)
     bwd_flops = bwd_bytes = None
     if bwd and out_size is not None:
         bwd_flops, bwd_bytes = n, 3 * n * out_size
@@ -97,7 +97,8 @@ def _unary(op: str):
 
 
 for _op in UNARY:
-    register(*names([_op, f"{_op}_"]))(_unary(_op))
+    register(*names([_op]))(_unary(_op))
+    register(*names([f"{_op}_"]))(_unary(f"{_op}_"))
 for _op in ACTIVATIONS:
     register(f"torch.nn.functional.{_op}")(_unary(_op))
 for _op in ("neg", "abs", "invert", "pos"):
@@ -115,7 +116,8 @@ def _binary(op: str):
 
 
 for _op in BINARY + TERNARY:
-    register(*names([_op, f"{_op}_"]))(_binary(_op))
+    register(*names([_op]))(_binary(_op))
+    register(*names([f"{_op}_"]))(_binary(f"{_op}_"))
 for _op in DUNDERS:
     register(f"Tensor.__{_op}__")(_binary(f"__{_op}__"))
 for _op in INPLACE_DUNDERS:

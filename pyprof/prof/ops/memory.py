@@ -85,7 +85,7 @@ def _indexed(src_rows: int, index: Tensor, dtype: Optional[str], adds: bool, bas
 @register(*names(["gather"]))
 def gather(c: Call) -> Optional[Cost]:
     x, index = c.get(0, "input"), c.get(2, "index")
-    return _indexed(index.numel, index, x.dtype, False, shape=dims(x.shape), index=dims(index.shape))
+    return _indexed(index.numel, index, x.dtype, False, shape=dims(x.shape), idx=dims(index.shape))
 
 
 def _scatter(inplace: bool, adds: bool):
@@ -93,7 +93,7 @@ def _scatter(inplace: bool, adds: bool):
         x, index = c.get(0, "input"), c.get(2, "index")
         reduce = c.get(None, "reduce")
         return _indexed(index.numel, index, x.dtype, adds or reduce is not None, None if inplace else x,
-                        shape=dims(x.shape), index=dims(index.shape))
+                        shape=dims(x.shape), idx=dims(index.shape))
     return formula
 
 
@@ -107,14 +107,14 @@ register("Tensor.scatter_add_")(_scatter(True, True))
 def index_select(c: Call) -> Optional[Cost]:
     x, dim, index = c.get(0, "input"), c.get(1, "dim"), c.get(2, "index")
     rows = x.numel // max(x.shape[dim], 1) * index.numel if x.shape else index.numel
-    return _indexed(rows, index, x.dtype, False, shape=dims(x.shape), index=dims(index.shape))
+    return _indexed(rows, index, x.dtype, False, shape=dims(x.shape), idx=dims(index.shape))
 
 
 def _index_add(inplace: bool):
     def formula(c: Call) -> Optional[Cost]:
         x, index, src = c.get(0, "input"), c.get(2, "index"), c.get(3, "source")
         return _indexed(src.numel, index, x.dtype, True, None if inplace else x,
-                        shape=dims(x.shape), index=dims(index.shape))
+                        shape=dims(x.shape), idx=dims(index.shape))
     return formula
 
 

@@ -20,7 +20,7 @@ _MISSING = object()
 
 
 def _step_cost(c: Call, flops: int, states: int, dtype: Optional[str], numel: int, count: int) -> Optional[Cost]:
-    size = ITEMSIZE.get(dtype)
+    size = ITEMSIZE.get(dtype) if isinstance(dtype, str) else None  # a list: mixed dtypes
     if size is None:
         return None
     nbytes = numel * size * (3 + 2 * states)

@@ -1,0 +1,227 @@
+"""Formulas of the op families flop_counter does not cover. Bytes are checked against the real
+torch call: the tensor arguments' sizes plus the sizes of what torch returned."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pyprof.prof.registry import Call, lookup
+from pyprof.prof.values import ITEMSIZE
+from test_prof_helpers import analyse, kernels, marker
+
+FN = "torch.nn.functional"
+
+
+def cost_of(mod, op, *args, **kwargs):
+    return lookup(mod, op)(Call(marker(mod, op, *args, **kwargs)))
+
+
+def nbytes(*values) -> int:
+    total = 0
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            total += v.numel() * v.element_size()
+        elif isinstance(v, (list, tuple)):
+            total += nbytes(*v)
+    return total
+
+
+def io_bytes(fn, *args, **kwargs) -> int:
+    """Tensor arguments read once plus the results written once, from the real call."""
+    return nbytes(*args, *kwargs.values()) + nbytes(fn(*args, **kwargs))
+
+
+def t(*shape, dtype=torch.float32):
+    if dtype.is_floating_point or dtype.is_complex:
+        return torch.randn(*shape).to(dtype)
+    return torch.zeros(*shape, dtype=dtype)
+
+
+ELEMENTWISE = [
+    (FN, "relu", F.relu, (t(4, 5),), {}),
+    (FN, "gelu", F.gelu, (t(4, 5, dtype=torch.bfloat16),), {"approximate": "tanh"}),
+    (FN, "silu", F.silu, (t(3, 7, dtype=torch.float16),), {}),
+    ("torch", "sigmoid", torch.sigmoid, (t(6),), {}),
+    ("torch", "tanh", torch.tanh, (t(2, 3, dtype=torch.float64),), {}),
+    ("torch", "exp", torch.exp, (t(2, 3, dtype=torch.int64),), {}),  # int -> float32 result
+    ("Tensor", "__add__", torch.Tensor.__add__, (t(4, 1, 5), t(3, 1)), {}),
+    ("Tensor", "__mul__", torch.Tensor.__mul__, (t(4, 5, dtype=torch.bfloat16), 2.0), {}),
+    ("Tensor", "__radd__", torch.Tensor.__radd__, (t(4, 5), 1), {}),
+    ("torch", "add", torch.add, (t(8, 1, dtype=torch.float16), t(1, 8)), {"alpha": 2}),
+    ("torch", "mul", torch.mul, (t(3, 3, dtype=torch.complex64), t(3, 3, dtype=torch.complex64)), {}),
+    ("torch", "eq", torch.eq, (t(5, 5), t(5)), {}),
+    ("torch", "logical_and", torch.logical_and, (t(5, dtype=torch.bool), t(5, dtype=torch.bool)), {}),
+    ("torch", "where", torch.where, (t(4, 4, dtype=torch.bool), t(4, 4), t(4, 1)), {}),
+    ("torch", "add", torch.add, (t(0, 5), t(5)), {}),  # zero-size
+    ("torch", "add", torch.add, (t(3, dtype=torch.bfloat16), t(3, dtype=torch.float16)), {}),  # -> fp32
+    ("torch", "sum", torch.sum, (t(4, 5, 6),), {"dim": 1}),
+    ("torch", "mean", torch.mean, (t(4, 5, 6),), {"dim": (0, 2), "keepdim": True}),
+    ("torch", "amax", torch.amax, (t(4, 5),), {"dim": -1}),
+    ("torch", "sum", torch.sum, (t(4, 5, dtype=torch.float16),), {"dtype": torch.float32}),
+    ("Tensor", "sum", torch.Tensor.sum, (t(4, 5),), {}),
+    ("torch", "softmax", torch.softmax, (t(4, 10),), {"dim": -1}),
+    (FN, "softmax", F.softmax, (t(4, 10, dtype=torch.float16),), {"dim": -1, "dtype": torch.float32}),
+    (FN, "log_softmax", F.log_softmax, (t(4, 10),), {"dim": 1}),
+    (FN, "layer_norm", F.layer_norm, (t(4, 6, 8), (8,), t(8), t(8)), {}),
+    (FN, "rms_norm", F.rms_norm, (t(4, 8, dtype=torch.bfloat16), (8,), t(8, dtype=torch.bfloat16)), {}),
+    (FN, "group_norm", F.group_norm, (t(2, 6, 4, 4), 3, t(6), t(6)), {}),
+    (FN, "batch_norm", F.batch_norm, (t(4, 3, 5, 5), t(3), t(3).abs(), t(3), t(3)), {"training": False}),
+    (FN, "max_pool2d", lambda *a, **k: F.max_pool2d(*a, **k, return_indices=True),
+     (t(2, 3, 9, 9),), {"kernel_size": 3, "stride": 2, "ceil_mode": True}),
+    (FN, "avg_pool2d", F.avg_pool2d, (t(2, 3, 9, 10),), {"kernel_size": 2}),
+    (FN, "adaptive_avg_pool2d", F.adaptive_avg_pool2d, (t(2, 3, 10, 7),), {"output_size": (3, 4)}),
+    (FN, "interpolate", F.interpolate, (t(1, 3, 5, 6),), {"scale_factor": 2, "mode": "bilinear"}),
+    (FN, "interpolate", F.interpolate, (t(1, 3, 5, 6),), {"size": (7, 9), "mode": "nearest"}),
+    ("Tensor", "to", torch.Tensor.to, (t(4, 5), torch.float16), {}),
+    ("Tensor", "float", torch.Tensor.float, (t(4, 5, dtype=torch.bfloat16),), {}),
+    ("Tensor", "contiguous", lambda x: x.t().contiguous(), (t(4, 5),), {}),
+    ("torch", "cat", torch.cat, ([t(2, 3), t(4, 3)],), {}),
+    ("torch", "stack", torch.stack, ([t(2, 3), t(2, 3), t(2, 3)],), {"dim": 1}),
+]
+
+
+@pytest.mark.parametrize("mod,op,fn,args,kwargs", ELEMENTWISE)
+def test_bytes_match_the_real_call(mod, op, fn, args, kwargs):
+    cost = cost_of(mod, op, *args, **kwargs)
+    want = io_bytes(fn, *args, **kwargs)
+    if op == "max_pool2d":
+        assert cost.bytes == want  # values and the int64 indices CUDA writes
+    elif op in ("batch_norm",):
+        assert cost.bytes == want  # eval: running statistics read, not written
+    else:
+        assert cost.bytes == want, cost.params
+
+
+def test_element_wise_flops_convention():
+    x = t(4, 5)
+    assert cost_of(FN, "relu", x).flops == 20
+    assert cost_of("torch", "add", t(8, 1), t(1, 8), alpha=2).flops == 2 * 64
+    assert cost_of("torch", "softmax", t(4, 10), -1).flops == 5 * 40
+    assert cost_of(FN, "layer_norm", t(4, 6, 8), (8,), t(8), t(8)).flops == 8 * 192
+    assert cost_of(FN, "rms_norm", t(4, 8), (8,)).flops == 3 * 32
+
+
+def test_inplace_ops_keep_self_dtype_and_shape():
+    x = t(4, 5, dtype=torch.float16)
+    c = cost_of("Tensor", "add_", x, t(5))
+    assert c.bytes == 40 + 20 + 40 and c.dtype == "float16"
+    c = cost_of("Tensor", "__iadd__", x, 1.0)
+    assert c.bytes == 80
+
+
+def test_pooling_and_adaptive_windows():
+    x = t(2, 3, 10, 7)
+    # adaptive 10 -> 3: windows [0,4) [3,7) [6,10): 12 taps; 7 -> 4: [0,2) [1,4) [3,6) [5,7): 10 taps
+    assert cost_of(FN, "adaptive_avg_pool2d", x, (3, 4)).flops == 6 * 12 * 10 + 6 * 12
+    assert cost_of(FN, "max_pool2d", t(1, 1, 4, 4), 2).flops == 4 * 4
+
+
+def test_losses():
+    logits, target = t(8, 10), torch.zeros(8, dtype=torch.int64)
+    ce = cost_of(FN, "cross_entropy", logits, target)
+    assert ce.flops == 5 * 80 + 8
+    assert ce.bytes == 2 * 320 + 64 + 8 * 4 + 4
+    assert cost_of(FN, "cross_entropy", logits, target, reduction="none").bytes == 2 * 320 + 64 + 32 + 32
+    nll = cost_of(FN, "nll_loss", logits, target)
+    assert nll.flops == 8 and nll.bytes == 32 + 64 + 4
+    assert cost_of(FN, "mse_loss", t(4, 5), t(4, 5)).bytes == io_bytes(F.mse_loss, t(4, 5), t(4, 5))
+
+
+def test_embedding_and_embedding_bag():
+    idx, w = torch.zeros(4, 7, dtype=torch.int64), t(100, 16)
+    e = cost_of(FN, "embedding", idx, w)
+    assert e.flops == 0 and e.bytes == 4 * 7 * 8 + 2 * 4 * 7 * 16 * 4
+    bag = cost_of(FN, "embedding_bag", idx, w, mode="sum")
+    assert bag.flops == 4 * 7 * 16 and bag.bytes == 4 * 7 * 8 + 4 * 7 * 16 * 4 + 4 * 16 * 4
+    flat, offsets = torch.zeros(10, dtype=torch.int64), torch.tensor([0, 3, 6])
+    assert cost_of(FN, "embedding_bag", flat, w, offsets).flops == 10 * 16 + 3 * 16
+
+
+def test_dropout_writes_a_mask_and_has_a_backward():
+    x = t(10, 10, dtype=torch.float16)
+    c = cost_of(FN, "dropout", x, 0.1)
+    assert c.bytes == 200 + 200 + 100 and c.bwd_bytes == 200 + 200 + 100
+    assert cost_of(FN, "dropout", x, 0.1, False).bytes == 400  # eval: a copy at most
+
+
+def test_indexed_reads_count_the_elements_read_not_the_whole_source():
+    x = t(6, 5)
+    g = cost_of("torch", "gather", x, 1, torch.zeros(4, 2, dtype=torch.int64))
+    assert g.bytes == 64 + 8 * 4 + 8 * 4  # index, the 8 gathered elements, the 8 written
+    s = cost_of("torch", "index_select", x, 0, torch.zeros(3, dtype=torch.int64))
+    assert s.bytes == 24 + 2 * 15 * 4  # index, 3 rows of 5 read and written
+
+
+def test_scatter_family():
+    x, idx, src = t(4, 5), torch.zeros(4, 2, dtype=torch.int64), t(4, 2)
+    assert cost_of("Tensor", "scatter_", x, 1, idx, src).bytes == 64 + 8 * 4 * 2
+    assert cost_of("torch", "scatter_add", x, 1, idx, src).bytes == 64 + 8 * 4 * 3 + 2 * 80
+    assert cost_of("torch", "scatter_add", x, 1, idx, src).flops == 8
+
+
+def test_copy_between_dtypes():
+    dst, src = t(4, 5, dtype=torch.float16), t(4, 5)
+    c = cost_of("Tensor", "copy_", dst, src)
+    assert c.bytes == 80 + 40 and c.flops == 0
+
+
+def test_optimizer_steps_need_their_hyperparameters():
+    """The marker carries params {count, numel, dtype} and the foreach/fused flags but not the
+    hyperparameters that change the work (momentum, amsgrad, weight_decay): na until it does."""
+    p = {"count": 3, "numel": 1000, "dtype": "float32"}
+    m = {"v": 1, "kind": "op", "mod": "torch.optim", "op": "AdamW.step", "args": [],
+         "kwargs": {"params": p, "foreach": None}}
+    assert lookup("torch.optim", "AdamW.step")(Call(m)) is None
+    m["kwargs"].update(amsgrad=False, weight_decay=0.01)
+    c = lookup("torch.optim", "AdamW.step")(Call(m))
+    assert c.flops == 13 * 1000 and c.bytes == 7 * 4000 and "impl=loop" in c.params
+    s = {"v": 1, "kind": "op", "mod": "torch.optim", "op": "SGD.step", "args": [],
+         "kwargs": {"params": p, "momentum": 0.9, "weight_decay": 0, "fused": True}}
+    c = lookup("torch.optim", "SGD.step")(Call(s))
+    assert c.flops == 4 * 1000 and c.bytes == 5 * 4000 and "impl=fused" in c.params
+    s["kwargs"]["params"] = dict(p, dtype=["float32", "bfloat16"])  # mixed dtypes: bytes unknown
+    assert lookup("torch.optim", "SGD.step")(Call(s)) is None
+
+
+def test_real_optimizer_marker_is_understood_or_na(tmp_path):
+    """The marker the annotation really writes for an optimizer step."""
+    from pyprof.nvtx.marker import optimizer_params
+    import json
+    model = torch.nn.Linear(4, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.randn(2, 4)).sum().backward()
+    params = json.loads(optimizer_params(opt))
+    assert params == {"count": 2, "numel": 15, "dtype": "float32"}
+
+
+def test_dtypes_edge_cases():
+    for dt in ("float8_e4m3fn", "float8_e5m2", "complex64", "bool", "bfloat16"):
+        assert dt in ITEMSIZE
+    x8 = t(4, 4).to(torch.float8_e4m3fn)
+    assert cost_of("Tensor", "to", x8, torch.bfloat16).bytes == 16 + 32
+    m = {"v": 1, "kind": "op", "mod": "torch", "op": "add",
+         "args": [{"shape": [4], "dtype": "float99"}, {"shape": [4], "dtype": "float32"}]}
+    facts, summary = analyse(kernels(m, ["void at::native::vectorized_elementwise_kernel<4>(...)"]))
+    assert facts[0].bytes is None and facts[0].flops == 4  # unknown dtype: bytes na, not a crash
+
+
+def test_truncated_lists_are_na():
+    ts = [t(1, 2)] * 20
+    m = marker("torch", "cat", ts)
+    assert m["args"][0][-1] == {"more": 4}
+    assert lookup("torch", "cat")(Call(m)) is None
+
+
+def test_bad_arguments_are_na_and_counted():
+    m = {"v": 1, "kind": "op", "mod": "torch", "op": "mm", "args": [{"shape": [4], "dtype": "float32"}]}
+    facts, summary = analyse(kernels(m, ["ampere_sgemm_128x64_nn"]))
+    assert facts[0].flops is None
+    assert summary.warnings["op arguments not understood"]["torch.mm"] == 1
+
+
+def test_einsum_more_than_two_operands_is_na():
+    assert cost_of("torch", "einsum", "ij,jk,kl->il", t(2, 3), t(3, 4), t(4, 5)) is None
+    assert cost_of("torch", "einsum", "ii->i", t(3, 3)).flops == 0
+    assert cost_of("torch", "einsum", "ij->", t(3, 4)).flops == 12
+    assert cost_of("torch", "einsum", "i,j->ij", t(3), t(4)).flops == 12
