@@ -10,12 +10,12 @@ from __future__ import annotations
 import contextlib
 
 from pyprof.errors import PyprofError
-from pyprof.parse.attribute import Stats, records
+from pyprof.parse.attribute import Stats, lines, records
 from pyprof.parse.export import KERNEL, MEMCPY, MEMSET, Export, check_export
 from pyprof.parse.nsysrep import sqlite_path
-from pyprof.parse.output import Progress, open_output, write_records
+from pyprof.parse.output import Progress, open_output, write_lines
 
-__all__ = ["parse", "records", "Stats", "Export"]
+__all__ = ["parse", "records", "lines", "Stats", "Export"]
 
 
 def parse(path: str, output: str | None = None, *, memcpy: bool = False, quiet: bool = False,
@@ -34,9 +34,9 @@ def parse(path: str, output: str | None = None, *, memcpy: bool = False, quiet: 
                 total = sum(exp.scalar(f"SELECT count(*) FROM {t}") or 0
                             for t in (KERNEL, MEMCPY, MEMSET) if t in exp.tables and (memcpy or t == KERNEL))
         # closing(): the record generator's cursors must be closed before the connection is.
-        with open_output(output) as out, contextlib.closing(records(exp, stats, memcpy)) as recs:
+        with open_output(output) as out, contextlib.closing(lines(exp, stats, memcpy)) as recs:
             try:
-                write_records(recs, out, Progress(total, progress))
+                write_lines(recs, out, Progress(total, progress))
             except (PyprofError, KeyboardInterrupt) as err:
                 if output is None and stats.records:
                     why = f"error: {err}" if isinstance(err, PyprofError) else "interrupted"

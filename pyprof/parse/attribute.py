@@ -6,17 +6,24 @@ started and may still be open are kept in a list in start order (outermost first
 range is added and before a launch is attributed, ranges that ended earlier are dropped from
 the top, so a scope holds about its nesting depth; a scope whose ranges do not nest is
 compacted when it doubles, so memory never grows with the trace.
+
+Records are assembled as JSON text from fragments encoded once per range (ranges.Label) and
+per kernel name: re-encoding the same marker for every kernel it encloses would cost more than
+everything else parse does.
 """
 from __future__ import annotations
 
 import heapq
+import json
+from sys import intern
 from typing import Any, Iterator
 
 from pyprof.parse import queries
 from pyprof.parse.export import Export
 from pyprof.parse.gpu import GpuInfo
-from pyprof.parse.queries import COMMON, DOMAIN_CREATE, RANGE_TYPES, SRC_KERNEL, SRC_MEMCPY
-from pyprof.parse.ranges import LAYER, MALFORMED, MODULE, OP, TORCH, UNKNOWN, Label, classify
+from pyprof.parse.queries import DOMAIN_CREATE, RANGE_TYPES, SRC_KERNEL, SRC_MEMCPY
+from pyprof.parse.ranges import (LAYER, MALFORMED, MODULE, OP, PYPROF_DOMAIN, TORCH, UNKNOWN, Label, classify,
+                                 encode, encode_str, forward_op, may_be_autograd)
 
 SCHEMA_VERSION = 1
 # Forward ops remembered per process for backward kernels (docs/records.md).
@@ -25,6 +32,7 @@ _END_OPEN = 1 << 62          # end of a range still open at capture stop: enclos
 _PID_MASK = ~0xFFFFFF        # globalTid -> globalPid
 _TID_BITS = 0xFFFFFF
 _COMPACT_MIN = 64
+_NAME_CACHE = 65536
 _PUSH_POP = frozenset({queries.PUSH_POP, queries.PUSH_POP_T})
 
 
@@ -41,18 +49,35 @@ class Stats:
 
 
 class _Range:
-    __slots__ = ("start", "end", "label", "n")
+    __slots__ = ("start", "end", "domain", "text", "label", "n")
 
-    def __init__(self, start: int, end: int, label: Label) -> None:
+    def __init__(self, start: int, end: int, domain: str | None, text: str, label: Label | None) -> None:
         self.start = start
         self.end = end
-        self.label = label
-        self.n = 0  # kernels attributed with this range as their innermost op: next subSeqId
+        self.domain = domain
+        self.text = text
+        self.label = label  # classified on first use: most PyTorch ranges enclose no kernel
+        self.n = 0          # kernels attributed with this range as their innermost op: next subSeqId
+
+    def classified(self) -> Label:
+        label = self.label
+        if label is None:
+            label = self.label = classify(self.domain, self.text)
+        return label
 
 
-def _split_op(name: str) -> tuple[str | None, str]:
+def _str(s: str | None) -> str:
+    return "null" if s is None else encode_str(s)
+
+
+def _int(i: int | None) -> str:
+    return "null" if i is None else str(i)
+
+
+def _split_op(name: str) -> tuple[str, str]:
+    """JSON of (mod, op) for a PyTorch op name: `aten::addmm` -> "aten", "addmm"."""
     mod, sep, op = name.rpartition("::")
-    return (mod or None, op) if sep else (None, name)
+    return (_str(mod or None), encode_str(op)) if sep else ("null", encode_str(name))
 
 
 def _expire(stack: list[_Range], t: int) -> None:
@@ -70,6 +95,17 @@ def _enclosing(stack: list[_Range] | None, t: int) -> list[_Range]:
     return [r for r in stack if r.end >= t]
 
 
+def _fwd_js(seq: int | None, fwd: tuple[Label | None, str] | None) -> str:
+    if fwd is None:
+        return "null"
+    marker, name = fwd
+    return f'{{"seq":{seq},"marker":{marker.js if marker is not None else "null"},"torchOp":{encode_str(name)}}}'
+
+
+def _outer_first(r: _Range) -> tuple[int, int]:
+    return (r.start, -r.end)
+
+
 def _domains(exp: Export) -> dict[tuple[int, int], str]:
     sql = queries.domains_sql(exp)
     out: dict[tuple[int, int], str] = {}
@@ -82,38 +118,62 @@ def _domains(exp: Export) -> dict[tuple[int, int], str]:
 
 
 def records(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[dict[str, Any]]:
-    """Yield one record (docs/records.md) per kernel, and per memcpy/memset with `memcpy`, in launch order."""
-    domains = _domains(exp)
-    gpus = GpuInfo(exp)
-    copy_kinds = queries.copy_kinds(exp) if memcpy else {}
-    streams = [exp.rows(queries.activity_sql(exp, table, src)) for table, src in queries.sources(exp, memcpy)]
-    activities = streams[0] if len(streams) == 1 else heapq.merge(*streams)
-    nvtx_sql = queries.nvtx_sql(exp)
-    nvtx = exp.rows(nvtx_sql, RANGE_TYPES) if nvtx_sql else _no_rows()
+    """Yield one record (docs/records.md) per kernel, and per memcpy/memset with `memcpy`, in
+    launch order, as dicts (decoded from lines(): for library use and tests)."""
+    loads = json.loads
+    for line in lines(exp, stats, memcpy):
+        yield loads(line)
+
+
+def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
+    """Yield one record per kernel (and memcpy/memset with `memcpy`) as a line of compact JSON."""
+    with exp.errors():
+        domains = _domains(exp)
+        gpus = GpuInfo(exp)
+        copy_kinds = {k: encode_str(v) for k, v in queries.copy_kinds(exp).items()} if memcpy else {}
+    gpu_js: dict[tuple[Any, Any], str] = {}
+    streams = []
+    try:
+        for table, src in queries.sources(exp, memcpy):
+            streams.append(exp.rows(queries.activity_sql(exp, table, src)))
+        nvtx_sql = queries.nvtx_sql(exp)
+        if nvtx_sql:
+            streams.append(exp.rows(nvtx_sql, RANGE_TYPES))
+    except BaseException:
+        for stream in streams:
+            stream.close()
+        raise
+    nvtx = iter(streams[-1]) if nvtx_sql else iter(())
+    activity_streams = streams[:-1] if nvtx_sql else streams
+    activities = iter(activity_streams[0]) if len(activity_streams) == 1 else heapq.merge(*activity_streams)
 
     threads: dict[int, list[_Range]] = {}   # push/pop ranges by globalTid
     procs: dict[int, list[_Range]] = {}     # start/end ranges by globalPid
     limits: dict[int, int] = {}             # compaction threshold per scope list (by id)
     autograd_threads: set[int] = set()
-    fwd_ops: dict[int, dict[int, dict[str, Any]]] = {}
-    lookup_gpu = gpus.lookup
+    # pid -> seq -> (the forward marker's Label or None, torch op name); the record's JSON is
+    # built only when a backward kernel asks, so an entry costs a tuple, not a copy of the marker.
+    fwd_ops: dict[int, dict[int, tuple[Label | None, str]]] = {}
+    names: dict[str | None, str] = {}
 
     def add_range(row: tuple) -> None:
         start, end, etype, gtid, dom, text = row
-        if gtid is None:
-            stats.not_understood += 1
+        if gtid is None or text is None:
+            if text is not None:
+                stats.not_understood += 1  # a range that belongs to no thread cannot enclose a launch
             return
         gpid = gtid & _PID_MASK
-        label = classify(domains.get((gpid, dom)) if dom else None, text)
-        kind = label.kind
-        if kind >= MALFORMED:
-            if kind == MALFORMED:
+        domain = domains.get((gpid, dom)) if dom else None
+        label = None
+        if domain == PYPROF_DOMAIN:
+            # Our markers are classified at once, to count the malformed ones even when they
+            # enclose no kernel; their texts repeat, so the classification cache absorbs it.
+            label = classify(domain, text)
+            if label.kind == MALFORMED:
                 stats.malformed += 1
                 return
-            if kind == UNKNOWN:
+            if label.kind == UNKNOWN:
                 stats.not_understood += 1
-            else:
-                return  # a range without text
         if etype in _PUSH_POP:
             stack = threads.get(gtid)
             if stack is None:
@@ -124,175 +184,174 @@ def records(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[dict[st
             stack = procs.get(gpid)
             if stack is None:
                 stack = procs[gpid] = []
-        _expire(stack, start)
+        while stack and stack[-1].end < start:
+            stack.pop()
         if len(stack) >= limits.get(id(stack), _COMPACT_MIN):
             stack[:] = [r for r in stack if r.end >= start]
             limits[id(stack)] = max(_COMPACT_MIN, 2 * len(stack))
-        if kind == TORCH:
-            if label.bwd:
-                autograd_threads.add(gtid)
-            elif label.seq is not None:
-                _remember_forward(stack, start, gpid, label)
-        stack.append(_Range(start, _END_OPEN if end is None else end, label))
+        if domain is None:
+            if may_be_autograd(text):
+                label = classify(None, text)
+                if label.kind == TORCH and label.bwd:
+                    autograd_threads.add(gtid)
+            elif "seq = " in text:
+                fwd = forward_op(text)
+                if fwd is not None:
+                    _remember_forward(stack, start, gpid, *fwd)
+        stack.append(_Range(start, _END_OPEN if end is None else end, domain, text, label))
 
-    def _remember_forward(stack: list[_Range], start: int, gpid: int, label: Label) -> None:
+    def _remember_forward(stack: list[_Range], start: int, gpid: int, name: str, seq: int) -> None:
         marker = None
         for r in reversed(stack):
-            lab = r.label
             if r.end < start:
                 continue
+            lab = r.classified()
             if lab.bwd:
                 return  # an op run by autograd itself, not a forward op of the user's
             if marker is None and lab.kind == OP:
-                marker = lab.info
+                marker = lab
         ops = fwd_ops.get(gpid)
         if ops is None:
             ops = fwd_ops[gpid] = {}
-        seq = label.seq
         # The last range with a given seq is the op that created the autograd node (outer
         # composite ops such as aten::linear peek at the same number before it).
         ops.pop(seq, None)
-        ops[seq] = {"seq": seq, "marker": marker, "torchOp": label.name}
+        ops[seq] = (marker, intern(name))
         if len(ops) > FWD_OPS_PER_PROCESS:
             del ops[next(iter(ops))]
 
+    def name_js(name: str | None) -> str:
+        js = names.get(name)
+        if js is None:
+            if len(names) >= _NAME_CACHE:
+                names.clear()
+            js = names[name] = _str(name)
+        return js
+
     try:
-        nv = next(nvtx, None)
-        for row in activities:
-            t = row[0]
-            while nv is not None and nv[0] <= t:
-                add_range(nv)
-                nv = next(nvtx, None)
-            gpid = row[7]
-            rtid = row[10]
-            pid = (gpid >> 24) & _TID_BITS if gpid is not None else None
-            if row[8] is None:
-                stats.no_launch += 1
-                encl: list[_Range] = []
-                launch = None
-                tid = None
-            else:
-                launch = {"api": row[11], "start": row[8], "duration": row[9] - row[8]}
-                tid = rtid & _TID_BITS if rtid is not None else None
-                encl = _enclosing(threads.get(rtid), t) if rtid is not None else []
-                pstack = procs.get(gpid)
-                if pstack:
-                    encl = sorted(encl + _enclosing(pstack, t), key=_outer_first)
-
-            marker = module = owner = None
-            torch_ops: list[dict[str, Any]] = []
-            seqs: list[int] = []
-            layers: list[str] = []
-            others: list[str] = []
-            bwd = rtid in autograd_threads
-            bseq = None
-            for r in encl:
-                lab = r.label
-                kind = lab.kind
-                if kind == TORCH:
-                    torch_ops.append(lab.info)
-                    owner = r
-                    if lab.seq is not None:
-                        seqs.append(lab.seq)
-                        if lab.bwd:
-                            bseq = lab.seq
-                    if lab.bwd:
-                        bwd = True
-                elif kind == OP:
-                    marker = lab.info
-                    owner = r
-                    if lab.bwd:
-                        bwd = True
-                elif kind == MODULE:
-                    module = lab.name
-                elif kind == LAYER:
-                    layers.append(lab.name)
+        with exp.errors():
+            nv = next(nvtx, None)
+            for row in activities:
+                t = row[0]
+                while nv is not None and nv[0] <= t:
+                    add_range(nv)
+                    nv = next(nvtx, None)
+                gpid = row[7]
+                rtid = row[10]
+                pid = (gpid >> 24) & _TID_BITS if gpid is not None else None
+                if row[8] is None:
+                    stats.no_launch += 1
+                    encl: list[_Range] = []
+                    launch = "null"
+                    tid = "null"
                 else:
-                    others.append(lab.name)
-            if owner is not None:
-                sub = owner.n
-                owner.n = sub + 1
-            else:
-                sub = 0
+                    launch = f'{{"api":{name_js(row[11])},"start":{row[8]},"duration":{row[9] - row[8]}}}'
+                    if rtid is not None:
+                        tid = str(rtid & _TID_BITS)
+                        encl = _enclosing(threads.get(rtid), t)
+                    else:
+                        tid = "null"
+                        encl = []
+                    pstack = procs.get(gpid)
+                    if pstack:
+                        encl = sorted(encl + _enclosing(pstack, t), key=_outer_first)
 
-            fwd = None
-            source = marker
-            if bwd:
-                if bseq is not None:
+                marker = module = owner = None
+                torch_ops: list[str] = []
+                seqs: list[int] = []
+                layers: list[str] = []
+                others: list[str] = []
+                bwd = rtid in autograd_threads
+                bseq = None
+                innermost_torch = None
+                for r in encl:
+                    lab = r.label
+                    if lab is None:
+                        lab = r.label = classify(r.domain, r.text)
+                    kind = lab.kind
+                    if kind == TORCH:
+                        torch_ops.append(lab.js)
+                        owner = r
+                        innermost_torch = lab
+                        if lab.seq is not None:
+                            seqs.append(lab.seq)
+                            if lab.bwd:
+                                bseq = lab.seq
+                        if lab.bwd:
+                            bwd = True
+                    elif kind == OP:
+                        marker = lab
+                        owner = r
+                        if lab.bwd:
+                            bwd = True
+                    elif kind == MODULE:
+                        module = lab.js
+                    elif kind == LAYER:
+                        layers.append(lab.js)
+                    else:
+                        others.append(lab.js)
+                if owner is not None:
+                    sub = owner.n
+                    owner.n = sub + 1
+                else:
+                    sub = 0
+
+                fwd = None
+                source = marker
+                if bwd and bseq is not None:
                     ops = fwd_ops.get(gpid)
                     if ops is not None:
                         fwd = ops.get(bseq)
-                if fwd is not None and fwd["marker"] is not None:
-                    source = fwd["marker"]
-            if source is not None:
-                mod, op = source.get("mod"), source.get("op")
-                trace = source.get("site")
-                if source is not marker:
-                    module = source.get("module", module)
-                elif module is None:
-                    module = marker.get("module")
-            else:
-                trace = None
-                if fwd is not None:
-                    mod, op = _split_op(fwd["torchOp"])
-                elif torch_ops:
-                    mod, op = _split_op(torch_ops[-1]["name"])
+                        if fwd is not None and fwd[0] is not None:
+                            source = fwd[0]
+                if source is not None:
+                    mod, op, trace, marker_module = source.attrs
+                    if source is not marker:
+                        module = marker_module or module
+                    elif module is None:
+                        module = marker_module
                 else:
-                    mod = op = None
-            if op is not None:
-                stats.with_op += 1
+                    trace = "null"
+                    if fwd is not None:
+                        mod, op = _split_op(fwd[1])
+                    elif innermost_torch is not None:
+                        mod, op = _split_op(innermost_torch.name)
+                    else:
+                        mod = op = "null"
+                if op != "null":
+                    stats.with_op += 1
 
-            src = row[2]
-            start, end = row[1], row[3]
-            if src == SRC_KERNEL:
-                stats.kernels += 1
-                rec = {
-                    "v": SCHEMA_VERSION, "kind": "kernel", "kShortName": row[12], "kLongName": row[13],
-                    "kDuration": end - start, "kStart": start, "kEnd": end, "device": row[4], "stream": row[5],
-                    "grid": [row[14], row[15], row[16]], "block": [row[17], row[18], row[19]], "regs": row[20],
-                    "staticShared": row[21], "dynamicShared": row[22], "pid": pid, "tid": tid,
-                    "correlationId": row[6], "launch": launch, "graphNode": row[23],
-                    "gpu": lookup_gpu(pid, row[4]),
-                }
-            elif src == SRC_MEMCPY:
-                kind_name = copy_kinds.get(row[13], str(row[13]))
-                rec = {
-                    "v": SCHEMA_VERSION, "kind": "memcpy", "kShortName": f"memcpy {kind_name}",
-                    "kDuration": end - start, "kStart": start, "kEnd": end, "device": row[4], "stream": row[5],
-                    "pid": pid, "tid": tid, "correlationId": row[6], "launch": launch, "bytes": row[12],
-                    "copyKind": kind_name,
-                }
-            else:
-                rec = {
-                    "v": SCHEMA_VERSION, "kind": "memset", "kShortName": "memset",
-                    "kDuration": end - start, "kStart": start, "kEnd": end, "device": row[4], "stream": row[5],
-                    "pid": pid, "tid": tid, "correlationId": row[6], "launch": launch, "bytes": row[12],
-                }
-            rec["dir"] = "bprop" if bwd else "fprop"
-            rec["mod"] = mod
-            rec["op"] = op
-            rec["marker"] = marker
-            rec["fwd"] = fwd
-            rec["torchOps"] = torch_ops
-            rec["seqId"] = seqs[-1] if seqs else None
-            rec["altSeqId"] = seqs[:-1]
-            rec["subSeqId"] = sub
-            rec["layer"] = layers
-            rec["module"] = module
-            rec["trace"] = trace
-            rec["ranges"] = others
-            stats.records += 1
-            yield rec
+                tail = (f'"dir":"{"bprop" if bwd else "fprop"}","mod":{mod},"op":{op},'
+                        f'"marker":{marker.js if marker is not None else "null"},'
+                        f'"fwd":{_fwd_js(bseq, fwd)},"torchOps":[{",".join(torch_ops)}],'
+                        f'"seqId":{seqs[-1] if seqs else "null"},"altSeqId":[{",".join(map(str, seqs[:-1]))}],'
+                        f'"subSeqId":{sub},"layer":[{",".join(layers)}],"module":{module or "null"},'
+                        f'"trace":{trace},"ranges":[{",".join(others)}]}}')
+                src = row[2]
+                start, end = row[1], row[3]
+                common = (f'"kDuration":{end - start},"kStart":{start},"kEnd":{end},"device":{row[4]},'
+                          f'"stream":{row[5]},')
+                ids = f'"pid":{_int(pid)},"tid":{tid},"correlationId":{row[6]},"launch":{launch},'
+                if src == SRC_KERNEL:
+                    stats.kernels += 1
+                    key = (pid, row[4])
+                    gpu = gpu_js.get(key)
+                    if gpu is None:
+                        gpu = gpu_js[key] = encode(gpus.lookup(pid, row[4]))
+                    line = (f'{{"v":{SCHEMA_VERSION},"kind":"kernel","kShortName":{name_js(row[12])},'
+                            f'"kLongName":{name_js(row[13])},{common}"grid":[{row[14]},{row[15]},{row[16]}],'
+                            f'"block":[{row[17]},{row[18]},{row[19]}],"regs":{row[20]},"staticShared":{row[21]},'
+                            f'"dynamicShared":{row[22]},{ids}"graphNode":{row[23]},"gpu":{gpu},{tail}')
+                elif src == SRC_MEMCPY:
+                    kind_js = copy_kinds.get(row[13]) or encode_str(str(row[13]))
+                    line = (f'{{"v":{SCHEMA_VERSION},"kind":"memcpy","kShortName":"memcpy {kind_js[1:-1]}",{common}'
+                            f'{ids}"bytes":{row[12]},"copyKind":{kind_js},{tail}')
+                else:
+                    line = (f'{{"v":{SCHEMA_VERSION},"kind":"memset","kShortName":"memset",{common}'
+                            f'{ids}"bytes":{row[12]},{tail}')
+                stats.records += 1
+                yield line
     finally:
         # Close the cursors now, while the connection is open, not whenever they are collected.
         for stream in streams:
             stream.close()
-        nvtx.close()
-
-
-def _outer_first(r: _Range) -> tuple[int, int]:
-    return (r.start, -r.end)
-
-
-def _no_rows() -> Iterator[tuple]:
-    yield from ()

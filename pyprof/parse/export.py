@@ -32,11 +32,6 @@ META = "META_DATA_EXPORT"
 # found in sqlite_master AND is one of these, so nothing from the trace becomes SQL text.
 KNOWN_TABLES = frozenset({KERNEL, RUNTIME, NVTX, STRINGS, MEMCPY, MEMSET, GPU, CUDA_DEVICE, MEMCPY_ENUM, META})
 
-# Rows fetched from SQLite per batch: large enough to amortise the call, small enough that the
-# batch never matters for memory.
-BATCH = 4096
-
-
 def _sqlite_uri(path: str) -> str:
     # A SQLite URI must percent-encode '?', '#' and '%' in the path, or a file named
     # 'run?1.sqlite' would be read as 'run' with a query string.
@@ -88,10 +83,6 @@ class Export:
                     # PRAGMA cannot take a bound parameter; `name` is one of our own constants.
                     cols = self.conn.exec_driver_sql(f'PRAGMA table_info("{name}")').fetchall()
                     self.tables[name] = frozenset(c[1] for c in cols)
-            # Bigger page cache than the 2 MB default: the launch-order sort and the automatic
-            # join index spill to temporary files past it, and 32 MB halves that I/O while
-            # keeping memory flat.
-            self.conn.exec_driver_sql("PRAGMA cache_size = -32768")
 
     def close(self) -> None:
         """Release the connection."""
@@ -121,31 +112,28 @@ class Export:
         """`alias.column` when the column exists, else SQL NULL: optional columns degrade to null."""
         return f"{alias}.{column}" if self.has(table, column) else "NULL"
 
-    def rows(self, sql: str, params: Sequence[Any] = ()) -> Iterator[tuple]:
-        """Stream the rows of one query as plain tuples, never holding the whole result.
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        """Execute one query and return its cursor: an iterator of plain tuples that SQLite steps
+        lazily, so the result is never held whole. Close it when done.
 
         Goes through SQLAlchemy's connection to the DBAPI cursor: a Row object per row would cost
-        more than the rest of the per-kernel work, and the sqlite3 cursor already steps lazily.
+        more than the rest of the per-kernel work. Iterating may raise DB_ERRORS (a corrupted page
+        is only met when read): wrap consumers in errors().
         """
         cur = self.conn.connection.driver_connection.cursor()
-        cur.arraysize = BATCH
         try:
-            cur.execute(sql, tuple(params))
-            while True:
-                batch = cur.fetchmany()
-                if not batch:
-                    return
-                yield from batch
+            return cur.execute(sql, tuple(params))
         except DB_ERRORS as err:
-            raise database_error(err, self.path) from None
-        finally:
             cur.close()
+            raise database_error(err, self.path) from None
 
     def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """First column of the first row, or None."""
-        for row in self.rows(sql, params):
-            return row[0]
-        return None
+        cur = self.rows(sql, params)
+        with self.errors():
+            row = cur.fetchone()
+        cur.close()
+        return None if row is None else row[0]
 
     def meta(self, name: str) -> str | None:
         """A value of META_DATA_EXPORT (e.g. EXPORT_PRODUCT_VERSION), when the table has it."""

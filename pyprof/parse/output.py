@@ -2,16 +2,11 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 import tempfile
 import time
-from typing import Any, Iterable, Iterator, TextIO
-
-# Compact, and strict: a NaN in a record would be invalid JSON for every other reader.
-_encode = json.JSONEncoder(separators=(",", ":"), check_circular=False, allow_nan=False).encode
-
+from typing import Iterable, Iterator, TextIO
 
 @contextlib.contextmanager
 def open_output(path: str | None) -> Iterator[TextIO]:
@@ -62,18 +57,17 @@ class Progress:
             sys.stderr.flush()
 
 
-def write_records(records: Iterable[dict[str, Any]], out: TextIO, progress: Progress) -> int:
-    """Write each record as one JSON line; return how many were written."""
+def write_lines(lines: Iterable[str], out: TextIO, progress: Progress) -> int:
+    """Write each record line; return how many were written."""
     write = out.write
-    encode = _encode
     n = 0
     if not progress.enabled:
-        for rec in records:
-            write(encode(rec) + "\n")
+        for line in lines:
+            write(line + "\n")
             n += 1
         return n
-    for rec in records:
-        write(encode(rec) + "\n")
+    for line in lines:
+        write(line + "\n")
         n += 1
         if not n & 0x3FFF:
             progress.update(n)

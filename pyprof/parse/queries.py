@@ -36,6 +36,12 @@ def _string(exp: Export, expr: str, alias: str) -> tuple[str, str]:
     return f"{alias}.value", f" LEFT JOIN {STRINGS} {alias} ON {alias}.id = {expr}"
 
 
+def _out(expr: str) -> str:
+    # Columns that are only printed come back as the JSON text of their value: an integer, or
+    # 'null' for a NULL or a missing column, so the record is assembled without a test per field.
+    return f"ifnull({expr}, 'null')"
+
+
 def activity_sql(exp: Export, table: str, src: int) -> str:
     """Rows of one activity table joined to their launch call, in launch order."""
     c = functools.partial(exp.col, table, "x")
@@ -58,14 +64,14 @@ def activity_sql(exp: Export, table: str, src: int) -> str:
             value, j = _string(exp, c(col), alias)
             own.append(value)
             joins += j
-        own += [c(col) for col in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread",
-                                   "staticSharedMemory", "dynamicSharedMemory", "graphNodeId")]
+        own += [_out(c(col)) for col in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread",
+                                         "staticSharedMemory", "dynamicSharedMemory", "graphNodeId")]
     elif src == SRC_MEMCPY:
-        own += [c("bytes"), c("copyKind")]
+        own += [_out(c("bytes")), c("copyKind")]
     else:
-        own += [c("bytes")]
-    cols = [f"coalesce({rstart}, x.start)", "x.start", str(src), "x.end", c("deviceId"), c("streamId"),
-            "x.correlationId", c("globalPid"), rstart, rend, rtid, api] + own
+        own += [_out(c("bytes"))]
+    cols = [f"coalesce({rstart}, x.start)", "x.start", str(src), "x.end", _out(c("deviceId")), _out(c("streamId")),
+            _out("x.correlationId"), c("globalPid"), rstart, rend, rtid, api] + own
     # Ties in launch time (all kernels of one CUDA graph launch share it) go by GPU start.
     return f"SELECT {', '.join(cols)} FROM {table} x{joins} ORDER BY 1, 2"
 

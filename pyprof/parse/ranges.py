@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 PYPROF_DOMAIN = "pyprof"
 
@@ -38,7 +38,15 @@ _TORCH_TEXT = re.compile(
 # text such as "forward" stays user text.
 _NAMESPACED = re.compile(r"[A-Za-z_][\w.]*::[\w.:]+\Z")
 _AUTOGRAD = re.compile(r"(?:autograd::engine::evaluate_function: .*|.*Backwards?\d*|(?:struct )?torch::autograd::AccumulateGrad)\Z", re.S)
+_NAME_SEQ = re.compile(r"([^,]+), (?:stashed )?seq = (-?\d+)")
 _OP_ID_PAIR = re.compile(r"\((-?\d+),\s*(-?\d+)\)")
+# `sizes = [[64, 512], [], [512]]`: a list of lists of integers, as PyTorch's shapesToStr writes it.
+_INT = r"(?:0|-?[1-9]\d*)"
+_SHAPE = rf"\[(?:{_INT}(?:, {_INT})*)?\]"
+_SIZES = re.compile(rf"\[(?:{_SHAPE}(?:, {_SHAPE})*)?\]\Z")
+# Strict JSON (no NaN: a record must stay valid JSON for every reader), encoded once per label.
+encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+encode_str = json.encoder.encode_basestring_ascii
 
 
 def _no_constants(name: str) -> None:
@@ -51,19 +59,26 @@ _BACKWARD_CALLS = frozenset({("Tensor", "backward"), ("torch.autograd", "backwar
 
 
 class Label(NamedTuple):
-    """A classified range: `kind` (module constants), `info` (what goes into the record),
-    `name` (layer name, op name, module name or the text for `ranges`), `seq` (PyTorch sequence
-    number or None), `bwd` (an autograd range or a backward call)."""
+    """A classified range. Its JSON fragments are encoded once here, because a range that
+    encloses many kernels (a layer, a module) is written into every one of their records.
+
+    kind: one of the module constants. js: the range's JSON value in a record (a torchOps
+    entry, the decoded and re-encoded marker, or the JSON string of `name`). name: layer name,
+    op name, module name, or the text reported in `ranges`. seq: PyTorch sequence number.
+    bwd: an autograd range, or a marker of a backward call. attrs: for op markers, the JSON of
+    their mod, op, site and module (None when the marker has no module).
+    """
 
     kind: int
-    info: Any
+    js: str
     name: str | None
     seq: int | None
     bwd: bool
+    attrs: tuple[str, str, str, str | None] | None = None
 
 
-_EMPTY = Label(EMPTY, None, None, None, False)
-_MALFORMED = Label(MALFORMED, None, None, None, False)
+_EMPTY = Label(EMPTY, "null", None, None, False)
+_MALFORMED = Label(MALFORMED, "null", None, None, False)
 
 
 def torch_op(text: str) -> Label | None:
@@ -75,19 +90,22 @@ def torch_op(text: str) -> Label | None:
     is_autograd = _AUTOGRAD.match(name) is not None
     if seq is None and op is None and sizes is None and not is_autograd and _NAMESPACED.match(name) is None:
         return None
-    info: dict[str, Any] = {"name": name}
+    js = '{"name":' + encode_str(name)
     if seq is not None:
-        info["seq"] = int(seq)
+        seq_no = int(seq)
+        js += f',"seq":{seq_no}'
+    else:
+        seq_no = None
     if op is not None:
-        info["opId"] = int(op)
+        js += f',"opId":{int(op)}'
     if sizes is not None:
-        try:
-            info["sizes"] = json.loads(sizes, parse_constant=_no_constants)
-        except (ValueError, RecursionError):
+        if _SIZES.match(sizes) is None:
             return None
+        # Checked to be lists of integers: dropping the spaces leaves compact JSON.
+        js += ',"sizes":' + sizes.replace(" ", "")
     if ids is not None:
-        info["inputOpIds"] = [[int(a), int(b)] for a, b in _OP_ID_PAIR.findall(ids)]
-    return Label(TORCH, info, name, info.get("seq"), is_autograd)
+        js += ',"inputOpIds":[' + ",".join(f"[{int(a)},{int(b)}]" for a, b in _OP_ID_PAIR.findall(ids)) + "]"
+    return Label(TORCH, js + "}", name, seq_no, is_autograd)
 
 
 def _marker(text: str) -> Label:
@@ -97,12 +115,19 @@ def _marker(text: str) -> Label:
         return _MALFORMED
     kind = marker.get("kind") if isinstance(marker, dict) else None
     if kind == "op" and isinstance(marker.get("op"), str):
-        return Label(OP, marker, marker["op"], None, (marker.get("mod"), marker["op"]) in _BACKWARD_CALLS)
+        module = marker.get("module")
+        attrs = (encode(marker.get("mod")), encode_str(marker["op"]), encode(marker.get("site")),
+                 None if module is None else encode(module))
+        return Label(OP, encode(marker), marker["op"], None, (marker.get("mod"), marker["op"]) in _BACKWARD_CALLS, attrs)
     if kind == "module" and isinstance(marker.get("module"), str):
-        return Label(MODULE, marker, marker["module"], None, False)
+        return Label(MODULE, encode_str(marker["module"]), marker["module"], None, False)
     if kind == "layer" and isinstance(marker.get("name"), str):
-        return Label(LAYER, marker, marker["name"], None, False)
-    return Label(UNKNOWN, None, f"{PYPROF_DOMAIN}:{text}", None, False)
+        return Label(LAYER, encode_str(marker["name"]), marker["name"], None, False)
+    return _text_label(UNKNOWN, f"{PYPROF_DOMAIN}:{text}")
+
+
+def _text_label(kind: int, name: str) -> Label:
+    return Label(kind, encode_str(name), name, None, False)
 
 
 @functools.lru_cache(maxsize=16384)
@@ -111,17 +136,28 @@ def classify(domain: str | None, text: str | None) -> Label:
 
     Cached because layer, module and marker texts repeat every iteration; the cache is bounded,
     so texts that never repeat (PyTorch's op_id makes each op range unique) only cost a slot.
-    The returned Label and its `info` are shared: never mutate them.
+    Labels are immutable and shared.
     """
     if text is None:
         return _EMPTY
     if domain == PYPROF_DOMAIN:
         return _marker(text)
     if text.startswith("layer:"):
-        return Label(LAYER, None, text[6:], None, False)
+        return _text_label(LAYER, text[6:])
     if domain is None:
         label = torch_op(text)
         if label is not None:
             return label
-        return Label(OTHER, None, text, None, False)
-    return Label(OTHER, None, f"{domain}:{text}", None, False)
+        return _text_label(OTHER, text)
+    return _text_label(OTHER, f"{domain}:{text}")
+
+
+def may_be_autograd(text: str) -> bool:
+    """Cheap pre-check: False means the text is certainly not an autograd range."""
+    return "Backward" in text or "autograd::" in text
+
+
+def forward_op(text: str) -> tuple[str, int] | None:
+    """(name, seq) of a PyTorch range text that carries a sequence number, without a full parse."""
+    m = _NAME_SEQ.match(text)
+    return (m[1], int(m[2])) if m is not None else None
