@@ -8,7 +8,8 @@ range, so the n-th kernel record matches the n-th kernel Nsight Compute profiled
 names are checked before a row is written. Columns: case (the zoo case, from the layer column),
 dir, op, kernel (short name), tc (1 when any MMA counter is above zero), mma_ops (the Tensor Core
 ops-path sum: FLOPs done on Tensor Cores), core_flops (CUDA-core FP16/32/64 FLOPs, FMA = 2),
-dram_bytes (read + written), name (the demangled kernel name).
+dram_bytes (read + written), name (the demangled kernel name). Backward kernels, launched on
+the autograd thread outside the case's range, take the case of the kernels before them.
 """
 from __future__ import annotations
 
@@ -48,7 +49,9 @@ def ncu_kernels(path: str) -> list[tuple[str, dict[str, float]]]:
 
 def summarize(counters: dict[str, float]) -> tuple[int, float, float, float]:
     """(tc, mma_ops, core_flops, dram_bytes) from one kernel's counters."""
-    mma = sum(v for k, v in counters.items() if k.startswith("sm__ops_path_tensor_op_"))
+    # The *_sparsity_on/_off counters split the same ops again: summing them too would double count.
+    mma = sum(v for k, v in counters.items()
+              if k.startswith("sm__ops_path_tensor_op_") and "_sparsity_" not in k)
     dmma = counters.get("sm__inst_executed_pipe_tensor_op_dmma.sum", 0.0)
     def op(name: str) -> float:
         return counters.get(f"smsp__sass_thread_inst_executed_op_{name}_pred_on.sum", 0.0)
@@ -68,12 +71,15 @@ def main(argv: list[str]) -> int:
         return 1
     out = csv.writer(sys.stdout, lineterminator="\n")
     out.writerow(["case", "dir", "op", "kernel", "tc", "mma_ops", "core_flops", "dram_bytes", "name"])
+    case = ""
     for rec, (ncu_name, counters) in zip(records, profiled):
         if not (ncu_name.startswith(rec["kShortName"]) or rec["kShortName"] in ncu_name):
             print(f"tc_truth: kernel order differs: {rec['kShortName']!r} vs {ncu_name!r}", file=sys.stderr)
             return 1
         tc, mma, core, dram = summarize(counters)
-        case = rec["layer"][-1] if rec.get("layer") else ""
+        # Backward kernels run on the autograd thread, outside the case's range on the main
+        # thread: they belong to the case whose forward kernels came just before them.
+        case = rec["layer"][-1] if rec.get("layer") else case
         out.writerow([case, rec.get("dir"), rec.get("op") or "", rec["kShortName"], tc,
                       int(mma), int(core), int(dram), rec["kLongName"]])
     return 0
