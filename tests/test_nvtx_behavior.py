@@ -1,0 +1,366 @@
+"""init()/restore()/wrap()/annotate() behaviour: nesting, idempotence, restoring, call sites,
+threads, module names, optimizers, the off state, and `import pyprof` without torch."""
+import os
+import subprocess
+import sys
+import threading
+import types
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import pyprof
+from pyprof.nvtx import emit, patch, recording, wrappers
+from pyprof.nvtx.wrappers import is_wrapper
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def ops(rec):
+    return [(x.depth, x.marker["mod"], x.marker["op"]) for x in rec.ranges if x.marker["kind"] == "op"]
+
+
+# --- nesting ----------------------------------------------------------------------------------------
+
+def test_inner_torch_calls_emit_nothing_by_default(pyprof_on):
+    x = torch.randn(2, 8)
+    with recording() as rec:
+        F.layer_norm(x, (8,))  # F.layer_norm calls torch.layer_norm
+    assert ops(rec) == [(0, "torch.nn.functional", "layer_norm")]
+
+
+def test_nested_true_emits_inner_calls():
+    pyprof.init(nested=True)
+    try:
+        x = torch.randn(2, 8)
+        with recording() as rec:
+            F.layer_norm(x, (8,))
+        assert ops(rec) == [(0, "torch.nn.functional", "layer_norm"), (1, "torch", "layer_norm")]
+        pyprof.init()  # a second init updates the options
+        with recording() as rec:
+            F.layer_norm(x, (8,))
+        assert ops(rec) == [(0, "torch.nn.functional", "layer_norm")]
+    finally:
+        pyprof.restore()
+
+
+def test_exception_inside_a_call_leaves_nesting_intact(pyprof_on):
+    a, b = torch.randn(2, 3), torch.randn(4, 5)
+
+    class Boom(torch.nn.Module):
+        def forward(self, x):
+            return torch.matmul(x, b)
+
+    with recording() as rec:
+        with pytest.raises(RuntimeError):
+            Boom()(a)
+        torch.relu(a)
+    assert wrappers._tl.depth == 0 and wrappers._tl.mod == "" and wrappers._tl.names is None
+    assert [(x.depth, x.marker.get("module")) for x in rec.ranges] == [(0, "Boom"), (1, "Boom"), (0, None)]
+
+
+# --- init / restore ----------------------------------------------------------------------------------
+
+def test_init_is_idempotent():
+    pyprof.init()
+    try:
+        first = (torch.add, F.conv2d, torch.Tensor.add, torch.Tensor.__add__, torch.nn.Module.__call__,
+                 torch.optim.SGD.step)
+        count = len(patch._patches)
+        pyprof.init()
+        assert (torch.add, F.conv2d, torch.Tensor.add, torch.Tensor.__add__, torch.nn.Module.__call__,
+                torch.optim.SGD.step) == first
+        assert len(patch._patches) == count
+        assert not is_wrapper(torch.add.__wrapped__)
+    finally:
+        pyprof.restore()
+
+
+def _snapshot():
+    return {
+        "torch.add": torch.add, "F.conv2d": F.conv2d, "F.relu": F.relu, "torch.einsum": torch.einsum,
+        "Tensor.add": torch.Tensor.add, "Tensor.__add__": torch.Tensor.__add__,
+        "Tensor.__rsub__": torch.Tensor.__rsub__, "Tensor.__getitem__": torch.Tensor.__getitem__,
+        "Tensor.backward": torch.Tensor.backward, "linalg.norm": torch.linalg.norm,
+        "special.erf": torch.special.erf, "fft.fft": torch.fft.fft,
+        "autograd.backward": torch.autograd.backward, "Module.__call__": torch.nn.Module.__call__,
+        "SGD.step": vars(torch.optim.SGD)["step"], "Adam.step": vars(torch.optim.Adam)["step"],
+        "jit.script": torch.jit.script, "all_reduce": torch.distributed.all_reduce,
+        "Tensor own dict": set(vars(torch.Tensor)),
+        "Optimizer dict": set(vars(torch.optim.Optimizer)),
+    }
+
+
+def test_restore_really_restores():
+    pyprof.restore()
+    before = _snapshot()
+    pyprof.init()
+    during = _snapshot()
+    assert all(is_wrapper(during[k]) for k in before if "dict" not in k and k != "jit.script")
+    torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)  # lets Optimizer hook SGD.step
+    pyprof.restore()
+    after = _snapshot()
+    for k in before:
+        if k != "SGD.step":
+            assert after[k] is before[k] or after[k] == before[k], k
+    # Optimizer hooks a class's step when its first instance is made; restore keeps a hooked step.
+    assert not is_wrapper(after["SGD.step"]) and not is_wrapper(getattr(after["SGD.step"], "__wrapped__", None))
+    assert torch.add(torch.ones(1), 1).item() == 2.0
+
+
+def test_restore_without_init_is_harmless():
+    pyprof.restore()
+    pyprof.restore()
+    assert not is_wrapper(torch.add)
+
+
+def test_init_from_many_threads_at_once():
+    pyprof.restore()
+    barrier = threading.Barrier(8)
+    errors = []
+
+    def go():
+        try:
+            barrier.wait()
+            pyprof.init()
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=go) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert not errors
+        assert is_wrapper(torch.add) and not is_wrapper(torch.add.__wrapped__)
+        names = [(id(owner), name) for owner, name, _, _ in patch._patches]
+        assert len(names) == len(set(names))
+    finally:
+        pyprof.restore()
+
+
+# --- when markers are built ----------------------------------------------------------------------
+
+def test_no_marker_is_built_without_tool_recorder_or_force(pyprof_on, monkeypatch):
+    if emit.state.live:
+        pytest.skip("an NVTX tool is attached")
+    built = []
+    monkeypatch.setattr(wrappers, "_build", lambda *a: built.append(a) or "{}")
+    x = torch.ones(2)
+    assert not emit.state.on
+    torch.add(x, 1)
+    assert built == []
+    with recording():
+        torch.add(x, 1)
+    assert len(built) == 1
+
+
+def test_force_builds_markers_without_a_recorder(monkeypatch):
+    built = []
+    x = torch.ones(2)
+    monkeypatch.setattr(wrappers, "_build", lambda *a: built.append(a) or "{}")
+    pyprof.init(force=True)
+    try:
+        assert emit.state.on
+        torch.add(x, 1)
+        n = len(built)
+    finally:
+        pyprof.init(force=False)
+        pyprof.restore()
+    assert n == 1
+
+
+def test_pyprof_force_environment_variable():
+    code = ("import pyprof, torch; from pyprof.nvtx import emit; pyprof.init(); "
+            "print(emit.state.force, emit.state.on)")
+    env = dict(os.environ, PYPROF_FORCE="1", PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True"]
+
+
+# --- call site ----------------------------------------------------------------------------------------
+
+def test_call_site_skips_torch_frames(pyprof_on):
+    relu = torch.nn.ReLU()
+    x = torch.randn(3)
+    line = sys._getframe().f_lineno + 2
+    with recording() as rec:
+        relu(x)  # F.relu is called from torch/nn/modules/activation.py
+    assert rec.markers[1]["site"] == f"{__file__}:{line}"
+
+
+# --- module names ----------------------------------------------------------------------------------
+
+def test_module_names_for_roots_shared_and_unregistered_modules(pyprof_on):
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = torch.nn.Linear(4, 4)
+            self.dec = self.enc  # shared: named_modules names it once
+            self.loose = [torch.nn.Tanh()]  # not registered
+
+        def forward(self, x):
+            return self.loose[0](self.dec(torch.nn.ReLU()(self.enc(x))))
+
+    net = Net()
+    x = torch.randn(2, 4)
+    with recording() as rec:
+        net(x)
+        net.enc(x)
+    mods = [(x.depth, x.marker["module"]) for x in rec.ranges if x.marker["kind"] == "module"]
+    assert mods == [(0, "Net"), (1, "enc"), (1, "ReLU"), (1, "enc"), (1, "Tanh"), (0, "Linear")]
+
+
+def test_children_added_after_the_first_call_get_qualified_names(pyprof_on):
+    net = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    x = torch.randn(1, 4)
+    net(x)
+    net.append(torch.nn.Sigmoid())
+    with recording() as rec:
+        net(x)
+    assert [m["module"] for m in rec.markers if m["kind"] == "module"] == ["Sequential", "0", "1"]
+
+
+def test_module_marker_is_cached_per_module(pyprof_on):
+    lin = torch.nn.Linear(2, 2)
+    x = torch.randn(1, 2)
+    with recording() as rec:
+        lin(x)
+        lin(x)
+    assert rec.ranges[0].text is rec.ranges[2].text
+
+
+# --- optimizers -------------------------------------------------------------------------------------
+
+def test_optimizer_inner_ops_are_suppressed(pyprof_on):
+    p = torch.nn.Parameter(torch.randn(3))
+    opt = torch.optim.Adam([p], lr=0.1, foreach=False)
+    p.grad = torch.ones(3)
+    with recording() as rec:
+        opt.step()
+    assert ops(rec) == [(0, "torch.optim", "Adam.step")]
+    assert rec.markers[0]["kwargs"] == {"params": {"count": 1, "numel": 3, "dtype": "float32"},
+                                        "foreach": False, "fused": None}
+
+
+def test_optimizer_classes_defined_after_init(pyprof_on):
+    class Plain(torch.optim.Optimizer):
+        def __init__(self, params):
+            super().__init__(params, {"lr": 0.5})
+
+        @torch.no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    p.sub_(p.grad * group["lr"])
+
+    class Derived(torch.optim.SGD):
+        def step(self, closure=None):
+            return super().step(closure)
+
+    p = torch.nn.Parameter(torch.ones(2))
+    p.grad = torch.ones(2)
+    with recording() as rec:
+        Plain([p]).step()
+        Derived([p], lr=0.25).step()
+    assert ops(rec) == [(0, "torch.optim", "Plain.step"), (0, "torch.optim", "Derived.step")]
+    assert torch.equal(p.detach(), torch.full((2,), 0.25))
+    pyprof.restore()
+    assert not is_wrapper(vars(Plain)["step"]) and not is_wrapper(getattr(vars(Plain)["step"], "__wrapped__", None))
+
+
+# --- wrap and annotate --------------------------------------------------------------------------------
+
+def test_wrap_extension_module_function_and_restore(pyprof_on):
+    ext = types.ModuleType("fused_ext")
+    ext.scale = lambda t, s: t * s
+    original = ext.scale
+    x = torch.ones(2)
+    pyprof.wrap(ext, "scale")
+    with recording() as rec:
+        y = ext.scale(x, 3.0)
+    assert torch.equal(y, torch.full((2,), 3.0))
+    assert ops(rec) == [(0, "fused_ext", "scale")]  # torch's __mul__ inside is suppressed
+    assert rec.markers[0]["args"] == [{"shape": [2], "dtype": "float32"}, 3.0]
+    pyprof.restore()
+    assert ext.scale is original
+
+
+def test_wrap_static_method_of_a_class(pyprof_on):
+    class Kernels:
+        @staticmethod
+        def double(t):
+            return t * 2
+
+    pyprof.wrap(Kernels, "double")
+    one = torch.ones(1)
+    with recording() as rec:
+        out = Kernels.double(one)
+        out2 = Kernels().double(one)
+    assert out.item() == 2.0 and out2.item() == 2.0
+    assert ops(rec) == [(0, "Kernels", "double")] * 2
+
+
+def test_wrap_function_returns_a_wrapper(pyprof_on):
+    def attention(q, k):
+        return (q @ k.t()).softmax(-1)
+
+    wrapped = pyprof.wrap(attention, "mylib")
+    q = torch.randn(3, 4)
+    with recording() as rec:
+        wrapped(q, q)
+    assert ops(rec) == [(0, "mylib", "attention")]
+    assert wrapped.__wrapped__ is attention
+
+
+def test_annotate_context_manager_and_decorator(pyprof_on):
+    @pyprof.annotate("block")
+    def block(x):
+        return torch.relu(x)
+
+    x = torch.randn(2)
+    with recording() as rec:
+        with pyprof.annotate("encoder"):
+            block(x)
+    got = [(x.depth, x.marker) for x in rec.ranges]
+    assert got[0] == (0, {"v": 1, "kind": "layer", "name": "encoder"})
+    assert got[1] == (1, {"v": 1, "kind": "layer", "name": "block"})
+    assert got[2][0] == 2 and got[2][1]["op"] == "relu"
+
+
+def test_annotate_needs_no_init():
+    pyprof.restore()
+    with recording() as rec:
+        with pyprof.annotate("x"):
+            pass
+    assert rec.markers == [{"v": 1, "kind": "layer", "name": "x"}]
+
+
+# --- without torch ------------------------------------------------------------------------------------
+
+def test_import_without_torch_and_clear_init_error():
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "import pyprof, pyprof.nvtx\n"
+        "assert 'torch' not in sys.modules or sys.modules['torch'] is None\n"
+        "with pyprof.nvtx.recording() as rec, pyprof.annotate('a'): pass\n"
+        "assert rec.markers == [{'v': 1, 'kind': 'layer', 'name': 'a'}]\n"
+        "try:\n"
+        "    pyprof.init()\n"
+        "except ImportError as e:\n"
+        "    print(e)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == (
+        "pyprof.init() annotates PyTorch programs and needs torch: pip install torch (or pyprof[torch])"
+    )
+
+
+def test_import_pyprof_does_not_import_torch():
+    code = "import sys, pyprof, pyprof.nvtx; print('torch' in sys.modules)"
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
