@@ -7,7 +7,6 @@ from typing import Optional
 
 from . import ops  # noqa: F401  (fills the op table)
 from . import peaks as peaks_mod
-from .ops.gemm import gemm_cost
 from .registry import ATTN, CONV, GEMM, MMA_KINDS, Call, Cost, lookup
 from .summary import Summary
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
@@ -17,6 +16,7 @@ _FORMULA_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, 
 _GRAD_TOKENS = ("dgrad", "wgrad")
 _NO_WORK = (0, 0)
 _UNKNOWN = (None, None)
+_COST_CACHE = 8192  # distinct markers kept; a training step has far fewer, so memory stays flat
 
 
 class Facts:
@@ -77,6 +77,7 @@ class Analyzer:
     def __init__(self, summary: Summary) -> None:
         self.summary = summary
         self._calls: dict = {}
+        self._costs: dict = {}
 
     def cost(self, rec: dict) -> Optional[Cost]:
         """The op cost of the marker behind a record (the forward op's, for a bprop kernel)."""
@@ -88,18 +89,29 @@ class Analyzer:
         if not isinstance(marker, dict) or marker.get("kind") != "op":
             self.summary.warn("no op marker", f"{rec.get('mod')}.{rec.get('op')}")
             return None
+        key = repr(marker)  # equal markers have equal costs; repr is the cheapest exact key
+        hit = self._costs.get(key)
+        if hit is None:
+            if len(self._costs) >= _COST_CACHE:
+                self._costs.clear()
+            hit = self._costs[key] = self._compute(marker)
+        cost, warning = hit
+        if warning:
+            self.summary.warn(*warning)
+        return cost
+
+    @staticmethod
+    def _compute(marker: dict) -> tuple:
+        """(cost, None) or (None, (warning kind, op name))."""
         mod, op = marker.get("mod"), marker.get("op")
         formula = lookup(mod, op)
         if formula is None:
-            self.summary.warn("unknown op", f"{mod}.{op}")
-            return None
+            return None, ("unknown op", f"{mod}.{op}")
         try:
             cost = formula(Call(marker))
         except _FORMULA_ERRORS:
             cost = None
-        if cost is None:
-            self.summary.warn("op arguments not understood", f"{mod}.{op}")
-        return cost
+        return cost, None if cost is not None else ("op arguments not understood", f"{mod}.{op}")
 
     def facts(self, rec: dict) -> Facts:
         """All derived values for one record."""
@@ -173,8 +185,8 @@ class Analyzer:
             sizes = _sizes_gemm(rec)
             if sizes is not None:
                 b, m, n, k, extra = sizes
-                g = gemm_cost(b, m, n, k, dtype, extra)
-                return g.flops, g.bytes
+                elems = b * (m * k + k * n + m * n) + extra
+                return 2 * b * m * n * k, None if size is None else elems * size
         one_fwd = (cost.flops, None if size is None or cost.elems is None else cost.elems * size)
         if not bprop:
             return one_fwd if first else _NO_WORK

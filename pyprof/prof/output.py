@@ -14,8 +14,13 @@ def space_writer(out: TextIO, headers: List[str]) -> Callable[[List[str]], None]
     write = out.write
     write(" ".join(headers) + "\n")
 
+    gaps = len(headers) - 1
+
     def row(values: List[str]) -> None:
-        write(" ".join(v if " " not in v else _SPACE.sub("_", v) for v in values) + "\n")
+        line = " ".join(values)
+        if line.count(" ") != gaps or "\n" in line or "\t" in line:  # rare: whitespace inside a field
+            line = " ".join([_SPACE.sub("_", v) for v in values])
+        write(line + "\n")
     return row
 
 

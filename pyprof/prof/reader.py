@@ -16,19 +16,21 @@ _SQLITE = b"SQLite format 3\x00"
 def records(stream: BinaryIO, summary: Summary, strict: bool = False) -> Iterator[dict]:
     """Yield each record of `stream`. A malformed line is reported with its number and skipped,
     or, with `strict`, raises PyprofError (EXIT_BAD_LINE)."""
-    loads = json.loads
+    decode = json.JSONDecoder().decode  # on str: skips json.loads' per-call encoding detection
     for lineno, line in enumerate(stream, 1):
         if lineno == 1 and line.startswith(_SQLITE):
             raise PyprofError("the input is an nsys SQLite export: run `python -m pyprof.parse` on it "
                               "and give prof its output", EXIT_BAD_FORMAT)
         try:
-            rec = loads(line)
+            rec = decode(line.decode())
         except ValueError as err:
             if not line.strip():
                 continue
             rec = _legacy(line)
             if rec is None:
-                _bad(summary, strict, lineno, f"not a JSON record ({err.args[0].split(':')[0]})")
+                reason = "not UTF-8 text" if isinstance(err, UnicodeDecodeError) else \
+                    f"not a JSON record ({getattr(err, 'msg', err)})"
+                _bad(summary, strict, lineno, reason)
                 continue
         if not isinstance(rec, dict):
             _bad(summary, strict, lineno, "not a JSON object")
