@@ -152,3 +152,10 @@ def test_broken_pipe_is_quiet(recs):
     p = subprocess.run(f"{sys.executable} -m pyprof.prof -c idx | head -1", shell=True, capture_output=True,
                        input=lines_of(recs * 5000))
     assert p.returncode == 0 and p.stderr == b"" and p.stdout == b"Idx\n"
+
+
+def test_docs_describe_every_column():
+    import pathlib
+    doc = (pathlib.Path(__file__).parent.parent / "docs" / "prof.md").read_text()
+    for c in COLUMNS:
+        assert f"| {c.name} | {c.header} |" in doc, c.name
