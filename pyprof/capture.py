@@ -1,0 +1,125 @@
+"""python -m pyprof.capture: run a program under Nsight Systems with pyprof's flags, then parse it.
+
+    python -m pyprof.capture -o net -- python train.py
+    python -m pyprof.prof net.dict
+
+is the same as `nsys profile` with CUDA and NVTX tracing, no CPU sampling, the capture limited to
+the torch.cuda.profiler.start()/stop() range with the program left running afterwards, and a
+SQLite export, followed by `python -m pyprof.parse net.sqlite -o net.dict`.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from typing import Sequence
+
+from pyprof.errors import EXIT_NO_KERNELS, EXIT_TOOL, EXIT_USAGE, PyprofError, run_cli
+from pyprof.nsys import MIN_VERSION, find_nsys, nsys_version
+from pyprof.parse import parse
+
+PROG = "pyprof.capture"
+
+# nsys options pyprof needs, by their long name; a user's own value for one of them wins.
+DEFAULTS: dict[str, tuple[str, ...]] = {
+    "--trace": ("--trace=cuda,nvtx",),
+    "--sample": ("--sample=none",),
+    "--cpuctxsw": ("--cpuctxsw=none",),
+    "--capture-range": ("--capture-range=cudaProfilerApi",),
+    "--capture-range-end": ("--capture-range-end=stop",),
+    "--force-overwrite": ("--force-overwrite=true",),
+    "--export": ("--export=sqlite",),
+}
+SHORT = {"-t": "--trace", "-s": "--sample", "-c": "--capture-range", "-f": "--force-overwrite", "-o": "--output"}
+
+
+def nsys_command(nsys: str, name: str, nsys_options: Sequence[str], program: Sequence[str]) -> list[str]:
+    """The `nsys profile` command line: pyprof's defaults, minus those the user set, then theirs."""
+    given = set()
+    for opt in nsys_options:
+        key = opt.split("=", 1)[0]
+        given.add(SHORT.get(key, key))
+    if "--output" in given:
+        raise PyprofError("give the output name with pyprof.capture's own -o NAME, not as an nsys option", EXIT_USAGE)
+    if "--capture-range" in given and "--capture-range-end" not in given:
+        given.add("--capture-range-end")  # only meaningful with cudaProfilerApi; let nsys default it
+    cmd = [nsys, "profile"]
+    for key, values in DEFAULTS.items():
+        if key not in given:
+            cmd.extend(values)
+    return cmd + list(nsys_options) + ["--output", name] + list(program)
+
+
+def default_name(program: Sequence[str]) -> str:
+    """`train` for `python train.py ...`; else the program's own name."""
+    for arg in program:
+        if arg.endswith(".py"):
+            return os.path.splitext(os.path.basename(arg))[0]
+    return os.path.basename(program[0])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line; its --help is the manual."""
+    p = argparse.ArgumentParser(
+        prog=f"python -m {PROG}", formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
+        usage=f"python -m {PROG} [-o NAME] [--whole] [-q] [nsys profile options ...] -- COMMAND [ARGS ...]",
+        description=__doc__.split("\n", 1)[1],
+        epilog="Options this command does not know go to `nsys profile` unchanged (e.g. --duration=20, "
+               "-t cuda,nvtx,cublas); they override pyprof's defaults of the same name. NSYS=/path/to/nsys "
+               f"picks an nsys not on PATH; Nsight Systems {MIN_VERSION[0]}.{MIN_VERSION[1]} or newer. "
+               f"Exit status: as pyprof.parse's, plus {EXIT_TOOL} when nsys is missing, too old or wrote no export.")
+    p.add_argument("-o", "--output", metavar="NAME", help="write NAME.nsys-rep, NAME.sqlite and NAME.dict "
+                                                          "(default: the script's name)")
+    p.add_argument("--whole", action="store_true", help="capture the whole run, not only the "
+                                                        "torch.cuda.profiler.start()/stop() range")
+    p.add_argument("-q", "--quiet", action="store_true", help="no notes on stderr")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; fatal problems raise PyprofError."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--" not in argv:
+        build_parser().error("put the program to profile after '--': python -m pyprof.capture -- python train.py")
+    split = argv.index("--")
+    args, nsys_options = build_parser().parse_known_args(argv[:split])
+    program = argv[split + 1:]
+    if not program:
+        build_parser().error("no program after '--'")
+    if args.whole:
+        nsys_options.append("--capture-range=none")
+
+    nsys = find_nsys("pyprof.capture")
+    version = nsys_version(nsys)
+    if version is not None and version[:2] < MIN_VERSION:
+        have = ".".join(map(str, version))
+        raise PyprofError(f"{nsys} is Nsight Systems {have}; pyprof needs {MIN_VERSION[0]}.{MIN_VERSION[1]} or newer "
+                          "(older ones can lose the CUDA kernel table under recent drivers)", EXIT_TOOL)
+    if version is None and not args.quiet:
+        print(f"{PROG}: note: could not tell the version of {nsys}; going on", file=sys.stderr)
+
+    name = args.output or default_name(program)
+    cmd = nsys_command(nsys, name, nsys_options, program)
+    if not args.quiet:
+        print(f"{PROG}: running {' '.join(cmd)}", file=sys.stderr)
+    status = subprocess.run(cmd).returncode
+    sqlite = name + ".sqlite"
+    if not os.path.isfile(sqlite):
+        raise PyprofError(f"nsys exited with status {status} and wrote no {sqlite}", EXIT_TOOL)
+    if status != 0 and not args.quiet:
+        print(f"{PROG}: note: nsys exited with status {status}; its export was written, parsing it", file=sys.stderr)
+    try:
+        parse(sqlite, name + ".dict", quiet=args.quiet)
+    except PyprofError as err:
+        if err.status == EXIT_NO_KERNELS and not args.whole:
+            raise PyprofError(f"{err}; did the program call torch.cuda.profiler.start() and stop()? "
+                              "--whole captures the whole run", err.status) from None
+        raise
+    if not args.quiet:
+        print(f"{PROG}: wrote {name}.dict; next: python -m pyprof.prof {name}.dict", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(PROG, main)
