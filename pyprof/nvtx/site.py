@@ -23,7 +23,7 @@ _INTERNAL = _dirs(torch) + _dirs(pyprof)
 # torch.fx writes generated forward() code under these pseudo file names.
 _GENERATED = ("<eval_with_key>",)
 
-# code object -> '"file:' (JSON text without the closing quote), or "" for torch/pyprof code.
+# code object -> ',"site":"file:' (JSON text up to the line number), or "" for torch/pyprof code.
 # Deciding once per code object keeps the walk to one dict look-up per frame.
 _code_prefix: dict = {}
 
@@ -31,7 +31,7 @@ _code_prefix: dict = {}
 def _classify(code: CodeType) -> str:
     name = code.co_filename
     internal = name.startswith(_INTERNAL) or name.startswith(_GENERATED)
-    p = "" if internal else _quote(name + ":")[:-1]
+    p = "" if internal else ',"site":' + _quote(name + ":")[:-1]
     if len(_code_prefix) >= _CACHE_LIMIT:
         _code_prefix.clear()
     _code_prefix[code] = p
@@ -50,7 +50,7 @@ def site_json(skip: int = 2) -> str:
         if p is None:
             p = _classify(code)
         if p:
-            return ',"site":' + p + str(f.f_lineno) + '"'
+            return p + str(f.f_lineno) + '"'
         f = f.f_back
     return ""
 
