@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pyprof.prof.registry import Call, lookup
+from pyprof.prof.registry import Call, Unknowable, lookup
 from pyprof.prof.values import ITEMSIZE
 from test_prof_helpers import analyse, kernels, marker
 
@@ -172,7 +172,11 @@ def test_optimizer_steps_need_their_hyperparameters():
     p = {"count": 3, "numel": 1000, "dtype": "float32"}
     m = {"v": 1, "kind": "op", "mod": "torch.optim", "op": "AdamW.step", "args": [],
          "kwargs": {"params": p, "foreach": None}}
-    assert lookup("torch.optim", "AdamW.step")(Call(m)) is None
+    with pytest.raises(Unknowable, match="amsgrad"):
+        lookup("torch.optim", "AdamW.step")(Call(m))
+    facts, summary = analyse(kernels(m, ["void at::native::multi_tensor_apply_kernel<...>(...)"]))
+    assert facts[0].flops is None
+    assert summary.warnings["optimizer amsgrad/weight_decay not in the marker"]["torch.optim.AdamW.step"] == 1
     m["kwargs"].update(amsgrad=False, weight_decay=0.01)
     c = lookup("torch.optim", "AdamW.step")(Call(m))
     assert c.flops == 13 * 1000 and c.bytes == 7 * 4000 and "impl=loop" in c.params
@@ -225,3 +229,16 @@ def test_einsum_more_than_two_operands_is_na():
     assert cost_of("torch", "einsum", "ii->i", t(3, 3)).flops == 0
     assert cost_of("torch", "einsum", "ij->", t(3, 4)).flops == 12
     assert cost_of("torch", "einsum", "i,j->ij", t(3), t(4)).flops == 12
+
+
+def test_split_is_a_view_with_a_concatenating_backward():
+    x = t(4, 6, dtype=torch.bfloat16)
+    c = cost_of("Tensor", "split", x, 2, -1)
+    assert (c.flops, c.bytes, c.bwd_bytes) == (0, 0, 2 * 48)
+
+
+def test_creation_ops_write_their_result():
+    assert cost_of("torch", "arange", 10).bytes == 80
+    assert cost_of("torch", "arange", 0, 1, 0.25).bytes == 16
+    assert cost_of("torch", "arange", 2, 11, 3, dtype=torch.int32).bytes == 12
+    assert cost_of("Tensor", "zero_", t(3, 4, dtype=torch.float16)).bytes == 24

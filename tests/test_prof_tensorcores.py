@@ -40,8 +40,9 @@ NAMES = [
     ("void cutlass::device_kernel<cutlass3x_sm100_tensorop_s128x256x16gemm_f16_f16_f32_void_f16_128x256x64_1x1x1_0_tnn_align8_1sm>(Params)",
      MMA, "float16"),
     # Hopper cuBLAS and cuDNN
-    ("nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_TNT", MMA, None),
-    ("nvjet_sm90_hsh_192x128_64x4_1x2_h_bz_coopB_NNN", MMA, None),
+    ("nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_TNT", MMA, "bfloat16"),  # t: bf16 (H100 ground truth)
+    ("nvjet_sm90_hsh_192x128_64x4_1x2_h_bz_coopB_NNN", MMA, "float16"),
+    ("nvjet_sm90_sss_128x128_64x4_1x2_h_bz_NNN", MMA, None),  # letters not confirmed: no dtype claimed
     ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
      MMA, "bfloat16"),
     ("sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4", SIMT, None),
@@ -69,6 +70,11 @@ NAMES = [
     ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, ...>>(...)", NONE, None),
     ("void (anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, Epilogue>(...)", NONE, None),
     ("flash_bwd_dot_do_o_kernel", NONE, None),
+    ("void cudnn::fusion::compute_dot_do_o_specialized<(bool)0, (int)64, __nv_bfloat16>(...)", NONE, None),
+    ("void cudnn::fusion::convert_dq_to_16bits<(int)64, __nv_bfloat16>(...)", NONE, None),
+    ("void cudnn::winograd_nonfused::winogradWgradData4x4<float, float>(...)", NONE, None),
+    ("void cudnn::engines_precompiled::scalePackedTensor_kernel<float, float>(long, T1 *, T2)", NONE, None),
+    ("void wgrad2d_grouped_direct_kernel<float, float, float, float, 5, 5>(...)", SIMT, None),
     ("triton_poi_fused_add_mul_0", NONE, None),
     ("triton_red_fused_sum_1", NONE, None),
     # Unknown: the name says nothing

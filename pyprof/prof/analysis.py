@@ -7,7 +7,7 @@ from typing import Optional
 
 from . import ops  # noqa: F401  (fills the op table)
 from . import peaks as peaks_mod
-from .registry import ATTN, CONV, GEMM, MMA_KINDS, Call, Cost, lookup
+from .registry import ATTN, CONV, GEMM, MMA_KINDS, Call, Cost, Unknowable, lookup
 from .summary import Summary
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
 from .values import ITEMSIZE
@@ -109,6 +109,8 @@ class Analyzer:
             return None, ("unknown op", f"{mod}.{op}")
         try:
             cost = formula(Call(marker))
+        except Unknowable as why:
+            return None, (str(why), f"{mod}.{op}")
         except _FORMULA_ERRORS:
             cost = None
         return cost, None if cost is not None else ("op arguments not understood", f"{mod}.{op}")
@@ -148,15 +150,26 @@ class Analyzer:
         A new call starts when the op marker (for bprop: the forward op's seq) or the outermost
         PyTorch range (with its op id) differs from the previous kernel's on the same thread, or,
         without PyTorch ranges, at sub-sequence 0 (the marker is then the innermost range)."""
-        key = (rec.get("pid"), rec.get("tid"))
         ops = rec.get("torchOps")
         if rec.get("dir") == "bprop":
             fwd = rec.get("fwd") or {}
             ident = (fwd.get("seq"), ops[0] if ops else None)
         else:
             ident = (rec.get("marker"), ops[0] if ops else None)
+        return self._first(("call", rec.get("pid"), rec.get("tid")), ident, counts,
+                           not ops and rec.get("subSeqId") == 0)
+
+    def _first_in_range(self, rec: dict) -> bool:
+        """True for the first matrix kernel inside the innermost PyTorch range (cuBLAS may
+        follow a GEMM with a second, small GEMM-named kernel in the same aten::mm)."""
+        return self._first(("range", rec.get("pid"), rec.get("tid")), rec["torchOps"][-1], True,
+                           rec.get("subSeqId") == 0)
+
+    def _first(self, key: tuple, ident, counts: bool, starts: bool) -> bool:
+        """Per-thread state `key`: a new instance when `ident` changes or `starts`; True once per
+        instance, for the first kernel that `counts`."""
         state = self._calls.get(key)
-        if state is None or state[0] != ident or (not ops and rec.get("subSeqId") == 0):
+        if state is None or state[0] != ident or starts:
             state = self._calls[key] = [ident, False]
         if counts and not state[1]:
             state[1] = True
@@ -184,6 +197,8 @@ class Analyzer:
         if kind in (GEMM, ATTN):
             sizes = _sizes_gemm(rec)
             if sizes is not None:
+                if not self._first_in_range(rec):
+                    return _NO_WORK
                 b, m, n, k, extra = sizes
                 elems = b * (m * k + k * n + m * n) + extra
                 return 2 * b * m * n * k, None if size is None else elems * size

@@ -65,6 +65,11 @@ class Call:
         return [v for v in (*self.args, *kw) if isinstance(v, Tensor)]
 
 
+class Unknowable(Exception):
+    """Raised by a formula when the marker lacks what the cost depends on; the message says what
+    (it becomes the warning's kind in the closing summary)."""
+
+
 Formula = Callable[[Call], Optional[Cost]]
 _TABLE: Dict[str, Formula] = {}
 

@@ -25,8 +25,10 @@ RULES = [
     (r"splitkreduce|split_k_reduce|splitk_reduce|reduction_kernel", NONE, "split-K reduction"),
     (r"nchwtonhwc|nhwctonchw|nchw2nhwc|nhwc2nchw|transpose_readwrite|cudnn::.*(?:tensor_?transform|reorder)",
      NONE, "layout conversion"),
-    (r"flash_bwd_dot_do_o|flash_bwd_convert_dq|flash_bwd_clear|flash_fwd_splitkv_combine", NONE,
-     "FlashAttention pre/post-processing"),
+    (r"winograd_nonfused|winograd(?:forward|wgrad|dgrad)(?:data|filter|delta|output)|scalepackedtensor",
+     NONE, "cuDNN Winograd transform or tensor scaling (the GEMM between the transforms is separate)"),
+    (r"flash_bwd_dot_do_o|flash_bwd_convert_dq|flash_bwd_clear|flash_fwd_splitkv_combine|"
+     r"compute_dot_do_o|convert_dq_to_16bits", NONE, "FlashAttention / cuDNN SDPA backward pre/post-processing"),
     (r"elementwise_kernel|vectorized_elementwise|unrolled_elementwise|reduce_kernel|fill_kernel|"
      r"fillfunctor|cunn_softmax|softmax_warp|layer_norm|layernorm|batch_norm|bn_fw|bn_bw|"
      r"rmsnorm|rms_norm|groupnorm|group_norm|\bcatarraybatched|index_elementwise|scatter_gather|"
@@ -41,7 +43,7 @@ RULES = [
     # Matrix kernels on CUDA cores.
     (r"simt|ffma|(?<![a-z0-9])[sd]gemm|(?<![a-z0-9])hgemm|gemv|gemmsn|gemmk1|dot_kernel|"
      r"implicit_convolve|precomputed_convolve|explicit_convolve|convolve_common_engine|"
-     r"dgrad_engine|wgrad_alg|conv_depthwise|depthwise|winograd|fft2d|fft_|conv2d_grouped_direct|"
+     r"dgrad_engine|wgrad_alg|conv_depthwise|depthwise|winograd|fft2d|fft_|grouped_direct|"
      r"slow_conv|cudnn::detail::.*(?:convolve|dgrad|wgrad)", SIMT,
      "CUDA-core GEMM/GEMV/convolution (FFMA, SIMT, sgemm/dgemm, direct or FFT/Winograd conv)"),
     # Library kernels whose dtype tokens decide: half, bf16, tf32, fp8 and int8 GEMMs/convs are MMA.
@@ -86,6 +88,13 @@ _DTYPE_TOKENS = [
 ]
 
 
+# cuBLAS nvjet names carry the A/B type as the first letter after the architecture (nvjet_sm90_hsh_,
+# nvjet_sm90_tst_): h = fp16, t = bf16 (H100 ground truth, tests/data/tc_ground_truth.csv).
+# Other letters are not confirmed yet and say nothing.
+_NVJET = re.compile(r"nvjet_(?:sm\d+_)?([a-z])[a-z]{2}_")
+_NVJET_TYPES = {"h": "float16", "t": "bfloat16"}
+
+
 @lru_cache(maxsize=65536)
 def kernel_dtype(name: Optional[str]) -> Optional[str]:
     """The input dtype a GEMM/conv/attention kernel's name states, if it states one.
@@ -96,6 +105,9 @@ def kernel_dtype(name: Optional[str]) -> Optional[str]:
     if not name:
         return None
     low = name.lower()
+    nvjet = _NVJET.search(low)
+    if nvjet:
+        return _NVJET_TYPES.get(nvjet.group(1))
     for pattern, dtype in _DTYPE_TOKENS:
         if pattern.search(low):
             return dtype

@@ -3,6 +3,7 @@
 """
 from __future__ import annotations
 
+from math import ceil
 from typing import Optional
 
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
@@ -120,3 +121,38 @@ def _index_add(inplace: bool):
 
 register(*names(["index_add"]))(_index_add(False))
 register("Tensor.index_add_")(_index_add(True))
+
+
+@register(*names(["split", "chunk", "unbind", "split_with_sizes", "tensor_split"]))
+def split(c: Call) -> Optional[Cost]:
+    """Views: no forward kernel. Backward concatenates the pieces' gradients: the input's size
+    read and written."""
+    x = c.get(0, "input")
+    if x.nbytes is None:
+        return None
+    return Cost(0, 0, fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT, bwd_flops=0, bwd_bytes=2 * x.nbytes)
+
+
+@register("torch.arange")
+def arange(c: Call) -> Optional[Cost]:
+    """Writes ceil((end - start) / step) elements (int64 for integer bounds, else float32, unless
+    `dtype` says otherwise)."""
+    nums = [a for a in c.args[:3] if isinstance(a, (int, float))]
+    start, end, step = (0, nums[0], 1) if len(nums) == 1 else (*nums[:2], nums[2] if len(nums) > 2 else 1)
+    start, end, step = c.get(None, "start", start), c.get(None, "end", end), c.get(None, "step", step)
+    n = max(0, -(-(end - start) // step)) if all(isinstance(v, int) for v in (start, end, step)) \
+        else max(0, ceil((end - start) / step))
+    dtype = c.get(None, "dtype") or ("int64" if all(isinstance(v, int) for v in (start, end, step)) else "float32")
+    size = ITEMSIZE.get(dtype)
+    return None if size is None else Cost(0, n * size, fmt_params(dtype, n=n), dtype, SIMT)
+
+
+def _fill(c: Call) -> Optional[Cost]:
+    """zero_/fill_ and *_like: the result written once."""
+    x = c.get(0, "input")
+    dtype = c.get(None, "dtype") or x.dtype
+    size = ITEMSIZE.get(dtype)
+    return None if size is None else Cost(0, x.numel * size, fmt_params(dtype, shape=dims(x.shape)), dtype, SIMT)
+
+
+register("Tensor.zero_", "Tensor.fill_", *names(["zeros_like", "ones_like", "full_like"], ("torch",)))(_fill)

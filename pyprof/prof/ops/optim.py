@@ -7,13 +7,14 @@ The marker carries `kwargs.params = {"count", "numel", "dtype"}` over all parame
   amsgrad: +1 and one more state tensor. AdamW: decoupled decay, +1 when weight_decay is set.
 Bytes: parameter and gradient read, parameter written, every state tensor read and written.
 The hyperparameters that change the work (momentum, weight_decay, amsgrad) are read from the
-marker's kwargs; when a marker lacks one, the cost is na rather than a default guessed.
+marker's kwargs; when a marker lacks one, the cost is na rather than a default guessed, and the
+summary says which were missing.
 """
 from __future__ import annotations
 
 from typing import Optional
 
-from ..registry import SIMT, Call, Cost, fmt_params, register
+from ..registry import SIMT, Call, Cost, Unknowable, fmt_params, register
 from ..values import ITEMSIZE
 
 _MISSING = object()
@@ -43,7 +44,7 @@ def _params(c: Call) -> tuple:
 def sgd(c: Call) -> Optional[Cost]:
     momentum, wd = c.get(None, "momentum", _MISSING), c.get(None, "weight_decay", _MISSING)
     if momentum is _MISSING or wd is _MISSING:
-        return None
+        raise Unknowable("optimizer momentum/weight_decay not in the marker")
     numel, count, dtype = _params(c)
     flops = 2 + (2 if momentum else 0) + (2 if wd else 0)
     return _step_cost(c, flops, 1 if momentum else 0, dtype, numel, count)
@@ -53,7 +54,7 @@ def _adam(decoupled: bool):
     def formula(c: Call) -> Optional[Cost]:
         amsgrad, wd = c.get(None, "amsgrad", _MISSING), c.get(None, "weight_decay", _MISSING)
         if amsgrad is _MISSING or wd is _MISSING:
-            return None
+            raise Unknowable("optimizer amsgrad/weight_decay not in the marker")
         numel, count, dtype = _params(c)
         flops = 12 + (1 if amsgrad else 0) + ((1 if decoupled else 2) if wd else 0)
         return _step_cost(c, flops, 3 if amsgrad else 2, dtype, numel, count)
