@@ -22,8 +22,8 @@ from pyprof.parse import queries
 from pyprof.parse.export import Export
 from pyprof.parse.gpu import GpuInfo
 from pyprof.parse.queries import DOMAIN_CREATE, RANGE_TYPES, SRC_KERNEL, SRC_MEMCPY
-from pyprof.parse.ranges import (LAYER, MALFORMED, MODULE, OP, PYPROF_DOMAIN, TORCH, UNKNOWN, Label, classify,
-                                 encode, encode_str, forward_op, may_be_autograd)
+from pyprof.parse.ranges import (LAYER, MALFORMED, MODULE, OP, PYPROF_DOMAIN, TORCH, Label, classify,
+                                 encode, encode_str, forward_op)
 
 SCHEMA_VERSION = 1
 # Forward ops remembered per process for backward kernels (docs/records.md).
@@ -156,51 +156,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
     fwd_ops: dict[int, dict[int, tuple[Label | None, str]]] = {}
     names: dict[str | None, str] = {}
 
-    def add_range(row: tuple) -> None:
-        start, end, etype, gtid, dom, text = row
-        if gtid is None or text is None:
-            if text is not None:
-                stats.not_understood += 1  # a range that belongs to no thread cannot enclose a launch
-            return
-        gpid = gtid & _PID_MASK
-        domain = domains.get((gpid, dom)) if dom else None
-        label = None
-        if domain == PYPROF_DOMAIN:
-            # Our markers are classified at once, to count the malformed ones even when they
-            # enclose no kernel; their texts repeat, so the classification cache absorbs it.
-            label = classify(domain, text)
-            if label.kind == MALFORMED:
-                stats.malformed += 1
-                return
-            if label.kind == UNKNOWN:
-                stats.not_understood += 1
-        if etype in _PUSH_POP:
-            stack = threads.get(gtid)
-            if stack is None:
-                stack = threads[gtid] = []
-        else:
-            # Start/end ranges exist to span threads (nvtxRangeStart on one, End on another):
-            # they enclose every launch of their process while open.
-            stack = procs.get(gpid)
-            if stack is None:
-                stack = procs[gpid] = []
-        while stack and stack[-1].end < start:
-            stack.pop()
-        if len(stack) >= limits.get(id(stack), _COMPACT_MIN):
-            stack[:] = [r for r in stack if r.end >= start]
-            limits[id(stack)] = max(_COMPACT_MIN, 2 * len(stack))
-        if domain is None:
-            if may_be_autograd(text):
-                label = classify(None, text)
-                if label.kind == TORCH and label.bwd:
-                    autograd_threads.add(gtid)
-            elif "seq = " in text:
-                fwd = forward_op(text)
-                if fwd is not None:
-                    _remember_forward(stack, start, gpid, *fwd)
-        stack.append(_Range(start, _END_OPEN if end is None else end, domain, text, label))
-
-    def _remember_forward(stack: list[_Range], start: int, gpid: int, name: str, seq: int) -> None:
+    def remember_forward(stack: list[_Range], start: int, gpid: int, name: str, seq: int) -> None:
         marker = None
         for r in reversed(stack):
             if r.end < start:
@@ -228,14 +184,58 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
             js = names[name] = _str(name)
         return js
 
+    push_pop = _PUSH_POP
     try:
         with exp.errors():
             nv = next(nvtx, None)
             for row in activities:
                 t = row[0]
+                # Bring in every range that starts by this launch. Inline, not a function: it
+                # runs about five times per kernel and a call per range costs 10% of parse.
                 while nv is not None and nv[0] <= t:
-                    add_range(nv)
+                    start, end, etype, gtid, dom, text = nv
                     nv = next(nvtx, None)
+                    if gtid is None or text is None:
+                        if text is not None:
+                            stats.not_understood += 1  # belongs to no thread: encloses no launch
+                        continue
+                    gpid = gtid & _PID_MASK
+                    domain = domains.get((gpid, dom)) if dom else None
+                    label = None
+                    if domain == PYPROF_DOMAIN:
+                        # Our markers are classified at once, to count the malformed ones even
+                        # when they enclose no kernel; they repeat, so the cache absorbs it.
+                        label = classify(domain, text)
+                        if label.kind >= MALFORMED:
+                            if label.kind == MALFORMED:
+                                stats.malformed += 1
+                                continue
+                            stats.not_understood += 1
+                    if etype in push_pop:
+                        stack = threads.get(gtid)
+                        if stack is None:
+                            stack = threads[gtid] = []
+                    else:
+                        # Start/end ranges exist to span threads (nvtxRangeStart on one, End on
+                        # another): they enclose every launch of their process while open.
+                        stack = procs.get(gpid)
+                        if stack is None:
+                            stack = procs[gpid] = []
+                    while stack and stack[-1].end < start:
+                        stack.pop()
+                    if len(stack) >= _COMPACT_MIN and len(stack) >= limits.get(id(stack), 0):
+                        stack[:] = [r for r in stack if r.end >= start]
+                        limits[id(stack)] = max(_COMPACT_MIN, 2 * len(stack))
+                    if domain is None:
+                        if "Backward" in text or "autograd::" in text:
+                            label = classify(None, text)
+                            if label.kind == TORCH and label.bwd:
+                                autograd_threads.add(gtid)
+                        elif "seq = " in text:
+                            fwd = forward_op(text)
+                            if fwd is not None:
+                                remember_forward(stack, start, gpid, *fwd)
+                    stack.append(_Range(start, _END_OPEN if end is None else end, domain, text, label))
                 gpid = row[7]
                 rtid = row[10]
                 pid = (gpid >> 24) & _TID_BITS if gpid is not None else None

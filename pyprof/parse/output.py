@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 import tempfile
+import threading
 import time
 from typing import Iterable, Iterator, TextIO
 
@@ -57,19 +59,33 @@ class Progress:
             sys.stderr.flush()
 
 
+@contextlib.contextmanager
+def _deferred_interrupt() -> Iterator[list[bool]]:
+    """While writing, Ctrl-C only sets a flag the writer checks between records, so the output
+    never ends in half a record (then the interrupted-marker line would not stand alone)."""
+    flag: list[bool] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield flag  # signals reach the main thread only; nothing to defer
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: flag.append(True))
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def write_lines(lines: Iterable[str], out: TextIO, progress: Progress) -> int:
-    """Write each record line; return how many were written."""
+    """Write each record line; return how many were written. Raises KeyboardInterrupt between
+    records on Ctrl-C."""
     write = out.write
     n = 0
-    if not progress.enabled:
+    with _deferred_interrupt() as interrupted:
         for line in lines:
             write(line + "\n")
             n += 1
-        return n
-    for line in lines:
-        write(line + "\n")
-        n += 1
-        if not n & 0x3FFF:
-            progress.update(n)
+            if interrupted:
+                raise KeyboardInterrupt
+            if progress.enabled and not n & 0x3FFF:
+                progress.update(n)
     progress.finish()
     return n

@@ -152,11 +152,6 @@ def classify(domain: str | None, text: str | None) -> Label:
     return _text_label(OTHER, f"{domain}:{text}")
 
 
-def may_be_autograd(text: str) -> bool:
-    """Cheap pre-check: False means the text is certainly not an autograd range."""
-    return "Backward" in text or "autograd::" in text
-
-
 def forward_op(text: str) -> tuple[str, int] | None:
     """(name, seq) of a PyTorch range text that carries a sequence number, without a full parse."""
     m = _NAME_SEQ.match(text)
