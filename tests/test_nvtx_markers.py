@@ -412,3 +412,58 @@ def test_pure_encoder_matches_what_is_pushed():
     assert op_marker("torch", "add", (x, 1.5), {"alpha": math.nan}, module="enc.0") == dumps(
         {"v": 1, "kind": "op", "mod": "torch", "op": "add", "args": [T(2, 8), 1.5],
          "kwargs": {"alpha": {"float": "nan"}}, "module": "enc.0"})
+
+
+def test_optimizer_step_mixed_dtypes_and_closure():
+    a = torch.nn.Parameter(r(2))
+    b = torch.nn.Parameter(r(3, dtype=torch.float64))
+    c = torch.nn.Parameter(r(4))
+    opt = torch.optim.Adagrad([a, b, c], lr=0.1)
+    a.grad, b.grad, c.grad = torch.ones(2), torch.ones(3, dtype=torch.float64), torch.ones(4)
+
+    def closure():
+        return None
+
+    expect(lambda: opt.step(closure), "torch.optim", "Adagrad.step", [{"type": "function"}],
+           {"params": {"count": 3, "numel": 9, "dtype": ["float32", "float64"]}, "foreach": None, "fused": None})
+
+
+def test_sparse_tensor_is_described_without_layout():
+    s = torch.eye(3).to_sparse()
+    expect(lambda: s.coalesce(), "Tensor", "coalesce", [T(3, 3)])
+
+
+def test_meta_tensor():
+    m = torch.empty(2, 3, device="meta")
+    expect(lambda: torch.relu(m), "torch", "relu", [T(2, 3)])
+
+
+def test_unencodable_arguments_do_not_break_the_call():
+    class Odd(list):
+        def __len__(self):
+            raise RuntimeError("no length")
+
+    x = r(2)
+    with recording() as rec:
+        with pytest.raises(TypeError):
+            torch.mul(x, Odd())  # torch rejects the argument; the marker is not the problem
+    line = test_unencodable_arguments_do_not_break_the_call.__code__.co_firstlineno + 8
+    assert rec.markers == [{"v": 1, "kind": "op", "mod": "torch", "op": "mul",
+                            "args": [{"type": "unencodable"}], "site": f"{__file__}:{line}"}]
+
+
+def test_marker_building_reads_metadata_only():
+    from torch.overrides import TorchFunctionMode
+
+    seen = []
+
+    class Log(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append(getattr(func, "__name__", repr(func)))
+            return func(*args, **(kwargs or {}))
+
+    x, nc, s = r(2, 3), r(3, 2).t(), torch.tensor(1.5)
+    with Log():
+        op_marker("torch", "where", (x > 0, nc, s), {"out": None, "scalar": 2.0})
+    reads = set(seen) - {"gt"}
+    assert reads <= {"__get__", "is_contiguous", "stride"}, reads

@@ -22,6 +22,7 @@ _CACHE_LIMIT = 8192
 
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
+_strided = torch.strided
 _channels_last = torch.channels_last
 _channels_last_3d = torch.channels_last_3d
 _DisableTorchFunctionSubclass = torch._C.DisableTorchFunctionSubclass
@@ -59,6 +60,8 @@ def _tensor(t: torch.Tensor) -> str:
                 s = '{"shape":' + _ints(shape) + ',"dtype":' + _dtype_json(dtype) + "}"
                 _store(_tensor_text, key, s)
             return s
+        if t.layout is not _strided:
+            return _tensor_plain(t)
         strides = t.stride()
         key = (shape, dtype, strides)
         s = _tensor_text.get(key)
