@@ -3,7 +3,6 @@ boundaries, backward attribution (docs/prof.md, "Attribution")."""
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from pyprof.prof.registry import Call, lookup
 from test_prof_helpers import analyse, kernels, marker, record

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from pyprof.prof.tensorcores import MMA, NONE, RULES, SIMT, classify, kernel_dtype
 from test_prof_helpers import analyse, kernels, marker

@@ -16,6 +16,8 @@ _FORMULA_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, 
 _GRAD_TOKENS = ("dgrad", "wgrad")
 _NO_WORK = (0, 0)
 _UNKNOWN = (None, None)
+# Triton template GEMMs use MMA for these (tl.dot lowers to MMA for them from Ampere on).
+_TRITON_MMA_DTYPES = frozenset(("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8"))
 _COST_CACHE = 8192  # distinct markers kept; a training step has far fewer, so memory stays flat
 
 
@@ -37,10 +39,10 @@ class Facts:
 def _sizes_gemm(rec: dict) -> Optional[tuple]:
     """(batch, m, n, k, extra elems) of the innermost PyTorch GEMM range, when it carries sizes:
     the exact work of the kernel inside it (backward GEMMs, the math SDPA path, folded matmuls)."""
-    ops = rec.get("torchOps")
-    if not ops:
+    torch_ops = rec.get("torchOps")
+    if not torch_ops:
         return None
-    inner = ops[-1]
+    inner = torch_ops[-1]
     sizes = inner.get("sizes")
     if not sizes:
         return None
@@ -135,8 +137,7 @@ class Analyzer:
             f.tc = "0"
         elif verdict is None and kind in MMA_KINDS:
             self.summary.warn("kernel not recognised (tc -, work na)", rec.get("kShortName") or "?")
-        math = verdict in (MMA, SIMT)
-        if kind in MMA_KINDS and math:
+        if verdict in (MMA, SIMT) and (kind in MMA_KINDS or cost is None):
             dtype = kernel_dtype(name) or dtype
         f.dtype = dtype
         f.flops, f.bytes = self._work(rec, cost, verdict, dtype, name)
@@ -150,14 +151,14 @@ class Analyzer:
         A new call starts when the op marker (for bprop: the forward op's seq) or the outermost
         PyTorch range (with its op id) differs from the previous kernel's on the same thread, or,
         without PyTorch ranges, at sub-sequence 0 (the marker is then the innermost range)."""
-        ops = rec.get("torchOps")
+        torch_ops = rec.get("torchOps")
+        outer = torch_ops[0] if torch_ops else None
         if rec.get("dir") == "bprop":
-            fwd = rec.get("fwd") or {}
-            ident = (fwd.get("seq"), ops[0] if ops else None)
+            ident = ((rec.get("fwd") or {}).get("seq"), outer)
         else:
-            ident = (rec.get("marker"), ops[0] if ops else None)
+            ident = (rec.get("marker"), outer)
         return self._first(("call", rec.get("pid"), rec.get("tid")), ident, counts,
-                           not ops and rec.get("subSeqId") == 0)
+                           outer is None and rec.get("subSeqId") == 0)
 
     def _first_in_range(self, rec: dict) -> bool:
         """True for the first matrix kernel inside the innermost PyTorch range (cuBLAS may
@@ -219,5 +220,3 @@ class Analyzer:
             return cost.bwd_flops, cost.bwd_bytes
         return cost.bwd_flops, cost.bwd_bytes * size // ITEMSIZE[cost.dtype]
 
-
-_TRITON_MMA_DTYPES = frozenset(("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8"))

@@ -46,7 +46,6 @@ TABLE = [
 _COMPILED = [(re.compile(p), row) for p, row in TABLE]
 
 
-@lru_cache(maxsize=256)
 def _match(name: str) -> Optional[Peaks]:
     low = name.lower()
     for pattern, row in _COMPILED:
@@ -59,11 +58,15 @@ def lookup(gpu: Optional[dict]) -> Optional[Peaks]:
     """Peaks for a record's `gpu` object; bandwidth from the record when the table has no row."""
     if not gpu or not gpu.get("name"):
         return None
-    row = _match(gpu["name"])
+    return _peaks(gpu["name"], gpu.get("memoryBandwidth"))
+
+
+@lru_cache(maxsize=256)
+def _peaks(name: str, bandwidth: Optional[int]) -> Optional[Peaks]:
+    row = _match(name)
     if row is not None:
         return row
-    bw = gpu.get("memoryBandwidth")
-    return Peaks(gpu["name"], {}, bw / 1e9) if bw else None
+    return Peaks(name, {}, bandwidth / 1e9) if bandwidth else None
 
 
 def math_path(tensor_cores: bool, dtype: Optional[str]) -> Optional[str]:

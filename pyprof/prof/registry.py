@@ -92,11 +92,6 @@ def lookup(mod: Optional[str], op: Optional[str]) -> Optional[Formula]:
     return _TABLE.get(f"{mod}.{op}")
 
 
-def registered() -> Iterable[str]:
-    """Every qualified name in the table (for -h and the docs)."""
-    return sorted(_TABLE)
-
-
 def names(ops: Iterable[str], mods: Iterable[str] = ("torch", "Tensor")) -> list:
     """`mod.op` for every pair: the spellings one op family goes by."""
     return [f"{m}.{o}" for m in mods for o in ops]
@@ -113,14 +108,3 @@ def fmt_params(dtype: Optional[str], **fields: Any) -> str:
     parts.append(f"type={short(dtype)}")
     return ",".join(parts)
 
-
-def nbytes(*tensors: Optional[Tensor]) -> Optional[int]:
-    """Total bytes of the given tensors (None entries are absent arguments); None if a dtype is unknown."""
-    total = 0
-    for t in tensors:
-        if t is not None:
-            b = t.nbytes
-            if b is None:
-                return None
-            total += b
-    return total
