@@ -364,3 +364,50 @@ def test_import_pyprof_does_not_import_torch():
     env = dict(os.environ, PYTHONPATH=ROOT)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# --- the wrapping rule --------------------------------------------------------------------------------
+
+def test_what_is_wrapped_and_what_is_not(pyprof_on):
+    wrapped = [torch.add, torch.conv2d, torch.einsum, torch.matmul, torch.cat, torch.tensor, F.relu,
+               F.conv2d, F.scaled_dot_product_attention, torch.linalg.norm, torch.special.erf,
+               torch.fft.rfft, torch.autograd.backward, torch.autograd.grad, torch.Tensor.add,
+               torch.Tensor.add_, torch.Tensor.to, torch.Tensor.view, torch.Tensor.backward,
+               torch.Tensor.item, torch.Tensor.__add__, torch.Tensor.__radd__, torch.Tensor.__iadd__,
+               torch.Tensor.__matmul__, torch.Tensor.__rmatmul__, torch.Tensor.__getitem__,
+               torch.Tensor.__setitem__, torch.Tensor.__eq__, torch.Tensor.__lt__, torch.Tensor.__neg__,
+               torch.Tensor.__rsub__, torch.Tensor.__pow__, torch.Tensor.__rpow__, torch.Tensor.__truediv__,
+               torch.nn.Module.__call__, torch.distributed.all_reduce]
+    assert [f for f in wrapped if not is_wrapper(f)] == []
+    not_wrapped = [torch.is_tensor, torch.is_grad_enabled, torch.get_default_dtype, torch.set_grad_enabled,
+                   torch.compile, torch.load, torch.save, torch.manual_seed, torch.vmap, torch.from_numpy,
+                   torch.typename, torch.result_type, torch.promote_types, torch.broadcast_shapes,
+                   torch.jit.trace, torch.compiler.is_compiling, torch.cuda.synchronize,
+                   torch.cuda.is_available, torch.autograd.profiler.emit_nvtx, torch.autograd.profiler.record_function,
+                   F.handle_torch_function, torch.Tensor.size, torch.Tensor.dim, torch.Tensor.stride,
+                   torch.Tensor.numel, torch.Tensor.is_contiguous, torch.Tensor.data_ptr,
+                   torch.Tensor.element_size, torch.Tensor.get_device, torch.Tensor.register_hook,
+                   torch.Tensor.__torch_function__, torch.Tensor.__repr__, torch.Tensor.__format__,
+                   torch.Tensor.__len__, torch.Tensor.__iter__, torch.Tensor.__hash__, torch.Tensor.__bool__,
+                   torch.Tensor.__index__, torch.Tensor.__reduce_ex__, torch.Tensor.__setstate__,
+                   torch.Tensor.__deepcopy__, torch.Tensor.__init__, torch.Tensor.__new__,
+                   torch.Tensor.__getattribute__]
+    assert [f for f in not_wrapped if is_wrapper(f)] == []
+    for prop in ("shape", "dtype", "device", "grad", "data", "is_cuda", "T", "mT", "ndim"):
+        assert not is_wrapper(vars(torch._C.TensorBase).get(prop) or vars(torch.Tensor).get(prop)), prop
+
+
+def test_fx_symbolic_trace(pyprof_on):
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+
+        def forward(self, x):
+            return F.relu(self.lin(x)) + torch.sigmoid(x)
+
+    m = M()
+    gm = torch.fx.symbolic_trace(m)
+    x = torch.randn(2, 3)
+    assert torch.allclose(gm(x), m(x))
+    assert is_wrapper(torch.nn.Module.__call__)  # fx put our __call__ back after tracing
