@@ -35,18 +35,20 @@ _OP_MODULES = frozenset({
 _SKIP_PREFIXES = ("is_", "get_", "set_", "sym_")
 
 # Launch no kernels and are called often (metadata, dtype arithmetic, global switches), or
-# must stay unwrapped for torch itself (compile, tracing, serialization).
+# belong to machinery that must see torch unwrapped (compile, TorchScript's parser and futures).
 _SKIP = frozenset({
     "compile", "typename", "numel", "result_type", "can_cast", "promote_types",
     "broadcast_shapes", "compiled_with_cxx11_abi", "use_deterministic_algorithms",
     "are_deterministic_algorithms_enabled", "autocast_increment_nesting",
     "autocast_decrement_nesting", "clear_autocast_cache", "from_numpy", "frombuffer",
-    "cudnn_is_acceptable", "unify_type_list", "fork", "wait", "cond", "vmap", "while_loop",
+    "cudnn_is_acceptable", "init_num_threads", "q_scale", "q_zero_point", "q_per_channel_axis",
+    "cond", "fork", "wait", "unify_type_list", "parse_ir", "parse_schema", "parse_type_comment",
+    "merge_type_from_type_comment", "import_ir_module", "import_ir_module_from_buffer",
 })
 
 _TENSOR_SKIP = frozenset({
     "size", "dim", "ndimension", "stride", "numel", "nelement", "storage_offset", "data_ptr",
-    "element_size", "get_device", "has_names", "storage", "untyped_storage", "type",
+    "element_size", "get_device", "storage", "untyped_storage", "type",
     "dim_order", "requires_grad_", "retain_grad", "register_hook",
     "register_post_accumulate_grad_hook", "module_load", "share_memory_", "numpy",
     "new_empty", "new_empty_strided",
