@@ -141,3 +141,11 @@ def test_fp8_and_int8_gemm_paths():
     i8 = torch.randint(-8, 8, (16, 32), dtype=torch.int8)
     facts, _ = analyse(kernels(marker("torch", "mm", i8, i8.t()), ["ampere_int8_i16832gemm_int8_256x128_ldg16_stages_64x3_nt"]))
     assert facts[0].path == "int8_tc"
+
+
+def test_name_dtype_does_not_replace_a_16_bit_marker_dtype():
+    """cuDNN SDPA kernels read `f16` for bf16 inputs (H100 ground truth): the marker's bf16 stays."""
+    q = torch.randn(2, 4, 64, 32, dtype=torch.bfloat16)
+    m = marker("torch.nn.functional", "scaled_dot_product_attention", q, q, q)
+    facts, _ = analyse(kernels(m, ["cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0"]))
+    assert facts[0].dtype == "bfloat16" and facts[0].path == "fp16_tc"

@@ -18,6 +18,9 @@ _NO_WORK = (0, 0)
 _UNKNOWN = (None, None)
 # Triton template GEMMs use MMA for these (tl.dot lowers to MMA for them from Ampere on).
 _TRITON_MMA_DTYPES = frozenset(("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8"))
+# Marker dtypes a matrix kernel's name may replace: fp32 (autocast ran the kernel in 16 bits) or
+# unknown. A 16-bit marker dtype stays: cuDNN's SDPA kernels say `f16` for bf16 inputs too.
+_OVERRIDABLE = frozenset((None, "float32"))
 _COST_CACHE = 8192  # distinct markers kept; a training step has far fewer, so memory stays flat
 
 
@@ -137,7 +140,7 @@ class Analyzer:
             f.tc = "0"
         elif verdict is None and kind in MMA_KINDS:
             self.summary.warn("kernel not recognised (tc -, work na)", rec.get("kShortName") or "?")
-        if verdict in (MMA, SIMT) and (kind in MMA_KINDS or cost is None):
+        if verdict in (MMA, SIMT) and dtype in _OVERRIDABLE and (kind in MMA_KINDS or cost is None):
             dtype = kernel_dtype(name) or dtype
         f.dtype = dtype
         f.flops, f.bytes = self._work(rec, cost, verdict, dtype, name)
