@@ -411,3 +411,38 @@ def test_fx_symbolic_trace(pyprof_on):
     x = torch.randn(2, 3)
     assert torch.allclose(gm(x), m(x))
     assert is_wrapper(torch.nn.Module.__call__)  # fx put our __call__ back after tracing
+
+
+def test_live_domain_path(monkeypatch):
+    # What runs under Nsight Systems: a real nvtx.Domain (built by hand, since without a tool
+    # nvtx.get_domain hands out the dummy), event attributes cached per message, pushes through
+    # nvtx's C entry points (no-ops without a tool).
+    import json
+
+    import nvtx
+    from nvtx._lib.lib import DomainHandle
+
+    domain = object.__new__(nvtx.Domain)
+    domain.handle = DomainHandle(emit.DOMAIN)
+    domain.__init__(emit.DOMAIN)
+    monkeypatch.setattr(emit, "_domain", domain)
+    monkeypatch.setattr(emit, "_handle", domain.handle)
+    monkeypatch.setattr(emit, "_attrs", {})
+    monkeypatch.setattr(emit.state, "live", True)
+    x = torch.ones(2)
+    try:
+        pyprof.init()
+        assert emit.state.on and emit.state.push is emit._push_live
+        for _ in range(3):
+            torch.add(x, 1)
+        assert len(emit._attrs) == 1  # one message, pushed three times
+        text, attrs = next(iter(emit._attrs.items()))
+        assert json.loads(text)["op"] == "add" and attrs.message.string == text
+        with recording() as rec:
+            torch.add(x, 2)
+        assert emit.state.push is emit._push_recording and rec.ranges[0].text in emit._attrs
+    finally:
+        pyprof.restore()
+        monkeypatch.undo()
+        emit._refresh()
+    assert not emit.state.on or emit.state.force
