@@ -440,7 +440,8 @@ def test_live_domain_path(monkeypatch):
         assert json.loads(text)["op"] == "add" and attrs.message.string == text
         with recording() as rec:
             torch.add(x, 2)
-        assert emit.state.push is emit._push_recording and rec.ranges[0].text in emit._attrs
+            assert emit.state.push is emit._push_recording
+        assert rec.ranges[0].text in emit._attrs  # recorded and pushed
     finally:
         pyprof.restore()
         monkeypatch.undo()
