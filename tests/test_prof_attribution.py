@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from pyprof.prof.registry import Call, lookup
+from pyprof.prof.ops import Call, lookup
 from test_prof_helpers import analyse, kernels, marker, record
 
 FN = "torch.nn.functional"

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count
 
-from pyprof.prof.registry import Call, lookup
+from pyprof.prof.ops import Call, lookup
 from test_prof_helpers import kernels, marker, total_flops
 
 FN = "torch.nn.functional"

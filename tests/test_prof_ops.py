@@ -6,7 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pyprof.prof.registry import Call, Unknowable, lookup
+from pyprof.prof.ops import Call, lookup
+from pyprof.prof.registry import Unknowable
 from pyprof.prof.values import ITEMSIZE
 from test_prof_helpers import analyse, kernels, marker
 

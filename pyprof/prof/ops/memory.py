@@ -156,3 +156,33 @@ def _fill(c: Call) -> Optional[Cost]:
 
 
 register("Tensor.zero_", "Tensor.fill_", *names(["zeros_like", "ones_like", "full_like"], ("torch",)))(_fill)
+
+
+def _size_arg(c: Call) -> Optional[tuple]:
+    """The size of torch.zeros(2, 3) / torch.zeros((2, 3)) / torch.zeros(size=[2, 3])."""
+    size = c.get(None, "size")
+    if size is None:
+        lists = [a for a in c.args if isinstance(a, list)]
+        # full(size, value) and randint(low, high, size) pass the size as the list argument
+        size = lists[0] if lists else [a for a in c.args if isinstance(a, int) and not isinstance(a, bool)]
+    return tuple(size) if all(isinstance(d, int) for d in size) else None
+
+
+def _creation(default_dtype: str):
+    def formula(c: Call) -> Optional[Cost]:
+        """The new tensor written once (random generators count no FLOPs)."""
+        shape = _size_arg(c)
+        dtype = c.get(None, "dtype") or default_dtype
+        size = ITEMSIZE.get(dtype)
+        if shape is None or size is None:
+            return None
+        n = 1
+        for d in shape:
+            n *= d
+        return Cost(0, n * size, fmt_params(dtype, shape=dims(shape)), dtype, SIMT)
+    return formula
+
+
+register(*names(["zeros", "ones", "full", "rand", "randn"], ("torch",)))(_creation("float32"))
+register("torch.randint")(_creation("int64"))
+register(*names(["uniform_", "normal_", "bernoulli_", "exponential_", "random_"], ("Tensor",)))(_fill)
