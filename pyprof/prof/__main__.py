@@ -5,16 +5,17 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from ..errors import EXIT_NO_INPUT, EXIT_USAGE, PyprofError, run_cli
+from ..errors import (EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INTERRUPTED, EXIT_NO_INPUT, EXIT_USAGE, PyprofError,
+                      run_cli)
 from .analysis import Analyzer, Facts
 from .columns import DEFAULT, help_table, select
 from .output import columnated_writer, csv_writer, space_writer
 from .reader import records
 from .summary import Summary
 
-_EPILOG = """exit status: 0 done (warnings, if any, summarised on stderr); 2 bad command line;
-3 input missing or unreadable; 4 not a record file (e.g. an nsys SQLite export);
-7 malformed line under --strict; 130 interrupted."""
+_EPILOG = (f"exit status: 0 done (warnings, if any, summarised on stderr); {EXIT_USAGE} bad command line;\n"
+           f"{EXIT_NO_INPUT} input missing or unreadable; {EXIT_BAD_FORMAT} not a record file (e.g. an nsys "
+           f"SQLite export);\n{EXIT_BAD_LINE} malformed line under --strict; {EXIT_INTERRUPTED} interrupted.")
 
 
 def parser() -> argparse.ArgumentParser:
