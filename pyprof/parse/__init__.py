@@ -38,6 +38,7 @@ def parse(path: str, output: str | None = None, *, memcpy: bool = False, quiet: 
             try:
                 write_lines(recs, out, Progress(total, progress))
             except (PyprofError, KeyboardInterrupt) as err:
+                recs.close()  # publishes the counts
                 if output is None and stats.records:
                     why = f"error: {err}" if isinstance(err, PyprofError) else "interrupted"
                     out.write(f"pyprof.parse: {why} - the {stats.records} records above are incomplete\n")

@@ -70,10 +70,6 @@ def _str(s: str | None) -> str:
     return "null" if s is None else encode_str(s)
 
 
-def _int(i: int | None) -> str:
-    return "null" if i is None else str(i)
-
-
 def _split_op(name: str) -> tuple[str, str]:
     """JSON of (mod, op) for a PyTorch op name: `aten::addmm` -> "aten", "addmm"."""
     mod, sep, op = name.rpartition("::")
@@ -95,9 +91,7 @@ def _enclosing(stack: list[_Range] | None, t: int) -> list[_Range]:
     return [r for r in stack if r.end >= t]
 
 
-def _fwd_js(seq: int | None, fwd: tuple[Label | None, str] | None) -> str:
-    if fwd is None:
-        return "null"
+def _fwd_js(seq: int, fwd: tuple[Label | None, str]) -> str:
     marker, name = fwd
     return f'{{"seq":{seq},"marker":{marker.js if marker is not None else "null"},"torchOp":{encode_str(name)}}}'
 
@@ -185,6 +179,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
         return js
 
     push_pop = _PUSH_POP
+    n_records = kernels = with_op = no_launch = 0
     try:
         with exp.errors():
             nv = next(nvtx, None)
@@ -238,17 +233,22 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                     stack.append(_Range(start, _END_OPEN if end is None else end, domain, text, label))
                 gpid = row[7]
                 rtid = row[10]
-                pid = (gpid >> 24) & _TID_BITS if gpid is not None else None
                 if row[8] is None:
-                    stats.no_launch += 1
+                    no_launch += 1
                     encl: list[_Range] = []
                     launch = "null"
                     tid = "null"
                 else:
-                    launch = f'{{"api":{name_js(row[11])},"start":{row[8]},"duration":{row[9] - row[8]}}}'
+                    api = names.get(row[11]) or name_js(row[11])
+                    launch = f'{{"api":{api},"start":{row[8]},"duration":{row[9] - row[8]}}}'
                     if rtid is not None:
                         tid = str(rtid & _TID_BITS)
-                        encl = _enclosing(threads.get(rtid), t)
+                        encl = threads.get(rtid) or []
+                        # Push/pop ranges nest on their thread: once those that ended are off
+                        # the top, all the rest enclose t (the loop below still skips any that
+                        # ended, should a trace break the nesting).
+                        while encl and encl[-1].end < t:
+                            encl.pop()
                     else:
                         tid = "null"
                         encl = []
@@ -256,15 +256,15 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                     if pstack:
                         encl = sorted(encl + _enclosing(pstack, t), key=_outer_first)
 
-                marker = module = owner = None
+                marker = module = owner = innermost_torch = bseq = None
                 torch_ops: list[str] = []
                 seqs: list[int] = []
                 layers: list[str] = []
                 others: list[str] = []
                 bwd = rtid in autograd_threads
-                bseq = None
-                innermost_torch = None
                 for r in encl:
+                    if r.end < t:
+                        continue
                     lab = r.label
                     if lab is None:
                         lab = r.label = classify(r.domain, r.text)
@@ -273,12 +273,13 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                         torch_ops.append(lab.js)
                         owner = r
                         innermost_torch = lab
-                        if lab.seq is not None:
-                            seqs.append(lab.seq)
-                            if lab.bwd:
-                                bseq = lab.seq
                         if lab.bwd:
                             bwd = True
+                            if lab.seq is not None:
+                                seqs.append(lab.seq)
+                                bseq = lab.seq
+                        elif lab.seq is not None:
+                            seqs.append(lab.seq)
                     elif kind == OP:
                         marker = lab
                         owner = r
@@ -298,7 +299,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
 
                 fwd = None
                 source = marker
-                if bwd and bseq is not None:
+                if bseq is not None:
                     ops = fwd_ops.get(gpid)
                     if ops is not None:
                         fwd = ops.get(bseq)
@@ -319,39 +320,46 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                     else:
                         mod = op = "null"
                 if op != "null":
-                    stats.with_op += 1
+                    with_op += 1
 
                 tail = (f'"dir":"{"bprop" if bwd else "fprop"}","mod":{mod},"op":{op},'
                         f'"marker":{marker.js if marker is not None else "null"},'
-                        f'"fwd":{_fwd_js(bseq, fwd)},"torchOps":[{",".join(torch_ops)}],'
+                        f'"fwd":{_fwd_js(bseq, fwd) if fwd is not None else "null"},"torchOps":[{",".join(torch_ops)}],'
                         f'"seqId":{seqs[-1] if seqs else "null"},"altSeqId":[{",".join(map(str, seqs[:-1]))}],'
                         f'"subSeqId":{sub},"layer":[{",".join(layers)}],"module":{module or "null"},'
                         f'"trace":{trace},"ranges":[{",".join(others)}]}}')
-                src = row[2]
                 start, end = row[1], row[3]
-                common = (f'"kDuration":{end - start},"kStart":{start},"kEnd":{end},"device":{row[4]},'
-                          f'"stream":{row[5]},')
-                ids = f'"pid":{_int(pid)},"tid":{tid},"correlationId":{row[6]},"launch":{launch},'
-                if src == SRC_KERNEL:
-                    stats.kernels += 1
-                    key = (pid, row[4])
-                    gpu = gpu_js.get(key)
+                pid = "null" if gpid is None else (gpid >> 24) & _TID_BITS
+                n_records += 1  # before the yield: the consumer may stop there, record written
+                if row[2] == SRC_KERNEL:
+                    kernels += 1
+                    gpu = gpu_js.get((pid, row[4]))
                     if gpu is None:
-                        gpu = gpu_js[key] = encode(gpus.lookup(pid, row[4]))
-                    line = (f'{{"v":{SCHEMA_VERSION},"kind":"kernel","kShortName":{name_js(row[12])},'
-                            f'"kLongName":{name_js(row[13])},{common}"grid":[{row[14]},{row[15]},{row[16]}],'
-                            f'"block":[{row[17]},{row[18]},{row[19]}],"regs":{row[20]},"staticShared":{row[21]},'
-                            f'"dynamicShared":{row[22]},{ids}"graphNode":{row[23]},"gpu":{gpu},{tail}')
-                elif src == SRC_MEMCPY:
-                    kind_js = copy_kinds.get(row[13]) or encode_str(str(row[13]))
-                    line = (f'{{"v":{SCHEMA_VERSION},"kind":"memcpy","kShortName":"memcpy {kind_js[1:-1]}",{common}'
-                            f'{ids}"bytes":{row[12]},"copyKind":{kind_js},{tail}')
+                        gpu = gpu_js[(pid, row[4])] = encode(gpus.lookup(None if gpid is None else pid, row[4]))
+                    yield (f'{{"v":{SCHEMA_VERSION},"kind":"kernel","kShortName":{names.get(row[12]) or name_js(row[12])},'
+                           f'"kLongName":{names.get(row[13]) or name_js(row[13])},"kDuration":{end - start},'
+                           f'"kStart":{start},"kEnd":{end},"device":{row[4]},"stream":{row[5]},'
+                           f'"grid":[{row[14]},{row[15]},{row[16]}],"block":[{row[17]},{row[18]},{row[19]}],'
+                           f'"regs":{row[20]},"staticShared":{row[21]},"dynamicShared":{row[22]},"pid":{pid},'
+                           f'"tid":{tid},"correlationId":{row[6]},"launch":{launch},"graphNode":{row[23]},'
+                           f'"gpu":{gpu},{tail}')
                 else:
-                    line = (f'{{"v":{SCHEMA_VERSION},"kind":"memset","kShortName":"memset",{common}'
-                            f'{ids}"bytes":{row[12]},{tail}')
-                stats.records += 1
-                yield line
+                    head = (f'"kDuration":{end - start},"kStart":{start},"kEnd":{end},"device":{row[4]},'
+                            f'"stream":{row[5]},"pid":{pid},"tid":{tid},"correlationId":{row[6]},"launch":{launch},'
+                            f'"bytes":{row[12]},')
+                    if row[2] == SRC_MEMCPY:
+                        kind_js = copy_kinds.get(row[13]) or encode_str(str(row[13]))
+                        yield (f'{{"v":{SCHEMA_VERSION},"kind":"memcpy","kShortName":"memcpy {kind_js[1:-1]}",'
+                               f'{head}"copyKind":{kind_js},{tail}')
+                    else:
+                        yield f'{{"v":{SCHEMA_VERSION},"kind":"memset","kShortName":"memset",{head}{tail}'
     finally:
+        # Counted in locals in the loop (attribute stores cost); published even on failure, so
+        # the caller can say how many records were written before it.
+        stats.records += n_records
+        stats.kernels += kernels
+        stats.with_op += with_op
+        stats.no_launch += no_launch
         # Close the cursors now, while the connection is open, not whenever they are collected.
         for stream in streams:
             stream.close()
