@@ -109,6 +109,24 @@ def test_torch_compile_no_graph_break_and_same_result():
     torch._dynamo.reset()
 
 
+def test_fullgraph_compile_of_operators_in_place_ops_indexing_and_annotate():
+    def f(x, w):
+        with pyprof.annotate("block"):
+            y = x + 1
+            y = 2 * y - x
+            y = y @ w
+            y[0] = 3.0
+            y += 1
+            z = -y[1:] == y[:-1]
+        return y.sum() + z.float().mean() + x.add(1).mul_(2).sum()
+
+    torch._dynamo.reset()
+    x, w = torch.randn(3, 3), torch.randn(3, 3)
+    compiled = torch.compile(f, fullgraph=True, backend="eager")  # raises on any graph break
+    assert torch.allclose(compiled(x, w), f(x, w))
+    torch._dynamo.reset()
+
+
 def test_torch_compile_of_a_module_with_inductor_free_backend():
     torch._dynamo.reset()
     model = SmallNet().eval()

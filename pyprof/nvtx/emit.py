@@ -214,17 +214,23 @@ class annotate:
     (`with pyprof.annotate("encoder"):`) and a decorator (`@pyprof.annotate("step")`).
 
     Costs nothing when no tool is attached, no recording is active and markers are not forced.
-    Needs no `pyprof.init()`.
+    Needs no `pyprof.init()`; after it, does nothing (and does not break graphs) inside
+    torch.compile.
     """
 
     __slots__ = ("name", "text")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.text = layer_marker(name)
+        self.text: Optional[str] = None  # built on first use: construction must stay traceable
 
     def __enter__(self) -> "annotate":
-        if state.on and not state.compiling():
+        # Inside torch.compile (after pyprof.init()) both ends see True and touch nothing.
+        if state.compiling():
+            return self
+        if state.on:
+            if self.text is None:
+                self.text = layer_marker(self.name)
             state.push(self.text)
             _pushed.stack.append(True)
         else:
@@ -232,6 +238,8 @@ class annotate:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        if state.compiling():
+            return
         stack = _pushed.stack
         if stack and stack.pop():
             state.pop()
