@@ -85,7 +85,10 @@ def test_backward_gemm_kernels_each_carry_one_forward():
              "ampere_bf16_s16816gemm_bf16_64x64_ldg8_f2f_stages_64x5_nt",
              "void at::native::reduce_kernel<512, 1>(...)"]
     got, _ = work(kernels(m, names, "bprop"))
-    assert got == [(cost.flops, cost.bytes)] * 2 + [(0, 0)]
+    # dX = dY·W and dW = dYᵀ·X each touch the three matrices (2 bytes each), not the bias
+    grad_bytes = 2 * (32 * 64 + 16 * 64 + 32 * 16)
+    assert got == [(cost.flops, grad_bytes)] * 2 + [(0, 0)]
+    assert cost.bytes == grad_bytes + 2 * 16
 
 
 def test_threads_keep_their_own_calls():

@@ -206,15 +206,17 @@ class Analyzer:
                 b, m, n, k, extra = sizes
                 elems = b * (m * k + k * n + m * n) + extra
                 return 2 * b * m * n * k, None if size is None else elems * size
-        one_fwd = (cost.flops, None if size is None or cost.elems is None else cost.elems * size)
         if not bprop:
-            return one_fwd if first else _NO_WORK
+            if not first:
+                return _NO_WORK
+            return cost.flops, None if size is None or cost.elems is None else (cost.elems + cost.bias_elems) * size
+        grad = (cost.flops, None if size is None or cost.elems is None else cost.elems * size)
         if kind == GEMM:
-            return one_fwd  # data- and weight-gradient GEMMs each do one forward's work
+            return grad  # data- and weight-gradient GEMMs each do one forward's work
         if kind == CONV:
             low = (name or "").lower()
             if any(t in low for t in _GRAD_TOKENS):
-                return one_fwd
+                return grad
             self.summary.warn("conv backward kernel neither dgrad nor wgrad (work na)", rec.get("kShortName") or "?")
             return _UNKNOWN
         if not first:  # ATTN backward: the whole node's work on its main kernel

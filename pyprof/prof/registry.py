@@ -22,9 +22,11 @@ MMA_KINDS = frozenset((GEMM, CONV, ATTN))
 class Cost:
     """Work of one op call. None means "cannot be known" and prints `na`.
 
-    `elems` (MMA kinds only): elements read plus written, so that bytes can be recomputed in the
-    dtype the kernel really ran in (autocast). `bwd_flops`/`bwd_bytes`: the whole backward node,
-    for ATTN and SIMT ops; GEMM and CONV backward kernels each carry one forward's work instead.
+    `elems` (MMA kinds only): the matrix operands' elements read plus written, so that bytes can
+    be recomputed in the dtype the kernel really ran in (autocast); `bias_elems`: the added input
+    (bias, addmm's `input`), read by the forward only. `bwd_flops`/`bwd_bytes`: the whole backward
+    node, for ATTN and SIMT ops; GEMM and CONV gradient kernels each carry the forward's FLOPs and
+    its `elems` instead (dY·W and Xᵀ·dY touch the same three matrix sizes as X·W).
     """
 
     flops: Optional[int]
@@ -35,6 +37,7 @@ class Cost:
     elems: Optional[int] = None
     bwd_flops: Optional[int] = None
     bwd_bytes: Optional[int] = None
+    bias_elems: int = 0
 
 
 class Call:

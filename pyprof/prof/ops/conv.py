@@ -57,14 +57,16 @@ def conv_cost(c: Call, nd: int, transposed: bool) -> Optional[Cost]:
         kout = w.shape[0]
         flops = 2 * n * prod(out) * prod(taps) * kout * (cin // groups)
     dtype = promote([x.dtype, w.dtype])
-    elems = x.numel + w.numel + n * kout * prod(out) + (bias.numel if bias else 0)
+    elems = x.numel + w.numel + n * kout * prod(out)
+    bias_elems = bias.numel if bias else 0
     size = ITEMSIZE.get(dtype)
     fields = dict(zip(("N", "C", *_SPATIAL_NAMES[nd]), (n, cin, *spatial)))
     fields.update(K=kout, **dict(zip(_OUT_NAMES[nd], out)), **dict(zip(_TAP_NAMES[nd], taps)))
     fields.update(pad=pad_t, stride=stride, dil=dil, g=groups)
     if transposed:
         fields["opad"] = out_pad
-    return Cost(flops, None if size is None else elems * size, fmt_params(dtype, **fields), dtype, CONV, elems)
+    return Cost(flops, None if size is None else (elems + bias_elems) * size, fmt_params(dtype, **fields), dtype,
+                CONV, elems, bias_elems=bias_elems)
 
 
 def _register(nd: int) -> None:

@@ -15,11 +15,12 @@ from ..values import ITEMSIZE, Tensor, broadcast, promote, short
 def gemm_cost(batch: int, m: int, n: int, k: int, dtype: Optional[str], extra_elems: int = 0,
               kind: str = GEMM) -> Cost:
     """Cost of `batch` products (m x k) @ (k x n), plus `extra_elems` more elements read (bias)."""
-    elems = batch * (m * k + k * n + m * n) + extra_elems
+    elems = batch * (m * k + k * n + m * n)
     size = ITEMSIZE.get(dtype)
     fields = {"B": batch} if batch != 1 else {}
-    return Cost(flops=2 * batch * m * n * k, bytes=None if size is None else elems * size,
-                params=fmt_params(dtype, **fields, M=m, N=n, K=k), dtype=dtype, kind=kind, elems=elems)
+    return Cost(flops=2 * batch * m * n * k, bytes=None if size is None else (elems + extra_elems) * size,
+                params=fmt_params(dtype, **fields, M=m, N=n, K=k), dtype=dtype, kind=kind, elems=elems,
+                bias_elems=extra_elems)
 
 
 @register(*names(["mm"]))
@@ -56,10 +57,11 @@ def addbmm(c: Call) -> Cost:
     bias, a, b = c.tensor(0, "input"), c.tensor(1, "batch1"), c.tensor(2, "batch2")
     (bt, m, k), (_, _, n) = a.shape, b.shape
     dtype = promote([a.dtype, b.dtype])
-    elems = bt * (m * k + k * n) + m * n + bias.numel
+    elems = bt * (m * k + k * n) + m * n
     size = ITEMSIZE.get(dtype)
-    return Cost(flops=2 * bt * m * n * k, bytes=None if size is None else elems * size,
-                params=fmt_params(dtype, B=bt, M=m, N=n, K=k), dtype=dtype, kind=GEMM, elems=elems)
+    return Cost(flops=2 * bt * m * n * k, bytes=None if size is None else (elems + bias.numel) * size,
+                params=fmt_params(dtype, B=bt, M=m, N=n, K=k), dtype=dtype, kind=GEMM, elems=elems,
+                bias_elems=bias.numel)
 
 
 @register("torch.nn.functional.linear")
