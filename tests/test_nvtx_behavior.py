@@ -447,3 +447,22 @@ def test_live_domain_path(monkeypatch):
         monkeypatch.undo()
         emit._refresh()
     assert not emit.state.on or emit.state.force
+
+
+def test_extra_repr_calling_torch_is_not_a_user_op(pyprof_on):
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("scale", torch.full((2,), 0.5))
+
+        def extra_repr(self):
+            return f"scale_sum={float(self.scale.sum())}"
+
+        def forward(self, x):
+            return x * self.scale
+
+    m, x = Scaled(), torch.ones(2)
+    with recording() as rec:
+        m(x)
+    assert [(r.depth, r.marker.get("op"), r.marker.get("repr")) for r in rec.ranges] == [
+        (0, None, "scale_sum=1.0"), (1, "__mul__", None)]

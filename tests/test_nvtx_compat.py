@@ -1,6 +1,8 @@
 """Nothing breaks under pyprof.init(): autograd, autocast, torch.compile, TorchScript, torch.func,
 __torch_function__ subclasses, pickling, DataLoader workers, threads, torch.distributed, the
 autograd profiler. Each test runs with the wrappers installed and checks real results."""
+import copy
+import io
 import pickle
 import threading
 
@@ -202,6 +204,11 @@ def test_pickling_modules_and_functions():
     lin = torch.nn.Linear(2, 2)
     clone = pickle.loads(pickle.dumps(lin))
     assert torch.equal(clone.weight, lin.weight)
+    assert torch.equal(copy.deepcopy(lin).bias, lin.bias)
+    buf = io.BytesIO()
+    torch.save(lin.state_dict(), buf)
+    buf.seek(0)
+    assert torch.equal(torch.load(buf)["weight"], lin.weight)
     for fn in (torch.add, F.relu, F.conv2d, torch.einsum, torch.Tensor.add, torch.Tensor.__add__):
         assert pickle.loads(pickle.dumps(fn)) is fn
     blob = pickle.dumps([torch.add, F.relu, torch.Tensor.add])

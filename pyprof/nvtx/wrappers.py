@@ -110,10 +110,16 @@ def _entry(m: torch.nn.Module, name: str, names: _Names) -> tuple:
 
 
 def _fill(names: _Names, root: torch.nn.Module) -> None:
-    names.clear()
-    root_name = type(root).__name__
-    for name, m in root.named_modules():
-        names[id(m)] = _entry(m, name or root_name, names)
+    # extra_repr() may call torch (formatting a buffer): that is not a user op.
+    depth = _tl.depth
+    _tl.depth = depth + 1
+    try:
+        names.clear()
+        root_name = type(root).__name__
+        for name, m in root.named_modules():
+            names[id(m)] = _entry(m, name or root_name, names)
+    finally:
+        _tl.depth = depth
 
 
 def _names_of(root: torch.nn.Module) -> _Names:
