@@ -243,3 +243,32 @@ def test_creation_ops_write_their_result():
     assert cost_of("torch", "arange", 0, 1, 0.25).bytes == 16
     assert cost_of("torch", "arange", 2, 11, 3, dtype=torch.int32).bytes == 12
     assert cost_of("Tensor", "zero_", t(3, 4, dtype=torch.float16)).bytes == 24
+
+
+def test_views_cost_a_copy_when_a_kernel_runs_under_them():
+    x = t(4, 6).t()
+    assert cost_of("Tensor", "reshape", x, -1).bytes == 2 * 96
+    assert cost_of("torch", "flatten", x).bytes == 2 * 96
+
+
+@pytest.mark.parametrize("index,shape", [
+    (lambda: (slice(1, 3), 0), (2, 5)),
+    (lambda: (Ellipsis, slice(None, None, 2)), (4, 3, 3)),
+    (lambda: (None, 1), (1, 3, 5)),
+    (lambda: 2, (3, 5)),
+])
+def test_basic_getitem_is_a_view_and_setitem_writes_the_region(index, shape):
+    from pyprof.prof.ops.memory import _basic_index_shape
+    x = t(4, 3, 5)
+    idx = index()
+    m = marker("Tensor", "__getitem__", x, idx)
+    assert _basic_index_shape((4, 3, 5), Call(m).args[1]) == tuple(x[idx].shape) == shape
+    assert lookup("Tensor", "__getitem__")(Call(m)).bytes == 0
+    s = lookup("Tensor", "__setitem__")(Call(marker("Tensor", "__setitem__", x, idx, 0.0)))
+    assert s.bytes == x[idx].numel() * 4
+
+
+def test_advanced_getitem():
+    x, idx = t(10, 4), torch.zeros(3, dtype=torch.int64)
+    assert cost_of("Tensor", "__getitem__", x, idx).bytes == 24 + 2 * 3 * 4 * 4  # index, rows read and written
+    assert cost_of("Tensor", "__getitem__", x, x > 0) is None  # data-dependent size

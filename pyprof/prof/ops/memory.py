@@ -7,7 +7,7 @@ from math import ceil
 from typing import Optional
 
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
-from ..values import ITEMSIZE, Tensor, is_truncated, promote
+from ..values import ITEMSIZE, Tensor, Unknown, is_truncated, promote
 
 
 def copy_cost(src: Tensor, out_dtype: Optional[str], **fields) -> Optional[Cost]:
@@ -186,3 +186,78 @@ def _creation(default_dtype: str):
 register(*names(["zeros", "ones", "full", "rand", "randn"], ("torch",)))(_creation("float32"))
 register("torch.randint")(_creation("int64"))
 register(*names(["uniform_", "normal_", "bernoulli_", "exponential_", "random_"], ("Tensor",)))(_fill)
+
+
+VIEWS = ["view", "reshape", "flatten", "unflatten", "permute", "transpose", "t", "expand", "expand_as",
+         "squeeze", "unsqueeze", "narrow", "select", "movedim", "view_as", "reshape_as", "detach",
+         "unfold", "swapaxes", "mT", "T", "diagonal"]
+
+
+def _view(c: Call) -> Optional[Cost]:
+    """Views launch no kernel; a kernel under one is a materialising copy (reshape of a
+    non-contiguous tensor): the input read and written once. An expand that gets copied writes
+    more than it reads: na rather than a guess at the result size."""
+    x = c.get(0, "input")
+    return copy_cost(x, x.dtype)
+
+
+register(*names([v for v in VIEWS if not v.startswith("expand")]))(_view)
+
+
+def _basic_index_shape(shape: tuple, index) -> Optional[tuple]:
+    """Result shape of x[index] for ints, slices, None and Ellipsis; None for advanced indexing."""
+    items = list(index) if isinstance(index, list) else [index]
+    if any(isinstance(i, (Tensor, list, Unknown, bool)) for i in items):
+        return None
+    n_ell = sum(1 for i in items if isinstance(i, dict) and i.get("ellipsis"))
+    used = sum(1 for i in items if not (i is None or (isinstance(i, dict) and i.get("ellipsis"))))
+    out, dim = [], 0
+    for i in items:
+        if isinstance(i, dict) and i.get("ellipsis"):
+            take = len(shape) - used
+            out.extend(shape[dim:dim + take])
+            dim += take
+        elif i is None:
+            out.append(1)
+        elif isinstance(i, int):
+            dim += 1
+        elif isinstance(i, dict) and "slice" in i:
+            start, stop, step = i["slice"]
+            out.append(len(range(*slice(start, stop, step).indices(shape[dim]))))
+            dim += 1
+        else:
+            return None
+    if n_ell > 1:
+        return None
+    return tuple(out) + tuple(shape[dim:])
+
+
+@register("Tensor.__getitem__")
+def getitem(c: Call) -> Optional[Cost]:
+    """Basic indexing is a view (no kernel). Advanced indexing by one integer tensor on the first
+    dimension gathers whole rows: the index, the rows read and written. Boolean masks and other
+    advanced forms have data-dependent results: na."""
+    x, index = c.args[0], c.args[1]
+    if _basic_index_shape(x.shape, index) is not None:
+        return Cost(0, 0, fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT)
+    if isinstance(index, Tensor) and index.dtype in ("int64", "int32") and x.shape:
+        rows = index.numel * (x.numel // max(x.shape[0], 1))
+        return _indexed(rows, index, x.dtype, False, shape=dims(x.shape), idx=dims(index.shape))
+    return None
+
+
+@register("Tensor.__setitem__")
+def setitem(c: Call) -> Optional[Cost]:
+    """x[basic index] = value: the region written once, a tensor value read once (broadcast to it)."""
+    x, index, value = c.args[0], c.args[1], c.args[2]
+    region = _basic_index_shape(x.shape, index)
+    size = x.itemsize
+    if region is None or size is None:
+        return None
+    n = 1
+    for d in region:
+        n *= d
+    read = value.nbytes if isinstance(value, Tensor) else 0
+    if read is None:
+        return None
+    return Cost(0, n * size + read, fmt_params(x.dtype, shape=dims(x.shape), region=dims(region)), x.dtype, SIMT)
