@@ -205,9 +205,10 @@ def op_prefix(mod: str, op: str) -> str:
     return '{"v":' + str(SCHEMA_VERSION) + ',"kind":"op","mod":' + _quote(mod) + ',"op":' + _quote(op) + ',"args":['
 
 
-def build(prefix: str, args: Sequence[Any], kwargs: Optional[Mapping[str, Any]], tail: str) -> str:
+def build(prefix: str, args: Sequence[Any], kwargs: Optional[Mapping[str, Any]], tail: str, extra: str = "") -> str:
     """An op marker from its prefix, the call's arguments and `tail` (the already encoded
-    `,"site":...` and `,"module":...` members).
+    `,"site":...` and `,"module":...` members). `extra`: already encoded members appended to
+    `kwargs` (the optimizer summary).
 
     Never raises: a marker must not break the call it describes.
     """
@@ -217,10 +218,13 @@ def build(prefix: str, args: Sequence[Any], kwargs: Optional[Mapping[str, Any]],
         for a in args:
             parts.append(_tensor(a) if type(a) is _Tensor else encode(a))
         s = prefix + ",".join(parts) + "]"
-        if kwargs:
+        if kwargs or extra:
             parts = []
-            for k, v in kwargs.items():
-                parts.append((_key_text.get(k) or _key(k)) + (_tensor(v) if type(v) is _Tensor else encode(v)))
+            if kwargs:
+                for k, v in kwargs.items():
+                    parts.append((_key_text.get(k) or _key(k)) + (_tensor(v) if type(v) is _Tensor else encode(v)))
+            if extra:
+                parts.append(extra)
             s += ',"kwargs":{' + ",".join(parts) + "}"
         return s + tail + "}"
     except Exception:

@@ -217,11 +217,6 @@ def restore() -> None:
         _initialized = False
 
 
-def is_initialized() -> bool:
-    """Whether init() has installed the wrappers (and restore() has not removed them)."""
-    return _initialized
-
-
 @contextlib.contextmanager
 def unpatched() -> Iterator[None]:
     """Run a block with every original back in place (for all threads), then put the wrappers

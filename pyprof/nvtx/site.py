@@ -38,12 +38,9 @@ def _classify(code: CodeType) -> str:
     return p
 
 
-def site_json(skip: int = 2) -> str:
-    """`,"site":"file:line"` for the first user frame, or "" when every frame is internal.
-
-    `skip` frames are known internal (this function and the wrapper calling it).
-    """
-    f = _getframe(skip)
+def site_json() -> str:
+    """`,"site":"file:line"` for the first user frame, or "" when every frame is internal."""
+    f = _getframe(2)  # this function's caller is a wrapper: internal
     while f is not None:
         code = f.f_code
         p = _code_prefix.get(code)

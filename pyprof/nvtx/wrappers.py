@@ -194,16 +194,13 @@ def _step_marker(opt: torch.optim.Optimizer, args: tuple, kwargs: dict, tail: st
     if prefix is None:
         prefix = _step_prefix[cls] = op_prefix("torch.optim", cls.__name__ + ".step")
     try:
-        s = prefix + ",".join([_encode(a) for a in args]) + '],"kwargs":{'
-        for k, v in kwargs.items():
-            s += _quote(k) + ":" + _encode(v) + ","
-        s += '"params":' + optimizer_params(opt)
+        extra = '"params":' + optimizer_params(opt)
         for flag in ("foreach", "fused"):
             if flag in opt.defaults:
-                s += ',"' + flag + '":' + _encode(opt.defaults[flag])
-        return s + "}" + tail + "}"
+                extra += ',"' + flag + '":' + _encode(opt.defaults[flag])
     except Exception:
-        return prefix + '{"type":"unencodable"}]' + tail + "}"
+        extra = '"params":{"type":"unencodable"}'
+    return _build(prefix, args, kwargs, tail, extra)
 
 
 def step_wrapper(orig: Callable) -> Callable:
