@@ -271,6 +271,20 @@ def test_optimizer_classes_defined_after_init(pyprof_on):
     assert not is_wrapper(vars(Plain)["step"]) and not is_wrapper(getattr(vars(Plain)["step"], "__wrapped__", None))
 
 
+def test_lr_scheduler_and_grad_scaler_created_after_init(pyprof_on):
+    p = torch.nn.Parameter(torch.ones(2))
+    opt = torch.optim.SGD([p], lr=1.0)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    scaler = torch.amp.GradScaler("cpu", enabled=False)
+    with recording() as rec:
+        for _ in range(2):
+            p.grad = torch.ones(2)
+            scaler.step(opt)
+            sched.step()
+    assert ops(rec).count((0, "torch.optim", "SGD.step")) == 2
+    assert torch.equal(p.detach(), torch.full((2,), -0.5))  # lr 1.0 then 0.5
+
+
 # --- wrap and annotate --------------------------------------------------------------------------------
 
 def test_wrap_extension_module_function_and_restore(pyprof_on):

@@ -110,7 +110,7 @@ def _tensor_targets() -> Iterator[Tuple[str, Callable]]:
 
 def _wrap_step(cls: type) -> None:
     step = vars(cls).get("step")
-    if step is not None and callable(step) and not is_wrapper(step):
+    if isinstance(step, types.FunctionType) and not is_wrapper(step):
         _optimizer_classes.append(cls)
         setattr(cls, "step", step_wrapper(step))
 
