@@ -3,6 +3,7 @@ use, dtype, math path and peaks. The attribution rules are documented in docs/pr
 """
 from __future__ import annotations
 
+from math import prod
 from typing import Optional
 
 from . import ops  # noqa: F401  (fills the op table)
@@ -56,23 +57,16 @@ def _sizes_gemm(rec: dict) -> Optional[tuple]:
             return 1, m, n, k, 0
         if name == "aten::addmm":
             (m, k), (_, n) = sizes[1], sizes[2]
-            return 1, m, n, k, _numel(sizes[0])
+            return 1, m, n, k, prod(sizes[0])
         if name == "aten::bmm":
             (b, m, k), (_, _, n) = sizes[0], sizes[1]
             return b, m, n, k, 0
         if name == "aten::baddbmm":
             (b, m, k), (_, _, n) = sizes[1], sizes[2]
-            return b, m, n, k, _numel(sizes[0])
+            return b, m, n, k, prod(sizes[0])
     except (TypeError, ValueError):
         return None
     return None
-
-
-def _numel(shape: list) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 class Analyzer:

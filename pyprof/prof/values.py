@@ -102,6 +102,13 @@ def broadcast(*shapes: Sequence[int]) -> tuple:
     return tuple(out)
 
 
+def ntuple(v: Any, n: int) -> tuple:
+    """An int-or-sequence argument (stride=2, padding=(1, 2), kernel_size=[3]) as an n-tuple."""
+    if isinstance(v, (list, tuple)):
+        return tuple(v) * n if len(v) == 1 else tuple(v)
+    return (v,) * n
+
+
 def promote(dtypes: Iterable[Optional[str]]) -> Optional[str]:
     """Result dtype of PyTorch type promotion among tensor dtypes (None if any is unknown)."""
     result = None

@@ -10,17 +10,11 @@ from math import prod
 from typing import Optional
 
 from ..registry import CONV, Call, Cost, fmt_params, names, register
-from ..values import ITEMSIZE, promote
+from ..values import ITEMSIZE, ntuple, promote
 
 _SPATIAL_NAMES = {1: ("W",), 2: ("H", "W"), 3: ("D", "H", "W")}
 _OUT_NAMES = {1: ("Q",), 2: ("P", "Q"), 3: ("O", "P", "Q")}
 _TAP_NAMES = {1: ("S",), 2: ("R", "S"), 3: ("T", "R", "S")}
-
-
-def _tuple(v, nd: int) -> tuple:
-    if isinstance(v, (list, tuple)):
-        return tuple(v) * nd if len(v) == 1 else tuple(v)
-    return (v,) * nd
 
 
 def conv_cost(c: Call, nd: int, transposed: bool) -> Optional[Cost]:
@@ -36,14 +30,14 @@ def conv_cost(c: Call, nd: int, transposed: bool) -> Optional[Cost]:
     n = x.shape[0] if batched else 1
     cin, spatial = x.shape[-nd - 1], x.shape[-nd:]
     taps = w.shape[2:]
-    stride, dil, out_pad = _tuple(stride, nd), _tuple(dil, nd), _tuple(out_pad, nd)
+    stride, dil, out_pad = ntuple(stride, nd), ntuple(dil, nd), ntuple(out_pad, nd)
     if pad == "valid":
         pad = 0
     if pad == "same":
         out = tuple(spatial)
         pad_t = tuple((d * (k - 1)) // 2 for d, k in zip(dil, taps))
     else:
-        pad_t = _tuple(pad, nd)
+        pad_t = ntuple(pad, nd)
         if transposed:
             out = tuple((i - 1) * s - 2 * p + d * (k - 1) + op + 1
                         for i, s, p, d, k, op in zip(spatial, stride, pad_t, dil, taps, out_pad))

@@ -9,6 +9,7 @@ element. Backward of binary ops depends on which inputs need gradients and on br
 """
 from __future__ import annotations
 
+from math import prod
 from typing import Optional
 
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
@@ -73,9 +74,7 @@ def pointwise_cost(op: str, operands: list, out_dtype: Optional[str] = None,
             out_dtype = promote(t.dtype for t in tensors)
             if base in _TO_FLOAT and out_dtype not in _FLOATS and out_dtype and not out_dtype.startswith("complex"):
                 out_dtype = "float32"
-    n = 1
-    for d in shape:
-        n *= d
+    n = prod(shape)
     out_size = ITEMSIZE.get(out_dtype)
     in_bytes = [t.nbytes for t in tensors]
     nbytes = None if out_size is None or None in in_bytes else sum(in_bytes) + n * out_size
@@ -156,9 +155,7 @@ def _reduce(op: str):
             dim = [dim]
         keep = [d for i, d in enumerate(x.shape)
                 if dim is not None and i not in {d % max(len(x.shape), 1) for d in dim}]
-        out_n = 1
-        for d in keep:
-            out_n *= d
+        out_n = prod(keep)
         out_dtype = c.get(None, "dtype") or _REDUCE_INT_OUT.get(op, x.dtype)
         extra = 8 * out_n if op in ("max", "min") and dim is not None else 0  # the int64 indices
         out_size = ITEMSIZE.get(out_dtype)

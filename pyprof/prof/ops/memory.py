@@ -3,7 +3,7 @@
 """
 from __future__ import annotations
 
-from math import ceil
+from math import ceil, prod
 from typing import Optional
 
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
@@ -176,9 +176,7 @@ def _creation(default_dtype: str):
         size = ITEMSIZE.get(dtype)
         if shape is None or size is None:
             return None
-        n = 1
-        for d in shape:
-            n *= d
+        n = prod(shape)
         return Cost(0, n * size, fmt_params(dtype, shape=dims(shape)), dtype, SIMT)
     return formula
 
@@ -254,9 +252,7 @@ def setitem(c: Call) -> Optional[Cost]:
     size = x.itemsize
     if region is None or size is None:
         return None
-    n = 1
-    for d in region:
-        n *= d
+    n = prod(region)
     read = value.nbytes if isinstance(value, Tensor) else 0
     if read is None:
         return None

@@ -15,7 +15,7 @@ from math import ceil, floor, prod
 from typing import Optional
 
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
-from ..values import ITEMSIZE, Tensor, promote
+from ..values import ITEMSIZE, Tensor, ntuple, promote
 
 
 def _io(x: Tensor, out_numel: int, *params: Optional[Tensor], out_dtype: Optional[str] = None) -> Optional[int]:
@@ -118,12 +118,6 @@ def mse_loss(c: Call) -> Optional[Cost]:
     return Cost(3 * n, nbytes, fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT)
 
 
-def _tup(v, nd: int) -> tuple:
-    if isinstance(v, (list, tuple)):
-        return tuple(v) * nd if len(v) == 1 else tuple(v)
-    return (v,) * nd
-
-
 def _pool_out(i: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
     span = i + 2 * p - d * (k - 1) - 1
     o = (ceil(span / s) if ceil_mode else span // s) + 1
@@ -137,11 +131,11 @@ def _pool(nd: int, kind: str):
         """max: one comparison per tap, int64 indices written too (CUDA max pooling always
         computes them); avg: one add per tap plus one divide per output."""
         x = c.get(0, "input")
-        k = _tup(c.get(1, "kernel_size"), nd)
+        k = ntuple(c.get(1, "kernel_size"), nd)
         s = c.get(2, "stride")
-        s = k if s is None or s == [] else _tup(s, nd)
-        p = _tup(c.get(3, "padding", 0), nd)
-        d = _tup(c.get(4, "dilation", 1), nd) if kind == "max" else (1,) * nd
+        s = k if s is None or s == [] else ntuple(s, nd)
+        p = ntuple(c.get(3, "padding", 0), nd)
+        d = ntuple(c.get(4, "dilation", 1), nd) if kind == "max" else (1,) * nd
         ceil_mode = bool(c.get(5 if kind == "max" else 4, "ceil_mode", False))
         out_sp = tuple(_pool_out(*a, ceil_mode) for a in zip(x.shape[-nd:], k, s, p, d))
         out = prod(x.shape[:-nd]) * prod(out_sp)
@@ -161,7 +155,7 @@ def _windows(i: int, o: int) -> int:
 def _adaptive(nd: int, kind: str):
     def formula(c: Call) -> Cost:
         x = c.get(0, "input")
-        size = _tup(c.get(1, "output_size"), nd)
+        size = ntuple(c.get(1, "output_size"), nd)
         out_sp = tuple(i if o is None else o for i, o in zip(x.shape[-nd:], size))
         lead = prod(x.shape[:-nd])
         out = lead * prod(out_sp)
@@ -194,9 +188,9 @@ def interpolate(c: Call) -> Optional[Cost]:
     nd = len(x.shape) - 2
     size, scale = c.get(1, "size"), c.get(2, "scale_factor")
     if size is not None:
-        out_sp = _tup(size, nd)
+        out_sp = ntuple(size, nd)
     else:
-        out_sp = tuple(floor(i * f) for i, f in zip(x.shape[2:], _tup(scale, nd)))
+        out_sp = tuple(floor(i * f) for i, f in zip(x.shape[2:], ntuple(scale, nd)))
     out = x.shape[0] * x.shape[1] * prod(out_sp)
     return Cost(2 * _TAPS[mode] * out, _io(x, out), fmt_params(x.dtype, shape=dims(x.shape), out=out_sp, mode=mode),
                 x.dtype, SIMT)
