@@ -480,3 +480,13 @@ def test_extra_repr_calling_torch_is_not_a_user_op(pyprof_on):
         m(x)
     assert [(r.depth, r.marker.get("op"), r.marker.get("repr")) for r in rec.ranges] == [
         (0, None, "scale_sum=1.0"), (1, "__mul__", None)]
+
+
+def test_overhead_benchmark_smoke():
+    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "overhead.py"), "--smoke", "--models", "lenet",
+           "--steps", "1", "--repeats", "1", "--warmup", "1"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=300).stdout
+    assert "pyprof mode: markers built (forced)" in out or "live NVTX domain" in out
+    row = next(line.split() for line in out.splitlines() if line.startswith("lenet"))
+    assert len(row) == 6 and all(float(v) > 0 for v in row[1:])
+    assert "nn.Linear module call" in out
