@@ -123,7 +123,7 @@ def test_backward_kernel_takes_op_module_and_site_from_the_forward_marker_by_seq
         assert k["module"] == "enc.fc" and k["trace"] == "train.py:10"
         assert k["marker"] is None  # no op marker encloses the launch on the autograd thread
         assert [o["name"] for o in k["torchOps"]] == ["autograd::engine::evaluate_function: AddmmBackward0", "AddmmBackward0", mm]
-        assert k["seqId"] == 7 and k["layer"] == []
+        assert k["seqId"] == 7 and k["layer"] == ["encoder"]  # the forward op's layer: none is open on this thread
     assert recs[5]["torchOps"][-1]["sizes"] == [[64, 512], [512, 512]]
     relu_bwd = recs[4]
     assert relu_bwd["dir"] == "bprop" and relu_bwd["op"] == "relu" and relu_bwd["fwd"]["torchOp"] == "aten::relu"

@@ -49,7 +49,7 @@ class Stats:
 
 
 class _Range:
-    __slots__ = ("start", "end", "domain", "text", "label", "n")
+    __slots__ = ("start", "end", "domain", "text", "label", "n", "node_seq")
 
     def __init__(self, start: int, end: int, domain: str | None, text: str, label: Label | None) -> None:
         self.start = start
@@ -58,6 +58,10 @@ class _Range:
         self.text = text
         self.label = label  # classified on first use: most PyTorch ranges enclose no kernel
         self.n = 0          # kernels attributed with this range as their innermost op: next subSeqId
+        # For `autograd::engine::evaluate_function: XBackward0`, which carries no seq: the seq of
+        # the node range it wraps, so kernels the engine launches around the node (a bias
+        # gradient's sum) still find their forward op.
+        self.node_seq: int | None = None
 
     def classified(self) -> Label:
         label = self.label
@@ -91,8 +95,8 @@ def _enclosing(stack: list[_Range] | None, t: int) -> list[_Range]:
     return [r for r in stack if r.end >= t]
 
 
-def _fwd_js(seq: int, fwd: tuple[Label | None, str]) -> str:
-    marker, name = fwd
+def _fwd_js(seq: int, fwd: tuple[Label | None, str, tuple[str, ...]]) -> str:
+    marker, name, _ = fwd
     return f'{{"seq":{seq},"marker":{marker.js if marker is not None else "null"},"torchOp":{encode_str(name)}}}'
 
 
@@ -145,13 +149,15 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
     procs: dict[int, list[_Range]] = {}     # start/end ranges by globalPid
     limits: dict[int, int] = {}             # compaction threshold per scope list (by id)
     autograd_threads: set[int] = set()
-    # pid -> seq -> (the forward marker's Label or None, torch op name); the record's JSON is
-    # built only when a backward kernel asks, so an entry costs a tuple, not a copy of the marker.
-    fwd_ops: dict[int, dict[int, tuple[Label | None, str]]] = {}
+    # pid -> seq -> (the forward marker's Label or None, torch op name, JSON of the layers around
+    # the forward op); the record's JSON is built only when a backward kernel asks, so an entry
+    # costs a tuple, not a copy of the marker.
+    fwd_ops: dict[int, dict[int, tuple[Label | None, str, tuple[str, ...]]]] = {}
     names: dict[str | None, str] = {}
 
     def remember_forward(stack: list[_Range], start: int, gpid: int, name: str, seq: int) -> None:
         marker = None
+        layers: list[str] = []
         for r in reversed(stack):
             if r.end < start:
                 continue
@@ -160,13 +166,15 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                 return  # an op run by autograd itself, not a forward op of the user's
             if marker is None and lab.kind == OP:
                 marker = lab
+            elif lab.kind == LAYER:
+                layers.append(lab.js)
         ops = fwd_ops.get(gpid)
         if ops is None:
             ops = fwd_ops[gpid] = {}
         # The last range with a given seq is the op that created the autograd node (outer
         # composite ops such as aten::linear peek at the same number before it).
         ops.pop(seq, None)
-        ops[seq] = (marker, intern(name))
+        ops[seq] = (marker, intern(name), tuple(reversed(layers)) if layers else ())
         if len(ops) > FWD_OPS_PER_PROCESS:
             del ops[next(iter(ops))]
 
@@ -226,6 +234,12 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                             label = classify(None, text)
                             if label.kind == TORCH and label.bwd:
                                 autograd_threads.add(gtid)
+                                if label.seq is not None and stack:
+                                    # Wrappers contain "autograd::": already classified.
+                                    wrapper = stack[-1]
+                                    wlab = wrapper.label
+                                    if wlab is not None and wlab.bwd and wlab.seq is None and wrapper.end >= start:
+                                        wrapper.node_seq = label.seq
                         elif "seq = " in text:
                             fwd = forward_op(text)
                             if fwd is not None:
@@ -259,7 +273,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                 marker = module = owner = innermost_torch = bseq = None
                 torch_ops: list[str] = []
                 seqs: list[int] = []
-                layers: list[str] = []
+                layers: list[str] | tuple[str, ...] = []
                 others: list[str] = []
                 bwd = rtid in autograd_threads
                 for r in encl:
@@ -278,6 +292,8 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                             if lab.seq is not None:
                                 seqs.append(lab.seq)
                                 bseq = lab.seq
+                            elif r.node_seq is not None:
+                                bseq = r.node_seq
                         elif lab.seq is not None:
                             seqs.append(lab.seq)
                     elif kind == OP:
@@ -303,8 +319,13 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                     ops = fwd_ops.get(gpid)
                     if ops is not None:
                         fwd = ops.get(bseq)
-                        if fwd is not None and fwd[0] is not None:
-                            source = fwd[0]
+                        if fwd is not None:
+                            if fwd[0] is not None:
+                                source = fwd[0]
+                            if not layers:
+                                # The autograd thread sees none of the user's layer ranges:
+                                # a backward kernel belongs to its forward op's layers.
+                                layers = fwd[2]
                 if source is not None:
                     mod, op, trace, marker_module = source.attrs
                     if source is not marker:
