@@ -80,18 +80,11 @@ def _split_op(name: str) -> tuple[str, str]:
     return (_str(mod or None), encode_str(op)) if sep else ("null", encode_str(name))
 
 
-def _expire(stack: list[_Range], t: int) -> None:
-    # Properly nested ranges that ended before t are all on top of the stack.
+def _enclosing(stack: list[_Range], t: int) -> list[_Range]:
+    # Start/end ranges need not nest: an ended one can hide below an open one, so besides
+    # dropping ended ranges from the top (which keeps the list short), filter them all.
     while stack and stack[-1].end < t:
         stack.pop()
-
-
-def _enclosing(stack: list[_Range] | None, t: int) -> list[_Range]:
-    if not stack:
-        return []
-    _expire(stack, t)
-    # Ranges that do not nest (start/end ranges, odd traces) can hide an ended one below an
-    # open one; filtering costs one pass over a list a few entries long.
     return [r for r in stack if r.end >= t]
 
 

@@ -25,8 +25,7 @@ PID_MASK_SQL = -16777216
 # Columns common to every activity row, in this order:
 # 0 sort key (CPU start of the launch call, else own start), 1 start, 2 source, 3 end, 4 device,
 # 5 stream, 6 correlationId, 7 globalPid, 8 launch start, 9 launch end, 10 launch globalTid,
-# 11 launch API name; then the source's own columns from index 12 on.
-COMMON = 12
+# 11 launch API name; then the source's own columns from index 12 on (see activity_sql).
 
 
 def _string(exp: Export, expr: str, alias: str) -> tuple[str, str]:
