@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from pyprof.nvtx.emit import annotate
-
 __all__ = ["init", "restore", "wrap", "annotate"]
 
 _NEEDS_TORCH = "pyprof.init() annotates PyTorch programs and needs torch: pip install torch (or pyprof[torch])"
@@ -55,3 +53,13 @@ def wrap(obj: Any, name: str) -> Callable:
     copy whose markers carry `mod` = "name" and `op` = fn's `__name__`. Returns the wrapper.
     """
     return _patch_module().wrap(obj, name)
+
+
+def __getattr__(name: str) -> Any:
+    # `annotate` lives with the NVTX plumbing; parse and prof import this package without
+    # needing either, so it is loaded on first use.
+    if name == "annotate":
+        from pyprof.nvtx.emit import annotate
+
+        return annotate
+    raise AttributeError(f"module 'pyprof' has no attribute {name!r}")
