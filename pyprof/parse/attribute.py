@@ -13,6 +13,7 @@ everything else parse does.
 """
 from __future__ import annotations
 
+import contextlib
 import heapq
 import json
 from sys import intern
@@ -112,8 +113,9 @@ def records(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[dict[st
     """Yield one record (docs/records.md) per kernel, and per memcpy/memset with `memcpy`, in
     launch order, as dicts (decoded from lines(): for library use and tests)."""
     loads = json.loads
-    for line in lines(exp, stats, memcpy):
-        yield loads(line)
+    with contextlib.closing(lines(exp, stats, memcpy)) as out:
+        for line in out:
+            yield loads(line)
 
 
 def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
