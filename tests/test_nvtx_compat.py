@@ -138,6 +138,7 @@ def test_torch_compile_of_a_module_with_inductor_free_backend():
     torch._dynamo.reset()
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
 def test_torchscript_of_module_defined_after_init():
     class Scriptable(torch.nn.Module):
         def __init__(self):
@@ -282,8 +283,29 @@ def test_distributed_collective_single_process():
         assert torch.equal(t, torch.ones(4))
         assert rec.markers[0]["mod"] == "torch.distributed" and rec.markers[0]["op"] == "all_reduce"
         assert rec.markers[0]["args"] == [{"shape": [4], "dtype": "float32"}]
+        ddp = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(4, 2)))
+        with recording() as rec:
+            ddp(torch.randn(3, 4)).sum().backward()
+        assert all(p.grad is not None for p in ddp.parameters())
+        assert [m["module"] for m in rec.markers if m["kind"] == "module"] == [
+            "DistributedDataParallel", "module", "module.0"]
     finally:
         dist.destroy_process_group()
+
+
+def test_activation_checkpointing_recomputes_under_backward():
+    from torch.utils.checkpoint import checkpoint
+
+    block = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.GELU())
+    x = torch.randn(2, 4, requires_grad=True)
+    with recording() as rec:
+        checkpoint(block, x, use_reentrant=False).sum().backward()
+    assert x.grad is not None and x.grad.shape == (2, 4)
+    ranges = [(r.depth, r.marker.get("module"), r.marker.get("op")) for r in rec.ranges]
+    backward = ranges.index((0, None, "backward"))
+    # The recomputed forward runs inside the backward range: module ranges, no op ranges.
+    assert (1, "Sequential", None) in ranges[backward:]
+    assert all(op is None for depth, _, op in ranges[backward + 1:])
 
 
 def test_autograd_profiler_sees_the_same_aten_ops():
