@@ -16,7 +16,7 @@ import functools
 import json
 import os
 import threading
-from typing import Any, Callable, Iterator, List, NamedTuple, Optional, TypeVar
+from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Tuple, TypeVar
 
 import nvtx
 from nvtx._lib import pop_range as _lib_pop
@@ -65,7 +65,8 @@ _handle: Any = None
 # without bound on Domain.get_registered_string); training loops repeat the same messages, so
 # this cache stays as small as that one.
 _attrs: dict = {}
-_recorders: List["Recording"] = []
+# Replaced, never mutated: pushes on other threads iterate a consistent snapshot.
+_recorders: Tuple["Recording", ...] = ()
 _lock = threading.RLock()
 
 
@@ -180,16 +181,17 @@ def recording() -> Iterator[Recording]:
     The test hook: no GPU or profiler needed. Markers are built while a recording is active even
     when no NVTX tool is attached. Recordings may nest; each sees every range.
     """
+    global _recorders
     rec = Recording()
     with _lock:
         _open_domain()
-        _recorders.append(rec)
+        _recorders = _recorders + (rec,)
         _refresh()
     try:
         yield rec
     finally:
         with _lock:
-            _recorders.remove(rec)
+            _recorders = tuple(r for r in _recorders if r is not rec)
             _refresh()
 
 
