@@ -57,11 +57,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--keep", metavar="FILE", help="write the record file here and keep it")
+    ap.add_argument("--make", metavar="FILE", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.make:
+        make_records(args.make, args.records)
+        return 0
     path = args.keep or tempfile.mktemp(suffix=".dict")
     try:
         if not (args.keep and os.path.exists(path)):
-            make_records(path, args.records)
+            # In a child: a forked prof would otherwise start with this process's peak memory.
+            subprocess.run([sys.executable, __file__, "--make", path, "--records", str(args.records)], check=True)
         n = sum(1 for _ in open(path, "rb"))
         size = os.path.getsize(path) / 2**20
         print(f"prof_speed: {n} records, {size:.0f} MiB")
