@@ -216,7 +216,8 @@ def build(prefix: str, args: Sequence[Any], kwargs: Optional[Mapping[str, Any]],
         # Explicit loops: cheaper than comprehensions here (no function object per call).
         parts = []
         for a in args:
-            parts.append(_tensor(a) if type(a) is _Tensor else encode(a))
+            t = type(a)
+            parts.append(_tensor(a) if t is _Tensor or t is _Parameter else encode(a))
         s = prefix + ",".join(parts) + "]"
         if kwargs or extra:
             parts = []
