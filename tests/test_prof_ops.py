@@ -272,3 +272,19 @@ def test_advanced_getitem():
     x, idx = t(10, 4), torch.zeros(3, dtype=torch.int64)
     assert cost_of("Tensor", "__getitem__", x, idx).bytes == 24 + 2 * 3 * 4 * 4  # index, rows read and written
     assert cost_of("Tensor", "__getitem__", x, x > 0) is None  # data-dependent size
+
+
+def test_backward_costs_of_norms_and_losses():
+    x, w, b = t(4, 6, 8, dtype=torch.bfloat16), t(8, dtype=torch.bfloat16), t(8, dtype=torch.bfloat16)
+    ln = cost_of(FN, "layer_norm", x, (8,), w, b)
+    assert ln.bwd_flops == 2 * ln.flops
+    assert ln.bwd_bytes == 3 * 192 * 2 + 2 * 16 + 16  # dY, X, dX; W read and dW written; dB written
+    rms = cost_of(FN, "rms_norm", x, (8,))
+    assert rms.bwd_bytes == 3 * 192 * 2
+    logits, target = t(8, 10), torch.zeros(8, dtype=torch.int64)
+    ce = cost_of(FN, "cross_entropy", logits, target)
+    assert (ce.bwd_flops, ce.bwd_bytes) == (4 * 80 + 8, 2 * 320 + 64 + 4)
+    mse = cost_of(FN, "mse_loss", t(4, 5), t(4, 5))
+    assert (mse.bwd_flops, mse.bwd_bytes) == (40, 80 + 80 + 4 + 80)
+    e = cost_of(FN, "embedding", torch.zeros(4, 7, dtype=torch.int64), t(100, 16))
+    assert (e.bwd_flops, e.bwd_bytes) == (4 * 7 * 16, 4 * 7 * 8 + 4 * 7 * 16 * 4 + 100 * 16 * 4)

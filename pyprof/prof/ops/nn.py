@@ -7,7 +7,9 @@ FLOPs per element (a convention, documented in docs/prof.md):
 - rms_norm: 3 (square 1, sum 1, scale 1), +1 for the weight.
 - softmax / log_softmax: 5 (max, subtract, exp, sum, divide or log-subtract); backward 4.
 - pooling: one comparison or add per window tap per output; interpolation: 2 per tap.
-Backward of these ops (other than softmax) is na: its kernels depend on which inputs need grad.
+Backward (the whole autograd node, on its first kernel): norms 2x the forward's FLOPs, bytes dY,
+X and the weight read, dX, dWeight and dBias written (per-row or per-channel statistics, O(rows),
+not counted); losses: below. Pooling, interpolation and embedding_bag backward: na.
 """
 from __future__ import annotations
 
@@ -29,8 +31,11 @@ def _norm(x: Tensor, per_elem: int, weight: Optional[Tensor], bias: Optional[Ten
           extra: tuple = (), **fields) -> Cost:
     n = x.numel
     flops = n * (per_elem + (weight is not None) + (bias is not None))
+    size = x.itemsize
+    params = [p.nbytes for p in (weight, weight, bias) if p is not None]  # W read, dW and dB written
+    bwd_bytes = None if size is None or None in params else 3 * n * size + sum(params)
     return Cost(flops, _io(x, n, weight, bias, *extra), fmt_params(x.dtype, shape=dims(x.shape), **fields),
-                x.dtype, SIMT)
+                x.dtype, SIMT, bwd_flops=2 * flops, bwd_bytes=bwd_bytes)
 
 
 @register("torch.nn.functional.layer_norm", "torch.layer_norm")
@@ -91,8 +96,11 @@ def cross_entropy(c: Call) -> Optional[Cost]:
         return None
     out = _loss_out(c, 6, samples)
     nbytes = 2 * x.numel * size + tb + samples * size + out * size
+    # Backward: the saved log-probabilities, the targets and dLoss read, dInput written; 4 FLOPs
+    # per element (log_softmax backward) plus one per sample (nll backward).
     return Cost(5 * x.numel + samples, nbytes,
-                fmt_params(x.dtype, shape=dims(x.shape), target=dims(t.shape)), x.dtype, SIMT)
+                fmt_params(x.dtype, shape=dims(x.shape), target=dims(t.shape)), x.dtype, SIMT,
+                bwd_flops=4 * x.numel + samples, bwd_bytes=2 * x.numel * size + tb + out * size)
 
 
 @register("torch.nn.functional.nll_loss")
@@ -109,13 +117,16 @@ def nll_loss(c: Call) -> Optional[Cost]:
 
 @register("torch.nn.functional.mse_loss", "torch.nn.functional.l1_loss")
 def mse_loss(c: Call) -> Optional[Cost]:
-    """Subtract, square (or abs) and sum: 3 per element."""
+    """Subtract, square (or abs) and sum: 3 per element. Backward: input, target and dLoss read,
+    dInput written, 2 per element (subtract, scale)."""
     x, t = c.get(0, "input"), c.get(1, "target")
     n = x.numel
     out = _loss_out(c, 4, n)
     size = ITEMSIZE.get(promote([x.dtype, t.dtype]))
-    nbytes = None if size is None or x.nbytes is None or t.nbytes is None else x.nbytes + t.nbytes + out * size
-    return Cost(3 * n, nbytes, fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT)
+    if size is None or x.nbytes is None or t.nbytes is None:
+        return None
+    return Cost(3 * n, x.nbytes + t.nbytes + out * size, fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT,
+                bwd_flops=2 * n, bwd_bytes=x.nbytes + t.nbytes + out * size + n * size)
 
 
 def _pool_out(i: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
@@ -198,15 +209,17 @@ def interpolate(c: Call) -> Optional[Cost]:
 
 @register("torch.nn.functional.embedding", "torch.embedding")
 def embedding(c: Call) -> Optional[Cost]:
-    """A gather: the indices and the selected rows are read, the rows written. No FLOPs."""
+    """A gather: the indices and the selected rows are read, the rows written. No FLOPs.
+    Backward (dense): the indices and dOut read, the whole dWeight written, one add per dOut
+    element scattered into it."""
     idx, w = c.get(0, "input"), c.get(1, "weight")
     if c.get(3, "max_norm") is not None:  # renormalises the rows in place first: not modelled
         return None
     out = idx.numel * w.shape[-1]
-    if idx.nbytes is None or w.itemsize is None:
+    if idx.nbytes is None or w.nbytes is None:
         return None
     return Cost(0, idx.nbytes + 2 * out * w.itemsize, fmt_params(w.dtype, idx=dims(idx.shape), weight=dims(w.shape)),
-                w.dtype, SIMT)
+                w.dtype, SIMT, bwd_flops=out, bwd_bytes=idx.nbytes + out * w.itemsize + w.nbytes)
 
 
 @register("torch.nn.functional.embedding_bag")
