@@ -44,6 +44,7 @@ MODES = ("plain", "emit_nvtx", "pyprof")
 
 
 def lenet(device: torch.device, smoke: bool) -> Callable[[], None]:
+    """One SGD step of LeNet-5 on a 1x1x32x32 input (the same in --smoke)."""
     net = LeNet5().to(device)
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     data = torch.randn(1, 1, 32, 32, device=device)
@@ -58,6 +59,7 @@ def lenet(device: torch.device, smoke: bool) -> Callable[[], None]:
 
 
 def resnet18(device: torch.device, smoke: bool) -> Callable[[], None]:
+    """One SGD step of ResNet-18, batch 64 at 224x224 (smoke: 2 at 64x64), channels_last, AMP."""
     batch, size = (2, 64) if smoke else (64, 224)
     cuda = device.type == "cuda"
     net = ResNet18().to(device, memory_format=torch.channels_last)
@@ -79,6 +81,7 @@ def resnet18(device: torch.device, smoke: bool) -> Callable[[], None]:
 
 
 def gpt(device: torch.device, smoke: bool) -> Callable[[], None]:
+    """One fused-AdamW step of a 4-layer GPT under bf16 autocast (smoke: d=64, seq 32, batch 2)."""
     vocab, seq, d, heads, layers, batch = (512, 32, 64, 8, 4, 2) if smoke else (8192, 256, 512, 8, 4, 8)
     model = GPT(vocab, seq, d, heads, layers).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=device.type == "cuda")
@@ -100,6 +103,7 @@ MODELS = {"lenet": lenet, "resnet18": resnet18, "gpt": gpt}
 
 @contextlib.contextmanager
 def mode(name: str, device: torch.device, force: bool) -> Iterator[None]:
+    """Run the block in one of MODES; pyprof is installed only for the block."""
     if name == "plain":
         yield
         return
@@ -132,6 +136,7 @@ def timed(step: Callable[[], None], steps: int, device: torch.device) -> float:
 
 
 def measure(step: Callable[[], None], device: torch.device, args: argparse.Namespace) -> Dict[str, float]:
+    """Median seconds per step in each mode; the modes take turns so that drift hits all alike."""
     for m in MODES:
         with mode(m, device, not args.no_force):
             timed(step, args.warmup, device)
