@@ -159,3 +159,23 @@ def test_docs_describe_every_column():
     doc = (pathlib.Path(__file__).parent.parent / "docs" / "prof.md").read_text()
     for c in COLUMNS:
         assert f"| {c.name} | {c.header} |" in doc, c.name
+
+
+@pytest.mark.parametrize("bad,skipped", [
+    ({"kind": "kernel", "grid": 5, "kDuration": 1}, True),
+    ({"kind": "kernel", "gpu": "H100", "kDuration": 1}, True),
+    ({"kind": "kernel", "torchOps": {"name": "aten::mm"}, "kLongName": "ampere_sgemm_32x32_nn",
+      "marker": {"kind": "op", "mod": "torch", "op": "mm",
+                 "args": [{"shape": [2, 3], "dtype": "float32"}, {"shape": [3, 4], "dtype": "float32"}]}}, True),
+    ({"kind": "kernel", "fwd": [], "dir": "bprop"}, False),  # no forward marker: a row of na
+    ({"kind": "kernel", "marker": {"kind": "op", "mod": "torch", "op": "mm", "args": 3}}, False),
+])
+def test_wrong_field_types_skip_the_record_not_the_run(bad, skipped, recs):
+    """Valid JSON with fields of the wrong type: that line is reported and skipped (fatal under
+    --strict); what the analysis cannot use prints na."""
+    cols = ",".join(c.name for c in COLUMNS)
+    rc, out, err = prof(["-c", cols], lines_of([recs[0], bad, recs[1]]))
+    assert rc == 0 and len(out.splitlines()) == (3 if skipped else 4)
+    assert ("line 2: record fields not understood" in err) == skipped
+    rc, _, _ = prof(["--strict", "-c", cols], lines_of([recs[0], bad, recs[1]]))
+    assert rc == (EXIT_BAD_LINE if skipped else 0)

@@ -10,12 +10,15 @@ from ..errors import (EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INTERRUPTED, EXIT_NO_
 from .analysis import Analyzer, Facts
 from .columns import DEFAULT, help_table, select
 from .output import columnated_writer, csv_writer, space_writer
-from .reader import records
+from .reader import bad_record, records
 from .summary import Summary
 
 _EPILOG = (f"exit status: 0 done (warnings, if any, summarised on stderr); {EXIT_USAGE} bad command line;\n"
            f"{EXIT_NO_INPUT} input missing or unreadable; {EXIT_BAD_FORMAT} not a record file (e.g. an nsys "
            f"SQLite export);\n{EXIT_BAD_LINE} malformed line under --strict; {EXIT_INTERRUPTED} interrupted.")
+
+
+_FIELD_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -71,9 +74,16 @@ def run(stream, out, cols: list, summary: Summary, width: Optional[int] = None, 
     values = [c.value for c in cols]
     analyzer = Analyzer(summary) if any(c.needs_facts for c in cols) else None
     blank = Facts()
-    for idx, rec in enumerate(records(stream, summary, strict)):
-        facts = analyzer.facts(rec) if analyzer else blank
-        write([v(rec, facts, idx) for v in values])
+    idx = 0
+    for lineno, rec in records(stream, summary, strict):
+        try:
+            facts = analyzer.facts(rec) if analyzer else blank
+            row = [v(rec, facts, idx) for v in values]
+        except _FIELD_ERRORS as err:  # valid JSON whose fields have the wrong types
+            bad_record(summary, strict, lineno, f"record fields not understood ({type(err).__name__}: {err})")
+            continue
+        write(row)
+        idx += 1
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Iterator, Tuple
 
 from ..errors import EXIT_BAD_FORMAT, EXIT_BAD_LINE, PyprofError
 from .legacy import from_legacy
@@ -13,9 +13,9 @@ from .summary import Summary
 _SQLITE = b"SQLite format 3\x00"
 
 
-def records(stream: BinaryIO, summary: Summary, strict: bool = False) -> Iterator[dict]:
-    """Yield each record of `stream`. A malformed line is reported with its number and skipped,
-    or, with `strict`, raises PyprofError (EXIT_BAD_LINE)."""
+def records(stream: BinaryIO, summary: Summary, strict: bool = False) -> Iterator[Tuple[int, dict]]:
+    """Yield (line number, record) for each record of `stream`. A malformed line is reported with
+    its number and skipped, or, with `strict`, raises PyprofError (EXIT_BAD_LINE)."""
     decode = json.JSONDecoder().decode  # on str: skips json.loads' per-call encoding detection
     for lineno, line in enumerate(stream, 1):
         if lineno == 1 and line.startswith(_SQLITE):
@@ -30,13 +30,13 @@ def records(stream: BinaryIO, summary: Summary, strict: bool = False) -> Iterato
             if rec is None:
                 reason = "not UTF-8 text" if isinstance(err, UnicodeDecodeError) else \
                     f"not a JSON record ({getattr(err, 'msg', err)})"
-                _bad(summary, strict, lineno, reason)
+                bad_record(summary, strict, lineno, reason)
                 continue
         if not isinstance(rec, dict):
-            _bad(summary, strict, lineno, "not a JSON object")
+            bad_record(summary, strict, lineno, "not a JSON object")
             continue
         summary.records += 1
-        yield rec
+        yield lineno, rec
 
 
 def _legacy(line: bytes):
@@ -51,7 +51,8 @@ def _legacy(line: bytes):
     return from_legacy(value) if isinstance(value, dict) else None
 
 
-def _bad(summary: Summary, strict: bool, lineno: int, reason: str) -> None:
+def bad_record(summary: Summary, strict: bool, lineno: int, reason: str) -> None:
+    """Report a line that is not a usable record: skipped, or fatal under `strict`."""
     if strict:
         raise PyprofError(f"line {lineno}: {reason}", EXIT_BAD_LINE)
     summary.bad_line(lineno, reason)
