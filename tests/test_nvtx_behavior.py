@@ -490,3 +490,28 @@ def test_overhead_benchmark_smoke():
     row = next(line.split() for line in out.splitlines() if line.startswith("lenet"))
     assert len(row) == 6 and all(float(v) > 0 for v in row[1:])
     assert "nn.Linear module call" in out
+
+
+def test_restore_keeps_a_later_patch_by_someone_else():
+    pyprof.init()
+    ours = torch.sigmoid
+    theirs = lambda x: ours(x)  # noqa: E731  (another tool wrapping after pyprof)
+    torch.sigmoid = theirs
+    try:
+        pyprof.restore()
+        assert torch.sigmoid is theirs
+        assert not is_wrapper(torch.add)
+    finally:
+        torch.sigmoid = ours.__wrapped__
+
+
+def test_module_tables_of_dead_roots_are_dropped(pyprof_on):
+    import gc
+
+    x = torch.randn(1, 2)
+    before = len(wrappers._roots)
+    with recording():
+        for _ in range(50):
+            torch.nn.Sequential(torch.nn.Linear(2, 2))(x)
+    gc.collect()
+    assert len(wrappers._roots) <= before + 1

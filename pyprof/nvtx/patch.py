@@ -175,12 +175,17 @@ def _patch() -> None:
 
 
 def _unpatch() -> List[Tuple[Any, str, Any, Any]]:
-    undone = _patches[:]
-    for owner, name, before, _ in reversed(undone):
+    undone = []
+    for owner, name, before, wrapper in reversed(_patches):
+        # Whoever replaced our wrapper since keeps their replacement (and it keeps ours inside).
+        if vars(owner).get(name) is not wrapper:
+            continue
+        undone.append((owner, name, before, wrapper))
         if before is _MISSING:
             delattr(owner, name)
         else:
             setattr(owner, name, before)
+    undone.reverse()
     _patches.clear()
     for cls in _optimizer_classes:
         step = vars(cls).get("step")
