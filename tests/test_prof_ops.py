@@ -288,3 +288,20 @@ def test_backward_costs_of_norms_and_losses():
     assert (mse.bwd_flops, mse.bwd_bytes) == (40, 80 + 80 + 4 + 80)
     e = cost_of(FN, "embedding", torch.zeros(4, 7, dtype=torch.int64), t(100, 16))
     assert (e.bwd_flops, e.bwd_bytes) == (4 * 7 * 16, 4 * 7 * 8 + 4 * 7 * 16 * 4 + 100 * 16 * 4)
+
+
+ODD_ARGS = [[], [None], [3], ["x"], [{"shape": [0], "dtype": "float32"}] * 4,
+            [{"shape": [2, 3], "dtype": "weird"}, {"shape": [3], "dtype": None}, 0, 0, 0, 0, 0, 0],
+            [{"shape": [2, 3, 4, 5], "dtype": "float16"}, [1, 2], {"more": 3}, {"type": "list"}]]
+
+
+@pytest.mark.parametrize("args", ODD_ARGS)
+def test_no_formula_raises_on_odd_arguments(args):
+    """Every formula in the table, fed arguments it does not expect: a cost, or na with a
+    warning, never an exception out of the analysis."""
+    from pyprof.prof.analysis import Analyzer
+    from pyprof.prof.ops import registered
+    for name in registered():
+        optim = name.startswith("torch.optim.")  # op names like SGD.step contain a dot
+        mod, op = ("torch.optim", name[len("torch.optim."):]) if optim else name.rsplit(".", 1)
+        Analyzer._compute({"v": 1, "kind": "op", "mod": mod, "op": op, "args": args})

@@ -95,6 +95,11 @@ def lookup(mod: Optional[str], op: Optional[str]) -> Optional[Formula]:
     return _TABLE.get(f"{mod}.{op}")
 
 
+def registered() -> list:
+    """Every qualified name in the table, sorted."""
+    return sorted(_TABLE)
+
+
 def names(ops: Iterable[str], mods: Iterable[str] = ("torch", "Tensor")) -> list:
     """`mod.op` for every pair: the spellings one op family goes by."""
     return [f"{m}.{o}" for m in mods for o in ops]
