@@ -23,7 +23,7 @@ def records(stream: BinaryIO, summary: Summary, strict: bool = False) -> Iterato
                               "and give prof its output", EXIT_BAD_FORMAT)
         try:
             rec = decode(line.decode())
-        except ValueError as err:
+        except (ValueError, RecursionError) as err:  # RecursionError: absurdly deep nesting
             if not line.strip():
                 continue
             rec = _legacy(line)
