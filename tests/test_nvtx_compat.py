@@ -138,6 +138,15 @@ def test_torch_compile_of_a_module_with_inductor_free_backend():
     torch._dynamo.reset()
 
 
+def test_torch_export():
+    model = SmallNet().eval()
+    x = torch.randn(2, 3, 6, 6)
+    exported = torch.export.export(model, (x,))
+    assert torch.allclose(exported.module()(x), model(x), atol=1e-6)
+    targets = [n.target for n in exported.graph.nodes if n.op == "call_function"]
+    assert torch.ops.aten.conv2d.default in targets
+
+
 @pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
 def test_torchscript_of_module_defined_after_init():
     class Scriptable(torch.nn.Module):
