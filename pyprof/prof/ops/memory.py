@@ -1,5 +1,6 @@
-"""Data movement: copies and dtype casts, cat/stack, gather/scatter/index_select. No FLOPs
-(scatter_add and index_add: one add per source element); bytes as everywhere: read once, write once.
+"""Data movement: copies and dtype casts, views, cat/stack, splits, gather/scatter/index_select,
+`[]` indexing, tensor creation. No FLOPs (scatter_add and index_add: one add per source element);
+bytes as everywhere: read once, write once.
 """
 from __future__ import annotations
 
@@ -7,19 +8,19 @@ from math import ceil, prod
 from typing import Optional
 
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
-from ..values import ITEMSIZE, Tensor, Unknown, is_truncated, promote
+from ..values import ITEMSIZE, Tensor, Unknown, is_truncated, promote, short
 
 
-def copy_cost(src: Tensor, out_dtype: Optional[str], **fields) -> Optional[Cost]:
+def copy_cost(src: Tensor, out_dtype: Optional[str]) -> Optional[Cost]:
     """Read `src`, write it again as `out_dtype`."""
     size = ITEMSIZE.get(out_dtype)
     if src.nbytes is None or size is None:
         return None
-    return Cost(0, src.nbytes + src.numel * size, fmt_params(src.dtype, shape=dims(src.shape), to=out_dtype),
+    return Cost(0, src.nbytes + src.numel * size, fmt_params(src.dtype, shape=dims(src.shape), to=short(out_dtype)),
                 src.dtype, SIMT)
 
 
-@register(*names(["to", "type"], ("Tensor",)))
+@register("Tensor.to")
 def to(c: Call) -> Optional[Cost]:
     """Tensor.to(dtype) / to(device, dtype) / to(other): the target dtype is the first dtype
     argument, or the other tensor's; a device-only move is a memcpy record, not a kernel."""
@@ -51,7 +52,7 @@ def copy_(c: Call) -> Optional[Cost]:
     dst, src = c.args[0], c.get(1, "src")
     if src.nbytes is None or dst.nbytes is None:
         return None
-    return Cost(0, src.nbytes + dst.nbytes, fmt_params(src.dtype, shape=dims(dst.shape), to=dst.dtype), src.dtype, SIMT)
+    return Cost(0, src.nbytes + dst.nbytes, fmt_params(src.dtype, shape=dims(dst.shape), to=short(dst.dtype)), src.dtype, SIMT)
 
 
 @register(*names(["cat", "concat", "concatenate", "stack", "hstack", "vstack"], ("torch",)))
@@ -188,7 +189,7 @@ register(*names(["uniform_", "normal_", "bernoulli_", "exponential_", "random_"]
 
 VIEWS = ["view", "reshape", "flatten", "unflatten", "permute", "transpose", "t", "expand", "expand_as",
          "squeeze", "unsqueeze", "narrow", "select", "movedim", "view_as", "reshape_as", "detach",
-         "unfold", "swapaxes", "mT", "T", "diagonal"]
+         "unfold", "swapaxes", "diagonal"]
 
 
 def _view(c: Call) -> Optional[Cost]:
