@@ -308,13 +308,24 @@ def test_wrap_static_method_of_a_class(pyprof_on):
         def double(t):
             return t * 2
 
+        @classmethod
+        def triple(cls, t):
+            return t * 3
+
+    class Derived(Kernels):
+        pass
+
     pyprof.wrap(Kernels, "double")
+    pyprof.wrap(Derived, "triple")  # inherited classmethod
     one = torch.ones(1)
     with recording() as rec:
         out = Kernels.double(one)
         out2 = Kernels().double(one)
-    assert out.item() == 2.0 and out2.item() == 2.0
-    assert ops(rec) == [(0, "Kernels", "double")] * 2
+        out3 = Derived().triple(one)
+    assert (out.item(), out2.item(), out3.item()) == (2.0, 2.0, 3.0)
+    assert ops(rec) == [(0, "Kernels", "double")] * 2 + [(0, "Derived", "triple")]
+    pyprof.restore()
+    assert "triple" not in vars(Derived) and Derived().triple(one).item() == 3.0
 
 
 def test_wrap_function_returns_a_wrapper(pyprof_on):

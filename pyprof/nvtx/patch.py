@@ -260,7 +260,7 @@ def wrap(obj: Any, name: str) -> Callable:
             w: Any = op_wrapper(target, mod, name, home, qualname)
             # Bound (class- and static) methods already carry their binding: install them so
             # that the class does not bind them a second time.
-            raw = vars(obj).get(name) if is_type else None
+            raw = next((vars(k)[name] for k in obj.__mro__ if name in vars(k)), None) if is_type else None
             _set(obj, name, staticmethod(w) if isinstance(raw, (staticmethod, classmethod)) else w)
             return w
         if not callable(obj):
