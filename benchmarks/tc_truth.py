@@ -7,7 +7,8 @@ Both runs of benchmarks/tc_zoo.py launch the same kernels in the same order insi
 range, so the n-th kernel record matches the n-th kernel Nsight Compute profiled; every pair's
 names are checked before a row is written. Columns: case (the zoo case, from the layer column),
 dir, op, kernel (short name), tc (1 when any MMA counter is above zero), mma_ops (the Tensor Core
-ops-path sum: FLOPs done on Tensor Cores), core_flops (CUDA-core FP16/32/64 FLOPs, FMA = 2),
+ops-path sum: FLOPs done on Tensor Cores; FP64 has no ops-path counter), dmma_inst (FP64 Tensor
+Core instructions), core_flops (CUDA-core FP16/32/64 FLOPs, FMA = 2),
 dram_bytes (read + written), name (the demangled kernel name). Backward kernels, launched on
 the autograd thread outside the case's range, take the case of the kernels before them.
 """
@@ -47,17 +48,19 @@ def ncu_kernels(path: str) -> list[tuple[str, dict[str, float]]]:
     return [(names[k], metrics[k]) for k in sorted(names)]
 
 
-def summarize(counters: dict[str, float]) -> tuple[int, float, float, float]:
-    """(tc, mma_ops, core_flops, dram_bytes) from one kernel's counters."""
-    # The *_sparsity_on/_off counters split the same ops again: summing them too would double count.
-    mma = sum(v for k, v in counters.items()
-              if k.startswith("sm__ops_path_tensor_op_") and "_sparsity_" not in k)
+def summarize(counters: dict[str, float]) -> tuple[int, float, float, float, float]:
+    """(tc, mma_ops, dmma_inst, core_flops, dram_bytes) from one kernel's counters."""
+    # Counters nest: hmma_src_fp16 already holds hmma_src_fp16_dst_fp16 and _dst_fp32, and each
+    # of those its _sparsity_on/_off split. Summing only the outermost ones counts each op once.
+    paths = {k[: -len(".sum")] for k in counters if k.startswith("sm__ops_path_tensor_op_")}
+    outer = [p for p in paths if not any(p != q and p.startswith(q + "_") for q in paths)]
+    mma = sum(counters[p + ".sum"] for p in outer)
     dmma = counters.get("sm__inst_executed_pipe_tensor_op_dmma.sum", 0.0)
     def op(name: str) -> float:
         return counters.get(f"smsp__sass_thread_inst_executed_op_{name}_pred_on.sum", 0.0)
     core = 2 * (op("ffma") + op("hfma") + op("dfma")) + sum(op(n) for n in ("fadd", "fmul", "hadd", "hmul", "dadd", "dmul"))
     dram = counters.get("dram__bytes_read.sum", 0.0) + counters.get("dram__bytes_write.sum", 0.0)
-    return int(mma > 0 or dmma > 0), mma, core, dram
+    return int(mma > 0 or dmma > 0), mma, dmma, core, dram
 
 
 def main(argv: list[str]) -> int:
@@ -70,18 +73,18 @@ def main(argv: list[str]) -> int:
         print(f"tc_truth: {len(records)} kernel records but {len(profiled)} profiled kernels", file=sys.stderr)
         return 1
     out = csv.writer(sys.stdout, lineterminator="\n")
-    out.writerow(["case", "dir", "op", "kernel", "tc", "mma_ops", "core_flops", "dram_bytes", "name"])
+    out.writerow(["case", "dir", "op", "kernel", "tc", "mma_ops", "dmma_inst", "core_flops", "dram_bytes", "name"])
     case = ""
     for rec, (ncu_name, counters) in zip(records, profiled):
         if not (ncu_name.startswith(rec["kShortName"]) or rec["kShortName"] in ncu_name):
             print(f"tc_truth: kernel order differs: {rec['kShortName']!r} vs {ncu_name!r}", file=sys.stderr)
             return 1
-        tc, mma, core, dram = summarize(counters)
+        tc, mma, dmma, core, dram = summarize(counters)
         # Backward kernels run on the autograd thread, outside the case's range on the main
         # thread: they belong to the case whose forward kernels came just before them.
         case = rec["layer"][-1] if rec.get("layer") else case
         out.writerow([case, rec.get("dir"), rec.get("op") or "", rec["kShortName"], tc,
-                      int(mma), int(core), int(dram), rec["kLongName"]])
+                      int(mma), int(dmma), int(core), int(dram), rec["kLongName"]])
     return 0
 
 

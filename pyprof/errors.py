@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Callable, NoReturn, Sequence
 
-# Exit statuses shared by pyprof.parse and pyprof.prof (documented in docs/cli.md).
+# Exit statuses shared by the tools (each tool's --help lists its own; docs/parse.md, docs/prof.md).
 EXIT_USAGE = 2          # bad command line (argparse's own status)
 EXIT_NO_INPUT = 3       # input file missing or unreadable
 EXIT_BAD_FORMAT = 4     # not an nsys SQLite export / not a record file

@@ -66,7 +66,10 @@ def test_algorithmic_flops_never_exceed_the_hardware_count(zoo):
 EXACT = ["mm_1024x1024x1024_tf32", "mm_1024x1024x1024_bf16", "bmm_8x256x256x128_tf32",
          "bmm_8x256x256x128_bf16", "bmm_8x256x256x128_fp16", "mm_1024x1024x1024_fp16",
          "conv2d_3x3_nchw_tf32", "conv2d_3x3_nhwc_tf32", "conv2d_3x3_nchw_bf16", "conv2d_3x3_nhwc_bf16",
-         "linear_fwd_bwd_bf16", "conv2d_fwd_bwd_bf16"]
+         "linear_fwd_bwd_bf16", "conv2d_fwd_bwd_bf16", "conv2d_3x3_nchw_fp16", "conv2d_3x3_nhwc_fp16",
+         "conv2d_fwd_bwd_fp16"]
+# Not linear_fwd_bwd_fp16: its forward GEMM runs 72-wide tiles over N=768, so the hardware
+# computes 12.5% padding (905969664 MMA ops for 805306368 algorithmic FLOPs).
 
 
 @pytest.mark.parametrize("case", EXACT)
