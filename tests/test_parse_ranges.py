@@ -119,6 +119,7 @@ def test_forward_op_map_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     main, grad = syn.thread(100, 100), syn.thread(100, 101)
     for seq in range(1000):
         syn.push(main, 1000 + seq * 10, 1005 + seq * 10, torch_text("aten::mul", seq=seq, op_id=seq))
+    syn.launch(main, 20000, api="cudaStreamSynchronize_v3020")  # the forward thread calls CUDA
     syn.push(grad, 50000, 60000, torch_text("MulBackward0", seq=950, op_id=2000))
     syn.launch_kernel(grad, 51000, "recent")
     syn.push(grad, 70000, 80000, torch_text("MulBackward0", seq=1, op_id=2001))

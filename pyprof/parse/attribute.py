@@ -22,7 +22,7 @@ from typing import Any, Iterator
 from pyprof.parse import queries
 from pyprof.parse.export import Export
 from pyprof.parse.gpu import GpuInfo
-from pyprof.parse.queries import DOMAIN_CREATE, RANGE_TYPES, SRC_KERNEL, SRC_MEMCPY
+from pyprof.parse.queries import DOMAIN_CREATE, SRC_KERNEL, SRC_MEMCPY
 from pyprof.parse.ranges import (LAYER, MALFORMED, MODULE, OP, PYPROF_DOMAIN, TORCH, Label, classify,
                                  encode, encode_str, forward_op)
 
@@ -49,26 +49,26 @@ class Stats:
         self.malformed = 0
 
 
-class _Range:
-    __slots__ = ("start", "end", "domain", "text", "label", "n", "node_seq")
+# An open range is a list, not an object: about five are made per kernel, and a list literal
+# costs a fraction of an instance's __init__ call. Its fields, by index:
+_START = 0      # CPU start, ns
+_END = 1        # CPU end, ns (_END_OPEN while open at capture stop)
+_DOMAIN = 2     # domain name, None for the default domain
+_TEXT = 3       # message
+_LABEL = 4      # its ranges.Label, classified on first use: most PyTorch ranges enclose no kernel
+_COUNT = 5      # kernels attributed with it as their innermost op so far: the next subSeqId
+# For `autograd::engine::evaluate_function: XBackward0`, which carries no seq: the seq of the node
+# range it wraps, so kernels the engine launches around the node (a bias gradient's sum) still
+# find their forward op.
+_NODE_SEQ = 6
+_Range = list
 
-    def __init__(self, start: int, end: int, domain: str | None, text: str, label: Label | None) -> None:
-        self.start = start
-        self.end = end
-        self.domain = domain
-        self.text = text
-        self.label = label  # classified on first use: most PyTorch ranges enclose no kernel
-        self.n = 0          # kernels attributed with this range as their innermost op: next subSeqId
-        # For `autograd::engine::evaluate_function: XBackward0`, which carries no seq: the seq of
-        # the node range it wraps, so kernels the engine launches around the node (a bias
-        # gradient's sum) still find their forward op.
-        self.node_seq: int | None = None
 
-    def classified(self) -> Label:
-        label = self.label
-        if label is None:
-            label = self.label = classify(self.domain, self.text)
-        return label
+def _classified(r: _Range) -> Label:
+    label = r[_LABEL]
+    if label is None:
+        label = r[_LABEL] = classify(r[_DOMAIN], r[_TEXT])
+    return label
 
 
 def _str(s: str | None) -> str:
@@ -84,9 +84,9 @@ def _split_op(name: str) -> tuple[str, str]:
 def _enclosing(stack: list[_Range], t: int) -> list[_Range]:
     # Start/end ranges need not nest: an ended one can hide below an open one, so besides
     # dropping ended ranges from the top (which keeps the list short), filter them all.
-    while stack and stack[-1].end < t:
+    while stack and stack[-1][_END] < t:
         stack.pop()
-    return [r for r in stack if r.end >= t]
+    return [r for r in stack if r[_END] >= t]
 
 
 def _fwd_js(seq: int, fwd: tuple[Label | None, str, tuple[str, ...]]) -> str:
@@ -95,7 +95,7 @@ def _fwd_js(seq: int, fwd: tuple[Label | None, str, tuple[str, ...]]) -> str:
 
 
 def _outer_first(r: _Range) -> tuple[int, int]:
-    return (r.start, -r.end)
+    return (r[_START], -r[_END])
 
 
 def _domains(exp: Export) -> dict[tuple[int, int], str]:
@@ -131,7 +131,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
             streams.append(exp.rows(queries.activity_sql(exp, table, src)))
         nvtx_sql = queries.nvtx_sql(exp)
         if nvtx_sql:
-            streams.append(exp.rows(nvtx_sql, RANGE_TYPES))
+            streams.append(exp.rows(*nvtx_sql))
     except BaseException:
         for stream in streams:
             stream.close()
@@ -154,9 +154,9 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
         marker = None
         layers: list[str] = []
         for r in reversed(stack):
-            if r.end < start:
+            if r[_END] < start:
                 continue
-            lab = r.classified()
+            lab = _classified(r)
             if lab.bwd:
                 return  # an op run by autograd itself, not a forward op of the user's
             if marker is None and lab.kind == OP:
@@ -219,10 +219,10 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                         stack = procs.get(gpid)
                         if stack is None:
                             stack = procs[gpid] = []
-                    while stack and stack[-1].end < start:
+                    while stack and stack[-1][_END] < start:
                         stack.pop()
                     if len(stack) >= _COMPACT_MIN and len(stack) >= limits.get(id(stack), 0):
-                        stack[:] = [r for r in stack if r.end >= start]
+                        stack[:] = [r for r in stack if r[_END] >= start]
                         limits[id(stack)] = max(_COMPACT_MIN, 2 * len(stack))
                     if domain is None:
                         if "Backward" in text or "autograd::" in text:
@@ -232,14 +232,14 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                                 if label.seq is not None and stack:
                                     # Wrappers contain "autograd::": already classified.
                                     wrapper = stack[-1]
-                                    wlab = wrapper.label
-                                    if wlab is not None and wlab.bwd and wlab.seq is None and wrapper.end >= start:
-                                        wrapper.node_seq = label.seq
+                                    wlab = wrapper[_LABEL]
+                                    if wlab is not None and wlab.bwd and wlab.seq is None and wrapper[_END] >= start:
+                                        wrapper[_NODE_SEQ] = label.seq
                         elif "seq = " in text:
                             fwd = forward_op(text)
                             if fwd is not None:
                                 remember_forward(stack, start, gpid, *fwd)
-                    stack.append(_Range(start, _END_OPEN if end is None else end, domain, text, label))
+                    stack.append([start, _END_OPEN if end is None else end, domain, text, label, 0, None])
                 gpid = row[7]
                 rtid = row[10]
                 if row[8] is None:
@@ -256,7 +256,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                         # Push/pop ranges nest on their thread: once those that ended are off
                         # the top, all the rest enclose t (the loop below still skips any that
                         # ended, should a trace break the nesting).
-                        while encl and encl[-1].end < t:
+                        while encl and encl[-1][_END] < t:
                             encl.pop()
                     else:
                         tid = "null"
@@ -272,11 +272,11 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                 others: list[str] = []
                 bwd = rtid in autograd_threads
                 for r in encl:
-                    if r.end < t:
+                    if r[_END] < t:
                         continue
-                    lab = r.label
+                    lab = r[_LABEL]
                     if lab is None:
-                        lab = r.label = classify(r.domain, r.text)
+                        lab = r[_LABEL] = classify(r[_DOMAIN], r[_TEXT])
                     kind = lab.kind
                     if kind == TORCH:
                         torch_ops.append(lab.js)
@@ -287,8 +287,8 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                             if lab.seq is not None:
                                 seqs.append(lab.seq)
                                 bseq = lab.seq
-                            elif r.node_seq is not None:
-                                bseq = r.node_seq
+                            elif r[_NODE_SEQ] is not None:
+                                bseq = r[_NODE_SEQ]
                         elif lab.seq is not None:
                             seqs.append(lab.seq)
                     elif kind == OP:
@@ -303,8 +303,8 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                     else:
                         others.append(lab.js)
                 if owner is not None:
-                    sub = owner.n
-                    owner.n = sub + 1
+                    sub = owner[_COUNT]
+                    owner[_COUNT] = sub + 1
                 else:
                     sub = 0
 

@@ -75,19 +75,27 @@ def activity_sql(exp: Export, table: str, src: int) -> str:
     return f"SELECT {', '.join(cols)} FROM {table} x{joins} ORDER BY 1, 2"
 
 
-def nvtx_sql(exp: Export) -> str | None:
-    """NVTX ranges as (start, end, eventType, globalTid, domainId, text), by start, outer first.
+def nvtx_sql(exp: Export) -> tuple[str, tuple[int, ...]] | None:
+    """NVTX ranges as (start, end, eventType, globalTid, domainId, text), by start, outer first,
+    with the parameters to bind.
 
     At equal starts the longer range comes first (an open range, end NULL, is longest), so a
-    list in this order is outermost-first. Bind RANGE_TYPES as parameters.
+    list in this order is outermost-first. Push/pop ranges of threads that made no CUDA runtime
+    call are left out: they can enclose no launch (data-loader threads push ranges by the
+    thousand), and a thread that never calls CUDA runs no forward op whose backward does.
+    Start/end ranges are all kept: they span threads.
     """
     if not exp.has(NVTX, "start", "end", "eventType"):
         return None
     text, joins = _text(exp)
     cols = ["n.start", "n.end", "n.eventType", exp.col(NVTX, "n", "globalTid"), exp.col(NVTX, "n", "domainId"), text]
-    marks = ", ".join("?" * len(RANGE_TYPES))
-    return (f"SELECT {', '.join(cols)} FROM {NVTX} n{joins} WHERE n.eventType IN ({marks}) "
-            "ORDER BY n.start, n.end IS NULL DESC, n.end DESC")
+    where = f"n.eventType IN ({', '.join('?' * len(RANGE_TYPES))})"
+    params: tuple[int, ...] = RANGE_TYPES
+    if exp.has(NVTX, "globalTid") and exp.has(RUNTIME, "globalTid"):
+        where += f" AND (n.eventType IN (?, ?) OR n.globalTid IN (SELECT globalTid FROM {RUNTIME}))"
+        params += (START_END, START_END_T)
+    return (f"SELECT {', '.join(cols)} FROM {NVTX} n{joins} WHERE {where} "
+            "ORDER BY n.start, n.end IS NULL DESC, n.end DESC", params)
 
 
 def domains_sql(exp: Export) -> str | None:
