@@ -69,6 +69,21 @@ def test_custom_autograd_function_backward_runs_wrapped_ops():
     assert torch.allclose(x.grad, 2 * x.detach())
 
 
+def test_device_context_manager_places_factories():
+    # torch.device as a context manager matches factories by identity in a table filled on
+    # first use; init() fills it from the originals.
+    with torch.device("meta"):
+        made = [torch.empty(3), torch.zeros(2), torch.randn(2), torch.nn.Linear(2, 2).weight]
+    assert all(t.device.type == "meta" for t in made)
+
+
+def test_dynamo_tables_hold_originals():
+    from torch._dynamo import trace_rules
+
+    assert torch.Tensor.add.__wrapped__ in trace_rules.get_tensor_method()
+    assert not any(is_wrapper(f) for f in trace_rules.get_tensor_method())
+
+
 def test_autocast_still_casts():
     model = torch.nn.Linear(8, 4)
     x = torch.randn(2, 8)

@@ -142,14 +142,33 @@ def _script(obj: Any, *args: Any, **kwargs: Any) -> Any:
 _original_script: Callable = torch.jit.script
 
 
+# Tables torch fills on first use by looking torch functions up in the live namespaces (by
+# identity or id). Filled after init() they would hold wrappers in place of the originals (and
+# keep them after restore()): `with torch.device("meta")` would stop placing factories, Dynamo
+# would stop recognizing Tensor methods. init() fills them first. Names absent from the torch
+# at hand are skipped.
+_LAZY_TABLES = (
+    ("torch.jit._builtins", "_get_builtin_table"),
+    ("torch.utils._device", "_device_constructors"),
+    ("torch.overrides", "_get_overridable_functions"),
+    ("torch.overrides", "_get_tensor_methods"),
+    ("torch._prims.context", "torch_to_refs_map"),
+    ("torch._dynamo.trace_rules", "get_torch_obj_rule_map"),
+    ("torch._dynamo.trace_rules", "get_tensor_method"),
+    ("torch._dynamo.variables.torch", "get_overridable_functions"),
+    ("torch._dynamo.variables.nn_module", "UnspecializedNNModuleVariable._nn_module_method_ids"),
+)
+
+
 def _prepare() -> None:
-    # Tables that torch fills lazily by looking names up in the live namespaces: fill them now,
-    # from the originals, so that they never hold (and later outlive) a wrapper.
-    torch.jit._builtins._get_builtin_table()
-    try:
-        importlib.import_module("torch._dynamo")  # its trace rules map torch functions by identity
-    except Exception:
-        pass
+    for module, attr in _LAZY_TABLES:
+        try:
+            fn: Any = importlib.import_module(module)
+            for part in attr.split("."):
+                fn = getattr(fn, part)
+            fn()
+        except (ImportError, AttributeError):
+            pass
 
 
 def _patch() -> None:
