@@ -94,10 +94,11 @@ def _peak_bytes(path: str) -> int:
 
 
 def _busy_threads(path: Path, n: int) -> str:
-    """n ranges on a thread that launches nothing, n start/end ranges that overlap without nesting,
-    then one kernel."""
+    """n ranges on a thread that launches no kernel, n start/end ranges that overlap without
+    nesting, then one kernel."""
     syn = SynthExport(str(path))
     main, loader = syn.thread(100, 100), syn.thread(100, 101)
+    syn.launch(loader, 500, api="cudaStreamQuery_v3020")  # a CUDA call: its ranges are read
     for i in range(n):
         t = 1000 + i * 100
         syn.push(loader, t, t + 50, torch_text("aten::stack", op_id=i))
