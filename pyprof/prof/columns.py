@@ -70,14 +70,15 @@ def _ai(rec, f, idx):
     return _rate(f.flops, f.bytes, 1.0, ".2f")
 
 
-def _peak_tflops(f) -> Optional[float]:
+def peak_tflops(f) -> Optional[float]:
+    """The dense peak (TFLOP/s) of the kernel's math path on its GPU; None when unknown."""
     if f.peaks is None or f.path is None:
         return None
     return f.peaks.flops.get(f.path)
 
 
 def _pct_peak(rec, f, idx):
-    peak, dur = _peak_tflops(f), _dur(rec)
+    peak, dur = peak_tflops(f), _dur(rec)
     if peak is None or f.flops is None or not dur:
         return NA
     return format(f.flops / dur * 1e-3 / peak * 100, ".1f")
@@ -97,7 +98,7 @@ def bound(f) -> str:
         return NA
     if f.flops == 0:
         return "memory"
-    peak = _peak_tflops(f)
+    peak = peak_tflops(f)
     if peak is None or f.peaks is None or not f.peaks.gbps or not f.bytes:
         return NA
     ridge = peak * 1e3 / f.peaks.gbps  # (TFLOP/s * 1e12) / (GB/s * 1e9)

@@ -1,0 +1,184 @@
+"""Known fixes the profile points at, each with its evidence (docs/prof.md, "Advice").
+
+`Evidence` watches every record as it streams by (O(1) memory, plus a few bounded tallies);
+`advise()` turns what it saw, with the timeline totals, into Advice items. Each rule fires only
+above a documented threshold, so a healthy profile prints no advice.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Dict, List, NamedTuple, Optional
+
+from .analysis import Facts
+from .registry import CONV, GEMM
+from .units import duration, si
+
+# Thresholds (documented in docs/prof.md).
+FP32_MIN_PCT = 5.0        # fp32 matrix kernels on CUDA cores: % of GPU time
+ALIGN = 8                 # fp16/bf16 GEMM/conv dims should be multiples of this
+ALIGN_MIN_PCT = 1.0       # misaligned 16-bit matrix kernels: % of GPU time
+TINY_NS = 10_000          # a "tiny" kernel runs shorter than this (ns)
+LAUNCH_BUSY_PCT = 50.0    # launch-bound: GPU busy below this %
+LAUNCH_TINY_PCT = 50.0    # ... and at least this % of kernels tiny
+LAYOUT_MIN_PCT = 1.0      # layout conversion kernels: % of GPU time
+LAYOUT_TOKENS = ("nchwtonhwc", "nhwctonchw")
+HOST_COPIES = ("HtoD", "DtoH")
+_EXAMPLES = 64            # distinct (op, dims) examples kept for the alignment rule
+
+
+class Advice(NamedTuple):
+    """One finding: `kind` (a stable key), `text` (one line: evidence -> fix), `evidence`
+    (the numbers behind it, for --json)."""
+
+    kind: str
+    text: str
+    evidence: dict
+
+
+def _dims(params: str) -> Dict[str, int]:
+    """Integer `KEY=value` pairs of a params string (M=..,N=..,K=.. or N=..,C=..,...,g=..)."""
+    out = {}
+    for part in params.split(","):
+        k, _, v = part.partition("=")
+        if v.isdigit():
+            out[k] = int(v)
+    return out
+
+
+def misaligned(f: Facts) -> Optional[str]:
+    """`M=..,N=..,K=..` (the dims at fault) when a 16-bit GEMM/conv matrix kernel has a dimension
+    that is not a multiple of ALIGN; None otherwise or when the dims are unknown."""
+    cost = f.cost
+    if cost is None or f.tc not in ("0", "1") or f.dtype not in ("float16", "bfloat16"):
+        return None
+    d = _dims(cost.params)
+    if cost.kind == GEMM:
+        names = ("M", "N", "K")
+    elif cost.kind == CONV and d.get("g", 1) == 1:
+        names = ("C", "K")  # input and output channels: the GEMM's K and N
+    else:
+        return None
+    if not all(n in d for n in names):
+        return None
+    bad = [n for n in names if d[n] % ALIGN]
+    return ",".join(f"{n}={d[n]}" for n in names) if bad else None
+
+
+class Evidence:
+    """Tallies for the advice rules, fed one record at a time."""
+
+    def __init__(self) -> None:
+        self.fp32_time = self.fp32_count = 0
+        self.fp32_ops: Counter = Counter()
+        self.align_time = self.align_count = 0
+        self.align_examples: Counter = Counter()  # "op dims" -> time
+        self.tiny = 0
+        self.layout_time = self.layout_count = 0
+        self.layout_ops: Counter = Counter()
+        self.copy_records = 0       # memcpy and memset records of any kind
+        self.host_count = self.host_bytes = self.host_time = 0
+        self.host_kinds: Counter = Counter()
+
+    def kernel(self, rec: dict, f: Facts, dur: int) -> None:
+        """Look at one kernel record."""
+        op = rec.get("op") or "-"
+        if dur < TINY_NS:
+            self.tiny += 1
+        if f.tc == "0" and f.dtype == "float32":
+            self.fp32_time += dur
+            self.fp32_count += 1
+            self.fp32_ops[op] += dur
+        dims = misaligned(f)
+        if dims is not None:
+            self.align_time += dur
+            self.align_count += 1
+            key = f"{op} {dims} {f.dtype}"
+            if key in self.align_examples or len(self.align_examples) < _EXAMPLES:
+                self.align_examples[key] += dur
+        name = (rec.get("kShortName") or "").lower()
+        if any(t in name for t in LAYOUT_TOKENS):
+            self.layout_time += dur
+            self.layout_count += 1
+            self.layout_ops[op] += dur
+
+    def copy(self, rec: dict, dur: int) -> None:
+        """Look at one memcpy/memset record."""
+        self.copy_records += 1
+        kind = rec.get("copyKind")
+        if rec.get("kind") == "memcpy" and kind in HOST_COPIES:
+            self.host_count += 1
+            self.host_bytes += rec.get("bytes") or 0
+            self.host_time += dur
+            self.host_kinds[kind] += 1
+
+
+def _top(c: Counter, n: int = 3) -> str:
+    return ", ".join(f"{k} {duration(v)}" for k, v in c.most_common(n))
+
+
+def _share(part: float, whole: float) -> float:
+    return part / whole * 100 if whole else 0.0
+
+
+def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: Optional[float]) -> List[Advice]:
+    """The advice that `ev` supports, most time at stake first; `gpu_time` is the summed kernel
+    time (ns), `busy_pct` the GPU busy % (None when unknown)."""
+    out = []
+    p = _share(ev.fp32_time, gpu_time)
+    if ev.fp32_count and p >= FP32_MIN_PCT:
+        out.append((ev.fp32_time, Advice(
+            "fp32-matmul",
+            f"fp32 matmul/conv on CUDA cores: {ev.fp32_count} kernels, {duration(ev.fp32_time)} = {p:.1f}% of "
+            f"GPU time ({_top(ev.fp32_ops)}) -> let them use Tensor Cores: "
+            "torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision('high')), "
+            "torch.backends.cudnn.allow_tf32 = True, or AMP (torch.autocast)",
+            {"kernels": ev.fp32_count, "time_ns": ev.fp32_time, "pct_gpu_time": round(p, 2),
+             "top_ops": dict(ev.fp32_ops.most_common(3))})))
+    p = _share(ev.align_time, gpu_time)
+    if ev.align_count and p >= ALIGN_MIN_PCT:
+        ex = "; ".join(f"{k} {duration(v)}" for k, v in ev.align_examples.most_common(3))
+        out.append((ev.align_time, Advice(
+            "alignment",
+            f"fp16/bf16 GEMM/conv dims not multiples of {ALIGN}: {ev.align_count} kernels, "
+            f"{duration(ev.align_time)} = {p:.1f}% of GPU time ({ex}) -> pad sizes (hidden, vocab, "
+            f"channels, batch x seq) to multiples of {ALIGN} (64 is better) so Tensor Cores run full tiles",
+            {"kernels": ev.align_count, "time_ns": ev.align_time, "pct_gpu_time": round(p, 2),
+             "examples": dict(ev.align_examples.most_common(3))})))
+    tiny_pct = _share(ev.tiny, kernels)
+    if kernels and busy_pct is not None and busy_pct < LAUNCH_BUSY_PCT and tiny_pct >= LAUNCH_TINY_PCT:
+        out.append((gpu_time, Advice(
+            "launch-bound",
+            f"launch-bound: GPU busy {busy_pct:.1f}%, {ev.tiny} of {kernels} kernels ({tiny_pct:.0f}%) shorter "
+            f"than {duration(TINY_NS)}, mean {duration(gpu_time / kernels)} -> the CPU cannot feed the GPU: "
+            "larger batch, CUDA graphs (torch.cuda.graphs), torch.compile (mode='reduce-overhead') to fuse "
+            "and batch launches",
+            {"busy_pct": round(busy_pct, 2), "kernels": kernels, "tiny_kernels": ev.tiny,
+             "tiny_ns": TINY_NS, "mean_kernel_ns": round(gpu_time / kernels, 1)})))
+    p = _share(ev.layout_time, gpu_time)
+    if ev.layout_count and p >= LAYOUT_MIN_PCT:
+        out.append((ev.layout_time, Advice(
+            "layout",
+            f"layout conversions (nchwToNhwc/nhwcToNchw): {ev.layout_count} kernels, "
+            f"{duration(ev.layout_time)} = {p:.1f}% of GPU time ({_top(ev.layout_ops)}) -> keep activations "
+            "NHWC: model.to(memory_format=torch.channels_last) and inputs .to(memory_format=torch.channels_last)",
+            {"kernels": ev.layout_count, "time_ns": ev.layout_time, "pct_gpu_time": round(p, 2),
+             "top_ops": dict(ev.layout_ops.most_common(3))})))
+    if ev.host_count:
+        kinds = ", ".join(f"{k} {c}" for k, c in sorted(ev.host_kinds.items()))
+        out.append((ev.host_time, Advice(
+            "host-copies",
+            f"host<->device copies inside the step: {ev.host_count} ({kinds}), {si(ev.host_bytes, 'B')}, "
+            f"{duration(ev.host_time)} -> keep data on the GPU; load with pin_memory=True and "
+            ".to(device, non_blocking=True); avoid .item()/.cpu()/print of GPU tensors in the step",
+            {"copies": ev.host_count, "bytes": ev.host_bytes, "time_ns": ev.host_time,
+             "kinds": dict(ev.host_kinds)})))
+    out.sort(key=lambda t: -t[0])
+    return [a for _, a in out]
+
+
+def notes(ev: Evidence) -> List[str]:
+    """What the advice could not check, and why."""
+    if ev.copy_records == 0:
+        return ["host<->device copies not checked: no memcpy/memset records (parse ran without --memcpy, "
+                "or the step made none): run `python -m pyprof.parse --memcpy` to see them"]
+    return []

@@ -1,0 +1,40 @@
+"""Human-readable numbers for the text views (CSV and JSON keep raw values)."""
+from __future__ import annotations
+
+from typing import Optional
+
+NA = "na"
+
+
+def duration(ns: Optional[float]) -> str:
+    """ns as `850 ns`, `12.3 us`, `4.56 ms` or `1.23 s`."""
+    if ns is None:
+        return NA
+    a = abs(ns)
+    if a < 1e3:
+        return f"{ns:.0f} ns"
+    if a < 1e6:
+        return f"{ns / 1e3:.1f} us"
+    if a < 1e9:
+        return f"{ns / 1e6:.2f} ms"
+    return f"{ns / 1e9:.2f} s"
+
+
+def si(x: Optional[float], unit: str = "") -> str:
+    """x with an SI prefix: 1.23G, 456.0M, 12.0k, 7 (no prefix below 1000)."""
+    if x is None:
+        return NA
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.2f}{prefix}{unit}"
+    return f"{x:.0f}{unit}" if float(x).is_integer() else f"{x:.2f}{unit}"
+
+
+def pct(x: Optional[float], digits: int = 1) -> str:
+    """A percentage value (already x100) with `digits` decimals, na when unknown."""
+    return NA if x is None else f"{x:.{digits}f}"
+
+
+def rate(x: Optional[float], digits: int = 2) -> str:
+    """A rate (TFLOP/s, GB/s) with `digits` decimals, na when unknown."""
+    return NA if x is None else f"{x:.{digits}f}"

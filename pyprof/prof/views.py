@@ -1,0 +1,234 @@
+"""`--summary`: where the GPU time goes. One pass over the records builds the capture header
+(span, busy %, idle gaps, Tensor Core shares), one row per group and the advice; then one of
+three renderers writes it (text, CSV, JSON). Keys of the JSON are documented in docs/prof.md.
+"""
+from __future__ import annotations
+
+import csv
+import json
+from typing import BinaryIO, List, Optional, TextIO
+
+from .advice import Advice, Evidence, advise, notes
+from .analysis import Facts
+from .groups import Group, Groups
+from .intervals import Timelines
+from .output import columnated_writer
+from .scan import analysed
+from .summary import Summary
+from .units import duration, pct, rate, si
+
+
+def _int(rec: dict, key: str) -> int:
+    v = rec.get(key)
+    if type(v) is not int:  # bool is not a time either
+        raise TypeError(f"{key} is {type(v).__name__}, not an integer")
+    return v
+
+
+class Profile:
+    """Everything the summary shows, accumulated record by record (O(groups) memory)."""
+
+    def __init__(self, by: str = "op") -> None:
+        self.groups = Groups(by)
+        self.timelines = Timelines()
+        self.evidence = Evidence()
+        self.kernels = 0
+        self.gpu_time = 0
+        self.tc_time = 0        # tc 1
+        self.simt_time = 0      # tc 0: matrix kernels that could have used Tensor Cores
+        self.copies = 0
+        self.copy_time = 0
+        self.gpus: dict = {}    # device -> GPU name
+
+    def add(self, rec: dict, f: Facts) -> None:
+        """Count one analysed record (raises TypeError on a record with non-integer times)."""
+        start, end, dur = _int(rec, "kStart"), _int(rec, "kEnd"), _int(rec, "kDuration")
+        if rec.get("kind", "kernel") != "kernel":
+            self.copies += 1
+            self.copy_time += dur
+            self.evidence.copy(rec, dur)
+            return
+        self.kernels += 1
+        self.gpu_time += dur
+        if f.tc == "1":
+            self.tc_time += dur
+        elif f.tc == "0":
+            self.simt_time += dur
+        device = rec.get("device")
+        self.timelines.add(device, start, end)
+        gpu = rec.get("gpu")
+        if device not in self.gpus and isinstance(gpu, dict) and gpu.get("name"):
+            self.gpus[device] = gpu["name"]
+        self.groups.add(rec, f, dur)
+        self.evidence.kernel(rec, f, dur)
+
+    def header(self) -> dict:
+        """The capture header (docs/prof.md lists the keys); finalises the timelines."""
+        tls = self.timelines.finish()
+        span = tls.span
+        devices = []
+        for dev, tl in sorted(tls.devices.items(), key=lambda kv: str(kv[0])):
+            devices.append({"device": dev, "gpu": self.gpus.get(dev), "busy_ns": tl.busy,
+                            "busy_pct": tl.busy / span * 100 if span else None,
+                            "gaps": tl.gaps, "gap_ns": tl.gap_total, "largest_gap_ns": tl.gap_max,
+                            "late_kernels": tl.late})
+        busy = sum(d["busy_ns"] for d in devices)
+        eligible = self.tc_time + self.simt_time
+        return {
+            "span_ns": span, "first_start_ns": tls.first, "last_end_ns": tls.last,
+            "kernels": self.kernels, "gpu_time_ns": self.gpu_time,
+            # Over all devices: busy time / (span x devices).
+            "busy_pct": busy / (span * len(devices)) * 100 if span and devices else None,
+            "gaps": sum(d["gaps"] for d in devices), "gap_ns": sum(d["gap_ns"] for d in devices),
+            "largest_gap_ns": max((d["largest_gap_ns"] for d in devices), default=0),
+            "tc_pct": self.tc_time / self.gpu_time * 100 if self.gpu_time else None,
+            "tc_missed_pct": self.simt_time / eligible * 100 if eligible else None,
+            "tc_eligible_ns": eligible,
+            "copies": self.copies, "copy_ns": self.copy_time,
+            "devices": devices,
+        }
+
+
+def collect(stream: BinaryIO, summary: Summary, by: str = "op", strict: bool = False) -> Profile:
+    """One pass over `stream` into a Profile."""
+    prof = Profile(by)
+    for _rec, _facts, _ in analysed(stream, summary, strict, fn=prof.add):
+        pass
+    return prof
+
+
+def row_values(g: Group, gpu_time: int) -> dict:
+    """One group as the JSON/CSV row (raw numbers; None where unknown)."""
+    return {"group": g.name, "time_ns": g.time, "pct_time": g.time / gpu_time * 100 if gpu_time else None,
+            "count": g.count, "flops": g.known_flops(), "flops_na": g.flops_na, "tflops": g.tflops,
+            "pct_peak": g.pct_peak, "bytes": g.known_bytes(), "bytes_na": g.bytes_na, "gbps": g.gbps,
+            "tc_pct": g.tc_share}
+
+
+def report(prof: Profile, sort: str = "time", top: Optional[int] = None) -> dict:
+    """The whole summary as one JSON-able object: header, rows, advice, notes."""
+    header = prof.header()
+    groups = prof.groups.sorted(sort)
+    shown = groups if not top else groups[:top]
+    rest = groups[len(shown):]
+    advice = advise(prof.evidence, prof.kernels, prof.gpu_time, header["busy_pct"])
+    return {"by": prof.groups.by, "sort": sort, "header": header,
+            "rows": [row_values(g, prof.gpu_time) for g in shown],
+            "more": {"groups": len(rest), "time_ns": sum(g.time for g in rest)},
+            "advice": [{"kind": a.kind, "text": a.text, "evidence": a.evidence} for a in advice],
+            "notes": notes(prof.evidence)}
+
+
+def write_json(rep: dict, out: TextIO) -> None:
+    """The report as one JSON object."""
+    json.dump(rep, out, indent=1)
+    out.write("\n")
+
+
+CSV_KEYS = ["group", "time_ns", "pct_time", "count", "flops", "flops_na", "tflops", "pct_peak", "bytes",
+            "bytes_na", "gbps", "tc_pct"]
+
+
+def write_csv(rep: dict, out: TextIO) -> None:
+    """The rows as CSV (header line = CSV_KEYS, the `by` key's name first); na for unknown."""
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow([rep["by"]] + CSV_KEYS[1:])
+    for r in rep["rows"]:
+        w.writerow(["na" if r[k] is None else (f"{r[k]:.4g}" if isinstance(r[k], float) else r[k])
+                    for k in CSV_KEYS])
+
+
+def header_lines(rep: dict) -> List[str]:
+    """The capture header as text lines."""
+    h = rep["header"]
+    devs = h["devices"]
+    gpus = sorted({d["gpu"] or "unknown GPU" for d in devs})
+    lines = [f"capture span   {duration(h['span_ns'])} (first kernel start to last kernel end), "
+             f"{len(devs)} device{'s' if len(devs) != 1 else ''} ({', '.join(gpus) or 'none'})"]
+    busy = f"GPU busy       {pct(h['busy_pct'])}% ({duration(sum(d['busy_ns'] for d in devs))} with a kernel running"
+    if len(devs) > 1:
+        busy += "; " + ", ".join(f"device {d['device']} {pct(d['busy_pct'])}%" for d in devs)
+    lines.append(busy + ")")
+    lines.append(f"idle gaps      {h['gaps']}, {duration(h['gap_ns'])} in all, largest {duration(h['largest_gap_ns'])}")
+    lines.append(f"kernels        {h['kernels']}, {duration(h['gpu_time_ns'])} of GPU time (sum of kernel durations)")
+    lines.append(f"Tensor Cores   {pct(h['tc_pct'])}% of GPU time on Tensor Cores; {pct(h['tc_missed_pct'])}% of "
+                 f"Tensor-Core-eligible time ({duration(h['tc_eligible_ns'])}, tc 0 or 1) did not use them")
+    if h["copies"]:
+        lines.append(f"copies         {h['copies']} memcpy/memset records, {duration(h['copy_ns'])} (not in the rows)")
+    late = sum(d["late_kernels"] for d in devs)
+    if late:
+        lines.append(f"note           {late} kernels started behind the busy-time window; busy % may be low")
+    return lines
+
+
+def advice_lines(rep: dict) -> List[str]:
+    """Advice and notes as text lines."""
+    lines = []
+    if rep["advice"]:
+        lines.append("advice:")
+        lines += [f"- {a['text']}" for a in rep["advice"]]
+    else:
+        lines.append("advice: none (no rule's threshold reached)")
+    lines += [f"note: {n}" for n in rep["notes"]]
+    return lines
+
+
+TEXT_HEADERS = ["Time", "%Time", "Count", "FLOPs", "TFLOP/s", "%Peak", "Bytes", "GB/s", "%TC"]
+TEXT_WIDTHS = [9, 6, 6, 9, 8, 6, 9, 9, 5]
+
+
+def _lower_bound(v: str, na: int) -> str:
+    return v + "+" if na and v != "na" else v  # "+": some kernels of the group are na
+
+
+def write_text(rep: dict, out: TextIO, width: int = 120) -> None:
+    """Header, a columnated table of groups (names cut to fit `width`), advice."""
+    for line in header_lines(rep):
+        out.write(line + "\n")
+    out.write("\n")
+    write = columnated_writer(out, [rep["by"].capitalize()] + TEXT_HEADERS, [0] + TEXT_WIDTHS, width)
+    for r in rep["rows"]:
+        write([r["group"].replace(" ", "_"), duration(r["time_ns"]), pct(r["pct_time"]), str(r["count"]),
+               _lower_bound(si(r["flops"]), r["flops_na"]), rate(r["tflops"], 3), pct(r["pct_peak"]),
+               _lower_bound(si(r["bytes"], "B"), r["bytes_na"]), rate(r["gbps"], 1), pct(r["tc_pct"], 0)])
+    more = rep["more"]
+    if more["groups"]:
+        out.write(f"... {more['groups']} more groups, {duration(more['time_ns'])}\n")
+    out.write("\n")
+    for line in advice_lines(rep):
+        out.write(line + "\n")
+
+
+def main(args) -> int:
+    """`--summary` and/or `--plot` from parsed command-line `args`: one pass over the input."""
+    import sys
+
+    from .__main__ import open_input
+
+    plot = None
+    if args.plot:
+        from .roofline import Points, require_matplotlib
+        require_matplotlib()  # fail before reading anything
+        plot = Points()
+    summary = Summary()
+    prof = Profile(args.by)
+    add = prof.add if plot is None else (lambda rec, f: (prof.add(rec, f), plot.add(rec, f)))
+    with open_input(args.file) as stream:
+        for _ in analysed(stream, summary, args.strict, fn=add):
+            pass
+    if plot is not None:
+        from .roofline import plot as draw
+        for line in draw(plot, args.plot):
+            print(f"pyprof.prof: {line}", file=sys.stderr)
+    if args.summary:
+        rep = report(prof, args.sort, args.top)
+        if args.json:
+            write_json(rep, sys.stdout)
+        elif args.csv:
+            write_csv(rep, sys.stdout)
+            for line in header_lines(rep) + advice_lines(rep):  # CSV holds the rows only
+                print(line, file=sys.stderr)
+        else:
+            write_text(rep, sys.stdout, args.width or 120)
+    summary.report()
+    return 0
