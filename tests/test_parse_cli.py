@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import signal
 import sqlite3
 import stat
@@ -195,7 +196,7 @@ def fake_nsys(bindir: Path, body: str) -> dict[str, str]:
     script = bindir / "nsys"
     script.write_text("#!/bin/sh\n" + body)
     script.chmod(0o755)
-    return dict(os.environ, PATH=f"{bindir}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    return {k: v for k, v in os.environ.items() if k != "NSYS"} | {"PATH": f"{bindir}{os.pathsep}/usr/bin{os.pathsep}/bin"}
 
 
 def test_nsys_rep_is_exported_first(tmp_path: Path) -> None:
@@ -214,9 +215,9 @@ def test_nsys_rep_is_exported_first(tmp_path: Path) -> None:
 def test_nsys_rep_without_nsys(tmp_path: Path) -> None:
     rep = tmp_path / "net.nsys-rep"
     rep.write_bytes(b"x")
-    env = dict(os.environ, PATH=str(tmp_path))
-    expect_error(run_parse(rep, env=env), 8, f"{rep}: reading an .nsys-rep report needs Nsight Systems' 'nsys' on PATH; "
-                                             f"or export it where nsys is installed: nsys export --type sqlite {rep}")
+    env = {k: v for k, v in os.environ.items() if k != "NSYS"} | {"PATH": str(tmp_path)}
+    expect_error(run_parse(rep, env=env), 8, f"{rep}: reading an .nsys-rep report needs Nsight Systems' 'nsys': "
+                                             "put it on PATH or set NSYS=/path/to/nsys")
 
 
 def test_nsys_rep_export_failure(tmp_path: Path) -> None:
@@ -232,3 +233,27 @@ def test_path_with_uri_characters(tmp_path: Path) -> None:
     d.mkdir()
     res = run_parse(small_export(d / "net?.sqlite"), "-q")
     assert res.returncode == 0 and len(res.stdout.splitlines()) == 3
+
+
+def test_progress_only_when_stderr_is_a_terminal(tmp_path: Path) -> None:
+    src = small_export(tmp_path / "s.sqlite")
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "pyprof.parse", str(src)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=follower)
+    os.close(follower)
+    out, _ = proc.communicate(timeout=60)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # EIO: the child closed its end
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    assert proc.returncode == 0 and len(out.splitlines()) == 3
+    # the progress line is cleared before the summary; nothing of it reaches a pipe
+    assert seen.startswith(b"\r\x1b[K") and b"3 kernels written" in seen
+    piped = run_parse(src)
+    assert "\r" not in piped.stderr and "\x1b" not in piped.stderr

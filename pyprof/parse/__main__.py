@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"python -m {PROG}", description=DESCRIPTION, epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("input", help="SQLite export (nsys profile --export sqlite, or nsys export --type sqlite), "
-                                 "or an .nsys-rep report when nsys is on PATH")
+                                 "or an .nsys-rep report (needs nsys: on PATH, or $NSYS)")
     p.add_argument("-o", "--output", metavar="FILE", help="write records to FILE (created only on success) "
                                                           "instead of stdout")
     p.add_argument("--memcpy", action="store_true", help="also write memcpy and memset records")

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 from typing import Iterator
 
 from pyprof.errors import EXIT_NO_INPUT, EXIT_TOOL, PyprofError
+from pyprof.nsys import find_nsys
 
 
 @contextlib.contextmanager
@@ -21,11 +21,7 @@ def sqlite_path(path: str, quiet: bool) -> Iterator[str]:
         return
     if not os.path.isfile(path):
         raise PyprofError(f"{path}: no such file", EXIT_NO_INPUT)
-    nsys = shutil.which("nsys")
-    if nsys is None:
-        raise PyprofError(
-            f"{path}: reading an .nsys-rep report needs Nsight Systems' 'nsys' on PATH; "
-            f"or export it where nsys is installed: nsys export --type sqlite {path}", EXIT_TOOL)
+    nsys = find_nsys(f"{path}: reading an .nsys-rep report")
     with tempfile.TemporaryDirectory(prefix="pyprof-parse-") as tmp:
         out = os.path.join(tmp, os.path.basename(path)[: -len(".nsys-rep")] + ".sqlite")
         if not quiet:
