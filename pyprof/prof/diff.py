@@ -1,0 +1,113 @@
+"""`--diff BASE NEW`: per group, GPU time before and after, sorted by absolute change, with
+totals: "what got slower after my change". Only kernel records count (as in --summary); a group
+present on one side only has ratio na. Memory: O(groups) per side.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from typing import BinaryIO, List, Optional, TextIO
+
+from ..errors import EXIT_USAGE, PyprofError
+from .groups import Groups
+from .output import columnated_writer
+from .scan import analysed
+from .summary import Summary
+from .units import duration
+
+# Grouping by a column that needs no analysis skips it (JSON decoding speed); tc needs it.
+_NEEDS_FACTS = frozenset(("tc",))
+
+
+def totals(stream: BinaryIO, by: str, summary: Summary, strict: bool = False) -> Groups:
+    """Kernel time and count per group of one record file."""
+    groups = Groups(by)
+
+    def add(rec: dict, f) -> None:
+        if rec.get("kind", "kernel") == "kernel":
+            dur = rec.get("kDuration")
+            if type(dur) is not int:
+                raise TypeError(f"kDuration is {type(dur).__name__}, not an integer")
+            groups.add(rec, f, dur)
+    for _ in analysed(stream, summary, strict, by in _NEEDS_FACTS, add):
+        pass
+    return groups
+
+
+def _ratio(new: Optional[int], base: Optional[int]) -> Optional[float]:
+    return new / base if new is not None and base else None
+
+
+def compare(base: Groups, new: Groups) -> dict:
+    """The diff as one JSON-able object: rows sorted by |delta| (then name), and totals."""
+    rows = []
+    for name in set(base.groups) | set(new.groups):
+        b, n = base.groups.get(name), new.groups.get(name)
+        bt, nt = (b.time if b else None), (n.time if n else None)
+        rows.append({"group": name, "base_ns": bt, "new_ns": nt, "delta_ns": (nt or 0) - (bt or 0),
+                     "ratio": _ratio(nt, bt), "base_count": b.count if b else 0, "new_count": n.count if n else 0})
+    rows.sort(key=lambda r: (-abs(r["delta_ns"]), r["group"]))
+    bt = sum(g.time for g in base.groups.values())
+    nt = sum(g.time for g in new.groups.values())
+    total = {"base_ns": bt, "new_ns": nt, "delta_ns": nt - bt, "ratio": _ratio(nt, bt),
+             "base_count": sum(g.count for g in base.groups.values()),
+             "new_count": sum(g.count for g in new.groups.values())}
+    return {"by": base.by, "rows": rows, "total": total}
+
+
+KEYS = ["group", "base_ns", "new_ns", "delta_ns", "ratio", "base_count", "new_count"]
+
+
+def _ratio_text(r: Optional[float]) -> str:
+    return "na" if r is None else f"{r:.2f}x"
+
+
+def _time(ns: Optional[int]) -> str:
+    return "-" if ns is None else duration(ns)  # "-": the group is absent on that side
+
+
+def write_text(d: dict, out: TextIO, width: int = 120, top: Optional[int] = None) -> None:
+    """Columnated rows, then the totals line."""
+    write = columnated_writer(out, [d["by"].capitalize(), "Base", "New", "Delta", "Ratio", "Count"],
+                              [0, 10, 10, 11, 7, 9], width)
+    rows = d["rows"][:top] if top else d["rows"]
+    for r in rows + [dict(d["total"], group="(total)")]:
+        delta = ("+" if r["delta_ns"] > 0 else "") + duration(r["delta_ns"])
+        write([r["group"].replace(" ", "_"), _time(r["base_ns"]), _time(r["new_ns"]), delta,
+               _ratio_text(r["ratio"]), f"{r['base_count']}>{r['new_count']}"])
+
+
+def write_csv(d: dict, out: TextIO, top: Optional[int] = None) -> None:
+    """Rows then a `(total)` row; na for unknown."""
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow([d["by"]] + KEYS[1:])
+    rows = d["rows"][:top] if top else d["rows"]
+    for r in rows + [dict(d["total"], group="(total)")]:
+        w.writerow(["na" if r[k] is None else (f"{r[k]:.4g}" if isinstance(r[k], float) else r[k]) for k in KEYS])
+
+
+def main(args) -> int:
+    """`--diff BASE NEW` from parsed command-line `args`."""
+    from .__main__ import open_input
+
+    base_path, new_path = args.diff
+    if base_path == "-" and new_path == "-":
+        raise PyprofError("--diff: at most one side can be stdin", EXIT_USAGE)
+    sides: List[Groups] = []
+    for path in (base_path, new_path):
+        summary = Summary()
+        with open_input(path) as stream:
+            sides.append(totals(stream, args.by, summary, args.strict))
+        if summary.bad_lines or summary.warnings:
+            print(f"pyprof.prof: {path}:", file=sys.stderr)
+            summary.report()
+    d = compare(*sides)
+    if args.json:
+        json.dump(d if not args.top else dict(d, rows=d["rows"][:args.top]), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    elif args.csv:
+        write_csv(d, sys.stdout, args.top)
+    else:
+        write_text(d, sys.stdout, args.width or 120, args.top)
+    return 0
