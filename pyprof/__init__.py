@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-__all__ = ["init", "restore", "wrap", "annotate"]
+__all__ = ["init", "restore", "wrap", "annotate", "records", "rows", "dataframe", "summary"]
+
+# Notebook API (pyprof/api.py), loaded on first use: neither torch nor pandas is imported.
+_API = frozenset(("records", "rows", "dataframe", "summary"))
 
 _NEEDS_TORCH = "pyprof.init() annotates PyTorch programs and needs torch: pip install torch (or pyprof[torch])"
 
@@ -62,4 +65,8 @@ def __getattr__(name: str) -> Any:
         from pyprof.nvtx.emit import annotate
 
         return annotate
+    if name in _API:
+        from pyprof import api
+
+        return getattr(api, name)
     raise AttributeError(f"module 'pyprof' has no attribute {name!r}")
