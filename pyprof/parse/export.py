@@ -32,6 +32,7 @@ META = "META_DATA_EXPORT"
 # found in sqlite_master AND is one of these, so nothing from the trace becomes SQL text.
 KNOWN_TABLES = frozenset({KERNEL, RUNTIME, NVTX, STRINGS, MEMCPY, MEMSET, GPU, CUDA_DEVICE, MEMCPY_ENUM, META})
 
+
 def _sqlite_uri(path: str) -> str:
     # A SQLite URI must percent-encode '?', '#' and '%' in the path, or a file named
     # 'run?1.sqlite' would be read as 'run' with a query string.
@@ -39,16 +40,22 @@ def _sqlite_uri(path: str) -> str:
 
 
 def database_error(err: BaseException, path: str) -> PyprofError:
-    """Translate an SQLite error met while reading `path` into the user-facing fatal error."""
-    msg = str(getattr(err, "orig", None) or err).splitlines()[0]
+    """Translate an SQLite error met while reading `path` into the user-facing fatal error.
+
+    Misuse of the API (sqlite3.ProgrammingError, InterfaceError: a bug of ours, not a bad file)
+    is raised again as it is.
+    """
+    orig = getattr(err, "orig", None) or err
+    if isinstance(orig, (sqlite3.ProgrammingError, sqlite3.InterfaceError)):
+        raise err
+    msg = (str(orig).splitlines() or ["unknown error"])[0]
     if "file is not a database" in msg:
         return PyprofError(f"{path}: not a SQLite database (expected an Nsight Systems SQLite export)", EXIT_BAD_FORMAT)
     return PyprofError(f"{path}: the export is truncated or corrupted (sqlite: {msg})", EXIT_CORRUPT)
 
 
-# Errors that mean "the file is bad", as opposed to bugs in our SQL (ProgrammingError) which
-# should surface as such.
-DB_ERRORS: tuple[type[BaseException], ...] = (sqlite3.OperationalError, sqlite3.DatabaseError, sqlalchemy.exc.DBAPIError)
+# Errors raised while reading; database_error() tells a bad file from a bug of ours.
+DB_ERRORS: tuple[type[BaseException], ...] = (sqlite3.DatabaseError, sqlalchemy.exc.DBAPIError)
 
 
 class Export:
