@@ -1,0 +1,152 @@
+"""--summary on the shipped real traces: exact header numbers, top groups, the three forms,
+--by/--top/--sort, and the command-line errors."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from pyprof.prof.summary import Summary
+from pyprof.prof.views import collect, report
+from test_views_common import prof, stream, trace_records, write_dict
+
+
+def rep(name, by="op", **kw):
+    return report(collect(stream(trace_records(name)), Summary(), by), **kw)
+
+
+def test_gpt_header_exact():
+    h = rep("gpt")["header"]
+    assert h["kernels"] == 139
+    assert h["span_ns"] == 32575942 - 15740573 == 16835369
+    assert h["gpu_time_ns"] == 510601
+    # One stream, kernels never overlap: the union equals the sum.
+    assert h["devices"][0]["busy_ns"] == 510601
+    assert h["busy_pct"] == pytest.approx(510601 / 16835369 * 100)
+    assert round(h["busy_pct"], 2) == 3.03
+    assert (h["gaps"], h["gap_ns"], h["largest_gap_ns"]) == (138, 16835369 - 510601, 712080)
+    assert round(h["tc_pct"], 1) == 24.4 and h["tc_missed_pct"] == 0.0
+    assert h["copies"] == 0 and h["devices"][0]["gpu"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_gpt_rows():
+    rows = rep("gpt")["rows"]
+    top = rows[0]
+    assert (top["group"], top["time_ns"], top["count"], top["flops"], top["flops_na"]) == \
+        ("linear", 263141, 79, 5637144576, 0)
+    assert round(top["pct_time"], 1) == 51.5 and round(top["tc_pct"], 1) == 37.2
+    assert [r["group"] for r in rows[:4]] == ["linear", "AdamW.step", "layer_norm", "scaled_dot_product_attention"]
+    adam = rows[1]
+    assert adam["flops"] is None and adam["tflops"] is None and adam["flops_na"] == 2
+    assert sum(r["time_ns"] for r in rows) == 510601 and sum(r["count"] for r in rows) == 139
+
+
+def test_lenet_header_and_tensor_cores():
+    h = rep("lenet")["header"]
+    assert (h["kernels"], h["gpu_time_ns"]) == (44, 109188)
+    assert h["tc_pct"] == 0.0 and h["tc_missed_pct"] == 100.0  # fp32 without TF32: every matrix kernel tc 0
+    assert round(h["busy_pct"], 2) == round(109188 / h["span_ns"] * 100, 2)
+
+
+def test_by_tc_and_dir_cover_everything():
+    rows = rep("gpt", by="tc")["rows"]
+    by = {r["group"]: r for r in rows}
+    assert set(by) == {"1", "-"} and by["1"]["tc_pct"] == 100.0
+    dirs = {r["group"]: r["count"] for r in rep("gpt", by="dir")["rows"]}
+    assert sum(dirs.values()) == 139 and set(dirs) == {"fprop", "bprop"}
+
+
+def test_by_layer_module_stream_kernel():
+    assert rep("gpt", by="stream")["rows"][0]["group"] == "0:7"
+    assert rep("gpt", by="layer")["rows"][0]["group"] == "train_step"
+    assert rep("lenet", by="kernel")["rows"][0]["group"] == "multi_tensor_apply_kernel"
+    assert rep("gpt", by="module")["rows"]
+
+
+def test_sort_and_top():
+    r = rep("gpt", sort="count", top=2)
+    assert [x["group"] for x in r["rows"]] == ["linear", "layer_norm"]
+    assert r["more"]["groups"] == 9
+    names = [x["group"] for x in rep("gpt", sort="name")["rows"]]
+    assert names == sorted(names)
+    flops = rep("gpt", sort="flops")["rows"]
+    assert flops[0]["group"] == "linear" and flops[-1]["flops"] is None  # unknown sorts last
+
+
+def test_text_output(tmp_path):
+    rc, out, err = prof("--summary", write_dict(tmp_path, "gpt"))
+    assert rc == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("capture span   16.84 ms") and "NVIDIA H100 80GB HBM3" in lines[0]
+    assert lines[1].startswith("GPU busy       3.0%")
+    assert lines[2] == "idle gaps      138, 16.32 ms in all, largest 712.1 us"
+    table = out.split("\n\n")[1].splitlines()
+    assert table[0].split()[:3] == ["Op", "Time", "%Time"]
+    assert table[1].split()[:5] == ["linear", "263.1", "us", "51.5", "79"]
+    assert "advice:" in out and "launch-bound" in out
+    assert "no op marker" in err  # prof's closing warnings still on stderr
+
+
+def test_partial_sums_are_marked_as_lower_bounds(tmp_path):
+    rc, out, _ = prof("--summary", write_dict(tmp_path, "gpt"))
+    add = next(line for line in out.splitlines() if line.startswith("__add__"))
+    assert "655.36k+" in add  # some __add__ backward kernels are na
+
+
+def test_json_output(tmp_path):
+    rc, out, _ = prof("--summary", "--json", "--by", "kernel", "--top", "3", write_dict(tmp_path, "gpt"))
+    d = json.loads(out)
+    assert set(d) == {"by", "sort", "header", "rows", "more", "advice", "notes"}
+    assert d["by"] == "kernel" and len(d["rows"]) == 3
+    assert set(d["rows"][0]) == {"group", "time_ns", "pct_time", "count", "flops", "flops_na", "tflops",
+                                 "pct_peak", "bytes", "bytes_na", "gbps", "tc_pct"}
+    assert d["header"]["kernels"] == 139
+
+
+def test_csv_output(tmp_path):
+    rc, out, err = prof("--summary", "--csv", write_dict(tmp_path, "gpt"))
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert rows[0]["op"] == "linear" and rows[0]["time_ns"] == "263141"
+    assert rows[1]["flops"] == "na"
+    assert len(rows) == 11
+    assert "capture span" in err and "advice:" in err  # the header goes to stderr with CSV
+
+
+def test_stdin_and_width(tmp_path):
+    text = open(write_dict(tmp_path, "lenet"), "rb").read()
+    rc, out, _ = prof("--summary", "-w", "100", stdin=text)
+    assert rc == 0 and max(len(line) for line in out.split("\n\n")[1].splitlines()) <= 100
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--summary", "-c", "op"], "-c selects per-kernel columns"),
+    (["--json"], "--json needs --summary or --diff"),
+    (["--summary", "--top", "0"], "--top needs a positive number"),
+])
+def test_usage_errors(args, msg):
+    rc, out, err = prof(*args)
+    assert rc == 2 and out == "" and msg in err and len(err.splitlines()) == 1
+
+
+def test_missing_file_and_sqlite_input():
+    rc, _, err = prof("--summary", "/nonexistent.dict")
+    assert rc == 3 and err.startswith("pyprof.prof: error: cannot read")
+    rc, _, err = prof("--summary", "examples/gpt.sqlite")
+    assert rc == 4 and "run `python -m pyprof.parse`" in err
+
+
+def test_bad_time_fields_are_bad_lines(tmp_path):
+    recs = trace_records("lenet")
+    recs[3]["kStart"] = "soon"
+    rc, out, err = prof("--summary", write_dict(tmp_path, "bad", recs))
+    assert rc == 0 and "line 4: record fields not understood" in err
+    assert "kernels        43," in out
+    rc, _, err = prof("--summary", "--strict", write_dict(tmp_path, "bad", recs))
+    assert rc == 7
+
+
+def test_per_kernel_view_unchanged(tmp_path):
+    rc, out, _ = prof("-c", "idx,op,sil", write_dict(tmp_path, "lenet"))
+    assert rc == 0 and out.splitlines()[0].split() == ["Idx", "Op", "Sil(ns)"] and len(out.splitlines()) == 45
