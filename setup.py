@@ -13,7 +13,7 @@ setup(
         # Plain "torch": on a machine without torch this pulls CUDA wheels; CPU users install
         # a CPU build first (README), which then satisfies it.
         "torch": ["torch>=2.1"],
-        "test": ["pytest>=7"],
+        "test": ["pytest>=7", "matplotlib", "pandas"],
         "plot": ["matplotlib"],
         "pandas": ["pandas"],
     },

@@ -1,0 +1,71 @@
+"""pyprof.records/rows/dataframe/summary: from an SQLite export and from a record file, lazily
+loaded (import pyprof imports neither torch nor pandas)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import pyprof
+from pyprof.errors import PyprofError
+from test_views_common import ROOT, write_dict
+
+GPT = os.path.join(ROOT, "examples/gpt.sqlite")
+
+
+def test_import_is_light():
+    code = ("import sys, pyprof; pyprof.records; pyprof.rows; pyprof.summary; pyprof.dataframe; "
+            "print('torch' in sys.modules, 'pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+
+
+def test_records_from_sqlite_and_dict(tmp_path):
+    recs = list(pyprof.records(GPT))
+    assert len(recs) == 139 and recs[0]["kShortName"] == "vectorized_gather_kernel"
+    again = list(pyprof.records(write_dict(tmp_path, "gpt")))
+    assert again == recs
+
+
+def test_rows_typed_values():
+    rows = list(pyprof.rows(GPT, columns="idx,op,kernel,sil,tc,flops,tflops"))
+    assert len(rows) == 139
+    first = rows[0]
+    assert first == {"idx": 0, "op": "embedding", "kernel": "vectorized_gather_kernel", "sil": 2144, "tc": "-",
+                     "flops": 0, "tflops": 0.0}
+    assert sum(r["sil"] for r in rows) == 510601
+    adam = [r for r in rows if r["op"] == "AdamW.step"]
+    assert [r["flops"] for r in adam] == [None, None]  # na -> None
+    raw = next(pyprof.rows(GPT, columns=["op", "flops"], typed=False))
+    assert raw == {"op": "embedding", "flops": "0"}
+
+
+def test_rows_unknown_column():
+    with pytest.raises(ValueError, match="unknown column 'nope'"):
+        next(pyprof.rows(GPT, columns="op,nope"))
+
+
+def test_dataframe(tmp_path):
+    pd = pytest.importorskip("pandas")
+    df = pyprof.dataframe(write_dict(tmp_path, "gpt"), columns="op,sil,flops,tc")
+    assert list(df.columns) == ["op", "sil", "flops", "tc"] and len(df) == 139
+    by_op = df.groupby("op")["sil"].sum().sort_values(ascending=False)
+    assert by_op.index[0] == "linear" and by_op.iloc[0] == 263141
+    assert pd.isna(df[df.op == "AdamW.step"].flops).all()
+
+
+def test_summary():
+    s = pyprof.summary(GPT, by="op", top=1)
+    assert s["header"]["kernels"] == 139 and round(s["header"]["busy_pct"], 2) == 3.03
+    assert [r["group"] for r in s["rows"]] == ["linear"]
+    with pytest.raises(ValueError):
+        pyprof.summary(GPT, by="nope")
+
+
+def test_errors():
+    with pytest.raises(PyprofError, match="cannot read"):
+        next(pyprof.records("/nonexistent.dict"))
+    with pytest.raises(PyprofError):
+        next(pyprof.records(os.path.join(ROOT, "README.md")[:-3] + ".sqlite"))

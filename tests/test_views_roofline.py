@@ -1,0 +1,63 @@
+"""--plot: a PNG of the real GPT capture, the unknown-GPU case, and the error without matplotlib."""
+from __future__ import annotations
+
+import pytest
+
+from pyprof.prof.roofline import Points, _labelled, plot
+from pyprof.prof.scan import analysed
+from pyprof.prof.summary import Summary
+from test_views_common import prof, stream, trace_records, write_dict
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def points(recs):
+    pts = Points()
+    for _ in analysed(stream(recs), Summary(), fn=pts.add):
+        pass
+    return pts
+
+
+def test_gpt_points_and_labels():
+    pts = points(trace_records("gpt"))
+    assert len(pts.points) == 56 and pts.skipped == 83
+    assert pts.peaks.name == "H100 SXM" and pts.paths == {"fp16_tc", "fp32"}
+    labels = [text for _, text in _labelled(pts.points)]
+    assert labels[0].startswith("linear: nvjet_sm90_tst_") and "(+7 kernels)" in labels[0]
+    assert len(labels) == 7  # seven ops have plotted kernels
+
+
+def test_plot_writes_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "roofline.png"
+    rc, stdout, err = prof("--plot", str(out), write_dict(tmp_path, "gpt"))
+    assert rc == 0 and stdout == "" and out.read_bytes()[:8] == PNG
+    assert "roofline of 56 kernels written" in err and "83 kernels without known" in err
+
+
+def test_plot_with_summary_in_one_pass(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "r.png"
+    rc, stdout, _ = prof("--summary", "--plot", str(out), write_dict(tmp_path, "lenet"))
+    assert rc == 0 and stdout.startswith("capture span") and out.exists()
+
+
+def test_unknown_gpu_plots_points_without_roofs(tmp_path):
+    pytest.importorskip("matplotlib")
+    recs = [dict(r, gpu={"name": "Mystery GPU"}) for r in trace_records("gpt")]
+    notes = plot(points(recs), str(tmp_path / "u.png"))
+    assert any("not in the peak table" in n for n in notes)
+    assert (tmp_path / "u.png").read_bytes()[:8] == PNG
+
+
+def test_without_matplotlib_one_clear_line(tmp_path, monkeypatch):
+    # A sitecustomize-free way to hide matplotlib: a child whose sys.path shadows it.
+    shadow = tmp_path / "shadow" / "matplotlib"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('hidden for the test')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "shadow"))
+    rc, out, err = prof("--plot", str(tmp_path / "x.png"), write_dict(tmp_path, "gpt"))
+    assert rc == 8 and out == ""
+    assert err.strip() == ("pyprof.prof: error: --plot needs matplotlib: pip install matplotlib "
+                           "(or pip install 'pyprof[plot]')")
+    assert not (tmp_path / "x.png").exists()
