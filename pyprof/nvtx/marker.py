@@ -31,6 +31,10 @@ _tensor_text: dict = {}  # (shape, dtype[, strides]) -> text; shapes repeat in t
 _dtype_text: dict = {}   # dtype -> '"float32"'
 _misc_text: dict = {}    # dtype/device/memory_format value -> text
 _key_text: dict = {}     # kwarg name -> '"name":'
+# id(tuple) -> (tuple, text) for tuples of immutable scalars: stride/padding tuples stored on
+# modules and tuple constants in code come back as the same object call after call.
+_tuple_text: dict = {}
+_SCALARS = frozenset({int, float, bool, str, type(None)})
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -112,11 +116,19 @@ def _float(v: float) -> str:
 def _seq(v: Sequence[Any], level: int) -> str:
     if level >= MAX_DEPTH:
         return '{"type":"list"}'
+    if type(v) is tuple:
+        hit = _tuple_text.get(id(v))
+        if hit is not None and hit[0] is v:
+            return hit[1]
     n = len(v)
-    level += 1
     if n <= MAX_LIST:
-        return "[" + ",".join([encode(e, level) for e in v]) + "]"
-    return "[" + ",".join([encode(e, level) for e in v[:MAX_LIST]]) + ',{"more":' + str(n - MAX_LIST) + "}]"
+        s = "[" + ",".join([encode(e, level + 1) for e in v]) + "]"
+    else:
+        s = "[" + ",".join([encode(e, level + 1) for e in v[:MAX_LIST]]) + ',{"more":' + str(n - MAX_LIST) + "}]"
+    if type(v) is tuple and all(type(e) in _SCALARS for e in v):
+        # Holding the tuple keeps its id from being reused while the entry lives.
+        _store(_tuple_text, id(v), (v, s))
+    return s
 
 
 def _slice(v: slice, level: int) -> str:
