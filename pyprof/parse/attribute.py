@@ -364,8 +364,12 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                             f'"stream":{row[5]},"pid":{pid},"tid":{tid},"correlationId":{row[6]},"launch":{launch},'
                             f'"bytes":{row[12]},')
                     if row[2] == SRC_MEMCPY:
-                        kind_js = copy_kinds.get(row[13]) or encode_str(str(row[13]))
-                        yield (f'{{"v":{SCHEMA_VERSION},"kind":"memcpy","kShortName":"memcpy {kind_js[1:-1]}",'
+                        if row[13] is None:  # no copyKind column
+                            short, kind_js = '"memcpy"', "null"
+                        else:
+                            kind_js = copy_kinds.get(row[13]) or encode_str(str(row[13]))
+                            short = f'"memcpy {kind_js[1:-1]}"'
+                        yield (f'{{"v":{SCHEMA_VERSION},"kind":"memcpy","kShortName":{short},'
                                f'{head}"copyKind":{kind_js},{tail}')
                     else:
                         yield f'{{"v":{SCHEMA_VERSION},"kind":"memset","kShortName":"memset",{head}{tail}'

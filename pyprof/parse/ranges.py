@@ -1,7 +1,8 @@
 """What an NVTX range's text means: a pyprof marker, a PyTorch op range, a user layer, or other text.
 
-Nothing from the trace is executed: our markers are decoded with json.loads, PyTorch's op ranges
-with precompiled regular expressions (their `sizes` list with json.loads).
+Nothing from the trace is executed: our markers are decoded with json.loads; PyTorch's op ranges
+are split with string methods and each field checked with a precompiled regular expression
+before it is written out as JSON.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ EMPTY = 7       # no text at all: nothing to report
 # order (PyTorch's getNvtxStr). PyTorch 1.x wrote only "name, seq = N" (backward nodes:
 # "stashed seq"). The name never contains a comma. Parsed field by field with str methods, much
 # faster than one regular expression over the whole text; each value is then checked alone.
+
 # A bare name counts as a PyTorch op only when it looks like one: namespaced (`aten::empty`),
 # an autograd node (`MulBackward0`, `CopyBackwards`) or the engine's wrapper range. Plain user
 # text such as "forward" stays user text.
@@ -49,6 +51,7 @@ def _no_constants(name: str) -> None:
     # json.loads accepts NaN/Infinity, which no marker contains and json.dumps(allow_nan=False)
     # could not write back out.
     raise ValueError(name)
+
 
 # Pyprof op markers that run autograd: kernels they enclose are backward kernels.
 _BACKWARD_CALLS = frozenset({("Tensor", "backward"), ("torch.autograd", "backward"), ("torch.autograd", "grad")})
