@@ -99,7 +99,7 @@ def _tensor_subclass(t: torch.Tensor) -> str:
         return _tensor(t)
 
 
-def _store(cache: dict, key: Any, value: str) -> None:
+def _store(cache: dict, key: Any, value: Any) -> None:
     if len(cache) >= _CACHE_LIMIT:
         cache.clear()
     cache[key] = value
