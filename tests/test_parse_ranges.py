@@ -129,3 +129,32 @@ def test_forward_op_map_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         recent, evicted = records(exp, Stats())
     assert recent["fwd"] == {"seq": 950, "marker": None, "torchOp": "aten::mul"} and recent["op"] == "mul"
     assert evicted["fwd"] is None and evicted["dir"] == "bprop" and evicted["op"] == "MulBackward0"
+
+
+NASTY = ['"', "\\", "\n", "\r\n", "\x00", "\u2028", "é", "😀", "layer:\"q\"\n", 'layer:', "aten::mm, sizes = [[1, 2]]\n",
+         '{"v":1,"kind":"op","mod":"torch","op":"add\\n\\"x\\"","args":["\\u0000"],"site":"a\\"b.py:1",'
+         '"module":"m\\\\n"}', '{"v":1,"kind":"module","module":"\\ud800"}', '{"v":1,"kind":"layer","name":"\\"L\\""}',
+         "aten::\"x\", seq = 1", "x" * 100000, "aten::add, seq = 99999999999999999999999"]
+
+
+def test_hostile_texts_give_valid_json_lines(tmp_path: Path) -> None:
+    # Records are assembled as text: every string from the trace must come out escaped.
+    syn = SynthExport(str(tmp_path / "nasty.sqlite"))
+    t = syn.thread(100, 100)
+    dom = syn.domain(t, "pyprof")
+    odd = syn.domain(t, 'dom"ain\n')
+    for i, text in enumerate(NASTY):
+        base = 1000 + i * 1000
+        syn.push(t, base, base + 900, text, domain=dom, registered=i % 2 == 0)
+        syn.push(t, base + 10, base + 800, text, domain=odd)
+        syn.push(t, base + 20, base + 700, text)
+        syn.launch_kernel(t, base + 30, f'void k<"{i}">(\\n)\n')
+    with Export(syn.close()) as exp:
+        stats = Stats()
+        lines = list(attribute.lines(exp, stats))
+    assert len(lines) == len(NASTY) == stats.kernels
+    for line, text in zip(lines, NASTY):
+        assert "\n" not in line
+        rec = json.loads(line)
+        assert rec["kLongName"].startswith('void k<"')
+        assert f'dom"ain\n:{text}' in rec["ranges"] or "layer:" in text
