@@ -41,6 +41,7 @@ from lenet import LeNet5  # noqa: E402  (examples/lenet.py)
 from models import ResNet18  # noqa: E402  (benchmarks/models.py)
 
 MODES = ("plain", "emit_nvtx", "pyprof")
+GOAL = 1.25  # pyprof + emit_nvtx over emit_nvtx alone
 
 
 def lenet(device: torch.device, smoke: bool) -> Callable[[], None]:
@@ -215,11 +216,15 @@ def main() -> None:
     header = f"{'model':10s} {'plain ms':>10s} {'emit_nvtx ms':>13s} {'pyprof ms':>10s} {'pyprof/emit_nvtx':>17s} {'pyprof/plain':>13s}"
     print(header)
     print("-" * len(header))
+    ratios = {}
     for name in args.models.split(","):
         step = MODELS[name](device, args.smoke)
         t = measure(step, device, args)
+        ratios[name] = t["pyprof"] / t["emit_nvtx"]
         print(f"{name:10s} {t['plain'] * 1e3:10.3f} {t['emit_nvtx'] * 1e3:13.3f} {t['pyprof'] * 1e3:10.3f} "
-              f"{t['pyprof'] / t['emit_nvtx']:17.2f} {t['pyprof'] / t['plain']:13.2f}", flush=True)
+              f"{ratios[name]:17.2f} {t['pyprof'] / t['plain']:13.2f}", flush=True)
+    over = [n for n, r in ratios.items() if r > GOAL]
+    print(f"goal pyprof/emit_nvtx <= {GOAL}: " + ("met by all" if not over else "missed by " + ", ".join(over)))
 
     print("\nper call (no emit_nvtx), microseconds, best of 7 x 2000 calls:")
     print(f"{'call':28s} {'plain':>8s} {'pyprof':>8s} {'added':>8s}")
