@@ -242,7 +242,8 @@ def test_optimizer_inner_ops_are_suppressed(pyprof_on):
         opt.step()
     assert ops(rec) == [(0, "torch.optim", "Adam.step")]
     assert rec.markers[0]["kwargs"] == {"params": {"count": 1, "numel": 3, "dtype": "float32"},
-                                        "foreach": False, "fused": None}
+                                        "foreach": False, "fused": None, "weight_decay": 0, "amsgrad": False,
+                                        "maximize": False}
 
 
 def test_optimizer_classes_defined_after_init(pyprof_on):

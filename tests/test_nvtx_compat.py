@@ -92,6 +92,10 @@ def test_autocast_still_casts():
     assert y.dtype == torch.bfloat16
     linear = next(m for m in rec.markers if m.get("op") == "linear")
     assert linear["args"][0]["dtype"] == "float32"  # the marker shows what the user passed
+    assert linear["autocast"] == "bfloat16"           # and the dtype autocast ran it in
+    with recording() as rec:
+        model(x)
+    assert "autocast" not in next(m for m in rec.markers if m.get("op") == "linear")
 
 
 def test_torch_compile_no_graph_break_and_same_result():

@@ -352,10 +352,13 @@ def test_optimizer_step():
     w = torch.nn.Parameter(r(4, 3))
     b = torch.nn.Parameter(r(4, dtype=torch.float32))
     unused = torch.nn.Parameter(r(7))
-    opt = torch.optim.SGD([{"params": [w]}, {"params": [b, unused]}], lr=0.1, momentum=0.9)
+    opt = torch.optim.SGD([{"params": [w]}, {"params": [b, unused], "weight_decay": 0.0}], lr=0.1, momentum=0.9,
+                          weight_decay=1e-4)
     (w.sum() + b.sum()).backward()
+    # Groups that disagree on a hyperparameter give the list of the groups' values.
     expect(lambda: opt.step(), "torch.optim", "SGD.step", [],
-           {"params": {"count": 2, "numel": 16, "dtype": "float32"}, "foreach": None, "fused": None})
+           {"params": {"count": 2, "numel": 16, "dtype": "float32"}, "foreach": None, "fused": None,
+            "momentum": 0.9, "dampening": 0, "nesterov": False, "weight_decay": [0.0001, 0.0], "maximize": False})
 
 
 def test_module_calls_carry_qualified_name_and_extra_repr():
@@ -425,7 +428,8 @@ def test_optimizer_step_mixed_dtypes_and_closure():
         return None
 
     expect(lambda: opt.step(closure), "torch.optim", "Adagrad.step", [{"type": "function"}],
-           {"params": {"count": 3, "numel": 9, "dtype": ["float32", "float64"]}, "foreach": None, "fused": None})
+           {"params": {"count": 3, "numel": 9, "dtype": ["float32", "float64"]}, "foreach": None, "fused": None,
+            "weight_decay": 0, "maximize": False})
 
 
 def test_sparse_tensor_is_described_without_layout():

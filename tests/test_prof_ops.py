@@ -189,15 +189,46 @@ def test_optimizer_steps_need_their_hyperparameters():
     assert lookup("torch.optim", "SGD.step")(Call(s)) is None
 
 
-def test_real_optimizer_marker_is_understood_or_na(tmp_path):
-    """The marker the annotation really writes for an optimizer step."""
-    from pyprof.nvtx.marker import optimizer_params
-    import json
+def test_real_optimizer_markers_are_costed():
+    """The markers the annotation really writes for optimizer steps, recorded from real calls."""
+    import pyprof
+    from pyprof.nvtx import recording
     model = torch.nn.Linear(4, 3)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    adamw = torch.optim.AdamW(model.parameters(), lr=0.1, weight_decay=0.01)
+    split = torch.optim.SGD([{"params": [model.weight]}, {"params": [model.bias], "weight_decay": 0.0}],
+                            lr=0.1, weight_decay=1e-4)
     model(torch.randn(2, 4)).sum().backward()
-    params = json.loads(optimizer_params(opt))
-    assert params == {"count": 2, "numel": 15, "dtype": "float32"}
+    pyprof.init()
+    try:
+        with recording() as rec:
+            sgd.step()
+            adamw.step()
+            split.step()
+    finally:
+        pyprof.restore()
+    m_sgd, m_adamw, m_split = rec.markers
+    c = lookup("torch.optim", "SGD.step")(Call(m_sgd))
+    assert (c.flops, c.bytes) == (4 * 15, 5 * 15 * 4)      # p -= lr*(g + momentum*buf): one buffer
+    c = lookup("torch.optim", "AdamW.step")(Call(m_adamw))
+    assert (c.flops, c.bytes) == (13 * 15, 7 * 15 * 4)     # decoupled decay, two moment buffers
+    with pytest.raises(Unknowable, match="differ between parameter groups"):
+        lookup("torch.optim", "SGD.step")(Call(m_split))
+
+
+def test_autocast_marker_sets_the_matrix_kernel_dtype():
+    """Under autocast the arguments are fp32 but the GEMM runs in bf16: bytes count 2 per element,
+    and the peak is the BF16 Tensor Core one. The kernel's name here states no dtype."""
+    x, w = t(64, 128), t(32, 128)
+    m = marker("torch.nn.functional", "linear", x, w)
+    kernel = "void cutlass::Kernel2<cutlass_80_tensorop_gemm_64x64_32x6_tn_align8>(Params)"
+    (plain,), _ = analyse(kernels(m, [kernel]))
+    m["autocast"] = "bfloat16"
+    (cast,), _ = analyse(kernels(m, [kernel]))
+    assert plain.flops == cast.flops == 2 * 64 * 32 * 128
+    assert (plain.dtype, cast.dtype) == ("float32", "bfloat16")
+    assert plain.bytes == 2 * cast.bytes == (64 * 128 + 32 * 128 + 64 * 32) * 4
+    assert cast.tc == "1" and cast.path != plain.path
 
 
 def test_dtypes_edge_cases():

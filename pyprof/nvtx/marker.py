@@ -274,6 +274,43 @@ def module_marker(name: str, cls: str, extra_repr: str) -> str:
     )
 
 
+_is_autocast = torch.is_autocast_enabled
+_autocast_dtype = torch.get_autocast_dtype
+_autocast_text: dict = {}  # dtype -> ',"autocast":"bfloat16"'
+
+
+def autocast_json() -> str:
+    """`,"autocast":"<dtype>"` while an autocast region is on (CUDA's, else the CPU's), else "".
+
+    The arguments of a call under autocast are the Python-level fp32 tensors; the matrix kernels
+    run in this dtype, and prof needs to know that to count their bytes and pick their peak.
+    """
+    for device in ("cuda", "cpu"):
+        if _is_autocast(device):
+            dtype = _autocast_dtype(device)
+            s = _autocast_text.get(dtype)
+            if s is None:
+                s = _autocast_text[dtype] = ',"autocast":' + _dtype_json(dtype)
+            return s
+    return ""
+
+
+# Hyperparameters that change how much work a step does (prof's optimizer formulas read them).
+OPTIMIZER_KNOBS = ("momentum", "dampening", "nesterov", "weight_decay", "amsgrad", "maximize")
+
+
+def optimizer_knobs(optimizer: torch.optim.Optimizer) -> str:
+    """`"momentum":0.9,...` for the work-changing hyperparameters the optimizer has: one value
+    when all parameter groups agree, else the list of the groups' values."""
+    parts = []
+    for knob in OPTIMIZER_KNOBS:
+        if knob in optimizer.defaults:
+            values = [group.get(knob) for group in optimizer.param_groups]
+            same = all(v == values[0] for v in values)
+            parts.append('"' + knob + '":' + encode(values[0] if same else values))
+    return ",".join(parts)
+
+
 def optimizer_params(optimizer: torch.optim.Optimizer) -> str:
     """`{"count":..,"numel":..,"dtype":..}` over the parameters the step updates (those with a
     gradient) in all parameter groups; `dtype` is a list of names when they differ."""
@@ -294,4 +331,5 @@ def optimizer_params(optimizer: torch.optim.Optimizer) -> str:
     return '{"count":' + str(count) + ',"numel":' + str(numel) + ',"dtype":' + dt + "}"
 
 
-__all__ = ["op_marker", "module_marker", "layer_marker", "encode", "dtype_name", "optimizer_params"]
+__all__ = ["op_marker", "module_marker", "layer_marker", "encode", "dtype_name", "optimizer_params",
+           "optimizer_knobs", "autocast_json"]

@@ -18,7 +18,8 @@ import torch
 from .emit import state as _state
 from .marker import build as _build
 from .marker import encode as _encode
-from .marker import module_marker, op_prefix, optimizer_params
+from .marker import autocast_json as _autocast
+from .marker import module_marker, op_prefix, optimizer_knobs, optimizer_params
 from .site import site_json as _site
 
 _is_compiling = torch.compiler.is_compiling
@@ -52,7 +53,7 @@ def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str) -> C
             return orig(*args, **kwargs)
         tl.depth = depth + 1
         try:
-            _state.push(_build(prefix, args, kwargs, _site() + tl.mod))
+            _state.push(_build(prefix, args, kwargs, _site() + tl.mod + _autocast()))
             try:
                 return orig(*args, **kwargs)
             finally:
@@ -198,6 +199,9 @@ def _step_marker(opt: torch.optim.Optimizer, args: tuple, kwargs: dict, tail: st
         for flag in ("foreach", "fused"):
             if flag in opt.defaults:
                 extra += ',"' + flag + '":' + _encode(opt.defaults[flag])
+        knobs = optimizer_knobs(opt)
+        if knobs:
+            extra += "," + knobs
     except Exception:
         extra = '"params":{"type":"unencodable"}'
     return _build(prefix, args, kwargs, tail, extra)

@@ -3,6 +3,7 @@ use, dtype, math path and peaks. The attribution rules are documented in docs/pr
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from math import prod
 from typing import Optional
 
@@ -112,6 +113,10 @@ class Analyzer:
             return None, (str(why), f"{mod}.{op}")
         except _FORMULA_ERRORS:
             cost = None
+        autocast = marker.get("autocast")
+        if cost is not None and cost.kind in MMA_KINDS and cost.dtype == "float32" and autocast in ITEMSIZE:
+            # Under autocast the arguments are fp32 but the matrix kernel runs in `autocast`.
+            cost = replace(cost, dtype=autocast)
         return cost, None if cost is not None else ("op arguments not understood", f"{mod}.{op}")
 
     def facts(self, rec: dict) -> Facts:

@@ -40,11 +40,20 @@ def _params(c: Call) -> tuple:
     return p["numel"], p["count"], p["dtype"]
 
 
+def _knobs(c: Call, *names: str) -> tuple:
+    """The hyperparameters `names`; Unknowable when one is missing, or differs between parameter
+    groups (the marker then holds a list, and the elements per group are not known)."""
+    values = tuple(c.get(None, n, _MISSING) for n in names)
+    if any(v is _MISSING for v in values):
+        raise Unknowable(f"optimizer {'/'.join(names)} not in the marker")
+    if any(isinstance(v, list) for v in values):
+        raise Unknowable(f"optimizer {'/'.join(names)} differ between parameter groups")
+    return values
+
+
 @register("torch.optim.SGD.step")
 def sgd(c: Call) -> Optional[Cost]:
-    momentum, wd = c.get(None, "momentum", _MISSING), c.get(None, "weight_decay", _MISSING)
-    if momentum is _MISSING or wd is _MISSING:
-        raise Unknowable("optimizer momentum/weight_decay not in the marker")
+    momentum, wd = _knobs(c, "momentum", "weight_decay")
     numel, count, dtype = _params(c)
     flops = 2 + (2 if momentum else 0) + (2 if wd else 0)
     return _step_cost(c, flops, 1 if momentum else 0, dtype, numel, count)
@@ -52,9 +61,7 @@ def sgd(c: Call) -> Optional[Cost]:
 
 def _adam(decoupled: bool):
     def formula(c: Call) -> Optional[Cost]:
-        amsgrad, wd = c.get(None, "amsgrad", _MISSING), c.get(None, "weight_decay", _MISSING)
-        if amsgrad is _MISSING or wd is _MISSING:
-            raise Unknowable("optimizer amsgrad/weight_decay not in the marker")
+        amsgrad, wd = _knobs(c, "amsgrad", "weight_decay")
         numel, count, dtype = _params(c)
         flops = 12 + (1 if amsgrad else 0) + ((1 if decoupled else 2) if wd else 0)
         return _step_cost(c, flops, 3 if amsgrad else 2, dtype, numel, count)
