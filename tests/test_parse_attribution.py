@@ -135,6 +135,21 @@ def test_kernel_on_the_autograd_thread_outside_any_range_is_bprop(step_records) 
     assert k["dir"] == "bprop" and k["fwd"] is None and k["op"] is None and k["torchOps"] == []
 
 
+def test_forward_op_on_a_thread_that_ran_backward_is_fprop(tmp_path: Path) -> None:
+    """CPU autograd runs backward on the calling thread: that thread's later forward ops stay fprop,
+    and only a launch that no op range explains is taken as backward by the thread rule."""
+    syn = SynthExport(str(tmp_path / "one_thread.sqlite"))
+    main = syn.thread(100, 100, "python3")
+    syn.push(main, 1000, 5000, torch_text("MulBackward0", seq=3, op_id=10))
+    syn.launch_kernel(main, 2000, "void at::native::vectorized_elementwise_kernel<4, mul>(int)")
+    syn.push(main, 10000, 20000, torch_text("aten::mul", seq=4, op_id=11, sizes=[[8], [8]]))
+    syn.launch_kernel(main, 11000, "void at::native::vectorized_elementwise_kernel<4, mul>(int)")
+    syn.launch_kernel(main, 30000, "void at::native::vectorized_elementwise_kernel<4, fill>(int)")
+    recs = by_corr(parse_all(syn.close())[0])
+    assert [(recs[c]["dir"], recs[c]["op"]) for c in (1, 2, 3)] == [("bprop", "MulBackward0"), ("fprop", "mul"),
+                                                                      ("bprop", None)]
+
+
 def test_summary_counts(step_records) -> None:
     stats = step_records[1]
     assert (stats.kernels, stats.records, stats.no_launch, stats.malformed, stats.not_understood) == (7, 7, 0, 0, 0)

@@ -270,7 +270,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                 seqs: list[int] = []
                 layers: list[str] | tuple[str, ...] = []
                 others: list[str] = []
-                bwd = rtid in autograd_threads
+                bwd = False
                 for r in encl:
                     if r[_END] < t:
                         continue
@@ -302,6 +302,11 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                         layers.append(lab.js)
                     else:
                         others.append(lab.js)
+                if not bwd and owner is None and rtid in autograd_threads:
+                    # PyTorch runs CUDA backward on its own thread: a launch there that no op
+                    # range explains is backward work (a forward op range, even on a thread that
+                    # once ran backward, as CPU autograd does on the caller's, says fprop).
+                    bwd = True
                 if owner is not None:
                     sub = owner[_COUNT]
                     owner[_COUNT] = sub + 1
