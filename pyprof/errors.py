@@ -17,6 +17,7 @@ EXIT_NO_KERNELS = 5     # export without a CUDA trace or with an empty capture r
 EXIT_CORRUPT = 6        # truncated or corrupted database
 EXIT_BAD_LINE = 7       # malformed record line under --strict
 EXIT_TOOL = 8           # an external tool the input needs (nsys, to read .nsys-rep) is missing or failed
+EXIT_INCOMPLETE = 9     # records cut short: pyprof.parse failed while writing them
 EXIT_INTERRUPTED = 130  # Ctrl-C
 
 

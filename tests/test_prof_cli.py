@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from pyprof.errors import EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_NO_INPUT, EXIT_USAGE
+from pyprof.errors import EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, EXIT_NO_INPUT, EXIT_USAGE
 from pyprof.prof.columns import COLUMNS, DEFAULT
 from test_prof_helpers import kernels, marker, prof_text, record
 
@@ -179,3 +179,15 @@ def test_wrong_field_types_skip_the_record_not_the_run(bad, skipped, recs):
     assert ("line 2: record fields not understood" in err) == skipped
     rc, _, _ = prof(["--strict", "-c", cols], lines_of([recs[0], bad, recs[1]]))
     assert rc == (EXIT_BAD_LINE if skipped else 0)
+
+
+def test_input_cut_short_by_a_failed_parse_is_an_error(recs, tmp_path):
+    """What `parse broken.sqlite | prof` receives: records, then parse's own failure line. prof
+    prints the rows it got, then says the input is incomplete and exits non-zero."""
+    failed = b"pyprof.parse: error: database disk image is malformed - the 2 records above are incomplete\n"
+    status, out, err = prof(["-c", "idx,op"], lines_of(recs[:2]) + failed)
+    assert status == EXIT_INCOMPLETE
+    assert out.splitlines()[1:] == ["0 linear", "1 __add__"]
+    assert err.splitlines()[-1] == (
+        "pyprof.prof: error: line 3: the input is incomplete, parse failed while writing it (pyprof.parse: error: "
+        "database disk image is malformed - the 2 records above are incomplete)")

@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import BinaryIO, Optional, Sequence
 
-from ..errors import (EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INTERRUPTED, EXIT_NO_INPUT, EXIT_USAGE, PyprofError,
-                      run_cli)
+from ..errors import (EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_NO_INPUT,
+                      EXIT_USAGE, PyprofError, run_cli)
 from .columns import DEFAULT, help_table, select
 from .groups import KEYS, SORTS
 from .output import columnated_writer, csv_writer, space_writer
@@ -16,7 +16,8 @@ from .summary import Summary
 
 _EPILOG = (f"exit status: 0 done (warnings, if any, summarised on stderr); {EXIT_USAGE} bad command line;\n"
            f"{EXIT_NO_INPUT} input missing or unreadable; {EXIT_BAD_FORMAT} not a record file (e.g. an nsys "
-           f"SQLite export);\n{EXIT_BAD_LINE} malformed line under --strict; {EXIT_INTERRUPTED} interrupted.")
+           f"SQLite export);\n{EXIT_BAD_LINE} malformed line under --strict; {EXIT_INCOMPLETE} the input ends where "
+           f"pyprof.parse failed (rows before it were printed); {EXIT_INTERRUPTED} interrupted.")
 
 DIFF_KEYS = ("op", "kernel", "layer", "module", "dir", "tc", "stream")
 

@@ -6,11 +6,12 @@ import ast
 import json
 from typing import BinaryIO, Iterator, Tuple
 
-from ..errors import EXIT_BAD_FORMAT, EXIT_BAD_LINE, PyprofError
+from ..errors import EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, PyprofError
 from .legacy import from_legacy
 from .summary import Summary
 
 _SQLITE = b"SQLite format 3\x00"
+_PARSE_FAILED = b"pyprof.parse: "  # the line parse writes after its records when it fails midway
 
 
 def records(stream: BinaryIO, summary: Summary, strict: bool = False) -> Iterator[Tuple[int, dict]]:
@@ -26,6 +27,10 @@ def records(stream: BinaryIO, summary: Summary, strict: bool = False) -> Iterato
         except (ValueError, RecursionError) as err:  # RecursionError: absurdly deep nesting
             if not line.strip():
                 continue
+            if line.startswith(_PARSE_FAILED):
+                said = line.decode("utf-8", "replace").strip()
+                raise PyprofError(f"line {lineno}: the input is incomplete, parse failed while writing it "
+                                  f"({said})", EXIT_INCOMPLETE) from None
             rec = _legacy(line)
             if rec is None:
                 reason = "not UTF-8 text" if isinstance(err, UnicodeDecodeError) else \
