@@ -28,7 +28,7 @@ from pyprof.parse.ranges import (LAYER, MALFORMED, MODULE, OP, PYPROF_DOMAIN, TO
 
 SCHEMA_VERSION = 1
 # Forward ops remembered per process for backward kernels (docs/records.md).
-FWD_OPS_PER_PROCESS = 65536
+FWD_OPS_PER_PROCESS = 16384
 _END_OPEN = 1 << 62          # end of a range still open at capture stop: encloses everything after
 _PID_MASK = ~0xFFFFFF        # globalTid -> globalPid
 _TID_BITS = 0xFFFFFF
