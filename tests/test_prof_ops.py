@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from pyprof.prof.ops import Call, lookup
 from pyprof.prof.registry import Unknowable
 from pyprof.prof.values import ITEMSIZE
-from test_prof_helpers import analyse, kernels, marker
+from test_prof_helpers import analyse, kernels, marker, record
 
 FN = "torch.nn.functional"
 
@@ -336,3 +336,20 @@ def test_no_formula_raises_on_odd_arguments(args):
         optim = name.startswith("torch.optim.")  # op names like SGD.step contain a dot
         mod, op = ("torch.optim", name[len("torch.optim."):]) if optim else name.rsplit(".", 1)
         Analyzer._compute({"v": 1, "kind": "op", "mod": mod, "op": op, "args": args})
+
+
+def test_fused_optimizer_work_goes_to_the_fused_kernel_not_the_step_counter():
+    """A fused AdamW step launches a _foreach_add_ (step counters) before _fused_adamw_ (the math):
+    as in examples/gpt.sqlite. The math kernel carries the step; the counter bump is a helper."""
+    p = {"count": 29, "numel": 2137088, "dtype": "float32"}
+    m = {"v": 1, "kind": "op", "mod": "torch.optim", "op": "AdamW.step", "args": [],
+         "kwargs": {"params": p, "foreach": None, "fused": True, "weight_decay": 0.01, "amsgrad": False,
+                    "maximize": False}}
+    step = {"name": "Optimizer.step#AdamW.step", "opId": 900}
+    recs = [record(m, "void multi_tensor_apply_kernel<BinaryOpScalarFunctor<float>>(...)", subSeqId=0,
+                   torchOps=[step, {"name": "aten::_foreach_add_", "opId": 901}]),
+            record(m, "void multi_tensor_apply_kernel<FusedAdamMathFunctor<float>>(...)", subSeqId=1,
+                   torchOps=[step, {"name": "aten::_fused_adamw_", "opId": 902}])]
+    counter, math = analyse(recs)[0]
+    assert (counter.flops, counter.bytes) == (0, 0)
+    assert (math.flops, math.bytes) == (13 * 2137088, 7 * 2137088 * 4)

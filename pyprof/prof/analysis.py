@@ -187,7 +187,11 @@ class Analyzer:
         bprop = rec.get("dir") == "bprop"
         kind = cost.kind
         if kind not in MMA_KINDS:
-            if not self._first_of_call(rec, True):
+            torch_ops = rec.get("torchOps")
+            if cost.main_op is not None and torch_ops:
+                if torch_ops[-1].get("name") != cost.main_op:
+                    return _NO_WORK
+            elif not self._first_of_call(rec, True):
                 return _NO_WORK
             return (cost.bwd_flops, cost.bwd_bytes) if bprop else (cost.flops, cost.bytes)
         math = verdict in (MMA, SIMT)

@@ -22,7 +22,8 @@ MMA_KINDS = frozenset((GEMM, CONV, ATTN))
 class Cost:
     """Work of one op call. None means "cannot be known" and prints `na`.
 
-    `elems` (MMA kinds only): the matrix operands' elements read plus written, so that bytes can
+    `main_op`: only kernels under that PyTorch range carry the work (when the record has
+    PyTorch ranges), instead of the call's first kernel. `elems` (MMA kinds only): the matrix operands' elements read plus written, so that bytes can
     be recomputed in the dtype the kernel really ran in (autocast); `bias_elems`: the added input
     (bias, addmm's `input`), read by the forward only. `bwd_flops`/`bwd_bytes`: the whole backward
     node, for ATTN and SIMT ops; GEMM and CONV gradient kernels each carry the forward's FLOPs and
@@ -38,6 +39,9 @@ class Cost:
     bwd_flops: Optional[int] = None
     bwd_bytes: Optional[int] = None
     bias_elems: int = 0
+    # The PyTorch op (emit_nvtx range name) whose kernel does the op's work, when the op launches
+    # helpers first (a fused optimizer step increments its step counters before the math).
+    main_op: Optional[str] = None
 
 
 class Call:

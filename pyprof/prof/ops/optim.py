@@ -20,13 +20,17 @@ from ..values import ITEMSIZE
 _MISSING = object()
 
 
-def _step_cost(c: Call, flops: int, states: int, dtype: Optional[str], numel: int, count: int) -> Optional[Cost]:
+def _step_cost(c: Call, flops: int, states: int, dtype: Optional[str], numel: int, count: int,
+               fused_op: str) -> Optional[Cost]:
     size = ITEMSIZE.get(dtype) if isinstance(dtype, str) else None  # a list: mixed dtypes
     if size is None:
         return None
     nbytes = numel * size * (3 + 2 * states)
-    return Cost(flops * numel, nbytes, fmt_params(dtype, count=count, numel=numel,
-                                                  impl=_impl(c)), dtype, SIMT)
+    impl = _impl(c)
+    # A fused step first bumps its step counters (a _foreach_add_ kernel); the math is the one
+    # kernel under the fused op's range.
+    return Cost(flops * numel, nbytes, fmt_params(dtype, count=count, numel=numel, impl=impl), dtype, SIMT,
+                main_op=fused_op if impl == "fused" else None)
 
 
 def _impl(c: Call) -> str:
@@ -56,7 +60,7 @@ def sgd(c: Call) -> Optional[Cost]:
     momentum, wd = _knobs(c, "momentum", "weight_decay")
     numel, count, dtype = _params(c)
     flops = 2 + (2 if momentum else 0) + (2 if wd else 0)
-    return _step_cost(c, flops, 1 if momentum else 0, dtype, numel, count)
+    return _step_cost(c, flops, 1 if momentum else 0, dtype, numel, count, "aten::_fused_sgd_")
 
 
 def _adam(decoupled: bool):
@@ -64,7 +68,8 @@ def _adam(decoupled: bool):
         amsgrad, wd = _knobs(c, "amsgrad", "weight_decay")
         numel, count, dtype = _params(c)
         flops = 12 + (1 if amsgrad else 0) + ((1 if decoupled else 2) if wd else 0)
-        return _step_cost(c, flops, 3 if amsgrad else 2, dtype, numel, count)
+        return _step_cost(c, flops, 3 if amsgrad else 2, dtype, numel, count,
+                          "aten::_fused_adamw_" if decoupled else "aten::_fused_adam_")
     return formula
 
 
