@@ -55,7 +55,7 @@ def records(path: str, *, memcpy: bool = False, strict: bool = False) -> Iterato
             with contextlib.closing(parse_records(exp, Stats(), memcpy)) as recs:
                 yield from recs
         return
-    from pyprof.prof.__main__ import open_input
+    from pyprof.prof.reader import open_input
     from pyprof.prof.reader import records as read_records
     from pyprof.prof.summary import Summary
 

@@ -6,7 +6,7 @@ import sys
 from typing import Sequence
 
 from pyprof.errors import (EXIT_BAD_FORMAT, EXIT_CORRUPT, EXIT_INTERRUPTED, EXIT_NO_INPUT, EXIT_NO_KERNELS,
-                           EXIT_TOOL, EXIT_USAGE, PyprofError, run_cli)
+                           EXIT_TOOL, EXIT_USAGE, run_cli)
 from pyprof.parse import parse
 
 PROG = "pyprof.parse"

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import BinaryIO, Optional, Sequence
+from typing import Optional, Sequence
 
 from ..errors import (EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_NO_INPUT,
                       EXIT_USAGE, PyprofError, run_cli)
 from .columns import DEFAULT, help_table, select
 from .groups import KEYS, SORTS
 from .output import columnated_writer, csv_writer, space_writer
+from .reader import open_input
 from .scan import analysed
 from .summary import Summary
 
@@ -81,16 +82,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         run(stream, sys.stdout, cols, summary, width=args.width, as_csv=args.csv, strict=args.strict)
     summary.report()
     return 0
-
-
-def open_input(path: str) -> BinaryIO:
-    """The record file at `path` (stdin for `-`), binary; PyprofError when it cannot be read."""
-    if path == "-":
-        return sys.stdin.buffer
-    try:
-        return open(path, "rb")
-    except OSError as err:
-        raise PyprofError(f"cannot read {path}: {err.strerror}", EXIT_NO_INPUT) from None
 
 
 def run(stream, out, cols: list, summary: Summary, width: Optional[int] = None, as_csv: bool = False,

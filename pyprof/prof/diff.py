@@ -12,6 +12,7 @@ from typing import BinaryIO, List, Optional, TextIO
 from ..errors import EXIT_USAGE, PyprofError
 from .groups import Groups
 from .output import columnated_writer
+from .reader import open_input
 from .scan import analysed
 from .summary import Summary
 from .units import duration
@@ -89,7 +90,6 @@ def write_csv(d: dict, out: TextIO, top: Optional[int] = None) -> None:
 
 def main(args) -> int:
     """`--diff BASE NEW` from parsed command-line `args`."""
-    from .__main__ import open_input
 
     base_path, new_path = args.diff
     if base_path == "-" and new_path == "-":

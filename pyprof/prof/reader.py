@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import ast
 import json
+import sys
 from typing import BinaryIO, Iterator, Tuple
 
-from ..errors import EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, PyprofError
+from ..errors import EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, EXIT_NO_INPUT, PyprofError
 from .legacy import from_legacy
 from .summary import Summary
 
 _SQLITE = b"SQLite format 3\x00"
 _PARSE_FAILED = b"pyprof.parse: "  # the line parse writes after its records when it fails midway
+
+
+def open_input(path: str) -> BinaryIO:
+    """The record file at `path` (stdin for `-`), binary; PyprofError when it cannot be read."""
+    if path == "-":
+        return sys.stdin.buffer
+    try:
+        return open(path, "rb")
+    except OSError as err:
+        raise PyprofError(f"cannot read {path}: {err.strerror}", EXIT_NO_INPUT) from None
 
 
 def records(stream: BinaryIO, summary: Summary, strict: bool = False) -> Iterator[Tuple[int, dict]]:

@@ -8,11 +8,12 @@ import csv
 import json
 from typing import BinaryIO, List, Optional, TextIO
 
-from .advice import Advice, Evidence, advise, notes
+from .advice import Evidence, advise, notes
 from .analysis import Facts
 from .groups import Group, Groups
 from .intervals import Timelines
 from .output import columnated_writer
+from .reader import open_input
 from .scan import analysed
 from .summary import Summary
 from .units import duration, pct, rate, si
@@ -203,7 +204,6 @@ def main(args) -> int:
     """`--summary` and/or `--plot` from parsed command-line `args`: one pass over the input."""
     import sys
 
-    from .__main__ import open_input
 
     plot = None
     if args.plot:
