@@ -14,7 +14,7 @@ def advice(recs):
 def test_fp32_matmul_triggers_on_lenet():
     adv, _ = advice(trace_records("lenet"))
     a = adv["fp32-matmul"]
-    assert a["evidence"]["kernels"] == 14 and a["evidence"]["time_ns"] == 45953
+    assert a["evidence"]["kernels"] == 14 and a["evidence"]["time_ns"] == 45952
     assert "allow_tf32" in a["text"] and "42.1% of GPU time" in a["text"]
 
 
@@ -37,7 +37,7 @@ def test_alignment_not_on_gpt():
 def test_launch_bound_triggers_on_gpt():
     a = advice(trace_records("gpt"))[0]["launch-bound"]
     assert a["evidence"]["tiny_kernels"] == 135 and a["evidence"]["kernels"] == 139
-    assert round(a["evidence"]["busy_pct"], 2) == 3.03 and "CUDA graphs" in a["text"]
+    assert round(a["evidence"]["busy_pct"], 2) == 3.47 and "CUDA graphs" in a["text"]
 
 
 def test_launch_bound_not_when_the_gpu_is_busy():

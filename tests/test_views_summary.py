@@ -20,14 +20,14 @@ def rep(name, by="op", **kw):
 def test_gpt_header_exact():
     h = rep("gpt")["header"]
     assert h["kernels"] == 139
-    assert h["span_ns"] == 32575942 - 15740573 == 16835369
-    assert h["gpu_time_ns"] == 510601
+    assert h["span_ns"] == 29828926 - 15135652 == 14693274
+    assert h["gpu_time_ns"] == 509607
     # One stream, kernels never overlap: the union equals the sum.
-    assert h["devices"][0]["busy_ns"] == 510601
-    assert h["busy_pct"] == pytest.approx(510601 / 16835369 * 100)
-    assert round(h["busy_pct"], 2) == 3.03
-    assert (h["gaps"], h["gap_ns"], h["largest_gap_ns"]) == (138, 16835369 - 510601, 712080)
-    assert round(h["tc_pct"], 1) == 24.4 and h["tc_missed_pct"] == 0.0
+    assert h["devices"][0]["busy_ns"] == 509607
+    assert h["busy_pct"] == pytest.approx(509607 / 14693274 * 100)
+    assert round(h["busy_pct"], 2) == 3.47
+    assert (h["gaps"], h["gap_ns"], h["largest_gap_ns"]) == (138, 14693274 - 509607, 713897)
+    assert round(h["tc_pct"], 1) == 24.2 and h["tc_missed_pct"] == 0.0
     assert h["copies"] == 0 and h["devices"][0]["gpu"] == "NVIDIA H100 80GB HBM3"
 
 
@@ -35,19 +35,22 @@ def test_gpt_rows():
     rows = rep("gpt")["rows"]
     top = rows[0]
     assert (top["group"], top["time_ns"], top["count"], top["flops"], top["flops_na"]) == \
-        ("linear", 263141, 79, 5637144576, 0)
-    assert round(top["pct_time"], 1) == 51.5 and round(top["tc_pct"], 1) == 37.2
+        ("linear", 262533, 79, 5637144576, 0)
+    assert round(top["pct_time"], 1) == 51.5 and round(top["tc_pct"], 1) == 36.9
     assert [r["group"] for r in rows[:4]] == ["linear", "AdamW.step", "layer_norm", "scaled_dot_product_attention"]
     adam = rows[1]
-    assert adam["flops"] is None and adam["tflops"] is None and adam["flops_na"] == 2
-    assert sum(r["time_ns"] for r in rows) == 510601 and sum(r["count"] for r in rows) == 139
+    # The marker now carries weight_decay/amsgrad: AdamW with decay, 12 + 1 FLOPs per element of its
+    # 2,137,088 parameters, over the time of its two kernels (66785 ns).
+    assert adam["flops"] == 13 * 2137088 == 27782144 and adam["flops_na"] == 0
+    assert adam["tflops"] == 27782144 / 66785 / 1000
+    assert sum(r["time_ns"] for r in rows) == 509607 and sum(r["count"] for r in rows) == 139
 
 
 def test_lenet_header_and_tensor_cores():
     h = rep("lenet")["header"]
-    assert (h["kernels"], h["gpu_time_ns"]) == (44, 109188)
+    assert (h["kernels"], h["gpu_time_ns"]) == (44, 109056)
     assert h["tc_pct"] == 0.0 and h["tc_missed_pct"] == 100.0  # fp32 without TF32: every matrix kernel tc 0
-    assert round(h["busy_pct"], 2) == round(109188 / h["span_ns"] * 100, 2)
+    assert round(h["busy_pct"], 2) == round(109056 / h["span_ns"] * 100, 2)
 
 
 def test_by_tc_and_dir_cover_everything():
@@ -79,12 +82,12 @@ def test_text_output(tmp_path):
     rc, out, err = prof("--summary", write_dict(tmp_path, "gpt"))
     assert rc == 0
     lines = out.splitlines()
-    assert lines[0].startswith("capture span   16.84 ms") and "NVIDIA H100 80GB HBM3" in lines[0]
-    assert lines[1].startswith("GPU busy       3.0%")
-    assert lines[2] == "idle gaps      138, 16.32 ms in all, largest 712.1 us"
+    assert lines[0].startswith("capture span   14.69 ms") and "NVIDIA H100 80GB HBM3" in lines[0]
+    assert lines[1].startswith("GPU busy       3.5%")
+    assert lines[2] == "idle gaps      138, 14.18 ms in all, largest 713.9 us"
     table = out.split("\n\n")[1].splitlines()
     assert table[0].split()[:3] == ["Op", "Time", "%Time"]
-    assert table[1].split()[:5] == ["linear", "263.1", "us", "51.5", "79"]
+    assert table[1].split()[:5] == ["linear", "262.5", "us", "51.5", "79"]
     assert "advice:" in out and "launch-bound" in out
     assert "no op marker" in err  # prof's closing warnings still on stderr
 
@@ -108,8 +111,8 @@ def test_json_output(tmp_path):
 def test_csv_output(tmp_path):
     rc, out, err = prof("--summary", "--csv", write_dict(tmp_path, "gpt"))
     rows = list(csv.DictReader(io.StringIO(out)))
-    assert rows[0]["op"] == "linear" and rows[0]["time_ns"] == "263141"
-    assert rows[1]["flops"] == "na"
+    assert rows[0]["op"] == "linear" and rows[0]["time_ns"] == "262533"
+    assert rows[1]["flops"] == "27782144"  # AdamW.step
     assert len(rows) == 11
     assert "capture span" in err and "advice:" in err  # the header goes to stderr with CSV
 
