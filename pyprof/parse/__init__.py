@@ -13,7 +13,8 @@ from pyprof.errors import PyprofError
 from pyprof.parse.attribute import Stats, lines, records
 from pyprof.parse.export import KERNEL, MEMCPY, MEMSET, Export, check_export
 from pyprof.parse.nsysrep import sqlite_path
-from pyprof.parse.output import Progress, open_output, write_lines
+from pyprof.parse.output import open_output, write_lines
+from pyprof.progress import Progress
 
 __all__ = ["parse", "records", "lines", "Stats", "Export"]
 
@@ -36,7 +37,7 @@ def parse(path: str, output: str | None = None, *, memcpy: bool = False, quiet: 
         # closing(): the record generator's cursors must be closed before the connection is.
         with open_output(output) as out, contextlib.closing(lines(exp, stats, memcpy)) as recs:
             try:
-                write_lines(recs, out, Progress(total, progress))
+                write_lines(recs, out, Progress("pyprof.parse", total, progress))
             except (PyprofError, KeyboardInterrupt) as err:
                 recs.close()  # publishes the counts
                 if output is None and stats.records:

@@ -7,8 +7,10 @@ import signal
 import sys
 import tempfile
 import threading
-import time
 from typing import Iterable, Iterator, TextIO
+
+from pyprof.progress import Progress
+
 
 @contextlib.contextmanager
 def open_output(path: str | None) -> Iterator[TextIO]:
@@ -32,31 +34,6 @@ def open_output(path: str | None) -> Iterator[TextIO]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-
-
-class Progress:
-    """A self-overwriting progress line on stderr, at most once a second; silent when disabled."""
-
-    def __init__(self, total: int | None, enabled: bool) -> None:
-        self.total = total
-        self.enabled = enabled
-        self._next = time.monotonic() + 1.0
-
-    def update(self, done: int) -> None:
-        """Show `done` records written, when a second has passed since the last line."""
-        now = time.monotonic()
-        if now < self._next:
-            return
-        self._next = now + 1.0
-        share = f" ({100 * done / self.total:.0f}%)" if self.total else ""
-        sys.stderr.write(f"\rpyprof.parse: {done} records{share}")
-        sys.stderr.flush()
-
-    def finish(self) -> None:
-        """Clear the progress line."""
-        if self.enabled:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
 
 
 @contextlib.contextmanager

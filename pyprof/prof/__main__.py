@@ -8,6 +8,7 @@ from typing import Optional, Sequence
 
 from ..errors import (EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_NO_INPUT,
                       EXIT_USAGE, PyprofError, run_cli)
+from ..progress import on_terminal
 from .columns import DEFAULT, help_table, select
 from .groups import KEYS, SORTS
 from .output import columnated_writer, csv_writer, space_writer
@@ -97,7 +98,8 @@ def run(stream, out, cols: list, summary: Summary, width: Optional[int] = None, 
     values = [c.value for c in cols]
     idx = [0]  # rows written so far: the idx column of the next row
     row = (lambda rec, facts: [v(rec, facts, idx[0]) for v in values])
-    for _rec, _facts, cells in analysed(stream, summary, strict, any(c.needs_facts for c in cols), row):
+    for _rec, _facts, cells in analysed(stream, summary, strict, any(c.needs_facts for c in cols), row,
+                                        on_terminal("pyprof.prof", results_at_end=False)):
         write(cells)
         idx[0] += 1
 

@@ -10,6 +10,7 @@ import sys
 from typing import BinaryIO, List, Optional, TextIO
 
 from ..errors import EXIT_USAGE, PyprofError
+from ..progress import on_terminal
 from .groups import Groups
 from .output import columnated_writer
 from .reader import open_input
@@ -31,7 +32,7 @@ def totals(stream: BinaryIO, by: str, summary: Summary, strict: bool = False) ->
             if type(dur) is not int:
                 raise TypeError(f"kDuration is {type(dur).__name__}, not an integer")
             groups.add(rec, f, dur)
-    for _ in analysed(stream, summary, strict, by in _NEEDS_FACTS, add):
+    for _ in analysed(stream, summary, strict, by in _NEEDS_FACTS, add, on_terminal("pyprof.prof", True)):
         pass
     return groups
 

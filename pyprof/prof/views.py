@@ -8,6 +8,7 @@ import csv
 import json
 from typing import BinaryIO, List, Optional, TextIO
 
+from ..progress import on_terminal
 from .advice import Evidence, advise, notes
 from .analysis import Facts
 from .groups import Group, Groups
@@ -214,7 +215,7 @@ def main(args) -> int:
     prof = Profile(args.by)
     add = prof.add if plot is None else (lambda rec, f: (prof.add(rec, f), plot.add(rec, f)))
     with open_input(args.file) as stream:
-        for _ in analysed(stream, summary, args.strict, fn=add):
+        for _ in analysed(stream, summary, args.strict, fn=add, progress=on_terminal("pyprof.prof", True)):
             pass
     if plot is not None:
         from .roofline import plot as draw
