@@ -181,6 +181,17 @@ def test_wrong_field_types_skip_the_record_not_the_run(bad, skipped, recs):
     assert rc == (EXIT_BAD_LINE if skipped else 0)
 
 
+def test_marker_nested_too_deep_is_na_not_a_traceback(recs):
+    """Marker args nested deeper than prof's decoder recurses (still valid JSON): the op's work
+    is na and counted, the run goes on, no traceback."""
+    deep = {"kind": "kernel", "kShortName": "k", "kDuration": 1, "dir": "fprop",
+            "marker": {"kind": "op", "mod": "torch", "op": "relu", "args": json.loads("[" * 900 + "]" * 900)}}
+    rc, out, err = prof(["-c", "idx,op,flops"], lines_of([recs[0], deep, recs[1]]))
+    assert rc == 0 and "Traceback" not in err
+    assert out.splitlines()[2].split() == ["1", "-", "na"]
+    assert "op arguments not understood: 1 kernels: torch.relu (1)" in err
+
+
 def test_input_cut_short_by_a_failed_parse_is_an_error(recs, tmp_path):
     """What `parse broken.sqlite | prof` receives: records, then parse's own failure line. prof
     prints the rows it got, then says the input is incomplete and exits non-zero."""

@@ -14,7 +14,8 @@ from .summary import Summary
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
 from .values import ITEMSIZE
 
-_FORMULA_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError)
+# RecursionError: marker args nested deeper than decode() can follow (valid JSON, never ours).
+_FORMULA_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError, RecursionError)
 _GRAD_TOKENS = ("dgrad", "wgrad")
 _NO_WORK = (0, 0)
 _UNKNOWN = (None, None)

@@ -8,8 +8,9 @@ from .analysis import Analyzer, Facts
 from .reader import bad_record, records
 from .summary import Summary
 
-# Valid JSON whose fields have the wrong types surfaces as one of these from a value function.
-FIELD_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError)
+# Valid JSON whose fields have the wrong types (or nest absurdly deep) surfaces as one of these
+# from a value function.
+FIELD_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, RecursionError)
 
 
 def analysed(stream: BinaryIO, summary: Summary, strict: bool = False, analyse: bool = True,
