@@ -139,13 +139,14 @@ def plot(pts: Points, path: str) -> List[str]:
     elif not roofs:
         notes.append("roofline: no compute peak known for the kernels' math paths: memory roof only")
 
-    # Biggest first so small markers stay visible on top.
+    # Biggest first so small markers stay visible on top. Area ~ time, relative to the longest.
+    longest = max((p.dur for p in pts.points), default=1)
     for tc in ("-", "0", "1"):
         sel = sorted((p for p in pts.points if p.tc == tc), key=lambda p: -p.dur)
         if not sel:
             continue
         colour, name = COLOURS.get(tc, COLOURS["-"])
-        ax.scatter([p.ai for p in sel], [p.tflops for p in sel], s=[_size(p.dur, pts.points) for p in sel],
+        ax.scatter([p.ai for p in sel], [p.tflops for p in sel], s=[20 + 380 * p.dur / longest for p in sel],
                    c=colour, alpha=0.55, edgecolors="white", linewidths=0.5, zorder=3)
         handles.append(Line2D([], [], ls="", marker="o", ms=8, color=colour, alpha=0.7,
                               label=f"{name}: {len(sel)}"))
@@ -171,11 +172,6 @@ def plot(pts: Points, path: str) -> List[str]:
         plt.close(fig)
     notes.append(f"roofline of {len(pts.points)} kernels written to {path}")
     return notes
-
-
-def _size(dur: int, points: List[Point]) -> float:
-    longest = max(p.dur for p in points)
-    return 20 + 380 * dur / longest
 
 
 def _label(fig, ax, chosen: List[tuple]) -> None:
