@@ -2,7 +2,7 @@
 
 A formula takes the decoded call (`Call`: the marker's args and kwargs) and returns a `Cost`: the
 op's algorithmic FLOPs (FMA = 2) and bytes (each input read once, each output written once), the
-`params` text and, where known, the same for the backward node the op creates. `attribution.py`
+`params` text and, where known, the same for the backward node the op creates. `analysis.py`
 decides which kernel of the op carries that work.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Iterable, Optional
 from .values import Tensor, decode, short
 
 # Op kinds. GEMM, CONV and ATTN ops run matrix-multiply kernels that could use Tensor Cores;
-# their work goes to those kernels (attribution.py). SIMT ops never can.
+# their work goes to those kernels (analysis.py). SIMT ops never can.
 GEMM, CONV, ATTN, SIMT = "gemm", "conv", "attn", "simt"
 MMA_KINDS = frozenset((GEMM, CONV, ATTN))
 

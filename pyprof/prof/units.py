@@ -21,7 +21,7 @@ def duration(ns: Optional[float]) -> str:
 
 
 def si(x: Optional[float], unit: str = "") -> str:
-    """x with an SI prefix: 1.23G, 456.0M, 12.0k, 7 (no prefix below 1000)."""
+    """x with an SI prefix and two decimals: 1.23G, 456.00M, 12.00k; 7 or 7.50 below 1000."""
     if x is None:
         return NA
     for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
