@@ -64,20 +64,17 @@ def batch_norm(c: Call) -> Cost:
     return _norm(x, 6 if training else 2, w, b, stats, training=int(training))
 
 
-def _softmax(log: bool):
-    def formula(c: Call) -> Cost:
-        x, dim = c.get(0, "input"), c.get(1, "dim")
-        # dtype is positional 2 in torch.softmax but keyword-only in F.softmax (after _stacklevel)
-        out_dtype = c.get(None, "dtype") or next((a for a in c.args[2:] if isinstance(a, str) and a in ITEMSIZE), x.dtype)
-        n = x.numel
-        size = ITEMSIZE.get(out_dtype)
-        return Cost(5 * n, _io(x, n, out_dtype=out_dtype), fmt_params(x.dtype, shape=dims(x.shape), dim=dim),
-                    x.dtype, SIMT, bwd_flops=4 * n, bwd_bytes=None if size is None else 3 * n * size)
-    return formula
-
-
-register("torch.nn.functional.softmax", *names(["softmax", "_softmax"]))(_softmax(False))
-register("torch.nn.functional.log_softmax", *names(["log_softmax"]))(_softmax(True))
+@register("torch.nn.functional.softmax", *names(["softmax", "_softmax"]),
+          "torch.nn.functional.log_softmax", *names(["log_softmax"]))
+def softmax(c: Call) -> Cost:
+    """softmax and log_softmax alike: 5 FLOPs per element, backward 4 (module docstring)."""
+    x, dim = c.get(0, "input"), c.get(1, "dim")
+    # dtype is positional 2 in torch.softmax but keyword-only in F.softmax (after _stacklevel)
+    out_dtype = c.get(None, "dtype") or next((a for a in c.args[2:] if isinstance(a, str) and a in ITEMSIZE), x.dtype)
+    n = x.numel
+    size = ITEMSIZE.get(out_dtype)
+    return Cost(5 * n, _io(x, n, out_dtype=out_dtype), fmt_params(x.dtype, shape=dims(x.shape), dim=dim),
+                x.dtype, SIMT, bwd_flops=4 * n, bwd_bytes=None if size is None else 3 * n * size)
 
 
 def _loss_out(c: Call, pos: int, n: int) -> int:
