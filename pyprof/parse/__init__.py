@@ -11,9 +11,10 @@ import contextlib
 
 from pyprof.errors import PyprofError
 from pyprof.parse.attribute import Stats, lines, records
-from pyprof.parse.export import KERNEL, MEMCPY, MEMSET, Export, check_export
+from pyprof.parse.export import Export, check_export
 from pyprof.parse.nsysrep import sqlite_path
 from pyprof.parse.output import open_output, write_lines
+from pyprof.parse.queries import sources
 from pyprof.progress import Progress
 
 __all__ = ["parse", "records", "lines", "Stats", "Export"]
@@ -32,8 +33,8 @@ def parse(path: str, output: str | None = None, *, memcpy: bool = False, quiet: 
         total = None
         if progress:
             with exp.errors():
-                total = sum(exp.scalar(f"SELECT count(*) FROM {t}") or 0
-                            for t in (KERNEL, MEMCPY, MEMSET) if t in exp.tables and (memcpy or t == KERNEL))
+                # The same tables lines() reads; each name is one of export.py's constants.
+                total = sum(exp.scalar(f"SELECT count(*) FROM {t}") or 0 for t, _ in sources(exp, memcpy))
         # closing(): the record generator's cursors must be closed before the connection is.
         with open_output(output) as out, contextlib.closing(lines(exp, stats, memcpy)) as recs:
             try:
