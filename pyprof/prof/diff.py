@@ -12,7 +12,7 @@ from typing import BinaryIO, List, Optional, TextIO
 from ..errors import EXIT_USAGE, PyprofError
 from ..progress import on_terminal
 from .groups import Groups
-from .output import columnated_writer
+from .output import columnated_writer, csv_cell
 from .reader import open_input
 from .scan import analysed
 from .summary import Summary
@@ -86,7 +86,7 @@ def write_csv(d: dict, out: TextIO, top: Optional[int] = None) -> None:
     w.writerow([d["by"]] + KEYS[1:])
     rows = d["rows"][:top] if top else d["rows"]
     for r in rows + [dict(d["total"], group="(total)")]:
-        w.writerow(["na" if r[k] is None else (f"{r[k]:.4g}" if isinstance(r[k], float) else r[k]) for k in KEYS])
+        w.writerow([csv_cell(r[k]) for k in KEYS])
 
 
 def main(args) -> int:

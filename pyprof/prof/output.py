@@ -31,6 +31,11 @@ def csv_writer(out: TextIO, headers: List[str]) -> Callable[[List[str]], None]:
     return w.writerow
 
 
+def csv_cell(v: object) -> object:
+    """A --summary/--diff CSV cell: na for unknown, floats to 4 significant digits."""
+    return "na" if v is None else (f"{v:.4g}" if isinstance(v, float) else v)
+
+
 def columnated_writer(out: TextIO, headers: List[str], widths: List[int], total: int) -> Callable[[List[str]], None]:
     """Fixed-width columns: fixed-width columns keep their width, the others (width 0: kernel,
     params, trace, ...) share what is left of `total`; longer values are cut. One pass."""

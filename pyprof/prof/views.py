@@ -13,7 +13,7 @@ from .advice import Evidence, advise, notes
 from .analysis import Facts
 from .groups import Group, Groups
 from .intervals import Timelines
-from .output import columnated_writer
+from .output import columnated_writer, csv_cell
 from .reader import open_input
 from .scan import analysed
 from .summary import Summary
@@ -136,8 +136,7 @@ def write_csv(rep: dict, out: TextIO) -> None:
     w = csv.writer(out, lineterminator="\n")
     w.writerow([rep["by"]] + CSV_KEYS[1:])
     for r in rep["rows"]:
-        w.writerow(["na" if r[k] is None else (f"{r[k]:.4g}" if isinstance(r[k], float) else r[k])
-                    for k in CSV_KEYS])
+        w.writerow([csv_cell(r[k]) for k in CSV_KEYS])
 
 
 def header_lines(rep: dict) -> List[str]:
