@@ -82,6 +82,19 @@ def _typed(name: str, value: str) -> Any:
     return value
 
 
+def _columns(columns: Union[str, List[str], None]) -> List[Any]:
+    """prof's Column objects for a `columns` argument (default: all); ValueError naming the
+    known columns for an unknown one."""
+    from pyprof.prof.columns import COLUMNS, select
+
+    if columns is None:
+        return list(COLUMNS)
+    try:
+        return select(columns if isinstance(columns, str) else ",".join(columns))
+    except KeyError as err:
+        raise ValueError(f"unknown column {err.args[0]!r}; known: {', '.join(c.name for c in COLUMNS)}") from None
+
+
 def rows(path: str, columns: Union[str, List[str], None] = None, *, memcpy: bool = False,
          typed: bool = True) -> Iterator[Dict[str, Any]]:
     """Yield one dict per record: {column name: value} with the values `python -m pyprof.prof`
@@ -91,18 +104,10 @@ def rows(path: str, columns: Union[str, List[str], None] = None, *, memcpy: bool
     Records whose fields have the wrong types are skipped and counted on stderr, as in prof.
     """
     from pyprof.prof.analysis import Analyzer, Facts
-    from pyprof.prof.columns import COLUMNS, select
     from pyprof.prof.scan import FIELD_ERRORS
     from pyprof.prof.summary import Summary
 
-    if columns is None:
-        cols = list(COLUMNS)
-    else:
-        spec = columns if isinstance(columns, str) else ",".join(columns)
-        try:
-            cols = select(spec)
-        except KeyError as err:
-            raise ValueError(f"unknown column {err.args[0]!r}; known: {', '.join(c.name for c in COLUMNS)}") from None
+    cols = _columns(columns)
     summary = Summary()
     analyzer = Analyzer(summary) if any(c.needs_facts for c in cols) else None
     blank = Facts()
@@ -122,15 +127,13 @@ def rows(path: str, columns: Union[str, List[str], None] = None, *, memcpy: bool
 
 def dataframe(path: str, columns: Union[str, List[str], None] = None, *, memcpy: bool = False) -> Any:
     """A pandas DataFrame of rows(path, columns): one row per kernel, numeric columns numeric,
-    unknown values NaN/None. Raises ImportError naming the install when pandas is missing."""
+    unknown values NaN/None. Raises ImportError naming the install when pandas is missing, and
+    ValueError for an unknown column, as rows() does."""
     try:
         import pandas as pd
     except ImportError:
         raise ImportError(NEEDS_PANDAS) from None
-    from pyprof.prof.columns import COLUMNS, select
-
-    names = [c.name for c in (COLUMNS if columns is None else
-                              select(columns if isinstance(columns, str) else ",".join(columns)))]
+    names = [c.name for c in _columns(columns)]
     return pd.DataFrame.from_records(list(rows(path, columns, memcpy=memcpy)), columns=names)
 
 

@@ -49,6 +49,12 @@ def test_rows_unknown_column():
         next(pyprof.rows(GPT, columns="op,nope"))
 
 
+def test_dataframe_unknown_column():
+    pytest.importorskip("pandas")
+    with pytest.raises(ValueError, match="unknown column 'nope'"):
+        pyprof.dataframe(GPT, columns=["op", "nope"])
+
+
 def test_dataframe(tmp_path):
     pd = pytest.importorskip("pandas")
     df = pyprof.dataframe(write_dict(tmp_path, "gpt"), columns="op,sil,flops,tc")
