@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Optional, Sequence
+from typing import BinaryIO, List, Optional, Sequence, TextIO
 
 from ..errors import (EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_NO_INPUT,
                       EXIT_USAGE, PyprofError, run_cli)
 from ..progress import on_terminal
-from .columns import DEFAULT, help_table, select
+from .columns import DEFAULT, Column, help_table, select
 from .groups import KEYS, SORTS
 from .output import columnated_writer, csv_writer, space_writer
 from .reader import open_input
@@ -85,8 +85,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
-def run(stream, out, cols: list, summary: Summary, width: Optional[int] = None, as_csv: bool = False,
-        strict: bool = False) -> None:
+def run(stream: BinaryIO, out: TextIO, cols: List[Column], summary: Summary, width: Optional[int] = None,
+        as_csv: bool = False, strict: bool = False) -> None:
     """Stream records from `stream` to rows on `out`, one at a time."""
     headers = [c.header for c in cols]
     if as_csv:

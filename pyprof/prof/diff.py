@@ -4,6 +4,7 @@ present on one side only has ratio na. Memory: O(groups) per side.
 """
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import sys
@@ -89,9 +90,8 @@ def write_csv(d: dict, out: TextIO, top: Optional[int] = None) -> None:
         w.writerow([csv_cell(r[k]) for k in KEYS])
 
 
-def main(args) -> int:
+def main(args: argparse.Namespace) -> int:
     """`--diff BASE NEW` from parsed command-line `args`."""
-
     base_path, new_path = args.diff
     if base_path == "-" and new_path == "-":
         raise PyprofError("--diff: at most one side can be stdin", EXIT_USAGE)

@@ -4,8 +4,10 @@ three renderers writes it (text, CSV, JSON). Keys of the JSON are documented in 
 """
 from __future__ import annotations
 
+import argparse
 import csv
 import json
+import sys
 from typing import BinaryIO, List, Optional, TextIO
 
 from ..progress import on_terminal
@@ -200,11 +202,8 @@ def write_text(rep: dict, out: TextIO, width: int = 120) -> None:
         out.write(line + "\n")
 
 
-def main(args) -> int:
+def main(args: argparse.Namespace) -> int:
     """`--summary` and/or `--plot` from parsed command-line `args`: one pass over the input."""
-    import sys
-
-
     plot = None
     if args.plot:
         from .roofline import Points, require_matplotlib
