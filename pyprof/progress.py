@@ -19,7 +19,9 @@ class Progress:
         self._next = time.monotonic() + 1.0
 
     def update(self, done: int) -> None:
-        """Show `done` records, when a second has passed since the last line."""
+        """Show `done` records, when enabled and a second has passed since the last line."""
+        if not self.enabled:
+            return
         now = time.monotonic()
         if now < self._next:
             return

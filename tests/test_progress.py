@@ -42,3 +42,15 @@ def test_line_overwrites_itself_at_most_once_a_second_and_is_cleared(monkeypatch
     p.update(150)                # less than a second after the last line: nothing
     p.finish()
     assert err.getvalue() == "\rpyprof.parse: 100 records (50%)\r\x1b[K"
+
+
+def test_disabled_line_writes_nothing(monkeypatch):
+    err = Tty(True)
+    monkeypatch.setattr(sys, "stderr", err)
+    clock = [100.0]
+    monkeypatch.setattr(progress_mod.time, "monotonic", lambda: clock[0])
+    p = Progress("pyprof.parse", 200, False)
+    clock[0] = 102.0
+    p.update(100)
+    p.finish()
+    assert err.getvalue() == ""
