@@ -143,6 +143,7 @@ class Range(NamedTuple):
 
     @property
     def marker(self) -> dict:
+        """The marker decoded (json.loads of `text`)."""
         return json.loads(self.text)
 
 
@@ -160,6 +161,7 @@ class Recording:
 
     @property
     def markers(self) -> List[dict]:
+        """Every recorded marker decoded, in push order."""
         return [json.loads(r.text) for r in self.ranges]
 
     def _push(self, text: str) -> None:

@@ -219,8 +219,8 @@ def op_prefix(mod: str, op: str) -> str:
 
 def build(prefix: str, args: Sequence[Any], kwargs: Optional[Mapping[str, Any]], tail: str, extra: str = "") -> str:
     """An op marker from its prefix, the call's arguments and `tail` (the already encoded
-    `,"site":...` and `,"module":...` members). `extra`: already encoded members appended to
-    `kwargs` (the optimizer summary).
+    `,"site":...`, `,"module":...` and `,"autocast":...` members, each optional). `extra`: already
+    encoded members appended to `kwargs` (the optimizer summary).
 
     Never raises: a marker must not break the call it describes.
     """
