@@ -148,7 +148,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
     # the forward op); the record's JSON is built only when a backward kernel asks, so an entry
     # costs a tuple, not a copy of the marker.
     fwd_ops: dict[int, dict[int, tuple[Label | None, str, tuple[str, ...]]]] = {}
-    names: dict[str | None, str] = {}
+    names: dict[int | str | None, str] = {}
 
     def remember_forward(stack: list[_Range], start: int, gpid: int, name: str, seq: int) -> None:
         marker = None
@@ -173,12 +173,20 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
         if len(ops) > FWD_OPS_PER_PROCESS:
             del ops[next(iter(ops))]
 
-    def name_js(name: str | None) -> str:
-        js = names.get(name)
+    string_sql = queries.string_sql(exp)
+
+    def name_js(sid: int | str | None) -> str:
+        # `sid` is a StringIds id (an export that stores the name itself gives a str): looked up
+        # once per distinct id, not per row.
+        js = names.get(sid)
         if js is None:
             if len(names) >= _NAME_CACHE:
                 names.clear()
-            js = names[name] = _str(name)
+            if isinstance(sid, int) and string_sql is not None:
+                js = _str(exp.scalar(string_sql, (sid,)))
+            else:
+                js = _str(sid if isinstance(sid, str) else None)
+            names[sid] = js
         return js
 
     push_pop = _PUSH_POP

@@ -25,7 +25,10 @@ PID_MASK_SQL = -16777216
 # Columns common to every activity row, in this order:
 # 0 sort key (CPU start of the launch call, else own start), 1 start, 2 source, 3 end, 4 device,
 # 5 stream, 6 correlationId, 7 globalPid, 8 launch start, 9 launch end, 10 launch globalTid,
-# 11 launch API name; then the source's own columns from index 12 on (see activity_sql).
+# 11 launch API name; then the source's own columns from index 12 on (see activity_sql). Names
+# (launch API, kernel short and demangled names) come as StringIds ids: a few hundred distinct
+# ones stand behind millions of rows, so lines() resolves each id once (string_sql) instead of
+# SQLite carrying the long strings through the join and the sort.
 
 
 def _string(exp: Export, expr: str, alias: str) -> tuple[str, str]:
@@ -53,16 +56,12 @@ def activity_sql(exp: Export, table: str, src: int) -> str:
             on += f" AND x.globalPid = (r.globalTid & {PID_MASK_SQL})"
         joins += f" LEFT JOIN {RUNTIME} r ON {on}"
         rstart, rend, rtid = "r.start", "r.end", exp.col(RUNTIME, "r", "globalTid")
-        api, j = _string(exp, exp.col(RUNTIME, "r", "nameId"), "rn")
-        joins += j
+        api = exp.col(RUNTIME, "r", "nameId")
     else:
         rstart = rend = rtid = api = "NULL"
     own: list[str] = []
     if src == SRC_KERNEL:
-        for col, alias in (("shortName", "sn"), ("demangledName", "dn")):
-            value, j = _string(exp, c(col), alias)
-            own.append(value)
-            joins += j
+        own += [c("shortName"), c("demangledName")]
         own += [_out(c(col)) for col in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread",
                                          "staticSharedMemory", "dynamicSharedMemory", "graphNodeId")]
     elif src == SRC_MEMCPY:
@@ -73,6 +72,11 @@ def activity_sql(exp: Export, table: str, src: int) -> str:
             _out("x.correlationId"), c("globalPid"), rstart, rend, rtid, api] + own
     # Ties in launch time (all kernels of one CUDA graph launch share it) go by GPU start.
     return f"SELECT {', '.join(cols)} FROM {table} x{joins} ORDER BY 1, 2"
+
+
+def string_sql(exp: Export) -> str | None:
+    """The query of one StringIds value by id (None when the export has no StringIds)."""
+    return f"SELECT value FROM {STRINGS} WHERE id = ?" if exp.has(STRINGS, "id", "value") else None
 
 
 def nvtx_sql(exp: Export) -> tuple[str, tuple[int, ...]] | None:
