@@ -471,3 +471,20 @@ def test_marker_building_reads_metadata_only():
         op_marker("torch", "where", (x > 0, nc, s), {"out": None, "scalar": 2.0})
     reads = set(seen) - {"gt"}
     assert reads <= {"__get__", "is_contiguous", "stride"}, reads
+
+
+def test_optimizer_tensor_hyperparameters_are_described_not_read(monkeypatch):
+    """Per-group tensor weight decays are encoded by shape and dtype and never compared: == on
+    them would read the tensors' data (torch's own step reads them later; the marker must not)."""
+    import json
+    from pyprof.nvtx.marker import optimizer_knobs
+    w, b = torch.nn.Parameter(r(2)), torch.nn.Parameter(r(3))
+    opt = torch.optim.SGD([{"params": [w], "weight_decay": torch.tensor(0.1)},
+                           {"params": [b], "weight_decay": torch.tensor(0.0)}], lr=0.1)
+
+    def no_bool(self):
+        raise AssertionError("a hyperparameter tensor was read")
+    monkeypatch.setattr(torch.Tensor, "__bool__", no_bool)
+    knobs = json.loads("{" + optimizer_knobs(opt) + "}")
+    assert knobs == {"momentum": 0, "dampening": 0, "nesterov": False, "maximize": False,
+                     "weight_decay": [{"shape": [], "dtype": "float32"}, {"shape": [], "dtype": "float32"}]}

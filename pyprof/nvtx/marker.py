@@ -306,7 +306,10 @@ def optimizer_knobs(optimizer: torch.optim.Optimizer) -> str:
     for knob in OPTIMIZER_KNOBS:
         if knob in optimizer.defaults:
             values = [group.get(knob) for group in optimizer.param_groups]
-            same = all(v == values[0] for v in values)
+            # Only plain scalars are compared: == on a tensor hyperparameter would read its data.
+            first = values[0]
+            same = all(v is first for v in values) or (
+                type(first) in _SCALARS and all(type(v) in _SCALARS and v == first for v in values))
             parts.append('"' + knob + '":' + encode(values[0] if same else values))
     return ",".join(parts)
 
