@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Everything pyprof needs from a GPU machine, in one run (the device tool's machine; see
 # ../shared/device/README.md, whose kit must be carried as .devkit):
-#   - nsys SQLite captures of examples/lenet.py, examples/gpt.py and benchmarks/tc_zoo.py
+#   - nsys SQLite captures of examples/lenet.py, examples/gpt.py, examples/resnet.py and benchmarks/tc_zoo.py
 #   - Nsight Compute counters of the same zoo (Tensor Core ops, CUDA-core FLOPs, DRAM bytes)
 #   - benchmarks/overhead.py (annotation cost), plain and under nsys (real NVTX pushes)
-# usage (repo root, on the GPU machine): bash benchmarks/gpu_captures.sh [lenet gpt zoo ncu overhead overhead_nsys]
+# usage (repo root, on the GPU machine): bash benchmarks/gpu_captures.sh [lenet gpt resnet zoo ncu overhead overhead_nsys]
 # Results go to $OUT (or ./gpu-out): the exports, tc_zoo_ncu.csv.xz, overhead*.txt and one
 # logs.txt (the device tool brings back at most 8 files).
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
-steps=${*:-lenet gpt zoo ncu overhead overhead_nsys}
+steps=${*:-lenet gpt resnet zoo ncu overhead overhead_nsys}
 logs=$out/logs.txt
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .devkit/wheels/*.whl
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
@@ -25,6 +25,7 @@ for s in $steps; do
   case $s in
     lenet) capture lenet python3 examples/lenet.py ;;
     gpt) capture gpt python3 examples/gpt.py ;;
+    resnet) capture resnet python3 examples/resnet.py ;;
     zoo) capture tc_zoo python3 benchmarks/tc_zoo.py ;;
     ncu)
       ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)

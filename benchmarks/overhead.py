@@ -38,7 +38,7 @@ import pyprof  # noqa: E402
 from pyprof.nvtx import emit  # noqa: E402
 from gpt import GPT  # noqa: E402  (examples/gpt.py)
 from lenet import LeNet5  # noqa: E402  (examples/lenet.py)
-from models import ResNet18  # noqa: E402  (benchmarks/models.py)
+from resnet import ResNet18  # noqa: E402  (examples/resnet.py)
 
 MODES = ("plain", "emit_nvtx", "pyprof")
 GOAL = 1.25  # pyprof + emit_nvtx over emit_nvtx alone
