@@ -74,6 +74,23 @@ NAMES = [
     ("void cudnn::winograd_nonfused::winogradWgradData4x4<float, float>(...)", NONE, None),
     ("void cudnn::engines_precompiled::scalePackedTensor_kernel<float, float>(long, T1 *, T2)", NONE, None),
     ("void wgrad2d_grouped_direct_kernel<float, float, float, float, 5, 5>(...)", SIMT, None),
+    # cuDNN helpers in examples/resnet.sqlite (fp16 AMP, channels_last convolutions on the H100)
+    ("void nhwcAddPaddingKernel<__half, __half, float, (bool)1, (cudnnKernelDataType_t)0>(int, int, int, int, int, "
+     "int, int, int, const T1 *, T2 *, int, int, int, int, T3, T3, cudnn::reduced_divisor, cudnn::reduced_divisor, "
+     "cudnn::reduced_divisor)", NONE, "float16"),
+    ("void cask_plugin__5x_cudnn::xmma__5x_cudnn::init_device_workspace_kernel<xmma__5x_cudnn::implicit_gemm::"
+     "wgrad_indexed::Warp_specialized_params<xmma__5x_cudnn::Grid_constant_params>>(T1, bool)", NONE, None),
+    ("void cutlass__5x_cudnn::Kernel<cutlass__5x_cudnn::reduction::kernel::ReduceSplitK<cutlass__5x_cudnn::"
+     "MatrixShape<(int)4, (int)256>, cutlass__5x_cudnn::epilogue::thread::LinearCombination<cutlass__5x_cudnn::"
+     "half_t, (int)8, float, float>>>(T1::Params)", NONE, None),
+    ("void cutlass__5x_cudnn::Kernel<cutlass_tensorop_f16_s16816dgrad_optimized_f16_64x128_64x3_nhwc_align8>"
+     "(T1::Params)", MMA, "float16"),
+    ("sm90_xmma_wgrad_indexed_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize64x64x64_warpgroupsize1x1x1_g1_"
+     "execute_segment_k_on_kernel__5x_cudnn", MMA, "float16"),
+    # ... and its split-K pass, which sums the partial products (Nsight Compute: no MMA ops, 0.1%
+    # of the main kernel's FLOPs in the fp32 case of tests/data/tc_ground_truth.csv)
+    ("sm90_xmma_wgrad_indexed_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize64x64x64_warpgroupsize1x1x1_g1_"
+     "execute_split_k_kernel__5x_cudnn", NONE, "float16"),
     ("triton_poi_fused_add_mul_0", NONE, None),
     ("triton_red_fused_sum_1", NONE, None),
     # Unknown: the name says nothing

@@ -22,7 +22,9 @@ MMA, SIMT, NONE = "mma", "simt", "none"
 # read as a GEMM), then instruction tokens, then CUDA-core tokens, then dtype tokens, then families.
 RULES = [
     # Helper kernels of GEMM/conv/attention ops, and kernels that never run MMA instructions.
-    (r"splitkreduce|split_k_reduce|splitk_reduce|reduction_kernel", NONE, "split-K reduction"),
+    (r"splitkreduce|split_k_reduce|splitk_reduce|reducesplitk|reduction_kernel|execute_split_k_kernel", NONE,
+     "split-K reduction (xmma's execute_split_k_kernel sums the partial products of the main kernel)"),
+    (r"addpadding|init_device_workspace", NONE, "cuDNN padding copy or workspace initialisation"),
     (r"nchwtonhwc|nhwctonchw|nchw2nhwc|nhwc2nchw|transpose_readwrite|cudnn::.*(?:tensor_?transform|reorder)",
      NONE, "layout conversion"),
     (r"winograd_nonfused|winograd(?:forward|wgrad|dgrad)(?:data|filter|delta|output)|scalepackedtensor",
