@@ -102,6 +102,17 @@ def broadcast(*shapes: Sequence[int]) -> tuple:
     return tuple(out)
 
 
+def is_floating(dtype: Optional[str]) -> bool:
+    """True for the dtypes autograd differentiates: floating point and complex."""
+    return dtype in _FLOAT_RANK or (dtype is not None and dtype.startswith("complex"))
+
+
+def reduce_adds(n_from: int, n_to: int) -> int:
+    """Adds that sum `n_from` elements down to `n_to` (a broadcast operand's gradient summed back
+    over the broadcast dims): one per element that is not the first of its sum."""
+    return max(n_from - n_to, 0) if n_to else 0
+
+
 def ntuple(v: Any, n: int) -> tuple:
     """An int-or-sequence argument (stride=2, padding=(1, 2), kernel_size=[3]) as an n-tuple."""
     if isinstance(v, (list, tuple)):

@@ -4,16 +4,21 @@ Convention (the original PyProf's): FLOPs are per output element, 1 per element 
 below says more; a transcendental function counts as one operation, like an add. Bytes: every
 tensor operand read once, the result written once (a broadcast operand at its own size).
 Backward of a unary op (grad_out times f'(saved tensor)): 1 FLOP and 3 element accesses per
-element. Backward of binary ops depends on which inputs need gradients and on broadcasting
-(reductions), which no marker records: na.
+element. Backward of add/sub/mul/div (markers do not record requires_grad, so every floating
+point or complex tensor operand gets a gradient): per gradient, its formula's FLOPs per output
+element (_GRADS) plus the adds that sum it back over the dims its operand was broadcast along;
+bytes dY and the operands the formulas read, each once, plus every gradient written at its
+operand's size and dtype. Backward of a reduction: dY expanded back to the input's shape
+(_REDUCE_BWD). Other binary ops: na.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from math import prod
 from typing import Optional
 
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
-from ..values import ITEMSIZE, Tensor, broadcast, promote
+from ..values import ITEMSIZE, Tensor, broadcast, is_floating, promote, reduce_adds
 
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
 
@@ -59,8 +64,10 @@ def _inplace(op: str) -> bool:
 
 
 def pointwise_cost(op: str, operands: list, out_dtype: Optional[str] = None,
-                   bwd: bool = False, **fields) -> Cost:
-    """Cost of an element-wise op over `operands` (Tensors and scalars), result broadcast."""
+                   bwd: bool = False, grads: Optional[tuple] = None, **fields) -> Cost:
+    """Cost of an element-wise op over `operands` (Tensors and scalars), result broadcast.
+    `bwd`: the unary backward; `grads`: the binary one, per operand position (flops per output
+    element of its gradient, positions of the operands that gradient reads), see _GRADS."""
     tensors = [t for t in operands if isinstance(t, Tensor)]
     inplace = _inplace(op)
     shape = tensors[0].shape if inplace else broadcast(*(t.shape for t in tensors))
@@ -83,6 +90,8 @@ def pointwise_cost(op: str, operands: list, out_dtype: Optional[str] = None,
     bwd_flops = bwd_bytes = None
     if bwd and out_size is not None:
         bwd_flops, bwd_bytes = n, 3 * n * out_size
+    if grads is not None and out_size is not None:
+        bwd_flops, bwd_bytes = _binary_backward(operands, grads, n, out_size)
     return Cost(flops, nbytes, fmt_params(dtype, shape=dims(shape), **fields), dtype, SIMT,
                 bwd_flops=bwd_flops, bwd_bytes=bwd_bytes)
 
@@ -104,12 +113,63 @@ for _op in ("neg", "abs", "invert", "pos"):
     register(f"Tensor.__{_op}__")(_unary(_op))
 
 
+# Backward of the binary ops with a formula: per operand position (0: self/input, 1: other), the
+# FLOPs per output element of that operand's gradient and the operands it reads besides dY.
+# add: dX = dY, dW = dY (alpha != 1: 1, dY·alpha); sub: dW = -dY (1, or -alpha·dY); rsub
+# (other - alpha·input) the mirror; mul: dX = dY·W, dW = dY·X; div: dX = dY/W (1), dW =
+# -dY·X/W² (3: multiply, two divides, the sign folded in); rtruediv (other / self) the mirror.
+_GRADS = {
+    "add": ((0, ()), (0, ())), "sub": ((0, ()), (1, ())), "rsub": ((1, ()), (0, ())),
+    "mul": ((1, (1,)), (1, (0,))), "div": ((1, (1,)), (3, (0, 1))), "rtruediv": ((3, (0, 1)), (1, (0,))),
+}
+_GRAD_OPS = {"add": "add", "radd": "add", "sub": "sub", "subtract": "sub", "rsub": "rsub",
+             "mul": "mul", "multiply": "mul", "rmul": "mul", "div": "div", "divide": "div",
+             "true_divide": "div", "truediv": "div", "rtruediv": "rtruediv"}
+
+
+def _grads(op: str, alpha, rounding_mode) -> Optional[tuple]:
+    """_GRADS' row for `op` (`__iadd__`, `add_`, `__rtruediv__`, ...), alpha applied; None when
+    the op has no backward formula (division with a rounding mode: a zero gradient, not modelled)."""
+    name = op.strip("_")
+    if op.startswith("__i") and name[1:] in INPLACE_DUNDERS:
+        name = name[1:]
+    key = _GRAD_OPS.get(name)
+    if key is None or (key in ("div", "rtruediv") and rounding_mode is not None):
+        return None
+    grads = _GRADS[key]
+    if key == "add" and alpha != 1:  # dW = alpha·dY
+        grads = (grads[0], (1, ()))
+    return grads
+
+
+def _binary_backward(operands: list, grads: tuple, n: int, dy_size: int) -> tuple:
+    """(flops, bytes) of the backward of a binary op over `n` output elements (module docstring)."""
+    flops, sizes, reads = 0, [], set()
+    for i, (per_elem, needs) in enumerate(grads):
+        t = operands[i] if i < len(operands) else None
+        if not isinstance(t, Tensor) or not is_floating(t.dtype):
+            continue
+        flops += per_elem * n + reduce_adds(n, t.numel)
+        sizes.append(t.nbytes)  # the gradient, written
+        reads.update(j for j in needs if j < len(operands) and isinstance(operands[j], Tensor))
+    if not sizes:
+        return None, None  # no operand takes a gradient: no backward node
+    sizes += [operands[j].nbytes for j in sorted(reads)]
+    return flops, None if None in sizes else n * dy_size + sum(sizes)
+
+
 def _binary(op: str):
     def formula(c: Call) -> Cost:
         alpha = c.get(None, "alpha", 1)
-        cost = pointwise_cost(op, c.tensors())
+        grads = _grads(op, alpha, c.get(None, "rounding_mode"))
+        if grads is None:
+            cost = pointwise_cost(op, c.tensors())
+        else:  # by position, scalars included: which operand is the divisor matters
+            operands = [c.get(0, "input"), c.get(1, "other")]
+            cost = pointwise_cost(op, operands if operands[0] is not None else [c.get(0, "self"), operands[1]],
+                                  grads=grads)
         if alpha != 1:  # add(x, y, alpha=a) is a multiply-add per element
-            cost = Cost(2 * cost.flops, cost.bytes, cost.params, cost.dtype, SIMT)
+            cost = replace(cost, flops=2 * cost.flops)
         return cost
     return formula
 
@@ -142,6 +202,30 @@ REDUCTIONS = ["sum", "mean", "nansum", "nanmean", "prod", "amax", "amin", "max",
               "norm", "logsumexp", "argmax", "argmin", "all", "any", "count_nonzero"]
 _REDUCE_FLOPS = {"std": 3, "var": 3, "norm": 2, "logsumexp": 3}
 _REDUCE_INT_OUT = {"argmax": "int64", "argmin": "int64", "count_nonzero": "int64", "all": "bool", "any": "bool"}
+# Backward: dY expanded to the input's shape: (FLOPs per input element, FLOPs per output element,
+# what it reads besides dY: "x" the input, "y" the result, "idx" the int64 indices of max/min
+# with dim). sum: a broadcast; mean: one scale; prod: dY·Y/X; amax/amin and max/min without dim:
+# ties share the gradient, (dY / count(X == Y))·mask: compare, count, multiply, one divide per
+# output; max/min with dim: dY scattered through the indices; var: (X - mean(X))·dY·2/(N - c), the
+# mean recomputed; std: var's with dY / (2·Y) per output first; norm (p=2): X·(dY / Y); logsumexp:
+# dY·exp(X - Y). argmax/argmin/all/any/count_nonzero have no gradient; nansum/nanmean: na.
+_REDUCE_BWD = {"sum": (0, 0, ()), "mean": (1, 0, ()), "prod": (2, 0, ("x", "y")),
+               "amax": (3, 1, ("x", "y")), "amin": (3, 1, ("x", "y")),
+               "max": (3, 1, ("x", "y")), "min": (3, 1, ("x", "y")),
+               "var": (4, 0, ("x",)), "std": (4, 2, ("x", "y")), "norm": (1, 1, ("x", "y")),
+               "logsumexp": (3, 0, ("x", "y"))}
+
+
+def _reduce_backward(op: str, x: Tensor, out_n: int, out_size: int, indices: bool,
+                     p=None) -> tuple:
+    """(flops, bytes) of a reduction's backward (_REDUCE_BWD); (None, None) when not modelled."""
+    row = _REDUCE_BWD.get(op)
+    if row is None or (op == "norm" and p not in (2, 2.0, "fro")):
+        return None, None
+    per_in, per_out, reads = (0, 0, ("idx",)) if indices else row
+    parts = {"x": x.nbytes, "y": out_n * out_size, "idx": 8 * out_n}
+    nbytes = out_n * out_size + x.nbytes + sum(parts[r] for r in reads)  # dY read, dX written
+    return per_in * x.numel + per_out * out_n, nbytes
 
 
 def _reduce(op: str):
@@ -159,9 +243,13 @@ def _reduce(op: str):
         out_dtype = c.get(None, "dtype") or _REDUCE_INT_OUT.get(op, x.dtype)
         extra = 8 * out_n if op in ("max", "min") and dim is not None else 0  # the int64 indices
         out_size = ITEMSIZE.get(out_dtype)
-        nbytes = None if x.nbytes is None or out_size is None else x.nbytes + out_n * out_size + extra
+        nbytes, bwd = None, (None, None)
+        if x.nbytes is not None and out_size is not None:
+            nbytes = x.nbytes + out_n * out_size + extra
+            bwd = _reduce_backward(op, x, out_n, out_size, bool(extra), c.get(1, "p", "fro"))
         return Cost(x.numel * _REDUCE_FLOPS.get(op, 1), nbytes,
-                    fmt_params(x.dtype, shape=dims(x.shape), dim=dims(dim) if dim else "all"), x.dtype, SIMT)
+                    fmt_params(x.dtype, shape=dims(x.shape), dim=dims(dim) if dim else "all"), x.dtype, SIMT,
+                    bwd_flops=bwd[0], bwd_bytes=bwd[1])
     return formula
 
 

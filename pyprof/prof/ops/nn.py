@@ -9,7 +9,11 @@ FLOPs per element (a convention, documented in docs/prof.md):
 - pooling: one comparison or add per window tap per output; interpolation: 2 per tap.
 Backward (the whole autograd node, on its first kernel): norms 2x the forward's FLOPs, bytes dY,
 X and the weight read, dX, dWeight and dBias written (per-row or per-channel statistics, O(rows),
-not counted); losses: below. Pooling, interpolation and embedding_bag backward: na.
+not counted); losses: below. Pooling and interpolation backward: dY read, dX written (max
+pooling: the int64 indices read too), so the forward's bytes; FLOPs: max pooling one add per dY
+element (scattered through the indices; overlapping windows add into one dX element), average
+pooling the forward's (dY / window, one add per tap), interpolation the forward's (weight times
+dY added into each tap) and for nearest one add per dY element. embedding_bag backward: na.
 """
 from __future__ import annotations
 
@@ -148,11 +152,17 @@ def _pool(nd: int, kind: str):
         out_sp = tuple(_pool_out(*a, ceil_mode) for a in zip(x.shape[-nd:], k, s, p, d))
         out = prod(x.shape[:-nd]) * prod(out_sp)
         flops = out * prod(k) + (out if kind == "avg" else 0)
-        nbytes = _io(x, out)
-        if kind == "max" and nbytes is not None:
-            nbytes += 8 * out
-        return Cost(flops, nbytes, fmt_params(x.dtype, shape=dims(x.shape), k=k, s=s, p=p), x.dtype, SIMT)
+        return _pool_cost(x, kind, out, flops, fmt_params(x.dtype, shape=dims(x.shape), k=k, s=s, p=p))
     return formula
+
+
+def _pool_cost(x: Tensor, kind: str, out: int, flops: int, params: str) -> Cost:
+    """Forward and backward of a pooling op with `out` outputs (module docstring): the backward
+    moves the forward's bytes (dY and the indices read, dX written); max: one add per dY element."""
+    nbytes = _io(x, out)
+    if kind == "max" and nbytes is not None:
+        nbytes += 8 * out
+    return Cost(flops, nbytes, params, x.dtype, SIMT, bwd_flops=out if kind == "max" else flops, bwd_bytes=nbytes)
 
 
 def _windows(i: int, o: int) -> int:
@@ -168,11 +178,8 @@ def _adaptive(nd: int, kind: str):
         lead = prod(x.shape[:-nd])
         out = lead * prod(out_sp)
         taps = lead * prod(_windows(i, o) for i, o in zip(x.shape[-nd:], out_sp))
-        nbytes = _io(x, out)
-        if kind == "max" and nbytes is not None:
-            nbytes += 8 * out
-        return Cost(taps + (out if kind == "avg" else 0), nbytes,
-                    fmt_params(x.dtype, shape=dims(x.shape), out=out_sp), x.dtype, SIMT)
+        return _pool_cost(x, kind, out, taps + (out if kind == "avg" else 0),
+                          fmt_params(x.dtype, shape=dims(x.shape), out=out_sp))
     return formula
 
 
@@ -188,7 +195,9 @@ _TAPS = {"nearest": 0, "nearest-exact": 0, "linear": 2, "bilinear": 4, "bicubic"
 @register("torch.nn.functional.interpolate", "torch.nn.functional.upsample")
 def interpolate(c: Call) -> Optional[Cost]:
     """2 FLOPs (multiply-add) per interpolation tap per output element; nearest copies (0).
-    `area` mode is adaptive average pooling and antialiasing widens the taps: na."""
+    `area` mode is adaptive average pooling and antialiasing widens the taps: na. Backward: the
+    same taps (dY times each weight added into dX; nearest: one add per dY element), dY read and
+    dX written."""
     x = c.get(0, "input")
     mode = c.get(3, "mode", "nearest")
     if mode not in _TAPS or c.get(None, "antialias", False):
@@ -200,8 +209,9 @@ def interpolate(c: Call) -> Optional[Cost]:
     else:
         out_sp = tuple(floor(i * f) for i, f in zip(x.shape[2:], ntuple(scale, nd)))
     out = x.shape[0] * x.shape[1] * prod(out_sp)
-    return Cost(2 * _TAPS[mode] * out, _io(x, out), fmt_params(x.dtype, shape=dims(x.shape), out=out_sp, mode=mode),
-                x.dtype, SIMT)
+    flops, nbytes = 2 * _TAPS[mode] * out, _io(x, out)
+    return Cost(flops, nbytes, fmt_params(x.dtype, shape=dims(x.shape), out=out_sp, mode=mode),
+                x.dtype, SIMT, bwd_flops=flops or out, bwd_bytes=nbytes)
 
 
 @register("torch.nn.functional.embedding", "torch.embedding")
