@@ -13,7 +13,6 @@ import sys
 from typing import Callable, Iterator
 
 import torch
-import torch.cuda.profiler as profiler
 import torch.nn.functional as F
 
 import pyprof
@@ -79,14 +78,10 @@ def main() -> int:
     for _, prec, thunk in zoo:  # warm-up: library initialisation stays out of the range
         with tf32(prec == "tf32"):
             thunk()
-    torch.cuda.synchronize()
-    with torch.autograd.profiler.emit_nvtx(record_shapes=True):
-        profiler.start()
+    with pyprof.profiled(record_shapes=True):
         for name, prec, thunk in zoo:
             with tf32(prec == "tf32"), pyprof.annotate(name):
                 thunk()
-        torch.cuda.synchronize()
-        profiler.stop()
     print(f"tc_zoo.py: {len(zoo)} cases run", file=sys.stderr)
     return 0
 

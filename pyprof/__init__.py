@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-__all__ = ["init", "restore", "wrap", "annotate", "records", "rows", "dataframe", "summary"]
+__all__ = ["init", "restore", "wrap", "annotate", "profiled", "records", "rows", "dataframe", "summary"]
 
 # Notebook API (pyprof/api.py), loaded on first use: neither torch nor pandas is imported.
 _API = frozenset(("records", "rows", "dataframe", "summary"))
@@ -59,12 +59,16 @@ def wrap(obj: Any, name: str) -> Callable:
 
 
 def __getattr__(name: str) -> Any:
-    # `annotate` lives with the NVTX plumbing; parse and prof import this package without
+    # `annotate` and `profiled` live with the NVTX plumbing; parse and prof import this package without
     # needing either, so it is loaded on first use.
     if name == "annotate":
         from pyprof.nvtx.emit import annotate
 
         return annotate
+    if name == "profiled":
+        from pyprof.nvtx.capture import profiled
+
+        return profiled
     if name in _API:
         from pyprof import api
 
