@@ -4,7 +4,8 @@ Run it under Nsight Systems (kernel names, attribution through pyprof.parse) and
 Compute (per-kernel Tensor Core and FLOP counters); `benchmarks/tc_truth.py` joins the two by
 kernel order into tests/data/tc_ground_truth.csv, against which prof's Tensor Core rule and FLOP
 formulas are tested. Each case runs inside `pyprof.annotate(case)`, so its kernels carry the case
-name in the `layer` column. Needs a CUDA GPU.
+name in the `layer` column. Needs a CUDA GPU; the range is `pyprof.profiled()`.
+All tensors are made before the range, once, and stay on the GPU until the process ends.
 """
 from __future__ import annotations
 

@@ -4,6 +4,8 @@ The example behind examples/gpt.sqlite: richer than LeNet (Tensor Core GEMMs, fl
 layer norm, GELU, cross-entropy, a fused multi-tensor optimizer, forward and backward). Capture:
 
     nsys profile -t cuda,nvtx -s none -c cudaProfilerApi -f true --export sqlite -o gpt python examples/gpt.py
+
+The range is `pyprof.profiled()`: PyTorch's emit_nvtx op ranges around the CUDA profiler range.
 """
 import argparse
 import sys

@@ -4,6 +4,8 @@ Capture on a GPU machine (the profiler range covers one training iteration after
 
     nsys profile -t cuda,nvtx -s none -c cudaProfilerApi -f true --export sqlite -o lenet python examples/lenet.py
     python -m pyprof.parse lenet.sqlite | python -m pyprof.prof -w 150 -c idx,dir,op,kernel,sil,tc,flops,bytes
+
+The range is `pyprof.profiled()`: PyTorch's emit_nvtx op ranges around the CUDA profiler range.
 """
 import sys
 

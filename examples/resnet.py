@@ -5,6 +5,8 @@ inf checks, forward and backward. The model is torchvision's ResNet-18 (BasicBlo
 written out, so that nothing beyond torch is needed; benchmarks/overhead.py uses it too. Capture:
 
     nsys profile -t cuda,nvtx -s none -c cudaProfilerApi -f true --export sqlite -o resnet python examples/resnet.py
+
+The range is `pyprof.profiled()`: PyTorch's emit_nvtx op ranges around the CUDA profiler range.
 """
 import argparse
 import sys
