@@ -31,6 +31,11 @@ class PyprofError(Exception):
 
 def run_cli(prog: str, main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> NoReturn:
     """Run `main(argv)` and exit with its status, turning PyprofError into `prog: error: msg`."""
+    # Names from a trace may hold what the terminal's encoding cannot show (a lone surrogate
+    # from a JSON escape, any non-Latin-1 text under a Latin-1 locale): shown escaped, not fatal.
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="backslashreplace")
     try:
         status = main(argv)
     except PyprofError as err:

@@ -10,7 +10,7 @@ import json
 import sys
 from typing import BinaryIO, List, Optional, TextIO
 
-from ..errors import EXIT_USAGE, PyprofError
+from ..errors import EXIT_NO_KERNELS, EXIT_USAGE, PyprofError
 from ..progress import on_terminal
 from .groups import Groups
 from .output import columnated_writer, csv_cell
@@ -103,6 +103,8 @@ def main(args: argparse.Namespace) -> int:
         if summary.bad_lines or summary.warnings:
             print(f"pyprof.prof: {path}:", file=sys.stderr)
             summary.report()
+        if not sides[-1].groups:  # a table in which everything vanished would hide the mistake
+            raise PyprofError(f"--diff: {'stdin' if path == '-' else path} holds no kernel records", EXIT_NO_KERNELS)
     d = compare(*sides)
     if args.json:
         json.dump(d if not args.top else dict(d, rows=d["rows"][:args.top]), sys.stdout, indent=1)

@@ -121,6 +121,8 @@ class Groups:
     def add(self, rec: dict, f: Facts, dur: int) -> None:
         """Count one kernel record."""
         name = self.key(rec, f)
+        if type(name) is not str:  # a kernel or op name of another JSON type still names a group
+            name = str(name)
         g = self.groups.get(name)
         if g is None:
             g = self.groups[name] = Group(name)

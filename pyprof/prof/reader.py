@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import sys
-from typing import BinaryIO, Iterator, Tuple
+from typing import BinaryIO, Iterator, Tuple, Union
 
 from ..errors import EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, EXIT_NO_INPUT, PyprofError
 from .legacy import from_legacy
@@ -43,9 +43,9 @@ def records(stream: BinaryIO, summary: Summary, strict: bool = False) -> Iterato
                 raise PyprofError(f"line {lineno}: the input is incomplete, parse failed while writing it "
                                   f"({said})", EXIT_INCOMPLETE) from None
             rec = _legacy(line)
-            if rec is None:
-                reason = "not UTF-8 text" if isinstance(err, UnicodeDecodeError) else \
-                    f"not a JSON record ({getattr(err, 'msg', err)})"
+            if not isinstance(rec, dict):
+                reason = rec or ("not UTF-8 text" if isinstance(err, UnicodeDecodeError) else
+                                 f"not a JSON record ({getattr(err, 'msg', err)})")
                 bad_record(summary, strict, lineno, reason)
                 continue
         if not isinstance(rec, dict):
@@ -55,8 +55,9 @@ def records(stream: BinaryIO, summary: Summary, strict: bool = False) -> Iterato
         yield lineno, rec
 
 
-def _legacy(line: bytes):
-    """An original-PyProf line (a Python dict literal), converted to a record; None otherwise."""
+def _legacy(line: bytes) -> Union[dict, str, None]:
+    """An original-PyProf line (a Python dict literal) converted to a record; else None, or the
+    reason a dict literal cannot be used."""
     text = line.decode("utf-8", "replace").strip()
     if not text.startswith("{"):
         return None
@@ -64,7 +65,12 @@ def _legacy(line: bytes):
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return None
-    return from_legacy(value) if isinstance(value, dict) else None
+    if not isinstance(value, dict):
+        return None
+    try:
+        return from_legacy(value)
+    except (TypeError, ValueError, AttributeError, IndexError, KeyError) as err:
+        return f"original-PyProf fields not understood ({type(err).__name__}: {err})"
 
 
 def bad_record(summary: Summary, strict: bool, lineno: int, reason: str) -> None:
