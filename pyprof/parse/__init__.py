@@ -8,10 +8,12 @@ nsysrep (.nsys-rep input). Never imports torch.
 from __future__ import annotations
 
 import contextlib
+import itertools
+import sys
 
 from pyprof.errors import PyprofError
 from pyprof.parse.attribute import Stats, lines, records
-from pyprof.parse.export import Export, check_export
+from pyprof.parse.export import Export, NotUtf8, check_export
 from pyprof.parse.nsysrep import sqlite_path
 from pyprof.parse.output import open_output, write_lines
 from pyprof.parse.queries import sources
@@ -27,8 +29,21 @@ def parse(path: str, output: str | None = None, *, memcpy: bool = False, quiet: 
     Raises PyprofError for every fatal problem. When one happens after records went to stdout, a
     last line that is not JSON is written there, so that the partial output cannot pass as complete.
     """
+    with sqlite_path(path, quiet) as db:
+        try:
+            return _parse(db, output, memcpy, progress, lenient=False, skip=0)
+        except NotUtf8 as err:
+            # Rare (a range pushed with bytes that are not UTF-8), and decoding leniently costs
+            # every run 7%: read again, leniently. The records already on stdout are the same
+            # first records of the second reading (same queries, same order): skipped.
+            if not quiet:
+                print(f"pyprof.parse: note: {err}; read with U+FFFD in its place", file=sys.stderr)
+            return _parse(db, output, memcpy, progress, lenient=True, skip=err.written)
+
+
+def _parse(db: str, output: str | None, memcpy: bool, progress: bool, lenient: bool, skip: int) -> Stats:
     stats = Stats()
-    with sqlite_path(path, quiet) as db, Export(db) as exp:
+    with Export(db, lenient) as exp:
         check_export(exp, memcpy)
         total = None
         if progress:
@@ -38,7 +53,13 @@ def parse(path: str, output: str | None = None, *, memcpy: bool = False, quiet: 
         # closing(): the record generator's cursors must be closed before the connection is.
         with open_output(output) as out, contextlib.closing(lines(exp, stats, memcpy)) as recs:
             try:
-                write_lines(recs, out, Progress("pyprof.parse", total, progress))
+                write_lines(itertools.islice(recs, skip, None), out, Progress("pyprof.parse", total, progress))
+            except NotUtf8 as err:
+                recs.close()
+                if lenient:
+                    raise  # the lenient connection decodes everything: not reached
+                err.written = stats.records if output is None else 0
+                raise
             except (PyprofError, KeyboardInterrupt) as err:
                 recs.close()  # publishes the counts
                 if output is None and stats.records:

@@ -6,6 +6,7 @@ is turned into a PyprofError here, so the rest of parse never sees a raw databas
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sqlite3
 import urllib.parse
@@ -39,6 +40,13 @@ def _sqlite_uri(path: str) -> str:
     return "file:" + urllib.parse.quote(os.path.abspath(path), safe="/") + "?mode=ro"
 
 
+class NotUtf8(PyprofError):
+    """Text in the export that is not UTF-8: parse reads the export again with Export(lenient=True).
+    `written`: records parse had already written to stdout."""
+
+    written = 0
+
+
 def database_error(err: BaseException, path: str) -> PyprofError:
     """Translate an SQLite error met while reading `path` into the user-facing fatal error.
 
@@ -51,7 +59,35 @@ def database_error(err: BaseException, path: str) -> PyprofError:
     msg = (str(orig).splitlines() or ["unknown error"])[0]
     if "file is not a database" in msg:
         return PyprofError(f"{path}: not a SQLite database (expected an Nsight Systems SQLite export)", EXIT_BAD_FORMAT)
+    if msg.startswith("Could not decode to UTF-8"):
+        return NotUtf8(f"{path}: the export holds text that is not UTF-8 ({msg[:120]})", EXIT_CORRUPT)
+    if "database is locked" in msg:
+        return PyprofError(f"{path}: the export is locked by another program (sqlite: {msg}); retry when it has "
+                           "finished writing", EXIT_NO_INPUT)
+    if "unable to open database file" in msg:
+        return PyprofError(f"{path}: cannot open the export (sqlite: {msg})", EXIT_NO_INPUT)
     return PyprofError(f"{path}: the export is truncated or corrupted (sqlite: {msg})", EXIT_CORRUPT)
+
+
+# Storage classes nsys writes in the columns parse computes with (times, ids, names). A value of
+# another class (text in a time, a real in an id) surfaces as a TypeError or ValueError in the
+# sweep; only then are these checked, to name the column: checking every row up front would
+# cost a tenth of parse's time, for files nsys never writes.
+_INT, _INT_NULL, _TEXT_NULL = ("integer",), ("integer", "null"), ("text", "null")
+STORAGE: dict[str, dict[str, tuple[str, ...]]] = {
+    KERNEL: {"start": _INT, "end": _INT, "globalPid": _INT_NULL, "shortName": ("integer", "text", "null"),
+             "demangledName": ("integer", "text", "null")},
+    MEMCPY: {"start": _INT, "end": _INT, "globalPid": _INT_NULL},
+    MEMSET: {"start": _INT, "end": _INT, "globalPid": _INT_NULL},
+    RUNTIME: {"start": _INT, "end": _INT, "globalTid": _INT_NULL},
+    NVTX: {"start": _INT, "end": _INT_NULL, "globalTid": _INT_NULL, "text": _TEXT_NULL},
+    STRINGS: {"value": _TEXT_NULL},
+    GPU: {"name": _TEXT_NULL, "memoryBandwidth": _INT_NULL, "smCount": _INT_NULL, "clockRate": _INT_NULL},
+    CUDA_DEVICE: {"pid": _INT_NULL},
+    MEMCPY_ENUM: {"name": _TEXT_NULL},
+}
+# What a value of a wrong class raises in the sweep (an int & a str, a str <= an int, ...).
+_VALUE_ERRORS = (TypeError, ValueError, AttributeError, OverflowError)
 
 
 # Errors raised while reading; database_error() tells a bad file from a bug of ours.
@@ -64,18 +100,25 @@ class Export:
     `tables` maps each known table present to the set of its column names.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, lenient: bool = False) -> None:
         self.path = path
         if not os.path.exists(path):
             raise PyprofError(f"{path}: no such file", EXIT_NO_INPUT)
         if os.path.isdir(path):
             raise PyprofError(f"{path}: is a directory, not an export file", EXIT_NO_INPUT)
+        if not os.path.isfile(path):  # SQLite would wait forever on a FIFO
+            raise PyprofError(f"{path}: not a regular file (a FIFO or a device), not an export file", EXIT_NO_INPUT)
         if not os.access(path, os.R_OK):
             raise PyprofError(f"{path}: permission denied", EXIT_NO_INPUT)
         uri = _sqlite_uri(path)
-        self.engine: Engine = sqlalchemy.create_engine(
-            "sqlite://", creator=lambda: sqlite3.connect(uri, uri=True), poolclass=NullPool
-        )
+
+        def connect() -> sqlite3.Connection:
+            conn = sqlite3.connect(uri, uri=True)
+            if lenient:  # text that is not UTF-8 read with U+FFFD in its place (7% slower: only when needed)
+                conn.text_factory = functools.partial(str, encoding="utf-8", errors="replace")
+            return conn
+
+        self.engine: Engine = sqlalchemy.create_engine("sqlite://", creator=connect, poolclass=NullPool)
         self.conn: Connection = self.engine.connect()
         try:
             names = [r[0] for r in self.conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'table'")]
@@ -104,11 +147,29 @@ class Export:
 
     @contextlib.contextmanager
     def errors(self) -> Iterator[None]:
-        """Turn SQLite errors raised inside the block into PyprofError."""
+        """Turn SQLite errors raised inside the block into PyprofError, and errors raised by
+        values of the wrong storage class (STORAGE) into one naming the column."""
         try:
             yield
         except DB_ERRORS as err:
             raise database_error(err, self.path) from None
+        except _VALUE_ERRORS:
+            why = self.wrong_storage()
+            if why is None:
+                raise  # not the file's fault: a bug of ours
+            raise PyprofError(f"{self.path}: the export is corrupted: {why}", EXIT_CORRUPT) from None
+
+    def wrong_storage(self) -> str | None:
+        """The first column parse reads that holds a value of a class nsys never writes there."""
+        for table, columns in STORAGE.items():
+            for column, classes in columns.items():
+                if self.has(table, column):
+                    # `table` and `column` are our own constants, present per PRAGMA table_info.
+                    found = self.scalar(f'SELECT typeof("{column}") FROM {table} WHERE typeof("{column}") NOT IN '
+                                        f"({', '.join('?' * len(classes))}) LIMIT 1", classes)
+                    if found is not None:
+                        return f"{table}.{column} holds {found} values (nsys writes {' or '.join(classes)})"
+        return None
 
     def has(self, table: str, *columns: str) -> bool:
         """Whether `table` exists and has every one of `columns`."""

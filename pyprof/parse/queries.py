@@ -41,7 +41,15 @@ def _string(exp: Export, expr: str, alias: str) -> tuple[str, str]:
 def _out(expr: str) -> str:
     # Columns that are only printed come back as the JSON text of their value: an integer, or
     # 'null' for a NULL or a missing column, so the record is assembled without a test per field.
-    return f"ifnull({expr}, 'null')"
+    # CAST: a value nsys never writes there (text, a real) still makes valid JSON, as SQLite's
+    # integer reading of it; a typeof() test instead would cost 2% of parse, for files nsys never writes.
+    return f"ifnull(CAST({expr} AS INTEGER), 'null')"
+
+
+def _time(expr: str) -> str:
+    # A time that is no integer (a real, an infinity) comes back NULL: the sweep then fails on it
+    # and Export.errors() names the column, instead of writing `inf` into a record.
+    return f"iif(typeof({expr}) = 'integer', {expr}, NULL)"
 
 
 def activity_sql(exp: Export, table: str, src: int) -> str:
@@ -55,7 +63,7 @@ def activity_sql(exp: Export, table: str, src: int) -> str:
         if exp.has(table, "globalPid") and exp.has(RUNTIME, "globalTid"):
             on += f" AND x.globalPid = (r.globalTid & {PID_MASK_SQL})"
         joins += f" LEFT JOIN {RUNTIME} r ON {on}"
-        rstart, rend, rtid = "r.start", "r.end", exp.col(RUNTIME, "r", "globalTid")
+        rstart, rend, rtid = _time("r.start"), _time("r.end"), exp.col(RUNTIME, "r", "globalTid")
         api = exp.col(RUNTIME, "r", "nameId")
     else:
         rstart = rend = rtid = api = "NULL"
@@ -68,10 +76,18 @@ def activity_sql(exp: Export, table: str, src: int) -> str:
         own += [_out(c("bytes")), c("copyKind")]
     else:
         own += [_out(c("bytes"))]
-    cols = [f"coalesce({rstart}, x.start)", "x.start", str(src), "x.end", _out(c("deviceId")), _out(c("streamId")),
+    start = _time("x.start")
+    cols = [f"coalesce({rstart}, {start})", start, str(src), _time("x.end"), _out(c("deviceId")), _out(c("streamId")),
             _out("x.correlationId"), c("globalPid"), rstart, rend, rtid, api] + own
+    group = ""
+    if joins:
+        # A correlation id matching several launch calls (never so in an export nsys wrote)
+        # must not write the kernel once per match: one row per activity row, joined to its
+        # first launch (with one min(), SQLite takes the other columns from that row).
+        cols.append("min(r.rowid)")
+        group = " GROUP BY x.rowid"
     # Ties in launch time (all kernels of one CUDA graph launch share it) go by GPU start.
-    return f"SELECT {', '.join(cols)} FROM {table} x{joins} ORDER BY 1, 2"
+    return f"SELECT {', '.join(cols)} FROM {table} x{joins}{group} ORDER BY 1, 2"
 
 
 def string_sql(exp: Export) -> str | None:
