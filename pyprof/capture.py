@@ -15,7 +15,7 @@ import subprocess
 import sys
 from typing import Sequence
 
-from pyprof.errors import EXIT_NO_KERNELS, EXIT_TOOL, EXIT_USAGE, PyprofError, run_cli
+from pyprof.errors import EXIT_NO_KERNELS, EXIT_TOOL, EXIT_USAGE, ArgumentParser, PyprofError, run_cli
 from pyprof.nsys import MIN_VERSION, find_nsys, nsys_version
 from pyprof.parse import parse
 
@@ -61,7 +61,7 @@ def default_name(program: Sequence[str]) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line; its --help is the manual."""
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog=f"python -m {PROG}", formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
         usage=f"python -m {PROG} [-o NAME] [--whole] [-q] [nsys profile options ...] -- COMMAND [ARGS ...]",
         description=__doc__.split("\n", 1)[1],

@@ -5,6 +5,7 @@ traceback: users pipe these tools into each other and read the first line that w
 """
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from typing import Callable, NoReturn, Sequence
@@ -18,6 +19,7 @@ EXIT_CORRUPT = 6        # truncated or corrupted database
 EXIT_BAD_LINE = 7       # malformed record line under --strict
 EXIT_TOOL = 8           # an external tool the input needs (nsys, to read .nsys-rep) is missing or failed
 EXIT_INCOMPLETE = 9     # records cut short: pyprof.parse failed while writing them
+EXIT_OUTPUT = 10        # the output cannot be written (no such directory, a directory in the way, disk full)
 EXIT_INTERRUPTED = 130  # Ctrl-C
 
 
@@ -29,6 +31,14 @@ class PyprofError(Exception):
         self.status = status
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, with a bad command line reported like every other error: one line (argparse
+    prints its usage block first), status EXIT_USAGE; -h still prints the manual."""
+
+    def error(self, message: str) -> NoReturn:
+        raise PyprofError(f"{message} (-h for help)", EXIT_USAGE)
+
+
 def run_cli(prog: str, main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> NoReturn:
     """Run `main(argv)` and exit with its status, turning PyprofError into `prog: error: msg`."""
     # Names from a trace may hold what the terminal's encoding cannot show (a lone surrogate
@@ -38,8 +48,9 @@ def run_cli(prog: str, main: Callable[[Sequence[str] | None], int], argv: Sequen
         reconfigure(errors="backslashreplace")
     try:
         status = main(argv)
+        sys.stdout.flush()  # a full disk shows here, as one line, not at the interpreter's exit
     except PyprofError as err:
-        print(f"{prog}: error: {err}", file=sys.stderr)
+        print(f"{prog}: error: {one_line(str(err))}", file=sys.stderr)
         status = err.status
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
@@ -49,4 +60,27 @@ def run_cli(prog: str, main: Callable[[Sequence[str] | None], int], argv: Sequen
         # the interpreter's final flush does not raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         status = 0
+    except OSError as err:
+        # Inputs are opened (and their errors reported) by the tools themselves; what is left
+        # is writing the results: a full disk, a file-size limit, an I/O error.
+        print(f"{prog}: error: cannot write the output: {err.strerror or err}", file=sys.stderr)
+        _drop_stdout()
+        status = EXIT_OUTPUT
     sys.exit(status)
+
+
+def one_line(text: str) -> str:
+    """`text` with line breaks and other unprintable characters escaped (`\\n`, `\\x85`): a file
+    name holding a newline must not split an error message over two lines."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def _drop_stdout() -> None:
+    # What is still buffered cannot be written either: discard it, so that the interpreter's
+    # final flush does not fail a second time with a traceback.
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout without a file descriptor (in-process callers)
+        pass

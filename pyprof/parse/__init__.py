@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import sys
 
-from pyprof.errors import PyprofError
+from pyprof.errors import EXIT_USAGE, PyprofError
 from pyprof.parse.attribute import Stats, lines, records
 from pyprof.parse.export import Export, NotUtf8, check_export
 from pyprof.parse.nsysrep import sqlite_path
@@ -29,6 +30,8 @@ def parse(path: str, output: str | None = None, *, memcpy: bool = False, quiet: 
     Raises PyprofError for every fatal problem. When one happens after records went to stdout, a
     last line that is not JSON is written there, so that the partial output cannot pass as complete.
     """
+    if output is not None and os.path.exists(output) and os.path.exists(path) and os.path.samefile(output, path):
+        raise PyprofError(f"{output}: -o names the input export; give another file name", EXIT_USAGE)
     with sqlite_path(path, quiet) as db:
         try:
             return _parse(db, output, memcpy, progress, lenient=False, skip=0)

@@ -6,7 +6,7 @@ import sys
 from typing import Sequence
 
 from pyprof.errors import (EXIT_BAD_FORMAT, EXIT_CORRUPT, EXIT_INTERRUPTED, EXIT_NO_INPUT, EXIT_NO_KERNELS,
-                           EXIT_TOOL, EXIT_USAGE, run_cli)
+                           EXIT_OUTPUT, EXIT_TOOL, EXIT_USAGE, ArgumentParser, run_cli)
 from pyprof.parse import parse
 
 PROG = "pyprof.parse"
@@ -29,21 +29,23 @@ A progress line is shown while stderr is a terminal.
 
 exit status:
   0                    success
-  {EXIT_USAGE}                    bad command line
-  {EXIT_NO_INPUT}                    input missing or unreadable
-  {EXIT_BAD_FORMAT}                    not SQLite, or not an Nsight Systems export
+  {EXIT_USAGE}                    bad command line; -o names the input
+  {EXIT_NO_INPUT}                    input missing, a directory or FIFO, unreadable, or locked by another program
+  {EXIT_BAD_FORMAT}                    not SQLite (compressed, random bytes), or not an Nsight Systems export
   {EXIT_NO_KERNELS}                    no CUDA trace in the export (no kernel table) or an empty capture
-  {EXIT_CORRUPT}                    truncated or corrupted export (records already written are incomplete)
+  {EXIT_CORRUPT}                    truncated or corrupted export, or a value of a type nsys never writes
+                       (records already written are incomplete)
   {EXIT_TOOL}                    .nsys-rep input but nsys missing, or nsys export failed
+  {EXIT_OUTPUT}                   the output cannot be written (no such directory, disk full, ...)
   {EXIT_INTERRUPTED}                  interrupted
-On a fatal error after records went to stdout, a last line that is not JSON says so, and no
--o file is created.
+Every error is one line on stderr, `pyprof.parse: error: ...`. On a fatal error after records
+went to stdout, a last line that is not JSON says so, and no -o file is created.
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line; its --help is the manual."""
-    p = argparse.ArgumentParser(prog=f"python -m {PROG}", description=DESCRIPTION, epilog=EPILOG,
+    p = ArgumentParser(prog=f"python -m {PROG}", description=DESCRIPTION, epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("input", help="SQLite export (nsys profile --export sqlite, or nsys export --type sqlite), "
                                  "or an .nsys-rep report (needs nsys: on PATH, or $NSYS)")

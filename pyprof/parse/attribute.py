@@ -25,8 +25,9 @@ from pyprof.parse.gpu import GpuInfo
 from pyprof.parse.queries import DOMAIN_CREATE, SRC_KERNEL, SRC_MEMCPY
 from pyprof.parse.ranges import (LAYER, MALFORMED, MODULE, OP, PYPROF_DOMAIN, TORCH, Label, classify,
                                  encode, encode_str, forward_op)
+from pyprof.records import VERSION
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = VERSION  # docs/records.md
 # Forward ops remembered per process for backward kernels (docs/records.md).
 FWD_OPS_PER_PROCESS = 16384
 _END_OPEN = 1 << 62          # end of a range still open at capture stop: encloses everything after

@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
 from pyprof.errors import EXIT_BAD_FORMAT, EXIT_CORRUPT, EXIT_NO_INPUT, EXIT_NO_KERNELS, PyprofError
+from pyprof.magic import file_compression
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -58,6 +59,9 @@ def database_error(err: BaseException, path: str) -> PyprofError:
         raise err
     msg = (str(orig).splitlines() or ["unknown error"])[0]
     if "file is not a database" in msg:
+        packed = file_compression(path)
+        if packed:
+            return PyprofError(f"{path}: {packed}-compressed, not a SQLite database: decompress it first", EXIT_BAD_FORMAT)
         return PyprofError(f"{path}: not a SQLite database (expected an Nsight Systems SQLite export)", EXIT_BAD_FORMAT)
     if msg.startswith("Could not decode to UTF-8"):
         return NotUtf8(f"{path}: the export holds text that is not UTF-8 ({msg[:120]})", EXIT_CORRUPT)

@@ -9,6 +9,7 @@ import tempfile
 import threading
 from typing import Iterable, Iterator, TextIO
 
+from pyprof.errors import EXIT_OUTPUT, PyprofError
 from pyprof.progress import Progress
 
 
@@ -16,13 +17,26 @@ from pyprof.progress import Progress
 def open_output(path: str | None) -> Iterator[TextIO]:
     """Yield stdout, or a temporary file beside `path` that is renamed to `path` only on success.
 
-    On any failure the temporary file is removed, so a file at `path` is always complete.
+    On any failure the temporary file is removed, so a file at `path` is always complete. A
+    `path` that exists and is no regular file (/dev/stdout, /dev/null, a FIFO) is written as it
+    is: renaming onto it would replace the device or pipe itself. A symbolic link is followed.
+    Raises PyprofError (EXIT_OUTPUT) when the output cannot be written.
     """
     if path is None:
         yield sys.stdout
         return
-    target = os.path.abspath(path)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=f".{os.path.basename(target)}.", suffix=".partial")
+    target = os.path.realpath(path)
+    if os.path.isdir(target):
+        raise PyprofError(f"{path}: is a directory; -o takes a file name", EXIT_OUTPUT)
+    try:
+        if os.path.exists(target) and not os.path.isfile(target):
+            with open(target, "w", encoding="utf-8") as out:
+                yield out
+            return
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=f".{os.path.basename(target)}.",
+                                   suffix=".partial")
+    except OSError as err:
+        raise PyprofError(f"{path}: cannot write ({err.strerror or err})", EXIT_OUTPUT) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             yield out
@@ -30,9 +44,11 @@ def open_output(path: str | None) -> Iterator[TextIO]:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would surprise whoever reads the output next
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(err, OSError):  # a full disk, a file-size limit
+            raise PyprofError(f"{path}: cannot write ({err.strerror or err})", EXIT_OUTPUT) from None
         raise
 
 

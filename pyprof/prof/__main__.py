@@ -7,7 +7,7 @@ import sys
 from typing import BinaryIO, List, Optional, Sequence, TextIO
 
 from ..errors import (EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_NO_INPUT,
-                      EXIT_USAGE, PyprofError, run_cli)
+                      EXIT_NO_KERNELS, EXIT_OUTPUT, EXIT_TOOL, EXIT_USAGE, ArgumentParser, PyprofError, run_cli)
 from ..progress import on_terminal
 from .columns import DEFAULT, Column, help_table, select
 from .groups import KEYS, SORTS
@@ -16,17 +16,27 @@ from .reader import open_input
 from .scan import analysed
 from .summary import Summary
 
-_EPILOG = (f"exit status: 0 done (warnings, if any, summarised on stderr); {EXIT_USAGE} bad command line;\n"
-           f"{EXIT_NO_INPUT} input missing or unreadable; {EXIT_BAD_FORMAT} not a record file (e.g. an nsys "
-           f"SQLite export);\n{EXIT_BAD_LINE} malformed line under --strict; {EXIT_INCOMPLETE} the input ends where "
-           f"pyprof.parse failed (rows before it were printed); {EXIT_INTERRUPTED} interrupted.")
+_EPILOG = f"""\
+exit status:
+  0    done (warnings, if any, summarised on stderr)
+  {EXIT_USAGE}    bad command line
+  {EXIT_NO_INPUT}    input missing or unreadable
+  {EXIT_BAD_FORMAT}    not a record file (an nsys SQLite export, a compressed file)
+  {EXIT_NO_KERNELS}    an input of --diff holds no kernel records
+  {EXIT_BAD_LINE}    malformed line under --strict
+  {EXIT_TOOL}    --plot without matplotlib
+  {EXIT_INCOMPLETE}    the input ends where pyprof.parse failed (rows before it were printed)
+  {EXIT_OUTPUT}   the output (stdout, the --plot image) cannot be written
+  {EXIT_INTERRUPTED}  interrupted
+Every error is one line on stderr, `pyprof.prof: error: ...`."""
 
+MAX_WIDTH = 100000  # a row wider than any screen; beyond it padding alone would fill memory
 DIFF_KEYS = ("op", "kernel", "layer", "module", "dir", "tc", "stream")
 
 
 def parser() -> argparse.ArgumentParser:
     """The command line; -h lists every column with its meaning and unit."""
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="python -m pyprof.prof", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="One row per GPU kernel from `python -m pyprof.parse` output: attribution, "
                     "FLOPs, bytes, Tensor Core use and distance from the GPU's peaks.",
@@ -55,8 +65,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit status."""
     args = parser().parse_args(argv)
-    if args.width is not None and args.width < 1:
-        raise PyprofError("-w needs a positive width", EXIT_USAGE)
+    if args.width is not None and not 1 <= args.width <= MAX_WIDTH:
+        raise PyprofError(f"-w needs a width from 1 to {MAX_WIDTH}", EXIT_USAGE)
     if args.top is not None and args.top < 1:
         raise PyprofError("--top needs a positive number", EXIT_USAGE)
     view = args.summary or args.plot or args.diff

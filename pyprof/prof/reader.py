@@ -8,10 +8,11 @@ import sys
 from typing import BinaryIO, Iterator, Tuple, Union
 
 from ..errors import EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, EXIT_NO_INPUT, PyprofError
+from ..magic import SQLITE, compression
+from ..records import VERSION
 from .legacy import from_legacy
 from .summary import Summary
 
-_SQLITE = b"SQLite format 3\x00"
 _PARSE_FAILED = b"pyprof.parse: "  # the line parse writes after its records when it fails midway
 
 
@@ -30,9 +31,14 @@ def records(stream: BinaryIO, summary: Summary, strict: bool = False) -> Iterato
     its number and skipped, or, with `strict`, raises PyprofError (EXIT_BAD_LINE)."""
     decode = json.JSONDecoder().decode  # on str: skips json.loads' per-call encoding detection
     for lineno, line in enumerate(stream, 1):
-        if lineno == 1 and line.startswith(_SQLITE):
-            raise PyprofError("the input is an nsys SQLite export: run `python -m pyprof.parse` on it "
-                              "and give prof its output", EXIT_BAD_FORMAT)
+        if lineno == 1:
+            if line.startswith(SQLITE):
+                raise PyprofError("the input is an nsys SQLite export: run `python -m pyprof.parse` on it "
+                                  "and give prof its output", EXIT_BAD_FORMAT)
+            packed = compression(line)
+            if packed:
+                raise PyprofError(f"the input is {packed}-compressed: decompress it first (e.g. zcat net.dict.gz | "
+                                  "python -m pyprof.prof)", EXIT_BAD_FORMAT)
         try:
             rec = decode(line.decode())
         except (ValueError, RecursionError) as err:  # RecursionError: absurdly deep nesting
@@ -51,6 +57,11 @@ def records(stream: BinaryIO, summary: Summary, strict: bool = False) -> Iterato
         if not isinstance(rec, dict):
             bad_record(summary, strict, lineno, "not a JSON object")
             continue
+        v = rec.get("v")
+        if type(v) is int and v > VERSION:
+            # Read as far as this pyprof knows the format (versions add keys); said, never silent.
+            summary.warn(f"records of format v{v}, newer than this pyprof reads (v{VERSION}): keys added since "
+                         "are ignored; upgrade pyprof", f"v{v}")
         summary.records += 1
         yield lineno, rec
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Dict, List, NamedTuple, Optional
 
-from ..errors import EXIT_TOOL, PyprofError
+from ..errors import EXIT_OUTPUT, EXIT_TOOL, PyprofError
 from .analysis import Facts
 from .peaks import FP16_TC, FP32, FP64, FP64_TC, INT8_TC, TF32_TC, Peaks
 
@@ -167,7 +167,7 @@ def plot(pts: Points, path: str) -> List[str]:
     try:
         fig.savefig(path)
     except (OSError, ValueError) as err:
-        raise PyprofError(f"cannot write {path}: {err}", EXIT_TOOL) from None
+        raise PyprofError(f"cannot write {path}: {err}", EXIT_OUTPUT) from None
     finally:
         plt.close(fig)
     notes.append(f"roofline of {len(pts.points)} kernels written to {path}")

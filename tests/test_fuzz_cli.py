@@ -1,0 +1,137 @@
+"""Fuzz: every command-line flag of parse and prof with good and bad values, in any order, with
+inputs that are missing, directories, empty or real, and outputs that cannot be written
+(docs/reliability.md). Properties: a documented exit status; a failure is one line on stderr;
+a failed run creates no output file.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import event, given
+from hypothesis import strategies as st
+
+from fuzz_harness import check_failure, examples, run_tool
+from pyprof.prof.columns import COLUMNS
+from pyprof.prof.groups import KEYS, SORTS
+
+ROOT = Path(__file__).resolve().parents[1]
+LENET = str(ROOT / "examples" / "lenet.sqlite")
+
+
+@functools.lru_cache(maxsize=None)
+def places(base: str) -> dict:
+    """Paths of every kind, made once in `base`."""
+    b = Path(base)
+    (b / "dir").mkdir(exist_ok=True)
+    records = run_tool("parse", [LENET, "-q"]).out.splitlines()
+    (b / "small.dict").write_bytes(b"\n".join(records[:6]) + b"\n")
+    (b / "empty.dict").write_bytes(b"")
+    (b / "junk.dict").write_bytes(os.urandom(300))
+    return {"export": LENET, "small": str(b / "small.dict"), "empty": str(b / "empty.dict"),
+            "junk": str(b / "junk.dict"), "dir": str(b / "dir"), "missing": str(b / "missing"),
+            "missing dir": str(b / "no" / "such"), "devnull": "/dev/null", "dash": "-", "blank": "",
+            "weird": str(b / "a b?c#%\udcff"), "rep": str(b / "missing.nsys-rep")}
+
+
+PATH_KINDS = ["export", "small", "empty", "junk", "dir", "missing", "missing dir", "devnull", "dash", "blank",
+              "weird", "rep"]
+OUT_KINDS = ["fresh", "dir", "missing dir", "blank", "dash", "weird"]
+junk = st.one_of(st.sampled_from(["--", "-", "-x", "--nope", "--memcpy=1", "-qq", "--quiet=no", "-o", "=", "-c",
+                                  "--width", "-w=3", "--top", "--by=", "--sort", "-h"]),
+                 st.text(max_size=8))
+numbers = st.one_of(st.integers(-5, 500).map(str), st.sampled_from(["0", "-1", "1e3", "abc", "", " 7", "99999999999999999999",
+                                                                     "nan", "0x10", "٣"]))
+column_names = [c.name for c in COLUMNS]
+columns = st.one_of(st.lists(st.sampled_from(column_names + ["nope", "", "IDX", " idx"]), max_size=6).map(",".join),
+                    st.sampled_from([",", ",,idx", "idx,", "all"]), st.text(max_size=10))
+
+
+@st.composite
+def parse_argv(draw, where: dict) -> tuple[list[str], str | None]:
+    argv: list[str] = []
+    out = None
+    if draw(st.integers(0, 9)):
+        argv.append(where[draw(st.sampled_from(PATH_KINDS))])
+    for _ in range(draw(st.integers(0, 4))):
+        kind = draw(st.sampled_from(["-o", "--memcpy", "-q", "--quiet", "junk", "input"]))
+        if kind == "-o":
+            o = draw(st.sampled_from(OUT_KINDS))
+            out = os.path.join(where["dir"], "..", "out.dict") if o == "fresh" else where[o] if o != "fresh" else None
+            argv += [draw(st.sampled_from(["-o", "--output"])), out]
+        elif kind == "junk":
+            argv.append(draw(junk))
+        elif kind == "input":
+            argv.append(where[draw(st.sampled_from(PATH_KINDS))])
+        else:
+            argv.append(kind)
+    return argv, out
+
+
+@st.composite
+def prof_argv(draw, where: dict) -> list[str]:
+    argv: list[str] = []
+    for _ in range(draw(st.integers(0, 5))):
+        kind = draw(st.sampled_from(["-c", "-w", "--csv", "--json", "--strict", "--summary", "--by", "--top", "--sort",
+                                     "--diff", "file", "junk", "--plot"]))
+        if kind == "-c":
+            argv += [draw(st.sampled_from(["-c", "--columns"])), draw(columns)]
+        elif kind in ("-w", "--top"):
+            argv += [kind, draw(numbers)]
+        elif kind == "--by":
+            argv += [kind, draw(st.sampled_from(list(KEYS) + ["nope", ""]))]
+        elif kind == "--sort":
+            argv += [kind, draw(st.sampled_from(list(SORTS) + ["nope"]))]
+        elif kind == "--diff":
+            argv += [kind] + [where[draw(st.sampled_from(PATH_KINDS))] for _ in range(draw(st.integers(0, 3)))]
+        elif kind == "file":
+            argv.append(where[draw(st.sampled_from(PATH_KINDS))])
+        elif kind == "junk":
+            argv.append(draw(junk))
+        elif kind == "--plot":
+            # Drawing a plot takes a third of a second: only paths that cannot be written, rarely.
+            if draw(st.integers(0, 15)) == 0:
+                argv += [kind, draw(st.sampled_from([where["missing dir"] + ".png", where["dir"],
+                                                     where["dir"] + "/x.unknownformat"]))]
+        else:
+            argv.append(kind)
+    return argv
+
+
+@pytest.fixture(scope="module")
+def where(tmp_path_factory):
+    return places(str(tmp_path_factory.mktemp("fuzz-cli")))
+
+
+def _check(res, tool: str) -> None:
+    event(f"{tool} status {res.status}")
+    if res.status != 0:
+        check_failure(res, tool)
+
+
+@examples(1000)
+@given(data=st.data())
+def test_parse_flags(where, data):
+    argv, out = data.draw(parse_argv(where))
+    before = set(os.listdir(os.path.dirname(where["dir"])))
+    res = run_tool("parse", argv)
+    _check(res, "parse")
+    if res.status != 0:
+        assert set(os.listdir(os.path.dirname(where["dir"]))) == before, "a failed run left a file"
+        assert not any(n.endswith(".partial") for n in os.listdir(where["dir"]))
+    elif out and os.path.isfile(out):
+        os.unlink(out)
+
+
+@examples(1200)
+@given(data=st.data())
+def test_prof_flags(where, data):
+    argv = data.draw(prof_argv(where))
+    stdin = data.draw(st.sampled_from([b"", Path(where["small"]).read_bytes(), b"{oops\n"]))
+    before = set(os.listdir(where["dir"]))
+    res = run_tool("prof", argv, stdin=stdin)
+    _check(res, "prof")
+    if res.status != 0:
+        assert set(os.listdir(where["dir"])) == before, "a failed run left a file"

@@ -1,0 +1,352 @@
+"""Fuzz suite, hostile files (docs/reliability.md): what users hand the tools by mistake or that
+other programs leave behind. Each case names its expected status and message: WAL databases,
+read-only files, directories, FIFOs, locked databases, compressed and random bytes, fake
+.nsys-rep reports, 10,000-deep and unclosed ranges, 10 MB and undecodable range texts, outputs
+that cannot be written. A subprocess subset checks that the in-process runs tell the truth.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import resource
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fuzz_harness import check_failure, check_parse_output, run_tool
+from nsys_synth import SynthExport, marker
+
+ROOT = Path(__file__).resolve().parents[1]
+LENET = ROOT / "examples" / "lenet.sqlite"
+
+
+def lenet_records() -> list[bytes]:
+    res = run_tool("parse", [str(LENET), "-q"])
+    assert res.status == 0
+    return res.out.splitlines()
+
+
+def expect(res, tool: str, status: int, message: str) -> None:
+    check_failure(res, tool)
+    assert (res.status, res.err_lines[-1]) == (status, f"pyprof.{tool}: error: {message}")
+
+
+# --- the holes of issue 14 --------------------------------------------------------------------
+
+def test_output_in_a_missing_directory(tmp_path):
+    out = tmp_path / "nonexistent_dir" / "x.dict"
+    expect(run_tool("parse", [str(LENET), "-o", str(out)]), "parse", 10,
+           f"{out}: cannot write (No such file or directory)")
+
+
+@pytest.mark.parametrize("empty", ["/dev/null", "blank", "junk", "memcpy only"])
+def test_diff_with_an_empty_side(tmp_path, empty):
+    before = tmp_path / "before.dict"
+    before.write_bytes(b"\n".join(lenet_records()) + b"\n")
+    after = Path("/dev/null") if empty == "/dev/null" else tmp_path / "after.dict"
+    if empty != "/dev/null":
+        after.write_text({"blank": "\n\n", "junk": "not a record\n",
+                          "memcpy only": '{"v":1,"kind":"memcpy","kDuration":5,"bytes":4}\n'}[empty])
+    res = run_tool("prof", ["--diff", str(before), str(after)])
+    expect(res, "prof", 5, f"--diff: {after} holds no kernel records")
+    res = run_tool("prof", ["--diff", str(after), str(before)])
+    expect(res, "prof", 5, f"--diff: {after} holds no kernel records")
+
+
+def test_records_of_a_newer_format_are_read_with_a_warning_naming_both_versions():
+    lines = [line.replace(b'"v":1,', b'"v":99,', 1) for line in lenet_records()]
+    res = run_tool("prof", ["-c", "idx,op,flops"], stdin=b"\n".join(lines) + b"\n")
+    assert res.status == 0 and len(res.out.splitlines()) == len(lines) + 1
+    assert ("  records of format v99, newer than this pyprof reads (v1): keys added since are ignored; "
+            f"upgrade pyprof: {len(lines)} kernels: v99 ({len(lines)})") in res.err_lines
+    older = run_tool("prof", ["-c", "idx,op,flops"], stdin=b"\n".join(lenet_records()) + b"\n")
+    assert older.out == res.out and "v99" not in older.err and "newer" not in older.err
+
+
+# --- parse: files that are not what they seem -----------------------------------------------------
+
+def _small_export(path: Path, text: str | None = None, depth: int = 1) -> Path:
+    syn = SynthExport(str(path))
+    t = syn.thread(100, 100)
+    dom = syn.domain(t, "pyprof")
+    for i in range(depth):
+        syn.push(t, 1000 + i, 10**9 - i if i % 2 else None, f"layer:L{i}")
+    if text is not None:
+        syn.push(t, 1500 + depth, 10**8, text)
+    syn.push(t, 1600 + depth, 10**8, marker("op", mod="torch", op="mm", args=[]), domain=dom, registered=True)
+    for i in range(3):
+        syn.launch_kernel(t, 2000 + depth + 100 * i, f"k{i}")
+    syn.close()
+    return path
+
+
+def test_wal_database_with_uncheckpointed_rows(tmp_path):
+    path = _small_export(tmp_path / "wal.sqlite")
+    writer = sqlite3.connect(path)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("PRAGMA wal_autocheckpoint=0")
+    writer.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    writer.commit()
+    try:
+        assert os.path.getsize(f"{path}-wal") > 0  # the new rows live only in the WAL
+        recs = check_parse_output(run_tool("parse", [str(path), "-q"]))
+        assert len(recs) == 6
+    finally:
+        writer.close()
+
+
+def test_read_only_file(tmp_path):
+    path = _small_export(tmp_path / "ro.sqlite")
+    path.chmod(0o444)
+    assert len(check_parse_output(run_tool("parse", [str(path), "-q"]))) == 3
+
+
+def test_locked_database(tmp_path):
+    path = _small_export(tmp_path / "locked.sqlite")
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    holder.execute("DELETE FROM StringIds")
+    try:
+        res = run_tool("parse", [str(path), "-q"])
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    expect(res, "parse", 3, f"{path}: the export is locked by another program (sqlite: database is locked); "
+                            "retry when it has finished writing")
+
+
+@pytest.mark.parametrize("kind,status,message", [
+    ("directory", 3, "{p}: is a directory, not an export file"),
+    ("gzip", 4, "{p}: gzip-compressed, not a SQLite database: decompress it first"),
+    ("random", 4, "{p}: not a SQLite database (expected an Nsight Systems SQLite export)"),
+    ("sqlite header and random", 6, None),
+    ("empty", 4, "{p}: not an Nsight Systems export (the SQLite database is empty)"),
+    ("dict given to parse", 4, "{p}: not a SQLite database (expected an Nsight Systems SQLite export)"),
+])
+def test_files_that_are_no_export(tmp_path, kind, status, message):
+    p = tmp_path / "net.sqlite"
+    if kind == "directory":
+        p.mkdir()
+    elif kind == "gzip":
+        p.write_bytes(gzip.compress(LENET.read_bytes()))
+    elif kind == "random":
+        p.write_bytes(os.urandom(4096))
+    elif kind == "sqlite header and random":
+        p.write_bytes(LENET.read_bytes()[:100] + bytes(range(256)) * 64)
+    elif kind == "empty":
+        p.write_bytes(b"")
+    else:
+        p.write_bytes(b"\n".join(lenet_records()))
+    res = run_tool("parse", [str(p), "-q"])
+    if message is None:
+        check_failure(res, "parse")
+        assert res.status in (4, 6)
+    else:
+        expect(res, "parse", status, message.format(p=p))
+
+
+def test_fifo_is_refused_not_waited_on(tmp_path):
+    fifo = tmp_path / "net.sqlite"
+    os.mkfifo(fifo)
+    res = subprocess.run([sys.executable, "-m", "pyprof.parse", str(fifo)], capture_output=True, text=True,
+                         timeout=60, cwd=ROOT)
+    assert (res.returncode, res.stderr) == (3, f"pyprof.parse: error: {fifo}: not a regular file (a FIFO or a "
+                                               "device), not an export file\n")
+
+
+@pytest.mark.parametrize("nsys,status,message", [
+    (None, 8, "{rep}: reading an .nsys-rep report needs Nsight Systems' 'nsys': put it on PATH or set NSYS=/path/to/nsys"),
+    ("echo 'Wrong event order detected' >&2; exit 3", 8, "{rep}: nsys export failed (exit status 3): Wrong event order detected"),
+    ("exit 0", 8, "{rep}: nsys export failed (exit status 0)"),
+    ('printf garbage > "$5"', 4, "{out}: not a SQLite database (expected an Nsight Systems SQLite export)"),
+])
+def test_fake_nsys_rep(tmp_path, monkeypatch, nsys, status, message):
+    rep = tmp_path / "net.nsys-rep"
+    rep.write_bytes(os.urandom(512))
+    if nsys is None:
+        monkeypatch.setenv("NSYS", str(tmp_path / "no-nsys"))
+    else:
+        script = tmp_path / "nsys"
+        script.write_text("#!/bin/sh\n" + nsys + "\n")
+        script.chmod(0o755)
+        monkeypatch.setenv("NSYS", str(script))
+    res = run_tool("parse", [str(rep), "-q"])
+    check_failure(res, "parse")
+    assert res.status == status
+    if "{out}" in message:  # the error names the export nsys wrote for the report
+        assert res.err_lines[0].endswith(message.split("{out}")[1]) and "net.sqlite" in res.err_lines[0]
+    else:
+        assert res.err_lines == [f"pyprof.parse: error: {message.format(rep=rep)}"]
+
+
+# --- parse: ranges at the limits ---------------------------------------------------------------
+
+def test_ten_thousand_deep_and_unclosed_ranges(tmp_path):
+    path = _small_export(tmp_path / "deep.sqlite", depth=10000)
+    recs = check_parse_output(run_tool("parse", [str(path), "-q"]))
+    assert len(recs) == 3
+    assert all(r["layer"] == [f"L{i}" for i in range(10000)] and r["op"] == "mm" for r in recs)
+
+
+def test_ten_megabyte_range_texts(tmp_path):
+    huge = "x" * (10 << 20)
+    path = _small_export(tmp_path / "long.sqlite", text="layer:" + huge)
+    res = run_tool("parse", [str(path), "-q"])
+    recs = check_parse_output(res)
+    assert [r["layer"][-1] == huge for r in recs] == [True] * 3
+    # a pyprof marker of 10 MB (valid JSON) and one nested 100,000 deep (malformed for us)
+    syn = SynthExport(str(tmp_path / "marker.sqlite"))
+    t = syn.thread(100, 100)
+    dom = syn.domain(t, "pyprof")
+    syn.push(t, 1000, 9000, marker("op", mod="torch", op="mm", args=[huge]), domain=dom)
+    syn.push(t, 1100, 8000, "[" * 100000 + "]" * 100000, domain=dom)
+    syn.launch_kernel(t, 2000, "k")
+    syn.close()
+    res = run_tool("parse", [str(tmp_path / "marker.sqlite")])
+    assert res.status == 0 and res.err.endswith("1 malformed pyprof markers\n")
+    rec = json.loads(res.out)
+    assert rec["op"] == "mm" and rec["marker"]["args"] == [huge]
+
+
+def test_text_that_is_not_utf8_is_read_leniently(tmp_path):
+    """A range pushed with bytes that are not UTF-8, met after records went out: read again, the
+    records already written are not written twice."""
+    syn = SynthExport(str(tmp_path / "bytes.sqlite"))
+    t = syn.thread(100, 100)
+    for i in range(50):
+        syn.launch_kernel(t, 1000 + 100 * i, f"k{i}")
+    syn.push(t, 3990, 4050, "layer:placeholder")
+    path = syn.close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE NVTX_EVENTS SET text = CAST(? AS TEXT) WHERE text = 'layer:placeholder'", (b"layer:caf\xe9",))
+    db.commit()
+    db.close()
+    res = run_tool("parse", [str(path)])
+    assert res.status == 0
+    recs = [json.loads(line) for line in res.out.splitlines()]
+    assert [r["kShortName"] for r in recs] == [f"k{i}" for i in range(50)]
+    assert [r["layer"] for r in recs if r["layer"]] == [["caf\ufffd"]]
+    note, summary = res.err_lines
+    assert note.startswith(f"pyprof.parse: note: {path}: the export holds text that is not UTF-8 (Could not decode")
+    assert note.endswith("; read with U+FFFD in its place") and summary.startswith("pyprof.parse: 50 kernels written")
+    out = tmp_path / "bytes.dict"
+    assert check_parse_output(run_tool("parse", [str(path), "-q", "-o", str(out)]), str(out)) == recs
+
+
+# --- outputs that cannot be written ---------------------------------------------------------------
+
+def test_parse_outputs_that_cannot_be_written(tmp_path):
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "file").write_text("x")
+    for out, why in [(tmp_path / "dir", "is a directory; -o takes a file name"),
+                     (tmp_path / "file" / "x.dict", "cannot write (Not a directory)"),
+                     (Path("/proc/pyprof.dict"), "cannot write (No such file or directory)")]:
+        expect(run_tool("parse", [str(LENET), "-q", "-o", str(out)]), "parse", 10, f"{out}: {why}")
+    assert sorted(os.listdir(tmp_path)) == ["dir", "file"]
+
+
+def test_output_that_names_the_input(tmp_path):
+    copy = tmp_path / "net.sqlite"
+    shutil.copy(LENET, copy)
+    expect(run_tool("parse", [str(copy), "-o", str(copy)]), "parse", 2,
+           f"{copy}: -o names the input export; give another file name")
+    assert copy.read_bytes() == LENET.read_bytes()
+
+
+def test_output_to_special_files_writes_through_them(tmp_path):
+    """-o onto a FIFO (as onto /dev/stdout or /dev/null) writes through it instead of replacing it
+    with a file; -o onto a symbolic link writes the file it points to."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    res = run_tool("parse", [str(LENET), "-q", "-o", str(fifo)])
+    got = reader.communicate(timeout=60)[0]
+    assert res.status == 0 and len(got.splitlines()) == 44 and fifo.is_fifo()
+    link = tmp_path / "link.dict"
+    target = tmp_path / "target.dict"
+    target.write_text("old")
+    link.symlink_to(target)
+    assert run_tool("parse", [str(LENET), "-q", "-o", str(link)]).status == 0
+    assert link.is_symlink() and len(target.read_text().splitlines()) == 44
+
+
+def _limited(size: int):
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+    return limit
+
+
+@pytest.mark.parametrize("tool", ["parse -o", "parse >", "prof >"])
+def test_disk_full_is_one_line(tmp_path, tool):
+    """A file-size limit stands in for a full disk: the write fails mid-way (EFBIG)."""
+    out = tmp_path / "out.txt"
+    dict_file = tmp_path / "in.dict"
+    dict_file.write_bytes(b"\n".join(lenet_records() * 50) + b"\n")
+    argv = {"parse -o": ["pyprof.parse", str(LENET), "-q", "-o", str(out)],
+            "parse >": ["pyprof.parse", str(LENET), "-q"],
+            "prof >": ["pyprof.prof", "-c", "idx,op,kernel,params", str(dict_file)]}[tool]
+    with open(out if ">" in tool else os.devnull, "wb") as stdout:
+        res = subprocess.run([sys.executable, "-m", *argv], stdout=stdout, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=_limited(16384), timeout=120, cwd=ROOT)
+    prog = argv[0]
+    if tool == "parse -o":
+        assert res.stderr == f"{prog}: error: {out}: cannot write (File too large)\n"
+        assert os.listdir(tmp_path) == ["in.dict"]
+    else:
+        assert res.stderr == f"{prog}: error: cannot write the output: File too large\n"
+    assert res.returncode == 10
+
+
+# --- prof: inputs that are no record file ---------------------------------------------------------
+
+def test_prof_inputs_that_are_no_record_file(tmp_path):
+    gz = tmp_path / "net.dict.gz"
+    gz.write_bytes(gzip.compress(b"\n".join(lenet_records())))
+    expect(run_tool("prof", [str(gz)]), "prof", 4,
+           "the input is gzip-compressed: decompress it first (e.g. zcat net.dict.gz | python -m pyprof.prof)")
+    expect(run_tool("prof", [str(tmp_path)]), "prof", 3, f"cannot read {tmp_path}: Is a directory")
+    expect(run_tool("prof", [str(LENET)]), "prof", 4,
+           "the input is an nsys SQLite export: run `python -m pyprof.parse` on it and give prof its output")
+    expect(run_tool("prof", ["--plot", str(tmp_path / "no" / "r.png")], stdin=b"\n".join(lenet_records())),
+           "prof", 10, f"cannot write {tmp_path / 'no' / 'r.png'}: [Errno 2] No such file or directory: "
+                       f"'{tmp_path / 'no' / 'r.png'}'")
+
+
+def test_prof_reads_a_fifo(tmp_path):
+    fifo = tmp_path / "net.dict"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(["sh", "-c", f"cat > {fifo}"], stdin=subprocess.PIPE)
+    res = subprocess.Popen([sys.executable, "-m", "pyprof.prof", "-c", "idx", str(fifo)], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, cwd=ROOT)
+    writer.communicate(b"\n".join(lenet_records()) + b"\n", timeout=60)
+    out, err = res.communicate(timeout=60)
+    assert res.returncode == 0 and err == b"" and len(out.splitlines()) == 45
+
+
+# --- the subprocess subset: what the in-process runs stand for ------------------------------------
+
+@pytest.mark.parametrize("argv,stdin,status", [
+    (["pyprof.parse", "examples/gpt.sqlite", "-o", "/nonexistent_dir/x.dict"], b"", 10),
+    (["pyprof.parse"], b"", 2),
+    (["pyprof.parse", "examples/lenet.sqlite", "--memcpy=3"], b"", 2),
+    (["pyprof.prof", "-w", "wide"], b"", 2),
+    (["pyprof.prof", "--diff", "examples/lenet.sqlite"], b"", 2),
+    (["pyprof.prof", "--diff", "-", "/dev/null"], b'{"kind":"kernel","kDuration":5}\n', 5),
+    (["pyprof.prof", "--strict"], b"{\n", 7),
+    (["pyprof.prof"], b"pyprof.parse: error: x - the 0 records above are incomplete\n", 9),
+    (["pyprof.prof", "-c", "kernel"], b'{"kShortName":"\\ud800 caf\\u00e9"}\n', 0),
+])
+def test_subprocess_subset(argv, stdin, status):
+    res = subprocess.run([sys.executable, "-m", *argv], input=stdin, capture_output=True, timeout=120, cwd=ROOT)
+    err = res.stderr.decode()
+    assert res.returncode == status, err
+    assert "Traceback" not in err
+    if status:
+        assert len(err.splitlines()) == 1 and err.startswith(f"{argv[0]}: error: ")
+    else:
+        assert res.stdout.decode().splitlines() == ["Kernel", "\\ud800_café"]
