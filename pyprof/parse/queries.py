@@ -1,7 +1,9 @@
-"""The SQL parse runs: one launch-ordered query per activity table and one start-ordered NVTX query.
+"""The SQL parse runs, and so everything parse knows of the export's schema: one launch-ordered
+query per activity table, one start-ordered NVTX query, and the small tables (domains, StringIds,
+GPUs, memcpy kinds). A schema variant (docs/parse.md) is handled here.
 
-Every table name is one of export.py's constants and every column is checked against
-PRAGMA table_info first (missing optional columns become NULL); values are bound parameters.
+Every table name is one of parse's constants and every column is checked with Export.has first
+(missing optional columns become NULL); values are bound parameters.
 Sorting and the kernel-to-launch join happen inside SQLite, which spills to its own temporary
 files, so Python never holds more than a batch of rows.
 """
@@ -10,7 +12,8 @@ from __future__ import annotations
 import functools
 from typing import Sequence
 
-from pyprof.parse.export import KERNEL, MEMCPY, MEMCPY_ENUM, MEMSET, NVTX, RUNTIME, STRINGS, Export
+from pyprof.parse.export import (CUDA_DEVICE, GPU, KERNEL, MEMCPY, MEMCPY_ENUM, MEMSET, NVTX, RUNTIME, STRINGS,
+                                  Export)
 
 # Sources of activity rows (the `source` field of every activity row).
 SRC_KERNEL, SRC_MEMCPY, SRC_MEMSET = 0, 1, 2
@@ -152,6 +155,29 @@ def sources(exp: Export, memcpy: bool) -> list[tuple[str, int]]:
         out += [(t, s) for t, s in ((MEMCPY, SRC_MEMCPY), (MEMSET, SRC_MEMSET))
                 if exp.has(t, "start", "end", "correlationId")]
     return out
+
+
+# The GPU description, by schema variant, the first the export has wins: (table, its GPU id column,
+# the record's `gpu` key -> column). Columns the export lacks are left out of `gpu`.
+_GPU_TABLES = (
+    (GPU, "id", {"name": "name", "memoryBandwidth": "memoryBandwidth", "smCount": "smCount", "clockRate": "clockRate"}),
+)
+
+
+def gpu_sql(exp: Export) -> tuple[str, tuple[str, ...]] | None:
+    """GPUs as rows (GPU id, then one value per returned `gpu` key), by id; None without a GPU table."""
+    for table, key, columns in _GPU_TABLES:
+        if exp.has(table, key):
+            fields = {name: col for name, col in columns.items() if exp.has(table, col)}
+            return f"SELECT {', '.join([key, *fields.values()])} FROM {table} ORDER BY {key}", tuple(fields)
+    return None
+
+
+def cuda_device_sql(exp: Export) -> str | None:
+    """A process's CUDA ordinals as rows (gpuId, cudaId, pid or NULL); None without the table."""
+    if not exp.has(CUDA_DEVICE, "gpuId", "cudaId"):
+        return None
+    return f"SELECT d.gpuId, d.cudaId, {exp.col(CUDA_DEVICE, 'd', 'pid')} FROM {CUDA_DEVICE} d"
 
 
 # CUPTI_ACTIVITY_MEMCPY_KIND values, for exports without ENUM_CUDA_MEMCPY_OPER.
