@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Optional
 
 from .analysis import Facts
-from .columns import peak_tflops
+from .columns import tc_text
 
 
 def _layer(rec: dict, f: Facts) -> str:
@@ -24,7 +24,7 @@ KEYS: Dict[str, Callable[[dict, Facts], str]] = {
     "layer": _layer,
     "module": lambda rec, f: rec.get("module") or "-",
     "dir": lambda rec, f: rec.get("dir") or "-",
-    "tc": lambda rec, f: f.tc,
+    "tc": lambda rec, f: tc_text(f.tc),
     "stream": lambda rec, f: f"{rec.get('device')}:{rec.get('stream')}",
 }
 
@@ -54,7 +54,7 @@ class Group:
         else:
             self.flops += f.flops
             self.flops_time += dur
-            peak = peak_tflops(f)
+            peak = f.peak_tflops
             if peak:
                 self.peak_flops += f.flops
                 self.capacity += dur * peak * 1e3  # TFLOP/s = 1e3 FLOP/ns
@@ -63,7 +63,7 @@ class Group:
         else:
             self.bytes += f.bytes
             self.bytes_time += dur
-        if f.tc == "1":
+        if f.tc:
             self.tc_time += dur
 
     # Derived values; None where unknown.

@@ -23,6 +23,30 @@ def gemm_cost(batch: int, m: int, n: int, k: int, dtype: Optional[str], extra_el
                 bias_elems=extra_elems)
 
 
+# The GEMMs among emit_nvtx's aten ranges, whose input sizes give a kernel's exact work:
+# (rank of the operands, argument position of the added input or None, of A, of B).
+ATEN_GEMMS = {"aten::mm": (2, None, 0, 1), "aten::addmm": (2, 0, 1, 2),
+              "aten::bmm": (3, None, 0, 1), "aten::baddbmm": (3, 0, 1, 2)}
+
+
+def aten_gemm(name: str | None, sizes: list) -> tuple | None:
+    """(batch, m, n, k, added input elems) of the aten range `name` from its input `sizes`;
+    None when it is not one of ATEN_GEMMS or the sizes do not fit it."""
+    spec = ATEN_GEMMS.get(name)
+    if spec is None:
+        return None
+    rank, added, a, b = spec
+    try:
+        if rank == 2:
+            batch = 1
+            (m, k), (_, n) = sizes[a], sizes[b]
+        else:
+            (batch, m, k), (_, _, n) = sizes[a], sizes[b]
+        return batch, m, n, k, 0 if added is None else prod(sizes[added])
+    except (TypeError, ValueError):
+        return None
+
+
 @register(*names(["mm"]))
 def mm(c: Call) -> Cost:
     a, b = c.tensor(0, "input"), c.tensor(1, "mat2")

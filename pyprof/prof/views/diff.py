@@ -8,33 +8,67 @@ import argparse
 import csv
 import json
 import sys
-from typing import BinaryIO, List, Optional, TextIO
+from types import ModuleType
+from typing import Iterable, TextIO
 
-from ..errors import EXIT_USAGE, PyprofError
-from ..progress import on_terminal
-from .groups import Groups
-from .output import columnated_writer, csv_cell
-from .reader import open_input
-from .scan import analysed
-from .summary import Summary
-from .units import duration
+from ...errors import EXIT_USAGE, PyprofError
+from ...progress import on_terminal
+from ..analysis import Facts
+from ..groups import Groups
+from ..output import columnated_writer, csv_cell
+from ..reader import open_input, records
+from ..scan import feed
+from ..units import duration
+from ..warnings_tally import Tally
 
+FLAG = "--diff"
+ORDER = 3
+JSON = True
 # Grouping by a column that needs no analysis skips it (JSON decoding speed); tc needs it.
 _NEEDS_FACTS = frozenset(("tc",))
 
 
-def totals(stream: BinaryIO, by: str, summary: Summary, strict: bool = False) -> Groups:
-    """Kernel time and count per group of one record file."""
-    groups = Groups(by)
+def add_arguments(group: argparse._ArgumentGroup) -> None:
+    """--diff BASE NEW (grouped by --summary's --by, cut by its --top)."""
+    group.add_argument("--diff", nargs=2, metavar=("BASE", "NEW"),
+                       help="group time before and after, sorted by absolute change (--by op, kernel, layer, ...)")
 
-    def add(rec: dict, f) -> None:
+
+def wanted(args: argparse.Namespace) -> bool:
+    """--diff given."""
+    return bool(args.diff)
+
+
+def check(args: argparse.Namespace, chosen: list[ModuleType]) -> None:
+    """--diff reads its own two files and runs alone."""
+    if not wanted(args):
+        return
+    if len(chosen) > 1 or args.file != "-":
+        raise PyprofError("--diff takes its two files itself; no other input or view", EXIT_USAGE)
+    if args.diff == ["-", "-"]:
+        raise PyprofError("--diff: at most one side can be stdin", EXIT_USAGE)
+
+
+class Totals(Groups):
+    """Kernel time and count per group of one record file: a scan.Sink."""
+
+    def __init__(self, by: str) -> None:
+        super().__init__(by)
+        self.needs_facts = by in _NEEDS_FACTS
+
+    def add(self, rec: dict, f: Facts) -> None:
+        """Count one record (memcpy/memset records do not count)."""
         if rec.get("kind", "kernel") == "kernel":
             dur = rec.get("kDuration")
             if type(dur) is not int:
                 raise TypeError(f"kDuration is {type(dur).__name__}, not an integer")
-            groups.add(rec, f, dur)
-    for _ in analysed(stream, summary, strict, by in _NEEDS_FACTS, add, on_terminal("pyprof.prof", True)):
-        pass
+            super().add(rec, f, dur)
+
+
+def totals(numbered: Iterable[tuple[int, dict]], by: str, tally: Tally, strict: bool = False) -> Groups:
+    """Kernel time and count per group of one record file's (line number, record) pairs."""
+    groups = Totals(by)
+    feed(numbered, tally, [groups], strict, on_terminal("pyprof.prof", True))
     return groups
 
 
@@ -92,17 +126,14 @@ def write_csv(d: dict, out: TextIO, top: Optional[int] = None) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """`--diff BASE NEW` from parsed command-line `args`."""
-    base_path, new_path = args.diff
-    if base_path == "-" and new_path == "-":
-        raise PyprofError("--diff: at most one side can be stdin", EXIT_USAGE)
-    sides: List[Groups] = []
-    for path in (base_path, new_path):
-        summary = Summary()
+    sides: list[Groups] = []
+    for path in args.diff:
+        tally = Tally()
         with open_input(path) as stream:
-            sides.append(totals(stream, args.by, summary, args.strict))
-        if summary.bad_lines or summary.warnings:
+            sides.append(totals(records(stream, tally, args.strict), args.by, tally, args.strict))
+        if tally.bad_lines or tally.warnings:
             print(f"pyprof.prof: {path}:", file=sys.stderr)
-            summary.report()
+            tally.report(sys.stderr)
     d = compare(*sides)
     if args.json:
         json.dump(d if not args.top else dict(d, rows=d["rows"][:args.top]), sys.stdout, indent=1)

@@ -9,7 +9,7 @@ from typing import TextIO
 MAX_LINE_MESSAGES = 20
 
 
-class Summary:
+class Tally:
     """Counts of what prof could not work out, by kind and by name."""
 
     def __init__(self) -> None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Dict, List, NamedTuple, Optional
 
-from .analysis import Facts
-from .registry import CONV, GEMM
-from .units import duration, si
+from ..analysis import Facts
+from ..registry import CONV, GEMM
+from ..units import duration, si
 
 # Thresholds (documented in docs/prof.md).
 FP32_MIN_PCT = 5.0        # fp32 matrix kernels on CUDA cores: % of GPU time
@@ -49,7 +49,7 @@ def misaligned(f: Facts) -> Optional[str]:
     """`M=..,N=..,K=..` (the dims at fault) when a 16-bit GEMM/conv matrix kernel has a dimension
     that is not a multiple of ALIGN; None otherwise or when the dims are unknown."""
     cost = f.cost
-    if cost is None or f.tc not in ("0", "1") or f.dtype not in ("float16", "bfloat16"):
+    if cost is None or f.tc is None or f.dtype not in ("float16", "bfloat16"):
         return None
     d = _dims(cost.params)
     if cost.kind == GEMM:
@@ -84,7 +84,7 @@ class Evidence:
         op = rec.get("op") or "-"
         if dur < TINY_NS:
             self.tiny += 1
-        if f.tc == "0" and f.dtype == "float32":
+        if f.tc is False and f.dtype == "float32":
             self.fp32_time += dur
             self.fp32_count += 1
             self.fp32_ops[op] += dur
