@@ -71,5 +71,5 @@ def run(args: argparse.Namespace, views: list[ModuleType]) -> int:
         feed(records(stream, tally, args.strict), tally, sinks, args.strict, progress)
     for view, sink in zip(views, sinks):
         view.write(sink, args)
-    tally.report(sys.stderr)
+    tally.report()
     return 0

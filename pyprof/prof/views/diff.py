@@ -133,7 +133,7 @@ def main(args: argparse.Namespace) -> int:
             sides.append(totals(records(stream, tally, args.strict), args.by, tally, args.strict))
         if tally.bad_lines or tally.warnings:
             print(f"pyprof.prof: {path}:", file=sys.stderr)
-            tally.report(sys.stderr)
+            tally.report()
     d = compare(*sides)
     if args.json:
         json.dump(d if not args.top else dict(d, rows=d["rows"][:args.top]), sys.stdout, indent=1)
