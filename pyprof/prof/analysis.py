@@ -4,7 +4,6 @@ use, dtype, math path and peaks. The attribution rules are documented in docs/pr
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Optional
 
 from . import ops  # noqa: F401  (fills the op table)
 from .ops.gemm import aten_gemm
@@ -73,7 +72,7 @@ class Analyzer:
         self._calls: dict = {}
         self._costs: dict = {}
 
-    def cost(self, rec: dict) -> Optional[Cost]:
+    def cost(self, rec: dict) -> Cost | None:
         """The op cost of the marker behind a record (the forward op's, for a bprop kernel)."""
         if rec.get("dir") == "bprop":
             fwd = rec.get("fwd")
@@ -173,8 +172,8 @@ class Analyzer:
             return True
         return False
 
-    def _work(self, rec: dict, cost: Optional[Cost], verdict: Optional[str], dtype: Optional[str],
-              name: Optional[str]) -> tuple:
+    def _work(self, rec: dict, cost: Cost | None, verdict: str | None, dtype: str | None,
+              name: str | None) -> tuple:
         """(flops, bytes) of this kernel: its share of the op's work."""
         if cost is None:
             return _UNKNOWN

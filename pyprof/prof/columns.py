@@ -8,7 +8,7 @@ number of (pyprof.rows gives int/float; `na` and `-` stay text).
 """
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, NamedTuple
 
 NA = "na"      # a value that cannot be known
 ABSENT = "-"   # a value that does not apply (no layer, no seq id, tc of an element-wise kernel)
@@ -50,13 +50,13 @@ def _num(x) -> str:
     return NA if x is None else str(x)
 
 
-def _rate(num: Optional[float], den: Optional[float], scale: float, fmt: str) -> str:
+def _rate(num: float | None, den: float | None, scale: float, fmt: str) -> str:
     if num is None or not den:
         return NA
     return format(num / den * scale, fmt)
 
 
-def _dur(rec) -> Optional[int]:
+def _dur(rec) -> int | None:
     return rec.get("kDuration")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import sys
-from typing import BinaryIO, Iterator, Tuple
+from typing import BinaryIO, Iterator
 
 from ..errors import EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, EXIT_NO_INPUT, PyprofError
 from .legacy import from_legacy
@@ -25,7 +25,7 @@ def open_input(path: str) -> BinaryIO:
         raise PyprofError(f"cannot read {path}: {err.strerror}", EXIT_NO_INPUT) from None
 
 
-def records(stream: BinaryIO, tally: Tally, strict: bool = False) -> Iterator[Tuple[int, dict]]:
+def records(stream: BinaryIO, tally: Tally, strict: bool = False) -> Iterator[tuple[int, dict]]:
     """Yield (line number, record) for each record of `stream`. A malformed line is reported with
     its number and skipped, or, with `strict`, raises PyprofError (EXIT_BAD_LINE)."""
     decode = json.JSONDecoder().decode  # on str: skips json.loads' per-call encoding detection

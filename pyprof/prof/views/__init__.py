@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
-import sys
 from types import ModuleType
 from typing import Iterable
 

@@ -7,7 +7,7 @@ above a documented threshold, so a healthy profile prints no advice.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Dict, List, NamedTuple, Optional
+from typing import NamedTuple
 
 from ..analysis import Facts
 from ..registry import CONV, GEMM
@@ -35,7 +35,7 @@ class Advice(NamedTuple):
     evidence: dict
 
 
-def _dims(params: str) -> Dict[str, int]:
+def _dims(params: str) -> dict[str, int]:
     """Integer `KEY=value` pairs of a params string (M=..,N=..,K=.. or N=..,C=..,...,g=..)."""
     out = {}
     for part in params.split(","):
@@ -45,7 +45,7 @@ def _dims(params: str) -> Dict[str, int]:
     return out
 
 
-def misaligned(f: Facts) -> Optional[str]:
+def misaligned(f: Facts) -> str | None:
     """`M=..,N=..,K=..` (the dims at fault) when a 16-bit GEMM/conv matrix kernel has a dimension
     that is not a multiple of ALIGN; None otherwise or when the dims are unknown."""
     cost = f.cost
@@ -120,7 +120,7 @@ def _share(part: float, whole: float) -> float:
     return part / whole * 100 if whole else 0.0
 
 
-def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: Optional[float]) -> List[Advice]:
+def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: float | None) -> list[Advice]:
     """The advice that `ev` supports, most time at stake first; `gpu_time` is the summed kernel
     time (ns), `busy_pct` the GPU busy % (None when unknown)."""
     out = []
@@ -176,7 +176,7 @@ def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: Optional[float])
     return [a for _, a in out]
 
 
-def notes(ev: Evidence) -> List[str]:
+def notes(ev: Evidence) -> list[str]:
     """What the advice could not check, and why."""
     if ev.copy_records == 0:
         return ["host<->device copies not checked: no memcpy/memset records (parse ran without --memcpy, "

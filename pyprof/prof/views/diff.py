@@ -72,7 +72,7 @@ def totals(numbered: Iterable[tuple[int, dict]], by: str, tally: Tally, strict: 
     return groups
 
 
-def _ratio(new: Optional[int], base: Optional[int]) -> Optional[float]:
+def _ratio(new: int | None, base: int | None) -> float | None:
     return new / base if new is not None and base else None
 
 
@@ -96,15 +96,15 @@ def compare(base: Groups, new: Groups) -> dict:
 KEYS = ["group", "base_ns", "new_ns", "delta_ns", "ratio", "base_count", "new_count"]
 
 
-def _ratio_text(r: Optional[float]) -> str:
+def _ratio_text(r: float | None) -> str:
     return "na" if r is None else f"{r:.2f}x"
 
 
-def _time(ns: Optional[int]) -> str:
+def _time(ns: int | None) -> str:
     return "-" if ns is None else duration(ns)  # "-": the group is absent on that side
 
 
-def write_text(d: dict, out: TextIO, width: int = 120, top: Optional[int] = None) -> None:
+def write_text(d: dict, out: TextIO, width: int = 120, top: int | None = None) -> None:
     """Columnated rows, then the totals line."""
     write = columnated_writer(out, [d["by"].capitalize(), "Base", "New", "Delta", "Ratio", "Count"],
                               [0, 10, 10, 11, 7, 9], width)
@@ -115,7 +115,7 @@ def write_text(d: dict, out: TextIO, width: int = 120, top: Optional[int] = None
                _ratio_text(r["ratio"]), f"{r['base_count']}>{r['new_count']}"])
 
 
-def write_csv(d: dict, out: TextIO, top: Optional[int] = None) -> None:
+def write_csv(d: dict, out: TextIO, top: int | None = None) -> None:
     """Rows then a `(total)` row; na for unknown."""
     w = csv.writer(out, lineterminator="\n")
     w.writerow([d["by"]] + KEYS[1:])

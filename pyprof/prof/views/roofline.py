@@ -71,10 +71,10 @@ class Points:
     needs_facts = True
 
     def __init__(self) -> None:
-        self.points: List[Point] = []
+        self.points: list[Point] = []
         self.skipped = 0               # kernels without known non-zero FLOPs and bytes
-        self.peaks: Optional[Peaks] = None
-        self.gpu: Optional[str] = None
+        self.peaks: Peaks | None = None
+        self.gpu: str | None = None
         self.paths: set = set()
 
     def add(self, rec: dict, f: Facts) -> None:
@@ -112,12 +112,12 @@ def short_kernel(name: str, keep: int = 26) -> str:
     return name if len(name) <= keep else name[:keep - 1] + "\u2026"
 
 
-def _labelled(points: List[Point]) -> List[tuple]:
+def _labelled(points: list[Point]) -> list[tuple]:
     """(point, text) for the LABELS ops with the most plotted time: one label per op (its kernels
     often sit in one cluster), at its longest kernel, naming the kernel and how many others."""
-    total: Dict[str, int] = defaultdict(int)
-    longest: Dict[str, Point] = {}
-    kernels: Dict[str, set] = defaultdict(set)
+    total: dict[str, int] = defaultdict(int)
+    longest: dict[str, Point] = {}
+    kernels: dict[str, set] = defaultdict(set)
     for p in points:
         total[p.op] += p.dur
         kernels[p.op].add(p.kernel)
@@ -131,7 +131,7 @@ def _labelled(points: List[Point]) -> List[tuple]:
     return out
 
 
-def plot(pts: Points, path: str) -> List[str]:
+def plot(pts: Points, path: str) -> list[str]:
     """Draw `pts` to the image file `path`; returns notes for stderr (what is not shown, why)."""
     require_matplotlib()
     import matplotlib
@@ -209,7 +209,7 @@ def plot(pts: Points, path: str) -> List[str]:
     return notes
 
 
-def _label(fig, ax, chosen: List[tuple]) -> None:
+def _label(fig, ax, chosen: list[tuple]) -> None:
     """Label points: to the right of the point (to the left in the right third of the plot),
     trying offsets further up and down until the label overlaps no label placed before."""
     from math import log10
