@@ -120,6 +120,11 @@ def _share(part: float, whole: float) -> float:
     return part / whole * 100 if whole else 0.0
 
 
+def _evidence(kernels: int, time: int, pct: float, **more: dict) -> dict:
+    """The numbers behind a rule on a share of GPU time, for --json."""
+    return {"kernels": kernels, "time_ns": time, "pct_gpu_time": round(pct, 2), **more}
+
+
 def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: float | None) -> list[Advice]:
     """The advice that `ev` supports, most time at stake first; `gpu_time` is the summed kernel
     time (ns), `busy_pct` the GPU busy % (None when unknown)."""
@@ -132,8 +137,7 @@ def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: float | None) ->
             f"GPU time ({_top(ev.fp32_ops)}) -> let them use Tensor Cores: "
             "torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision('high')), "
             "torch.backends.cudnn.allow_tf32 = True, or AMP (torch.autocast)",
-            {"kernels": ev.fp32_count, "time_ns": ev.fp32_time, "pct_gpu_time": round(p, 2),
-             "top_ops": dict(ev.fp32_ops.most_common(3))})))
+            _evidence(ev.fp32_count, ev.fp32_time, p, top_ops=dict(ev.fp32_ops.most_common(3))))))
     p = _share(ev.align_time, gpu_time)
     if ev.align_count and p >= ALIGN_MIN_PCT:
         ex = "; ".join(f"{k} {duration(v)}" for k, v in ev.align_examples.most_common(3))
@@ -142,8 +146,7 @@ def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: float | None) ->
             f"fp16/bf16 GEMM/conv dims not multiples of {ALIGN}: {ev.align_count} kernels, "
             f"{duration(ev.align_time)} = {p:.1f}% of GPU time ({ex}) -> pad sizes (hidden, vocab, "
             f"channels, batch x seq) to multiples of {ALIGN} (64 is better) so Tensor Cores run full tiles",
-            {"kernels": ev.align_count, "time_ns": ev.align_time, "pct_gpu_time": round(p, 2),
-             "examples": dict(ev.align_examples.most_common(3))})))
+            _evidence(ev.align_count, ev.align_time, p, examples=dict(ev.align_examples.most_common(3))))))
     tiny_pct = _share(ev.tiny, kernels)
     if kernels and busy_pct is not None and busy_pct < LAUNCH_BUSY_PCT and tiny_pct >= LAUNCH_TINY_PCT:
         out.append((gpu_time, Advice(
@@ -161,8 +164,7 @@ def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: float | None) ->
             f"layout conversions (nchwToNhwc/nhwcToNchw): {ev.layout_count} kernels, "
             f"{duration(ev.layout_time)} = {p:.1f}% of GPU time ({_top(ev.layout_ops)}) -> keep activations "
             "NHWC: model.to(memory_format=torch.channels_last) and inputs .to(memory_format=torch.channels_last)",
-            {"kernels": ev.layout_count, "time_ns": ev.layout_time, "pct_gpu_time": round(p, 2),
-             "top_ops": dict(ev.layout_ops.most_common(3))})))
+            _evidence(ev.layout_count, ev.layout_time, p, top_ops=dict(ev.layout_ops.most_common(3))))))
     if ev.host_count:
         kinds = ", ".join(f"{k} {c}" for k, c in sorted(ev.host_kinds.items()))
         out.append((ev.host_time, Advice(
