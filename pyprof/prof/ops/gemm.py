@@ -6,13 +6,12 @@ torch.utils.flop_counter); bytes are the operands read once and the result writt
 from __future__ import annotations
 
 from math import prod
-from typing import Optional
 
 from ..registry import GEMM, SIMT, Call, Cost, fmt_params, names, register
 from ..values import ITEMSIZE, Tensor, broadcast, promote, short
 
 
-def gemm_cost(batch: int, m: int, n: int, k: int, dtype: Optional[str], extra_elems: int = 0,
+def gemm_cost(batch: int, m: int, n: int, k: int, dtype: str | None, extra_elems: int = 0,
               kind: str = GEMM) -> Cost:
     """Cost of `batch` products (m x k) @ (k x n), plus `extra_elems` more elements read (bias)."""
     elems = batch * (m * k + k * n + m * n)
@@ -131,7 +130,7 @@ def mv(c: Call) -> Cost:
 
 
 @register(*names(["dot", "vdot", "inner"]))
-def dot(c: Call) -> Optional[Cost]:
+def dot(c: Call) -> Cost | None:
     a, b = c.tensor(0, "input"), c.tensor(1, "other") or c.tensor(1, "tensor")
     if len(a.shape) != 1 or len(b.shape) != 1:
         return None
@@ -148,7 +147,7 @@ def _einsum_letters(spec: str, ndim: int) -> list:
 
 
 @register("torch.einsum")
-def einsum(c: Call) -> Optional[Cost]:
+def einsum(c: Call) -> Cost | None:
     """One or two operands. Two operands contract as PyTorch does: indices in one operand only
     and not in the output are summed out first (a reduction, no FLOPs counted), the rest is one
     batched GEMM of 2 * prod(sizes of the remaining indices). Three or more operands: the
