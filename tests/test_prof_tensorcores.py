@@ -117,24 +117,24 @@ def _tc(m, name):
 def test_tc_column_values():
     a, b = tensor(16, 32, dtype="float16"), tensor(32, 8, dtype="float16")
     mm = described("torch", "mm", a, b)
-    assert _tc(mm, "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_tn")[0] == "1"
-    assert _tc(mm, "ampere_sgemm_128x64_nn")[0] == "0"
-    assert _tc(mm, "splitKreduce_kernel")[0] == "-"
+    assert _tc(mm, "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_tn")[0] is True
+    assert _tc(mm, "ampere_sgemm_128x64_nn")[0] is False
+    assert _tc(mm, "splitKreduce_kernel")[0] is None
     relu = described("torch.nn.functional", "relu", a)
-    assert _tc(relu, "void at::native::vectorized_elementwise_kernel<4>(...)")[0] == "-"
+    assert _tc(relu, "void at::native::vectorized_elementwise_kernel<4>(...)")[0] is None
 
 
 def test_unknown_kernel_of_a_matrix_op_is_dash_and_counted():
     mm = described("torch", "mm", tensor(16, 32), tensor(32, 8))
     tc, summary = _tc(mm, "my_custom_kernel")
-    assert tc == "-" and sum(summary.warnings["kernel not recognised (tc -, work na)"].values()) == 1
+    assert tc is None and sum(summary.warnings["kernel not recognised (tc -, work na)"].values()) == 1
 
 
 def test_triton_template_gemm_decided_by_dtype():
     a, a_t = tensor(16, 32, dtype="bfloat16"), tensor(32, 16, dtype="bfloat16", strides=[1, 32])
-    assert _tc(described("torch", "mm", a, a_t), "triton_tem_fused_mm_0")[0] == "1"
+    assert _tc(described("torch", "mm", a, a_t), "triton_tem_fused_mm_0")[0] is True
     a32, a32_t = tensor(16, 32), tensor(32, 16, strides=[1, 32])
-    assert _tc(described("torch", "mm", a32, a32_t), "triton_tem_fused_mm_0")[0] == "-"
+    assert _tc(described("torch", "mm", a32, a32_t), "triton_tem_fused_mm_0")[0] is None
 
 
 def test_autocast_kernel_dtype_wins_over_marker_dtype():
@@ -152,7 +152,7 @@ def test_fp8_and_int8_gemm_paths():
     a, a_t = tensor(16, 32, dtype="float8_e4m3fn"), tensor(32, 16, dtype="float8_e4m3fn", strides=[1, 32])
     facts, _ = analyse(kernels(described("torch", "mm", a, a_t),
                                ["sm90_xmma_gemm_e4m3e4m3_e4m3f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_kernel"]))
-    assert facts[0].tc == "1" and facts[0].dtype == "float8_e4m3fn"
+    assert facts[0].tc is True and facts[0].dtype == "float8_e4m3fn"
     assert facts[0].path is None  # no dense FP8 figure in the table: %peak na, not a guess
     i8, i8_t = tensor(16, 32, dtype="int8"), tensor(32, 16, dtype="int8", strides=[1, 32])
     facts, _ = analyse(kernels(described("torch", "mm", i8, i8_t), ["ampere_int8_i16832gemm_int8_256x128_ldg16_stages_64x3_nt"]))
