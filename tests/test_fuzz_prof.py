@@ -24,6 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fuzz_harness import CANARY, CANARY_DIR, PAYLOADS, check_failure, examples, run_tool
+from pyprof.magic import SQLITE, compression
 from pyprof.prof.columns import COLUMNS
 from pyprof.prof.groups import KEYS, SORTS
 
@@ -145,6 +146,11 @@ def streams(draw) -> list[bytes]:
     return [line.replace(b"\n", b" ").replace(b"\r", b" ") for line in lines]
 
 
+def _not_records(data: bytes) -> bool:
+    """Whether prof refuses `data` from its first bytes: an nsys export, a compressed file."""
+    return data.startswith(SQLITE) or compression(data) is not None
+
+
 def _data_lines(stream: list[bytes]) -> int:
     # What prof counts as lines: blank ones are skipped silently, everything else is a row or reported.
     return sum(1 for line in stream if line.strip())
@@ -188,8 +194,8 @@ def test_rows(tmp_path_factory, stream, cols, form, width, strict, from_file):
         res = run_tool("prof", argv, stdin=data)
     if res.status != 0:
         check_failure(res, "prof")
-        if res.status == 4:  # an nsys export given by mistake: known from its first bytes
-            assert data.startswith(b"SQLite format 3\x00"), res.err
+        if res.status == 4:  # an nsys export or a compressed file given by mistake: known from its first bytes
+            assert _not_records(data), res.err
         else:
             assert res.status in (7, 9) and (strict or res.status == 9), res.err
         return
@@ -216,7 +222,7 @@ def test_summary(stream, by, sort, top, form, strict):
     res = run_tool("prof", argv, stdin=data)
     if res.status != 0:
         check_failure(res, "prof")
-        assert res.status in (7, 9) or (res.status == 4 and data.startswith(b"SQLite format 3\x00")), res.err
+        assert res.status in (7, 9) or (res.status == 4 and _not_records(data)), res.err
         return
     if form == "json":
         json.loads(res.out, parse_constant=_no_constant)
@@ -239,7 +245,7 @@ def test_diff(tmp_path_factory, base, new, by, form):
     if res.status != 0:
         check_failure(res, "prof")
         if res.status == 4:
-            assert any(side and side[0].startswith(b"SQLite format 3\x00") for side in (base, new)), res.err
+            assert any(side and _not_records(side[0]) for side in (base, new)), res.err
         elif res.status == 5:
             empty = a if f"{a} holds no kernel records" in res.err else b
             assert res.err_lines[-1] == f"pyprof.prof: error: --diff: {empty} holds no kernel records"

@@ -5,13 +5,13 @@ from __future__ import annotations
 import ast
 import json
 import sys
-from typing import BinaryIO, Iterator, Tuple, Union
+from typing import BinaryIO, Iterator
 
 from ..errors import EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, EXIT_NO_INPUT, PyprofError
 from ..magic import SQLITE, compression
 from ..records import VERSION
 from .legacy import from_legacy
-from .summary import Summary
+from .warnings_tally import Tally
 
 _PARSE_FAILED = b"pyprof.parse: "  # the line parse writes after its records when it fails midway
 
@@ -26,7 +26,7 @@ def open_input(path: str) -> BinaryIO:
         raise PyprofError(f"cannot read {path}: {err.strerror}", EXIT_NO_INPUT) from None
 
 
-def records(stream: BinaryIO, summary: Summary, strict: bool = False) -> Iterator[Tuple[int, dict]]:
+def records(stream: BinaryIO, tally: Tally, strict: bool = False) -> Iterator[tuple[int, dict]]:
     """Yield (line number, record) for each record of `stream`. A malformed line is reported with
     its number and skipped, or, with `strict`, raises PyprofError (EXIT_BAD_LINE)."""
     decode = json.JSONDecoder().decode  # on str: skips json.loads' per-call encoding detection
@@ -52,21 +52,21 @@ def records(stream: BinaryIO, summary: Summary, strict: bool = False) -> Iterato
             if not isinstance(rec, dict):
                 reason = rec or ("not UTF-8 text" if isinstance(err, UnicodeDecodeError) else
                                  f"not a JSON record ({getattr(err, 'msg', err)})")
-                bad_record(summary, strict, lineno, reason)
+                bad_record(tally, strict, lineno, reason)
                 continue
         if not isinstance(rec, dict):
-            bad_record(summary, strict, lineno, "not a JSON object")
+            bad_record(tally, strict, lineno, "not a JSON object")
             continue
         v = rec.get("v")
         if type(v) is int and v > VERSION:
             # Read as far as this pyprof knows the format (versions add keys); said, never silent.
-            summary.warn(f"records of format v{v}, newer than this pyprof reads (v{VERSION}): keys added since "
+            tally.warn(f"records of format v{v}, newer than this pyprof reads (v{VERSION}): keys added since "
                          "are ignored; upgrade pyprof", f"v{v}")
-        summary.records += 1
+        tally.records += 1
         yield lineno, rec
 
 
-def _legacy(line: bytes) -> Union[dict, str, None]:
+def _legacy(line: bytes) -> dict | str | None:
     """An original-PyProf line (a Python dict literal) converted to a record; else None, or the
     reason a dict literal cannot be used."""
     text = line.decode("utf-8", "replace").strip()
@@ -84,8 +84,8 @@ def _legacy(line: bytes) -> Union[dict, str, None]:
         return f"original-PyProf fields not understood ({type(err).__name__}: {err})"
 
 
-def bad_record(summary: Summary, strict: bool, lineno: int, reason: str) -> None:
+def bad_record(tally: Tally, strict: bool, lineno: int, reason: str) -> None:
     """Report a line that is not a usable record: skipped, or fatal under `strict`."""
     if strict:
         raise PyprofError(f"line {lineno}: {reason}", EXIT_BAD_LINE)
-    summary.bad_line(lineno, reason)
+    tally.bad_line(lineno, reason)

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from typing import Optional, TextIO
+from typing import TextIO
 
 # Per-line messages for malformed lines stop after this many; the rest are only counted.
 MAX_LINE_MESSAGES = 20
 
 
-class Summary:
+class Tally:
     """Counts of what prof could not work out, by kind and by name."""
 
     def __init__(self) -> None:
@@ -24,7 +24,7 @@ class Summary:
             bucket = self.warnings[kind] = Counter()
         bucket[name] += 1
 
-    def bad_line(self, lineno: int, reason: str, err: Optional[TextIO] = None) -> None:
+    def bad_line(self, lineno: int, reason: str, err: TextIO | None = None) -> None:
         """Report a malformed input line (the first MAX_LINE_MESSAGES of them) on `err` (stderr
         as it is at the call, not at import: redirect_stderr and notebooks replace it) and count it."""
         err = err or sys.stderr
@@ -34,7 +34,7 @@ class Summary:
         elif self.bad_lines == MAX_LINE_MESSAGES + 1:
             print("pyprof.prof: more malformed lines; counting them in the summary only", file=err)
 
-    def report(self, err: Optional[TextIO] = None) -> None:
+    def report(self, err: TextIO | None = None) -> None:
         """One closing block on `err` (stderr), only when something was not understood."""
         err = err or sys.stderr
         if not self.bad_lines and not self.warnings:
