@@ -26,7 +26,7 @@ from pyprof.parse.gpu import GpuInfo
 from pyprof.parse.queries import DOMAIN_CREATE, SRC_KERNEL, SRC_MEMCPY
 from pyprof.parse.ranges import (LAYER, MALFORMED, MODULE, OP, PYPROF_DOMAIN, TORCH, Label, classify,
                                  encode, encode_str, forward_op)
-from pyprof.records import VERSION
+from pyprof.record_format import VERSION
 
 SCHEMA_VERSION = VERSION  # docs/records.md
 # Forward ops remembered per process for backward kernels (docs/records.md).

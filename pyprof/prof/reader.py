@@ -9,7 +9,7 @@ from typing import BinaryIO, Iterator
 
 from ..errors import EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, EXIT_NO_INPUT, PyprofError
 from ..magic import SQLITE, compression
-from ..records import VERSION
+from ..record_format import VERSION
 from .legacy import from_legacy
 from .warnings_tally import Tally
 
