@@ -350,3 +350,23 @@ def test_subprocess_subset(argv, stdin, status):
         assert len(err.splitlines()) == 1 and err.startswith(f"{argv[0]}: error: ")
     else:
         assert res.stdout.decode().splitlines() == ["Kernel", "\\ud800_café"]
+
+
+# --- prof: names from the trace that hold line breaks --------------------------------------------
+
+def test_names_with_line_breaks_keep_each_row_on_its_line():
+    rec = json.loads(lenet_records()[0])  # conv1's implicit_convolve_sgemm
+    rec.update(kShortName="sgemm\nnext\rline\u2028x", mod="my\nmod", op="x\x85y")
+    rec["marker"].update(mod="my\nmod", op="x\x85y")
+    data = (json.dumps(rec) + "\n").encode()
+    res = run_tool("prof", ["-c", "idx,kernel,op,flops"], stdin=data)
+    assert res.out.decode().split("\n") == ["Idx Kernel Op FLOPs", "0 sgemm_next_line_x x_y na", ""]
+    assert res.err_lines == ["pyprof.prof: 1 records; warnings:", "  unknown op: 1 kernels: my\\nmod.x\\x85y (1)"]
+    res = run_tool("prof", ["-c", "idx,kernel,op", "-w", "60"], stdin=data)
+    assert res.out.decode().split("\n")[1] == "0      sgemm next line x                    x y"
+    res = run_tool("prof", ["--summary", "--by", "op"], stdin=data)
+    lines = res.out.decode().split("\n")
+    assert lines[7].startswith("x y   ") and lines[7].split() == ["x", "y", "3.5", "us", "100.0", "1", "na", "na",
+                                                                   "na", "na", "na", "0"]
+    assert lines[10].startswith("- fp32 matmul/conv on CUDA cores: 1 kernels, 3.5 us = 100.0% of GPU time (x y 3.5 us)")
+    assert all(line.isprintable() for line in lines)

@@ -6,7 +6,14 @@ import csv
 import re
 from typing import Callable, TextIO
 
+# \s: spaces, tabs and every character str.splitlines() breaks a line at (\r, \x1c, \x85, \u2028, ...).
 _SPACE = re.compile(r"\s+")
+
+
+def flat(value: str, fill: str = " ") -> str:
+    """`value` on one line: every run of whitespace (line breaks included) made one `fill`.
+    Names come from traces, and a kernel name holding a line break must not split a row."""
+    return value if value.isprintable() else _SPACE.sub(fill, value)
 
 
 def space_writer(out: TextIO, headers: list[str]) -> Callable[[list[str]], None]:
@@ -18,7 +25,7 @@ def space_writer(out: TextIO, headers: list[str]) -> Callable[[list[str]], None]
 
     def row(values: list[str]) -> None:
         line = " ".join(values)
-        if line.count(" ") != gaps or "\n" in line or "\t" in line:  # rare: whitespace inside a field
+        if line.count(" ") != gaps or not line.isprintable():  # rare: whitespace inside a field
             line = " ".join([_SPACE.sub("_", v) for v in values])
         write(line + "\n")
     return row
@@ -49,7 +56,7 @@ def columnated_writer(out: TextIO, headers: list[str], widths: list[int], total:
     def row(values: list[str]) -> None:
         cells = []
         for i, (v, w) in enumerate(zip(values, widths)):
-            v = v[:w]
+            v = flat(v)[:w]
             cells.append(v if i == last else v.ljust(w))
         write(" ".join(cells) + "\n")
     row(headers)

@@ -5,6 +5,8 @@ import sys
 from collections import Counter
 from typing import TextIO
 
+from ..errors import one_line
+
 # Per-line messages for malformed lines stop after this many; the rest are only counted.
 MAX_LINE_MESSAGES = 20
 
@@ -30,7 +32,7 @@ class Tally:
         err = err or sys.stderr
         self.bad_lines += 1
         if self.bad_lines <= MAX_LINE_MESSAGES:
-            print(f"pyprof.prof: line {lineno}: {reason}; line skipped", file=err)
+            print(f"pyprof.prof: line {lineno}: {one_line(reason)}; line skipped", file=err)
         elif self.bad_lines == MAX_LINE_MESSAGES + 1:
             print("pyprof.prof: more malformed lines; counting them in the summary only", file=err)
 
@@ -43,6 +45,7 @@ class Tally:
         if self.bad_lines:
             print(f"  {self.bad_lines} malformed lines skipped", file=err)
         for kind, names in sorted(self.warnings.items()):
-            top = ", ".join(f"{n} ({c})" for n, c in names.most_common(5))
+            # Names come from the trace: one holding a line break is shown escaped, on its line.
+            top = ", ".join(f"{one_line(str(n))} ({c})" for n, c in names.most_common(5))
             more = f", ... {len(names) - 5} more" if len(names) > 5 else ""
             print(f"  {kind}: {sum(names.values())} kernels: {top}{more}", file=err)

@@ -15,7 +15,7 @@ from ...errors import EXIT_USAGE, PyprofError
 from ..analysis import Facts
 from ..groups import KEYS, SORTS, Group, Groups
 from ..intervals import Timelines
-from ..output import columnated_writer, csv_cell
+from ..output import columnated_writer, csv_cell, flat
 from ..scan import feed
 from ..units import duration, pct, rate, si
 from ..warnings_tally import Tally
@@ -171,7 +171,7 @@ def header_lines(rep: dict) -> list[str]:
     """The capture header as text lines."""
     h = rep["header"]
     devs = h["devices"]
-    gpus = sorted({d["gpu"] or "unknown GPU" for d in devs})
+    gpus = sorted({flat(str(d["gpu"])) if d["gpu"] else "unknown GPU" for d in devs})
     lines = [f"capture span   {duration(h['span_ns'])} (first kernel start to last kernel end), "
              f"{len(devs)} device{'s' if len(devs) != 1 else ''} ({', '.join(gpus) or 'none'})"]
     busy = f"GPU busy       {pct(h['busy_pct'])}% ({duration(sum(d['busy_ns'] for d in devs))} with a kernel running"
@@ -195,7 +195,7 @@ def advice_lines(rep: dict) -> list[str]:
     lines = []
     if rep["advice"]:
         lines.append("advice:")
-        lines += [f"- {a['text']}" for a in rep["advice"]]
+        lines += [f"- {flat(a['text'])}" for a in rep["advice"]]  # advice names ops of the trace
     else:
         lines.append("advice: none (no rule's threshold reached)")
     lines += [f"note: {n}" for n in rep["notes"]]
