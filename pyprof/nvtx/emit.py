@@ -225,6 +225,10 @@ class annotate:
     __slots__ = ("name", "text")
 
     def __init__(self, name: str) -> None:
+        # Checked here, not when the range is pushed: a wrong name must fail the same way with
+        # and without a profiler attached, not only in the run being profiled.
+        if not isinstance(name, str):
+            raise TypeError(f"pyprof.annotate: the name must be a str, not {type(name).__name__}")
         self.name = name
         self.text: Optional[str] = None  # built on first use: construction must stay traceable
 

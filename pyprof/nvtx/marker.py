@@ -194,14 +194,18 @@ def encode(v: Any, level: int = 0) -> str:
         return _tensor_subclass(v)
     if isinstance(v, int):
         return "true" if v is True else "false" if v is False else int.__repr__(v)
+    # A subclass's own methods are user code (a lazy sequence's __iter__ would be consumed, an
+    # overridden __sub__ could raise or log): its value is read through the base type's slots.
     if isinstance(v, float):
-        return _float(v)
+        return _float(float.__float__(v))
     if isinstance(v, complex):
         return _complex(v)
     if isinstance(v, str):
         return _quote(v)
-    if isinstance(v, (list, tuple)):
-        return _seq(v, level)
+    if isinstance(v, list):
+        return _seq(list.__getitem__(v, slice(None)), level)
+    if isinstance(v, tuple):
+        return _seq(tuple.__getitem__(v, slice(None)), level)
     return '{"type":' + _quote(type(v).__name__) + "}"
 
 

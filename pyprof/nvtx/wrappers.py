@@ -103,8 +103,11 @@ def _forget(key: int, ref: weakref.ref) -> None:
 
 
 def _entry(m: torch.nn.Module, name: str, names: _Names) -> tuple:
+    # A module's own methods may fail or misbehave; the call they describe must not.
     try:
         rep = m.extra_repr()
+        if type(rep) is not str:
+            rep = str(rep)
     except Exception:
         rep = ""
     return (module_marker(name, type(m).__name__, rep), ',"module":' + _quote(name), weakref.ref(m), names)
@@ -117,8 +120,14 @@ def _fill(names: _Names, root: torch.nn.Module) -> None:
     try:
         names.clear()
         root_name = type(root).__name__
-        for name, m in root.named_modules():
-            names[id(m)] = _entry(m, name or root_name, names)
+        try:
+            for name, m in root.named_modules():
+                if isinstance(m, torch.nn.Module) and isinstance(name, str):
+                    names[id(m)] = _entry(m, name or root_name, names)
+        except Exception:
+            # named_modules overridden and failing: modules it did not name become roots of
+            # their own (_miss); the call goes on as it would without pyprof.
+            pass
     finally:
         _tl.depth = depth
 
