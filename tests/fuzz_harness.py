@@ -13,6 +13,7 @@ they generate themselves, so "no exec at all" would not be a usable test).
 """
 from __future__ import annotations
 
+import gc
 import io
 import json
 import os
@@ -92,13 +93,20 @@ def run_tool(tool: str, argv: Sequence[str], stdin: bytes = b"") -> Outcome:
     _executed.clear()
     _watching[0] = True
     status = None
+    # What Python would print as "Exception ignored in ..." (a generator or cursor finalized
+    # after its database was closed): collected here, while the run's garbage is, and failed on.
+    unraisable: list = []
+    saved_hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
     try:
         run_cli(f"pyprof.{tool}", _main(tool), list(argv))
     except SystemExit as done:
         status = done.code
     finally:
+        gc.collect()
+        sys.unraisablehook = saved_hook
         _watching[0] = False
         sys.stdin, sys.stdout, sys.stderr = saved
+    assert not unraisable, f"stderr would show 'Exception ignored in {unraisable[0].object}': {unraisable[0].exc_value!r}"
     out.flush()
     err.flush()
     assert not _executed, f"code from the input was executed: {_executed}"

@@ -238,6 +238,32 @@ def test_text_that_is_not_utf8_is_read_leniently(tmp_path):
     assert check_parse_output(run_tool("parse", [str(path), "-q", "-o", str(out)]), str(out)) == recs
 
 
+def test_read_again_while_merging_tables_loses_no_kernel_and_leaves_stderr_clean(tmp_path):
+    """The last kernel's name not UTF-8, met while the kernel, memcpy and memset tables were being
+    merged: the first reading stops at that kernel and the second skips what was written. That
+    kernel was counted as written and lost; and the first reading's merge, closed after the
+    database, made Python print 'Exception ignored in: <generator object merge>' at exit."""
+    path = tmp_path / "resnet.sqlite"
+    shutil.copy(ROOT / "examples" / "resnet.sqlite", path)
+    db = sqlite3.connect(path)
+    (sid,) = db.execute("SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start DESC LIMIT 1").fetchone()
+    db.execute("UPDATE StringIds SET value = CAST(? AS TEXT) WHERE id = ?", (b"\xffname", sid))
+    db.commit()
+    db.close()
+    res = run_tool("parse", [str(path), "--memcpy", "-q"])  # the harness fails on what Python would print
+    assert (res.status, res.err) == (0, "")
+    clean = run_tool("parse", [str(ROOT / "examples" / "resnet.sqlite"), "--memcpy", "-q"]).out.splitlines()
+    got = res.out.splitlines()
+    assert len(got) == len(clean) == 311
+    changed = [(a, b) for a, b in zip(clean, got) if a != b]
+    assert len(changed) == 1
+    before, after = map(json.loads, changed[0])
+    assert after == dict(before, kShortName="\ufffdname")
+    proc = subprocess.run([sys.executable, "-m", "pyprof.parse", str(path), "--memcpy", "-q"], capture_output=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert (proc.returncode, proc.stderr, proc.stdout) == (0, b"", res.out)
+
+
 # --- outputs that cannot be written ---------------------------------------------------------------
 
 def test_parse_outputs_that_cannot_be_written(tmp_path):

@@ -371,23 +371,22 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                         f'"trace":{trace},"ranges":[{",".join(others)}]}}')
                 start, end = row[start_at], row[end_at]
                 pid = "null" if gpid is None else (gpid >> 24) & _TID_BITS
-                n_records += 1  # before the yield: the consumer may stop there, record written
                 if row[src_at] == SRC_KERNEL:
                     kernels += 1
                     dev = row[device_at]
                     gpu = gpu_js.get((pid, dev))
                     if gpu is None:
                         gpu = gpu_js[(pid, dev)] = encode(gpus.lookup(None if gpid is None else pid, dev))
-                    yield (f'{{"v":{SCHEMA_VERSION},"kind":"kernel",'
-                           f'"kShortName":{names.get(row[short_at]) or name_js(row[short_at])},'
-                           f'"kLongName":{names.get(row[long_at]) or name_js(row[long_at])},"kDuration":{end - start},'
-                           f'"kStart":{start},"kEnd":{end},"device":{dev},"stream":{row[stream_at]},'
-                           f'"grid":[{row[gx_at]},{row[gy_at]},{row[gz_at]}],'
-                           f'"block":[{row[bx_at]},{row[by_at]},{row[bz_at]}],'
-                           f'"regs":{row[regs_at]},"staticShared":{row[sshared_at]},'
-                           f'"dynamicShared":{row[dshared_at]},"pid":{pid},"tid":{tid},'
-                           f'"correlationId":{row[corr_at]},"launch":{launch},"graphNode":{row[graph_at]},'
-                           f'"gpu":{gpu},{tail}')
+                    line = (f'{{"v":{SCHEMA_VERSION},"kind":"kernel",'
+                            f'"kShortName":{names.get(row[short_at]) or name_js(row[short_at])},'
+                            f'"kLongName":{names.get(row[long_at]) or name_js(row[long_at])},"kDuration":{end - start},'
+                            f'"kStart":{start},"kEnd":{end},"device":{dev},"stream":{row[stream_at]},'
+                            f'"grid":[{row[gx_at]},{row[gy_at]},{row[gz_at]}],'
+                            f'"block":[{row[bx_at]},{row[by_at]},{row[bz_at]}],'
+                            f'"regs":{row[regs_at]},"staticShared":{row[sshared_at]},'
+                            f'"dynamicShared":{row[dshared_at]},"pid":{pid},"tid":{tid},'
+                            f'"correlationId":{row[corr_at]},"launch":{launch},"graphNode":{row[graph_at]},'
+                            f'"gpu":{gpu},{tail}')
                 else:
                     head = (f'"kDuration":{end - start},"kStart":{start},"kEnd":{end},"device":{row[device_at]},'
                             f'"stream":{row[stream_at]},"pid":{pid},"tid":{tid},"correlationId":{row[corr_at]},'
@@ -399,10 +398,15 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                         else:
                             kind_js = copy_kinds.get(copy_kind) or encode_str(str(copy_kind))
                             short = f'"memcpy {kind_js[1:-1]}"'
-                        yield (f'{{"v":{SCHEMA_VERSION},"kind":"memcpy","kShortName":{short},'
-                               f'{head}"copyKind":{kind_js},{tail}')
+                        line = (f'{{"v":{SCHEMA_VERSION},"kind":"memcpy","kShortName":{short},'
+                                f'{head}"copyKind":{kind_js},{tail}')
                     else:
-                        yield f'{{"v":{SCHEMA_VERSION},"kind":"memset","kShortName":"memset",{head}{tail}'
+                        line = f'{{"v":{SCHEMA_VERSION},"kind":"memset","kShortName":"memset",{head}{tail}'
+                # Counted once the record is made (making it reads names, which can fail: that
+                # record was not written) and before the yield (the consumer may stop there, and
+                # the record was written).
+                n_records += 1
+                yield line
     finally:
         # Counted in locals in the loop (attribute stores cost); published even on failure, so
         # the caller can say how many records were written before it.
@@ -410,6 +414,9 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
         stats.kernels += kernels
         stats.with_op += with_op
         stats.no_launch += no_launch
-        # Close the cursors now, while the connection is open, not whenever they are collected.
+        # Close the cursors now, while the connection is open, not whenever they are collected;
+        # the merge first: closed later, it would close its current cursor again on a closed
+        # database, and Python would print that on stderr ("Exception ignored in ... merge").
+        activities.close()
         for stream in streams:
             stream.close()
