@@ -394,3 +394,54 @@ def workload(path: str, kernels: int, processes: int = 2, seed: int = 0) -> str:
             syn.launch(main, t, t + 20000, api="cudaStreamSynchronize_v3020")
             t += 30000
     return syn.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Large exports from a small one, at SQLite's speed (benchmarks).
+
+# Per table: the columns shifted in time, and whether its correlation ids are shifted too.
+_REPEATED = {"CUPTI_ACTIVITY_KIND_KERNEL": True, "CUPTI_ACTIVITY_KIND_RUNTIME": True,
+             "CUPTI_ACTIVITY_KIND_MEMCPY": True, "CUPTI_ACTIVITY_KIND_MEMSET": True, "NVTX_EVENTS": False}
+
+
+def repeat(src: str, dst: str, copies: int, offset: int = 0) -> str:
+    """Write `dst`: the activity and NVTX rows of export `src` repeated `copies` times one after
+    the other on the timeline (each copy shifted by the span of `src` plus 1 ms, correlation ids
+    shifted past the previous copy's), everything else once. The whole timeline is moved by
+    `offset` ns (ranks of one job start at slightly different times). Returns `dst`.
+
+    Row order within a copy is `src`'s; domain-create events are written once, as nsys does.
+    """
+    if os.path.exists(dst):
+        os.unlink(dst)
+    db = sqlite3.connect(dst)
+    db.execute("PRAGMA journal_mode = OFF")
+    db.execute("PRAGMA synchronous = OFF")
+    db.execute("ATTACH DATABASE ? AS s", (src,))
+    tables = [r[0] for r in db.execute("SELECT name FROM s.sqlite_master WHERE type = 'table'")]
+    span = 1 + max(db.execute(f"SELECT max(ifnull(\"end\", start)) FROM s.{t}").fetchone()[0] or 0
+                   for t in tables if t in _REPEATED) + 1_000_000
+    corr = 1 + max(db.execute(f"SELECT max(correlationId) FROM s.{t}").fetchone()[0] or 0
+                   for t in tables if _REPEATED.get(t))
+    for table in tables:
+        sql = db.execute("SELECT sql FROM s.sqlite_master WHERE name = ?", (table,)).fetchone()[0]
+        db.execute(sql)
+        cols = [r[1] for r in db.execute(f"PRAGMA s.table_info({table})")]
+        if table not in _REPEATED:
+            db.execute(f"INSERT INTO main.{table} SELECT * FROM s.{table}")
+            continue
+        for k in range(copies):
+            exprs = []
+            for c in cols:
+                if c in ("start", "end"):
+                    exprs.append(f'"{c}" + {k * span + offset}')
+                elif c == "correlationId" and _REPEATED[table]:
+                    exprs.append(f"correlationId + {k * corr}")
+                else:
+                    exprs.append(f'"{c}"')
+            where = f" WHERE eventType != {DOMAIN_CREATE}" if table == "NVTX_EVENTS" and k else ""
+            db.execute(f"INSERT INTO main.{table} SELECT {', '.join(exprs)} FROM s.{table}{where}")
+    db.commit()
+    db.execute("DETACH DATABASE s")
+    db.close()
+    return dst
