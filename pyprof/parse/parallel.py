@@ -19,7 +19,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from typing import Iterable, Iterator, TextIO
 
-from pyprof.errors import EXIT_USAGE, PyprofError
+from pyprof.errors import EXIT_NO_INPUT, EXIT_USAGE, PyprofError
 from pyprof.parse.attribute import FWD_OPS_PER_PROCESS, SCHEMA_VERSION, Stats, lines
 from pyprof.parse.export import KERNEL, RUNTIME, Export, check_export
 from pyprof.parse.nsysrep import sqlite_path
@@ -98,7 +98,7 @@ def inputs(args: Iterable[str]) -> list[str]:
         if os.path.isdir(arg):
             found = [os.path.join(arg, n) for n in os.listdir(arg) if n.endswith((".sqlite", ".nsys-rep"))]
             if not found:
-                raise PyprofError(f"{arg}: a folder without .sqlite or .nsys-rep exports", EXIT_USAGE)
+                raise PyprofError(f"{arg}: a folder with no .sqlite or .nsys-rep export in it", EXIT_NO_INPUT)
             paths += found
         else:
             paths.append(arg)
