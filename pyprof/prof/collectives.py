@@ -19,6 +19,7 @@ all-to-all, the message of a send or receive.
 """
 from __future__ import annotations
 
+import re
 from typing import Callable, Dict, NamedTuple, Optional
 
 from .registry import Call
@@ -52,6 +53,8 @@ NCCL_DTYPES = {
     "int8_t": "int8", "uint8_t": "uint8", "int32_t": "int32", "uint32_t": "uint32", "int64_t": "int64",
     "uint64_t": "uint64", "half": "float16", "float": "float32", "double": "float64", "__nv_bfloat16": "bfloat16",
 }
+# A dtype token between underscores (or at the end), longest spellings first (`int64_t` before `i64`).
+_DTYPE = re.compile("_(" + "|".join(sorted(map(re.escape, NCCL_DTYPES), key=len, reverse=True)) + ")(?=_|$)")
 _KINDS = {k.lower(): k for k in (ALLREDUCE, ALLGATHER, REDUCESCATTER, BROADCAST, REDUCE, SENDRECV)}
 _PREFIXES = ("ncclDevKernel_", "ncclKernel_")
 
@@ -95,13 +98,13 @@ def from_kernel_name(name: str) -> tuple[Optional[str], Optional[str]]:
     `Generic` kernel runs whatever it is given)."""
     for prefix in _PREFIXES:
         if name.startswith(prefix):
-            tokens = name[len(prefix):].split("(")[0].split("_")
+            rest = name[len(prefix):].split("(")[0]
             break
     else:
         return None, None
-    kind = _KINDS.get(tokens[0].lower()) if tokens else None
-    dtype = next((NCCL_DTYPES[t] for t in tokens[1:] if t in NCCL_DTYPES), None)
-    return kind, dtype
+    kind = _KINDS.get(rest.split("_")[0].lower())
+    m = _DTYPE.search(rest)
+    return kind, NCCL_DTYPES[m[1]] if m else None
 
 
 # ---------------------------------------------------------------------------------------------
