@@ -84,6 +84,9 @@ def order(all_spans: list[Span]) -> list[Span]:
 def merge(paths: list[str], output: str | None) -> tuple[int, list[int]]:
     """Write the records of `paths` to `output` (or stdout) in rank order; returns the number of
     records and the ranks."""
+    for i, p in enumerate(paths):
+        if p in paths[:i]:
+            raise PyprofError(f"{p} is given twice", EXIT_USAGE)
     plan = order([s for p in paths for s in spans(p)])
     records = 0
     with open_output(output) as out, deferred_interrupt() as interrupted:
