@@ -501,11 +501,15 @@ def rank_export(path: str, rank: int, world: int, steps: int = 2, layers: int = 
         gpu[COMPUTE_STREAM] = start + dur
         syn.launch_kernel(thread, t, name, gpu_start=start, duration=dur, stream=COMPUTE_STREAM, grid=(8, 8, 1))
 
+    late: dict[int, int] = {}  # step -> the largest delay of any rank
+
     def collective(t: int, thread: int, name: str, offset: int, step: int) -> None:
         # Every rank launches this collective `offset` ns into its step; the kernel ends 50 us
         # after the slowest rank's starts.
         start = max(t + 3000, gpu[NCCL_STREAM])
-        last = max(step * step_len + step_delay(seed, r, step) + offset + 3000 for r in range(world))
+        if step not in late:
+            late[step] = max(step_delay(seed, r, step) for r in range(world))
+        last = step * step_len + late[step] + offset + 3000
         end = max(last, start) + 50_000
         gpu[NCCL_STREAM] = end
         corr = syn.launch(thread, t, t + 1500, api="cudaLaunchKernelExC_v11060")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import types
+import warnings
 from json.encoder import encode_basestring_ascii as _quote
 from typing import Any, Callable, Iterator, Optional
 
@@ -50,10 +51,14 @@ def targets() -> Iterator[tuple[str, Callable]]:
     if not torch.distributed.is_available():
         return
     dist = torch.distributed
-    for name in getattr(dist.distributed_c10d, "__all__", ()):
-        fn = vars(dist).get(name)
-        if isinstance(fn, types.FunctionType) and not is_wrapper(fn) and _group_at(fn)[1]:
-            yield name, fn
+    found = []
+    with warnings.catch_warnings():  # looking at deprecated aliases (reduce_op) warns
+        warnings.simplefilter("ignore", FutureWarning)
+        for name in getattr(dist.distributed_c10d, "__all__", ()):
+            fn = vars(dist).get(name)
+            if isinstance(fn, types.FunctionType) and not is_wrapper(fn) and _group_at(fn)[1]:
+                found.append((name, fn))
+    yield from found
 
 
 def dist_json(args: tuple, kwargs: dict, group_at: Optional[int]) -> str:
