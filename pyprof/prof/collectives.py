@@ -112,7 +112,7 @@ def from_kernel_name(name: str) -> tuple[Optional[str], Optional[str]]:
 # that fixes the dtype, S in elements). Registered under the function's name.
 
 Formula = Callable[[Call, Optional[int]], Optional[tuple]]
-_TABLE: Dict[str, Formula] = {}
+TABLE: Dict[str, Formula] = {}
 
 
 def collective(*names: str) -> Callable[[Formula], Formula]:
@@ -120,9 +120,9 @@ def collective(*names: str) -> Callable[[Formula], Formula]:
 
     def deco(f: Formula) -> Formula:
         for n in names:
-            if n in _TABLE:
+            if n in TABLE:
                 raise RuntimeError(f"two formulas for torch.distributed.{n}")
-            _TABLE[n] = f
+            TABLE[n] = f
         return f
 
     return deco
@@ -233,7 +233,7 @@ def from_marker(marker: dict) -> Optional[Collective]:
     unknown function."""
     if marker.get("kind") != "op" or marker.get("mod") != "torch.distributed":
         return None
-    formula = _TABLE.get(marker.get("op"))
+    formula = TABLE.get(marker.get("op"))
     if formula is None:
         return None
     dist = marker.get("dist")
