@@ -137,3 +137,25 @@ def test_64_ranks_stragglers_and_overlap(job):
     for c in rep["collectives"]:
         if c["kind"] == "AllGather":
             assert c["exposed_ns"] == c["time_ns"]
+
+
+def test_prof_columns_and_summary_by_rank_on_the_job(job):
+    out, _ = job
+    res = subprocess.run([sys.executable, "-m", "pyprof.prof", "-c", "rank,op,coll,collbytes,ranks,algbw,busbw,sil",
+                          str(out)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    rows = [r.split() for r in res.stdout.splitlines()]
+    assert rows[0] == ["Rank", "Op", "Coll", "CollBytes", "Ranks", "AlgBW", "BusBW", "Sil(ns)"]
+    gathers = [r for r in rows if r[2] == "AllGather"]
+    assert len(gathers) == 128
+    for r in gathers:   # S = 64 ranks x 128 bf16 = 16384 B over the kernel's own duration
+        sil = int(r[7])
+        assert r[3:5] == ["16384", "64"]
+        assert r[5] == f"{16384 / sil:.2f}" and r[6] == f"{16384 / sil * 63 / 64:.2f}"
+    ddp = [r for r in rows if r[1] == "record_param_comms"]
+    assert ddp and all(r[2:7] == ["AllReduce", "na", "na", "na", "na"] for r in ddp)
+    assert {r[2] for r in rows[1:] if r[1] == "linear"} == {"-"}
+    res = subprocess.run([sys.executable, "-m", "pyprof.prof", "--summary", "--by", "rank", "--csv", str(out)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    body = res.stdout.splitlines()
+    assert body[0].startswith("rank,time_ns,") and sorted(int(x.split(",")[0]) for x in body[1:]) == list(range(64))
+    assert all(int(x.split(",")[3]) == 34 for x in body[1:])
