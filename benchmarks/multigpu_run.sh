@@ -31,7 +31,7 @@ nsys=$(command -v nsys || ls /opt/nvidia/nsight-compute/*/host/target-linux-x64/
 "$nsys" --version | tee -a "$logs"
 for mode in ddp fsdp; do
   echo "== capture $mode" | tee -a "$logs"
-  timeout 150 torchrun --nproc-per-node 2 --no-python "$nsys" profile -t cuda,nvtx -s none --cpuctxsw=none \
+  timeout 100 torchrun --nproc-per-node 2 --no-python "$nsys" profile -t cuda,nvtx -s none --cpuctxsw=none \
     -c cudaProfilerApi --capture-range-end=stop -f true --export sqlite -o "/tmp/cap/${mode}_%q{RANK}" \
     python3 examples/distributed.py --mode "$mode" >> "$logs" 2>&1 || echo "capture $mode failed: $?" | tee -a "$logs"
 done
@@ -41,7 +41,7 @@ ls -la /tmp/cap "$out" | tee -a "$logs"
 
 wait
 cat "$work"/gen_*.log | tee -a "$bench"
-timeout 120 python3 benchmarks/parse_parallel.py ranks --ranks 64 --kernels 100000 --jobs 16 --work "$work" 2>&1 | tee -a "$bench"
-timeout 60 python3 benchmarks/parse_parallel.py ranks --ranks 64 --kernels 100000 --jobs 32 --work "$work" 2>&1 | tee -a "$bench"
-timeout 150 python3 benchmarks/parse_parallel.py huge --kernels 10000000 --jobs 16 --single 1000000 --work "$work" 2>&1 | tee -a "$bench"
+timeout 90 python3 benchmarks/parse_parallel.py ranks --ranks 64 --kernels 100000 --jobs 16 --work "$work" 2>&1 | tee -a "$bench"
+timeout 45 python3 benchmarks/parse_parallel.py ranks --ranks 64 --kernels 100000 --jobs 32 --work "$work" 2>&1 | tee -a "$bench"
+timeout 120 python3 benchmarks/parse_parallel.py huge --kernels 10000000 --jobs 16 --single 1000000 --work "$work" 2>&1 | tee -a "$bench"
 ls -la "$out"
