@@ -39,6 +39,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--vocab", type=int, default=1024)
     parser.add_argument("--bucket-mb", type=float, default=2.0)
+    parser.add_argument("--steps", type=int, default=1, help="steps captured (after 3 warm-up steps)")
     args = parser.parse_args()
 
     pyprof.init()
@@ -81,10 +82,12 @@ def main() -> None:
         step()
     dist.barrier()
     with pyprof.profiled(record_shapes=True):
-        with pyprof.annotate("train_step"):
-            step()
+        for _ in range(args.steps):
+            with pyprof.annotate("train_step"):
+                step()
     dist.barrier()
-    print(f"distributed.py: rank {rank} of {dist.get_world_size()}: one {args.mode} step done", file=sys.stderr)
+    print(f"distributed.py: rank {rank} of {dist.get_world_size()}: {args.steps} {args.mode} steps captured",
+          file=sys.stderr)
     dist.destroy_process_group()
 
 
