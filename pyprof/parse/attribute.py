@@ -143,11 +143,13 @@ def records(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[dict[st
             yield loads(line)
 
 
-def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None = None) -> Iterator[str]:
+def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None = None,
+          clock: int = 0) -> Iterator[str]:
     """Yield one record per kernel (and memcpy/memset with `memcpy`) as a line of compact JSON.
 
     `window`: only the activities of that time window (window.py), seeded with its Seed or
-    filling its Report.
+    filling its Report. `clock` is added to every time written (kStart, kEnd, launch start): the
+    export's session start puts exports of several processes on one clock.
     """
     with exp.errors():
         domains = _domains(exp)
@@ -322,7 +324,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                     tid = "null"
                 else:
                     api = names.get(row[api_at]) or name_js(row[api_at])
-                    launch = f'{{"api":{api},"start":{row[lstart_at]},"duration":{row[lend_at] - row[lstart_at]}}}'
+                    launch = f'{{"api":{api},"start":{row[lstart_at] + clock},"duration":{row[lend_at] - row[lstart_at]}}}'
                     if rtid is not None:
                         tid = str(rtid & _TID_BITS)
                         encl = threads.get(rtid) or []
@@ -431,7 +433,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                         f'"seqId":{seqs[-1] if seqs else "null"},"altSeqId":[{",".join(map(str, seqs[:-1]))}],'
                         f'"subSeqId":{sub},"layer":[{",".join(layers)}],"module":{module or "null"},'
                         f'"trace":{trace},"ranges":[{",".join(others)}]}}')
-                start, end = row[start_at], row[end_at]
+                start, end = row[start_at] + clock, row[end_at] + clock
                 pid = "null" if gpid is None else (gpid >> 24) & _TID_BITS
                 n_records += 1  # before the yield: the consumer may stop there, record written
                 if row[src_at] == SRC_KERNEL:

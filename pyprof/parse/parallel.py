@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Iterator, TextIO
 
 from pyprof.errors import EXIT_NO_INPUT, EXIT_USAGE, PyprofError
+from pyprof.parse import queries
 from pyprof.parse.attribute import FWD_OPS_PER_PROCESS, SCHEMA_VERSION, Stats, lines
 from pyprof.parse.export import KERNEL, RUNTIME, Export, check_export
 from pyprof.parse.nsysrep import sqlite_path
@@ -77,8 +78,11 @@ def _work(part: Part) -> Done:
             check_export(exp, part.memcpy)
             if part.ranked and rank is None:
                 rank = resolve(from_trace(exp), part.path, part.position)
+            # Each nsys session counts time from its own start: ranks share a clock once their
+            # times count from the epoch (the sessions of one job start tens of ms apart).
+            clock = session_start(exp) if part.ranked else 0
             with open(part.out, "w", encoding="utf-8") as out, \
-                    contextlib.closing(lines(exp, stats, part.memcpy, part.window)) as recs:
+                    contextlib.closing(lines(exp, stats, part.memcpy, part.window, clock)) as recs:
                 if part.ranked:
                     prefix, cut = f'{_HEAD}"rank":{rank.rank},', len(_HEAD)
                     out.writelines(prefix + line[cut:] + "\n" for line in recs)
@@ -88,6 +92,13 @@ def _work(part: Part) -> Done:
         return Done(part.index, rank, stats, None, (str(err), err.status))
     speculative = part.window is not None and part.window.seed is None
     return Done(part.index, rank, stats, part.window.report if speculative else None)
+
+
+def session_start(exp: Export) -> int:
+    """The export's session start in UTC ns since the epoch; 0 when the export does not say."""
+    sql = queries.session_start_sql(exp)
+    start = exp.scalar(sql) if sql else None
+    return start if type(start) is int else 0
 
 
 def inputs(args: Iterable[str]) -> list[str]:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import functools
 from typing import Sequence
 
-from pyprof.parse.export import (CUDA_DEVICE, GPU, KERNEL, MEMCPY, MEMCPY_ENUM, MEMSET, NVTX, RUNTIME, STRINGS,
-                                  Export)
+from pyprof.parse.export import (CUDA_DEVICE, GPU, KERNEL, MEMCPY, MEMCPY_ENUM, MEMSET, NVTX, RUNTIME, SESSION_START,
+                                  STRINGS, Export)
 
 # Sources of activity rows (the `source` field of every activity row).
 SRC_KERNEL, SRC_MEMCPY, SRC_MEMSET = 0, 1, 2
@@ -184,6 +184,12 @@ def cuda_device_sql(exp: Export) -> str | None:
     if not exp.has(CUDA_DEVICE, "gpuId", "cudaId"):
         return None
     return f"SELECT d.gpuId, d.cudaId, {exp.col(CUDA_DEVICE, 'd', 'pid')} FROM {CUDA_DEVICE} d"
+
+
+def session_start_sql(exp: Export) -> str | None:
+    """The capture session's start as UTC nanoseconds since the epoch (one row), or None without
+    the table. Every time in an export counts from its own session's start."""
+    return f"SELECT utcEpochNs FROM {SESSION_START}" if exp.has(SESSION_START, "utcEpochNs") else None
 
 
 # CUPTI_ACTIVITY_MEMCPY_KIND values, for exports without ENUM_CUDA_MEMCPY_OPER.
