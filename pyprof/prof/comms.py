@@ -1,15 +1,13 @@
 """Communication across ranks in one pass (docs/prof.md, "Overlap" and "Stragglers"): a scan
 sink that feeds every kernel record to overlap.Overlap and every collective kernel to
-stragglers.Instances, and the reports and text tables built from them."""
+stragglers.Instances, and the report the --overlap and --stragglers views write."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, TextIO
+from typing import Any
 
 from .collectives import of_record
-from .output import columnated_writer
 from .overlap import Overlap, rank_key
 from .stragglers import Instances
-from .units import duration, pct, rate, si
 
 
 class Comms:
@@ -47,7 +45,7 @@ class Comms:
         """Everything --overlap and --stragglers show, as one JSON-able object."""
         self.overlap.finish()
         steps = self.overlap.rows()
-        per_kind: Dict[tuple, List[int]] = {}
+        per_kind: dict[tuple, list[int]] = {}
         for (rank, _, kind), (n, ns, exposed) in self.overlap.collectives.items():
             acc = per_kind.setdefault((rank, kind), [0, 0, 0])
             acc[0] += n
@@ -62,43 +60,3 @@ class Comms:
                 "identified_pct": self.identified_ns / self.nccl_ns * 100 if self.nccl_ns else None,
                 "steps": steps, "collectives": collectives, "instances": instances,
                 "by_rank": self.instances.by_rank(instances)}
-
-
-def _rank(r: Any) -> str:
-    return "-" if r is None else str(r)
-
-
-def write_overlap(rep: dict, out: TextIO, width: int = 120) -> None:
-    """Per rank and step: compute, communication, both, exposed communication; then per rank and
-    collective kind: count, time, exposed time."""
-    out.write(f"NCCL kernels   {rep['nccl_kernels']}, {duration(rep['nccl_ns'])}; "
-              f"{pct(rep['identified_pct'])}% of that time attributed to a collective\n\n")
-    w = columnated_writer(out, ["Rank", "Step", "Span", "Compute", "Comm", "Both", "Exposed", "%Hidden"],
-                          [6, 5, 10, 10, 10, 10, 10, 8], width)
-    for s in rep["steps"]:
-        w([_rank(s["rank"]), str(s["step"]), duration(s["span_ns"]), duration(s["compute_ns"]),
-           duration(s["comm_ns"]), duration(s["both_ns"]), duration(s["exposed_ns"]), pct(s["hidden_pct"])])
-    out.write("\n")
-    w = columnated_writer(out, ["Rank", "Collective", "Count", "Time", "Exposed", "%Exposed"],
-                          [6, 0, 6, 10, 10, 9], width)
-    for c in rep["collectives"]:
-        w([_rank(c["rank"]), c["kind"], str(c["count"]), duration(c["time_ns"]), duration(c["exposed_ns"]),
-           pct(c["exposed_pct"])])
-
-
-def write_stragglers(rep: dict, out: TextIO, width: int = 120, top: Optional[int] = None) -> None:
-    """Per collective instance (by skew, largest first; `top` of them): ranks, skew, slowest
-    rank, transfer time and bus bandwidth; then per rank: waits and times slowest."""
-    rows = sorted(rep["instances"], key=lambda r: (-r["skew_ns"], r["first_ns"]))
-    shown = rows[:top] if top else rows
-    w = columnated_writer(out, ["Group", "Collective", "#", "Size", "Ranks", "Skew", "Slowest", "Transfer", "BusBW"],
-                          [6, 0, 6, 10, 6, 10, 8, 10, 9], width)
-    for r in shown:
-        w([r["group"], r["kind"], str(r["index"]), si(r["size"], "B"), str(r["ranks"]), duration(r["skew_ns"]),
-           _rank(r["slowest"]), duration(r["transfer_ns"]), rate(r["busbw"], 2)])
-    if len(rows) > len(shown):
-        out.write(f"... {len(rows) - len(shown)} more instances\n")
-    out.write("\n")
-    w = columnated_writer(out, ["Rank", "Instances", "Slowest", "Wait", "MaxWait"], [6, 10, 8, 10, 10], width)
-    for r in rep["by_rank"]:
-        w([r["rank"], str(r["instances"]), str(r["slowest"]), duration(r["wait_ns"]), duration(r["max_wait_ns"])])

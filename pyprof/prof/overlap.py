@@ -26,6 +26,11 @@ def rank_key(rank: Any) -> tuple:
     return (rank is None, rank if type(rank) is int else 0)
 
 
+def rank_text(rank: Any) -> str:
+    """A record's `rank` as printed: `-` for an unranked record file."""
+    return "-" if rank is None else str(rank)
+
+
 def is_optimizer_step(rec: dict) -> bool:
     """A kernel of an optimizer step (pyprof marker `torch.optim` `<Class>.step`)."""
     return rec.get("mod") == "torch.optim" and str(rec.get("op") or "").endswith(".step")
