@@ -20,7 +20,7 @@ steps need no second run.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from pyprof.parse.export import RUNTIME, Export
 
@@ -39,7 +39,7 @@ class Seed:
 
     fwd: dict[int, dict[int, Any]] = field(default_factory=dict)
     autograd: set[int] = field(default_factory=set)
-    open: dict[RangeKey, tuple[int, Optional[int]]] = field(default_factory=dict)
+    open: dict[RangeKey, tuple[int, int | None]] = field(default_factory=dict)
 
 
 @dataclass
@@ -60,14 +60,14 @@ class Report:
     node_seqs: set[RangeKey] = field(default_factory=set)
     fwd: dict[int, dict[int, Any]] = field(default_factory=dict)
     autograd: set[int] = field(default_factory=set)
-    open_end: dict[RangeKey, tuple[int, Optional[int], bool]] = field(default_factory=dict)
+    open_end: dict[RangeKey, tuple[int, int | None, bool]] = field(default_factory=dict)
 
 
 class Window:
     """Activities with sort key in [start, end) (None: unbounded), parsed with `seed` (None:
     speculatively, filling `report`)."""
 
-    def __init__(self, start: Optional[int], end: Optional[int], seed: Optional[Seed] = None) -> None:
+    def __init__(self, start: int | None, end: int | None, seed: Seed | None = None) -> None:
         self.start = start
         self.end = end
         self.seed = seed
@@ -150,7 +150,7 @@ def compose(seed: Seed, report: Report, cap: int) -> Seed:
             merged[seq] = op
         while len(merged) > cap:
             del merged[next(iter(merged))]
-    opened: dict[RangeKey, tuple[int, Optional[int]]] = {}
+    opened: dict[RangeKey, tuple[int, int | None]] = {}
     for key, (count, node_seq, inherited) in report.open_end.items():
         before = seed.open.get(key, (0, None)) if inherited else (0, None)
         opened[key] = (before[0] + count, node_seq if node_seq is not None else before[1])

@@ -20,7 +20,7 @@ all-to-all, the message of a send or receive.
 from __future__ import annotations
 
 import re
-from typing import Callable, Dict, NamedTuple, Optional
+from typing import Callable, NamedTuple
 
 from .registry import Call
 from .values import ITEMSIZE, Tensor, is_truncated
@@ -31,7 +31,7 @@ GATHER, SCATTER, SENDRECV, SEND, RECV, BARRIER = "Gather", "Scatter", "SendRecv"
 
 # busbw = algbw * factor(n), nccl-tests' correction that makes the figure comparable with the
 # link's peak whatever the number of ranks.
-BUS_FACTOR: Dict[str, Callable[[int], float]] = {
+BUS_FACTOR: dict[str, Callable[[int], float]] = {
     ALLREDUCE: lambda n: 2 * (n - 1) / n,
     REDUCESCATTER: lambda n: (n - 1) / n,
     ALLGATHER: lambda n: (n - 1) / n,
@@ -66,20 +66,20 @@ class Collective(NamedTuple):
     the group size n; via: where the identity came from (`marker`, `kernel`); group: the process
     group's name when a marker said it."""
 
-    kind: Optional[str]
-    dtype: Optional[str]
-    size: Optional[int]
-    ranks: Optional[int]
+    kind: str | None
+    dtype: str | None
+    size: int | None
+    ranks: int | None
     via: str
-    group: Optional[str] = None
+    group: str | None = None
 
-    def algbw(self, ns: Optional[int]) -> Optional[float]:
+    def algbw(self, ns: int | None) -> float | None:
         """S / t in GB/s (bytes per ns), for a duration of `ns`."""
         if self.size is None or not ns:
             return None
         return self.size / ns
 
-    def busbw(self, ns: Optional[int]) -> Optional[float]:
+    def busbw(self, ns: int | None) -> float | None:
         """algbw times nccl-tests' factor for the kind and group size, in GB/s."""
         alg = self.algbw(ns)
         factor = BUS_FACTOR.get(self.kind) if self.kind else None
@@ -88,12 +88,12 @@ class Collective(NamedTuple):
         return alg * factor(self.ranks)
 
 
-def is_nccl(name: Optional[str]) -> bool:
+def is_nccl(name: str | None) -> bool:
     """Whether a kernel (short or demangled name) is one of NCCL's."""
     return bool(name) and name.startswith(_PREFIXES)
 
 
-def from_kernel_name(name: str) -> tuple[Optional[str], Optional[str]]:
+def from_kernel_name(name: str) -> tuple[str | None, str | None]:
     """(kind, dtype) read from an NCCL kernel name; None where the name does not say (NCCL's
     `Generic` kernel runs whatever it is given)."""
     for prefix in _PREFIXES:
@@ -111,8 +111,8 @@ def from_kernel_name(name: str) -> tuple[Optional[str], Optional[str]]:
 # torch.distributed calls: one formula per c10d function, (call, group size) -> (kind, tensor
 # that fixes the dtype, S in elements). Registered under the function's name.
 
-Formula = Callable[[Call, Optional[int]], Optional[tuple]]
-TABLE: Dict[str, Formula] = {}
+Formula = Callable[[Call, "int | None"], "tuple | None"]  # strings: evaluated at import, on Python 3.9 too
+TABLE: dict[str, Formula] = {}
 
 
 def collective(*names: str) -> Callable[[Formula], Formula]:
@@ -128,107 +128,107 @@ def collective(*names: str) -> Callable[[Formula], Formula]:
     return deco
 
 
-def _list(call: Call, pos: int, name: str) -> Optional[list]:
+def _list(call: Call, pos: int, name: str) -> list | None:
     v = call.get(pos, name)
     if not isinstance(v, list) or is_truncated(v) or not all(isinstance(t, Tensor) for t in v):
         return None
     return v
 
 
-def _times(n: Optional[int], t: Optional[Tensor]) -> Optional[int]:
+def _times(n: int | None, t: Tensor | None) -> int | None:
     return None if n is None or t is None else n * t.numel
 
 
 @collective("all_reduce")
-def _all_reduce(call: Call, n: Optional[int]) -> Optional[tuple]:
+def _all_reduce(call: Call, n: int | None) -> tuple | None:
     t = call.tensor(0, "tensor")
     return ALLREDUCE, t, t and t.numel
 
 
 @collective("all_reduce_coalesced")
-def _all_reduce_coalesced(call: Call, n: Optional[int]) -> Optional[tuple]:
+def _all_reduce_coalesced(call: Call, n: int | None) -> tuple | None:
     ts = _list(call, 0, "tensors")
     return ALLREDUCE, ts[0] if ts else None, sum(t.numel for t in ts) if ts else None
 
 
 @collective("broadcast")
-def _broadcast(call: Call, n: Optional[int]) -> Optional[tuple]:
+def _broadcast(call: Call, n: int | None) -> tuple | None:
     t = call.tensor(0, "tensor")
     return BROADCAST, t, t and t.numel
 
 
 @collective("reduce")
-def _reduce(call: Call, n: Optional[int]) -> Optional[tuple]:
+def _reduce(call: Call, n: int | None) -> tuple | None:
     t = call.tensor(0, "tensor")
     return REDUCE, t, t and t.numel
 
 
 @collective("all_gather_into_tensor", "all_gather_single", "_all_gather_base")
-def _all_gather_tensor(call: Call, n: Optional[int]) -> Optional[tuple]:
+def _all_gather_tensor(call: Call, n: int | None) -> tuple | None:
     out = call.tensor(0, "output_tensor")
     return ALLGATHER, out, out and out.numel
 
 
 @collective("all_gather")
-def _all_gather(call: Call, n: Optional[int]) -> Optional[tuple]:
+def _all_gather(call: Call, n: int | None) -> tuple | None:
     t = call.tensor(1, "tensor")
     return ALLGATHER, t, _times(n, t)
 
 
 @collective("reduce_scatter_tensor", "reduce_scatter_single", "_reduce_scatter_base")
-def _reduce_scatter_tensor(call: Call, n: Optional[int]) -> Optional[tuple]:
+def _reduce_scatter_tensor(call: Call, n: int | None) -> tuple | None:
     inp = call.tensor(1, "input")
     return REDUCESCATTER, inp, inp and inp.numel
 
 
 @collective("reduce_scatter")
-def _reduce_scatter(call: Call, n: Optional[int]) -> Optional[tuple]:
+def _reduce_scatter(call: Call, n: int | None) -> tuple | None:
     out = call.tensor(0, "output")
     return REDUCESCATTER, out, _times(n, out)
 
 
 @collective("all_to_all_single")
-def _all_to_all_single(call: Call, n: Optional[int]) -> Optional[tuple]:
+def _all_to_all_single(call: Call, n: int | None) -> tuple | None:
     inp = call.tensor(1, "input")
     return ALLTOALL, inp, inp and inp.numel
 
 
 @collective("all_to_all")
-def _all_to_all(call: Call, n: Optional[int]) -> Optional[tuple]:
+def _all_to_all(call: Call, n: int | None) -> tuple | None:
     ts = _list(call, 1, "input_tensor_list")
     return ALLTOALL, ts[0] if ts else None, sum(t.numel for t in ts) if ts else None
 
 
 @collective("gather")
-def _gather(call: Call, n: Optional[int]) -> Optional[tuple]:
+def _gather(call: Call, n: int | None) -> tuple | None:
     t = call.tensor(0, "tensor")
     return GATHER, t, _times(n, t)
 
 
 @collective("scatter")
-def _scatter(call: Call, n: Optional[int]) -> Optional[tuple]:
+def _scatter(call: Call, n: int | None) -> tuple | None:
     t = call.tensor(0, "tensor")
     return SCATTER, t, _times(n, t)
 
 
 @collective("send", "isend")
-def _send(call: Call, n: Optional[int]) -> Optional[tuple]:
+def _send(call: Call, n: int | None) -> tuple | None:
     t = call.tensor(0, "tensor")
     return SEND, t, t and t.numel
 
 
 @collective("recv", "irecv")
-def _recv(call: Call, n: Optional[int]) -> Optional[tuple]:
+def _recv(call: Call, n: int | None) -> tuple | None:
     t = call.tensor(0, "tensor")
     return RECV, t, t and t.numel
 
 
 @collective("barrier", "monitored_barrier")
-def _barrier(call: Call, n: Optional[int]) -> Optional[tuple]:
+def _barrier(call: Call, n: int | None) -> tuple | None:
     return BARRIER, None, None
 
 
-def from_marker(marker: dict) -> Optional[Collective]:
+def from_marker(marker: dict) -> Collective | None:
     """The collective of a pyprof torch.distributed marker, or None for another marker or an
     unknown function."""
     if marker.get("kind") != "op" or marker.get("mod") != "torch.distributed":
@@ -250,7 +250,7 @@ def from_marker(marker: dict) -> Optional[Collective]:
                       group if isinstance(group, str) else None)
 
 
-def _param_comms_elems(rec: dict) -> Optional[int]:
+def _param_comms_elems(rec: dict) -> int | None:
     """Elements of the tensor in PyTorch's innermost `record_param_comms` range (its first
     input, when the range carries sizes)."""
     for op in reversed(rec.get("torchOps") or ()):
@@ -266,14 +266,14 @@ def _param_comms_elems(rec: dict) -> Optional[int]:
 
 
 # S in elements from the tensor of a record_param_comms range (an input) and the group size.
-_FROM_INPUT: Dict[str, Callable[[int, Optional[int]], Optional[int]]] = {
+_FROM_INPUT: dict[str, Callable[[int, int | None], int | None]] = {
     ALLREDUCE: lambda e, n: e, BROADCAST: lambda e, n: e, REDUCE: lambda e, n: e,
     REDUCESCATTER: lambda e, n: e, ALLTOALL: lambda e, n: e,
     ALLGATHER: lambda e, n: None if n is None else e * n,
 }
 
 
-def of_record(rec: dict, ranks: Optional[int] = None) -> Optional[Collective]:
+def of_record(rec: dict, ranks: int | None = None) -> Collective | None:
     """The collective of a kernel record, None when the kernel is no NCCL kernel. `ranks`: the
     group size to assume when nothing in the record says (prof knows the job's world size)."""
     name = rec.get("kShortName") or rec.get("kLongName")

@@ -15,7 +15,7 @@ oldest unsettled collective started.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from .collectives import Collective
 from .intervals import Timeline
@@ -43,8 +43,8 @@ class Busy:
 
     def __init__(self) -> None:
         self.compute, self.comm, self.union = Timeline(), Timeline(), Timeline()
-        self.first: Optional[int] = None
-        self.last: Optional[int] = None
+        self.first: int | None = None
+        self.last: int | None = None
 
     def add(self, start: int, end: int, comm: bool) -> None:
         (self.comm if comm else self.compute).add(start, end)
@@ -52,7 +52,7 @@ class Busy:
         self.first = start if self.first is None else min(self.first, start)
         self.last = end if self.last is None else max(self.last, end)
 
-    def totals(self) -> Tuple[int, int, int]:
+    def totals(self) -> tuple[int, int, int]:
         """(compute ns, comm ns, both ns)."""
         c, m, u = (t.finish().busy for t in (self.compute, self.comm, self.union))
         return c, m, c + m - u
@@ -63,9 +63,9 @@ class Exposure:
     see the module docstring)."""
 
     def __init__(self) -> None:
-        self._starts: List[int] = []   # merged compute intervals, sorted, disjoint
-        self._ends: List[int] = []
-        self.pending: List[Tuple[int, int, Any]] = []   # (start, end, tag) of unsettled collectives
+        self._starts: list[int] = []   # merged compute intervals, sorted, disjoint
+        self._ends: list[int] = []
+        self.pending: list[tuple[int, int, Any]] = []   # (start, end, tag) of unsettled collectives
 
     def compute(self, start: int, end: int) -> None:
         """A compute kernel ran over [start, end)."""
@@ -96,7 +96,7 @@ class Exposure:
             i += 1
         return total
 
-    def settle(self, now: Optional[int]) -> List[Tuple[Any, int, int]]:
+    def settle(self, now: int | None) -> list[tuple[Any, int, int]]:
         """(tag, duration, exposed ns) of the collectives that ended before `now` (None: all),
         and forget compute intervals no unsettled or future collective can meet."""
         done, keep = [], []
@@ -119,15 +119,15 @@ class Overlap:
     """Accumulates kernel records (with their Collective or None) of any number of ranks."""
 
     def __init__(self) -> None:
-        self.cells: Dict[Tuple[Any, int], Dict[Any, Busy]] = {}   # (rank, step) -> device -> Busy
-        self._step: Dict[Any, int] = {}
-        self._in_optimizer: Dict[Any, bool] = {}
-        self._exposure: Dict[Tuple[Any, Any], Exposure] = {}
+        self.cells: dict[tuple[Any, int], dict[Any, Busy]] = {}   # (rank, step) -> device -> Busy
+        self._step: dict[Any, int] = {}
+        self._in_optimizer: dict[Any, bool] = {}
+        self._exposure: dict[tuple[Any, Any], Exposure] = {}
         # (rank, step, kind) -> [count, ns, exposed ns]
-        self.collectives: Dict[Tuple[Any, int, str], List[int]] = {}
-        self.exposed: List[Tuple[Any, Any, int, int]] = []     # (rank, tag, duration, exposed), settled
+        self.collectives: dict[tuple[Any, int, str], list[int]] = {}
+        self.exposed: list[tuple[Any, Any, int, int]] = []     # (rank, tag, duration, exposed), settled
 
-    def add(self, rec: dict, coll: Optional[Collective], tag: Any = None) -> None:
+    def add(self, rec: dict, coll: Collective | None, tag: Any = None) -> None:
         """Count one kernel record; `coll` says whether it is a collective, `tag` names the
         collective instance in `exposed` (stragglers.Instances' key)."""
         if rec.get("kind", "kernel") != "kernel":
@@ -159,7 +159,7 @@ class Overlap:
         else:
             exp.pending.append((start, end, (step, coll.kind or "?", tag)))
 
-    def _settled(self, rank: Any, tag: Tuple[int, str, Any], dur: int, exposed: int) -> None:
+    def _settled(self, rank: Any, tag: tuple[int, str, Any], dur: int, exposed: int) -> None:
         step, kind, inst = tag
         c = self.collectives.setdefault((rank, step, kind), [0, 0, 0])
         c[0] += 1
@@ -174,7 +174,7 @@ class Overlap:
                 self._settled(rank, t, dur, exposed)
         return self
 
-    def rows(self) -> List[dict]:
+    def rows(self) -> list[dict]:
         """Per rank and step: compute, comm, both, exposed comm (comm - both) in ns, and the
         step's span (first kernel start to last kernel end over its devices)."""
         out = []

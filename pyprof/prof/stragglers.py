@@ -12,12 +12,12 @@ hosts' clock offset.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from .collectives import Collective
 from .overlap import rank_key
 
-Key = Tuple[str, str, int]
+Key = tuple[str, str, int]
 
 
 class Instances:
@@ -25,9 +25,9 @@ class Instances:
     kernel, a small share of any trace)."""
 
     def __init__(self) -> None:
-        self._count: Dict[Tuple[Any, str, str], int] = {}
-        self.arrivals: Dict[Key, Dict[Any, Tuple[int, int]]] = {}   # key -> rank -> (start, end)
-        self.meta: Dict[Key, Collective] = {}
+        self._count: dict[tuple[Any, str, str], int] = {}
+        self.arrivals: dict[Key, dict[Any, tuple[int, int]]] = {}   # key -> rank -> (start, end)
+        self.meta: dict[Key, Collective] = {}
 
     def add(self, rec: dict, coll: Collective) -> Key:
         """Record one collective kernel; returns its instance key."""
@@ -41,7 +41,7 @@ class Instances:
             self.meta[key] = coll
         return key
 
-    def rows(self) -> List[dict]:
+    def rows(self) -> list[dict]:
         """One row per instance, in order of first arrival: arrivals and waits per rank, the
         slowest rank, the skew; the transfer (from the last arrival to the first end) and the
         bus bandwidth over it, the collective's own speed once everyone is there."""
@@ -65,10 +65,10 @@ class Instances:
         out.sort(key=lambda r: (r["first_ns"], r["group"], r["kind"], r["index"]))
         return out
 
-    def by_rank(self, rows: Optional[List[dict]] = None) -> List[dict]:
+    def by_rank(self, rows: list[dict] | None = None) -> list[dict]:
         """Per rank: instances it ran, how often it was the slowest, its total and largest wait."""
         rows = self.rows() if rows is None else rows
-        acc: Dict[str, List[int]] = {}
+        acc: dict[str, list[int]] = {}
         for row in rows:
             for r, wait in row["wait_ns"].items():
                 a = acc.setdefault(r, [0, 0, 0, 0])

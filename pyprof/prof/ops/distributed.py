@@ -3,14 +3,13 @@ collective columns (coll, collbytes, ranks, algbw, busbw: collectives.py), not i
 bytes, so FLOPs and bytes are unknown (na) and `params` says what moved."""
 from __future__ import annotations
 
-from typing import Optional
 
 from ..collectives import TABLE, from_marker
 from ..registry import Call, Cost, register
 from ..values import short
 
 
-def _collective(c: Call) -> Optional[Cost]:
+def _collective(c: Call) -> Cost | None:
     coll = from_marker(c.marker)
     if coll is None:
         return None
