@@ -159,3 +159,13 @@ def test_prof_columns_and_summary_by_rank_on_the_job(job):
     body = res.stdout.splitlines()
     assert body[0].startswith("rank,time_ns,") and sorted(int(x.split(",")[0]) for x in body[1:]) == list(range(64))
     assert all(int(x.split(",")[3]) == 34 for x in body[1:])
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--overlap", "-c", "op"], "-c selects per-kernel columns; it does not apply to --overlap"),
+    (["--stragglers", "--top", "0"], "--top needs a positive number"),
+])
+def test_view_usage_errors(args, msg):
+    res = subprocess.run([sys.executable, "-m", "pyprof.prof", *args, "/dev/null"], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60)
+    assert res.returncode == 2 and res.stdout == "" and res.stderr.strip().endswith(msg)
