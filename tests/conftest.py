@@ -15,6 +15,13 @@ def pyprof_on():
     pyprof.restore()
 
 
+def pytest_collection_modifyitems(items: list) -> None:
+    # The fuzz suite's promise "never a traceback" covers "Exception ignored in ..." too.
+    for item in items:
+        if "test_fuzz_" in item.nodeid:
+            item.add_marker(pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning"))
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if "test_fuzz_" in report.nodeid:
         _fuzz_time[0] += report.duration

@@ -183,7 +183,7 @@ def _observed(rec) -> list[tuple]:
     return out
 
 
-@examples(400)
+@examples(600)
 @given(program=programs)
 def test_generated_programs_push_what_the_oracle_says(program):
     pyprof.init()
@@ -337,7 +337,8 @@ class _Sub(torch.Tensor):
 
 TARGETS = {
     "torch.add": lambda: torch.add, "torch.cat": lambda: torch.cat, "torch.where": lambda: torch.where,
-    "F.pad": lambda: F.pad, "torch.tensor": lambda: torch.tensor, "Tensor.__getitem__": lambda: torch.Tensor.__getitem__,
+    "F.pad": lambda: F.pad, "torch.tensor": lambda: torch.tensor,
+    "Tensor.__getitem__": lambda: torch.Tensor.__getitem__,
     "Tensor.view": lambda: torch.Tensor.view, "torch.full": lambda: torch.full, "F.linear": lambda: F.linear,
     "torch.nn.functional.softmax": lambda: F.softmax, "Tensor.__mul__": lambda: torch.Tensor.__mul__,
 }
@@ -362,7 +363,7 @@ def _same(a, b) -> bool:
     return type(a) is type(b) and (a is b or a == b)
 
 
-@examples(600)
+@examples(1000)
 @given(target=st.sampled_from(sorted(TARGETS)), args=st.lists(arg_recipes, max_size=4),
        kwargs=st.dictionaries(st.sampled_from(["dim", "alpha", "out", "dtype", "value", "x"]), arg_recipes, max_size=2))
 def test_hostile_arguments_change_nothing(pyprof_on, target, args, kwargs):

@@ -1,5 +1,6 @@
 """Fuzz: every command-line flag of parse and prof with good and bad values, in any order, with
-inputs that are missing, directories, empty or real, and outputs that cannot be written
+inputs that are missing, directories, empty or real, one or several (the ranks of a job, --merge),
+and outputs that cannot be written
 (docs/reliability.md). Properties: a documented exit status; a failure is one line on stderr;
 a failed run creates no output file.
 """
@@ -56,8 +57,11 @@ def parse_argv(draw, where: dict) -> tuple[list[str], str | None]:
     if draw(st.integers(0, 9)):
         argv.append(where[draw(st.sampled_from(PATH_KINDS))])
     for _ in range(draw(st.integers(0, 4))):
-        kind = draw(st.sampled_from(["-o", "--memcpy", "-q", "--quiet", "junk", "input"]))
-        if kind == "-o":
+        kind = draw(st.sampled_from(["-o", "--memcpy", "-q", "--quiet", "junk", "input", "-j", "--rank", "--merge"]))
+        if kind == "-j":
+            # -j 1: several inputs still go through the worker pool, but one fork is enough.
+            argv += [draw(st.sampled_from(["-j", "--jobs"])), draw(st.one_of(st.just("1"), numbers))]
+        elif kind == "-o":
             o = draw(st.sampled_from(OUT_KINDS))
             out = os.path.join(where["dir"], "..", "out.dict") if o == "fresh" else where[o] if o != "fresh" else None
             argv += [draw(st.sampled_from(["-o", "--output"])), out]
@@ -75,7 +79,7 @@ def prof_argv(draw, where: dict) -> list[str]:
     argv: list[str] = []
     for _ in range(draw(st.integers(0, 5))):
         kind = draw(st.sampled_from(["-c", "-w", "--csv", "--json", "--strict", "--summary", "--by", "--top", "--sort",
-                                     "--diff", "file", "junk", "--plot"]))
+                                     "--diff", "file", "junk", "--plot", "--overlap", "--stragglers"]))
         if kind == "-c":
             argv += [draw(st.sampled_from(["-c", "--columns"])), draw(columns)]
         elif kind in ("-w", "--top"):
@@ -111,7 +115,7 @@ def _check(res, tool: str) -> None:
         check_failure(res, tool)
 
 
-@examples(1000)
+@examples(600)  # several inputs go through parse's worker pool: a fork per run
 @given(data=st.data())
 def test_parse_flags(where, data):
     argv, out = data.draw(parse_argv(where))

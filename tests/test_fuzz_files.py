@@ -42,6 +42,9 @@ def test_output_in_a_missing_directory(tmp_path):
     out = tmp_path / "nonexistent_dir" / "x.dict"
     expect(run_tool("parse", [str(LENET), "-o", str(out)]), "parse", 10,
            f"{out}: cannot write (No such file or directory)")
+    # Several exports (parsed by workers into parts beside the output) say the same.
+    expect(run_tool("parse", [str(LENET), str(ROOT / "examples" / "gpt.sqlite"), "-o", str(out)]), "parse", 10,
+           f"{out}: cannot write (No such file or directory)")
 
 
 @pytest.mark.parametrize("empty", ["/dev/null", "blank", "junk", "memcpy only"])
@@ -121,7 +124,7 @@ def test_locked_database(tmp_path):
 
 
 @pytest.mark.parametrize("kind,status,message", [
-    ("directory", 3, "{p}: is a directory, not an export file"),
+    ("directory", 3, "{p}: a folder with no .sqlite or .nsys-rep export in it"),
     ("gzip", 4, "{p}: gzip-compressed, not a SQLite database: decompress it first"),
     ("random", 4, "{p}: not a SQLite database (expected an Nsight Systems SQLite export)"),
     ("sqlite header and random", 6, None),
