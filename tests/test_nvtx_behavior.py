@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch", reason="the annotation wraps torch: needs t
 import torch.nn.functional as F
 
 import pyprof
-from pyprof.nvtx import emit, patch, recording, wrappers
+from pyprof.nvtx import emit, memo, patch, recording, wrappers
 from pyprof.nvtx.wrappers import is_wrapper
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -149,7 +149,7 @@ def test_no_marker_is_built_without_tool_recorder_or_force(pyprof_on, monkeypatc
     if emit.state.live:
         pytest.skip("an NVTX tool is attached")
     built = []
-    monkeypatch.setattr(wrappers, "_build", lambda *a: built.append(a) or "{}")
+    monkeypatch.setattr(memo, "marker", lambda *a: built.append(a) or "{}")
     x = torch.ones(2)
     assert not emit.state.on
     torch.add(x, 1)
@@ -162,7 +162,7 @@ def test_no_marker_is_built_without_tool_recorder_or_force(pyprof_on, monkeypatc
 def test_force_builds_markers_without_a_recorder(monkeypatch):
     built = []
     x = torch.ones(2)
-    monkeypatch.setattr(wrappers, "_build", lambda *a: built.append(a) or "{}")
+    monkeypatch.setattr(memo, "marker", lambda *a: built.append(a) or "{}")
     pyprof.init(force=True)
     try:
         assert emit.state.on
