@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import torch
 
-from . import emit
+from . import compiled, emit
 from .wrappers import is_wrapper, module_call, op_wrapper, step_wrapper
 
 _FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType)
@@ -230,6 +230,7 @@ def init(*, nested: bool = False, force: Optional[bool] = None) -> None:
             return
         _prepare()
         _patch()
+        compiled.install()
         _initialized = True
 
 
@@ -238,6 +239,7 @@ def restore() -> None:
     global _initialized
     with _lock:
         _unpatch()
+        compiled.uninstall()
         _initialized = False
 
 

@@ -65,6 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: {what} written; {share:.1f}% with an op attributed; "
               f"{stats.no_launch} without a launch call; {stats.not_understood} ranges not understood; "
               f"{stats.malformed} malformed pyprof markers", file=sys.stderr)
+        compiled = getattr(stats, "compiled", None)
+        if compiled is not None and compiled.graphs:
+            print(f"{PROG}: {compiled.note()}", file=sys.stderr)
     return 0
 
 

@@ -145,3 +145,15 @@ def copy_kinds(exp: Export) -> dict[int, str]:
                 if short and short != "UNKNOWN":
                     kinds[kind_id] = short
     return kinds
+
+
+MARK = 34  # nvtxMark / nvtxDomainMarkEx
+
+
+def marks_sql(exp: Export) -> str | None:
+    """NVTX marks as (globalTid, domainId, text), in time order. Bind MARK."""
+    if not exp.has(NVTX, "eventType", "start"):
+        return None
+    text, joins = _text(exp)
+    cols = [exp.col(NVTX, "n", "globalTid"), exp.col(NVTX, "n", "domainId"), text]
+    return f"SELECT {', '.join(cols)} FROM {NVTX} n{joins} WHERE n.eventType = ? ORDER BY n.start"

@@ -9,6 +9,7 @@ from typing import Optional
 
 from . import ops  # noqa: F401  (fills the op table)
 from . import peaks as peaks_mod
+from .compiled import CompiledPricer
 from .registry import ATTN, CONV, GEMM, MMA_KINDS, Call, Cost, Unknowable, lookup
 from .summary import Summary
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
@@ -79,6 +80,7 @@ class Analyzer:
         self.summary = summary
         self._calls: dict = {}
         self._costs: dict = {}
+        self._compiled = CompiledPricer(self)
 
     def cost(self, rec: dict) -> Optional[Cost]:
         """The op cost of the marker behind a record (the forward op's, for a bprop kernel)."""
@@ -127,6 +129,8 @@ class Analyzer:
             f.flops, f.bytes = 0, rec.get("bytes")
             f.peaks = peaks_mod.lookup(rec.get("gpu"))
             return f
+        if rec.get("compiled") is not None:  # a kernel of a compiled graph: priced from its nodes
+            return self._compiled.facts(rec, f)
         cost = f.cost = self.cost(rec)
         name = rec.get("kLongName") or rec.get("kShortName")
         verdict = classify(name)

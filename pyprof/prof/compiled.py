@@ -1,0 +1,141 @@
+"""A kernel of a torch.compile'd graph, priced from the FX nodes it computes.
+
+parse joins such a kernel to its call site in the compile-time table (the record's `compiled`,
+docs/records.md). Its FLOPs are the sum of its nodes' FLOPs, each node priced by the op table's
+formula for its ATen op (ops/aten.py, else the torch function of the same name); nodes whose
+work another kernel of the graph carries (`again`) count 0, so a graph's kernels sum to its
+nodes' work once. Its bytes are Inductor's own estimate of what the fused kernel reads and
+writes (buffers produced and consumed inside it are not counted); a library call (cuBLAS,
+cuDNN, flash attention) has none, and its nodes' formula bytes are used. A node the table does
+not know makes the kernel's FLOPs `na`. GEMM, convolution and attention nodes make the kernel a
+matrix kernel: Tensor Cores from its name, as for eager kernels, and a library call's helper
+kernels carry 0.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from . import peaks as peaks_mod
+from .ops import lookup
+from .registry import MMA_KINDS, Call, Cost, Formula, Unknowable
+from .tensorcores import MMA, NONE, SIMT, classify, triton_gemm
+
+_CACHE = 4096
+# Where a node's ATen op may be registered, in order: under its own name, else as the torch
+# function (or method, or functional) of the same name and positional schema.
+_HOMES = ("torch", "Tensor", "torch.nn.functional")
+_FORMULA_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError, RecursionError)
+_TRITON_MMA_DTYPES = frozenset(("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8"))
+
+
+def node_formula(op: str) -> Optional[Formula]:
+    """The formula of a node's op, `aten.mm.default` / `prims.convert_element_type.default`."""
+    parts = op.split(".")
+    if len(parts) < 2:
+        return None
+    ns, name = parts[0], parts[1]
+    formula = lookup(ns, name)
+    if formula is None and ns == "aten":
+        for home in _HOMES:
+            formula = lookup(home, name)
+            if formula is not None:
+                break
+    return formula
+
+
+def node_cost(node: dict) -> tuple:
+    """(Cost, None) or (None, (warning kind, op)) for one node of a compiled kernel."""
+    op = node.get("op")
+    if not isinstance(op, str):
+        return None, ("op arguments not understood", str(op))
+    formula = node_formula(op)
+    if formula is None:
+        return None, ("unknown op", op)
+    try:
+        cost = formula(Call(node))
+    except Unknowable as why:
+        return None, (str(why), op)
+    except _FORMULA_ERRORS:
+        cost = None
+    return cost, None if cost is not None else ("op arguments not understood", op)
+
+
+class KernelWork:
+    """The priced nodes of one call site: totals, the matrix node (if any) and the warnings."""
+
+    __slots__ = ("flops", "bytes", "main", "last", "warnings")
+
+    def __init__(self, entry: dict) -> None:
+        nodes = entry.get("nodes") or []
+        own = [n for n in nodes if not n.get("again")]
+        self.main: Optional[Cost] = None
+        self.last: Optional[Cost] = None
+        self.warnings: list = []
+        flops: Optional[int] = 0
+        nbytes: Optional[int] = 0
+        for node in own:
+            cost, warning = node_cost(node)
+            if cost is None:
+                self.warnings.append(warning)
+                flops = nbytes = None
+                continue
+            if cost.kind in MMA_KINDS and self.main is None:
+                self.main = cost
+            self.last = cost
+            flops = None if flops is None or cost.flops is None else flops + cost.flops
+            nbytes = None if nbytes is None or cost.bytes is None else nbytes + cost.bytes
+        recorded = entry.get("bytes")
+        self.flops = flops
+        self.bytes = recorded if type(recorded) is int else nbytes
+
+
+class CompiledPricer:
+    """Facts for records joined to a compile-time table; one per Analyzer (its warnings and
+    per-thread call state)."""
+
+    def __init__(self, analyzer: Any) -> None:
+        self.analyzer = analyzer
+        self._work: dict = {}
+
+    def work(self, entry: dict) -> KernelWork:
+        """The call site's priced nodes (cached: every step repeats them)."""
+        key = repr(entry.get("nodes")) + repr(entry.get("bytes"))
+        w = self._work.get(key)
+        if w is None:
+            if len(self._work) >= _CACHE:
+                self._work.clear()
+            w = self._work[key] = KernelWork(entry)
+        return w
+
+    def facts(self, rec: dict, facts: Any) -> Any:
+        """Fill `facts` (an analysis.Facts) for a record with `compiled`."""
+        entry = rec["compiled"]
+        w = self.work(entry)
+        summary = self.analyzer.summary
+        for warning in w.warnings:
+            summary.warn(*warning)
+        name = rec.get("kLongName") or rec.get("kShortName")
+        verdict = classify(name)
+        main = w.main
+        if verdict is None and main is not None and triton_gemm(name) and main.dtype in _TRITON_MMA_DTYPES:
+            verdict = MMA
+        facts.tc = "1" if verdict == MMA else "0" if verdict == SIMT else "-"
+        facts.cost = main or w.last
+        facts.dtype = (main or w.last).dtype if (main or w.last) is not None else None
+        if main is not None:
+            first = self.analyzer._first(("compiled", rec.get("pid"), rec.get("tid")),
+                                         (entry.get("run"), entry.get("call")), verdict in (MMA, SIMT), False)
+            if verdict == NONE or (verdict in (MMA, SIMT) and not first):
+                facts.flops, facts.bytes = 0, 0
+            elif verdict not in (MMA, SIMT) and not triton_gemm(name) and entry.get("extern"):
+                summary.warn("kernel not recognised (tc -, work na)", rec.get("kShortName") or "?")
+                facts.flops = facts.bytes = None
+            else:
+                facts.flops, facts.bytes = w.flops, w.bytes
+        elif entry.get("sub"):
+            facts.flops, facts.bytes = 0, 0  # a later kernel of one library call: the first carries it
+        else:
+            facts.flops, facts.bytes = w.flops, w.bytes
+        facts.peaks = peaks_mod.lookup(rec.get("gpu"))
+        facts.path = peaks_mod.math_path(facts.tc == "1", facts.dtype)
+        return facts
