@@ -1,0 +1,128 @@
+"""The compile-time table: what Inductor (on the CPU: C++ kernels) generated for a small model,
+recorded under pyprof.init(), and its emission as NVTX marks."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import pyprof
+from pyprof.nvtx import compiled
+
+TINY = '''
+import json
+import torch
+import torch.nn as nn
+import pyprof
+from pyprof.nvtx import compiled
+
+
+class Tiny(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ln = nn.LayerNorm(16)
+        self.fc = nn.Linear(16, 32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.fc(self.ln(x)))  # line 16
+
+
+pyprof.init()
+model = torch.compile(Tiny())
+x = torch.randn(4, 16, requires_grad=True)
+model(x).sum().backward()
+print(json.dumps(compiled.table()))
+'''
+F32 = "float32"
+
+
+def t(*shape: int, dtype: str = F32, **extra) -> dict:
+    return {"shape": list(shape), "dtype": dtype, **extra}
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory) -> list:
+    script = tmp_path_factory.mktemp("tiny") / "tiny.py"
+    script.write_text(TINY)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True, timeout=600)
+    return [json.loads(line) for line in [out.stdout.strip()]][0], f"{script}:16"
+
+
+def test_graphs(table) -> None:
+    entries, _ = table
+    graphs = [e for e in entries if e["kind"] == "graph"]
+    assert graphs == [{"v": 1, "kind": "graph", "graph": 0, "bwd": False, "device": "cpu", "cudagraphs": False, "calls": 3},
+                      {"v": 1, "kind": "graph", "graph": 1, "bwd": True, "device": "cpu", "cudagraphs": False, "calls": 4}]
+
+
+def test_forward_kernels(table) -> None:
+    entries, site = table
+    fwd = [e for e in entries if e["kind"] == "kernel" and e["graph"] == 0]
+    ln, addmm, relu = fwd
+    # LayerNorm decomposed and fused into one C++ kernel: x, weight and bias read, the output,
+    # mean and rstd (kept for the backward) written: 4x16 + 16 + 16 + 4x16 + 4 + 4 floats.
+    assert ln["name"].startswith("cpp_fused") and not ln["extern"]
+    assert ln["bytes"] == 4 * (64 + 16 + 16 + 64 + 4 + 4)
+    assert [n["op"] for n in ln["nodes"]] == ["aten.var_mean.correction", "aten.add.Tensor", "aten.rsqrt.default",
+                                              "aten.sub.Tensor", "aten.mul.Tensor", "aten.mul.Tensor", "aten.add.Tensor"]
+    assert {(n["orig"], n["module"], n["site"]) for n in ln["nodes"]} == {("aten.native_layer_norm.default", "ln", site)}
+    assert ln["nodes"][0]["args"] == [t(4, 16), [1]] and ln["nodes"][0]["out"] == [t(4, 1), t(4, 1)]
+    # The Linear: a library call, described by its exact node (the weight's transpose is a view).
+    assert addmm == {"v": 1, "kind": "kernel", "graph": 0, "call": 1, "name": "extern_kernels.addmm", "extern": True,
+                     "nodes": [{"op": "aten.addmm.default", "args": [t(32), t(4, 16), t(16, 32, strides=[1, 16])],
+                                "out": t(4, 32), "module": "fc", "site": site}]}
+    # relu at the root (no module of its own), and the mask its backward needs: 4x32 floats
+    # read and written, 4x32 bools written.
+    assert relu["bytes"] == 4 * 128 * 2 + 128
+    assert [(n["op"], n.get("module")) for n in relu["nodes"]] == [("aten.relu.default", None), ("aten.le.Scalar", None)]
+
+
+def test_backward_kernels(table) -> None:
+    entries, site = table
+    bwd = [e for e in entries if e["kind"] == "kernel" and e["graph"] == 1]
+    assert [(e["name"], e["extern"]) for e in bwd][1:3] == [("extern_kernels.mm", True)] * 2
+    dx, dw = bwd[1]["nodes"][0], bwd[2]["nodes"][0]
+    assert (dx["args"], dx["module"]) == ([t(4, 32), t(32, 16)], "fc")  # dX = dY W (module from the forward op)
+    assert (dw["args"], dw["module"]) == ([t(32, 4, strides=[1, 32]), t(4, 16)], "fc")
+    origs = {n.get("orig") for n in bwd[3]["nodes"]}
+    assert "aten.native_layer_norm_backward.default" in origs
+
+
+def test_module_path_and_site() -> None:
+    assert compiled.module_path("L['self'].blocks.0.attn") == "blocks.0.attn"
+    assert compiled.module_path("L['self'].blocks[0].attn") == "blocks.0.attn"
+    assert compiled.module_path("L['self']._modules['blocks']._modules['0']") == "blocks.0"
+    assert compiled.module_path("G['model'].fc") == "fc"
+    assert compiled.module_path("L['self']") == ""
+    trace = ('  File "/x/train.py", line 9, in step\n    y = model(x)\n'
+             f'  File "{os.path.dirname(pyprof.__file__)}/nvtx/wrappers.py", line 3, in w\n    pass\n')
+    assert compiled.user_site(trace) == "/x/train.py:9"
+    assert compiled.user_site(None) is None
+
+
+def test_emit_marks_the_table(monkeypatch) -> None:
+    import nvtx
+
+    marked = []
+    monkeypatch.setattr(nvtx, "mark", lambda message=None, domain=None, **kw: marked.append((message, domain)))
+    monkeypatch.setattr(compiled, "markers", lambda: ['{"v":1,"kind":"graph"}', '{"v":1,"kind":"kernel"}'])
+    assert compiled.emit() == 2
+    assert marked == [('{"v":1,"kind":"graph"}', "pyprof"), ('{"v":1,"kind":"kernel"}', "pyprof")]
+
+
+def test_init_turns_inductor_caches_off_and_restore_back() -> None:
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
+    before = (inductor_config.fx_graph_cache, functorch_config.enable_autograd_cache)
+    pyprof.init()
+    try:
+        assert (inductor_config.fx_graph_cache, functorch_config.enable_autograd_cache) == (False, False)
+    finally:
+        pyprof.restore()
+    assert (inductor_config.fx_graph_cache, functorch_config.enable_autograd_cache) == before
