@@ -7,6 +7,8 @@
 #   resnet_compiled  examples/compiled.py --model resnet
 #   compile_time     GPT default mode, without and with pyprof.init(): first step (compilation
 #                    included), recording time, step time; fresh Inductor/Triton caches each run
+#   compile_time3    the same three ways (no pyprof, pyprof.init() without the recorder, with it),
+#                    each twice, interleaved
 # usage (repo root, on the GPU machine): bash benchmarks/compiled_gpu.sh [step ...]
 # Results go to $OUT (or ./gpu-out): the exports, compile_time.jsonl and logs.txt.
 set -uo pipefail
@@ -36,6 +38,12 @@ for s in $steps; do
     compile_time)
       for flag in --no-pyprof ""; do
         fresh timeout 120 python3 examples/compiled.py --model gpt --time 50 $flag 2>&1 | grep '^{' | tee -a "$out/compile_time.jsonl"
+      done ;;
+    compile_time3)
+      for rep in 1 2; do
+        for flag in --no-pyprof --no-record ""; do
+          fresh timeout 120 python3 examples/compiled.py --model gpt --time 100 $flag 2>&1 | grep '^{' | tee -a "$out/compile_time3.jsonl"
+        done
       done ;;
   esac
 done

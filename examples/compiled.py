@@ -10,7 +10,8 @@ optimizer step run as in the eager examples. Capture:
 
 On stderr, one JSON line: the first step's time (compilation included), the time pyprof spent
 recording the kernels Inductor generated, and with `--time N` the mean step time over N steps.
-`--no-pyprof` runs without pyprof.init() (the compile-time baseline).
+`--no-pyprof` runs without pyprof.init() (the compile-time baseline), `--no-record` with it but
+without the compile-time recorder.
 """
 import argparse
 import json
@@ -31,11 +32,17 @@ def main() -> None:
     parser.add_argument("--mode", default="default", help="torch.compile mode (default, reduce-overhead, "
                                                           "max-autotune, ...), or eager: not compiled")
     parser.add_argument("--no-pyprof", action="store_true", help="without pyprof.init()")
+    parser.add_argument("--no-record", action="store_true", help="pyprof.init() without the compile-time "
+                                                                  "recorder (its cost measured apart)")
     parser.add_argument("--time", type=int, default=0, metavar="N", help="time N more steps after the capture")
     args = parser.parse_args()
 
     if not args.no_pyprof:
         pyprof.init()
+        if args.no_record:
+            from pyprof.nvtx import compiled
+
+            compiled.uninstall()
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     torch.manual_seed(0)
@@ -79,9 +86,10 @@ def main() -> None:
         step()
     with pyprof.profiled(record_shapes=True):
         step()
-    report = {"model": args.model, "mode": args.mode, "pyprof": not args.no_pyprof, "torch": torch.__version__,
+    report = {"model": args.model, "mode": args.mode, "pyprof": not args.no_pyprof,
+              "record": not (args.no_pyprof or args.no_record), "torch": torch.__version__,
               "first_step_s": round(first, 3)}
-    if not args.no_pyprof:
+    if report["record"]:
         from pyprof.nvtx import compiled
 
         report.update(record_s=round(compiled.record_ns / 1e9, 4), recorded_calls=sum(

@@ -2,7 +2,7 @@
 
 parse joins such a kernel to its call site in the compile-time table (the record's `compiled`,
 docs/records.md). Its FLOPs are the sum of its nodes' FLOPs, each node priced by the op table's
-formula for its ATen op (ops/aten.py, else the torch function of the same name); nodes whose
+formula for its ATen op (ops/fx.py, else the torch function of the same name); nodes whose
 work another kernel of the graph carries (`again`) count 0, so a graph's kernels sum to its
 nodes' work once. Its bytes are Inductor's own estimate of what the fused kernel reads and
 writes (buffers produced and consumed inside it are not counted); a library call (cuBLAS,
@@ -63,12 +63,15 @@ def node_cost(node: dict) -> tuple:
 class KernelWork:
     """The priced nodes of one call site: totals, the matrix node (if any) and the warnings."""
 
-    __slots__ = ("flops", "bytes", "main", "last", "warnings")
+    __slots__ = ("flops", "bytes", "main", "last", "warnings", "parts")
 
     def __init__(self, entry: dict) -> None:
         nodes = entry.get("nodes") or []
         own = [n for n in nodes if not n.get("again")]
         self.main: Optional[Cost] = None
+        # Matrix kernels the work is spread over: a convolution backward launches one per
+        # gradient (dgrad, wgrad), each doing one forward's work (docs/prof.md).
+        self.parts = 1
         self.last: Optional[Cost] = None
         self.warnings: list = []
         flops: Optional[int] = 0
@@ -81,6 +84,9 @@ class KernelWork:
                 continue
             if cost.kind in MMA_KINDS and self.main is None:
                 self.main = cost
+                if str(node.get("op")).startswith("aten.convolution_backward."):
+                    mask = (node.get("args") or [None] * 11)[10]
+                    self.parts = max(1, sum(1 for m in mask[:2] if m)) if isinstance(mask, list) else 1
             self.last = cost
             flops = None if flops is None or cost.flops is None else flops + cost.flops
             nbytes = None if nbytes is None or cost.bytes is None else nbytes + cost.bytes
@@ -96,6 +102,7 @@ class CompiledPricer:
     def __init__(self, analyzer: Any) -> None:
         self.analyzer = analyzer
         self._work: dict = {}
+        self._seen: dict = {}  # (pid, tid) -> [(run, call) of its last library kernel, matrix kernels so far]
 
     def work(self, entry: dict) -> KernelWork:
         """The call site's priced nodes (cached: every step repeats them)."""
@@ -106,6 +113,19 @@ class CompiledPricer:
                 self._work.clear()
             w = self._work[key] = KernelWork(entry)
         return w
+
+    def _part(self, rec: dict, entry: dict, counts: bool) -> int:
+        """How many matrix kernels of this library call (this run of its graph) came before this
+        one on its thread; counts this one when `counts`."""
+        key = (rec.get("pid"), rec.get("tid"))
+        ident = (entry.get("run"), entry.get("call"))
+        state = self._seen.get(key)
+        if state is None or state[0] != ident:
+            state = self._seen[key] = [ident, 0]
+        n = state[1]
+        if counts:
+            state[1] = n + 1
+        return n
 
     def facts(self, rec: dict, facts: Any) -> Any:
         """Fill `facts` (an analysis.Facts) for a record with `compiled`."""
@@ -123,10 +143,12 @@ class CompiledPricer:
         facts.cost = main or w.last
         facts.dtype = (main or w.last).dtype if (main or w.last) is not None else None
         if main is not None:
-            first = self.analyzer._first(("compiled", rec.get("pid"), rec.get("tid")),
-                                         (entry.get("run"), entry.get("call")), verdict in (MMA, SIMT), False)
-            if verdict == NONE or (verdict in (MMA, SIMT) and not first):
+            part = self._part(rec, entry, verdict in (MMA, SIMT))
+            if verdict == NONE or (verdict in (MMA, SIMT) and part >= w.parts):
                 facts.flops, facts.bytes = 0, 0
+            elif w.parts > 1 and verdict in (MMA, SIMT):
+                facts.flops = None if w.flops is None else w.flops // w.parts + (w.flops % w.parts if part == 0 else 0)
+                facts.bytes = None if w.bytes is None else w.bytes // w.parts + (w.bytes % w.parts if part == 0 else 0)
             elif verdict not in (MMA, SIMT) and not triton_gemm(name) and entry.get("extern"):
                 summary.warn("kernel not recognised (tc -, work na)", rec.get("kShortName") or "?")
                 facts.flops = facts.bytes = None

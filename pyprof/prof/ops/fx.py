@@ -1,4 +1,4 @@
-"""ATen ops as they appear in compiled graphs, where their schema differs from the torch function.
+"""ATen ops as the FX nodes of compiled graphs hold them, where the schema differs from the torch function.
 
 Kernels of torch.compile'd graphs are described by the post-grad FX nodes they compute
 (pyprof/nvtx/compiled.py): ATen ops with their arguments in the ATen schema's order. Most share
@@ -214,13 +214,31 @@ for _nd in (1, 2, 3):
     register(f"aten.avg_pool{_nd}d_backward")(_pool_backward("avg", _nd))
 
 
+# Inductor's own max pooling, which keeps the argmax as an int8 offset inside the window:
+# _low_memory_max_pool_with_offsets(input, kernel_size, stride, padding, dilation, ceil_mode) is
+# max_pool's forward; turning the offsets into int64 indices for the backward is integer math.
+# (Older torch spells them with `2d`.)
+@register("prims._low_memory_max_pool_with_offsets", "prims._low_memory_max_pool2d_with_offsets")
+def low_memory_max_pool(c: Call) -> Optional[Cost]:
+    nd = len(c.args[1]) if isinstance(c.args[1], list) else 2
+    return via(f"torch.nn.functional.max_pool{nd}d", call(*c.args[:6]))
+
+
+@register("prims._low_memory_max_pool_offsets_to_indices", "prims._low_memory_max_pool2d_offsets_to_indices")
+def offsets_to_indices(c: Call) -> Optional[Cost]:
+    offsets = c.args[0]
+    if offsets.nbytes is None:
+        return None
+    return Cost(0, offsets.nbytes + 8 * offsets.numel, fmt_params("int64", shape=dims(offsets.shape)), "int64")
+
+
 @register("aten.nll_loss_forward")
 def nll_loss_forward(c: Call) -> Optional[Cost]:
     """(self, target, weight, reduction, ignore_index)."""
     return via("torch.nn.functional.nll_loss", call(c.args[0], c.args[1], c.args[2]))
 
 
-@register("aten.index_put", "aten._unsafe_index_put", "aten._unsafe_masked_index_put_accumulate")
+@register("aten.index_put", "aten.index_put_", "aten._unsafe_index_put", "aten._unsafe_masked_index_put_accumulate")
 def index_put(c: Call) -> Optional[Cost]:
     """self[indices] = values (or +=): the indices and values read, the addressed elements read and
     written when accumulating (one add each), else written."""
