@@ -4,6 +4,7 @@
 #   gpt_compiled     examples/compiled.py --model gpt (torch.compile default mode)
 #   gpt_graphs       ... --mode reduce-overhead, nsys --cuda-graph-trace=node (kernels of CUDA graphs)
 #   gpt_graphs_graph ... the same with nsys's default graph-level tracing (what it leaves to know)
+#   gpt_autotune     ... --mode max-autotune (Triton GEMM templates, CUDA graphs), --cuda-graph-trace=node
 #   resnet_compiled  examples/compiled.py --model resnet
 #   compile_time     GPT default mode, without and with pyprof.init(): first step (compilation
 #                    included), recording time, step time; fresh Inductor/Triton caches each run
@@ -26,7 +27,7 @@ fresh() {  # a command with empty Inductor and Triton caches (compilation measur
 capture() {  # name, nsys options ..., -- command ...
   local name=$1; shift
   echo "== capture $name" >> "$logs"
-  fresh timeout 150 env OUT="$out" bash .devkit/nsys-capture.sh "$name" "$@" >> "$logs" 2>&1 \
+  fresh timeout "${CAPTURE_TIMEOUT:-150}" env OUT="$out" bash .devkit/nsys-capture.sh "$name" "$@" >> "$logs" 2>&1 \
     || { echo "capture $name failed"; tail -20 "$logs"; }
 }
 for s in $steps; do
@@ -34,6 +35,7 @@ for s in $steps; do
     gpt_compiled) capture gpt_compiled -- python3 examples/compiled.py --model gpt ;;
     gpt_graphs) capture gpt_graphs --cuda-graph-trace=node -- python3 examples/compiled.py --model gpt --mode reduce-overhead ;;
     gpt_graphs_graph) capture gpt_graphs_graph -- python3 examples/compiled.py --model gpt --mode reduce-overhead ;;
+    gpt_autotune) CAPTURE_TIMEOUT=240 capture gpt_autotune --cuda-graph-trace=node -- python3 examples/compiled.py --model gpt --mode max-autotune ;;
     resnet_compiled) capture resnet_compiled -- python3 examples/compiled.py --model resnet ;;
     compile_time)
       for flag in --no-pyprof ""; do
