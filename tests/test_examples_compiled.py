@@ -37,6 +37,11 @@ def graphs():
 
 
 @pytest.fixture(scope="module")
+def autotune():
+    return analysed(EXAMPLES / "gpt_autotune.sqlite")
+
+
+@pytest.fixture(scope="module")
 def resnet(tmp_path_factory):
     path = tmp_path_factory.mktemp("resnet") / "resnet_compiled.sqlite"
     with lzma.open(EXAMPLES / "resnet_compiled.sqlite.xz") as src, open(path, "wb") as dst:
@@ -98,6 +103,18 @@ def test_gpt_cuda_graphs(graphs, gpt) -> None:
     assert total_flops(rows) == total_flops(gpt[0])
     [(r, f)] = find(rows, "nvjet", "blocks.1.fc")
     assert (r["op"], f.flops, r["graphNode"] is not None) == ("addmm", 2 * 512 * 256 * 1024, True)
+
+
+def test_gpt_max_autotune(autotune, gpt) -> None:
+    """mode="max-autotune": Triton GEMM templates with fused epilogues, replayed from CUDA graphs."""
+    rows, stats = autotune
+    templates = [(r, f) for r, f in rows if r["kShortName"].startswith("triton_tem_")]
+    assert len(templates) == 27 and all(f.tc == "1" and f.flops for _, f in templates)
+    # The fc projection's template, with the LayerNorm of its input fused in front (its name
+    # says native_layer_norm, which the name rules alone would take for a normalization kernel).
+    [(r, f)] = find(rows, "triton_tem_fused__to_copy_addmm_native_layer_norm", "blocks.0.fc")
+    assert (r["op"], f.flops, r["graphNode"] is not None) == ("addmm", 2 * 512 * 256 * 1024, True)
+    assert total_flops(rows) == total_flops(gpt[0])
 
 
 def _launch_advice(rows) -> str:

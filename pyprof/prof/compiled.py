@@ -18,7 +18,7 @@ from typing import Any, Optional
 from . import peaks as peaks_mod
 from .ops import lookup
 from .registry import MMA_KINDS, Call, Cost, Formula, Unknowable
-from .tensorcores import MMA, NONE, SIMT, classify, triton_gemm
+from .tensorcores import MMA, NONE, SIMT, classify
 
 _CACHE = 4096
 # Where a node's ATen op may be registered, in order: under its own name, else as the torch
@@ -135,10 +135,14 @@ class CompiledPricer:
         for warning in w.warnings:
             summary.warn(*warning)
         name = rec.get("kLongName") or rec.get("kShortName")
-        verdict = classify(name)
         main = w.main
-        if verdict is None and main is not None and triton_gemm(name) and main.dtype in _TRITON_MMA_DTYPES:
-            verdict = MMA
+        if main is not None and not entry.get("extern"):
+            # A generated kernel computing a matrix node is a Triton template (max-autotune); its
+            # name lists the fused epilogue ops (`..._native_layer_norm_...`), which the name rules
+            # would take for a helper. tl.dot uses Tensor Cores for these dtypes from Ampere on.
+            verdict = MMA if main.dtype in _TRITON_MMA_DTYPES else None
+        else:
+            verdict = classify(name)
         facts.tc = "1" if verdict == MMA else "0" if verdict == SIMT else "-"
         facts.cost = main or w.last
         facts.dtype = (main or w.last).dtype if (main or w.last) is not None else None
@@ -149,7 +153,7 @@ class CompiledPricer:
             elif w.parts > 1 and verdict in (MMA, SIMT):
                 facts.flops = None if w.flops is None else w.flops // w.parts + (w.flops % w.parts if part == 0 else 0)
                 facts.bytes = None if w.bytes is None else w.bytes // w.parts + (w.bytes % w.parts if part == 0 else 0)
-            elif verdict not in (MMA, SIMT) and not triton_gemm(name) and entry.get("extern"):
+            elif verdict not in (MMA, SIMT) and entry.get("extern"):
                 summary.warn("kernel not recognised (tc -, work na)", rec.get("kShortName") or "?")
                 facts.flops = facts.bytes = None
             else:
