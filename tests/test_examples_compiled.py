@@ -143,3 +143,12 @@ def test_resnet(resnet) -> None:
     assert time_share(rows, lambda r, f: f.flops is not None) >= 0.97
     eager, _ = analysed(EXAMPLES / "resnet.sqlite")
     assert abs(total_flops(rows) / total_flops(eager) - 1) < 0.005
+
+
+def test_summary_groups_by_aten_op() -> None:
+    import pyprof
+
+    rows = {r["group"]: r for r in pyprof.summary(str(EXAMPLES / "gpt_compiled.sqlite"), by="op")["rows"]}
+    assert not [g for g in rows if g.startswith(("triton_", "## Call"))]
+    assert (rows["gelu"]["count"], rows["gelu"]["flops"]) == (2, 2 * 9 * 4 * 128 * 1024)
+    assert (rows["addmm"]["count"], rows["addmm"]["flops"]) == (8, 2 * 2 * 512 * 256 * (768 + 256 + 1024 + 1024))

@@ -111,3 +111,13 @@ def test_fused_and_library_kernels_of_a_trace(tmp_path: Path) -> None:
         ("triton_red_fused_sum_2", 1024, 2112, "-", "bfloat16"),
     ]
     assert summary.warnings == {}
+
+
+def test_malformed_compiled_field_is_not_fatal() -> None:
+    """A record file edited by hand: nodes that are not objects count nothing, a `compiled` that
+    is not an object is ignored (the record is priced as any other)."""
+    an = Analyzer(Summary())
+    f = an.facts({"kShortName": "triton_poi_fused_0", "compiled": {"nodes": ["x", 3], "bytes": "y"}})
+    assert (f.flops, f.bytes) == (0, 0)
+    f = an.facts({"kShortName": "triton_poi_fused_0", "compiled": [1, 2], "marker": None})
+    assert (f.flops, f.bytes) == (None, None)

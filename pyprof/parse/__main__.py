@@ -24,7 +24,8 @@ emit_nvtx op ranges, user 'layer:NAME' ranges. Reads only; never needs torch.
 
 EPILOG = f"""\
 A summary goes to stderr at the end (unless --quiet): records written, the share with an op
-attributed, kernels without a launch call, ranges not understood, malformed pyprof markers.
+attributed, kernels without a launch call, ranges not understood, malformed pyprof markers; for a
+trace with pyprof's compile-time table (torch.compile under pyprof.init()), the kernels joined to it.
 A progress line is shown while stderr is a terminal.
 
 exit status:

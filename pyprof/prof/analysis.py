@@ -129,7 +129,7 @@ class Analyzer:
             f.flops, f.bytes = 0, rec.get("bytes")
             f.peaks = peaks_mod.lookup(rec.get("gpu"))
             return f
-        if rec.get("compiled") is not None:  # a kernel of a compiled graph: priced from its nodes
+        if isinstance(rec.get("compiled"), dict):  # a kernel of a compiled graph: priced from its nodes
             return self._compiled.facts(rec, f)
         cost = f.cost = self.cost(rec)
         name = rec.get("kLongName") or rec.get("kShortName")

@@ -66,7 +66,8 @@ class KernelWork:
     __slots__ = ("flops", "bytes", "main", "last", "warnings", "parts")
 
     def __init__(self, entry: dict) -> None:
-        nodes = entry.get("nodes") or []
+        nodes = entry.get("nodes")
+        nodes = [n for n in nodes if isinstance(n, dict)] if isinstance(nodes, list) else []
         own = [n for n in nodes if not n.get("again")]
         self.main: Optional[Cost] = None
         # Matrix kernels the work is spread over: a convolution backward launches one per
