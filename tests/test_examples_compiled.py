@@ -12,8 +12,8 @@ import pytest
 
 from pyprof.parse import Export, Stats, records
 from pyprof.prof.analysis import Analyzer
-from pyprof.prof.advice import Evidence, advise
-from pyprof.prof.summary import Summary
+from pyprof.prof.views.advice import Evidence, advise
+from pyprof.prof.warnings_tally import Tally
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -22,7 +22,7 @@ def analysed(path: Path) -> list:
     stats = Stats()
     with Export(str(path)) as exp:
         recs = list(records(exp, stats))
-    an = Analyzer(Summary())
+    an = Analyzer(Tally())
     return [(r, an.facts(r)) for r in recs], stats
 
 
@@ -68,7 +68,7 @@ def test_gpt_kernels(gpt) -> None:
     assert stats.compiled.joined == 109 and stats.compiled.unexplained == 0 and stats.compiled.graphs == 2
     # The qkv projection: cuBLAS with the bias fused, [512, 256] x [256, 768] in bf16.
     [(r, f)] = find(rows, "nvjet", "blocks.0.qkv")
-    assert (r["op"], r["mod"], f.flops, f.tc, f.dtype) == ("addmm", "aten", 2 * 512 * 256 * 768, "1", "bfloat16")
+    assert (r["op"], r["mod"], f.flops, f.tc, f.dtype) == ("addmm", "aten", 2 * 512 * 256 * 768, True, "bfloat16")
     assert f.bytes == (768 + 512 * 256 + 256 * 768 + 512 * 768) * 2
     # Its two backward GEMMs (dX, dW), each one forward's FLOPs.
     assert [(r["op"], f.flops) for r, f in find(rows, "nvjet", "blocks.0.qkv", "bprop")] == [("mm", 2 * 512 * 256 * 768)] * 2
@@ -109,7 +109,7 @@ def test_gpt_max_autotune(autotune, gpt) -> None:
     """mode="max-autotune": Triton GEMM templates with fused epilogues, replayed from CUDA graphs."""
     rows, stats = autotune
     templates = [(r, f) for r, f in rows if r["kShortName"].startswith("triton_tem_")]
-    assert len(templates) == 27 and all(f.tc == "1" and f.flops for _, f in templates)
+    assert len(templates) == 27 and all(f.tc is True and f.flops for _, f in templates)
     # The fc projection's template, with the LayerNorm of its input fused in front (its name
     # says native_layer_norm, which the name rules alone would take for a normalization kernel).
     [(r, f)] = find(rows, "triton_tem_fused__to_copy_addmm_native_layer_norm", "blocks.0.fc")
@@ -136,7 +136,7 @@ def test_resnet(resnet) -> None:
     assert stats.compiled.joined == 285 and stats.compiled.unexplained == 0
     # The stem: 7x7/2 convolution of 8x3x224x224 into 64 channels, on Tensor Cores.
     [(r, f)] = [(r, f) for r, f in find(rows, "sm90_xmma_fprop", "conv1")]
-    assert (r["op"], f.flops, f.tc) == ("convolution", 2 * 8 * 64 * 112 * 112 * 3 * 7 * 7, "1")
+    assert (r["op"], f.flops, f.tc) == ("convolution", 2 * 8 * 64 * 112 * 112 * 3 * 7 * 7, True)
     # A 3x3 convolution's backward: dgrad and wgrad kernels, one forward's work each.
     grads = [(r["kShortName"].split("_")[2], f.flops) for r, f in find(rows, "sm90_xmma", "layer4.1.conv2", "bprop")]
     assert grads == [("dgrad", 2 * 8 * 512 * 7 * 7 * 512 * 9), ("wgrad", 2 * 8 * 512 * 7 * 7 * 512 * 9)]

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-import pyprof
-from pyprof.nvtx import compiled
+pytest.importorskip("torch", reason="records what Inductor generates: needs torch")
+
+import pyprof  # noqa: E402
+from pyprof.nvtx import compiled  # noqa: E402
 
 TINY = '''
 import json
@@ -50,6 +52,9 @@ def table(tmp_path_factory) -> list:
     script.write_text(TINY)
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
     out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True, timeout=600)
+    # Nothing at interpreter exit either (module-tree weakref callbacks used to run after the
+    # module's globals were cleared: "Exception ignored in ... 'NoneType' object is not callable").
+    assert out.stderr == ""
     return [json.loads(line) for line in [out.stdout.strip()]][0], f"{script}:16"
 
 
@@ -126,3 +131,31 @@ def test_init_turns_inductor_caches_off_and_restore_back() -> None:
     finally:
         pyprof.restore()
     assert (inductor_config.fx_graph_cache, functorch_config.enable_autograd_cache) == before
+
+
+def test_module_tables_dropped_after_module_teardown(monkeypatch) -> None:
+    """A model collected at interpreter exit, after pyprof's modules had their globals cleared to
+    None (as CPython's finalisation does): its table is dropped, nothing is reported."""
+    import gc
+
+    import torch
+
+    from pyprof.nvtx import wrappers
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    wrappers._names_of(model)
+    roots, key = wrappers._roots, id(model)
+    assert key in roots
+    unraisable: list = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    saved = dict(vars(wrappers))
+    try:
+        for name in saved:
+            if not name.startswith("__"):
+                setattr(wrappers, name, None)
+        del model
+        gc.collect()
+    finally:
+        vars(wrappers).update(saved)
+    assert [u.exc_value for u in unraisable] == []
+    assert key not in roots

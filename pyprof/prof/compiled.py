@@ -13,7 +13,7 @@ kernels carry 0.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from . import peaks as peaks_mod
 from .ops import lookup
@@ -28,7 +28,7 @@ _FORMULA_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, 
 _TRITON_MMA_DTYPES = frozenset(("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8"))
 
 
-def node_formula(op: str) -> Optional[Formula]:
+def node_formula(op: str) -> Formula | None:
     """The formula of a node's op, `aten.mm.default` / `prims.convert_element_type.default`."""
     parts = op.split(".")
     if len(parts) < 2:
@@ -69,14 +69,14 @@ class KernelWork:
         nodes = entry.get("nodes")
         nodes = [n for n in nodes if isinstance(n, dict)] if isinstance(nodes, list) else []
         own = [n for n in nodes if not n.get("again")]
-        self.main: Optional[Cost] = None
+        self.main: Cost | None = None
         # Matrix kernels the work is spread over: a convolution backward launches one per
         # gradient (dgrad, wgrad), each doing one forward's work (docs/prof.md).
         self.parts = 1
-        self.last: Optional[Cost] = None
+        self.last: Cost | None = None
         self.warnings: list = []
-        flops: Optional[int] = 0
-        nbytes: Optional[int] = 0
+        flops: int | None = 0
+        nbytes: int | None = 0
         for node in own:
             cost, warning = node_cost(node)
             if cost is None:
@@ -132,9 +132,9 @@ class CompiledPricer:
         """Fill `facts` (an analysis.Facts) for a record with `compiled`."""
         entry = rec["compiled"]
         w = self.work(entry)
-        summary = self.analyzer.summary
+        tally = self.analyzer.tally
         for warning in w.warnings:
-            summary.warn(*warning)
+            tally.warn(*warning)
         name = rec.get("kLongName") or rec.get("kShortName")
         main = w.main
         if main is not None and not entry.get("extern"):
@@ -144,7 +144,7 @@ class CompiledPricer:
             verdict = MMA if main.dtype in _TRITON_MMA_DTYPES else None
         else:
             verdict = classify(name)
-        facts.tc = "1" if verdict == MMA else "0" if verdict == SIMT else "-"
+        facts.tc = True if verdict == MMA else False if verdict == SIMT else None
         facts.cost = main or w.last
         facts.dtype = (main or w.last).dtype if (main or w.last) is not None else None
         if main is not None:
@@ -155,7 +155,7 @@ class CompiledPricer:
                 facts.flops = None if w.flops is None else w.flops // w.parts + (w.flops % w.parts if part == 0 else 0)
                 facts.bytes = None if w.bytes is None else w.bytes // w.parts + (w.bytes % w.parts if part == 0 else 0)
             elif verdict not in (MMA, SIMT) and entry.get("extern"):
-                summary.warn("kernel not recognised (tc -, work na)", rec.get("kShortName") or "?")
+                tally.warn("kernel not recognised (tc -, work na)", rec.get("kShortName") or "?")
                 facts.flops = facts.bytes = None
             else:
                 facts.flops, facts.bytes = w.flops, w.bytes
@@ -164,5 +164,5 @@ class CompiledPricer:
         else:
             facts.flops, facts.bytes = w.flops, w.bytes
         facts.peaks = peaks_mod.lookup(rec.get("gpu"))
-        facts.path = peaks_mod.math_path(facts.tc == "1", facts.dtype)
+        facts.path = peaks_mod.math_path(facts.tc is True, facts.dtype)
         return facts

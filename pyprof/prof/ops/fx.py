@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from math import prod
-from typing import Any, Dict, Optional
+from typing import Any
 
 from ..registry import Call, Cost, dims, fmt_params, lookup, register
 from ..values import ITEMSIZE, Tensor
@@ -28,14 +28,14 @@ def call(*args: Any, **kwargs: Any) -> Call:
     return c
 
 
-def via(name: str, c: Call) -> Optional[Cost]:
+def via(name: str, c: Call) -> Cost | None:
     """The registered formula `name` (`torch.nn.functional.layer_norm`) applied to `c`."""
     mod, _, op = name.rpartition(".")
     formula = lookup(mod, op)
     return None if formula is None else formula(c)
 
 
-def backward(cost: Optional[Cost]) -> Optional[Cost]:
+def backward(cost: Cost | None) -> Cost | None:
     """The backward node of an op, as a cost of its own."""
     if cost is None or cost.bwd_flops is None:
         return None
@@ -46,31 +46,31 @@ register("aten.var_mean")(reduce_formula("var"))
 
 
 @register("prims.convert_element_type")
-def convert_element_type(c: Call) -> Optional[Cost]:
+def convert_element_type(c: Call) -> Cost | None:
     return copy_cost(c.args[0], c.get(1, "dtype"))
 
 
 @register("aten._to_copy")
-def to_copy(c: Call) -> Optional[Cost]:
+def to_copy(c: Call) -> Cost | None:
     x = c.args[0]
     return copy_cost(x, c.get(None, "dtype") or x.dtype)
 
 
 @register("aten.embedding")
-def embedding(c: Call) -> Optional[Cost]:
+def embedding(c: Call) -> Cost | None:
     """embedding(weight, indices, ...): the operands of F.embedding swapped."""
     return via("torch.nn.functional.embedding", call(c.args[1], c.args[0]))
 
 
 @register("aten.embedding_dense_backward")
-def embedding_dense_backward(c: Call) -> Optional[Cost]:
+def embedding_dense_backward(c: Call) -> Cost | None:
     """(grad_output, indices, num_weights, ...): the embedding's backward, dWeight rows of dY's width."""
     dy, idx, rows = c.args[0], c.args[1], c.get(2, "num_weights")
     return backward(via("torch.nn.functional.embedding", call(idx, Tensor((rows, dy.shape[-1]), dy.dtype))))
 
 
 @register("prims.iota")
-def iota(c: Call) -> Optional[Cost]:
+def iota(c: Call) -> Cost | None:
     n, dtype = c.args[0], c.get(None, "dtype")
     size = ITEMSIZE.get(dtype)
     return None if size is None else Cost(0, n * size, fmt_params(dtype, shape=dims((n,))), dtype)
@@ -83,44 +83,44 @@ def empty(c: Call) -> Cost:
 
 
 @register("aten.native_layer_norm")
-def native_layer_norm(c: Call) -> Optional[Cost]:
+def native_layer_norm(c: Call) -> Cost | None:
     return via("torch.nn.functional.layer_norm", c)
 
 
 @register("aten.native_layer_norm_backward")
-def native_layer_norm_backward(c: Call) -> Optional[Cost]:
+def native_layer_norm_backward(c: Call) -> Cost | None:
     """(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask)."""
     a = c.args
     return backward(via("torch.nn.functional.layer_norm", call(a[1], a[2], a[5], a[6])))
 
 
 @register("aten._native_batch_norm_legit_functional")
-def batch_norm_functional(c: Call) -> Optional[Cost]:
+def batch_norm_functional(c: Call) -> Cost | None:
     """(input, weight, bias, running_mean, running_var, training, momentum, eps)."""
     a = c.args
     return via("torch.nn.functional.batch_norm", call(a[0], a[3], a[4], a[1], a[2], a[5]))
 
 
 @register("aten.native_batch_norm_backward")
-def native_batch_norm_backward(c: Call) -> Optional[Cost]:
+def native_batch_norm_backward(c: Call) -> Cost | None:
     """(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, ...)."""
     a = c.args
     return backward(via("torch.nn.functional.batch_norm", call(a[1], a[3], a[4], a[2], None, a[7])))
 
 
 @register("aten._log_softmax")
-def log_softmax(c: Call) -> Optional[Cost]:
+def log_softmax(c: Call) -> Cost | None:
     return via("torch.nn.functional.log_softmax", call(c.args[0], c.args[1]))
 
 
 @register("aten._softmax_backward_data", "aten._log_softmax_backward_data")
-def softmax_backward(c: Call) -> Optional[Cost]:
+def softmax_backward(c: Call) -> Cost | None:
     """(grad_output, output, dim, input_dtype)."""
     return backward(via("torch.nn.functional.softmax", call(c.args[1], c.args[2])))
 
 
 @register("aten.gelu_backward")
-def gelu_backward(c: Call) -> Optional[Cost]:
+def gelu_backward(c: Call) -> Cost | None:
     return backward(via("torch.nn.functional.gelu", call(c.args[1], approximate=c.get(None, "approximate"))))
 
 
@@ -131,13 +131,13 @@ def pointwise_backward(c: Call) -> Cost:
 
 
 @register("aten.native_dropout")
-def native_dropout(c: Call) -> Optional[Cost]:
+def native_dropout(c: Call) -> Cost | None:
     return via("torch.nn.functional.dropout", call(c.args[0], c.args[1], c.get(2, "train", True)))
 
 
 # SDPA's backends, by schema: positions of (attention mask or bias, dropout_p, is_causal); the
 # backward ops take grad_out first, so q, k, v start at 1.
-_SDPA: Dict[str, tuple] = {
+_SDPA: dict[str, tuple] = {
     "_scaled_dot_product_flash_attention": (0, None, 3, 4),
     "_scaled_dot_product_efficient_attention": (0, 3, 5, 6),
     "_scaled_dot_product_cudnn_attention": (0, 3, 5, 6),
@@ -152,7 +152,7 @@ _SDPA: Dict[str, tuple] = {
 
 
 def _sdpa(name: str, q_at: int, mask_at: Any, dropout_at: int, causal_at: int):
-    def formula(c: Call) -> Optional[Cost]:
+    def formula(c: Call) -> Cost | None:
         q, k, v = c.args[q_at:q_at + 3]
         mask = c.get(None, mask_at) if isinstance(mask_at, str) else (c.get(mask_at, "attn_bias") if mask_at else None)
         causal = c.get(causal_at, "is_causal", False)
@@ -167,7 +167,7 @@ for _name, _at in _SDPA.items():
     register(f"aten.{_name}")(_sdpa(_name, *_at))
 
 
-def _conv(c: Call) -> Optional[Cost]:
+def _conv(c: Call) -> Cost | None:
     """convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
     groups), as torch's conv{N}d / conv_transpose{N}d."""
     x, w, bias, stride, pad, dil, transposed, out_pad, groups = c.args[:9]
@@ -181,7 +181,7 @@ register("aten.convolution")(_conv)
 
 
 @register("aten.convolution_backward")
-def convolution_backward(c: Call) -> Optional[Cost]:
+def convolution_backward(c: Call) -> Cost | None:
     """(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
     output_padding, groups, output_mask): the data and the weight gradient each cost one forward
     on the same three tensors (docs/prof.md); the bias gradient is a reduction of dY."""
@@ -199,7 +199,7 @@ def convolution_backward(c: Call) -> Optional[Cost]:
 
 
 def _pool_backward(kind: str, nd: int):
-    def formula(c: Call) -> Optional[Cost]:
+    def formula(c: Call) -> Cost | None:
         """(grad_output, self, kernel_size, stride, padding, [dilation,] ceil_mode, ...)."""
         a = c.args
         fwd_args = a[1:7] if kind == "max" else a[1:6]
@@ -219,13 +219,13 @@ for _nd in (1, 2, 3):
 # max_pool's forward; turning the offsets into int64 indices for the backward is integer math.
 # (Older torch spells them with `2d`.)
 @register("prims._low_memory_max_pool_with_offsets", "prims._low_memory_max_pool2d_with_offsets")
-def low_memory_max_pool(c: Call) -> Optional[Cost]:
+def low_memory_max_pool(c: Call) -> Cost | None:
     nd = len(c.args[1]) if isinstance(c.args[1], list) else 2
     return via(f"torch.nn.functional.max_pool{nd}d", call(*c.args[:6]))
 
 
 @register("prims._low_memory_max_pool_offsets_to_indices", "prims._low_memory_max_pool2d_offsets_to_indices")
-def offsets_to_indices(c: Call) -> Optional[Cost]:
+def offsets_to_indices(c: Call) -> Cost | None:
     offsets = c.args[0]
     if offsets.nbytes is None:
         return None
@@ -233,13 +233,13 @@ def offsets_to_indices(c: Call) -> Optional[Cost]:
 
 
 @register("aten.nll_loss_forward")
-def nll_loss_forward(c: Call) -> Optional[Cost]:
+def nll_loss_forward(c: Call) -> Cost | None:
     """(self, target, weight, reduction, ignore_index)."""
     return via("torch.nn.functional.nll_loss", call(c.args[0], c.args[1], c.args[2]))
 
 
 @register("aten.index_put", "aten.index_put_", "aten._unsafe_index_put", "aten._unsafe_masked_index_put_accumulate")
-def index_put(c: Call) -> Optional[Cost]:
+def index_put(c: Call) -> Cost | None:
     """self[indices] = values (or +=): the indices and values read, the addressed elements read and
     written when accumulating (one add each), else written."""
     x = c.args[0]
@@ -258,7 +258,7 @@ def index_put(c: Call) -> Optional[Cost]:
 
 
 @register("aten.constant_pad_nd")
-def constant_pad_nd(c: Call) -> Optional[Cost]:
+def constant_pad_nd(c: Call) -> Cost | None:
     """The input read, the padded result written."""
     x, pad = c.args[0], c.args[1]
     shape = list(x.shape)
