@@ -37,6 +37,11 @@ pyprof.init()
 model = torch.compile(Tiny())
 x = torch.randn(4, 16, requires_grad=True)
 model(x).sum().backward()
+opt = torch.optim.AdamW(model.parameters(), foreach=True)
+# Dynamo warns that it ignores Optimizer.step's own record_function: torch's, with or without pyprof.
+import logging
+torch._logging.set_logs(dynamo=logging.ERROR)
+torch.compile(opt.step)()
 print(json.dumps(compiled.table()))
 '''
 F32 = "float32"
@@ -62,7 +67,8 @@ def test_graphs(table) -> None:
     entries, _ = table
     graphs = [e for e in entries if e["kind"] == "graph"]
     assert graphs == [{"v": 1, "kind": "graph", "graph": 0, "bwd": False, "device": "cpu", "cudagraphs": False, "calls": 3},
-                      {"v": 1, "kind": "graph", "graph": 1, "bwd": True, "device": "cpu", "cudagraphs": False, "calls": 4}]
+                      {"v": 1, "kind": "graph", "graph": 1, "bwd": True, "device": "cpu", "cudagraphs": False, "calls": 4},
+                      {"v": 1, "kind": "graph", "graph": 2, "bwd": False, "device": "cpu", "cudagraphs": False, "calls": 1}]
 
 
 def test_forward_kernels(table) -> None:
@@ -96,6 +102,25 @@ def test_backward_kernels(table) -> None:
     assert (dw["args"], dw["module"]) == ([t(32, 4, strides=[1, 32]), t(4, 16)], "fc")
     origs = {n.get("orig") for n in bwd[3]["nodes"]}
     assert "aten.native_layer_norm_backward.default" in origs
+
+
+def test_compiled_optimizer_step(table) -> None:
+    """torch.compile(opt.step) with foreach AdamW: one fused kernel of `aten._foreach_*` nodes,
+    each priced as its element-wise op at every index of its lists."""
+    from pyprof.prof.compiled import KernelWork
+
+    entries, _ = table
+    [step] = [e for e in entries if e["kind"] == "kernel" and e["graph"] == 2]
+    ops = {n["op"] for n in step["nodes"]}
+    assert {"aten._foreach_addcmul.Scalar", "aten._foreach_addcdiv.Scalar", "aten._foreach_sqrt.default"} <= ops
+    work = KernelWork(step)
+    assert work.warnings == []
+    # 576 parameter elements (LayerNorm 16 + 16, Linear 512 + 32) through weight decay (mul 1),
+    # exp_avg's lerp (sub 1, addcmul 2), exp_avg_sq (mul 1, addcmul 2), sqrt 1, two divisions by
+    # the bias corrections (1 each), + eps 1, the addcdiv update 2: 13 per element; the 4 step
+    # counters through 9 scalar ops (step + 1, two powers, two 1 - x, neg, div, reciprocal, sqrt).
+    assert work.flops == 13 * 576 + 9 * 4
+    assert work.bytes == step["bytes"]
 
 
 def test_module_path_and_site() -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from . import peaks as peaks_mod
 from .ops import lookup
+from .ops.fx import foreach
 from .registry import MMA_KINDS, Call, Cost, Formula, Unknowable
 from .tensorcores import MMA, NONE, SIMT, classify
 
@@ -24,6 +25,8 @@ _CACHE = 4096
 # Where a node's ATen op may be registered, in order: under its own name, else as the torch
 # function (or method, or functional) of the same name and positional schema.
 _HOMES = ("torch", "Tensor", "torch.nn.functional")
+# A compiled optimizer step's `aten._foreach_<op>` nodes: <op> over each index of their lists.
+_FOREACH = "_foreach_"
 _FORMULA_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError, RecursionError)
 _TRITON_MMA_DTYPES = frozenset(("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8"))
 
@@ -36,6 +39,9 @@ def node_formula(op: str) -> Formula | None:
     ns, name = parts[0], parts[1]
     formula = lookup(ns, name)
     if formula is None and ns == "aten":
+        if name.startswith(_FOREACH):
+            inner = node_formula(f"aten.{name[len(_FOREACH):]}")
+            return None if inner is None else foreach(inner)
         for home in _HOMES:
             formula = lookup(home, name)
             if formula is not None:
