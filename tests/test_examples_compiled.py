@@ -4,6 +4,7 @@ mode. Concrete kernels' ops, module paths and FLOPs, the share of GPU time prof 
 step's FLOPs against the eager captures of the same models."""
 from __future__ import annotations
 
+import json
 import lzma
 import shutil
 from pathlib import Path
@@ -162,3 +163,61 @@ def test_summary_groups_by_aten_op() -> None:
     assert not [g for g in rows if g.startswith(("triton_", "## Call"))]
     assert (rows["gelu"]["count"], rows["gelu"]["flops"]) == (2, 2 * 9 * 4 * 128 * 1024)
     assert (rows["addmm"]["count"], rows["addmm"]["flops"]) == (8, 2 * 2 * 512 * 256 * (768 + 256 + 1024 + 1024))
+
+
+def unpacked(tmp_path_factory, name: str) -> Path:
+    path = tmp_path_factory.mktemp(name) / f"{name}.sqlite"
+    with lzma.open(EXAMPLES / f"{name}.sqlite.xz") as src, open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return path
+
+
+@pytest.fixture(scope="module")
+def eager():
+    return analysed(EXAMPLES / "gpt.sqlite")
+
+
+def test_hand_captured_cuda_graph(tmp_path_factory, eager) -> None:
+    """examples/compiled_more.py --variant graphed: the whole step captured with torch.cuda.graph
+    inside the profiled range, replayed twice. Every replayed kernel is explained by the op
+    recorded when its node was captured."""
+    rows, _ = analysed(unpacked(tmp_path_factory, "gpt_graphed"))
+    replayed = [(r, f) for r, f in rows if r["graphNode"] is not None]
+    assert len(replayed) == 422 and {r["launch"]["api"] for r, _ in replayed} == {"cudaGraphLaunch_v10000"}
+    assert time_share(rows, explained) >= 0.99
+    # Two replays of one step: twice the eager step's FLOPs, to the FLOP.
+    assert total_flops(rows) == 2 * total_flops(eager[0])
+    gemms = [(r["dir"], r["op"], f.flops, f.tc) for r, f in find(rows, "nvjet", "blocks.0.fc", "fprop")
+             + find(rows, "nvjet", "blocks.0.fc", "bprop")]
+    assert gemms == [("fprop", "linear", 2 * 512 * 256 * 1024, True)] * 2 + [("bprop", "linear", 2 * 512 * 256 * 1024, True)] * 4
+    assert [(r["op"], r["trace"].endswith("examples/gpt.py:54")) for r, _ in find(rows, "vectorized_gather_kernel", "tok")
+            ] == [("embedding", True)] * 2
+
+
+def test_graphed_callables(tmp_path_factory) -> None:
+    """--variant callables: make_graphed_callables (its warm-up runs eager, then the captures) and
+    two steps replaying the model's forward and backward graphs; loss and optimizer eager."""
+    rows, _ = analysed(unpacked(tmp_path_factory, "gpt_callables"))
+    replayed = [r for r, _ in rows if r["graphNode"] is not None]
+    assert len(replayed) == 210 and all(r["op"] for r in replayed)
+    assert time_share(rows, explained) >= 0.95
+    fc = [(r["dir"], f.flops) for r, f in find(rows, "sm80_xmma_gemm", "blocks.0.fc", "fprop")
+          + find(rows, "sm80_xmma_gemm", "blocks.0.fc", "bprop") if r["graphNode"] is not None]
+    assert sorted(fc) == sorted([("fprop", 2 * 512 * 256 * 1024)] * 2 + [("bprop", 2 * 512 * 256 * 1024)] * 4
+                                + [("bprop", 0)] * 4)  # fp32 cuBLAS: split-K partner kernels carry 0
+
+
+def test_graph_breaks_and_compiled_optimizer(tmp_path_factory) -> None:
+    """--variant break: a graph break in every block and the AdamW step compiled: 11 graphs, every
+    compiled kernel joined. Sizes Dynamo made symbolic (automatic dynamic shapes after the
+    recompiles) were recorded as unknown by this capture's pyprof (before sizes were recorded
+    by their hints): exactly those kernels have FLOPs na."""
+    rows, stats = analysed(unpacked(tmp_path_factory, "gpt_break"))
+    assert (stats.compiled.graphs, stats.compiled.joined, stats.compiled.unexplained) == (11, 117, 0)
+    na = [r for r, f in rows if r.get("compiled") and f.flops is None]
+    assert len(na) == 11
+    assert [r["kShortName"] for r in na if '"FakeTensor"' not in json.dumps(r["compiled"]["nodes"])] == [
+        "triton_for_fused_0"]  # the step counters' add_: a list of 29 cut to 16 + {"more": 13}
+    # The compiled optimizer step's other combo kernels: the foreach math over the parameters.
+    step = [(r["compiled"]["bytes"], f.flops) for r, f in rows if r["kShortName"].startswith("triton_for_fused_")][1:]
+    assert step == [(59838580, 0), (59838580, 0)]

@@ -37,11 +37,17 @@ pyprof.init()
 model = torch.compile(Tiny())
 x = torch.randn(4, 16, requires_grad=True)
 model(x).sum().backward()
-opt = torch.optim.AdamW(model.parameters(), foreach=True)
+# More tensors than an op marker lists (16): the table keeps whole lists.
+extra = [nn.Parameter(torch.zeros(2)) for _ in range(14)]
+for p in extra:
+    p.grad = torch.ones(2)
+opt = torch.optim.AdamW([*model.parameters(), *extra], foreach=True)
 # Dynamo warns that it ignores Optimizer.step's own record_function: torch's, with or without pyprof.
 import logging
 torch._logging.set_logs(dynamo=logging.ERROR)
 torch.compile(opt.step)()
+with torch.no_grad():
+    torch.compile(Tiny(), dynamic=True)(torch.randn(6, 16))
 print(json.dumps(compiled.table()))
 '''
 F32 = "float32"
@@ -68,7 +74,8 @@ def test_graphs(table) -> None:
     graphs = [e for e in entries if e["kind"] == "graph"]
     assert graphs == [{"v": 1, "kind": "graph", "graph": 0, "bwd": False, "device": "cpu", "cudagraphs": False, "calls": 3},
                       {"v": 1, "kind": "graph", "graph": 1, "bwd": True, "device": "cpu", "cudagraphs": False, "calls": 4},
-                      {"v": 1, "kind": "graph", "graph": 2, "bwd": False, "device": "cpu", "cudagraphs": False, "calls": 1}]
+                      {"v": 1, "kind": "graph", "graph": 2, "bwd": False, "device": "cpu", "cudagraphs": False, "calls": 1},
+                      {"v": 1, "kind": "graph", "graph": 3, "bwd": False, "device": "cpu", "cudagraphs": False, "calls": 3}]
 
 
 def test_forward_kernels(table) -> None:
@@ -115,12 +122,28 @@ def test_compiled_optimizer_step(table) -> None:
     assert {"aten._foreach_addcmul.Scalar", "aten._foreach_addcdiv.Scalar", "aten._foreach_sqrt.default"} <= ops
     work = KernelWork(step)
     assert work.warnings == []
-    # 576 parameter elements (LayerNorm 16 + 16, Linear 512 + 32) through weight decay (mul 1),
-    # exp_avg's lerp (sub 1, addcmul 2), exp_avg_sq (mul 1, addcmul 2), sqrt 1, two divisions by
-    # the bias corrections (1 each), + eps 1, the addcdiv update 2: 13 per element; the 4 step
-    # counters through 9 scalar ops (step + 1, two powers, two 1 - x, neg, div, reciprocal, sqrt).
-    assert work.flops == 13 * 576 + 9 * 4
+    # 604 parameter elements (LayerNorm 16 + 16, Linear 512 + 32, 14 x 2 more) through weight
+    # decay (mul 1), exp_avg's lerp (sub 1, addcmul 2), exp_avg_sq (mul 1, addcmul 2), sqrt 1, two
+    # divisions by the bias corrections (1 each), + eps 1, the addcdiv update 2: 13 per element;
+    # the 18 step counters through 9 scalar ops (step + 1, two powers, two 1 - x, neg, div,
+    # reciprocal, sqrt).
+    assert len(step["nodes"][0]["args"][0]) == 18
+    assert work.flops == 13 * 604 + 9 * 18
     assert work.bytes == step["bytes"]
+
+
+def test_dynamic_shapes_recorded_by_their_hints(table) -> None:
+    """torch.compile(dynamic=True): the batch size is a symbol; nodes carry the size the graph was
+    compiled for (6) and say so, and are priced as the static graph's are."""
+    from pyprof.prof.compiled import KernelWork
+
+    entries, _ = table
+    dyn = [e for e in entries if e["kind"] == "kernel" and e["graph"] == 3]
+    addmm = dyn[1]["nodes"][0]
+    assert (addmm["op"], addmm["args"][1], addmm["out"], addmm["hinted"]) == (
+        "aten.addmm.default", t(6, 16), t(6, 32), True)
+    assert [KernelWork(e).warnings for e in dyn] == [[], [], []]
+    assert KernelWork(dyn[1]).flops == 2 * 6 * 16 * 32
 
 
 def test_module_path_and_site() -> None:

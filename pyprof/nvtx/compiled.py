@@ -119,22 +119,56 @@ def _module(meta: dict) -> Optional[str]:
     return module_path(source) if isinstance(source, str) else None
 
 
-def _value(a: Any) -> Any:
-    """An FX argument with every node replaced by the value it stands for (a fake tensor)."""
+def _hinted(v: Any, hinted: list) -> Any:
+    """`v` with symbolic sizes (dynamic shapes) replaced by their hints: the sizes of the inputs
+    the graph was compiled for. Appends to `hinted` when it replaced one; a size without a hint
+    (data-dependent) stays symbolic and encodes as unknown."""
+    if isinstance(v, torch.SymInt):
+        hint = v.node.hint
+        if hint is None:
+            return v
+        hinted.append(v)
+        return int(hint)
+    if isinstance(v, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in (*v.shape, *v.stride())):
+        try:
+            return torch.empty_strided([_hinted(d, hinted) for d in v.shape], [_hinted(d, hinted) for d in v.stride()],
+                                       dtype=v.dtype, device="meta")
+        except Exception:  # a size without a hint: the tensor stays as it is (shape unknown)
+            return v
+    if isinstance(v, (list, tuple)):
+        return [_hinted(x, hinted) for x in v]
+    return v
+
+
+def _value(a: Any, hinted: list) -> Any:
+    """An FX argument with every node replaced by the value it stands for (a fake tensor),
+    symbolic sizes by their hints."""
     if isinstance(a, torch.fx.Node):
-        return a.meta.get("val")
+        return _hinted(a.meta.get("val"), hinted)
     if isinstance(a, (list, tuple)):
-        return [_value(x) for x in a]
-    return a
+        return [_value(x, hinted) for x in a]
+    return _hinted(a, hinted)
+
+
+def _whole(v: Any) -> str:
+    """JSON of a node's value, lists in full: op markers cut long lists short (`{"more": N}`), but
+    a compiled optimizer step's tensor lists are its work, and the table is written once."""
+    if isinstance(v, list):
+        return "[" + ",".join(_whole(x) for x in v) + "]"
+    return encode(v)
 
 
 def _node_json(n: torch.fx.Node) -> str:
     """The node's JSON object without its closing brace (kernel_markers() may add `again`)."""
     meta = n.meta
-    parts = ['{"op":' + _quote(str(n.target)), '"args":' + encode(_value(list(n.args)))]
+    hinted: list = []
+    parts = ['{"op":' + _quote(str(n.target)), '"args":' + _whole(_value(list(n.args), hinted))]
     if n.kwargs:
-        parts.append('"kwargs":{' + ",".join(_quote(k) + ":" + encode(_value(v)) for k, v in n.kwargs.items()) + "}")
-    parts.append('"out":' + encode(meta.get("val")))
+        parts.append('"kwargs":{' + ",".join(_quote(k) + ":" + _whole(_value(v, hinted)) for k, v in n.kwargs.items())
+                     + "}")
+    parts.append('"out":' + _whole(_hinted(meta.get("val"), hinted)))
+    if hinted:
+        parts.append('"hinted":true')
     orig = meta.get("original_aten")
     if orig is not None and str(orig) != str(n.target):
         parts.append('"orig":' + _quote(str(orig)))

@@ -1,6 +1,13 @@
 """The merge sweep: walk activities in launch order and NVTX ranges in start order together, and
 attribute every kernel (memcpy, memset) to the ranges open around its launch call.
 
+A kernel replayed from a CUDA graph was launched by cudaGraphLaunch; the call that created its
+node is the one that explains it. For a graph captured inside the trace (torch.cuda.graph,
+make_graphed_callables), the creation of each captured node comes through the sweep as a row of
+its own at its capture time, is attributed like a launch, and its attribution (when it has an
+op) is kept by node id for the replays of that node (queries.captured_sql); a graph captured
+before the trace keeps its replay's attribution.
+
 Per scope (a thread for push/pop ranges, a process for start/end ranges) the ranges that
 started and may still be open are kept in a list in start order (outermost first). Before a
 range is added and before a launch is attributed, ranges that ended earlier are dropped from
@@ -23,7 +30,7 @@ from typing import Any, Iterator
 from pyprof.parse import queries
 from pyprof.parse.export import Export
 from pyprof.parse.gpu import GpuInfo
-from pyprof.parse.queries import DOMAIN_CREATE, SRC_KERNEL, SRC_MEMCPY
+from pyprof.parse.queries import DOMAIN_CREATE, SRC_CAPTURED, SRC_KERNEL, SRC_MEMCPY
 from pyprof.parse.ranges import (LAYER, MALFORMED, MODULE, OP, PYPROF_DOMAIN, TORCH, Label, classify,
                                  encode, encode_str, forward_op)
 
@@ -132,6 +139,9 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
     try:
         for table, src in queries.sources(exp, memcpy):
             streams.append(exp.rows(queries.activity_sql(exp, table, src)))
+        captured_sql = queries.captured_sql(exp)
+        if captured_sql:
+            streams.append(exp.rows(captured_sql))
         nvtx_sql = queries.nvtx_sql(exp, _NVTX_FIELDS)
         if nvtx_sql:
             streams.append(exp.rows(*nvtx_sql))
@@ -152,6 +162,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
     # costs a tuple, not a copy of the marker.
     fwd_ops: dict[int, dict[int, tuple[Label | None, str, tuple[str, ...]]]] = {}
     names: dict[int | str | None, str] = {}
+    captured: dict[int, str] = {}  # captured CUDA graph node -> the attribution part of its replays' records
 
     def remember_forward(stack: list[_Range], start: int, gpid: int, name: str, seq: int) -> None:
         marker = None
@@ -201,6 +212,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
         "block_y", "block_z", "regs", "static_shared", "dynamic_shared", "graph_node")(queries.KERNEL_AT)
     # Memcpy and memset rows have `bytes` at the same position (queries.MEMSET_ROW).
     bytes_at, kind_at = itemgetter("bytes", "copy_kind")(queries.MEMCPY_AT)
+    origin_at, node_at = queries.KERNEL_AT["graph_origin"], queries.CAPTURED_AT["node"]
     n_records = kernels = with_op = no_launch = 0
     try:
         with exp.errors():
@@ -359,19 +371,27 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                         mod, op = _split_op(innermost_torch.name)
                     else:
                         mod = op = "null"
-                if op != "null":
-                    with_op += 1
-
                 tail = (f'"dir":"{"bprop" if bwd else "fprop"}","mod":{mod},"op":{op},'
                         f'"marker":{marker.js if marker is not None else "null"},'
                         f'"fwd":{_fwd_js(bseq, fwd) if fwd is not None else "null"},"torchOps":[{",".join(torch_ops)}],'
                         f'"seqId":{seqs[-1] if seqs else "null"},"altSeqId":[{",".join(map(str, seqs[:-1]))}],'
                         f'"subSeqId":{sub},"layer":[{",".join(layers)}],"module":{module or "null"},'
                         f'"trace":{trace},"ranges":[{",".join(others)}]}}')
+                src = row[src_at]
+                if src == SRC_CAPTURED:
+                    if op != "null":
+                        captured[row[node_at]] = tail
+                    continue
+                if src == SRC_KERNEL and row[origin_at] is not None:
+                    at_capture = captured.get(row[origin_at])
+                    if at_capture is not None:
+                        tail, op = at_capture, "captured"
+                if op != "null":
+                    with_op += 1
                 start, end = row[start_at], row[end_at]
                 pid = "null" if gpid is None else (gpid >> 24) & _TID_BITS
                 n_records += 1  # before the yield: the consumer may stop there, record written
-                if row[src_at] == SRC_KERNEL:
+                if src == SRC_KERNEL:
                     kernels += 1
                     dev = row[device_at]
                     gpu = gpu_js.get((pid, dev))
@@ -391,7 +411,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                     head = (f'"kDuration":{end - start},"kStart":{start},"kEnd":{end},"device":{row[device_at]},'
                             f'"stream":{row[stream_at]},"pid":{pid},"tid":{tid},"correlationId":{row[corr_at]},'
                             f'"launch":{launch},"bytes":{row[bytes_at]},')
-                    if row[src_at] == SRC_MEMCPY:
+                    if src == SRC_MEMCPY:
                         copy_kind = row[kind_at]
                         if copy_kind is None:  # no copyKind column
                             short, kind_js = '"memcpy"', "null"
