@@ -8,6 +8,9 @@
 #   resnet_compiled  examples/compiled.py --model resnet
 #   compile_time     GPT default mode, without and with pyprof.init(): first step (compilation
 #                    included), recording time, step time; fresh Inductor/Triton caches each run
+#   gpt_break, gpt_dynamic, gpt_graphed, gpt_callables
+#                    examples/compiled_more.py --variant break / dynamic / graphed / callables
+#                    (graph breaks + compiled AdamW; dynamic=True; torch.cuda.graph; make_graphed_callables)
 #   compile_time3    the same three ways (no pyprof, pyprof.init() without the recorder, with it),
 #                    each twice, interleaved
 # usage (repo root, on the GPU machine): bash benchmarks/compiled_gpu.sh [step ...]
@@ -37,6 +40,8 @@ for s in $steps; do
     gpt_graphs_graph) capture gpt_graphs_graph -- python3 examples/compiled.py --model gpt --mode reduce-overhead ;;
     gpt_autotune) CAPTURE_TIMEOUT=240 capture gpt_autotune --cuda-graph-trace=node -- python3 examples/compiled.py --model gpt --mode max-autotune ;;
     resnet_compiled) capture resnet_compiled -- python3 examples/compiled.py --model resnet ;;
+    gpt_break|gpt_dynamic|gpt_graphed|gpt_callables)
+      capture "$s" --cuda-graph-trace=node -- python3 examples/compiled_more.py --variant "${s#gpt_}" ;;
     compile_time)
       for flag in --no-pyprof ""; do
         fresh timeout 120 python3 examples/compiled.py --model gpt --time 50 $flag 2>&1 | grep '^{' | tee -a "$out/compile_time.jsonl"
