@@ -83,7 +83,7 @@ def embedding(c: Call) -> Cost | None:
 
 
 @register("aten.embedding_dense_backward")
-def embedding_dense_backward(c: Call) -> Cost | None:
+def embedding_backward(c: Call) -> Cost | None:
     """(grad_output, indices, num_weights, ...): the embedding's backward, dWeight rows of dY's width."""
     dy, idx, rows = c.args[0], c.args[1], c.get(2, "num_weights")
     return backward(via("torch.nn.functional.embedding", call(idx, Tensor((rows, dy.shape[-1]), dy.dtype))))
@@ -253,7 +253,7 @@ def offsets_to_indices(c: Call) -> Cost | None:
 
 
 @register("aten.nll_loss_forward")
-def nll_loss_forward(c: Call) -> Cost | None:
+def nll_loss(c: Call) -> Cost | None:
     """(self, target, weight, reduction, ignore_index)."""
     return via("torch.nn.functional.nll_loss", call(c.args[0], c.args[1], c.args[2]))
 
