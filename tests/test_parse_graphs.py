@@ -73,3 +73,49 @@ def test_kernel_node_without_its_instantiation_keeps_its_replay_ranges(tmp_path:
     capture_and_replay(tmp_path / "g.sqlite", instantiated=False)
     recs, _ = parsed(tmp_path / "g.sqlite")
     assert [(r["op"], r["graphNode"]) for r in recs] == [(None, 20), (None, 21)] * 2
+
+
+def forward_and_backward_captured(path: Path) -> list[int]:
+    """A linear's forward captured on the main thread and its backward on the autograd thread,
+    then the graph replayed twice; returns cut points that put the forward capture, the backward
+    capture and the replays in windows of their own."""
+    syn = SynthExport(str(path))
+    main, grad = syn.thread(100, 100, "python3"), syn.thread(100, 101, "pt_autograd_0")
+    dom = syn.domain(main, "pyprof", t=10, registered=True)
+    syn.push(main, 1000, 2000, linear("net.py:3"), domain=dom, registered=True)
+    syn.push(main, 1100, 1900, torch_text("aten::linear", seq=5, op_id=1, sizes=[[8, 4], [4, 4], [4]]))
+    syn.launch(main, 1500)  # the capturing launch call: recorded, no kernel
+    syn.graph_node(main, 1500, 10)
+    syn.push(grad, 3000, 4000, torch_text("AddmmBackward0", seq=5, op_id=2))
+    syn.launch(grad, 3500)
+    syn.graph_node(grad, 3500, 11)
+    syn.graph_node(main, 5000, 20, original=10)
+    syn.graph_node(main, 5001, 21, original=11)
+    for i in range(2):
+        corr = syn.launch(main, 6000 + 5000 * i, api=GRAPH_LAUNCH)
+        syn.kernel(100, corr, 7000 + 5000 * i, 7500 + 5000 * i, "void gemm_kernel<float>(float*)", graph_node=20)
+        syn.kernel(100, corr, 8000 + 5000 * i, 8500 + 5000 * i, "void gemm_bw_kernel<float>(float*)", graph_node=21)
+    syn.close()
+    return [2500, 5500]
+
+
+def test_windows_carry_the_captured_nodes(tmp_path: Path) -> None:
+    """Cut between the captures and the replays (parallel.py): the same bytes as one sweep. The
+    backward node's attribution needs the forward op from the window before it, so it is exact
+    only once that window is parsed again seeded, and the replays' window is parsed again after it."""
+    from pyprof.parse import lines, parallel
+    from pyprof.parse.window import Window
+
+    path = tmp_path / "g.sqlite"
+    edges = forward_and_backward_captured(path)
+    with Export(str(path)) as exp:
+        expect = "".join(line + "\n" for line in lines(exp, Stats()))
+    recs, _ = parsed(path)
+    assert [(r["dir"], r["op"], (r["fwd"] or {}).get("seq")) for r in recs] == [
+        ("fprop", "linear", None), ("bprop", "linear", 5)] * 2
+    parts = [parallel.Part(i, str(path), 0, "", False, False, None, Window(a, b))
+             for i, (a, b) in enumerate(zip([None, *edges], [*edges, None]))]
+    out = tmp_path / "w.dict"
+    result = parallel.run([parts], str(out), 2)
+    assert out.read_text() == expect
+    assert (result.windows, result.reparsed) == (3, 3)  # backward capture, replays, replays again

@@ -48,6 +48,14 @@ class CompiledStats:
         self.unexplained = 0     # kernels of such runs left without a call site
         self.malformed = 0       # pyprof kernel/graph marks that are not what docs/markers.md says
 
+    def __add__(self, other: CompiledStats) -> CompiledStats:
+        """The counts of two parts of a parse (parallel.py: exports, or windows of one export,
+        of which only the first counts the export's graphs)."""
+        total = CompiledStats()
+        for name, value in vars(self).items():
+            setattr(total, name, value + getattr(other, name))
+        return total
+
     def note(self) -> str:
         """One line for stderr."""
         return (f"{self.joined} kernels of {self.instances} compiled-graph runs joined to the compile-time table "
