@@ -1,6 +1,7 @@
 """parse joins kernels of compiled graphs to the compile-time table in the trace (synthetic exports)."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -189,3 +190,17 @@ def test_cli_summary_line(tmp_path: Path) -> None:
                          text=True, check=True)
     assert out.stderr.splitlines()[-1] == ("pyprof.parse: 8 kernels of 2 compiled-graph runs joined to the compile-time "
                                            "table (2 graphs); 0 left unexplained; 0 malformed table marks")
+
+
+def test_parallel_parse_joins_too(tmp_path: Path) -> None:
+    """Ranked exports and windows go through parallel.py's workers: they join as parse() does."""
+    from pyprof.parse import parallel
+
+    compiled_step(tmp_path / "c.sqlite")
+    parts = [parallel.Part(0, str(tmp_path / "c.sqlite"), 0, "", False, True)]
+    out = tmp_path / "c.dict"
+    result = parallel.run([parts], str(out), 1)
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["rank"], r["op"], (r.get("compiled") or {}).get("call")) for r in recs][:3] == [
+        (0, "native_layer_norm+_to_copy", 0), (0, "mm", 1), (0, "relu", 2)]
+    assert (result.compiled.joined, result.compiled.graphs, result.compiled.unexplained) == (8, 2, 0)
