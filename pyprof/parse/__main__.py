@@ -17,7 +17,9 @@ DESCRIPTION = """\
 Turn an Nsight Systems SQLite export into one JSON record per GPU kernel (JSON Lines, in launch
 order; the format is docs/records.md). Each kernel is joined to its launch call and to every NVTX
 range open around that call on the launching thread: pyprof markers (pyprof.init()), PyTorch
-emit_nvtx op ranges, user 'layer:NAME' ranges. Reads only; never needs torch.
+emit_nvtx op ranges, user 'layer:NAME' ranges. A kernel replayed from a CUDA graph captured inside
+the trace (torch.cuda.graph, make_graphed_callables; nsys --cuda-graph-trace=node) is joined to the
+ranges open when its node was captured. Reads only; never needs torch.
 
   nsys profile -t cuda,nvtx -c cudaProfilerApi --export sqlite -o net python net.py
   python -m pyprof.parse net.sqlite > net.dict
