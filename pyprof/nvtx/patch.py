@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import torch
 
-from . import distributed, emit
+from . import compiled, distributed, emit
 from .wrappers import is_wrapper, module_call, op_wrapper, step_wrapper
 
 _FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType)
@@ -219,6 +219,7 @@ def init(*, nested: bool = False, force: Optional[bool] = None) -> None:
             return
         _prepare()
         _patch()
+        compiled.install()
         _initialized = True
 
 
@@ -227,6 +228,7 @@ def restore() -> None:
     global _initialized
     with _lock:
         _unpatch()
+        compiled.uninstall()
         _initialized = False
 
 

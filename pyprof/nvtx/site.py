@@ -27,10 +27,14 @@ _GENERATED = ("<eval_with_key>",)
 _code_prefix: dict = {}
 
 
+def is_internal(filename: str) -> bool:
+    """True for files of torch, pyprof and code torch generates: never the user's call site."""
+    return filename.startswith(_INTERNAL) or filename.startswith(_GENERATED)
+
+
 def _classify(code: CodeType) -> str:
     name = code.co_filename
-    internal = name.startswith(_INTERNAL) or name.startswith(_GENERATED)
-    p = "" if internal else ',"site":' + _quote(name + ":")[:-1]
+    p = "" if is_internal(name) else ',"site":' + _quote(name + ":")[:-1]
     if len(_code_prefix) >= _CACHE_LIMIT:
         _code_prefix.clear()
     _code_prefix[code] = p

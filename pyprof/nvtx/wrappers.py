@@ -109,10 +109,18 @@ _REBUILDS = 4
 _roots: dict = {}  # id(root) -> _Names
 
 
-def _forget(key: int, ref: weakref.ref) -> None:
-    t = _roots.get(key)
-    if t is not None and t.root is ref:
-        del _roots[key]
+def _forgetter(key: int) -> Callable[[weakref.ref], None]:
+    """The weakref callback that drops a dead root's table. It holds the table dict itself, not
+    this module's globals: roots collected at interpreter exit run it after the module's globals
+    were cleared to None."""
+    roots = _roots
+
+    def forget(ref: weakref.ref) -> None:
+        t = roots.get(key)
+        if t is not None and t.root is ref:
+            del roots[key]
+
+    return forget
 
 
 def _entry(m: torch.nn.Module, name: str, names: _Names) -> tuple:
@@ -142,7 +150,7 @@ def _names_of(root: torch.nn.Module) -> _Names:
     if t is not None and t.root() is root:
         return t
     t = _Names()
-    t.root = weakref.ref(root, lambda ref, key=key: _forget(key, ref))
+    t.root = weakref.ref(root, _forgetter(key))
     t.rebuilds = 0
     _fill(t, root)
     if key not in t:  # named_modules overridden without the root itself

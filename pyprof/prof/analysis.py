@@ -8,6 +8,7 @@ from dataclasses import replace
 from . import ops  # noqa: F401  (fills the op table)
 from .ops.gemm import aten_gemm
 from . import peaks as peaks_mod
+from .compiled import CompiledPricer
 from .registry import ATTN, CONV, GEMM, MMA_KINDS, Call, Cost, Unknowable, lookup
 from .warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
@@ -71,6 +72,7 @@ class Analyzer:
         self.tally = tally
         self._calls: dict = {}
         self._costs: dict = {}
+        self._compiled = CompiledPricer(self)
 
     def cost(self, rec: dict) -> Cost | None:
         """The op cost of the marker behind a record (the forward op's, for a bprop kernel)."""
@@ -119,6 +121,8 @@ class Analyzer:
             f.flops, f.bytes = 0, rec.get("bytes")
             f.peaks = peaks_mod.lookup(rec.get("gpu"))
             return f
+        if isinstance(rec.get("compiled"), dict):  # a kernel of a compiled graph: priced from its nodes
+            return self._compiled.facts(rec, f)
         cost = f.cost = self.cost(rec)
         name = rec.get("kLongName") or rec.get("kShortName")
         verdict = classify(name)

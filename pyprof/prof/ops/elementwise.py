@@ -227,7 +227,7 @@ def _reduce_backward(op: str, x: Tensor, out_n: int, out_size: int, indices: boo
     return per_in * x.numel + per_out * out_n, nbytes
 
 
-def _reduce(op: str):
+def reduce_formula(op: str):
     def formula(c: Call) -> Cost:
         """1 FLOP per input element (std/var/norm/logsumexp: see _REDUCE_FLOPS); result at reduced size."""
         x = c.get(0, "input")
@@ -253,4 +253,4 @@ def _reduce(op: str):
 
 
 for _op in REDUCTIONS:
-    register(*names([_op]))(_reduce(_op))
+    register(*names([_op]))(reduce_formula(_op))
