@@ -7,6 +7,7 @@ from dataclasses import replace
 from math import prod
 from typing import Optional
 
+from . import aten as aten_level
 from . import ops  # noqa: F401  (fills the op table)
 from . import peaks as peaks_mod
 from .registry import ATTN, CONV, GEMM, MMA_KINDS, Call, Cost, Unknowable, lookup
@@ -25,15 +26,18 @@ _TRITON_MMA_DTYPES = frozenset(("float16", "bfloat16", "float8_e4m3fn", "float8_
 # unknown. A 16-bit marker dtype stays: cuDNN's SDPA kernels say `f16` for bf16 inputs too.
 _OVERRIDABLE = frozenset((None, "float32"))
 _COST_CACHE = 8192  # distinct markers kept; a training step has far fewer, so memory stays flat
+# Which level priced a kernel (the `level` column): its pyprof op marker, or PyTorch's op ranges.
+MARKER, ATEN = "marker", "aten"
 
 
 class Facts:
     """What prof derived for one record; None fields print `na`."""
 
-    __slots__ = ("cost", "flops", "bytes", "tc", "dtype", "path", "peaks")
+    __slots__ = ("cost", "flops", "bytes", "tc", "dtype", "path", "peaks", "level")
 
     def __init__(self) -> None:
         self.cost: Optional[Cost] = None
+        self.level: Optional[str] = None  # MARKER or ATEN: where `cost` came from
         self.flops: Optional[int] = None
         self.bytes: Optional[int] = None
         self.tc = "-"
@@ -82,24 +86,47 @@ class Analyzer:
 
     def cost(self, rec: dict) -> Optional[Cost]:
         """The op cost of the marker behind a record (the forward op's, for a bprop kernel)."""
+        cost, warning = self._marker_cost(rec)
+        if warning:
+            self.summary.warn(*warning)
+        return cost
+
+    def _marker_cost(self, rec: dict) -> tuple:
+        """(cost, None) or (None, (warning kind, op name)) for the marker behind a record."""
         if rec.get("dir") == "bprop":
             fwd = rec.get("fwd")
             marker = fwd.get("marker") if isinstance(fwd, dict) else None
         else:
             marker = rec.get("marker")
         if not isinstance(marker, dict) or marker.get("kind") != "op":
-            self.summary.warn("no op marker", f"{rec.get('mod')}.{rec.get('op')}")
-            return None
+            return None, ("no op marker", f"{rec.get('mod')}.{rec.get('op')}")
         key = repr(marker)  # equal markers have equal costs; repr is the cheapest exact key
         hit = self._costs.get(key)
         if hit is None:
             if len(self._costs) >= _COST_CACHE:
                 self._costs.clear()
             hit = self._costs[key] = self._compute(marker)
-        cost, warning = hit
+        return hit
+
+    def _priced(self, rec: dict, name: Optional[str], verdict: Optional[str]) -> tuple:
+        """(cost, level, the PyTorch range that priced it or None) of a record, warning when
+        neither level can price it. The marker prices unless it cannot, its op is a composite
+        (each kernel priced from its own range), or the kernel is the engine's gradient
+        accumulation; then the innermost PyTorch range with a formula does (aten.py)."""
+        cost, warning = self._marker_cost(rec)
+        accumulation = rec.get("dir") == "bprop" and aten_level.engine_accumulation(rec)
+        if rec.get("torchOps") and (cost is None or cost.composite or accumulation):
+            priced = aten_level.price(rec, name, verdict)
+            if priced is not None:
+                return priced[0], ATEN, priced[1]
+            if cost is not None and cost.composite:  # its whole on one kernel would double count
+                inner = rec["torchOps"][-1]
+                self.summary.warn("PyTorch op without a formula inside a composite op",
+                                  str(inner.get("name") if isinstance(inner, dict) else inner))
+                return None, None, None
         if warning:
             self.summary.warn(*warning)
-        return cost
+        return cost, (MARKER if cost is not None else None), None
 
     @staticmethod
     def _compute(marker: dict) -> tuple:
@@ -127,9 +154,10 @@ class Analyzer:
             f.flops, f.bytes = 0, rec.get("bytes")
             f.peaks = peaks_mod.lookup(rec.get("gpu"))
             return f
-        cost = f.cost = self.cost(rec)
         name = rec.get("kLongName") or rec.get("kShortName")
         verdict = classify(name)
+        cost, f.level, aten_range = self._priced(rec, name, verdict)
+        f.cost = cost
         kind = cost.kind if cost else None
         dtype = cost.dtype if cost else None
         if verdict is None and kind in MMA_KINDS and triton_gemm(name) and dtype in _TRITON_MMA_DTYPES:
@@ -143,7 +171,10 @@ class Analyzer:
         if verdict in (MMA, SIMT) and dtype in _OVERRIDABLE and (kind in MMA_KINDS or cost is None):
             dtype = kernel_dtype(name) or dtype
         f.dtype = dtype
-        f.flops, f.bytes = self._work(rec, cost, verdict, dtype, name)
+        if aten_range is not None:
+            f.flops, f.bytes = self._aten_work(rec, cost, verdict, aten_range)
+        else:
+            f.flops, f.bytes = self._work(rec, cost, verdict, dtype, name)
         f.peaks = peaks_mod.lookup(rec.get("gpu"))
         f.path = peaks_mod.math_path(f.tc == "1", dtype)
         return f
@@ -179,6 +210,19 @@ class Analyzer:
             state[1] = True
             return True
         return False
+
+    def _aten_work(self, rec: dict, cost: Cost, verdict: Optional[str], r: dict) -> tuple:
+        """(flops, bytes) of a kernel priced by PyTorch range `r`: the first kernel of the range
+        carries the op's work (for GEMM and attention ops the first matrix kernel; helpers 0)."""
+        mma = cost.kind in MMA_KINDS
+        counts = verdict in (MMA, SIMT) if mma else True
+        first = self._first(("aten", rec.get("pid"), rec.get("tid")), (r.get("name"), r.get("opId")), counts,
+                            r is rec["torchOps"][-1] and rec.get("subSeqId") == 0)
+        if mma and verdict == NONE:
+            return _NO_WORK
+        if mma and not counts:  # not recognised: facts() counted it
+            return _UNKNOWN
+        return (cost.flops, cost.bytes) if first else _NO_WORK
 
     def _work(self, rec: dict, cost: Optional[Cost], verdict: Optional[str], dtype: Optional[str],
               name: Optional[str]) -> tuple:

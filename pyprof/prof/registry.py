@@ -13,9 +13,12 @@ from typing import Any, Callable, Dict, Iterable, Optional
 from .values import Tensor, decode, short
 
 # Op kinds. GEMM, CONV and ATTN ops run matrix-multiply kernels that could use Tensor Cores;
-# their work goes to those kernels (analysis.py). SIMT ops never can.
-GEMM, CONV, ATTN, SIMT = "gemm", "conv", "attn", "simt"
+# their work goes to those kernels (analysis.py). SIMT ops never can. RNN ops (cuDNN's LSTM, GRU,
+# RNN) mix GEMMs and cell kernels the trace cannot tell apart: their work goes to the call's
+# first kernel, as for SIMT ops, but it is matrix work.
+GEMM, CONV, ATTN, SIMT, RNN = "gemm", "conv", "attn", "simt", "rnn"
 MMA_KINDS = frozenset((GEMM, CONV, ATTN))
+MATRIX_KINDS = frozenset((GEMM, CONV, ATTN, RNN))
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,10 @@ class Cost:
     # The PyTorch op (emit_nvtx range name) whose kernel does the op's work, when the op launches
     # helpers first (a fused optimizer step increments its step counters before the math).
     main_op: Optional[str] = None
+    # The op is a sequence of PyTorch ops each launching its own kernels (a for-loop or foreach
+    # optimizer step): with emit_nvtx ranges, each kernel is priced from its own range (aten.py)
+    # instead of the whole op landing on the first kernel.
+    composite: bool = False
 
 
 class Call:
@@ -120,3 +127,33 @@ def fmt_params(dtype: Optional[str], **fields: Any) -> str:
     parts.append(f"type={short(dtype)}")
     return ",".join(parts)
 
+
+
+# The second level: formulas over PyTorch's own op ranges (emit_nvtx with record_shapes), keyed by
+# the range name (`aten::mm`). A formula takes an `AtenCall` (aten.py: the range's `sizes` and the
+# dtype the kernel ran in) and returns the Cost of that one aten op.
+AtenFormula = Callable[[Any], Optional[Cost]]
+_ATEN: Dict[str, AtenFormula] = {}
+
+
+def register_aten(*names: str) -> Callable[[AtenFormula], AtenFormula]:
+    """Register `formula` for each PyTorch op range name (`aten::mm`)."""
+
+    def deco(formula: AtenFormula) -> AtenFormula:
+        for name in names:
+            if name in _ATEN:
+                raise RuntimeError(f"two formulas for {name}")
+            _ATEN[name] = formula
+        return formula
+
+    return deco
+
+
+def lookup_aten(name: Optional[str]) -> Optional[AtenFormula]:
+    """The formula for a PyTorch op range name, or None."""
+    return _ATEN.get(name)  # type: ignore[arg-type]
+
+
+def registered_aten() -> list:
+    """Every PyTorch op range name with a formula, sorted."""
+    return sorted(_ATEN)

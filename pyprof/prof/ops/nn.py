@@ -31,8 +31,10 @@ def _io(x: Tensor, out_numel: int, *params: Optional[Tensor], out_dtype: Optiona
     return None if size is None or None in parts else sum(parts) + out_numel * size
 
 
-def _norm(x: Tensor, per_elem: int, weight: Optional[Tensor], bias: Optional[Tensor],
-          extra: tuple = (), **fields) -> Cost:
+def norm_cost(x: Tensor, per_elem: int, weight: Optional[Tensor], bias: Optional[Tensor],
+              extra: tuple = (), **fields) -> Cost:
+    """A normalization over `x`: `per_elem` FLOPs per element plus one each for the affine weight
+    and bias; `extra` tensors read too (running statistics). Backward: the module docstring."""
     n = x.numel
     flops = n * (per_elem + (weight is not None) + (bias is not None))
     size = x.itemsize
@@ -44,17 +46,17 @@ def _norm(x: Tensor, per_elem: int, weight: Optional[Tensor], bias: Optional[Ten
 
 @register("torch.nn.functional.layer_norm", "torch.layer_norm")
 def layer_norm(c: Call) -> Cost:
-    return _norm(c.get(0, "input"), 6, c.tensor(2, "weight"), c.tensor(3, "bias"))
+    return norm_cost(c.get(0, "input"), 6, c.tensor(2, "weight"), c.tensor(3, "bias"))
 
 
 @register("torch.nn.functional.group_norm", "torch.group_norm")
 def group_norm(c: Call) -> Cost:
-    return _norm(c.get(0, "input"), 6, c.tensor(2, "weight"), c.tensor(3, "bias"), g=c.get(1, "num_groups"))
+    return norm_cost(c.get(0, "input"), 6, c.tensor(2, "weight"), c.tensor(3, "bias"), g=c.get(1, "num_groups"))
 
 
 @register("torch.nn.functional.rms_norm", "torch.rms_norm")
 def rms_norm(c: Call) -> Cost:
-    return _norm(c.get(0, "input"), 3, c.tensor(2, "weight"), None)
+    return norm_cost(c.get(0, "input"), 3, c.tensor(2, "weight"), None)
 
 
 @register("torch.nn.functional.batch_norm", "torch.batch_norm")
@@ -65,7 +67,7 @@ def batch_norm(c: Call) -> Cost:
     w, b = c.tensor(3, "weight"), c.tensor(4, "bias")
     training = bool(c.get(5, "training", False))
     stats = (rm, rv, rm, rv) if training else (rm, rv)
-    return _norm(x, 6 if training else 2, w, b, stats, training=int(training))
+    return norm_cost(x, 6 if training else 2, w, b, stats, training=int(training))
 
 
 @register("torch.nn.functional.softmax", *names(["softmax", "_softmax"]),
