@@ -10,7 +10,7 @@ from typing import Optional
 from . import aten as aten_level
 from . import ops  # noqa: F401  (fills the op table)
 from . import peaks as peaks_mod
-from .registry import ATTN, CONV, GEMM, MMA_KINDS, Call, Cost, Unknowable, lookup
+from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, Call, Cost, Unknowable, lookup
 from .summary import Summary
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
 from .values import ITEMSIZE
@@ -28,6 +28,11 @@ _OVERRIDABLE = frozenset((None, "float32"))
 _COST_CACHE = 8192  # distinct markers kept; a training step has far fewer, so memory stays flat
 # Which level priced a kernel (the `level` column): its pyprof op marker, or PyTorch's op ranges.
 MARKER, ATEN = "marker", "aten"
+
+
+def _scaled(nbytes: Optional[int], dtype: str) -> Optional[int]:
+    """fp32 bytes counted again in `dtype`."""
+    return None if nbytes is None else nbytes * ITEMSIZE[dtype] // 4
 
 
 class Facts:
@@ -142,9 +147,11 @@ class Analyzer:
         except _FORMULA_ERRORS:
             cost = None
         autocast = marker.get("autocast")
-        if cost is not None and cost.kind in MMA_KINDS and cost.dtype == "float32" and autocast in ITEMSIZE:
+        if cost is not None and cost.kind in MATRIX_KINDS and cost.dtype == "float32" and autocast in ITEMSIZE:
             # Under autocast the arguments are fp32 but the matrix kernel runs in `autocast`.
             cost = replace(cost, dtype=autocast)
+            if cost.kind not in MMA_KINDS:  # an RNN: every tensor it reads or writes is cast
+                cost = replace(cost, bytes=_scaled(cost.bytes, autocast), bwd_bytes=_scaled(cost.bwd_bytes, autocast))
         return cost, None if cost is not None else ("op arguments not understood", f"{mod}.{op}")
 
     def facts(self, rec: dict) -> Facts:
@@ -234,7 +241,9 @@ class Analyzer:
         if kind not in MMA_KINDS:
             torch_ops = rec.get("torchOps")
             if cost.main_op is not None and torch_ops:
-                if torch_ops[-1].get("name") != cost.main_op:
+                inner = torch_ops[-1]
+                if inner.get("name") not in cost.main_op or not self._first(
+                        ("main", rec.get("pid"), rec.get("tid")), inner, True, rec.get("subSeqId") == 0):
                     return _NO_WORK
             elif not self._first_of_call(rec, True):
                 return _NO_WORK

@@ -42,9 +42,10 @@ class Cost:
     bwd_flops: Optional[int] = None
     bwd_bytes: Optional[int] = None
     bias_elems: int = 0
-    # The PyTorch op (emit_nvtx range name) whose kernel does the op's work, when the op launches
-    # helpers first (a fused optimizer step increments its step counters before the math).
-    main_op: Optional[str] = None
+    # The PyTorch ops (emit_nvtx range names) whose first kernel does the op's work, when the op
+    # launches helpers first (a fused optimizer step increments its step counters before the
+    # math; an RNN may initialise its dropout state): the other kernels carry 0.
+    main_op: Optional[tuple] = None
     # The op is a sequence of PyTorch ops each launching its own kernels (a for-loop or foreach
     # optimizer step): with emit_nvtx ranges, each kernel is priced from its own range (aten.py)
     # instead of the whole op landing on the first kernel.
