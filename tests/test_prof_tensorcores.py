@@ -55,6 +55,12 @@ NAMES = [
     ("void cudnn::detail::dgrad_engine<float, 128, 6, 7, 3, 3, 5, false>(...)", SIMT, None),
     ("void cudnn::cnn::wgrad_alg0_engine<float, 128, 5, 5, 3, 3, 3, false, 512>(...)", SIMT, None),
     ("void at::native::(anonymous namespace)::conv_depthwise2d_forward_kernel<3, float, int>(...)", SIMT, None),
+    # cuDNN's direct (CUDA-core) depthwise and grouped convolutions on H100 (coverage capture,
+    # benchmarks/coverage.py): the names carry nothing but the pass and the layout
+    ("conv2d_c1_k1_nhwc_specialized", SIMT, None),
+    ("dgrad2d_c1_k1_nchw_shmem_tiling", SIMT, None),
+    ("wgrad2d_shmem_tiling", SIMT, None),
+    ("wgrad2d_c1_k1_nhwc", SIMT, None),
     # Attention
     ("void flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::half_t>, false>(Params)",
      MMA, "float16"),
@@ -91,6 +97,11 @@ NAMES = [
     # of the main kernel's FLOPs in the fp32 case of tests/data/tc_ground_truth.csv)
     ("sm90_xmma_wgrad_indexed_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize64x64x64_warpgroupsize1x1x1_g1_"
      "execute_split_k_kernel__5x_cudnn", NONE, "float16"),
+    # ... and the reductions that finish cuDNN's split weight gradients, its layout transform
+    ("void cudnn::cnn::reduce_wgrad_nchw_helper<float, __half>(void *, const void *, T1, int, int)", NONE, "float16"),
+    ("wgrad2d_c1_k1_nhwc_reduce", NONE, None),
+    ("void tensorTransformGeneric<__nv_bfloat16, __nv_bfloat16, float, (bool)1, (bool)0, (bool)0, "
+     "(cudnnKernelDataType_t)0>(cudnnTensorTransformStruct, tensorTransformParams)", NONE, "bfloat16"),
     ("triton_poi_fused_add_mul_0", NONE, None),
     ("triton_red_fused_sum_1", NONE, None),
     # Unknown: the name says nothing

@@ -207,6 +207,29 @@ class Analyzer:
         return self._first(("range", rec.get("pid"), rec.get("tid")), rec["torchOps"][-1], True,
                            rec.get("subSeqId") == 0)
 
+    def _gradient_slot(self, rec: dict, name: Optional[str]) -> bool:
+        """True when this matrix kernel of a convolution's backward node computes one of its two
+        gradients (data, weight), each one forward's work, for the first time in the node.
+
+        A kernel named `dgrad` or `wgrad` fills that slot; any other (a GEMM-lowered 1x1
+        convolution, cuDNN's direct, Winograd or depthwise kernels, the `fprop` kernel computing
+        a transposed convolution's data gradient) fills the first free one in launch order. A
+        second kernel for a filled slot (a gradient split in two) carries 0."""
+        torch_ops = rec.get("torchOps")
+        ident = ((rec.get("fwd") or {}).get("seq"), torch_ops[0] if torch_ops else None)
+        key = ("slots", rec.get("pid"), rec.get("tid"))
+        state = self._calls.get(key)
+        if state is None or state[0] != ident or (not torch_ops and rec.get("subSeqId") == 0):
+            state = self._calls[key] = [ident, set()]
+        low = (name or "").lower()
+        slot = next((t for t in _GRAD_TOKENS if t in low), None)
+        if slot is None:
+            slot = next((t for t in _GRAD_TOKENS if t not in state[1]), None)
+        if slot is None or slot in state[1]:
+            return False
+        state[1].add(slot)
+        return True
+
     def _first(self, key: tuple, ident, counts: bool, starts: bool) -> bool:
         """Per-thread state `key`: a new instance when `ident` changes or `starts`; True once per
         instance, for the first kernel that `counts`."""
@@ -271,11 +294,7 @@ class Analyzer:
         if kind == GEMM:
             return grad  # data- and weight-gradient GEMMs each do one forward's work
         if kind == CONV:
-            low = (name or "").lower()
-            if any(t in low for t in _GRAD_TOKENS):
-                return grad
-            self.summary.warn("conv backward kernel neither dgrad nor wgrad (work na)", rec.get("kShortName") or "?")
-            return _UNKNOWN
+            return grad if self._gradient_slot(rec, name) else _NO_WORK
         if not first:  # ATTN backward: the whole node's work on its main kernel
             return _NO_WORK
         if cost.bwd_bytes is None or size is None or cost.dtype is None:

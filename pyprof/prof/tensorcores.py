@@ -25,6 +25,8 @@ RULES = [
     (r"splitkreduce|split_k_reduce|splitk_reduce|reducesplitk|reduction_kernel|execute_split_k_kernel", NONE,
      "split-K reduction (xmma's execute_split_k_kernel sums the partial products of the main kernel)"),
     (r"addpadding|init_device_workspace", NONE, "cuDNN padding copy or workspace initialisation"),
+    (r"reduce_wgrad|wgrad\w*_reduce\b", NONE, "cuDNN's sum of a split weight gradient's partial results"),
+    (r"tensortransformgeneric", NONE, "cuDNN tensor layout transform"),
     (r"nchwtonhwc|nhwctonchw|nchw2nhwc|nhwc2nchw|transpose_readwrite|cudnn::.*(?:tensor_?transform|reorder)",
      NONE, "layout conversion"),
     (r"winograd_nonfused|winograd(?:forward|wgrad|dgrad)(?:data|filter|delta|output)|scalepackedtensor",
@@ -46,7 +48,7 @@ RULES = [
     (r"simt|ffma|(?<![a-z0-9])[sd]gemm|(?<![a-z0-9])hgemm|gemv|gemmsn|gemmk1|dot_kernel|"
      r"implicit_convolve|precomputed_convolve|explicit_convolve|convolve_common_engine|"
      r"dgrad_engine|wgrad_alg|conv_depthwise|depthwise|winograd|fft2d|fft_|grouped_direct|"
-     r"slow_conv|cudnn::detail::.*(?:convolve|dgrad|wgrad)", SIMT,
+     r"slow_conv|cudnn::detail::.*(?:convolve|dgrad|wgrad)|(?<![a-z0-9])(?:conv|dgrad|wgrad)[123]d_", SIMT,
      "CUDA-core GEMM/GEMV/convolution (FFMA, SIMT, sgemm/dgemm, direct or FFT/Winograd conv)"),
     # Library kernels whose dtype tokens decide: half, bf16, tf32, fp8 and int8 GEMMs/convs are MMA.
     (r"(?:xmma|cutlass|cudnn|gemm|conv|fprop|dgrad|wgrad).*(?:bf16|f16|fp16|tf32|e4m3|e5m2|int8|i8i8)|"
