@@ -102,6 +102,11 @@ NAMES = [
     ("wgrad2d_c1_k1_nhwc_reduce", NONE, None),
     ("void tensorTransformGeneric<__nv_bfloat16, __nv_bfloat16, float, (bool)1, (bool)0, (bool)0, "
      "(cudnnKernelDataType_t)0>(cudnnTensorTransformStruct, tensorTransformParams)", NONE, "bfloat16"),
+    ("void scal_kernel<float, float, (int)1, (bool)1, (int)6, (int)5, (int)5, (int)3>(cublasTransposeParams<T2>, "
+     "const T1 *, T1 *, const T2 *)", NONE, None),
+    ("void cublasLt::epilogue::impl::globalKernel<(int)8, (int)32, float, float, float, (bool)1, (bool)1, (int)1>(...)",
+     NONE, None),
+    ("at::cuda::philox::unpack_cudnn(at::PhiloxCudaState, long *, long *)", NONE, None),
     ("triton_poi_fused_add_mul_0", NONE, None),
     ("triton_red_fused_sum_1", NONE, None),
     # Unknown: the name says nothing

@@ -115,12 +115,17 @@ class Analyzer:
 
     def _priced(self, rec: dict, name: Optional[str], verdict: Optional[str]) -> tuple:
         """(cost, level, the PyTorch range that priced it or None) of a record, warning when
-        neither level can price it. The marker prices unless it cannot, its op is a composite
-        (each kernel priced from its own range), or the kernel is the engine's gradient
-        accumulation; then the innermost PyTorch range with a formula does (aten.py)."""
+        neither level can price it. The marker prices unless it cannot (no marker, no formula,
+        no backward formula for a backward kernel), its op is a composite (each kernel priced
+        from its own range), or the kernel is the engine's gradient accumulation; then the
+        innermost PyTorch range with a formula does (aten.py)."""
         cost, warning = self._marker_cost(rec)
-        accumulation = rec.get("dir") == "bprop" and aten_level.engine_accumulation(rec)
-        if rec.get("torchOps") and (cost is None or cost.composite or accumulation):
+        bprop = rec.get("dir") == "bprop"
+        # A backward kernel of an op with no backward formula is priced from its own range.
+        no_backward = bprop and cost is not None and cost.kind not in MMA_KINDS and cost.bwd_flops is None \
+            and cost.bwd_bytes is None
+        accumulation = bprop and aten_level.engine_accumulation(rec)
+        if rec.get("torchOps") and (cost is None or cost.composite or no_backward or accumulation):
             priced = aten_level.price(rec, name, verdict)
             if priced is not None:
                 return priced[0], ATEN, priced[1]

@@ -36,13 +36,23 @@ _CPP_DTYPE = {"BFloat16": "bfloat16", "Half": "float16", "Float8_e4m3fn": "float
 _ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError)
 
 
+# Integer element types, as template arguments (`CUDAFunctor_add<long>`), not casts (`(int)4`).
+_CPP_INTS = re.compile(r"(?<![\w(:])(long|int|bool|short|unsigned char|signed char)(?=[,>])")
+_CPP_INT_DTYPE = {"long": "int64", "int": "int32", "bool": "bool", "short": "int16", "unsigned char": "uint8",
+                  "signed char": "int8"}
+
+
 @lru_cache(maxsize=65536)
 def template_dtype(name: Optional[str]) -> Optional[str]:
-    """The first floating-point C++ element type in a kernel's demangled name, as a dtype name."""
+    """The first floating-point C++ element type in a kernel's demangled name, else the first
+    integer one among its template arguments, as a dtype name."""
     if not name:
         return None
     m = _CPP_TYPES.search(name)
-    return None if m is None else _CPP_DTYPE[m.group(1) or m.group(2)]
+    if m is not None:
+        return _CPP_DTYPE[m.group(1) or m.group(2)]
+    m = _CPP_INTS.search(name)
+    return None if m is None else _CPP_INT_DTYPE[m.group(1)]
 
 
 def kernel_element_dtype(name: Optional[str], verdict: Optional[str]) -> Optional[str]:

@@ -27,6 +27,8 @@ RULES = [
     (r"addpadding|init_device_workspace", NONE, "cuDNN padding copy or workspace initialisation"),
     (r"reduce_wgrad|wgrad\w*_reduce\b", NONE, "cuDNN's sum of a split weight gradient's partial results"),
     (r"tensortransformgeneric", NONE, "cuDNN tensor layout transform"),
+    (r"(?<![a-z0-9])scal_kernel|cublaslt::epilogue|philox::unpack", NONE,
+     "cuBLAS's scaling of C by beta, cuBLASLt's separate epilogue (bias, activation), RNG state unpacking"),
     (r"nchwtonhwc|nhwctonchw|nchw2nhwc|nhwc2nchw|transpose_readwrite|cudnn::.*(?:tensor_?transform|reorder)",
      NONE, "layout conversion"),
     (r"winograd_nonfused|winograd(?:forward|wgrad|dgrad)(?:data|filter|delta|output)|scalepackedtensor",

@@ -153,15 +153,20 @@ def copy_(a: A) -> Optional[Cost]:
     return Cost(0, nbytes, fmt_params(a.dtype, shape=dims(dst)), a.dtype, SIMT)
 
 
+_OPAQUE = re.compile(r"opaquetype<\(unsigned int\)(\d+)>")
+
+
 @register_aten("aten::cat", "aten::roll")
 def movement(a: A) -> Optional[Cost]:
-    """Every input tensor read once and its elements written once."""
+    """Every input tensor read once and its elements written once. A copy kernel moving opaque
+    N-byte elements (`OpaqueType<N>`) says their size, not their type."""
     ts = a.tensors()
-    size = ITEMSIZE.get(a.dtype)
+    opaque = _OPAQUE.search(a.kernel)
+    size = ITEMSIZE.get(a.dtype) or (int(opaque.group(1)) if opaque else None)
     if not ts or size is None:
         return None
     n = sum(t.numel for t in ts)
-    return Cost(0, 2 * n * size, fmt_params(a.dtype, n=len(ts), numel=n), a.dtype, SIMT)
+    return Cost(0, 2 * n * size, fmt_params(a.dtype, n=len(ts), numel=n, elem=size), a.dtype, SIMT)
 
 
 # -- reductions: the output size is known only without dims (input 0 and at most a dtype) ----------
