@@ -66,6 +66,13 @@ NAMES = [
      MMA, "float16"),
     ("flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel", MMA, None),
     ("fmha_cutlassF_f16_aligned_64x128_rf_sm80(PyTorchMemEffAttention::AttentionKernel<...>::Params)", MMA, "float16"),
+    # With dropout: an attention kernel, not a dropout helper
+    ("fmha_cutlassB_f32_aligned_64x64_k32_dropout_sm80(PyTorchMemEffAttention::AttentionBackwardKernel<...>::Params)",
+     MMA, None),
+    ("void at::native::<unnamed>::fused_dropout_kernel_vec<float, float, unsigned int, (int)1, (int)4, bool>(...)",
+     NONE, None),
+    ("void cudnn::dropout_apply_mask<float, float, (int)4>(T2, T1 *, const T1 *, long, long, const unsigned int *)",
+     NONE, None),
     ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_kernel0_0", MMA, "float16"),
     # Helpers of matrix ops and kernels that never do MMA work, whatever their dtype
     ("void splitKreduce_kernel<32, 16, int, __half, __half, float, __half, true, false, false>(...)", NONE, "float16"),

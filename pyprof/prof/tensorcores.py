@@ -38,7 +38,7 @@ RULES = [
     (r"elementwise_kernel|vectorized_elementwise|unrolled_elementwise|reduce_kernel|fill_kernel|"
      r"fillfunctor|cunn_softmax|softmax_warp|layer_norm|layernorm|batch_norm|bn_fw|bn_bw|"
      r"rmsnorm|rms_norm|groupnorm|group_norm|\bcatarraybatched|index_elementwise|scatter_gather|"
-     r"multi_tensor_apply|embedding|indexselect|gatherkernel|im2col|col2im|dropout|"
+     r"multi_tensor_apply|embedding|indexselect|gatherkernel|im2col|col2im|fused_dropout|dropout_(?:generate|apply)|"
      r"max_pool|avg_pool|maxpool|avgpool|upsample|cross_entropy|nll_loss|distribution_",
      NONE, "element-wise, reduction, normalization or data-movement kernel"),
     (r"triton_(?:poi|red|per)_", NONE, "Triton pointwise/reduction kernel"),
