@@ -114,13 +114,13 @@ def test_partial_sums_are_marked_as_lower_bounds(tmp_path):
     # Every __add__ kernel is known: 5 forward adds of 4·128·256 elements (655,360 FLOPs) and, in
     # the backward, the [128,256] operand's gradient summed over the batch of 4 (3·32,768 adds)
     assert add.split()[5] == "753.66k"
-    # The same trace with the adds renamed __pow__ (no backward formula): its backward kernels
-    # are priced from their PyTorch ranges instead, the aten::sum 131,072 FLOPs (4·128·256 in)
-    # but unknown bytes (the summed dims are not in the range): the byte sum is a lower bound
-    recs = [_renamed(r, "__add__", "__pow__") for r in trace_records("gpt")]
-    rc, out, _ = prof("--summary", write_dict(tmp_path, "pow", recs))
-    pow_ = next(line for line in out.splitlines() if line.startswith("__pow__")).split()
-    assert pow_[5] == "786.43k" and pow_[8].endswith("+")
+    # The same trace with the adds renamed atan2 (no backward formula): its backward kernels are
+    # priced from their PyTorch ranges instead, the aten::sum 131,072 FLOPs (4·128·256 in) but
+    # unknown bytes (the summed dims are not in the range): the byte sum is a lower bound
+    recs = [_renamed(r, "__add__", "atan2") for r in trace_records("gpt")]
+    rc, out, _ = prof("--summary", write_dict(tmp_path, "atan2", recs))
+    atan2 = next(line for line in out.splitlines() if line.startswith("atan2")).split()
+    assert atan2[5] == "786.43k" and atan2[8].endswith("+")
 
 
 def test_json_output(tmp_path):
