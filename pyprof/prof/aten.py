@@ -8,7 +8,8 @@ the autograd engine runs between nodes. A range's `sizes` give each input's shap
 scalars, None and 0-dim tensors; tensor lists flattened in order); they carry no dtypes and no
 scalar values, so the formulas (ops/aten.py) read shapes and take the dtype from the kernel:
 the name's dtype token for matrix kernels (tensorcores.kernel_dtype), else the first C++ element
-type among its template arguments (`c10::BFloat16`, `c10::Half`, `float`, `double`, ...).
+type among its template arguments (`c10::BFloat16`, `c10::Half`, `cutlass::half_t`, `__half`,
+`float`, `double`, ..., then the integer ones).
 
 The innermost range that has a formula prices the kernel, and only that one: an outer range is
 never tried when an inner formula cannot price, since the outer op's work includes its inner
@@ -26,9 +27,10 @@ from .tensorcores import MMA, SIMT, kernel_dtype
 from .values import Tensor
 
 # The element types C++ kernels are instantiated with, as the demangled name spells them.
-_CPP_TYPES = re.compile(r"c10::(BFloat16|Half|Float8_e4m3fn|Float8_e5m2|complex<float>|complex<double>)|"
-                        r"(?<![\w:])(double|float)(?![\w])")
-_CPP_DTYPE = {"BFloat16": "bfloat16", "Half": "float16", "Float8_e4m3fn": "float8_e4m3fn",
+_CPP_TYPES = re.compile(r"(?:c10::|cutlass::|__nv_)?(BFloat16|Half|half_t|bfloat16_t|bfloat16|Float8_e4m3fn|"
+                        r"Float8_e5m2|complex<float>|complex<double>)\b|(?<![\w:])(double|float|__half)(?![\w])")
+_CPP_DTYPE = {"BFloat16": "bfloat16", "Half": "float16", "half_t": "float16", "bfloat16_t": "bfloat16",
+              "bfloat16": "bfloat16", "__half": "float16", "Float8_e4m3fn": "float8_e4m3fn",
               "Float8_e5m2": "float8_e5m2", "complex<float>": "complex64", "complex<double>": "complex128",
               "double": "float64", "float": "float32"}
 
@@ -37,7 +39,7 @@ _ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivi
 
 
 # Integer element types, as template arguments (`CUDAFunctor_add<long>`), not casts (`(int)4`).
-_CPP_INTS = re.compile(r"(?<![\w(:])(long|int|bool|short|unsigned char|signed char)(?=[,>])")
+_CPP_INTS = re.compile(r"(?<![\w(:])(?<!unsigned )(long|int|bool|short|unsigned char|signed char)(?=[,>])")
 _CPP_INT_DTYPE = {"long": "int64", "int": "int32", "bool": "bool", "short": "int16", "unsigned char": "uint8",
                   "signed char": "int8"}
 

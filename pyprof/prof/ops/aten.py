@@ -162,7 +162,7 @@ def movement(a: A) -> Optional[Cost]:
     N-byte elements (`OpaqueType<N>`) says their size, not their type."""
     ts = a.tensors()
     opaque = _OPAQUE.search(a.kernel)
-    size = ITEMSIZE.get(a.dtype) or (int(opaque.group(1)) if opaque else None)
+    size = int(opaque.group(1)) if opaque else ITEMSIZE.get(a.dtype)
     if not ts or size is None:
         return None
     n = sum(t.numel for t in ts)
