@@ -8,7 +8,7 @@ setup(
     packages=find_packages(include=["pyprof", "pyprof.*"]),
     python_requires=">=3.9",
     # torch is deliberately not here: parse and prof run on machines without it.
-    install_requires=["nvtx>=0.2.5", "SQLAlchemy>=2,<3", "numpy"],
+    install_requires=["nvtx>=0.2.5", "SQLAlchemy>=2,<3"],
     extras_require={
         # Plain "torch": on a machine without torch this pulls CUDA wheels; CPU users install
         # a CPU build first (README), which then satisfies it.

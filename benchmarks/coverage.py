@@ -345,7 +345,10 @@ CASES: Dict[str, Case] = {
     "fixture_encoder": Case(_encoder(layers=1, d=64, batch=2, length=16), "fp32", "sgd"),
     "fixture_encoder_eval": Case(_encoder(layers=1, d=64, batch=2, length=16), "fp16", "none", half_weights=True),
 }
-DEFAULT = [n for n in CASES if not n.startswith("fixture_")]
+# The models the issue found worst covered first, so that a capture cut short by --budget keeps them.
+FIRST = ["transformer_encoder", "transformer_encoder_eval", "mha_weights", "lstm", "gru", "rnn_packed",
+         "mobilenet_v2", "unet", "llama_block", "transformer", "recommender", "deeplabv3_mobilenet"]
+DEFAULT = FIRST + [n for n in CASES if n not in FIRST and not n.startswith("fixture_")]
 
 
 def _optimizer(name: str, params):
@@ -439,42 +442,87 @@ def _count(step: Callable, mapping: Optional[dict]) -> Optional[int]:
     return counter.get_total_flops()
 
 
-def capture(names: List[str], flops_path: Optional[str], warmup: int) -> int:
-    """Build, warm up and count every case, then run one step of each in the profiled range."""
+class _Overtime(BaseException):
+    """A model's preparation outlasted --model-timeout (not an Exception, so that no handler
+    meant for a model's own errors takes it)."""
+
+
+def _alarm(signum, frame):
+    raise _Overtime()
+
+
+def capture(names: List[str], flops_path: Optional[str], warmup: int, plain: bool = False,
+            model_timeout: int = 0, budget: float = 0) -> int:
+    """Build, warm up and count every case, then run one step of each in the profiled range.
+
+    `plain`: no `pyprof.init()`, so the trace holds only PyTorch's emit_nvtx(record_shapes=True)
+    ranges (and each model's annotate range): what traces made without pyprof look like.
+    `model_timeout` (s): a model whose preparation takes longer is skipped (SIGALRM);
+    `budget` (s): no further model is prepared once this much time has passed, so that one slow
+    model cannot keep the others out of the capture. The FLOP totals are written after each
+    model, so a run cut short keeps what it counted."""
+    import signal
+
     import torch
 
     import pyprof
-    pyprof.init()
+    if not plain:
+        pyprof.init()
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     steps, flops, fixed, failed = {}, {}, {}, {}
+    meta = {"device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
+            "plain": plain, "flop_counter": flops, "flop_counter_corrected": fixed, "failed": failed}
+
+    def save() -> None:
+        if flops_path:
+            with open(flops_path, "w") as f:
+                json.dump(meta, f, indent=1)
     mapping = corrected_counts()
+    # Imported now: a timeout inside a first, lazy import would leave it half done for every
+    # model after.
+    import torch._dynamo  # noqa: F401
+    import torch.utils.flop_counter  # noqa: F401
+    try:
+        import torchvision  # noqa: F401
+    except ImportError:
+        pass
+    begin = time.perf_counter()
+    signal.signal(signal.SIGALRM, _alarm)
     for name in names:
+        if budget and time.perf_counter() - begin > budget:
+            failed[name] = f"not prepared: the {budget:.0f} s budget was spent"
+            print(f"coverage: {name}: {failed[name]}", file=sys.stderr)
+            continue
         torch.manual_seed(0)
         t0 = time.perf_counter()
+        signal.alarm(model_timeout)
         try:
             step = make_step(CASES[name], device)
             for _ in range(warmup):
                 step()
             flops[name], fixed[name] = _count(step, None), _count(step, mapping)
+            if cuda:
+                torch.cuda.synchronize()
             steps[name] = step
-        except Exception as err:
-            failed[name] = f"{type(err).__name__}: {err}"
+        except (Exception, _Overtime) as err:
+            failed[name] = f"over {model_timeout} s" if isinstance(err, _Overtime) else f"{type(err).__name__}: {err}"
             print(f"coverage: {name}: skipped: {failed[name]}", file=sys.stderr)
-            continue
-        if cuda:
-            torch.cuda.synchronize()
+        finally:
+            signal.alarm(0)
+        save()
         print(f"coverage: {name} ready ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     with pyprof.profiled():
         for name, step in steps.items():
-            with pyprof.annotate(name):
-                step()
-            if cuda:
-                torch.cuda.synchronize()
-    if flops_path:
-        with open(flops_path, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
-                       "flop_counter": flops, "flop_counter_corrected": fixed, "failed": failed}, f, indent=1)
+            try:
+                with pyprof.annotate(name):
+                    step()
+                if cuda:
+                    torch.cuda.synchronize()
+            except Exception as err:  # its kernels so far stay in the capture, under its name
+                failed[name] = f"profiled step: {type(err).__name__}: {err}"
+                print(f"coverage: {name}: {failed[name]}", file=sys.stderr)
+    save()
     print(f"coverage: captured {len(steps)} models, {len(failed)} failed", file=sys.stderr)
     return 0
 
@@ -485,7 +533,7 @@ def capture(names: List[str], flops_path: Optional[str], warmup: int) -> int:
 MATRIX_KINDS = ("gemm", "conv", "attn")
 
 
-class Tally:
+class ModelSums:
     """Per-model sums over its kernels."""
 
     def __init__(self) -> None:
@@ -531,32 +579,26 @@ def _outside_modules(rec: dict) -> bool:
     return isinstance(marker, dict) and "module" not in marker
 
 
-def _lines(path: str):
-    opener = lzma.open if path.endswith(".xz") else open
-    with opener(path, "rt") as f:
-        for line in f:
-            if line.startswith("{"):
-                yield json.loads(line)
-
-
-def tally(records_path: str) -> Dict[str, Tally]:
-    """Records analysed in order and summed per model: a kernel belongs to the model of its
-    outermost layer range, or (a kernel without one, such as a backward kernel whose forward op
-    is unknown) to the model of the kernel before it; models ran one after the other."""
-    from pyprof.prof.analysis import Analyzer
-    from pyprof.prof.summary import Summary
-    analyzer = Analyzer(Summary())
-    out: Dict[str, Tally] = {}
+def sums(records_path: str) -> Dict[str, ModelSums]:
+    """Records analysed in order (prof's one record loop) and summed per model: a kernel belongs
+    to the model of its outermost layer range, or (a kernel without one, such as a backward
+    kernel whose forward op is unknown) to the model of the kernel before it; models ran one
+    after the other."""
+    from pyprof.prof.reader import records
+    from pyprof.prof.scan import analysed
+    from pyprof.prof.warnings_tally import Tally
+    out: Dict[str, ModelSums] = {}
     current = None
-    for rec in _lines(records_path):
-        if rec.get("kind", "kernel") != "kernel":
-            continue
-        layers = rec.get("layer") or []
-        if layers:
-            current = layers[0]
-        if current is None:
-            continue
-        out.setdefault(current, Tally()).add(rec, analyzer.facts(rec))
+    opener = lzma.open if records_path.endswith(".xz") else open
+    with opener(records_path, "rb") as stream:
+        for rec, facts, _ in analysed(records(stream, Tally()), Tally()):
+            if rec.get("kind", "kernel") != "kernel":
+                continue
+            layers = rec.get("layer") or []
+            if layers:
+                current = layers[0]
+            if current is not None:
+                out.setdefault(current, ModelSums()).add(rec, facts)
     return out
 
 
@@ -568,7 +610,7 @@ def table(records_path: str, flops_path: str, missing: int) -> str:
     """The coverage table (text), then per model the largest unknowns."""
     meta = json.load(open(flops_path))
     raw, fixed = meta.get("flop_counter", {}), meta.get("flop_counter_corrected", {})
-    tallies = tally(records_path)
+    tallies = sums(records_path)
     head = (f"{'model':<26}{'kernels':>8}{'GPU ms':>9}{'flops%':>8}{'bytes%':>8}{'op%':>7}{'module%':>9}"
             f"{'outside%':>9}{'marker%':>9}{'aten%':>7}{'matrix/FCM':>12}{'FCM raw/corr':>13}{'rnn GFLOP':>10}")
     lines = [f"device: {meta.get('device')}, torch {meta.get('torch')}", head]
@@ -593,6 +635,51 @@ def table(records_path: str, flops_path: str, missing: int) -> str:
     return "\n".join(lines)
 
 
+def rnn_truth(records_path: str, ncu_path: str) -> str:
+    """The RNN formulas against Nsight Compute: per cuDNN RNN call (the kernels under one
+    aten::_cudnn_rnn or aten::_cudnn_rnn_backward range) of a step captured twice, once under
+    nsys (parsed records) and once under `ncu --profile-from-start off` (same kernels, same
+    order; names checked), prof's FLOPs and bytes beside the counted ones: CUDA-core FLOPs (FMA
+    2) plus Tensor Core ops, and DRAM bytes read and written."""
+    from tc_truth import ncu_kernels, summarize
+
+    from pyprof.prof.reader import records
+    from pyprof.prof.scan import analysed
+    from pyprof.prof.warnings_tally import Tally
+    opener = lzma.open if records_path.endswith(".xz") else open
+    with opener(records_path, "rb") as stream:
+        kernels = [(rec, f) for rec, f, _ in analysed(records(stream, Tally()), Tally())
+                   if rec.get("kind", "kernel") == "kernel"]
+    profiled = ncu_kernels(ncu_path)
+    if len(kernels) != len(profiled):
+        raise SystemExit(f"coverage: {len(kernels)} kernel records but {len(profiled)} profiled kernels")
+    calls: Dict[tuple, List[float]] = {}
+    for (rec, f), (ncu_name, counters) in zip(kernels, profiled):
+        short = rec.get("kShortName") or ""
+        if not (ncu_name.startswith(short) or short in ncu_name):
+            raise SystemExit(f"coverage: kernel order differs: {short!r} vs {ncu_name!r}")
+        rng = next((r for r in rec.get("torchOps") or [] if r.get("name") in ("aten::_cudnn_rnn",
+                                                                             "aten::_cudnn_rnn_backward")), None)
+        if rng is None:
+            continue
+        _, mma, _, core, dram = summarize(counters)
+        row = calls.setdefault((rng["name"], rng.get("opId"), rec.get("dir"), rec.get("op")),
+                               [0, 0, 0, 0.0, 0.0, ""])
+        row[0] += 1
+        row[1] += f.flops or 0
+        row[2] += f.bytes or 0
+        row[3] += core + mma
+        row[4] += dram
+        row[5] = row[5] or (f.cost.params if f.cost is not None else "")
+    lines = [f"{'call':<36}{'kernels':>8}{'prof FLOPs':>14}{'ncu FLOPs':>14}{'ncu/prof':>9}"
+             f"{'prof bytes':>12}{'DRAM bytes':>12}{'DRAM/prof':>10}  params"]
+    for (name, _, direction, op), (n, flops, nbytes, counted, dram, params) in calls.items():
+        lines.append(f"{direction + ' ' + op + ' ' + name.split('::')[-1]:<36}{n:>8}{flops:>14,}{int(counted):>14,}"
+                     f"{counted / flops if flops else math.nan:>9.3f}{nbytes:>12,}{int(dram):>12,}"
+                     f"{dram / nbytes if nbytes else math.nan:>10.3f}  {params}")
+    return "\n".join(lines)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -601,17 +688,29 @@ def main(argv: Optional[List[str]] = None) -> int:
     c.add_argument("--models", default=",".join(DEFAULT), help="comma-separated case names (default: all but fixture_*)")
     c.add_argument("--flops", help="write FlopCounterMode's totals and the failures to this JSON file")
     c.add_argument("--warmup", type=int, default=2)
+    c.add_argument("--plain", action="store_true",
+                   help="no pyprof.init(): only PyTorch's emit_nvtx(record_shapes=True) ranges (the aten level)")
+    c.add_argument("--model-timeout", type=int, default=0, metavar="S",
+                   help="skip a model whose build, warm-up and counting take over S seconds (0: no limit)")
+    c.add_argument("--budget", type=float, default=0, metavar="S",
+                   help="prepare no further model after S seconds; the prepared ones are captured (0: no limit)")
     t = sub.add_parser("table", help="the coverage table from parsed records (.jsonl or .jsonl.xz)")
     t.add_argument("records")
     t.add_argument("flops")
     t.add_argument("--missing", type=int, default=3, help="list the N largest unknowns per model")
+    r = sub.add_parser("rnn-truth", help="RNN FLOPs and bytes against Nsight Compute counters of the same step")
+    r.add_argument("records", help="parsed records of the step's nsys capture (.jsonl or .jsonl.xz)")
+    r.add_argument("ncu", help="`ncu --csv` output of the same step (benchmarks/tc_truth.py reads it)")
     args = p.parse_args(argv)
     if args.cmd == "capture":
         names = [n for n in args.models.split(",") if n]
         unknown = [n for n in names if n not in CASES]
         if unknown:
             p.error(f"unknown models: {', '.join(unknown)} (known: {', '.join(CASES)})")
-        return capture(names, args.flops, args.warmup)
+        return capture(names, args.flops, args.warmup, args.plain, args.model_timeout, args.budget)
+    if args.cmd == "rnn-truth":
+        print(rnn_truth(args.records, args.ncu))
+        return 0
     print(table(args.records, args.flops, args.missing))
     return 0
 

@@ -8,13 +8,13 @@ import json
 
 import pytest
 
-from pyprof.prof.summary import Summary
-from pyprof.prof.views import collect, report
-from test_views_common import prof, stream, trace_records, write_dict
+from pyprof.prof.views.summary import collect, report
+from pyprof.prof.warnings_tally import Tally
+from test_views_common import numbered, prof, trace_records, write_dict
 
 
 def rep(name, by="op", **kw):
-    return report(collect(stream(trace_records(name)), Summary(), by), **kw)
+    return report(collect(numbered(trace_records(name)), Tally(), by), **kw)
 
 
 def with_unpriced(name):
@@ -36,6 +36,21 @@ def test_gpt_header_exact():
     assert (h["gaps"], h["gap_ns"], h["largest_gap_ns"]) == (138, 14693274 - 509607, 713897)
     assert round(h["tc_pct"], 1) == 24.2 and h["tc_missed_pct"] == 0.0
     assert h["copies"] == 0 and h["devices"][0]["gpu"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_the_header_says_which_level_priced_what(tmp_path):
+    """The GPT trace: 134 kernels priced by their op markers, 5 by PyTorch's aten ranges (the four
+    NativeLayerNormBackward0 gradient accumulations, aten::add_ of two fp32 [4,128,256]: 131,072
+    FLOPs, 3·524,288 B each; Tensor.backward's seed fill: 0 FLOPs, 4 B), none by neither."""
+    h = rep("gpt")["header"]
+    assert h["priced_ns"] == {"marker": 503143, "aten": 6464} and h["unpriced_ns"] == 0
+    assert 503143 + 6464 == h["gpu_time_ns"]
+    rows = rep("gpt", by="level")["rows"]
+    assert [(r["group"], r["count"], r["time_ns"]) for r in rows] == [("marker", 134, 503143), ("aten", 5, 6464)]
+    assert (rows[1]["flops"], rows[1]["bytes"]) == (4 * 131072, 4 * 3 * 524288 + 4)
+    rc, out, _ = prof("--summary", write_dict(tmp_path, "gpt", with_unpriced("gpt")))
+    assert out.splitlines()[5] == ("priced by      marker 98.7%, aten 1.3%, neither 0.0% of GPU time "
+                                   "(op marker or PyTorch's aten ranges; --by level, column level)")
 
 
 def test_gpt_rows():
@@ -81,7 +96,7 @@ def test_sort_and_top():
     assert r["more"]["groups"] == 9
     names = [x["group"] for x in rep("gpt", sort="name")["rows"]]
     assert names == sorted(names)
-    flops = report(collect(stream(with_unpriced("gpt")), Summary(), "op"), sort="flops")["rows"]
+    flops = report(collect(numbered(with_unpriced("gpt")), Tally(), "op"), sort="flops")["rows"]
     assert flops[0]["group"] == "linear" and flops[-1]["flops"] is None  # unknown sorts last
 
 

@@ -4,14 +4,13 @@ use, dtype, math path and peaks. The attribution rules are documented in docs/pr
 from __future__ import annotations
 
 from dataclasses import replace
-from math import prod
-from typing import Optional
 
 from . import aten as aten_level
 from . import ops  # noqa: F401  (fills the op table)
+from .ops.gemm import aten_gemm
 from . import peaks as peaks_mod
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, Call, Cost, Unknowable, lookup
-from .summary import Summary
+from .warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
 from .values import ITEMSIZE
 
@@ -28,30 +27,40 @@ _OVERRIDABLE = frozenset((None, "float32"))
 _COST_CACHE = 8192  # distinct markers kept; a training step has far fewer, so memory stays flat
 # Which level priced a kernel (the `level` column): its pyprof op marker, or PyTorch's op ranges.
 MARKER, ATEN = "marker", "aten"
+LEVELS = (MARKER, ATEN)
 
 
-def _scaled(nbytes: Optional[int], dtype: str) -> Optional[int]:
+def _scaled(nbytes: int | None, dtype: str) -> int | None:
     """fp32 bytes counted again in `dtype`."""
     return None if nbytes is None else nbytes * ITEMSIZE[dtype] // 4
 
 
 class Facts:
-    """What prof derived for one record; None fields print `na`."""
+    """What prof derived for one record; None fields print `na`. `tc`: True when the kernel ran
+    on Tensor Cores, False for a matrix kernel that did not, None where the question does not
+    apply (the tc column prints 1, 0 and -)."""
 
     __slots__ = ("cost", "flops", "bytes", "tc", "dtype", "path", "peaks", "level")
 
     def __init__(self) -> None:
-        self.cost: Optional[Cost] = None
-        self.level: Optional[str] = None  # MARKER or ATEN: where `cost` came from
-        self.flops: Optional[int] = None
-        self.bytes: Optional[int] = None
-        self.tc = "-"
-        self.dtype: Optional[str] = None
-        self.path: Optional[str] = None
-        self.peaks: Optional[peaks_mod.Peaks] = None
+        self.cost: Cost | None = None
+        self.level: str | None = None  # MARKER or ATEN: where `cost` came from
+        self.flops: int | None = None
+        self.bytes: int | None = None
+        self.tc: bool | None = None
+        self.dtype: str | None = None
+        self.path: str | None = None
+        self.peaks: peaks_mod.Peaks | None = None
+
+    @property
+    def peak_tflops(self) -> float | None:
+        """The dense peak (TFLOP/s) of the kernel's math path on its GPU; None when unknown."""
+        if self.peaks is None or self.path is None:
+            return None
+        return self.peaks.flops.get(self.path)
 
 
-def _sizes_gemm(rec: dict) -> Optional[tuple]:
+def _sizes_gemm(rec: dict) -> tuple | None:
     """(batch, m, n, k, extra elems) of the innermost PyTorch GEMM range, when it carries sizes:
     the exact work of the kernel inside it (backward GEMMs, the math SDPA path, folded matmuls)."""
     torch_ops = rec.get("torchOps")
@@ -61,39 +70,23 @@ def _sizes_gemm(rec: dict) -> Optional[tuple]:
     sizes = inner.get("sizes")
     if not sizes:
         return None
-    name = inner.get("name")
-    try:
-        if name == "aten::mm":
-            (m, k), (_, n) = sizes[0], sizes[1]
-            return 1, m, n, k, 0
-        if name == "aten::addmm":
-            (m, k), (_, n) = sizes[1], sizes[2]
-            return 1, m, n, k, prod(sizes[0])
-        if name == "aten::bmm":
-            (b, m, k), (_, _, n) = sizes[0], sizes[1]
-            return b, m, n, k, 0
-        if name == "aten::baddbmm":
-            (b, m, k), (_, _, n) = sizes[1], sizes[2]
-            return b, m, n, k, prod(sizes[0])
-    except (TypeError, ValueError):
-        return None
-    return None
+    return aten_gemm(inner.get("name"), sizes)
 
 
 class Analyzer:
     """Derives Facts per record. Keeps one entry per (pid, tid): the call its last kernel
     belonged to, so that an op's work goes to its first (main) kernel only."""
 
-    def __init__(self, summary: Summary) -> None:
-        self.summary = summary
+    def __init__(self, tally: Tally) -> None:
+        self.tally = tally
         self._calls: dict = {}
         self._costs: dict = {}
 
-    def cost(self, rec: dict) -> Optional[Cost]:
+    def cost(self, rec: dict) -> Cost | None:
         """The op cost of the marker behind a record (the forward op's, for a bprop kernel)."""
         cost, warning = self._marker_cost(rec)
         if warning:
-            self.summary.warn(*warning)
+            self.tally.warn(*warning)
         return cost
 
     def _marker_cost(self, rec: dict) -> tuple:
@@ -113,7 +106,7 @@ class Analyzer:
             hit = self._costs[key] = self._compute(marker)
         return hit
 
-    def _priced(self, rec: dict, name: Optional[str], verdict: Optional[str]) -> tuple:
+    def _priced(self, rec: dict, name: str | None, verdict: str | None) -> tuple:
         """(cost, level, the PyTorch range that priced it or None) of a record, warning when
         neither level can price it. The marker prices unless it cannot (no marker, no formula,
         no backward formula for a backward kernel), its op is a composite (each kernel priced
@@ -131,11 +124,11 @@ class Analyzer:
                 return priced[0], ATEN, priced[1]
             if cost is not None and cost.composite:  # its whole on one kernel would double count
                 inner = rec["torchOps"][-1]
-                self.summary.warn("PyTorch op without a formula inside a composite op",
-                                  str(inner.get("name") if isinstance(inner, dict) else inner))
+                self.tally.warn("PyTorch op without a formula inside a composite op",
+                                str(inner.get("name") if isinstance(inner, dict) else inner))
                 return None, None, None
         if warning:
-            self.summary.warn(*warning)
+            self.tally.warn(*warning)
         return cost, (MARKER if cost is not None else None), None
 
     @staticmethod
@@ -175,11 +168,11 @@ class Analyzer:
         if verdict is None and kind in MMA_KINDS and triton_gemm(name) and dtype in _TRITON_MMA_DTYPES:
             verdict = MMA
         if verdict == MMA:
-            f.tc = "1"
+            f.tc = True
         elif verdict == SIMT:
-            f.tc = "0"
+            f.tc = False
         elif verdict is None and kind in MMA_KINDS:
-            self.summary.warn("kernel not recognised (tc -, work na)", rec.get("kShortName") or "?")
+            self.tally.warn("kernel not recognised (tc -, work na)", rec.get("kShortName") or "?")
         if verdict in (MMA, SIMT) and dtype in _OVERRIDABLE and (kind in MMA_KINDS or cost is None):
             dtype = kernel_dtype(name) or dtype
         f.dtype = dtype
@@ -188,7 +181,7 @@ class Analyzer:
         else:
             f.flops, f.bytes = self._work(rec, cost, verdict, dtype, name)
         f.peaks = peaks_mod.lookup(rec.get("gpu"))
-        f.path = peaks_mod.math_path(f.tc == "1", dtype)
+        f.path = peaks_mod.math_path(f.tc is True, dtype)
         return f
 
     def _first_of_call(self, rec: dict, counts: bool) -> bool:
@@ -212,7 +205,7 @@ class Analyzer:
         return self._first(("range", rec.get("pid"), rec.get("tid")), rec["torchOps"][-1], True,
                            rec.get("subSeqId") == 0)
 
-    def _gradient_slot(self, rec: dict, name: Optional[str]) -> bool:
+    def _gradient_slot(self, rec: dict, name: str | None) -> bool:
         """True when this matrix kernel of a convolution's backward node computes one of its two
         gradients (data, weight), each one forward's work, for the first time in the node.
 
@@ -246,7 +239,7 @@ class Analyzer:
             return True
         return False
 
-    def _aten_work(self, rec: dict, cost: Cost, verdict: Optional[str], r: dict) -> tuple:
+    def _aten_work(self, rec: dict, cost: Cost, verdict: str | None, r: dict) -> tuple:
         """(flops, bytes) of a kernel priced by PyTorch range `r`: the first kernel of the range
         carries the op's work (for GEMM and attention ops the first matrix kernel; helpers 0)."""
         mma = cost.kind in MMA_KINDS
@@ -259,8 +252,8 @@ class Analyzer:
             return _UNKNOWN
         return (cost.flops, cost.bytes) if first else _NO_WORK
 
-    def _work(self, rec: dict, cost: Optional[Cost], verdict: Optional[str], dtype: Optional[str],
-              name: Optional[str]) -> tuple:
+    def _work(self, rec: dict, cost: Cost | None, verdict: str | None, dtype: str | None,
+              name: str | None) -> tuple:
         """(flops, bytes) of this kernel: its share of the op's work."""
         if cost is None:
             return _UNKNOWN

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any, List, Optional, Tuple
+from typing import Any
 
 from . import ops  # noqa: F401  (fills both tables)
 from .registry import Cost, lookup_aten
@@ -45,7 +45,7 @@ _CPP_INT_DTYPE = {"long": "int64", "int": "int32", "bool": "bool", "short": "int
 
 
 @lru_cache(maxsize=65536)
-def template_dtype(name: Optional[str]) -> Optional[str]:
+def template_dtype(name: str | None) -> str | None:
     """The first floating-point C++ element type in a kernel's demangled name, else the first
     integer one among its template arguments, as a dtype name."""
     if not name:
@@ -57,7 +57,7 @@ def template_dtype(name: Optional[str]) -> Optional[str]:
     return None if m is None else _CPP_INT_DTYPE[m.group(1)]
 
 
-def kernel_element_dtype(name: Optional[str], verdict: Optional[str]) -> Optional[str]:
+def kernel_element_dtype(name: str | None, verdict: str | None) -> str | None:
     """The dtype a kernel computed in, as far as its name tells."""
     if verdict in (MMA, SIMT):
         return kernel_dtype(name) or template_dtype(name)
@@ -69,20 +69,20 @@ class AtenCall:
 
     __slots__ = ("name", "sizes", "dtype", "kernel")
 
-    def __init__(self, name: str, sizes: List[Any], dtype: Optional[str], kernel: Optional[str]) -> None:
+    def __init__(self, name: str, sizes: list[Any], dtype: str | None, kernel: str | None) -> None:
         self.name = name
         self.sizes = sizes
         self.dtype = dtype
         self.kernel = (kernel or "").lower()
 
-    def shape(self, pos: int) -> Optional[tuple]:
+    def shape(self, pos: int) -> tuple | None:
         """The shape at input `pos`; None when absent or not a list of ints."""
         if pos >= len(self.sizes):
             return None
         s = self.sizes[pos]
         return tuple(s) if isinstance(s, list) and all(type(d) is int for d in s) else None
 
-    def tensor(self, pos: int, dtype: Optional[str] = None) -> Optional[Tensor]:
+    def tensor(self, pos: int, dtype: str | None = None) -> Tensor | None:
         """Input `pos` as a tensor in `dtype` (default: the kernel's); None for a scalar or
         absent input (`[]`: a 0-dim tensor reads as a scalar, its one element is not counted)."""
         s = self.shape(pos)
@@ -94,7 +94,7 @@ class AtenCall:
                 if isinstance(s, list) and s and all(type(d) is int for d in s)]
 
 
-def price(rec: dict, kernel: Optional[str], verdict: Optional[str]) -> Optional[Tuple[Cost, dict]]:
+def price(rec: dict, kernel: str | None, verdict: str | None) -> tuple[Cost, dict] | None:
     """(cost, range) of the innermost PyTorch range of `rec` with a formula, when that formula
     prices it; None otherwise (no range with a formula, no sizes, or a formula that cannot)."""
     torch_ops = rec.get("torchOps")

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import re
 from math import prod
-from typing import Any, Optional
+from typing import Any
 
 from ..registry import ATTN, SIMT, Cost, dims, fmt_params, register_aten
 from ..values import ITEMSIZE, Tensor
 from .attention import sdpa_cost
 from .elementwise import FLOPS_PER_ELEMENT, pointwise_cost
-from .gemm import gemm_cost
+from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
 from .nn import norm_cost
 
 A = Any  # an AtenCall (pyprof/prof/aten.py); not imported: aten.py imports this package
@@ -26,30 +26,14 @@ A = Any  # an AtenCall (pyprof/prof/aten.py); not imported: aten.py imports this
 
 # -- matrix products ------------------------------------------------------------------------------
 
-@register_aten("aten::mm")
-def mm(a: A) -> Cost:
-    (m, k), (_, n) = a.shape(0), a.shape(1)
-    return gemm_cost(1, m, n, k, a.dtype)
-
-
-@register_aten("aten::addmm", "aten::_addmm_activation")
-def addmm(a: A) -> Cost:
-    (m, k), (_, n) = a.shape(1), a.shape(2)
-    bias = a.shape(0)
-    return gemm_cost(1, m, n, k, a.dtype, extra_elems=prod(bias) if bias else 0)
-
-
-@register_aten("aten::bmm")
-def bmm(a: A) -> Cost:
-    (b, m, k), (_, _, n) = a.shape(0), a.shape(1)
-    return gemm_cost(b, m, n, k, a.dtype)
-
-
-@register_aten("aten::baddbmm")
-def baddbmm(a: A) -> Cost:
-    (b, m, k), (_, _, n) = a.shape(1), a.shape(2)
-    bias = a.shape(0)
-    return gemm_cost(b, m, n, k, a.dtype, extra_elems=prod(bias) if bias else 0)
+@register_aten(*ATEN_GEMMS)
+def gemm(a: A) -> Cost | None:
+    """mm, addmm, _addmm_activation, bmm, baddbmm by their argument positions (ATEN_GEMMS)."""
+    sizes = aten_gemm(a.name, a.sizes)
+    if sizes is None:
+        return None
+    b, m, n, k, extra = sizes
+    return gemm_cost(b, m, n, k, a.dtype, extra_elems=extra)
 
 
 # -- attention: (B, H, L, E) query, key, value; the mask position per backend -----------------------
@@ -77,7 +61,7 @@ def sdpa_backward(a: A) -> Cost:
 
 
 @register_aten("aten::_transform_bias_rescale_qkv")
-def transform_bias_rescale_qkv(a: A) -> Optional[Cost]:
+def transform_bias_rescale_qkv(a: A) -> Cost | None:
     """The eval fast path's split of the packed QKV projection into heads: the bias added to
     every element, the query third scaled; QKV and the bias read, Q, K, V written."""
     qkv, bias = a.tensor(0), a.tensor(1)
@@ -125,7 +109,7 @@ register_aten(*[f"aten::{o}{s}" for o in _UNARY + _BINARY for s in ("", "_")],
 
 
 @register_aten("aten::fill_", "aten::zero_")
-def fill(a: A) -> Optional[Cost]:
+def fill(a: A) -> Cost | None:
     """The tensor written once (a 0-dim one: one element)."""
     shape = a.shape(0) or ()
     size = ITEMSIZE.get(a.dtype)
@@ -136,7 +120,7 @@ _CAST_KERNEL = re.compile(r"withcast|(?<!direct)_copy_kernel_cuda")
 
 
 @register_aten("aten::copy_")
-def copy_(a: A) -> Optional[Cost]:
+def copy_(a: A) -> Cost | None:
     """dst.copy_(src): src read, dst written. A casting kernel's source dtype is not in the trace
     (na), but for `bfloat16_copy_kernel_cuda`, whose element type is the source's."""
     dst = a.shape(0)
@@ -157,7 +141,7 @@ _OPAQUE = re.compile(r"opaquetype<\(unsigned int\)(\d+)>")
 
 
 @register_aten("aten::cat", "aten::roll")
-def movement(a: A) -> Optional[Cost]:
+def movement(a: A) -> Cost | None:
     """Every input tensor read once and its elements written once. A copy kernel moving opaque
     N-byte elements (`OpaqueType<N>`) says their size, not their type."""
     ts = a.tensors()
@@ -176,7 +160,7 @@ _REDUCE = {"sum": 1, "mean": 1, "prod": 1, "amax": 1, "amin": 1, "max": 1, "min"
            "argmin": 1}
 
 
-def _reduce(a: A) -> Optional[Cost]:
+def _reduce(a: A) -> Cost | None:
     x = a.tensor(0)
     if x is None or x.nbytes is None:
         return None
@@ -190,7 +174,7 @@ register_aten(*[f"aten::{o}" for o in _REDUCE])(_reduce)
 
 # -- normalization, softmax -------------------------------------------------------------------------
 
-def _norm_op(x_pos: int, w_pos: Optional[int], b_pos: Optional[int], per_elem: int, backward: bool):
+def _norm_op(x_pos: int, w_pos: int | None, b_pos: int | None, per_elem: int, backward: bool):
     def formula(a: A) -> Cost:
         x = a.tensor(x_pos)
         w = a.tensor(w_pos) if w_pos is not None else None
@@ -217,7 +201,7 @@ _BN_EVAL = re.compile(r"fw_?inf")
 
 @register_aten("aten::cudnn_batch_norm", "aten::native_batch_norm", "aten::_batch_norm_with_update",
                "aten::_batch_norm_no_update")
-def batch_norm(a: A) -> Optional[Cost]:
+def batch_norm(a: A) -> Cost | None:
     """(input, weight, bias, running_mean, running_var, ...): training or not is in the op's name
     (with/no_update) or its kernel's (cuDNN's `bn_fw_tr`/`bn_fw_inf`, the native statistics kernel);
     else na. Training reads and writes the running statistics."""
@@ -235,21 +219,21 @@ def batch_norm(a: A) -> Optional[Cost]:
 
 
 @register_aten("aten::_softmax", "aten::_log_softmax")
-def softmax(a: A) -> Optional[Cost]:
+def softmax(a: A) -> Cost | None:
     x = a.tensor(0)
     return None if x.nbytes is None else Cost(5 * x.numel, 2 * x.nbytes, fmt_params(a.dtype, shape=dims(x.shape)),
                                               a.dtype, SIMT)
 
 
 @register_aten("aten::_softmax_backward_data", "aten::_log_softmax_backward_data")
-def softmax_backward(a: A) -> Optional[Cost]:
+def softmax_backward(a: A) -> Cost | None:
     y = a.tensor(1)
     return None if y.nbytes is None else Cost(4 * y.numel, 3 * y.nbytes, fmt_params(a.dtype, shape=dims(y.shape)),
                                               a.dtype, SIMT)
 
 
 @register_aten("aten::_masked_softmax")
-def masked_softmax(a: A) -> Optional[Cost]:
+def masked_softmax(a: A) -> Cost | None:
     """softmax's 5 per element, plus the bool mask read."""
     x, mask = a.tensor(0), a.tensor(1, "bool")
     if x.nbytes is None:
@@ -261,7 +245,7 @@ def masked_softmax(a: A) -> Optional[Cost]:
 # -- losses, embeddings -----------------------------------------------------------------------------
 
 @register_aten("aten::nll_loss_forward", "aten::nll_loss2d_forward")
-def nll_loss(a: A) -> Optional[Cost]:
+def nll_loss(a: A) -> Cost | None:
     """One log-probability gathered per target: those and the int64 targets read, the loss
     written (one element when the kernel is a `reduce` one, else one per target)."""
     x, target = a.tensor(0), a.tensor(1, "int64")
@@ -273,7 +257,7 @@ def nll_loss(a: A) -> Optional[Cost]:
 
 
 @register_aten("aten::nll_loss_backward", "aten::nll_loss2d_backward")
-def nll_loss_backward(a: A) -> Optional[Cost]:
+def nll_loss_backward(a: A) -> Cost | None:
     """(grad_output, self, target, ...): one gradient element written per target (dInput was
     zeroed by a fill of its own); the targets and dLoss read."""
     x, target, dy = a.tensor(1), a.tensor(2, "int64"), a.tensor(0)
@@ -285,7 +269,7 @@ def nll_loss_backward(a: A) -> Optional[Cost]:
 
 
 @register_aten("aten::embedding")
-def embedding(a: A) -> Optional[Cost]:
+def embedding(a: A) -> Cost | None:
     """(weight, indices, ...): the indices and the selected rows read, the rows written."""
     w, idx = a.tensor(0), a.tensor(1, "int64")
     if w is None or idx is None or w.itemsize is None:
@@ -296,7 +280,7 @@ def embedding(a: A) -> Optional[Cost]:
 
 
 @register_aten("aten::embedding_dense_backward")
-def embedding_backward(a: A) -> Optional[Cost]:
+def embedding_backward(a: A) -> Cost | None:
     """(grad_output, indices, num_weights, ...): one add per dOut element into the weight's rows
     (read and written); the indices and dOut read. The zero fill of dWeight is a kernel of its own."""
     dy, idx = a.tensor(0), a.tensor(1, "int64")
@@ -311,7 +295,7 @@ _DEPTH = re.compile(r"tensorlist(?:scalarlist)?metadata<(?:[^,<>]+, )?\(int\)(\d
 _FOREACH_FLOPS = {**FLOPS_PER_ELEMENT, "zero": 0, "copy": 0, "norm": 2, "amp_foreach_non_finite_check_and_unscale": 2}
 
 
-def _foreach(a: A) -> Optional[Cost]:
+def _foreach(a: A) -> Cost | None:
     """`TensorListMetadata<D>` in the kernel's name: the kernel walks D lists of the same length,
     the output list among them for an out-of-place op. Reads every input list, writes one list;
     FLOPs per element of one list from the element-wise table (norm: 2, one output per tensor)."""

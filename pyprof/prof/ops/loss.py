@@ -16,14 +16,13 @@ Backward: input, target (and weights) and dLoss read, dInput written.
 """
 from __future__ import annotations
 
-from typing import Optional
 
 from ..registry import SIMT, Call, Cost, Unknowable, dims, fmt_params, register
 from ..values import Tensor
 
 
 def loss_cost(x: Tensor, t: Tensor, reduction: str, per_elem: int, bwd_per_elem: int,
-              extra: tuple = ()) -> Optional[Cost]:
+              extra: tuple = ()) -> Cost | None:
     """An element-wise loss between `x` and `t` (same shape) with `extra` weight tensors."""
     parts = [x.nbytes, t.nbytes] + [w.nbytes for w in extra]
     if x.itemsize is None or None in parts:
@@ -45,26 +44,26 @@ def _reduction(c: Call, pos: int) -> str:
 
 
 @register("torch.nn.functional.binary_cross_entropy")
-def binary_cross_entropy(c: Call) -> Optional[Cost]:
+def binary_cross_entropy(c: Call) -> Cost | None:
     w = c.tensor(2, "weight")
     return loss_cost(c.get(0, "input"), c.get(1, "target"), _reduction(c, 5), 8 + (w is not None), 5,
                      (w,) if w is not None else ())
 
 
-def _with_logits(c: Call, w: Optional[Tensor], pw: Optional[Tensor], reduction: str) -> Optional[Cost]:
+def _with_logits(c: Call, w: Tensor | None, pw: Tensor | None, reduction: str) -> Cost | None:
     extra = tuple(v for v in (w, pw) if v is not None)
     return loss_cost(c.get(0, "input"), c.get(1, "target"), reduction, 7 + 2 * (pw is not None) + (w is not None),
                      3, extra)
 
 
 @register("torch.nn.functional.binary_cross_entropy_with_logits")
-def bce_with_logits(c: Call) -> Optional[Cost]:
+def bce_with_logits(c: Call) -> Cost | None:
     """(input, target, weight, size_average, reduce, reduction, pos_weight)."""
     return _with_logits(c, c.tensor(2, "weight"), c.tensor(6, "pos_weight"), _reduction(c, 5))
 
 
 @register("torch.binary_cross_entropy_with_logits")
-def torch_bce_with_logits(c: Call) -> Optional[Cost]:
+def torch_bce_with_logits(c: Call) -> Cost | None:
     """(input, target, weight, pos_weight, reduction): the reduction as PyTorch's enum, 0 none.
     Its default differs between PyTorch's schema and its Python binding: when the call does not
     pass it, na."""
@@ -75,15 +74,15 @@ def torch_bce_with_logits(c: Call) -> Optional[Cost]:
 
 
 @register("torch.nn.functional.smooth_l1_loss")
-def smooth_l1_loss(c: Call) -> Optional[Cost]:
+def smooth_l1_loss(c: Call) -> Cost | None:
     return loss_cost(c.get(0, "input"), c.get(1, "target"), _reduction(c, 4), 5, 3)
 
 
 @register("torch.nn.functional.huber_loss")
-def huber_loss(c: Call) -> Optional[Cost]:
+def huber_loss(c: Call) -> Cost | None:
     return loss_cost(c.get(0, "input"), c.get(1, "target"), c.get(2, "reduction", "mean"), 5, 3)
 
 
 @register("torch.nn.functional.kl_div")
-def kl_div(c: Call) -> Optional[Cost]:
+def kl_div(c: Call) -> Cost | None:
     return loss_cost(c.get(0, "input"), c.get(1, "target"), _reduction(c, 4), 3, 2)

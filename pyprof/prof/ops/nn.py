@@ -19,20 +19,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 from math import ceil, floor, prod
-from typing import Optional
 
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
 from ..values import ITEMSIZE, Tensor, ntuple, promote
 
 
-def _io(x: Tensor, out_numel: int, *params: Optional[Tensor], out_dtype: Optional[str] = None) -> Optional[int]:
+def _io(x: Tensor, out_numel: int, *params: Tensor | None, out_dtype: str | None = None) -> int | None:
     """Bytes: `x` and the parameter tensors read once, an output of `out_numel` elements written."""
     size = ITEMSIZE.get(out_dtype or x.dtype)
     parts = [x.nbytes] + [p.nbytes for p in params if p is not None]
     return None if size is None or None in parts else sum(parts) + out_numel * size
 
 
-def norm_cost(x: Tensor, per_elem: int, weight: Optional[Tensor], bias: Optional[Tensor],
+def norm_cost(x: Tensor, per_elem: int, weight: Tensor | None, bias: Tensor | None,
               extra: tuple = (), **fields) -> Cost:
     """A normalization over `x`: `per_elem` FLOPs per element plus one each for the affine weight
     and bias; `extra` tensors read too (running statistics). Backward: the module docstring."""
@@ -89,7 +88,7 @@ def _loss_out(c: Call, pos: int, n: int) -> int:
 
 
 @register("torch.nn.functional.cross_entropy")
-def cross_entropy(c: Call) -> Optional[Cost]:
+def cross_entropy(c: Call) -> Cost | None:
     """log_softmax over the class dim (5 per element) then nll_loss (1 per sample), fused in one
     cost. Probability targets (same shape as the input) read the full target instead."""
     x, t = c.get(0, "input"), c.get(1, "target")
@@ -108,7 +107,7 @@ def cross_entropy(c: Call) -> Optional[Cost]:
 
 
 @register("torch.nn.functional.nll_loss")
-def nll_loss(c: Call) -> Optional[Cost]:
+def nll_loss(c: Call) -> Cost | None:
     """Gathers one log-probability per sample: reads those and the targets, writes the loss."""
     x, t = c.get(0, "input"), c.get(1, "target")
     if x.itemsize is None or t.nbytes is None:
@@ -120,7 +119,7 @@ def nll_loss(c: Call) -> Optional[Cost]:
 
 
 @register("torch.nn.functional.mse_loss", "torch.nn.functional.l1_loss")
-def mse_loss(c: Call) -> Optional[Cost]:
+def mse_loss(c: Call) -> Cost | None:
     """Subtract, square (or abs) and sum: 3 per element. Backward: input, target and dLoss read,
     dInput written, 2 per element (subtract, scale)."""
     x, t = c.get(0, "input"), c.get(1, "target")
@@ -200,7 +199,7 @@ _TAPS = {"nearest": 0, "nearest-exact": 0, "linear": 2, "bilinear": 4, "bicubic"
 
 
 @register("torch.nn.functional.interpolate", "torch.nn.functional.upsample")
-def interpolate(c: Call) -> Optional[Cost]:
+def interpolate(c: Call) -> Cost | None:
     """2 FLOPs (multiply-add) per interpolation tap per output element; nearest copies (0).
     `area` mode is adaptive average pooling (its formula); antialiasing widens the taps by a
     scale-dependent amount: na. Backward: the same taps (dY times each weight added into dX;
@@ -224,7 +223,7 @@ def interpolate(c: Call) -> Optional[Cost]:
 
 
 @register("torch.nn.functional.embedding", "torch.embedding")
-def embedding(c: Call) -> Optional[Cost]:
+def embedding(c: Call) -> Cost | None:
     """A gather: the indices and the selected rows are read, the rows written. No FLOPs.
     Backward (dense): the indices and dOut read, the whole dWeight written, one add per dOut
     element scattered into it."""
@@ -239,7 +238,7 @@ def embedding(c: Call) -> Optional[Cost]:
 
 
 @register("torch.nn.functional.embedding_bag")
-def embedding_bag(c: Call) -> Optional[Cost]:
+def embedding_bag(c: Call) -> Cost | None:
     """Rows gathered and reduced per bag: one add per gathered element (mean: plus one divide per
     output element; max: one comparison per gathered element). Backward (dense): each bag's
     gradient added into the rows it gathered, one add per gathered element (and one scale each
@@ -282,7 +281,7 @@ def torch_instance_norm(c: Call) -> Cost:
 
 
 @register("torch.nn.functional.glu", "torch.glu")
-def glu(c: Call) -> Optional[Cost]:
+def glu(c: Call) -> Cost | None:
     """a·sigmoid(b) over the two halves along `dim`: 2 per output element; the input read, the
     half-size output written. Backward: dA = dY·sigmoid(b) (1), dB = dA·a·(1 - sigmoid(b)) (4);
     the input and dY read, dInput written."""
@@ -303,7 +302,7 @@ def softmin(c: Call) -> Cost:
 
 
 @register("torch.nn.functional.prelu", "torch.prelu")
-def prelu(c: Call) -> Optional[Cost]:
+def prelu(c: Call) -> Cost | None:
     """max(0, x) + w·min(0, x), w per channel: 2 per element (compare, product); x and w read,
     the output written. Backward: dX = dY·(x > 0 ? 1 : w) (2) and dW = the sum of dY·x where x < 0
     (2), per element; x, w and dY read, dX and dW written."""

@@ -10,14 +10,13 @@ cumsum of dY (1 per element; dY read, dX written); sort and topk scatter dY thro
 from __future__ import annotations
 
 from math import ceil, log2
-from typing import Optional
 
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
 from ..values import ITEMSIZE
 
 
 def _scan(op: str):
-    def formula(c: Call) -> Optional[Cost]:
+    def formula(c: Call) -> Cost | None:
         x = c.get(0, "input")
         dtype = c.get(None, "dtype") or x.dtype
         size = ITEMSIZE.get(dtype)
@@ -38,7 +37,7 @@ def _steps(n: int) -> int:
     return ceil(log2(n)) if n > 1 else 0
 
 
-def _order_cost(x, dim: int, k: Optional[int], values: bool) -> Optional[Cost]:
+def _order_cost(x, dim: int, k: int | None, values: bool) -> Cost | None:
     """Rows along `dim` sorted (k None) or their top k found; values and/or int64 indices written."""
     if x.nbytes is None or not x.shape:
         return None
@@ -54,15 +53,15 @@ def _order_cost(x, dim: int, k: Optional[int], values: bool) -> Optional[Cost]:
 
 
 @register(*names(["sort", "msort"]))
-def sort(c: Call) -> Optional[Cost]:
+def sort(c: Call) -> Cost | None:
     return _order_cost(c.get(0, "input"), c.get(1, "dim", -1), None, True)
 
 
 @register(*names(["argsort"]))
-def argsort(c: Call) -> Optional[Cost]:
+def argsort(c: Call) -> Cost | None:
     return _order_cost(c.get(0, "input"), c.get(1, "dim", -1), None, False)
 
 
 @register(*names(["topk"]))
-def topk(c: Call) -> Optional[Cost]:
+def topk(c: Call) -> Cost | None:
     return _order_cost(c.get(0, "input"), c.get(2, "dim", -1), c.get(1, "k"), True)

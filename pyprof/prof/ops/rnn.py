@@ -25,7 +25,6 @@ composites: their GEMMs and fused cell kernels are priced from their own PyTorch
 """
 from __future__ import annotations
 
-from typing import Optional
 
 from ..registry import RNN, SIMT, Call, Cost, dims, fmt_params, register, register_aten
 from ..values import ITEMSIZE, Tensor
@@ -36,7 +35,7 @@ MAIN_OPS = ("aten::_cudnn_rnn", "aten::_cudnn_rnn_backward")
 
 
 def rnn_cost(mode: str, x_rows: int, in_size: int, hidden: int, proj: int, layers: int, dirs: int, bias: bool,
-             state_rows: int, dtype: Optional[str]) -> Cost:
+             state_rows: int, dtype: str | None) -> Cost:
     """Forward and backward of a multi-layer RNN over `x_rows` input rows of `in_size` features;
     `proj` 0 for none; `state_rows`: the batch (rows of h0)."""
     g = _GATES[mode]
@@ -60,7 +59,7 @@ def rnn_cost(mode: str, x_rows: int, in_size: int, hidden: int, proj: int, layer
 
 
 def _rnn(mode: str):
-    def formula(c: Call) -> Optional[Cost]:
+    def formula(c: Call) -> Cost | None:
         x = c.args[0]
         second = c.args[1]
         packed = isinstance(second, Tensor) and second.dtype == "int64" and len(second.shape) == 1
@@ -84,7 +83,7 @@ for _mode in _GATES:
     register(f"torch.{_mode}")(_rnn(_mode))
 
 
-def _cell_composite(c: Call) -> Optional[Cost]:
+def _cell_composite(c: Call) -> Cost | None:
     """lstm_cell(input, hx, w_ih, w_hh, b_ih, b_hh): its two projection GEMMs and the fused cell
     kernel are priced from their PyTorch ranges (`composite`); without ranges, na."""
     x = c.args[0]
@@ -98,7 +97,7 @@ def _fused_cell(gates: int, extra: int):
     """_thnn_fused_lstm_cell(input_gates, hidden_gates, cx, input_bias, hidden_bias) and the GRU's
     (input_gates, hidden_gates, hx, ...): per row and hidden unit, the gate sums and the cell math
     of the module docstring; the gates, the state and the biases read, the new state(s) written."""
-    def formula(a) -> Optional[Cost]:
+    def formula(a) -> Cost | None:
         ig, state = a.tensor(0), a.tensor(2)
         size = ITEMSIZE.get(a.dtype)
         if ig is None or state is None or size is None:
