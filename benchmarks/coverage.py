@@ -8,8 +8,10 @@ model; `outside%` is the time in ops the user called outside any module: the opt
 the loss, casts), the share priced by the op marker and by PyTorch's aten ranges (the fallback),
 and the matrix FLOPs (GEMM, convolution, attention) prof counts over FlopCounterMode's total for
 the same step, corrected where FlopCounterMode is wrong (`corrected_counts`; `FCM raw/corr` is
-its own total over the corrected one). RNN FLOPs (cuDNN's LSTM/GRU/RNN: FlopCounterMode has no
-formula) are shown apart.
+its own total over the corrected one). prof counts causal attention as half the score matrix,
+FlopCounterMode as all of it: `+causal/FCM` adds the masked half back (prof's causal attention
+FLOPs once more) before dividing. RNN FLOPs (cuDNN's LSTM/GRU/RNN: FlopCounterMode has no
+formula) are shown apart; `rnn-truth` holds them against Nsight Compute (benchmarks/rnn_truth.sh).
 
 Two stages, so that the table can be recomputed from the same capture when prof changes:
 
@@ -222,6 +224,27 @@ def _rnn(kind: str, scale: int = 1):
     return build
 
 
+def _rnn_truth(mode: str):
+    """An fp32 RNN large enough that GEMM tile padding is small beside the work, for Nsight
+    Compute: 16 steps of a 64-sequence batch, 256 features; LSTM 2 layers bidirectional, GRU 1."""
+    def build(device):
+        import torch
+        import torch.nn as nn
+        layers, dirs = (2, 2) if mode == "lstm" else (1, 1)
+        rnn = getattr(nn, mode.upper())(256, 256, num_layers=layers, bidirectional=dirs == 2)
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn, self.head = rnn, nn.Linear(256 * dirs, 10)
+
+            def forward(self, x):
+                return self.head(self.rnn(x)[0][-1])
+        x = torch.randn(16, 64, 256, device=device)
+        return Net(), (x, torch.randint(0, 10, (64,), device=device)), _ce
+    return build
+
+
 def _unet(device):
     """A diffusion-style UNet: GroupNorm/SiLU residual blocks with a timestep embedding, an
     attention block, strided-conv downsampling, ConvTranspose and interpolate upsampling,
@@ -344,11 +367,14 @@ CASES: Dict[str, Case] = {
     "fixture_lstm": Case(_rnn("lstm", scale=4), "fp32", "sgd"),
     "fixture_encoder": Case(_encoder(layers=1, d=64, batch=2, length=16), "fp32", "sgd"),
     "fixture_encoder_eval": Case(_encoder(layers=1, d=64, batch=2, length=16), "fp16", "none", half_weights=True),
+    # For the RNN formulas against Nsight Compute (benchmarks/rnn_truth.sh).
+    "truth_lstm": Case(_rnn_truth("lstm"), "fp32", "sgd"),
+    "truth_gru": Case(_rnn_truth("gru"), "fp32", "sgd"),
 }
 # The models the issue found worst covered first, so that a capture cut short by --budget keeps them.
 FIRST = ["transformer_encoder", "transformer_encoder_eval", "mha_weights", "lstm", "gru", "rnn_packed",
          "mobilenet_v2", "unet", "llama_block", "transformer", "recommender", "deeplabv3_mobilenet"]
-DEFAULT = FIRST + [n for n in CASES if n not in FIRST and not n.startswith("fixture_")]
+DEFAULT = FIRST + [n for n in CASES if n not in FIRST and not n.startswith(("fixture_", "truth_"))]
 
 
 def _optimizer(name: str, params):
@@ -542,6 +568,7 @@ class ModelSums:
         self.known = {"flops": 0, "bytes": 0, "op": 0, "module": 0, "marker": 0, "aten": 0}
         self.outside = 0  # ns in ops the user called outside any module (optimizer, loss)
         self.matrix_flops = 0
+        self.causal_flops = 0  # of matrix_flops: causal attention, counted half (FlopCounterMode: whole)
         self.rnn_flops = 0
         self.missing: Dict[str, int] = {}  # "op | kernel" -> ns of kernels without FLOPs or bytes
 
@@ -565,6 +592,8 @@ class ModelSums:
         kind = f.cost.kind if f.cost is not None else None
         if f.flops is not None and kind in MATRIX_KINDS:
             self.matrix_flops += f.flops
+            if kind == "attn" and "causal=1" in f.cost.params.split(","):
+                self.causal_flops += f.flops
         if f.flops is not None and kind == "rnn":
             self.rnn_flops += f.flops
         if f.flops is None or f.bytes is None:
@@ -612,16 +641,18 @@ def table(records_path: str, flops_path: str, missing: int) -> str:
     raw, fixed = meta.get("flop_counter", {}), meta.get("flop_counter_corrected", {})
     tallies = sums(records_path)
     head = (f"{'model':<26}{'kernels':>8}{'GPU ms':>9}{'flops%':>8}{'bytes%':>8}{'op%':>7}{'module%':>9}"
-            f"{'outside%':>9}{'marker%':>9}{'aten%':>7}{'matrix/FCM':>12}{'FCM raw/corr':>13}{'rnn GFLOP':>10}")
+            f"{'outside%':>9}{'marker%':>9}{'aten%':>7}{'matrix/FCM':>12}{'+causal/FCM':>12}{'FCM raw/corr':>13}"
+            f"{'rnn GFLOP':>10}")
     lines = [f"device: {meta.get('device')}, torch {meta.get('torch')}", head]
     for name, t in tallies.items():
         ref, unfixed = fixed.get(name), raw.get(name)
         ratio = "na" if not ref else f"{t.matrix_flops / ref:.4f}"
+        whole = "na" if not ref else f"{(t.matrix_flops + t.causal_flops) / ref:.4f}"
         fcm = "na" if not ref or unfixed is None else f"{unfixed / ref:.3f}"
         lines.append(f"{name:<26}{t.kernels:>8}{t.time / 1e6:>9.2f}{_pct(t.known['flops'], t.time):>8}"
                      f"{_pct(t.known['bytes'], t.time):>8}{_pct(t.known['op'], t.time):>7}"
                      f"{_pct(t.known['module'], t.time - t.outside):>9}{_pct(t.outside, t.time):>9}"
-                     f"{_pct(t.known['marker'], t.time):>9}{_pct(t.known['aten'], t.time):>7}{ratio:>12}{fcm:>13}"
+                     f"{_pct(t.known['marker'], t.time):>9}{_pct(t.known['aten'], t.time):>7}{ratio:>12}{whole:>12}{fcm:>13}"
                      f"{t.rnn_flops / 1e9:>10.3f}")
     for name, why in (meta.get("failed") or {}).items():
         lines.append(f"{name:<26} not captured: {why}")
@@ -671,10 +702,10 @@ def rnn_truth(records_path: str, ncu_path: str) -> str:
         row[3] += core + mma
         row[4] += dram
         row[5] = row[5] or (f.cost.params if f.cost is not None else "")
-    lines = [f"{'call':<36}{'kernels':>8}{'prof FLOPs':>14}{'ncu FLOPs':>14}{'ncu/prof':>9}"
+    lines = [f"{'call':<36}{'kernels':>8}{'prof FLOPs':>16}{'ncu FLOPs':>16}{'ncu/prof':>9}"
              f"{'prof bytes':>12}{'DRAM bytes':>12}{'DRAM/prof':>10}  params"]
     for (name, _, direction, op), (n, flops, nbytes, counted, dram, params) in calls.items():
-        lines.append(f"{direction + ' ' + op + ' ' + name.split('::')[-1]:<36}{n:>8}{flops:>14,}{int(counted):>14,}"
+        lines.append(f"{direction + ' ' + op + ' ' + name.split('::')[-1]:<36}{n:>8}{flops:>16,}{int(counted):>16,}"
                      f"{counted / flops if flops else math.nan:>9.3f}{nbytes:>12,}{int(dram):>12,}"
                      f"{dram / nbytes if nbytes else math.nan:>10.3f}  {params}")
     return "\n".join(lines)
@@ -685,7 +716,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("capture", help="run the models (under nsys on the GPU machine)")
-    c.add_argument("--models", default=",".join(DEFAULT), help="comma-separated case names (default: all but fixture_*)")
+    c.add_argument("--models", default=",".join(DEFAULT), help="comma-separated case names (default: all but fixture_* and truth_*)")
     c.add_argument("--flops", help="write FlopCounterMode's totals and the failures to this JSON file")
     c.add_argument("--warmup", type=int, default=2)
     c.add_argument("--plain", action="store_true",

@@ -6,13 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
 from nsys_synth import SynthExport, torch_text
 from pyprof.prof.aten import AtenCall, template_dtype
 from pyprof.prof.registry import lookup_aten
 from test_parse_attribution import parse_all
-from test_prof_helpers import analyse, marker, prof_text, record
+from test_prof_helpers import analyse, described, prof_text, record, tensor
 
 NVJET_BF16 = "nvjet_sm90_tst_64x64_64x13_2x1_v_bz_bias_TNT"
 FLASH = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, " \
@@ -98,13 +97,13 @@ def test_the_marker_prices_first_and_an_unknown_op_falls_back_to_its_ranges():
     """A trace from an earlier pyprof (no transparent wrappers): the in-projection of
     F.multi_head_attention_forward has that op's marker, which prof cannot price; its kernel is
     priced by aten::addmm (2·40·48·16 = 61,440 FLOPs; fp32 (40·16 + 16·48 + 40·48 + 48)·4 B)."""
-    mha = marker("torch.nn.functional", "multi_head_attention_forward", torch.randn(5, 8, 16))
+    mha = described("torch.nn.functional", "multi_head_attention_forward", tensor(5, 8, 16))
     ops = [{"name": "aten::linear", "opId": 1}, {"name": "aten::addmm", "opId": 2,
                                                   "sizes": [[48], [40, 16], [16, 48], [], []]}]
     facts, summary = analyse([record(mha, "ampere_sgemm_64x32_sliced1x4_tn", torchOps=ops)])
     assert (facts[0].flops, facts[0].bytes, facts[0].level) == (61440, (640 + 768 + 1920 + 48) * 4, "aten")
     assert not summary.warnings
-    lin = marker("torch.nn.functional", "linear", torch.randn(40, 16), torch.randn(48, 16), torch.randn(48))
+    lin = described("torch.nn.functional", "linear", tensor(40, 16), tensor(48, 16), tensor(48))
     facts, _ = analyse([record(lin, "ampere_sgemm_64x32_sliced1x4_tn", torchOps=ops)])
     assert (facts[0].flops, facts[0].level) == (61440, "marker")
 
@@ -113,7 +112,7 @@ def test_the_engines_gradient_accumulation_is_priced_apart_from_the_node():
     """After a node, the engine sums two gradients of one tensor (aten::add_ under the
     evaluate_function range, outside the node's own): 1 FLOP per element, two reads and a write;
     the node's first kernel still carries the node (relu backward: 1 per element, 3 accesses)."""
-    m = marker("torch.nn.functional", "relu", torch.randn(6, 10))
+    m = described("torch.nn.functional", "relu", tensor(6, 10))
     wrapper = {"name": "autograd::engine::evaluate_function: ReluBackward0"}
     node = [wrapper, {"name": "ReluBackward0", "opId": 5}, {"name": "aten::threshold_backward", "opId": 6,
                                                             "sizes": [[6, 10], [6, 10], []]}]
@@ -208,3 +207,28 @@ def test_the_kernel_name_tells_the_dtype():
     assert template_dtype("void at::native::elementwise_kernel<(int)128, CUDAFunctor_add<long>>(int, T3)") == "int64"
     assert template_dtype("void at::native::elementwise_kernel<(int)128, (int)4>(int)") is None  # casts, not types
     assert template_dtype("cudnn_generated_fort_native_sdpa_sm90_flash_fprop") is None
+
+
+LSTM_WEIGHTS = [[256, 32], [256, 16], [256], [256], [16, 64]] * 4
+RNN_BWD = {"name": "aten::_cudnn_rnn_backward", "opId": 30,
+           "sizes": [[4, 12, 32]] + LSTM_WEIGHTS + [[], [55296], [4, 4, 16], [4, 4, 64], [4, 12, 32], [4, 12, 32]]
+           + [[]] * 11 + [[6488064], [332416], []]}
+
+
+def test_a_range_opened_inside_another_does_not_restart_it():
+    """cuDNN's LSTM backward (tests/data/fixture_plain: nn.LSTM(32, 64, 2 layers, bidirectional,
+    proj_size 16), 48 rows) zeroes a buffer through aten::zeros between its kernels: the node's
+    first kernel carries it, 2·4·(2·48·(256·48 + 64·16) + 48·64·21) = 10,739,712, and its
+    kernels after the nested range 0; the fill kernel is the nested range's ([8] fp32 written: 32 B)."""
+    node = [{"name": "autograd::engine::evaluate_function: CudnnRnnBackward0"}, {"name": "CudnnRnnBackward0"}, RNN_BWD]
+    zeros = node + [{"name": "aten::zeros", "opId": 31, "sizes": [[], [], [], [], []]},
+                    {"name": "aten::zero_", "opId": 32, "sizes": [[8]]},
+                    {"name": "aten::fill_", "opId": 33, "sizes": [[8], []]}]
+    cell = "void LSTM_elementWise_bp1<float, float, float>(int, int, float*, float*)"
+    fill = "void at::native::vectorized_elementwise_kernel<(int)4, at::native::FillFunctor<float>, ...>(int)"
+    recs = [record(None, cell, "bprop", torchOps=node), record(None, fill, "bprop", torchOps=zeros),
+            record(None, cell, "bprop", torchOps=node, subSeqId=2)]
+    facts, summary = analyse(recs)
+    assert [(f.flops, f.bytes, f.level) for f in facts] == [(10739712, 500736, "aten"), (0, 32, "aten"),
+                                                            (0, 0, "aten")]
+    assert not summary.warnings

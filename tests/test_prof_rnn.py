@@ -4,7 +4,9 @@ cuDNN call carry the work."""
 from __future__ import annotations
 
 import pytest
-import torch
+
+torch = pytest.importorskip("torch", reason="compared with torch.utils.flop_counter and real nn.LSTM/GRU/RNN calls: needs torch")
+
 from torch.utils.flop_counter import FlopCounterMode
 
 import pyprof

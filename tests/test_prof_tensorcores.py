@@ -25,10 +25,11 @@ NAMES = [
     ("sm86_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize64x64x64_stage4_warpsize2x2x1_g1_tensor16x8x16",
      MMA, "float16"),
     # FFMA xmma: a plain FP32 GEMM on CUDA cores despite the xmma prefix
+    # f32 operands (`_f32f32_`): bytes of a GEMM priced from its aten range alone need them.
     ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4_execute_kernel_trt",
-     SIMT, None),
+     SIMT, "float32"),
     ("sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nchwkcrs_nchw_tilesize128x128x8_stage3_warpsize2x2x1_g1_ffma",
-     SIMT, None),
+     SIMT, "float32"),
     # CUTLASS: operator class in the name, often only inside the template arguments
     ("void cutlass::Kernel2<cutlass_80_tensorop_s16816gemm_relu_f16_256x128_32x3_nn_align8>(Params)", MMA, "float16"),
     ("void cutlass::Kernel2<cutlass_80_tensorop_d884gemm_64x64_16x4_nn_align1>(Params)", MMA, "float64"),
@@ -43,7 +44,7 @@ NAMES = [
     ("nvjet_sm90_sss_128x128_64x4_1x2_h_bz_NNN", MMA, None),  # letters not confirmed: no dtype claimed
     ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
      MMA, "bfloat16"),
-    ("sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4", SIMT, None),
+    ("sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4", SIMT, "float32"),
     # CUDA-core GEMMs and convolutions
     ("ampere_sgemm_128x64_nn", SIMT, "float32"),
     ("volta_sgemm_64x32_sliced1x4_tn", SIMT, "float32"),

@@ -241,11 +241,15 @@ class Analyzer:
 
     def _aten_work(self, rec: dict, cost: Cost, verdict: str | None, r: dict) -> tuple:
         """(flops, bytes) of a kernel priced by PyTorch range `r`: the first kernel of the range
-        carries the op's work (for GEMM and attention ops the first matrix kernel; helpers 0)."""
+        carries the op's work (for GEMM and attention ops the first matrix kernel; helpers 0).
+        One state per nesting depth, so that a range opened inside `r` between two of its kernels
+        (cuDNN's RNN backward zeroes a buffer through aten::zeros) does not start `r` anew."""
         mma = cost.kind in MMA_KINDS
         counts = verdict in (MMA, SIMT) if mma else True
-        first = self._first(("aten", rec.get("pid"), rec.get("tid")), (r.get("name"), r.get("opId")), counts,
-                            r is rec["torchOps"][-1] and rec.get("subSeqId") == 0)
+        torch_ops = rec["torchOps"]
+        depth = next(i for i, o in enumerate(torch_ops) if o is r)
+        first = self._first(("aten", rec.get("pid"), rec.get("tid"), depth), (r.get("name"), r.get("opId")), counts,
+                            depth == len(torch_ops) - 1 and rec.get("subSeqId") == 0)
         if mma and verdict == NONE:
             return _NO_WORK
         if mma and not counts:  # not recognised: facts() counted it

@@ -330,3 +330,37 @@ register_aten(*sorted({f"aten::_foreach_{o}{s}" for o in _FOREACH for s in ("", 
 def amp_update_scale(a: A) -> Cost:
     """GradScaler's one-thread update: scale, growth tracker and found_inf read, the first two written."""
     return Cost(0, 5 * 4, fmt_params("float32"), "float32", SIMT)
+
+
+# -- dropout, mse_loss ------------------------------------------------------------------------------
+
+@register_aten("aten::native_dropout", "aten::native_dropout_backward")
+def native_dropout(a: A) -> Cost | None:
+    """Forward (x, p, train) and backward (grad, mask, scale): one multiply per element; the
+    input read, the output written, the bool mask written (forward) or read (backward)."""
+    x = a.tensor(0)
+    if x is None or x.nbytes is None:
+        return None
+    return Cost(x.numel, 2 * x.nbytes + x.numel, fmt_params(a.dtype, shape=dims(x.shape)), a.dtype, SIMT)
+
+
+@register_aten("aten::mse_loss")
+def mse_loss(a: A) -> Cost | None:
+    """The element-wise kernel of mse_loss (self, target, reduction): a difference and a square
+    per element, both inputs read, the squares written; a mean or sum after it runs in its own
+    aten::mean/sum range and is priced there."""
+    x = a.tensor(0)
+    if x is None or x.nbytes is None:
+        return None
+    return Cost(2 * x.numel, 3 * x.nbytes, fmt_params(a.dtype, shape=dims(x.shape)), a.dtype, SIMT)
+
+
+@register_aten("aten::mse_loss_backward")
+def mse_loss_backward(a: A) -> Cost | None:
+    """(grad_output, self, target, reduction): dX = 2·(x - t)·dY (/N): 2 per element (as the
+    marker level's); dY (a scalar after a reduction), x and t read, dX written."""
+    x, grad = a.tensor(1), a.tensor(0)
+    if x is None or x.nbytes is None:
+        return None
+    return Cost(2 * x.numel, 3 * x.nbytes + (grad.nbytes if grad is not None else x.itemsize),
+                fmt_params(a.dtype, shape=dims(x.shape)), a.dtype, SIMT)

@@ -25,6 +25,8 @@ composites: their GEMMs and fused cell kernels are priced from their own PyTorch
 """
 from __future__ import annotations
 
+from dataclasses import replace
+from math import prod
 
 from ..registry import RNN, SIMT, Call, Cost, dims, fmt_params, register, register_aten
 from ..values import ITEMSIZE, Tensor
@@ -113,3 +115,48 @@ def _fused_cell(gates: int, extra: int):
 
 register_aten("aten::_thnn_fused_lstm_cell")(_fused_cell(4, 9))
 register_aten("aten::_thnn_fused_gru_cell")(_fused_cell(3, 8))
+
+
+_MODE_OF_GATES = {4: "lstm", 3: "gru", 1: "rnn_tanh"}  # rnn_relu costs what rnn_tanh does
+
+
+def _cudnn_rnn(backward: bool):
+    """aten::_cudnn_rnn(_backward) from its range's sizes alone (traces without pyprof.init()):
+    input, the flat weight list (per layer and direction w_ih, w_hh, [b_ih, b_hh], [w_hr]), an
+    empty entry (weight_stride0), the weight buffer, hx, cx ([] without: GRU, RNN). The weights
+    say the mode (w_ih has G·H rows), bias and projection; hx's first dimension layers x
+    directions. Directions: 2 when the second weight group reads the input's features again
+    (and a third, if any, twice the recurrent size). With two groups and equal input and
+    recurrent sizes one bidirectional layer and two one-directional layers cost the same FLOPs
+    but not the same bytes: bytes na."""
+    def formula(a) -> Cost | None:
+        x = a.shape(0)
+        end = next((i for i in range(1, len(a.sizes)) if a.sizes[i] == []), None)
+        if not x or end is None or end + 2 >= len(a.sizes):
+            return None
+        weights = [a.shape(i) for i in range(1, end)]
+        hx, cx = a.shape(end + 2), a.shape(end + 3)
+        if hx is None or len(hx) != 3 or any(w is None for w in weights):
+            return None
+        groups, state_rows, r = hx
+        hidden = cx[-1] if cx and len(cx) == 3 else r
+        per_group, rest = divmod(len(weights), groups)
+        g, odd = divmod(weights[0][0], hidden)
+        mode = _MODE_OF_GATES.get(g)
+        if rest or odd or mode is None or per_group not in (2, 3, 4, 5):
+            return None
+        proj = r if r != hidden else 0
+        in_size = x[-1]
+        group_in = [weights[k * per_group][1] for k in range(groups)]
+        dirs = 2 if groups % 2 == 0 and group_in[1] == in_size and (groups == 2 or group_in[2] == 2 * r) else 1
+        cost = rnn_cost(mode, prod(x) // in_size, in_size, hidden, proj, groups // dirs, dirs, per_group >= 4,
+                        state_rows, a.dtype)
+        ambiguous = groups == 2 and in_size == r
+        if backward:
+            cost = replace(cost, flops=cost.bwd_flops, bytes=cost.bwd_bytes)
+        return replace(cost, bytes=None) if ambiguous else cost
+    return formula
+
+
+register_aten("aten::_cudnn_rnn")(_cudnn_rnn(False))
+register_aten("aten::_cudnn_rnn_backward")(_cudnn_rnn(True))
