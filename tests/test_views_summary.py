@@ -165,7 +165,7 @@ def test_stdin_and_width(tmp_path):
 
 @pytest.mark.parametrize("args,msg", [
     (["--summary", "-c", "op"], "-c selects per-kernel columns"),
-    (["--json"], "--json needs --summary or --diff"),
+    (["--json"], "--json needs --summary, --diff, --overlap or --stragglers"),
     (["--summary", "--top", "0"], "--top needs a positive number"),
 ])
 def test_usage_errors(args, msg):

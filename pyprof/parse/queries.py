@@ -12,8 +12,8 @@ from __future__ import annotations
 import functools
 from typing import Sequence
 
-from pyprof.parse.export import (CUDA_DEVICE, GPU, KERNEL, MEMCPY, MEMCPY_ENUM, MEMSET, NVTX, RUNTIME, STRINGS,
-                                  Export)
+from pyprof.parse.export import (CUDA_DEVICE, GPU, KERNEL, MEMCPY, MEMCPY_ENUM, MEMSET, NVTX, RUNTIME, SESSION_START,
+                                  STRINGS, Export)
 
 # Sources of activity rows (the `source` field of every activity row).
 SRC_KERNEL, SRC_MEMCPY, SRC_MEMSET = 0, 1, 2
@@ -72,17 +72,18 @@ def _out(expr: str) -> str:
     return f"ifnull({expr}, 'null')"
 
 
-def activity_sql(exp: Export, table: str, src: int) -> str:
-    """Rows of one activity table joined to their launch call, in launch order."""
+def activity_sql(exp: Export, table: str, src: int, on: str = "", where: str = "") -> str:
+    """Rows of one activity table joined to their launch call, in launch order. `on` and `where`
+    (window.py's, with their parameters bound by the caller) add join and row conditions."""
     c = functools.partial(exp.col, table, "x")
     joins = ""
     if exp.has(RUNTIME, "correlationId", "start", "end"):
-        on = "r.correlationId = x.correlationId"
+        cond = "r.correlationId = x.correlationId"
         # Correlation ids repeat across processes: join within the process when both sides
         # say which process they belong to.
         if exp.has(table, "globalPid") and exp.has(RUNTIME, "globalTid"):
-            on += f" AND x.globalPid = (r.globalTid & {PID_MASK_SQL})"
-        joins += f" LEFT JOIN {RUNTIME} r ON {on}"
+            cond += f" AND x.globalPid = (r.globalTid & {PID_MASK_SQL})"
+        joins += f" LEFT JOIN {RUNTIME} r ON {cond}{on}"
         rstart, rend, rtid = "r.start", "r.end", exp.col(RUNTIME, "r", "globalTid")
         api = exp.col(RUNTIME, "r", "nameId")
     else:
@@ -101,8 +102,10 @@ def activity_sql(exp: Export, table: str, src: int) -> str:
     else:
         layout = MEMSET_ROW
         exprs.update(bytes=_out(c("bytes")))
-    # Ties in launch time (all kernels of one CUDA graph launch share it) go by GPU start.
-    return f"SELECT {_select(layout, exprs)} FROM {table} x{joins} ORDER BY 1, 2"
+    # Ties in launch time (all kernels of one CUDA graph launch share it) go by GPU start, then by
+    # row: a total order, so that any query plan (a window's too) gives the same one.
+    return (f"SELECT {_select(layout, exprs)} FROM {table} x{joins}{' WHERE ' + where if where else ''} "
+            "ORDER BY 1, 2, x.rowid")
 
 
 def string_sql(exp: Export) -> str | None:
@@ -110,27 +113,30 @@ def string_sql(exp: Export) -> str | None:
     return f"SELECT value FROM {STRINGS} WHERE id = ?" if exp.has(STRINGS, "id", "value") else None
 
 
-def nvtx_sql(exp: Export, fields: Sequence[str] = NVTX_FIELDS) -> tuple[str, tuple[int, ...]] | None:
+def nvtx_sql(exp: Export, fields: Sequence[str] = NVTX_FIELDS, where: str = "",
+             params: tuple[int, ...] = ()) -> tuple[str, tuple[int, ...]] | None:
     """NVTX ranges as rows of `fields` (of NVTX_FIELDS), by start, outer first, with the parameters to bind.
 
     At equal starts the longer range comes first (an open range, end NULL, is longest), so a
     list in this order is outermost-first. Push/pop ranges of threads that made no CUDA runtime
     call are left out: they can enclose no launch (data-loader threads push ranges by the
     thousand), and a thread that never calls CUDA runs no forward op whose backward does.
-    Start/end ranges are all kept: they span threads.
+    Start/end ranges are all kept: they span threads. `where`/`params`: window.py's conditions,
+    tested first (they are the cheapest and drop the most rows).
     """
     if not exp.has(NVTX, "start", "end", "eventType"):
         return None
     text, joins = _text(exp)
     exprs = {"start": "n.start", "end": "n.end", "event_type": "n.eventType", "global_tid": exp.col(NVTX, "n", "globalTid"),
              "domain_id": exp.col(NVTX, "n", "domainId"), "text": text}
-    where = f"n.eventType IN ({', '.join('?' * len(RANGE_TYPES))})"
-    params: tuple[int, ...] = RANGE_TYPES
+    cond = f"{where + ' AND ' if where else ''}n.eventType IN ({', '.join('?' * len(RANGE_TYPES))})"
+    params += RANGE_TYPES
     if exp.has(NVTX, "globalTid") and exp.has(RUNTIME, "globalTid"):
-        where += f" AND (n.eventType IN (?, ?) OR n.globalTid IN (SELECT globalTid FROM {RUNTIME}))"
+        cond += f" AND (n.eventType IN (?, ?) OR n.globalTid IN (SELECT globalTid FROM {RUNTIME}))"
         params += (START_END, START_END_T)
-    return (f"SELECT {_select(fields, exprs)} FROM {NVTX} n{joins} WHERE {where} "
-            "ORDER BY n.start, n.end IS NULL DESC, n.end DESC", params)
+    # Ranges equal in start and end go by row: a total order whatever the query plan.
+    return (f"SELECT {_select(fields, exprs)} FROM {NVTX} n{joins} WHERE {cond} "
+            "ORDER BY n.start, n.end IS NULL DESC, n.end DESC, n.rowid", params)
 
 
 def domains_sql(exp: Export) -> str | None:
@@ -178,6 +184,12 @@ def cuda_device_sql(exp: Export) -> str | None:
     if not exp.has(CUDA_DEVICE, "gpuId", "cudaId"):
         return None
     return f"SELECT d.gpuId, d.cudaId, {exp.col(CUDA_DEVICE, 'd', 'pid')} FROM {CUDA_DEVICE} d"
+
+
+def session_start_sql(exp: Export) -> str | None:
+    """The capture session's start as UTC nanoseconds since the epoch (one row), or None without
+    the table. Every time in an export counts from its own session's start."""
+    return f"SELECT utcEpochNs FROM {SESSION_START}" if exp.has(SESSION_START, "utcEpochNs") else None
 
 
 # CUPTI_ACTIVITY_MEMCPY_KIND values, for exports without ENUM_CUDA_MEMCPY_OPER.

@@ -10,11 +10,17 @@ from __future__ import annotations
 from typing import Callable
 
 from .analysis import Facts
+from .collectives import of_record
 from .columns import tc_text
 
 
 def _layer(rec: dict, f: Facts) -> str:
     return ":".join(map(str, rec.get("layer") or [])) or "-"
+
+
+def _coll(rec: dict, f: Facts) -> str:
+    coll = of_record(rec)
+    return "compute" if coll is None else coll.kind or "nccl"
 
 
 # --by KEY: the group a kernel record belongs to.
@@ -27,6 +33,8 @@ KEYS: dict[str, Callable[[dict, Facts], str]] = {
     "tc": lambda rec, f: tc_text(f.tc),
     "level": lambda rec, f: f.level or "na",
     "stream": lambda rec, f: f"{rec.get('device')}:{rec.get('stream')}",
+    "rank": lambda rec, f: "-" if rec.get("rank") is None else str(rec.get("rank")),
+    "coll": _coll,
 }
 
 

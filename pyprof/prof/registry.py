@@ -55,9 +55,10 @@ class Cost:
 class Call:
     """The decoded arguments of one op marker, looked up by position or keyword."""
 
-    __slots__ = ("args", "kwargs")
+    __slots__ = ("args", "kwargs", "marker")
 
     def __init__(self, marker: dict) -> None:
+        self.marker = marker  # the whole marker, for formulas that read more than arguments (dist)
         self.args = decode(marker.get("args") or [])
         self.kwargs = {k: decode(v) for k, v in (marker.get("kwargs") or {}).items()}
 
