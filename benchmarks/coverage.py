@@ -602,9 +602,12 @@ class ModelSums:
 
 
 def _outside_modules(rec: dict) -> bool:
-    """True when the kernel's op marker (the forward op's, for a backward kernel) says the op was
-    called outside any nn.Module: there is no module path to know."""
-    marker = (rec.get("fwd") or {}).get("marker") if rec.get("dir") == "bprop" else rec.get("marker")
+    """True when the kernel's op was called outside any nn.Module, so there is no module path to
+    know: a forward kernel (a module-less one) inside no module range (GradScaler's unscale, an
+    optimizer step, the loss), or a backward kernel whose forward op marker has no module."""
+    if rec.get("dir") != "bprop":
+        return True  # only asked for kernels without a module path
+    marker = (rec.get("fwd") or {}).get("marker")
     return isinstance(marker, dict) and "module" not in marker
 
 
@@ -648,10 +651,13 @@ def table(records_path: str, flops_path: str, missing: int) -> str:
         ref, unfixed = fixed.get(name), raw.get(name)
         ratio = "na" if not ref else f"{t.matrix_flops / ref:.4f}"
         whole = "na" if not ref else f"{(t.matrix_flops + t.causal_flops) / ref:.4f}"
+        # Without pyprof.init() there are no module ranges: nothing to know or to be outside of.
+        module, outside = ("-", "-") if meta.get("plain") else \
+            (_pct(t.known["module"], t.time - t.outside), _pct(t.outside, t.time))
         fcm = "na" if not ref or unfixed is None else f"{unfixed / ref:.3f}"
         lines.append(f"{name:<26}{t.kernels:>8}{t.time / 1e6:>9.2f}{_pct(t.known['flops'], t.time):>8}"
                      f"{_pct(t.known['bytes'], t.time):>8}{_pct(t.known['op'], t.time):>7}"
-                     f"{_pct(t.known['module'], t.time - t.outside):>9}{_pct(t.outside, t.time):>9}"
+                     f"{module:>9}{outside:>9}"
                      f"{_pct(t.known['marker'], t.time):>9}{_pct(t.known['aten'], t.time):>7}{ratio:>12}{whole:>12}{fcm:>13}"
                      f"{t.rnn_flops / 1e9:>10.3f}")
     for name, why in (meta.get("failed") or {}).items():
