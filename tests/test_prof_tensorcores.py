@@ -32,6 +32,8 @@ NAMES = [
      SIMT, "float32"),
     # CUTLASS: operator class in the name, often only inside the template arguments
     ("void cutlass::Kernel2<cutlass_80_tensorop_s16816gemm_relu_f16_256x128_32x3_nn_align8>(Params)", MMA, "float16"),
+    # TF32 on fp32 operands, no 16-bit token (H100, an fp32 mm with allow_tf32: tests/data/fixture_plain)
+    ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4>(T1::Params)", MMA, "float32"),
     ("void cutlass::Kernel2<cutlass_80_tensorop_d884gemm_64x64_16x4_nn_align1>(Params)", MMA, "float64"),
     ("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x128_8x4_nn_align1>(Params)", SIMT, "float32"),
     ("cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x256x64_1x2x1_0_tnn_align8_warpspecialized_cooperative_epi_tma",
