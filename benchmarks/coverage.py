@@ -1,7 +1,8 @@
 """How much of a training step prof understands, on the models people train (issue 9).
 
 Per model: one training step (forward, loss, backward, optimizer step; the eval cases a forward)
-captured under nsys with `pyprof.init()` and `pyprof.profiled()`, parsed and analysed. The table
+captured under nsys with `pyprof.init()` and `pyprof.profiled(aten=True)` (PyTorch's op ranges
+too: the aten level and exact GEMM sizes), parsed and analysed. The table
 gives, per model: kernels, and the share of GPU time in kernels whose FLOPs are known, whose bytes
 are known, whose op is known, whose module path is known (of the time in ops called inside the
 model; `outside%` is the time in ops the user called outside any module: the optimizer step,
@@ -538,7 +539,7 @@ def capture(names: List[str], flops_path: Optional[str], warmup: int, plain: boo
             signal.alarm(0)
         save()
         print(f"coverage: {name} ready ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
-    with pyprof.profiled():
+    with pyprof.profiled(aten=True):
         for name, step in steps.items():
             try:
                 with pyprof.annotate(name):

@@ -40,14 +40,22 @@ def _classify(code: CodeType) -> str:
 
 def site_json() -> str:
     """`,"site":"file:line"` for the first user frame, or "" when every frame is internal."""
-    f = _getframe(2)  # this function's caller is a wrapper: internal
+    p, line = user_frame(3)  # this function's caller is a wrapper: internal
+    return p + str(line) + '"' if p else ""
+
+
+def user_frame(skip: int = 2) -> tuple:
+    """(`,"site":"file:` prefix, line number) of the first user frame at least `skip` frames up
+    (1: the caller), or ("", 0) when every frame is internal: the parts of site_json(), kept apart
+    so that the hot path can use them as a cache key without formatting the line."""
+    f = _getframe(skip)
     while f is not None:
         code = f.f_code
         p = _code_prefix.get(code)
         if p is None:
             p = _classify(code)
         if p:
-            return p + str(f.f_lineno) + '"'
+            return p, f.f_lineno
         f = f.f_back
-    return ""
+    return "", 0
 

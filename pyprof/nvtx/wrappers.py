@@ -1,9 +1,9 @@
 """The wrappers pyprof installs: one per torch callable, `nn.Module.__call__`, optimizer steps.
 
 Hot path. Per call of a wrapped op: one attribute test when markers are off; otherwise a
-thread-local depth check, the marker text (prefix precomputed per wrapper, tensor texts cached
-by shape/dtype, call site cached per code object, module fragment cached per module), one NVTX
-push and one pop.
+thread-local depth check, the marker text (a call key and one look-up in the wrapper's own cache,
+pyprof.nvtx.memo; encoded only for a new key), one NVTX push and one pop, and a pre-hook on the
+output's autograd node (pyprof.nvtx.backward) when it has one.
 """
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from . import backward as _backward
+from . import memo as _memo
 from .emit import state as _state
 from .marker import build as _build
 from .marker import encode as _encode
-from .marker import autocast_json as _autocast
 from .marker import module_marker, op_prefix, optimizer_knobs, optimizer_params
 from .site import site_json as _site
 
@@ -44,6 +45,10 @@ def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str, opaq
     """
     prefix = op_prefix(mod, op)
     hides = 1 if opaque else 0  # added to the depth: chosen here, so the call path has no branch
+    texts: dict = {}  # call key -> marker text (pyprof.nvtx.memo)
+    inplace = _backward.is_inplace(op)
+    # A backward call may leave a bwd range open on this thread (CPU autograd runs here).
+    runs_backward = (mod, op) in _BACKWARD_CALLS
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         # Dynamo sees is_compiling() as True and traces straight into the original: no graph
@@ -56,16 +61,24 @@ def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str, opaq
             return orig(*args, **kwargs)
         tl.depth = depth + hides
         try:
-            _state.push(_build(prefix, args, kwargs, _site() + tl.mod + _autocast()))
+            text = _memo.marker(texts, prefix, args, kwargs, tl.mod)
+            _state.push(text)
             try:
-                return orig(*args, **kwargs)
+                out = orig(*args, **kwargs)
             finally:
+                if runs_backward:
+                    _backward.close()
                 _state.pop()
+            _backward.attach(out, args, text, inplace)
+            return out
         finally:
             tl.depth = depth
 
     _dress(wrapper, orig, home, qualname)
     return wrapper
+
+
+_BACKWARD_CALLS = frozenset({("Tensor", "backward"), ("torch.autograd", "backward"), ("torch.autograd", "grad")})
 
 
 def _dress(wrapper: Callable, orig: Callable, home: str, qualname: str) -> None:

@@ -25,7 +25,7 @@ from pyprof.parse import queries
 from pyprof.parse.export import Export
 from pyprof.parse.gpu import GpuInfo
 from pyprof.parse.queries import DOMAIN_CREATE, SRC_KERNEL, SRC_MEMCPY
-from pyprof.parse.ranges import (LAYER, MALFORMED, MODULE, OP, PYPROF_DOMAIN, TORCH, Label, classify,
+from pyprof.parse.ranges import (BWD, LAYER, MALFORMED, MODULE, OP, PYPROF_DOMAIN, TORCH, Label, classify,
                                  encode, encode_str, forward_op)
 from pyprof.parse.window import NEVER, Report, Window
 
@@ -275,6 +275,8 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                                 continue
                             if start >= fresh:
                                 stats.not_understood += 1
+                        elif label.kind == BWD:
+                            autograd_threads.add(gtid)
                     if etype in push_pop:
                         scope = gtid
                         stack = threads.get(gtid)
@@ -340,7 +342,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                     if pstack:
                         encl = sorted(encl + _enclosing(pstack, t), key=_outer_first)
 
-                marker = module = owner = innermost_torch = bseq = None
+                marker = module = owner = innermost_torch = bseq = node = None
                 torch_ops: list[str] = []
                 seqs: list[int] = []
                 layers: list[str] | tuple[str, ...] = []
@@ -373,6 +375,10 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                         owner = r
                         if lab.bwd:
                             bwd = True
+                    elif kind == BWD:
+                        node = lab
+                        owner = r
+                        bwd = True
                     elif kind == MODULE:
                         module = lab.js
                     elif kind == LAYER:
@@ -410,6 +416,10 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                             # The autograd thread sees none of the user's layer ranges:
                             # a backward kernel belongs to its forward op's layers.
                             layers = fwd[2]
+                if fwd is None and node is not None:
+                    # No PyTorch node range said which forward op this is (no emit_nvtx): the
+                    # pyprof bwd marker carries the forward op's marker itself.
+                    source = node
                 if source is not None:
                     mod, op, trace, marker_module = source.attrs
                     if source is not marker:
@@ -429,7 +439,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
 
                 tail = (f'"dir":"{"bprop" if bwd else "fprop"}","mod":{mod},"op":{op},'
                         f'"marker":{marker.js if marker is not None else "null"},'
-                        f'"fwd":{_fwd_js(bseq, fwd) if fwd is not None else "null"},"torchOps":[{",".join(torch_ops)}],'
+                        f'"fwd":{_fwd_js(bseq, fwd) if fwd is not None else node.js if node is not None else "null"},"torchOps":[{",".join(torch_ops)}],'
                         f'"seqId":{seqs[-1] if seqs else "null"},"altSeqId":[{",".join(map(str, seqs[:-1]))}],'
                         f'"subSeqId":{sub},"layer":[{",".join(layers)}],"module":{module or "null"},'
                         f'"trace":{trace},"ranges":[{",".join(others)}]}}')
