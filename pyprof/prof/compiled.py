@@ -21,6 +21,9 @@ from .ops.fx import foreach
 from .registry import MMA_KINDS, Call, Cost, Formula, Unknowable
 from .tensorcores import MMA, NONE, SIMT, classify
 
+# The `level` column's word for a kernel priced from its graph's FX nodes (analysis.LEVELS).
+LEVEL = "compiled"
+
 _CACHE = 4096
 # Where a node's ATen op may be registered, in order: under its own name, else as the torch
 # function (or method, or functional) of the same name and positional schema.
@@ -169,6 +172,8 @@ class CompiledPricer:
             facts.flops, facts.bytes = 0, 0  # a later kernel of one library call: the first carries it
         else:
             facts.flops, facts.bytes = w.flops, w.bytes
+        if facts.flops is not None:
+            facts.level = LEVEL
         facts.peaks = peaks_mod.lookup(rec.get("gpu"))
         facts.path = peaks_mod.math_path(facts.tc is True, facts.dtype)
         return facts
