@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import sys
+from typing import Any, Iterator
 
 from pyprof.errors import EXIT_USAGE, PyprofError
-from pyprof.parse.attribute import Stats, lines, records
+from pyprof.parse import attribute
+from pyprof.parse.attribute import Stats
+from pyprof.parse.compiled import joined_lines
 from pyprof.parse.export import Export, NotUtf8, check_export
 from pyprof.parse.nsysrep import sqlite_path
 from pyprof.parse.output import open_output, write_lines
@@ -21,6 +25,20 @@ from pyprof.parse.queries import sources
 from pyprof.progress import Progress
 
 __all__ = ["parse", "records", "lines", "Stats", "Export"]
+
+
+def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
+    """Yield one record per kernel (and memcpy/memset with `memcpy`) as a line of compact JSON,
+    in launch order, kernels of compiled graphs joined to the trace's compile-time table."""
+    return joined_lines(exp, stats, memcpy, attribute.lines)
+
+
+def records(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[dict[str, Any]]:
+    """lines(), decoded: one dict per record (for library use and tests)."""
+    loads = json.loads
+    with contextlib.closing(lines(exp, stats, memcpy)) as out:
+        for line in out:
+            yield loads(line)
 
 
 def parse(path: str, output: str | None = None, *, memcpy: bool = False, quiet: bool = False,
@@ -54,14 +72,17 @@ def _parse(db: str, output: str | None, memcpy: bool, progress: bool, lenient: b
                 # The same tables lines() reads; each name is one of parse's own constants.
                 total = sum(exp.scalar(f"SELECT count(*) FROM {t}") or 0 for t, _ in sources(exp, memcpy))
         # closing(): the record generator's cursors must be closed before the connection is.
+        written = [skip]
         with open_output(output) as out, contextlib.closing(lines(exp, stats, memcpy)) as recs:
             try:
-                write_lines(itertools.islice(recs, skip, None), out, Progress("pyprof.parse", total, progress))
+                write_lines(_counted(itertools.islice(recs, skip, None), written), out,
+                            Progress("pyprof.parse", total, progress))
             except NotUtf8 as err:
                 recs.close()
                 if lenient:
                     raise  # the lenient connection decodes everything: not reached
-                err.written = stats.records if output is None else 0
+                # Counted where they are written: records made may still wait in the compiled-graph join.
+                err.written = written[0] if output is None else 0
                 raise
             except (PyprofError, KeyboardInterrupt) as err:
                 recs.close()  # publishes the counts
@@ -70,3 +91,10 @@ def _parse(db: str, output: str | None, memcpy: bool, progress: bool, lenient: b
                     out.write(f"pyprof.parse: {why} - the {stats.records} records above are incomplete\n")
                 raise
     return stats
+
+
+def _counted(lines: Iterator[str], count: list[int]) -> Iterator[str]:
+    # Before the yield: the writer may stop there, and the line it was given is written.
+    for line in lines:
+        count[0] += 1
+        yield line

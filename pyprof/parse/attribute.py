@@ -1,6 +1,13 @@
 """The merge sweep: walk activities in launch order and NVTX ranges in start order together, and
 attribute every kernel (memcpy, memset) to the ranges open around its launch call.
 
+A kernel replayed from a CUDA graph was launched by cudaGraphLaunch; the call that created its
+node is the one that explains it. For a graph captured inside the trace (torch.cuda.graph,
+make_graphed_callables), the creation of each captured node comes through the sweep as a row of
+its own at its capture time, is attributed like a launch, and its attribution (when it has an
+op) is kept by node id for the replays of that node (queries.captured_sql); a graph captured
+before the trace keeps its replay's attribution.
+
 Per scope (a thread for push/pop ranges, a process for start/end ranges) the ranges that
 started and may still be open are kept in a list in start order (outermost first). Before a
 range is added and before a launch is attributed, ranges that ended earlier are dropped from
@@ -24,8 +31,8 @@ from typing import Any, Iterator
 from pyprof.parse import queries
 from pyprof.parse.export import Export
 from pyprof.parse.gpu import GpuInfo
-from pyprof.parse.queries import DOMAIN_CREATE, SRC_KERNEL, SRC_MEMCPY
-from pyprof.parse.ranges import (LAYER, MALFORMED, MODULE, OP, PYPROF_DOMAIN, TORCH, Label, classify,
+from pyprof.parse.queries import DOMAIN_CREATE, SRC_CAPTURED, SRC_KERNEL, SRC_MEMCPY
+from pyprof.parse.ranges import (BWD, LAYER, MALFORMED, MODULE, OP, PYPROF_DOMAIN, TORCH, Label, classify,
                                  encode, encode_str, forward_op)
 from pyprof.parse.window import NEVER, Report, Window
 from pyprof.record_format import VERSION
@@ -135,15 +142,6 @@ def _leave(report: Report, fwd_ops: dict, autograd_threads: set[int], threads: d
                     report.open_end[own] = (r[_COUNT], r[_NODE_SEQ], key is not None)
 
 
-def records(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[dict[str, Any]]:
-    """Yield one record (docs/records.md) per kernel, and per memcpy/memset with `memcpy`, in
-    launch order, as dicts (decoded from lines(): for library use and tests)."""
-    loads = json.loads
-    with contextlib.closing(lines(exp, stats, memcpy)) as out:
-        for line in out:
-            yield loads(line)
-
-
 def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None = None,
           clock: int = 0) -> Iterator[str]:
     """Yield one record per kernel (and memcpy/memset with `memcpy`) as a line of compact JSON.
@@ -166,6 +164,10 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                 with exp.errors():
                     on, where, params = window.activity_clause(exp, table)
                 streams.append(exp.rows(queries.activity_sql(exp, table, src, on, where), params))
+        captured_sql = (queries.captured_sql(exp, *window.captured_clause()) if window is not None
+                        else queries.captured_sql(exp))
+        if captured_sql:
+            streams.append(exp.rows(*captured_sql))
         nvtx_sql = (queries.nvtx_sql(exp, _NVTX_FIELDS, *window.nvtx_clause()) if window is not None
                     else queries.nvtx_sql(exp, _NVTX_FIELDS))
         if nvtx_sql:
@@ -199,6 +201,8 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
         autograd_threads |= seed.autograd
         fwd_ops.update((pid, dict(ops)) for pid, ops in seed.fwd.items())
     names: dict[int | str | None, str] = {}
+    # Captured CUDA graph node -> the attribution part of its replays' records.
+    captured: dict[int, str] = dict(seed.captured) if seed is not None else {}
 
     def remember_forward(stack: list[_Range], start: int, gpid: int, name: str, seq: int) -> None:
         marker = None
@@ -248,6 +252,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
         "block_y", "block_z", "regs", "static_shared", "dynamic_shared", "graph_node")(queries.KERNEL_AT)
     # Memcpy and memset rows have `bytes` at the same position (queries.MEMSET_ROW).
     bytes_at, kind_at = itemgetter("bytes", "copy_kind")(queries.MEMCPY_AT)
+    origin_at, node_at = queries.KERNEL_AT["graph_origin"], queries.CAPTURED_AT["node"]
     n_records = kernels = with_op = no_launch = 0
     try:
         with exp.errors():
@@ -277,6 +282,8 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                                 continue
                             if start >= fresh:
                                 stats.not_understood += 1
+                        elif label.kind == BWD:
+                            autograd_threads.add(gtid)
                     if etype in push_pop:
                         scope = gtid
                         stack = threads.get(gtid)
@@ -342,7 +349,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                     if pstack:
                         encl = sorted(encl + _enclosing(pstack, t), key=_outer_first)
 
-                marker = module = owner = innermost_torch = bseq = None
+                marker = module = owner = innermost_torch = bseq = node = None
                 torch_ops: list[str] = []
                 seqs: list[int] = []
                 layers: list[str] | tuple[str, ...] = []
@@ -375,6 +382,10 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                         owner = r
                         if lab.bwd:
                             bwd = True
+                    elif kind == BWD:
+                        node = lab
+                        owner = r
+                        bwd = True
                     elif kind == MODULE:
                         module = lab.js
                     elif kind == LAYER:
@@ -412,6 +423,10 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                             # The autograd thread sees none of the user's layer ranges:
                             # a backward kernel belongs to its forward op's layers.
                             layers = fwd[2]
+                if fwd is None and node is not None:
+                    # No PyTorch node range said which forward op this is (no emit_nvtx): the
+                    # pyprof bwd marker carries the forward op's marker itself.
+                    source = node
                 if source is not None:
                     mod, op, trace, marker_module = source.attrs
                     if source is not marker:
@@ -426,18 +441,28 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                         mod, op = _split_op(innermost_torch.name)
                     else:
                         mod = op = "null"
-                if op != "null":
-                    with_op += 1
-
                 tail = (f'"dir":"{"bprop" if bwd else "fprop"}","mod":{mod},"op":{op},'
                         f'"marker":{marker.js if marker is not None else "null"},'
-                        f'"fwd":{_fwd_js(bseq, fwd) if fwd is not None else "null"},"torchOps":[{",".join(torch_ops)}],'
+                        f'"fwd":{_fwd_js(bseq, fwd) if fwd is not None else node.js if node is not None else "null"},"torchOps":[{",".join(torch_ops)}],'
                         f'"seqId":{seqs[-1] if seqs else "null"},"altSeqId":[{",".join(map(str, seqs[:-1]))}],'
                         f'"subSeqId":{sub},"layer":[{",".join(layers)}],"module":{module or "null"},'
                         f'"trace":{trace},"ranges":[{",".join(others)}]}}')
+                src = row[src_at]
+                if src == SRC_CAPTURED:
+                    if op != "null":
+                        captured[row[node_at]] = tail
+                    continue
+                if src == SRC_KERNEL and row[origin_at] is not None:
+                    at_capture = captured.get(row[origin_at])
+                    if at_capture is not None:
+                        tail, op = at_capture, "captured"
+                    elif report is not None:
+                        report.captured_misses.add(row[origin_at])
+                if op != "null":
+                    with_op += 1
                 start, end = row[start_at] + clock, row[end_at] + clock
                 pid = "null" if gpid is None else (gpid >> 24) & _TID_BITS
-                if row[src_at] == SRC_KERNEL:
+                if src == SRC_KERNEL:
                     kernels += 1
                     dev = row[device_at]
                     gpu = gpu_js.get((pid, dev))
@@ -457,7 +482,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                     head = (f'"kDuration":{end - start},"kStart":{start},"kEnd":{end},"device":{row[device_at]},'
                             f'"stream":{row[stream_at]},"pid":{pid},"tid":{tid},"correlationId":{row[corr_at]},'
                             f'"launch":{launch},"bytes":{row[bytes_at]},')
-                    if row[src_at] == SRC_MEMCPY:
+                    if src == SRC_MEMCPY:
                         copy_kind = row[kind_at]
                         if copy_kind is None:  # no copyKind column
                             short, kind_js = '"memcpy"', "null"
@@ -475,6 +500,10 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                 yield line
             if report is not None:
                 _leave(report, fwd_ops, autograd_threads, threads, procs, inherited, window.end)
+            if window is not None:
+                # Seeded or not: a captured node's attribution may depend on the seed, so the
+                # exact ones come from a seeded run (parallel.py passes them on).
+                window.report.captured = {k: v for k, v in captured.items() if seed is None or k not in seed.captured}
     finally:
         # Counted in locals in the loop (attribute stores cost); published even on failure, so
         # the caller can say how many records were written before it.

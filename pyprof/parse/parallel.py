@@ -10,6 +10,7 @@ the output of a windowed export is byte for byte what one process writes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing
 import os
 import shutil
@@ -22,6 +23,7 @@ from typing import Iterable, Iterator, TextIO
 from pyprof.errors import EXIT_NO_INPUT, EXIT_OUTPUT, EXIT_USAGE, PyprofError
 from pyprof.parse import queries
 from pyprof.parse.attribute import FWD_OPS_PER_PROCESS, SCHEMA_VERSION, Stats, lines
+from pyprof.parse.compiled import CompiledStats, joined_lines
 from pyprof.parse.export import KERNEL, RUNTIME, Export, check_export
 from pyprof.parse.nsysrep import sqlite_path
 from pyprof.parse.output import deferred_interrupt, open_output
@@ -59,14 +61,16 @@ class Part:
 
 @dataclass
 class Done:
-    """A task's outcome: the rank used, its counts, a speculative window's Report, or the fatal
-    error (message, exit status) that stopped it."""
+    """A task's outcome: the rank used, its counts, a speculative window's Report, a window's
+    captured CUDA graph nodes (Report.captured, from any run), or the fatal error (message, exit
+    status) that stopped it."""
 
     index: int
     rank: Rank | None
     stats: Stats
     report: Report | None
     error: tuple[str, int] | None = None
+    captured: dict[int, str] | None = None
 
 
 def _work(part: Part) -> Done:
@@ -81,8 +85,10 @@ def _work(part: Part) -> Done:
             # Each nsys session counts time from its own start: ranks share a clock once their
             # times count from the epoch (the sessions of one job start tens of ms apart).
             clock = session_start(exp) if part.ranked else 0
+            # Each part joins its compiled-graph kernels to the export's table (docs/compiled.md).
+            part_lines = functools.partial(lines, window=part.window, clock=clock)
             with open(part.out, "w", encoding="utf-8") as out, \
-                    contextlib.closing(lines(exp, stats, part.memcpy, part.window, clock)) as recs:
+                    contextlib.closing(joined_lines(exp, stats, part.memcpy, part_lines)) as recs:
                 if part.ranked:
                     prefix, cut = f'{_HEAD}"rank":{rank.rank},', len(_HEAD)
                     out.writelines(prefix + line[cut:] + "\n" for line in recs)
@@ -90,8 +96,11 @@ def _work(part: Part) -> Done:
                     out.writelines(line + "\n" for line in recs)
     except PyprofError as err:  # returned, not raised: it does not pickle with its status
         return Done(part.index, rank, stats, None, (str(err), err.status))
+    if part.window is not None and part.window.start is not None:
+        stats.compiled.graphs = 0  # the export's first window counts them
     speculative = part.window is not None and part.window.seed is None
-    return Done(part.index, rank, stats, part.window.report if speculative else None)
+    return Done(part.index, rank, stats, part.window.report if speculative else None,
+                captured=part.window.report.captured if part.window is not None else None)
 
 
 def session_start(exp: Export) -> int:
@@ -209,17 +218,33 @@ def _run(ex: ProcessPoolExecutor, parts: list[Part], progress: Progress) -> dict
     return done
 
 
-def _stale_windows(groups: list[list[Part]], done: dict[int, Done]) -> list[Part]:
-    """Windows whose speculative records may differ from one sweep's, each with its exact Seed."""
+def _stale_windows(groups: list[list[Part]], reports: dict[int, Report], done: dict[int, Done],
+                   seeded: dict[int, Part] | None = None) -> list[Part]:
+    """Windows whose records may differ from one sweep's, each with its exact Seed.
+
+    First (`seeded` None) those whose speculative run read state an earlier window sets. A
+    captured CUDA graph node's attribution is exact only from a run that had the exact state at
+    the capture (a backward op finds its forward op there), so, once those are parsed again
+    (`seeded`: part index -> the part parsed again, `done` their outcomes), the seeds are made
+    again from every window's exact captured nodes, and the windows whose replays looked up a
+    node that now reads otherwise are given once more."""
     again = []
     for group in groups:
         if group[0].window is None:
             continue
         seed = Seed()
         for part in group:
-            report = done[part.index].report
-            if part.window.start is not None and stale(seed, report):
-                again.append(replace(part, window=Window(part.window.start, part.window.end, seed)))
+            report = reports[part.index]
+            if seeded is not None:
+                report = replace(report, captured=done[part.index].captured)
+            if part.window.start is not None:
+                if seeded is None:
+                    if stale(seed, report):
+                        again.append(replace(part, window=Window(part.window.start, part.window.end, seed)))
+                else:
+                    used = seeded[part.index].window.seed.captured if part.index in seeded else {}
+                    if any(seed.captured.get(n) != used.get(n) for n in report.captured_misses):
+                        again.append(replace(part, window=Window(part.window.start, part.window.end, seed)))
             seed = compose(seed, report, FWD_OPS_PER_PROCESS)
     return again
 
@@ -252,6 +277,7 @@ class Result(Stats):
         self.windows = 0
         self.reparsed = 0
         self.ranks: list[Rank] = []
+        self.compiled = CompiledStats()
 
 
 def run(groups: list[list[Part]], output: str | None, jobs: int, progress: bool = False) -> Result:
@@ -273,9 +299,15 @@ def run(groups: list[list[Part]], output: str | None, jobs: int, progress: bool 
         workers = max(1, min(jobs, len(parts)))
         with _pool(workers) as ex:
             done = _run(ex, parts, Progress("pyprof.parse", len(parts), progress, unit="parts parsed"))
-            again = _stale_windows(groups, done)
+            reports = {i: d.report for i, d in done.items()}
+            again = _stale_windows(groups, reports, done)
             if again:
                 done.update(_run(ex, again, Progress("pyprof.parse", len(again), progress, unit="windows re-parsed")))
+                more = _stale_windows(groups, reports, done, {p.index: p for p in again})
+                if more:
+                    done.update(_run(ex, more, Progress("pyprof.parse", len(more), progress,
+                                                        unit="windows re-parsed")))
+                    again += more
         order = sorted(groups, key=lambda g: (done[g[0].index].rank.rank if ranked else 0, g[0].index))
         if ranked:
             seen: dict[int, str] = {}
