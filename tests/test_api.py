@@ -39,7 +39,9 @@ def test_rows_typed_values():
     # The step-counter bump (_foreach_add_) carries 0, the _fused_adamw_ kernel the step's work.
     adam = [r for r in rows if r["op"] == "AdamW.step"]
     assert [r["flops"] for r in adam] == [0, 27782144]
-    assert [r["flops"] for r in rows if r["op"] == "backward"] == [None]  # na -> None
+    assert [r["flops"] for r in rows if r["op"] == "backward"] == [0]  # the seed gradient fill
+    arange = next(r for r in pyprof.rows(GPT, columns="op,peak") if r["op"] == "arange")
+    assert arange["peak"] is None  # int64 on CUDA cores has no peak: na -> None
     raw = next(pyprof.rows(GPT, columns=["op", "flops"], typed=False))
     assert raw == {"op": "embedding", "flops": "0"}
 
@@ -57,12 +59,12 @@ def test_dataframe_unknown_column():
 
 def test_dataframe(tmp_path):
     pd = pytest.importorskip("pandas")
-    df = pyprof.dataframe(write_dict(tmp_path, "gpt"), columns="op,sil,flops,tc")
-    assert list(df.columns) == ["op", "sil", "flops", "tc"] and len(df) == 139
+    df = pyprof.dataframe(write_dict(tmp_path, "gpt"), columns="op,sil,flops,tc,peak")
+    assert list(df.columns) == ["op", "sil", "flops", "tc", "peak"] and len(df) == 139
     by_op = df.groupby("op")["sil"].sum().sort_values(ascending=False)
     assert by_op.index[0] == "linear" and by_op.iloc[0] == 262533
     assert list(df[df.op == "AdamW.step"].flops) == [0, 27782144]
-    assert pd.isna(df[df.op == "backward"].flops).all()  # na -> NaN
+    assert pd.isna(df[df.op == "arange"].peak).all()  # na -> NaN
 
 
 def test_summary():

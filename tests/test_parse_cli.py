@@ -49,7 +49,7 @@ def test_records_go_to_stdout_and_the_summary_to_stderr(tmp_path: Path) -> None:
     recs = [json.loads(line) for line in res.stdout.splitlines()]
     assert [(r["kShortName"], r["op"]) for r in recs] == [("gemm", "matmul"), ("orphan_op", None), ("no_launch", None)]
     assert res.stderr == ("pyprof.parse: 3 kernels written; 33.3% with an op attributed; 1 without a launch call; "
-                          "0 ranges not understood; 1 malformed pyprof markers\n")
+                          "0 ranges not understood; 1 malformed pyprof marker\n")
 
 
 def test_quiet_and_output_file(tmp_path: Path) -> None:

@@ -120,7 +120,7 @@ def test_summary_counts_unknown_ops_and_keeps_going():
     recs.append(record(None, "k3", mod="aten", op="addmm"))
     out, err = prof_text(recs, "op,flops,bytes,params")
     assert [l.split()[1:] for l in out.splitlines()[1:]] == [["na", "na", "na"]] * 3
-    assert "unknown op: 2 kernels: torch.frobnicate (2)" in err and "no op marker: 1 kernels: aten.addmm (1)" in err
+    assert "unknown op: 2 kernels: torch.frobnicate (2)" in err and "no op marker: 1 kernel: aten.addmm (1)" in err
 
 
 def test_memcpy_record():
@@ -145,7 +145,7 @@ def test_old_pyprof_dict_lines_are_read_without_eval():
     rows = out.splitlines()
     assert rows[1].split() == ["7", "linear", "volta_sgemm_128x64_nn", "M=32,N=16,K=64,type=fp32",
                                str(2 * 32 * 16 * 64), "0", "net.py:3"]
-    assert len(rows) == 2 and "1 malformed lines skipped" in err
+    assert len(rows) == 2 and "1 malformed line skipped" in err
 
 
 def test_broken_pipe_is_quiet(recs):
@@ -189,7 +189,7 @@ def test_marker_nested_too_deep_is_na_not_a_traceback(recs):
     rc, out, err = prof(["-c", "idx,op,flops"], lines_of([recs[0], deep, recs[1]]))
     assert rc == 0 and "Traceback" not in err
     assert out.splitlines()[2].split() == ["1", "-", "na"]
-    assert "op arguments not understood: 1 kernels: torch.relu (1)" in err
+    assert "op arguments not understood: 1 kernel: torch.relu (1)" in err
 
 
 def test_input_cut_short_by_a_failed_parse_is_an_error(recs, tmp_path):

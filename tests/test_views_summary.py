@@ -75,7 +75,9 @@ def test_sort_and_top():
     names = [x["group"] for x in rep("gpt", sort="name")["rows"]]
     assert names == sorted(names)
     flops = rep("gpt", sort="flops")["rows"]
-    assert flops[0]["group"] == "linear" and flops[-1]["flops"] is None  # unknown sorts last
+    assert flops[0]["group"] == "linear"
+    # unknown sorts last (GradScaler's private ops carry no marker)
+    assert rep("resnet", sort="flops")["rows"][-1]["flops"] is None
 
 
 def test_text_output(tmp_path):
@@ -89,7 +91,7 @@ def test_text_output(tmp_path):
     assert table[0].split()[:3] == ["Op", "Time", "%Time"]
     assert table[1].split()[:5] == ["linear", "262.5", "us", "51.5", "79"]
     assert "advice:" in out and "launch-bound" in out
-    assert "no op marker" in err  # prof's closing warnings still on stderr
+    assert err == ""  # a clean run of a shipped example warns about nothing
 
 
 def _renamed(rec: dict, old: str, new: str) -> dict:

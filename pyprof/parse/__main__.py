@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from typing import NoReturn, Sequence
 
+from pyprof.cli import Parser
 from pyprof.errors import (EXIT_BAD_FORMAT, EXIT_CORRUPT, EXIT_INTERRUPTED, EXIT_NO_INPUT, EXIT_NO_KERNELS,
                            EXIT_TOOL, EXIT_USAGE, run_cli)
 from pyprof.parse import parse
+from pyprof.text import count
 
 PROG = "pyprof.parse"
 
@@ -43,8 +45,7 @@ On a fatal error after records went to stdout, a last line that is not JSON says
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line; its --help is the manual."""
-    p = argparse.ArgumentParser(prog=f"python -m {PROG}", description=DESCRIPTION, epilog=EPILOG,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(PROG, description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("input", help="SQLite export (nsys profile --export sqlite, or nsys export --type sqlite), "
                                  "or an .nsys-rep report (needs nsys: on PATH, or $NSYS)")
     p.add_argument("-o", "--output", metavar="FILE", help="write records to FILE (created only on success) "
@@ -61,12 +62,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                   progress=sys.stderr.isatty() and not args.quiet)
     if not args.quiet:
         share = 100.0 * stats.with_op / stats.records if stats.records else 0.0
-        what = f"{stats.kernels} kernels" + (f" + {stats.records - stats.kernels} memcpy/memset" if args.memcpy else "")
+        what = count(stats.kernels, "kernel") + (f" + {stats.records - stats.kernels} memcpy/memset" if args.memcpy else "")
         print(f"{PROG}: {what} written; {share:.1f}% with an op attributed; "
-              f"{stats.no_launch} without a launch call; {stats.not_understood} ranges not understood; "
-              f"{stats.malformed} malformed pyprof markers", file=sys.stderr)
+              f"{stats.no_launch} without a launch call; {count(stats.not_understood, 'range')} not understood; "
+              f"{count(stats.malformed, 'malformed pyprof marker')}", file=sys.stderr)
     return 0
 
 
-if __name__ == "__main__":
+def cli() -> NoReturn:
+    """The `pyprof-parse` console script."""
     run_cli(PROG, main)
+
+
+if __name__ == "__main__":
+    cli()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import BinaryIO, List, Optional, Sequence, TextIO
+from typing import BinaryIO, List, NoReturn, Optional, Sequence, TextIO
 
+from ..cli import Parser
 from ..errors import (EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_NO_INPUT,
                       EXIT_USAGE, PyprofError, run_cli)
 from ..progress import on_terminal
@@ -26,8 +27,8 @@ DIFF_KEYS = ("op", "kernel", "layer", "module", "dir", "tc", "stream")
 
 def parser() -> argparse.ArgumentParser:
     """The command line; -h lists every column with its meaning and unit."""
-    p = argparse.ArgumentParser(
-        prog="python -m pyprof.prof", formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = Parser(
+        "pyprof.prof",
         description="One row per GPU kernel from `python -m pyprof.parse` output: attribution, "
                     "FLOPs, bytes, Tensor Core use and distance from the GPU's peaks.",
         epilog=help_table() + "\n\n" + _EPILOG)
@@ -104,5 +105,10 @@ def run(stream: BinaryIO, out: TextIO, cols: List[Column], summary: Summary, wid
         idx[0] += 1
 
 
-if __name__ == "__main__":
+def cli() -> NoReturn:
+    """The `pyprof-prof` console script."""
     run_cli("pyprof.prof", main)
+
+
+if __name__ == "__main__":
+    cli()

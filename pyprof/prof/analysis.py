@@ -71,6 +71,24 @@ def _sizes_gemm(rec: dict) -> Optional[tuple]:
     return None
 
 
+def _backward_of(rec: dict) -> bool:
+    """True for a kernel of a forward op's autograd node: it is priced by that op's backward.
+    A bprop kernel with no forward op was launched by the backward call itself (the seed
+    gradient of `loss.backward()`): its own marker, the call, prices it."""
+    return rec.get("dir") == "bprop" and isinstance(rec.get("fwd"), dict)
+
+
+def _private_call(rec: dict) -> bool:
+    """True when the outermost PyTorch range is a private op (`aten::_amp_update_scale_`): a
+    call PyTorch's own Python code made outside any user-visible call (GradScaler's unscale and
+    update). pyprof.init() annotates public names only, so such a kernel has no marker by design
+    and is not warned about; a public op without a marker (no init(), or a name bound before
+    it) is."""
+    torch_ops = rec.get("torchOps")
+    name = torch_ops[0].get("name") if torch_ops and isinstance(torch_ops[0], dict) else None
+    return isinstance(name, str) and name.startswith("aten::_")
+
+
 class Analyzer:
     """Derives Facts per record. Keeps one entry per (pid, tid): the call its last kernel
     belonged to, so that an op's work goes to its first (main) kernel only."""
@@ -82,13 +100,10 @@ class Analyzer:
 
     def cost(self, rec: dict) -> Optional[Cost]:
         """The op cost of the marker behind a record (the forward op's, for a bprop kernel)."""
-        if rec.get("dir") == "bprop":
-            fwd = rec.get("fwd")
-            marker = fwd.get("marker") if isinstance(fwd, dict) else None
-        else:
-            marker = rec.get("marker")
+        marker = rec["fwd"].get("marker") if _backward_of(rec) else rec.get("marker")
         if not isinstance(marker, dict) or marker.get("kind") != "op":
-            self.summary.warn("no op marker", f"{rec.get('mod')}.{rec.get('op')}")
+            if not _private_call(rec):
+                self.summary.warn("no op marker", f"{rec.get('mod')}.{rec.get('op')}")
             return None
         key = repr(marker)  # equal markers have equal costs; repr is the cheapest exact key
         hit = self._costs.get(key)
@@ -185,7 +200,7 @@ class Analyzer:
         """(flops, bytes) of this kernel: its share of the op's work."""
         if cost is None:
             return _UNKNOWN
-        bprop = rec.get("dir") == "bprop"
+        bprop = _backward_of(rec)
         kind = cost.kind
         if kind not in MMA_KINDS:
             torch_ops = rec.get("torchOps")

@@ -5,6 +5,8 @@ import sys
 from collections import Counter
 from typing import TextIO
 
+from ..text import count
+
 # Per-line messages for malformed lines stop after this many; the rest are only counted.
 MAX_LINE_MESSAGES = 20
 
@@ -36,10 +38,10 @@ class Summary:
         """One closing block on stderr, only when something was not understood."""
         if not self.bad_lines and not self.warnings:
             return
-        print(f"pyprof.prof: {self.records} records; warnings:", file=err)
+        print(f"pyprof.prof: {count(self.records, 'record')}; warnings:", file=err)
         if self.bad_lines:
-            print(f"  {self.bad_lines} malformed lines skipped", file=err)
+            print(f"  {count(self.bad_lines, 'malformed line')} skipped", file=err)
         for kind, names in sorted(self.warnings.items()):
             top = ", ".join(f"{n} ({c})" for n, c in names.most_common(5))
             more = f", ... {len(names) - 5} more" if len(names) > 5 else ""
-            print(f"  {kind}: {sum(names.values())} kernels: {top}{more}", file=err)
+            print(f"  {kind}: {count(sum(names.values()), 'kernel')}: {top}{more}", file=err)
