@@ -14,16 +14,12 @@ pyprof.errors.PyprofError (with the message the command-line tools print).
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Dict, Iterator, List, Optional, Union
+from typing import Any, Iterator
 
 __all__ = ["records", "rows", "dataframe", "summary"]
 
 _SQLITE = b"SQLite format 3\x00"
 NEEDS_PANDAS = "pyprof.dataframe() needs pandas: pip install pandas (or pip install 'pyprof[pandas]')"
-# Columns whose values are numbers (the others stay strings); `na` becomes None.
-_INTEGER = frozenset(("idx", "seq", "tid", "sub", "device", "stream", "pid", "regs", "smem", "sil", "flops",
-                      "bytes", "start"))
-_FLOAT = frozenset(("tflops", "gbps", "ai", "peak", "bw"))
 
 
 def _is_sqlite(path: str) -> bool:
@@ -36,14 +32,10 @@ def _is_sqlite(path: str) -> bool:
         return False
 
 
-def records(path: str, *, memcpy: bool = False, strict: bool = False) -> Iterator[Dict[str, Any]]:
-    """Yield the records (docs/records.md) of `path`, one dict per kernel, in launch order.
-
-    path: an nsys SQLite export or .nsys-rep (parsed now; `memcpy` adds memcpy/memset records,
-        as `pyprof.parse --memcpy`), or a record file written by `python -m pyprof.parse`.
-    strict: for record files, raise PyprofError on a malformed line instead of skipping it
-        (skipped lines are reported on stderr).
-    """
+def _numbered(path: str, tally: Any, memcpy: bool, strict: bool) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(number, record) pairs of `path`, counted in `tally` (prof's warnings tally): what prof's
+    record loop (pyprof.prof.scan) reads. Numbers are line numbers of a record file, record
+    numbers of a parsed export."""
     if _is_sqlite(path):
         from pyprof.parse import Export, Stats
         from pyprof.parse import records as parse_records
@@ -53,36 +45,46 @@ def records(path: str, *, memcpy: bool = False, strict: bool = False) -> Iterato
         with sqlite_path(path, True) as db, Export(db) as exp:
             check_export(exp, memcpy)
             with contextlib.closing(parse_records(exp, Stats(), memcpy)) as recs:
-                yield from recs
+                for n, rec in enumerate(recs, 1):
+                    tally.records += 1
+                    yield n, rec
         return
     from pyprof.prof.reader import open_input
     from pyprof.prof.reader import records as read_records
-    from pyprof.prof.summary import Summary
 
-    summary = Summary()
     with open_input(path) as stream:
-        for _lineno, rec in read_records(stream, summary, strict):
-            yield rec
-    summary.report()
+        yield from read_records(stream, tally, strict)
 
 
-def _typed(name: str, value: str) -> Any:
+def records(path: str, *, memcpy: bool = False, strict: bool = False) -> Iterator[dict[str, Any]]:
+    """Yield the records (docs/records.md) of `path`, one dict per kernel, in launch order.
+
+    path: an nsys SQLite export or .nsys-rep (parsed now; `memcpy` adds memcpy/memset records,
+        as `pyprof.parse --memcpy`), or a record file written by `python -m pyprof.parse`.
+    strict: for record files, raise PyprofError on a malformed line instead of skipping it
+        (skipped lines are reported on stderr).
+    """
+    from pyprof.prof.warnings_tally import Tally
+
+    tally = Tally()
+    for _n, rec in _numbered(path, tally, memcpy, strict):
+        yield rec
+    tally.report()
+
+
+def _typed(kind: type, value: str) -> Any:
+    """A printed value as `kind` (the column's type); `na` becomes None."""
     if value == "na":
         return None
-    if name in _INTEGER:
-        try:
-            return int(value)
-        except ValueError:
-            return value  # "-" (absent) and the like stay as printed
-    if name in _FLOAT:
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    return value
+    if kind is str:
+        return value
+    try:
+        return kind(value)
+    except ValueError:
+        return value  # "-" (absent) and the like stay as printed
 
 
-def _columns(columns: Union[str, List[str], None]) -> List[Any]:
+def _columns(columns: str | list[str] | None) -> list[Any]:
     """prof's Column objects for a `columns` argument (default: all); ValueError naming the
     known columns for an unknown one."""
     from pyprof.prof.columns import COLUMNS, select
@@ -95,37 +97,31 @@ def _columns(columns: Union[str, List[str], None]) -> List[Any]:
         raise ValueError(f"unknown column {err.args[0]!r}; known: {', '.join(c.name for c in COLUMNS)}") from None
 
 
-def rows(path: str, columns: Union[str, List[str], None] = None, *, memcpy: bool = False,
-         typed: bool = True) -> Iterator[Dict[str, Any]]:
+def rows(path: str, columns: str | list[str] | None = None, *, memcpy: bool = False,
+         typed: bool = True) -> Iterator[dict[str, Any]]:
     """Yield one dict per record: {column name: value} with the values `python -m pyprof.prof`
     prints (docs/prof.md lists the columns; default: all of them).
 
-    typed: numbers as int/float and `na` as None (default); False keeps prof's strings.
-    Records whose fields have the wrong types are skipped and counted on stderr, as in prof.
+    typed: numbers as int/float (the column's type) and `na` as None (default); False keeps
+    prof's strings. Records whose fields have the wrong types are skipped and counted on stderr,
+    as in prof.
     """
-    from pyprof.prof.analysis import Analyzer, Facts
-    from pyprof.prof.scan import FIELD_ERRORS
-    from pyprof.prof.summary import Summary
+    from pyprof.prof.scan import analysed
+    from pyprof.prof.views.table import Cells
+    from pyprof.prof.warnings_tally import Tally
 
     cols = _columns(columns)
-    summary = Summary()
-    analyzer = Analyzer(summary) if any(c.needs_facts for c in cols) else None
-    blank = Facts()
-    idx = 0
-    for rec in records(path, memcpy=memcpy):
-        summary.records += 1
-        try:
-            facts = analyzer.facts(rec) if analyzer else blank
-            values = [(c.name, c.value(rec, facts, idx)) for c in cols]
-        except FIELD_ERRORS as err:
-            summary.bad_line(idx + 1, f"record fields not understood ({type(err).__name__}: {err})")
-            continue
-        yield {n: _typed(n, v) for n, v in values} if typed else dict(values)
-        idx += 1
-    summary.report()
+    names = [c.name for c in cols]
+    kinds = [c.type for c in cols]
+    cells = Cells(cols)
+    tally = Tally()
+    for _rec, _facts, values in analysed(_numbered(path, tally, memcpy, False), tally, False, cells.needs_facts,
+                                         cells):
+        yield dict(zip(names, map(_typed, kinds, values) if typed else values))
+    tally.report()
 
 
-def dataframe(path: str, columns: Union[str, List[str], None] = None, *, memcpy: bool = False) -> Any:
+def dataframe(path: str, columns: str | list[str] | None = None, *, memcpy: bool = False) -> Any:
     """A pandas DataFrame of rows(path, columns): one row per kernel, numeric columns numeric,
     unknown values NaN/None. Raises ImportError naming the install when pandas is missing, and
     ValueError for an unknown column, as rows() does."""
@@ -137,22 +133,20 @@ def dataframe(path: str, columns: Union[str, List[str], None] = None, *, memcpy:
     return pd.DataFrame.from_records(list(rows(path, columns, memcpy=memcpy)), columns=names)
 
 
-def summary(path: str, by: str = "op", sort: str = "time", top: Optional[int] = None, *,
-            memcpy: bool = False) -> Dict[str, Any]:
+def summary(path: str, by: str = "op", sort: str = "time", top: int | None = None, *,
+            memcpy: bool = False) -> dict[str, Any]:
     """The `--summary --json` object of `path`: header (span, busy %, gaps, Tensor Core shares),
-    rows per group (`by`: op, kernel, layer, module, dir, tc, stream), advice and notes."""
-    from pyprof.prof.analysis import Analyzer
+    rows per group (`by`: op, kernel, layer, module, dir, tc, stream), advice and notes.
+    Records skipped and warnings are reported on stderr, as in prof."""
     from pyprof.prof.groups import KEYS, SORTS
-    from pyprof.prof.summary import Summary
-    from pyprof.prof.views import Profile, report
+    from pyprof.prof.views.summary import collect, report
+    from pyprof.prof.warnings_tally import Tally
 
     if by not in KEYS:
         raise ValueError(f"by must be one of {', '.join(KEYS)}")
     if sort not in SORTS:
         raise ValueError(f"sort must be one of {', '.join(SORTS)}")
-    warnings = Summary()
-    analyzer = Analyzer(warnings)
-    prof = Profile(by)
-    for rec in records(path, memcpy=memcpy):
-        prof.add(rec, analyzer.facts(rec))
+    tally = Tally()
+    prof = collect(_numbered(path, tally, memcpy, False), tally, by)
+    tally.report()
     return report(prof, sort, top)

@@ -2,6 +2,7 @@
 loaded (import pyprof imports neither torch nor pandas)."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import pytest
 
 import pyprof
 from pyprof.errors import PyprofError
-from test_views_common import ROOT, write_dict
+from test_views_common import ROOT, prof, trace_records, write_dict
 
 GPT = os.path.join(ROOT, "examples/gpt.sqlite")
 
@@ -73,6 +74,28 @@ def test_summary():
     assert [r["group"] for r in s["rows"]] == ["linear"]
     with pytest.raises(ValueError):
         pyprof.summary(GPT, by="nope")
+
+
+def test_api_and_cli_share_the_record_loop(tmp_path, capfd):
+    """A record whose kDuration is a string is skipped, with the same line on stderr, by prof's
+    --summary and table and by pyprof.summary/rows (summary() used to raise TypeError)."""
+    recs = trace_records("lenet")
+    recs[3]["kDuration"] = "12"
+    path = write_dict(tmp_path, "bad", recs)
+    skipped = ("pyprof.prof: line 4: record fields not understood (TypeError: kDuration is str, not an integer); "
+               "line skipped\n")
+    rc, out, err = prof("--summary", "--json", path)
+    assert rc == 0 and err.startswith(skipped) and "1 malformed line skipped" in err
+    capfd.readouterr()
+    s = pyprof.summary(path)
+    assert capfd.readouterr().err == err
+    assert s == json.loads(out) and s["header"]["kernels"] == 43
+    rc, out, err = prof("-c", "idx,op,tflops", path)
+    rows = list(pyprof.rows(path, columns="idx,op,tflops", typed=False))
+    assert capfd.readouterr().err == err and err.startswith(skipped.replace("kDuration is str, not an integer",
+                                                                             "unsupported operand type(s) for /: "
+                                                                             "'int' and 'str'"))
+    assert [" ".join(r.values()) for r in rows] == out.splitlines()[1:] and len(rows) == 43
 
 
 def test_errors():

@@ -40,7 +40,7 @@ def test_every_kernel_name_is_recognised(resnet):
 
 def test_first_conv_under_autocast_runs_fp16_on_tensor_cores(resnet):
     recs, facts, _ = resnet
-    main = [(r, f) for r, f in zip(recs, facts) if r["module"] == "conv1" and r["dir"] == "fprop" and f.tc == "1"]
+    main = [(r, f) for r, f in zip(recs, facts) if r["module"] == "conv1" and r["dir"] == "fprop" and f.tc is True]
     assert [r["kShortName"] for r, _ in main] == [
         "sm90_xmma_fprop_image_first_layer_f16f16_f32_f16_nhwckrsc_nhwc_hmma_k64c4r7s7_stride2x2_tile16x64x64_"
         "tensor1688_execute_kernel_kernel__5x_cudnn"]
@@ -59,7 +59,7 @@ def test_conv_backward_data_and_weight_gradients_each_carry_one_forward(resnet):
     work = conv_flops(8, 64, 64, 56, 56, 3, 3)
     assert work == 1849688064
     assert [(name.split("_implicit")[0], tc, flops) for name, tc, flops in rows] == [
-        ("sm90_xmma_dgrad", "1", work), ("sm90_xmma_wgrad_indexed", "1", work), ("sm90_xmma_wgrad_indexed", "-", 0)]
+        ("sm90_xmma_dgrad", True, work), ("sm90_xmma_wgrad_indexed", True, work), ("sm90_xmma_wgrad_indexed", None, 0)]
     assert rows[2][0].endswith("execute_split_k_kernel__5x_cudnn")
 
 

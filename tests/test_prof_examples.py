@@ -36,7 +36,7 @@ def zoo():
 def test_tensor_core_verdicts_match_nsight_compute(zoo):
     """tc 1 exactly for the kernels whose MMA counters are above zero."""
     recs, truth, facts, _ = zoo
-    wrong = [(t["name"], f.tc, t["tc"]) for t, f in zip(truth, facts) if (f.tc == "1") != (t["tc"] == "1")]
+    wrong = [(t["name"], f.tc, t["tc"]) for t, f in zip(truth, facts) if (f.tc is True) != (t["tc"] == "1")]
     assert wrong == []
 
 
@@ -57,9 +57,9 @@ def test_algorithmic_flops_never_exceed_the_hardware_count(zoo):
     recs, truth, facts, _ = zoo
     for r, t, f in zip(recs, truth, facts):
         ratio = _ratio(f, t) if f.flops else None
-        if ratio is not None and f.tc == "1":
+        if ratio is not None and f.tc is True:
             assert ratio <= 1.0, t["name"]
-        if ratio is not None and f.tc == "0":
+        if ratio is not None and f.tc is False:
             assert 0.9 <= ratio <= 1.0, t["name"]
 
 
@@ -86,7 +86,7 @@ def test_aligned_mma_kernels_match_the_counter_exactly(zoo, case):
 def test_linear_forward_and_backward_sum_to_three_gemms(zoo):
     recs, truth, facts, _ = zoo
     for prec in ("fp16", "bf16", "fp32"):
-        flops = [f.flops for t, f in zip(truth, facts) if t["case"] == f"linear_fwd_bwd_{prec}" and f.tc in "01"]
+        flops = [f.flops for t, f in zip(truth, facts) if t["case"] == f"linear_fwd_bwd_{prec}" and f.tc is not None]
         assert sum(flops) == 3 * 2 * 512 * 768 * 1024, prec
 
 
@@ -94,7 +94,7 @@ def test_helper_kernels_carry_no_work(zoo):
     recs, truth, facts, _ = zoo
     for r, f in zip(recs, facts):
         if any(h in r["kShortName"] for h in ("nchwToNhwc", "nhwcToNchw", "splitKreduce")):
-            assert (f.flops, f.bytes, f.tc) == (0, 0, "-")
+            assert (f.flops, f.bytes, f.tc) == (0, 0, None)
 
 
 @pytest.mark.parametrize("example", ["lenet", "gpt"])
@@ -120,7 +120,7 @@ def test_gpt_autocast_gemms_are_bf16_tensor_core_kernels():
     the nvjet kernel's name says bf16, so bytes and the peak are bf16 ones."""
     recs = parsed(ROOT / "examples" / "gpt.sqlite")
     facts, _ = analyse(recs)
-    gemms = [(r, f) for r, f in zip(recs, facts) if r["op"] == "linear" and f.tc == "1" and r["dir"] == "fprop"]
+    gemms = [(r, f) for r, f in zip(recs, facts) if r["op"] == "linear" and f.tc is True and r["dir"] == "fprop"]
     assert gemms
     for r, f in gemms:
         assert f.dtype == "bfloat16" and f.path == "fp16_tc" and f.flops > 0

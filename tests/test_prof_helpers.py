@@ -7,10 +7,13 @@ import json
 from typing import Any, List, Optional
 
 from pyprof.nvtx.marker import op_marker
-from pyprof.prof.__main__ import main, run
+from pyprof.prof.__main__ import main
 from pyprof.prof.analysis import Analyzer
-from pyprof.prof.columns import COLUMNS
-from pyprof.prof.summary import Summary
+from pyprof.prof.columns import select
+from pyprof.prof.reader import records as read_records
+from pyprof.prof.scan import feed
+from pyprof.prof.views.table import Table
+from pyprof.prof.warnings_tally import Tally
 
 H100 = {"name": "NVIDIA H100 80GB HBM3", "memoryBandwidth": 3352320000000, "smCount": 132, "clockRate": 1980000000}
 
@@ -44,8 +47,8 @@ def kernels(m: Optional[dict], names: List[str], direction: str = "fprop", **ext
 
 
 def analyse(records: List[dict]) -> tuple:
-    """(list of Facts, Summary) for records fed in order through one Analyzer."""
-    summary = Summary()
+    """(list of Facts, Tally) for records fed in order through one Analyzer."""
+    summary = Tally()
     a = Analyzer(summary)
     return [a.facts(r) for r in records], summary
 
@@ -56,15 +59,15 @@ def total_flops(records: List[dict]) -> Optional[int]:
     return None if None in vals else sum(vals)
 
 
-def prof_text(records: List[Any], columns: str, **kw: Any) -> tuple:
+def prof_text(records: List[Any], columns: str, width: Optional[int] = None, as_csv: bool = False,
+              strict: bool = False) -> tuple:
     """prof's stdout and stderr for `records` (dicts, or raw lines as str)."""
     lines = [r if isinstance(r, str) else json.dumps(r) for r in records]
     stream = io.BytesIO(("\n".join(lines) + "\n").encode())
     out, err = io.StringIO(), io.StringIO()
-    summary = Summary()
-    by = {c.name: c for c in COLUMNS}
-    run(stream, out, [by[c] for c in columns.split(",")], summary, **kw)
-    summary.report(err)
+    tally = Tally()
+    feed(read_records(stream, tally, strict), tally, [Table(out, select(columns), width, as_csv)], strict)
+    tally.report(err)
     return out.getvalue(), err.getvalue()
 
 

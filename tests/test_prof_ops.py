@@ -228,7 +228,7 @@ def test_autocast_marker_sets_the_matrix_kernel_dtype():
     assert plain.flops == cast.flops == 2 * 64 * 32 * 128
     assert (plain.dtype, cast.dtype) == ("float32", "bfloat16")
     assert plain.bytes == 2 * cast.bytes == (64 * 128 + 32 * 128 + 64 * 32) * 4
-    assert cast.tc == "1" and cast.path != plain.path
+    assert cast.tc is True and cast.path != plain.path
 
 
 def test_dtypes_edge_cases():

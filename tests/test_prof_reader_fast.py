@@ -8,7 +8,7 @@ import json
 import pytest
 
 from pyprof.prof import reader
-from pyprof.prof.summary import Summary
+from pyprof.prof.warnings_tally import Tally
 from test_views_common import trace_text
 
 ODD = [
@@ -23,7 +23,7 @@ ODD = [
 
 
 def read(data: bytes):
-    summary, err = Summary(), io.StringIO()
+    summary, err = Tally(), io.StringIO()
     summary.bad_line = lambda lineno, reason, err=err: err.write(f"{lineno}: {reason}\n")
     recs = list(reader.records(io.BytesIO(data), summary))
     return recs, err.getvalue(), summary.records

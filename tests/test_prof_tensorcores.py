@@ -118,24 +118,24 @@ def _tc(m, name):
 def test_tc_column_values():
     a, b = torch.randn(16, 32, dtype=torch.float16), torch.randn(32, 8, dtype=torch.float16)
     mm = marker("torch", "mm", a, b)
-    assert _tc(mm, "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_tn")[0] == "1"
-    assert _tc(mm, "ampere_sgemm_128x64_nn")[0] == "0"
-    assert _tc(mm, "splitKreduce_kernel")[0] == "-"
+    assert _tc(mm, "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_tn")[0] is True
+    assert _tc(mm, "ampere_sgemm_128x64_nn")[0] is False
+    assert _tc(mm, "splitKreduce_kernel")[0] is None
     relu = marker("torch.nn.functional", "relu", a)
-    assert _tc(relu, "void at::native::vectorized_elementwise_kernel<4>(...)")[0] == "-"
+    assert _tc(relu, "void at::native::vectorized_elementwise_kernel<4>(...)")[0] is None
 
 
 def test_unknown_kernel_of_a_matrix_op_is_dash_and_counted():
     mm = marker("torch", "mm", torch.randn(16, 32), torch.randn(32, 8))
     tc, summary = _tc(mm, "my_custom_kernel")
-    assert tc == "-" and sum(summary.warnings["kernel not recognised (tc -, work na)"].values()) == 1
+    assert tc is None and sum(summary.warnings["kernel not recognised (tc -, work na)"].values()) == 1
 
 
 def test_triton_template_gemm_decided_by_dtype():
     a = torch.randn(16, 32, dtype=torch.bfloat16)
-    assert _tc(marker("torch", "mm", a, a.t()), "triton_tem_fused_mm_0")[0] == "1"
+    assert _tc(marker("torch", "mm", a, a.t()), "triton_tem_fused_mm_0")[0] is True
     a32 = torch.randn(16, 32)
-    assert _tc(marker("torch", "mm", a32, a32.t()), "triton_tem_fused_mm_0")[0] == "-"
+    assert _tc(marker("torch", "mm", a32, a32.t()), "triton_tem_fused_mm_0")[0] is None
 
 
 def test_autocast_kernel_dtype_wins_over_marker_dtype():
@@ -153,7 +153,7 @@ def test_fp8_and_int8_gemm_paths():
     a = torch.randn(16, 32).to(torch.float8_e4m3fn)
     facts, _ = analyse(kernels(marker("torch", "mm", a, a.t()),
                                ["sm90_xmma_gemm_e4m3e4m3_e4m3f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_kernel"]))
-    assert facts[0].tc == "1" and facts[0].dtype == "float8_e4m3fn"
+    assert facts[0].tc is True and facts[0].dtype == "float8_e4m3fn"
     assert facts[0].path is None  # no dense FP8 figure in the table: %peak na, not a guess
     i8 = torch.randint(-8, 8, (16, 32), dtype=torch.int8)
     facts, _ = analyse(kernels(marker("torch", "mm", i8, i8.t()), ["ampere_int8_i16832gemm_int8_256x128_ldg16_stages_64x3_nt"]))

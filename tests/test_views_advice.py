@@ -1,13 +1,13 @@
 """Each advice rule: a profile that triggers it (with its evidence) and one that does not."""
 from __future__ import annotations
 
-from pyprof.prof.summary import Summary
-from pyprof.prof.views import collect, report
-from test_views_common import stream, trace_records
+from pyprof.prof.views.summary import collect, report
+from pyprof.prof.warnings_tally import Tally
+from test_views_common import numbered, trace_records
 
 
 def advice(recs):
-    r = report(collect(stream(recs), Summary()))
+    r = report(collect(numbered(recs), Tally()))
     return {a["kind"]: a for a in r["advice"]}, r["notes"]
 
 
@@ -87,5 +87,5 @@ def test_device_copies_only_no_advice_no_note():
 
 
 def test_copies_are_not_kernels():
-    r = report(collect(stream(trace_records("lenet") + [_copy("HtoD", 8, 10**9)]), Summary()))
+    r = report(collect(numbered(trace_records("lenet") + [_copy("HtoD", 8, 10**9)]), Tally()))
     assert r["header"]["kernels"] == 44 and r["header"]["copies"] == 1 and r["header"]["copy_ns"] == 5000

@@ -43,3 +43,11 @@ def prof(*args: str, stdin: bytes = b""):
 
 def stream(recs) -> io.BytesIO:
     return io.BytesIO("".join(json.dumps(r) + "\n" for r in recs).encode())
+
+
+def numbered(recs):
+    """(line number, record) pairs of `recs` as prof reads them from a record file."""
+    from pyprof.prof.reader import records
+    from pyprof.prof.warnings_tally import Tally
+
+    return records(stream(recs), Tally())

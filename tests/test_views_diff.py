@@ -5,13 +5,13 @@ import csv
 import io
 import json
 
-from pyprof.prof.diff import compare, totals
-from pyprof.prof.summary import Summary
-from test_views_common import prof, stream, trace_records, write_dict
+from pyprof.prof.views.diff import compare, totals
+from pyprof.prof.warnings_tally import Tally
+from test_views_common import numbered, prof, trace_records, write_dict
 
 
 def diff(base, new, by="op"):
-    return compare(totals(stream(base), by, Summary()), totals(stream(new), by, Summary()))
+    return compare(totals(numbered(base), by, Tally()), totals(numbered(new), by, Tally()))
 
 
 def test_lenet_vs_gpt_by_op():

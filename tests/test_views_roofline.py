@@ -3,17 +3,17 @@ from __future__ import annotations
 
 import pytest
 
-from pyprof.prof.roofline import Points, _labelled, plot
 from pyprof.prof.scan import analysed
-from pyprof.prof.summary import Summary
-from test_views_common import prof, stream, trace_records, write_dict
+from pyprof.prof.views.roofline import Points, _labelled, plot
+from pyprof.prof.warnings_tally import Tally
+from test_views_common import numbered, prof, trace_records, write_dict
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def points(recs):
     pts = Points()
-    for _ in analysed(stream(recs), Summary(), fn=pts.add):
+    for _ in analysed(numbered(recs), Tally(), fn=pts.add):
         pass
     return pts
 

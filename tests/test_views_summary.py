@@ -8,13 +8,13 @@ import json
 
 import pytest
 
-from pyprof.prof.summary import Summary
-from pyprof.prof.views import collect, report
-from test_views_common import prof, stream, trace_records, write_dict
+from pyprof.prof.views.summary import collect, report
+from pyprof.prof.warnings_tally import Tally
+from test_views_common import numbered, prof, trace_records, write_dict
 
 
 def rep(name, by="op", **kw):
-    return report(collect(stream(trace_records(name)), Summary(), by), **kw)
+    return report(collect(numbered(trace_records(name)), Tally(), by), **kw)
 
 
 def test_gpt_header_exact():

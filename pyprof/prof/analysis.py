@@ -4,13 +4,12 @@ use, dtype, math path and peaks. The attribution rules are documented in docs/pr
 from __future__ import annotations
 
 from dataclasses import replace
-from math import prod
-from typing import Optional
 
 from . import ops  # noqa: F401  (fills the op table)
+from .ops.gemm import aten_gemm
 from . import peaks as peaks_mod
 from .registry import ATTN, CONV, GEMM, MMA_KINDS, Call, Cost, Unknowable, lookup
-from .summary import Summary
+from .warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
 from .values import ITEMSIZE
 
@@ -28,21 +27,30 @@ _COST_CACHE = 8192  # distinct markers kept; a training step has far fewer, so m
 
 
 class Facts:
-    """What prof derived for one record; None fields print `na`."""
+    """What prof derived for one record; None fields print `na`. `tc`: True when the kernel ran
+    on Tensor Cores, False for a matrix kernel that did not, None where the question does not
+    apply (the tc column prints 1, 0 and -)."""
 
     __slots__ = ("cost", "flops", "bytes", "tc", "dtype", "path", "peaks")
 
     def __init__(self) -> None:
-        self.cost: Optional[Cost] = None
-        self.flops: Optional[int] = None
-        self.bytes: Optional[int] = None
-        self.tc = "-"
-        self.dtype: Optional[str] = None
-        self.path: Optional[str] = None
-        self.peaks: Optional[peaks_mod.Peaks] = None
+        self.cost: Cost | None = None
+        self.flops: int | None = None
+        self.bytes: int | None = None
+        self.tc: bool | None = None
+        self.dtype: str | None = None
+        self.path: str | None = None
+        self.peaks: peaks_mod.Peaks | None = None
+
+    @property
+    def peak_tflops(self) -> float | None:
+        """The dense peak (TFLOP/s) of the kernel's math path on its GPU; None when unknown."""
+        if self.peaks is None or self.path is None:
+            return None
+        return self.peaks.flops.get(self.path)
 
 
-def _sizes_gemm(rec: dict) -> Optional[tuple]:
+def _sizes_gemm(rec: dict) -> tuple | None:
     """(batch, m, n, k, extra elems) of the innermost PyTorch GEMM range, when it carries sizes:
     the exact work of the kernel inside it (backward GEMMs, the math SDPA path, folded matmuls)."""
     torch_ops = rec.get("torchOps")
@@ -52,23 +60,7 @@ def _sizes_gemm(rec: dict) -> Optional[tuple]:
     sizes = inner.get("sizes")
     if not sizes:
         return None
-    name = inner.get("name")
-    try:
-        if name == "aten::mm":
-            (m, k), (_, n) = sizes[0], sizes[1]
-            return 1, m, n, k, 0
-        if name == "aten::addmm":
-            (m, k), (_, n) = sizes[1], sizes[2]
-            return 1, m, n, k, prod(sizes[0])
-        if name == "aten::bmm":
-            (b, m, k), (_, _, n) = sizes[0], sizes[1]
-            return b, m, n, k, 0
-        if name == "aten::baddbmm":
-            (b, m, k), (_, _, n) = sizes[1], sizes[2]
-            return b, m, n, k, prod(sizes[0])
-    except (TypeError, ValueError):
-        return None
-    return None
+    return aten_gemm(inner.get("name"), sizes)
 
 
 def _backward_of(rec: dict) -> bool:
@@ -93,17 +85,17 @@ class Analyzer:
     """Derives Facts per record. Keeps one entry per (pid, tid): the call its last kernel
     belonged to, so that an op's work goes to its first (main) kernel only."""
 
-    def __init__(self, summary: Summary) -> None:
-        self.summary = summary
+    def __init__(self, tally: Tally) -> None:
+        self.tally = tally
         self._calls: dict = {}
         self._costs: dict = {}
 
-    def cost(self, rec: dict) -> Optional[Cost]:
+    def cost(self, rec: dict) -> Cost | None:
         """The op cost of the marker behind a record (the forward op's, for a bprop kernel)."""
         marker = rec["fwd"].get("marker") if _backward_of(rec) else rec.get("marker")
         if not isinstance(marker, dict) or marker.get("kind") != "op":
             if not _private_call(rec):
-                self.summary.warn("no op marker", f"{rec.get('mod')}.{rec.get('op')}")
+                self.tally.warn("no op marker", f"{rec.get('mod')}.{rec.get('op')}")
             return None
         key = repr(marker)  # equal markers have equal costs; repr is the cheapest exact key
         hit = self._costs.get(key)
@@ -113,7 +105,7 @@ class Analyzer:
             hit = self._costs[key] = self._compute(marker)
         cost, warning = hit
         if warning:
-            self.summary.warn(*warning)
+            self.tally.warn(*warning)
         return cost
 
     @staticmethod
@@ -150,17 +142,17 @@ class Analyzer:
         if verdict is None and kind in MMA_KINDS and triton_gemm(name) and dtype in _TRITON_MMA_DTYPES:
             verdict = MMA
         if verdict == MMA:
-            f.tc = "1"
+            f.tc = True
         elif verdict == SIMT:
-            f.tc = "0"
+            f.tc = False
         elif verdict is None and kind in MMA_KINDS:
-            self.summary.warn("kernel not recognised (tc -, work na)", rec.get("kShortName") or "?")
+            self.tally.warn("kernel not recognised (tc -, work na)", rec.get("kShortName") or "?")
         if verdict in (MMA, SIMT) and dtype in _OVERRIDABLE and (kind in MMA_KINDS or cost is None):
             dtype = kernel_dtype(name) or dtype
         f.dtype = dtype
         f.flops, f.bytes = self._work(rec, cost, verdict, dtype, name)
         f.peaks = peaks_mod.lookup(rec.get("gpu"))
-        f.path = peaks_mod.math_path(f.tc == "1", dtype)
+        f.path = peaks_mod.math_path(f.tc is True, dtype)
         return f
 
     def _first_of_call(self, rec: dict, counts: bool) -> bool:
@@ -195,8 +187,8 @@ class Analyzer:
             return True
         return False
 
-    def _work(self, rec: dict, cost: Optional[Cost], verdict: Optional[str], dtype: Optional[str],
-              name: Optional[str]) -> tuple:
+    def _work(self, rec: dict, cost: Cost | None, verdict: str | None, dtype: str | None,
+              name: str | None) -> tuple:
         """(flops, bytes) of this kernel: its share of the op's work."""
         if cost is None:
             return _UNKNOWN
@@ -236,7 +228,7 @@ class Analyzer:
             low = (name or "").lower()
             if any(t in low for t in _GRAD_TOKENS):
                 return grad
-            self.summary.warn("conv backward kernel neither dgrad nor wgrad (work na)", rec.get("kShortName") or "?")
+            self.tally.warn("conv backward kernel neither dgrad nor wgrad (work na)", rec.get("kShortName") or "?")
             return _UNKNOWN
         if not first:  # ATTN backward: the whole node's work on its main kernel
             return _NO_WORK

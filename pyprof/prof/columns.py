@@ -3,11 +3,12 @@ and value function. -h, the docs and the three output forms all read it.
 
 A value function takes (record, Facts, index) and returns a string. `needs_facts` says whether
 the column needs the analysis (op cost, attribution, Tensor Cores, peaks) at all, so that
-`-c idx,kernel,sil` runs at the speed of JSON decoding.
+`-c idx,kernel,sil` runs at the speed of JSON decoding. `type` is what a printed value is a
+number of (pyprof.rows gives int/float; `na` and `-` stay text).
 """
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, NamedTuple
 
 NA = "na"      # a value that cannot be known
 ABSENT = "-"   # a value that does not apply (no layer, no seq id, tc of an element-wise kernel)
@@ -21,6 +22,7 @@ class Column(NamedTuple):
     width: int            # columnated output (-w): fixed width, 0 = shares the remaining width
     needs_facts: bool
     value: Callable
+    type: type = str      # int, float or str
 
 
 def _get(key: str) -> Callable:
@@ -48,13 +50,13 @@ def _num(x) -> str:
     return NA if x is None else str(x)
 
 
-def _rate(num: Optional[float], den: Optional[float], scale: float, fmt: str) -> str:
+def _rate(num: float | None, den: float | None, scale: float, fmt: str) -> str:
     if num is None or not den:
         return NA
     return format(num / den * scale, fmt)
 
 
-def _dur(rec) -> Optional[int]:
+def _dur(rec) -> int | None:
     return rec.get("kDuration")
 
 
@@ -70,15 +72,8 @@ def _ai(rec, f, idx):
     return _rate(f.flops, f.bytes, 1.0, ".2f")
 
 
-def peak_tflops(f) -> Optional[float]:
-    """The dense peak (TFLOP/s) of the kernel's math path on its GPU; None when unknown."""
-    if f.peaks is None or f.path is None:
-        return None
-    return f.peaks.flops.get(f.path)
-
-
 def _pct_peak(rec, f, idx):
-    peak, dur = peak_tflops(f), _dur(rec)
+    peak, dur = f.peak_tflops, _dur(rec)
     if peak is None or f.flops is None or not dur:
         return NA
     return format(f.flops / dur * 1e-3 / peak * 100, ".1f")
@@ -98,11 +93,16 @@ def bound(f) -> str:
         return NA
     if f.flops == 0:
         return "memory"
-    peak = peak_tflops(f)
+    peak = f.peak_tflops
     if peak is None or f.peaks is None or not f.peaks.gbps or not f.bytes:
         return NA
     ridge = peak * 1e3 / f.peaks.gbps  # (TFLOP/s * 1e12) / (GB/s * 1e9)
     return "compute" if f.flops / f.bytes >= ridge else "memory"
+
+
+def tc_text(tc: bool | None) -> str:
+    """A Tensor Core verdict as printed: 1, 0, or - (not applicable)."""
+    return ABSENT if tc is None else "1" if tc else "0"
 
 
 def _params(rec, f, idx):
@@ -117,40 +117,40 @@ def _smem(rec, f, idx):
 
 
 COLUMNS = [
-    Column("idx", "Idx", "index of the record in the input (kernel order)", "", 6, False, lambda r, f, i: str(i)),
-    Column("seq", "SeqId", "PyTorch sequence id of the innermost op range", "", 7, False, _get("seqId")),
+    Column("idx", "Idx", "index of the record in the input (kernel order)", "", 6, False, lambda r, f, i: str(i), int),
+    Column("seq", "SeqId", "PyTorch sequence id of the innermost op range", "", 7, False, _get("seqId"), int),
     Column("altseq", "AltSeqId", "sequence ids of the other enclosing op ranges", "", 10, False,
            _joined("altSeqId", ",")),
-    Column("tid", "TId", "thread id of the launch call", "", 8, False, _get("tid")),
+    Column("tid", "TId", "thread id of the launch call", "", 8, False, _get("tid"), int),
     Column("layer", "Layer", "user layer ranges (layer:NAME, pyprof.annotate), outermost first", "", 0, False,
            _joined("layer", ":")),
     Column("trace", "Trace", "the user's call site file:line (for bprop: the forward op's)", "", 0, False,
            _get("trace")),
     Column("dir", "Direction", "fprop or bprop", "", 9, False, _get("dir")),
-    Column("sub", "Sub", "n-th kernel of the same innermost op range", "", 4, False, _get("subSeqId")),
+    Column("sub", "Sub", "n-th kernel of the same innermost op range", "", 4, False, _get("subSeqId"), int),
     Column("mod", "Module", "where the op lives: torch, Tensor, torch.nn.functional, ... (aten without a marker)",
            "", 20, False, _get("mod")),
     Column("op", "Op", "the operation (conv2d, __add__, SGD.step, ...)", "", 16, False, _get("op")),
     Column("kernel", "Kernel", "kernel short name", "", 0, False, _get("kShortName")),
     Column("params", "Params", "the op's shapes and dtype (GEMM: M,N,K; conv: N,C,H,W,K,P,Q,R,S,...)", "", 0,
            True, _params),
-    Column("sil", "Sil(ns)", "kernel duration on the GPU (silicon time)", "ns", 10, False, _get("kDuration")),
+    Column("sil", "Sil(ns)", "kernel duration on the GPU (silicon time)", "ns", 10, False, _get("kDuration"), int),
     Column("tc", "TC", "Tensor Cores: 1 used, 0 a matrix kernel that did not, - not applicable", "", 3, True,
-           lambda r, f, i: f.tc),
-    Column("device", "Device", "CUDA device id", "", 6, False, _get("device")),
-    Column("stream", "Stream", "CUDA stream id", "", 6, False, _get("stream")),
+           lambda r, f, i: tc_text(f.tc)),
+    Column("device", "Device", "CUDA device id", "", 6, False, _get("device"), int),
+    Column("stream", "Stream", "CUDA stream id", "", 6, False, _get("stream"), int),
     Column("grid", "Grid", "grid dimensions (x,y,z)", "", 14, False, _dims("grid")),
     Column("block", "Block", "block dimensions (x,y,z)", "", 12, False, _dims("block")),
     Column("flops", "FLOPs", "floating-point operations this kernel carries (FMA = 2)", "FLOP", 14, True,
-           lambda r, f, i: _num(f.flops)),
+           lambda r, f, i: _num(f.flops), int),
     Column("bytes", "Bytes", "algorithmic memory traffic this kernel carries (inputs read once, outputs "
-           "written once)", "B", 14, True, lambda r, f, i: _num(f.bytes)),
-    Column("tflops", "TFLOP/s", "achieved FLOP rate: flops / sil", "TFLOP/s", 9, True, _tflops),
-    Column("gbps", "GB/s", "achieved memory rate: bytes / sil", "GB/s", 9, True, _gbps),
-    Column("ai", "FLOP/B", "arithmetic intensity: flops / bytes", "FLOP/B", 9, True, _ai),
+           "written once)", "B", 14, True, lambda r, f, i: _num(f.bytes), int),
+    Column("tflops", "TFLOP/s", "achieved FLOP rate: flops / sil", "TFLOP/s", 9, True, _tflops, float),
+    Column("gbps", "GB/s", "achieved memory rate: bytes / sil", "GB/s", 9, True, _gbps, float),
+    Column("ai", "FLOP/B", "arithmetic intensity: flops / bytes", "FLOP/B", 9, True, _ai, float),
     Column("peak", "%Peak", "achieved FLOP rate as % of the GPU's dense peak for the kernel's math path", "%",
-           6, True, _pct_peak),
-    Column("bw", "%BW", "achieved memory rate as % of the GPU's peak memory bandwidth", "%", 6, True, _pct_bw),
+           6, True, _pct_peak, float),
+    Column("bw", "%BW", "achieved memory rate as % of the GPU's peak memory bandwidth", "%", 6, True, _pct_bw, float),
     Column("bound", "Bound", "compute or memory: arithmetic intensity against the roofline ridge point", "", 8,
            True, lambda r, f, i: bound(f)),
     Column("path", "MathPath", "peak the kernel is held against: fp16_tc (also bf16), tf32_tc, int8_tc, "
@@ -159,10 +159,10 @@ COLUMNS = [
            lambda r, f, i: f.dtype or NA),
     Column("module", "ModulePath", "qualified name of the innermost nn.Module (for bprop: the forward op's)", "",
            0, False, _get("module")),
-    Column("pid", "PId", "process id", "", 8, False, _get("pid")),
-    Column("start", "Start(ns)", "kernel start on the GPU timeline", "ns", 20, False, _get("kStart")),
-    Column("regs", "Regs", "registers per thread", "", 5, False, _get("regs")),
-    Column("smem", "SMem(B)", "shared memory per block, static plus dynamic", "B", 8, False, _smem),
+    Column("pid", "PId", "process id", "", 8, False, _get("pid"), int),
+    Column("start", "Start(ns)", "kernel start on the GPU timeline", "ns", 20, False, _get("kStart"), int),
+    Column("regs", "Regs", "registers per thread", "", 5, False, _get("regs"), int),
+    Column("smem", "SMem(B)", "shared memory per block, static plus dynamic", "B", 8, False, _smem, int),
 ]
 BY_NAME = {c.name: c for c in COLUMNS}
 DEFAULT = "idx,dir,sub,mod,op,kernel,params,sil"

@@ -7,10 +7,10 @@ value, so unknown kernels neither inflate nor deflate them.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional
+from typing import Callable
 
 from .analysis import Facts
-from .columns import peak_tflops
+from .columns import tc_text
 
 
 def _layer(rec: dict, f: Facts) -> str:
@@ -18,13 +18,13 @@ def _layer(rec: dict, f: Facts) -> str:
 
 
 # --by KEY: the group a kernel record belongs to.
-KEYS: Dict[str, Callable[[dict, Facts], str]] = {
+KEYS: dict[str, Callable[[dict, Facts], str]] = {
     "op": lambda rec, f: rec.get("op") or "-",
     "kernel": lambda rec, f: rec.get("kShortName") or "-",
     "layer": _layer,
     "module": lambda rec, f: rec.get("module") or "-",
     "dir": lambda rec, f: rec.get("dir") or "-",
-    "tc": lambda rec, f: f.tc,
+    "tc": lambda rec, f: tc_text(f.tc),
     "stream": lambda rec, f: f"{rec.get('device')}:{rec.get('stream')}",
 }
 
@@ -54,7 +54,7 @@ class Group:
         else:
             self.flops += f.flops
             self.flops_time += dur
-            peak = peak_tflops(f)
+            peak = f.peak_tflops
             if peak:
                 self.peak_flops += f.flops
                 self.capacity += dur * peak * 1e3  # TFLOP/s = 1e3 FLOP/ns
@@ -63,41 +63,41 @@ class Group:
         else:
             self.bytes += f.bytes
             self.bytes_time += dur
-        if f.tc == "1":
+        if f.tc:
             self.tc_time += dur
 
     # Derived values; None where unknown.
     @property
-    def tflops(self) -> Optional[float]:
+    def tflops(self) -> float | None:
         """FLOP rate over the kernels with known FLOPs (TFLOP/s)."""
         return self.flops / self.flops_time * 1e-3 if self.flops_time and self.count > self.flops_na else None
 
     @property
-    def pct_peak(self) -> Optional[float]:
+    def pct_peak(self) -> float | None:
         """FLOPs as % of what the kernels with a known peak could have done in their time."""
         return self.peak_flops / self.capacity * 100 if self.capacity else None
 
     @property
-    def gbps(self) -> Optional[float]:
+    def gbps(self) -> float | None:
         """Memory rate over the kernels with known bytes (GB/s)."""
         return self.bytes / self.bytes_time if self.bytes_time and self.count > self.bytes_na else None
 
     @property
-    def tc_share(self) -> Optional[float]:
+    def tc_share(self) -> float | None:
         """% of the group's time on Tensor Core kernels."""
         return self.tc_time / self.time * 100 if self.time else None
 
-    def known_flops(self) -> Optional[int]:
+    def known_flops(self) -> int | None:
         """The FLOP sum, None when no kernel of the group has known FLOPs."""
         return None if self.flops_na == self.count else self.flops
 
-    def known_bytes(self) -> Optional[int]:
+    def known_bytes(self) -> int | None:
         """The byte sum, None when no kernel of the group has known bytes."""
         return None if self.bytes_na == self.count else self.bytes
 
 
 # --sort KEY: descending except name; unknown values sort last.
-SORTS: Dict[str, Callable[[Group], object]] = {
+SORTS: dict[str, Callable[[Group], object]] = {
     "time": lambda g: g.time,
     "count": lambda g: g.count,
     "flops": lambda g: g.known_flops(),
@@ -116,7 +116,7 @@ class Groups:
     def __init__(self, by: str = "op") -> None:
         self.by = by
         self.key = KEYS[by]
-        self.groups: Dict[str, Group] = {}
+        self.groups: dict[str, Group] = {}
 
     def add(self, rec: dict, f: Facts, dur: int) -> None:
         """Count one kernel record."""
@@ -126,7 +126,7 @@ class Groups:
             g = self.groups[name] = Group(name)
         g.add(dur, f)
 
-    def sorted(self, sort: str = "time") -> List[Group]:
+    def sorted(self, sort: str = "time") -> list[Group]:
         """All groups, largest first by `sort` (name: alphabetical); ties by time, then name."""
         if sort == "name":
             return sorted(self.groups.values(), key=lambda g: g.name)

@@ -14,7 +14,6 @@ have overlapped finalised work, so adding all of it could overstate busy time).
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Dict, List, Optional
 
 WINDOW = 1024  # merged intervals kept open per device (see the module docstring)
 
@@ -25,16 +24,16 @@ class Timeline:
 
     def __init__(self, window: int = WINDOW) -> None:
         self.window = max(1, window)
-        self._starts: List[int] = []  # open merged intervals, sorted, disjoint, not touching
-        self._ends: List[int] = []
+        self._starts: list[int] = []  # open merged intervals, sorted, disjoint, not touching
+        self._ends: list[int] = []
         self.busy = 0                 # finalised busy ns
-        self.frontier: Optional[int] = None  # end of the last finalised interval
+        self.frontier: int | None = None  # end of the last finalised interval
         self.gaps = 0
         self.gap_total = 0
         self.gap_max = 0
         self.late = 0
-        self.first: Optional[int] = None
-        self.last: Optional[int] = None
+        self.first: int | None = None
+        self.last: int | None = None
 
     def add(self, start: int, end: int) -> None:
         """Add the interval [start, end) (ns). Empty or inverted intervals add nothing."""
@@ -89,7 +88,7 @@ class Timelines:
 
     def __init__(self, window: int = WINDOW) -> None:
         self.window = window
-        self.devices: Dict[object, Timeline] = {}
+        self.devices: dict[object, Timeline] = {}
 
     def add(self, device: object, start: int, end: int) -> None:
         """Add a kernel interval on `device`."""
@@ -105,19 +104,19 @@ class Timelines:
         return self
 
     @property
-    def first(self) -> Optional[int]:
+    def first(self) -> int | None:
         """Earliest kernel start over all devices."""
         vals = [t.first for t in self.devices.values() if t.first is not None]
         return min(vals) if vals else None
 
     @property
-    def last(self) -> Optional[int]:
+    def last(self) -> int | None:
         """Latest kernel end over all devices."""
         vals = [t.last for t in self.devices.values() if t.last is not None]
         return max(vals) if vals else None
 
     @property
-    def span(self) -> Optional[int]:
+    def span(self) -> int | None:
         """Capture span: first kernel start to last kernel end (ns), None without kernels."""
         first, last = self.first, self.last
         return None if first is None else last - first

@@ -10,7 +10,7 @@ stream, grid, block. Old marker args: `{'name': '', 'type': 'tensor', 'shape': (
 from __future__ import annotations
 
 import ast
-from typing import Any, Optional
+from typing import Any
 
 
 def _first(v: Any) -> Any:
@@ -26,7 +26,7 @@ def _arg(a: Any) -> Any:
     return list(v) if isinstance(v, tuple) else v
 
 
-def _marker(texts: Any) -> Optional[dict]:
+def _marker(texts: Any) -> dict | None:
     """The first old pyprof marker that parses, in the new schema (docs/markers.md)."""
     for text in texts if isinstance(texts, (list, tuple)) else ():
         try:

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import csv
 import re
-from typing import Callable, List, TextIO
+from typing import Callable, TextIO
 
 _SPACE = re.compile(r"\s+")
 
 
-def space_writer(out: TextIO, headers: List[str]) -> Callable[[List[str]], None]:
+def space_writer(out: TextIO, headers: list[str]) -> Callable[[list[str]], None]:
     """Fields separated by one space; whitespace inside a field becomes `_` so awk columns hold."""
     write = out.write
     write(" ".join(headers) + "\n")
 
     gaps = len(headers) - 1
 
-    def row(values: List[str]) -> None:
+    def row(values: list[str]) -> None:
         line = " ".join(values)
         if line.count(" ") != gaps or "\n" in line or "\t" in line:  # rare: whitespace inside a field
             line = " ".join([_SPACE.sub("_", v) for v in values])
@@ -24,7 +24,7 @@ def space_writer(out: TextIO, headers: List[str]) -> Callable[[List[str]], None]
     return row
 
 
-def csv_writer(out: TextIO, headers: List[str]) -> Callable[[List[str]], None]:
+def csv_writer(out: TextIO, headers: list[str]) -> Callable[[list[str]], None]:
     """RFC 4180 CSV through the csv module (quotes commas and quotes inside fields)."""
     w = csv.writer(out, lineterminator="\n")
     w.writerow(headers)
@@ -36,7 +36,7 @@ def csv_cell(v: object) -> object:
     return "na" if v is None else (f"{v:.4g}" if isinstance(v, float) else v)
 
 
-def columnated_writer(out: TextIO, headers: List[str], widths: List[int], total: int) -> Callable[[List[str]], None]:
+def columnated_writer(out: TextIO, headers: list[str], widths: list[int], total: int) -> Callable[[list[str]], None]:
     """Fixed-width columns: fixed-width columns keep their width, the others (width 0: kernel,
     params, trace, ...) share what is left of `total`; longer values are cut. One pass."""
     flexible = [i for i, w in enumerate(widths) if w == 0]
@@ -46,7 +46,7 @@ def columnated_writer(out: TextIO, headers: List[str], widths: List[int], total:
     last = len(widths) - 1
     write = out.write
 
-    def row(values: List[str]) -> None:
+    def row(values: list[str]) -> None:
         cells = []
         for i, (v, w) in enumerate(zip(values, widths)):
             v = v[:w]

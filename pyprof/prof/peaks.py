@@ -1,5 +1,7 @@
-"""Published dense peak rates per GPU (/work/shared/notes/gpu-peaks.md) and the math path a
-kernel ran on, for %-of-peak and the roofline ridge point.
+"""Published dense peak rates per GPU and the math path a kernel ran on, for %-of-peak and the
+roofline ridge point. The figures are NVIDIA's datasheet numbers for each product (nvidia.com/
+en-us/data-center/: v100, a100, h100, h200, l4, products/a10-gpu, tesla-t4, dgx-b200 per GPU),
+dense: the sparsity figures the datasheets also print are twice these and are not used.
 
 A GPU is matched on `gpu.name` from the record (TARGET_INFO_GPU). Names that could mean two
 table rows with different figures (an A100 without its memory size or form factor, an H100
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 # Math paths: the peak column a kernel is held against.
 FP16_TC, TF32_TC, FP32, FP64, FP64_TC, INT8_TC = "fp16_tc", "tf32_tc", "fp32", "fp64", "fp64_tc", "int8_tc"
@@ -21,7 +23,7 @@ class Peaks(NamedTuple):
 
     name: str
     flops: dict
-    gbps: Optional[float]
+    gbps: float | None
 
 
 def _row(name, fp16_tc, tf32_tc, fp32, fp64, fp64_tc, int8_tc, gbps) -> Peaks:
@@ -46,7 +48,7 @@ TABLE = [
 _COMPILED = [(re.compile(p), row) for p, row in TABLE]
 
 
-def _match(name: str) -> Optional[Peaks]:
+def _match(name: str) -> Peaks | None:
     low = name.lower()
     for pattern, row in _COMPILED:
         if pattern.search(low):
@@ -54,7 +56,7 @@ def _match(name: str) -> Optional[Peaks]:
     return None
 
 
-def lookup(gpu: Optional[dict]) -> Optional[Peaks]:
+def lookup(gpu: dict | None) -> Peaks | None:
     """Peaks for a record's `gpu` object; bandwidth from the record when the table has no row."""
     if not gpu or not gpu.get("name"):
         return None
@@ -62,14 +64,14 @@ def lookup(gpu: Optional[dict]) -> Optional[Peaks]:
 
 
 @lru_cache(maxsize=256)
-def _peaks(name: str, bandwidth: Optional[int]) -> Optional[Peaks]:
+def _peaks(name: str, bandwidth: int | None) -> Peaks | None:
     row = _match(name)
     if row is not None:
         return row
     return Peaks(name, {}, bandwidth / 1e9) if bandwidth else None
 
 
-def math_path(tensor_cores: bool, dtype: Optional[str]) -> Optional[str]:
+def math_path(tensor_cores: bool, dtype: str | None) -> str | None:
     """The peak column for a kernel: Tensor Core dtype path, or CUDA-core precision; None if none fits
     (fp8 and 16-bit CUDA-core math have no column in the table)."""
     if dtype is None:

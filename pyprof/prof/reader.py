@@ -5,11 +5,11 @@ from __future__ import annotations
 import ast
 import json
 import sys
-from typing import BinaryIO, Iterator, Tuple
+from typing import BinaryIO, Iterator
 
 from ..errors import EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, EXIT_NO_INPUT, PyprofError
 from .legacy import from_legacy
-from .summary import Summary
+from .warnings_tally import Tally
 
 # Optional (pip install 'pyprof[fast]'): prof takes 0.72x the CPU time with it
 # (benchmarks/results/prof_orjson_100k_cpu.txt). Records are the same but for integers beyond
@@ -34,7 +34,7 @@ def open_input(path: str) -> BinaryIO:
         raise PyprofError(f"cannot read {path}: {err.strerror}", EXIT_NO_INPUT) from None
 
 
-def records(stream: BinaryIO, summary: Summary, strict: bool = False) -> Iterator[Tuple[int, dict]]:
+def records(stream: BinaryIO, tally: Tally, strict: bool = False) -> Iterator[tuple[int, dict]]:
     """Yield (line number, record) for each record of `stream`. A malformed line is reported with
     its number and skipped, or, with `strict`, raises PyprofError (EXIT_BAD_LINE)."""
     decode = json.JSONDecoder().decode  # on str: skips json.loads' per-call encoding detection
@@ -62,12 +62,12 @@ def records(stream: BinaryIO, summary: Summary, strict: bool = False) -> Iterato
                 if rec is None:
                     reason = "not UTF-8 text" if isinstance(err, UnicodeDecodeError) else \
                         f"not a JSON record ({getattr(err, 'msg', err)})"
-                    bad_record(summary, strict, lineno, reason)
+                    bad_record(tally, strict, lineno, reason)
                     continue
         if not isinstance(rec, dict):
-            bad_record(summary, strict, lineno, "not a JSON object")
+            bad_record(tally, strict, lineno, "not a JSON object")
             continue
-        summary.records += 1
+        tally.records += 1
         yield lineno, rec
 
 
@@ -83,8 +83,8 @@ def _legacy(line: bytes):
     return from_legacy(value) if isinstance(value, dict) else None
 
 
-def bad_record(summary: Summary, strict: bool, lineno: int, reason: str) -> None:
+def bad_record(tally: Tally, strict: bool, lineno: int, reason: str) -> None:
     """Report a line that is not a usable record: skipped, or fatal under `strict`."""
     if strict:
         raise PyprofError(f"line {lineno}: {reason}", EXIT_BAD_LINE)
-    summary.bad_line(lineno, reason)
+    tally.bad_line(lineno, reason)

@@ -8,7 +8,7 @@ decides which kernel of the op carries that work.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Optional
+from typing import Any, Callable, Iterable
 
 from .values import Tensor, decode, short
 
@@ -30,18 +30,18 @@ class Cost:
     its `elems` instead (dY·W and Xᵀ·dY touch the same three matrix sizes as X·W).
     """
 
-    flops: Optional[int]
-    bytes: Optional[int]
+    flops: int | None
+    bytes: int | None
     params: str
-    dtype: Optional[str]
+    dtype: str | None
     kind: str = SIMT
-    elems: Optional[int] = None
-    bwd_flops: Optional[int] = None
-    bwd_bytes: Optional[int] = None
+    elems: int | None = None
+    bwd_flops: int | None = None
+    bwd_bytes: int | None = None
     bias_elems: int = 0
     # The PyTorch op (emit_nvtx range name) whose kernel does the op's work, when the op launches
     # helpers first (a fused optimizer step increments its step counters before the math).
-    main_op: Optional[str] = None
+    main_op: str | None = None
 
 
 class Call:
@@ -53,7 +53,7 @@ class Call:
         self.args = decode(marker.get("args") or [])
         self.kwargs = {k: decode(v) for k, v in (marker.get("kwargs") or {}).items()}
 
-    def get(self, pos: Optional[int], name: str, default: Any = None) -> Any:
+    def get(self, pos: int | None, name: str, default: Any = None) -> Any:
         """Argument `name`, passed by keyword or at position `pos` (None: keyword-only)."""
         if name in self.kwargs:
             return self.kwargs[name]
@@ -61,7 +61,7 @@ class Call:
             return self.args[pos]
         return default
 
-    def tensor(self, pos: Optional[int], name: str) -> Optional[Tensor]:
+    def tensor(self, pos: int | None, name: str) -> Tensor | None:
         """Argument `name` when it is a tensor, else None."""
         v = self.get(pos, name)
         return v if isinstance(v, Tensor) else None
@@ -77,8 +77,8 @@ class Unknowable(Exception):
     (it becomes the warning's kind in the closing summary)."""
 
 
-Formula = Callable[[Call], Optional[Cost]]
-_TABLE: Dict[str, Formula] = {}
+Formula = Callable[[Call], "Cost | None"]  # a string: evaluated at import, where 3.9 has no `|`
+_TABLE: dict[str, Formula] = {}
 
 
 def register(*names: str) -> Callable[[Formula], Formula]:
@@ -94,7 +94,7 @@ def register(*names: str) -> Callable[[Formula], Formula]:
     return deco
 
 
-def lookup(mod: Optional[str], op: Optional[str]) -> Optional[Formula]:
+def lookup(mod: str | None, op: str | None) -> Formula | None:
     """The formula for a marker's (mod, op), or None when the op is not in the table."""
     return _TABLE.get(f"{mod}.{op}")
 
@@ -114,7 +114,7 @@ def dims(shape: Iterable[int]) -> str:
     return "[" + ",".join(map(str, shape)) + "]"
 
 
-def fmt_params(dtype: Optional[str], **fields: Any) -> str:
+def fmt_params(dtype: str | None, **fields: Any) -> str:
     """`k=v,...,type=fp16`, the original PyProf's params form."""
     parts = [f"{k}={dims(v) if isinstance(v, tuple) else v}" for k, v in fields.items()]
     parts.append(f"type={short(dtype)}")

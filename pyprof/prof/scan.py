@@ -1,40 +1,63 @@
-"""Records with their derived facts, one at a time: the loop every view of prof shares."""
+"""Records with their derived facts, one at a time: the one loop over records. The per-kernel
+table, every view and the Python API (pyprof.rows, pyprof.summary) go through it, so they skip,
+warn and count alike."""
 from __future__ import annotations
 
-from typing import Any, BinaryIO, Callable, Iterator, Optional, Tuple
+from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from ..progress import Progress
 from .analysis import Analyzer, Facts
-from .reader import bad_record, records
-from .summary import Summary
+from .reader import bad_record
+from .warnings_tally import Tally
 
 # Valid JSON whose fields have the wrong types (or nest absurdly deep) surfaces as one of these
 # from a value function.
 FIELD_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, RecursionError)
 
 
-def analysed(stream: BinaryIO, summary: Summary, strict: bool = False, analyse: bool = True,
-             fn: Optional[Callable[[dict, Facts], Any]] = None,
-             progress: Optional[Progress] = None) -> Iterator[Tuple[dict, Facts, Any]]:
-    """Yield (record, Facts, fn(record, Facts)) per usable record of `stream`, in input order.
+class Sink(Protocol):
+    """What a view feeds on: every usable record with its Facts, in input order."""
+
+    needs_facts: bool  # False: the records are not analysed (every record gets one blank Facts)
+
+    def add(self, rec: dict, facts: Facts) -> None:
+        """Take one record; raise one of FIELD_ERRORS, before changing anything, for a record
+        whose fields have the wrong types."""
+
+
+def analysed(numbered: Iterable[tuple[int, dict]], tally: Tally, strict: bool = False, analyse: bool = True,
+             fn: Callable[[dict, Facts], Any] | None = None,
+             progress: Progress | None = None) -> Iterator[tuple[dict, Facts, Any]]:
+    """Yield (record, Facts, fn(record, Facts)) per usable record of `numbered` ((line number,
+    record) pairs, e.g. reader.records), in input order.
 
     `analyse=False` gives every record one blank Facts (for columns that need no analysis).
     A record whose fields have the wrong types (an error from the analysis or from `fn`) is
     reported like a malformed line and skipped, or is fatal under `strict`. `progress`, when on,
     shows the records read.
     """
-    analyzer = Analyzer(summary) if analyse else None
+    analyzer = Analyzer(tally) if analyse else None
     blank = Facts()
     shown = progress is not None and progress.enabled
-    for lineno, rec in records(stream, summary, strict):
+    for lineno, rec in numbered:
         if shown and not lineno & 0x3FFF:
             progress.update(lineno)
         try:
             facts = analyzer.facts(rec) if analyzer else blank
             value = fn(rec, facts) if fn is not None else None
         except FIELD_ERRORS as err:
-            bad_record(summary, strict, lineno, f"record fields not understood ({type(err).__name__}: {err})")
+            bad_record(tally, strict, lineno, f"record fields not understood ({type(err).__name__}: {err})")
             continue
         yield rec, facts, value
     if shown:
         progress.finish()
+
+
+def feed(numbered: Iterable[tuple[int, dict]], tally: Tally, sinks: list[Sink], strict: bool = False,
+         progress: Progress | None = None) -> None:
+    """One pass over `numbered`: each usable record, analysed when any sink needs Facts, goes
+    to every sink in turn."""
+    adds = [s.add for s in sinks]
+    fn = adds[0] if len(adds) == 1 else (lambda rec, f: [add(rec, f) for add in adds])
+    for _ in analysed(numbered, tally, strict, any(s.needs_facts for s in sinks), fn, progress):
+        pass

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Optional
 
 MMA, SIMT, NONE = "mma", "simt", "none"
 
@@ -63,7 +62,7 @@ _TRITON_GEMM = re.compile(r"triton_(?:tem|mm|bmm)|_kernel_mm|matmul_kernel")
 
 
 @lru_cache(maxsize=65536)
-def classify(name: Optional[str]) -> Optional[str]:
+def classify(name: str | None) -> str | None:
     """MMA, SIMT, NONE or None (not recognised) for a kernel name; cached per name."""
     if not name:
         return None
@@ -74,7 +73,7 @@ def classify(name: Optional[str]) -> Optional[str]:
     return None
 
 
-def triton_gemm(name: Optional[str]) -> bool:
+def triton_gemm(name: str | None) -> bool:
     """A Triton template GEMM: MMA when its dtype is 16-bit, fp8 or int8 (`tl.dot` always lowers
     to MMA for those from Ampere on); unknown for fp32, where it depends on allow_tf32."""
     return bool(name) and _TRITON_GEMM.search(name.lower()) is not None
@@ -98,7 +97,7 @@ _NVJET_TYPES = {"h": "float16", "t": "bfloat16"}
 
 
 @lru_cache(maxsize=65536)
-def kernel_dtype(name: Optional[str]) -> Optional[str]:
+def kernel_dtype(name: str | None) -> str | None:
     """The input dtype a GEMM/conv/attention kernel's name states, if it states one.
 
     Under autocast the marker records the Python-level arguments (fp32 tensors), while the

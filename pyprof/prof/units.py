@@ -1,12 +1,11 @@
 """Human-readable numbers for the text views (CSV and JSON keep raw values)."""
 from __future__ import annotations
 
-from typing import Optional
 
 NA = "na"
 
 
-def duration(ns: Optional[float]) -> str:
+def duration(ns: float | None) -> str:
     """ns as `850 ns`, `12.3 us`, `4.56 ms` or `1.23 s`."""
     if ns is None:
         return NA
@@ -20,7 +19,7 @@ def duration(ns: Optional[float]) -> str:
     return f"{ns / 1e9:.2f} s"
 
 
-def si(x: Optional[float], unit: str = "") -> str:
+def si(x: float | None, unit: str = "") -> str:
     """x with an SI prefix and two decimals: 1.23G, 456.00M, 12.00k; 7 or 7.50 below 1000."""
     if x is None:
         return NA
@@ -30,11 +29,11 @@ def si(x: Optional[float], unit: str = "") -> str:
     return f"{x:.0f}{unit}" if float(x).is_integer() else f"{x:.2f}{unit}"
 
 
-def pct(x: Optional[float], digits: int = 1) -> str:
+def pct(x: float | None, digits: int = 1) -> str:
     """A percentage value (already x100) with `digits` decimals, na when unknown."""
     return NA if x is None else f"{x:.{digits}f}"
 
 
-def rate(x: Optional[float], digits: int = 2) -> str:
+def rate(x: float | None, digits: int = 2) -> str:
     """A rate (TFLOP/s, GB/s) with `digits` decimals, na when unknown."""
     return NA if x is None else f"{x:.{digits}f}"

@@ -6,7 +6,7 @@ the op formulas need is its shape and element size. Nothing here imports torch.
 from __future__ import annotations
 
 from math import prod
-from typing import Any, Iterable, NamedTuple, Optional, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 # Element sizes in bytes, by PyTorch dtype name (without the `torch.` prefix).
 ITEMSIZE = {
@@ -35,18 +35,18 @@ class Tensor(NamedTuple):
     """A tensor argument of a marker: its shape and dtype name (None when the marker lacked one)."""
 
     shape: tuple
-    dtype: Optional[str]
+    dtype: str | None
 
     @property
     def numel(self) -> int:
         return prod(self.shape)
 
     @property
-    def itemsize(self) -> Optional[int]:
+    def itemsize(self) -> int | None:
         return ITEMSIZE.get(self.dtype)
 
     @property
-    def nbytes(self) -> Optional[int]:
+    def nbytes(self) -> int | None:
         size = ITEMSIZE.get(self.dtype)
         return None if size is None else size * prod(self.shape)
 
@@ -102,7 +102,7 @@ def broadcast(*shapes: Sequence[int]) -> tuple:
     return tuple(out)
 
 
-def is_floating(dtype: Optional[str]) -> bool:
+def is_floating(dtype: str | None) -> bool:
     """True for the dtypes autograd differentiates: floating point and complex."""
     return dtype in _FLOAT_RANK or (dtype is not None and dtype.startswith("complex"))
 
@@ -120,7 +120,7 @@ def ntuple(v: Any, n: int) -> tuple:
     return (v,) * n
 
 
-def promote(dtypes: Iterable[Optional[str]]) -> Optional[str]:
+def promote(dtypes: Iterable[str | None]) -> str | None:
     """Result dtype of PyTorch type promotion among tensor dtypes (None if any is unknown)."""
     result = None
     for dt in dtypes:
@@ -143,7 +143,7 @@ def _kind(dt: str) -> int:
     return 1
 
 
-def _promote2(a: str, b: str) -> Optional[str]:
+def _promote2(a: str, b: str) -> str | None:
     ka, kb = _kind(a), _kind(b)
     if ka != kb:
         hi, lo = (a, b) if ka > kb else (b, a)
@@ -161,7 +161,7 @@ def _promote2(a: str, b: str) -> Optional[str]:
     return a if ITEMSIZE[a] >= ITEMSIZE[b] else b
 
 
-def short(dtype: Optional[str]) -> str:
+def short(dtype: str | None) -> str:
     """The dtype as `params` prints it: fp16, bf16, fp32, int64, ..."""
     if dtype is None:
         return "na"

@@ -8,14 +8,13 @@ Grouped-query attention: K and V may have fewer heads; the work follows the quer
 from __future__ import annotations
 
 from math import prod
-from typing import Optional
 
 from ..registry import ATTN, Call, Cost, fmt_params, register
 from ..values import ITEMSIZE, promote
 
 
 @register("torch.nn.functional.scaled_dot_product_attention")
-def sdpa(c: Call) -> Optional[Cost]:
+def sdpa(c: Call) -> Cost | None:
     q, k, v = c.tensor(0, "query"), c.tensor(1, "key"), c.tensor(2, "value")
     mask = c.tensor(3, "attn_mask")
     causal = bool(c.get(5, "is_causal", False))

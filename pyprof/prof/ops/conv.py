@@ -7,7 +7,6 @@ For a transposed convolution the taps run over the input positions instead.
 from __future__ import annotations
 
 from math import prod
-from typing import Optional
 
 from ..registry import CONV, Call, Cost, fmt_params, names, register
 from ..values import ITEMSIZE, ntuple, promote
@@ -17,7 +16,7 @@ _OUT_NAMES = {1: ("Q",), 2: ("P", "Q"), 3: ("O", "P", "Q")}
 _TAP_NAMES = {1: ("S",), 2: ("R", "S"), 3: ("T", "R", "S")}
 
 
-def conv_cost(c: Call, nd: int, transposed: bool) -> Optional[Cost]:
+def conv_cost(c: Call, nd: int, transposed: bool) -> Cost | None:
     """Shared by conv{1,2,3}d and conv_transpose{1,2,3}d; argument positions follow torch."""
     x, w, bias = c.tensor(0, "input"), c.tensor(1, "weight"), c.tensor(2, "bias")
     if transposed:  # conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation)

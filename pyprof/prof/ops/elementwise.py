@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from math import prod
-from typing import Optional
 
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
 from ..values import ITEMSIZE, Tensor, broadcast, is_floating, promote, reduce_adds
@@ -63,8 +62,8 @@ def _inplace(op: str) -> bool:
     return op.startswith("__i") and op[3:-2] in INPLACE_DUNDERS or (op.endswith("_") and not op.endswith("__"))
 
 
-def pointwise_cost(op: str, operands: list, out_dtype: Optional[str] = None,
-                   bwd: bool = False, grads: Optional[tuple] = None, **fields) -> Cost:
+def pointwise_cost(op: str, operands: list, out_dtype: str | None = None,
+                   bwd: bool = False, grads: tuple | None = None, **fields) -> Cost:
     """Cost of an element-wise op over `operands` (Tensors and scalars), result broadcast.
     `bwd`: the unary backward; `grads`: the binary one, per operand position (flops per output
     element of its gradient, positions of the operands that gradient reads), see _GRADS."""
@@ -127,7 +126,7 @@ _GRAD_OPS = {"add": "add", "radd": "add", "sub": "sub", "subtract": "sub", "rsub
              "true_divide": "div", "truediv": "div", "rtruediv": "rtruediv"}
 
 
-def _grads(op: str, alpha, rounding_mode) -> Optional[tuple]:
+def _grads(op: str, alpha, rounding_mode) -> tuple | None:
     """_GRADS' row for `op` (`__iadd__`, `add_`, `__rtruediv__`, ...), alpha applied; None when
     the op has no backward formula (division with a rounding mode: a zero gradient, not modelled)."""
     name = op.strip("_")
@@ -185,7 +184,7 @@ for _op in INPLACE_DUNDERS:
 
 @register("torch.nn.functional.dropout", "torch.dropout", "Tensor.dropout",
           "torch.nn.functional.dropout1d", "torch.nn.functional.dropout2d", "torch.nn.functional.dropout3d")
-def dropout(c: Call) -> Optional[Cost]:
+def dropout(c: Call) -> Cost | None:
     """Training: the output and a bool keep-mask are written. Backward: grad times mask."""
     x, p = c.get(0, "input"), c.get(1, "p", 0.5)
     training = c.get(2, "training", True)

@@ -6,13 +6,12 @@ torch.utils.flop_counter); bytes are the operands read once and the result writt
 from __future__ import annotations
 
 from math import prod
-from typing import Optional
 
 from ..registry import GEMM, SIMT, Call, Cost, fmt_params, names, register
 from ..values import ITEMSIZE, Tensor, broadcast, promote, short
 
 
-def gemm_cost(batch: int, m: int, n: int, k: int, dtype: Optional[str], extra_elems: int = 0,
+def gemm_cost(batch: int, m: int, n: int, k: int, dtype: str | None, extra_elems: int = 0,
               kind: str = GEMM) -> Cost:
     """Cost of `batch` products (m x k) @ (k x n), plus `extra_elems` more elements read (bias)."""
     elems = batch * (m * k + k * n + m * n)
@@ -21,6 +20,30 @@ def gemm_cost(batch: int, m: int, n: int, k: int, dtype: Optional[str], extra_el
     return Cost(flops=2 * batch * m * n * k, bytes=None if size is None else (elems + extra_elems) * size,
                 params=fmt_params(dtype, **fields, M=m, N=n, K=k), dtype=dtype, kind=kind, elems=elems,
                 bias_elems=extra_elems)
+
+
+# The GEMMs among emit_nvtx's aten ranges, whose input sizes give a kernel's exact work:
+# (rank of the operands, argument position of the added input or None, of A, of B).
+ATEN_GEMMS = {"aten::mm": (2, None, 0, 1), "aten::addmm": (2, 0, 1, 2),
+              "aten::bmm": (3, None, 0, 1), "aten::baddbmm": (3, 0, 1, 2)}
+
+
+def aten_gemm(name: str | None, sizes: list) -> tuple | None:
+    """(batch, m, n, k, added input elems) of the aten range `name` from its input `sizes`;
+    None when it is not one of ATEN_GEMMS or the sizes do not fit it."""
+    spec = ATEN_GEMMS.get(name)
+    if spec is None:
+        return None
+    rank, added, a, b = spec
+    try:
+        if rank == 2:
+            batch = 1
+            (m, k), (_, n) = sizes[a], sizes[b]
+        else:
+            (batch, m, k), (_, _, n) = sizes[a], sizes[b]
+        return batch, m, n, k, 0 if added is None else prod(sizes[added])
+    except (TypeError, ValueError):
+        return None
 
 
 @register(*names(["mm"]))
@@ -107,7 +130,7 @@ def mv(c: Call) -> Cost:
 
 
 @register(*names(["dot", "vdot", "inner"]))
-def dot(c: Call) -> Optional[Cost]:
+def dot(c: Call) -> Cost | None:
     a, b = c.tensor(0, "input"), c.tensor(1, "other") or c.tensor(1, "tensor")
     if len(a.shape) != 1 or len(b.shape) != 1:
         return None
@@ -124,7 +147,7 @@ def _einsum_letters(spec: str, ndim: int) -> list:
 
 
 @register("torch.einsum")
-def einsum(c: Call) -> Optional[Cost]:
+def einsum(c: Call) -> Cost | None:
     """One or two operands. Two operands contract as PyTorch does: indices in one operand only
     and not in the output are summed out first (a reduction, no FLOPs counted), the rest is one
     batched GEMM of 2 * prod(sizes of the remaining indices). Three or more operands: the

@@ -5,13 +5,12 @@ bytes as everywhere: read once, write once.
 from __future__ import annotations
 
 from math import ceil, prod
-from typing import Optional
 
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
 from ..values import ITEMSIZE, Tensor, Unknown, is_truncated, promote, short
 
 
-def copy_cost(src: Tensor, out_dtype: Optional[str]) -> Optional[Cost]:
+def copy_cost(src: Tensor, out_dtype: str | None) -> Cost | None:
     """Read `src`, write it again as `out_dtype`."""
     size = ITEMSIZE.get(out_dtype)
     if src.nbytes is None or size is None:
@@ -21,7 +20,7 @@ def copy_cost(src: Tensor, out_dtype: Optional[str]) -> Optional[Cost]:
 
 
 @register("Tensor.to")
-def to(c: Call) -> Optional[Cost]:
+def to(c: Call) -> Cost | None:
     """Tensor.to(dtype) / to(device, dtype) / to(other): the target dtype is the first dtype
     argument, or the other tensor's; a device-only move is a memcpy record, not a kernel."""
     x = c.args[0]
@@ -41,13 +40,13 @@ for _name, _dt in _CASTS.items():
 
 
 @register(*names(["clone", "contiguous"]), "Tensor.cpu", "Tensor.cuda")
-def clone(c: Call) -> Optional[Cost]:
+def clone(c: Call) -> Cost | None:
     x = c.get(0, "input")
     return copy_cost(x, x.dtype)
 
 
 @register("Tensor.copy_")
-def copy_(c: Call) -> Optional[Cost]:
+def copy_(c: Call) -> Cost | None:
     """dst.copy_(src): src read (broadcast to dst), dst written in its own dtype."""
     dst, src = c.args[0], c.get(1, "src")
     if src.nbytes is None or dst.nbytes is None:
@@ -56,7 +55,7 @@ def copy_(c: Call) -> Optional[Cost]:
 
 
 @register(*names(["cat", "concat", "concatenate", "stack", "hstack", "vstack"], ("torch",)))
-def cat(c: Call) -> Optional[Cost]:
+def cat(c: Call) -> Cost | None:
     """Every input read once, the result (their sum) written once. More than 16 inputs: the
     marker keeps only 16 (docs/markers.md), so the total is not known: na."""
     ts = c.get(0, "tensors")
@@ -71,8 +70,8 @@ def cat(c: Call) -> Optional[Cost]:
     return Cost(0, sum(parts) + n * size, fmt_params(dtype, n=len(ts), numel=n), dtype, SIMT)
 
 
-def _indexed(src_rows: int, index: Tensor, dtype: Optional[str], adds: bool, base: Optional[Tensor] = None,
-             **fields) -> Optional[Cost]:
+def _indexed(src_rows: int, index: Tensor, dtype: str | None, adds: bool, base: Tensor | None = None,
+             **fields) -> Cost | None:
     """`src_rows` elements read through `index` and written; `base`: an out-of-place op first
     copies its whole input. `adds`: the destination is read too and one add done per element."""
     size = ITEMSIZE.get(dtype)
@@ -85,13 +84,13 @@ def _indexed(src_rows: int, index: Tensor, dtype: Optional[str], adds: bool, bas
 
 
 @register(*names(["gather"]))
-def gather(c: Call) -> Optional[Cost]:
+def gather(c: Call) -> Cost | None:
     x, index = c.get(0, "input"), c.get(2, "index")
     return _indexed(index.numel, index, x.dtype, False, shape=dims(x.shape), idx=dims(index.shape))
 
 
 def _scatter(inplace: bool, adds: bool):
-    def formula(c: Call) -> Optional[Cost]:
+    def formula(c: Call) -> Cost | None:
         x, index = c.get(0, "input"), c.get(2, "index")
         reduce = c.get(None, "reduce")
         return _indexed(index.numel, index, x.dtype, adds or reduce is not None, None if inplace else x,
@@ -106,14 +105,14 @@ register("Tensor.scatter_add_")(_scatter(True, True))
 
 
 @register(*names(["index_select"]))
-def index_select(c: Call) -> Optional[Cost]:
+def index_select(c: Call) -> Cost | None:
     x, dim, index = c.get(0, "input"), c.get(1, "dim"), c.get(2, "index")
     rows = x.numel // max(x.shape[dim], 1) * index.numel if x.shape else index.numel
     return _indexed(rows, index, x.dtype, False, shape=dims(x.shape), idx=dims(index.shape))
 
 
 def _index_add(inplace: bool):
-    def formula(c: Call) -> Optional[Cost]:
+    def formula(c: Call) -> Cost | None:
         x, index, src = c.get(0, "input"), c.get(2, "index"), c.get(3, "source")
         return _indexed(src.numel, index, x.dtype, True, None if inplace else x,
                         shape=dims(x.shape), idx=dims(index.shape))
@@ -125,7 +124,7 @@ register("Tensor.index_add_")(_index_add(True))
 
 
 @register(*names(["split", "chunk", "unbind", "split_with_sizes", "tensor_split"]))
-def split(c: Call) -> Optional[Cost]:
+def split(c: Call) -> Cost | None:
     """Views: no forward kernel. Backward concatenates the pieces' gradients: the input's size
     read and written."""
     x = c.get(0, "input")
@@ -135,7 +134,7 @@ def split(c: Call) -> Optional[Cost]:
 
 
 @register("torch.arange")
-def arange(c: Call) -> Optional[Cost]:
+def arange(c: Call) -> Cost | None:
     """Writes ceil((end - start) / step) elements (int64 for integer bounds, else float32, unless
     `dtype` says otherwise)."""
     nums = [a for a in c.args[:3] if isinstance(a, (int, float))]
@@ -148,7 +147,7 @@ def arange(c: Call) -> Optional[Cost]:
     return None if size is None else Cost(0, n * size, fmt_params(dtype, n=n), dtype, SIMT)
 
 
-def _fill(c: Call) -> Optional[Cost]:
+def _fill(c: Call) -> Cost | None:
     """zero_/fill_ and *_like: the result written once."""
     x = c.get(0, "input")
     dtype = c.get(None, "dtype") or x.dtype
@@ -159,7 +158,7 @@ def _fill(c: Call) -> Optional[Cost]:
 register("Tensor.zero_", "Tensor.fill_", *names(["zeros_like", "ones_like", "full_like"], ("torch",)))(_fill)
 
 
-def _size_arg(c: Call) -> Optional[tuple]:
+def _size_arg(c: Call) -> tuple | None:
     """The size of torch.zeros(2, 3) / torch.zeros((2, 3)) / torch.zeros(size=[2, 3])."""
     size = c.get(None, "size")
     if size is None:
@@ -170,7 +169,7 @@ def _size_arg(c: Call) -> Optional[tuple]:
 
 
 def _creation(default_dtype: str):
-    def formula(c: Call) -> Optional[Cost]:
+    def formula(c: Call) -> Cost | None:
         """The new tensor written once (random generators count no FLOPs)."""
         shape = _size_arg(c)
         dtype = c.get(None, "dtype") or default_dtype
@@ -192,7 +191,7 @@ VIEWS = ["view", "reshape", "flatten", "unflatten", "permute", "transpose", "t",
          "unfold", "swapaxes", "diagonal"]
 
 
-def _view(c: Call) -> Optional[Cost]:
+def _view(c: Call) -> Cost | None:
     """Views launch no kernel; a kernel under one is a materialising copy (reshape of a
     non-contiguous tensor): the input read and written once. An expand that gets copied writes
     more than it reads: na rather than a guess at the result size."""
@@ -203,7 +202,7 @@ def _view(c: Call) -> Optional[Cost]:
 register(*names([v for v in VIEWS if not v.startswith("expand")]))(_view)
 
 
-def _basic_index_shape(shape: tuple, index) -> Optional[tuple]:
+def _basic_index_shape(shape: tuple, index) -> tuple | None:
     """Result shape of x[index] for ints, slices, None and Ellipsis; None for advanced indexing."""
     items = list(index) if isinstance(index, list) else [index]
     if any(isinstance(i, (Tensor, list, Unknown, bool)) for i in items):
@@ -232,7 +231,7 @@ def _basic_index_shape(shape: tuple, index) -> Optional[tuple]:
 
 
 @register("Tensor.__getitem__")
-def getitem(c: Call) -> Optional[Cost]:
+def getitem(c: Call) -> Cost | None:
     """Basic indexing is a view (no kernel). Advanced indexing by one integer tensor on the first
     dimension gathers whole rows: the index, the rows read and written. Boolean masks and other
     advanced forms have data-dependent results: na."""
@@ -246,7 +245,7 @@ def getitem(c: Call) -> Optional[Cost]:
 
 
 @register("Tensor.__setitem__")
-def setitem(c: Call) -> Optional[Cost]:
+def setitem(c: Call) -> Cost | None:
     """x[basic index] = value: the region written once, a tensor value read once (broadcast to it)."""
     x, index, value = c.args[0], c.args[1], c.args[2]
     region = _basic_index_shape(x.shape, index)

@@ -18,20 +18,19 @@ dY added into each tap) and for nearest one add per dY element. embedding_bag ba
 from __future__ import annotations
 
 from math import ceil, floor, prod
-from typing import Optional
 
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
 from ..values import ITEMSIZE, Tensor, ntuple, promote
 
 
-def _io(x: Tensor, out_numel: int, *params: Optional[Tensor], out_dtype: Optional[str] = None) -> Optional[int]:
+def _io(x: Tensor, out_numel: int, *params: Tensor | None, out_dtype: str | None = None) -> int | None:
     """Bytes: `x` and the parameter tensors read once, an output of `out_numel` elements written."""
     size = ITEMSIZE.get(out_dtype or x.dtype)
     parts = [x.nbytes] + [p.nbytes for p in params if p is not None]
     return None if size is None or None in parts else sum(parts) + out_numel * size
 
 
-def _norm(x: Tensor, per_elem: int, weight: Optional[Tensor], bias: Optional[Tensor],
+def _norm(x: Tensor, per_elem: int, weight: Tensor | None, bias: Tensor | None,
           extra: tuple = (), **fields) -> Cost:
     n = x.numel
     flops = n * (per_elem + (weight is not None) + (bias is not None))
@@ -86,7 +85,7 @@ def _loss_out(c: Call, pos: int, n: int) -> int:
 
 
 @register("torch.nn.functional.cross_entropy")
-def cross_entropy(c: Call) -> Optional[Cost]:
+def cross_entropy(c: Call) -> Cost | None:
     """log_softmax over the class dim (5 per element) then nll_loss (1 per sample), fused in one
     cost. Probability targets (same shape as the input) read the full target instead."""
     x, t = c.get(0, "input"), c.get(1, "target")
@@ -105,7 +104,7 @@ def cross_entropy(c: Call) -> Optional[Cost]:
 
 
 @register("torch.nn.functional.nll_loss")
-def nll_loss(c: Call) -> Optional[Cost]:
+def nll_loss(c: Call) -> Cost | None:
     """Gathers one log-probability per sample: reads those and the targets, writes the loss."""
     x, t = c.get(0, "input"), c.get(1, "target")
     if x.itemsize is None or t.nbytes is None:
@@ -117,7 +116,7 @@ def nll_loss(c: Call) -> Optional[Cost]:
 
 
 @register("torch.nn.functional.mse_loss", "torch.nn.functional.l1_loss")
-def mse_loss(c: Call) -> Optional[Cost]:
+def mse_loss(c: Call) -> Cost | None:
     """Subtract, square (or abs) and sum: 3 per element. Backward: input, target and dLoss read,
     dInput written, 2 per element (subtract, scale)."""
     x, t = c.get(0, "input"), c.get(1, "target")
@@ -193,7 +192,7 @@ _TAPS = {"nearest": 0, "nearest-exact": 0, "linear": 2, "bilinear": 4, "bicubic"
 
 
 @register("torch.nn.functional.interpolate", "torch.nn.functional.upsample")
-def interpolate(c: Call) -> Optional[Cost]:
+def interpolate(c: Call) -> Cost | None:
     """2 FLOPs (multiply-add) per interpolation tap per output element; nearest copies (0).
     `area` mode is adaptive average pooling and antialiasing widens the taps: na. Backward: the
     same taps (dY times each weight added into dX; nearest: one add per dY element), dY read and
@@ -215,7 +214,7 @@ def interpolate(c: Call) -> Optional[Cost]:
 
 
 @register("torch.nn.functional.embedding", "torch.embedding")
-def embedding(c: Call) -> Optional[Cost]:
+def embedding(c: Call) -> Cost | None:
     """A gather: the indices and the selected rows are read, the rows written. No FLOPs.
     Backward (dense): the indices and dOut read, the whole dWeight written, one add per dOut
     element scattered into it."""
@@ -230,7 +229,7 @@ def embedding(c: Call) -> Optional[Cost]:
 
 
 @register("torch.nn.functional.embedding_bag")
-def embedding_bag(c: Call) -> Optional[Cost]:
+def embedding_bag(c: Call) -> Cost | None:
     """Rows gathered and reduced per bag: one add per gathered element (mean: plus one divide per
     output element; max: one comparison per gathered element)."""
     idx, w, offsets = c.get(0, "input"), c.get(1, "weight"), c.tensor(2, "offsets")

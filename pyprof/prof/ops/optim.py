@@ -12,7 +12,6 @@ summary says which were missing.
 """
 from __future__ import annotations
 
-from typing import Optional
 
 from ..registry import SIMT, Call, Cost, Unknowable, fmt_params, register
 from ..values import ITEMSIZE
@@ -20,8 +19,8 @@ from ..values import ITEMSIZE
 _MISSING = object()
 
 
-def _step_cost(c: Call, flops: int, states: int, dtype: Optional[str], numel: int, count: int,
-               fused_op: str) -> Optional[Cost]:
+def _step_cost(c: Call, flops: int, states: int, dtype: str | None, numel: int, count: int,
+               fused_op: str) -> Cost | None:
     size = ITEMSIZE.get(dtype) if isinstance(dtype, str) else None  # a list: mixed dtypes
     if size is None:
         return None
@@ -56,7 +55,7 @@ def _knobs(c: Call, *names: str) -> tuple:
 
 
 @register("torch.optim.SGD.step")
-def sgd(c: Call) -> Optional[Cost]:
+def sgd(c: Call) -> Cost | None:
     momentum, wd = _knobs(c, "momentum", "weight_decay")
     numel, count, dtype = _params(c)
     flops = 2 + (2 if momentum else 0) + (2 if wd else 0)
@@ -64,7 +63,7 @@ def sgd(c: Call) -> Optional[Cost]:
 
 
 def _adam(decoupled: bool):
-    def formula(c: Call) -> Optional[Cost]:
+    def formula(c: Call) -> Cost | None:
         amsgrad, wd = _knobs(c, "amsgrad", "weight_decay")
         numel, count, dtype = _params(c)
         flops = 12 + (1 if amsgrad else 0) + ((1 if decoupled else 2) if wd else 0)

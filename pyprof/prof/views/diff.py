@@ -8,37 +8,71 @@ import argparse
 import csv
 import json
 import sys
-from typing import BinaryIO, List, Optional, TextIO
+from types import ModuleType
+from typing import Iterable, TextIO
 
-from ..errors import EXIT_USAGE, PyprofError
-from ..progress import on_terminal
-from .groups import Groups
-from .output import columnated_writer, csv_cell
-from .reader import open_input
-from .scan import analysed
-from .summary import Summary
-from .units import duration
+from ...errors import EXIT_USAGE, PyprofError
+from ...progress import on_terminal
+from ..analysis import Facts
+from ..groups import Groups
+from ..output import columnated_writer, csv_cell
+from ..reader import open_input, records
+from ..scan import feed
+from ..units import duration
+from ..warnings_tally import Tally
 
+FLAG = "--diff"
+ORDER = 3
+JSON = True
 # Grouping by a column that needs no analysis skips it (JSON decoding speed); tc needs it.
 _NEEDS_FACTS = frozenset(("tc",))
 
 
-def totals(stream: BinaryIO, by: str, summary: Summary, strict: bool = False) -> Groups:
-    """Kernel time and count per group of one record file."""
-    groups = Groups(by)
+def add_arguments(group: argparse._ArgumentGroup) -> None:
+    """--diff BASE NEW (grouped by --summary's --by, cut by its --top)."""
+    group.add_argument("--diff", nargs=2, metavar=("BASE", "NEW"),
+                       help="group time before and after, sorted by absolute change (--by op, kernel, layer, ...)")
 
-    def add(rec: dict, f) -> None:
+
+def wanted(args: argparse.Namespace) -> bool:
+    """--diff given."""
+    return bool(args.diff)
+
+
+def check(args: argparse.Namespace, chosen: list[ModuleType]) -> None:
+    """--diff reads its own two files and runs alone."""
+    if not wanted(args):
+        return
+    if len(chosen) > 1 or args.file != "-":
+        raise PyprofError("--diff takes its two files itself; no other input or view", EXIT_USAGE)
+    if args.diff == ["-", "-"]:
+        raise PyprofError("--diff: at most one side can be stdin", EXIT_USAGE)
+
+
+class Totals(Groups):
+    """Kernel time and count per group of one record file: a scan.Sink."""
+
+    def __init__(self, by: str) -> None:
+        super().__init__(by)
+        self.needs_facts = by in _NEEDS_FACTS
+
+    def add(self, rec: dict, f: Facts) -> None:
+        """Count one record (memcpy/memset records do not count)."""
         if rec.get("kind", "kernel") == "kernel":
             dur = rec.get("kDuration")
             if type(dur) is not int:
                 raise TypeError(f"kDuration is {type(dur).__name__}, not an integer")
-            groups.add(rec, f, dur)
-    for _ in analysed(stream, summary, strict, by in _NEEDS_FACTS, add, on_terminal("pyprof.prof", True)):
-        pass
+            super().add(rec, f, dur)
+
+
+def totals(numbered: Iterable[tuple[int, dict]], by: str, tally: Tally, strict: bool = False) -> Groups:
+    """Kernel time and count per group of one record file's (line number, record) pairs."""
+    groups = Totals(by)
+    feed(numbered, tally, [groups], strict, on_terminal("pyprof.prof", True))
     return groups
 
 
-def _ratio(new: Optional[int], base: Optional[int]) -> Optional[float]:
+def _ratio(new: int | None, base: int | None) -> float | None:
     return new / base if new is not None and base else None
 
 
@@ -62,15 +96,15 @@ def compare(base: Groups, new: Groups) -> dict:
 KEYS = ["group", "base_ns", "new_ns", "delta_ns", "ratio", "base_count", "new_count"]
 
 
-def _ratio_text(r: Optional[float]) -> str:
+def _ratio_text(r: float | None) -> str:
     return "na" if r is None else f"{r:.2f}x"
 
 
-def _time(ns: Optional[int]) -> str:
+def _time(ns: int | None) -> str:
     return "-" if ns is None else duration(ns)  # "-": the group is absent on that side
 
 
-def write_text(d: dict, out: TextIO, width: int = 120, top: Optional[int] = None) -> None:
+def write_text(d: dict, out: TextIO, width: int = 120, top: int | None = None) -> None:
     """Columnated rows, then the totals line."""
     write = columnated_writer(out, [d["by"].capitalize(), "Base", "New", "Delta", "Ratio", "Count"],
                               [0, 10, 10, 11, 7, 9], width)
@@ -81,7 +115,7 @@ def write_text(d: dict, out: TextIO, width: int = 120, top: Optional[int] = None
                _ratio_text(r["ratio"]), f"{r['base_count']}>{r['new_count']}"])
 
 
-def write_csv(d: dict, out: TextIO, top: Optional[int] = None) -> None:
+def write_csv(d: dict, out: TextIO, top: int | None = None) -> None:
     """Rows then a `(total)` row; na for unknown."""
     w = csv.writer(out, lineterminator="\n")
     w.writerow([d["by"]] + KEYS[1:])
@@ -92,17 +126,14 @@ def write_csv(d: dict, out: TextIO, top: Optional[int] = None) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """`--diff BASE NEW` from parsed command-line `args`."""
-    base_path, new_path = args.diff
-    if base_path == "-" and new_path == "-":
-        raise PyprofError("--diff: at most one side can be stdin", EXIT_USAGE)
-    sides: List[Groups] = []
-    for path in (base_path, new_path):
-        summary = Summary()
+    sides: list[Groups] = []
+    for path in args.diff:
+        tally = Tally()
         with open_input(path) as stream:
-            sides.append(totals(stream, args.by, summary, args.strict))
-        if summary.bad_lines or summary.warnings:
+            sides.append(totals(records(stream, tally, args.strict), args.by, tally, args.strict))
+        if tally.bad_lines or tally.warnings:
             print(f"pyprof.prof: {path}:", file=sys.stderr)
-            summary.report()
+            tally.report()
     d = compare(*sides)
     if args.json:
         json.dump(d if not args.top else dict(d, rows=d["rows"][:args.top]), sys.stdout, indent=1)

@@ -8,18 +8,43 @@ import argparse
 import csv
 import json
 import sys
-from typing import BinaryIO, List, Optional, TextIO
+from types import ModuleType
+from typing import Iterable, TextIO
 
-from ..progress import on_terminal
+from ...errors import EXIT_USAGE, PyprofError
+from ..analysis import Facts
+from ..groups import KEYS, SORTS, Group, Groups
+from ..intervals import Timelines
+from ..output import columnated_writer, csv_cell
+from ..scan import feed
+from ..units import duration, pct, rate, si
+from ..warnings_tally import Tally
 from .advice import Evidence, advise, notes
-from .analysis import Facts
-from .groups import Group, Groups
-from .intervals import Timelines
-from .output import columnated_writer, csv_cell
-from .reader import open_input
-from .scan import analysed
-from .summary import Summary
-from .units import duration, pct, rate, si
+
+FLAG = "--summary"
+ORDER = 1
+JSON = True
+
+
+def add_arguments(group: argparse._ArgumentGroup) -> None:
+    """--summary and the grouping options it shares with --diff (--by, --top, --sort)."""
+    group.add_argument("--summary", action="store_true",
+                       help="capture header (span, GPU busy %%, idle gaps, Tensor Core shares), one row per "
+                            "group, and advice")
+    group.add_argument("--by", choices=list(KEYS), default="op", help="group kernels by (default op)")
+    group.add_argument("--top", type=int, metavar="N", help="only the first N groups")
+    group.add_argument("--sort", choices=list(SORTS), default="time", help="row order (default time)")
+
+
+def wanted(args: argparse.Namespace) -> bool:
+    """--summary given."""
+    return args.summary
+
+
+def check(args: argparse.Namespace, chosen: list[ModuleType]) -> None:
+    """--top counts groups."""
+    if args.top is not None and args.top < 1:
+        raise PyprofError("--top needs a positive number", EXIT_USAGE)
 
 
 def _int(rec: dict, key: str) -> int:
@@ -30,7 +55,9 @@ def _int(rec: dict, key: str) -> int:
 
 
 class Profile:
-    """Everything the summary shows, accumulated record by record (O(groups) memory)."""
+    """Everything the summary shows, accumulated record by record (O(groups) memory): a scan.Sink."""
+
+    needs_facts = True
 
     def __init__(self, by: str = "op") -> None:
         self.groups = Groups(by)
@@ -54,9 +81,9 @@ class Profile:
             return
         self.kernels += 1
         self.gpu_time += dur
-        if f.tc == "1":
+        if f.tc:
             self.tc_time += dur
-        elif f.tc == "0":
+        elif f.tc is False:
             self.simt_time += dur
         device = rec.get("device")
         self.timelines.add(device, start, end)
@@ -93,11 +120,10 @@ class Profile:
         }
 
 
-def collect(stream: BinaryIO, summary: Summary, by: str = "op", strict: bool = False) -> Profile:
-    """One pass over `stream` into a Profile."""
+def collect(numbered: Iterable[tuple[int, dict]], tally: Tally, by: str = "op", strict: bool = False) -> Profile:
+    """One pass over `numbered` ((line number, record) pairs) into a Profile."""
     prof = Profile(by)
-    for _rec, _facts, _ in analysed(stream, summary, strict, fn=prof.add):
-        pass
+    feed(numbered, tally, [prof], strict)
     return prof
 
 
@@ -109,7 +135,7 @@ def row_values(g: Group, gpu_time: int) -> dict:
             "tc_pct": g.tc_share}
 
 
-def report(prof: Profile, sort: str = "time", top: Optional[int] = None) -> dict:
+def report(prof: Profile, sort: str = "time", top: int | None = None) -> dict:
     """The whole summary as one JSON-able object: header, rows, advice, notes."""
     header = prof.header()
     groups = prof.groups.sorted(sort)
@@ -141,7 +167,7 @@ def write_csv(rep: dict, out: TextIO) -> None:
         w.writerow([csv_cell(r[k]) for k in CSV_KEYS])
 
 
-def header_lines(rep: dict) -> List[str]:
+def header_lines(rep: dict) -> list[str]:
     """The capture header as text lines."""
     h = rep["header"]
     devs = h["devices"]
@@ -164,7 +190,7 @@ def header_lines(rep: dict) -> List[str]:
     return lines
 
 
-def advice_lines(rep: dict) -> List[str]:
+def advice_lines(rep: dict) -> list[str]:
     """Advice and notes as text lines."""
     lines = []
     if rep["advice"]:
@@ -202,32 +228,20 @@ def write_text(rep: dict, out: TextIO, width: int = 120) -> None:
         out.write(line + "\n")
 
 
-def main(args: argparse.Namespace) -> int:
-    """`--summary` and/or `--plot` from parsed command-line `args`: one pass over the input."""
-    plot = None
-    if args.plot:
-        from .roofline import Points, require_matplotlib
-        require_matplotlib()  # fail before reading anything
-        plot = Points()
-    summary = Summary()
-    prof = Profile(args.by)
-    add = prof.add if plot is None else (lambda rec, f: (prof.add(rec, f), plot.add(rec, f)))
-    with open_input(args.file) as stream:
-        for _ in analysed(stream, summary, args.strict, fn=add, progress=on_terminal("pyprof.prof", True)):
-            pass
-    if plot is not None:
-        from .roofline import plot as draw
-        for line in draw(plot, args.plot):
-            print(f"pyprof.prof: {line}", file=sys.stderr)
-    if args.summary:
-        rep = report(prof, args.sort, args.top)
-        if args.json:
-            write_json(rep, sys.stdout)
-        elif args.csv:
-            write_csv(rep, sys.stdout)
-            for line in header_lines(rep) + advice_lines(rep):  # CSV holds the rows only
-                print(line, file=sys.stderr)
-        else:
-            write_text(rep, sys.stdout, args.width or 120)
-    summary.report()
-    return 0
+def sink(args: argparse.Namespace) -> Profile:
+    """An empty Profile grouped as the command line asks."""
+    return Profile(args.by)
+
+
+def write(prof: Profile, args: argparse.Namespace) -> None:
+    """The summary in the form the command line asks for: text, --csv (the header and advice go
+    to stderr then) or --json."""
+    rep = report(prof, args.sort, args.top)
+    if args.json:
+        write_json(rep, sys.stdout)
+    elif args.csv:
+        write_csv(rep, sys.stdout)
+        for line in header_lines(rep) + advice_lines(rep):  # CSV holds the rows only
+            print(line, file=sys.stderr)
+    else:
+        write_text(rep, sys.stdout, args.width or 120)

@@ -11,7 +11,7 @@ from ..text import count
 MAX_LINE_MESSAGES = 20
 
 
-class Summary:
+class Tally:
     """Counts of what prof could not work out, by kind and by name."""
 
     def __init__(self) -> None:
@@ -26,16 +26,19 @@ class Summary:
             bucket = self.warnings[kind] = Counter()
         bucket[name] += 1
 
-    def bad_line(self, lineno: int, reason: str, err: TextIO = sys.stderr) -> None:
-        """Report a malformed input line (the first MAX_LINE_MESSAGES of them) and count it."""
+    def bad_line(self, lineno: int, reason: str, err: TextIO | None = None) -> None:
+        """Report a malformed input line (the first MAX_LINE_MESSAGES of them) on `err` (default
+        stderr) and count it."""
+        err = err or sys.stderr
         self.bad_lines += 1
         if self.bad_lines <= MAX_LINE_MESSAGES:
             print(f"pyprof.prof: line {lineno}: {reason}; line skipped", file=err)
         elif self.bad_lines == MAX_LINE_MESSAGES + 1:
             print("pyprof.prof: more malformed lines; counting them in the summary only", file=err)
 
-    def report(self, err: TextIO = sys.stderr) -> None:
-        """One closing block on stderr, only when something was not understood."""
+    def report(self, err: TextIO | None = None) -> None:
+        """One closing block on `err` (default stderr), only when something was not understood."""
+        err = err or sys.stderr
         if not self.bad_lines and not self.warnings:
             return
         print(f"pyprof.prof: {count(self.records, 'record')}; warnings:", file=err)

@@ -10,20 +10,42 @@ anyway, so no streaming reduction is attempted.
 """
 from __future__ import annotations
 
+import argparse
+import sys
 from collections import defaultdict
-from typing import Dict, List, NamedTuple, Optional
+from types import ModuleType
+from typing import NamedTuple
 
-from ..errors import EXIT_TOOL, PyprofError
-from .analysis import Facts
-from .peaks import FP16_TC, FP32, FP64, FP64_TC, INT8_TC, TF32_TC, Peaks
+from ...errors import EXIT_TOOL, PyprofError
+from ..analysis import Facts
+from ..peaks import FP16_TC, FP32, FP64, FP64_TC, INT8_TC, TF32_TC, Peaks
 
+FLAG = "--plot"
+ORDER = 2
+JSON = False
 NEEDS = "--plot needs matplotlib: pip install matplotlib (or pip install 'pyprof[plot]')"
 MEMORY_ROOF = "#b5651d"
 LABELS = 8          # ops (by total plotted time) whose longest kernel is labelled
 PATH_NAMES = {FP16_TC: "FP16/BF16 Tensor Cores", TF32_TC: "TF32 Tensor Cores", INT8_TC: "INT8 Tensor Cores (TOPS)",
               FP64_TC: "FP64 Tensor Cores", FP32: "FP32 CUDA cores", FP64: "FP64 CUDA cores"}
-COLOURS = {"1": ("#2a9d3f", "Tensor Cores (tc 1)"), "0": ("#d62728", "matrix kernel on CUDA cores (tc 0)"),
-           "-": ("#1f77b4", "other kernels (element-wise, norms, ...)")}
+COLOURS = {True: ("#2a9d3f", "Tensor Cores (tc 1)"), False: ("#d62728", "matrix kernel on CUDA cores (tc 0)"),
+           None: ("#1f77b4", "other kernels (element-wise, norms, ...)")}
+
+
+def add_arguments(group: argparse._ArgumentGroup) -> None:
+    """--plot PNG."""
+    group.add_argument("--plot", metavar="PNG", help="write a roofline plot of every kernel (needs matplotlib)")
+
+
+def wanted(args: argparse.Namespace) -> bool:
+    """--plot given."""
+    return bool(args.plot)
+
+
+def check(args: argparse.Namespace, chosen: list[ModuleType]) -> None:
+    """matplotlib is there, when the plot is asked for (before anything is read)."""
+    if wanted(args):
+        require_matplotlib()
 
 
 def require_matplotlib() -> None:
@@ -38,19 +60,21 @@ class Point(NamedTuple):
     ai: float        # FLOP/B
     tflops: float    # achieved TFLOP/s
     dur: int         # ns
-    tc: str
+    tc: bool | None  # Facts.tc
     op: str
     kernel: str      # short name
 
 
 class Points:
-    """Kernels to plot, fed one analysed record at a time."""
+    """Kernels to plot, fed one analysed record at a time: a scan.Sink."""
+
+    needs_facts = True
 
     def __init__(self) -> None:
-        self.points: List[Point] = []
+        self.points: list[Point] = []
         self.skipped = 0               # kernels without known non-zero FLOPs and bytes
-        self.peaks: Optional[Peaks] = None
-        self.gpu: Optional[str] = None
+        self.peaks: Peaks | None = None
+        self.gpu: str | None = None
         self.paths: set = set()
 
     def add(self, rec: dict, f: Facts) -> None:
@@ -72,17 +96,28 @@ class Points:
                                  rec.get("kShortName") or "?"))
 
 
+def sink(args: argparse.Namespace) -> Points:
+    """No points yet."""
+    return Points()
+
+
+def write(pts: Points, args: argparse.Namespace) -> None:
+    """Draw the plot; what it shows and leaves out goes to stderr."""
+    for line in plot(pts, args.plot):
+        print(f"pyprof.prof: {line}", file=sys.stderr)
+
+
 def short_kernel(name: str, keep: int = 26) -> str:
     """A kernel name cut to `keep` characters (with an ellipsis) for labels."""
     return name if len(name) <= keep else name[:keep - 1] + "\u2026"
 
 
-def _labelled(points: List[Point]) -> List[tuple]:
+def _labelled(points: list[Point]) -> list[tuple]:
     """(point, text) for the LABELS ops with the most plotted time: one label per op (its kernels
     often sit in one cluster), at its longest kernel, naming the kernel and how many others."""
-    total: Dict[str, int] = defaultdict(int)
-    longest: Dict[str, Point] = {}
-    kernels: Dict[str, set] = defaultdict(set)
+    total: dict[str, int] = defaultdict(int)
+    longest: dict[str, Point] = {}
+    kernels: dict[str, set] = defaultdict(set)
     for p in points:
         total[p.op] += p.dur
         kernels[p.op].add(p.kernel)
@@ -96,7 +131,7 @@ def _labelled(points: List[Point]) -> List[tuple]:
     return out
 
 
-def plot(pts: Points, path: str) -> List[str]:
+def plot(pts: Points, path: str) -> list[str]:
     """Draw `pts` to the image file `path`; returns notes for stderr (what is not shown, why)."""
     require_matplotlib()
     import matplotlib
@@ -141,11 +176,11 @@ def plot(pts: Points, path: str) -> List[str]:
 
     # Biggest first so small markers stay visible on top. Area ~ time, relative to the longest.
     longest = max((p.dur for p in pts.points), default=1)
-    for tc in ("-", "0", "1"):
-        sel = sorted((p for p in pts.points if p.tc == tc), key=lambda p: -p.dur)
+    for tc in (None, False, True):
+        sel = sorted((p for p in pts.points if p.tc is tc), key=lambda p: -p.dur)
         if not sel:
             continue
-        colour, name = COLOURS.get(tc, COLOURS["-"])
+        colour, name = COLOURS[tc]
         ax.scatter([p.ai for p in sel], [p.tflops for p in sel], s=[20 + 380 * p.dur / longest for p in sel],
                    c=colour, alpha=0.55, edgecolors="white", linewidths=0.5, zorder=3)
         handles.append(Line2D([], [], ls="", marker="o", ms=8, color=colour, alpha=0.7,
@@ -174,7 +209,7 @@ def plot(pts: Points, path: str) -> List[str]:
     return notes
 
 
-def _label(fig, ax, chosen: List[tuple]) -> None:
+def _label(fig, ax, chosen: list[tuple]) -> None:
     """Label points: to the right of the point (to the left in the right third of the plot),
     trying offsets further up and down until the label overlaps no label placed before."""
     from math import log10

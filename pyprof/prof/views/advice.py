@@ -7,11 +7,11 @@ above a documented threshold, so a healthy profile prints no advice.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Dict, List, NamedTuple, Optional
+from typing import NamedTuple
 
-from .analysis import Facts
-from .registry import CONV, GEMM
-from .units import duration, si
+from ..analysis import Facts
+from ..registry import CONV, GEMM
+from ..units import duration, si
 
 # Thresholds (documented in docs/prof.md).
 FP32_MIN_PCT = 5.0        # fp32 matrix kernels on CUDA cores: % of GPU time
@@ -35,7 +35,7 @@ class Advice(NamedTuple):
     evidence: dict
 
 
-def _dims(params: str) -> Dict[str, int]:
+def _dims(params: str) -> dict[str, int]:
     """Integer `KEY=value` pairs of a params string (M=..,N=..,K=.. or N=..,C=..,...,g=..)."""
     out = {}
     for part in params.split(","):
@@ -45,11 +45,11 @@ def _dims(params: str) -> Dict[str, int]:
     return out
 
 
-def misaligned(f: Facts) -> Optional[str]:
+def misaligned(f: Facts) -> str | None:
     """`M=..,N=..,K=..` (the dims at fault) when a 16-bit GEMM/conv matrix kernel has a dimension
     that is not a multiple of ALIGN; None otherwise or when the dims are unknown."""
     cost = f.cost
-    if cost is None or f.tc not in ("0", "1") or f.dtype not in ("float16", "bfloat16"):
+    if cost is None or f.tc is None or f.dtype not in ("float16", "bfloat16"):
         return None
     d = _dims(cost.params)
     if cost.kind == GEMM:
@@ -84,7 +84,7 @@ class Evidence:
         op = rec.get("op") or "-"
         if dur < TINY_NS:
             self.tiny += 1
-        if f.tc == "0" and f.dtype == "float32":
+        if f.tc is False and f.dtype == "float32":
             self.fp32_time += dur
             self.fp32_count += 1
             self.fp32_ops[op] += dur
@@ -120,7 +120,12 @@ def _share(part: float, whole: float) -> float:
     return part / whole * 100 if whole else 0.0
 
 
-def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: Optional[float]) -> List[Advice]:
+def _evidence(kernels: int, time: int, pct: float, **more: dict) -> dict:
+    """The numbers behind a rule on a share of GPU time, for --json."""
+    return {"kernels": kernels, "time_ns": time, "pct_gpu_time": round(pct, 2), **more}
+
+
+def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: float | None) -> list[Advice]:
     """The advice that `ev` supports, most time at stake first; `gpu_time` is the summed kernel
     time (ns), `busy_pct` the GPU busy % (None when unknown)."""
     out = []
@@ -132,8 +137,7 @@ def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: Optional[float])
             f"GPU time ({_top(ev.fp32_ops)}) -> let them use Tensor Cores: "
             "torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision('high')), "
             "torch.backends.cudnn.allow_tf32 = True, or AMP (torch.autocast)",
-            {"kernels": ev.fp32_count, "time_ns": ev.fp32_time, "pct_gpu_time": round(p, 2),
-             "top_ops": dict(ev.fp32_ops.most_common(3))})))
+            _evidence(ev.fp32_count, ev.fp32_time, p, top_ops=dict(ev.fp32_ops.most_common(3))))))
     p = _share(ev.align_time, gpu_time)
     if ev.align_count and p >= ALIGN_MIN_PCT:
         ex = "; ".join(f"{k} {duration(v)}" for k, v in ev.align_examples.most_common(3))
@@ -142,8 +146,7 @@ def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: Optional[float])
             f"fp16/bf16 GEMM/conv dims not multiples of {ALIGN}: {ev.align_count} kernels, "
             f"{duration(ev.align_time)} = {p:.1f}% of GPU time ({ex}) -> pad sizes (hidden, vocab, "
             f"channels, batch x seq) to multiples of {ALIGN} (64 is better) so Tensor Cores run full tiles",
-            {"kernels": ev.align_count, "time_ns": ev.align_time, "pct_gpu_time": round(p, 2),
-             "examples": dict(ev.align_examples.most_common(3))})))
+            _evidence(ev.align_count, ev.align_time, p, examples=dict(ev.align_examples.most_common(3))))))
     tiny_pct = _share(ev.tiny, kernels)
     if kernels and busy_pct is not None and busy_pct < LAUNCH_BUSY_PCT and tiny_pct >= LAUNCH_TINY_PCT:
         out.append((gpu_time, Advice(
@@ -161,8 +164,7 @@ def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: Optional[float])
             f"layout conversions (nchwToNhwc/nhwcToNchw): {ev.layout_count} kernels, "
             f"{duration(ev.layout_time)} = {p:.1f}% of GPU time ({_top(ev.layout_ops)}) -> keep activations "
             "NHWC: model.to(memory_format=torch.channels_last) and inputs .to(memory_format=torch.channels_last)",
-            {"kernels": ev.layout_count, "time_ns": ev.layout_time, "pct_gpu_time": round(p, 2),
-             "top_ops": dict(ev.layout_ops.most_common(3))})))
+            _evidence(ev.layout_count, ev.layout_time, p, top_ops=dict(ev.layout_ops.most_common(3))))))
     if ev.host_count:
         kinds = ", ".join(f"{k} {c}" for k, c in sorted(ev.host_kinds.items()))
         out.append((ev.host_time, Advice(
@@ -176,7 +178,7 @@ def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: Optional[float])
     return [a for _, a in out]
 
 
-def notes(ev: Evidence) -> List[str]:
+def notes(ev: Evidence) -> list[str]:
     """What the advice could not check, and why."""
     if ev.copy_records == 0:
         return ["host<->device copies not checked: no memcpy/memset records (parse ran without --memcpy, "
