@@ -34,7 +34,7 @@ def test_rows_typed_values():
     rows = list(pyprof.rows(GPT, columns="idx,op,kernel,sil,tc,flops,tflops"))
     assert len(rows) == 139
     first = rows[0]
-    assert first == {"idx": 0, "op": "embedding", "kernel": "vectorized_gather_kernel", "sil": 2080, "tc": "-",
+    assert first == {"idx": 0, "op": "embedding", "kernel": "vectorized_gather_kernel", "sil": 2080, "tc": None,
                      "flops": 0, "tflops": 0.0}
     assert sum(r["sil"] for r in rows) == 509607
     # The step-counter bump (_foreach_add_) carries 0, the _fused_adamw_ kernel the step's work.
@@ -77,8 +77,9 @@ def test_summary():
 
 
 def test_api_and_cli_share_the_record_loop(tmp_path, capfd):
-    """A record whose kDuration is a string is skipped, with the same line on stderr, by prof's
-    --summary and table and by pyprof.summary/rows (summary() used to raise TypeError)."""
+    """A record whose kDuration is a string is skipped by prof's --summary and table and by
+    pyprof.summary/rows (summary() used to raise TypeError), with the same words: on stderr from
+    the command line, as one ProfWarning (nothing on stderr) from the API."""
     recs = trace_records("lenet")
     recs[3]["kDuration"] = "12"
     path = write_dict(tmp_path, "bad", recs)
@@ -87,14 +88,18 @@ def test_api_and_cli_share_the_record_loop(tmp_path, capfd):
     rc, out, err = prof("--summary", "--json", path)
     assert rc == 0 and err.startswith(skipped) and "1 malformed line skipped" in err
     capfd.readouterr()
-    s = pyprof.summary(path)
-    assert capfd.readouterr().err == err
+    with pytest.warns(pyprof.ProfWarning) as caught:
+        s = pyprof.summary(path)
+    assert capfd.readouterr().err == ""
+    assert str(caught[0].message) == f"{path}: " + "; ".join(
+        line.replace("pyprof.prof: ", "").strip() for line in err.splitlines())
     assert s == json.loads(out) and s["header"]["kernels"] == 43
     rc, out, err = prof("-c", "idx,op,tflops", path)
-    rows = list(pyprof.rows(path, columns="idx,op,tflops", typed=False))
-    assert capfd.readouterr().err == err and err.startswith(skipped.replace("kDuration is str, not an integer",
-                                                                             "unsupported operand type(s) for /: "
-                                                                             "'int' and 'str'"))
+    with pytest.warns(pyprof.ProfWarning, match="unsupported operand type"):
+        rows = list(pyprof.rows(path, columns="idx,op,tflops", typed=False))
+    assert capfd.readouterr().err == "" and err.startswith(skipped.replace("kDuration is str, not an integer",
+                                                                           "unsupported operand type(s) for /: "
+                                                                           "'int' and 'str'"))
     assert [" ".join(r.values()) for r in rows] == out.splitlines()[1:] and len(rows) == 43
 
 

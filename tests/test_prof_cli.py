@@ -60,7 +60,7 @@ def test_default_columns(recs):
 def test_csv_is_quoted_by_the_csv_module(recs):
     out, _ = prof_text(recs, "idx,kernel,params,layer", as_csv=True)
     rows = list(csv.reader(io.StringIO(out)))
-    assert rows[0] == ["Idx", "Kernel", "Params", "Layer"]
+    assert rows[0] == ["idx", "kernel", "params", "layer"]  # keys, as the summary CSV and --json
     assert rows[1][2] == "M=64,N=256,K=512,type=fp16" and rows[1][3] == "encoder:block 1"
 
 
@@ -95,11 +95,17 @@ def test_missing_file():
     assert rc == EXIT_NO_INPUT and err.startswith("pyprof.prof: error: cannot read")
 
 
-def test_sqlite_export_given_by_mistake(tmp_path):
+def test_broken_sqlite_export_is_parse_s_one_line_error(tmp_path):
     f = tmp_path / "net.sqlite"
     f.write_bytes(b"SQLite format 3\x00" + bytes(100))
     rc, _, err = prof([str(f)])
-    assert rc == EXIT_BAD_FORMAT and "pyprof.parse" in err
+    assert rc == EXIT_BAD_FORMAT
+    assert err == f"pyprof.prof: error: {f}: not a SQLite database (expected an Nsight Systems SQLite export)\n"
+
+
+def test_sqlite_export_on_stdin_is_refused(tmp_path):
+    rc, _, err = prof([], (b"SQLite format 3\x00" + bytes(100)))
+    assert rc == EXIT_BAD_FORMAT and "give its path (prof parses it)" in err
 
 
 def test_malformed_lines_are_reported_and_skipped(recs):

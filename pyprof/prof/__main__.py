@@ -28,10 +28,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", default="-", help="record file (JSON Lines); stdin when absent or -")
     table.add_arguments(p)
     form = p.add_mutually_exclusive_group()
-    form.add_argument("-w", "--width", type=int, metavar="WIDTH", help="columnated output, WIDTH characters wide")
-    form.add_argument("--csv", action="store_true", help="CSV output (quoted by the csv module)")
+    form.add_argument("-w", "--width", type=int, metavar="WIDTH",
+                      help="columnated output, WIDTH characters wide (default: the terminal's width on a "
+                           "terminal; space separated into a pipe or a file)")
+    form.add_argument("--csv", action="store_true", help="CSV output (quoted by the csv module; keys as headers, "
+                                                         "na and - empty)")
     form.add_argument("--json", action="store_true",
-                      help=f"one JSON object ({', '.join(v.FLAG for v in views.VIEWS if v.JSON)} only)")
+                      help="JSON: one object per kernel per line (typed, keyed by column name; null for na "
+                           f"and -); one object for {', '.join(v.FLAG for v in views.VIEWS if v.JSON)}")
     p.add_argument("--strict", action="store_true", help="stop at the first malformed line (exit status 7)")
     views.add_arguments(p)
     return p
@@ -44,7 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise PyprofError("-w needs a positive width", EXIT_USAGE)
     chosen = views.chosen(args)
     if args.json and not any(v.JSON for v in chosen):
-        raise PyprofError(f"--json needs {views.either(v for v in views.VIEWS if v.JSON)}", EXIT_USAGE)
+        raise PyprofError(f"--json does not apply to {views.either(chosen)} (it does to the per-kernel table, "
+                          f"{views.either(v for v in views.VIEWS if v.JSON)})", EXIT_USAGE)
     return views.run(args, chosen)
 
 

@@ -3,12 +3,13 @@ and value function. -h, the docs and the three output forms all read it.
 
 A value function takes (record, Facts, index) and returns a string. `needs_facts` says whether
 the column needs the analysis (op cost, attribution, Tensor Cores, peaks) at all, so that
-`-c idx,kernel,sil` runs at the speed of JSON decoding. `type` is what a printed value is a
-number of (pyprof.rows gives int/float; `na` and `-` stay text).
+`-c idx,kernel,sil` runs at the speed of JSON decoding. `type` is what a printed value is
+(int, float, bool or str): the typed forms (--json, --parquet, pyprof.rows) give it, with None
+for `na` and `-`, under the column's name, the key every form uses.
 """
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 NA = "na"      # a value that cannot be known
 ABSENT = "-"   # a value that does not apply (no layer, no seq id, tc of an element-wise kernel)
@@ -19,10 +20,11 @@ class Column(NamedTuple):
     header: str
     meaning: str
     unit: str
-    width: int            # columnated output (-w): fixed width, 0 = shares the remaining width
+    width: int            # columnated output (-w): the column's width; an elastic one's starting width
     needs_facts: bool
     value: Callable
     type: type = str      # int, float or str
+    elastic: bool = False  # free text: widens with -w, cut (with an ellipsis) to fit a narrower line
 
 
 def _get(key: str) -> Callable:
@@ -122,21 +124,21 @@ COLUMNS = [
     Column("altseq", "AltSeqId", "sequence ids of the other enclosing op ranges", "", 10, False,
            _joined("altSeqId", ",")),
     Column("tid", "TId", "thread id of the launch call", "", 8, False, _get("tid"), int),
-    Column("layer", "Layer", "user layer ranges (layer:NAME, pyprof.annotate), outermost first", "", 0, False,
-           _joined("layer", ":")),
-    Column("trace", "Trace", "the user's call site file:line (for bprop: the forward op's)", "", 0, False,
-           _get("trace")),
+    Column("layer", "Layer", "user layer ranges (layer:NAME, pyprof.annotate), outermost first", "", 16, False,
+           _joined("layer", ":"), elastic=True),
+    Column("trace", "Trace", "the user's call site file:line (for bprop: the forward op's)", "", 24, False,
+           _get("trace"), elastic=True),
     Column("dir", "Direction", "fprop or bprop", "", 9, False, _get("dir")),
     Column("sub", "Sub", "n-th kernel of the same innermost op range", "", 4, False, _get("subSeqId"), int),
     Column("mod", "Module", "where the op lives: torch, Tensor, torch.nn.functional, ... (aten without a marker)",
-           "", 20, False, _get("mod")),
-    Column("op", "Op", "the operation (conv2d, __add__, SGD.step, ...)", "", 16, False, _get("op")),
-    Column("kernel", "Kernel", "kernel short name", "", 0, False, _get("kShortName")),
-    Column("params", "Params", "the op's shapes and dtype (GEMM: M,N,K; conv: N,C,H,W,K,P,Q,R,S,...)", "", 0,
-           True, _params),
+           "", 20, False, _get("mod"), elastic=True),
+    Column("op", "Op", "the operation (conv2d, __add__, SGD.step, ...)", "", 16, False, _get("op"), elastic=True),
+    Column("kernel", "Kernel", "kernel short name", "", 32, False, _get("kShortName"), elastic=True),
+    Column("params", "Params", "the op's shapes and dtype (GEMM: M,N,K; conv: N,C,H,W,K,P,Q,R,S,...)", "", 32,
+           True, _params, elastic=True),
     Column("sil", "Sil(ns)", "kernel duration on the GPU (silicon time)", "ns", 10, False, _get("kDuration"), int),
     Column("tc", "TC", "Tensor Cores: 1 used, 0 a matrix kernel that did not, - not applicable", "", 3, True,
-           lambda r, f, i: tc_text(f.tc)),
+           lambda r, f, i: tc_text(f.tc), bool),
     Column("device", "Device", "CUDA device id", "", 6, False, _get("device"), int),
     Column("stream", "Stream", "CUDA stream id", "", 6, False, _get("stream"), int),
     Column("grid", "Grid", "grid dimensions (x,y,z)", "", 14, False, _dims("grid")),
@@ -158,7 +160,7 @@ COLUMNS = [
     Column("dtype", "DType", "the dtype the op (GEMM/conv/attention: the kernel) computed in", "", 9, True,
            lambda r, f, i: f.dtype or NA),
     Column("module", "ModulePath", "qualified name of the innermost nn.Module (for bprop: the forward op's)", "",
-           0, False, _get("module")),
+           24, False, _get("module"), elastic=True),
     Column("pid", "PId", "process id", "", 8, False, _get("pid"), int),
     Column("start", "Start(ns)", "kernel start on the GPU timeline", "ns", 20, False, _get("kStart"), int),
     Column("regs", "Regs", "registers per thread", "", 5, False, _get("regs"), int),
@@ -166,6 +168,21 @@ COLUMNS = [
 ]
 BY_NAME = {c.name: c for c in COLUMNS}
 DEFAULT = "idx,dir,sub,mod,op,kernel,params,sil"
+
+
+def typed(kind: type, text: str) -> Any:
+    """A printed value as `kind` (a column's type): None for `na`, `-` and a value that is not a
+    `kind` (a malformed record's); tc's `1`/`0` as True/False."""
+    if text == NA or text == ABSENT:
+        return None
+    if kind is str:
+        return text
+    if kind is bool:
+        return text == "1" if text in ("1", "0") else None
+    try:
+        return kind(text)
+    except ValueError:
+        return None
 
 
 def select(spec: str) -> list:

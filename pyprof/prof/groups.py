@@ -17,6 +17,8 @@ def _layer(rec: dict, f: Facts) -> str:
     return ":".join(map(str, rec.get("layer") or [])) or "-"
 
 
+GROUP_WIDTH = 24  # the group name's starting width in text tables (elastic: it takes what -w leaves)
+
 # --by KEY: the group a kernel record belongs to.
 KEYS: dict[str, Callable[[dict, Facts], str]] = {
     "op": lambda rec, f: rec.get("op") or "-",

@@ -23,7 +23,7 @@ from types import ModuleType
 from typing import Iterable
 
 from ...progress import on_terminal
-from ..reader import open_input, records
+from ..reader import numbered
 from ..scan import feed
 from ..warnings_tally import Tally
 from . import table
@@ -66,8 +66,7 @@ def run(args: argparse.Namespace, views: list[ModuleType]) -> int:
     tally = Tally()
     # Only the table writes while it reads: a progress line would break into its rows.
     progress = on_terminal("pyprof.prof", results_at_end=table not in views)
-    with open_input(args.file) as stream:
-        feed(records(stream, tally, args.strict), tally, sinks, args.strict, progress)
+    feed(numbered(args.file, tally, args.strict), tally, sinks, args.strict, progress)
     for view, sink in zip(views, sinks):
         view.write(sink, args)
     tally.report()

@@ -14,9 +14,9 @@ from typing import Iterable, TextIO
 from ...errors import EXIT_USAGE, PyprofError
 from ...progress import on_terminal
 from ..analysis import Facts
-from ..groups import Groups
-from ..output import columnated_writer, csv_cell
-from ..reader import open_input, records
+from ..groups import GROUP_WIDTH, Groups
+from ..output import columnated_writer, csv_cell, layout, text_width
+from ..reader import numbered
 from ..scan import feed
 from ..units import duration
 from ..warnings_tally import Tally
@@ -47,6 +47,8 @@ def check(args: argparse.Namespace, chosen: list[ModuleType]) -> None:
         raise PyprofError("--diff takes its two files itself; no other input or view", EXIT_USAGE)
     if args.diff == ["-", "-"]:
         raise PyprofError("--diff: at most one side can be stdin", EXIT_USAGE)
+    if args.width is not None:
+        layout([GROUP_WIDTH] + TEXT_WIDTHS, [True] + [False] * len(TEXT_WIDTHS), args.width)
 
 
 class Totals(Groups):
@@ -94,6 +96,7 @@ def compare(base: Groups, new: Groups) -> dict:
 
 
 KEYS = ["group", "base_ns", "new_ns", "delta_ns", "ratio", "base_count", "new_count"]
+TEXT_WIDTHS = [10, 10, 11, 7, 9]
 
 
 def _ratio_text(r: float | None) -> str:
@@ -107,7 +110,7 @@ def _time(ns: int | None) -> str:
 def write_text(d: dict, out: TextIO, width: int = 120, top: int | None = None) -> None:
     """Columnated rows, then the totals line."""
     write = columnated_writer(out, [d["by"].capitalize(), "Base", "New", "Delta", "Ratio", "Count"],
-                              [0, 10, 10, 11, 7, 9], width)
+                              [GROUP_WIDTH] + TEXT_WIDTHS, width, [True] + [False] * len(TEXT_WIDTHS))
     rows = d["rows"][:top] if top else d["rows"]
     for r in rows + [dict(d["total"], group="(total)")]:
         delta = ("+" if r["delta_ns"] > 0 else "") + duration(r["delta_ns"])
@@ -129,8 +132,7 @@ def main(args: argparse.Namespace) -> int:
     sides: list[Groups] = []
     for path in args.diff:
         tally = Tally()
-        with open_input(path) as stream:
-            sides.append(totals(records(stream, tally, args.strict), args.by, tally, args.strict))
+        sides.append(totals(numbered(path, tally, args.strict), args.by, tally, args.strict))
         if tally.bad_lines or tally.warnings:
             print(f"pyprof.prof: {path}:", file=sys.stderr)
             tally.report()
@@ -141,5 +143,5 @@ def main(args: argparse.Namespace) -> int:
     elif args.csv:
         write_csv(d, sys.stdout, args.top)
     else:
-        write_text(d, sys.stdout, args.width or 120, args.top)
+        write_text(d, sys.stdout, text_width(args.width, [GROUP_WIDTH] + TEXT_WIDTHS), args.top)
     return 0

@@ -13,9 +13,9 @@ from typing import Iterable, TextIO
 
 from ...errors import EXIT_USAGE, PyprofError
 from ..analysis import Facts
-from ..groups import KEYS, SORTS, Group, Groups
+from ..groups import GROUP_WIDTH, KEYS, SORTS, Group, Groups
 from ..intervals import Timelines
-from ..output import columnated_writer, csv_cell
+from ..output import columnated_writer, csv_cell, layout, text_width
 from ..scan import feed
 from ..units import duration, pct, rate, si
 from ..warnings_tally import Tally
@@ -31,9 +31,9 @@ def add_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--summary", action="store_true",
                        help="capture header (span, GPU busy %%, idle gaps, Tensor Core shares), one row per "
                             "group, and advice")
-    group.add_argument("--by", choices=list(KEYS), default="op", help="group kernels by (default op)")
-    group.add_argument("--top", type=int, metavar="N", help="only the first N groups")
-    group.add_argument("--sort", choices=list(SORTS), default="time", help="row order (default time)")
+    group.add_argument("--by", choices=list(KEYS), help="group kernels by (--summary, --diff; default op)")
+    group.add_argument("--top", type=int, metavar="N", help="only the first N groups (--summary, --diff)")
+    group.add_argument("--sort", choices=list(SORTS), help="row order (--summary; default time)")
 
 
 def wanted(args: argparse.Namespace) -> bool:
@@ -41,10 +41,25 @@ def wanted(args: argparse.Namespace) -> bool:
     return args.summary
 
 
+# The grouping options and the views they apply to: given to another, they are an error, not
+# silently ignored (the per-kernel table has no groups).
+_GROUPING = {"--by": ("--summary", "--diff"), "--top": ("--summary", "--diff"), "--sort": ("--summary",)}
+
+
 def check(args: argparse.Namespace, chosen: list[ModuleType]) -> None:
-    """--top counts groups."""
+    """--by/--top/--sort only with a view that groups; --top counts groups; -w holds the table.
+    Fills in the defaults (--by op, --sort time)."""
+    flags = {getattr(v, "FLAG", None) for v in chosen}
+    for opt, views in _GROUPING.items():
+        if getattr(args, opt[2:]) is not None and not flags & set(views):
+            raise PyprofError(f"{opt} applies to {' and '.join(views)} only (the per-kernel table has no groups)",
+                              EXIT_USAGE)
     if args.top is not None and args.top < 1:
         raise PyprofError("--top needs a positive number", EXIT_USAGE)
+    args.by = args.by or "op"
+    args.sort = args.sort or "time"
+    if wanted(args) and args.width is not None:
+        layout([GROUP_WIDTH] + TEXT_WIDTHS, [True] + [False] * len(TEXT_WIDTHS), args.width)
 
 
 def _int(rec: dict, key: str) -> int:
@@ -206,6 +221,7 @@ TEXT_HEADERS = ["Time", "%Time", "Count", "FLOPs", "TFLOP/s", "%Peak", "Bytes", 
 TEXT_WIDTHS = [9, 6, 6, 9, 8, 6, 9, 9, 5]
 
 
+
 def _lower_bound(v: str, na: int) -> str:
     return v + "+" if na and v != "na" else v  # "+": some kernels of the group are na
 
@@ -215,7 +231,8 @@ def write_text(rep: dict, out: TextIO, width: int = 120) -> None:
     for line in header_lines(rep):
         out.write(line + "\n")
     out.write("\n")
-    write = columnated_writer(out, [rep["by"].capitalize()] + TEXT_HEADERS, [0] + TEXT_WIDTHS, width)
+    write = columnated_writer(out, [rep["by"].capitalize()] + TEXT_HEADERS, [GROUP_WIDTH] + TEXT_WIDTHS, width,
+                              [True] + [False] * len(TEXT_WIDTHS))
     for r in rep["rows"]:
         write([r["group"].replace(" ", "_"), duration(r["time_ns"]), pct(r["pct_time"]), str(r["count"]),
                _lower_bound(si(r["flops"]), r["flops_na"]), rate(r["tflops"], 3), pct(r["pct_peak"]),
@@ -244,4 +261,5 @@ def write(prof: Profile, args: argparse.Namespace) -> None:
         for line in header_lines(rep) + advice_lines(rep):  # CSV holds the rows only
             print(line, file=sys.stderr)
     else:
-        write_text(rep, sys.stdout, args.width or 120)
+        write_text(rep, sys.stdout, text_width(args.width, [GROUP_WIDTH] + TEXT_WIDTHS))
+
