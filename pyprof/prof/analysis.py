@@ -8,7 +8,7 @@ from dataclasses import replace
 from . import ops  # noqa: F401  (fills the op table)
 from .ops.gemm import aten_gemm
 from . import peaks as peaks_mod
-from .registry import ATTN, CONV, GEMM, MMA_KINDS, Call, Cost, Unknowable, lookup
+from .registry import ATTN, CONV, GEMM, MMA_KINDS, Call, Cost, Unknowable, lookup, retype
 from .warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
 from .values import ITEMSIZE
@@ -124,7 +124,7 @@ class Analyzer:
         autocast = marker.get("autocast")
         if cost is not None and cost.kind in MMA_KINDS and cost.dtype == "float32" and autocast in ITEMSIZE:
             # Under autocast the arguments are fp32 but the matrix kernel runs in `autocast`.
-            cost = replace(cost, dtype=autocast)
+            cost = replace(cost, dtype=autocast, params=retype(cost.params, autocast))
         return cost, None if cost is not None else ("op arguments not understood", f"{mod}.{op}")
 
     def facts(self, rec: dict) -> Facts:

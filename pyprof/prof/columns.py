@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+from .registry import retype
+
 NA = "na"      # a value that cannot be known
 ABSENT = "-"   # a value that does not apply (no layer, no seq id, tc of an element-wise kernel)
 
@@ -110,7 +112,10 @@ def tc_text(tc: bool | None) -> str:
 def _params(rec, f, idx):
     if rec.get("kind", "kernel") != "kernel":
         return f"bytes={rec.get('bytes')},kind={rec.get('copyKind', rec.get('kind'))}"
-    return NA if f.cost is None else f.cost.params
+    if f.cost is None:
+        return NA
+    # The dtype the kernel ran in, when its name said otherwise than the marker (DType's value).
+    return retype(f.cost.params, f.dtype) if f.dtype is not None and f.dtype != f.cost.dtype else f.cost.params
 
 
 def _smem(rec, f, idx):

@@ -120,3 +120,9 @@ def fmt_params(dtype: str | None, **fields: Any) -> str:
     parts.append(f"type={short(dtype)}")
     return ",".join(parts)
 
+
+def retype(params: str, dtype: str | None) -> str:
+    """`params` as fmt_params wrote it (`type=` last), saying `dtype` instead: the dtype the
+    kernel computed in, where autocast or the kernel's name says it differs from the marker's."""
+    head, sep, _ = params.rpartition("type=")
+    return head + sep + short(dtype) if sep else params
