@@ -127,14 +127,14 @@ def dataframe(path: str | os.PathLike, columns: str | list[str] | None = None, *
 def summary(path: str | os.PathLike, by: str = "op", sort: str = "time", top: int | None = None, *,
             memcpy: bool = False) -> dict[str, Any]:
     """The `--summary --json` object of `path`: header (span, busy %, gaps, Tensor Core shares),
-    rows per group (`by`: op, kernel, layer, module, dir, tc, stream), advice and notes.
+    rows per group (`by`: op, kernel, shape, layer, module, dir, tc, stream, or several joined
+    by commas, e.g. "op,shape"), advice and notes.
     Records skipped and warnings come as one ProfWarning, as in rows()."""
-    from pyprof.prof.groups import KEYS, SORTS
+    from pyprof.prof.groups import SORTS, by_keys
     from pyprof.prof.reader import numbered
     from pyprof.prof.views.summary import collect, report
 
-    if by not in KEYS:
-        raise ValueError(f"by must be one of {', '.join(KEYS)}")
+    by = ",".join(by_keys(by))  # ValueError naming the keys
     if sort not in SORTS:
         raise ValueError(f"sort must be one of {', '.join(SORTS)}")
     tally = _tally()

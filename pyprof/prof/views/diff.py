@@ -81,10 +81,10 @@ def _ratio(new: int | None, base: int | None) -> float | None:
 def compare(base: Groups, new: Groups) -> dict:
     """The diff as one JSON-able object: rows sorted by |delta| (then name), and totals."""
     rows = []
-    for name in set(base.groups) | set(new.groups):
-        b, n = base.groups.get(name), new.groups.get(name)
+    for key in set(base.groups) | set(new.groups):
+        b, n = base.groups.get(key), new.groups.get(key)
         bt, nt = (b.time if b else None), (n.time if n else None)
-        rows.append({"group": name, "base_ns": bt, "new_ns": nt, "delta_ns": (nt or 0) - (bt or 0),
+        rows.append({"group": (b or n).name, "base_ns": bt, "new_ns": nt, "delta_ns": (nt or 0) - (bt or 0),
                      "ratio": _ratio(nt, bt), "base_count": b.count if b else 0, "new_count": n.count if n else 0})
     rows.sort(key=lambda r: (-abs(r["delta_ns"]), r["group"]))
     bt = sum(g.time for g in base.groups.values())

@@ -13,11 +13,11 @@ from typing import Iterable, TextIO
 
 from ...errors import EXIT_USAGE, PyprofError
 from ..analysis import Facts
-from ..groups import GROUP_WIDTH, KEYS, SORTS, Group, Groups
+from ..groups import GROUP_WIDTH, KEYS, SORTS, Group, Groups, by_keys
 from ..intervals import Timelines
 from ..output import columnated_writer, csv_cell, layout, text_width
 from ..scan import feed
-from ..units import duration, pct, rate, si
+from ..units import duration, kernel_label, pct, rate, si
 from ..warnings_tally import Tally
 from .advice import Evidence, advise, notes
 
@@ -31,9 +31,19 @@ def add_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--summary", action="store_true",
                        help="capture header (span, GPU busy %%, idle gaps, Tensor Core shares), one row per "
                             "group, and advice")
-    group.add_argument("--by", choices=list(KEYS), help="group kernels by (--summary, --diff; default op)")
+    group.add_argument("--by", type=_by, metavar="KEYS",
+                       help=f"group kernels by one of {', '.join(KEYS)}, or several joined by commas (op,shape: "
+                            "one group per op and input shapes); --summary, --diff; default op")
     group.add_argument("--top", type=int, metavar="N", help="only the first N groups (--summary, --diff)")
     group.add_argument("--sort", choices=list(SORTS), help="row order (--summary; default time)")
+
+
+def _by(spec: str) -> str:
+    """A --by value, checked (argparse turns the error into a usage error)."""
+    try:
+        return ",".join(by_keys(spec))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def wanted(args: argparse.Namespace) -> bool:
@@ -142,10 +152,12 @@ def collect(numbered: Iterable[tuple[int, dict]], tally: Tally, by: str = "op", 
     return prof
 
 
-def row_values(g: Group, gpu_time: int) -> dict:
-    """One group as the JSON/CSV row (raw numbers; None where unknown)."""
-    return {"group": g.name, "time_ns": g.time, "pct_time": g.time / gpu_time * 100 if gpu_time else None,
-            "count": g.count, "flops": g.known_flops(), "flops_na": g.flops_na, "tflops": g.tflops,
+def row_values(g: Group, gpu_time: int, keys: list[str]) -> dict:
+    """One group as the JSON/CSV row (raw numbers; None where unknown): its name, the value of
+    each --by key under the key's name, then the numbers."""
+    return {"group": g.name, **dict(zip(keys, g.keys)), "time_ns": g.time,
+            "pct_time": g.time / gpu_time * 100 if gpu_time else None, "count": g.count, **g.stats(),
+            "flops": g.known_flops(), "flops_na": g.flops_na, "tflops": g.tflops,
             "pct_peak": g.pct_peak, "bytes": g.known_bytes(), "bytes_na": g.bytes_na, "gbps": g.gbps,
             "tc_pct": g.tc_share}
 
@@ -158,7 +170,7 @@ def report(prof: Profile, sort: str = "time", top: int | None = None) -> dict:
     rest = groups[len(shown):]
     advice = advise(prof.evidence, prof.kernels, prof.gpu_time, header["busy_pct"])
     return {"by": prof.groups.by, "sort": sort, "header": header,
-            "rows": [row_values(g, prof.gpu_time) for g in shown],
+            "rows": [row_values(g, prof.gpu_time, prof.groups.keys) for g in shown],
             "more": {"groups": len(rest), "time_ns": sum(g.time for g in rest)},
             "advice": [{"kind": a.kind, "text": a.text, "evidence": a.evidence} for a in advice],
             "notes": notes(prof.evidence)}
@@ -170,16 +182,17 @@ def write_json(rep: dict, out: TextIO) -> None:
     out.write("\n")
 
 
-CSV_KEYS = ["group", "time_ns", "pct_time", "count", "flops", "flops_na", "tflops", "pct_peak", "bytes",
-            "bytes_na", "gbps", "tc_pct"]
+CSV_KEYS = ["time_ns", "pct_time", "count", "avg_ns", "med_ns", "min_ns", "max_ns", "stddev_ns", "flops",
+            "flops_na", "tflops", "pct_peak", "bytes", "bytes_na", "gbps", "tc_pct"]
 
 
 def write_csv(rep: dict, out: TextIO) -> None:
-    """The rows as CSV (header line = CSV_KEYS, the `by` key's name first); na for unknown."""
+    """The rows as CSV: one column per --by key (under its name), then CSV_KEYS; empty for unknown."""
+    keys = rep["by"].split(",") + CSV_KEYS
     w = csv.writer(out, lineterminator="\n")
-    w.writerow([rep["by"]] + CSV_KEYS[1:])
+    w.writerow(keys)
     for r in rep["rows"]:
-        w.writerow([csv_cell(r[k]) for k in CSV_KEYS])
+        w.writerow([csv_cell(r[k]) for k in keys])
 
 
 def header_lines(rep: dict) -> list[str]:
@@ -217,8 +230,9 @@ def advice_lines(rep: dict) -> list[str]:
     return lines
 
 
-TEXT_HEADERS = ["Time", "%Time", "Count", "FLOPs", "TFLOP/s", "%Peak", "Bytes", "GB/s", "%TC"]
-TEXT_WIDTHS = [9, 6, 6, 9, 8, 6, 9, 9, 5]
+TEXT_HEADERS = ["Time", "%Time", "Count", "Avg", "Med", "Min", "Max", "StdDev", "FLOPs", "TFLOP/s", "%Peak",
+                "Bytes", "GB/s", "%TC"]
+TEXT_WIDTHS = [9, 6, 6, 8, 8, 8, 8, 8, 9, 8, 6, 9, 9, 4]
 
 
 
@@ -231,10 +245,14 @@ def write_text(rep: dict, out: TextIO, width: int = 120) -> None:
     for line in header_lines(rep):
         out.write(line + "\n")
     out.write("\n")
-    write = columnated_writer(out, [rep["by"].capitalize()] + TEXT_HEADERS, [GROUP_WIDTH] + TEXT_WIDTHS, width,
-                              [True] + [False] * len(TEXT_WIDTHS))
+    write = columnated_writer(out, [rep["by"].replace(",", "+").capitalize()] + TEXT_HEADERS,
+                              [GROUP_WIDTH] + TEXT_WIDTHS, width, [True] + [False] * len(TEXT_WIDTHS))
+    keys = rep["by"].split(",")
     for r in rep["rows"]:
-        write([r["group"].replace(" ", "_"), duration(r["time_ns"]), pct(r["pct_time"]), str(r["count"]),
+        name = " ".join(kernel_label(r[k]) if k == "kernel" else r[k] for k in keys)
+        write([name, duration(r["time_ns"]), pct(r["pct_time"]), str(r["count"]),
+               duration(r["avg_ns"]), duration(r["med_ns"]), duration(r["min_ns"]), duration(r["max_ns"]),
+               duration(r["stddev_ns"]),
                _lower_bound(si(r["flops"]), r["flops_na"]), rate(r["tflops"], 3), pct(r["pct_peak"]),
                _lower_bound(si(r["bytes"], "B"), r["bytes_na"]), rate(r["gbps"], 1), pct(r["tc_pct"], 0)])
     more = rep["more"]
