@@ -59,3 +59,9 @@ def kernel_label(name: str) -> str:
                 label = label[:i]
                 break
     return _RETURN_TYPE.sub("", label, count=1).strip()
+
+
+def group_label(row: dict, keys: list[str]) -> str:
+    """A --summary/--diff row's group for a text table: the value of each --by key, a kernel's
+    name by kernel_label()."""
+    return " ".join(kernel_label(row[k]) if k == "kernel" else row[k] for k in keys)

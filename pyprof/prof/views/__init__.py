@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import Iterable
 
 from ...progress import on_terminal
+from .. import filters
 from ..reader import numbered
 from ..scan import feed
 from ..warnings_tally import Tally
@@ -48,6 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("views (docs/prof.md: Where the time goes)")
     for view in VIEWS:
         view.add_arguments(group)
+    filters.add_arguments(parser)
 
 
 def chosen(args: argparse.Namespace) -> list[ModuleType]:
@@ -55,6 +57,7 @@ def chosen(args: argparse.Namespace) -> list[ModuleType]:
     asked = [v for v in VIEWS if v.wanted(args)] or [table]
     for view in [table] + VIEWS:
         view.check(args, asked)
+    filters.build(args)  # a bad REGEX or window is a usage error before anything is read
     return asked
 
 
@@ -63,10 +66,12 @@ def run(args: argparse.Namespace, views: list[ModuleType]) -> int:
     if len(views) == 1 and hasattr(views[0], "main"):
         return views[0].main(args)
     sinks = [v.sink(args) for v in views]
+    keep = filters.build(args)
+    fed = sinks if keep is None else [filters.Filtered(s, keep) for s in sinks]
     tally = Tally()
     # Only the table writes while it reads: a progress line would break into its rows.
     progress = on_terminal("pyprof.prof", results_at_end=table not in views)
-    feed(numbered(args.file, tally, args.strict), tally, sinks, args.strict, progress)
+    feed(numbered(args.file, tally, args.strict), tally, fed, args.strict, progress)
     for view, sink in zip(views, sinks):
         view.write(sink, args)
     tally.report()

@@ -16,9 +16,10 @@ from ...progress import on_terminal
 from ..analysis import Facts
 from ..groups import GROUP_WIDTH, Groups
 from ..output import columnated_writer, csv_cell, layout, text_width
+from .. import filters
 from ..reader import numbered
 from ..scan import feed
-from ..units import duration
+from ..units import duration, group_label
 from ..warnings_tally import Tally
 
 FLAG = "--diff"
@@ -67,10 +68,13 @@ class Totals(Groups):
             super().add(rec, f, dur)
 
 
-def totals(numbered: Iterable[tuple[int, dict]], by: str, tally: Tally, strict: bool = False) -> Groups:
-    """Kernel time and count per group of one record file's (line number, record) pairs."""
+def totals(numbered: Iterable[tuple[int, dict]], by: str, tally: Tally, strict: bool = False,
+           keep: filters.Keep | None = None) -> Groups:
+    """Kernel time and count per group of one record file's (line number, record) pairs (those
+    `keep` accepts, when given)."""
     groups = Totals(by)
-    feed(numbered, tally, [groups], strict, on_terminal("pyprof.prof", True))
+    feed(numbered, tally, [groups if keep is None else filters.Filtered(groups, keep)], strict,
+         on_terminal("pyprof.prof", True))
     return groups
 
 
@@ -84,7 +88,7 @@ def compare(base: Groups, new: Groups) -> dict:
     for key in set(base.groups) | set(new.groups):
         b, n = base.groups.get(key), new.groups.get(key)
         bt, nt = (b.time if b else None), (n.time if n else None)
-        rows.append({"group": (b or n).name, "base_ns": bt, "new_ns": nt, "delta_ns": (nt or 0) - (bt or 0),
+        rows.append({"group": (b or n).name, **dict(zip(base.keys, (b or n).keys)), "base_ns": bt, "new_ns": nt, "delta_ns": (nt or 0) - (bt or 0),
                      "ratio": _ratio(nt, bt), "base_count": b.count if b else 0, "new_count": n.count if n else 0})
     rows.sort(key=lambda r: (-abs(r["delta_ns"]), r["group"]))
     bt = sum(g.time for g in base.groups.values())
@@ -112,19 +116,23 @@ def write_text(d: dict, out: TextIO, width: int = 120, top: int | None = None) -
     write = columnated_writer(out, [d["by"].capitalize(), "Base", "New", "Delta", "Ratio", "Count"],
                               [GROUP_WIDTH] + TEXT_WIDTHS, width, [True] + [False] * len(TEXT_WIDTHS))
     rows = d["rows"][:top] if top else d["rows"]
-    for r in rows + [dict(d["total"], group="(total)")]:
+    keys = d["by"].split(",")
+    labelled = [(group_label(r, keys), r) for r in rows] + [("(total)", d["total"])]
+    for label, r in labelled:
         delta = ("+" if r["delta_ns"] > 0 else "") + duration(r["delta_ns"])
-        write([r["group"].replace(" ", "_"), _time(r["base_ns"]), _time(r["new_ns"]), delta,
+        write([label, _time(r["base_ns"]), _time(r["new_ns"]), delta,
                _ratio_text(r["ratio"]), f"{r['base_count']}>{r['new_count']}"])
 
 
 def write_csv(d: dict, out: TextIO, top: int | None = None) -> None:
-    """Rows then a `(total)` row; na for unknown."""
+    """One column per --by key, then the numbers; rows then a `(total)` row (in the first key's
+    column); empty for unknown."""
+    keys = d["by"].split(",")
     w = csv.writer(out, lineterminator="\n")
-    w.writerow([d["by"]] + KEYS[1:])
+    w.writerow(keys + KEYS[1:])
     rows = d["rows"][:top] if top else d["rows"]
-    for r in rows + [dict(d["total"], group="(total)")]:
-        w.writerow([csv_cell(r[k]) for k in KEYS])
+    for r in rows + [dict(d["total"], **{keys[0]: "(total)"})]:
+        w.writerow([csv_cell(r.get(k)) for k in keys + KEYS[1:]])
 
 
 def main(args: argparse.Namespace) -> int:
@@ -132,7 +140,7 @@ def main(args: argparse.Namespace) -> int:
     sides: list[Groups] = []
     for path in args.diff:
         tally = Tally()
-        sides.append(totals(numbered(path, tally, args.strict), args.by, tally, args.strict))
+        sides.append(totals(numbered(path, tally, args.strict), args.by, tally, args.strict, filters.build(args)))
         if tally.bad_lines or tally.warnings:
             print(f"pyprof.prof: {path}:", file=sys.stderr)
             tally.report()

@@ -17,7 +17,7 @@ from ..groups import GROUP_WIDTH, KEYS, SORTS, Group, Groups, by_keys
 from ..intervals import Timelines
 from ..output import columnated_writer, csv_cell, layout, text_width
 from ..scan import feed
-from ..units import duration, kernel_label, pct, rate, si
+from ..units import duration, group_label, pct, rate, si
 from ..warnings_tally import Tally
 from .advice import Evidence, advise, notes
 
@@ -249,8 +249,7 @@ def write_text(rep: dict, out: TextIO, width: int = 120) -> None:
                               [GROUP_WIDTH] + TEXT_WIDTHS, width, [True] + [False] * len(TEXT_WIDTHS))
     keys = rep["by"].split(",")
     for r in rep["rows"]:
-        name = " ".join(kernel_label(r[k]) if k == "kernel" else r[k] for k in keys)
-        write([name, duration(r["time_ns"]), pct(r["pct_time"]), str(r["count"]),
+        write([group_label(r, keys), duration(r["time_ns"]), pct(r["pct_time"]), str(r["count"]),
                duration(r["avg_ns"]), duration(r["med_ns"]), duration(r["min_ns"]), duration(r["max_ns"]),
                duration(r["stddev_ns"]),
                _lower_bound(si(r["flops"]), r["flops_na"]), rate(r["tflops"], 3), pct(r["pct_peak"]),

@@ -102,6 +102,10 @@ class Table:
         """Write the row of one record."""
         self.write(self.cells(rec, facts))
 
+    def skip(self) -> None:
+        """A record left out by a filter: no row, but it keeps its place in idx."""
+        self.cells.idx += 1
+
 
 def sink(args: argparse.Namespace) -> Table:
     """The table the command line asks for, on stdout: columnated to the terminal when stdout is
