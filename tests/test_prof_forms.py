@@ -141,3 +141,18 @@ def test_table_fits_the_terminal_it_writes_to(monkeypatch):
     out.seek(0), out.truncate()
     table.sink(args).add({"op": "x" * 300, "kShortName": "k"}, None)
     assert out.getvalue().splitlines()[1] == "0 " + "x" * 300 + " k"
+
+
+def test_launch_latency_is_kernel_start_minus_launch_call_start(tmp_path):
+    import pyprof
+
+    recs = trace_text("lenet").splitlines()
+    first = json.loads(recs[0])
+    assert first["kStart"] - first["launch"]["start"] == 11850673 - 11798189
+    got = [r["latency"] for r in pyprof.rows(write_dict(tmp_path, "lenet"), columns="latency")]
+    assert got == [json.loads(line)["kStart"] - json.loads(line)["launch"]["start"] for line in recs]
+    assert got[0] == 52484 and min(got) > 0
+    orphan = dict(first, launch=None)
+    path = write_dict(tmp_path, "orphan", [orphan])
+    rc, out, _ = prof("-c", "idx,latency", path)
+    assert out.splitlines()[1] == "0 -"

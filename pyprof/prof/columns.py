@@ -118,6 +118,12 @@ def _params(rec, f, idx):
     return retype(f.cost.params, f.dtype) if f.dtype is not None and f.dtype != f.cost.dtype else f.cost.params
 
 
+def _latency(rec, f, idx):
+    launch, start = rec.get("launch"), rec.get("kStart")
+    t = launch.get("start") if isinstance(launch, dict) else None
+    return str(start - t) if type(start) is int and type(t) is int else ABSENT
+
+
 def _smem(rec, f, idx):
     s, d = rec.get("staticShared"), rec.get("dynamicShared")
     return NA if s is None and d is None else str((s or 0) + (d or 0))
@@ -168,6 +174,9 @@ COLUMNS = [
            24, False, _get("module"), elastic=True),
     Column("pid", "PId", "process id", "", 8, False, _get("pid"), int),
     Column("start", "Start(ns)", "kernel start on the GPU timeline", "ns", 20, False, _get("kStart"), int),
+    Column("latency", "Lat(ns)", "launch latency: kernel start on the GPU minus the start of its launch call "
+           "(cudaLaunchKernel, cudaGraphLaunch, ...) on the CPU; - without a launch call", "ns", 9, False, _latency,
+           int),
     Column("regs", "Regs", "registers per thread", "", 5, False, _get("regs"), int),
     Column("smem", "SMem(B)", "shared memory per block, static plus dynamic", "B", 8, False, _smem, int),
 ]
