@@ -175,3 +175,13 @@ def test_bad_time_fields_are_bad_lines(tmp_path):
 def test_per_kernel_view_unchanged(tmp_path):
     rc, out, _ = prof("-c", "idx,op,sil", write_dict(tmp_path, "lenet"))
     assert rc == 0 and out.splitlines()[0].split() == ["Idx", "Op", "Sil(ns)"] and len(out.splitlines()) == 45
+
+
+def test_kernels_above_a_roof_are_explained():
+    note = rep("resnet")["notes"][0]
+    assert note.startswith("9 kernels above a roof (%BW or %Peak over 100; highest 245.9%, SGD.step; Bound says "
+                           "over): ")
+    assert "L2 cache" in note and "the op's row is its honest rate" in note
+    sgd = next(r for r in rep("resnet")["rows"] if r["group"] == "SGD.step")
+    assert sgd["gbps"] / 3352.32 * 100 < 100  # the op's rate over all its kernels stays under the roof
+    assert not any("above a roof" in n for n in rep("gpt")["notes"])

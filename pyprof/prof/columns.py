@@ -76,18 +76,43 @@ def _ai(rec, f, idx):
     return _rate(f.flops, f.bytes, 1.0, ".2f")
 
 
-def _pct_peak(rec, f, idx):
+def pct_of_peak(rec: dict, f) -> float | None:
+    """The kernel's FLOP rate as % of its math path's peak; None when unknown."""
     peak, dur = f.peak_tflops, _dur(rec)
     if peak is None or f.flops is None or not dur:
-        return NA
-    return format(f.flops / dur * 1e-3 / peak * 100, ".1f")
+        return None
+    return f.flops / dur * 1e-3 / peak * 100
+
+
+def pct_of_bandwidth(rec: dict, f) -> float | None:
+    """The kernel's byte rate as % of the GPU's peak memory bandwidth; None when unknown."""
+    dur = _dur(rec)
+    if f.peaks is None or not f.peaks.gbps or f.bytes is None or not dur:
+        return None
+    return f.bytes / dur / f.peaks.gbps * 100
+
+
+def over_roof(rec: dict, f) -> bool:
+    """True when the kernel's algorithmic rate is above a roof (%Peak or %BW over 100): the
+    model cannot hold it (its data came from cache, or its op's work is counted on it while
+    other kernels did part of it; docs/prof.md)."""
+    return (pct_of_peak(rec, f) or 0) > 100 or (pct_of_bandwidth(rec, f) or 0) > 100
+
+
+def _pct(value: float | None) -> str:
+    return NA if value is None else format(value, ".1f")
+
+
+def _pct_peak(rec, f, idx):
+    return _pct(pct_of_peak(rec, f))
 
 
 def _pct_bw(rec, f, idx):
-    dur = _dur(rec)
-    if f.peaks is None or not f.peaks.gbps or f.bytes is None or not dur:
-        return NA
-    return format(f.bytes / dur / f.peaks.gbps * 100, ".1f")
+    return _pct(pct_of_bandwidth(rec, f))
+
+
+def _bound(rec, f, idx):
+    return "over" if over_roof(rec, f) else bound(f)
 
 
 def bound(f) -> str:
@@ -164,8 +189,9 @@ COLUMNS = [
     Column("peak", "%Peak", "achieved FLOP rate as % of the GPU's dense peak for the kernel's math path", "%",
            6, True, _pct_peak, float),
     Column("bw", "%BW", "achieved memory rate as % of the GPU's peak memory bandwidth", "%", 6, True, _pct_bw, float),
-    Column("bound", "Bound", "compute or memory: arithmetic intensity against the roofline ridge point", "", 8,
-           True, lambda r, f, i: bound(f)),
+    Column("bound", "Bound", "compute or memory: arithmetic intensity against the roofline ridge point; over: "
+           "the achieved rate is above a roof (%Peak or %BW over 100: cache hits, or work shared with other "
+           "kernels)", "", 8, True, _bound),
     Column("path", "MathPath", "peak the kernel is held against: fp16_tc (also bf16), tf32_tc, int8_tc, "
            "fp64_tc, fp32, fp64", "", 8, True, lambda r, f, i: f.path or NA),
     Column("dtype", "DType", "the dtype the op (GEMM/conv/attention: the kernel) computed in", "", 9, True,

@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import NamedTuple
 
+from ...text import count
 from ..analysis import Facts
+from ..columns import over_roof, pct_of_bandwidth, pct_of_peak
 from ..registry import CONV, GEMM
 from ..units import duration, si
 
@@ -78,10 +80,15 @@ class Evidence:
         self.copy_records = 0       # memcpy and memset records of any kind
         self.host_count = self.host_bytes = self.host_time = 0
         self.host_kinds: Counter = Counter()
+        self.over_count = 0         # kernels above a roof (columns.over_roof)
+        self.over_max: tuple = (0.0, "")  # the highest %Peak/%BW among them, and its op
 
     def kernel(self, rec: dict, f: Facts, dur: int) -> None:
         """Look at one kernel record."""
         op = rec.get("op") or "-"
+        if over_roof(rec, f):
+            self.over_count += 1
+            self.over_max = max(self.over_max, (max(pct_of_peak(rec, f) or 0, pct_of_bandwidth(rec, f) or 0), op))
         if dur < TINY_NS:
             self.tiny += 1
         if f.tc is False and f.dtype == "float32":
@@ -179,8 +186,15 @@ def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: float | None) ->
 
 
 def notes(ev: Evidence) -> list[str]:
-    """What the advice could not check, and why."""
+    """What the advice could not check, and why; what the numbers cannot mean."""
+    out = []
+    if ev.over_count:
+        pct, op = ev.over_max
+        out.append(f"{count(ev.over_count, 'kernel')} above a roof (%BW or %Peak over 100; highest {pct:.1f}%, "
+                   f"{op}; Bound says over): algorithmic bytes and FLOPs are not what the hardware moved: inputs "
+                   "read from L2 cache rather than DRAM, or an op's work counted on its first kernel while others "
+                   "shared it (foreach optimizer steps); the op's row is its honest rate (docs/prof.md)")
     if ev.copy_records == 0:
-        return ["host<->device copies not checked: no memcpy/memset records (parse ran without --memcpy, "
-                "or the step made none): run `python -m pyprof.parse --memcpy` to see them"]
-    return []
+        out.append("host<->device copies not checked: no memcpy/memset records (parse ran without --memcpy, "
+                   "or the step made none): run `python -m pyprof.parse --memcpy` to see them")
+    return out
