@@ -108,3 +108,33 @@ def test_errors():
         next(pyprof.records("/nonexistent.dict"))
     with pytest.raises(PyprofError):
         next(pyprof.records(os.path.join(ROOT, "README.md")[:-3] + ".sqlite"))
+
+
+def test_dataframe_is_typed_takes_a_path_and_prints_nothing(tmp_path, capfd):
+    pd = pytest.importorskip("pandas")
+    import pathlib
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a clean trace: no ProfWarning either
+        df = pyprof.dataframe(pathlib.Path(write_dict(tmp_path, "gpt")), columns="idx,op,sil,tc,flops,peak,layer,seq")
+    assert capfd.readouterr().err == ""
+    numeric = {c: str(t) for c, t in df.dtypes.items() if c not in ("op", "layer")}
+    assert numeric == {"idx": "int64", "sil": "int64", "tc": "boolean", "flops": "int64", "peak": "float64",
+                       "seq": "float64"}  # seq: absent on some kernels, so float with NaN
+    assert not pd.api.types.is_numeric_dtype(df.op) and df.op[0] == "embedding"
+    assert df.tc.isna().sum() > 0 and df.tc.sum() == 31  # 31 Tensor Core kernels, <NA> where not applicable
+    assert df.seq.isna().sum() > 0 and "-" not in set(df.layer)
+    assert df.attrs["warnings"] == {}
+
+
+def test_warnings_come_once_as_a_prof_warning_with_the_tally(tmp_path, capfd):
+    pytest.importorskip("pandas")
+    recs = trace_records("lenet")
+    recs[0]["marker"]["op"] = "frobnicate"
+    path = write_dict(tmp_path, "odd", recs)
+    with pytest.warns(pyprof.ProfWarning) as caught:
+        df = pyprof.dataframe(path, columns="op,flops")
+    assert capfd.readouterr().err == "" and len(caught) == 1
+    assert str(caught[0].message) == f"{path}: 44 records; warnings:; unknown op: 1 kernel: torch.nn.functional.frobnicate (1)"
+    assert df.attrs["warnings"] == {"unknown op": {"torch.nn.functional.frobnicate": 1}}

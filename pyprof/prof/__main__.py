@@ -6,26 +6,36 @@ import argparse
 from typing import NoReturn, Sequence
 
 from ..cli import Parser
-from ..errors import (EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_NO_INPUT,
-                      EXIT_USAGE, PyprofError, run_cli)
+from ..errors import (EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_CORRUPT, EXIT_INCOMPLETE, EXIT_INTERRUPTED,
+                      EXIT_NO_INPUT, EXIT_NO_KERNELS, EXIT_TOOL, EXIT_USAGE, PyprofError, run_cli)
 from . import views
 from .columns import help_table
 from .views import table
 
-_EPILOG = (f"exit status: 0 done (warnings, if any, summarised on stderr); {EXIT_USAGE} bad command line;\n"
-           f"{EXIT_NO_INPUT} input missing or unreadable; {EXIT_BAD_FORMAT} not a record file (e.g. an nsys "
-           f"SQLite export);\n{EXIT_BAD_LINE} malformed line under --strict; {EXIT_INCOMPLETE} the input ends where "
-           f"pyprof.parse failed (rows before it were printed); {EXIT_INTERRUPTED} interrupted.")
+_EPILOG = f"""\
+exit status (one line on stderr for each failure; docs/prof.md):
+  0    done (warnings, if any, summarised on stderr)
+  {EXIT_USAGE}    bad command line: unknown option or column, -w narrower than the columns need, an
+       option given to a view it does not apply to (--top without --summary), a bad --kernel REGEX
+  {EXIT_NO_INPUT}    input missing or unreadable
+  {EXIT_BAD_FORMAT}    neither a record file nor an nsys export (an export on stdin: give its path)
+  {EXIT_NO_KERNELS}, {EXIT_CORRUPT}, {EXIT_TOOL} an nsys export given as input: as pyprof.parse (no kernels; corrupted; .nsys-rep without nsys)
+  {EXIT_BAD_LINE}    malformed line under --strict
+  {EXIT_INCOMPLETE}    the input ends where pyprof.parse failed (rows before it were printed)
+  {EXIT_INTERRUPTED}  interrupted"""
 
 
 def parser() -> argparse.ArgumentParser:
     """The command line; -h lists every column with its meaning and unit."""
     p = Parser(
         "pyprof.prof",
-        description="One row per GPU kernel from `python -m pyprof.parse` output: attribution, "
-                    "FLOPs, bytes, Tensor Core use and distance from the GPU's peaks.",
+        description="One row per GPU kernel from `python -m pyprof.parse` output (or an nsys export, "
+                    "parsed on the fly): attribution, FLOPs, bytes, Tensor Core use and distance from the GPU's "
+                    "peaks; or a view of where the time goes (--summary, --plot, --diff, --modules). On a "
+                    "terminal tables fit its width; into a pipe rows are space separated for awk and sort.",
         epilog=help_table() + "\n\n" + _EPILOG)
-    p.add_argument("file", nargs="?", default="-", help="record file (JSON Lines); stdin when absent or -")
+    p.add_argument("file", nargs="?", default="-", help="record file (JSON Lines), or an nsys export (.sqlite, "
+                                                        ".nsys-rep: parsed on the fly); stdin when absent or -")
     table.add_arguments(p)
     form = p.add_mutually_exclusive_group()
     form.add_argument("-w", "--width", type=int, metavar="WIDTH",

@@ -32,7 +32,8 @@ _NEEDS_FACTS = frozenset(("tc",))
 def add_arguments(group: argparse._ArgumentGroup) -> None:
     """--diff BASE NEW (grouped by --summary's --by, cut by its --top)."""
     group.add_argument("--diff", nargs=2, metavar=("BASE", "NEW"),
-                       help="group time before and after, sorted by absolute change (--by op, kernel, layer, ...)")
+                       help="group time before and after, sorted by absolute change (grouped by --by, cut by "
+                            "--top)")
 
 
 def wanted(args: argparse.Namespace) -> bool:
