@@ -4,10 +4,19 @@ by the call's own marker) and kernels of PyTorch's private ops called outside an
 from __future__ import annotations
 
 import pytest
-import torch
 
-from test_prof_helpers import analyse, marker, record
+from test_prof_helpers import analyse, record
 from test_views_common import prof, write_dict
+
+
+def t(shape: list, dtype: str = "float32") -> dict:
+    """A tensor argument as markers encode it (docs/markers.md)."""
+    return {"shape": shape, "dtype": dtype}
+
+
+def marker(mod: str, op: str, *args) -> dict:
+    """An op marker with these (already encoded) arguments; no torch needed."""
+    return {"v": 1, "kind": "op", "mod": mod, "op": op, "args": list(args), "site": "net.py:7"}
 
 
 def seed_record(m: dict) -> dict:
@@ -18,34 +27,33 @@ def seed_record(m: dict) -> dict:
 
 
 def test_loss_backward_seed_is_one_scalar_written():
-    loss = torch.tensor(2.5)
-    (f,), warnings = analyse([seed_record(marker("Tensor", "backward", loss))])
+    (f,), warnings = analyse([seed_record(marker("Tensor", "backward", t([])))])
     assert (f.flops, f.bytes, f.dtype, f.cost.params) == (0, 4, "float32", "shape=[],type=fp32")
     assert warnings.warnings == {}
 
 
 def test_non_scalar_backward_seed_and_given_gradients():
-    out = torch.zeros(8, 16, dtype=torch.float16)
+    out = t([8, 16], "float16")
     (f,), _ = analyse([seed_record(marker("Tensor", "backward", out))])
     assert (f.flops, f.bytes) == (0, 8 * 16 * 2)
     # A given gradient is used as is: the call fills no seed.
-    (f,), _ = analyse([seed_record(marker("Tensor", "backward", out, torch.ones_like(out)))])
+    (f,), _ = analyse([seed_record(marker("Tensor", "backward", out, out))])
     assert (f.flops, f.bytes, f.cost.params) == (0, 0, "shape=-,type=na")
 
 
 def test_autograd_backward_and_grad_seed_only_outputs_without_a_gradient():
-    a, b = torch.zeros(4, dtype=torch.float64), torch.zeros(2, 3)
-    (f,), _ = analyse([seed_record(marker("torch.autograd", "backward", [a, b], [None, torch.ones(2, 3)]))])
+    a, b = t([4], "float64"), t([2, 3])
+    (f,), _ = analyse([seed_record(marker("torch.autograd", "backward", [a, b], [None, t([2, 3])]))])
     assert (f.bytes, f.cost.params) == (4 * 8, "shape=[4],type=fp64")
-    (f,), _ = analyse([seed_record(marker("torch.autograd", "grad", [a, b], [torch.zeros(1)]))])
+    # grad(outputs, inputs) without grad_outputs: every output seeded
+    (f,), _ = analyse([seed_record(marker("torch.autograd", "grad", [a, b], [t([1])]))])
     assert (f.bytes, f.cost.params) == (4 * 8 + 6 * 4, "shape=[4],[2,3],type=na")
 
 
 def test_backward_kernel_of_a_forward_op_is_still_priced_by_that_op():
-    x = torch.zeros(10, 10)
-    fwd = marker("torch", "relu", x)
+    fwd = marker("torch", "relu", t([10, 10]))
     rec = record(fwd, "void at::native::vectorized_elementwise_kernel<4, threshold_backward>()", "bprop",
-                 marker=marker("Tensor", "backward", torch.tensor(1.0)))
+                 marker=marker("Tensor", "backward", t([])))
     (f,), _ = analyse([rec])
     assert (f.flops, f.bytes) == (100, 3 * 100 * 4)  # relu's backward, not the seed
 
