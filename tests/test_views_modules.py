@@ -54,3 +54,9 @@ def test_backward_kernels_count_for_their_forward_module(tmp_path):
     qkv = [r for r in trace_records("gpt") if r["module"] == "blocks.0.qkv"]
     assert {r["dir"] for r in qkv} == {"fprop", "bprop"}
     assert by["blocks.0.qkv"]["count"] == len(qkv)
+
+
+def test_one_machine_readable_view_at_a_time():
+    rc, out, err = prof("--summary", "--modules", "--json", "x.dict")
+    assert (rc, out, err) == (2, "", "pyprof.prof: error: --json writes one view at a time, not --summary and "
+                                     "--modules\n")

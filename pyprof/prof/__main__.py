@@ -60,6 +60,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json and not any(v.JSON for v in chosen):
         raise PyprofError(f"--json does not apply to {views.either(chosen)} (it does to the per-kernel table, "
                           f"{views.either(v for v in views.VIEWS if v.JSON)})", EXIT_USAGE)
+    writers = [v for v in chosen if v.JSON]
+    if (args.json or args.csv) and len(writers) > 1:
+        raise PyprofError(f"{'--json' if args.json else '--csv'} writes one view at a time, not "
+                          f"{' and '.join(v.FLAG for v in writers)}", EXIT_USAGE)
     return views.run(args, chosen)
 
 
