@@ -1,6 +1,8 @@
 """Synthetic Nsight Systems SQLite exports, shared by the parse tests and benchmarks/parse_speed.py.
 
-They follow /work/shared/notes/nsys-sqlite.md: the real table and column names, StringIds,
+They follow NVIDIA's SQLite Export Schema Reference
+(https://docs.nvidia.com/nsight-systems/2021.5/nsys-exporter/exported_data.html), the real exports
+shipped in examples/ and docs/parse.md ("How the join works"): the real table and column names, StringIds,
 eventType codes (59 push/pop, 60 start/end, 75 domain create), globalTid/globalPid bit encoding,
 per-process domain ids, inline `text` vs registered `textId`, META_DATA_EXPORT, TARGET_INFO_GPU
 and TARGET_INFO_CUDA_DEVICE. Schema variants are switched with constructor flags; tables with no

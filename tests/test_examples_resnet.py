@@ -12,8 +12,7 @@ from test_prof_helpers import analyse
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples"))
-
-from resnet import ResNet18  # noqa: E402
+PARAMETERS = 11689512  # of examples/resnet.py's ResNet18 (test_parameter_count)
 
 
 def conv_flops(n, c, k, p, q, r, s):
@@ -63,12 +62,17 @@ def test_conv_backward_data_and_weight_gradients_each_carry_one_forward(resnet):
     assert rows[2][0].endswith("execute_split_k_kernel__5x_cudnn")
 
 
+def test_parameter_count():
+    pytest.importorskip("torch", reason="builds examples/resnet.py's model: needs torch")
+    from resnet import ResNet18
+    assert sum(p.numel() for p in ResNet18().parameters()) == PARAMETERS
+
+
 def test_sgd_step_with_momentum_and_weight_decay(resnet):
     """6 FLOPs per parameter (decay, momentum, update: 2 each) and 5 passes over fp32 memory
     (param, grad and momentum buffer read; param and buffer written), on the step's first kernel."""
     recs, facts, _ = resnet
-    numel = sum(p.numel() for p in ResNet18().parameters())
-    assert numel == 11689512
+    numel = PARAMETERS
     steps = [(r, f) for r, f in zip(recs, facts) if r["op"] == "SGD.step"]
     kw = steps[0][0]["marker"]["kwargs"]
     assert (kw["momentum"], kw["weight_decay"], kw["params"]["numel"]) == (0.9, 0.0001, numel)

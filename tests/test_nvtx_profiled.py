@@ -1,7 +1,9 @@
 """pyprof.profiled(): emit_nvtx and the CUDA profiler range around the body, on a synchronized device."""
 import contextlib
 
-import torch
+import pytest
+
+torch = pytest.importorskip("torch", reason="pyprof.profiled() drives torch's profiler: needs torch")
 
 import pyprof
 

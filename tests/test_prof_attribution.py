@@ -2,10 +2,8 @@
 boundaries, backward attribution (docs/prof.md, "Attribution")."""
 from __future__ import annotations
 
-import torch
-
 from pyprof.prof.ops import Call, lookup
-from test_prof_helpers import analyse, kernels, marker, record
+from test_prof_helpers import analyse, described, kernels, record, tensor
 
 FN = "torch.nn.functional"
 EW = "void at::native::vectorized_elementwise_kernel<4>(...)"
@@ -17,8 +15,8 @@ def work(recs):
 
 
 def test_simt_op_work_goes_to_its_first_kernel():
-    x = torch.randn(8, 3, 4, 4)
-    m = marker(FN, "batch_norm", x, torch.zeros(3), torch.ones(3), training=True)
+    x = tensor(8, 3, 4, 4)
+    m = described(FN, "batch_norm", x, tensor(3), tensor(3), training=True)
     cost = lookup(FN, "batch_norm")(Call(m))
     got, _ = work(kernels(m, ["batch_norm_collect_statistics_kernel", "batch_norm_elemt_kernel"]))
     assert got == [(cost.flops, cost.bytes), (0, 0)]
@@ -27,7 +25,7 @@ def test_simt_op_work_goes_to_its_first_kernel():
 def test_repeated_identical_calls_are_separate_calls():
     """Same marker twice in a row (a loop): without PyTorch ranges sub-sequence 0 starts a call,
     with them the outermost range's op id does."""
-    m = marker(FN, "relu", torch.randn(4, 4))
+    m = described(FN, "relu", tensor(4, 4))
     got, _ = work(kernels(m, [EW]) + kernels(m, [EW]))
     assert got == [(16, 128), (16, 128)]
     a = kernels(m, [EW], torchOps=[{"name": "aten::relu", "opId": 1}])
@@ -37,8 +35,8 @@ def test_repeated_identical_calls_are_separate_calls():
 
 
 def test_conv_helpers_get_nothing_and_the_conv_kernel_everything():
-    x, w, b = torch.randn(2, 3, 8, 8, dtype=torch.float16), torch.randn(4, 3, 3, 3, dtype=torch.float16), torch.randn(4)
-    m = marker(FN, "conv2d", x, w, b)
+    x, w, b = tensor(2, 3, 8, 8, dtype="float16"), tensor(4, 3, 3, 3, dtype="float16"), tensor(4)
+    m = described(FN, "conv2d", x, w, b)
     cost = lookup(FN, "conv2d")(Call(m))
     ops = [{"name": "aten::conv2d", "opId": 7}, {"name": "aten::cudnn_convolution", "opId": 8}]
     recs = kernels(m, ["void nchwToNhwcKernel<__half, __half, float, true, false, (cudnnKernelDataType_t)0>(...)",
@@ -53,16 +51,16 @@ def test_conv_helpers_get_nothing_and_the_conv_kernel_everything():
 
 
 def test_gemm_with_split_k_reduce():
-    a, b = torch.randn(64, 4096), torch.randn(4096, 64)
-    m = marker("torch", "mm", a, b)
+    a, b = tensor(64, 4096), tensor(4096, 64)
+    m = described("torch", "mm", a, b)
     got, _ = work(kernels(m, ["ampere_sgemm_32x32_sliced1x4_nn", "splitKreduce_kernel"]))
     assert got == [(2 * 64 * 64 * 4096, 4 * (2 * 64 * 4096 + 64 * 64)), (0, 0)]
 
 
 def test_gemm_kernel_work_from_torch_op_sizes():
     """F.linear on a 3-D input runs aten::mm on the folded matrix: the range sizes say so."""
-    x, w = torch.randn(4, 16, 32), torch.randn(8, 32)
-    m = marker(FN, "linear", x, w)
+    x, w = tensor(4, 16, 32), tensor(8, 32)
+    m = described(FN, "linear", x, w)
     rec = kernels(m, ["ampere_sgemm_64x32_sliced1x4_tn"],
                   torchOps=[{"name": "aten::linear", "opId": 3}, {"name": "aten::mm", "opId": 4, "sizes": [[64, 32], [32, 8]]}])
     got, _ = work(rec)
@@ -70,18 +68,18 @@ def test_gemm_kernel_work_from_torch_op_sizes():
 
 
 def test_backward_of_unary_and_binary_ops():
-    x = torch.randn(4, 4)
-    got, _ = work(kernels(marker(FN, "gelu", x), [EW], "bprop"))
+    x = tensor(4, 4)
+    got, _ = work(kernels(described(FN, "gelu", x), [EW], "bprop"))
     assert got == [(16, 3 * 64)]
-    got, _ = work(kernels(marker("torch", "mul", x, x), [EW, EW], "bprop"))
+    got, _ = work(kernels(described("torch", "mul", x, x), [EW, EW], "bprop"))
     # dX = dY·W and dW = dY·X: 16 multiplies each; dY, X, W read and dX, dW written, 64 B each;
     # the whole node on the first kernel of the backward
     assert got == [(2 * 16, 5 * 64), (0, 0)]
 
 
 def test_backward_gemm_kernels_each_carry_one_forward():
-    x, w = torch.randn(32, 64, dtype=torch.bfloat16), torch.randn(16, 64, dtype=torch.bfloat16)
-    m = marker(FN, "linear", x, w, torch.randn(16, dtype=torch.bfloat16))
+    x, w = tensor(32, 64, dtype="bfloat16"), tensor(16, 64, dtype="bfloat16")
+    m = described(FN, "linear", x, w, tensor(16, dtype="bfloat16"))
     cost = lookup(FN, "linear")(Call(m))
     names = ["ampere_bf16_s16816gemm_bf16_64x64_ldg8_f2f_stages_64x5_nn",
              "ampere_bf16_s16816gemm_bf16_64x64_ldg8_f2f_stages_64x5_nt",
@@ -94,7 +92,7 @@ def test_backward_gemm_kernels_each_carry_one_forward():
 
 
 def test_threads_keep_their_own_calls():
-    m1, m2 = marker(FN, "relu", torch.randn(4)), marker(FN, "silu", torch.randn(8))
+    m1, m2 = described(FN, "relu", tensor(4)), described(FN, "silu", tensor(8))
     a = kernels(m1, [EW, EW], tid=1)
     b = kernels(m2, [EW, EW], tid=2)
     got, _ = work([a[0], b[0], a[1], b[1]])
@@ -113,8 +111,8 @@ def test_bprop_without_forward_marker_is_na():
 
 
 def test_sdpa_forward_work_on_the_attention_kernel():
-    q = torch.randn(2, 4, 16, 8, dtype=torch.float16)
-    m = marker(FN, "scaled_dot_product_attention", q, q, q, is_causal=True)
+    q = tensor(2, 4, 16, 8, dtype="float16")
+    m = described(FN, "scaled_dot_product_attention", q, q, q, is_causal=True)
     cost = lookup(FN, "scaled_dot_product_attention")(Call(m))
     got, _ = work(kernels(m, ["void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<...>>(Params)"]))
     assert got == [(cost.flops, cost.bytes)] and cost.flops == 2 * 8 * 16 * 16 * 8

@@ -5,16 +5,17 @@ to need a gradient (markers do not record requires_grad)."""
 from __future__ import annotations
 
 import pytest
-import torch
 
-from test_prof_helpers import kernels, marker, prof_text
-from test_prof_ops import FN, cost_of, t
+from pyprof.prof.ops import Call, lookup
+from test_prof_helpers import described, dtype, kernels, prof_text
+from test_prof_helpers import tensor as t
 
-F16, BF16, I64 = torch.float16, torch.bfloat16, torch.int64
+FN = "torch.nn.functional"
+F16, BF16, I64 = "float16", "bfloat16", "int64"
 
 
-def bwd(*args, **kwargs):
-    c = cost_of(*args, **kwargs)
+def bwd(mod, op, *args, **kwargs):
+    c = lookup(mod, op)(Call(described(mod, op, *args, **kwargs)))
     return c.bwd_flops, c.bwd_bytes
 
 
@@ -71,7 +72,7 @@ REDUCTIONS = [
     # mean over (0, 2) -> 5: one scale per input element; dY 20, dX 480.
     (("torch", "mean", X), {"dim": (0, 2), "keepdim": True}, (120, 20 + 480)),
     # fp16 [4,5] summed in fp32 to one element: dY 4 B (fp32), dX 40 B (fp16).
-    (("torch", "sum", t(4, 5, dtype=F16)), {"dtype": torch.float32}, (0, 4 + 40)),
+    (("torch", "sum", t(4, 5, dtype=F16)), {"dtype": dtype("float32")}, (0, 4 + 40)),
     # prod over dim 1: dY·Y/X, 2 per element; dY 96, X 480, Y 96 read, dX 480 written.
     (("torch", "prod", X, 1), {}, (240, 96 + 480 + 96 + 480)),
     # amax over the last dim of [4,5] -> 4: compare, count, multiply per element (60) + one divide
@@ -135,11 +136,11 @@ def test_backward_kernels_print_numbers_not_na():
     """End to end: the bprop kernels of these ops print the backward formula on the first kernel
     of the node (the others 0), where they printed na before."""
     ops = [
-        (marker("Tensor", "__add__", t(4, 5), t(5)), ["elementwise_kernel", "reduce_kernel"], "15", "180"),
-        (marker("torch", "sum", t(4, 5, 6), 1), ["elementwise_kernel"], "0", "576"),
-        (marker(FN, "max_pool2d", t(2, 3, 9, 9), 3, 2, ceil_mode=True),
+        (described("Tensor", "__add__", t(4, 5), t(5)), ["elementwise_kernel", "reduce_kernel"], "15", "180"),
+        (described("torch", "sum", t(4, 5, 6), 1), ["elementwise_kernel"], "0", "576"),
+        (described(FN, "max_pool2d", t(2, 3, 9, 9), 3, 2, ceil_mode=True),
          ["vectorized_elementwise_kernel", "max_pool_backward_nchw"], "96", "3096"),
-        (marker(FN, "interpolate", t(1, 3, 5, 6), scale_factor=2, mode="bilinear"),
+        (described(FN, "interpolate", t(1, 3, 5, 6), scale_factor=2, mode="bilinear"),
          ["upsample_bilinear2d_backward_out_frame"], "2880", "1800"),
     ]
     recs, expected = [], []

@@ -9,11 +9,10 @@ import subprocess
 import sys
 
 import pytest
-import torch
 
 from pyprof.errors import EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, EXIT_NO_INPUT, EXIT_USAGE
 from pyprof.prof.columns import COLUMNS, DEFAULT
-from test_prof_helpers import kernels, marker, prof_text, record
+from test_prof_helpers import described, kernels, prof_text, record, tensor
 
 ORIGINAL_HEADERS = ["Idx", "SeqId", "AltSeqId", "TId", "Layer", "Trace", "Direction", "Sub", "Module", "Op",
                     "Kernel", "Params", "Sil(ns)", "TC", "Device", "Stream", "Grid", "Block", "FLOPs", "Bytes"]
@@ -31,11 +30,11 @@ def lines_of(recs):
 
 @pytest.fixture
 def recs():
-    x, w = torch.randn(64, 512, dtype=torch.float16), torch.randn(256, 512, dtype=torch.float16)
-    m = marker("torch.nn.functional", "linear", x, w)
+    x, w = tensor(64, 512, dtype="float16"), tensor(256, 512, dtype="float16")
+    m = described("torch.nn.functional", "linear", x, w)
     out = kernels(m, ["ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_tn"],
                   layer=["encoder", "block 1"], seqId=45, altSeqId=[44, 43], torchOps=[])
-    out += kernels(marker("Tensor", "__add__", torch.randn(4, 4), 1.0), ["void at::native::vectorized_elementwise_kernel<4>(...)"])
+    out += kernels(described("Tensor", "__add__", tensor(4, 4), 1.0), ["void at::native::vectorized_elementwise_kernel<4>(...)"])
     return out
 
 

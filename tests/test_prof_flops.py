@@ -3,7 +3,9 @@ for every op both cover. The marker is built by the annotation's encoder from th
 from __future__ import annotations
 
 import pytest
-import torch
+
+torch = pytest.importorskip("torch", reason="compared with torch.utils.flop_counter on real torch calls: needs torch")
+
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count
 

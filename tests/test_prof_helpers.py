@@ -1,12 +1,17 @@
-"""Shared builders for prof's tests: markers through the annotation's own encoder (no second copy
-of docs/markers.md), records shaped like docs/records.md, and prof run in-process."""
+"""Shared builders for prof's tests: markers, records shaped like docs/records.md, and prof run
+in-process. Nothing here needs torch: prof is tested where traces are analysed, without it.
+
+Markers come two ways. `described()` builds one from arguments written as the marker describes
+them (`tensor(4, 5, dtype="float16")`, `dtype("float32")`, JSON scalars and lists): no torch.
+`marker()` runs real torch arguments through the annotation's own encoder, for the tests that
+compare with torch itself. test_nvtx_markers checks the encoder's output against tensor()'s
+descriptions, call by call."""
 from __future__ import annotations
 
 import io
 import json
 from typing import Any, List, Optional
 
-from pyprof.nvtx.marker import op_marker
 from pyprof.prof.__main__ import main
 from pyprof.prof.analysis import Analyzer
 from pyprof.prof.columns import select
@@ -18,9 +23,35 @@ from pyprof.prof.warnings_tally import Tally
 H100 = {"name": "NVIDIA H100 80GB HBM3", "memoryBandwidth": 3352320000000, "smCount": 132, "clockRate": 1980000000}
 
 
+SITE, MODULE = "net.py:7", "net.fc"
+
+
+def tensor(*shape: int, dtype: str = "float32", **layout: Any) -> dict:
+    """A tensor argument as its marker describes it: shape, dtype, and `strides` or `format` when
+    it is not contiguous (docs/markers.md)."""
+    return {"shape": list(shape), "dtype": dtype, **layout}
+
+
+def dtype(name: str) -> dict:
+    """A torch.dtype argument as its marker describes it (`dtype=torch.float32`)."""
+    return {"dtype": name}
+
+
+def described(mod: str, op: str, *args: Any, **kwargs: Any) -> dict:
+    """The decoded marker pyprof pushes for `mod.op(*args, **kwargs)`, the arguments given as the
+    marker describes them (tensor(), dtype(), scalars, lists; tuples become lists)."""
+    m: dict = {"v": 1, "kind": "op", "mod": mod, "op": op, "args": list(args)}
+    if kwargs:
+        m["kwargs"] = kwargs
+    m.update(site=SITE, module=MODULE)
+    return json.loads(json.dumps(m, allow_nan=False))
+
+
 def marker(mod: str, op: str, *args: Any, **kwargs: Any) -> dict:
-    """The decoded marker pyprof pushes for `mod.op(*args, **kwargs)` (real tensors in)."""
-    return json.loads(op_marker(mod, op, args, kwargs or None, site="net.py:7", module="net.fc"))
+    """The decoded marker pyprof pushes for `mod.op(*args, **kwargs)`, real torch arguments in."""
+    # Imported here: the encoder needs torch, and only the tests that hold real tensors call this.
+    from pyprof.nvtx.marker import op_marker
+    return json.loads(op_marker(mod, op, args, kwargs or None, site=SITE, module=MODULE))
 
 
 def record(m: Optional[dict], kernel: str = "elementwise_kernel", direction: str = "fprop",
@@ -71,4 +102,5 @@ def prof_text(records: List[Any], columns: str, width: Optional[int] = None, as_
     return out.getvalue(), err.getvalue()
 
 
-__all__ = ["H100", "marker", "record", "kernels", "analyse", "total_flops", "prof_text", "main"]
+__all__ = ["H100", "tensor", "dtype", "described", "marker", "record", "kernels", "analyse", "total_flops", "prof_text",
+           "main"]

@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from pyprof.prof.columns import bound
 from pyprof.prof.peaks import FP16_TC, FP32, FP64, FP64_TC, INT8_TC, TF32_TC, lookup, math_path
-from test_prof_helpers import H100, kernels, marker, prof_text
+from test_prof_helpers import H100, described, kernels, prof_text, tensor
 
 
 @pytest.mark.parametrize("name,row", [
@@ -54,8 +53,8 @@ def test_math_path(tc, dtype, path):
 
 def test_percent_of_peak_and_bandwidth_columns():
     """An 8192^3 bf16 GEMM in 1.39 ms on an H100 SXM: 791 TFLOP/s, 80% of the 989 dense peak."""
-    a = torch.empty(8192, 8192, dtype=torch.bfloat16, device="meta")
-    m = marker("torch", "mm", a, a)
+    a = tensor(8192, 8192, dtype="bfloat16")
+    m = described("torch", "mm", a, a)
     rec = kernels(m, ["nvjet_sm90_tst_256x128_64x4_2x1_v_bz_coopA_TNT"])[0]
     rec["kDuration"] = 1_390_000
     out, _ = prof_text([rec], "flops,tflops,peak,gbps,bw,ai,bound,path,dtype")
@@ -67,8 +66,8 @@ def test_percent_of_peak_and_bandwidth_columns():
 
 
 def test_memory_bound_elementwise_and_unknown_gpu():
-    x = torch.empty(1 << 20, dtype=torch.float32, device="meta")
-    m = marker("torch.nn.functional", "relu", x)
+    x = tensor(1 << 20)
+    m = described("torch.nn.functional", "relu", x)
     rec = kernels(m, ["void at::native::vectorized_elementwise_kernel<4>(...)"], dur=5000)[0]
     out, _ = prof_text([rec], "ai,bound,peak,bw")
     pct_fp32 = (1 << 20) / 5000 / 1000 / 67 * 100  # 1 FLOP per element against the FP32 peak

@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from pyprof.prof.tensorcores import MMA, NONE, RULES, SIMT, classify, kernel_dtype
-from test_prof_helpers import analyse, kernels, marker
+from test_prof_helpers import analyse, described, kernels, tensor
 
 NAMES = [
     # Volta / Turing cuBLAS and cuDNN: MMA shape digits
@@ -116,33 +115,33 @@ def _tc(m, name):
 
 
 def test_tc_column_values():
-    a, b = torch.randn(16, 32, dtype=torch.float16), torch.randn(32, 8, dtype=torch.float16)
-    mm = marker("torch", "mm", a, b)
+    a, b = tensor(16, 32, dtype="float16"), tensor(32, 8, dtype="float16")
+    mm = described("torch", "mm", a, b)
     assert _tc(mm, "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_tn")[0] is True
     assert _tc(mm, "ampere_sgemm_128x64_nn")[0] is False
     assert _tc(mm, "splitKreduce_kernel")[0] is None
-    relu = marker("torch.nn.functional", "relu", a)
+    relu = described("torch.nn.functional", "relu", a)
     assert _tc(relu, "void at::native::vectorized_elementwise_kernel<4>(...)")[0] is None
 
 
 def test_unknown_kernel_of_a_matrix_op_is_dash_and_counted():
-    mm = marker("torch", "mm", torch.randn(16, 32), torch.randn(32, 8))
+    mm = described("torch", "mm", tensor(16, 32), tensor(32, 8))
     tc, summary = _tc(mm, "my_custom_kernel")
     assert tc is None and sum(summary.warnings["kernel not recognised (tc -, work na)"].values()) == 1
 
 
 def test_triton_template_gemm_decided_by_dtype():
-    a = torch.randn(16, 32, dtype=torch.bfloat16)
-    assert _tc(marker("torch", "mm", a, a.t()), "triton_tem_fused_mm_0")[0] is True
-    a32 = torch.randn(16, 32)
-    assert _tc(marker("torch", "mm", a32, a32.t()), "triton_tem_fused_mm_0")[0] is None
+    a, a_t = tensor(16, 32, dtype="bfloat16"), tensor(32, 16, dtype="bfloat16", strides=[1, 32])
+    assert _tc(described("torch", "mm", a, a_t), "triton_tem_fused_mm_0")[0] is True
+    a32, a32_t = tensor(16, 32), tensor(32, 16, strides=[1, 32])
+    assert _tc(described("torch", "mm", a32, a32_t), "triton_tem_fused_mm_0")[0] is None
 
 
 def test_autocast_kernel_dtype_wins_over_marker_dtype():
     """linear with fp32 tensors under bf16 autocast: the marker says fp32, the kernel ran bf16,
     so bytes use 2-byte elements and the peak is the BF16 Tensor Core one."""
-    x, w = torch.randn(64, 128), torch.randn(256, 128)
-    m = marker("torch.nn.functional", "linear", x, w)
+    x, w = tensor(64, 128), tensor(256, 128)
+    m = described("torch.nn.functional", "linear", x, w)
     facts, _ = analyse(kernels(m, ["ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x3_nn"]))
     assert facts[0].dtype == "bfloat16" and facts[0].path == "fp16_tc"
     assert facts[0].bytes == 2 * (64 * 128 + 256 * 128 + 64 * 256)
@@ -150,19 +149,19 @@ def test_autocast_kernel_dtype_wins_over_marker_dtype():
 
 
 def test_fp8_and_int8_gemm_paths():
-    a = torch.randn(16, 32).to(torch.float8_e4m3fn)
-    facts, _ = analyse(kernels(marker("torch", "mm", a, a.t()),
+    a, a_t = tensor(16, 32, dtype="float8_e4m3fn"), tensor(32, 16, dtype="float8_e4m3fn", strides=[1, 32])
+    facts, _ = analyse(kernels(described("torch", "mm", a, a_t),
                                ["sm90_xmma_gemm_e4m3e4m3_e4m3f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_kernel"]))
     assert facts[0].tc is True and facts[0].dtype == "float8_e4m3fn"
     assert facts[0].path is None  # no dense FP8 figure in the table: %peak na, not a guess
-    i8 = torch.randint(-8, 8, (16, 32), dtype=torch.int8)
-    facts, _ = analyse(kernels(marker("torch", "mm", i8, i8.t()), ["ampere_int8_i16832gemm_int8_256x128_ldg16_stages_64x3_nt"]))
+    i8, i8_t = tensor(16, 32, dtype="int8"), tensor(32, 16, dtype="int8", strides=[1, 32])
+    facts, _ = analyse(kernels(described("torch", "mm", i8, i8_t), ["ampere_int8_i16832gemm_int8_256x128_ldg16_stages_64x3_nt"]))
     assert facts[0].path == "int8_tc"
 
 
 def test_name_dtype_does_not_replace_a_16_bit_marker_dtype():
     """cuDNN SDPA kernels read `f16` for bf16 inputs (H100 ground truth): the marker's bf16 stays."""
-    q = torch.randn(2, 4, 64, 32, dtype=torch.bfloat16)
-    m = marker("torch.nn.functional", "scaled_dot_product_attention", q, q, q)
+    q = tensor(2, 4, 64, 32, dtype="bfloat16")
+    m = described("torch.nn.functional", "scaled_dot_product_attention", q, q, q)
     facts, _ = analyse(kernels(m, ["cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0"]))
     assert facts[0].dtype == "bfloat16" and facts[0].path == "fp16_tc"

@@ -8,18 +8,17 @@ from types import CodeType
 
 import torch
 
-import pyprof
-
 _getframe = sys._getframe
 _CACHE_LIMIT = 65536
 
 
-def _dirs(module: object) -> tuple:
-    d = os.path.dirname(getattr(module, "__file__", "") or "")
+def _dirs(d: str) -> tuple:
     return tuple({os.path.join(d, ""), os.path.join(os.path.realpath(d), "")})
 
 
-_INTERNAL = _dirs(torch) + _dirs(pyprof)
+# pyprof's directory is found from this file's place in the package, not by importing pyprof:
+# nvtx is imported by the package, never the other way round.
+_INTERNAL = _dirs(os.path.dirname(torch.__file__)) + _dirs(os.path.dirname(os.path.dirname(__file__)))
 # torch.fx writes generated forward() code under these pseudo file names.
 _GENERATED = ("<eval_with_key>",)
 

@@ -33,7 +33,7 @@ def parse(path: str, output: str | None = None, *, memcpy: bool = False, quiet: 
         total = None
         if progress:
             with exp.errors():
-                # The same tables lines() reads; each name is one of export.py's constants.
+                # The same tables lines() reads; each name is one of parse's own constants.
                 total = sum(exp.scalar(f"SELECT count(*) FROM {t}") or 0 for t, _ in sources(exp, memcpy))
         # closing(): the record generator's cursors must be closed before the connection is.
         with open_output(output) as out, contextlib.closing(lines(exp, stats, memcpy)) as recs:

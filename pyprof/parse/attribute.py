@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import json
+from operator import itemgetter
 from sys import intern
 from typing import Any, Iterator
 
@@ -35,6 +36,8 @@ _TID_BITS = 0xFFFFFF
 _COMPACT_MIN = 64
 _NAME_CACHE = 65536
 _PUSH_POP = frozenset({queries.PUSH_POP, queries.PUSH_POP_T})
+# The NVTX fields the sweep reads, in the order it unpacks them.
+_NVTX_FIELDS = ("start", "end", "event_type", "global_tid", "domain_id", "text")
 
 
 class Stats:
@@ -129,7 +132,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
     try:
         for table, src in queries.sources(exp, memcpy):
             streams.append(exp.rows(queries.activity_sql(exp, table, src)))
-        nvtx_sql = queries.nvtx_sql(exp)
+        nvtx_sql = queries.nvtx_sql(exp, _NVTX_FIELDS)
         if nvtx_sql:
             streams.append(exp.rows(*nvtx_sql))
     except BaseException:
@@ -190,15 +193,23 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
         return js
 
     push_pop = _PUSH_POP
+    # Activity row fields by name (queries.py's layouts), bound as locals: the sweep reads them per row.
+    (sort_at, start_at, src_at, end_at, device_at, stream_at, corr_at, gpid_at, lstart_at, lend_at, ltid_at, api_at,
+     short_at, long_at, gx_at, gy_at, gz_at, bx_at, by_at, bz_at, regs_at, sshared_at, dshared_at, graph_at) = itemgetter(
+        "sort_key", "start", "source", "end", "device", "stream", "correlation_id", "global_pid", "launch_start",
+        "launch_end", "launch_tid", "launch_api", "short_name", "long_name", "grid_x", "grid_y", "grid_z", "block_x",
+        "block_y", "block_z", "regs", "static_shared", "dynamic_shared", "graph_node")(queries.KERNEL_AT)
+    # Memcpy and memset rows have `bytes` at the same position (queries.MEMSET_ROW).
+    bytes_at, kind_at = itemgetter("bytes", "copy_kind")(queries.MEMCPY_AT)
     n_records = kernels = with_op = no_launch = 0
     try:
         with exp.errors():
             nv = next(nvtx, None)
             for row in activities:
-                t = row[0]
+                t = row[sort_at]
                 # Bring in every range that starts by this launch. Inline, not a function: it
                 # runs about five times per kernel and a call per range costs 10% of parse.
-                while nv is not None and nv[0] <= t:
+                while nv is not None and nv[0] <= t:  # _NVTX_FIELDS: start first
                     start, end, etype, gtid, dom, text = nv
                     nv = next(nvtx, None)
                     if gtid is None or text is None:
@@ -248,16 +259,16 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                             if fwd is not None:
                                 remember_forward(stack, start, gpid, *fwd)
                     stack.append([start, _END_OPEN if end is None else end, domain, text, label, 0, None])
-                gpid = row[7]
-                rtid = row[10]
-                if row[8] is None:
+                gpid = row[gpid_at]
+                rtid = row[ltid_at]
+                if row[lstart_at] is None:
                     no_launch += 1
                     encl: list[_Range] = []
                     launch = "null"
                     tid = "null"
                 else:
-                    api = names.get(row[11]) or name_js(row[11])
-                    launch = f'{{"api":{api},"start":{row[8]},"duration":{row[9] - row[8]}}}'
+                    api = names.get(row[api_at]) or name_js(row[api_at])
+                    launch = f'{{"api":{api},"start":{row[lstart_at]},"duration":{row[lend_at] - row[lstart_at]}}}'
                     if rtid is not None:
                         tid = str(rtid & _TID_BITS)
                         encl = threads.get(rtid) or []
@@ -357,30 +368,35 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                         f'"seqId":{seqs[-1] if seqs else "null"},"altSeqId":[{",".join(map(str, seqs[:-1]))}],'
                         f'"subSeqId":{sub},"layer":[{",".join(layers)}],"module":{module or "null"},'
                         f'"trace":{trace},"ranges":[{",".join(others)}]}}')
-                start, end = row[1], row[3]
+                start, end = row[start_at], row[end_at]
                 pid = "null" if gpid is None else (gpid >> 24) & _TID_BITS
                 n_records += 1  # before the yield: the consumer may stop there, record written
-                if row[2] == SRC_KERNEL:
+                if row[src_at] == SRC_KERNEL:
                     kernels += 1
-                    gpu = gpu_js.get((pid, row[4]))
+                    dev = row[device_at]
+                    gpu = gpu_js.get((pid, dev))
                     if gpu is None:
-                        gpu = gpu_js[(pid, row[4])] = encode(gpus.lookup(None if gpid is None else pid, row[4]))
-                    yield (f'{{"v":{SCHEMA_VERSION},"kind":"kernel","kShortName":{names.get(row[12]) or name_js(row[12])},'
-                           f'"kLongName":{names.get(row[13]) or name_js(row[13])},"kDuration":{end - start},'
-                           f'"kStart":{start},"kEnd":{end},"device":{row[4]},"stream":{row[5]},'
-                           f'"grid":[{row[14]},{row[15]},{row[16]}],"block":[{row[17]},{row[18]},{row[19]}],'
-                           f'"regs":{row[20]},"staticShared":{row[21]},"dynamicShared":{row[22]},"pid":{pid},'
-                           f'"tid":{tid},"correlationId":{row[6]},"launch":{launch},"graphNode":{row[23]},'
+                        gpu = gpu_js[(pid, dev)] = encode(gpus.lookup(None if gpid is None else pid, dev))
+                    yield (f'{{"v":{SCHEMA_VERSION},"kind":"kernel",'
+                           f'"kShortName":{names.get(row[short_at]) or name_js(row[short_at])},'
+                           f'"kLongName":{names.get(row[long_at]) or name_js(row[long_at])},"kDuration":{end - start},'
+                           f'"kStart":{start},"kEnd":{end},"device":{dev},"stream":{row[stream_at]},'
+                           f'"grid":[{row[gx_at]},{row[gy_at]},{row[gz_at]}],'
+                           f'"block":[{row[bx_at]},{row[by_at]},{row[bz_at]}],'
+                           f'"regs":{row[regs_at]},"staticShared":{row[sshared_at]},'
+                           f'"dynamicShared":{row[dshared_at]},"pid":{pid},"tid":{tid},'
+                           f'"correlationId":{row[corr_at]},"launch":{launch},"graphNode":{row[graph_at]},'
                            f'"gpu":{gpu},{tail}')
                 else:
-                    head = (f'"kDuration":{end - start},"kStart":{start},"kEnd":{end},"device":{row[4]},'
-                            f'"stream":{row[5]},"pid":{pid},"tid":{tid},"correlationId":{row[6]},"launch":{launch},'
-                            f'"bytes":{row[12]},')
-                    if row[2] == SRC_MEMCPY:
-                        if row[13] is None:  # no copyKind column
+                    head = (f'"kDuration":{end - start},"kStart":{start},"kEnd":{end},"device":{row[device_at]},'
+                            f'"stream":{row[stream_at]},"pid":{pid},"tid":{tid},"correlationId":{row[corr_at]},'
+                            f'"launch":{launch},"bytes":{row[bytes_at]},')
+                    if row[src_at] == SRC_MEMCPY:
+                        copy_kind = row[kind_at]
+                        if copy_kind is None:  # no copyKind column
                             short, kind_js = '"memcpy"', "null"
                         else:
-                            kind_js = copy_kinds.get(row[13]) or encode_str(str(row[13]))
+                            kind_js = copy_kinds.get(copy_kind) or encode_str(str(copy_kind))
                             short = f'"memcpy {kind_js[1:-1]}"'
                         yield (f'{{"v":{SCHEMA_VERSION},"kind":"memcpy","kShortName":{short},'
                                f'{head}"copyKind":{kind_js},{tail}')

@@ -28,10 +28,6 @@ CUDA_DEVICE = "TARGET_INFO_CUDA_DEVICE"
 MEMCPY_ENUM = "ENUM_CUDA_MEMCPY_OPER"
 META = "META_DATA_EXPORT"
 
-# The only tables parse ever names in SQL. A table name from the file is used only after it was
-# found in sqlite_master AND is one of these, so nothing from the trace becomes SQL text.
-KNOWN_TABLES = frozenset({KERNEL, RUNTIME, NVTX, STRINGS, MEMCPY, MEMSET, GPU, CUDA_DEVICE, MEMCPY_ENUM, META})
-
 
 def _sqlite_uri(path: str) -> str:
     # A SQLite URI must percent-encode '?', '#' and '%' in the path, or a file named
@@ -61,7 +57,10 @@ DB_ERRORS: tuple[type[BaseException], ...] = (sqlite3.DatabaseError, sqlalchemy.
 class Export:
     """A read-only connection to one export plus what it contains.
 
-    `tables` maps each known table present to the set of its column names.
+    `all_tables` is the set of its table names; has() and columns() tell which columns a table has.
+    Parse names in SQL only tables of its own (the constants here and in queries.py) after has()
+    found them, and a table's columns are read with the table name bound as a parameter, so
+    nothing from the trace becomes SQL text.
     """
 
     def __init__(self, path: str) -> None:
@@ -83,13 +82,7 @@ class Export:
             self.close()
             raise database_error(err, path) from None
         self.all_tables = frozenset(names)
-        self.tables: dict[str, frozenset[str]] = {}
-        with self.errors():
-            for name in names:
-                if name in KNOWN_TABLES:
-                    # PRAGMA cannot take a bound parameter; `name` is one of our own constants.
-                    cols = self.conn.exec_driver_sql(f'PRAGMA table_info("{name}")').fetchall()
-                    self.tables[name] = frozenset(c[1] for c in cols)
+        self._columns: dict[str, frozenset[str]] = {}
 
     def close(self) -> None:
         """Release the connection."""
@@ -110,9 +103,20 @@ class Export:
         except DB_ERRORS as err:
             raise database_error(err, self.path) from None
 
+    def columns(self, table: str) -> frozenset[str] | None:
+        """The column names of `table`, None when the export has no such table."""
+        cols = self._columns.get(table)
+        if cols is None and table in self.all_tables:
+            # Read on first ask: only the tables parse reads are looked at.
+            cur = self.rows("SELECT name FROM pragma_table_info(?)", (table,))
+            with self.errors():
+                cols = self._columns[table] = frozenset(r[0] for r in cur)
+            cur.close()
+        return cols
+
     def has(self, table: str, *columns: str) -> bool:
         """Whether `table` exists and has every one of `columns`."""
-        cols = self.tables.get(table)
+        cols = self.columns(table)
         return cols is not None and all(c in cols for c in columns)
 
     def col(self, table: str, alias: str, column: str) -> str:
@@ -164,15 +168,15 @@ def check_export(exp: Export, memcpy: bool = False) -> None:
         raise PyprofError(f"{exp.path}: not an Nsight Systems export (none of its tables are nsys tables)", EXIT_BAD_FORMAT)
     version = exp.meta("EXPORT_PRODUCT_VERSION")
     made_by = f" (nsys {version})" if version else ""
-    if KERNEL not in exp.tables:
+    if not exp.has(KERNEL):
         raise PyprofError(
             f"{exp.path}: the export has no CUDA kernel table{made_by}: the capture had no CUDA trace "
             "(nsys profile without '-t cuda'), or this nsys is too old for the CUDA driver", EXIT_NO_KERNELS)
-    missing = [c for c in ("start", "end", "correlationId") if c not in exp.tables[KERNEL]]
+    missing = [c for c in ("start", "end", "correlationId") if not exp.has(KERNEL, c)]
     if missing:
         raise PyprofError(f"{exp.path}: {KERNEL} lacks column(s) {', '.join(missing)}: unknown export schema", EXIT_BAD_FORMAT)
     sources = [KERNEL] + ([MEMCPY, MEMSET] if memcpy else [])
-    if not any(t in exp.tables and exp.scalar(f"SELECT 1 FROM {t} LIMIT 1") for t in sources):
+    if not any(exp.has(t) and exp.scalar(f"SELECT 1 FROM {t} LIMIT 1") for t in sources):
         raise PyprofError(
             f"{exp.path}: the capture range is empty: the export has no kernels{made_by} "
             "(did the program reach the profiled region, e.g. torch.cuda.profiler.start()?)", EXIT_NO_KERNELS)

@@ -1,11 +1,12 @@
-"""Which GPU ran a kernel: TARGET_INFO_GPU, reached through TARGET_INFO_CUDA_DEVICE when present."""
+"""Which GPU ran a kernel: TARGET_INFO_GPU, reached through TARGET_INFO_CUDA_DEVICE when present
+(queries.gpu_sql, queries.cuda_device_sql)."""
 from __future__ import annotations
 
 from typing import Any
 
-from pyprof.parse.export import CUDA_DEVICE, GPU, Export
+from pyprof.parse import queries
+from pyprof.parse.export import Export
 
-_FIELDS = ("name", "memoryBandwidth", "smCount", "clockRate")
 _PID_BITS = 0xFFFFFF
 
 
@@ -20,16 +21,16 @@ class GpuInfo:
         self._by_pid: dict[tuple[int, int], int] = {}
         self._by_cuda: dict[int, int | None] = {}
         self._cache: dict[tuple[int, int], dict[str, Any] | None] = {}
-        if not exp.has(GPU, "id"):
+        gpus = queries.gpu_sql(exp)
+        if gpus is None:
             return
-        cols = [c for c in _FIELDS if exp.has(GPU, c)]
-        select = ", ".join(["id"] + cols)
+        sql, fields = gpus
+        devices = queries.cuda_device_sql(exp)
         with exp.errors():
-            for row in exp.rows(f"SELECT {select} FROM {GPU} ORDER BY id"):
-                self._gpus[row[0]] = {c: v for c, v in zip(cols, row[1:])}
-            if exp.has(CUDA_DEVICE, "gpuId", "cudaId"):
-                pid = "pid" if exp.has(CUDA_DEVICE, "pid") else "NULL"
-                for gpu_id, cuda_id, p in exp.rows(f"SELECT gpuId, cudaId, {pid} FROM {CUDA_DEVICE}"):
+            for row in exp.rows(sql):
+                self._gpus[row[0]] = dict(zip(fields, row[1:]))
+            if devices is not None:
+                for gpu_id, cuda_id, p in exp.rows(devices):
                     if p is not None:
                         # Some exports may store a globalPid here: the pid is then in bits 24-47.
                         self._by_pid[(p >> 24 & _PID_BITS if p > _PID_BITS else p, cuda_id)] = gpu_id

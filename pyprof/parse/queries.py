@@ -1,17 +1,21 @@
-"""The SQL parse runs: one launch-ordered query per activity table and one start-ordered NVTX query.
+"""The SQL parse runs, and so everything parse knows of the export's schema: one launch-ordered
+query per activity table, one start-ordered NVTX query, and the small tables (domains, StringIds,
+GPUs, memcpy kinds). A schema variant (docs/parse.md) is handled here.
 
-Every table name is one of export.py's constants and every column is checked against
-PRAGMA table_info first (missing optional columns become NULL); values are bound parameters.
+Every table name is one of parse's constants and every column is checked with Export.has first
+(missing optional columns become NULL); values are bound parameters.
 Sorting and the kernel-to-launch join happen inside SQLite, which spills to its own temporary
 files, so Python never holds more than a batch of rows.
 """
 from __future__ import annotations
 
 import functools
+from typing import Sequence
 
-from pyprof.parse.export import KERNEL, MEMCPY, MEMCPY_ENUM, MEMSET, NVTX, RUNTIME, STRINGS, Export
+from pyprof.parse.export import (CUDA_DEVICE, GPU, KERNEL, MEMCPY, MEMCPY_ENUM, MEMSET, NVTX, RUNTIME, STRINGS,
+                                  Export)
 
-# Sources of activity rows, the third column of every activity row.
+# Sources of activity rows (the `source` field of every activity row).
 SRC_KERNEL, SRC_MEMCPY, SRC_MEMSET = 0, 1, 2
 
 # NVTX eventType codes (ENUM_NSYS_EVENT_TYPE).
@@ -22,13 +26,37 @@ RANGE_TYPES = (PUSH_POP, START_END, PUSH_POP_T, START_END_T)
 # which is how SQLite stores it.
 PID_MASK_SQL = -16777216
 
-# Columns common to every activity row, in this order:
-# 0 sort key (CPU start of the launch call, else own start), 1 start, 2 source, 3 end, 4 device,
-# 5 stream, 6 correlationId, 7 globalPid, 8 launch start, 9 launch end, 10 launch globalTid,
-# 11 launch API name; then the source's own columns from index 12 on (see activity_sql). Names
-# (launch API, kernel short and demangled names) come as StringIds ids: a few hundred distinct
+# Rows by name. Each query's SELECT list is built from its layout below, so a row's positions are
+# defined here once; readers look positions up by name (`KERNEL_AT["regs"]`) and bind them as locals.
+# Names (launch API, kernel short and demangled names) come as StringIds ids: a few hundred distinct
 # ones stand behind millions of rows, so lines() resolves each id once (string_sql) instead of
 # SQLite carrying the long strings through the join and the sort.
+#
+# Every activity row begins with these: the sort key (CPU start of the launch call, else own
+# start) and the GPU start first, so heapq.merge orders rows of several tables by launch, then
+# the source (SRC_*), which says which layout the rest of the row has.
+ACTIVITY_ROW = ("sort_key", "start", "source", "end", "device", "stream", "correlation_id", "global_pid",
+                "launch_start", "launch_end", "launch_tid", "launch_api")
+# The kernel's own fields, row name -> CUPTI_ACTIVITY_KIND_KERNEL column: names (StringIds ids),
+# then columns that are only printed.
+_KERNEL_NAMES = {"short_name": "shortName", "long_name": "demangledName"}
+_KERNEL_PRINTED = {"grid_x": "gridX", "grid_y": "gridY", "grid_z": "gridZ", "block_x": "blockX", "block_y": "blockY",
+                   "block_z": "blockZ", "regs": "registersPerThread", "static_shared": "staticSharedMemory",
+                   "dynamic_shared": "dynamicSharedMemory", "graph_node": "graphNodeId"}
+KERNEL_ROW = ACTIVITY_ROW + tuple(_KERNEL_NAMES) + tuple(_KERNEL_PRINTED)
+# Memcpy and memset rows share `bytes` at one position, so the sweep reads both alike.
+MEMSET_ROW = ACTIVITY_ROW + ("bytes",)
+MEMCPY_ROW = MEMSET_ROW + ("copy_kind",)
+KERNEL_AT, MEMCPY_AT, MEMSET_AT = ({name: i for i, name in enumerate(layout)}
+                                  for layout in (KERNEL_ROW, MEMCPY_ROW, MEMSET_ROW))
+# The fields an NVTX row can have. Its reader names the ones it wants in the order it unpacks
+# them: a range read field by field costs four times a tuple unpack, and about five arrive per kernel.
+NVTX_FIELDS = ("start", "end", "event_type", "global_tid", "domain_id", "text")
+
+
+def _select(layout: Sequence[str], exprs: dict[str, str]) -> str:
+    """The SELECT list of a row of `layout`, each field's SQL taken from `exprs` by name."""
+    return ", ".join(exprs[name] for name in layout)
 
 
 def _string(exp: Export, expr: str, alias: str) -> tuple[str, str]:
@@ -59,19 +87,22 @@ def activity_sql(exp: Export, table: str, src: int) -> str:
         api = exp.col(RUNTIME, "r", "nameId")
     else:
         rstart = rend = rtid = api = "NULL"
-    own: list[str] = []
+    exprs = {"sort_key": f"coalesce({rstart}, x.start)", "start": "x.start", "source": str(src), "end": "x.end",
+             "device": _out(c("deviceId")), "stream": _out(c("streamId")), "correlation_id": _out("x.correlationId"),
+             "global_pid": c("globalPid"), "launch_start": rstart, "launch_end": rend, "launch_tid": rtid,
+             "launch_api": api}
     if src == SRC_KERNEL:
-        own += [c("shortName"), c("demangledName")]
-        own += [_out(c(col)) for col in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread",
-                                         "staticSharedMemory", "dynamicSharedMemory", "graphNodeId")]
+        layout = KERNEL_ROW
+        exprs.update({name: c(col) for name, col in _KERNEL_NAMES.items()})
+        exprs.update({name: _out(c(col)) for name, col in _KERNEL_PRINTED.items()})
     elif src == SRC_MEMCPY:
-        own += [_out(c("bytes")), c("copyKind")]
+        layout = MEMCPY_ROW
+        exprs.update(bytes=_out(c("bytes")), copy_kind=c("copyKind"))
     else:
-        own += [_out(c("bytes"))]
-    cols = [f"coalesce({rstart}, x.start)", "x.start", str(src), "x.end", _out(c("deviceId")), _out(c("streamId")),
-            _out("x.correlationId"), c("globalPid"), rstart, rend, rtid, api] + own
+        layout = MEMSET_ROW
+        exprs.update(bytes=_out(c("bytes")))
     # Ties in launch time (all kernels of one CUDA graph launch share it) go by GPU start.
-    return f"SELECT {', '.join(cols)} FROM {table} x{joins} ORDER BY 1, 2"
+    return f"SELECT {_select(layout, exprs)} FROM {table} x{joins} ORDER BY 1, 2"
 
 
 def string_sql(exp: Export) -> str | None:
@@ -79,9 +110,8 @@ def string_sql(exp: Export) -> str | None:
     return f"SELECT value FROM {STRINGS} WHERE id = ?" if exp.has(STRINGS, "id", "value") else None
 
 
-def nvtx_sql(exp: Export) -> tuple[str, tuple[int, ...]] | None:
-    """NVTX ranges as (start, end, eventType, globalTid, domainId, text), by start, outer first,
-    with the parameters to bind.
+def nvtx_sql(exp: Export, fields: Sequence[str] = NVTX_FIELDS) -> tuple[str, tuple[int, ...]] | None:
+    """NVTX ranges as rows of `fields` (of NVTX_FIELDS), by start, outer first, with the parameters to bind.
 
     At equal starts the longer range comes first (an open range, end NULL, is longest), so a
     list in this order is outermost-first. Push/pop ranges of threads that made no CUDA runtime
@@ -92,13 +122,14 @@ def nvtx_sql(exp: Export) -> tuple[str, tuple[int, ...]] | None:
     if not exp.has(NVTX, "start", "end", "eventType"):
         return None
     text, joins = _text(exp)
-    cols = ["n.start", "n.end", "n.eventType", exp.col(NVTX, "n", "globalTid"), exp.col(NVTX, "n", "domainId"), text]
+    exprs = {"start": "n.start", "end": "n.end", "event_type": "n.eventType", "global_tid": exp.col(NVTX, "n", "globalTid"),
+             "domain_id": exp.col(NVTX, "n", "domainId"), "text": text}
     where = f"n.eventType IN ({', '.join('?' * len(RANGE_TYPES))})"
     params: tuple[int, ...] = RANGE_TYPES
     if exp.has(NVTX, "globalTid") and exp.has(RUNTIME, "globalTid"):
         where += f" AND (n.eventType IN (?, ?) OR n.globalTid IN (SELECT globalTid FROM {RUNTIME}))"
         params += (START_END, START_END_T)
-    return (f"SELECT {', '.join(cols)} FROM {NVTX} n{joins} WHERE {where} "
+    return (f"SELECT {_select(fields, exprs)} FROM {NVTX} n{joins} WHERE {where} "
             "ORDER BY n.start, n.end IS NULL DESC, n.end DESC", params)
 
 
@@ -124,6 +155,29 @@ def sources(exp: Export, memcpy: bool) -> list[tuple[str, int]]:
         out += [(t, s) for t, s in ((MEMCPY, SRC_MEMCPY), (MEMSET, SRC_MEMSET))
                 if exp.has(t, "start", "end", "correlationId")]
     return out
+
+
+# The GPU description, by schema variant, the first the export has wins: (table, its GPU id column,
+# the record's `gpu` key -> column). Columns the export lacks are left out of `gpu`.
+_GPU_TABLES = (
+    (GPU, "id", {"name": "name", "memoryBandwidth": "memoryBandwidth", "smCount": "smCount", "clockRate": "clockRate"}),
+)
+
+
+def gpu_sql(exp: Export) -> tuple[str, tuple[str, ...]] | None:
+    """GPUs as rows (GPU id, then one value per returned `gpu` key), by id; None without a GPU table."""
+    for table, key, columns in _GPU_TABLES:
+        if exp.has(table, key):
+            fields = {name: col for name, col in columns.items() if exp.has(table, col)}
+            return f"SELECT {', '.join([key, *fields.values()])} FROM {table} ORDER BY {key}", tuple(fields)
+    return None
+
+
+def cuda_device_sql(exp: Export) -> str | None:
+    """A process's CUDA ordinals as rows (gpuId, cudaId, pid or NULL); None without the table."""
+    if not exp.has(CUDA_DEVICE, "gpuId", "cudaId"):
+        return None
+    return f"SELECT d.gpuId, d.cudaId, {exp.col(CUDA_DEVICE, 'd', 'pid')} FROM {CUDA_DEVICE} d"
 
 
 # CUPTI_ACTIVITY_MEMCPY_KIND values, for exports without ENUM_CUDA_MEMCPY_OPER.
