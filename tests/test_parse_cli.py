@@ -185,6 +185,23 @@ def test_interrupted_output_ends_with_a_line_that_is_not_a_record(big: Path) -> 
         json.loads(line)
 
 
+def test_a_failure_after_one_record_says_so_in_the_singular(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    import pyprof.parse as parse
+    from pyprof.errors import PyprofError
+
+    def one_then_fail(exp, stats, memcpy):
+        stats.records += 1
+        yield "{}"
+        raise PyprofError("database disk image is malformed", 6)
+
+    monkeypatch.setattr(parse, "lines", one_then_fail)
+    with pytest.raises(PyprofError):
+        parse.parse(str(small_export(tmp_path / "s.sqlite")), quiet=True)
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "pyprof.parse: error: database disk image is malformed - the 1 record above is incomplete")
+
+
 def test_reader_going_away_is_not_an_error(big: Path) -> None:
     cmd = f"{sys.executable} -m pyprof.parse {big} | head -n 1"
     res = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -98,3 +98,12 @@ def test_every_labelled_point_gets_its_label():
     boxes = [Text.get_window_extent(t, fig.canvas.get_renderer()) for t in labels]  # without leader lines
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
     plt.close(fig)
+
+
+def test_one_kernel_is_said_in_the_singular(tmp_path):
+    pytest.importorskip("matplotlib")
+    one = [next(r for r in trace_records("gpt") if r["kShortName"].startswith("nvjet"))]
+    rc, out, err = prof("--summary", "--plot", str(tmp_path / "one.png"), write_dict(tmp_path, "one", one))
+    assert rc == 0
+    assert out.splitlines()[0].endswith(", 1 device (NVIDIA H100 80GB HBM3)")
+    assert "pyprof.prof: roofline of 1 kernel written to" in err

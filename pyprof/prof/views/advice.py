@@ -140,7 +140,7 @@ def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: float | None) ->
     if ev.fp32_count and p >= FP32_MIN_PCT:
         out.append((ev.fp32_time, Advice(
             "fp32-matmul",
-            f"fp32 matmul/conv on CUDA cores: {ev.fp32_count} kernels, {duration(ev.fp32_time)} = {p:.1f}% of "
+            f"fp32 matmul/conv on CUDA cores: {count(ev.fp32_count, 'kernel')}, {duration(ev.fp32_time)} = {p:.1f}% of "
             f"GPU time ({_top(ev.fp32_ops)}) -> let them use Tensor Cores: "
             "torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision('high')), "
             "torch.backends.cudnn.allow_tf32 = True, or AMP (torch.autocast)",
@@ -150,7 +150,7 @@ def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: float | None) ->
         ex = "; ".join(f"{k} {duration(v)}" for k, v in ev.align_examples.most_common(3))
         out.append((ev.align_time, Advice(
             "alignment",
-            f"fp16/bf16 GEMM/conv dims not multiples of {ALIGN}: {ev.align_count} kernels, "
+            f"fp16/bf16 GEMM/conv dims not multiples of {ALIGN}: {count(ev.align_count, 'kernel')}, "
             f"{duration(ev.align_time)} = {p:.1f}% of GPU time ({ex}) -> pad sizes (hidden, vocab, "
             f"channels, batch x seq) to multiples of {ALIGN} (64 is better) so Tensor Cores run full tiles",
             _evidence(ev.align_count, ev.align_time, p, examples=dict(ev.align_examples.most_common(3))))))
@@ -158,7 +158,7 @@ def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: float | None) ->
     if kernels and busy_pct is not None and busy_pct < LAUNCH_BUSY_PCT and tiny_pct >= LAUNCH_TINY_PCT:
         out.append((gpu_time, Advice(
             "launch-bound",
-            f"launch-bound: GPU busy {busy_pct:.1f}%, {ev.tiny} of {kernels} kernels ({tiny_pct:.0f}%) shorter "
+            f"launch-bound: GPU busy {busy_pct:.1f}%, {ev.tiny} of {count(kernels, 'kernel')} ({tiny_pct:.0f}%) shorter "
             f"than {duration(TINY_NS)}, mean {duration(gpu_time / kernels)} -> the CPU cannot feed the GPU: "
             "larger batch, CUDA graphs (torch.cuda.graphs), torch.compile (mode='reduce-overhead') to fuse "
             "and batch launches",
@@ -168,7 +168,7 @@ def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: float | None) ->
     if ev.layout_count and p >= LAYOUT_MIN_PCT:
         out.append((ev.layout_time, Advice(
             "layout",
-            f"layout conversions (nchwToNhwc/nhwcToNchw): {ev.layout_count} kernels, "
+            f"layout conversions (nchwToNhwc/nhwcToNchw): {count(ev.layout_count, 'kernel')}, "
             f"{duration(ev.layout_time)} = {p:.1f}% of GPU time ({_top(ev.layout_ops)}) -> keep activations "
             "NHWC: model.to(memory_format=torch.channels_last) and inputs .to(memory_format=torch.channels_last)",
             _evidence(ev.layout_count, ev.layout_time, p, top_ops=dict(ev.layout_ops.most_common(3))))))

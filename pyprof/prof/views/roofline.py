@@ -212,7 +212,7 @@ def plot(pts: Points, path: str) -> list[str]:
     gpu = pts.gpu or "unknown GPU"
     peaks_of = f"peaks of {pk.name}" if pk and roofs else "no roofs: GPU not in the peak table" if not pk else \
         "memory roof only"
-    ax.set_title(f"Roofline on {gpu} ({peaks_of})\n{len(pts.points)} kernels plotted, marker area ~ kernel time",
+    ax.set_title(f"Roofline on {gpu} ({peaks_of})\n{count(len(pts.points), 'kernel')} plotted, marker area ~ kernel time",
                  fontsize=11)
     ax.set_xlabel("arithmetic intensity (FLOP/byte, algorithmic bytes)")
     ax.set_ylabel("achieved performance (TFLOP/s)")
@@ -229,7 +229,7 @@ def plot(pts: Points, path: str) -> list[str]:
         raise PyprofError(f"cannot write {path}: {err}", EXIT_TOOL) from None
     finally:
         plt.close(fig)
-    notes.append(f"roofline of {len(pts.points)} kernels written to {path}")
+    notes.append(f"roofline of {count(len(pts.points), 'kernel')} written to {path}")
     return notes
 
 

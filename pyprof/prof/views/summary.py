@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import Iterable, TextIO
 
 from ...errors import EXIT_USAGE, PyprofError
+from ...text import count
 from ..analysis import Facts
 from ..groups import GROUP_WIDTH, KEYS, SORTS, Group, Groups, by_keys
 from ..intervals import Timelines
@@ -201,7 +202,7 @@ def header_lines(rep: dict) -> list[str]:
     devs = h["devices"]
     gpus = sorted({d["gpu"] or "unknown GPU" for d in devs})
     lines = [f"capture span   {duration(h['span_ns'])} (first kernel start to last kernel end), "
-             f"{len(devs)} device{'s' if len(devs) != 1 else ''} ({', '.join(gpus) or 'none'})"]
+             f"{count(len(devs), 'device')} ({', '.join(gpus) or 'none'})"]
     busy = f"GPU busy       {pct(h['busy_pct'])}% ({duration(sum(d['busy_ns'] for d in devs))} with a kernel running"
     if len(devs) > 1:
         busy += "; " + ", ".join(f"device {d['device']} {pct(d['busy_pct'])}%" for d in devs)
@@ -214,7 +215,7 @@ def header_lines(rep: dict) -> list[str]:
         lines.append(f"copies         {h['copies']} memcpy/memset records, {duration(h['copy_ns'])} (not in the rows)")
     late = sum(d["late_kernels"] for d in devs)
     if late:
-        lines.append(f"note           {late} kernels started behind the busy-time window; busy % may be low")
+        lines.append(f"note           {count(late, 'kernel')} started behind the busy-time window; busy % may be low")
     return lines
 
 
