@@ -36,10 +36,11 @@ def _tally() -> Any:
 
 def _warn(path: Any, tally: Any, stacklevel: int) -> None:
     """The tally of `path`, if it holds anything, as one ProfWarning."""
-    lines = tally.lines()
-    if lines:
-        warnings.warn(f"{os.fspath(path)}: " + "; ".join(line.strip() for line in lines), ProfWarning,
-                      stacklevel=stacklevel + 1)
+    text = ""
+    for line in tally.lines():  # the CLI's block on one line: "N records; warnings: kind: ...; kind: ..."
+        text += (" " if text.endswith(":") else "; " if text else "") + line.strip()
+    if text:
+        warnings.warn(f"{os.fspath(path)}: {text}", ProfWarning, stacklevel=stacklevel + 1)
 
 
 def records(path: str | os.PathLike, *, memcpy: bool = False, strict: bool = False) -> Iterator[dict[str, Any]]:

@@ -91,8 +91,9 @@ def test_api_and_cli_share_the_record_loop(tmp_path, capfd):
     with pytest.warns(pyprof.ProfWarning) as caught:
         s = pyprof.summary(path)
     assert capfd.readouterr().err == ""
-    assert str(caught[0].message) == f"{path}: " + "; ".join(
-        line.replace("pyprof.prof: ", "").strip() for line in err.splitlines())
+    assert err.splitlines()[1:] == ["pyprof.prof: 44 records; warnings:", "  1 malformed line skipped"]
+    assert str(caught[0].message) == (f"{path}: " + skipped.replace("pyprof.prof: ", "").strip()
+                                      + "; 44 records; warnings: 1 malformed line skipped")
     assert s == json.loads(out) and s["header"]["kernels"] == 43
     rc, out, err = prof("-c", "idx,op,tflops", path)
     with pytest.warns(pyprof.ProfWarning, match="unsupported operand type"):
@@ -136,5 +137,5 @@ def test_warnings_come_once_as_a_prof_warning_with_the_tally(tmp_path, capfd):
     with pytest.warns(pyprof.ProfWarning) as caught:
         df = pyprof.dataframe(path, columns="op,flops")
     assert capfd.readouterr().err == "" and len(caught) == 1
-    assert str(caught[0].message) == f"{path}: 44 records; warnings:; unknown op: 1 kernel: torch.nn.functional.frobnicate (1)"
+    assert str(caught[0].message) == f"{path}: 44 records; warnings: unknown op: 1 kernel: torch.nn.functional.frobnicate (1)"
     assert df.attrs["warnings"] == {"unknown op": {"torch.nn.functional.frobnicate": 1}}

@@ -56,3 +56,14 @@ def test_a_filtered_summary_counts_only_the_kept_kernels(tmp_path):
 def test_bad_filters_are_usage_errors(args, message):
     rc, out, err = prof(*args, "x.dict")
     assert (rc, out, err) == (2, "", f"pyprof.prof: error: {message}\n")
+
+
+def test_layer_matches_at_any_depth_and_only_there(tmp_path):
+    from test_prof_helpers import described, record
+
+    m = described("torch", "relu", {"shape": [4], "dtype": "float32"})
+    layers = [["train_step", "encoder"], ["train_step"], [], ["train_step", "encoder", "attn"], ["decoder"]]
+    path = write_dict(tmp_path, "layers", [record(m, layer=ls) for ls in layers])
+    for name, kept in (("encoder", [0, 3]), ("train_step", [0, 1, 3]), ("attn", [3]), ("enc", [])):
+        rc, out, err = prof("--json", "-c", "idx,layer", "--layer", name, path)
+        assert (rc, err) == (0, "") and [json.loads(line)["idx"] for line in out.splitlines()] == kept
