@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import statistics
 from collections import defaultdict
 
 import pytest
 
-from pyprof.prof.groups import by_keys, input_shapes
+from pyprof.prof.groups import GROUP_WIDTH, by_keys, input_shapes
 from pyprof.prof.units import kernel_label
+from pyprof.prof.views import modules
 from pyprof.prof.views.summary import collect, report
 from pyprof.prof.warnings_tally import Tally
 from test_views_common import prof, stream, trace_records, write_dict
@@ -80,3 +82,29 @@ def test_kernel_label():
     assert kernel_label("void (anonymous namespace)::softmax_warp_forward<float, 8, false>(T2 *, const T1 *, int)") \
         == "softmax_warp_forward<float, 8, false>"
     assert kernel_label("nvjet_sm90_tst_32x64_64x16_4x2_h_bz_NNN") == "nvjet_sm90_tst_32x64_64x16_4x2_h_bz_NNN"
+
+
+
+
+@pytest.mark.parametrize("view", [["--summary"], ["--diff", "BASE", "BASE"], ["--modules"]])
+def test_view_tables_into_a_pipe_cut_no_name_and_fit_w_when_given(tmp_path, view):
+    """A view knows all its names before its first row: into a pipe (no width to fit) its name
+    column is as wide as the longest; with -w the table fits and long names end in '…'."""
+    path = write_dict(tmp_path, "gpt")
+    args = [path if a == "BASE" else a for a in view] + ([] if view == ["--modules"] else ["--by", "kernel"])
+    args += [] if view[0] == "--diff" else [path]  # --diff takes its two files itself
+    if view == ["--modules"]:
+        tree = json.loads(prof(*args, "--json")[1])["rows"]
+        names = {"  " * r["depth"] + r["module"].rsplit(".", 1)[-1] for r in tree}
+    else:
+        names = {kernel_label(r["kLongName"]) for r in trace_records("gpt")}
+    rc, out, _ = prof(*args)
+    header = next(line for line in out.splitlines() if line.startswith(("Kernel ", "Module ")))
+    second = header.index(header.split()[1])  # where the name column ends
+    start = modules.TEXT_WIDTHS[0] if view == ["--modules"] else GROUP_WIDTH  # never narrower than that
+    assert rc == 0 and "\u2026" not in out and second == max(start, *map(len, names)) + 1
+    assert all(any(line.startswith(n.ljust(second)) for line in out.splitlines()) for n in names)  # all whole
+    rc, out, _ = prof("-w", "150", *args)
+    table = out.split("\n\n")[1] if view == ["--summary"] else out
+    assert rc == 0 and all(len(line) <= 150 for line in table.splitlines())
+    assert ("\u2026" in table) == (max(map(len, names)) > 150 - (len(header) - second))

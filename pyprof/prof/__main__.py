@@ -32,7 +32,8 @@ def parser() -> argparse.ArgumentParser:
         description="One row per GPU kernel from `python -m pyprof.parse` output (or an nsys export, "
                     "parsed on the fly): attribution, FLOPs, bytes, Tensor Core use and distance from the GPU's "
                     "peaks; or a view of where the time goes (--summary, --plot, --diff, --modules). On a "
-                    "terminal tables fit its width; into a pipe rows are space separated for awk and sort.",
+                    "terminal tables fit its width; into a pipe the per-kernel rows are space separated for "
+                    "awk and sort, and a view's names are not cut.",
         epilog=help_table() + "\n\n" + _EPILOG)
     p.add_argument("file", nargs="?", default="-", help="record file (JSON Lines), or an nsys export (.sqlite, "
                                                         ".nsys-rep: parsed on the fly); stdin when absent or -")
@@ -40,7 +41,8 @@ def parser() -> argparse.ArgumentParser:
     form = p.add_mutually_exclusive_group()
     form.add_argument("-w", "--width", type=int, metavar="WIDTH",
                       help="columnated output, WIDTH characters wide (default: the terminal's width on a "
-                           "terminal; space separated into a pipe or a file)")
+                           "terminal; into a pipe or a file: space separated, a view's table as wide as its longest "
+                           "name)")
     form.add_argument("--csv", action="store_true", help="CSV output (quoted by the csv module; keys as headers, "
                                                          "na and - empty)")
     form.add_argument("--json", action="store_true",

@@ -12,7 +12,7 @@ import json
 import re
 import shutil
 import sys
-from typing import Callable, Sequence, TextIO
+from typing import Callable, Iterable, Sequence, TextIO
 
 from ..errors import EXIT_USAGE, PyprofError
 
@@ -73,16 +73,18 @@ def terminal_width(out: TextIO = sys.stdout) -> int | None:
     return shutil.get_terminal_size().columns
 
 
-DEFAULT_WIDTH = 120  # text tables when stdout is not a terminal and -w is not given
-
-
-def text_width(asked: int | None, widths: Sequence[int]) -> int:
-    """The line width of a text table: -w as `asked`, else the terminal's width, else
-    DEFAULT_WIDTH; without -w never less than the columns' starting `widths` need."""
+def text_width(asked: int | None, widths: Sequence[int], names: Iterable[str] = ()) -> int:
+    """The line width of a view's text table, whose one elastic column is its first, holding
+    `names` (group or module names, all known before the first row is written): -w as `asked`;
+    else the terminal's width, never less than the columns' starting `widths` need; else (a pipe,
+    a file: no width to fit) as wide as the longest name needs, so that none is cut."""
+    need = sum(widths) + len(widths) - 1
     if asked is not None:
         return asked
-    need = sum(widths) + len(widths) - 1
-    return max(terminal_width() or DEFAULT_WIDTH, need)
+    term = terminal_width()
+    if term is None:
+        return need + max(0, max(map(len, names), default=0) - widths[0])
+    return max(term, need)
 
 
 def layout(widths: Sequence[int], elastic: Sequence[bool], total: int) -> list[int]:

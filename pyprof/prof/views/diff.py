@@ -112,13 +112,16 @@ def _time(ns: int | None) -> str:
     return "-" if ns is None else duration(ns)  # "-": the group is absent on that side
 
 
-def write_text(d: dict, out: TextIO, width: int = 120, top: int | None = None) -> None:
-    """Columnated rows, then the totals line."""
-    write = columnated_writer(out, [d["by"].capitalize(), "Base", "New", "Delta", "Ratio", "Count"],
-                              [GROUP_WIDTH] + TEXT_WIDTHS, width, [True] + [False] * len(TEXT_WIDTHS))
+def write_text(d: dict, out: TextIO, width: int | None = None, top: int | None = None) -> None:
+    """Columnated rows, then the totals line; names cut to fit `width` (-w; None: the
+    terminal's, or uncut into a pipe: output.text_width)."""
     rows = d["rows"][:top] if top else d["rows"]
     keys = d["by"].split(",")
     labelled = [(group_label(r, keys), r) for r in rows] + [("(total)", d["total"])]
+    widths = [GROUP_WIDTH] + TEXT_WIDTHS
+    headers = [d["by"].replace(",", "+").capitalize(), "Base", "New", "Delta", "Ratio", "Count"]
+    write = columnated_writer(out, headers, widths, text_width(width, widths, [label for label, _ in labelled]),
+                              [True] + [False] * len(TEXT_WIDTHS))
     for label, r in labelled:
         delta = ("+" if r["delta_ns"] > 0 else "") + duration(r["delta_ns"])
         write([label, _time(r["base_ns"]), _time(r["new_ns"]), delta,
@@ -152,5 +155,5 @@ def main(args: argparse.Namespace) -> int:
     elif args.csv:
         write_csv(d, sys.stdout, args.top)
     else:
-        write_text(d, sys.stdout, text_width(args.width, [GROUP_WIDTH] + TEXT_WIDTHS), args.top)
+        write_text(d, sys.stdout, args.width, args.top)
     return 0

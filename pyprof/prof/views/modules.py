@@ -100,12 +100,15 @@ def sink(args: argparse.Namespace) -> Tree:
     return Tree()
 
 
-def write_text(rows: list[dict], out: TextIO, width: int) -> None:
-    """The tree, indented two spaces a level, each node named by its last path component."""
-    write = columnated_writer(out, TEXT_HEADERS, TEXT_WIDTHS, width, [True] + [False] * 4)
-    for r in rows:
-        name = r["module"] if r["module"] == NO_MODULE else r["module"].rsplit(".", 1)[-1]
-        write(["  " * r["depth"] + name, duration(r["self_ns"]), duration(r["total_ns"]), pct(r["pct_total"]),
+def write_text(rows: list[dict], out: TextIO, width: int | None = None) -> None:
+    """The tree, indented two spaces a level, each node named by its last path component; names
+    cut to fit `width` (-w; None: the terminal's, or uncut into a pipe: output.text_width)."""
+    names = ["  " * r["depth"] + (r["module"] if r["module"] == NO_MODULE else r["module"].rsplit(".", 1)[-1])
+             for r in rows]
+    write = columnated_writer(out, TEXT_HEADERS, TEXT_WIDTHS, text_width(width, TEXT_WIDTHS, names),
+                              [True] + [False] * 4)
+    for name, r in zip(names, rows):
+        write([name, duration(r["self_ns"]), duration(r["total_ns"]), pct(r["pct_total"]),
                str(r["count"])])
 
 
@@ -121,4 +124,4 @@ def write(tree: Tree, args: argparse.Namespace) -> None:
         for r in rows:
             w.writerow([csv_cell(r[k]) for k in KEYS])
     else:
-        write_text(rows, sys.stdout, text_width(args.width, TEXT_WIDTHS))
+        write_text(rows, sys.stdout, args.width)

@@ -241,16 +241,19 @@ def _lower_bound(v: str, na: int) -> str:
     return v + "+" if na and v != "na" else v  # "+": some kernels of the group are na
 
 
-def write_text(rep: dict, out: TextIO, width: int = 120) -> None:
-    """Header, a columnated table of groups (names cut to fit `width`), advice."""
+def write_text(rep: dict, out: TextIO, width: int | None = None) -> None:
+    """Header, a columnated table of groups, advice. Names are cut to fit `width` (-w; None: the
+    terminal's width, or uncut into a pipe or a file: output.text_width)."""
     for line in header_lines(rep):
         out.write(line + "\n")
     out.write("\n")
-    write = columnated_writer(out, [rep["by"].replace(",", "+").capitalize()] + TEXT_HEADERS,
-                              [GROUP_WIDTH] + TEXT_WIDTHS, width, [True] + [False] * len(TEXT_WIDTHS))
     keys = rep["by"].split(",")
-    for r in rep["rows"]:
-        write([group_label(r, keys), duration(r["time_ns"]), pct(r["pct_time"]), str(r["count"]),
+    labels = [group_label(r, keys) for r in rep["rows"]]
+    widths = [GROUP_WIDTH] + TEXT_WIDTHS
+    write = columnated_writer(out, [rep["by"].replace(",", "+").capitalize()] + TEXT_HEADERS,
+                              widths, text_width(width, widths, labels), [True] + [False] * len(TEXT_WIDTHS))
+    for label, r in zip(labels, rep["rows"]):
+        write([label, duration(r["time_ns"]), pct(r["pct_time"]), str(r["count"]),
                duration(r["avg_ns"]), duration(r["med_ns"]), duration(r["min_ns"]), duration(r["max_ns"]),
                duration(r["stddev_ns"]),
                _lower_bound(si(r["flops"]), r["flops_na"]), rate(r["tflops"], 3), pct(r["pct_peak"]),
@@ -279,5 +282,5 @@ def write(prof: Profile, args: argparse.Namespace) -> None:
         for line in header_lines(rep) + advice_lines(rep):  # CSV holds the rows only
             print(line, file=sys.stderr)
     else:
-        write_text(rep, sys.stdout, text_width(args.width, [GROUP_WIDTH] + TEXT_WIDTHS))
+        write_text(rep, sys.stdout, args.width)
 
