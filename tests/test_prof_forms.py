@@ -156,3 +156,19 @@ def test_launch_latency_is_kernel_start_minus_launch_call_start(tmp_path):
     path = write_dict(tmp_path, "orphan", [orphan])
     rc, out, _ = prof("-c", "idx,latency", path)
     assert out.splitlines()[1] == "0 -"
+
+
+def test_parquet_without_pyarrow_or_a_place_to_write_is_one_line(tmp_path, monkeypatch):
+    pytest.importorskip("pyarrow.parquet")
+    path = write_dict(tmp_path, "gpt")
+    rc, out, err = prof("--parquet", str(tmp_path / "no" / "such" / "dir.parquet"), path)
+    assert (rc, out) == (8, "") and err.startswith(f"pyprof.prof: error: cannot write {tmp_path}/no/such/dir.parquet: ")
+    assert err.count("\n") == 1
+    shadow = tmp_path / "shadow" / "pyarrow"  # as test_views_roofline hides matplotlib
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('hidden for the test')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "shadow"))
+    rc, out, err = prof("--parquet", str(tmp_path / "x.parquet"), path)
+    assert (rc, out, err) == (8, "", "pyprof.prof: error: --parquet needs pyarrow: pip install pyarrow "
+                                     "(or pip install 'pyprof[parquet]')\n")
+    assert not (tmp_path / "x.parquet").exists()

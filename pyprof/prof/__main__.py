@@ -20,6 +20,7 @@ exit status (one line on stderr for each failure; docs/prof.md):
   {EXIT_NO_INPUT}    input missing or unreadable
   {EXIT_BAD_FORMAT}    neither a record file nor an nsys export (an export on stdin: give its path)
   {EXIT_NO_KERNELS}, {EXIT_CORRUPT}, {EXIT_TOOL} an nsys export given as input: as pyprof.parse (no kernels; corrupted; .nsys-rep without nsys)
+  {EXIT_TOOL}    --plot without matplotlib, --parquet without pyarrow, or their file cannot be written
   {EXIT_BAD_LINE}    malformed line under --strict
   {EXIT_INCOMPLETE}    the input ends where pyprof.parse failed (rows before it were printed)
   {EXIT_INTERRUPTED}  interrupted"""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import EXIT_USAGE, PyprofError
+from ..errors import EXIT_TOOL, PyprofError
 from .columns import Column, typed
 
 NEEDS = "--parquet needs pyarrow: pip install pyarrow (or pip install 'pyprof[parquet]')"
@@ -13,12 +13,12 @@ ROW_GROUP = 65536  # rows held before a row group is written
 
 
 def require_pyarrow() -> Any:
-    """pyarrow, or PyprofError naming the install."""
+    """pyarrow, or PyprofError naming the install (status as --plot without matplotlib)."""
     try:
         import pyarrow
         import pyarrow.parquet  # noqa: F401
     except ImportError:
-        raise PyprofError(NEEDS, EXIT_USAGE) from None
+        raise PyprofError(NEEDS, EXIT_TOOL) from None
     return pyarrow
 
 
@@ -35,7 +35,7 @@ class ParquetWriter:
         try:
             self._writer = pa.parquet.ParquetWriter(path, self._schema)
         except OSError as err:
-            raise PyprofError(f"cannot write {path}: {err}", EXIT_USAGE) from None
+            raise PyprofError(f"cannot write {path}: {err}", EXIT_TOOL) from None
 
     def write(self, values: list[str]) -> None:
         """Add one row (prof's printed cells)."""
