@@ -79,7 +79,7 @@ def main() -> int:
     for _, prec, thunk in zoo:  # warm-up: library initialisation stays out of the range
         with tf32(prec == "tf32"):
             thunk()
-    with pyprof.profiled(record_shapes=True):
+    with pyprof.profiled(aten=True):
         for name, prec, thunk in zoo:
             with tf32(prec == "tf32"), pyprof.annotate(name):
                 thunk()

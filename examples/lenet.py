@@ -5,7 +5,7 @@ Capture on a GPU machine (the profiler range covers one training iteration after
     nsys profile -t cuda,nvtx -s none -c cudaProfilerApi -f true --export sqlite -o lenet python examples/lenet.py
     python -m pyprof.parse lenet.sqlite | python -m pyprof.prof -w 150 -c idx,dir,op,kernel,sil,tc,flops,bytes
 
-The range is `pyprof.profiled()`: PyTorch's emit_nvtx op ranges around the CUDA profiler range.
+The range is `pyprof.profiled()` (`--aten`: with PyTorch's emit_nvtx op ranges inside it).
 """
 import sys
 
@@ -61,9 +61,9 @@ def main() -> None:
 
     for _ in range(3):  # warm-up: cuDNN autotuning and allocator growth stay out of the capture
         step(net, optimizer, data, target)
-    # PyTorch's op ranges (emit_nvtx) and the CUDA profiler range that nsys captures, around
+    # The CUDA profiler range that nsys captures (with PyTorch's op ranges under --aten), around
     # one step; without CUDA the step just runs.
-    with pyprof.profiled(record_shapes=True):
+    with pyprof.profiled(aten="--aten" in sys.argv):
         step(net, optimizer, data, target)
     print("lenet.py: one training step done", file=sys.stderr)
 

@@ -10,16 +10,18 @@ import time
 
 
 class Progress:
-    """`prog: N records (P%)` on stderr, at most once a second; silent when disabled."""
+    """`prog: N records (P%)` on stderr, at most once a second; silent when disabled. `unit`
+    names what is counted."""
 
-    def __init__(self, prog: str, total: int | None, enabled: bool) -> None:
+    def __init__(self, prog: str, total: int | None, enabled: bool, unit: str = "records") -> None:
         self.prog = prog
         self.total = total
         self.enabled = enabled
+        self.unit = unit
         self._next = time.monotonic() + 1.0
 
     def update(self, done: int) -> None:
-        """Show `done` records, when enabled and a second has passed since the last line."""
+        """Show `done` units, when enabled and a second has passed since the last line."""
         if not self.enabled:
             return
         now = time.monotonic()
@@ -27,7 +29,7 @@ class Progress:
             return
         self._next = now + 1.0
         share = f" ({100 * done / self.total:.0f}%)" if self.total else ""
-        sys.stderr.write(f"\r{self.prog}: {done} records{share}")
+        sys.stderr.write(f"\r{self.prog}: {done} {self.unit}{share}")
         sys.stderr.flush()
 
     def finish(self) -> None:

@@ -67,6 +67,7 @@ _MEMCPY_COLS = ["start", "end", "deviceId", "contextId", "streamId", "correlatio
                 "migrationCause", "graphNodeId", "virtualAddress"]
 _MEMSET_COLS = ["start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid", "value", "bytes",
                 "graphNodeId", "memKind"]
+_GRAPH_NODE_COLS = ["start", "end", "eventClass", "globalTid", "nameId", "graphNodeId", "originalGraphNodeId"]
 _FLUSH = 50000
 
 
@@ -193,6 +194,12 @@ class SynthExport:
         start = gpu_start if gpu_start is not None else t + 10000
         self.kernel((thread >> 24) & 0xFFFFFF, corr, start, start + duration, name, **kw)
         return corr
+
+    def graph_node(self, thread: int, t: int, node: int, original: int | None = None) -> None:
+        """A CUDA_GRAPH_NODE_EVENTS row: node `node` created at `t` on `thread`, by stream capture
+        (no `original`) or as the instantiated copy of captured node `original`."""
+        self._add("CUDA_GRAPH_NODE_EVENTS", _GRAPH_NODE_COLS,
+                  (t, t, 77, thread, self.string("Graph Node Creation"), node, original))
 
     def memcpy(self, pid: int, corr: int, start: int, end: int, nbytes: int, copy_kind: int, device: int = 0,
                stream: int = 7) -> None:
@@ -396,3 +403,191 @@ def workload(path: str, kernels: int, processes: int = 2, seed: int = 0) -> str:
             syn.launch(main, t, t + 20000, api="cudaStreamSynchronize_v3020")
             t += 30000
     return syn.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Large exports from a small one, at SQLite's speed (benchmarks).
+
+# Per table: the columns shifted in time, and whether its correlation ids are shifted too.
+_REPEATED = {"CUPTI_ACTIVITY_KIND_KERNEL": True, "CUPTI_ACTIVITY_KIND_RUNTIME": True,
+             "CUPTI_ACTIVITY_KIND_MEMCPY": True, "CUPTI_ACTIVITY_KIND_MEMSET": True, "NVTX_EVENTS": False}
+
+
+def repeat(src: str, dst: str, copies: int, offset: int = 0) -> str:
+    """Write `dst`: the activity and NVTX rows of export `src` repeated `copies` times one after
+    the other on the timeline (each copy shifted by the span of `src` plus 1 ms, correlation ids
+    shifted past the previous copy's), everything else once. The whole timeline is moved by
+    `offset` ns (ranks of one job start at slightly different times). Returns `dst`.
+
+    Row order within a copy is `src`'s; domain-create events are written once, as nsys does.
+    """
+    if os.path.exists(dst):
+        os.unlink(dst)
+    db = sqlite3.connect(dst)
+    db.execute("PRAGMA journal_mode = OFF")
+    db.execute("PRAGMA synchronous = OFF")
+    db.execute("ATTACH DATABASE ? AS s", (src,))
+    tables = [r[0] for r in db.execute("SELECT name FROM s.sqlite_master WHERE type = 'table'")]
+    span = 1 + max(db.execute(f"SELECT max(ifnull(\"end\", start)) FROM s.{t}").fetchone()[0] or 0
+                   for t in tables if t in _REPEATED) + 1_000_000
+    corr = 1 + max(db.execute(f"SELECT max(correlationId) FROM s.{t}").fetchone()[0] or 0
+                   for t in tables if _REPEATED.get(t))
+    for table in tables:
+        sql = db.execute("SELECT sql FROM s.sqlite_master WHERE name = ?", (table,)).fetchone()[0]
+        db.execute(sql)
+        cols = [r[1] for r in db.execute(f"PRAGMA s.table_info({table})")]
+        if table not in _REPEATED:
+            db.execute(f"INSERT INTO main.{table} SELECT * FROM s.{table}")
+            continue
+        for k in range(copies):
+            exprs = []
+            for c in cols:
+                if c in ("start", "end"):
+                    exprs.append(f'"{c}" + {k * span + offset}')
+                elif c == "correlationId" and _REPEATED[table]:
+                    exprs.append(f"correlationId + {k * corr}")
+                else:
+                    exprs.append(f'"{c}"')
+            where = f" WHERE eventType != {DOMAIN_CREATE}" if table == "NVTX_EVENTS" and k else ""
+            db.execute(f"INSERT INTO main.{table} SELECT {', '.join(exprs)} FROM s.{table}{where}")
+    db.commit()
+    db.execute("DETACH DATABASE s")
+    db.close()
+    return dst
+
+
+# ---------------------------------------------------------------------------------------------
+# One export per rank of a data-parallel job (ranks side by side, collectives, overlap).
+
+NCCL_STREAM = 20
+COMPUTE_STREAM = 7
+
+
+def nccl_kernel(coll: str, dtype: str = "f32", op: str = "Sum") -> str:
+    """The demangled name of an NCCL >= 2.19 kernel (`ncclDevKernel_AllReduce_Sum_f32_RING_LL`)."""
+    reduce = f"_{op}" if coll in ("AllReduce", "ReduceScatter", "Reduce") else ""
+    return f"ncclDevKernel_{coll}{reduce}_{dtype}_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def step_delay(seed: int, rank: int, step: int) -> int:
+    """How late (ns) `rank` starts `step`: the same in every rank's export, so that each can
+    compute when the slowest rank arrives at a collective."""
+    return random.Random(seed * 1_000_003 + step * 7919 + rank).randrange(0, 20_000, 10)
+
+
+def rank_export(path: str, rank: int, world: int, steps: int = 2, layers: int = 4, buckets: int = 2,
+                seed: int = 0, pid: int | None = None, markers: bool = True) -> str:
+    """A data-parallel training run as rank `rank` of `world` sees it, `steps` steps.
+
+    Per step: forward (a GEMM per layer, pyprof linear markers and emit_nvtx ranges) on the main
+    thread; backward (two GEMMs per layer) on the autograd thread, where after every
+    `layers // buckets` layers DDP's reducer all-reduces a gradient bucket (float32, 1 MiB per
+    layer): a `record_param_comms` range around an `NCCL:ncclAllReduce` range around the launch
+    of an `ncclDevKernel_AllReduce_Sum_f32_RING_LL` kernel on the NCCL stream, overlapping the
+    next layers' backward GEMMs; then on the main thread `torch.distributed.all_reduce` of the
+    loss (pyprof marker with `dist`, 4 bytes) and `all_gather_into_tensor` of a bfloat16 shard
+    (128 elements per rank), and an `SGD.step` (a step boundary).
+
+    Rank r starts step s late by step_delay(seed, r, s); a collective's kernel starts when its
+    rank launches it and ends when the last rank's has run 50 us past its own start: the GPU
+    timeline of a real collective, so each rank's wait is the last arrival minus its own.
+    """
+    syn = SynthExport(path)
+    pid = 1000 + rank if pid is None else pid
+    main = syn.thread(pid, pid, "python3")
+    grad = syn.thread(pid, pid + 1, "pt_autograd_0")
+    dom = syn.domain(main, "pyprof", t=100, registered=True) if markers else 0
+    nccl_dom = syn.domain(grad, "NCCL", t=200, registered=True)
+    syn.map_device(pid, rank % 8, 0)
+    dist = {"rank": rank, "world": world, "group": "0", "groupRank": rank, "groupSize": world}
+    per_bucket = max(1, layers // buckets)
+    step_len = 2_000_000
+    seq = op_id = 0
+    gpu = {COMPUTE_STREAM: 0, NCCL_STREAM: 0}  # when each stream is free
+
+    def compute(t: int, thread: int, name: str, dur: int) -> None:
+        start = max(t + 4000, gpu[COMPUTE_STREAM])
+        gpu[COMPUTE_STREAM] = start + dur
+        syn.launch_kernel(thread, t, name, gpu_start=start, duration=dur, stream=COMPUTE_STREAM, grid=(8, 8, 1))
+
+    late: dict[int, int] = {}  # step -> the largest delay of any rank
+
+    def collective(t: int, thread: int, name: str, offset: int, step: int) -> None:
+        # Every rank launches this collective `offset` ns into its step; the kernel ends 50 us
+        # after the slowest rank's starts.
+        start = max(t + 3000, gpu[NCCL_STREAM])
+        if step not in late:
+            late[step] = max(step_delay(seed, r, step) for r in range(world))
+        last = step * step_len + late[step] + offset + 3000
+        end = max(last, start) + 50_000
+        gpu[NCCL_STREAM] = end
+        corr = syn.launch(thread, t, t + 1500, api="cudaLaunchKernelExC_v11060")
+        syn.kernel(pid, corr, start, end, name, stream=NCCL_STREAM, grid=(2, 1, 1), block=(256, 1, 1))
+
+    for s in range(steps):
+        t0 = s * step_len + step_delay(seed, rank, s)
+        t = t0
+        fwd = []
+        for layer in range(layers):
+            seq += 1
+            op_id += 2
+            l0 = t
+            if markers:
+                m0 = t + 50
+            t += 300
+            compute(t, main, "sm90_xmma_gemm_f32f32_tf32f32_f32_nt_n_tilesize128x128x32", 20_000)
+            syn.push(main, t - 100, t + 2600, torch_text("aten::addmm", seq=seq, op_id=op_id,
+                                                          sizes=[[1024], [64, 1024], [1024, 1024]]))
+            t += 3000
+            if markers:
+                syn.push(main, m0, t, marker("op", mod="torch.nn.functional", op="linear",
+                                             args=[{"shape": [64, 1024], "dtype": "float32"},
+                                                   {"shape": [1024, 1024], "dtype": "float32"},
+                                                   {"shape": [1024], "dtype": "float32"}],
+                                             site="train.py:40", module=f"layers.{layer}"), domain=dom, registered=True)
+            syn.push(main, l0, t + 100, f"layer:layer{layer}")
+            t += 400
+            fwd.append(seq)
+        t = t0 + 200_000
+        for i, sq in enumerate(reversed(fwd)):
+            op_id += 1
+            n0 = t
+            for _ in range(2):
+                compute(t, grad, "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32", 25_000)
+                t += 3000
+            syn.push(grad, n0, t, torch_text("AddmmBackward0", seq=sq, op_id=op_id))
+            t += 500
+            if (i + 1) % per_bucket == 0:
+                op_id += 1
+                c0 = t
+                syn.push(grad, c0 + 100, c0 + 2500, "ncclAllReduce", domain=nccl_dom, registered=True)
+                collective(c0 + 200, grad, nccl_kernel("AllReduce"), c0 + 200 - t0, s)
+                syn.push(grad, c0, c0 + 2700, torch_text("record_param_comms", op_id=op_id))
+                t += 3000
+        t = t0 + 600_000
+        for op, name, args, off in (
+                ("all_reduce", nccl_kernel("AllReduce"), [{"shape": [1], "dtype": "float32"}], 600_000),
+                ("all_gather_into_tensor", nccl_kernel("AllGather", "bf16"),
+                 [{"shape": [128 * world], "dtype": "bfloat16"}, {"shape": [128], "dtype": "bfloat16"}], 700_000)):
+            t = t0 + off
+            if markers:
+                syn.push(main, t, t + 3000, marker("op", mod="torch.distributed", op=op, args=args, site="train.py:60",
+                                                   dist=dist), domain=dom, registered=True)
+            syn.push(main, t + 100, t + 2500, "nccl" + op.split("_")[0].capitalize() + "".join(
+                w.capitalize() for w in op.split("_")[1:2]), domain=nccl_dom, registered=True)
+            collective(t + 200, main, name, off + 200, s)
+        t = t0 + 900_000
+        if markers:
+            syn.push(main, t, t + 5000, marker("op", mod="torch.optim", op="SGD.step", args=[],
+                                               kwargs={"params": {"count": layers, "numel": layers * 1024 * 1024,
+                                                                  "dtype": "float32"}}, site="train.py:70"),
+                     domain=dom, registered=True)
+        compute(t + 200, main, "void at::native::multi_tensor_apply_kernel<SGD>(int)", 30_000)
+    return syn.close()
+
+
+def rank_set(folder: str, world: int, steps: int = 2, seed: int = 0, **kw: Any) -> list[str]:
+    """`world` exports trace_0.sqlite .. trace_{world-1}.sqlite of one job in `folder` (rank_export)."""
+    os.makedirs(folder, exist_ok=True)
+    return [rank_export(os.path.join(folder, f"trace_{r}.sqlite"), r, world, steps, seed=seed, **kw)
+            for r in range(world)]

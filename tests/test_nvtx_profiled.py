@@ -1,4 +1,4 @@
-"""pyprof.profiled(): emit_nvtx and the CUDA profiler range around the body, on a synchronized device."""
+"""pyprof.profiled(): the CUDA profiler range around the body on a synchronized device; emit_nvtx with aten=True."""
 import contextlib
 
 import pytest
@@ -36,12 +36,18 @@ def test_with_cuda_the_range_holds_the_body_and_nothing_before_it(monkeypatch):
     with pyprof.profiled() as opened:
         calls.append("body")
     assert opened is True
+    # The default mode: pyprof's markers alone attribute every kernel; no PyTorch op ranges.
+    assert calls == ["synchronize", "start", "body", "synchronize", "stop"]
+
+    calls.clear()
+    with pyprof.profiled(aten=True):
+        calls.append("body")
     assert calls == ["emit_nvtx(record_shapes=True)", "synchronize", "start", "body", "synchronize", "stop",
                      "emit_nvtx end"]
 
     calls.clear()
     try:
-        with pyprof.profiled(record_shapes=False):
+        with pyprof.profiled(aten=True, record_shapes=False):
             raise KeyError("step failed")
     except KeyError:
         pass

@@ -95,8 +95,9 @@ def test_missing_file(tmp_path: Path) -> None:
     expect_error(run_parse(path), 3, f"{path}: no such file")
 
 
-def test_directory(tmp_path: Path) -> None:
-    expect_error(run_parse(tmp_path), 3, f"{tmp_path}: is a directory, not an export file")
+def test_directory_without_exports(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("x")
+    expect_error(run_parse(tmp_path), 3, f"{tmp_path}: a folder with no .sqlite or .nsys-rep export in it")
 
 
 def test_not_sqlite(tmp_path: Path) -> None:

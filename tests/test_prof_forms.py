@@ -18,7 +18,7 @@ ALL = ",".join(c.name for c in COLUMNS)
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--top", "5"], "--top applies to --summary and --diff only (the per-kernel table has no groups)"),
+    (["--top", "5"], "--top applies to --summary, --diff and --stragglers only (the per-kernel table has no groups)"),
     (["--sort", "flops"], "--sort applies to --summary only (the per-kernel table has no groups)"),
     (["--by", "kernel"], "--by applies to --summary and --diff only (the per-kernel table has no groups)"),
     (["--plot", "x.png", "--by", "kernel"], "--by applies to --summary and --diff only "

@@ -17,6 +17,13 @@ def rep(name, by="op", **kw):
     return report(collect(numbered(trace_records(name)), Tally(), by), **kw)
 
 
+def with_unpriced(name):
+    """The trace's records plus one kernel prof cannot price (no marker, no PyTorch ranges) that
+    takes no time."""
+    recs = trace_records(name)
+    return recs + [dict(recs[0], op="unpriced", marker=None, torchOps=[], kDuration=0, kEnd=recs[0]["kStart"])]
+
+
 def test_gpt_header_exact():
     h = rep("gpt")["header"]
     assert h["kernels"] == 139
@@ -29,6 +36,22 @@ def test_gpt_header_exact():
     assert (h["gaps"], h["gap_ns"], h["largest_gap_ns"]) == (138, 14693274 - 509607, 713897)
     assert round(h["tc_pct"], 1) == 24.2 and h["tc_missed_pct"] == 0.0
     assert h["copies"] == 0 and h["devices"][0]["gpu"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_the_header_says_which_level_priced_what(tmp_path):
+    """The GPT trace: 135 kernels priced by their op markers (Tensor.backward's seed fill by the
+    call's own: 0 FLOPs, 4 B), 4 by PyTorch's aten ranges (the four NativeLayerNormBackward0
+    gradient accumulations, aten::add_ of two fp32 [4,128,256]: 131,072 FLOPs, 3·524,288 B each),
+    none by neither."""
+    h = rep("gpt")["header"]
+    assert h["priced_ns"] == {"marker": 504135, "aten": 5472, "compiled": 0} and h["unpriced_ns"] == 0
+    assert 504135 + 5472 == h["gpu_time_ns"]
+    rows = rep("gpt", by="level")["rows"]
+    assert [(r["group"], r["count"], r["time_ns"]) for r in rows] == [("marker", 135, 504135), ("aten", 4, 5472)]
+    assert (rows[1]["flops"], rows[1]["bytes"]) == (4 * 131072, 4 * 3 * 524288)
+    rc, out, _ = prof("--summary", write_dict(tmp_path, "gpt", with_unpriced("gpt")))
+    assert out.splitlines()[5] == ("priced by      marker 98.9%, aten 1.1%, compiled 0.0%, neither 0.0% of GPU time "
+                                   "(op marker, PyTorch's aten ranges or compiled FX nodes; --by level, column level)")
 
 
 def test_gpt_rows():
@@ -76,14 +99,12 @@ def test_sort_and_top():
     assert r["more"]["groups"] == 9
     names = [x["group"] for x in rep("gpt", sort="name")["rows"]]
     assert names == sorted(names)
-    flops = rep("gpt", sort="flops")["rows"]
-    assert flops[0]["group"] == "linear"
-    # unknown sorts last (GradScaler's private ops carry no marker)
-    assert rep("resnet", sort="flops")["rows"][-1]["flops"] is None
+    flops = report(collect(numbered(with_unpriced("gpt")), Tally(), "op"), sort="flops")["rows"]
+    assert flops[0]["group"] == "linear" and flops[-1]["flops"] is None  # unknown sorts last
 
 
 def test_text_output(tmp_path):
-    rc, out, err = prof("--summary", write_dict(tmp_path, "gpt"))
+    rc, out, err = prof("--summary", write_dict(tmp_path, "gpt", with_unpriced("gpt")))
     assert rc == 0
     lines = out.splitlines()
     assert lines[0].startswith("capture span   14.69 ms") and "NVIDIA H100 80GB HBM3" in lines[0]
@@ -93,7 +114,8 @@ def test_text_output(tmp_path):
     assert table[0].split()[:3] == ["Op", "Time", "%Time"]
     assert table[1].split()[:5] == ["linear", "262.5", "us", "51.5", "79"]
     assert "advice:" in out and "launch-bound" in out
-    assert err == ""  # a clean run of a shipped example warns about nothing
+    # the kernel with_unpriced() adds is the one warned about
+    assert err == "pyprof.prof: 140 records; warnings:\n  no op marker: 1 kernel: torch.nn.functional.unpriced (1)\n"
 
 
 def _renamed(rec: dict, old: str, new: str) -> dict:
@@ -111,12 +133,13 @@ def test_partial_sums_are_marked_as_lower_bounds(tmp_path):
     # Every __add__ kernel is known: 5 forward adds of 4·128·256 elements (655,360 FLOPs) and, in
     # the backward, the [128,256] operand's gradient summed over the batch of 4 (3·32,768 adds)
     assert add.split()[15] == "753.66k"  # after Time, %Time, Count and five duration statistics
-    # The same trace with the adds renamed __pow__ (no backward formula): its backward kernels
-    # are na, so the op's sum is the forward's, marked as a lower bound
-    recs = [_renamed(r, "__add__", "__pow__") for r in trace_records("gpt")]
-    rc, out, _ = prof("--summary", write_dict(tmp_path, "pow", recs))
-    pow_ = next(line for line in out.splitlines() if line.startswith("__pow__"))
-    assert "655.36k+" in pow_
+    # The same trace with the adds renamed atan2 (no backward formula): its backward kernels are
+    # priced from their PyTorch ranges instead, the aten::sum 131,072 FLOPs (4·128·256 in) but
+    # unknown bytes (the summed dims are not in the range): the byte sum is a lower bound
+    recs = [_renamed(r, "__add__", "atan2") for r in trace_records("gpt")]
+    rc, out, _ = prof("--summary", write_dict(tmp_path, "atan2", recs))
+    atan2 = next(line for line in out.splitlines() if line.startswith("atan2")).split()
+    assert atan2[15] == "786.43k" and atan2[18].endswith("+")
 
 
 def test_json_output(tmp_path):
@@ -179,7 +202,7 @@ def test_per_kernel_view_unchanged(tmp_path):
 
 def test_kernels_above_a_roof_are_explained():
     note = rep("resnet")["notes"][0]
-    assert note.startswith("9 kernels above a roof (%BW or %Peak over 100; highest 245.9%, SGD.step; Bound says "
+    assert note.startswith("10 kernels above a roof (%BW or %Peak over 100; highest 177.3%, max_pool2d; Bound says "
                            "over): ")
     assert "L2 cache" in note and "the op's row is its honest rate" in note
     sgd = next(r for r in rep("resnet")["rows"] if r["group"] == "SGD.step")

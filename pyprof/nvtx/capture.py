@@ -4,16 +4,22 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
+from . import compiled
+
 
 @contextlib.contextmanager
-def profiled(record_shapes: bool = True) -> Iterator[bool]:
-    """Profile the body: PyTorch's own op ranges (`emit_nvtx(record_shapes=...)`) around it, and
-    the CUDA profiler range (`torch.cuda.profiler.start()`/`stop()`, which `nsys profile -c
-    cudaProfilerApi` captures) opened and closed on a synchronized device, so that the capture
-    holds the body's kernels and nothing launched before it.
+def profiled(aten: bool = False, record_shapes: bool = True) -> Iterator[bool]:
+    """Profile the body: the CUDA profiler range (`torch.cuda.profiler.start()`/`stop()`, which
+    `nsys profile -c cudaProfilerApi` captures) opened and closed on a synchronized device, so
+    that the capture holds the body's kernels and nothing launched before it.
+
+    pyprof's own markers attribute every kernel, backward ones included (docs/markers.md,
+    `kind: "bwd"`), so by default nothing else runs. `aten=True` adds PyTorch's own op ranges
+    (`emit_nvtx(record_shapes=...)`): the ATen ops inside each call (`torchOps` in the records,
+    exact GEMM sizes of composite ops) at about twice the step time (docs/annotation.md, "Cost").
 
     Yields True when the range was opened; False on a machine without CUDA, where the body runs
-    as is (emit_nvtx needs CUDA). Use it around a step after warm-up:
+    as is. Use it around a step after warm-up:
 
         with pyprof.profiled():
             train_step()
@@ -23,9 +29,11 @@ def profiled(record_shapes: bool = True) -> Iterator[bool]:
     if not torch.cuda.is_available():
         yield False
         return
-    with torch.autograd.profiler.emit_nvtx(record_shapes=record_shapes):
+    with torch.autograd.profiler.emit_nvtx(record_shapes=record_shapes) if aten else contextlib.nullcontext():
         torch.cuda.synchronize()
         torch.cuda.profiler.start()
+        # Inside the capture range, so the trace carries what its compiled kernels compute.
+        compiled.emit()
         try:
             yield True
         finally:

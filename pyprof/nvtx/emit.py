@@ -24,6 +24,9 @@ from nvtx._lib import push_range as _lib_push
 
 DOMAIN = "pyprof"
 SCHEMA_VERSION = 1
+# The schema version that introduced `kind: "bwd"` markers; op, module and layer markers keep
+# version 1, their form being unchanged (docs/markers.md).
+BWD_VERSION = 2
 
 F = TypeVar("F", bound=Callable[..., Any])
 

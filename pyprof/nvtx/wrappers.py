@@ -1,9 +1,9 @@
 """The wrappers pyprof installs: one per torch callable, `nn.Module.__call__`, optimizer steps.
 
 Hot path. Per call of a wrapped op: one attribute test when markers are off; otherwise a
-thread-local depth check, the marker text (prefix precomputed per wrapper, tensor texts cached
-by shape/dtype, call site cached per code object, module fragment cached per module), one NVTX
-push and one pop.
+thread-local depth check, the marker text (a call key and one look-up in the wrapper's own cache,
+pyprof.nvtx.memo; encoded only for a new key), one NVTX push and one pop, and a pre-hook on the
+output's autograd node (pyprof.nvtx.backward) when it has one.
 """
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from . import backward as _backward
+from . import memo as _memo
 from .emit import state as _state
 from .marker import build as _build
 from .marker import encode as _encode
-from .marker import autocast_json as _autocast
 from .marker import module_marker, op_prefix, optimizer_knobs, optimizer_params
 from .site import site_json as _site
 
@@ -34,13 +35,20 @@ class _Local(threading.local):
 _tl = _Local()
 
 
-def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str) -> Callable:
+def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str, opaque: bool = True) -> Callable:
     """A wrapper of `orig` that pushes an op marker `mod`/`op` around each outermost call.
 
     `home`/`qualname` are where the wrapper is installed: pickle finds a function by those, so a
     wrapped function pickles by reference and unpickles as whatever is installed there.
+    `opaque`: the wrapped calls made inside this one emit nothing (its marker accounts for their
+    work); False for an op prof cannot price, whose inner calls then carry markers of their own.
     """
     prefix = op_prefix(mod, op)
+    hides = 1 if opaque else 0  # added to the depth: chosen here, so the call path has no branch
+    texts: dict = {}  # call key -> marker text (pyprof.nvtx.memo)
+    inplace = _backward.is_inplace(op)
+    # A backward call may leave a bwd range open on this thread (CPU autograd runs here).
+    runs_backward = (mod, op) in _BACKWARD_CALLS
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         # Dynamo sees is_compiling() as True and traces straight into the original: no graph
@@ -51,18 +59,26 @@ def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str) -> C
         depth = tl.depth
         if depth and not _state.nested:
             return orig(*args, **kwargs)
-        tl.depth = depth + 1
+        tl.depth = depth + hides
         try:
-            _state.push(_build(prefix, args, kwargs, _site() + tl.mod + _autocast()))
+            text = _memo.marker(texts, prefix, args, kwargs, tl.mod)
+            _state.push(text)
             try:
-                return orig(*args, **kwargs)
+                out = orig(*args, **kwargs)
             finally:
+                if runs_backward:
+                    _backward.close()
                 _state.pop()
+            _backward.attach(out, args, text, inplace)
+            return out
         finally:
             tl.depth = depth
 
     _dress(wrapper, orig, home, qualname)
     return wrapper
+
+
+_BACKWARD_CALLS = frozenset({("Tensor", "backward"), ("torch.autograd", "backward"), ("torch.autograd", "grad")})
 
 
 def _dress(wrapper: Callable, orig: Callable, home: str, qualname: str) -> None:
@@ -96,10 +112,18 @@ _REBUILDS = 4
 _roots: dict = {}  # id(root) -> _Names
 
 
-def _forget(key: int, ref: weakref.ref) -> None:
-    t = _roots.get(key)
-    if t is not None and t.root is ref:
-        del _roots[key]
+def _forgetter(key: int) -> Callable[[weakref.ref], None]:
+    """The weakref callback that drops a dead root's table. It holds the table dict itself, not
+    this module's globals: roots collected at interpreter exit run it after the module's globals
+    were cleared to None."""
+    roots = _roots
+
+    def forget(ref: weakref.ref) -> None:
+        t = roots.get(key)
+        if t is not None and t.root is ref:
+            del roots[key]
+
+    return forget
 
 
 def _entry(m: torch.nn.Module, name: str, names: _Names) -> tuple:
@@ -129,7 +153,7 @@ def _names_of(root: torch.nn.Module) -> _Names:
     if t is not None and t.root() is root:
         return t
     t = _Names()
-    t.root = weakref.ref(root, lambda ref, key=key: _forget(key, ref))
+    t.root = weakref.ref(root, _forgetter(key))
     t.rebuilds = 0
     _fill(t, root)
     if key not in t:  # named_modules overridden without the root itself
@@ -235,3 +259,10 @@ def step_wrapper(orig: Callable) -> Callable:
 _WRAPPER_CODES = frozenset(
     f.__code__ for f in (op_wrapper(len, "", "", "", "x"), module_call(len), step_wrapper(len))
 )
+
+
+def recognise(wrapper: Callable) -> None:
+    """Count functions sharing `wrapper`'s code as pyprof wrappers in is_wrapper (for wrappers
+    defined beside these ones: nvtx/distributed.py)."""
+    global _WRAPPER_CODES
+    _WRAPPER_CODES = _WRAPPER_CODES | {wrapper.__code__}

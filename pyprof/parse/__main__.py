@@ -1,14 +1,16 @@
-"""python -m pyprof.parse: Nsight Systems SQLite export -> one JSON record per GPU kernel."""
+"""python -m pyprof.parse: Nsight Systems SQLite export(s) -> one JSON record per GPU kernel."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import NoReturn, Sequence
 
 from pyprof.cli import Parser
-from pyprof.errors import (EXIT_BAD_FORMAT, EXIT_CORRUPT, EXIT_INTERRUPTED, EXIT_NO_INPUT, EXIT_NO_KERNELS,
-                           EXIT_TOOL, EXIT_USAGE, run_cli)
-from pyprof.parse import parse
+from pyprof.errors import (EXIT_BAD_FORMAT, EXIT_CORRUPT, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_NO_INPUT,
+                           EXIT_NO_KERNELS, EXIT_TOOL, EXIT_USAGE, PyprofError, run_cli)
+from pyprof.parse import Stats, parallel, parse
+from pyprof.parse.merge import merge
 from pyprof.text import count
 
 PROG = "pyprof.parse"
@@ -17,26 +19,41 @@ DESCRIPTION = """\
 Turn an Nsight Systems SQLite export into one JSON record per GPU kernel (JSON Lines, in launch
 order; the format is docs/records.md). Each kernel is joined to its launch call and to every NVTX
 range open around that call on the launching thread: pyprof markers (pyprof.init()), PyTorch
-emit_nvtx op ranges, user 'layer:NAME' ranges. Reads only; never needs torch.
+emit_nvtx op ranges, user 'layer:NAME' ranges. A kernel replayed from a CUDA graph captured inside
+the trace (torch.cuda.graph, make_graphed_callables; nsys --cuda-graph-trace=node) is joined to the
+ranges open when its node was captured. Reads only; never needs torch.
 
   nsys profile -t cuda,nvtx -c cudaProfilerApi --export sqlite -o net python net.py
   python -m pyprof.parse net.sqlite > net.dict
   python -m pyprof.parse net.sqlite -o net.dict      # net.dict appears only when complete
+
+Several exports (or a folder of them) are the ranks of one job: they are parsed in parallel, one
+worker per export up to -j, into one output in rank order whose records carry "rank" (from
+pyprof's torch.distributed markers, else the file name's last number, else the file order):
+
+  torchrun --nproc-per-node 8 nsys profile ... -o trace_%q{RANK} python train.py
+  python -m pyprof.parse trace_*.sqlite -o job.dict
+  python -m pyprof.parse --merge node0.dict node1.dict -o job.dict   # per-node outputs, by rank
+
+One large export is cut into time windows parsed by up to -j workers; the output is byte for
+byte what one process writes.
 """
 
 EPILOG = f"""\
 A summary goes to stderr at the end (unless --quiet): records written, the share with an op
-attributed, kernels without a launch call, ranges not understood, malformed pyprof markers.
+attributed, kernels without a launch call, ranges not understood, malformed pyprof markers; for a
+trace with pyprof's compile-time table (torch.compile under pyprof.init()), the kernels joined to it.
 A progress line is shown while stderr is a terminal.
 
 exit status:
   0                    success
-  {EXIT_USAGE}                    bad command line
+  {EXIT_USAGE}                    bad command line; two exports of the same rank
   {EXIT_NO_INPUT}                    input missing or unreadable
-  {EXIT_BAD_FORMAT}                    not SQLite, or not an Nsight Systems export
+  {EXIT_BAD_FORMAT}                    not SQLite, or not an Nsight Systems export (--merge: not ranked records)
   {EXIT_NO_KERNELS}                    no CUDA trace in the export (no kernel table) or an empty capture
   {EXIT_CORRUPT}                    truncated or corrupted export (records already written are incomplete)
   {EXIT_TOOL}                    .nsys-rep input but nsys missing, or nsys export failed
+  {EXIT_INCOMPLETE}                    --merge: an input ends where pyprof.parse failed
   {EXIT_INTERRUPTED}                  interrupted
 On a fatal error after records went to stdout, a last line that is not JSON says so, and no
 -o file is created.
@@ -46,26 +63,66 @@ On a fatal error after records went to stdout, a last line that is not JSON says
 def build_parser() -> argparse.ArgumentParser:
     """The command line; its --help is the manual."""
     p = Parser(PROG, description=DESCRIPTION, epilog=EPILOG)
-    p.add_argument("input", help="SQLite export (nsys profile --export sqlite, or nsys export --type sqlite), "
-                                 "or an .nsys-rep report (needs nsys: on PATH, or $NSYS)")
+    p.add_argument("input", nargs="+", help="SQLite export (nsys profile --export sqlite, or nsys export --type "
+                                            "sqlite), an .nsys-rep report (needs nsys: on PATH, or $NSYS), or a "
+                                            "folder of them; several: the ranks of one job")
     p.add_argument("-o", "--output", metavar="FILE", help="write records to FILE (created only on success) "
                                                           "instead of stdout")
     p.add_argument("--memcpy", action="store_true", help="also write memcpy and memset records")
+    p.add_argument("-j", "--jobs", type=int, metavar="N", default=None,
+                   help="worker processes (default: the CPUs available, %(prog)s sees "
+                        f"{parallel.default_jobs()}); 1: one process")
+    p.add_argument("--rank", action="store_true", help="records carry the export's rank even when it is "
+                                                       "the only one (implied by several exports or a folder)")
+    p.add_argument("--merge", action="store_true", help="the inputs are record files whose records carry "
+                                                        "rank (per-node parses): write them as one, in rank order")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary or notes on stderr")
     return p
+
+
+def _summary(stats: Stats, memcpy: bool, extra: str = "") -> str:
+    share = 100.0 * stats.with_op / stats.records if stats.records else 0.0
+    what = count(stats.kernels, "kernel") + (f" + {stats.records - stats.kernels} memcpy/memset" if memcpy else "")
+    line = (f"{PROG}: {what} written{extra}; {share:.1f}% with an op attributed; "
+            f"{stats.no_launch} without a launch call; {count(stats.not_understood, 'range')} not understood; "
+            f"{count(stats.malformed, 'malformed pyprof marker')}")
+    compiled = getattr(stats, "compiled", None)
+    if compiled is not None and compiled.graphs:
+        line += f"\n{PROG}: {compiled.note()}"
+    return line
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; fatal problems raise PyprofError (run_cli turns them into exit codes)."""
     args = build_parser().parse_args(argv)
-    stats = parse(args.input, args.output, memcpy=args.memcpy, quiet=args.quiet,
-                  progress=sys.stderr.isatty() and not args.quiet)
+    jobs = parallel.default_jobs() if args.jobs is None else args.jobs
+    if jobs < 1:
+        raise PyprofError("-j needs a positive number of workers", EXIT_USAGE)
+    progress = sys.stderr.isatty() and not args.quiet
+    if args.merge:
+        if args.memcpy or args.rank:
+            raise PyprofError("--merge copies records as they are: no --memcpy or --rank", EXIT_USAGE)
+        records, ranks = merge(args.input, args.output)
+        if not args.quiet:
+            span = f"ranks {ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else f"rank {ranks[0]}" if ranks else "no ranks"
+            print(f"{PROG}: {count(records, 'record')} merged from {count(len(args.input), 'file')} ({span})",
+                  file=sys.stderr)
+        return 0
+    paths = parallel.inputs(args.input)
+    ranked = args.rank or len(paths) > 1 or any(os.path.isdir(a) for a in args.input)
+    groups = parallel.plan(paths, jobs, args.memcpy, ranked) if ranked or jobs > 1 else []
+    if not ranked and (not groups or len(groups[0]) == 1):
+        stats = parse(paths[0], args.output, memcpy=args.memcpy, quiet=args.quiet, progress=progress)
+        extra = ""
+    else:
+        stats = parallel.run(groups, args.output, jobs, progress)
+        extra = f" from {count(stats.exports, 'export')}"
+        if stats.ranks:
+            extra += ", " + parallel.note_ranks(stats)
+        if stats.windows > stats.exports:
+            extra += f", {stats.windows} windows ({stats.reparsed} parsed again)"
     if not args.quiet:
-        share = 100.0 * stats.with_op / stats.records if stats.records else 0.0
-        what = count(stats.kernels, "kernel") + (f" + {stats.records - stats.kernels} memcpy/memset" if args.memcpy else "")
-        print(f"{PROG}: {what} written; {share:.1f}% with an op attributed; "
-              f"{stats.no_launch} without a launch call; {count(stats.not_understood, 'range')} not understood; "
-              f"{count(stats.malformed, 'malformed pyprof marker')}", file=sys.stderr)
+        print(_summary(stats, args.memcpy, extra), file=sys.stderr)
     return 0
 
 

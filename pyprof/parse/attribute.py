@@ -1,6 +1,13 @@
 """The merge sweep: walk activities in launch order and NVTX ranges in start order together, and
 attribute every kernel (memcpy, memset) to the ranges open around its launch call.
 
+A kernel replayed from a CUDA graph was launched by cudaGraphLaunch; the call that created its
+node is the one that explains it. For a graph captured inside the trace (torch.cuda.graph,
+make_graphed_callables), the creation of each captured node comes through the sweep as a row of
+its own at its capture time, is attributed like a launch, and its attribution (when it has an
+op) is kept by node id for the replays of that node (queries.captured_sql); a graph captured
+before the trace keeps its replay's attribution.
+
 Per scope (a thread for push/pop ranges, a process for start/end ranges) the ranges that
 started and may still be open are kept in a list in start order (outermost first). Before a
 range is added and before a launch is attributed, ranges that ended earlier are dropped from
@@ -15,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import itertools
 import json
 from operator import itemgetter
 from sys import intern
@@ -23,9 +31,10 @@ from typing import Any, Iterator
 from pyprof.parse import queries
 from pyprof.parse.export import Export
 from pyprof.parse.gpu import GpuInfo
-from pyprof.parse.queries import DOMAIN_CREATE, SRC_KERNEL, SRC_MEMCPY
-from pyprof.parse.ranges import (LAYER, MALFORMED, MODULE, OP, PYPROF_DOMAIN, TORCH, Label, classify,
+from pyprof.parse.queries import DOMAIN_CREATE, SRC_CAPTURED, SRC_KERNEL, SRC_MEMCPY
+from pyprof.parse.ranges import (BWD, LAYER, MALFORMED, MODULE, OP, PYPROF_DOMAIN, TORCH, Label, classify,
                                  encode, encode_str, forward_op)
+from pyprof.parse.window import NEVER, Report, Window
 
 SCHEMA_VERSION = 1
 # Forward ops remembered per process for backward kernels (docs/records.md).
@@ -112,6 +121,26 @@ def _domains(exp: Export) -> dict[tuple[int, int], str]:
     return out
 
 
+# Appended to a window's activities: takes in the ranges left before the window's end.
+_DRAIN = (1 << 62,)
+
+
+def _leave(report: Report, fwd_ops: dict, autograd_threads: set[int], threads: dict[int, list[_Range]],
+           procs: dict[int, list[_Range]], inherited: dict[int, tuple], end: int | None) -> None:
+    """What a speculative window leaves to the next one (window.Report)."""
+    report.fwd = fwd_ops
+    report.autograd = autograd_threads
+    if end is None:
+        return
+    for scopes, push_pop in ((threads, True), (procs, False)):
+        for scope, stack in scopes.items():
+            for r in stack:
+                if r[_END] >= end:
+                    key = inherited.get(id(r))
+                    own = key or (scope, push_pop, r[_START], r[_END], r[_DOMAIN], r[_TEXT])
+                    report.open_end[own] = (r[_COUNT], r[_NODE_SEQ], key is not None)
+
+
 def records(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[dict[str, Any]]:
     """Yield one record (docs/records.md) per kernel, and per memcpy/memset with `memcpy`, in
     launch order, as dicts (decoded from lines(): for library use and tests)."""
@@ -121,8 +150,14 @@ def records(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[dict[st
             yield loads(line)
 
 
-def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
-    """Yield one record per kernel (and memcpy/memset with `memcpy`) as a line of compact JSON."""
+def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None = None,
+          clock: int = 0) -> Iterator[str]:
+    """Yield one record per kernel (and memcpy/memset with `memcpy`) as a line of compact JSON.
+
+    `window`: only the activities of that time window (window.py), seeded with its Seed or
+    filling its Report. `clock` is added to every time written (kStart, kEnd, launch start): the
+    export's session start puts exports of several processes on one clock.
+    """
     with exp.errors():
         domains = _domains(exp)
         gpus = GpuInfo(exp)
@@ -131,8 +166,18 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
     streams = []
     try:
         for table, src in queries.sources(exp, memcpy):
-            streams.append(exp.rows(queries.activity_sql(exp, table, src)))
-        nvtx_sql = queries.nvtx_sql(exp, _NVTX_FIELDS)
+            if window is None:
+                streams.append(exp.rows(queries.activity_sql(exp, table, src)))
+            else:
+                with exp.errors():
+                    on, where, params = window.activity_clause(exp, table)
+                streams.append(exp.rows(queries.activity_sql(exp, table, src, on, where), params))
+        captured_sql = (queries.captured_sql(exp, *window.captured_clause()) if window is not None
+                        else queries.captured_sql(exp))
+        if captured_sql:
+            streams.append(exp.rows(*captured_sql))
+        nvtx_sql = (queries.nvtx_sql(exp, _NVTX_FIELDS, *window.nvtx_clause()) if window is not None
+                    else queries.nvtx_sql(exp, _NVTX_FIELDS))
         if nvtx_sql:
             streams.append(exp.rows(*nvtx_sql))
     except BaseException:
@@ -142,6 +187,13 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
     nvtx = iter(streams[-1]) if nvtx_sql else iter(())
     activity_streams = streams[:-1] if nvtx_sql else streams
     activities = iter(activity_streams[0]) if len(activity_streams) == 1 else heapq.merge(*activity_streams)
+    # Window bookkeeping (window.py): ranges that started before `fresh` were taken in by an
+    # earlier window; `inherited` maps such a range (by id) to its RangeKey.
+    fresh = NEVER if window is None else window.fresh
+    report = None if window is None or window.seed is not None else window.report
+    inherited: dict[int, tuple] = {}
+    if window is not None and window.end is not None:
+        activities = itertools.chain(activities, (_DRAIN,))
 
     threads: dict[int, list[_Range]] = {}   # push/pop ranges by globalTid
     procs: dict[int, list[_Range]] = {}     # start/end ranges by globalPid
@@ -151,7 +203,13 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
     # the forward op); the record's JSON is built only when a backward kernel asks, so an entry
     # costs a tuple, not a copy of the marker.
     fwd_ops: dict[int, dict[int, tuple[Label | None, str, tuple[str, ...]]]] = {}
+    seed = window.seed if window is not None else None
+    if seed is not None:
+        autograd_threads |= seed.autograd
+        fwd_ops.update((pid, dict(ops)) for pid, ops in seed.fwd.items())
     names: dict[int | str | None, str] = {}
+    # Captured CUDA graph node -> the attribution part of its replays' records.
+    captured: dict[int, str] = dict(seed.captured) if seed is not None else {}
 
     def remember_forward(stack: list[_Range], start: int, gpid: int, name: str, seq: int) -> None:
         marker = None
@@ -201,6 +259,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
         "block_y", "block_z", "regs", "static_shared", "dynamic_shared", "graph_node")(queries.KERNEL_AT)
     # Memcpy and memset rows have `bytes` at the same position (queries.MEMSET_ROW).
     bytes_at, kind_at = itemgetter("bytes", "copy_kind")(queries.MEMCPY_AT)
+    origin_at, node_at = queries.KERNEL_AT["graph_origin"], queries.CAPTURED_AT["node"]
     n_records = kernels = with_op = no_launch = 0
     try:
         with exp.errors():
@@ -213,7 +272,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                     start, end, etype, gtid, dom, text = nv
                     nv = next(nvtx, None)
                     if gtid is None or text is None:
-                        if text is not None:
+                        if text is not None and start >= fresh:
                             stats.not_understood += 1  # belongs to no thread: encloses no launch
                         continue
                     gpid = gtid & _PID_MASK
@@ -225,14 +284,20 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                         label = classify(domain, text)
                         if label.kind >= MALFORMED:
                             if label.kind == MALFORMED:
-                                stats.malformed += 1
+                                if start >= fresh:
+                                    stats.malformed += 1
                                 continue
-                            stats.not_understood += 1
+                            if start >= fresh:
+                                stats.not_understood += 1
+                        elif label.kind == BWD:
+                            autograd_threads.add(gtid)
                     if etype in push_pop:
+                        scope = gtid
                         stack = threads.get(gtid)
                         if stack is None:
                             stack = threads[gtid] = []
                     else:
+                        scope = gpid
                         # Start/end ranges exist to span threads (nvtxRangeStart on one, End on
                         # another): they enclose every launch of their process while open.
                         stack = procs.get(gpid)
@@ -258,7 +323,14 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                             fwd = forward_op(text)
                             if fwd is not None:
                                 remember_forward(stack, start, gpid, *fwd)
-                    stack.append([start, _END_OPEN if end is None else end, domain, text, label, 0, None])
+                    new = [start, _END_OPEN if end is None else end, domain, text, label, 0, None]
+                    stack.append(new)
+                    if start < fresh:
+                        key = inherited[id(new)] = (scope, etype in push_pop, start, new[_END], domain, text)
+                        if seed is not None:
+                            new[_COUNT], new[_NODE_SEQ] = seed.open.get(key, (0, None))
+                if row is _DRAIN:
+                    break
                 gpid = row[gpid_at]
                 rtid = row[ltid_at]
                 if row[lstart_at] is None:
@@ -268,7 +340,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                     tid = "null"
                 else:
                     api = names.get(row[api_at]) or name_js(row[api_at])
-                    launch = f'{{"api":{api},"start":{row[lstart_at]},"duration":{row[lend_at] - row[lstart_at]}}}'
+                    launch = f'{{"api":{api},"start":{row[lstart_at] + clock},"duration":{row[lend_at] - row[lstart_at]}}}'
                     if rtid is not None:
                         tid = str(rtid & _TID_BITS)
                         encl = threads.get(rtid) or []
@@ -284,7 +356,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                     if pstack:
                         encl = sorted(encl + _enclosing(pstack, t), key=_outer_first)
 
-                marker = module = owner = innermost_torch = bseq = None
+                marker = module = owner = innermost_torch = bseq = node = None
                 torch_ops: list[str] = []
                 seqs: list[int] = []
                 layers: list[str] | tuple[str, ...] = []
@@ -308,6 +380,8 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                                 bseq = lab.seq
                             elif r[_NODE_SEQ] is not None:
                                 bseq = r[_NODE_SEQ]
+                            elif report is not None and r[_START] < fresh:
+                                report.node_seqs.add(inherited[id(r)])
                         elif lab.seq is not None:
                             seqs.append(lab.seq)
                     elif kind == OP:
@@ -315,20 +389,29 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                         owner = r
                         if lab.bwd:
                             bwd = True
+                    elif kind == BWD:
+                        node = lab
+                        owner = r
+                        bwd = True
                     elif kind == MODULE:
                         module = lab.js
                     elif kind == LAYER:
                         layers.append(lab.js)
                     else:
                         others.append(lab.js)
-                if not bwd and owner is None and rtid in autograd_threads:
-                    # PyTorch runs CUDA backward on its own thread: a launch there that no op
-                    # range explains is backward work (a forward op range, even on a thread that
-                    # once ran backward, as CPU autograd does on the caller's, says fprop).
-                    bwd = True
+                if not bwd and owner is None:
+                    if rtid in autograd_threads:
+                        # PyTorch runs CUDA backward on its own thread: a launch there that no op
+                        # range explains is backward work (a forward op range, even on a thread
+                        # that once ran backward, as CPU autograd does on the caller's, says fprop).
+                        bwd = True
+                    elif report is not None:
+                        report.negatives.add(rtid)
                 if owner is not None:
                     sub = owner[_COUNT]
                     owner[_COUNT] = sub + 1
+                    if report is not None and owner[_START] < fresh:
+                        report.owners.add(inherited[id(owner)])
                 else:
                     sub = 0
 
@@ -338,13 +421,19 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                     ops = fwd_ops.get(gpid)
                     if ops is not None:
                         fwd = ops.get(bseq)
-                        if fwd is not None:
-                            if fwd[0] is not None:
-                                source = fwd[0]
-                            if not layers:
-                                # The autograd thread sees none of the user's layer ranges:
-                                # a backward kernel belongs to its forward op's layers.
-                                layers = fwd[2]
+                    if fwd is None and report is not None:
+                        report.misses.add((gpid, bseq))
+                    if fwd is not None:
+                        if fwd[0] is not None:
+                            source = fwd[0]
+                        if not layers:
+                            # The autograd thread sees none of the user's layer ranges:
+                            # a backward kernel belongs to its forward op's layers.
+                            layers = fwd[2]
+                if fwd is None and node is not None:
+                    # No PyTorch node range said which forward op this is (no emit_nvtx): the
+                    # pyprof bwd marker carries the forward op's marker itself.
+                    source = node
                 if source is not None:
                     mod, op, trace, marker_module = source.attrs
                     if source is not marker:
@@ -359,19 +448,29 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                         mod, op = _split_op(innermost_torch.name)
                     else:
                         mod = op = "null"
-                if op != "null":
-                    with_op += 1
-
                 tail = (f'"dir":"{"bprop" if bwd else "fprop"}","mod":{mod},"op":{op},'
                         f'"marker":{marker.js if marker is not None else "null"},'
-                        f'"fwd":{_fwd_js(bseq, fwd) if fwd is not None else "null"},"torchOps":[{",".join(torch_ops)}],'
+                        f'"fwd":{_fwd_js(bseq, fwd) if fwd is not None else node.js if node is not None else "null"},"torchOps":[{",".join(torch_ops)}],'
                         f'"seqId":{seqs[-1] if seqs else "null"},"altSeqId":[{",".join(map(str, seqs[:-1]))}],'
                         f'"subSeqId":{sub},"layer":[{",".join(layers)}],"module":{module or "null"},'
                         f'"trace":{trace},"ranges":[{",".join(others)}]}}')
-                start, end = row[start_at], row[end_at]
+                src = row[src_at]
+                if src == SRC_CAPTURED:
+                    if op != "null":
+                        captured[row[node_at]] = tail
+                    continue
+                if src == SRC_KERNEL and row[origin_at] is not None:
+                    at_capture = captured.get(row[origin_at])
+                    if at_capture is not None:
+                        tail, op = at_capture, "captured"
+                    elif report is not None:
+                        report.captured_misses.add(row[origin_at])
+                if op != "null":
+                    with_op += 1
+                start, end = row[start_at] + clock, row[end_at] + clock
                 pid = "null" if gpid is None else (gpid >> 24) & _TID_BITS
                 n_records += 1  # before the yield: the consumer may stop there, record written
-                if row[src_at] == SRC_KERNEL:
+                if src == SRC_KERNEL:
                     kernels += 1
                     dev = row[device_at]
                     gpu = gpu_js.get((pid, dev))
@@ -391,7 +490,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                     head = (f'"kDuration":{end - start},"kStart":{start},"kEnd":{end},"device":{row[device_at]},'
                             f'"stream":{row[stream_at]},"pid":{pid},"tid":{tid},"correlationId":{row[corr_at]},'
                             f'"launch":{launch},"bytes":{row[bytes_at]},')
-                    if row[src_at] == SRC_MEMCPY:
+                    if src == SRC_MEMCPY:
                         copy_kind = row[kind_at]
                         if copy_kind is None:  # no copyKind column
                             short, kind_js = '"memcpy"', "null"
@@ -402,6 +501,12 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
                                f'{head}"copyKind":{kind_js},{tail}')
                     else:
                         yield f'{{"v":{SCHEMA_VERSION},"kind":"memset","kShortName":"memset",{head}{tail}'
+            if report is not None:
+                _leave(report, fwd_ops, autograd_threads, threads, procs, inherited, window.end)
+            if window is not None:
+                # Seeded or not: a captured node's attribution may depend on the seed, so the
+                # exact ones come from a seeded run (parallel.py passes them on).
+                window.report.captured = {k: v for k, v in captured.items() if seed is None or k not in seed.captured}
     finally:
         # Counted in locals in the loop (attribute stores cost); published even on failure, so
         # the caller can say how many records were written before it.

@@ -37,7 +37,7 @@ def open_output(path: str | None) -> Iterator[TextIO]:
 
 
 @contextlib.contextmanager
-def _deferred_interrupt() -> Iterator[list[bool]]:
+def deferred_interrupt() -> Iterator[list[bool]]:
     """While writing, Ctrl-C only sets a flag the writer checks between records, so the output
     never ends in half a record (then the interrupted-marker line would not stand alone)."""
     flag: list[bool] = []
@@ -56,7 +56,7 @@ def write_lines(lines: Iterable[str], out: TextIO, progress: Progress) -> int:
     records on Ctrl-C."""
     write = out.write
     n = 0
-    with _deferred_interrupt() as interrupted:
+    with deferred_interrupt() as interrupted:
         for line in lines:
             write(line + "\n")
             n += 1

@@ -12,11 +12,13 @@ from __future__ import annotations
 import functools
 from typing import Sequence
 
-from pyprof.parse.export import (CUDA_DEVICE, GPU, KERNEL, MEMCPY, MEMCPY_ENUM, MEMSET, NVTX, RUNTIME, STRINGS,
-                                  Export)
+from pyprof.parse.export import (CUDA_DEVICE, GPU, GRAPH_NODES, KERNEL, MEMCPY, MEMCPY_ENUM, MEMSET, NVTX, RUNTIME,
+                                  SESSION_START, STRINGS, Export)
 
-# Sources of activity rows (the `source` field of every activity row).
-SRC_KERNEL, SRC_MEMCPY, SRC_MEMSET = 0, 1, 2
+# Sources of activity rows (the `source` field of every activity row). SRC_CAPTURED rows are no
+# activity: the creation of a CUDA graph's kernel node by stream capture, whose replays are
+# explained by the ranges open at that moment (captured_sql).
+SRC_KERNEL, SRC_MEMCPY, SRC_MEMSET, SRC_CAPTURED = 0, 1, 2, 3
 
 # NVTX eventType codes (ENUM_NSYS_EVENT_TYPE).
 PUSH_POP, START_END, PUSH_POP_T, START_END_T, DOMAIN_CREATE = 59, 60, 70, 71, 75
@@ -43,12 +45,16 @@ _KERNEL_NAMES = {"short_name": "shortName", "long_name": "demangledName"}
 _KERNEL_PRINTED = {"grid_x": "gridX", "grid_y": "gridY", "grid_z": "gridZ", "block_x": "blockX", "block_y": "blockY",
                    "block_z": "blockZ", "regs": "registersPerThread", "static_shared": "staticSharedMemory",
                    "dynamic_shared": "dynamicSharedMemory", "graph_node": "graphNodeId"}
-KERNEL_ROW = ACTIVITY_ROW + tuple(_KERNEL_NAMES) + tuple(_KERNEL_PRINTED)
+# `graph_origin`: for a kernel replayed from an instantiated CUDA graph, the captured node it was
+# instantiated from (CUDA_GRAPH_NODE_EVENTS.originalGraphNodeId), else NULL.
+KERNEL_ROW = ACTIVITY_ROW + tuple(_KERNEL_NAMES) + tuple(_KERNEL_PRINTED) + ("graph_origin",)
+# A captured node's creation, read through the same sweep as a launch: `node` is its id.
+CAPTURED_ROW = ACTIVITY_ROW + ("node",)
 # Memcpy and memset rows share `bytes` at one position, so the sweep reads both alike.
 MEMSET_ROW = ACTIVITY_ROW + ("bytes",)
 MEMCPY_ROW = MEMSET_ROW + ("copy_kind",)
-KERNEL_AT, MEMCPY_AT, MEMSET_AT = ({name: i for i, name in enumerate(layout)}
-                                  for layout in (KERNEL_ROW, MEMCPY_ROW, MEMSET_ROW))
+KERNEL_AT, MEMCPY_AT, MEMSET_AT, CAPTURED_AT = ({name: i for i, name in enumerate(layout)}
+                                             for layout in (KERNEL_ROW, MEMCPY_ROW, MEMSET_ROW, CAPTURED_ROW))
 # The fields an NVTX row can have. Its reader names the ones it wants in the order it unpacks
 # them: a range read field by field costs four times a tuple unpack, and about five arrive per kernel.
 NVTX_FIELDS = ("start", "end", "event_type", "global_tid", "domain_id", "text")
@@ -72,17 +78,18 @@ def _out(expr: str) -> str:
     return f"ifnull({expr}, 'null')"
 
 
-def activity_sql(exp: Export, table: str, src: int) -> str:
-    """Rows of one activity table joined to their launch call, in launch order."""
+def activity_sql(exp: Export, table: str, src: int, on: str = "", where: str = "") -> str:
+    """Rows of one activity table joined to their launch call, in launch order. `on` and `where`
+    (window.py's, with their parameters bound by the caller) add join and row conditions."""
     c = functools.partial(exp.col, table, "x")
     joins = ""
     if exp.has(RUNTIME, "correlationId", "start", "end"):
-        on = "r.correlationId = x.correlationId"
+        cond = "r.correlationId = x.correlationId"
         # Correlation ids repeat across processes: join within the process when both sides
         # say which process they belong to.
         if exp.has(table, "globalPid") and exp.has(RUNTIME, "globalTid"):
-            on += f" AND x.globalPid = (r.globalTid & {PID_MASK_SQL})"
-        joins += f" LEFT JOIN {RUNTIME} r ON {on}"
+            cond += f" AND x.globalPid = (r.globalTid & {PID_MASK_SQL})"
+        joins += f" LEFT JOIN {RUNTIME} r ON {cond}{on}"
         rstart, rend, rtid = "r.start", "r.end", exp.col(RUNTIME, "r", "globalTid")
         api = exp.col(RUNTIME, "r", "nameId")
     else:
@@ -95,14 +102,43 @@ def activity_sql(exp: Export, table: str, src: int) -> str:
         layout = KERNEL_ROW
         exprs.update({name: c(col) for name, col in _KERNEL_NAMES.items()})
         exprs.update({name: _out(c(col)) for name, col in _KERNEL_PRINTED.items()})
+        exprs["graph_origin"] = "NULL"
+        if _has_graph_nodes(exp):
+            # One origin per instantiated node, however many events name it.
+            exprs["graph_origin"] = "g.origin"
+            joins += (f" LEFT JOIN (SELECT graphNodeId AS node, min(originalGraphNodeId) AS origin FROM {GRAPH_NODES}"
+                      " WHERE originalGraphNodeId IS NOT NULL GROUP BY graphNodeId) g ON g.node = x.graphNodeId")
     elif src == SRC_MEMCPY:
         layout = MEMCPY_ROW
         exprs.update(bytes=_out(c("bytes")), copy_kind=c("copyKind"))
     else:
         layout = MEMSET_ROW
         exprs.update(bytes=_out(c("bytes")))
-    # Ties in launch time (all kernels of one CUDA graph launch share it) go by GPU start.
-    return f"SELECT {_select(layout, exprs)} FROM {table} x{joins} ORDER BY 1, 2"
+    # Ties in launch time (all kernels of one CUDA graph launch share it) go by GPU start, then by
+    # row: a total order, so that any query plan (a window's too) gives the same one.
+    return (f"SELECT {_select(layout, exprs)} FROM {table} x{joins}{' WHERE ' + where if where else ''} "
+            "ORDER BY 1, 2, x.rowid")
+
+
+def _has_graph_nodes(exp: Export) -> bool:
+    return exp.has(KERNEL, "graphNodeId") and exp.has(GRAPH_NODES, "start", "globalTid", "graphNodeId",
+                                                       "originalGraphNodeId")
+
+
+def captured_sql(exp: Export, where: str = "", params: tuple[int, ...] = ()) -> tuple[str, tuple[int, ...]] | None:
+    """The stream-capture creations of CUDA graph kernel nodes that some instantiated node copies,
+    as CAPTURED_ROW rows in time order (the creation is the capturing thread's launch call, so
+    sort key and launch are its time and thread), with the parameters to bind; None when the
+    export records no graph nodes. `where`/`params`: window.py's conditions."""
+    if not _has_graph_nodes(exp):
+        return None
+    exprs = {"sort_key": "n.start", "start": "n.start", "source": str(SRC_CAPTURED), "end": "n.end",
+             "device": "'null'", "stream": "'null'", "correlation_id": "'null'",
+             "global_pid": f"(n.globalTid & {PID_MASK_SQL})", "launch_start": "n.start", "launch_end": "n.end",
+             "launch_tid": "n.globalTid", "launch_api": "NULL", "node": "n.graphNodeId"}
+    cond = f"{where + ' AND ' if where else ''}n.originalGraphNodeId IS NULL"
+    return (f"SELECT {_select(CAPTURED_ROW, exprs)} FROM {GRAPH_NODES} n WHERE {cond} "
+            f"AND n.graphNodeId IN (SELECT originalGraphNodeId FROM {GRAPH_NODES}) ORDER BY 1, 2, n.rowid", params)
 
 
 def string_sql(exp: Export) -> str | None:
@@ -110,27 +146,30 @@ def string_sql(exp: Export) -> str | None:
     return f"SELECT value FROM {STRINGS} WHERE id = ?" if exp.has(STRINGS, "id", "value") else None
 
 
-def nvtx_sql(exp: Export, fields: Sequence[str] = NVTX_FIELDS) -> tuple[str, tuple[int, ...]] | None:
+def nvtx_sql(exp: Export, fields: Sequence[str] = NVTX_FIELDS, where: str = "",
+             params: tuple[int, ...] = ()) -> tuple[str, tuple[int, ...]] | None:
     """NVTX ranges as rows of `fields` (of NVTX_FIELDS), by start, outer first, with the parameters to bind.
 
     At equal starts the longer range comes first (an open range, end NULL, is longest), so a
     list in this order is outermost-first. Push/pop ranges of threads that made no CUDA runtime
     call are left out: they can enclose no launch (data-loader threads push ranges by the
     thousand), and a thread that never calls CUDA runs no forward op whose backward does.
-    Start/end ranges are all kept: they span threads.
+    Start/end ranges are all kept: they span threads. `where`/`params`: window.py's conditions,
+    tested first (they are the cheapest and drop the most rows).
     """
     if not exp.has(NVTX, "start", "end", "eventType"):
         return None
     text, joins = _text(exp)
     exprs = {"start": "n.start", "end": "n.end", "event_type": "n.eventType", "global_tid": exp.col(NVTX, "n", "globalTid"),
              "domain_id": exp.col(NVTX, "n", "domainId"), "text": text}
-    where = f"n.eventType IN ({', '.join('?' * len(RANGE_TYPES))})"
-    params: tuple[int, ...] = RANGE_TYPES
+    cond = f"{where + ' AND ' if where else ''}n.eventType IN ({', '.join('?' * len(RANGE_TYPES))})"
+    params += RANGE_TYPES
     if exp.has(NVTX, "globalTid") and exp.has(RUNTIME, "globalTid"):
-        where += f" AND (n.eventType IN (?, ?) OR n.globalTid IN (SELECT globalTid FROM {RUNTIME}))"
+        cond += f" AND (n.eventType IN (?, ?) OR n.globalTid IN (SELECT globalTid FROM {RUNTIME}))"
         params += (START_END, START_END_T)
-    return (f"SELECT {_select(fields, exprs)} FROM {NVTX} n{joins} WHERE {where} "
-            "ORDER BY n.start, n.end IS NULL DESC, n.end DESC", params)
+    # Ranges equal in start and end go by row: a total order whatever the query plan.
+    return (f"SELECT {_select(fields, exprs)} FROM {NVTX} n{joins} WHERE {cond} "
+            "ORDER BY n.start, n.end IS NULL DESC, n.end DESC, n.rowid", params)
 
 
 def domains_sql(exp: Export) -> str | None:
@@ -180,6 +219,12 @@ def cuda_device_sql(exp: Export) -> str | None:
     return f"SELECT d.gpuId, d.cudaId, {exp.col(CUDA_DEVICE, 'd', 'pid')} FROM {CUDA_DEVICE} d"
 
 
+def session_start_sql(exp: Export) -> str | None:
+    """The capture session's start as UTC nanoseconds since the epoch (one row), or None without
+    the table. Every time in an export counts from its own session's start."""
+    return f"SELECT utcEpochNs FROM {SESSION_START}" if exp.has(SESSION_START, "utcEpochNs") else None
+
+
 # CUPTI_ACTIVITY_MEMCPY_KIND values, for exports without ENUM_CUDA_MEMCPY_OPER.
 _COPY_KINDS = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
                8: "DtoD", 9: "HtoH", 10: "PtoP"}
@@ -199,3 +244,15 @@ def copy_kinds(exp: Export) -> dict[int, str]:
                 if short and short != "UNKNOWN":
                     kinds[kind_id] = short
     return kinds
+
+
+MARK = 34  # nvtxMark / nvtxDomainMarkEx
+
+
+def marks_sql(exp: Export) -> str | None:
+    """NVTX marks as (globalTid, domainId, text), in time order. Bind MARK."""
+    if not exp.has(NVTX, "eventType", "start"):
+        return None
+    text, joins = _text(exp)
+    cols = [exp.col(NVTX, "n", "globalTid"), exp.col(NVTX, "n", "domainId"), text]
+    return f"SELECT {', '.join(cols)} FROM {NVTX} n{joins} WHERE n.eventType = ? ORDER BY n.start"

@@ -19,9 +19,10 @@ TORCH = 1       # a PyTorch emit_nvtx op range
 OP = 2          # a pyprof `op` marker
 MODULE = 3      # a pyprof `module` marker
 LAYER = 4       # `layer:NAME` in any domain, or a pyprof `layer` marker
-MALFORMED = 5   # pyprof-domain text that is not JSON: skipped and counted
-UNKNOWN = 6     # pyprof-domain JSON that is no marker we know: kept in `ranges`, counted
-EMPTY = 7       # no text at all: nothing to report
+BWD = 5         # a pyprof `bwd` marker: an autograd node run, carrying its forward op's marker
+MALFORMED = 6   # pyprof-domain text that is not JSON: skipped and counted
+UNKNOWN = 7     # pyprof-domain JSON that is no marker we know: kept in `ranges`, counted
+EMPTY = 8       # no text at all: nothing to report
 
 # name[, seq = N][, op_id = N][, sizes = [[..]]][, input_op_ids = [(a,b), ..]], always in this
 # order (PyTorch's getNvtxStr). PyTorch 1.x wrote only "name, seq = N" (backward nodes:
@@ -62,10 +63,11 @@ class Label(NamedTuple):
     encloses many kernels (a layer, a module) is written into every one of their records.
 
     kind: one of the module constants. js: the range's JSON value in a record (a torchOps
-    entry, the decoded and re-encoded marker, or the JSON string of `name`). name: layer name,
-    op name, module name, or the text reported in `ranges`. seq: PyTorch sequence number.
-    bwd: an autograd range, or a marker of a backward call. attrs: for op markers, the JSON of
-    their mod, op, site and module (None when the marker has no module).
+    entry, the decoded and re-encoded marker, or the JSON string of `name`; for a bwd marker,
+    its forward op's marker). name: layer name, op name, module name, autograd node name, or the
+    text reported in `ranges`. seq: PyTorch sequence number. bwd: an autograd range, or a marker
+    of a backward call. attrs: for op markers, the JSON of their mod, op, site and module (None
+    when the marker has no module); for bwd markers, those of the forward op's marker.
     """
 
     kind: int
@@ -135,17 +137,30 @@ def torch_op(text: str) -> Label | None:
     return Label(TORCH, js + "}", name, seq, is_autograd)
 
 
+def _op_label(marker: dict) -> Label:
+    module = marker.get("module")
+    attrs = (encode(marker.get("mod")), encode_str(marker["op"]), encode(marker.get("site")),
+             None if module is None else encode(module))
+    return Label(OP, encode(marker), marker["op"], None, (marker.get("mod"), marker["op"]) in _BACKWARD_CALLS, attrs)
+
+
+def _is_op(marker: object) -> bool:
+    return isinstance(marker, dict) and marker.get("kind") == "op" and isinstance(marker.get("op"), str)
+
+
 def _marker(text: str) -> Label:
     try:
         marker = json.loads(text, parse_constant=_no_constants)
     except (ValueError, RecursionError):  # RecursionError: a crafted '[[[[...' thousands deep
         return _MALFORMED
     kind = marker.get("kind") if isinstance(marker, dict) else None
-    if kind == "op" and isinstance(marker.get("op"), str):
-        module = marker.get("module")
-        attrs = (encode(marker.get("mod")), encode_str(marker["op"]), encode(marker.get("site")),
-                 None if module is None else encode(module))
-        return Label(OP, encode(marker), marker["op"], None, (marker.get("mod"), marker["op"]) in _BACKWARD_CALLS, attrs)
+    if kind == "op" and _is_op(marker):
+        return _op_label(marker)
+    if kind == "bwd" and isinstance(marker.get("node"), str) and _is_op(marker.get("fwd")):
+        # js: the record's whole `fwd` object, written into every kernel of the node.
+        fwd = _op_label(marker["fwd"])
+        js = f'{{"seq":null,"marker":{fwd.js},"torchOp":null,"node":{encode_str(marker["node"])}}}'
+        return Label(BWD, js, marker["node"], None, True, fwd.attrs)
     if kind == "module" and isinstance(marker.get("module"), str):
         return Label(MODULE, encode_str(marker["module"]), marker["module"], None, False)
     if kind == "layer" and isinstance(marker.get("name"), str):

@@ -13,6 +13,8 @@ from typing import Any, Callable, NamedTuple
 
 from .registry import retype
 
+from .collectives import Collective, of_record
+
 NA = "na"      # a value that cannot be known
 ABSENT = "-"   # a value that does not apply (no layer, no seq id, tc of an element-wise kernel)
 
@@ -154,6 +156,26 @@ def _smem(rec, f, idx):
     return NA if s is None and d is None else str((s or 0) + (d or 0))
 
 
+def _coll(rec) -> Collective | None:
+    # The five collective columns of one row ask for the same record's collective: worked out once.
+    if _last[0] is not rec:
+        _last[0], _last[1] = rec, of_record(rec)
+    return _last[1]
+
+
+_last: list = [None, None]
+
+
+def _coll_value(get: Callable, fmt: str = "") -> Callable:
+    def value(rec, f, idx):
+        c = _coll(rec)
+        if c is None:
+            return ABSENT
+        v = get(c, rec)
+        return NA if v is None else format(v, fmt) if fmt else str(v)
+    return value
+
+
 COLUMNS = [
     Column("idx", "Idx", "index of the record in the input (kernel order)", "", 6, False, lambda r, f, i: str(i), int),
     Column("seq", "SeqId", "PyTorch sequence id of the innermost op range", "", 7, False, _get("seqId"), int),
@@ -196,6 +218,9 @@ COLUMNS = [
            "fp64_tc, fp32, fp64", "", 8, True, lambda r, f, i: f.path or NA),
     Column("dtype", "DType", "the dtype the op (GEMM/conv/attention: the kernel) computed in", "", 9, True,
            lambda r, f, i: f.dtype or NA),
+    Column("level", "Priced", "what priced the kernel: marker (its pyprof op marker), aten (PyTorch's op ranges, "
+           "when the marker cannot), compiled (its compiled graph's FX nodes), na (neither)", "", 7, True,
+           lambda r, f, i: (f.level or NA) if r.get("kind", "kernel") == "kernel" else ABSENT),
     Column("module", "ModulePath", "qualified name of the innermost nn.Module (for bprop: the forward op's)", "",
            24, False, _get("module"), elastic=True),
     Column("pid", "PId", "process id", "", 8, False, _get("pid"), int),
@@ -205,6 +230,17 @@ COLUMNS = [
            int),
     Column("regs", "Regs", "registers per thread", "", 5, False, _get("regs"), int),
     Column("smem", "SMem(B)", "shared memory per block, static plus dynamic", "B", 8, False, _smem, int),
+    Column("rank", "Rank", "rank of the job whose export the record came from", "", 5, False, _get("rank"), int),
+    Column("coll", "Coll", "NCCL kernel's collective (AllReduce, AllGather, ReduceScatter, ...); - for other "
+           "kernels", "", 13, False, _coll_value(lambda c, r: c.kind)),
+    Column("collbytes", "CollBytes", "collective's size S as nccl-tests counts it (all-gather: the gathered "
+           "buffer; reduce-scatter: the input)", "B", 12, False, _coll_value(lambda c, r: c.size), int),
+    Column("ranks", "Ranks", "collective's group size", "", 5, False, _coll_value(lambda c, r: c.ranks), int),
+    Column("algbw", "AlgBW", "collective's algorithm bandwidth: S / sil", "GB/s", 8, False,
+           _coll_value(lambda c, r: c.algbw(r.get("kDuration")), ".2f"), float),
+    Column("busbw", "BusBW", "collective's bus bandwidth: algbw x nccl-tests' factor (all-reduce 2(n-1)/n, "
+           "all-gather, reduce-scatter and all-to-all (n-1)/n, others 1)", "GB/s", 8, False,
+           _coll_value(lambda c, r: c.busbw(r.get("kDuration")), ".2f"), float),
 ]
 BY_NAME = {c.name: c for c in COLUMNS}
 DEFAULT = "idx,dir,sub,mod,op,kernel,params,sil"

@@ -16,6 +16,7 @@ from array import array
 from typing import Callable
 
 from .analysis import Facts
+from .collectives import of_record
 from .columns import tc_text
 
 
@@ -24,6 +25,7 @@ def _layer(rec: dict, f: Facts) -> str:
 
 
 GROUP_WIDTH = 24  # the group name's starting width in text tables (elastic: it takes what -w leaves)
+
 
 def _shapes(value: object, out: list[str]) -> None:
     """The shapes of the tensors in a marker value (nested lists included), in order."""
@@ -56,6 +58,11 @@ def input_shapes(rec: dict, f: Facts | None = None) -> str:
     return ",".join(out) or "-"
 
 
+def _coll(rec: dict, f: Facts) -> str:
+    coll = of_record(rec)
+    return "compute" if coll is None else coll.kind or "nccl"
+
+
 # --by KEY: the group a kernel record belongs to. `kernel` is the full demangled name, as nsys
 # stats shows it: template instantiations of one kernel stay apart.
 KEYS: dict[str, Callable[[dict, Facts], str]] = {
@@ -66,7 +73,10 @@ KEYS: dict[str, Callable[[dict, Facts], str]] = {
     "module": lambda rec, f: rec.get("module") or "-",
     "dir": lambda rec, f: rec.get("dir") or "-",
     "tc": lambda rec, f: tc_text(f.tc),
+    "level": lambda rec, f: f.level or "na",
     "stream": lambda rec, f: f"{rec.get('device')}:{rec.get('stream')}",
+    "rank": lambda rec, f: "-" if rec.get("rank") is None else str(rec.get("rank")),
+    "coll": _coll,
 }
 
 

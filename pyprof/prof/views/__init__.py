@@ -1,5 +1,6 @@
 """The ways prof shows records, one module each: table.py (one row per kernel, the default),
-summary.py (`--summary`, with advice.py's rules), roofline.py (`--plot`), diff.py (`--diff`).
+summary.py (`--summary`, with advice.py's rules), roofline.py (`--plot`), diff.py (`--diff`),
+overlap.py (`--overlap`), stragglers.py (`--stragglers`).
 
 A view with a flag is found here by its module alone, so adding one is adding its file. It defines
 

@@ -13,7 +13,7 @@ from typing import Iterable, TextIO
 
 from ...errors import EXIT_USAGE, PyprofError
 from ...text import count
-from ..analysis import Facts
+from ..analysis import LEVELS, Facts
 from ..groups import GROUP_WIDTH, KEYS, SORTS, Group, Groups, by_keys
 from ..intervals import Timelines
 from ..output import columnated_writer, csv_cell, layout, text_width
@@ -35,7 +35,7 @@ def add_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--by", type=_by, metavar="KEYS",
                        help=f"group kernels by one of {', '.join(KEYS)}, or several joined by commas (op,shape: "
                             "one group per op and input shapes); --summary, --diff; default op")
-    group.add_argument("--top", type=int, metavar="N", help="only the first N groups (--summary, --diff)")
+    group.add_argument("--top", type=int, metavar="N", help="only the first N groups (--summary, --diff) or instances (--stragglers)")
     group.add_argument("--sort", choices=list(SORTS), help="row order (--summary; default time)")
 
 
@@ -54,7 +54,8 @@ def wanted(args: argparse.Namespace) -> bool:
 
 # The grouping options and the views they apply to: given to another, they are an error, not
 # silently ignored (the per-kernel table has no groups).
-_GROUPING = {"--by": ("--summary", "--diff"), "--top": ("--summary", "--diff"), "--sort": ("--summary",)}
+_GROUPING = {"--by": ("--summary", "--diff"), "--top": ("--summary", "--diff", "--stragglers"),
+             "--sort": ("--summary",)}
 
 
 def check(args: argparse.Namespace, chosen: list[ModuleType]) -> None:
@@ -63,7 +64,8 @@ def check(args: argparse.Namespace, chosen: list[ModuleType]) -> None:
     flags = {getattr(v, "FLAG", None) for v in chosen}
     for opt, views in _GROUPING.items():
         if getattr(args, opt[2:]) is not None and not flags & set(views):
-            raise PyprofError(f"{opt} applies to {' and '.join(views)} only (the per-kernel table has no groups)",
+            named = views[0] if len(views) == 1 else ", ".join(views[:-1]) + " and " + views[-1]
+            raise PyprofError(f"{opt} applies to {named} only (the per-kernel table has no groups)",
                               EXIT_USAGE)
     if args.top is not None and args.top < 1:
         raise PyprofError("--top needs a positive number", EXIT_USAGE)
@@ -96,6 +98,7 @@ class Profile:
         self.copies = 0
         self.copy_time = 0
         self.gpus: dict = {}    # device -> GPU name
+        self.priced: dict = {}  # level that priced the kernel (Facts.level; None: neither) -> ns
 
     def add(self, rec: dict, f: Facts) -> None:
         """Count one analysed record (raises TypeError on a record with non-integer times)."""
@@ -116,6 +119,7 @@ class Profile:
         gpu = rec.get("gpu")
         if device not in self.gpus and isinstance(gpu, dict) and gpu.get("name"):
             self.gpus[device] = gpu["name"]
+        self.priced[f.level] = self.priced.get(f.level, 0) + dur
         self.groups.add(rec, f, dur)
         self.evidence.kernel(rec, f, dur)
 
@@ -142,6 +146,8 @@ class Profile:
             "tc_missed_pct": self.simt_time / eligible * 100 if eligible else None,
             "tc_eligible_ns": eligible,
             "copies": self.copies, "copy_ns": self.copy_time,
+            "priced_ns": {level: self.priced.get(level, 0) for level in LEVELS},
+            "unpriced_ns": self.priced.get(None, 0),
             "devices": devices,
         }
 
@@ -196,6 +202,10 @@ def write_csv(rep: dict, out: TextIO) -> None:
         w.writerow([csv_cell(r[k]) for k in keys])
 
 
+def _share(part: int, whole: int) -> float | None:
+    return part / whole * 100 if whole else None
+
+
 def header_lines(rep: dict) -> list[str]:
     """The capture header as text lines."""
     h = rep["header"]
@@ -211,6 +221,9 @@ def header_lines(rep: dict) -> list[str]:
     lines.append(f"kernels        {h['kernels']}, {duration(h['gpu_time_ns'])} of GPU time (sum of kernel durations)")
     lines.append(f"Tensor Cores   {pct(h['tc_pct'])}% of GPU time on Tensor Cores; {pct(h['tc_missed_pct'])}% of "
                  f"Tensor-Core-eligible time ({duration(h['tc_eligible_ns'])}, tc 0 or 1) did not use them")
+    shares = ", ".join(f"{level} {pct(_share(ns, h['gpu_time_ns']))}%" for level, ns in h["priced_ns"].items())
+    lines.append(f"priced by      {shares}, neither {pct(_share(h['unpriced_ns'], h['gpu_time_ns']))}% of GPU time "
+                 f"(op marker, PyTorch's aten ranges or compiled FX nodes; --by level, column level)")
     if h["copies"]:
         lines.append(f"copies         {h['copies']} memcpy/memset records, {duration(h['copy_ns'])} (not in the rows)")
     late = sum(d["late_kernels"] for d in devs)

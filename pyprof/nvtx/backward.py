@@ -1,0 +1,106 @@
+"""Backward attribution without emit_nvtx: autograd node hooks that open a `bwd` range.
+
+While markers are built, the outermost wrapped call registers one pre-hook on the autograd node
+of its output (`out.grad_fn`). When the engine runs that node, the hook pushes a range in the
+pyprof domain whose marker embeds the forward op's marker (docs/markers.md, `kind: "bwd"`), so
+parse gives every kernel launched in it the forward op, module, call site and arguments, with no
+PyTorch op ranges at all.
+
+One hook per node, not a pre-hook and a post-hook: the range stays open until the next hooked
+node starts on the same thread (the hook pops it first). It therefore also covers what the
+engine does after the node (adding gradients that meet, as PyTorch's own
+`autograd::engine::evaluate_function` range does) and the op's inner nodes that run right after
+it (`cross_entropy`'s LogSoftmaxBackward after NllLossBackward). The last range of a backward
+pass stays open on the engine's device thread until the next backward pass, where nothing else
+is launched; on the calling thread (CPU autograd) the backward call's wrapper closes it.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+from json.encoder import encode_basestring_ascii as _quote
+from typing import Any, Sequence
+
+import torch
+
+from .emit import BWD_VERSION
+from .emit import state as _state
+
+_Tensor = torch.Tensor
+_CACHE_LIMIT = 8192
+
+
+class _Open(threading.local):
+    open = False  # a bwd range pushed by a hook on this thread is still open
+
+
+_tl = _Open()
+# (node class, forward marker text) -> the pre-hook pushing its bwd marker.
+_hooks: dict = {}
+
+
+def bwd_marker(node: str, fwd: str) -> str:
+    """The marker of autograd node `node` (`AddmmBackward0`) created by the op whose marker is `fwd`."""
+    return '{"v":' + str(BWD_VERSION) + ',"kind":"bwd","node":' + _quote(node) + ',"fwd":' + fwd + "}"
+
+
+def _enter(text: str, grad_outputs: Any) -> None:
+    tl = _tl
+    if tl.open:
+        _state.pop()
+    _state.push(text)
+    tl.open = True
+
+
+def close() -> None:
+    """Pop the bwd range a hook left open on this thread, if any (after a backward call)."""
+    tl = _tl
+    if tl.open:
+        tl.open = False
+        _state.pop()
+
+
+def _hook_of(node: Any, fwd: str) -> Any:
+    cls = type(node)
+    h = _hooks.get((cls, fwd))
+    if h is None:
+        if len(_hooks) >= _CACHE_LIMIT:
+            _hooks.clear()
+        h = _hooks[(cls, fwd)] = functools.partial(_enter, bwd_marker(cls.__name__, fwd))
+    return h
+
+
+def attach(out: Any, args: Sequence[Any], fwd: str, inplace: bool) -> None:
+    """Hook the autograd node(s) of a wrapped call's output `out` with its marker `fwd`.
+
+    An output that is one of the arguments (`x.contiguous()` of a contiguous x) keeps the node
+    of the op that made it, which that op hooked already: skipped, unless the op is `inplace`
+    (`add_`, `__iadd__`), which gives its argument a node of its own. Never raises.
+    """
+    try:
+        if type(out) is _Tensor:
+            node = out.grad_fn
+            if node is not None and (inplace or not _among(out, args)):
+                node.register_prehook(_hook_of(node, fwd))
+        elif type(out) is tuple or type(out) is list:
+            seen = []
+            for o in out:
+                if type(o) is _Tensor:
+                    node = o.grad_fn
+                    if node is not None and node not in seen and (inplace or not _among(o, args)):
+                        seen.append(node)
+                        node.register_prehook(_hook_of(node, fwd))
+    except Exception:
+        pass
+
+
+def is_inplace(op: str) -> bool:
+    """Whether an op name is PyTorch's in-place form (`add_`, `__iadd__`)."""
+    return op.startswith("__i") if op.startswith("__") else op.endswith("_")
+
+
+def _among(t: Any, args: Sequence[Any]) -> bool:
+    for a in args:
+        if a is t:
+            return True
+    return False

@@ -1,0 +1,109 @@
+"""torch.distributed under pyprof.init(): every collective and point-to-point call wrapped like a
+torch op, its marker also saying who called and in which group (docs/markers.md, `dist`).
+
+Which functions: those of `torch.distributed` that c10d exports (`distributed_c10d.__all__`) and
+that take a `group` plus either `async_op` (every collective, whatever this torch version names
+them: `all_gather_into_tensor` and 2.13's `all_gather_single` alike) or a first argument
+`tensor` (send, recv, isend, irecv). Queries (`get_rank(group)`) take neither; the `*_object`
+helpers take neither and call the wrapped collectives, which are then the outermost call.
+
+The wrapper is op_wrapper's, with the marker's tail extended by
+`"dist":{"rank":R,"world":W,"group":NAME,"groupRank":r,"groupSize":n}`, read from the process
+group at the call: prof needs the group size for bus bandwidth, parse reads the rank.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+import warnings
+from json.encoder import encode_basestring_ascii as _quote
+from typing import Any, Callable, Iterator, Optional
+
+import torch
+
+from .emit import state as _state
+from .marker import autocast_json as _autocast
+from .marker import build as _build
+from .marker import op_prefix
+from .site import site_json as _site
+from .wrappers import _dress, _tl, is_wrapper, recognise
+
+_is_compiling = torch.compiler.is_compiling
+MOD = "torch.distributed"
+
+
+def _group_at(fn: Callable) -> tuple[Optional[int], bool]:
+    """(position of the `group` parameter, whether the function is a collective or a p2p call)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None, False
+    names = [p.name for p in params]
+    if "group" not in names or not params:
+        return None, False
+    wanted = "async_op" in names or names[0] == "tensor"
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return (positional.index("group") if "group" in positional else None), wanted
+
+
+def targets() -> Iterator[tuple[str, Callable]]:
+    """(name, function) of every torch.distributed call to wrap (the module docstring's rule)."""
+    if not torch.distributed.is_available():
+        return
+    dist = torch.distributed
+    found = []
+    with warnings.catch_warnings():  # looking at deprecated aliases (reduce_op) warns
+        warnings.simplefilter("ignore", FutureWarning)
+        for name in getattr(dist.distributed_c10d, "__all__", ()):
+            fn = vars(dist).get(name)
+            if isinstance(fn, types.FunctionType) and not is_wrapper(fn) and _group_at(fn)[1]:
+                found.append((name, fn))
+    yield from found
+
+
+def dist_json(args: tuple, kwargs: dict, group_at: Optional[int]) -> str:
+    """`,"dist":{...}` for a call with these arguments; "" when no process group is up."""
+    try:
+        d = torch.distributed
+        if not d.is_initialized():
+            return ""
+        group = kwargs.get("group")
+        if group is None and group_at is not None and group_at < len(args):
+            group = args[group_at]
+        pg = group if group is not None else d.distributed_c10d._get_default_group()
+        name = getattr(pg, "group_name", None)
+        return (f',"dist":{{"rank":{d.get_rank()},"world":{d.get_world_size()},'
+                f'"group":{_quote(name) if isinstance(name, str) else "null"},'
+                f'"groupRank":{d.get_rank(group)},"groupSize":{d.get_world_size(group)}}}')
+    except Exception:  # a marker never breaks the call it describes
+        return ""
+
+
+def collective_wrapper(orig: Callable, name: str) -> Callable:
+    """A wrapper of torch.distributed.`name` that pushes an op marker with `dist` around each
+    outermost call (nested ones, as op_wrapper, only with pyprof.init(nested=True))."""
+    prefix = op_prefix(MOD, name)
+    group_at = _group_at(orig)[0]
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not _state.on or _is_compiling():
+            return orig(*args, **kwargs)
+        tl = _tl
+        depth = tl.depth
+        if depth and not _state.nested:
+            return orig(*args, **kwargs)
+        tl.depth = depth + 1
+        try:
+            _state.push(_build(prefix, args, kwargs, _site() + tl.mod + _autocast() + dist_json(args, kwargs, group_at)))
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                _state.pop()
+        finally:
+            tl.depth = depth
+
+    _dress(wrapper, orig, MOD, name)
+    return wrapper
+
+
+recognise(collective_wrapper(len, "x"))

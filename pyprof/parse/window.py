@@ -1,0 +1,184 @@
+"""One time window of an export: how several processes parse one export and still write, byte
+for byte, what one process writes (docs/parse.md, "One export, several workers").
+
+A window holds the activities whose sort key (the CPU start of the launch call, else the GPU
+start) lies in [start, end). Its worker reads the NVTX ranges that start inside it plus those
+that started before and are still open at `start` ("inherited": they may enclose its launches),
+and, unless it is the last window, takes in every range that starts before `end` after its last
+launch, as the single sweep would before the next window's first launch.
+
+What the sweep carries across a boundary besides the open ranges is small and explicit: the
+forward ops remembered per process (backward kernels look them up by `seq`), the threads seen
+running autograd, the attributions of captured CUDA graph nodes (their replays take them), and,
+for ranges open across the boundary, how many kernels each already owned
+(`subSeqId`) and the node `seq` an engine wrapper range took from a node inside it. A window is
+first parsed without that state ("speculative"); its Report says which of those it would have
+read and what it left at its end. parallel.py then composes the states window by window (pure
+functions below) and parses again, with the exact state as a Seed, only the windows whose
+speculative run read something an earlier window had set. Normal training traces cut between
+steps need no second run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyprof.parse.export import RUNTIME, Export
+
+# A range open across a boundary: (scope id: globalTid for push/pop, globalPid for start/end
+# ranges, is push/pop, start, end, domain name, text). Stable across processes, unlike id().
+RangeKey = tuple
+NEVER = -(1 << 62)  # the `fresh` bound of a sweep over the whole export: no range is inherited
+_PID_MASK_SQL = -16777216  # globalTid -> globalPid, as queries.PID_MASK_SQL
+
+
+@dataclass
+class Seed:
+    """The sweep's carried state at a window's start. `fwd`: pid -> seq -> forward op, in
+    recency order (attribute.lines' map); `autograd`: globalTids that ran autograd ranges;
+    `open`: RangeKey -> (kernels owned so far, engine wrapper's node seq or None); `captured`:
+    captured graph node -> its replays' attribution (attribute.lines' map)."""
+
+    fwd: dict[int, dict[int, Any]] = field(default_factory=dict)
+    autograd: set[int] = field(default_factory=set)
+    open: dict[RangeKey, tuple[int, int | None]] = field(default_factory=dict)
+    captured: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass
+class Report:
+    """What a speculative window read that an earlier window may have set, and what it left.
+
+    misses: (globalPid, seq) a backward kernel looked up and did not find; negatives: globalTids
+    whose launch fell back to "autograd thread?" and was not one yet; owners / node_seqs:
+    inherited ranges used as a kernel's op range / as an engine wrapper without a node seq;
+    captured_misses: captured graph nodes a replayed kernel looked up and did not find.
+    fwd, autograd: the window's own forward-op map and autograd threads at its end; captured:
+    the nodes captured in the window (filled by seeded runs too: their attributions are exact
+    only there, where backward ops find their forward ops); open_end:
+    RangeKey -> (kernels owned in this window, node seq set in it or None, inherited) for the
+    ranges still open at `end`.
+    """
+
+    misses: set[tuple[int, int]] = field(default_factory=set)
+    negatives: set[int] = field(default_factory=set)
+    owners: set[RangeKey] = field(default_factory=set)
+    node_seqs: set[RangeKey] = field(default_factory=set)
+    captured_misses: set[int] = field(default_factory=set)
+    fwd: dict[int, dict[int, Any]] = field(default_factory=dict)
+    autograd: set[int] = field(default_factory=set)
+    captured: dict[int, str] = field(default_factory=dict)
+    open_end: dict[RangeKey, tuple[int, int | None, bool]] = field(default_factory=dict)
+
+
+class Window:
+    """Activities with sort key in [start, end) (None: unbounded), parsed with `seed` (None:
+    speculatively, filling `report`)."""
+
+    def __init__(self, start: int | None, end: int | None, seed: Seed | None = None) -> None:
+        self.start = start
+        self.end = end
+        self.seed = seed
+        self.report = Report()
+
+    @property
+    def fresh(self) -> int:
+        """Ranges starting before this are inherited: an earlier window took them in."""
+        return NEVER if self.start is None else self.start
+
+    def _bounds(self, col: str) -> tuple[str, tuple[int, ...]]:
+        terms, params = [], []
+        if self.start is not None:
+            terms.append(f"{col} >= ?")
+            params.append(self.start)
+        if self.end is not None:
+            terms.append(f"{col} < ?")
+            params.append(self.end)
+        return " AND ".join(terms) or "1", tuple(params)
+
+    def activity_clause(self, exp: Export, table: str) -> tuple[str, str, tuple[int, ...]]:
+        """(extra JOIN ON terms, WHERE terms, their parameters in that order) selecting this
+        window's rows of activity `table` (queries.activity_sql's `x`, runtime `r`).
+
+        The exact test is on the sort key, known only after the launch join. To spare the join
+        for the rows of other windows, candidates are first narrowed with cheap tests on the
+        table's own columns: per process, the correlation ids of the launch calls made in the
+        window, or a GPU start in the window (kernels with no launch call). The runtime rows a
+        candidate can join are narrowed the same way, which lets SQLite index only those.
+        """
+        joined = exp.has(RUNTIME, "correlationId", "start", "end")  # as queries.activity_sql joins
+        key, key_params = self._bounds("coalesce(r.start, x.start)" if joined else "x.start")
+        if not (joined and exp.has(RUNTIME, "globalTid") and exp.has(table, "globalPid")):
+            return "", key, key_params
+        launched, lp = self._bounds("start")
+        own, op = self._bounds("start")
+        calls = exp.rows(f"SELECT globalTid & {_PID_MASK_SQL}, min(correlationId), max(correlationId) FROM {RUNTIME} "
+                         f"WHERE {launched} GROUP BY 1", lp).fetchall()
+        started = exp.rows(f"SELECT globalPid, min(correlationId), max(correlationId) FROM {table} "
+                           f"WHERE {own} GROUP BY 1", op).fetchall()
+        x_terms, x_params, r_terms, r_params = [], [], [], []
+        for pid, lo, hi in calls + started:
+            if pid is None or lo is None:
+                continue
+            r_terms.append(f"((r.globalTid & {_PID_MASK_SQL}) = ? AND r.correlationId BETWEEN ? AND ?)")
+            r_params += [pid, lo, hi]
+        for pid, lo, hi in calls:
+            if pid is not None and lo is not None:
+                x_terms.append("(x.globalPid = ? AND x.correlationId BETWEEN ? AND ?)")
+                x_params += [pid, lo, hi]
+        own_x, own_params = self._bounds("x.start")
+        x_terms.append(f"({own_x})")
+        x_params += own_params
+        on = f" AND ({' OR '.join(r_terms) or '0'})"
+        where = f"({' OR '.join(x_terms)}) AND {key}"
+        return on, where, tuple(r_params) + tuple(x_params) + key_params
+
+    def captured_clause(self) -> tuple[str, tuple[int, ...]]:
+        """(WHERE terms, parameters) for the captured graph nodes created in this window
+        (queries.captured_sql: their sort key is their creation time)."""
+        return self._bounds("n.start")
+
+    def nvtx_clause(self) -> tuple[str, tuple[int, ...]]:
+        """(WHERE terms, parameters) for the ranges this window reads: started inside it or
+        earlier, and not ended before its start (ended ones were an earlier window's)."""
+        terms, params = [], []
+        if self.end is not None:
+            terms.append("n.start < ?")
+            params.append(self.end)
+        if self.start is not None:
+            terms.append("(n.start >= ? OR n.end >= ? OR n.end IS NULL)")
+            params += [self.start, self.start]
+        return " AND ".join(terms) or "1", tuple(params)
+
+
+def compose(seed: Seed, report: Report, cap: int) -> Seed:
+    """The state at the end of a window that started with `seed` and reported `report`
+    (speculatively or not: what a window remembers does not depend on what it was seeded with).
+    `cap`: forward ops kept per process (attribute.FWD_OPS_PER_PROCESS)."""
+    fwd = {pid: dict(ops) for pid, ops in seed.fwd.items()}
+    for pid, ops in report.fwd.items():
+        merged = fwd.setdefault(pid, {})
+        for seq, op in ops.items():
+            merged.pop(seq, None)
+            merged[seq] = op
+        while len(merged) > cap:
+            del merged[next(iter(merged))]
+    opened: dict[RangeKey, tuple[int, int | None]] = {}
+    for key, (count, node_seq, inherited) in report.open_end.items():
+        before = seed.open.get(key, (0, None)) if inherited else (0, None)
+        opened[key] = (before[0] + count, node_seq if node_seq is not None else before[1])
+    return Seed(fwd, seed.autograd | report.autograd, opened, {**seed.captured, **report.captured})
+
+
+def stale(seed: Seed, report: Report) -> bool:
+    """Whether a speculative window read state that `seed` (the exact state at its start) has:
+    then its records may differ from the single sweep's and it must be parsed again, seeded."""
+    if any(seq in seed.fwd.get(pid, ()) for pid, seq in report.misses):
+        return True
+    if report.negatives & seed.autograd:
+        return True
+    if any(node in seed.captured for node in report.captured_misses):
+        return True
+    if any(seed.open.get(key, (0, None))[0] for key in report.owners):
+        return True
+    return any(seed.open.get(key, (0, None))[1] is not None for key in report.node_seqs)

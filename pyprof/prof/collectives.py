@@ -1,0 +1,294 @@
+"""NCCL kernels as collectives: which collective, its dtype, message size and group size, and the
+bandwidths nccl-tests reports (docs/prof.md, "Collectives").
+
+Identity comes from what the trace already says, most precise first:
+
+1. a pyprof marker of the torch.distributed call that launched the kernel (pyprof.init() wraps
+   every collective): its tensors give the dtype and size, its `dist` member the group size;
+   one short formula per c10d function, below, in the op table's style;
+2. the kernel's own name: NCCL names its kernels after the collective, reduction and dtype
+   (`ncclDevKernel_AllReduce_Sum_bf16_RING_LL`; before 2.19 `ncclKernel_AllReduce_RING_LL_Sum_half`),
+   which also covers collectives launched inside PyTorch (DDP's reducer, FSDP), and PyTorch's
+   `record_param_comms` range around it, whose `sizes` (with `record_shapes`) give the tensor.
+
+Sizes and bandwidths follow nccl-tests (doc/PERFORMANCE.md): `algbw = S / t`; `busbw = algbw *
+factor(n)`, where S is the size nccl-tests calls the operation's: the whole buffer of an
+all-reduce, broadcast or reduce, the *gathered* buffer of an all-gather (n x the per-rank part),
+the *input* of a reduce-scatter (n x the per-rank result), the whole send buffer of an
+all-to-all, the message of a send or receive.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable, NamedTuple
+
+from .registry import Call
+from .values import ITEMSIZE, Tensor, is_truncated
+
+ALLREDUCE, ALLGATHER, REDUCESCATTER = "AllReduce", "AllGather", "ReduceScatter"
+BROADCAST, REDUCE, ALLTOALL = "Broadcast", "Reduce", "AllToAll"
+GATHER, SCATTER, SENDRECV, SEND, RECV, BARRIER = "Gather", "Scatter", "SendRecv", "Send", "Recv", "Barrier"
+
+# busbw = algbw * factor(n), nccl-tests' correction that makes the figure comparable with the
+# link's peak whatever the number of ranks.
+BUS_FACTOR: dict[str, Callable[[int], float]] = {
+    ALLREDUCE: lambda n: 2 * (n - 1) / n,
+    REDUCESCATTER: lambda n: (n - 1) / n,
+    ALLGATHER: lambda n: (n - 1) / n,
+    ALLTOALL: lambda n: (n - 1) / n,
+    GATHER: lambda n: (n - 1) / n,
+    SCATTER: lambda n: (n - 1) / n,
+    BROADCAST: lambda n: 1.0,
+    REDUCE: lambda n: 1.0,
+    SENDRECV: lambda n: 1.0,
+    SEND: lambda n: 1.0,
+    RECV: lambda n: 1.0,
+}
+
+# NCCL's dtype tokens in kernel names (2.19+ and older spellings) -> PyTorch dtype names.
+NCCL_DTYPES = {
+    "i8": "int8", "u8": "uint8", "i32": "int32", "u32": "uint32", "i64": "int64", "u64": "uint64",
+    "f16": "float16", "f32": "float32", "f64": "float64", "bf16": "bfloat16",
+    "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2",
+    "int8_t": "int8", "uint8_t": "uint8", "int32_t": "int32", "uint32_t": "uint32", "int64_t": "int64",
+    "uint64_t": "uint64", "half": "float16", "float": "float32", "double": "float64", "__nv_bfloat16": "bfloat16",
+}
+# A dtype token between underscores (or at the end), longest spellings first (`int64_t` before `i64`).
+_DTYPE = re.compile("_(" + "|".join(sorted(map(re.escape, NCCL_DTYPES), key=len, reverse=True)) + ")(?=_|$)")
+_KINDS = {k.lower(): k for k in (ALLREDUCE, ALLGATHER, REDUCESCATTER, BROADCAST, REDUCE, SENDRECV)}
+_PREFIXES = ("ncclDevKernel_", "ncclKernel_")
+
+
+class Collective(NamedTuple):
+    """One NCCL kernel's collective. None fields are unknown (printed `na`).
+
+    kind: nccl-tests' name (AllReduce, ...); dtype: PyTorch dtype name; size: S in bytes; ranks:
+    the group size n; via: where the identity came from (`marker`, `kernel`); group: the process
+    group's name when a marker said it."""
+
+    kind: str | None
+    dtype: str | None
+    size: int | None
+    ranks: int | None
+    via: str
+    group: str | None = None
+
+    def algbw(self, ns: int | None) -> float | None:
+        """S / t in GB/s (bytes per ns), for a duration of `ns`."""
+        if self.size is None or not ns:
+            return None
+        return self.size / ns
+
+    def busbw(self, ns: int | None) -> float | None:
+        """algbw times nccl-tests' factor for the kind and group size, in GB/s."""
+        alg = self.algbw(ns)
+        factor = BUS_FACTOR.get(self.kind) if self.kind else None
+        if alg is None or factor is None or not self.ranks:
+            return None
+        return alg * factor(self.ranks)
+
+
+def is_nccl(name: str | None) -> bool:
+    """Whether a kernel (short or demangled name) is one of NCCL's."""
+    return bool(name) and name.startswith(_PREFIXES)
+
+
+def from_kernel_name(name: str) -> tuple[str | None, str | None]:
+    """(kind, dtype) read from an NCCL kernel name; None where the name does not say (NCCL's
+    `Generic` kernel runs whatever it is given)."""
+    for prefix in _PREFIXES:
+        if name.startswith(prefix):
+            rest = name[len(prefix):].split("(")[0]
+            break
+    else:
+        return None, None
+    kind = _KINDS.get(rest.split("_")[0].lower())
+    m = _DTYPE.search(rest)
+    return kind, NCCL_DTYPES[m[1]] if m else None
+
+
+# ---------------------------------------------------------------------------------------------
+# torch.distributed calls: one formula per c10d function, (call, group size) -> (kind, tensor
+# that fixes the dtype, S in elements). Registered under the function's name.
+
+Formula = Callable[[Call, "int | None"], "tuple | None"]  # strings: evaluated at import, on Python 3.9 too
+TABLE: dict[str, Formula] = {}
+
+
+def collective(*names: str) -> Callable[[Formula], Formula]:
+    """Register a formula for the torch.distributed functions `names`."""
+
+    def deco(f: Formula) -> Formula:
+        for n in names:
+            if n in TABLE:
+                raise RuntimeError(f"two formulas for torch.distributed.{n}")
+            TABLE[n] = f
+        return f
+
+    return deco
+
+
+def _list(call: Call, pos: int, name: str) -> list | None:
+    v = call.get(pos, name)
+    if not isinstance(v, list) or is_truncated(v) or not all(isinstance(t, Tensor) for t in v):
+        return None
+    return v
+
+
+def _times(n: int | None, t: Tensor | None) -> int | None:
+    return None if n is None or t is None else n * t.numel
+
+
+@collective("all_reduce")
+def _all_reduce(call: Call, n: int | None) -> tuple | None:
+    t = call.tensor(0, "tensor")
+    return ALLREDUCE, t, t and t.numel
+
+
+@collective("all_reduce_coalesced")
+def _all_reduce_coalesced(call: Call, n: int | None) -> tuple | None:
+    ts = _list(call, 0, "tensors")
+    return ALLREDUCE, ts[0] if ts else None, sum(t.numel for t in ts) if ts else None
+
+
+@collective("broadcast")
+def _broadcast(call: Call, n: int | None) -> tuple | None:
+    t = call.tensor(0, "tensor")
+    return BROADCAST, t, t and t.numel
+
+
+@collective("reduce")
+def _reduce(call: Call, n: int | None) -> tuple | None:
+    t = call.tensor(0, "tensor")
+    return REDUCE, t, t and t.numel
+
+
+@collective("all_gather_into_tensor", "all_gather_single", "_all_gather_base")
+def _all_gather_tensor(call: Call, n: int | None) -> tuple | None:
+    out = call.tensor(0, "output_tensor")
+    return ALLGATHER, out, out and out.numel
+
+
+@collective("all_gather")
+def _all_gather(call: Call, n: int | None) -> tuple | None:
+    t = call.tensor(1, "tensor")
+    return ALLGATHER, t, _times(n, t)
+
+
+@collective("reduce_scatter_tensor", "reduce_scatter_single", "_reduce_scatter_base")
+def _reduce_scatter_tensor(call: Call, n: int | None) -> tuple | None:
+    inp = call.tensor(1, "input")
+    return REDUCESCATTER, inp, inp and inp.numel
+
+
+@collective("reduce_scatter")
+def _reduce_scatter(call: Call, n: int | None) -> tuple | None:
+    out = call.tensor(0, "output")
+    return REDUCESCATTER, out, _times(n, out)
+
+
+@collective("all_to_all_single")
+def _all_to_all_single(call: Call, n: int | None) -> tuple | None:
+    inp = call.tensor(1, "input")
+    return ALLTOALL, inp, inp and inp.numel
+
+
+@collective("all_to_all")
+def _all_to_all(call: Call, n: int | None) -> tuple | None:
+    ts = _list(call, 1, "input_tensor_list")
+    return ALLTOALL, ts[0] if ts else None, sum(t.numel for t in ts) if ts else None
+
+
+@collective("gather")
+def _gather(call: Call, n: int | None) -> tuple | None:
+    t = call.tensor(0, "tensor")
+    return GATHER, t, _times(n, t)
+
+
+@collective("scatter")
+def _scatter(call: Call, n: int | None) -> tuple | None:
+    t = call.tensor(0, "tensor")
+    return SCATTER, t, _times(n, t)
+
+
+@collective("send", "isend")
+def _send(call: Call, n: int | None) -> tuple | None:
+    t = call.tensor(0, "tensor")
+    return SEND, t, t and t.numel
+
+
+@collective("recv", "irecv")
+def _recv(call: Call, n: int | None) -> tuple | None:
+    t = call.tensor(0, "tensor")
+    return RECV, t, t and t.numel
+
+
+@collective("barrier", "monitored_barrier")
+def _barrier(call: Call, n: int | None) -> tuple | None:
+    return BARRIER, None, None
+
+
+def from_marker(marker: dict) -> Collective | None:
+    """The collective of a pyprof torch.distributed marker, or None for another marker or an
+    unknown function."""
+    if marker.get("kind") != "op" or marker.get("mod") != "torch.distributed":
+        return None
+    formula = TABLE.get(marker.get("op"))
+    if formula is None:
+        return None
+    dist = marker.get("dist")
+    n = dist.get("groupSize") if isinstance(dist, dict) else None
+    n = n if type(n) is int and n > 0 else None
+    group = dist.get("group") if isinstance(dist, dict) else None
+    try:
+        kind, tensor, elems = formula(Call(marker), n)
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError):
+        return None
+    dtype = tensor.dtype if isinstance(tensor, Tensor) else None
+    size = ITEMSIZE.get(dtype)
+    return Collective(kind, dtype, None if size is None or elems is None else elems * size, n, "marker",
+                      group if isinstance(group, str) else None)
+
+
+def _param_comms_elems(rec: dict) -> int | None:
+    """Elements of the tensor in PyTorch's innermost `record_param_comms` range (its first
+    input, when the range carries sizes)."""
+    for op in reversed(rec.get("torchOps") or ()):
+        if op.get("name") == "record_param_comms":
+            sizes = op.get("sizes")
+            if sizes and isinstance(sizes[0], list) and sizes[0] and all(type(d) is int for d in sizes[0]):
+                elems = 1
+                for d in sizes[0]:
+                    elems *= d
+                return elems
+            return None
+    return None
+
+
+# S in elements from the tensor of a record_param_comms range (an input) and the group size.
+_FROM_INPUT: dict[str, Callable[[int, int | None], int | None]] = {
+    ALLREDUCE: lambda e, n: e, BROADCAST: lambda e, n: e, REDUCE: lambda e, n: e,
+    REDUCESCATTER: lambda e, n: e, ALLTOALL: lambda e, n: e,
+    ALLGATHER: lambda e, n: None if n is None else e * n,
+}
+
+
+def of_record(rec: dict, ranks: int | None = None) -> Collective | None:
+    """The collective of a kernel record, None when the kernel is no NCCL kernel. `ranks`: the
+    group size to assume when nothing in the record says (prof knows the job's world size)."""
+    name = rec.get("kShortName") or rec.get("kLongName")
+    if rec.get("kind", "kernel") != "kernel" or not is_nccl(name):
+        return None
+    marker = rec.get("marker")
+    coll = from_marker(marker) if isinstance(marker, dict) else None
+    kind, dtype = from_kernel_name(rec.get("kLongName") or name)
+    if coll is not None:
+        if coll.ranks is None and ranks:
+            coll = coll._replace(ranks=ranks)
+        return coll
+    elems = _param_comms_elems(rec)
+    size = None
+    if elems is not None and kind in _FROM_INPUT and dtype in ITEMSIZE:
+        s = _FROM_INPUT[kind](elems, ranks)
+        size = None if s is None else s * ITEMSIZE[dtype]
+    return Collective(kind, dtype, size, ranks, "kernel")

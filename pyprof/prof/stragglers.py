@@ -1,0 +1,81 @@
+"""Stragglers (docs/prof.md, "Stragglers"): each collective instance across the ranks that ran it,
+with every rank's arrival (its kernel's start) and wait (the last arrival minus its own), the
+slowest rank and the skew (last arrival minus first).
+
+An NCCL communicator runs its collectives in the same order on every rank, so the k-th
+collective of a kind in a process group on one rank is the k-th on the others: an instance is
+keyed by (group, kind, k). The group is the process group's name from pyprof's marker, or `-`
+for collectives launched inside PyTorch (DDP, FSDP), which run in the job's default order.
+
+Ranks on one host share the clock nsys stamps kernels with; across hosts the skew also holds the
+hosts' clock offset.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .collectives import Collective
+from .overlap import rank_key
+
+Key = tuple[str, str, int]
+
+
+class Instances:
+    """Collective kernels of all ranks, matched into instances (memory: one entry per collective
+    kernel, a small share of any trace)."""
+
+    def __init__(self) -> None:
+        self._count: dict[tuple[Any, str, str], int] = {}
+        self.arrivals: dict[Key, dict[Any, tuple[int, int]]] = {}   # key -> rank -> (start, end)
+        self.meta: dict[Key, Collective] = {}
+
+    def add(self, rec: dict, coll: Collective) -> Key:
+        """Record one collective kernel; returns its instance key."""
+        rank = rec.get("rank")
+        group, kind = coll.group or "-", coll.kind or "?"
+        k = self._count.get((rank, group, kind), 0)
+        self._count[(rank, group, kind)] = k + 1
+        key = (group, kind, k)
+        self.arrivals.setdefault(key, {})[rank] = (rec["kStart"], rec["kEnd"])
+        if key not in self.meta or (self.meta[key].size is None and coll.size is not None):
+            self.meta[key] = coll
+        return key
+
+    def rows(self) -> list[dict]:
+        """One row per instance, in order of first arrival: arrivals and waits per rank, the
+        slowest rank, the skew; the transfer (from the last arrival to the first end) and the
+        bus bandwidth over it, the collective's own speed once everyone is there."""
+        out = []
+        for key, by_rank in self.arrivals.items():
+            ranks = sorted(by_rank, key=rank_key)
+            starts = {r: by_rank[r][0] for r in ranks}
+            first, last = min(starts.values()), max(starts.values())
+            # No one is slowest when all arrived at once (a queued collective starts when the one
+            # before it ends, on every rank alike).
+            slowest = max(ranks, key=lambda r: (starts[r], rank_key(r))) if last > first else None
+            end = min(e for _, e in by_rank.values())
+            coll = self.meta[key]
+            transfer = end - last if end > last else None
+            out.append({"group": key[0], "kind": key[1], "index": key[2], "dtype": coll.dtype, "size": coll.size,
+                        "ranks": len(ranks), "first_ns": first, "last_ns": last, "skew_ns": last - first,
+                        "slowest": slowest, "arrival_ns": {str(r): starts[r] - first for r in ranks},
+                        "wait_ns": {str(r): last - starts[r] for r in ranks}, "transfer_ns": transfer,
+                        "busbw": coll.busbw(transfer) if coll.ranks else
+                        coll._replace(ranks=len(ranks)).busbw(transfer)})
+        out.sort(key=lambda r: (r["first_ns"], r["group"], r["kind"], r["index"]))
+        return out
+
+    def by_rank(self, rows: list[dict] | None = None) -> list[dict]:
+        """Per rank: instances it ran, how often it was the slowest, its total and largest wait."""
+        rows = self.rows() if rows is None else rows
+        acc: dict[str, list[int]] = {}
+        for row in rows:
+            for r, wait in row["wait_ns"].items():
+                a = acc.setdefault(r, [0, 0, 0, 0])
+                a[0] += 1
+                a[1] += row["slowest"] is not None and str(row["slowest"]) == r
+                a[2] += wait
+                a[3] = max(a[3], wait)
+        return [{"rank": r, "instances": a[0], "slowest": a[1], "wait_ns": a[2], "max_wait_ns": a[3]}
+                for r, a in sorted(acc.items(), key=lambda kv: (not kv[0].lstrip("-").isdigit(),
+                                                                int(kv[0]) if kv[0].lstrip("-").isdigit() else 0))]

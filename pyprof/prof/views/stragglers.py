@@ -1,0 +1,79 @@
+"""`--stragglers`: each collective instance across the ranks that ran it: arrivals, waits, the
+slowest rank, the skew, the transfer and its bus bandwidth; then per rank its waits (docs/prof.md,
+"Stragglers"). The records of every rank go through one comms.Comms."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from types import ModuleType
+from typing import TextIO
+
+from ..comms import Comms
+from ..output import columnated_writer, csv_cell, csv_writer
+from ..overlap import rank_text
+from ..units import duration, rate, si
+
+FLAG = "--stragglers"
+ORDER = 5
+JSON = True
+CSV_KEYS = ["group", "kind", "index", "dtype", "size", "ranks", "first_ns", "last_ns", "skew_ns", "slowest",
+            "transfer_ns", "busbw"]
+
+
+def add_arguments(group: argparse._ArgumentGroup) -> None:
+    """--stragglers (its --top is --summary's)."""
+    group.add_argument("--stragglers", action="store_true",
+                       help="per collective instance: each rank's arrival and wait, the slowest rank, the skew, "
+                            "the transfer's bus bandwidth (largest skew first; --top N of them)")
+
+
+def wanted(args: argparse.Namespace) -> bool:
+    """--stragglers given."""
+    return args.stragglers
+
+
+def check(args: argparse.Namespace, chosen: list[ModuleType]) -> None:
+    """Nothing of its own: --top is checked by --summary."""
+
+
+def sink(args: argparse.Namespace) -> Comms:
+    """The one-pass accumulator."""
+    return Comms()
+
+
+def report(comms: Comms) -> dict:
+    """What --stragglers shows, as one JSON-able object: every instance, in time order, and per rank."""
+    rep = comms.report()
+    return {"instances": rep["instances"], "by_rank": rep["by_rank"]}
+
+
+def write_text(rep: dict, out: TextIO, width: int = 120, top: int | None = None) -> None:
+    """The instances by skew, largest first (`top` of them), then the ranks."""
+    rows = sorted(rep["instances"], key=lambda r: (-r["skew_ns"], r["first_ns"]))
+    shown = rows[:top] if top else rows
+    w = columnated_writer(out, ["Group", "Collective", "#", "Size", "Ranks", "Skew", "Slowest", "Transfer", "BusBW"],
+                          [8, 14, 6, 10, 6, 10, 8, 10, 9], width)
+    for r in shown:
+        w([r["group"], r["kind"], str(r["index"]), si(r["size"], "B"), str(r["ranks"]), duration(r["skew_ns"]),
+           rank_text(r["slowest"]), duration(r["transfer_ns"]), rate(r["busbw"], 2)])
+    if len(rows) > len(shown):
+        out.write(f"... {len(rows) - len(shown)} more instances\n")
+    out.write("\n")
+    w = columnated_writer(out, ["Rank", "Instances", "Slowest", "Wait", "MaxWait"], [6, 10, 8, 10, 10], width)
+    for r in rep["by_rank"]:
+        w([r["rank"], str(r["instances"]), str(r["slowest"]), duration(r["wait_ns"]), duration(r["max_wait_ns"])])
+
+
+def write(comms: Comms, args: argparse.Namespace) -> None:
+    """Text, --csv (one row per instance in time order, CSV_KEYS) or --json."""
+    rep = report(comms)
+    if args.json:
+        json.dump(rep, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    elif args.csv:
+        w = csv_writer(sys.stdout, CSV_KEYS)
+        for r in rep["instances"]:
+            w([csv_cell(r[k]) for k in CSV_KEYS])
+    else:
+        write_text(rep, sys.stdout, args.width or 120, args.top)

@@ -1,0 +1,74 @@
+"""torch.distributed under pyprof.init(): which calls are wrapped, and the `dist` member of their
+markers (docs/markers.md), on a single-process gloo group (no GPU needed)."""
+import pytest
+
+torch = pytest.importorskip("torch", reason="the annotation wraps torch: needs torch")
+
+from pyprof.nvtx import distributed, recording
+from pyprof.nvtx.wrappers import is_wrapper
+
+dist = torch.distributed
+pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed not built")
+
+
+@pytest.fixture(autouse=True)
+def _on(pyprof_on):
+    yield
+
+
+@pytest.fixture
+def world():
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def test_every_collective_and_p2p_call_is_wrapped_and_nothing_else():
+    wrapped = {name for name in vars(dist) if is_wrapper(vars(dist)[name])}
+    for name in ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast",
+                 "reduce", "all_to_all_single", "gather", "scatter", "barrier", "send", "recv", "isend", "irecv"):
+        assert name in wrapped, name
+    for name in ("get_rank", "get_world_size", "new_group", "broadcast_object_list", "all_gather_object",
+                 "destroy_process_group", "is_initialized"):
+        assert name not in wrapped, name
+    # Nothing is wrapped twice.
+    assert [n for n, _ in distributed.targets()] == []
+
+
+def test_marker_carries_rank_world_and_group(world):
+    t = torch.ones(6, dtype=torch.bfloat16)
+    with recording() as rec:
+        dist.all_reduce(t)
+    (m,) = rec.markers
+    assert m["mod"] == "torch.distributed" and m["op"] == "all_reduce"
+    assert m["args"] == [{"shape": [6], "dtype": "bfloat16"}]
+    assert m["dist"] == {"rank": 0, "world": 1, "group": dist.group.WORLD.group_name, "groupRank": 0, "groupSize": 1}
+
+
+def test_group_passed_by_position_or_keyword_is_the_one_described(world):
+    sub = dist.new_group([0])
+    out, inp = torch.zeros(4), torch.ones(4)
+    with recording() as rec:
+        dist.all_gather_into_tensor(out, inp, sub)
+        dist.reduce_scatter_tensor(inp, out, group=sub)
+    assert [m["op"] for m in rec.markers] == ["all_gather_into_tensor", "reduce_scatter_tensor"]
+    for m in rec.markers:
+        assert m["dist"]["group"] == sub.group_name != dist.group.WORLD.group_name
+        assert (m["dist"]["groupSize"], m["dist"]["groupRank"]) == (1, 0)
+
+
+def test_no_process_group_no_dist_member_and_the_error_is_torch_s():
+    t = torch.ones(2)
+    with recording() as rec, pytest.raises((ValueError, RuntimeError)):
+        dist.all_reduce(t)
+    (m,) = rec.markers
+    assert m["op"] == "all_reduce" and "dist" not in m
+
+
+def test_inner_collectives_of_a_wrapped_call_emit_nothing(world):
+    out, inp = [torch.zeros(3)], torch.ones(3)
+    with recording() as rec:
+        dist.all_gather(out, inp)
+    assert [m["op"] for m in rec.markers] == ["all_gather"]

@@ -1,0 +1,119 @@
+"""The hot path's marker cache and the backward node hooks, checked through recorded markers."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the wrappers annotate torch calls")
+import torch.nn.functional as F  # noqa: E402
+
+import pyprof  # noqa: E402
+from pyprof.nvtx import recording  # noqa: E402
+from pyprof.nvtx.backward import bwd_marker  # noqa: E402
+from pyprof.nvtx.marker import op_marker  # noqa: E402
+
+HERE = __file__
+
+
+@pytest.fixture()
+def on():
+    pyprof.init()
+    try:
+        yield
+    finally:
+        pyprof.restore()
+
+
+def _line() -> int:
+    import sys
+
+    return sys._getframe(1).f_lineno
+
+
+def test_a_repeated_call_reuses_the_marker_text_and_it_equals_a_fresh_encoding(on) -> None:
+    xt = torch.randn(4, 6).t()
+    cl = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    k = torch.randn(3, 3, 1, 1)
+    with recording() as rec:
+        for _ in range(3):
+            line = _line() + 1
+            torch.add(xt, 1.5, alpha=2)
+            F.conv2d(cl, k, None, (1, 1), padding=0)
+    texts = [r.text for r in rec.ranges]
+    assert len(texts) == 6 and texts[0] is texts[2] is texts[4]  # the stored object: found, not rebuilt
+    assert texts[0] == op_marker("torch", "add", (xt, 1.5), {"alpha": 2}, site=f"{HERE}:{line}")
+    assert texts[1] == op_marker("torch.nn.functional", "conv2d", (cl, k, None, (1, 1)), {"padding": 0},
+                                 site=f"{HERE}:{line + 1}")
+    assert '"strides":[1,6]' in texts[0] and '"format":"channels_last"' in texts[1]
+
+
+def test_equal_but_differently_typed_arguments_get_their_own_markers(on) -> None:
+    x = torch.ones(3)
+    with recording() as rec:
+        for v in (1, True, 1.0, float("nan"), 1):
+            torch.add(x, v)
+    args = [r.marker["args"][1] for r in rec.ranges]
+    assert args == [1, True, 1.0, {"float": "nan"}, 1]
+
+
+def test_a_new_shape_stride_or_dtype_at_the_same_site_is_a_new_marker(on) -> None:
+    tensors = (torch.ones(2, 3), torch.ones(3, 2).t(), torch.ones(2, 3, dtype=torch.float64), torch.ones(2, 3))
+    with recording() as rec:
+        for t in tensors:
+            t.sum()
+    assert [r.marker["args"][0] for r in rec.ranges] == [
+        {"shape": [2, 3], "dtype": "float32"}, {"shape": [2, 3], "dtype": "float32", "strides": [1, 2]},
+        {"shape": [2, 3], "dtype": "float64"}, {"shape": [2, 3], "dtype": "float32"}]
+
+
+def test_autocast_and_module_are_part_of_the_key(on) -> None:
+    lin = torch.nn.Linear(2, 2)
+    x = torch.ones(1, 2)
+    with recording() as rec:
+        for cast in (False, True, False):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cast):
+                F.linear(x, lin.weight)
+                lin(x)
+    ops = [(r.marker.get("autocast"), r.marker.get("module")) for r in rec.ranges if r.marker["kind"] == "op"]
+    assert ops == [(None, None), (None, "Linear"), ("bfloat16", None), ("bfloat16", "Linear"), (None, None),
+                   (None, "Linear")]
+
+
+def test_each_backward_node_runs_in_a_bwd_range_carrying_its_forward_marker(on) -> None:
+    w = torch.randn(3, 4, requires_grad=True)
+    x = torch.randn(2, 4)
+    with recording() as rec:
+        y = F.linear(x, w).relu()
+        y.contiguous().sum().backward()  # contiguous() returns y itself: no node, no hook
+    fwd = {r.marker["op"]: r.text for r in rec.ranges if r.marker["kind"] == "op"}
+    assert set(fwd) == {"linear", "relu", "contiguous", "sum", "backward"}
+    got = [(r.depth, r.text) for r in rec.ranges if r.marker["kind"] == "bwd"]
+    assert got == [(1, bwd_marker("SumBackward0", fwd["sum"])), (1, bwd_marker("ReluBackward0", fwd["relu"])),
+                   (1, bwd_marker("MmBackward0", fwd["linear"]))]
+    assert rec.ranges[-1].marker == {"v": 2, "kind": "bwd", "node": "MmBackward0", "fwd": rec.ranges[0].marker}
+    # The backward call closed the last one on this thread: later calls are not inside it.
+    with recording() as after:
+        torch.ones(1).add(1)
+    assert [r.depth for r in after.ranges] == [0, 0]  # ones, add
+
+
+def test_in_place_ops_hook_the_node_they_give_their_argument(on) -> None:
+    w = torch.randn(3, requires_grad=True)
+    with recording() as rec:
+        y = w * 2
+        y.add_(1)
+        y.sum().backward()
+    assert [(r.marker["node"], r.marker["fwd"]["op"]) for r in rec.ranges if r.marker["kind"] == "bwd"] == [
+        ("SumBackward0", "sum"), ("AddBackward0", "add_"), ("MulBackward0", "__mul__")]
+
+
+def test_no_hooks_without_markers() -> None:
+    pyprof.init()
+    try:
+        w = torch.randn(3, requires_grad=True)
+        y = w * 2  # no recorder, no tool, not forced: the wrapper's off path
+        assert y.grad_fn._backward_pre_hooks == {} if hasattr(y.grad_fn, "_backward_pre_hooks") else True
+        with recording() as rec:
+            y.sum().backward()
+        assert [r.marker["kind"] for r in rec.ranges] == ["op", "op", "bwd"]  # sum, backward, SumBackward0
+    finally:
+        pyprof.restore()

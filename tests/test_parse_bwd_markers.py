@@ -1,0 +1,75 @@
+"""Backward kernels attributed through pyprof `bwd` markers (no emit_nvtx ranges at all)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from nsys_synth import SynthExport, marker
+from pyprof.parse import Export, Stats, records
+from pyprof.parse.ranges import BWD, classify
+
+LINEAR = marker("op", mod="torch.nn.functional", op="linear", args=[{"shape": [64, 512], "dtype": "float16"}],
+                site="train.py:10", module="enc.fc")
+RELU = marker("op", mod="torch.nn.functional", op="relu", args=[{"shape": [64, 512], "dtype": "float16"}],
+              site="train.py:11")
+
+
+def bwd(node: str, fwd: str) -> str:
+    return '{"v":2,"kind":"bwd","node":' + json.dumps(node) + ',"fwd":' + fwd + "}"
+
+
+def default_mode_step(path: Path) -> str:
+    """Forward linear + relu on the main thread; backward on the autograd thread as pyprof's node
+    hooks leave it: each bwd range open until the next one starts, the last open at capture stop.
+    Correlation ids: 1 linear, 2 relu (fwd); 3 before any bwd range on the autograd thread; 4
+    relu's node, 5 the gradient add after it (no node running), 6, 7 linear's node."""
+    syn = SynthExport(str(path))
+    main = syn.thread(100, 100, "python3")
+    grad = syn.thread(100, 101, "pt_autograd_0")
+    dom = syn.domain(main, "pyprof", t=10, registered=True)
+    syn.domain(grad, "pyprof", t=11, registered=True)
+    syn.push(main, 1000, 2000, LINEAR, domain=dom, registered=True)
+    syn.launch_kernel(main, 1500, "void gemm_kernel<float>(float*)")
+    syn.push(main, 3000, 4000, RELU, domain=dom, registered=True)
+    syn.launch_kernel(main, 3500, "void at::native::vectorized_elementwise_kernel<4, relu>(int)")
+    syn.push(main, 5000, 90000, marker("op", mod="Tensor", op="backward", args=[], site="train.py:13"),
+             domain=dom, registered=True)
+    syn.launch_kernel(grad, 5500, "void at::native::vectorized_elementwise_kernel<4, add>(int)")
+    syn.push(grad, 6000, 8000, bwd("ReluBackward0", RELU), domain=dom, registered=True)
+    syn.launch_kernel(grad, 6500, "void at::native::vectorized_elementwise_kernel<4, threshold_backward>(int)")
+    syn.launch_kernel(grad, 7500, "void at::native::vectorized_elementwise_kernel<4, add>(int)")
+    syn.push(grad, 8000, None, bwd("AddmmBackward0", LINEAR), domain=dom, registered=True)
+    syn.launch_kernel(grad, 8500, "void gemm_kernel<float>(float*)")
+    syn.launch_kernel(grad, 9500, "void gemm_kernel<float>(float*)")
+    return syn.close()
+
+
+def test_bwd_marker_is_classified_with_its_forward_ops_attributes() -> None:
+    label = classify("pyprof", bwd("AddmmBackward0", LINEAR))
+    assert label.kind == BWD and label.bwd and label.name == "AddmmBackward0"
+    assert label.attrs == ('"torch.nn.functional"', '"linear"', '"train.py:10"', '"enc.fc"')
+    assert json.loads(label.js) == {"seq": None, "marker": json.loads(LINEAR), "torchOp": None,
+                                    "node": "AddmmBackward0"}
+
+
+def test_bwd_marker_without_a_forward_op_marker_is_unknown_not_fatal() -> None:
+    assert classify("pyprof", '{"v":2,"kind":"bwd","node":"X","fwd":{"v":1,"kind":"layer","name":"a"}}').kind != BWD
+
+
+def test_backward_kernels_take_op_module_site_and_marker_from_the_bwd_marker(tmp_path: Path) -> None:
+    stats = Stats()
+    with Export(default_mode_step(tmp_path / "s.sqlite")) as exp:
+        recs = {r["correlationId"]: r for r in records(exp, stats)}
+    # 3: nothing yet says that thread runs backward (as with emit_nvtx's ranges).
+    assert [recs[c]["dir"] for c in range(1, 8)] == ["fprop", "fprop", "fprop", "bprop", "bprop", "bprop", "bprop"]
+    assert recs[3]["op"] is None and recs[3]["fwd"] is None
+    relu = recs[4]
+    assert (relu["mod"], relu["op"], relu["module"], relu["trace"]) == ("torch.nn.functional", "relu", None, "train.py:11")
+    assert relu["fwd"] == {"seq": None, "marker": json.loads(RELU), "torchOp": None, "node": "ReluBackward0"}
+    assert relu["marker"] is None and relu["torchOps"] == [] and relu["subSeqId"] == 0
+    # What the engine launches after a node, before the next one starts, stays in its range.
+    assert (recs[5]["op"], recs[5]["subSeqId"]) == ("relu", 1)
+    for c, sub in ((6, 0), (7, 1)):
+        k = recs[c]
+        assert (k["op"], k["module"], k["trace"], k["subSeqId"]) == ("linear", "enc.fc", "train.py:10", sub)
+        assert k["fwd"]["node"] == "AddmmBackward0"

@@ -1,0 +1,208 @@
+"""Several exports side by side and one export in time windows (pyprof/parse/parallel.py,
+window.py, ranks.py, merge.py): same bytes as one process, ranks, merge, errors."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nsys_synth import SynthExport, marker, rank_export, torch_text, workload
+from pyprof.parse import Stats, lines, parallel
+from pyprof.parse.export import Export
+from pyprof.parse.window import Seed, Window, compose, stale
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_parse(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "pyprof.parse", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=600)
+
+
+def whole(path, memcpy=False):
+    with Export(str(path)) as exp:
+        return [line + "\n" for line in lines(exp, Stats(), memcpy)]
+
+
+def windowed(path, edges, jobs, tmp_path, memcpy=False):
+    """Parse `path` cut at `edges` with `jobs` workers; returns (text, Result)."""
+    parts = [parallel.Part(i, str(path), 0, "", memcpy, False, None, Window(a, b))
+             for i, (a, b) in enumerate(zip([None, *edges], [*edges, None]))]
+    out = tmp_path / "w.dict"
+    result = parallel.run([parts], str(out), jobs)
+    return out.read_text(), result
+
+
+@pytest.fixture(scope="module")
+def steps(tmp_path_factory):
+    return Path(workload(str(tmp_path_factory.mktemp("w") / "w.sqlite"), 12000))
+
+
+def test_cuts_between_steps_need_no_second_pass(steps, tmp_path, monkeypatch):
+    monkeypatch.setattr(parallel, "MIN_WINDOW", 2000)
+    (group,) = parallel.plan([str(steps)], 5, False, False)
+    assert len(group) == 5
+    out = tmp_path / "p.dict"
+    result = parallel.run([group], str(out), 3)
+    assert out.read_text() == "".join(whole(steps))
+    assert (result.windows, result.reparsed, result.kernels) == (5, 0, 12000)
+
+
+def test_cuts_inside_steps_are_parsed_again_seeded_and_match(steps, tmp_path):
+    with Export(str(steps)) as exp:
+        lo, hi = exp.rows("SELECT min(start), max(start) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
+    # Backward kernels right after each cut look up forward ops from before it.
+    edges = [lo + (hi - lo) * i // 7 + 12345 for i in range(1, 7)]
+    text, result = windowed(steps, edges, 2, tmp_path)
+    assert text == "".join(whole(steps))
+    assert result.reparsed > 0 and result.kernels == 12000
+
+
+def tricky(path):
+    """Start/end ranges across threads and windows, a range open at capture stop, an engine
+    wrapper around a node, a kernel without a launch, memcpy, a kernel-less autograd thread."""
+    syn = SynthExport(str(path))
+    main, grad = syn.thread(7, 7), syn.thread(7, 8)
+    dom = syn.domain(main, "pyprof")
+    syn.push(main, 50, None, "layer:everything")
+    syn.start_end(main, 60, 90_000, "epoch", end_thread=grad)
+    t = 1000
+    for i in range(40):
+        syn.push(main, t, t + 900, marker("op", mod="torch", op="mm", args=[], site="m.py:1"), domain=dom)
+        syn.push(main, t + 10, t + 800, torch_text("aten::mm", seq=i, op_id=i))
+        syn.launch_kernel(main, t + 100, "gemm_a")
+        syn.launch_kernel(main, t + 200, "gemm_b")
+        t += 1000
+    syn.push(grad, t, t + 30_000, "autograd::engine::evaluate_function: MmBackward0")
+    for i in reversed(range(40)):
+        syn.push(grad, t + 100, t + 600, torch_text("MmBackward0", seq=i, op_id=100 + i))
+        syn.launch_kernel(grad, t + 200, "gemm_bw")
+        syn.launch_kernel(grad, t + 700, "sum_bias")  # outside the node range: the wrapper's seq
+        t += 700
+    corr = syn.launch(main, t + 100)
+    syn.memcpy(7, corr, t + 5000, t + 6000, 4096, 1)
+    syn.kernel(7, 99_999, t + 7000, t + 8000, "graph_replay")  # no launch call
+    syn.launch_kernel(main, t + 9000, "tail")
+    return syn.close()
+
+
+def test_every_cut_of_a_tricky_trace_gives_the_same_bytes(tmp_path):
+    path = tricky(tmp_path / "t.sqlite")
+    expect = "".join(whole(path, memcpy=True))
+    with Export(str(path)) as exp:
+        keys = sorted(r[0] for r in exp.rows("SELECT start FROM CUPTI_ACTIVITY_KIND_RUNTIME"))
+    for step in (7, 19, 31):
+        edges = sorted(set(keys[step::step]))
+        text, result = windowed(path, edges, 2, tmp_path, memcpy=True)
+        assert text == expect, step
+
+
+def test_compose_keeps_the_most_recent_forward_ops_and_adds_counts():
+    from pyprof.parse.window import Report
+    seed = Seed({1: {10: "a", 11: "b"}}, {5}, {("k",): (2, None)})
+    rep = Report(fwd={1: {12: "c", 10: "a2"}}, autograd={6},
+                 open_end={("k",): (3, 7, True), ("n",): (1, None, False)})
+    out = compose(seed, rep, cap=3)
+    assert out.fwd == {1: {11: "b", 12: "c", 10: "a2"}} and list(out.fwd[1]) == [11, 12, 10]
+    assert out.autograd == {5, 6} and out.open == {("k",): (5, 7), ("n",): (1, None)}
+    assert list(compose(seed, rep, cap=2).fwd[1]) == [12, 10]
+    assert stale(seed, Report(misses={(1, 11)})) and not stale(seed, Report(misses={(1, 99), (2, 11)}))
+    assert stale(seed, Report(negatives={5})) and not stale(seed, Report(negatives={6}))
+    assert stale(seed, Report(owners={("k",)})) and not stale(seed, Report(node_seqs={("k",)}))
+
+
+# ---------------------------------------------------------------------------------------------
+# Several exports: ranks side by side
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("job")
+    for r in range(6):
+        rank_export(str(folder / f"trace_{r}.sqlite"), r, 6, steps=1)
+    return folder
+
+
+def test_output_is_in_rank_order_whatever_the_workers(job, tmp_path):
+    one, four = run_parse(job, "-j", "1", "-o", tmp_path / "1.dict"), run_parse(job, "-j", "4", "-o", tmp_path / "4.dict")
+    assert one.returncode == four.returncode == 0
+    assert (tmp_path / "1.dict").read_bytes() == (tmp_path / "4.dict").read_bytes()
+    recs = [json.loads(x) for x in (tmp_path / "4.dict").read_text().splitlines()]
+    assert [r["rank"] for r in recs] == sorted(r["rank"] for r in recs) and {r["rank"] for r in recs} == set(range(6))
+    assert list(recs[0])[:3] == ["v", "rank", "kind"]
+    # Each rank's records are exactly its export parsed alone, plus the rank.
+    alone = [json.loads(x) for x in whole(job / "trace_4.sqlite")]
+    assert [r for r in recs if r["rank"] == 4] == [{**{"v": 1, "rank": 4}, **a} for a in alone]
+    assert four.stderr.startswith("pyprof.parse: 102 kernels written from 6 exports, ranks 0-5 (from pyprof markers);")
+
+
+def test_rank_from_the_trace_beats_the_name_and_names_beat_order(tmp_path):
+    rank_export(str(tmp_path / "node_a.sqlite"), 3, 4, steps=1)                  # markers say 3
+    rank_export(str(tmp_path / "x_7.sqlite"), 1, 4, steps=1, markers=False)      # name says 7
+    rank_export(str(tmp_path / "zz.sqlite"), 2, 4, steps=1, markers=False)       # third by name order
+    res = run_parse(tmp_path / "node_a.sqlite", tmp_path / "x_7.sqlite", tmp_path / "zz.sqlite")
+    assert res.returncode == 0, res.stderr
+    ranks = [json.loads(x)["rank"] for x in res.stdout.splitlines()]
+    assert ranks == [2] * 17 + [3] * 17 + [7] * 17
+    assert "ranks 2-7 (from file names, file order, pyprof markers)" in res.stderr
+
+
+def test_two_exports_of_one_rank_are_an_error(tmp_path):
+    rank_export(str(tmp_path / "a_1.sqlite"), 1, 2, steps=1, markers=False)
+    shutil.copy(tmp_path / "a_1.sqlite", tmp_path / "b_1.sqlite")
+    res = run_parse(tmp_path, "-o", tmp_path / "out.dict")
+    assert res.returncode == 2 and not (tmp_path / "out.dict").exists()
+    assert res.stderr == (f"pyprof.parse: error: {tmp_path / 'b_1.sqlite'} and {tmp_path / 'a_1.sqlite'} are both "
+                          "rank 1 (ranks come from pyprof's torch.distributed markers, else the file name's last "
+                          "number)\n")
+
+
+def test_a_broken_export_among_many_fails_the_run_with_its_own_error(job, tmp_path):
+    folder = tmp_path / "j"
+    shutil.copytree(job, folder)
+    (folder / "trace_9.sqlite").write_text("not a database")
+    res = run_parse(folder, "-o", tmp_path / "out.dict")
+    assert res.returncode == 4 and not (tmp_path / "out.dict").exists()
+    assert res.stderr == (f"pyprof.parse: error: {folder / 'trace_9.sqlite'}: not a SQLite database (expected an "
+                          "Nsight Systems SQLite export)\n")
+
+
+def test_one_export_with_rank(job):
+    res = run_parse(job / "trace_2.sqlite", "--rank", "-q")
+    assert res.returncode == 0 and {json.loads(x)["rank"] for x in res.stdout.splitlines()} == {2}
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-node outputs merged
+
+def test_merge_of_per_node_outputs_equals_one_parse_of_all(job, tmp_path):
+    files = sorted(job.glob("trace_*.sqlite"))
+    assert run_parse(*files[3:], "-o", tmp_path / "node1.dict").returncode == 0
+    assert run_parse(*files[:3], "-o", tmp_path / "node0.dict").returncode == 0
+    assert run_parse(job, "-o", tmp_path / "all.dict").returncode == 0
+    res = run_parse("--merge", tmp_path / "node1.dict", tmp_path / "node0.dict", "-o", tmp_path / "m.dict")
+    assert res.returncode == 0 and res.stderr == "pyprof.parse: 102 records merged from 2 files (ranks 0-5)\n"
+    assert (tmp_path / "m.dict").read_bytes() == (tmp_path / "all.dict").read_bytes()
+
+
+def test_merge_refuses_unranked_duplicated_and_incomplete_inputs(job, tmp_path):
+    plain = tmp_path / "plain.dict"
+    plain.write_text("".join(whole(job / "trace_0.sqlite")[:3]))
+    res = run_parse("--merge", plain)
+    assert (res.returncode, res.stderr) == (4, f"pyprof.parse: error: {plain}: line 1: records without `rank`: parse "
+                                               "several exports (or one with --rank) to get records that can be "
+                                               "merged\n")
+    assert run_parse(job, "-o", tmp_path / "a.dict").returncode == 0
+    shutil.copy(tmp_path / "a.dict", tmp_path / "b.dict")
+    res = run_parse("--merge", tmp_path / "a.dict", tmp_path / "b.dict")
+    assert (res.returncode, res.stderr) == (2, f"pyprof.parse: error: rank 0 is in both {tmp_path / 'a.dict'} and "
+                                               f"{tmp_path / 'b.dict'}\n")
+    res = run_parse("--merge", tmp_path / "a.dict", tmp_path / "a.dict")
+    assert (res.returncode, res.stderr) == (2, f"pyprof.parse: error: {tmp_path / 'a.dict'} is given twice\n")
+    cut = tmp_path / "cut.dict"
+    cut.write_text((tmp_path / "a.dict").read_text().splitlines(True)[0] + "pyprof.parse: interrupted - the 1 "
+                                                                           "records above are incomplete\n")
+    res = run_parse("--merge", cut)
+    assert (res.returncode, res.stderr) == (9, f"pyprof.parse: error: {cut}: line 2: the file is incomplete, parse "
+                                               "failed while writing it\n")
