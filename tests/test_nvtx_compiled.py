@@ -231,3 +231,24 @@ def test_module_tables_dropped_after_module_teardown(monkeypatch) -> None:
         vars(wrappers).update(saved)
     assert [u.exc_value for u in unraisable] == []
     assert key not in roots
+
+
+def test_foreach_kernel_schedule_unpacked() -> None:
+    """A Triton foreach kernel's schedule (a compiled optimizer step on the GPU) holds one fused
+    scheduler node per tensor, which has no IR node of its own: the FX nodes are those of the
+    nodes fused into each (the H100 capture of compiled_more.py --variant break recorded none)."""
+    from types import SimpleNamespace
+
+    from pyprof.nvtx.compiled import _fx_nodes
+
+    def snode(*origins: str) -> SimpleNamespace:
+        me = SimpleNamespace(node=SimpleNamespace(origins=list(origins)))
+        me.get_nodes = lambda: [me]
+        return me
+
+    def fused(*parts: SimpleNamespace) -> SimpleNamespace:
+        return SimpleNamespace(node=None, get_nodes=lambda: list(parts))
+
+    marker = SimpleNamespace()  # EnableReduction/DisableReduction: no scheduler node
+    schedule = [fused(snode("lerp_0"), snode("mul_0", "addcmul_0")), fused(snode("lerp_1")), marker, snode("sqrt")]
+    assert list(_fx_nodes(schedule, False)) == ["lerp_0", "mul_0", "addcmul_0", "lerp_1", "sqrt"]
