@@ -185,7 +185,8 @@ def test_hand_captured_cuda_graph(tmp_path_factory, eager) -> None:
     replayed = [(r, f) for r, f in rows if r["graphNode"] is not None]
     assert len(replayed) == 422 and {r["launch"]["api"] for r, _ in replayed} == {"cudaGraphLaunch_v10000"}
     assert time_share(rows, explained) >= 0.99
-    # Two replays of one step: twice the eager step's FLOPs, to the FLOP. Captured, AdamW is
+    # Two replays of one step: twice the eager step's FLOPs, to the FLOP, and the step counters'
+    # scalar work. Captured, AdamW is
     # capturable and priced kernel by kernel from its aten ranges; eager (fused), the whole step
     # from its marker: both 13 per parameter element (2,137,088). The capturable step also runs
     # its bias corrections on the GPU, 9 scalar ops on each of its 29 step counters, which the
@@ -224,7 +225,8 @@ def test_graph_breaks_and_compiled_optimizer(tmp_path_factory) -> None:
     assert len(na) == 11
     assert [r["kShortName"] for r in na if '"FakeTensor"' not in json.dumps(r["compiled"]["nodes"])] == [
         "triton_for_fused_0"]  # the step counters' add_: a list of 29 cut to 16 + {"more": 13}
-    # The compiled optimizer step's other combo kernels: the foreach math over the parameters.
+    # The compiled optimizer step's other foreach kernels, the math over the parameters: no nodes
+    # recorded then (their fused nodes were not unpacked), so 0 FLOPs.
     step = [(r["compiled"]["bytes"], f.flops) for r, f in rows if r["kShortName"].startswith("triton_for_fused_")][1:]
     assert step == [(59838580, 0), (59838580, 0)]
 
