@@ -124,16 +124,26 @@ def cuts(exp: Export, windows: int) -> list[int]:
     each moved to the widest pause in launching near it. Fewer when launches are too few."""
     with exp.errors():
         total = exp.scalar(f"SELECT count(*) FROM {RUNTIME}") or 0
+        last = exp.scalar(f"SELECT max(rowid) FROM {RUNTIME}") or 0
         every = max(1, total // SAMPLES)
-        starts = sorted(r[0] for r in exp.rows(f"SELECT start FROM {RUNTIME} WHERE rowid % ? = 0", (every,))
-                        if r[0] is not None)
+        # Every `every`-th rowid, looked up by rowid rather than tested on every row.
+        sampled = exp.rows(f"WITH RECURSIVE k(r) AS (SELECT ? UNION ALL SELECT r + ? FROM k WHERE r + ? <= ?) "
+                           f"SELECT start FROM {RUNTIME} WHERE rowid IN k", (every, every, every, last))
+        starts = sorted(r[0] for r in sampled if r[0] is not None)
         if len(starts) < 2 * windows:
             return []
         marks = sorted({starts[len(starts) * k // windows] for k in range(1, windows)})
         slack = max(1, int((starts[-1] - starts[0]) * SLACK / windows))
-        where = " OR ".join(["start BETWEEN ? AND ?"] * len(marks))
-        near = sorted(r[0] for r in exp.rows(f"SELECT start FROM {RUNTIME} WHERE {where}",
-                                             [v for m in marks for v in (m - slack, m + slack)]))
+        # The launches within `slack` of a mark (and some more: the loop below takes each
+        # mark's own), in one scan: a row's grid cell of width 2 * slack is looked up among the
+        # few cells the marks' neighbourhoods touch, where testing each neighbourhood would
+        # cost a comparison per mark.
+        # Cells count from `origin`, below every neighbourhood: SQLite's division truncates,
+        # which is Python's floor for the values that matter.
+        width, origin = 2 * slack, starts[0] - slack
+        cells = sorted({c for m in marks for c in range((m - slack - origin) // width, (m + slack - origin) // width + 1)})
+        near = sorted(v for (v,) in exp.rows(f"SELECT start FROM {RUNTIME} WHERE (start - ?) / ? IN "
+                                             f"({', '.join('?' * len(cells))})", (origin, width, *cells)))
     out: list[int] = []
     for m in marks:
         around = near[bisect_left(near, m - slack):bisect_right(near, m + slack)]
