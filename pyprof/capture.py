@@ -4,8 +4,9 @@
     python -m pyprof.prof net.dict
 
 is the same as `nsys profile` with CUDA and NVTX tracing, no CPU sampling, the capture limited to
-the torch.cuda.profiler.start()/stop() range with the program left running afterwards, and a
-SQLite export, followed by `python -m pyprof.parse net.sqlite -o net.dict`.
+the torch.cuda.profiler.start()/stop() range with the program left running afterwards, the kernels
+of CUDA graphs traced one by one, and a SQLite export, followed by
+`python -m pyprof.parse net.sqlite -o net.dict`.
 """
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ DEFAULTS: dict[str, tuple[str, ...]] = {
     "--capture-range-end": ("--capture-range-end=stop",),
     "--force-overwrite": ("--force-overwrite=true",),
     "--export": ("--export=sqlite",),
+    # One kernel row per kernel of a CUDA graph (nsys's default traces each graph launch as one).
+    "--cuda-graph-trace": ("--cuda-graph-trace=node",),
 }
 SHORT = {"-t": "--trace", "-s": "--sample", "-c": "--capture-range", "-f": "--force-overwrite", "-o": "--output"}
 

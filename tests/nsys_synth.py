@@ -67,6 +67,7 @@ _MEMCPY_COLS = ["start", "end", "deviceId", "contextId", "streamId", "correlatio
                 "migrationCause", "graphNodeId", "virtualAddress"]
 _MEMSET_COLS = ["start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid", "value", "bytes",
                 "graphNodeId", "memKind"]
+_GRAPH_NODE_COLS = ["start", "end", "eventClass", "globalTid", "nameId", "graphNodeId", "originalGraphNodeId"]
 _FLUSH = 50000
 
 
@@ -193,6 +194,12 @@ class SynthExport:
         start = gpu_start if gpu_start is not None else t + 10000
         self.kernel((thread >> 24) & 0xFFFFFF, corr, start, start + duration, name, **kw)
         return corr
+
+    def graph_node(self, thread: int, t: int, node: int, original: int | None = None) -> None:
+        """A CUDA_GRAPH_NODE_EVENTS row: node `node` created at `t` on `thread`, by stream capture
+        (no `original`) or as the instantiated copy of captured node `original`."""
+        self._add("CUDA_GRAPH_NODE_EVENTS", _GRAPH_NODE_COLS,
+                  (t, t, 77, thread, self.string("Graph Node Creation"), node, original))
 
     def memcpy(self, pid: int, corr: int, start: int, end: int, nbytes: int, copy_kind: int, device: int = 0,
                stream: int = 7) -> None:

@@ -30,7 +30,13 @@ def test_records_from_sqlite_and_dict(tmp_path):
     assert again == recs
 
 
-def test_rows_typed_values():
+def unpriced(tmp_path) -> str:
+    """The GPT trace plus one kernel prof cannot price (no marker, no PyTorch ranges)."""
+    recs = trace_records("gpt")
+    return write_dict(tmp_path, "gpt", recs + [dict(recs[0], op="unpriced", marker=None, torchOps=[], kDuration=0, kEnd=recs[0]["kStart"])])
+
+
+def test_rows_typed_values(tmp_path):
     rows = list(pyprof.rows(GPT, columns="idx,op,kernel,sil,tc,flops,tflops"))
     assert len(rows) == 139
     first = rows[0]
@@ -40,7 +46,9 @@ def test_rows_typed_values():
     # The step-counter bump (_foreach_add_) carries 0, the _fused_adamw_ kernel the step's work.
     adam = [r for r in rows if r["op"] == "AdamW.step"]
     assert [r["flops"] for r in adam] == [0, 27782144]
-    assert [r["flops"] for r in rows if r["op"] == "backward"] == [None]  # na -> None
+    # Tensor.backward's seed: a fill of one fp32 element, priced from its aten::fill_ range.
+    assert [r["flops"] for r in rows if r["op"] == "backward"] == [0]
+    assert [r["flops"] for r in pyprof.rows(unpriced(tmp_path), columns="flops")][-1] is None  # na -> None
     raw = next(pyprof.rows(GPT, columns=["op", "flops"], typed=False))
     assert raw == {"op": "embedding", "flops": "0"}
 
@@ -58,12 +66,12 @@ def test_dataframe_unknown_column():
 
 def test_dataframe(tmp_path):
     pd = pytest.importorskip("pandas")
-    df = pyprof.dataframe(write_dict(tmp_path, "gpt"), columns="op,sil,flops,tc")
-    assert list(df.columns) == ["op", "sil", "flops", "tc"] and len(df) == 139
+    df = pyprof.dataframe(unpriced(tmp_path), columns="op,sil,flops,tc")
+    assert list(df.columns) == ["op", "sil", "flops", "tc"] and len(df) == 140
     by_op = df.groupby("op")["sil"].sum().sort_values(ascending=False)
     assert by_op.index[0] == "linear" and by_op.iloc[0] == 262533
     assert list(df[df.op == "AdamW.step"].flops) == [0, 27782144]
-    assert pd.isna(df[df.op == "backward"].flops).all()  # na -> NaN
+    assert pd.isna(df[df.op == "unpriced"].flops).all()  # na -> NaN
 
 
 def test_summary():

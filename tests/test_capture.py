@@ -48,7 +48,7 @@ def test_capture_runs_nsys_with_pyprof_flags_then_parses(tmp_path):
     argv = json.loads((tmp_path / "nsys-argv.json").read_text())
     assert argv == ["profile", "--trace=cuda,nvtx", "--sample=none", "--cpuctxsw=none",
                     "--capture-range=cudaProfilerApi", "--capture-range-end=stop", "--force-overwrite=true",
-                    "--export=sqlite", "--duration=20", "--output", "net", "python", "train.py", "--lr", "0.1"]
+                    "--export=sqlite", "--cuda-graph-trace=node", "--duration=20", "--output", "net", "python", "train.py", "--lr", "0.1"]
     records = [json.loads(line) for line in (tmp_path / "net.dict").read_text().splitlines()]
     assert len(records) == 44
     assert records[0]["op"] == "conv2d" and records[0]["kShortName"] == "implicit_convolve_sgemm"
@@ -61,7 +61,7 @@ def test_user_options_replace_defaults_and_whole_run(tmp_path):
     assert done.stderr == ""
     argv = json.loads((tmp_path / "nsys-argv.json").read_text())
     assert argv == ["profile", "--sample=none", "--cpuctxsw=none", "--force-overwrite=true", "--export=sqlite",
-                    "-t", "cuda,nvtx,cublas", "--capture-range=none", "--output", "train", "python", "train.py"]
+                    "--cuda-graph-trace=node", "-t", "cuda,nvtx,cublas", "--capture-range=none", "--output", "train", "python", "train.py"]
 
 
 def test_missing_nsys(tmp_path):

@@ -47,6 +47,34 @@ def test_nested_true_emits_inner_calls():
         pyprof.restore()
 
 
+def test_calls_inside_an_op_prof_cannot_price_get_their_own_markers(pyprof_on):
+    """F.multi_head_attention_forward is not in prof's table: its projections and attention
+    carry markers of their own; F.layer_norm is, and still hides torch.layer_norm."""
+    mha = torch.nn.MultiheadAttention(16, 2)
+    x = torch.randn(5, 2, 16)
+    with recording() as rec:
+        mha(x, x, x, need_weights=False)
+        F.layer_norm(x, (16,))
+    got = [(d, op) for d, _, op in ops(rec) if op in ("multi_head_attention_forward", "linear",
+                                                     "scaled_dot_product_attention", "layer_norm")]
+    # Range depths: the module's range is 0.
+    assert got == [(1, "multi_head_attention_forward"), (2, "linear"), (2, "scaled_dot_product_attention"),
+                   (2, "linear"), (0, "layer_norm")]
+
+
+def test_rnn_modules_call_the_wrapped_torch_functions(pyprof_on):
+    """nn.LSTM/GRU/RNN call torch.lstm/gru/rnn_* through torch._VF: the same wrappers."""
+    x = torch.randn(3, 2, 4)
+    rnns = torch.nn.LSTM(4, 5), torch.nn.GRU(4, 5, batch_first=True), torch.nn.RNN(4, 5, nonlinearity="relu")
+    with recording() as rec:
+        for rnn in rnns:
+            rnn(x)
+    # The zeros are the initial hidden states the modules create.
+    assert [op for _, _, op in ops(rec)] == ["zeros", "zeros", "lstm", "zeros", "gru", "zeros", "rnn_relu"]
+    pyprof.restore()
+    assert "lstm" not in vars(torch._VF) and torch._VF.lstm is torch.lstm
+
+
 def test_exception_inside_a_call_leaves_nesting_intact(pyprof_on):
     a, b = torch.randn(2, 3), torch.randn(4, 5)
 

@@ -1,7 +1,8 @@
 """torch.distributed under pyprof.init(): which calls are wrapped, and the `dist` member of their
 markers (docs/markers.md), on a single-process gloo group (no GPU needed)."""
 import pytest
-import torch
+
+torch = pytest.importorskip("torch", reason="the annotation wraps torch: needs torch")
 
 from pyprof.nvtx import distributed, recording
 from pyprof.nvtx.wrappers import is_wrapper

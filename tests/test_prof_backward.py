@@ -59,9 +59,41 @@ def test_binary_backward(args, kwargs, expected):
     assert bwd(*args, **kwargs) == expected
 
 
+BOOL = "bool"
+MORE = [
+    # pow, [4,5] ** [5]: dX = dY·e·x^(e-1) 3·20; dE = dY·x^e·ln(x) 3·20, summed 20 -> 5 (15).
+    # Bytes: dY 80 read, dX 80 and dE 20 written, X 80 and E 20 read.
+    (("torch", "pow", t(4, 5), t(5)), {}, (135, 280)),
+    # x ** 2.0: only dX (60); dY, X read, dX written.
+    (("Tensor", "__pow__", t(4, 5), 2.0), {}, (60, 240)),
+    # maximum: each gradient is dY where its operand won, 2 per element: 80; dY, X, W read,
+    # dX, dW written, 80 B each.
+    (("torch", "maximum", t(4, 5), t(4, 5)), {}, (80, 400)),
+    # where(cond [4,5] bool, x [4,5], y [5]): dX 20 selects, dy 20 selects summed 20 -> 5 (15);
+    # dY 80 and the condition 20 read, dX 80 and dy 20 written. The method form is the same node.
+    (("torch", "where", t(4, 5, dtype=BOOL), t(4, 5), t(5)), {}, (55, 200)),
+    (("Tensor", "where", t(4, 5), t(4, 5, dtype=BOOL), t(5)), {}, (55, 200)),
+    # lerp with a scalar weight: dX = dY·(1-w) 40, dEnd = dY·w 20; dY read, dX and dEnd written.
+    (("torch", "lerp", t(4, 5), t(4, 5), 0.3), {}, (60, 240)),
+    # ... with a tensor weight: dW = dY·(end - x) 40 more; weight, x and end read too.
+    (("torch", "lerp", t(4, 5), t(4, 5), t(4, 5)), {}, (100, 560)),
+    # addcmul(x, t1, t2, value=0.5): dT1 = dY·0.5·t2 and dT2 2 per element each, dX = dY free;
+    # dY, t1, t2 read, three gradients written. value 1: 1 per element each.
+    (("torch", "addcmul", t(4, 5), t(4, 5), t(4, 5)), {"value": 0.5}, (80, 480)),
+    (("Tensor", "addcmul_", t(4, 5), t(4, 5), t(4, 5)), {}, (40, 480)),
+    # addcdiv: dT1 = dY·v/t2 2, dT2 = -dY·v·t1/t2² 4 per element.
+    (("torch", "addcdiv", t(4, 5), t(4, 5), t(4, 5)), {}, (120, 480)),
+]
+
+
+@pytest.mark.parametrize("args,kwargs,expected", MORE)
+def test_pow_maximum_where_lerp_addcmul_addcdiv_backward(args, kwargs, expected):
+    assert bwd(*args, **kwargs) == expected
+
+
 def test_binary_ops_without_a_backward_formula_stay_na():
     assert bwd("torch", "div", t(4, 5), t(5), rounding_mode="floor") == (None, None)  # zero gradient
-    assert bwd("torch", "pow", t(4, 5), t(5)) == (None, None)
+    assert bwd("torch", "atan2", t(4, 5), t(5)) == (None, None)
     assert bwd("torch", "add", t(4, 5, dtype=I64), t(5, dtype=I64)) == (None, None)  # nothing differentiable
 
 
@@ -98,9 +130,17 @@ def test_reduction_backward(args, kwargs, expected):
     assert bwd(*args, **kwargs) == expected
 
 
+def test_norm_backward_for_other_p():
+    """Whole [4,5] (20 elements, 80 B; the norm one element, 4 B). p=1: dY·sign(X), 2 per
+    element; dY and X read, dX written. p=3: dY·X·|X| / Y², 5 per element and one power of Y;
+    Y read too."""
+    assert bwd("torch", "norm", t(4, 5), 1) == (40, 4 + 80 + 80)
+    assert bwd("torch", "norm", t(4, 5), 3) == (101, 4 + 80 + 80 + 4)
+
+
 def test_reductions_without_a_gradient_or_formula_stay_na():
     assert bwd("torch", "argmax", t(4, 5), 1) == (None, None)  # no gradient
-    assert bwd("torch", "norm", t(4, 5), 1) == (None, None)  # p=1: not modelled
+    assert bwd("torch", "norm", t(4, 5), 0) == (None, None)  # p=0: no gradient
     assert bwd("torch", "nansum", t(4, 5)) == (None, None)
 
 

@@ -53,9 +53,13 @@ def _ratio(f, t):
 
 def test_algorithmic_flops_never_exceed_the_hardware_count(zoo):
     """Hardware pads tiles, recomputes halos and runs whole causal blocks: it does at least the
-    algorithmic work. CUDA-core matrix kernels stay within 10% of their FFMA count."""
+    algorithmic work. CUDA-core matrix kernels stay within 10% of their FFMA count. Except the
+    GEMM between Winograd transforms (the fp32 weight gradient): Winograd computes the same
+    convolution with fewer multiplies (here 231,837,696 for the algorithmic 924,844,032)."""
     recs, truth, facts, _ = zoo
-    for r, t, f in zip(recs, truth, facts):
+    for i, (r, t, f) in enumerate(zip(recs, truth, facts)):
+        if any("winograd" in recs[j]["kShortName"].lower() for j in (i - 1, i + 1) if 0 <= j < len(recs)):
+            continue
         ratio = _ratio(f, t) if f.flops else None
         if ratio is not None and f.tc is True:
             assert ratio <= 1.0, t["name"]

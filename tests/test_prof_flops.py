@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count
 
 from pyprof.prof.ops import Call, lookup
-from test_prof_helpers import kernels, marker, total_flops
+from test_prof_helpers import analyse, kernels, marker, total_flops
 
 FN = "torch.nn.functional"
 
@@ -136,10 +136,39 @@ def test_conv_backward_attribution_matches_flop_counter(op, fn, args, kwargs):
     assert total_flops(kernels(m, CONV_BWD, "bprop")) == fwd + bwd // (groups + 1)
 
 
-def test_conv_backward_kernel_without_grad_token_is_na():
-    x, w = r(2, 3, 8, 8), r(4, 3, 3, 3)
-    m = marker(FN, "conv2d", x, w)
-    assert total_flops(kernels(m, ["implicit_convolve_sgemm"], "bprop")) is None
+# Backward nodes as cuDNN and PyTorch launch them on the H100 (benchmarks/coverage.py's capture):
+# a data and a weight gradient, each one forward's work, whatever the kernels are called.
+SLOTS = [
+    # GEMM-lowered 1x1 convolution: two cuBLAS kernels, neither named dgrad nor wgrad.
+    (["nvjet_sm90_tst_32x64_64x16_4x2_h_bz_NNN", "nvjet_sm90_tst_64x32_64x16_1x2_h_bz_NTT"], [1, 1]),
+    # CUTLASS GEMMs and cuDNN's reduction of the split weight gradient (a helper).
+    (["void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_align4>(T1::Params)",
+      "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_nt_align4>(T1::Params)",
+      "void cudnn::cnn::reduce_wgrad_nchw_helper<float, float>(void *, const void *, T1, int, int)"], [1, 1, 0]),
+    # Depthwise: PyTorch computes the weight gradient first.
+    (["void at::native::conv_depthwise2d_grad_weight_kernel<float, unsigned int>(...)",
+      "void at::native::conv_depthwise2d_backward_kernel<3, 1, float, unsigned int>(...)"], [1, 1]),
+    # A named weight gradient first: the unnamed kernel after it is the data gradient.
+    (["sm80_xmma_wgrad_implicit_gemm_indexed_f16f16_f16f32_f32_nhwckrsc_nhwc", "wgrad2d_c1_k1_nhwc_reduce",
+      "dgrad2d_c1_k1_nhwc_specialized"], [1, 0, 1]),
+    # conv_transpose: its data gradient is a forward convolution (an fprop kernel).
+    (["sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize64x128x64",
+      "sm90_xmma_wgrad_indexed_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc"], [1, 1]),
+    # A data gradient in two named kernels: the second finds its slot filled. A third unnamed
+    # matrix kernel finds both filled.
+    (["sm80_xmma_dgrad_implicit_gemm_f16f16_f16f32_f32", "sm80_xmma_dgrad_implicit_gemm_f16f16_f16f32_f32",
+      "implicit_convolve_sgemm", "implicit_convolve_sgemm"], [1, 0, 1, 0]),
+    # Only the weight gradient (the input needs none), unnamed: one forward's work.
+    (["implicit_convolve_sgemm"], [1]),
+]
+
+
+@pytest.mark.parametrize("names,shares", SLOTS)
+def test_conv_backward_kernels_fill_the_data_and_weight_gradient_slots(names, shares):
+    """x [2,3,8,8], w [4,3,3,3]: one forward is 2·2·4·6·6·3·3·3 = 15,552 FLOPs."""
+    m = marker(FN, "conv2d", r(2, 3, 8, 8), r(4, 3, 3, 3))
+    facts, summary = analyse(kernels(m, names, "bprop"))
+    assert [f.flops for f in facts] == [15552 * s for s in shares] and not summary.warnings
 
 
 def _sdpa_args(causal=False, mask=False):

@@ -30,5 +30,6 @@ def test_gpt_output_is_golden(tmp_path, args, golden):
     rc, out, err = prof(*args, write_dict(tmp_path, "gpt"))
     with open(os.path.join(GOLDEN, golden), encoding="utf-8", newline="") as f:
         want = f.read()
-    assert rc == 0 and err == "pyprof.prof: 139 records; warnings:\n  no op marker: 1 kernels: Tensor.backward (1)\n"
+    # Every kernel priced (Tensor.backward's seed fill by its aten::fill_ range): no warnings.
+    assert rc == 0 and err == ""
     assert out == want

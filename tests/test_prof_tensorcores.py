@@ -25,12 +25,15 @@ NAMES = [
     ("sm86_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize64x64x64_stage4_warpsize2x2x1_g1_tensor16x8x16",
      MMA, "float16"),
     # FFMA xmma: a plain FP32 GEMM on CUDA cores despite the xmma prefix
+    # f32 operands (`_f32f32_`): bytes of a GEMM priced from its aten range alone need them.
     ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4_execute_kernel_trt",
-     SIMT, None),
+     SIMT, "float32"),
     ("sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nchwkcrs_nchw_tilesize128x128x8_stage3_warpsize2x2x1_g1_ffma",
-     SIMT, None),
+     SIMT, "float32"),
     # CUTLASS: operator class in the name, often only inside the template arguments
     ("void cutlass::Kernel2<cutlass_80_tensorop_s16816gemm_relu_f16_256x128_32x3_nn_align8>(Params)", MMA, "float16"),
+    # TF32 on fp32 operands, no 16-bit token (H100, an fp32 mm with allow_tf32: tests/data/fixture_plain)
+    ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4>(T1::Params)", MMA, "float32"),
     ("void cutlass::Kernel2<cutlass_80_tensorop_d884gemm_64x64_16x4_nn_align1>(Params)", MMA, "float64"),
     ("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x128_8x4_nn_align1>(Params)", SIMT, "float32"),
     ("cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x256x64_1x2x1_0_tnn_align8_warpspecialized_cooperative_epi_tma",
@@ -43,7 +46,7 @@ NAMES = [
     ("nvjet_sm90_sss_128x128_64x4_1x2_h_bz_NNN", MMA, None),  # letters not confirmed: no dtype claimed
     ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
      MMA, "bfloat16"),
-    ("sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4", SIMT, None),
+    ("sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4", SIMT, "float32"),
     # CUDA-core GEMMs and convolutions
     ("ampere_sgemm_128x64_nn", SIMT, "float32"),
     ("volta_sgemm_64x32_sliced1x4_tn", SIMT, "float32"),
@@ -54,11 +57,24 @@ NAMES = [
     ("void cudnn::detail::dgrad_engine<float, 128, 6, 7, 3, 3, 5, false>(...)", SIMT, None),
     ("void cudnn::cnn::wgrad_alg0_engine<float, 128, 5, 5, 3, 3, 3, false, 512>(...)", SIMT, None),
     ("void at::native::(anonymous namespace)::conv_depthwise2d_forward_kernel<3, float, int>(...)", SIMT, None),
+    # cuDNN's direct (CUDA-core) depthwise and grouped convolutions on H100 (coverage capture,
+    # benchmarks/coverage.py): the names carry nothing but the pass and the layout
+    ("conv2d_c1_k1_nhwc_specialized", SIMT, None),
+    ("dgrad2d_c1_k1_nchw_shmem_tiling", SIMT, None),
+    ("wgrad2d_shmem_tiling", SIMT, None),
+    ("wgrad2d_c1_k1_nhwc", SIMT, None),
     # Attention
     ("void flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::half_t>, false>(Params)",
      MMA, "float16"),
     ("flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel", MMA, None),
     ("fmha_cutlassF_f16_aligned_64x128_rf_sm80(PyTorchMemEffAttention::AttentionKernel<...>::Params)", MMA, "float16"),
+    # With dropout: an attention kernel, not a dropout helper
+    ("fmha_cutlassB_f32_aligned_64x64_k32_dropout_sm80(PyTorchMemEffAttention::AttentionBackwardKernel<...>::Params)",
+     MMA, None),
+    ("void at::native::<unnamed>::fused_dropout_kernel_vec<float, float, unsigned int, (int)1, (int)4, bool>(...)",
+     NONE, None),
+    ("void cudnn::dropout_apply_mask<float, float, (int)4>(T2, T1 *, const T1 *, long, long, const unsigned int *)",
+     NONE, None),
     ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_kernel0_0", MMA, "float16"),
     # Helpers of matrix ops and kernels that never do MMA work, whatever their dtype
     ("void splitKreduce_kernel<32, 16, int, __half, __half, float, __half, true, false, false>(...)", NONE, "float16"),
@@ -90,6 +106,16 @@ NAMES = [
     # of the main kernel's FLOPs in the fp32 case of tests/data/tc_ground_truth.csv)
     ("sm90_xmma_wgrad_indexed_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize64x64x64_warpgroupsize1x1x1_g1_"
      "execute_split_k_kernel__5x_cudnn", NONE, "float16"),
+    # ... and the reductions that finish cuDNN's split weight gradients, its layout transform
+    ("void cudnn::cnn::reduce_wgrad_nchw_helper<float, __half>(void *, const void *, T1, int, int)", NONE, "float16"),
+    ("wgrad2d_c1_k1_nhwc_reduce", NONE, None),
+    ("void tensorTransformGeneric<__nv_bfloat16, __nv_bfloat16, float, (bool)1, (bool)0, (bool)0, "
+     "(cudnnKernelDataType_t)0>(cudnnTensorTransformStruct, tensorTransformParams)", NONE, "bfloat16"),
+    ("void scal_kernel<float, float, (int)1, (bool)1, (int)6, (int)5, (int)5, (int)3>(cublasTransposeParams<T2>, "
+     "const T1 *, T1 *, const T2 *)", NONE, None),
+    ("void cublasLt::epilogue::impl::globalKernel<(int)8, (int)32, float, float, float, (bool)1, (bool)1, (int)1>(...)",
+     NONE, None),
+    ("at::cuda::philox::unpack_cudnn(at::PhiloxCudaState, long *, long *)", NONE, None),
     ("triton_poi_fused_add_mul_0", NONE, None),
     ("triton_red_fused_sum_1", NONE, None),
     # Unknown: the name says nothing

@@ -17,6 +17,13 @@ def rep(name, by="op", **kw):
     return report(collect(numbered(trace_records(name)), Tally(), by), **kw)
 
 
+def with_unpriced(name):
+    """The trace's records plus one kernel prof cannot price (no marker, no PyTorch ranges) that
+    takes no time."""
+    recs = trace_records(name)
+    return recs + [dict(recs[0], op="unpriced", marker=None, torchOps=[], kDuration=0, kEnd=recs[0]["kStart"])]
+
+
 def test_gpt_header_exact():
     h = rep("gpt")["header"]
     assert h["kernels"] == 139
@@ -29,6 +36,21 @@ def test_gpt_header_exact():
     assert (h["gaps"], h["gap_ns"], h["largest_gap_ns"]) == (138, 14693274 - 509607, 713897)
     assert round(h["tc_pct"], 1) == 24.2 and h["tc_missed_pct"] == 0.0
     assert h["copies"] == 0 and h["devices"][0]["gpu"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_the_header_says_which_level_priced_what(tmp_path):
+    """The GPT trace: 134 kernels priced by their op markers, 5 by PyTorch's aten ranges (the four
+    NativeLayerNormBackward0 gradient accumulations, aten::add_ of two fp32 [4,128,256]: 131,072
+    FLOPs, 3·524,288 B each; Tensor.backward's seed fill: 0 FLOPs, 4 B), none by neither."""
+    h = rep("gpt")["header"]
+    assert h["priced_ns"] == {"marker": 503143, "aten": 6464, "compiled": 0} and h["unpriced_ns"] == 0
+    assert 503143 + 6464 == h["gpu_time_ns"]
+    rows = rep("gpt", by="level")["rows"]
+    assert [(r["group"], r["count"], r["time_ns"]) for r in rows] == [("marker", 134, 503143), ("aten", 5, 6464)]
+    assert (rows[1]["flops"], rows[1]["bytes"]) == (4 * 131072, 4 * 3 * 524288 + 4)
+    rc, out, _ = prof("--summary", write_dict(tmp_path, "gpt", with_unpriced("gpt")))
+    assert out.splitlines()[5] == ("priced by      marker 98.7%, aten 1.3%, compiled 0.0%, neither 0.0% of GPU time "
+                                   "(op marker, PyTorch's aten ranges or compiled FX nodes; --by level, column level)")
 
 
 def test_gpt_rows():
@@ -74,12 +96,12 @@ def test_sort_and_top():
     assert r["more"]["groups"] == 9
     names = [x["group"] for x in rep("gpt", sort="name")["rows"]]
     assert names == sorted(names)
-    flops = rep("gpt", sort="flops")["rows"]
+    flops = report(collect(numbered(with_unpriced("gpt")), Tally(), "op"), sort="flops")["rows"]
     assert flops[0]["group"] == "linear" and flops[-1]["flops"] is None  # unknown sorts last
 
 
 def test_text_output(tmp_path):
-    rc, out, err = prof("--summary", write_dict(tmp_path, "gpt"))
+    rc, out, err = prof("--summary", write_dict(tmp_path, "gpt", with_unpriced("gpt")))
     assert rc == 0
     lines = out.splitlines()
     assert lines[0].startswith("capture span   14.69 ms") and "NVIDIA H100 80GB HBM3" in lines[0]
@@ -107,12 +129,13 @@ def test_partial_sums_are_marked_as_lower_bounds(tmp_path):
     # Every __add__ kernel is known: 5 forward adds of 4·128·256 elements (655,360 FLOPs) and, in
     # the backward, the [128,256] operand's gradient summed over the batch of 4 (3·32,768 adds)
     assert add.split()[5] == "753.66k"
-    # The same trace with the adds renamed __pow__ (no backward formula): its backward kernels
-    # are na, so the op's sum is the forward's, marked as a lower bound
-    recs = [_renamed(r, "__add__", "__pow__") for r in trace_records("gpt")]
-    rc, out, _ = prof("--summary", write_dict(tmp_path, "pow", recs))
-    pow_ = next(line for line in out.splitlines() if line.startswith("__pow__"))
-    assert "655.36k+" in pow_
+    # The same trace with the adds renamed atan2 (no backward formula): its backward kernels are
+    # priced from their PyTorch ranges instead, the aten::sum 131,072 FLOPs (4·128·256 in) but
+    # unknown bytes (the summed dims are not in the range): the byte sum is a lower bound
+    recs = [_renamed(r, "__add__", "atan2") for r in trace_records("gpt")]
+    rc, out, _ = prof("--summary", write_dict(tmp_path, "atan2", recs))
+    atan2 = next(line for line in out.splitlines() if line.startswith("atan2")).split()
+    assert atan2[5] == "786.43k" and atan2[8].endswith("+")
 
 
 def test_json_output(tmp_path):

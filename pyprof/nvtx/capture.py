@@ -4,6 +4,8 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
+from . import compiled
+
 
 @contextlib.contextmanager
 def profiled(aten: bool = False, record_shapes: bool = True) -> Iterator[bool]:
@@ -30,6 +32,8 @@ def profiled(aten: bool = False, record_shapes: bool = True) -> Iterator[bool]:
     with torch.autograd.profiler.emit_nvtx(record_shapes=record_shapes) if aten else contextlib.nullcontext():
         torch.cuda.synchronize()
         torch.cuda.profiler.start()
+        # Inside the capture range, so the trace carries what its compiled kernels compute.
+        compiled.emit()
         try:
             yield True
         finally:

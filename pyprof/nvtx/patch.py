@@ -8,7 +8,13 @@ switches in `_SKIP` and names starting with `is_`, `get_`, `set_`, `sym_`. On `t
 every public method minus `_TENSOR_SKIP` and `is_*`, plus the operator dunders in
 `_TENSOR_DUNDERS`; never properties, classmethods or other dunders. Plus `torch.autograd.backward`
 and `grad`, the collectives and point-to-point calls of `torch.distributed` (distributed.py),
-`nn.Module.__call__` and the `step` of every optimizer class, present and future.
+`nn.Module.__call__` and the `step` of every optimizer class, present and future. `torch._VF`
+(through which `nn.LSTM` and co. call `torch.lstm`, `torch.gru`, ...) hands out the same
+wrappers as `torch`.
+
+A wrapped call hides the wrapped calls made inside it when prof's op table prices it; one the
+table does not know (`F.multi_head_attention_forward`) lets them carry markers of their own, so
+that prof prices its work from them.
 """
 from __future__ import annotations
 
@@ -20,7 +26,8 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import torch
 
-from . import distributed, emit
+from ..prof.ops import registered
+from . import compiled, distributed, emit
 from .wrappers import is_wrapper, module_call, op_wrapper, step_wrapper
 
 _FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType)
@@ -165,11 +172,18 @@ def _prepare() -> None:
 
 
 def _patch() -> None:
+    # prof imports no torch: its table is plain names. Tensor.backward is torch.autograd.backward
+    # under another name: the one marker is enough.
+    priced = frozenset(registered()) | {"Tensor.backward"}
+    vf = torch._C._VariableFunctions
     for ns in (torch, torch.nn.functional, torch.linalg, torch.special, torch.fft):
         for name, obj in _namespace_targets(ns):
-            _set(ns, name, op_wrapper(obj, ns.__name__, name, ns.__name__, name))
+            w = op_wrapper(obj, ns.__name__, name, ns.__name__, name, f"{ns.__name__}.{name}" in priced)
+            _set(ns, name, w)
+            if ns is torch and getattr(vf, name, None) is obj:
+                _set(torch._VF, name, w)
     for name, raw in _tensor_targets():
-        _set(torch.Tensor, name, op_wrapper(raw, "Tensor", name, "torch", "Tensor." + name))
+        _set(torch.Tensor, name, op_wrapper(raw, "Tensor", name, "torch", "Tensor." + name, f"Tensor.{name}" in priced))
     for name in ("backward", "grad"):
         fn = getattr(torch.autograd, name)
         _set(torch.autograd, name, op_wrapper(fn, "torch.autograd", name, "torch.autograd", name))
@@ -219,6 +233,7 @@ def init(*, nested: bool = False, force: Optional[bool] = None) -> None:
             return
         _prepare()
         _patch()
+        compiled.install()
         _initialized = True
 
 
@@ -227,6 +242,7 @@ def restore() -> None:
     global _initialized
     with _lock:
         _unpatch()
+        compiled.uninstall()
         _initialized = False
 
 

@@ -8,17 +8,18 @@ from types import CodeType
 
 import torch
 
+import pyprof
+
 _getframe = sys._getframe
 _CACHE_LIMIT = 65536
 
 
-def _dirs(d: str) -> tuple:
+def _dirs(module: object) -> tuple:
+    d = os.path.dirname(getattr(module, "__file__", "") or "")
     return tuple({os.path.join(d, ""), os.path.join(os.path.realpath(d), "")})
 
 
-# pyprof's directory is found from this file's place in the package, not by importing pyprof:
-# nvtx is imported by the package, never the other way round.
-_INTERNAL = _dirs(os.path.dirname(torch.__file__)) + _dirs(os.path.dirname(os.path.dirname(__file__)))
+_INTERNAL = _dirs(torch) + _dirs(pyprof)
 # torch.fx writes generated forward() code under these pseudo file names.
 _GENERATED = ("<eval_with_key>",)
 
@@ -27,10 +28,14 @@ _GENERATED = ("<eval_with_key>",)
 _code_prefix: dict = {}
 
 
+def is_internal(filename: str) -> bool:
+    """True for files of torch, pyprof and code torch generates: never the user's call site."""
+    return filename.startswith(_INTERNAL) or filename.startswith(_GENERATED)
+
+
 def _classify(code: CodeType) -> str:
     name = code.co_filename
-    internal = name.startswith(_INTERNAL) or name.startswith(_GENERATED)
-    p = "" if internal else ',"site":' + _quote(name + ":")[:-1]
+    p = "" if is_internal(name) else ',"site":' + _quote(name + ":")[:-1]
     if len(_code_prefix) >= _CACHE_LIMIT:
         _code_prefix.clear()
     _code_prefix[code] = p

@@ -35,13 +35,16 @@ class _Local(threading.local):
 _tl = _Local()
 
 
-def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str) -> Callable:
+def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str, opaque: bool = True) -> Callable:
     """A wrapper of `orig` that pushes an op marker `mod`/`op` around each outermost call.
 
     `home`/`qualname` are where the wrapper is installed: pickle finds a function by those, so a
     wrapped function pickles by reference and unpickles as whatever is installed there.
+    `opaque`: the wrapped calls made inside this one emit nothing (its marker accounts for their
+    work); False for an op prof cannot price, whose inner calls then carry markers of their own.
     """
     prefix = op_prefix(mod, op)
+    hides = 1 if opaque else 0  # added to the depth: chosen here, so the call path has no branch
     texts: dict = {}  # call key -> marker text (pyprof.nvtx.memo)
     inplace = _backward.is_inplace(op)
     # A backward call may leave a bwd range open on this thread (CPU autograd runs here).
@@ -56,7 +59,7 @@ def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str) -> C
         depth = tl.depth
         if depth and not _state.nested:
             return orig(*args, **kwargs)
-        tl.depth = depth + 1
+        tl.depth = depth + hides
         try:
             text = _memo.marker(texts, prefix, args, kwargs, tl.mod)
             _state.push(text)
@@ -109,10 +112,18 @@ _REBUILDS = 4
 _roots: dict = {}  # id(root) -> _Names
 
 
-def _forget(key: int, ref: weakref.ref) -> None:
-    t = _roots.get(key)
-    if t is not None and t.root is ref:
-        del _roots[key]
+def _forgetter(key: int) -> Callable[[weakref.ref], None]:
+    """The weakref callback that drops a dead root's table. It holds the table dict itself, not
+    this module's globals: roots collected at interpreter exit run it after the module's globals
+    were cleared to None."""
+    roots = _roots
+
+    def forget(ref: weakref.ref) -> None:
+        t = roots.get(key)
+        if t is not None and t.root is ref:
+            del roots[key]
+
+    return forget
 
 
 def _entry(m: torch.nn.Module, name: str, names: _Names) -> tuple:
@@ -142,7 +153,7 @@ def _names_of(root: torch.nn.Module) -> _Names:
     if t is not None and t.root() is root:
         return t
     t = _Names()
-    t.root = weakref.ref(root, lambda ref, key=key: _forget(key, ref))
+    t.root = weakref.ref(root, _forgetter(key))
     t.rebuilds = 0
     _fill(t, root)
     if key not in t:  # named_modules overridden without the root itself

@@ -8,9 +8,13 @@ nsysrep (.nsys-rep input). Never imports torch.
 from __future__ import annotations
 
 import contextlib
+import json
+from typing import Any, Iterator
 
 from pyprof.errors import PyprofError
-from pyprof.parse.attribute import Stats, lines, records
+from pyprof.parse import attribute
+from pyprof.parse.attribute import Stats
+from pyprof.parse.compiled import joined_lines
 from pyprof.parse.export import Export, check_export
 from pyprof.parse.nsysrep import sqlite_path
 from pyprof.parse.output import open_output, write_lines
@@ -18,6 +22,20 @@ from pyprof.parse.queries import sources
 from pyprof.progress import Progress
 
 __all__ = ["parse", "records", "lines", "Stats", "Export"]
+
+
+def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
+    """Yield one record per kernel (and memcpy/memset with `memcpy`) as a line of compact JSON,
+    in launch order, kernels of compiled graphs joined to the trace's compile-time table."""
+    return joined_lines(exp, stats, memcpy, attribute.lines)
+
+
+def records(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[dict[str, Any]]:
+    """lines(), decoded: one dict per record (for library use and tests)."""
+    loads = json.loads
+    with contextlib.closing(lines(exp, stats, memcpy)) as out:
+        for line in out:
+            yield loads(line)
 
 
 def parse(path: str, output: str | None = None, *, memcpy: bool = False, quiet: bool = False,

@@ -17,7 +17,9 @@ DESCRIPTION = """\
 Turn an Nsight Systems SQLite export into one JSON record per GPU kernel (JSON Lines, in launch
 order; the format is docs/records.md). Each kernel is joined to its launch call and to every NVTX
 range open around that call on the launching thread: pyprof markers (pyprof.init()), PyTorch
-emit_nvtx op ranges, user 'layer:NAME' ranges. Reads only; never needs torch.
+emit_nvtx op ranges, user 'layer:NAME' ranges. A kernel replayed from a CUDA graph captured inside
+the trace (torch.cuda.graph, make_graphed_callables; nsys --cuda-graph-trace=node) is joined to the
+ranges open when its node was captured. Reads only; never needs torch.
 
   nsys profile -t cuda,nvtx -c cudaProfilerApi --export sqlite -o net python net.py
   python -m pyprof.parse net.sqlite > net.dict
@@ -37,7 +39,8 @@ byte what one process writes.
 
 EPILOG = f"""\
 A summary goes to stderr at the end (unless --quiet): records written, the share with an op
-attributed, kernels without a launch call, ranges not understood, malformed pyprof markers.
+attributed, kernels without a launch call, ranges not understood, malformed pyprof markers; for a
+trace with pyprof's compile-time table (torch.compile under pyprof.init()), the kernels joined to it.
 A progress line is shown while stderr is a terminal.
 
 exit status:
@@ -79,9 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
 def _summary(stats: Stats, memcpy: bool, extra: str = "") -> str:
     share = 100.0 * stats.with_op / stats.records if stats.records else 0.0
     what = f"{stats.kernels} kernels" + (f" + {stats.records - stats.kernels} memcpy/memset" if memcpy else "")
-    return (f"{PROG}: {what} written{extra}; {share:.1f}% with an op attributed; "
+    line = (f"{PROG}: {what} written{extra}; {share:.1f}% with an op attributed; "
             f"{stats.no_launch} without a launch call; {stats.not_understood} ranges not understood; "
             f"{stats.malformed} malformed pyprof markers")
+    compiled = getattr(stats, "compiled", None)
+    if compiled is not None and compiled.graphs:
+        line += f"\n{PROG}: {compiled.note()}"
+    return line
 
 
 def main(argv: Sequence[str] | None = None) -> int:

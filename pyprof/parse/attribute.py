@@ -1,6 +1,13 @@
 """The merge sweep: walk activities in launch order and NVTX ranges in start order together, and
 attribute every kernel (memcpy, memset) to the ranges open around its launch call.
 
+A kernel replayed from a CUDA graph was launched by cudaGraphLaunch; the call that created its
+node is the one that explains it. For a graph captured inside the trace (torch.cuda.graph,
+make_graphed_callables), the creation of each captured node comes through the sweep as a row of
+its own at its capture time, is attributed like a launch, and its attribution (when it has an
+op) is kept by node id for the replays of that node (queries.captured_sql); a graph captured
+before the trace keeps its replay's attribution.
+
 Per scope (a thread for push/pop ranges, a process for start/end ranges) the ranges that
 started and may still be open are kept in a list in start order (outermost first). Before a
 range is added and before a launch is attributed, ranges that ended earlier are dropped from
@@ -24,7 +31,7 @@ from typing import Any, Iterator
 from pyprof.parse import queries
 from pyprof.parse.export import Export
 from pyprof.parse.gpu import GpuInfo
-from pyprof.parse.queries import DOMAIN_CREATE, SRC_KERNEL, SRC_MEMCPY
+from pyprof.parse.queries import DOMAIN_CREATE, SRC_CAPTURED, SRC_KERNEL, SRC_MEMCPY
 from pyprof.parse.ranges import (BWD, LAYER, MALFORMED, MODULE, OP, PYPROF_DOMAIN, TORCH, Label, classify,
                                  encode, encode_str, forward_op)
 from pyprof.parse.window import NEVER, Report, Window
@@ -165,6 +172,10 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                 with exp.errors():
                     on, where, params = window.activity_clause(exp, table)
                 streams.append(exp.rows(queries.activity_sql(exp, table, src, on, where), params))
+        captured_sql = (queries.captured_sql(exp, *window.captured_clause()) if window is not None
+                        else queries.captured_sql(exp))
+        if captured_sql:
+            streams.append(exp.rows(*captured_sql))
         nvtx_sql = (queries.nvtx_sql(exp, _NVTX_FIELDS, *window.nvtx_clause()) if window is not None
                     else queries.nvtx_sql(exp, _NVTX_FIELDS))
         if nvtx_sql:
@@ -197,6 +208,8 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
         autograd_threads |= seed.autograd
         fwd_ops.update((pid, dict(ops)) for pid, ops in seed.fwd.items())
     names: dict[int | str | None, str] = {}
+    # Captured CUDA graph node -> the attribution part of its replays' records.
+    captured: dict[int, str] = dict(seed.captured) if seed is not None else {}
 
     def remember_forward(stack: list[_Range], start: int, gpid: int, name: str, seq: int) -> None:
         marker = None
@@ -246,6 +259,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
         "block_y", "block_z", "regs", "static_shared", "dynamic_shared", "graph_node")(queries.KERNEL_AT)
     # Memcpy and memset rows have `bytes` at the same position (queries.MEMSET_ROW).
     bytes_at, kind_at = itemgetter("bytes", "copy_kind")(queries.MEMCPY_AT)
+    origin_at, node_at = queries.KERNEL_AT["graph_origin"], queries.CAPTURED_AT["node"]
     n_records = kernels = with_op = no_launch = 0
     try:
         with exp.errors():
@@ -434,19 +448,29 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                         mod, op = _split_op(innermost_torch.name)
                     else:
                         mod = op = "null"
-                if op != "null":
-                    with_op += 1
-
                 tail = (f'"dir":"{"bprop" if bwd else "fprop"}","mod":{mod},"op":{op},'
                         f'"marker":{marker.js if marker is not None else "null"},'
                         f'"fwd":{_fwd_js(bseq, fwd) if fwd is not None else node.js if node is not None else "null"},"torchOps":[{",".join(torch_ops)}],'
                         f'"seqId":{seqs[-1] if seqs else "null"},"altSeqId":[{",".join(map(str, seqs[:-1]))}],'
                         f'"subSeqId":{sub},"layer":[{",".join(layers)}],"module":{module or "null"},'
                         f'"trace":{trace},"ranges":[{",".join(others)}]}}')
+                src = row[src_at]
+                if src == SRC_CAPTURED:
+                    if op != "null":
+                        captured[row[node_at]] = tail
+                    continue
+                if src == SRC_KERNEL and row[origin_at] is not None:
+                    at_capture = captured.get(row[origin_at])
+                    if at_capture is not None:
+                        tail, op = at_capture, "captured"
+                    elif report is not None:
+                        report.captured_misses.add(row[origin_at])
+                if op != "null":
+                    with_op += 1
                 start, end = row[start_at] + clock, row[end_at] + clock
                 pid = "null" if gpid is None else (gpid >> 24) & _TID_BITS
                 n_records += 1  # before the yield: the consumer may stop there, record written
-                if row[src_at] == SRC_KERNEL:
+                if src == SRC_KERNEL:
                     kernels += 1
                     dev = row[device_at]
                     gpu = gpu_js.get((pid, dev))
@@ -466,7 +490,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                     head = (f'"kDuration":{end - start},"kStart":{start},"kEnd":{end},"device":{row[device_at]},'
                             f'"stream":{row[stream_at]},"pid":{pid},"tid":{tid},"correlationId":{row[corr_at]},'
                             f'"launch":{launch},"bytes":{row[bytes_at]},')
-                    if row[src_at] == SRC_MEMCPY:
+                    if src == SRC_MEMCPY:
                         copy_kind = row[kind_at]
                         if copy_kind is None:  # no copyKind column
                             short, kind_js = '"memcpy"', "null"
@@ -479,6 +503,10 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                         yield f'{{"v":{SCHEMA_VERSION},"kind":"memset","kShortName":"memset",{head}{tail}'
             if report is not None:
                 _leave(report, fwd_ops, autograd_threads, threads, procs, inherited, window.end)
+            if window is not None:
+                # Seeded or not: a captured node's attribution may depend on the seed, so the
+                # exact ones come from a seeded run (parallel.py passes them on).
+                window.report.captured = {k: v for k, v in captured.items() if seed is None or k not in seed.captured}
     finally:
         # Counted in locals in the loop (attribute stores cost); published even on failure, so
         # the caller can say how many records were written before it.

@@ -12,6 +12,7 @@ of a windowed export is byte for byte what one process writes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing
 import os
 import shutil
@@ -25,6 +26,7 @@ from typing import Iterable, Iterator, TextIO
 from pyprof.errors import EXIT_NO_INPUT, EXIT_USAGE, PyprofError
 from pyprof.parse import queries
 from pyprof.parse.attribute import FWD_OPS_PER_PROCESS, SCHEMA_VERSION, Stats, lines
+from pyprof.parse.compiled import CompiledStats, joined_lines
 from pyprof.parse.export import KERNEL, RUNTIME, Export, check_export
 from pyprof.parse.nsysrep import sqlite_path
 from pyprof.parse.output import deferred_interrupt, open_output
@@ -62,14 +64,16 @@ class Part:
 
 @dataclass
 class Done:
-    """A task's outcome: the rank used, its counts, a speculative window's Report, or the fatal
-    error (message, exit status) that stopped it."""
+    """A task's outcome: the rank used, its counts, a speculative window's Report, a window's
+    captured CUDA graph nodes (Report.captured, from any run), or the fatal error (message, exit
+    status) that stopped it."""
 
     index: int
     rank: Rank | None
     stats: Stats
     report: Report | None
     error: tuple[str, int] | None = None
+    captured: dict[int, str] | None = None
 
 
 def _work(part: Part) -> Done:
@@ -84,8 +88,10 @@ def _work(part: Part) -> Done:
             # Each nsys session counts time from its own start: ranks share a clock once their
             # times count from the epoch (the sessions of one job start tens of ms apart).
             clock = session_start(exp) if part.ranked else 0
+            # Each part joins its compiled-graph kernels to the export's table (docs/compiled.md).
+            part_lines = functools.partial(lines, window=part.window, clock=clock)
             with open(part.out, "w", encoding="utf-8") as out, \
-                    contextlib.closing(lines(exp, stats, part.memcpy, part.window, clock)) as recs:
+                    contextlib.closing(joined_lines(exp, stats, part.memcpy, part_lines)) as recs:
                 if part.ranked:
                     prefix, cut = f'{_HEAD}"rank":{rank.rank},', len(_HEAD)
                     out.writelines(prefix + line[cut:] + "\n" for line in recs)
@@ -93,8 +99,11 @@ def _work(part: Part) -> Done:
                     out.writelines(line + "\n" for line in recs)
     except PyprofError as err:  # returned, not raised: it does not pickle with its status
         return Done(part.index, rank, stats, None, (str(err), err.status))
+    if part.window is not None and part.window.start is not None:
+        stats.compiled.graphs = 0  # the export's first window counts them
     speculative = part.window is not None and part.window.seed is None
-    return Done(part.index, rank, stats, part.window.report if speculative else None)
+    return Done(part.index, rank, stats, part.window.report if speculative else None,
+                captured=part.window.report.captured if part.window is not None else None)
 
 
 def session_start(exp: Export) -> int:
@@ -251,6 +260,7 @@ class Result(Stats):
         self.windows = 0
         self.reparsed = 0
         self.ranks: list[Rank] = []
+        self.compiled = CompiledStats()
 
 
 class _Stream:
@@ -259,7 +269,8 @@ class _Stream:
     The next part in order is written as soon as it is done, so the output grows while the
     workers run and nothing is left to copy when the last one ends. A window whose speculative
     run read state an earlier window set (window.stale) is parsed again, seeded, when its turn
-    comes: its earlier windows' Reports are all in by then. An error is raised when the failing
+    comes: every earlier window is written by then, so its seed is exact (captured graph nodes
+    included: they are taken from each earlier window's exact run) and one more run suffices. An error is raised when the failing
     part's turn comes, so the output before it is the same whatever the workers' timing.
     """
 
@@ -320,7 +331,9 @@ class _Stream:
                 return
             self._write(part, done)
             if part.window is not None:
-                self.seed = compose(self.seed, first.report, FWD_OPS_PER_PROCESS)
+                # Captured graph nodes as the exact run attributed them (the speculative run may
+                # have missed a forward op they need): every window before this one is exact now.
+                self.seed = compose(self.seed, replace(first.report, captured=done.captured), FWD_OPS_PER_PROCESS)
             self.part += 1
 
     def _needs_seed(self, part: Part, first: Done) -> bool:

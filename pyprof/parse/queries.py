@@ -12,11 +12,13 @@ from __future__ import annotations
 import functools
 from typing import Sequence
 
-from pyprof.parse.export import (CUDA_DEVICE, GPU, KERNEL, MEMCPY, MEMCPY_ENUM, MEMSET, NVTX, RUNTIME, SESSION_START,
-                                  STRINGS, Export)
+from pyprof.parse.export import (CUDA_DEVICE, GPU, GRAPH_NODES, KERNEL, MEMCPY, MEMCPY_ENUM, MEMSET, NVTX, RUNTIME,
+                                  SESSION_START, STRINGS, Export)
 
-# Sources of activity rows (the `source` field of every activity row).
-SRC_KERNEL, SRC_MEMCPY, SRC_MEMSET = 0, 1, 2
+# Sources of activity rows (the `source` field of every activity row). SRC_CAPTURED rows are no
+# activity: the creation of a CUDA graph's kernel node by stream capture, whose replays are
+# explained by the ranges open at that moment (captured_sql).
+SRC_KERNEL, SRC_MEMCPY, SRC_MEMSET, SRC_CAPTURED = 0, 1, 2, 3
 
 # NVTX eventType codes (ENUM_NSYS_EVENT_TYPE).
 PUSH_POP, START_END, PUSH_POP_T, START_END_T, DOMAIN_CREATE = 59, 60, 70, 71, 75
@@ -43,12 +45,16 @@ _KERNEL_NAMES = {"short_name": "shortName", "long_name": "demangledName"}
 _KERNEL_PRINTED = {"grid_x": "gridX", "grid_y": "gridY", "grid_z": "gridZ", "block_x": "blockX", "block_y": "blockY",
                    "block_z": "blockZ", "regs": "registersPerThread", "static_shared": "staticSharedMemory",
                    "dynamic_shared": "dynamicSharedMemory", "graph_node": "graphNodeId"}
-KERNEL_ROW = ACTIVITY_ROW + tuple(_KERNEL_NAMES) + tuple(_KERNEL_PRINTED)
+# `graph_origin`: for a kernel replayed from an instantiated CUDA graph, the captured node it was
+# instantiated from (CUDA_GRAPH_NODE_EVENTS.originalGraphNodeId), else NULL.
+KERNEL_ROW = ACTIVITY_ROW + tuple(_KERNEL_NAMES) + tuple(_KERNEL_PRINTED) + ("graph_origin",)
+# A captured node's creation, read through the same sweep as a launch: `node` is its id.
+CAPTURED_ROW = ACTIVITY_ROW + ("node",)
 # Memcpy and memset rows share `bytes` at one position, so the sweep reads both alike.
 MEMSET_ROW = ACTIVITY_ROW + ("bytes",)
 MEMCPY_ROW = MEMSET_ROW + ("copy_kind",)
-KERNEL_AT, MEMCPY_AT, MEMSET_AT = ({name: i for i, name in enumerate(layout)}
-                                  for layout in (KERNEL_ROW, MEMCPY_ROW, MEMSET_ROW))
+KERNEL_AT, MEMCPY_AT, MEMSET_AT, CAPTURED_AT = ({name: i for i, name in enumerate(layout)}
+                                             for layout in (KERNEL_ROW, MEMCPY_ROW, MEMSET_ROW, CAPTURED_ROW))
 # The fields an NVTX row can have. Its reader names the ones it wants in the order it unpacks
 # them: a range read field by field costs four times a tuple unpack, and about five arrive per kernel.
 NVTX_FIELDS = ("start", "end", "event_type", "global_tid", "domain_id", "text")
@@ -96,6 +102,12 @@ def activity_sql(exp: Export, table: str, src: int, on: str = "", where: str = "
         layout = KERNEL_ROW
         exprs.update({name: c(col) for name, col in _KERNEL_NAMES.items()})
         exprs.update({name: _out(c(col)) for name, col in _KERNEL_PRINTED.items()})
+        exprs["graph_origin"] = "NULL"
+        if _has_graph_nodes(exp):
+            # One origin per instantiated node, however many events name it.
+            exprs["graph_origin"] = "g.origin"
+            joins += (f" LEFT JOIN (SELECT graphNodeId AS node, min(originalGraphNodeId) AS origin FROM {GRAPH_NODES}"
+                      " WHERE originalGraphNodeId IS NOT NULL GROUP BY graphNodeId) g ON g.node = x.graphNodeId")
     elif src == SRC_MEMCPY:
         layout = MEMCPY_ROW
         exprs.update(bytes=_out(c("bytes")), copy_kind=c("copyKind"))
@@ -106,6 +118,27 @@ def activity_sql(exp: Export, table: str, src: int, on: str = "", where: str = "
     # row: a total order, so that any query plan (a window's too) gives the same one.
     return (f"SELECT {_select(layout, exprs)} FROM {table} x{joins}{' WHERE ' + where if where else ''} "
             "ORDER BY 1, 2, x.rowid")
+
+
+def _has_graph_nodes(exp: Export) -> bool:
+    return exp.has(KERNEL, "graphNodeId") and exp.has(GRAPH_NODES, "start", "globalTid", "graphNodeId",
+                                                       "originalGraphNodeId")
+
+
+def captured_sql(exp: Export, where: str = "", params: tuple[int, ...] = ()) -> tuple[str, tuple[int, ...]] | None:
+    """The stream-capture creations of CUDA graph kernel nodes that some instantiated node copies,
+    as CAPTURED_ROW rows in time order (the creation is the capturing thread's launch call, so
+    sort key and launch are its time and thread), with the parameters to bind; None when the
+    export records no graph nodes. `where`/`params`: window.py's conditions."""
+    if not _has_graph_nodes(exp):
+        return None
+    exprs = {"sort_key": "n.start", "start": "n.start", "source": str(SRC_CAPTURED), "end": "n.end",
+             "device": "'null'", "stream": "'null'", "correlation_id": "'null'",
+             "global_pid": f"(n.globalTid & {PID_MASK_SQL})", "launch_start": "n.start", "launch_end": "n.end",
+             "launch_tid": "n.globalTid", "launch_api": "NULL", "node": "n.graphNodeId"}
+    cond = f"{where + ' AND ' if where else ''}n.originalGraphNodeId IS NULL"
+    return (f"SELECT {_select(CAPTURED_ROW, exprs)} FROM {GRAPH_NODES} n WHERE {cond} "
+            f"AND n.graphNodeId IN (SELECT originalGraphNodeId FROM {GRAPH_NODES}) ORDER BY 1, 2, n.rowid", params)
 
 
 def string_sql(exp: Export) -> str | None:
@@ -211,3 +244,15 @@ def copy_kinds(exp: Export) -> dict[int, str]:
                 if short and short != "UNKNOWN":
                     kinds[kind_id] = short
     return kinds
+
+
+MARK = 34  # nvtxMark / nvtxDomainMarkEx
+
+
+def marks_sql(exp: Export) -> str | None:
+    """NVTX marks as (globalTid, domainId, text), in time order. Bind MARK."""
+    if not exp.has(NVTX, "eventType", "start"):
+        return None
+    text, joins = _text(exp)
+    cols = [exp.col(NVTX, "n", "globalTid"), exp.col(NVTX, "n", "domainId"), text]
+    return f"SELECT {', '.join(cols)} FROM {NVTX} n{joins} WHERE n.eventType = ? ORDER BY n.start"

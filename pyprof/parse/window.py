@@ -9,7 +9,8 @@ launch, as the single sweep would before the next window's first launch.
 
 What the sweep carries across a boundary besides the open ranges is small and explicit: the
 forward ops remembered per process (backward kernels look them up by `seq`), the threads seen
-running autograd, and, for ranges open across the boundary, how many kernels each already owned
+running autograd, the attributions of captured CUDA graph nodes (their replays take them), and,
+for ranges open across the boundary, how many kernels each already owned
 (`subSeqId`) and the node `seq` an engine wrapper range took from a node inside it. A window is
 first parsed without that state ("speculative"); its Report says which of those it would have
 read and what it left at its end. parallel.py then composes the states window by window (pure
@@ -35,11 +36,13 @@ _PID_MASK_SQL = -16777216  # globalTid -> globalPid, as queries.PID_MASK_SQL
 class Seed:
     """The sweep's carried state at a window's start. `fwd`: pid -> seq -> forward op, in
     recency order (attribute.lines' map); `autograd`: globalTids that ran autograd ranges;
-    `open`: RangeKey -> (kernels owned so far, engine wrapper's node seq or None)."""
+    `open`: RangeKey -> (kernels owned so far, engine wrapper's node seq or None); `captured`:
+    captured graph node -> its replays' attribution (attribute.lines' map)."""
 
     fwd: dict[int, dict[int, Any]] = field(default_factory=dict)
     autograd: set[int] = field(default_factory=set)
     open: dict[RangeKey, tuple[int, int | None]] = field(default_factory=dict)
+    captured: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -48,8 +51,11 @@ class Report:
 
     misses: (globalPid, seq) a backward kernel looked up and did not find; negatives: globalTids
     whose launch fell back to "autograd thread?" and was not one yet; owners / node_seqs:
-    inherited ranges used as a kernel's op range / as an engine wrapper without a node seq.
-    fwd, autograd: the window's own forward-op map and autograd threads at its end; open_end:
+    inherited ranges used as a kernel's op range / as an engine wrapper without a node seq;
+    captured_misses: captured graph nodes a replayed kernel looked up and did not find.
+    fwd, autograd: the window's own forward-op map and autograd threads at its end; captured:
+    the nodes captured in the window (filled by seeded runs too: their attributions are exact
+    only there, where backward ops find their forward ops); open_end:
     RangeKey -> (kernels owned in this window, node seq set in it or None, inherited) for the
     ranges still open at `end`.
     """
@@ -58,8 +64,10 @@ class Report:
     negatives: set[int] = field(default_factory=set)
     owners: set[RangeKey] = field(default_factory=set)
     node_seqs: set[RangeKey] = field(default_factory=set)
+    captured_misses: set[int] = field(default_factory=set)
     fwd: dict[int, dict[int, Any]] = field(default_factory=dict)
     autograd: set[int] = field(default_factory=set)
+    captured: dict[int, str] = field(default_factory=dict)
     open_end: dict[RangeKey, tuple[int, int | None, bool]] = field(default_factory=dict)
 
 
@@ -125,6 +133,11 @@ class Window:
         where = f"({' OR '.join(x_terms)}) AND {key}"
         return on, where, tuple(r_params) + tuple(x_params) + key_params
 
+    def captured_clause(self) -> tuple[str, tuple[int, ...]]:
+        """(WHERE terms, parameters) for the captured graph nodes created in this window
+        (queries.captured_sql: their sort key is their creation time)."""
+        return self._bounds("n.start")
+
     def nvtx_clause(self) -> tuple[str, tuple[int, ...]]:
         """(WHERE terms, parameters) for the ranges this window reads: started inside it or
         earlier, and not ended before its start (ended ones were an earlier window's)."""
@@ -154,7 +167,7 @@ def compose(seed: Seed, report: Report, cap: int) -> Seed:
     for key, (count, node_seq, inherited) in report.open_end.items():
         before = seed.open.get(key, (0, None)) if inherited else (0, None)
         opened[key] = (before[0] + count, node_seq if node_seq is not None else before[1])
-    return Seed(fwd, seed.autograd | report.autograd, opened)
+    return Seed(fwd, seed.autograd | report.autograd, opened, {**seed.captured, **report.captured})
 
 
 def stale(seed: Seed, report: Report) -> bool:
@@ -163,6 +176,8 @@ def stale(seed: Seed, report: Report) -> bool:
     if any(seq in seed.fwd.get(pid, ()) for pid, seq in report.misses):
         return True
     if report.negatives & seed.autograd:
+        return True
+    if any(node in seed.captured for node in report.captured_misses):
         return True
     if any(seed.open.get(key, (0, None))[0] for key in report.owners):
         return True

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from . import aten as aten_level
 from . import ops  # noqa: F401  (fills the op table)
 from .ops.gemm import aten_gemm
 from . import peaks as peaks_mod
-from .registry import ATTN, CONV, GEMM, MMA_KINDS, Call, Cost, Unknowable, lookup
+from .compiled import LEVEL as COMPILED, CompiledPricer
+from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, Call, Cost, Unknowable, lookup
 from .warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
 from .values import ITEMSIZE
@@ -24,6 +26,15 @@ _TRITON_MMA_DTYPES = frozenset(("float16", "bfloat16", "float8_e4m3fn", "float8_
 # unknown. A 16-bit marker dtype stays: cuDNN's SDPA kernels say `f16` for bf16 inputs too.
 _OVERRIDABLE = frozenset((None, "float32"))
 _COST_CACHE = 8192  # distinct markers kept; a training step has far fewer, so memory stays flat
+# Which level priced a kernel (the `level` column): its pyprof op marker, PyTorch's op ranges, or
+# the FX nodes of the compiled graph that launched it.
+MARKER, ATEN = "marker", "aten"
+LEVELS = (MARKER, ATEN, COMPILED)
+
+
+def _scaled(nbytes: int | None, dtype: str) -> int | None:
+    """fp32 bytes counted again in `dtype`."""
+    return None if nbytes is None else nbytes * ITEMSIZE[dtype] // 4
 
 
 class Facts:
@@ -31,10 +42,11 @@ class Facts:
     on Tensor Cores, False for a matrix kernel that did not, None where the question does not
     apply (the tc column prints 1, 0 and -)."""
 
-    __slots__ = ("cost", "flops", "bytes", "tc", "dtype", "path", "peaks")
+    __slots__ = ("cost", "flops", "bytes", "tc", "dtype", "path", "peaks", "level")
 
     def __init__(self) -> None:
         self.cost: Cost | None = None
+        self.level: str | None = None  # MARKER, ATEN or COMPILED: where `cost` came from
         self.flops: int | None = None
         self.bytes: int | None = None
         self.tc: bool | None = None
@@ -71,27 +83,56 @@ class Analyzer:
         self.tally = tally
         self._calls: dict = {}
         self._costs: dict = {}
+        self._compiled = CompiledPricer(self)
 
     def cost(self, rec: dict) -> Cost | None:
         """The op cost of the marker behind a record (the forward op's, for a bprop kernel)."""
+        cost, warning = self._marker_cost(rec)
+        if warning:
+            self.tally.warn(*warning)
+        return cost
+
+    def _marker_cost(self, rec: dict) -> tuple:
+        """(cost, None) or (None, (warning kind, op name)) for the marker behind a record."""
         if rec.get("dir") == "bprop":
             fwd = rec.get("fwd")
             marker = fwd.get("marker") if isinstance(fwd, dict) else None
         else:
             marker = rec.get("marker")
         if not isinstance(marker, dict) or marker.get("kind") != "op":
-            self.tally.warn("no op marker", f"{rec.get('mod')}.{rec.get('op')}")
-            return None
+            return None, ("no op marker", f"{rec.get('mod')}.{rec.get('op')}")
         key = repr(marker)  # equal markers have equal costs; repr is the cheapest exact key
         hit = self._costs.get(key)
         if hit is None:
             if len(self._costs) >= _COST_CACHE:
                 self._costs.clear()
             hit = self._costs[key] = self._compute(marker)
-        cost, warning = hit
+        return hit
+
+    def _priced(self, rec: dict, name: str | None, verdict: str | None) -> tuple:
+        """(cost, level, the PyTorch range that priced it or None) of a record, warning when
+        neither level can price it. The marker prices unless it cannot (no marker, no formula,
+        no backward formula for a backward kernel), its op is a composite (each kernel priced
+        from its own range), or the kernel is the engine's gradient accumulation; then the
+        innermost PyTorch range with a formula does (aten.py)."""
+        cost, warning = self._marker_cost(rec)
+        bprop = rec.get("dir") == "bprop"
+        # A backward kernel of an op with no backward formula is priced from its own range.
+        no_backward = bprop and cost is not None and cost.kind not in MMA_KINDS and cost.bwd_flops is None \
+            and cost.bwd_bytes is None
+        accumulation = bprop and aten_level.engine_accumulation(rec)
+        if rec.get("torchOps") and (cost is None or cost.composite or no_backward or accumulation):
+            priced = aten_level.price(rec, name, verdict)
+            if priced is not None:
+                return priced[0], ATEN, priced[1]
+            if cost is not None and cost.composite:  # its whole on one kernel would double count
+                inner = rec["torchOps"][-1]
+                self.tally.warn("PyTorch op without a formula inside a composite op",
+                                str(inner.get("name") if isinstance(inner, dict) else inner))
+                return None, None, None
         if warning:
             self.tally.warn(*warning)
-        return cost
+        return cost, (MARKER if cost is not None else None), None
 
     @staticmethod
     def _compute(marker: dict) -> tuple:
@@ -107,9 +148,11 @@ class Analyzer:
         except _FORMULA_ERRORS:
             cost = None
         autocast = marker.get("autocast")
-        if cost is not None and cost.kind in MMA_KINDS and cost.dtype == "float32" and autocast in ITEMSIZE:
+        if cost is not None and cost.kind in MATRIX_KINDS and cost.dtype == "float32" and autocast in ITEMSIZE:
             # Under autocast the arguments are fp32 but the matrix kernel runs in `autocast`.
             cost = replace(cost, dtype=autocast)
+            if cost.kind not in MMA_KINDS:  # an RNN: every tensor it reads or writes is cast
+                cost = replace(cost, bytes=_scaled(cost.bytes, autocast), bwd_bytes=_scaled(cost.bwd_bytes, autocast))
         return cost, None if cost is not None else ("op arguments not understood", f"{mod}.{op}")
 
     def facts(self, rec: dict) -> Facts:
@@ -119,9 +162,12 @@ class Analyzer:
             f.flops, f.bytes = 0, rec.get("bytes")
             f.peaks = peaks_mod.lookup(rec.get("gpu"))
             return f
-        cost = f.cost = self.cost(rec)
+        if isinstance(rec.get("compiled"), dict):  # a kernel of a compiled graph: priced from its nodes
+            return self._compiled.facts(rec, f)
         name = rec.get("kLongName") or rec.get("kShortName")
         verdict = classify(name)
+        cost, f.level, aten_range = self._priced(rec, name, verdict)
+        f.cost = cost
         kind = cost.kind if cost else None
         dtype = cost.dtype if cost else None
         if verdict is None and kind in MMA_KINDS and triton_gemm(name) and dtype in _TRITON_MMA_DTYPES:
@@ -135,7 +181,10 @@ class Analyzer:
         if verdict in (MMA, SIMT) and dtype in _OVERRIDABLE and (kind in MMA_KINDS or cost is None):
             dtype = kernel_dtype(name) or dtype
         f.dtype = dtype
-        f.flops, f.bytes = self._work(rec, cost, verdict, dtype, name)
+        if aten_range is not None:
+            f.flops, f.bytes = self._aten_work(rec, cost, verdict, aten_range)
+        else:
+            f.flops, f.bytes = self._work(rec, cost, verdict, dtype, name)
         f.peaks = peaks_mod.lookup(rec.get("gpu"))
         f.path = peaks_mod.math_path(f.tc is True, dtype)
         return f
@@ -161,6 +210,29 @@ class Analyzer:
         return self._first(("range", rec.get("pid"), rec.get("tid")), rec["torchOps"][-1], True,
                            rec.get("subSeqId") == 0)
 
+    def _gradient_slot(self, rec: dict, name: str | None) -> bool:
+        """True when this matrix kernel of a convolution's backward node computes one of its two
+        gradients (data, weight), each one forward's work, for the first time in the node.
+
+        A kernel named `dgrad` or `wgrad` fills that slot; any other (a GEMM-lowered 1x1
+        convolution, cuDNN's direct, Winograd or depthwise kernels, the `fprop` kernel computing
+        a transposed convolution's data gradient) fills the first free one in launch order. A
+        second kernel for a filled slot (a gradient split in two) carries 0."""
+        torch_ops = rec.get("torchOps")
+        ident = ((rec.get("fwd") or {}).get("seq"), torch_ops[0] if torch_ops else None)
+        key = ("slots", rec.get("pid"), rec.get("tid"))
+        state = self._calls.get(key)
+        if state is None or state[0] != ident or (not torch_ops and rec.get("subSeqId") == 0):
+            state = self._calls[key] = [ident, set()]
+        low = (name or "").lower()
+        slot = next((t for t in _GRAD_TOKENS if t in low), None)
+        if slot is None:
+            slot = next((t for t in _GRAD_TOKENS if t not in state[1]), None)
+        if slot is None or slot in state[1]:
+            return False
+        state[1].add(slot)
+        return True
+
     def _first(self, key: tuple, ident, counts: bool, starts: bool) -> bool:
         """Per-thread state `key`: a new instance when `ident` changes or `starts`; True once per
         instance, for the first kernel that `counts`."""
@@ -172,6 +244,23 @@ class Analyzer:
             return True
         return False
 
+    def _aten_work(self, rec: dict, cost: Cost, verdict: str | None, r: dict) -> tuple:
+        """(flops, bytes) of a kernel priced by PyTorch range `r`: the first kernel of the range
+        carries the op's work (for GEMM and attention ops the first matrix kernel; helpers 0).
+        One state per nesting depth, so that a range opened inside `r` between two of its kernels
+        (cuDNN's RNN backward zeroes a buffer through aten::zeros) does not start `r` anew."""
+        mma = cost.kind in MMA_KINDS
+        counts = verdict in (MMA, SIMT) if mma else True
+        torch_ops = rec["torchOps"]
+        depth = next(i for i, o in enumerate(torch_ops) if o is r)
+        first = self._first(("aten", rec.get("pid"), rec.get("tid"), depth), (r.get("name"), r.get("opId")), counts,
+                            depth == len(torch_ops) - 1 and rec.get("subSeqId") == 0)
+        if mma and verdict == NONE:
+            return _NO_WORK
+        if mma and not counts:  # not recognised: facts() counted it
+            return _UNKNOWN
+        return (cost.flops, cost.bytes) if first else _NO_WORK
+
     def _work(self, rec: dict, cost: Cost | None, verdict: str | None, dtype: str | None,
               name: str | None) -> tuple:
         """(flops, bytes) of this kernel: its share of the op's work."""
@@ -182,7 +271,9 @@ class Analyzer:
         if kind not in MMA_KINDS:
             torch_ops = rec.get("torchOps")
             if cost.main_op is not None and torch_ops:
-                if torch_ops[-1].get("name") != cost.main_op:
+                inner = torch_ops[-1]
+                if inner.get("name") not in cost.main_op or not self._first(
+                        ("main", rec.get("pid"), rec.get("tid")), inner, True, rec.get("subSeqId") == 0):
                     return _NO_WORK
             elif not self._first_of_call(rec, True):
                 return _NO_WORK
@@ -210,11 +301,7 @@ class Analyzer:
         if kind == GEMM:
             return grad  # data- and weight-gradient GEMMs each do one forward's work
         if kind == CONV:
-            low = (name or "").lower()
-            if any(t in low for t in _GRAD_TOKENS):
-                return grad
-            self.tally.warn("conv backward kernel neither dgrad nor wgrad (work na)", rec.get("kShortName") or "?")
-            return _UNKNOWN
+            return grad if self._gradient_slot(rec, name) else _NO_WORK
         if not first:  # ATTN backward: the whole node's work on its main kernel
             return _NO_WORK
         if cost.bwd_bytes is None or size is None or cost.dtype is None:

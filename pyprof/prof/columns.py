@@ -179,6 +179,9 @@ COLUMNS = [
            "fp64_tc, fp32, fp64", "", 8, True, lambda r, f, i: f.path or NA),
     Column("dtype", "DType", "the dtype the op (GEMM/conv/attention: the kernel) computed in", "", 9, True,
            lambda r, f, i: f.dtype or NA),
+    Column("level", "Priced", "what priced the kernel: marker (its pyprof op marker), aten (PyTorch's op ranges, "
+           "when the marker cannot), compiled (its compiled graph's FX nodes), na (neither)", "", 7, True,
+           lambda r, f, i: (f.level or NA) if r.get("kind", "kernel") == "kernel" else ABSENT),
     Column("module", "ModulePath", "qualified name of the innermost nn.Module (for bprop: the forward op's)", "",
            0, False, _get("module")),
     Column("pid", "PId", "process id", "", 8, False, _get("pid"), int),

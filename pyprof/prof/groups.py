@@ -31,6 +31,7 @@ KEYS: dict[str, Callable[[dict, Facts], str]] = {
     "module": lambda rec, f: rec.get("module") or "-",
     "dir": lambda rec, f: rec.get("dir") or "-",
     "tc": lambda rec, f: tc_text(f.tc),
+    "level": lambda rec, f: f.level or "na",
     "stream": lambda rec, f: f"{rec.get('device')}:{rec.get('stream')}",
     "rank": lambda rec, f: "-" if rec.get("rank") is None else str(rec.get("rank")),
     "coll": _coll,

@@ -13,9 +13,12 @@ from typing import Any, Callable, Iterable
 from .values import Tensor, decode, short
 
 # Op kinds. GEMM, CONV and ATTN ops run matrix-multiply kernels that could use Tensor Cores;
-# their work goes to those kernels (analysis.py). SIMT ops never can.
-GEMM, CONV, ATTN, SIMT = "gemm", "conv", "attn", "simt"
+# their work goes to those kernels (analysis.py). SIMT ops never can. RNN ops (cuDNN's LSTM, GRU,
+# RNN) mix GEMMs and cell kernels the trace cannot tell apart: their work goes to the call's
+# first kernel, as for SIMT ops, but it is matrix work.
+GEMM, CONV, ATTN, SIMT, RNN = "gemm", "conv", "attn", "simt", "rnn"
 MMA_KINDS = frozenset((GEMM, CONV, ATTN))
+MATRIX_KINDS = frozenset((GEMM, CONV, ATTN, RNN))
 
 
 @dataclass(frozen=True)
@@ -39,9 +42,14 @@ class Cost:
     bwd_flops: int | None = None
     bwd_bytes: int | None = None
     bias_elems: int = 0
-    # The PyTorch op (emit_nvtx range name) whose kernel does the op's work, when the op launches
-    # helpers first (a fused optimizer step increments its step counters before the math).
-    main_op: str | None = None
+    # The PyTorch ops (emit_nvtx range names) whose first kernel does the op's work, when the op
+    # launches helpers first (a fused optimizer step increments its step counters before the
+    # math; an RNN may initialise its dropout state): the other kernels carry 0.
+    main_op: tuple | None = None
+    # The op is a sequence of PyTorch ops each launching its own kernels (a for-loop or foreach
+    # optimizer step): with emit_nvtx ranges, each kernel is priced from its own range (aten.py)
+    # instead of the whole op landing on the first kernel.
+    composite: bool = False
 
 
 class Call:
@@ -121,3 +129,33 @@ def fmt_params(dtype: str | None, **fields: Any) -> str:
     parts.append(f"type={short(dtype)}")
     return ",".join(parts)
 
+
+
+# The second level: formulas over PyTorch's own op ranges (emit_nvtx with record_shapes), keyed by
+# the range name (`aten::mm`). A formula takes an `AtenCall` (aten.py: the range's `sizes` and the
+# dtype the kernel ran in) and returns the Cost of that one aten op.
+AtenFormula = Callable[[Any], Cost | None]
+_ATEN: Dict[str, AtenFormula] = {}
+
+
+def register_aten(*names: str) -> Callable[[AtenFormula], AtenFormula]:
+    """Register `formula` for each PyTorch op range name (`aten::mm`)."""
+
+    def deco(formula: AtenFormula) -> AtenFormula:
+        for name in names:
+            if name in _ATEN:
+                raise RuntimeError(f"two formulas for {name}")
+            _ATEN[name] = formula
+        return formula
+
+    return deco
+
+
+def lookup_aten(name: str | None) -> AtenFormula | None:
+    """The formula for a PyTorch op range name, or None."""
+    return _ATEN.get(name)  # type: ignore[arg-type]
+
+
+def registered_aten() -> list:
+    """Every PyTorch op range name with a formula, sorted."""
+    return sorted(_ATEN)

@@ -24,6 +24,10 @@ RULES = [
     (r"splitkreduce|split_k_reduce|splitk_reduce|reducesplitk|reduction_kernel|execute_split_k_kernel", NONE,
      "split-K reduction (xmma's execute_split_k_kernel sums the partial products of the main kernel)"),
     (r"addpadding|init_device_workspace", NONE, "cuDNN padding copy or workspace initialisation"),
+    (r"reduce_wgrad|wgrad\w*_reduce\b", NONE, "cuDNN's sum of a split weight gradient's partial results"),
+    (r"tensortransformgeneric", NONE, "cuDNN tensor layout transform"),
+    (r"(?<![a-z0-9])scal_kernel|cublaslt::epilogue|philox::unpack", NONE,
+     "cuBLAS's scaling of C by beta, cuBLASLt's separate epilogue (bias, activation), RNG state unpacking"),
     (r"nchwtonhwc|nhwctonchw|nchw2nhwc|nhwc2nchw|transpose_readwrite|cudnn::.*(?:tensor_?transform|reorder)",
      NONE, "layout conversion"),
     (r"winograd_nonfused|winograd(?:forward|wgrad|dgrad)(?:data|filter|delta|output)|scalepackedtensor",
@@ -33,7 +37,7 @@ RULES = [
     (r"elementwise_kernel|vectorized_elementwise|unrolled_elementwise|reduce_kernel|fill_kernel|"
      r"fillfunctor|cunn_softmax|softmax_warp|layer_norm|layernorm|batch_norm|bn_fw|bn_bw|"
      r"rmsnorm|rms_norm|groupnorm|group_norm|\bcatarraybatched|index_elementwise|scatter_gather|"
-     r"multi_tensor_apply|embedding|indexselect|gatherkernel|im2col|col2im|dropout|"
+     r"multi_tensor_apply|embedding|indexselect|gatherkernel|im2col|col2im|fused_dropout|dropout_(?:generate|apply)|"
      r"max_pool|avg_pool|maxpool|avgpool|upsample|cross_entropy|nll_loss|distribution_",
      NONE, "element-wise, reduction, normalization or data-movement kernel"),
     (r"triton_(?:poi|red|per)_", NONE, "Triton pointwise/reduction kernel"),
@@ -45,7 +49,7 @@ RULES = [
     (r"simt|ffma|(?<![a-z0-9])[sd]gemm|(?<![a-z0-9])hgemm|gemv|gemmsn|gemmk1|dot_kernel|"
      r"implicit_convolve|precomputed_convolve|explicit_convolve|convolve_common_engine|"
      r"dgrad_engine|wgrad_alg|conv_depthwise|depthwise|winograd|fft2d|fft_|grouped_direct|"
-     r"slow_conv|cudnn::detail::.*(?:convolve|dgrad|wgrad)", SIMT,
+     r"slow_conv|cudnn::detail::.*(?:convolve|dgrad|wgrad)|(?<![a-z0-9])(?:conv|dgrad|wgrad)[123]d_", SIMT,
      "CUDA-core GEMM/GEMV/convolution (FFMA, SIMT, sgemm/dgemm, direct or FFT/Winograd conv)"),
     # Library kernels whose dtype tokens decide: half, bf16, tf32, fp8 and int8 GEMMs/convs are MMA.
     (r"(?:xmma|cutlass|cudnn|gemm|conv|fprop|dgrad|wgrad).*(?:bf16|f16|fp16|tf32|e4m3|e5m2|int8|i8i8)|"
@@ -83,7 +87,7 @@ _DTYPE_TOKENS = [
     (re.compile(r"e4m3"), "float8_e4m3fn"), (re.compile(r"e5m2"), "float8_e5m2"),
     (re.compile(r"bf16"), "bfloat16"),
     (re.compile(r"(?<![a-z0-9])(?:h(?:884|1688|16816)|fp16|half)|(?<![b0-9])f16"), "float16"),
-    (re.compile(r"tf32|(?<![a-z0-9])sgemm"), "float32"),
+    (re.compile(r"tf32|(?<![a-z0-9])sgemm|_f32f32_|(?<![a-z0-9])s(?:1688|16816)gemm"), "float32"),
     (re.compile(r"(?<![a-z0-9])i(?:8816|16832|8832)|int8|i8i8"), "int8"),
     (re.compile(r"(?<![a-z0-9])(?:d884|d16816|dgemm)|f64|fp64|double"), "float64"),
 ]

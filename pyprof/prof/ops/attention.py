@@ -10,14 +10,18 @@ from __future__ import annotations
 from math import prod
 
 from ..registry import ATTN, Call, Cost, fmt_params, register
-from ..values import ITEMSIZE, promote
+from ..values import ITEMSIZE, Tensor, promote
 
 
 @register("torch.nn.functional.scaled_dot_product_attention")
 def sdpa(c: Call) -> Cost | None:
-    q, k, v = c.tensor(0, "query"), c.tensor(1, "key"), c.tensor(2, "value")
-    mask = c.tensor(3, "attn_mask")
-    causal = bool(c.get(5, "is_causal", False))
+    return sdpa_cost(c.tensor(0, "query"), c.tensor(1, "key"), c.tensor(2, "value"), c.tensor(3, "attn_mask"),
+                     bool(c.get(5, "is_causal", False)))
+
+
+def sdpa_cost(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool) -> Cost:
+    """Forward (flops, bytes) and backward (bwd_flops, bwd_bytes) of attention over (..., L, E)
+    queries and (..., S, E) / (..., S, Ev) keys and values."""
     bh = prod(q.shape[:-2])
     L, e = q.shape[-2:]
     s, ev = k.shape[-2], v.shape[-1]

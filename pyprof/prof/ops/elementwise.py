@@ -117,18 +117,37 @@ for _op in ("neg", "abs", "invert", "pos"):
 # add: dX = dY, dW = dY (alpha != 1: 1, dY·alpha); sub: dW = -dY (1, or -alpha·dY); rsub
 # (other - alpha·input) the mirror; mul: dX = dY·W, dW = dY·X; div: dX = dY/W (1), dW =
 # -dY·X/W² (3: multiply, two divides, the sign folded in); rtruediv (other / self) the mirror.
+# pow (x ** e): dX = dY·e·x^(e-1) (3: the power, two products), dE = dY·x^e·ln(x) (3: the log,
+# two products, x^e recomputed with them); rpow (e ** x, the receiver is the exponent) the
+# mirror. maximum/minimum/fmax/fmin: each operand's gradient is dY where it won (2: compare,
+# select). where(condition, x, y): dX = where(c, dY, 0), dY likewise (1: select; the condition
+# takes none). lerp(x, end, w) = x + w·(end - x): dX = dY·(1 - w) (2), dEnd = dY·w (1), dW =
+# dY·(end - x) (2). addcmul(x, t1, t2, value) = x + value·t1·t2: dX = dY (0), dT1 = dY·value·t2
+# (2; 1 for value 1), dT2 the mirror. addcdiv(x, t1, t2, value) = x + value·t1/t2: dT1 =
+# dY·value/t2 (2), dT2 = -dY·value·t1/t2² (4).
 _GRADS = {
     "add": ((0, ()), (0, ())), "sub": ((0, ()), (1, ())), "rsub": ((1, ()), (0, ())),
     "mul": ((1, (1,)), (1, (0,))), "div": ((1, (1,)), (3, (0, 1))), "rtruediv": ((3, (0, 1)), (1, (0,))),
+    "pow": ((3, (0, 1)), (3, (0, 1))), "rpow": ((3, (0, 1)), (3, (0, 1))),
+    "maximum": ((2, (0, 1)), (2, (0, 1))), "where": ((0, ()), (1, (0,)), (1, (0,))),
+    "lerp": ((2, (2,)), (1, (2,)), (2, (0, 1))), "addcmul": ((0, ()), (2, (2,)), (2, (1,))),
+    "addcdiv": ((0, ()), (2, (2,)), (4, (1, 2))),
 }
 _GRAD_OPS = {"add": "add", "radd": "add", "sub": "sub", "subtract": "sub", "rsub": "rsub",
              "mul": "mul", "multiply": "mul", "rmul": "mul", "div": "div", "divide": "div",
-             "true_divide": "div", "truediv": "div", "rtruediv": "rtruediv"}
+             "true_divide": "div", "truediv": "div", "rtruediv": "rtruediv", "pow": "pow", "rpow": "rpow",
+             "maximum": "maximum", "minimum": "maximum", "fmax": "maximum", "fmin": "maximum", "where": "where",
+             "lerp": "lerp", "addcmul": "addcmul", "addcdiv": "addcdiv"}
+# The operands by position and by name, as the torch functions take them (default: input, other).
+_OPERANDS = {"where": ("condition", "input", "other"), "lerp": ("input", "end", "weight"),
+             "addcmul": ("input", "tensor1", "tensor2"), "addcdiv": ("input", "tensor1", "tensor2"),
+             "pow": ("input", "exponent")}
 
 
-def _grads(op: str, alpha, rounding_mode) -> tuple | None:
-    """_GRADS' row for `op` (`__iadd__`, `add_`, `__rtruediv__`, ...), alpha applied; None when
-    the op has no backward formula (division with a rounding mode: a zero gradient, not modelled)."""
+def _grads(op: str, alpha, rounding_mode, value=1) -> tuple | None:
+    """_GRADS' row for `op` (`__iadd__`, `add_`, `__rtruediv__`, ...), alpha and value applied;
+    None when the op has no backward formula (division with a rounding mode: a zero gradient,
+    not modelled)."""
     name = op.strip("_")
     if op.startswith("__i") and name[1:] in INPLACE_DUNDERS:
         name = name[1:]
@@ -138,7 +157,22 @@ def _grads(op: str, alpha, rounding_mode) -> tuple | None:
     grads = _GRADS[key]
     if key == "add" and alpha != 1:  # dW = alpha·dY
         grads = (grads[0], (1, ()))
+    if key == "addcmul" and value == 1:  # dT1 = dY·t2
+        grads = (grads[0], (1, (2,)), (1, (1,)))
     return grads
+
+
+def _operands(op: str, c: Call) -> list:
+    """The operands of a binary or ternary op in _GRADS' positions, scalars included."""
+    base = _base(op)
+    keys = _OPERANDS.get(base, ("input", "other"))
+    first = c.args[0] if c.args else None
+    if base == "where" and isinstance(first, Tensor) and first.dtype != "bool":
+        return [c.get(1, "condition"), first, c.get(2, "other")]  # Tensor.where(self, condition, other)
+    operands = [c.get(i, k) for i, k in enumerate(keys)]
+    if operands[0] is None:
+        operands[0] = c.get(0, "self")
+    return operands
 
 
 def _binary_backward(operands: list, grads: tuple, n: int, dy_size: int) -> tuple:
@@ -160,13 +194,11 @@ def _binary_backward(operands: list, grads: tuple, n: int, dy_size: int) -> tupl
 def _binary(op: str):
     def formula(c: Call) -> Cost:
         alpha = c.get(None, "alpha", 1)
-        grads = _grads(op, alpha, c.get(None, "rounding_mode"))
+        grads = _grads(op, alpha, c.get(None, "rounding_mode"), c.get(None, "value", 1))
         if grads is None:
             cost = pointwise_cost(op, c.tensors())
         else:  # by position, scalars included: which operand is the divisor matters
-            operands = [c.get(0, "input"), c.get(1, "other")]
-            cost = pointwise_cost(op, operands if operands[0] is not None else [c.get(0, "self"), operands[1]],
-                                  grads=grads)
+            cost = pointwise_cost(op, _operands(op, c), grads=grads)
         if alpha != 1:  # add(x, y, alpha=a) is a multiply-add per element
             cost = replace(cost, flops=2 * cost.flops)
         return cost
@@ -215,11 +247,26 @@ _REDUCE_BWD = {"sum": (0, 0, ()), "mean": (1, 0, ()), "prod": (2, 0, ("x", "y"))
                "logsumexp": (3, 0, ("x", "y"))}
 
 
+def _norm_backward(p) -> tuple | None:
+    """_REDUCE_BWD's row for a p-norm: p=2 (and "fro") X·(dY / Y); p=1 dY·sign(X) (2 per input);
+    p=inf like amax (the ties share the gradient); other p dY·X·|X|^(p-2) / Y^(p-1) (abs, power,
+    two products, one divide per input; the power of Y once per output). p=0 has no gradient."""
+    if p in (2, 2.0, "fro"):
+        return _REDUCE_BWD["norm"]
+    if p in (1, 1.0):
+        return 2, 0, ("x",)
+    if isinstance(p, float) and p in (float("inf"), float("-inf")):
+        return _REDUCE_BWD["amax"]
+    if isinstance(p, (int, float)) and not isinstance(p, bool) and p != 0:
+        return 5, 1, ("x", "y")
+    return None
+
+
 def _reduce_backward(op: str, x: Tensor, out_n: int, out_size: int, indices: bool,
                      p=None) -> tuple:
     """(flops, bytes) of a reduction's backward (_REDUCE_BWD); (None, None) when not modelled."""
-    row = _REDUCE_BWD.get(op)
-    if row is None or (op == "norm" and p not in (2, 2.0, "fro")):
+    row = _norm_backward(p) if op == "norm" else _REDUCE_BWD.get(op)
+    if row is None:
         return None, None
     per_in, per_out, reads = (0, 0, ("idx",)) if indices else row
     parts = {"x": x.nbytes, "y": out_n * out_size, "idx": 8 * out_n}
@@ -227,7 +274,7 @@ def _reduce_backward(op: str, x: Tensor, out_n: int, out_size: int, indices: boo
     return per_in * x.numel + per_out * out_n, nbytes
 
 
-def _reduce(op: str):
+def reduce_formula(op: str):
     def formula(c: Call) -> Cost:
         """1 FLOP per input element (std/var/norm/logsumexp: see _REDUCE_FLOPS); result at reduced size."""
         x = c.get(0, "input")
@@ -253,4 +300,4 @@ def _reduce(op: str):
 
 
 for _op in REDUCTIONS:
-    register(*names([_op]))(_reduce(_op))
+    register(*names([_op]))(reduce_formula(_op))

@@ -24,7 +24,7 @@ def gemm_cost(batch: int, m: int, n: int, k: int, dtype: str | None, extra_elems
 
 # The GEMMs among emit_nvtx's aten ranges, whose input sizes give a kernel's exact work:
 # (rank of the operands, argument position of the added input or None, of A, of B).
-ATEN_GEMMS = {"aten::mm": (2, None, 0, 1), "aten::addmm": (2, 0, 1, 2),
+ATEN_GEMMS = {"aten::mm": (2, None, 0, 1), "aten::addmm": (2, 0, 1, 2), "aten::_addmm_activation": (2, 0, 1, 2),
               "aten::bmm": (3, None, 0, 1), "aten::baddbmm": (3, 0, 1, 2)}
 
 

@@ -86,7 +86,8 @@ def _indexed(src_rows: int, index: Tensor, dtype: str | None, adds: bool, base: 
 @register(*names(["gather"]))
 def gather(c: Call) -> Cost | None:
     x, index = c.get(0, "input"), c.get(2, "index")
-    return _indexed(index.numel, index, x.dtype, False, shape=dims(x.shape), idx=dims(index.shape))
+    return _index_backward(_indexed(index.numel, index, x.dtype, False, shape=dims(x.shape), idx=dims(index.shape)),
+                           x, index, index.numel)
 
 
 def _scatter(inplace: bool, adds: bool):
@@ -108,7 +109,8 @@ register("Tensor.scatter_add_")(_scatter(True, True))
 def index_select(c: Call) -> Cost | None:
     x, dim, index = c.get(0, "input"), c.get(1, "dim"), c.get(2, "index")
     rows = x.numel // max(x.shape[dim], 1) * index.numel if x.shape else index.numel
-    return _indexed(rows, index, x.dtype, False, shape=dims(x.shape), idx=dims(index.shape))
+    return _index_backward(_indexed(rows, index, x.dtype, False, shape=dims(x.shape), idx=dims(index.shape)),
+                           x, index, rows)
 
 
 def _index_add(inplace: bool):
@@ -257,3 +259,40 @@ def setitem(c: Call) -> Cost | None:
     if read is None:
         return None
     return Cost(0, n * size + read, fmt_params(x.dtype, shape=dims(x.shape), region=dims(region)), x.dtype, SIMT)
+
+
+@register("torch.nn.functional.pad")
+def pad(c: Call) -> Cost | None:
+    """F.pad(input, pad, mode, value): `pad` lists (left, right) pairs from the last dim back.
+    The input read, the padded output written; no FLOPs. Backward: constant and circular padding
+    copy dY's inner region back (read it, write dX); reflect and replicate add every dY element
+    into dX (one add each; dY read, dX written)."""
+    x, widths = c.get(0, "input"), c.get(1, "pad")
+    mode = c.get(2, "mode", "constant")
+    if x.nbytes is None or not isinstance(widths, list) or len(widths) % 2 or len(widths) // 2 > len(x.shape):
+        return None
+    shape = list(x.shape)
+    for i in range(len(widths) // 2):
+        shape[-1 - i] += widths[2 * i] + widths[2 * i + 1]
+    out = prod(shape) * x.itemsize
+    adds = mode in ("reflect", "replicate")
+    return Cost(0, x.nbytes + out, fmt_params(x.dtype, shape=dims(x.shape), out=dims(tuple(shape)), mode=mode),
+                x.dtype, SIMT, bwd_flops=prod(shape) if adds else 0,
+                bwd_bytes=out + x.nbytes if adds else 2 * x.nbytes)
+
+
+@register(*names(["roll", "flip", "fliplr", "flipud", "rot90"]))
+def reorder(c: Call) -> Cost | None:
+    """A permuted copy: the input read and written once; backward the same on dY."""
+    x = c.get(0, "input")
+    cost = copy_cost(x, x.dtype)
+    return None if cost is None else Cost(0, cost.bytes, cost.params, x.dtype, SIMT, bwd_flops=0, bwd_bytes=cost.bytes)
+
+
+def _index_backward(cost: Cost | None, x: Tensor, index: Tensor, rows: int) -> Cost | None:
+    """gather/index_select's backward: dY's `rows` elements added through the index into a dX of
+    x's size (its zero fill included): one add each; index and dY read, dX written."""
+    if cost is None or x.nbytes is None or index.nbytes is None:
+        return cost
+    return Cost(cost.flops, cost.bytes, cost.params, cost.dtype, SIMT, bwd_flops=rows,
+                bwd_bytes=index.nbytes + rows * x.itemsize + x.nbytes)

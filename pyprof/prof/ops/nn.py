@@ -17,6 +17,7 @@ dY added into each tap) and for nearest one add per dY element. embedding_bag ba
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from math import ceil, floor, prod
 
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
@@ -30,8 +31,10 @@ def _io(x: Tensor, out_numel: int, *params: Tensor | None, out_dtype: str | None
     return None if size is None or None in parts else sum(parts) + out_numel * size
 
 
-def _norm(x: Tensor, per_elem: int, weight: Tensor | None, bias: Tensor | None,
-          extra: tuple = (), **fields) -> Cost:
+def norm_cost(x: Tensor, per_elem: int, weight: Tensor | None, bias: Tensor | None,
+              extra: tuple = (), **fields) -> Cost:
+    """A normalization over `x`: `per_elem` FLOPs per element plus one each for the affine weight
+    and bias; `extra` tensors read too (running statistics). Backward: the module docstring."""
     n = x.numel
     flops = n * (per_elem + (weight is not None) + (bias is not None))
     size = x.itemsize
@@ -43,17 +46,17 @@ def _norm(x: Tensor, per_elem: int, weight: Tensor | None, bias: Tensor | None,
 
 @register("torch.nn.functional.layer_norm", "torch.layer_norm")
 def layer_norm(c: Call) -> Cost:
-    return _norm(c.get(0, "input"), 6, c.tensor(2, "weight"), c.tensor(3, "bias"))
+    return norm_cost(c.get(0, "input"), 6, c.tensor(2, "weight"), c.tensor(3, "bias"))
 
 
 @register("torch.nn.functional.group_norm", "torch.group_norm")
 def group_norm(c: Call) -> Cost:
-    return _norm(c.get(0, "input"), 6, c.tensor(2, "weight"), c.tensor(3, "bias"), g=c.get(1, "num_groups"))
+    return norm_cost(c.get(0, "input"), 6, c.tensor(2, "weight"), c.tensor(3, "bias"), g=c.get(1, "num_groups"))
 
 
 @register("torch.nn.functional.rms_norm", "torch.rms_norm")
 def rms_norm(c: Call) -> Cost:
-    return _norm(c.get(0, "input"), 3, c.tensor(2, "weight"), None)
+    return norm_cost(c.get(0, "input"), 3, c.tensor(2, "weight"), None)
 
 
 @register("torch.nn.functional.batch_norm", "torch.batch_norm")
@@ -64,7 +67,7 @@ def batch_norm(c: Call) -> Cost:
     w, b = c.tensor(3, "weight"), c.tensor(4, "bias")
     training = bool(c.get(5, "training", False))
     stats = (rm, rv, rm, rv) if training else (rm, rv)
-    return _norm(x, 6 if training else 2, w, b, stats, training=int(training))
+    return norm_cost(x, 6 if training else 2, w, b, stats, training=int(training))
 
 
 @register("torch.nn.functional.softmax", *names(["softmax", "_softmax"]),
@@ -169,16 +172,20 @@ def _windows(i: int, o: int) -> int:
     return sum(ceil((j + 1) * i / o) - floor(j * i / o) for j in range(o))
 
 
+def adaptive_cost(x: Tensor, out_sp: tuple, kind: str) -> Cost:
+    """Adaptive max/avg pooling of `x`'s last len(out_sp) dims to `out_sp` (None: kept)."""
+    nd = len(out_sp)
+    out_sp = tuple(i if o is None else o for i, o in zip(x.shape[-nd:], out_sp))
+    lead = prod(x.shape[:-nd])
+    out = lead * prod(out_sp)
+    taps = lead * prod(_windows(i, o) for i, o in zip(x.shape[-nd:], out_sp))
+    return _pool_cost(x, kind, out, taps + (out if kind == "avg" else 0),
+                      fmt_params(x.dtype, shape=dims(x.shape), out=out_sp))
+
+
 def _adaptive(nd: int, kind: str):
     def formula(c: Call) -> Cost:
-        x = c.get(0, "input")
-        size = ntuple(c.get(1, "output_size"), nd)
-        out_sp = tuple(i if o is None else o for i, o in zip(x.shape[-nd:], size))
-        lead = prod(x.shape[:-nd])
-        out = lead * prod(out_sp)
-        taps = lead * prod(_windows(i, o) for i, o in zip(x.shape[-nd:], out_sp))
-        return _pool_cost(x, kind, out, taps + (out if kind == "avg" else 0),
-                          fmt_params(x.dtype, shape=dims(x.shape), out=out_sp))
+        return adaptive_cost(c.get(0, "input"), ntuple(c.get(1, "output_size"), nd), kind)
     return formula
 
 
@@ -194,12 +201,12 @@ _TAPS = {"nearest": 0, "nearest-exact": 0, "linear": 2, "bilinear": 4, "bicubic"
 @register("torch.nn.functional.interpolate", "torch.nn.functional.upsample")
 def interpolate(c: Call) -> Cost | None:
     """2 FLOPs (multiply-add) per interpolation tap per output element; nearest copies (0).
-    `area` mode is adaptive average pooling and antialiasing widens the taps: na. Backward: the
-    same taps (dY times each weight added into dX; nearest: one add per dY element), dY read and
-    dX written."""
+    `area` mode is adaptive average pooling (its formula); antialiasing widens the taps by a
+    scale-dependent amount: na. Backward: the same taps (dY times each weight added into dX;
+    nearest: one add per dY element), dY read and dX written."""
     x = c.get(0, "input")
     mode = c.get(3, "mode", "nearest")
-    if mode not in _TAPS or c.get(None, "antialias", False):
+    if mode not in _TAPS and mode != "area" or c.get(None, "antialias", False):
         return None
     nd = len(x.shape) - 2
     size, scale = c.get(1, "size"), c.get(2, "scale_factor")
@@ -208,9 +215,11 @@ def interpolate(c: Call) -> Cost | None:
     else:
         out_sp = tuple(floor(i * f) for i, f in zip(x.shape[2:], ntuple(scale, nd)))
     out = x.shape[0] * x.shape[1] * prod(out_sp)
+    params = fmt_params(x.dtype, shape=dims(x.shape), out=out_sp, mode=mode)
+    if mode == "area":
+        return replace(adaptive_cost(x, out_sp, "avg"), params=params)
     flops, nbytes = 2 * _TAPS[mode] * out, _io(x, out)
-    return Cost(flops, nbytes, fmt_params(x.dtype, shape=dims(x.shape), out=out_sp, mode=mode),
-                x.dtype, SIMT, bwd_flops=flops or out, bwd_bytes=nbytes)
+    return Cost(flops, nbytes, params, x.dtype, SIMT, bwd_flops=flops or out, bwd_bytes=nbytes)
 
 
 @register("torch.nn.functional.embedding", "torch.embedding")
@@ -231,7 +240,10 @@ def embedding(c: Call) -> Cost | None:
 @register("torch.nn.functional.embedding_bag")
 def embedding_bag(c: Call) -> Cost | None:
     """Rows gathered and reduced per bag: one add per gathered element (mean: plus one divide per
-    output element; max: one comparison per gathered element)."""
+    output element; max: one comparison per gathered element). Backward (dense): each bag's
+    gradient added into the rows it gathered, one add per gathered element (and one scale each
+    for mean or per-sample weights; max: into the winning rows, one per output element); the
+    indices, offsets, weights and dOut read, the whole dWeight written."""
     idx, w, offsets = c.get(0, "input"), c.get(1, "weight"), c.tensor(2, "offsets")
     mode = c.get(None, "mode", "mean")
     psw = c.tensor(None, "per_sample_weights")
@@ -242,6 +254,61 @@ def embedding_bag(c: Call) -> Cost | None:
     gathered = idx.numel * dim
     out = bags * dim
     flops = gathered + (out if mode == "mean" else 0) + (gathered if psw else 0)
-    nbytes = idx.nbytes + (offsets.nbytes if offsets else 0) + (psw.nbytes if psw else 0) \
-        + gathered * w.itemsize + out * w.itemsize
-    return Cost(flops, nbytes, fmt_params(w.dtype, idx=dims(idx.shape), weight=dims(w.shape), mode=mode), w.dtype, SIMT)
+    meta = idx.nbytes + (offsets.nbytes if offsets else 0) + (psw.nbytes if psw else 0)
+    nbytes = meta + gathered * w.itemsize + out * w.itemsize
+    scaled = mode == "mean" or psw is not None
+    return Cost(flops, nbytes, fmt_params(w.dtype, idx=dims(idx.shape), weight=dims(w.shape), mode=mode), w.dtype, SIMT,
+                bwd_flops=out if mode == "max" else gathered * (2 if scaled else 1),
+                bwd_bytes=meta + out * w.itemsize + w.nbytes)
+
+
+@register("torch.nn.functional.instance_norm")
+def instance_norm(c: Call) -> Cost:
+    """F.instance_norm(input, running_mean, running_var, weight, bias, use_input_stats, ...):
+    statistics per sample and channel, as layer_norm's; running statistics (when given and
+    updated) read and written."""
+    rm, rv = c.tensor(1, "running_mean"), c.tensor(2, "running_var")
+    stats = tuple(s for s in (rm, rv) if s is not None) * 2 if c.get(5, "use_input_stats", True) else ()
+    return norm_cost(c.get(0, "input"), 6, c.tensor(3, "weight"), c.tensor(4, "bias"), stats)
+
+
+@register("torch.instance_norm")
+def torch_instance_norm(c: Call) -> Cost:
+    """torch.instance_norm(input, weight, bias, running_mean, running_var, use_input_stats, ...)."""
+    rm, rv = c.tensor(3, "running_mean"), c.tensor(4, "running_var")
+    stats = tuple(s for s in (rm, rv) if s is not None) * 2 if c.get(5, "use_input_stats", True) else ()
+    return norm_cost(c.get(0, "input"), 6, c.tensor(1, "weight"), c.tensor(2, "bias"), stats)
+
+
+@register("torch.nn.functional.glu", "torch.glu")
+def glu(c: Call) -> Cost | None:
+    """a·sigmoid(b) over the two halves along `dim`: 2 per output element; the input read, the
+    half-size output written. Backward: dA = dY·sigmoid(b) (1), dB = dA·a·(1 - sigmoid(b)) (4);
+    the input and dY read, dInput written."""
+    x = c.get(0, "input")
+    out = x.numel // 2
+    size = x.itemsize
+    if size is None:
+        return None
+    return Cost(2 * out, x.nbytes + out * size, fmt_params(x.dtype, shape=dims(x.shape), dim=c.get(1, "dim", -1)),
+                x.dtype, SIMT, bwd_flops=5 * out, bwd_bytes=2 * x.nbytes + out * size)
+
+
+@register("torch.nn.functional.softmin")
+def softmin(c: Call) -> Cost:
+    """softmax(-x): softmax's 5 per element and the negation; backward softmax's 4."""
+    cost = softmax(c)
+    return replace(cost, flops=cost.flops + c.get(0, "input").numel)
+
+
+@register("torch.nn.functional.prelu", "torch.prelu")
+def prelu(c: Call) -> Cost | None:
+    """max(0, x) + w·min(0, x), w per channel: 2 per element (compare, product); x and w read,
+    the output written. Backward: dX = dY·(x > 0 ? 1 : w) (2) and dW = the sum of dY·x where x < 0
+    (2), per element; x, w and dY read, dX and dW written."""
+    x, w = c.get(0, "input"), c.get(1, "weight")
+    if x.nbytes is None or w.nbytes is None:
+        return None
+    n = x.numel
+    return Cost(2 * n, 2 * x.nbytes + w.nbytes, fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT,
+                bwd_flops=4 * n, bwd_bytes=3 * x.nbytes + 2 * w.nbytes)

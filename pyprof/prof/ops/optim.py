@@ -29,7 +29,7 @@ def _step_cost(c: Call, flops: int, states: int, dtype: str | None, numel: int, 
     # A fused step first bumps its step counters (a _foreach_add_ kernel); the math is the one
     # kernel under the fused op's range.
     return Cost(flops * numel, nbytes, fmt_params(dtype, count=count, numel=numel, impl=impl), dtype, SIMT,
-                main_op=fused_op if impl == "fused" else None)
+                main_op=(fused_op,) if impl == "fused" else None, composite=impl != "fused")
 
 
 def _impl(c: Call) -> str:

@@ -73,6 +73,8 @@ class Evidence:
         self.align_time = self.align_count = 0
         self.align_examples: Counter = Counter()  # "op dims" -> time
         self.tiny = 0
+        self.compiled = 0           # kernels of torch.compile'd graphs (joined to their table)
+        self.graphed = 0            # kernels replayed from CUDA graphs
         self.layout_time = self.layout_count = 0
         self.layout_ops: Counter = Counter()
         self.copy_records = 0       # memcpy and memset records of any kind
@@ -84,6 +86,10 @@ class Evidence:
         op = rec.get("op") or "-"
         if dur < TINY_NS:
             self.tiny += 1
+        if rec.get("compiled") is not None:
+            self.compiled += 1
+        if rec.get("graphNode") is not None:
+            self.graphed += 1
         if f.tc is False and f.dtype == "float32":
             self.fp32_time += dur
             self.fp32_count += 1
@@ -125,6 +131,20 @@ def _evidence(kernels: int, time: int, pct: float, **more: dict) -> dict:
     return {"kernels": kernels, "time_ns": time, "pct_gpu_time": round(pct, 2), **more}
 
 
+def _launch_fix(ev: Evidence, kernels: int) -> str:
+    """The fix for a launch-bound step, given what the program already does."""
+    if ev.graphed:
+        return (f"{ev.graphed} of the {kernels} kernels already replay from CUDA graphs; the time between them "
+                "is spent outside the graphs: bring the rest of the step into them (compile the loss and the "
+                "optimizer step, remove graph breaks and host syncs), or a larger batch")
+    if ev.compiled:
+        return (f"{ev.compiled} of the {kernels} kernels come from torch.compile'd graphs, launched one by one: "
+                "torch.compile(mode='reduce-overhead') replays them as CUDA graphs; compile the loss and the "
+                "optimizer step too; or a larger batch")
+    return ("larger batch, CUDA graphs (torch.cuda.graphs), torch.compile (mode='reduce-overhead') to fuse "
+            "and batch launches")
+
+
 def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: float | None) -> list[Advice]:
     """The advice that `ev` supports, most time at stake first; `gpu_time` is the summed kernel
     time (ns), `busy_pct` the GPU busy % (None when unknown)."""
@@ -153,10 +173,10 @@ def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: float | None) ->
             "launch-bound",
             f"launch-bound: GPU busy {busy_pct:.1f}%, {ev.tiny} of {kernels} kernels ({tiny_pct:.0f}%) shorter "
             f"than {duration(TINY_NS)}, mean {duration(gpu_time / kernels)} -> the CPU cannot feed the GPU: "
-            "larger batch, CUDA graphs (torch.cuda.graphs), torch.compile (mode='reduce-overhead') to fuse "
-            "and batch launches",
+            + _launch_fix(ev, kernels),
             {"busy_pct": round(busy_pct, 2), "kernels": kernels, "tiny_kernels": ev.tiny,
-             "tiny_ns": TINY_NS, "mean_kernel_ns": round(gpu_time / kernels, 1)})))
+             "tiny_ns": TINY_NS, "mean_kernel_ns": round(gpu_time / kernels, 1),
+             "compiled_kernels": ev.compiled, "graph_kernels": ev.graphed})))
     p = _share(ev.layout_time, gpu_time)
     if ev.layout_count and p >= LAYOUT_MIN_PCT:
         out.append((ev.layout_time, Advice(

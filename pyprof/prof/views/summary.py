@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Iterable, TextIO
 
 from ...errors import EXIT_USAGE, PyprofError
-from ..analysis import Facts
+from ..analysis import LEVELS, Facts
 from ..groups import KEYS, SORTS, Group, Groups
 from ..intervals import Timelines
 from ..output import columnated_writer, csv_cell
@@ -70,6 +70,7 @@ class Profile:
         self.copies = 0
         self.copy_time = 0
         self.gpus: dict = {}    # device -> GPU name
+        self.priced: dict = {}  # level that priced the kernel (Facts.level; None: neither) -> ns
 
     def add(self, rec: dict, f: Facts) -> None:
         """Count one analysed record (raises TypeError on a record with non-integer times)."""
@@ -90,6 +91,7 @@ class Profile:
         gpu = rec.get("gpu")
         if device not in self.gpus and isinstance(gpu, dict) and gpu.get("name"):
             self.gpus[device] = gpu["name"]
+        self.priced[f.level] = self.priced.get(f.level, 0) + dur
         self.groups.add(rec, f, dur)
         self.evidence.kernel(rec, f, dur)
 
@@ -116,6 +118,8 @@ class Profile:
             "tc_missed_pct": self.simt_time / eligible * 100 if eligible else None,
             "tc_eligible_ns": eligible,
             "copies": self.copies, "copy_ns": self.copy_time,
+            "priced_ns": {level: self.priced.get(level, 0) for level in LEVELS},
+            "unpriced_ns": self.priced.get(None, 0),
             "devices": devices,
         }
 
@@ -167,6 +171,10 @@ def write_csv(rep: dict, out: TextIO) -> None:
         w.writerow([csv_cell(r[k]) for k in CSV_KEYS])
 
 
+def _share(part: int, whole: int) -> float | None:
+    return part / whole * 100 if whole else None
+
+
 def header_lines(rep: dict) -> list[str]:
     """The capture header as text lines."""
     h = rep["header"]
@@ -182,6 +190,9 @@ def header_lines(rep: dict) -> list[str]:
     lines.append(f"kernels        {h['kernels']}, {duration(h['gpu_time_ns'])} of GPU time (sum of kernel durations)")
     lines.append(f"Tensor Cores   {pct(h['tc_pct'])}% of GPU time on Tensor Cores; {pct(h['tc_missed_pct'])}% of "
                  f"Tensor-Core-eligible time ({duration(h['tc_eligible_ns'])}, tc 0 or 1) did not use them")
+    shares = ", ".join(f"{level} {pct(_share(ns, h['gpu_time_ns']))}%" for level, ns in h["priced_ns"].items())
+    lines.append(f"priced by      {shares}, neither {pct(_share(h['unpriced_ns'], h['gpu_time_ns']))}% of GPU time "
+                 f"(op marker, PyTorch's aten ranges or compiled FX nodes; --by level, column level)")
     if h["copies"]:
         lines.append(f"copies         {h['copies']} memcpy/memset records, {duration(h['copy_ns'])} (not in the rows)")
     late = sum(d["late_kernels"] for d in devs)

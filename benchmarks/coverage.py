@@ -1,0 +1,757 @@
+"""How much of a training step prof understands, on the models people train (issue 9).
+
+Per model: one training step (forward, loss, backward, optimizer step; the eval cases a forward)
+captured under nsys with `pyprof.init()` and `pyprof.profiled(aten=True)` (PyTorch's op ranges
+too: the aten level and exact GEMM sizes), parsed and analysed. The table
+gives, per model: kernels, and the share of GPU time in kernels whose FLOPs are known, whose bytes
+are known, whose op is known, whose module path is known (of the time in ops called inside the
+model; `outside%` is the time in ops the user called outside any module: the optimizer step,
+the loss, casts), the share priced by the op marker and by PyTorch's aten ranges (the fallback),
+and the matrix FLOPs (GEMM, convolution, attention) prof counts over FlopCounterMode's total for
+the same step, corrected where FlopCounterMode is wrong (`corrected_counts`; `FCM raw/corr` is
+its own total over the corrected one). prof counts causal attention as half the score matrix,
+FlopCounterMode as all of it: `+causal/FCM` adds the masked half back (prof's causal attention
+FLOPs once more) before dividing. RNN FLOPs (cuDNN's LSTM/GRU/RNN: FlopCounterMode has no
+formula) are shown apart; `rnn-truth` holds them against Nsight Compute (benchmarks/rnn_truth.sh).
+
+Two stages, so that the table can be recomputed from the same capture when prof changes:
+
+    # on the GPU machine (benchmarks/coverage.sh runs all of it):
+    nsys profile -t cuda,nvtx -s none -c cudaProfilerApi --capture-range-end=stop -f true \\
+        --export sqlite -o coverage python benchmarks/coverage.py capture --flops flops.json
+    python -m pyprof.parse coverage.sqlite | xz > coverage.jsonl.xz
+    # anywhere:
+    python benchmarks/coverage.py table coverage.jsonl.xz flops.json
+
+All models live in one process and one capture: each is warmed up, its FlopCounterMode total
+taken on a step of its own, then one step of each runs inside the profiled range, in a
+`pyprof.annotate(<model>)` range (the `layer` column), with the device synchronised between
+models. Without CUDA, `capture` runs every model once on the CPU (a smoke test; models whose
+packages are missing are skipped with a message).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import math
+import sys
+import time
+from typing import Any, Callable, Dict, List, NamedTuple, Optional
+
+# ---------------------------------------------------------------------------------------------
+# Models (torch only inside these functions: `table` runs without torch)
+
+
+class Case(NamedTuple):
+    """One model and how it trains: `build(device)` returns (model, inputs, loss_fn) where
+    `loss_fn(output, inputs)` gives the loss; `dtype`: fp32, tf32, fp16 or bf16 (autocast);
+    `optim`: sgd, sgd-loop, adam-foreach, adam-fused, adamw-foreach, adamw-fused or none (eval)."""
+
+    build: Callable
+    dtype: str
+    optim: str
+    channels_last: bool = False
+    half_weights: bool = False  # the model itself in fp16 (the eval fast path refuses autocast)
+
+
+def _ce(out, inputs):
+    import torch.nn.functional as F
+    return F.cross_entropy(out.float(), inputs[-1])
+
+
+def _images(device, batch, size, classes=1000):
+    import torch
+    return (torch.randn(batch, 3, size, size, device=device), torch.randint(0, classes, (batch,), device=device))
+
+
+def _tv(name: str, batch: int = 8, size: int = 128, **kw) -> Callable:
+    def build(device):
+        import torchvision
+        return getattr(torchvision.models, name)(weights=None, **kw), _images(device, batch, size), _ce
+    return build
+
+
+def _segmentation(device):
+    import torch
+    import torch.nn.functional as F
+    import torchvision
+    model = torchvision.models.segmentation.deeplabv3_mobilenet_v3_large(
+        weights=None, weights_backbone=None, num_classes=21, aux_loss=False)
+    x = torch.randn(2, 3, 128, 128, device=device)
+    y = torch.randint(0, 21, (2, 128, 128), device=device)
+    return model, (x, y), lambda out, inputs: F.cross_entropy(out["out"].float(), inputs[-1])
+
+
+def _encoder(layers: int = 4, d: int = 256, batch: int = 8, length: int = 128):
+    def build(device):
+        import torch
+        import torch.nn as nn
+        layer = nn.TransformerEncoderLayer(d, 8, 4 * d, dropout=0.1, batch_first=True)
+        model = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        x, target = torch.randn(batch, length, d, device=device), torch.randn(batch, length, d, device=device)
+        return model, (x, target), lambda out, inputs: nn.functional.mse_loss(out.float(), inputs[-1])
+    return build
+
+
+def _transformer(device):
+    import torch
+    import torch.nn as nn
+    model = nn.Transformer(256, 8, 2, 2, 1024, dropout=0.1, batch_first=True)
+    src, tgt = torch.randn(8, 96, 256, device=device), torch.randn(8, 64, 256, device=device)
+    mask = nn.Transformer.generate_square_subsequent_mask(64, device=device)
+
+    class Wrap(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.t = model
+
+        def forward(self, s, t):
+            return self.t(s, t, tgt_mask=mask, tgt_is_causal=True)
+    return Wrap(), (src, tgt, torch.randn(8, 64, 256, device=device)), \
+        lambda out, inputs: nn.functional.smooth_l1_loss(out.float(), inputs[-1])
+
+
+def _mha(device):
+    """nn.MultiheadAttention returning its averaged weights: the bmm + softmax path."""
+    import torch
+    import torch.nn as nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(128, 4, dropout=0.1, kdim=96, vdim=96)
+            self.norm = nn.LayerNorm(128)
+
+        def forward(self, q, kv):
+            out, weights = self.attn(q, kv, kv)
+            return self.norm(out).sum() + weights.sum()
+    return Net(), (torch.randn(64, 8, 128, device=device), torch.randn(80, 8, 96, device=device), None), \
+        lambda out, inputs: out
+
+
+def _llama(device):
+    """A Llama-style decoder written out: RMSNorm, rotary embeddings, grouped-query causal SDPA,
+    SwiGLU, tied-free LM head."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    d, heads, kv, hidden, vocab, length = 512, 8, 2, 1376, 4096, 256
+    hd = d // heads
+
+    def rope(x, cos, sin):
+        x1, x2 = x.chunk(2, -1)
+        return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), -1)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm1, self.norm2 = nn.RMSNorm(d), nn.RMSNorm(d)
+            self.wq, self.wk = nn.Linear(d, d, bias=False), nn.Linear(d, kv * hd, bias=False)
+            self.wv, self.wo = nn.Linear(d, kv * hd, bias=False), nn.Linear(d, d, bias=False)
+            self.w1, self.w3 = nn.Linear(d, hidden, bias=False), nn.Linear(d, hidden, bias=False)
+            self.w2 = nn.Linear(hidden, d, bias=False)
+
+        def forward(self, x, cos, sin):
+            b, n, _ = x.shape
+            h = self.norm1(x)
+            q = self.wq(h).view(b, n, heads, hd).transpose(1, 2)
+            k = self.wk(h).view(b, n, kv, hd).transpose(1, 2)
+            v = self.wv(h).view(b, n, kv, hd).transpose(1, 2)
+            a = F.scaled_dot_product_attention(rope(q, cos, sin), rope(k, cos, sin), v, is_causal=True,
+                                               enable_gqa=True)
+            x = x + self.wo(a.transpose(1, 2).reshape(b, n, d))
+            h = self.norm2(x)
+            return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
+
+    class Llama(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(vocab, d)
+            self.blocks = nn.ModuleList([Block(), Block()])
+            self.norm = nn.RMSNorm(d)
+            self.head = nn.Linear(d, vocab, bias=False)
+            inv = 1.0 / (10000 ** (torch.arange(0, hd, 2).float() / hd))
+            ang = torch.outer(torch.arange(length).float(), inv)
+            self.register_buffer("cos", ang.cos(), persistent=False)
+            self.register_buffer("sin", ang.sin(), persistent=False)
+
+        def forward(self, tokens):
+            x = self.emb(tokens)
+            for blk in self.blocks:
+                x = blk(x, self.cos, self.sin)
+            return self.head(self.norm(x))
+    tokens = torch.randint(0, vocab, (4, length), device=device)
+    targets = torch.randint(0, vocab, (4, length), device=device)
+    return Llama(), (tokens, targets), \
+        lambda out, inputs: F.cross_entropy(out.float().flatten(0, 1), inputs[-1].flatten())
+
+
+def _rnn(kind: str, scale: int = 1):
+    def build(device):
+        import torch
+        import torch.nn as nn
+        if kind == "lstm":  # 2 layers, bidirectional, projections, batch-first
+            rnn = nn.LSTM(128 // scale, 256 // scale, num_layers=2, bidirectional=True, proj_size=64 // scale,
+                          batch_first=True, dropout=0.1)
+            out_features, x = 128 // scale, torch.randn(16 // scale, 50 // scale, 128 // scale, device=device)
+        elif kind == "gru":  # 3 layers, sequence-first
+            rnn = nn.GRU(128, 256, num_layers=3)
+            out_features, x = 256, torch.randn(50, 16, 128, device=device)
+        else:  # packed sequences of different lengths through an LSTM, then a ReLU RNN
+            rnn = nn.ModuleList([nn.LSTM(64, 128, batch_first=True), nn.RNN(128, 96, nonlinearity="relu",
+                                                                             batch_first=True)])
+            out_features, x = 96, torch.randn(16, 40, 64, device=device)
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = rnn
+                self.head = nn.Linear(out_features, 10)
+
+            def forward(self, x):
+                if kind == "lstm":
+                    return self.head(self.rnn(x)[0][:, -1])
+                if kind == "gru":
+                    return self.head(self.rnn(x)[0][-1])
+                lengths = torch.arange(40, 8, -2)[:16].clamp(min=1)
+                packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+                h, _ = self.rnn[0](packed)
+                h, _ = self.rnn[1](h)
+                padded, _ = nn.utils.rnn.pad_packed_sequence(h, batch_first=True)
+                return self.head(padded[:, 0])
+        labels = torch.randint(0, 10, (x.shape[0] if kind != "gru" else x.shape[1],), device=device)
+        return Net(), (x, labels), _ce
+    return build
+
+
+def _rnn_truth(mode: str):
+    """An fp32 RNN large enough that GEMM tile padding is small beside the work, for Nsight
+    Compute: 16 steps of a 64-sequence batch, 256 features; LSTM 2 layers bidirectional, GRU 1."""
+    def build(device):
+        import torch
+        import torch.nn as nn
+        layers, dirs = (2, 2) if mode == "lstm" else (1, 1)
+        rnn = getattr(nn, mode.upper())(256, 256, num_layers=layers, bidirectional=dirs == 2)
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn, self.head = rnn, nn.Linear(256 * dirs, 10)
+
+            def forward(self, x):
+                return self.head(self.rnn(x)[0][-1])
+        x = torch.randn(16, 64, 256, device=device)
+        return Net(), (x, torch.randint(0, 10, (64,), device=device)), _ce
+    return build
+
+
+def _unet(device):
+    """A diffusion-style UNet: GroupNorm/SiLU residual blocks with a timestep embedding, an
+    attention block, strided-conv downsampling, ConvTranspose and interpolate upsampling,
+    InstanceNorm, reflection padding."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Res(nn.Module):
+        def __init__(self, cin, cout, temb=128):
+            super().__init__()
+            self.n1, self.c1 = nn.GroupNorm(8, cin), nn.Conv2d(cin, cout, 3, padding=1)
+            self.t = nn.Linear(temb, cout)
+            self.n2, self.c2 = nn.GroupNorm(8, cout), nn.Conv2d(cout, cout, 3, padding=1)
+            self.drop = nn.Dropout(0.1)
+            self.skip = nn.Conv2d(cin, cout, 1) if cin != cout else nn.Identity()
+
+        def forward(self, x, t):
+            h = self.c1(F.silu(self.n1(x))) + self.t(t)[:, :, None, None]
+            h = self.c2(self.drop(F.silu(self.n2(h))))
+            return h + self.skip(x)
+
+    class Attn(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.norm, self.qkv, self.proj = nn.GroupNorm(8, c), nn.Conv2d(c, 3 * c, 1), nn.Conv2d(c, c, 1)
+
+        def forward(self, x):
+            b, c, h, w = x.shape
+            q, k, v = self.qkv(self.norm(x)).reshape(b, 3, 4, c // 4, h * w).transpose(-1, -2).unbind(1)
+            a = F.scaled_dot_product_attention(q, k, v)
+            return x + self.proj(a.transpose(-1, -2).reshape(b, c, h, w))
+
+    class UNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.temb = nn.Sequential(nn.Linear(64, 128), nn.SiLU(), nn.Linear(128, 128))
+            self.inp = nn.Conv2d(3, 64, 3)
+            self.inorm = nn.InstanceNorm2d(64, affine=True)
+            self.d1, self.down1 = Res(64, 64), nn.Conv2d(64, 64, 3, 2, 1)
+            self.d2, self.a2, self.down2 = Res(64, 128), Attn(128), nn.Conv2d(128, 128, 3, 2, 1)
+            self.mid, self.amid = Res(128, 128), Attn(128)
+            self.up2 = nn.ConvTranspose2d(128, 128, 4, 2, 1)
+            self.u2 = Res(256, 128)
+            self.u1 = Res(192, 64)
+            self.out = nn.Sequential(nn.GroupNorm(8, 64), nn.SiLU(), nn.Conv2d(64, 3, 3, padding=1))
+
+        def forward(self, x, t):
+            half = torch.exp(-math.log(10000) * torch.arange(32, device=x.device) / 32)
+            t = self.temb(torch.cat([torch.sin(t[:, None] * half), torch.cos(t[:, None] * half)], -1))
+            h0 = self.inorm(self.inp(F.pad(x, (1, 1, 1, 1), mode="reflect")))
+            h1 = self.d1(h0, t)
+            h2 = self.a2(self.d2(self.down1(h1), t))
+            h = self.amid(self.mid(self.down2(h2), t))
+            h = self.u2(torch.cat([self.up2(h), h2], 1), t)
+            h = F.interpolate(h, scale_factor=2, mode="bilinear", align_corners=False)
+            h = self.u1(torch.cat([h, h1], 1), t)
+            return self.out(h)
+    x, t, noise = (torch.randn(8, 3, 32, 32, device=device), torch.rand(8, device=device) * 1000,
+                   torch.randn(8, 3, 32, 32, device=device))
+    return UNet(), (x, t, noise), lambda out, inputs: F.mse_loss(out.float(), inputs[-1])
+
+
+def _recommender(device):
+    """DLRM-style: four EmbeddingBag tables (sum over variable-length bags), a dense MLP, a top MLP,
+    binary cross-entropy on logits."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    tables, rows, dim, batch = 4, 50000, 64, 256
+
+    class Rec(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.ModuleList([nn.EmbeddingBag(rows, dim, mode="sum") for _ in range(tables)])
+            self.bottom = nn.Sequential(nn.Linear(13, 256), nn.ReLU(), nn.Linear(256, dim), nn.ReLU())
+            self.top = nn.Sequential(nn.Linear(dim * (tables + 1), 256), nn.ReLU(), nn.Linear(256, 1))
+
+        def forward(self, dense, idx, offsets):
+            feats = [self.bottom(dense)] + [e(idx[i], offsets) for i, e in enumerate(self.emb)]
+            return self.top(torch.cat(feats, 1)).squeeze(1)
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.randint(1, 8, (batch,), generator=g)
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)[:-1]]).to(device)
+    idx = torch.randint(0, rows, (tables, int(lengths.sum())), generator=g).to(device)
+    dense, labels = torch.randn(batch, 13, device=device), torch.rand(batch, device=device).round()
+    return Rec(), (dense, idx, offsets, labels), \
+        lambda out, inputs: F.binary_cross_entropy_with_logits(out.float(), inputs[-1])
+
+
+CASES: Dict[str, Case] = {
+    "resnet50": Case(_tv("resnet50"), "bf16", "sgd", channels_last=True),
+    "resnext50_32x4d": Case(_tv("resnext50_32x4d"), "fp16", "sgd-loop", channels_last=True),
+    "wide_resnet50_2": Case(_tv("wide_resnet50_2", batch=4), "tf32", "sgd"),
+    "mobilenet_v2": Case(_tv("mobilenet_v2"), "fp32", "sgd"),
+    "mobilenet_v3_large": Case(_tv("mobilenet_v3_large"), "bf16", "adamw-foreach", channels_last=True),
+    "efficientnet_b0": Case(_tv("efficientnet_b0"), "fp16", "adam-fused"),
+    "regnet_y_400mf": Case(_tv("regnet_y_400mf"), "tf32", "sgd"),
+    "convnext_tiny": Case(_tv("convnext_tiny"), "bf16", "adamw-fused", channels_last=True),
+    "densenet121": Case(_tv("densenet121", batch=4), "fp16", "sgd"),
+    "shufflenet_v2_x1_0": Case(_tv("shufflenet_v2_x1_0"), "bf16", "sgd"),
+    "squeezenet1_1": Case(_tv("squeezenet1_1"), "fp32", "sgd"),
+    "mnasnet0_5": Case(_tv("mnasnet0_5"), "fp16", "adam-foreach"),
+    "vit_b_16": Case(_tv("vit_b_16", batch=2, size=224), "bf16", "adamw-fused"),
+    "swin_t": Case(_tv("swin_t", batch=2, size=224), "bf16", "adamw-foreach"),
+    "maxvit_t": Case(_tv("maxvit_t", batch=1, size=224), "bf16", "adamw-foreach"),
+    "deeplabv3_mobilenet": Case(_segmentation, "fp16", "sgd"),
+    "transformer_encoder": Case(_encoder(), "tf32", "adam-foreach"),
+    "transformer_encoder_eval": Case(_encoder(), "fp16", "none", half_weights=True),
+    "transformer": Case(_transformer, "bf16", "adam-foreach"),
+    "mha_weights": Case(_mha, "fp32", "sgd"),
+    "llama_block": Case(_llama, "bf16", "adamw-fused"),
+    "lstm": Case(_rnn("lstm"), "fp32", "sgd"),
+    "gru": Case(_rnn("gru"), "fp16", "adam-foreach"),
+    "rnn_packed": Case(_rnn("packed"), "tf32", "sgd-loop"),
+    "unet": Case(_unet, "bf16", "adamw-foreach"),
+    "recommender": Case(_recommender, "fp32", "adam-foreach"),
+    # Small ones for the test fixtures (tests/data/): an LSTM stack and a Transformer encoder
+    # layer, training and on the eval fast path.
+    "fixture_lstm": Case(_rnn("lstm", scale=4), "fp32", "sgd"),
+    "fixture_encoder": Case(_encoder(layers=1, d=64, batch=2, length=16), "fp32", "sgd"),
+    "fixture_encoder_eval": Case(_encoder(layers=1, d=64, batch=2, length=16), "fp16", "none", half_weights=True),
+    # For the RNN formulas against Nsight Compute (benchmarks/rnn_truth.sh).
+    "truth_lstm": Case(_rnn_truth("lstm"), "fp32", "sgd"),
+    "truth_gru": Case(_rnn_truth("gru"), "fp32", "sgd"),
+}
+# The models the issue found worst covered first, so that a capture cut short by --budget keeps them.
+FIRST = ["transformer_encoder", "transformer_encoder_eval", "mha_weights", "lstm", "gru", "rnn_packed",
+         "mobilenet_v2", "unet", "llama_block", "transformer", "recommender", "deeplabv3_mobilenet"]
+DEFAULT = FIRST + [n for n in CASES if n not in FIRST and not n.startswith(("fixture_", "truth_"))]
+
+
+def _optimizer(name: str, params):
+    import torch
+    if name == "none":
+        return None
+    kind, _, impl = name.partition("-")
+    flags = {"foreach": impl == "foreach", "fused": impl == "fused"} if impl in ("foreach", "fused") else {}
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, weight_decay=1e-4,
+                               foreach=impl != "loop")
+    cls = torch.optim.AdamW if kind == "adamw" else torch.optim.Adam
+    return cls(params, lr=1e-4, weight_decay=1e-2, **flags)
+
+
+def make_step(case: Case, device) -> Callable[[], None]:
+    """The step function of one case, its model built on `device`."""
+    import torch
+    model, inputs, loss_fn = case.build(device)
+    model = model.to(device)
+    if case.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        inputs = tuple(x.to(memory_format=torch.channels_last) if x is not None and x.dim() == 4 else x
+                       for x in inputs)
+    if case.half_weights:
+        model = model.half().eval()
+        inputs = tuple(x.half() if x.is_floating_point() else x for x in inputs)
+    opt = _optimizer(case.optim, model.parameters())
+    low = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(case.dtype)
+    autocast = low is not None and not case.half_weights
+    scaler = torch.amp.GradScaler(device.type, enabled=case.dtype == "fp16" and device.type == "cuda" and autocast)
+    tf32 = case.dtype == "tf32"
+
+    def step() -> None:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        if opt is None:
+            with torch.inference_mode():
+                model(*inputs[:-1])
+            return
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device.type, dtype=low or torch.bfloat16, enabled=autocast):
+            loss = loss_fn(model(*inputs[:-1]), inputs)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    return step
+
+
+def corrected_counts() -> dict:
+    """FlopCounterMode formulas replacing two of its own (custom_mapping), so that the reference
+    is the algorithmic count: a grouped convolution's weight gradient counted once, not `groups`
+    times (conv_backward_flop counts all C input channels per output channel), and attention
+    with fewer key/value heads than query heads (GQA; torch 2.11's sdpa formulas assert equal
+    heads). The same numbers otherwise."""
+    import torch
+    from torch.utils import flop_counter as fc
+    aten = torch.ops.aten
+
+    def conv_backward(grad_out, x, w, bias, stride, padding, dilation, transposed, output_padding, groups,
+                      output_mask, out_shape=None, **kw):
+        args = (grad_out, x, w, bias, stride, padding, dilation, transposed, output_padding, groups)
+        total = fc.conv_backward_flop(*args, output_mask, out_val=out_shape)
+        if groups > 1 and output_mask[1]:
+            wgrad = fc.conv_backward_flop(*args, [False, True, False], out_val=out_shape)
+            total += wgrad // groups - wgrad
+        return total
+
+    def sdpa(q, k, v, *args, out_shape=None, **kw):
+        b, h, sq, dq = q
+        return 2 * b * h * sq * k[-2] * (dq + v[-1])
+
+    def sdpa_backward(grad_out, q, k, v, *args, out_shape=None, **kw):
+        b, h, sq, dq = q
+        return b * h * sq * k[-2] * (6 * dq + 4 * v[-1])
+    mapping = {aten.convolution_backward: conv_backward}
+    for op in ("efficient", "flash", "cudnn"):
+        mapping[getattr(aten, f"_scaled_dot_product_{op}_attention")] = sdpa
+        mapping[getattr(aten, f"_scaled_dot_product_{op}_attention_backward")] = sdpa_backward
+    return mapping
+
+
+def _count(step: Callable, mapping: Optional[dict]) -> Optional[int]:
+    from torch.utils.flop_counter import FlopCounterMode
+    try:
+        with FlopCounterMode(display=False, custom_mapping=mapping) as counter:
+            step()
+    except Exception as err:  # FlopCounterMode's own gaps: recorded, the capture goes on
+        print(f"coverage: FlopCounterMode failed: {type(err).__name__}: {err}", file=sys.stderr)
+        return None
+    return counter.get_total_flops()
+
+
+class _Overtime(BaseException):
+    """A model's preparation outlasted --model-timeout (not an Exception, so that no handler
+    meant for a model's own errors takes it)."""
+
+
+def _alarm(signum, frame):
+    raise _Overtime()
+
+
+def capture(names: List[str], flops_path: Optional[str], warmup: int, plain: bool = False,
+            model_timeout: int = 0, budget: float = 0) -> int:
+    """Build, warm up and count every case, then run one step of each in the profiled range.
+
+    `plain`: no `pyprof.init()`, so the trace holds only PyTorch's emit_nvtx(record_shapes=True)
+    ranges (and each model's annotate range): what traces made without pyprof look like.
+    `model_timeout` (s): a model whose preparation takes longer is skipped (SIGALRM);
+    `budget` (s): no further model is prepared once this much time has passed, so that one slow
+    model cannot keep the others out of the capture. The FLOP totals are written after each
+    model, so a run cut short keeps what it counted."""
+    import signal
+
+    import torch
+
+    import pyprof
+    if not plain:
+        pyprof.init()
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    steps, flops, fixed, failed = {}, {}, {}, {}
+    meta = {"device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
+            "plain": plain, "flop_counter": flops, "flop_counter_corrected": fixed, "failed": failed}
+
+    def save() -> None:
+        if flops_path:
+            with open(flops_path, "w") as f:
+                json.dump(meta, f, indent=1)
+    mapping = corrected_counts()
+    # Imported now: a timeout inside a first, lazy import would leave it half done for every
+    # model after.
+    import torch._dynamo  # noqa: F401
+    import torch.utils.flop_counter  # noqa: F401
+    try:
+        import torchvision  # noqa: F401
+    except ImportError:
+        pass
+    begin = time.perf_counter()
+    signal.signal(signal.SIGALRM, _alarm)
+    for name in names:
+        if budget and time.perf_counter() - begin > budget:
+            failed[name] = f"not prepared: the {budget:.0f} s budget was spent"
+            print(f"coverage: {name}: {failed[name]}", file=sys.stderr)
+            continue
+        torch.manual_seed(0)
+        t0 = time.perf_counter()
+        signal.alarm(model_timeout)
+        try:
+            step = make_step(CASES[name], device)
+            for _ in range(warmup):
+                step()
+            flops[name], fixed[name] = _count(step, None), _count(step, mapping)
+            if cuda:
+                torch.cuda.synchronize()
+            steps[name] = step
+        except (Exception, _Overtime) as err:
+            failed[name] = f"over {model_timeout} s" if isinstance(err, _Overtime) else f"{type(err).__name__}: {err}"
+            print(f"coverage: {name}: skipped: {failed[name]}", file=sys.stderr)
+        finally:
+            signal.alarm(0)
+        save()
+        print(f"coverage: {name} ready ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    with pyprof.profiled(aten=True):
+        for name, step in steps.items():
+            try:
+                with pyprof.annotate(name):
+                    step()
+                if cuda:
+                    torch.cuda.synchronize()
+            except Exception as err:  # its kernels so far stay in the capture, under its name
+                failed[name] = f"profiled step: {type(err).__name__}: {err}"
+                print(f"coverage: {name}: {failed[name]}", file=sys.stderr)
+    save()
+    print(f"coverage: captured {len(steps)} models, {len(failed)} failed", file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Table (no torch)
+
+MATRIX_KINDS = ("gemm", "conv", "attn")
+
+
+class ModelSums:
+    """Per-model sums over its kernels."""
+
+    def __init__(self) -> None:
+        self.kernels = 0
+        self.time = 0
+        self.known = {"flops": 0, "bytes": 0, "op": 0, "module": 0, "marker": 0, "aten": 0}
+        self.outside = 0  # ns in ops the user called outside any module (optimizer, loss)
+        self.matrix_flops = 0
+        self.causal_flops = 0  # of matrix_flops: causal attention, counted half (FlopCounterMode: whole)
+        self.rnn_flops = 0
+        self.missing: Dict[str, int] = {}  # "op | kernel" -> ns of kernels without FLOPs or bytes
+
+    def add(self, rec: dict, f: Any) -> None:
+        dur = rec.get("kDuration") or 0
+        self.kernels += 1
+        self.time += dur
+        if f.flops is not None:
+            self.known["flops"] += dur
+        if f.bytes is not None:
+            self.known["bytes"] += dur
+        if rec.get("op") is not None:
+            self.known["op"] += dur
+        if rec.get("module") is not None:
+            self.known["module"] += dur
+        elif _outside_modules(rec):
+            self.outside += dur
+        level = getattr(f, "level", None)
+        if level in self.known:
+            self.known[level] += dur
+        kind = f.cost.kind if f.cost is not None else None
+        if f.flops is not None and kind in MATRIX_KINDS:
+            self.matrix_flops += f.flops
+            if kind == "attn" and "causal=1" in f.cost.params.split(","):
+                self.causal_flops += f.flops
+        if f.flops is not None and kind == "rnn":
+            self.rnn_flops += f.flops
+        if f.flops is None or f.bytes is None:
+            key = f"{rec.get('dir')} {rec.get('mod')}.{rec.get('op')} | {rec.get('kShortName')}"
+            self.missing[key] = self.missing.get(key, 0) + dur
+
+
+def _outside_modules(rec: dict) -> bool:
+    """True when the kernel's op was called outside any nn.Module, so there is no module path to
+    know: a forward kernel (a module-less one) inside no module range (GradScaler's unscale, an
+    optimizer step, the loss), or a backward kernel whose forward op marker has no module."""
+    if rec.get("dir") != "bprop":
+        return True  # only asked for kernels without a module path
+    marker = (rec.get("fwd") or {}).get("marker")
+    return isinstance(marker, dict) and "module" not in marker
+
+
+def sums(records_path: str) -> Dict[str, ModelSums]:
+    """Records analysed in order (prof's one record loop) and summed per model: a kernel belongs
+    to the model of its outermost layer range, or (a kernel without one, such as a backward
+    kernel whose forward op is unknown) to the model of the kernel before it; models ran one
+    after the other."""
+    from pyprof.prof.reader import records
+    from pyprof.prof.scan import analysed
+    from pyprof.prof.warnings_tally import Tally
+    out: Dict[str, ModelSums] = {}
+    current = None
+    opener = lzma.open if records_path.endswith(".xz") else open
+    with opener(records_path, "rb") as stream:
+        for rec, facts, _ in analysed(records(stream, Tally()), Tally()):
+            if rec.get("kind", "kernel") != "kernel":
+                continue
+            layers = rec.get("layer") or []
+            if layers:
+                current = layers[0]
+            if current is not None:
+                out.setdefault(current, ModelSums()).add(rec, facts)
+    return out
+
+
+def _pct(part: float, whole: float) -> str:
+    return "na" if not whole else f"{100 * part / whole:.1f}"
+
+
+def table(records_path: str, flops_path: str, missing: int) -> str:
+    """The coverage table (text), then per model the largest unknowns."""
+    meta = json.load(open(flops_path))
+    raw, fixed = meta.get("flop_counter", {}), meta.get("flop_counter_corrected", {})
+    tallies = sums(records_path)
+    head = (f"{'model':<26}{'kernels':>8}{'GPU ms':>9}{'flops%':>8}{'bytes%':>8}{'op%':>7}{'module%':>9}"
+            f"{'outside%':>9}{'marker%':>9}{'aten%':>7}{'matrix/FCM':>12}{'+causal/FCM':>12}{'FCM raw/corr':>13}"
+            f"{'rnn GFLOP':>10}")
+    lines = [f"device: {meta.get('device')}, torch {meta.get('torch')}", head]
+    for name, t in tallies.items():
+        ref, unfixed = fixed.get(name), raw.get(name)
+        ratio = "na" if not ref else f"{t.matrix_flops / ref:.4f}"
+        whole = "na" if not ref else f"{(t.matrix_flops + t.causal_flops) / ref:.4f}"
+        # Without pyprof.init() there are no module ranges: nothing to know or to be outside of.
+        module, outside = ("-", "-") if meta.get("plain") else \
+            (_pct(t.known["module"], t.time - t.outside), _pct(t.outside, t.time))
+        fcm = "na" if not ref or unfixed is None else f"{unfixed / ref:.3f}"
+        lines.append(f"{name:<26}{t.kernels:>8}{t.time / 1e6:>9.2f}{_pct(t.known['flops'], t.time):>8}"
+                     f"{_pct(t.known['bytes'], t.time):>8}{_pct(t.known['op'], t.time):>7}"
+                     f"{module:>9}{outside:>9}"
+                     f"{_pct(t.known['marker'], t.time):>9}{_pct(t.known['aten'], t.time):>7}{ratio:>12}{whole:>12}{fcm:>13}"
+                     f"{t.rnn_flops / 1e9:>10.3f}")
+    for name, why in (meta.get("failed") or {}).items():
+        lines.append(f"{name:<26} not captured: {why}")
+    if missing:
+        lines.append("")
+        lines.append("largest GPU time without FLOPs or bytes, per model (dir op | kernel: share of the model's time):")
+        for name, t in tallies.items():
+            top = sorted(t.missing.items(), key=lambda kv: -kv[1])[:missing]
+            for key, ns in top:
+                lines.append(f"  {name}: {key}: {_pct(ns, t.time)}%")
+    return "\n".join(lines)
+
+
+def rnn_truth(records_path: str, ncu_path: str) -> str:
+    """The RNN formulas against Nsight Compute: per cuDNN RNN call (the kernels under one
+    aten::_cudnn_rnn or aten::_cudnn_rnn_backward range) of a step captured twice, once under
+    nsys (parsed records) and once under `ncu --profile-from-start off` (same kernels, same
+    order; names checked), prof's FLOPs and bytes beside the counted ones: CUDA-core FLOPs (FMA
+    2) plus Tensor Core ops, and DRAM bytes read and written."""
+    from tc_truth import ncu_kernels, summarize
+
+    from pyprof.prof.reader import records
+    from pyprof.prof.scan import analysed
+    from pyprof.prof.warnings_tally import Tally
+    opener = lzma.open if records_path.endswith(".xz") else open
+    with opener(records_path, "rb") as stream:
+        kernels = [(rec, f) for rec, f, _ in analysed(records(stream, Tally()), Tally())
+                   if rec.get("kind", "kernel") == "kernel"]
+    profiled = ncu_kernels(ncu_path)
+    if len(kernels) != len(profiled):
+        raise SystemExit(f"coverage: {len(kernels)} kernel records but {len(profiled)} profiled kernels")
+    calls: Dict[tuple, List[float]] = {}
+    for (rec, f), (ncu_name, counters) in zip(kernels, profiled):
+        short = rec.get("kShortName") or ""
+        if not (ncu_name.startswith(short) or short in ncu_name):
+            raise SystemExit(f"coverage: kernel order differs: {short!r} vs {ncu_name!r}")
+        rng = next((r for r in rec.get("torchOps") or [] if r.get("name") in ("aten::_cudnn_rnn",
+                                                                             "aten::_cudnn_rnn_backward")), None)
+        if rng is None:
+            continue
+        _, mma, _, core, dram = summarize(counters)
+        row = calls.setdefault((rng["name"], rng.get("opId"), rec.get("dir"), rec.get("op")),
+                               [0, 0, 0, 0.0, 0.0, ""])
+        row[0] += 1
+        row[1] += f.flops or 0
+        row[2] += f.bytes or 0
+        row[3] += core + mma
+        row[4] += dram
+        row[5] = row[5] or (f.cost.params if f.cost is not None else "")
+    lines = [f"{'call':<36}{'kernels':>8}{'prof FLOPs':>16}{'ncu FLOPs':>16}{'ncu/prof':>9}"
+             f"{'prof bytes':>12}{'DRAM bytes':>12}{'DRAM/prof':>10}  params"]
+    for (name, _, direction, op), (n, flops, nbytes, counted, dram, params) in calls.items():
+        lines.append(f"{direction + ' ' + op + ' ' + name.split('::')[-1]:<36}{n:>8}{flops:>16,}{int(counted):>16,}"
+                     f"{counted / flops if flops else math.nan:>9.3f}{nbytes:>12,}{int(dram):>12,}"
+                     f"{dram / nbytes if nbytes else math.nan:>10.3f}  {params}")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("capture", help="run the models (under nsys on the GPU machine)")
+    c.add_argument("--models", default=",".join(DEFAULT), help="comma-separated case names (default: all but fixture_* and truth_*)")
+    c.add_argument("--flops", help="write FlopCounterMode's totals and the failures to this JSON file")
+    c.add_argument("--warmup", type=int, default=2)
+    c.add_argument("--plain", action="store_true",
+                   help="no pyprof.init(): only PyTorch's emit_nvtx(record_shapes=True) ranges (the aten level)")
+    c.add_argument("--model-timeout", type=int, default=0, metavar="S",
+                   help="skip a model whose build, warm-up and counting take over S seconds (0: no limit)")
+    c.add_argument("--budget", type=float, default=0, metavar="S",
+                   help="prepare no further model after S seconds; the prepared ones are captured (0: no limit)")
+    t = sub.add_parser("table", help="the coverage table from parsed records (.jsonl or .jsonl.xz)")
+    t.add_argument("records")
+    t.add_argument("flops")
+    t.add_argument("--missing", type=int, default=3, help="list the N largest unknowns per model")
+    r = sub.add_parser("rnn-truth", help="RNN FLOPs and bytes against Nsight Compute counters of the same step")
+    r.add_argument("records", help="parsed records of the step's nsys capture (.jsonl or .jsonl.xz)")
+    r.add_argument("ncu", help="`ncu --csv` output of the same step (benchmarks/tc_truth.py reads it)")
+    args = p.parse_args(argv)
+    if args.cmd == "capture":
+        names = [n for n in args.models.split(",") if n]
+        unknown = [n for n in names if n not in CASES]
+        if unknown:
+            p.error(f"unknown models: {', '.join(unknown)} (known: {', '.join(CASES)})")
+        return capture(names, args.flops, args.warmup, args.plain, args.model_timeout, args.budget)
+    if args.cmd == "rnn-truth":
+        print(rnn_truth(args.records, args.ncu))
+        return 0
+    print(table(args.records, args.flops, args.missing))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,386 @@
+"""Kernels of torch.compile'd graphs, joined to the table pyprof recorded when Inductor generated them.
+
+`pyprof.profiled()` puts the table into the trace as NVTX marks in the pyprof domain: one `graph`
+marker per compiled graph and one `kernel` marker per call site of its generated code, in code
+order (docs/markers.md, pyprof/nvtx/compiled.py). Here the marks are read with one query, and
+each kernel record of a compiled graph is matched to its call site:
+
+1. Instances: the kernels of one run of a compiled graph are those of one CUDA graph launch (same
+   correlation id), else those launched under one `## Call CompiledFxGraph ... ##` range
+   (PyTorch's range around every compiled-graph call; its op id tells runs apart).
+2. The graph: generated kernels (Triton, C++) carry their call site's name; the graph whose named
+   call sites, in order, take the most of the instance's names is the one that ran (names repeat
+   across graphs: every graph numbers its kernels from 0).
+3. Alignment: a named kernel takes the next call site of its name. The library kernels (cuBLAS,
+   cuDNN, flash attention) between two named kernels belong to the library calls between those
+   call sites: one call takes them all; as many kernels, or distinct PyTorch op ranges, as
+   calls take one each; anything else stays unexplained and is counted.
+
+A joined record gets `compiled` (the call site's entry) and, from its nodes, `op`, `module`,
+`trace` and `dir` (docs/records.md). Without marks in the trace records pass through untouched.
+Memory: the table, plus the records of the compiled-graph runs still open (one run per thread).
+"""
+from __future__ import annotations
+
+import bisect
+import contextlib
+import json
+from collections import deque
+from typing import Any, Callable, Iterator
+
+from pyprof.parse import queries
+from pyprof.parse.export import Export
+from pyprof.parse.ranges import PYPROF_DOMAIN
+
+CALL_RANGE = "## Call CompiledFxGraph"
+_PID_MASK = ~0xFFFFFF
+_PID_BITS = 0xFFFFFF
+_encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+
+class CompiledStats:
+    """What the join did, for parse's closing summary."""
+
+    def __init__(self) -> None:
+        self.graphs = 0          # compiled graphs described in the trace
+        self.joined = 0          # kernel records matched to a call site
+        self.instances = 0       # runs of compiled graphs seen
+        self.unexplained = 0     # kernels of such runs left without a call site
+        self.malformed = 0       # pyprof kernel/graph marks that are not what docs/markers.md says
+
+    def __add__(self, other: CompiledStats) -> CompiledStats:
+        """The counts of two parts of a parse (parallel.py: exports, or windows of one export,
+        of which only the first counts the export's graphs)."""
+        total = CompiledStats()
+        for name, value in vars(self).items():
+            setattr(total, name, value + getattr(other, name))
+        return total
+
+    def note(self) -> str:
+        """One line for stderr."""
+        return (f"{self.joined} kernels of {self.instances} compiled-graph runs joined to the compile-time table "
+                f"({self.graphs} graphs); {self.unexplained} left unexplained; {self.malformed} malformed table marks")
+
+
+class Graph:
+    """One compiled graph of one process: its call sites in generated-code order."""
+
+    __slots__ = ("pid", "gid", "bwd", "calls", "positions")
+
+    def __init__(self, pid: int, gid: int, bwd: bool) -> None:
+        self.pid = pid
+        self.gid = gid
+        self.bwd = bwd
+        self.calls: list[dict | None] = []
+        self.positions: dict[str, list[int]] = {}  # generated kernel name -> its call positions
+
+    def add(self, entry: dict) -> None:
+        """Put one kernel marker at its call position."""
+        call = entry["call"]
+        if call >= len(self.calls):
+            self.calls.extend([None] * (call + 1 - len(self.calls)))
+        self.calls[call] = entry
+
+    def finish(self) -> None:
+        """Index the named (generated) call sites."""
+        self.positions.clear()
+        for i, e in enumerate(self.calls):
+            if e is not None and not e["extern"]:
+                self.positions.setdefault(e["name"], []).append(i)
+
+    def next(self, name: str, start: int) -> int | None:
+        """The first call position of `name` at or after `start`."""
+        pos = self.positions.get(name)
+        if not pos:
+            return None
+        i = bisect.bisect_left(pos, start)
+        return pos[i] if i < len(pos) else None
+
+    def named_before(self, q: int) -> int:
+        """The last named call position before q, or -1."""
+        for i in range(q - 1, -1, -1):
+            e = self.calls[i]
+            if e is not None and not e["extern"]:
+                return i
+        return -1
+
+    def named_after(self, q: int) -> int:
+        """The first named call position after q, or the number of calls."""
+        for i in range(q + 1, len(self.calls)):
+            e = self.calls[i]
+            if e is not None and not e["extern"]:
+                return i
+        return len(self.calls)
+
+    def externs(self, lo: int, hi: int) -> list[int]:
+        """Library call positions strictly between lo and hi."""
+        return [i for i in range(max(lo + 1, 0), min(hi, len(self.calls)))
+                if self.calls[i] is not None and self.calls[i]["extern"]]
+
+
+def _valid_kernel(m: dict) -> bool:
+    return (type(m.get("graph")) is int and type(m.get("call")) is int and m["call"] >= 0
+            and isinstance(m.get("name"), str) and type(m.get("extern")) is bool
+            and isinstance(m.get("nodes"), list) and all(isinstance(n, dict) for n in m["nodes"])
+            and (m.get("bytes") is None or type(m["bytes"]) is int))
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(name)
+
+
+def load(exp: Export, stats: CompiledStats) -> dict[int, list[Graph]]:
+    """The compiled-graph tables in the trace, by process id (empty when there are none)."""
+    sql = queries.marks_sql(exp)
+    dsql = queries.domains_sql(exp)
+    if sql is None or dsql is None:
+        return {}
+    with exp.errors():
+        pyprof_domains = {(g & _PID_MASK, d) for g, d, name in exp.rows(dsql, (queries.DOMAIN_CREATE,))
+                          if name == PYPROF_DOMAIN and g is not None}
+        if not pyprof_domains:
+            return {}
+        graphs: dict[tuple[int, int], Graph] = {}
+        for gtid, dom, text in exp.rows(sql, (queries.MARK,)):
+            if gtid is None or (gtid & _PID_MASK, dom) not in pyprof_domains or not text:
+                continue
+            try:
+                m = json.loads(text, parse_constant=_reject_constant)
+            except (ValueError, RecursionError):
+                stats.malformed += 1
+                continue
+            kind = m.get("kind") if isinstance(m, dict) else None
+            if kind not in ("graph", "kernel"):
+                continue
+            pid = (gtid >> 24) & _PID_BITS
+            if type(m.get("graph")) is not int or (kind == "kernel" and not _valid_kernel(m)):
+                stats.malformed += 1
+                continue
+            g = graphs.get((pid, m["graph"]))
+            if g is None:
+                g = graphs[(pid, m["graph"])] = Graph(pid, m["graph"], False)
+            if kind == "graph":
+                g.bwd = m.get("bwd") is True
+            else:
+                g.add(m)  # a second profiled() region repeats the table: the last copy wins
+    out: dict[int, list[Graph]] = {}
+    for g in graphs.values():
+        g.finish()
+        out.setdefault(g.pid, []).append(g)
+    stats.graphs = len(graphs)
+    return out
+
+
+def _short(op: str) -> str:
+    """`native_layer_norm` for `aten.native_layer_norm.default`."""
+    parts = op.split(".")
+    return parts[1] if len(parts) == 3 else op
+
+
+def _distinct(values: Any) -> list:
+    seen: dict = {}
+    for v in values:
+        if v is not None and v not in seen:
+            seen[v] = True
+    return list(seen)
+
+
+def describe(entry: dict) -> tuple[str, str | None, str | None]:
+    """(op, module, trace) of a call site: its nodes' original aten ops joined with `+`, their
+    module paths and call sites joined with `,`; nodes whose work another kernel carries only
+    when the kernel carries none of its own."""
+    nodes = entry["nodes"]
+    own = [n for n in nodes if not n.get("again")] or nodes
+    ops = _distinct(_short(str(n.get("orig") or n.get("op"))) for n in own)
+    modules = _distinct(n.get("module") for n in own if isinstance(n.get("module"), str) and n.get("module"))
+    sites = _distinct(n.get("site") for n in own if isinstance(n.get("site"), str))
+    return ("+".join(ops) or entry["name"], ",".join(modules) or None, ",".join(sites) or None)
+
+
+def _instance(rec: dict) -> tuple | None:
+    """What run of a compiled graph a kernel record belongs to, if any."""
+    if rec.get("graphNode") is not None and rec.get("launch") is not None:
+        return ("graph", rec.get("correlationId"))
+    for op in rec.get("torchOps") or ():
+        name = op.get("name") if isinstance(op, dict) else None
+        if isinstance(name, str) and name.startswith(CALL_RANGE):
+            return ("call", rec.get("tid"), op.get("opId"), name)
+    for text in rec.get("ranges") or ():  # PyTorch's range without an op id is plain text to parse
+        if isinstance(text, str) and text.startswith(CALL_RANGE):
+            return ("call", rec.get("tid"), None, text)
+    return None
+
+
+def _op_group(rec: dict) -> Any:
+    """The innermost PyTorch op range of a library kernel inside a compiled graph (the library
+    call that launched it), when the trace has emit_nvtx ranges."""
+    ops = rec.get("torchOps") or ()
+    inner = ops[-1] if ops else None
+    if isinstance(inner, dict) and not str(inner.get("name", "")).startswith(CALL_RANGE):
+        return (inner.get("name"), inner.get("opId"))
+    return None
+
+
+def _split(items: list, groups: list) -> list[list]:
+    """`items` cut where consecutive `groups` values change."""
+    out: list[list] = []
+    prev = object()
+    for item, grp in zip(items, groups):
+        if not out or grp != prev:
+            out.append([])
+        out[-1].append(item)
+        prev = grp
+    return out
+
+
+class _Run:
+    """The records of one run of a compiled graph, waiting to be matched."""
+
+    __slots__ = ("pid", "slots")
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.slots: list[list] = []  # queue slots: [text, record, done]
+
+
+class Joiner:
+    """Matches kernel records to call sites; see the module docstring."""
+
+    def __init__(self, tables: dict[int, list[Graph]], stats: CompiledStats) -> None:
+        self.tables = tables
+        self.stats = stats
+        self.names = {pid: {n for g in gs for n in g.positions} for pid, gs in tables.items()}
+
+    def resolve(self, run: _Run) -> None:
+        """Match the records of one finished run and rewrite the joined ones."""
+        self.stats.instances += 1
+        recs = [s[1] for s in run.slots]
+        names = self.names[run.pid]
+        named = [i for i, r in enumerate(recs) if r.get("kShortName") in names]
+        best = None
+        bwd = sum(r.get("dir") == "bprop" for r in recs) * 2 > len(recs)
+        for g in self.tables[run.pid]:
+            assign, anchors = self._anchors(g, recs, named)
+            key = (len(anchors), g.bwd == bwd, g.gid)
+            if anchors and (best is None or key > best[0]):
+                best = (key, g, assign, anchors)
+        if best is None:
+            self.stats.unexplained += len(recs)
+            for s in run.slots:
+                s[2] = True
+            return
+        _, g, assign, anchors = best
+        self._library(g, recs, assign, anchors)
+        subs: dict[int, int] = {}
+        for slot, q in zip(run.slots, assign):
+            slot[2] = True
+            if q is None:
+                self.stats.unexplained += 1
+                continue
+            entry = g.calls[q]
+            sub = subs[q] = subs.get(q, -1) + 1
+            rec = slot[1]
+            op, module, trace = describe(entry)
+            rec["compiled"] = {"graph": g.gid, "call": q, "name": entry["name"], "extern": entry["extern"],
+                               "bytes": entry.get("bytes"), "nodes": entry["nodes"], "bwd": g.bwd,
+                               "run": self.stats.instances, "sub": sub}
+            rec["mod"], rec["op"], rec["dir"] = "aten", op, "bprop" if g.bwd else "fprop"
+            if module is not None:
+                rec["module"] = module
+            if trace is not None:
+                rec["trace"] = trace
+            slot[0] = _encode(rec)
+            self.stats.joined += 1
+
+    @staticmethod
+    def _anchors(g: Graph, recs: list[dict], named: list[int]) -> tuple[list, list]:
+        assign: list[int | None] = [None] * len(recs)
+        anchors = []
+        p = 0
+        for i in named:
+            name = recs[i]["kShortName"]
+            q = g.next(name, p)
+            if q is None:
+                q = g.next(name, 0)  # runs of one graph merged (no op ids): start over
+            if q is not None:
+                assign[i] = q
+                anchors.append((i, q))
+                p = q + 1
+        return assign, anchors
+
+    def _library(self, g: Graph, recs: list[dict], assign: list, anchors: list) -> None:
+        """Give the unnamed kernels between anchors to the library calls between them."""
+        first_i, first_q = anchors[0]
+        last_i, last_q = anchors[-1]
+        segments = [(range(0, first_i), g.externs(g.named_before(first_q), first_q))]
+        for (ia, qa), (ib, qb) in zip(anchors, anchors[1:]):
+            calls = g.externs(qa, qb) if qb > qa else g.externs(qa, len(g.calls)) + g.externs(-1, qb)
+            segments.append((range(ia + 1, ib), calls))
+        segments.append((range(last_i + 1, len(recs)), g.externs(last_q, g.named_after(last_q))))
+        for idx, calls in segments:
+            items = [i for i in idx if assign[i] is None]
+            if not items or not calls:
+                continue
+            groups = [_op_group(recs[i]) for i in items]
+            parts = _split(items, groups) if all(x is not None for x in groups) else None
+            if parts is not None and len(parts) == len(calls):
+                pairs = [(part, q) for part, q in zip(parts, calls)]
+            elif len(calls) == 1:
+                pairs = [(items, calls[0])]
+            elif len(items) == len(calls):
+                pairs = [([i], q) for i, q in zip(items, calls)]
+            else:
+                continue
+            for part, q in pairs:
+                for i in part:
+                    assign[i] = q
+
+
+def join(tables: dict[int, list[Graph]], stats: CompiledStats, lines: Iterator[str]) -> Iterator[str]:
+    """Yield `lines` (parse's records, in order) with compiled-graph kernels joined."""
+    joiner = Joiner(tables, stats)
+    loads = json.loads
+    queue: deque = deque()
+    runs: dict[tuple, _Run] = {}      # (pid, instance) -> open run
+    current: dict[tuple, tuple] = {}  # (pid, tid) -> its open run's key
+
+    def close(key: tuple) -> None:
+        run = runs.pop(key, None)
+        if run is not None:
+            joiner.resolve(run)
+
+    for line in lines:
+        rec = loads(line)
+        pid = rec.get("pid")
+        inst = _instance(rec) if rec.get("kind") == "kernel" and pid in tables else None
+        if inst is None:
+            queue.append([line, None, True])
+        else:
+            key = (pid, inst)
+            thread = (pid, rec.get("tid"))
+            prev = current.get(thread)
+            if prev is not None and prev != key:
+                close(prev)
+            current[thread] = key
+            run = runs.get(key)
+            if run is None:
+                run = runs[key] = _Run(pid)
+            slot = [line, rec, False]
+            run.slots.append(slot)
+            queue.append(slot)
+        while queue and queue[0][2]:
+            yield queue.popleft()[0]
+    for key in list(runs):
+        close(key)
+    while queue:
+        yield queue.popleft()[0]
+
+
+def joined_lines(exp: Export, stats: Any, memcpy: bool, lines: Callable[..., Iterator[str]]) -> Iterator[str]:
+    """`lines(exp, stats, memcpy)` with compiled-graph kernels joined; `stats.compiled` gets the
+    join's counts. Without a table in the trace the records pass through untouched."""
+    cstats = stats.compiled = CompiledStats()
+    tables = load(exp, cstats)
+    # closing(): the record generator's cursors must be closed while the connection is open.
+    with contextlib.closing(lines(exp, stats, memcpy)) as recs:
+        yield from join(tables, cstats, recs) if tables else recs

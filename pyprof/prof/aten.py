@@ -1,0 +1,128 @@
+"""The aten level: a kernel priced from PyTorch's own op ranges (`emit_nvtx(record_shapes=True)`,
+the record's `torchOps`) when the pyprof marker cannot price it.
+
+That is: kernels with no pyprof marker (traces made without `pyprof.init()`, the eval fast path of
+`nn.TransformerEncoder`, GradScaler's unscale), markers prof has no formula for, the per-kernel
+parts of composite ops (for-loop and foreach optimizer steps), and the gradient accumulations
+the autograd engine runs between nodes. A range's `sizes` give each input's shape (`[]` for
+scalars, None and 0-dim tensors; tensor lists flattened in order); they carry no dtypes and no
+scalar values, so the formulas (ops/aten.py) read shapes and take the dtype from the kernel:
+the name's dtype token for matrix kernels (tensorcores.kernel_dtype), else the first C++ element
+type among its template arguments (`c10::BFloat16`, `c10::Half`, `cutlass::half_t`, `__half`,
+`float`, `double`, ..., then the integer ones).
+
+The innermost range that has a formula prices the kernel, and only that one: an outer range is
+never tried when an inner formula cannot price, since the outer op's work includes its inner
+ops' (only leaf ops, whose kernels do their own work, are registered).
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any
+
+from . import ops  # noqa: F401  (fills both tables)
+from .registry import Cost, lookup_aten
+from .tensorcores import MMA, SIMT, kernel_dtype
+from .values import Tensor
+
+# The element types C++ kernels are instantiated with, as the demangled name spells them.
+_CPP_TYPES = re.compile(r"(?:c10::|cutlass::|__nv_)?(BFloat16|Half|half_t|bfloat16_t|bfloat16|Float8_e4m3fn|"
+                        r"Float8_e5m2|complex<float>|complex<double>)\b|(?<![\w:])(double|float|__half)(?![\w])")
+_CPP_DTYPE = {"BFloat16": "bfloat16", "Half": "float16", "half_t": "float16", "bfloat16_t": "bfloat16",
+              "bfloat16": "bfloat16", "__half": "float16", "Float8_e4m3fn": "float8_e4m3fn",
+              "Float8_e5m2": "float8_e5m2", "complex<float>": "complex64", "complex<double>": "complex128",
+              "double": "float64", "float": "float32"}
+
+# Evaluation errors of a formula over odd sizes (valid JSON, not PyTorch's): the kernel is na.
+_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError)
+
+
+# Integer element types, as template arguments (`CUDAFunctor_add<long>`), not casts (`(int)4`).
+_CPP_INTS = re.compile(r"(?<![\w(:])(?<!unsigned )(long|int|bool|short|unsigned char|signed char)(?=[,>])")
+_CPP_INT_DTYPE = {"long": "int64", "int": "int32", "bool": "bool", "short": "int16", "unsigned char": "uint8",
+                  "signed char": "int8"}
+
+
+@lru_cache(maxsize=65536)
+def template_dtype(name: str | None) -> str | None:
+    """The first floating-point C++ element type in a kernel's demangled name, else the first
+    integer one among its template arguments, as a dtype name."""
+    if not name:
+        return None
+    m = _CPP_TYPES.search(name)
+    if m is not None:
+        return _CPP_DTYPE[m.group(1) or m.group(2)]
+    m = _CPP_INTS.search(name)
+    return None if m is None else _CPP_INT_DTYPE[m.group(1)]
+
+
+def kernel_element_dtype(name: str | None, verdict: str | None) -> str | None:
+    """The dtype a kernel computed in, as far as its name tells."""
+    if verdict in (MMA, SIMT):
+        return kernel_dtype(name) or template_dtype(name)
+    return template_dtype(name)
+
+
+class AtenCall:
+    """One PyTorch op range as a formula sees it: positional input shapes and the kernel's dtype."""
+
+    __slots__ = ("name", "sizes", "dtype", "kernel")
+
+    def __init__(self, name: str, sizes: list[Any], dtype: str | None, kernel: str | None) -> None:
+        self.name = name
+        self.sizes = sizes
+        self.dtype = dtype
+        self.kernel = (kernel or "").lower()
+
+    def shape(self, pos: int) -> tuple | None:
+        """The shape at input `pos`; None when absent or not a list of ints."""
+        if pos >= len(self.sizes):
+            return None
+        s = self.sizes[pos]
+        return tuple(s) if isinstance(s, list) and all(type(d) is int for d in s) else None
+
+    def tensor(self, pos: int, dtype: str | None = None) -> Tensor | None:
+        """Input `pos` as a tensor in `dtype` (default: the kernel's); None for a scalar or
+        absent input (`[]`: a 0-dim tensor reads as a scalar, its one element is not counted)."""
+        s = self.shape(pos)
+        return Tensor(s, dtype or self.dtype) if s else None
+
+    def tensors(self) -> list:
+        """Every input that is a tensor of rank >= 1, in order."""
+        return [Tensor(tuple(s), self.dtype) for s in self.sizes
+                if isinstance(s, list) and s and all(type(d) is int for d in s)]
+
+
+def price(rec: dict, kernel: str | None, verdict: str | None) -> tuple[Cost, dict] | None:
+    """(cost, range) of the innermost PyTorch range of `rec` with a formula, when that formula
+    prices it; None otherwise (no range with a formula, no sizes, or a formula that cannot)."""
+    torch_ops = rec.get("torchOps")
+    if not torch_ops:
+        return None
+    for r in reversed(torch_ops):
+        name = r.get("name") if isinstance(r, dict) else None
+        formula = lookup_aten(name)
+        if formula is None:
+            continue
+        sizes = r.get("sizes")
+        if not isinstance(sizes, list):
+            return None
+        try:
+            cost = formula(AtenCall(name, sizes, kernel_element_dtype(kernel, verdict), kernel))
+        except _ERRORS:
+            return None
+        return None if cost is None else (cost, r)
+    return None
+
+
+def engine_accumulation(rec: dict) -> bool:
+    """True for a backward kernel the autograd engine runs between nodes to sum two gradients of
+    one tensor (an `aten::add`/`add_` directly under `evaluate_function: XBackward0`, outside the
+    node's own range): work of no op's backward formula, priced at the aten level."""
+    torch_ops = rec.get("torchOps")
+    if not torch_ops or len(torch_ops) != 2:
+        return False
+    outer, inner = torch_ops
+    return (str(outer.get("name", "")).startswith("autograd::engine::evaluate_function")
+            and inner.get("name") in ("aten::add", "aten::add_"))

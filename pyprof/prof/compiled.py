@@ -1,0 +1,179 @@
+"""A kernel of a torch.compile'd graph, priced from the FX nodes it computes.
+
+parse joins such a kernel to its call site in the compile-time table (the record's `compiled`,
+docs/records.md). Its FLOPs are the sum of its nodes' FLOPs, each node priced by the op table's
+formula for its ATen op (ops/fx.py, else the torch function of the same name); nodes whose
+work another kernel of the graph carries (`again`) count 0, so a graph's kernels sum to its
+nodes' work once. Its bytes are Inductor's own estimate of what the fused kernel reads and
+writes (buffers produced and consumed inside it are not counted); a library call (cuBLAS,
+cuDNN, flash attention) has none, and its nodes' formula bytes are used. A node the table does
+not know makes the kernel's FLOPs `na`. GEMM, convolution and attention nodes make the kernel a
+matrix kernel: Tensor Cores from its name, as for eager kernels, and a library call's helper
+kernels carry 0.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from . import peaks as peaks_mod
+from .ops import lookup
+from .ops.fx import foreach
+from .registry import MMA_KINDS, Call, Cost, Formula, Unknowable
+from .tensorcores import MMA, NONE, SIMT, classify
+
+# The `level` column's word for a kernel priced from its graph's FX nodes (analysis.LEVELS).
+LEVEL = "compiled"
+
+_CACHE = 4096
+# Where a node's ATen op may be registered, in order: under its own name, else as the torch
+# function (or method, or functional) of the same name and positional schema.
+_HOMES = ("torch", "Tensor", "torch.nn.functional")
+# A compiled optimizer step's `aten._foreach_<op>` nodes: <op> over each index of their lists.
+_FOREACH = "_foreach_"
+_FORMULA_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError, RecursionError)
+_TRITON_MMA_DTYPES = frozenset(("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8"))
+
+
+def node_formula(op: str) -> Formula | None:
+    """The formula of a node's op, `aten.mm.default` / `prims.convert_element_type.default`."""
+    parts = op.split(".")
+    if len(parts) < 2:
+        return None
+    ns, name = parts[0], parts[1]
+    formula = lookup(ns, name)
+    if formula is None and ns == "aten":
+        if name.startswith(_FOREACH):
+            inner = node_formula(f"aten.{name[len(_FOREACH):]}")
+            return None if inner is None else foreach(inner)
+        for home in _HOMES:
+            formula = lookup(home, name)
+            if formula is not None:
+                break
+    return formula
+
+
+def node_cost(node: dict) -> tuple:
+    """(Cost, None) or (None, (warning kind, op)) for one node of a compiled kernel."""
+    op = node.get("op")
+    if not isinstance(op, str):
+        return None, ("op arguments not understood", str(op))
+    formula = node_formula(op)
+    if formula is None:
+        return None, ("unknown op", op)
+    try:
+        cost = formula(Call(node))
+    except Unknowable as why:
+        return None, (str(why), op)
+    except _FORMULA_ERRORS:
+        cost = None
+    return cost, None if cost is not None else ("op arguments not understood", op)
+
+
+class KernelWork:
+    """The priced nodes of one call site: totals, the matrix node (if any) and the warnings."""
+
+    __slots__ = ("flops", "bytes", "main", "last", "warnings", "parts")
+
+    def __init__(self, entry: dict) -> None:
+        nodes = entry.get("nodes")
+        nodes = [n for n in nodes if isinstance(n, dict)] if isinstance(nodes, list) else []
+        own = [n for n in nodes if not n.get("again")]
+        self.main: Cost | None = None
+        # Matrix kernels the work is spread over: a convolution backward launches one per
+        # gradient (dgrad, wgrad), each doing one forward's work (docs/prof.md).
+        self.parts = 1
+        self.last: Cost | None = None
+        self.warnings: list = []
+        flops: int | None = 0
+        nbytes: int | None = 0
+        for node in own:
+            cost, warning = node_cost(node)
+            if cost is None:
+                self.warnings.append(warning)
+                flops = nbytes = None
+                continue
+            if cost.kind in MMA_KINDS and self.main is None:
+                self.main = cost
+                if str(node.get("op")).startswith("aten.convolution_backward."):
+                    mask = (node.get("args") or [None] * 11)[10]
+                    self.parts = max(1, sum(1 for m in mask[:2] if m)) if isinstance(mask, list) else 1
+            self.last = cost
+            flops = None if flops is None or cost.flops is None else flops + cost.flops
+            nbytes = None if nbytes is None or cost.bytes is None else nbytes + cost.bytes
+        recorded = entry.get("bytes")
+        self.flops = flops
+        self.bytes = recorded if type(recorded) is int else nbytes
+
+
+class CompiledPricer:
+    """Facts for records joined to a compile-time table; one per Analyzer (its warnings and
+    per-thread call state)."""
+
+    def __init__(self, analyzer: Any) -> None:
+        self.analyzer = analyzer
+        self._work: dict = {}
+        self._seen: dict = {}  # (pid, tid) -> [(run, call) of its last library kernel, matrix kernels so far]
+
+    def work(self, entry: dict) -> KernelWork:
+        """The call site's priced nodes (cached: every step repeats them)."""
+        key = repr(entry.get("nodes")) + repr(entry.get("bytes"))
+        w = self._work.get(key)
+        if w is None:
+            if len(self._work) >= _CACHE:
+                self._work.clear()
+            w = self._work[key] = KernelWork(entry)
+        return w
+
+    def _part(self, rec: dict, entry: dict, counts: bool) -> int:
+        """How many matrix kernels of this library call (this run of its graph) came before this
+        one on its thread; counts this one when `counts`."""
+        key = (rec.get("pid"), rec.get("tid"))
+        ident = (entry.get("run"), entry.get("call"))
+        state = self._seen.get(key)
+        if state is None or state[0] != ident:
+            state = self._seen[key] = [ident, 0]
+        n = state[1]
+        if counts:
+            state[1] = n + 1
+        return n
+
+    def facts(self, rec: dict, facts: Any) -> Any:
+        """Fill `facts` (an analysis.Facts) for a record with `compiled`."""
+        entry = rec["compiled"]
+        w = self.work(entry)
+        tally = self.analyzer.tally
+        for warning in w.warnings:
+            tally.warn(*warning)
+        name = rec.get("kLongName") or rec.get("kShortName")
+        main = w.main
+        if main is not None and not entry.get("extern"):
+            # A generated kernel computing a matrix node is a Triton template (max-autotune); its
+            # name lists the fused epilogue ops (`..._native_layer_norm_...`), which the name rules
+            # would take for a helper. tl.dot uses Tensor Cores for these dtypes from Ampere on.
+            verdict = MMA if main.dtype in _TRITON_MMA_DTYPES else None
+        else:
+            verdict = classify(name)
+        facts.tc = True if verdict == MMA else False if verdict == SIMT else None
+        facts.cost = main or w.last
+        facts.dtype = (main or w.last).dtype if (main or w.last) is not None else None
+        if main is not None:
+            part = self._part(rec, entry, verdict in (MMA, SIMT))
+            if verdict == NONE or (verdict in (MMA, SIMT) and part >= w.parts):
+                facts.flops, facts.bytes = 0, 0
+            elif w.parts > 1 and verdict in (MMA, SIMT):
+                facts.flops = None if w.flops is None else w.flops // w.parts + (w.flops % w.parts if part == 0 else 0)
+                facts.bytes = None if w.bytes is None else w.bytes // w.parts + (w.bytes % w.parts if part == 0 else 0)
+            elif verdict not in (MMA, SIMT) and entry.get("extern"):
+                tally.warn("kernel not recognised (tc -, work na)", rec.get("kShortName") or "?")
+                facts.flops = facts.bytes = None
+            else:
+                facts.flops, facts.bytes = w.flops, w.bytes
+        elif entry.get("sub"):
+            facts.flops, facts.bytes = 0, 0  # a later kernel of one library call: the first carries it
+        else:
+            facts.flops, facts.bytes = w.flops, w.bytes
+        if facts.flops is not None:
+            facts.level = LEVEL
+        facts.peaks = peaks_mod.lookup(rec.get("gpu"))
+        facts.path = peaks_mod.math_path(facts.tc is True, facts.dtype)
+        return facts

@@ -1,0 +1,383 @@
+"""Formulas over PyTorch's op ranges (the aten level, pyprof/prof/aten.py): one per leaf aten op,
+from the range's input shapes and the dtype the kernel ran in, reusing the families' formulas.
+
+What the sizes cannot tell is decided as documented in docs/prof.md ("The aten level"): scalar
+arguments (alpha, dims, `is_causal`, `reduction`) are not in the range, so add/sub count 1 FLOP
+per element, attention counts the full L x S score matrix (as FlopCounterMode does), a reduction
+over unknown dims has unknown bytes (its output size is unknown), and a `reduce` loss or a
+training-mode batch norm is told by its kernel's name. Composite ops (matmul, linear, the math
+attention path, clone) are not registered: their inner ops are.
+"""
+from __future__ import annotations
+
+import re
+from math import prod
+from typing import Any
+
+from ..registry import ATTN, SIMT, Cost, dims, fmt_params, register_aten
+from ..values import ITEMSIZE, Tensor
+from .attention import sdpa_cost
+from .elementwise import FLOPS_PER_ELEMENT, pointwise_cost
+from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
+from .nn import norm_cost
+
+A = Any  # an AtenCall (pyprof/prof/aten.py); not imported: aten.py imports this package
+
+
+# -- matrix products ------------------------------------------------------------------------------
+
+@register_aten(*ATEN_GEMMS)
+def gemm(a: A) -> Cost | None:
+    """mm, addmm, _addmm_activation, bmm, baddbmm by their argument positions (ATEN_GEMMS)."""
+    sizes = aten_gemm(a.name, a.sizes)
+    if sizes is None:
+        return None
+    b, m, n, k, extra = sizes
+    return gemm_cost(b, m, n, k, a.dtype, extra_elems=extra)
+
+
+# -- attention: (B, H, L, E) query, key, value; the mask position per backend -----------------------
+
+_SDPA_FWD_MASK = {"aten::_scaled_dot_product_flash_attention": None,
+                  "aten::_scaled_dot_product_efficient_attention": 3,
+                  "aten::_scaled_dot_product_cudnn_attention": 3}
+_SDPA_BWD_MASK = {"aten::_scaled_dot_product_flash_attention_backward": None,
+                  "aten::_scaled_dot_product_efficient_attention_backward": 4,
+                  "aten::_scaled_dot_product_cudnn_attention_backward": 8}
+
+
+@register_aten(*_SDPA_FWD_MASK)
+def sdpa_forward(a: A) -> Cost:
+    pos = _SDPA_FWD_MASK[a.name]
+    return sdpa_cost(a.tensor(0), a.tensor(1), a.tensor(2), None if pos is None else a.tensor(pos), False)
+
+
+@register_aten(*_SDPA_BWD_MASK)
+def sdpa_backward(a: A) -> Cost:
+    """The backward op's own work: the forward formula's backward (grad_out is input 0)."""
+    pos = _SDPA_BWD_MASK[a.name]
+    c = sdpa_cost(a.tensor(1), a.tensor(2), a.tensor(3), None if pos is None else a.tensor(pos), False)
+    return Cost(c.bwd_flops, c.bwd_bytes, c.params, c.dtype, ATTN)
+
+
+@register_aten("aten::_transform_bias_rescale_qkv")
+def transform_bias_rescale_qkv(a: A) -> Cost | None:
+    """The eval fast path's split of the packed QKV projection into heads: the bias added to
+    every element, the query third scaled; QKV and the bias read, Q, K, V written."""
+    qkv, bias = a.tensor(0), a.tensor(1)
+    if qkv is None or qkv.nbytes is None:
+        return None
+    n = qkv.numel
+    return Cost(n + n // 3, 2 * qkv.nbytes + (bias.nbytes if bias else 0), fmt_params(a.dtype, shape=dims(qkv.shape)),
+                a.dtype, SIMT)
+
+
+# -- element-wise -----------------------------------------------------------------------------------
+
+_UNARY = ["abs", "neg", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos",
+          "tan", "tanh", "sigmoid", "erf", "erfinv", "reciprocal", "sign", "floor", "ceil", "round", "trunc",
+          "relu", "gelu", "silu", "mish", "hardswish", "hardsigmoid", "hardtanh", "leaky_relu", "elu", "celu",
+          "selu", "softplus", "log_sigmoid_forward", "clamp", "clamp_min", "clamp_max", "threshold", "pow",
+          "logical_not", "bitwise_not", "nan_to_num", "square", "frac"]
+_BINARY = ["add", "sub", "rsub", "mul", "div", "maximum", "minimum", "fmax", "fmin", "remainder", "fmod",
+           "atan2", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
+           "bitwise_and", "bitwise_or", "bitwise_xor", "lerp", "addcmul", "addcdiv", "copysign", "xlogy",
+           "hypot", "floor_divide"]
+# grad_output and one saved tensor in, the gradient out: 1 FLOP per element (the unary convention).
+_UNARY_BACKWARD = ["threshold_backward", "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward",
+                   "hardswish_backward", "hardsigmoid_backward", "hardtanh_backward", "leaky_relu_backward",
+                   "elu_backward", "softplus_backward", "mish_backward", "log_sigmoid_backward"]
+# Operands that are bool whatever the kernel computes in: (op, position).
+_BOOL_OPERAND = {"where": 0, "masked_fill": 1, "masked_fill_": 1}
+
+
+def _pointwise(a: A) -> Cost:
+    op = a.name.partition("::")[2]
+    operands = []
+    for i in range(len(a.sizes)):
+        t = a.tensor(i, "bool" if _BOOL_OPERAND.get(op) == i else None)
+        if t is not None:
+            operands.append(t)
+    if not operands:  # 0-dim operands only (an optimizer's step counter): one element
+        operands = [Tensor((), a.dtype)]
+    return pointwise_cost(op, operands)
+
+
+register_aten(*[f"aten::{o}{s}" for o in _UNARY + _BINARY for s in ("", "_")],
+              "aten::where", "aten::masked_fill", "aten::masked_fill_",
+              *[f"aten::{o}" for o in _UNARY_BACKWARD])(_pointwise)
+
+
+@register_aten("aten::fill_", "aten::zero_")
+def fill(a: A) -> Cost | None:
+    """The tensor written once (a 0-dim one: one element)."""
+    shape = a.shape(0) or ()
+    size = ITEMSIZE.get(a.dtype)
+    return None if size is None else Cost(0, prod(shape) * size, fmt_params(a.dtype, shape=dims(shape)), a.dtype, SIMT)
+
+
+_CAST_KERNEL = re.compile(r"withcast|(?<!direct)_copy_kernel_cuda")
+
+
+@register_aten("aten::copy_")
+def copy_(a: A) -> Cost | None:
+    """dst.copy_(src): src read, dst written. A casting kernel's source dtype is not in the trace
+    (na), but for `bfloat16_copy_kernel_cuda`, whose element type is the source's."""
+    dst = a.shape(0)
+    size = ITEMSIZE.get(a.dtype)
+    if dst is None or size is None:
+        return None
+    n = prod(dst)
+    if "bfloat16_copy_kernel_cuda" in a.kernel:
+        nbytes = n * (size + 2)
+    elif _CAST_KERNEL.search(a.kernel):
+        return None
+    else:
+        nbytes = 2 * n * size
+    return Cost(0, nbytes, fmt_params(a.dtype, shape=dims(dst)), a.dtype, SIMT)
+
+
+_OPAQUE = re.compile(r"opaquetype<\(unsigned int\)(\d+)>")
+
+
+@register_aten("aten::cat", "aten::roll")
+def movement(a: A) -> Cost | None:
+    """Every input tensor read once and its elements written once. A copy kernel moving opaque
+    N-byte elements (`OpaqueType<N>`) says their size, not their type."""
+    ts = a.tensors()
+    opaque = _OPAQUE.search(a.kernel)
+    size = int(opaque.group(1)) if opaque else ITEMSIZE.get(a.dtype)
+    if not ts or size is None:
+        return None
+    n = sum(t.numel for t in ts)
+    return Cost(0, 2 * n * size, fmt_params(a.dtype, n=len(ts), numel=n, elem=size), a.dtype, SIMT)
+
+
+# -- reductions: the output size is known only without dims (input 0 and at most a dtype) ----------
+
+_REDUCE = {"sum": 1, "mean": 1, "prod": 1, "amax": 1, "amin": 1, "max": 1, "min": 1, "norm": 2,
+           "linalg_vector_norm": 2, "var": 3, "std": 3, "logsumexp": 3, "any": 1, "all": 1, "argmax": 1,
+           "argmin": 1}
+
+
+def _reduce(a: A) -> Cost | None:
+    x = a.tensor(0)
+    if x is None or x.nbytes is None:
+        return None
+    nbytes = x.nbytes + x.itemsize if len(a.sizes) <= 2 else None
+    return Cost(x.numel * _REDUCE[a.name.partition("::")[2]], nbytes, fmt_params(a.dtype, shape=dims(x.shape)),
+                a.dtype, SIMT)
+
+
+register_aten(*[f"aten::{o}" for o in _REDUCE])(_reduce)
+
+
+# -- normalization, softmax -------------------------------------------------------------------------
+
+def _norm_op(x_pos: int, w_pos: int | None, b_pos: int | None, per_elem: int, backward: bool):
+    def formula(a: A) -> Cost:
+        x = a.tensor(x_pos)
+        w = a.tensor(w_pos) if w_pos is not None else None
+        b = a.tensor(b_pos) if b_pos is not None else None
+        c = norm_cost(x, per_elem, w, b)
+        return Cost(c.bwd_flops, c.bwd_bytes, c.params, c.dtype, SIMT) if backward else c
+    return formula
+
+
+# Backward schemas carry the weight but not the bias, whose gradient is written too when the
+# norm is affine: the weight stands in for it (same shape).
+register_aten("aten::native_layer_norm")(_norm_op(0, 2, 3, 6, False))
+register_aten("aten::native_layer_norm_backward")(_norm_op(1, 5, 6, 6, True))
+register_aten("aten::native_group_norm")(_norm_op(0, 1, 2, 6, False))
+register_aten("aten::native_group_norm_backward")(_norm_op(1, 4, 4, 6, True))
+register_aten("aten::_fused_rms_norm")(_norm_op(0, 2, None, 3, False))
+register_aten("aten::_fused_rms_norm_backward")(_norm_op(1, 4, None, 3, True))
+register_aten("aten::cudnn_batch_norm_backward")(_norm_op(0, 2, 2, 6, True))
+register_aten("aten::native_batch_norm_backward", "aten::batch_norm_backward")(_norm_op(1, 2, 2, 6, True))
+
+_BN_TRAINING = re.compile(r"fw_?tr|collect_statistics")
+_BN_EVAL = re.compile(r"fw_?inf")
+
+
+@register_aten("aten::cudnn_batch_norm", "aten::native_batch_norm", "aten::_batch_norm_with_update",
+               "aten::_batch_norm_no_update")
+def batch_norm(a: A) -> Cost | None:
+    """(input, weight, bias, running_mean, running_var, ...): training or not is in the op's name
+    (with/no_update) or its kernel's (cuDNN's `bn_fw_tr`/`bn_fw_inf`, the native statistics kernel);
+    else na. Training reads and writes the running statistics."""
+    if a.name.endswith(("with_update", "no_update")):
+        training = a.name.endswith("with_update")
+    elif _BN_TRAINING.search(a.kernel):
+        training = True
+    elif _BN_EVAL.search(a.kernel):
+        training = False
+    else:
+        return None
+    rm, rv = a.tensor(3), a.tensor(4)
+    stats = tuple(s for s in (rm, rv) if s is not None) * (2 if training else 1)
+    return norm_cost(a.tensor(0), 6 if training else 2, a.tensor(1), a.tensor(2), stats, training=int(training))
+
+
+@register_aten("aten::_softmax", "aten::_log_softmax")
+def softmax(a: A) -> Cost | None:
+    x = a.tensor(0)
+    return None if x.nbytes is None else Cost(5 * x.numel, 2 * x.nbytes, fmt_params(a.dtype, shape=dims(x.shape)),
+                                              a.dtype, SIMT)
+
+
+@register_aten("aten::_softmax_backward_data", "aten::_log_softmax_backward_data")
+def softmax_backward(a: A) -> Cost | None:
+    y = a.tensor(1)
+    return None if y.nbytes is None else Cost(4 * y.numel, 3 * y.nbytes, fmt_params(a.dtype, shape=dims(y.shape)),
+                                              a.dtype, SIMT)
+
+
+@register_aten("aten::_masked_softmax")
+def masked_softmax(a: A) -> Cost | None:
+    """softmax's 5 per element, plus the bool mask read."""
+    x, mask = a.tensor(0), a.tensor(1, "bool")
+    if x.nbytes is None:
+        return None
+    return Cost(5 * x.numel, 2 * x.nbytes + (mask.nbytes if mask else 0), fmt_params(a.dtype, shape=dims(x.shape)),
+                a.dtype, SIMT)
+
+
+# -- losses, embeddings -----------------------------------------------------------------------------
+
+@register_aten("aten::nll_loss_forward", "aten::nll_loss2d_forward")
+def nll_loss(a: A) -> Cost | None:
+    """One log-probability gathered per target: those and the int64 targets read, the loss
+    written (one element when the kernel is a `reduce` one, else one per target)."""
+    x, target = a.tensor(0), a.tensor(1, "int64")
+    if x is None or target is None or x.itemsize is None:
+        return None
+    n = target.numel
+    out = n if "no_reduce" in a.kernel else 1
+    return Cost(n, target.nbytes + (n + out) * x.itemsize, fmt_params(a.dtype, shape=dims(x.shape)), a.dtype, SIMT)
+
+
+@register_aten("aten::nll_loss_backward", "aten::nll_loss2d_backward")
+def nll_loss_backward(a: A) -> Cost | None:
+    """(grad_output, self, target, ...): one gradient element written per target (dInput was
+    zeroed by a fill of its own); the targets and dLoss read."""
+    x, target, dy = a.tensor(1), a.tensor(2, "int64"), a.tensor(0)
+    if x is None or target is None or x.itemsize is None:
+        return None
+    n = target.numel
+    return Cost(n, target.nbytes + n * x.itemsize + (dy.nbytes if dy else x.itemsize),
+                fmt_params(a.dtype, shape=dims(x.shape)), a.dtype, SIMT)
+
+
+@register_aten("aten::embedding")
+def embedding(a: A) -> Cost | None:
+    """(weight, indices, ...): the indices and the selected rows read, the rows written."""
+    w, idx = a.tensor(0), a.tensor(1, "int64")
+    if w is None or idx is None or w.itemsize is None:
+        return None
+    out = idx.numel * w.shape[-1]
+    return Cost(0, idx.nbytes + 2 * out * w.itemsize, fmt_params(a.dtype, idx=dims(idx.shape), weight=dims(w.shape)),
+                a.dtype, SIMT)
+
+
+@register_aten("aten::embedding_dense_backward")
+def embedding_backward(a: A) -> Cost | None:
+    """(grad_output, indices, num_weights, ...): one add per dOut element into the weight's rows
+    (read and written); the indices and dOut read. The zero fill of dWeight is a kernel of its own."""
+    dy, idx = a.tensor(0), a.tensor(1, "int64")
+    if dy is None or idx is None or dy.nbytes is None:
+        return None
+    return Cost(dy.numel, idx.nbytes + 3 * dy.nbytes, fmt_params(a.dtype, shape=dims(dy.shape)), a.dtype, SIMT)
+
+
+# -- multi-tensor (foreach) ops: tensor lists flattened, the list count from the kernel's name ----
+
+_DEPTH = re.compile(r"tensorlist(?:scalarlist)?metadata<(?:[^,<>]+, )?\(int\)(\d+)>")
+_FOREACH_FLOPS = {**FLOPS_PER_ELEMENT, "zero": 0, "copy": 0, "norm": 2, "amp_foreach_non_finite_check_and_unscale": 2}
+
+
+# Foreach ops whose only operands are the tensor lists; the others take one scalar besides.
+_FOREACH_UNARY = frozenset(("sqrt", "neg", "abs", "exp", "reciprocal", "sign", "sigmoid", "tanh", "log", "rsqrt",
+                            "zero", "copy"))
+
+
+def _zero_dim_lists(a: A, op: str, m: re.Match | None) -> list:
+    """Lists of 0-dim tensors (a capturable optimizer's step counters): their sizes are `[]`,
+    as a scalar's are, so the one scalar operand the op takes besides its lists (none for a unary
+    op, one per tensor for a scalar list) is told from the op, not the sizes."""
+    if m is None or not a.sizes or any(s != [] for s in a.sizes):
+        return []
+    scalars = 0 if op in _FOREACH_UNARY else 1
+    if "scalarlistmetadata" in m.group(0):
+        return []  # one scalar per tensor: the split between lists and scalars is not in the sizes
+    return [Tensor((), a.dtype)] * (len(a.sizes) - scalars)
+
+
+def _foreach(a: A) -> Cost | None:
+    """`TensorListMetadata<D>` in the kernel's name: the kernel walks D lists of the same length,
+    the output list among them for an out-of-place op. Reads every input list, writes one list;
+    FLOPs per element of one list from the element-wise table (norm: 2, one output per tensor)."""
+    m = _DEPTH.search(a.kernel)
+    op = a.name.partition("::")[2].strip("_").removeprefix("foreach_")
+    ts = a.tensors() or _zero_dim_lists(a, op, m)
+    size = ITEMSIZE.get(a.dtype)
+    if m is None or not ts or size is None:
+        return None
+    inplace = a.name.endswith("_")
+    depth = int(m.group(1))
+    lists = depth if inplace else depth - 1
+    if op == "norm":
+        lists = 1
+    if lists < 1 or len(ts) % lists:
+        return None
+    first = ts[:len(ts) // lists]
+    n = sum(t.numel for t in first)
+    written = len(first) if op == "norm" else n
+    return Cost(n * _FOREACH_FLOPS.get(op, 1), (lists * n + written) * size,
+                fmt_params(a.dtype, tensors=len(first), numel=n), a.dtype, SIMT)
+
+
+_FOREACH = ["add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "sqrt", "neg", "abs", "exp", "reciprocal",
+            "maximum", "minimum", "pow", "sign", "clamp_min", "clamp_max", "zero", "copy", "norm", "addcmul",
+            "sigmoid", "tanh", "log", "rsqrt"]
+register_aten(*sorted({f"aten::_foreach_{o}{s}" for o in _FOREACH for s in ("", "_") if o != "zero" or s}),
+              "aten::_amp_foreach_non_finite_check_and_unscale_")(_foreach)
+
+
+@register_aten("aten::_amp_update_scale_")
+def amp_update_scale(a: A) -> Cost:
+    """GradScaler's one-thread update: scale, growth tracker and found_inf read, the first two written."""
+    return Cost(0, 5 * 4, fmt_params("float32"), "float32", SIMT)
+
+
+# -- dropout, mse_loss ------------------------------------------------------------------------------
+
+@register_aten("aten::native_dropout", "aten::native_dropout_backward")
+def native_dropout(a: A) -> Cost | None:
+    """Forward (x, p, train) and backward (grad, mask, scale): one multiply per element; the
+    input read, the output written, the bool mask written (forward) or read (backward)."""
+    x = a.tensor(0)
+    if x is None or x.nbytes is None:
+        return None
+    return Cost(x.numel, 2 * x.nbytes + x.numel, fmt_params(a.dtype, shape=dims(x.shape)), a.dtype, SIMT)
+
+
+@register_aten("aten::mse_loss")
+def mse_loss(a: A) -> Cost | None:
+    """The element-wise kernel of mse_loss (self, target, reduction): a difference and a square
+    per element, both inputs read, the squares written; a mean or sum after it runs in its own
+    aten::mean/sum range and is priced there."""
+    x = a.tensor(0)
+    if x is None or x.nbytes is None:
+        return None
+    return Cost(2 * x.numel, 3 * x.nbytes, fmt_params(a.dtype, shape=dims(x.shape)), a.dtype, SIMT)
+
+
+@register_aten("aten::mse_loss_backward")
+def mse_loss_backward(a: A) -> Cost | None:
+    """(grad_output, self, target, reduction): dX = 2·(x - t)·dY (/N): 2 per element (as the
+    marker level's); dY (a scalar after a reduction), x and t read, dX written."""
+    x, grad = a.tensor(1), a.tensor(0)
+    if x is None or x.nbytes is None:
+        return None
+    return Cost(2 * x.numel, 3 * x.nbytes + (grad.nbytes if grad is not None else x.itemsize),
+                fmt_params(a.dtype, shape=dims(x.shape)), a.dtype, SIMT)

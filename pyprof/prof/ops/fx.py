@@ -1,0 +1,290 @@
+"""ATen ops as the FX nodes of compiled graphs hold them, where the schema differs from the torch function.
+
+Kernels of torch.compile'd graphs are described by the post-grad FX nodes they compute
+(pyprof/nvtx/compiled.py): ATen ops with their arguments in the ATen schema's order. Most share
+a torch function's positional arguments (`aten.mm` is `torch.mm`, `aten.add.Tensor` is
+`torch.add`) and are priced by that formula directly (prof/compiled.py looks `torch.<name>` up
+when no `aten.<name>` is registered here). The entries below map the others onto the existing
+formulas; `*_backward` ops carry their forward formula's backward numbers. The argument
+positions are the ATen schemas' (torch/_C/_VariableFunctions / native_functions.yaml).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from math import prod
+from typing import Any
+
+from ..registry import Call, Cost, Formula, dims, fmt_params, lookup, register
+from ..values import ITEMSIZE, Tensor
+from .conv import conv_cost
+from .elementwise import pointwise_cost, reduce_formula
+from .memory import copy_cost
+
+
+def call(*args: Any, **kwargs: Any) -> Call:
+    """A Call over already decoded values (the shape of a torch function's arguments)."""
+    c = Call({})
+    c.args, c.kwargs = list(args), kwargs
+    return c
+
+
+def via(name: str, c: Call) -> Cost | None:
+    """The registered formula `name` (`torch.nn.functional.layer_norm`) applied to `c`."""
+    mod, _, op = name.rpartition(".")
+    formula = lookup(mod, op)
+    return None if formula is None else formula(c)
+
+
+def backward(cost: Cost | None) -> Cost | None:
+    """The backward node of an op, as a cost of its own."""
+    if cost is None or cost.bwd_flops is None:
+        return None
+    return replace(cost, flops=cost.bwd_flops, bytes=cost.bwd_bytes, bwd_flops=None, bwd_bytes=None)
+
+
+register("aten.var_mean")(reduce_formula("var"))
+
+
+def foreach(inner: Formula) -> Formula:
+    """The formula of `_foreach_<op>` from `<op>`'s: the op applied at every index of its tensor
+    lists (other arguments, scalars, the same at every index), the costs summed."""
+    def formula(c: Call) -> Cost | None:
+        lists = [a for a in c.args if isinstance(a, list) and a and all(isinstance(t, Tensor) for t in a)]
+        if not lists or any(len(a) != len(lists[0]) for a in lists):
+            return None
+        flops = nbytes = 0
+        dtype = None
+        for i in range(len(lists[0])):
+            cost = inner(call(*(a[i] if any(a is x for x in lists) else a for a in c.args), **c.kwargs))
+            if cost is None or cost.flops is None:
+                return None
+            flops += cost.flops
+            nbytes = None if nbytes is None or cost.bytes is None else nbytes + cost.bytes
+            dtype = dtype or cost.dtype
+        return Cost(flops, nbytes, fmt_params(dtype, tensors=len(lists[0])), dtype)
+    return formula
+
+
+@register("prims.convert_element_type")
+def convert_element_type(c: Call) -> Cost | None:
+    return copy_cost(c.args[0], c.get(1, "dtype"))
+
+
+@register("aten._to_copy")
+def to_copy(c: Call) -> Cost | None:
+    x = c.args[0]
+    return copy_cost(x, c.get(None, "dtype") or x.dtype)
+
+
+@register("aten.embedding")
+def embedding(c: Call) -> Cost | None:
+    """embedding(weight, indices, ...): the operands of F.embedding swapped."""
+    return via("torch.nn.functional.embedding", call(c.args[1], c.args[0]))
+
+
+@register("aten.embedding_dense_backward")
+def embedding_backward(c: Call) -> Cost | None:
+    """(grad_output, indices, num_weights, ...): the embedding's backward, dWeight rows of dY's width."""
+    dy, idx, rows = c.args[0], c.args[1], c.get(2, "num_weights")
+    return backward(via("torch.nn.functional.embedding", call(idx, Tensor((rows, dy.shape[-1]), dy.dtype))))
+
+
+@register("prims.iota")
+def iota(c: Call) -> Cost | None:
+    n, dtype = c.args[0], c.get(None, "dtype")
+    size = ITEMSIZE.get(dtype)
+    return None if size is None else Cost(0, n * size, fmt_params(dtype, shape=dims((n,))), dtype)
+
+
+@register("aten.empty", "aten.empty_strided")
+def empty(c: Call) -> Cost:
+    """An allocation: no kernel, no work."""
+    return Cost(0, 0, "", None)
+
+
+@register("aten.native_layer_norm")
+def native_layer_norm(c: Call) -> Cost | None:
+    return via("torch.nn.functional.layer_norm", c)
+
+
+@register("aten.native_layer_norm_backward")
+def native_layer_norm_backward(c: Call) -> Cost | None:
+    """(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask)."""
+    a = c.args
+    return backward(via("torch.nn.functional.layer_norm", call(a[1], a[2], a[5], a[6])))
+
+
+@register("aten._native_batch_norm_legit_functional")
+def batch_norm_functional(c: Call) -> Cost | None:
+    """(input, weight, bias, running_mean, running_var, training, momentum, eps)."""
+    a = c.args
+    return via("torch.nn.functional.batch_norm", call(a[0], a[3], a[4], a[1], a[2], a[5]))
+
+
+@register("aten.native_batch_norm_backward")
+def native_batch_norm_backward(c: Call) -> Cost | None:
+    """(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, ...)."""
+    a = c.args
+    return backward(via("torch.nn.functional.batch_norm", call(a[1], a[3], a[4], a[2], None, a[7])))
+
+
+@register("aten._log_softmax")
+def log_softmax(c: Call) -> Cost | None:
+    return via("torch.nn.functional.log_softmax", call(c.args[0], c.args[1]))
+
+
+@register("aten._softmax_backward_data", "aten._log_softmax_backward_data")
+def softmax_backward(c: Call) -> Cost | None:
+    """(grad_output, output, dim, input_dtype)."""
+    return backward(via("torch.nn.functional.softmax", call(c.args[1], c.args[2])))
+
+
+@register("aten.gelu_backward")
+def gelu_backward(c: Call) -> Cost | None:
+    return backward(via("torch.nn.functional.gelu", call(c.args[1], approximate=c.get(None, "approximate"))))
+
+
+@register("aten.sigmoid_backward", "aten.tanh_backward", "aten.threshold_backward", "aten.native_dropout_backward")
+def pointwise_backward(c: Call) -> Cost:
+    """One FLOP per element over the gradient and the saved tensor (output, input or mask)."""
+    return pointwise_cost("mul", [c.args[0], c.args[1]])
+
+
+@register("aten.native_dropout")
+def native_dropout(c: Call) -> Cost | None:
+    return via("torch.nn.functional.dropout", call(c.args[0], c.args[1], c.get(2, "train", True)))
+
+
+# SDPA's backends, by schema: positions of (attention mask or bias, dropout_p, is_causal); the
+# backward ops take grad_out first, so q, k, v start at 1.
+_SDPA: dict[str, tuple] = {
+    "_scaled_dot_product_flash_attention": (0, None, 3, 4),
+    "_scaled_dot_product_efficient_attention": (0, 3, 5, 6),
+    "_scaled_dot_product_cudnn_attention": (0, 3, 5, 6),
+    "_scaled_dot_product_fused_attention_overrideable": (0, 3, 4, 5),
+    "_scaled_dot_product_flash_attention_for_cpu": (0, "attn_mask", 3, 4),
+    "_scaled_dot_product_flash_attention_backward": (1, None, 10, 11),
+    "_scaled_dot_product_efficient_attention_backward": (1, 4, 9, 11),
+    "_scaled_dot_product_cudnn_attention_backward": (1, 8, 13, 14),
+    "_scaled_dot_product_fused_attention_overrideable_backward": (1, 4, 12, 13),
+    "_scaled_dot_product_flash_attention_for_cpu_backward": (1, "attn_mask", 6, 7),
+}
+
+
+def _sdpa(name: str, q_at: int, mask_at: Any, dropout_at: int, causal_at: int):
+    def formula(c: Call) -> Cost | None:
+        q, k, v = c.args[q_at:q_at + 3]
+        mask = c.get(None, mask_at) if isinstance(mask_at, str) else (c.get(mask_at, "attn_bias") if mask_at else None)
+        causal = c.get(causal_at, "is_causal", False)
+        cost = via("torch.nn.functional.scaled_dot_product_attention",
+                   call(q, k, v, mask if isinstance(mask, Tensor) else None, c.get(dropout_at, "dropout_p", 0.0),
+                        bool(causal)))
+        return backward(cost) if name.endswith("_backward") else cost
+    return formula
+
+
+for _name, _at in _SDPA.items():
+    register(f"aten.{_name}")(_sdpa(_name, *_at))
+
+
+def _conv(c: Call) -> Cost | None:
+    """convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
+    groups), as torch's conv{N}d / conv_transpose{N}d."""
+    x, w, bias, stride, pad, dil, transposed, out_pad, groups = c.args[:9]
+    nd = len(w.shape) - 2
+    if transposed:
+        return conv_cost(call(x, w, bias, stride, pad, out_pad, groups, dil), nd, True)
+    return conv_cost(call(x, w, bias, stride, pad, dil, groups), nd, False)
+
+
+register("aten.convolution")(_conv)
+
+
+@register("aten.convolution_backward")
+def convolution_backward(c: Call) -> Cost | None:
+    """(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+    output_padding, groups, output_mask): the data and the weight gradient each cost one forward
+    on the same three tensors (docs/prof.md); the bias gradient is a reduction of dY."""
+    a = c.args
+    fwd = _conv(call(a[1], a[2], None, *a[4:10]))
+    mask = a[10]
+    grads = int(bool(mask[0])) + int(bool(mask[1]))
+    size = ITEMSIZE.get(fwd.dtype) if fwd is not None else None
+    if fwd is None or size is None or fwd.elems is None:
+        return None
+    dy = a[0]
+    bias = dy.numel if mask[2] else 0
+    return replace(fwd, flops=grads * fwd.flops + bias, bytes=grads * fwd.elems * size + (dy.nbytes if mask[2] else 0),
+                   bias_elems=0)
+
+
+def _pool_backward(kind: str, nd: int):
+    def formula(c: Call) -> Cost | None:
+        """(grad_output, self, kernel_size, stride, padding, [dilation,] ceil_mode, ...)."""
+        a = c.args
+        fwd_args = a[1:7] if kind == "max" else a[1:6]
+        return backward(via(f"torch.nn.functional.{kind}_pool{nd}d", call(*fwd_args)))
+    return formula
+
+
+for _nd in (1, 2, 3):
+    register(f"aten.max_pool{_nd}d_with_indices")(
+        lambda c, _nd=_nd: via(f"torch.nn.functional.max_pool{_nd}d", call(*c.args[:6])))
+    register(f"aten.max_pool{_nd}d_with_indices_backward")(_pool_backward("max", _nd))
+    register(f"aten.avg_pool{_nd}d_backward")(_pool_backward("avg", _nd))
+
+
+# Inductor's own max pooling, which keeps the argmax as an int8 offset inside the window:
+# _low_memory_max_pool_with_offsets(input, kernel_size, stride, padding, dilation, ceil_mode) is
+# max_pool's forward; turning the offsets into int64 indices for the backward is integer math.
+# (Older torch spells them with `2d`.)
+@register("prims._low_memory_max_pool_with_offsets", "prims._low_memory_max_pool2d_with_offsets")
+def low_memory_max_pool(c: Call) -> Cost | None:
+    nd = len(c.args[1]) if isinstance(c.args[1], list) else 2
+    return via(f"torch.nn.functional.max_pool{nd}d", call(*c.args[:6]))
+
+
+@register("prims._low_memory_max_pool_offsets_to_indices", "prims._low_memory_max_pool2d_offsets_to_indices")
+def offsets_to_indices(c: Call) -> Cost | None:
+    offsets = c.args[0]
+    if offsets.nbytes is None:
+        return None
+    return Cost(0, offsets.nbytes + 8 * offsets.numel, fmt_params("int64", shape=dims(offsets.shape)), "int64")
+
+
+@register("aten.nll_loss_forward")
+def nll_loss(c: Call) -> Cost | None:
+    """(self, target, weight, reduction, ignore_index)."""
+    return via("torch.nn.functional.nll_loss", call(c.args[0], c.args[1], c.args[2]))
+
+
+@register("aten.index_put", "aten.index_put_", "aten._unsafe_index_put", "aten._unsafe_masked_index_put_accumulate")
+def index_put(c: Call) -> Cost | None:
+    """self[indices] = values (or +=): the indices and values read, the addressed elements read and
+    written when accumulating (one add each), else written."""
+    x = c.args[0]
+    values = next((a for a in reversed(c.args) if isinstance(a, Tensor)), None)
+    masked = len(c.args) == 4 and not isinstance(c.args[3], bool)
+    accumulate = masked or bool(c.get(3, "accumulate", False))
+    index = [t for a in c.args[1:] for t in (a if isinstance(a, list) else [a])
+             if isinstance(t, Tensor) and t is not values]
+    size = x.itemsize
+    if values is None or size is None or values.nbytes is None or any(t.nbytes is None for t in index):
+        return None
+    n = values.numel
+    nbytes = values.nbytes + sum(t.nbytes for t in index) + (2 if accumulate else 1) * n * size
+    return Cost(n if accumulate else 0, nbytes, fmt_params(x.dtype, shape=dims(x.shape), values=dims(values.shape)),
+                x.dtype)
+
+
+@register("aten.constant_pad_nd")
+def constant_pad_nd(c: Call) -> Cost | None:
+    """The input read, the padded result written."""
+    x, pad = c.args[0], c.args[1]
+    shape = list(x.shape)
+    for i in range(len(pad) // 2):
+        shape[-1 - i] += pad[2 * i] + pad[2 * i + 1]
+    if x.nbytes is None:
+        return None
+    return Cost(0, x.nbytes + prod(shape) * x.itemsize, fmt_params(x.dtype, shape=dims(x.shape), pad=dims(pad)),
+                x.dtype)

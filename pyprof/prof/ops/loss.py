@@ -1,0 +1,88 @@
+"""Element-wise losses beyond nn.py's (cross_entropy, nll, mse, l1): binary cross-entropy (on
+probabilities and on logits), smooth L1 and Huber, KL divergence.
+
+FLOPs per element (the element-wise convention: a log or exp is one operation), plus one per
+element for the sum when the loss is reduced (`reduction` mean or sum, the default):
+- binary_cross_entropy: -(t·log(x) + (1 - t)·log(1 - x)): 2 logs, 2 subtractions, 2 products,
+  1 add, the sign: 8; a `weight`: +1. Backward dY·(x - t) / (x·(1 - x)): 5.
+- binary_cross_entropy_with_logits, in PyTorch's stable form (1 - t)·x + log(1 + exp(-x)):
+  subtract, product, negate, exp, add, log, add: 7; `pos_weight`: +2, `weight`: +1. Backward
+  dY·(sigmoid(x) - t): 3.
+- smooth_l1_loss / huber_loss: the difference, its absolute value, the comparison with beta,
+  the square and scale (or the shift): 5. Backward: the difference, the clamp, the scale: 3.
+- kl_div: t·(log(t) - x) (log_target: exp(t)·(t - x)): 3. Backward: -t·dY (-exp(t)·dY): 2.
+Bytes: input and target (and the weights) read, the loss written (one element when reduced).
+Backward: input, target (and weights) and dLoss read, dInput written.
+"""
+from __future__ import annotations
+
+
+from ..registry import SIMT, Call, Cost, Unknowable, dims, fmt_params, register
+from ..values import Tensor
+
+
+def loss_cost(x: Tensor, t: Tensor, reduction: str, per_elem: int, bwd_per_elem: int,
+              extra: tuple = ()) -> Cost | None:
+    """An element-wise loss between `x` and `t` (same shape) with `extra` weight tensors."""
+    parts = [x.nbytes, t.nbytes] + [w.nbytes for w in extra]
+    if x.itemsize is None or None in parts:
+        return None
+    n = x.numel
+    reduced = reduction != "none"
+    out = 1 if reduced else n
+    read = sum(parts)
+    return Cost(n * (per_elem + reduced), read + out * x.itemsize,
+                fmt_params(x.dtype, shape=dims(x.shape), reduction=reduction), x.dtype, SIMT,
+                bwd_flops=n * bwd_per_elem, bwd_bytes=read + out * x.itemsize + x.nbytes)
+
+
+def _reduction(c: Call, pos: int) -> str:
+    """`reduction`, or what the deprecated size_average/reduce flags (positions pos-2, pos-1) say."""
+    if c.get(pos - 1, "reduce") is False:
+        return "none"
+    return c.get(pos, "reduction", "mean")
+
+
+@register("torch.nn.functional.binary_cross_entropy")
+def binary_cross_entropy(c: Call) -> Cost | None:
+    w = c.tensor(2, "weight")
+    return loss_cost(c.get(0, "input"), c.get(1, "target"), _reduction(c, 5), 8 + (w is not None), 5,
+                     (w,) if w is not None else ())
+
+
+def _with_logits(c: Call, w: Tensor | None, pw: Tensor | None, reduction: str) -> Cost | None:
+    extra = tuple(v for v in (w, pw) if v is not None)
+    return loss_cost(c.get(0, "input"), c.get(1, "target"), reduction, 7 + 2 * (pw is not None) + (w is not None),
+                     3, extra)
+
+
+@register("torch.nn.functional.binary_cross_entropy_with_logits")
+def bce_with_logits(c: Call) -> Cost | None:
+    """(input, target, weight, size_average, reduce, reduction, pos_weight)."""
+    return _with_logits(c, c.tensor(2, "weight"), c.tensor(6, "pos_weight"), _reduction(c, 5))
+
+
+@register("torch.binary_cross_entropy_with_logits")
+def torch_bce_with_logits(c: Call) -> Cost | None:
+    """(input, target, weight, pos_weight, reduction): the reduction as PyTorch's enum, 0 none.
+    Its default differs between PyTorch's schema and its Python binding: when the call does not
+    pass it, na."""
+    reduction = c.get(4, "reduction")
+    if reduction is None:
+        raise Unknowable("reduction not in the marker")
+    return _with_logits(c, c.tensor(2, "weight"), c.tensor(3, "pos_weight"), "none" if reduction == 0 else "mean")
+
+
+@register("torch.nn.functional.smooth_l1_loss")
+def smooth_l1_loss(c: Call) -> Cost | None:
+    return loss_cost(c.get(0, "input"), c.get(1, "target"), _reduction(c, 4), 5, 3)
+
+
+@register("torch.nn.functional.huber_loss")
+def huber_loss(c: Call) -> Cost | None:
+    return loss_cost(c.get(0, "input"), c.get(1, "target"), c.get(2, "reduction", "mean"), 5, 3)
+
+
+@register("torch.nn.functional.kl_div")
+def kl_div(c: Call) -> Cost | None:
+    return loss_cost(c.get(0, "input"), c.get(1, "target"), _reduction(c, 4), 3, 2)

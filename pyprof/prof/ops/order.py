@@ -1,0 +1,67 @@
+"""Scans and orderings: cumsum/cumprod, sort/argsort, topk.
+
+Conventions (docs/prof.md): a scan does 1 FLOP per element (its add or product); a sort of
+rows of n elements counts n·ceil(log2 n) comparisons per row, topk n·ceil(log2 k) (a heap of k);
+comparisons count as FLOPs, as max pooling's do. Bytes: the input read, the values (in the
+input's dtype, or `dtype`) and the int64 indices written. Backward: cumsum's is a reversed
+cumsum of dY (1 per element; dY read, dX written); sort and topk scatter dY through the indices
+(no FLOPs; dY and the indices read, dX written, topk's zero fill included).
+"""
+from __future__ import annotations
+
+from math import ceil, log2
+
+from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
+from ..values import ITEMSIZE
+
+
+def _scan(op: str):
+    def formula(c: Call) -> Cost | None:
+        x = c.get(0, "input")
+        dtype = c.get(None, "dtype") or x.dtype
+        size = ITEMSIZE.get(dtype)
+        if x.nbytes is None or size is None:
+            return None
+        n = x.numel
+        bwd = (n, n * size + x.nbytes) if op == "cumsum" else (None, None)
+        return Cost(n, x.nbytes + n * size, fmt_params(x.dtype, shape=dims(x.shape), dim=c.get(1, "dim")), x.dtype,
+                    SIMT, bwd_flops=bwd[0], bwd_bytes=bwd[1])
+    return formula
+
+
+for _op in ("cumsum", "cumprod"):
+    register(*names([_op, f"{_op}_"]))(_scan(_op))
+
+
+def _steps(n: int) -> int:
+    return ceil(log2(n)) if n > 1 else 0
+
+
+def _order_cost(x, dim: int, k: int | None, values: bool) -> Cost | None:
+    """Rows along `dim` sorted (k None) or their top k found; values and/or int64 indices written."""
+    if x.nbytes is None or not x.shape:
+        return None
+    length = x.shape[dim]
+    rows = x.numel // max(length, 1)
+    kept = length if k is None else k
+    flops = x.numel * _steps(kept if k is not None else length)
+    out = rows * kept
+    written = out * 8 + (out * x.itemsize if values else 0)
+    bwd_bytes = out * x.itemsize + out * 8 + x.nbytes
+    return Cost(flops, x.nbytes + written, fmt_params(x.dtype, shape=dims(x.shape), dim=dim, k=kept), x.dtype, SIMT,
+                bwd_flops=0 if values else None, bwd_bytes=bwd_bytes if values else None)
+
+
+@register(*names(["sort", "msort"]))
+def sort(c: Call) -> Cost | None:
+    return _order_cost(c.get(0, "input"), c.get(1, "dim", -1), None, True)
+
+
+@register(*names(["argsort"]))
+def argsort(c: Call) -> Cost | None:
+    return _order_cost(c.get(0, "input"), c.get(1, "dim", -1), None, False)
+
+
+@register(*names(["topk"]))
+def topk(c: Call) -> Cost | None:
+    return _order_cost(c.get(0, "input"), c.get(2, "dim", -1), c.get(1, "k"), True)

@@ -1,0 +1,162 @@
+"""Recurrent layers: torch.lstm, torch.gru, torch.rnn_tanh, torch.rnn_relu (what nn.LSTM, nn.GRU and
+nn.RNN call, through torch._VF), any number of layers, bidirectional, proj_size, batch_first,
+packed sequences; and the single-step cells.
+
+Per layer and direction, with `tok` input rows (T·N for padded input, the packed data's rows for
+a PackedSequence: the work depends only on the total, not on how the batch shrinks over time),
+G gates (LSTM 4, GRU 3, RNN 1), hidden size H, recurrent size R (proj_size P when set, else H),
+layer input size I_l (the input's features for layer 0, D·R above it; D = 2 when bidirectional):
+- GEMMs: 2·tok·G·H·(I_l + R) (input and recurrent projections), + 2·tok·H·P (LSTM projection);
+- cell, per row and hidden unit: G·(1 + 2·bias) adds combining the two projections and the
+  biases, plus the gate math: LSTM 9 (4 activations, c' = f·c + i·g 3, h = o·tanh(c') 2), GRU 8
+  (2 sigmoids, n = tanh(x_n + r·h_n) 3, h' = (1 - z)·n + z·h 4, counting b_hn inside), RNN 1.
+Bytes: the input, all weights, h0 (and c0) read; the output, h_n (and c_n) written; each
+activation between layers written once and read once.
+Backward (cuDNN computes every gradient, the first layer's input gradient included): twice the
+forward's GEMM FLOPs (data and weight gradients), twice its cell FLOPs; bytes: the input, the
+weights, the output, h0/c0 and dOutput read, dInput, dWeights and dh0/dc0 written (twice each of
+those), dh_n/dc_n read, each activation between layers read and its gradient written and read.
+
+The cuDNN kernels of one call (projection GEMMs, per-step recurrent GEMMs and cell kernels, or
+persistent kernels doing all steps) are not told apart: the first kernel under `aten::_cudnn_rnn`
+carries the forward and the first under `aten::_cudnn_rnn_backward` the backward node (the
+dropout-state initialisation before them is a helper). The cells (torch.lstm_cell, ...) are
+composites: their GEMMs and fused cell kernels are priced from their own PyTorch ranges.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from math import prod
+
+from ..registry import RNN, SIMT, Call, Cost, dims, fmt_params, register, register_aten
+from ..values import ITEMSIZE, Tensor
+
+_GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
+_CELL = {"lstm": 9, "gru": 8, "rnn_tanh": 1, "rnn_relu": 1}
+MAIN_OPS = ("aten::_cudnn_rnn", "aten::_cudnn_rnn_backward")
+
+
+def rnn_cost(mode: str, x_rows: int, in_size: int, hidden: int, proj: int, layers: int, dirs: int, bias: bool,
+             state_rows: int, dtype: str | None) -> Cost:
+    """Forward and backward of a multi-layer RNN over `x_rows` input rows of `in_size` features;
+    `proj` 0 for none; `state_rows`: the batch (rows of h0)."""
+    g = _GATES[mode]
+    r = proj or hidden
+    gemm = cell = weights = 0
+    for layer in range(layers):
+        i = in_size if layer == 0 else dirs * r
+        gemm += dirs * 2 * x_rows * (g * hidden * (i + r) + (hidden * proj if proj else 0))
+        cell += dirs * x_rows * hidden * (g * (1 + 2 * bias) + _CELL[mode])
+        weights += dirs * (g * hidden * (i + r) + 2 * g * hidden * bias + proj * hidden)
+    states = layers * dirs * state_rows * (r + (hidden if mode == "lstm" else 0))  # h (and c), one end
+    x, y, inter = x_rows * in_size, x_rows * dirs * r, x_rows * dirs * r * (layers - 1)
+    size = ITEMSIZE.get(dtype)
+    fwd = bwd = None
+    if size is not None:
+        fwd = (x + weights + 2 * states + y + 2 * inter) * size
+        bwd = (2 * (x + weights + states + y) + states + 3 * inter) * size
+    params = fmt_params(dtype, mode=mode, rows=x_rows, I=in_size, H=hidden, P=proj, layers=layers, dirs=dirs,
+                        bias=int(bias))
+    return Cost(gemm + cell, fwd, params, dtype, RNN, bwd_flops=2 * (gemm + cell), bwd_bytes=bwd, main_op=MAIN_OPS)
+
+
+def _rnn(mode: str):
+    def formula(c: Call) -> Cost | None:
+        x = c.args[0]
+        second = c.args[1]
+        packed = isinstance(second, Tensor) and second.dtype == "int64" and len(second.shape) == 1
+        off = 1 if packed else 0  # a PackedSequence's batch sizes come second
+        hx, params = c.args[1 + off], c.args[2 + off]
+        bias, layers, bidirectional = c.args[3 + off], c.args[4 + off], c.args[7 + off]
+        h0, c0 = (hx[0], hx[1]) if mode == "lstm" else (hx, None)
+        in_size = x.shape[-1]
+        hidden = c0.shape[-1] if c0 is not None else h0.shape[-1]
+        proj = h0.shape[-1] if c0 is not None and h0.shape[-1] != hidden else 0
+        w_ih = params[0]
+        if not isinstance(w_ih, Tensor) or w_ih.shape != (_GATES[mode] * hidden, in_size):
+            return None  # not the weight layout this formula reads
+        rows = x.shape[0] if packed else x.numel // in_size
+        return rnn_cost(mode, rows, in_size, hidden, proj, layers, 2 if bidirectional else 1, bool(bias),
+                        h0.shape[-2] if len(h0.shape) == 3 else 1, x.dtype)
+    return formula
+
+
+for _mode in _GATES:
+    register(f"torch.{_mode}")(_rnn(_mode))
+
+
+def _cell_composite(c: Call) -> Cost | None:
+    """lstm_cell(input, hx, w_ih, w_hh, b_ih, b_hh): its two projection GEMMs and the fused cell
+    kernel are priced from their PyTorch ranges (`composite`); without ranges, na."""
+    x = c.args[0]
+    return Cost(None, None, fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT, composite=True)
+
+
+register(*[f"torch.{m}_cell" for m in _GATES])(_cell_composite)
+
+
+def _fused_cell(gates: int, extra: int):
+    """_thnn_fused_lstm_cell(input_gates, hidden_gates, cx, input_bias, hidden_bias) and the GRU's
+    (input_gates, hidden_gates, hx, ...): per row and hidden unit, the gate sums and the cell math
+    of the module docstring; the gates, the state and the biases read, the new state(s) written."""
+    def formula(a) -> Cost | None:
+        ig, state = a.tensor(0), a.tensor(2)
+        size = ITEMSIZE.get(a.dtype)
+        if ig is None or state is None or size is None:
+            return None
+        rows, hidden = state.shape[0] if len(state.shape) > 1 else 1, state.shape[-1]
+        bias = a.tensor(3) is not None
+        flops = rows * hidden * (gates * (1 + 2 * bias) + extra)
+        outs = (2 if gates == 4 else 1) * state.numel
+        nbytes = (2 * ig.numel + state.numel + (2 * gates * hidden if bias else 0) + outs) * size
+        return Cost(flops, nbytes, fmt_params(a.dtype, shape=dims(state.shape)), a.dtype, SIMT)
+    return formula
+
+
+register_aten("aten::_thnn_fused_lstm_cell")(_fused_cell(4, 9))
+register_aten("aten::_thnn_fused_gru_cell")(_fused_cell(3, 8))
+
+
+_MODE_OF_GATES = {4: "lstm", 3: "gru", 1: "rnn_tanh"}  # rnn_relu costs what rnn_tanh does
+
+
+def _cudnn_rnn(backward: bool):
+    """aten::_cudnn_rnn(_backward) from its range's sizes alone (traces without pyprof.init()):
+    input, the flat weight list (per layer and direction w_ih, w_hh, [b_ih, b_hh], [w_hr]), an
+    empty entry (weight_stride0), the weight buffer, hx, cx ([] without: GRU, RNN). The weights
+    say the mode (w_ih has G·H rows), bias and projection; hx's first dimension layers x
+    directions. Directions: 2 when the second weight group reads the input's features again
+    (and a third, if any, twice the recurrent size). With two groups and equal input and
+    recurrent sizes one bidirectional layer and two one-directional layers cost the same FLOPs
+    but not the same bytes: bytes na."""
+    def formula(a) -> Cost | None:
+        x = a.shape(0)
+        end = next((i for i in range(1, len(a.sizes)) if a.sizes[i] == []), None)
+        if not x or end is None or end + 2 >= len(a.sizes):
+            return None
+        weights = [a.shape(i) for i in range(1, end)]
+        hx, cx = a.shape(end + 2), a.shape(end + 3)
+        if hx is None or len(hx) != 3 or any(w is None for w in weights):
+            return None
+        groups, state_rows, r = hx
+        hidden = cx[-1] if cx and len(cx) == 3 else r
+        per_group, rest = divmod(len(weights), groups)
+        g, odd = divmod(weights[0][0], hidden)
+        mode = _MODE_OF_GATES.get(g)
+        if rest or odd or mode is None or per_group not in (2, 3, 4, 5):
+            return None
+        proj = r if r != hidden else 0
+        in_size = x[-1]
+        group_in = [weights[k * per_group][1] for k in range(groups)]
+        dirs = 2 if groups % 2 == 0 and group_in[1] == in_size and (groups == 2 or group_in[2] == 2 * r) else 1
+        cost = rnn_cost(mode, prod(x) // in_size, in_size, hidden, proj, groups // dirs, dirs, per_group >= 4,
+                        state_rows, a.dtype)
+        ambiguous = groups == 2 and in_size == r
+        if backward:
+            cost = replace(cost, flops=cost.bwd_flops, bytes=cost.bwd_bytes)
+        return replace(cost, bytes=None) if ambiguous else cost
+    return formula
+
+
+register_aten("aten::_cudnn_rnn")(_cudnn_rnn(False))
+register_aten("aten::_cudnn_rnn_backward")(_cudnn_rnn(True))

@@ -1,0 +1,209 @@
+"""The compile-time table: what Inductor (on the CPU: C++ kernels) generated for a small model,
+recorded under pyprof.init(), and its emission as NVTX marks."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="records what Inductor generates: needs torch")
+
+import pyprof  # noqa: E402
+from pyprof.nvtx import compiled  # noqa: E402
+
+TINY = '''
+import json
+import torch
+import torch.nn as nn
+import pyprof
+from pyprof.nvtx import compiled
+
+
+class Tiny(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ln = nn.LayerNorm(16)
+        self.fc = nn.Linear(16, 32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.fc(self.ln(x)))  # line 16
+
+
+pyprof.init()
+model = torch.compile(Tiny())
+x = torch.randn(4, 16, requires_grad=True)
+model(x).sum().backward()
+# More tensors than an op marker lists (16): the table keeps whole lists.
+extra = [nn.Parameter(torch.zeros(2)) for _ in range(14)]
+for p in extra:
+    p.grad = torch.ones(2)
+opt = torch.optim.AdamW([*model.parameters(), *extra], foreach=True)
+# Dynamo warns that it ignores Optimizer.step's own record_function: torch's, with or without pyprof.
+import logging
+torch._logging.set_logs(dynamo=logging.ERROR)
+torch.compile(opt.step)()
+with torch.no_grad():
+    torch.compile(Tiny(), dynamic=True)(torch.randn(6, 16))
+print(json.dumps(compiled.table()))
+'''
+F32 = "float32"
+
+
+def t(*shape: int, dtype: str = F32, **extra) -> dict:
+    return {"shape": list(shape), "dtype": dtype, **extra}
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory) -> list:
+    script = tmp_path_factory.mktemp("tiny") / "tiny.py"
+    script.write_text(TINY)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True, timeout=600)
+    # Nothing at interpreter exit either (module-tree weakref callbacks used to run after the
+    # module's globals were cleared: "Exception ignored in ... 'NoneType' object is not callable").
+    assert out.stderr == ""
+    return [json.loads(line) for line in [out.stdout.strip()]][0], f"{script}:16"
+
+
+def test_graphs(table) -> None:
+    entries, _ = table
+    graphs = [e for e in entries if e["kind"] == "graph"]
+    assert graphs == [{"v": 1, "kind": "graph", "graph": 0, "bwd": False, "device": "cpu", "cudagraphs": False, "calls": 3},
+                      {"v": 1, "kind": "graph", "graph": 1, "bwd": True, "device": "cpu", "cudagraphs": False, "calls": 4},
+                      {"v": 1, "kind": "graph", "graph": 2, "bwd": False, "device": "cpu", "cudagraphs": False, "calls": 1},
+                      {"v": 1, "kind": "graph", "graph": 3, "bwd": False, "device": "cpu", "cudagraphs": False, "calls": 3}]
+
+
+def test_forward_kernels(table) -> None:
+    entries, site = table
+    fwd = [e for e in entries if e["kind"] == "kernel" and e["graph"] == 0]
+    ln, addmm, relu = fwd
+    # LayerNorm decomposed and fused into one C++ kernel: x, weight and bias read, the output,
+    # mean and rstd (kept for the backward) written: 4x16 + 16 + 16 + 4x16 + 4 + 4 floats.
+    assert ln["name"].startswith("cpp_fused") and not ln["extern"]
+    assert ln["bytes"] == 4 * (64 + 16 + 16 + 64 + 4 + 4)
+    assert [n["op"] for n in ln["nodes"]] == ["aten.var_mean.correction", "aten.add.Tensor", "aten.rsqrt.default",
+                                              "aten.sub.Tensor", "aten.mul.Tensor", "aten.mul.Tensor", "aten.add.Tensor"]
+    assert {(n["orig"], n["module"], n["site"]) for n in ln["nodes"]} == {("aten.native_layer_norm.default", "ln", site)}
+    assert ln["nodes"][0]["args"] == [t(4, 16), [1]] and ln["nodes"][0]["out"] == [t(4, 1), t(4, 1)]
+    # The Linear: a library call, described by its exact node (the weight's transpose is a view).
+    assert addmm == {"v": 1, "kind": "kernel", "graph": 0, "call": 1, "name": "extern_kernels.addmm", "extern": True,
+                     "nodes": [{"op": "aten.addmm.default", "args": [t(32), t(4, 16), t(16, 32, strides=[1, 16])],
+                                "out": t(4, 32), "module": "fc", "site": site}]}
+    # relu at the root (no module of its own), and the mask its backward needs: 4x32 floats
+    # read and written, 4x32 bools written.
+    assert relu["bytes"] == 4 * 128 * 2 + 128
+    assert [(n["op"], n.get("module")) for n in relu["nodes"]] == [("aten.relu.default", None), ("aten.le.Scalar", None)]
+
+
+def test_backward_kernels(table) -> None:
+    entries, site = table
+    bwd = [e for e in entries if e["kind"] == "kernel" and e["graph"] == 1]
+    assert [(e["name"], e["extern"]) for e in bwd][1:3] == [("extern_kernels.mm", True)] * 2
+    dx, dw = bwd[1]["nodes"][0], bwd[2]["nodes"][0]
+    assert (dx["args"], dx["module"]) == ([t(4, 32), t(32, 16)], "fc")  # dX = dY W (module from the forward op)
+    assert (dw["args"], dw["module"]) == ([t(32, 4, strides=[1, 32]), t(4, 16)], "fc")
+    origs = {n.get("orig") for n in bwd[3]["nodes"]}
+    assert "aten.native_layer_norm_backward.default" in origs
+
+
+def test_compiled_optimizer_step(table) -> None:
+    """torch.compile(opt.step) with foreach AdamW: one fused kernel of `aten._foreach_*` nodes,
+    each priced as its element-wise op at every index of its lists."""
+    from pyprof.prof.compiled import KernelWork
+
+    entries, _ = table
+    [step] = [e for e in entries if e["kind"] == "kernel" and e["graph"] == 2]
+    ops = {n["op"] for n in step["nodes"]}
+    assert {"aten._foreach_addcmul.Scalar", "aten._foreach_addcdiv.Scalar", "aten._foreach_sqrt.default"} <= ops
+    work = KernelWork(step)
+    assert work.warnings == []
+    # 604 parameter elements (LayerNorm 16 + 16, Linear 512 + 32, 14 x 2 more) through weight
+    # decay (mul 1), exp_avg's lerp (sub 1, addcmul 2), exp_avg_sq (mul 1, addcmul 2), sqrt 1, two
+    # divisions by the bias corrections (1 each), + eps 1, the addcdiv update 2: 13 per element;
+    # the 18 step counters through 9 scalar ops (step + 1, two powers, two 1 - x, neg, div,
+    # reciprocal, sqrt).
+    assert len(step["nodes"][0]["args"][0]) == 18
+    assert work.flops == 13 * 604 + 9 * 18
+    assert work.bytes == step["bytes"]
+
+
+def test_dynamic_shapes_recorded_by_their_hints(table) -> None:
+    """torch.compile(dynamic=True): the batch size is a symbol; nodes carry the size the graph was
+    compiled for (6) and say so, and are priced as the static graph's are."""
+    from pyprof.prof.compiled import KernelWork
+
+    entries, _ = table
+    dyn = [e for e in entries if e["kind"] == "kernel" and e["graph"] == 3]
+    addmm = dyn[1]["nodes"][0]
+    assert (addmm["op"], addmm["args"][1], addmm["out"], addmm["hinted"]) == (
+        "aten.addmm.default", t(6, 16), t(6, 32), True)
+    assert [KernelWork(e).warnings for e in dyn] == [[], [], []]
+    assert KernelWork(dyn[1]).flops == 2 * 6 * 16 * 32
+
+
+def test_module_path_and_site() -> None:
+    assert compiled.module_path("L['self'].blocks.0.attn") == "blocks.0.attn"
+    assert compiled.module_path("L['self'].blocks[0].attn") == "blocks.0.attn"
+    assert compiled.module_path("L['self']._modules['blocks']._modules['0']") == "blocks.0"
+    assert compiled.module_path("G['model'].fc") == "fc"
+    assert compiled.module_path("L['self']") == ""
+    trace = ('  File "/x/train.py", line 9, in step\n    y = model(x)\n'
+             f'  File "{os.path.dirname(pyprof.__file__)}/nvtx/wrappers.py", line 3, in w\n    pass\n')
+    assert compiled.user_site(trace) == "/x/train.py:9"
+    assert compiled.user_site(None) is None
+
+
+def test_emit_marks_the_table(monkeypatch) -> None:
+    import nvtx
+
+    marked = []
+    monkeypatch.setattr(nvtx, "mark", lambda message=None, domain=None, **kw: marked.append((message, domain)))
+    monkeypatch.setattr(compiled, "markers", lambda: ['{"v":1,"kind":"graph"}', '{"v":1,"kind":"kernel"}'])
+    assert compiled.emit() == 2
+    assert marked == [('{"v":1,"kind":"graph"}', "pyprof"), ('{"v":1,"kind":"kernel"}', "pyprof")]
+
+
+def test_init_turns_inductor_caches_off_and_restore_back() -> None:
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
+    before = (inductor_config.fx_graph_cache, functorch_config.enable_autograd_cache)
+    pyprof.init()
+    try:
+        assert (inductor_config.fx_graph_cache, functorch_config.enable_autograd_cache) == (False, False)
+    finally:
+        pyprof.restore()
+    assert (inductor_config.fx_graph_cache, functorch_config.enable_autograd_cache) == before
+
+
+def test_module_tables_dropped_after_module_teardown(monkeypatch) -> None:
+    """A model collected at interpreter exit, after pyprof's modules had their globals cleared to
+    None (as CPython's finalisation does): its table is dropped, nothing is reported."""
+    import gc
+
+    import torch
+
+    from pyprof.nvtx import wrappers
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    wrappers._names_of(model)
+    roots, key = wrappers._roots, id(model)
+    assert key in roots
+    unraisable: list = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    saved = dict(vars(wrappers))
+    try:
+        for name in saved:
+            if not name.startswith("__"):
+                setattr(wrappers, name, None)
+        del model
+        gc.collect()
+    finally:
+        vars(wrappers).update(saved)
+    assert [u.exc_value for u in unraisable] == []
+    assert key not in roots

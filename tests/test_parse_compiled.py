@@ -1,0 +1,206 @@
+"""parse joins kernels of compiled graphs to the compile-time table in the trace (synthetic exports)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from nsys_synth import MARK, SynthExport, marker, torch_text
+from pyprof.parse import Export, Stats, records
+
+F16 = "bfloat16"
+CALL = "## Call CompiledFxGraph None ##"
+
+
+def t(*shape: int, dtype: str = F16) -> dict:
+    return {"shape": list(shape), "dtype": dtype}
+
+
+def node(op: str, args: list, out: Any, module: str | None = None, site: str | None = None, orig: str | None = None,
+         again: bool = False) -> dict:
+    n: dict = {"op": op, "args": args, "out": out}
+    if orig:
+        n["orig"] = orig
+    if module:
+        n["module"] = module
+    if site:
+        n["site"] = site
+    if again:
+        n["again"] = True
+    return n
+
+
+LN = [node("aten.var_mean.correction", [t(64, 32, dtype="float32"), [1]], [t(64, 1, dtype="float32")] * 2, "ln",
+           "m.py:5", "aten.native_layer_norm.default"),
+      node("aten.sub.Tensor", [t(64, 32, dtype="float32"), t(64, 1, dtype="float32")], t(64, 32, dtype="float32"),
+           "ln", "m.py:5", "aten.native_layer_norm.default"),
+      node("prims.convert_element_type.default", [t(64, 32, dtype="float32"), {"dtype": F16}], t(64, 32), "fc",
+           "m.py:6", "aten._to_copy.default")]
+MM = node("aten.mm.default", [t(64, 32), t(32, 16)], t(64, 16), "fc", "m.py:6")
+RELU = node("aten.relu.default", [t(64, 16)], t(64, 16), "act", "m.py:7")
+# The backward graph numbers its kernels from 0 too: triton_poi_fused_0 is in both graphs.
+BWD_A = node("aten.threshold_backward.default", [t(64, 16), t(64, 16), 0], t(64, 16), "act", "m.py:7")
+DX = node("aten.mm.default", [t(64, 16), t(16, 32)], t(64, 32), "fc", "m.py:6")
+DW = node("aten.mm.default", [t(32, 64), t(64, 16)], t(32, 16), "fc", "m.py:6")
+BWD_C = node("aten.sum.dim_IntList", [t(64, 16), [0]], t(16), "fc", "m.py:6")
+
+TABLE = [
+    marker("graph", graph=0, bwd=False, device="cuda", cudagraphs=False, calls=3),
+    marker("kernel", graph=0, call=0, name="triton_per_fused_native_layer_norm_0", extern=False, bytes=12544, nodes=LN),
+    marker("kernel", graph=0, call=1, name="extern_kernels.mm", extern=True, nodes=[MM]),
+    marker("kernel", graph=0, call=2, name="triton_poi_fused_relu_1", extern=False, bytes=4096, nodes=[RELU]),
+    marker("graph", graph=1, bwd=True, device="cuda", cudagraphs=False, calls=4),
+    marker("kernel", graph=1, call=0, name="triton_poi_fused_relu_1", extern=False, bytes=6144, nodes=[BWD_A]),
+    marker("kernel", graph=1, call=1, name="extern_kernels.mm", extern=True, nodes=[DX]),
+    marker("kernel", graph=1, call=2, name="extern_kernels.mm", extern=True, nodes=[DW]),
+    marker("kernel", graph=1, call=3, name="triton_red_fused_sum_2", extern=False, bytes=2112, nodes=[BWD_C]),
+]
+GEMM = "void nvjet_sm90_tst_64x16_64x8_1x1_v_bz_TNT(Params)"
+
+
+def compiled_step(path: Path, table: list[str] = TABLE, graph_replay: bool = False, op_ids: bool = True) -> None:
+    """A forward (main thread) and backward (autograd thread) of a compiled graph, its table
+    marked at the start. With `graph_replay`, the forward is one CUDA graph launch instead."""
+    syn = SynthExport(str(path))
+    main = syn.thread(100, 100, "python3")
+    grad = syn.thread(100, 101, "pt_autograd_0")
+    dom = syn.domain(main, "pyprof", t=10, registered=True)
+    for i, text in enumerate(table):
+        syn.event(MARK, main, 100 + i, None, text, domain=dom, registered=True)
+    syn.push(main, 1000, 50000, marker("module", module="OptimizedModule", cls="OptimizedModule", repr=""),
+             domain=dom, registered=True)
+    syn.push(main, 1100, 40000, torch_text(CALL, op_id=5 if op_ids else None))
+    if graph_replay:
+        corr = syn.launch(main, 2000, 3000, api="cudaGraphLaunch_v10000")
+        for i, name in enumerate(["triton_per_fused_native_layer_norm_0", GEMM, "triton_poi_fused_relu_1"]):
+            short = name if name.startswith("triton") else None
+            syn.kernel(100, corr, 10000 + 5000 * i, 14000 + 5000 * i, name, short=short, graph_node=40 + i)
+    else:
+        syn.launch_kernel(main, 2000, "triton_per_fused_native_layer_norm_0")
+        syn.push(main, 3000, 9000, torch_text("aten::mm", op_id=6, sizes=[[64, 32], [32, 16]]))
+        syn.launch_kernel(main, 4000, GEMM)
+        syn.launch_kernel(main, 10000, "triton_poi_fused_relu_1")
+    # backward: the compiled graph's backward node, on the autograd thread
+    syn.push(grad, 60000, 99000, torch_text("CompiledFunctionBackward", seq=3, op_id=8))
+    syn.push(grad, 60100, 98000, torch_text(CALL, op_id=9 if op_ids else None))
+    syn.launch_kernel(grad, 61000, "triton_poi_fused_relu_1")
+    syn.push(grad, 62000, 66000, torch_text("aten::mm", op_id=10, sizes=[[64, 16], [16, 32]]))
+    syn.launch_kernel(grad, 63000, GEMM)
+    syn.push(grad, 67000, 75000, torch_text("aten::mm", op_id=11, sizes=[[32, 64], [64, 16]]))
+    syn.launch_kernel(grad, 68000, GEMM)
+    syn.launch_kernel(grad, 70000, "void splitKreduce_kernel<float>(Params)")
+    syn.launch_kernel(grad, 80000, "triton_red_fused_sum_2")
+    syn.close()
+
+
+def parse_all(path: Path) -> tuple[list[dict], Stats]:
+    stats = Stats()
+    with Export(str(path)) as exp:
+        out = list(records(exp, stats))
+    return out, stats
+
+
+def summary(recs: list[dict]) -> list[tuple]:
+    return [(r["kShortName"], r["dir"], r["op"], r["module"], (r.get("compiled") or {}).get("graph"),
+             (r.get("compiled") or {}).get("call"), (r.get("compiled") or {}).get("sub")) for r in recs]
+
+
+def test_join_by_name_and_library_calls(tmp_path: Path) -> None:
+    compiled_step(tmp_path / "c.sqlite")
+    recs, stats = parse_all(tmp_path / "c.sqlite")
+    assert summary(recs) == [
+        ("triton_per_fused_native_layer_norm_0", "fprop", "native_layer_norm+_to_copy", "ln,fc", 0, 0, 0),
+        ("nvjet_sm90_tst_64x16_64x8_1x1_v_bz_TNT", "fprop", "mm", "fc", 0, 1, 0),
+        ("triton_poi_fused_relu_1", "fprop", "relu", "act", 0, 2, 0),
+        # same name as the forward's kernel: the backward graph is the one whose names follow
+        ("triton_poi_fused_relu_1", "bprop", "threshold_backward", "act", 1, 0, 0),
+        ("nvjet_sm90_tst_64x16_64x8_1x1_v_bz_TNT", "bprop", "mm", "fc", 1, 1, 0),
+        ("nvjet_sm90_tst_64x16_64x8_1x1_v_bz_TNT", "bprop", "mm", "fc", 1, 2, 0),
+        ("splitKreduce_kernel", "bprop", "mm", "fc", 1, 2, 1),  # a second kernel of the same mm call
+        ("triton_red_fused_sum_2", "bprop", "sum", "fc", 1, 3, 0),
+    ]
+    assert recs[0]["trace"] == "m.py:5,m.py:6"
+    assert recs[0]["mod"] == "aten"
+    assert recs[0]["compiled"]["nodes"] == LN and recs[0]["compiled"]["bytes"] == 12544
+    assert recs[5]["compiled"]["nodes"] == [DW]
+    assert stats.compiled.joined == 8 and stats.compiled.unexplained == 0 and stats.compiled.graphs == 2
+
+
+def test_cuda_graph_replay(tmp_path: Path) -> None:
+    compiled_step(tmp_path / "g.sqlite", graph_replay=True)
+    recs, stats = parse_all(tmp_path / "g.sqlite")
+    fwd = summary(recs)[:3]
+    assert fwd == [("triton_per_fused_native_layer_norm_0", "fprop", "native_layer_norm+_to_copy", "ln,fc", 0, 0, 0),
+                   ("nvjet_sm90_tst_64x16_64x8_1x1_v_bz_TNT", "fprop", "mm", "fc", 0, 1, 0),
+                   ("triton_poi_fused_relu_1", "fprop", "relu", "act", 0, 2, 0)]
+    assert [r["graphNode"] for r in recs[:3]] == [40, 41, 42]
+    assert stats.compiled.joined == 8
+
+
+def test_runs_without_op_ids(tmp_path: Path) -> None:
+    """Without op ids every compiled-graph call has the same range text; runs are still told
+    apart by thread, and the library kernels by their own op ranges."""
+    compiled_step(tmp_path / "n.sqlite", op_ids=False)
+    recs, _ = parse_all(tmp_path / "n.sqlite")
+    assert [(r["op"], (r.get("compiled") or {}).get("call")) for r in recs] == [
+        ("native_layer_norm+_to_copy", 0), ("mm", 1), ("relu", 2), ("threshold_backward", 0), ("mm", 1), ("mm", 2),
+        ("mm", 2), ("sum", 3)]
+
+
+def test_ambiguous_library_kernels_stay_unexplained(tmp_path: Path) -> None:
+    """Two library calls between the same generated kernels, three kernels and no op ranges to
+    tell them apart: which kernel belongs to which call is not known, so none is joined."""
+    syn = SynthExport(str(tmp_path / "a.sqlite"))
+    main = syn.thread(100, 100)
+    dom = syn.domain(main, "pyprof", t=10, registered=True)
+    for i, text in enumerate(TABLE[4:]):
+        syn.event(MARK, main, 100 + i, None, text, domain=dom, registered=True)
+    corr = syn.launch(main, 2000, 3000, api="cudaGraphLaunch_v10000")
+    names = ["triton_poi_fused_relu_1", GEMM, GEMM, "void splitKreduce_kernel<float>(Params)", "triton_red_fused_sum_2"]
+    for i, name in enumerate(names):
+        syn.kernel(100, corr, 10000 + 5000 * i, 14000 + 5000 * i, name, short=name if name.startswith("triton") else None,
+                   graph_node=i)
+    syn.close()
+    recs, stats = parse_all(tmp_path / "a.sqlite")
+    assert [(r.get("compiled") or {}).get("call") for r in recs] == [0, None, None, None, 3]
+    assert stats.compiled.unexplained == 3
+
+
+def test_no_table_leaves_records_untouched(tmp_path: Path) -> None:
+    compiled_step(tmp_path / "with.sqlite")
+    compiled_step(tmp_path / "without.sqlite", table=[])
+    recs, stats = parse_all(tmp_path / "without.sqlite")
+    assert all("compiled" not in r for r in recs)
+    assert recs[1]["op"] == "mm" and recs[0]["op"] == CALL  # what attribution alone finds
+    assert stats.compiled.graphs == 0
+
+
+def test_malformed_table_marks_are_counted(tmp_path: Path) -> None:
+    bad = ['{"v":1,"kind":"kernel","graph":0,"call":"x"}', "{not json", '{"v":1,"kind":"kernel","graph":0}']
+    compiled_step(tmp_path / "m.sqlite", table=TABLE + bad)
+    recs, stats = parse_all(tmp_path / "m.sqlite")
+    assert stats.compiled.malformed == 3 and stats.compiled.joined == 8
+
+
+def test_cli_summary_line(tmp_path: Path) -> None:
+    compiled_step(tmp_path / "c.sqlite")
+    out = subprocess.run([sys.executable, "-m", "pyprof.parse", str(tmp_path / "c.sqlite")], capture_output=True,
+                         text=True, check=True)
+    assert out.stderr.splitlines()[-1] == ("pyprof.parse: 8 kernels of 2 compiled-graph runs joined to the compile-time "
+                                           "table (2 graphs); 0 left unexplained; 0 malformed table marks")
+
+
+def test_parallel_parse_joins_too(tmp_path: Path) -> None:
+    """Ranked exports and windows go through parallel.py's workers: they join as parse() does."""
+    from pyprof.parse import parallel
+
+    compiled_step(tmp_path / "c.sqlite")
+    parts = [parallel.Part(0, str(tmp_path / "c.sqlite"), 0, "", False, True)]
+    out = tmp_path / "c.dict"
+    result = parallel.run([parts], str(out), 1)
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["rank"], r["op"], (r.get("compiled") or {}).get("call")) for r in recs][:3] == [
+        (0, "native_layer_norm+_to_copy", 0), (0, "mm", 1), (0, "relu", 2)]
+    assert (result.compiled.joined, result.compiled.graphs, result.compiled.unexplained) == (8, 2, 0)

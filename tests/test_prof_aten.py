@@ -1,0 +1,244 @@
+"""The aten level (pyprof/prof/aten.py, ops/aten.py): kernels priced from PyTorch's op ranges when
+the pyprof marker cannot, on a synthetic trace made without pyprof.init() (tests/nsys_synth.py),
+on records, and formula by formula. Every expected number is derived by hand."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nsys_synth import SynthExport, torch_text
+from pyprof.prof.aten import AtenCall, template_dtype
+from pyprof.prof.registry import lookup_aten
+from test_parse_attribution import parse_all
+from test_prof_helpers import analyse, described, prof_text, record, tensor
+
+NVJET_BF16 = "nvjet_sm90_tst_64x64_64x13_2x1_v_bz_bias_TNT"
+FLASH = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, " \
+        "cutlass::bfloat16_t>, false>(Flash_fwd_params)"
+LN = "void at::native::vectorized_layer_norm_kernel<c10::BFloat16, float, (bool)0>(int, float, ...)"
+GELU = "void at::native::vectorized_elementwise_kernel<(int)8, at::native::GeluCUDAKernelImpl(...)::" \
+       "[lambda(c10::BFloat16) (instance 1)], std::array<char *, (unsigned long)2>>(int, T2, T3)"
+SUM = "void at::native::reduce_kernel<(int)128, (int)4, at::native::ReduceOp<c10::BFloat16, ...>>(T3)"
+Q = [4, 8, 128, 64]  # 262,144 elements, 524,288 B in bf16
+
+
+def aten_only_step(path: Path) -> str:
+    """A bf16 transformer fragment traced with emit_nvtx(record_shapes=True) and no pyprof.init():
+    forward addmm, flash attention, layer norm, gelu; backward the two mm of AddmmBackward0, its
+    bias-gradient sum, and the flash attention backward (pre, main, post kernels)."""
+    syn = SynthExport(str(path))
+    main = syn.thread(100, 100, "python3")
+    grad = syn.thread(100, 101, "pt_autograd_0")
+    syn.push(main, 1000, 9000, torch_text("aten::linear", seq=1, op_id=1, sizes=[[512, 256], [768, 256], [768]]))
+    syn.push(main, 1100, 8000, torch_text("aten::addmm", seq=1, op_id=2, sizes=[[768], [512, 256], [256, 768], [], []]))
+    syn.launch_kernel(main, 1200, NVJET_BF16)
+    syn.push(main, 10000, 19000, torch_text("aten::scaled_dot_product_attention", seq=2, op_id=3,
+                                            sizes=[Q, Q, Q, [], [], [], [], []]))
+    syn.push(main, 10100, 18000, torch_text("aten::_scaled_dot_product_flash_attention", seq=2, op_id=4,
+                                            sizes=[Q, Q, Q, [], [], [], []]))
+    syn.push(main, 10200, 17000, torch_text("aten::_flash_attention_forward", op_id=5,
+                                            sizes=[[4, 128, 8, 64]] * 3 + [[]] * 8))
+    syn.launch_kernel(main, 10300, FLASH)
+    syn.push(main, 20000, 29000, torch_text("aten::native_layer_norm", seq=3, op_id=6,
+                                            sizes=[[4, 128, 256], [], [256], [256], []]))
+    syn.launch_kernel(main, 20100, LN)
+    syn.push(main, 30000, 39000, torch_text("aten::gelu", seq=4, op_id=7, sizes=[[512, 768], []]))
+    syn.launch_kernel(main, 30100, GELU)
+    syn.push(grad, 50000, 90000, "autograd::engine::evaluate_function: AddmmBackward0")
+    syn.push(grad, 50100, 80000, torch_text("AddmmBackward0", seq=1, op_id=10))
+    syn.push(grad, 50200, 60000, torch_text("aten::mm", op_id=11, sizes=[[512, 768], [768, 256]]))
+    syn.launch_kernel(grad, 50300, "nvjet_sm90_tst_64x32_64x16_1x2_h_bz_NTT")
+    syn.push(grad, 60200, 70000, torch_text("aten::mm", op_id=12, sizes=[[256, 512], [512, 768]]))
+    syn.launch_kernel(grad, 60300, "nvjet_sm90_tst_64x64_64x13_2x1_v_bz_NNT")
+    syn.push(grad, 81000, 89000, torch_text("aten::sum", op_id=13, sizes=[[512, 768], [], [], []]))
+    syn.launch_kernel(grad, 81100, SUM)
+    syn.push(grad, 100000, 150000, "autograd::engine::evaluate_function: ScaledDotProductFlashAttentionBackward0")
+    syn.push(grad, 100100, 149000, torch_text("ScaledDotProductFlashAttentionBackward0", seq=2, op_id=20))
+    syn.push(grad, 100200, 148000, torch_text("aten::_scaled_dot_product_flash_attention_backward", op_id=21,
+                                              sizes=[Q, Q, Q, Q, Q, [4, 8, 128]] + [[]] * 9))
+    syn.launch_kernel(grad, 100300, "void flash_bwd_dot_do_o_kernel<true, Flash_bwd_kernel_traits<...>>(params)")
+    syn.launch_kernel(grad, 100400, "void flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<"
+                                    "64, 128, 128, 8, 4, 4, 4, false, false, cutlass::bfloat16_t>>(params)")
+    syn.launch_kernel(grad, 100500, "void flash_bwd_convert_dq_kernel<Flash_bwd_kernel_traits<...>>(params)")
+    syn.map_device(100, 0, 0)
+    return syn.close()
+
+
+def test_a_trace_without_pyprof_markers_is_priced_from_its_aten_ranges(tmp_path):
+    """addmm 2·512·768·256 = 201,326,592 FLOPs; bf16 (nvjet `t`) bytes (512·256 + 256·768 +
+    512·768 + 768)·2 = 1,443,328. Flash attention 2·32·128·128·(64 + 64) = 134,217,728; Q, K, V
+    and O 4·524,288 B. Layer norm over 131,072 elements, 6 + weight + bias each: 1,048,576;
+    x and y 262,144 B each, weight and bias 512 each. gelu 393,216 elements: 1 each, read and
+    written in bf16. The backward GEMMs each 201,326,592 (no bias: 1,441,792 B); the bias
+    gradient's sum 393,216 adds
+    (its reduced dims are not in the range: bytes na). Flash backward
+    32·(6·128·128·64 + 4·128·128·64) = 335,544,320 on its main kernel, 2·(Q + K + V) + 2·O
+    = 8·524,288 B; its pre and post kernels 0."""
+    recs, _ = parse_all(aten_only_step(tmp_path / "aten.sqlite"))
+    out, err = prof_text(recs, "dir,op,flops,bytes,level")
+    rows = [line.split() for line in out.splitlines()[1:]]
+    assert rows == [
+        ["fprop", "addmm", "201326592", "1443328", "aten"],
+        ["fprop", "_flash_attention_forward", "134217728", "2097152", "aten"],
+        ["fprop", "native_layer_norm", "1048576", "525312", "aten"],
+        ["fprop", "gelu", "393216", "1572864", "aten"],
+        ["bprop", "addmm", "201326592", "1441792", "aten"],
+        ["bprop", "addmm", "201326592", "1441792", "aten"],
+        ["bprop", "addmm", "393216", "na", "aten"],
+        ["bprop", "_scaled_dot_product_flash_attention", "0", "0", "aten"],
+        ["bprop", "_scaled_dot_product_flash_attention", "335544320", "4194304", "aten"],
+        ["bprop", "_scaled_dot_product_flash_attention", "0", "0", "aten"],
+    ]
+    assert "no op marker" not in err
+
+
+def test_the_marker_prices_first_and_an_unknown_op_falls_back_to_its_ranges():
+    """A trace from an earlier pyprof (no transparent wrappers): the in-projection of
+    F.multi_head_attention_forward has that op's marker, which prof cannot price; its kernel is
+    priced by aten::addmm (2·40·48·16 = 61,440 FLOPs; fp32 (40·16 + 16·48 + 40·48 + 48)·4 B)."""
+    mha = described("torch.nn.functional", "multi_head_attention_forward", tensor(5, 8, 16))
+    ops = [{"name": "aten::linear", "opId": 1}, {"name": "aten::addmm", "opId": 2,
+                                                  "sizes": [[48], [40, 16], [16, 48], [], []]}]
+    facts, summary = analyse([record(mha, "ampere_sgemm_64x32_sliced1x4_tn", torchOps=ops)])
+    assert (facts[0].flops, facts[0].bytes, facts[0].level) == (61440, (640 + 768 + 1920 + 48) * 4, "aten")
+    assert not summary.warnings
+    lin = described("torch.nn.functional", "linear", tensor(40, 16), tensor(48, 16), tensor(48))
+    facts, _ = analyse([record(lin, "ampere_sgemm_64x32_sliced1x4_tn", torchOps=ops)])
+    assert (facts[0].flops, facts[0].level) == (61440, "marker")
+
+
+def test_the_engines_gradient_accumulation_is_priced_apart_from_the_node():
+    """After a node, the engine sums two gradients of one tensor (aten::add_ under the
+    evaluate_function range, outside the node's own): 1 FLOP per element, two reads and a write;
+    the node's first kernel still carries the node (relu backward: 1 per element, 3 accesses)."""
+    m = described("torch.nn.functional", "relu", tensor(6, 10))
+    wrapper = {"name": "autograd::engine::evaluate_function: ReluBackward0"}
+    node = [wrapper, {"name": "ReluBackward0", "opId": 5}, {"name": "aten::threshold_backward", "opId": 6,
+                                                            "sizes": [[6, 10], [6, 10], []]}]
+    acc = [wrapper, {"name": "aten::add_", "opId": 7, "sizes": [[6, 10], [6, 10], []]}]
+    ew = "void at::native::vectorized_elementwise_kernel<(int)4, at::native::CUDAFunctor_add<float>, ...>(int)"
+    facts, _ = analyse([record(m, "threshold_backward_kernel", "bprop", torchOps=node),
+                        record(m, ew, "bprop", torchOps=acc)])
+    assert [(f.flops, f.bytes, f.level) for f in facts] == [(60, 720, "marker"), (60, 720, "aten")]
+
+
+def test_a_composite_op_without_a_formula_for_a_part_is_na_not_double_counted():
+    """A for-loop optimizer step is priced kernel by kernel; a kernel under a range with no
+    formula is na with a warning, never the whole step."""
+    sgd = {"v": 1, "kind": "op", "mod": "torch.optim", "op": "SGD.step", "args": [],
+           "kwargs": {"params": {"count": 2, "numel": 30, "dtype": "float32"}, "momentum": 0, "weight_decay": 0,
+                      "foreach": False}}
+    step = {"name": "Optimizer.step#SGD.step", "opId": 1}
+    add = "void at::native::vectorized_elementwise_kernel<(int)4, at::native::CUDAFunctor_add<float>, ...>(int)"
+    recs = [record(sgd, add, torchOps=[step, {"name": "aten::add_", "opId": 2, "sizes": [[20], [20], []]}]),
+            record(sgd, add, torchOps=[step, {"name": "aten::add_", "opId": 3, "sizes": [[10], [10], []]}]),
+            record(sgd, "mystery_kernel", torchOps=[step, {"name": "aten::mystery", "opId": 4, "sizes": [[10]]}])]
+    facts, summary = analyse(recs)
+    assert [(f.flops, f.bytes) for f in facts] == [(20, 240), (10, 120), (None, None)]
+    assert summary.warnings["PyTorch op without a formula inside a composite op"]["aten::mystery"] == 1
+    # Without PyTorch ranges the step is one op: 2 FLOPs per element, 3 passes, on its first kernel.
+    facts, _ = analyse([record(sgd, add), record(sgd, add, subSeqId=1)])
+    assert [(f.flops, f.bytes) for f in facts] == [(60, 360), (0, 0)]
+
+
+def call(name: str, sizes: list, kernel: str, dtype: str | None = None):
+    return lookup_aten(name)(AtenCall(name, sizes, dtype or template_dtype(kernel), kernel))
+
+
+@pytest.mark.parametrize("name,sizes,kernel,expected", [
+    # Casts: the source dtype is not in the trace...
+    ("aten::copy_", [[4, 5], [4, 5], []], "unrolled_elementwise_kernel<direct_copy_kernel_cuda...lambda(float)..., "
+     "LoadWithCast<1>, StoreWithCast<1>>", None),
+    # ... but for bfloat16_copy_kernel_cuda, whose lambda's type is the source's: 20·(4 + 2).
+    ("aten::copy_", [[4, 5], [4, 5], []], "vectorized_elementwise_kernel<8, bfloat16_copy_kernel_cuda(...)::"
+     "[lambda(float)]>", (0, 120)),
+    # A same-dtype copy: read and written, 2·20·2 B in fp16.
+    ("aten::copy_", [[4, 5], [4, 5], []], "elementwise_kernel<128, 4, gpu_kernel_impl_nocast<direct_copy_kernel_cuda"
+     "...lambda(c10::Half)>>", (0, 80)),
+    # Tensor.backward's seed: a 0-dim fill, one fp32 element written.
+    ("aten::fill_", [[], []], "vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>", (0, 4)),
+    # cat of opaque 2-byte elements: [4,64,32,32] and [4,32,32,32], 393,216 elements read and written.
+    ("aten::cat", [[4, 64, 32, 32], [4, 32, 32, 32], []], "CatArrayBatchedCopy_vectorized<OpaqueType<(unsigned int)2>, "
+     "unsigned int, (int)2>", (0, 2 * 393216 * 2)),
+    # A full reduction (self, dtype) writes one element; over dims the output size is unknown.
+    ("aten::sum", [[8, 16], []], "reduce_kernel<ReduceOp<float, ...>>", (128, 516)),
+    ("aten::sum", [[8, 16], [], [], []], "reduce_kernel<ReduceOp<float, ...>>", (128, None)),
+    # Batch norm: training told by cuDNN's kernel name: 6 + 2 per element; running stats read and
+    # written. x [8,4,5,5] 800 elements: 2·3200 B, weight and bias 16 each, 4 stats of 16.
+    ("aten::cudnn_batch_norm", [[8, 4, 5, 5], [4], [4], [4], [4], [], [], []],
+     "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 512, true, 1>(...)", (6400, 6400 + 32 + 64)),
+    ("aten::cudnn_batch_norm", [[8, 4, 5, 5], [4], [4], [4], [4], [], [], []],
+     "void cudnn::bn_fw_inf_1C11_kernel_NCHW<float, float, true, 1>(...)", (3200, 6400 + 32 + 32)),
+    ("aten::cudnn_batch_norm", [[8, 4, 5, 5], [4], [4], [4], [4], [], [], []], "some_bn_kernel", None),
+    # nll_loss of 64 samples: a reduce kernel writes 1 element, a no_reduce one 64.
+    ("aten::nll_loss_forward", [[64, 10], [64], [], [], []],
+     "nll_loss_forward_reduce_cuda_kernel_2d<float, float, long>", (64, 512 + 65 * 4)),
+    ("aten::nll_loss_forward", [[64, 10], [64], [], [], []],
+     "nll_loss_forward_no_reduce_cuda_kernel<float, long>", (64, 512 + 128 * 4)),
+    # GradScaler's unscale of 30 + 10 fp32 gradients: check and scale, 2 per element; read and written.
+    ("aten::_amp_foreach_non_finite_check_and_unscale_", [[30], [10], [], []],
+     "multi_tensor_apply_kernel<TensorListMetadata<(int)1>, UnaryOpFunctor<float, 1, 1, 0>>", (80, 320)),
+    # Adam's foreach lerp_ (exp_avg toward grad), two lists of 30 + 10: 2 per element; both read,
+    # the first written.
+    ("aten::_foreach_lerp_", [[30], [10], [30], [10], []],
+     "multi_tensor_apply_kernel<TensorListMetadata<(int)2>, TernaryOpScalarFunctor<float, 2, 2, 0>>", (80, 480)),
+    # Out of place: _foreach_add(grads, params) with alpha: 2 lists read, a third written.
+    ("aten::_foreach_add", [[30], [10], [30], [10], []],
+     "multi_tensor_apply_kernel<TensorListMetadata<(int)3>, BinaryOpListAlphaFunctor<float, 3, 2, 2>>", (40, 480)),
+    # A capturable optimizer's step counters: 29 0-dim tensors += 1. Their sizes are `[]` as the
+    # scalar's: the op's one scalar is told apart by the op (add takes one), not the sizes.
+    ("aten::_foreach_add_", [[]] * 30,
+     "multi_tensor_apply_kernel<TensorListMetadata<(int)1>, BinaryOpScalarFunctor<float, 1, 1, 0>>", (29, 232)),
+    # A unary op takes no scalar: every `[]` is a 0-dim tensor.
+    ("aten::_foreach_sqrt_", [[]] * 3,
+     "multi_tensor_apply_kernel<TensorListMetadata<(int)1>, UnaryOpFunctor<float, 1, 1, 0>>", (3, 24)),
+    # One scalar per tensor (a scalar list): the split is not in the sizes, na.
+    ("aten::_foreach_add_", [[]] * 4,
+     "multi_tensor_apply_kernel<TensorListScalarListMetadata<float, (int)1>, BinaryOpScalarListFunctor<float>>", None),
+    # Without the list depth in the name: na.
+    ("aten::_foreach_add_", [[30], [10], []], "mystery_kernel<float>", None),
+    # where: the condition read as bool. 20 elements: cond 20 B, x, y 80 each, out 80.
+    ("aten::where", [[4, 5], [4, 5], [4, 5]], "elementwise_kernel<where_kernel_impl...lambda(bool, float, float)>",
+     (20, 260)),
+    # The eval fast path's QKV split: [2,16,96] with a 96 bias: 3072 adds + 1024 scales; QKV read
+    # and written as Q, K, V, the bias read.
+    ("aten::_transform_bias_rescale_qkv", [[2, 16, 96], [96], []], "transform_bias_rescale_qkv_kernel<float, float>",
+     (4096, 2 * 3072 * 4 + 384)),
+])
+def test_aten_formulas(name, sizes, kernel, expected):
+    c = call(name, sizes, kernel)
+    assert (None if c is None else (c.flops, c.bytes)) == expected
+
+
+def test_the_kernel_name_tells_the_dtype():
+    assert template_dtype("void at::native::vectorized_layer_norm_kernel<c10::BFloat16, float, (bool)0>") == "bfloat16"
+    assert template_dtype("flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, cutlass::half_t>>") == "float16"
+    assert template_dtype("void at::native::elementwise_kernel<(int)128, CUDAFunctor_add<long>>(int, T3)") == "int64"
+    assert template_dtype("void at::native::elementwise_kernel<(int)128, (int)4>(int)") is None  # casts, not types
+    assert template_dtype("cudnn_generated_fort_native_sdpa_sm90_flash_fprop") is None
+
+
+LSTM_WEIGHTS = [[256, 32], [256, 16], [256], [256], [16, 64]] * 4
+RNN_BWD = {"name": "aten::_cudnn_rnn_backward", "opId": 30,
+           "sizes": [[4, 12, 32]] + LSTM_WEIGHTS + [[], [55296], [4, 4, 16], [4, 4, 64], [4, 12, 32], [4, 12, 32]]
+           + [[]] * 11 + [[6488064], [332416], []]}
+
+
+def test_a_range_opened_inside_another_does_not_restart_it():
+    """cuDNN's LSTM backward (tests/data/fixture_plain: nn.LSTM(32, 64, 2 layers, bidirectional,
+    proj_size 16), 48 rows) zeroes a buffer through aten::zeros between its kernels: the node's
+    first kernel carries it, 2·4·(2·48·(256·48 + 64·16) + 48·64·21) = 10,739,712, and its
+    kernels after the nested range 0; the fill kernel is the nested range's ([8] fp32 written: 32 B)."""
+    node = [{"name": "autograd::engine::evaluate_function: CudnnRnnBackward0"}, {"name": "CudnnRnnBackward0"}, RNN_BWD]
+    zeros = node + [{"name": "aten::zeros", "opId": 31, "sizes": [[], [], [], [], []]},
+                    {"name": "aten::zero_", "opId": 32, "sizes": [[8]]},
+                    {"name": "aten::fill_", "opId": 33, "sizes": [[8], []]}]
+    cell = "void LSTM_elementWise_bp1<float, float, float>(int, int, float*, float*)"
+    fill = "void at::native::vectorized_elementwise_kernel<(int)4, at::native::FillFunctor<float>, ...>(int)"
+    recs = [record(None, cell, "bprop", torchOps=node), record(None, fill, "bprop", torchOps=zeros),
+            record(None, cell, "bprop", torchOps=node, subSeqId=2)]
+    facts, summary = analyse(recs)
+    assert [(f.flops, f.bytes, f.level) for f in facts] == [(10739712, 500736, "aten"), (0, 32, "aten"),
+                                                            (0, 0, "aten")]
+    assert not summary.warnings

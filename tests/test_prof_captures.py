@@ -1,0 +1,149 @@
+"""Real H100 captures of benchmarks/coverage.py's small cases (tests/data/*.sqlite.xz, torch 2.11,
+made by benchmarks/coverage.sh and benchmarks/rnn_truth.sh): every kernel priced, the matrix
+FLOPs equal to the hand-derived count, the same numbers from a trace made without pyprof.init()
+(PyTorch's emit_nvtx ranges alone), and the RNN formulas against Nsight Compute's counters of
+the same step. Every expected number is derived by hand in the test."""
+from __future__ import annotations
+
+import json
+import lzma
+import os
+import shutil
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from test_parse_attribution import parse_all
+from test_prof_helpers import analyse
+from test_views_common import ROOT
+
+DATA = Path(ROOT) / "tests" / "data"
+MATRIX = ("gemm", "conv", "attn", "rnn")
+
+# fixture_encoder: nn.TransformerEncoderLayer(64, 8 heads, 256, batch_first), x [2,16,64]: 32
+# tokens. Forward GEMMs: in-projection 2·32·64·192 = 786,432, out-projection 2·32·64·64 =
+# 262,144, feed-forward 2·(2·32·64·256) = 2,097,152; attention 2·(2·8)·16·16·(8 + 8) = 131,072.
+ENC_FWD_GEMM = 786432 + 262144 + 2097152
+ENC_ATTN = 131072
+# Backward: every GEMM twice (data and weight gradients) but the in-projection, whose input (the
+# model's input) needs no gradient: weight gradient only. Attention backward (2·8)·16·16·(6·8 + 4·8).
+ENC_BWD_GEMM = 786432 + 2 * 262144 + 2 * 2097152
+ENC_BWD_ATTN = 16 * 16 * 16 * 80
+# fixture_lstm: nn.LSTM(32, 64, 2 layers, bidirectional, proj_size 16, batch_first), x [4,12,32]:
+# 48 rows, G = 4 gates. Per layer and direction (layer 1 reads 2·16 = 32 features, as layer 0):
+# GEMMs 2·48·(256·(32 + 16) + 64·16) = 1,277,952; cell 48·64·(4·3 + 9) = 64,512.
+LSTM_FWD = 4 * (1277952 + 64512)
+LSTM_BWD = 2 * LSTM_FWD
+# Its head: Linear(32, 10) on the last step's 4 rows: 2·4·32·10; backward two GEMMs.
+HEAD = 2 * 4 * 32 * 10
+
+
+def captured(name: str, tmp_path: Path) -> list[dict]:
+    """The kernel records of tests/data/<name>.sqlite.xz."""
+    path = tmp_path / f"{name}.sqlite"
+    with lzma.open(DATA / f"{name}.sqlite.xz") as src, open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    recs, _ = parse_all(path)
+    return [r for r in recs if r.get("kind", "kernel") == "kernel"]
+
+
+def matrix_flops(recs: list[dict]) -> tuple[dict, list, object]:
+    """{(model, dir, kind): FLOPs} over matrix kernels, the Facts and the warnings tally."""
+    facts, tally = analyse(recs)
+    sums: dict = defaultdict(int)
+    model = None
+    for rec, f in zip(recs, facts):
+        model = rec["layer"][0] if rec.get("layer") else model
+        if f.cost is not None and f.cost.kind in MATRIX and f.flops:
+            sums[(model, rec["dir"], f.cost.kind)] += f.flops
+    return dict(sums), facts, tally
+
+
+def test_transformer_encoder_training_and_eval_fast_path(tmp_path):
+    """With pyprof.init(): F.multi_head_attention_forward (no formula) hides nothing, so its
+    projections and SDPA are priced; the eval fast path (one aten::_native_multi_head_attention
+    call) from its aten ranges. FlopCounterMode counts only the feed-forward 2,097,152 there."""
+    recs = captured("fixture_encoder", tmp_path)
+    sums, facts, tally = matrix_flops(recs)
+    assert sums == {("fixture_encoder", "fprop", "gemm"): ENC_FWD_GEMM, ("fixture_encoder", "fprop", "attn"): ENC_ATTN,
+                    ("fixture_encoder", "bprop", "gemm"): ENC_BWD_GEMM,
+                    ("fixture_encoder", "bprop", "attn"): ENC_BWD_ATTN,
+                    ("fixture_encoder_eval", "fprop", "gemm"): ENC_FWD_GEMM,
+                    ("fixture_encoder_eval", "fprop", "attn"): ENC_ATTN}
+    assert all(f.flops is not None and f.bytes is not None for f in facts)
+    assert [f.level for f in facts].count("aten") == 22 and not tally.warnings
+
+
+def test_lstm_stack_one_kernel_carries_each_call(tmp_path):
+    """The forward's and the backward's cuDNN kernels (157 and 228 of them) carry the call on
+    their first kernel under aten::_cudnn_rnn(_backward), 0 on the others."""
+    recs = captured("fixture_lstm", tmp_path)
+    sums, facts, tally = matrix_flops(recs)
+    assert sums == {("fixture_lstm", "fprop", "rnn"): LSTM_FWD, ("fixture_lstm", "bprop", "rnn"): LSTM_BWD,
+                    ("fixture_lstm", "fprop", "gemm"): HEAD, ("fixture_lstm", "bprop", "gemm"): 2 * HEAD}
+    rnn = [f.flops for f in facts if f.cost is not None and f.cost.kind == "rnn"]
+    assert sorted(x for x in rnn if x) == [LSTM_FWD, LSTM_BWD] and len(rnn) == 157 + 228
+    assert all(f.flops is not None and f.bytes is not None for f in facts) and not tally.warnings
+
+
+def test_a_trace_without_pyprof_init_is_priced_from_aten_ranges_alone(tmp_path):
+    """The same two models traced with emit_nvtx(record_shapes=True) and no pyprof.init(): no
+    pyprof marker anywhere, every kernel priced by the aten level, and the matrix FLOPs equal
+    to the marker traces' (the LSTM from aten::_cudnn_rnn's weight shapes). Seven reduction
+    kernels (bias gradients, the loss's mean) have unknown bytes: their reduced dims are not in
+    the ranges."""
+    recs = captured("fixture_plain", tmp_path)
+    assert not any(r.get("marker") for r in recs)
+    sums, facts, tally = matrix_flops(recs)
+    assert sums == {("fixture_encoder", "fprop", "gemm"): ENC_FWD_GEMM, ("fixture_encoder", "fprop", "attn"): ENC_ATTN,
+                    ("fixture_encoder", "bprop", "gemm"): ENC_BWD_GEMM,
+                    ("fixture_encoder", "bprop", "attn"): ENC_BWD_ATTN,
+                    ("fixture_lstm", "fprop", "rnn"): LSTM_FWD, ("fixture_lstm", "bprop", "rnn"): LSTM_BWD,
+                    ("fixture_lstm", "fprop", "gemm"): HEAD, ("fixture_lstm", "bprop", "gemm"): 2 * HEAD}
+    assert {f.level for f in facts} == {"aten"} and all(f.flops is not None for f in facts)
+    unknown = [r["kShortName"] for r, f in zip(recs, facts) if f.bytes is None]
+    assert unknown == ["reduce_kernel"] * 7 and not tally.warnings
+
+
+def rnn_truth(name: str, tmp_path: Path) -> list[list[str]]:
+    """benchmarks/coverage.py rnn-truth on the capture and its Nsight Compute counters."""
+    records = tmp_path / f"{name}.jsonl"
+    records.write_text("".join(json.dumps(r) + "\n" for r in captured(name, tmp_path)))
+    ncu = tmp_path / f"{name}_ncu.csv"
+    with lzma.open(DATA / f"{name}_ncu.csv.xz") as src, open(ncu, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "coverage.py"), "rnn-truth", str(records),
+                          str(ncu)], capture_output=True, text=True, env=env, check=True).stdout
+    return [line.split() for line in out.splitlines()[1:]]
+
+
+# truth_lstm: nn.LSTM(256, 256, 2 layers, bidirectional), x [16, 64, 256]: 1024 rows. Layer 0,
+# per direction: GEMMs 2·1024·1024·(256 + 256); layer 1 reads 512 features: 2·1024·1024·(512 +
+# 256); cells 1024·256·(4·3 + 9) per layer and direction.
+TRUTH_LSTM = 2 * (2 * 1024 * 1024 * 512 + 2 * 1024 * 1024 * 768) + 4 * 1024 * 256 * 21
+# truth_gru: nn.GRU(256, 256), one layer: GEMMs 2·1024·768·512, cells 1024·256·(3·3 + 8).
+TRUTH_GRU = 2 * 1024 * 768 * 512 + 1024 * 256 * 17
+
+
+@pytest.mark.parametrize("name,fwd", [("truth_lstm", TRUTH_LSTM), ("truth_gru", TRUTH_GRU)])
+def test_rnn_formulas_against_nsight_compute(tmp_path, name, fwd):
+    """Nsight Compute's FP32 instruction counts (FMA 2) over all kernels of each cuDNN call are
+    at least the formula's and at most 1.1% more (tile edges, several instructions per
+    activation): the GEMM part, 99% of the count, is exact."""
+    rows = rnn_truth(name, tmp_path)
+    assert [(r[0], r[2], int(r[4].replace(",", ""))) for r in rows] == \
+        [("fprop", "_cudnn_rnn", fwd), ("bprop", "_cudnn_rnn_backward", 2 * fwd)]
+    for r in rows:
+        assert 1.0 <= int(r[5].replace(",", "")) / int(r[4].replace(",", "")) <= 1.011
+
+
+def test_tiny_rnn_hardware_counts_exceed_the_formula(tmp_path):
+    """fixture_lstm's 48 rows fill a fraction of cuDNN's GEMM tiles: the hardware executes
+    2.5x (forward) and 3.5x (backward) the algorithmic FLOPs, never fewer."""
+    rows = rnn_truth("fixture_lstm", tmp_path)
+    assert [int(r[4].replace(",", "")) for r in rows] == [LSTM_FWD, LSTM_BWD]
+    assert [round(float(r[6]), 1) for r in rows] == [2.5, 3.5]

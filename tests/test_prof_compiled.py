@@ -1,0 +1,66 @@
+"""prof prices kernels of compiled graphs from the FX nodes they compute: a fused kernel's FLOPs
+and bytes, decomposed nodes, and the kernels of a synthetic trace. No torch: nodes are written
+as the recorder describes them (test_prof_compiled_flops checks the formulas against torch)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyprof.prof.analysis import Analyzer
+from pyprof.prof.compiled import KernelWork
+from pyprof.prof.warnings_tally import Tally
+from test_parse_compiled import compiled_step, node, parse_all, t
+
+
+def test_decomposed_nodes_priced_by_the_torch_formula() -> None:
+    """`aten.mul.Tensor` is torch.mul, `aten.sum.dim_IntList` torch.sum: no entry of their own."""
+    work = KernelWork({"nodes": [
+        node("aten.mul.Tensor", [t(64, 32, dtype="float32"), t(32, dtype="float32")], t(64, 32, dtype="float32")),
+        node("aten.sum.dim_IntList", [t(64, 32, dtype="float32"), [1]], t(64, dtype="float32")),
+        node("aten.rsqrt.default", [t(64, dtype="float32")], t(64, dtype="float32")),
+        node("prims.convert_element_type.default", [t(64, 32, dtype="float32"), {"dtype": "bfloat16"}], t(64, 32)),
+        node("aten.add.Tensor", [t(64, 32, dtype="float32"), t(64, 32, dtype="float32")], t(64, 32, dtype="float32"),
+             again=True),  # another kernel carries it
+    ], "bytes": 9000})
+    assert work.flops == 2048 + 2048 + 64 + 0
+    assert work.bytes == 9000  # Inductor's count, not the nodes' sum
+    assert work.warnings == []
+
+
+def test_unknown_node_makes_the_kernel_na() -> None:
+    work = KernelWork({"nodes": [node("aten.mul.Tensor", [t(4), t(4)], t(4)),
+                                 node("aten.frobnicate.default", [t(4)], t(4))], "bytes": 24})
+    assert work.flops is None and work.bytes == 24
+    assert work.warnings == [("unknown op", "aten.frobnicate.default")]
+
+
+def test_fused_and_library_kernels_of_a_trace(tmp_path: Path) -> None:
+    compiled_step(tmp_path / "c.sqlite")
+    recs, _ = parse_all(tmp_path / "c.sqlite")
+    tally = Tally()
+    an = Analyzer(tally)
+    got = []
+    for r in recs:
+        f = an.facts(r)
+        got.append((r["kShortName"], f.flops, f.bytes, f.tc, f.dtype))
+    assert got == [
+        # var_mean 3 per element + sub 1 per element over 64x32; the cast 0; Inductor's bytes
+        ("triton_per_fused_native_layer_norm_0", 3 * 2048 + 2048, 12544, None, "float32"),
+        ("nvjet_sm90_tst_64x16_64x8_1x1_v_bz_TNT", 2 * 64 * 16 * 32, (64 * 32 + 32 * 16 + 64 * 16) * 2, True, "bfloat16"),
+        ("triton_poi_fused_relu_1", 1024, 4096, None, "bfloat16"),
+        ("triton_poi_fused_relu_1", 1024, 6144, None, "bfloat16"),
+        ("nvjet_sm90_tst_64x16_64x8_1x1_v_bz_TNT", 2 * 64 * 32 * 16, (64 * 16 + 16 * 32 + 64 * 32) * 2, True, "bfloat16"),
+        ("nvjet_sm90_tst_64x16_64x8_1x1_v_bz_TNT", 2 * 32 * 16 * 64, (32 * 64 + 64 * 16 + 32 * 16) * 2, True, "bfloat16"),
+        ("splitKreduce_kernel", 0, 0, None, "bfloat16"),  # a helper of the same mm call
+        ("triton_red_fused_sum_2", 1024, 2112, None, "bfloat16"),
+    ]
+    assert tally.warnings == {}
+
+
+def test_malformed_compiled_field_is_not_fatal() -> None:
+    """A record file edited by hand: nodes that are not objects count nothing, a `compiled` that
+    is not an object is ignored (the record is priced as any other)."""
+    an = Analyzer(Tally())
+    f = an.facts({"kShortName": "triton_poi_fused_0", "compiled": {"nodes": ["x", 3], "bytes": "y"}})
+    assert (f.flops, f.bytes) == (0, 0)
+    f = an.facts({"kShortName": "triton_poi_fused_0", "compiled": [1, 2], "marker": None})
+    assert (f.flops, f.bytes) == (None, None)

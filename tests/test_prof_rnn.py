@@ -1,0 +1,107 @@
+"""RNN formulas (ops/rnn.py): hand-derived numbers, the GEMM part against FlopCounterMode on the
+CPU's decomposed LSTM/GRU/RNN, the markers nn.LSTM/GRU/RNN really write, and which kernels of a
+cuDNN call carry the work."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="compared with torch.utils.flop_counter and real nn.LSTM/GRU/RNN calls: needs torch")
+
+from torch.utils.flop_counter import FlopCounterMode
+
+import pyprof
+from pyprof.nvtx.emit import recording
+from pyprof.prof.ops import Call, lookup
+from pyprof.prof.registry import RNN
+from test_prof_helpers import analyse, marker, record
+
+
+def rnn_markers(module, *inputs) -> list:
+    """The torch.lstm/gru/rnn_* markers `module(*inputs)` pushes under pyprof.init()."""
+    pyprof.init()
+    try:
+        with recording() as rec:
+            module(*inputs)
+    finally:
+        pyprof.restore()
+    return [r.marker for r in rec.ranges if r.marker.get("op") in ("lstm", "gru", "rnn_tanh", "rnn_relu")]
+
+
+def cost_of(module, *inputs):
+    (m,) = rnn_markers(module, *inputs)
+    return lookup(m["mod"], m["op"])(Call(m))
+
+
+def test_lstm_two_layers_bidirectional_projection_batch_first():
+    """I=10, H=20, P=5, 2 layers, both directions, batch (3, 7): 21 rows, G=4, R=5; layer 1's
+    input is 2·5 = 10 wide like layer 0's. Per layer and direction: GEMMs 2·21·(4·20·(10+5) +
+    20·5) = 54,600; cell 21·20·(4·3 + 9) = 8,820. Four of each: 253,680.
+    Weights per layer and direction 4·20·15 + 2·4·20 + 5·20 = 1,460 (5,840 in all); h and c at
+    one end 2·2·3·(5 + 20) = 300; x 210, y 21·2·5 = 210, between layers 210.
+    Bytes fwd (210 + 5,840 + 2·300 + 210 + 2·210)·4 = 29,120; bwd (2·(210 + 5,840 + 300 + 210) +
+    300 + 3·210)·4 = 56,200; bwd FLOPs twice the forward's."""
+    lstm = torch.nn.LSTM(10, 20, 2, bidirectional=True, proj_size=5, batch_first=True)
+    c = cost_of(lstm, torch.randn(3, 7, 10))
+    assert (c.flops, c.bytes, c.bwd_flops, c.bwd_bytes) == (253680, 29120, 507360, 56200)
+    assert c.kind == RNN and c.params == "mode=lstm,rows=21,I=10,H=20,P=5,layers=2,dirs=2,bias=1,type=fp32"
+
+
+def test_gru_over_a_packed_sequence():
+    """Lengths 5, 3, 2: 10 packed rows whatever the order. I=4, H=6, one layer, G=3: GEMMs
+    2·10·3·6·(4 + 6) = 3,600; cell 10·6·(3·3 + 8) = 1,020. Bytes: x 40, weights 3·6·10 + 2·3·6
+    = 216, h0 and h_n 2·3·6 = 36, y 60: 352 elements, 1,408 B."""
+    gru = torch.nn.GRU(4, 6)
+    seq = torch.nn.utils.rnn.pack_padded_sequence(torch.randn(5, 3, 4), [3, 5, 2], enforce_sorted=False)
+    c = cost_of(gru, seq)
+    assert (c.flops, c.bytes) == (4620, 1408)
+
+
+def test_relu_rnn_unbatched_without_bias():
+    """T=5, I=3, H=4, no bias: GEMMs 2·5·4·(3 + 4) = 280; cell 5·4·(1 + 1) = 40."""
+    rnn = torch.nn.RNN(3, 4, nonlinearity="relu", bias=False)
+    c = cost_of(rnn, torch.randn(5, 3))
+    assert c.flops == 320 and c.params.startswith("mode=rnn_relu,rows=5,I=3,H=4,P=0,layers=1,dirs=1,bias=0")
+
+
+@pytest.mark.parametrize("module,x,cell", [
+    (torch.nn.LSTM(10, 20, 2, bidirectional=True, proj_size=5, batch_first=True), torch.randn(3, 7, 10),
+     4 * 21 * 20 * (4 * 3 + 9)),
+    (torch.nn.GRU(4, 6, 3), torch.randn(5, 2, 4), 3 * 10 * 6 * (3 * 3 + 8)),
+    (torch.nn.RNN(3, 4, 2, bidirectional=True), torch.randn(5, 2, 3), 4 * 10 * 4 * (3 + 1)),
+])
+def test_gemm_part_equals_flop_counter_on_the_decomposed_cpu_path(module, x, cell):
+    """On the CPU (oneDNN off) PyTorch runs an RNN as mm/addmm calls FlopCounterMode counts: the
+    formula minus its cell part is exactly that count."""
+    with torch.backends.mkldnn.flags(enabled=False), FlopCounterMode(display=False) as counter:
+        module(x)
+    assert cost_of(module, x).flops - cell == counter.get_total_flops()
+
+
+def test_autocast_counts_bytes_in_the_cast_dtype():
+    """Under fp16 autocast the marker's tensors are fp32 but cuDNN reads and writes fp16."""
+    m = marker("torch", "rnn_tanh", torch.randn(5, 3), torch.zeros(1, 4), [torch.randn(4, 3), torch.randn(4, 4)],
+               False, 1, 0.0, False, False, False)
+    plain = lookup("torch", "rnn_tanh")(Call(m))
+    facts, _ = analyse([record(dict(m, autocast="float16"), "RNN_elementWise_fp")])
+    assert facts[0].bytes == plain.bytes // 2 and facts[0].dtype == "float16"
+
+
+def test_the_first_kernel_under_the_cudnn_range_carries_the_call():
+    """The dropout-state initialisation comes first and is a helper; the first kernel under
+    aten::_cudnn_rnn carries the forward, the others 0; the first under _cudnn_rnn_backward the
+    backward node."""
+    m = marker("torch", "rnn_tanh", torch.randn(5, 3), torch.zeros(1, 4), [torch.randn(4, 3), torch.randn(4, 4)],
+               False, 1, 0.0, False, False, False)
+    c = lookup("torch", "rnn_tanh")(Call(m))
+    outer = {"name": "aten::rnn_tanh", "opId": 1}
+    init = [outer, {"name": "aten::_cudnn_init_dropout_state", "opId": 2}]
+    fwd = [outer, {"name": "aten::_cudnn_rnn", "opId": 3}]
+    bwd = [{"name": "CudnnRnnBackward0"}, {"name": "aten::_cudnn_rnn_backward", "opId": 9}]
+    recs = [record(m, "initstates", torchOps=init),
+            record(m, "gemmSN_TN_kernel", torchOps=fwd), record(m, "elemWiseRNNcell", torchOps=fwd, subSeqId=1),
+            record(m, "gemmSN_NN_kernel", "bprop", torchOps=bwd), record(m, "RNN_elementWise_bp1", "bprop",
+                                                                        torchOps=bwd, subSeqId=1)]
+    facts, summary = analyse(recs)
+    assert [(f.flops, f.bytes) for f in facts] == [(0, 0), (c.flops, c.bytes), (0, 0), (c.bwd_flops, c.bwd_bytes),
+                                                   (0, 0)]
+    assert not summary.warnings
