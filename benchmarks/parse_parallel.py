@@ -155,8 +155,8 @@ def bounded(path: Path, out: Path, limit: float, reference: Path) -> str:
     # The rate over the second half of the records written: the sort is over by then.
     half = next(((t, sz) for t, sz in samples if sz >= len(data) / 2), samples[-1])
     rate = (n / 2) / max(1e-9, samples[-1][0] - half[0]) if n else 0.0
-    return (f"{'finished' if finished else 'stopped'} after {wall:.1f} s: first record at "
-            f"{first if first is None else round(first, 1)} s, {n} records written ({rate / 1e3:.1f}k records/s over "
+    came = "no record came" if first is None else f"first record at {first:.1f} s"
+    return (f"{'finished' if finished else 'stopped'} after {wall:.1f} s: {came}, {n} records written ({rate / 1e3:.1f}k records/s over "
             f"the second half), peak {usage.ru_maxrss / 1024:.0f} MB; "
             f"{'the same bytes as' if same else 'DIFFERENT BYTES from'} the first {len(data) / 1e9:.2f} GB of -j N's output")
 
