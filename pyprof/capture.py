@@ -14,13 +14,29 @@ import argparse
 import os
 import subprocess
 import sys
-from typing import Sequence
+import tempfile
+from typing import NoReturn, Sequence
 
-from pyprof.errors import EXIT_NO_KERNELS, EXIT_TOOL, EXIT_USAGE, ArgumentParser, PyprofError, run_cli
+from pyprof.cli import Parser, exit_statuses, invoked_as
+from pyprof.errors import (EXIT_BAD_FORMAT, EXIT_CORRUPT, EXIT_INTERRUPTED, EXIT_NO_INPUT, EXIT_NO_KERNELS,
+                           EXIT_OUTPUT, EXIT_TOOL, EXIT_USAGE, PyprofError, cannot_write, run_cli)
 from pyprof.nsys import MIN_VERSION, find_nsys, nsys_version
 from pyprof.parse import parse
 
 PROG = "pyprof.capture"
+
+STATUSES = {
+    0: "NAME.dict written",
+    EXIT_USAGE: "bad command line (no program after '--')",
+    EXIT_NO_INPUT: "the export nsys wrote cannot be read",
+    EXIT_BAD_FORMAT: "the file nsys wrote is not an Nsight Systems export",
+    EXIT_NO_KERNELS: "no kernel in the capture (no torch.cuda.profiler.start()/stop() reached: --whole captures "
+                     "the whole run)",
+    EXIT_CORRUPT: "the export nsys wrote is truncated or corrupted",
+    EXIT_TOOL: "nsys missing or too old, or it wrote no export",
+    EXIT_OUTPUT: "NAME's folder cannot be written (checked before the program runs), or NAME.dict cannot",
+    EXIT_INTERRUPTED: "interrupted",
+}
 
 # nsys options pyprof needs, by their long name; a user's own value for one of them wins.
 DEFAULTS: dict[str, tuple[str, ...]] = {
@@ -64,14 +80,14 @@ def default_name(program: Sequence[str]) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line; its --help is the manual."""
-    p = ArgumentParser(
-        prog=f"python -m {PROG}", formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
-        usage=f"python -m {PROG} [-o NAME] [--whole] [-q] [nsys profile options ...] -- COMMAND [ARGS ...]",
+    p = Parser(
+        PROG, allow_abbrev=False,
+        usage=f"{invoked_as(PROG)} [-o NAME] [--whole] [-q] [nsys profile options ...] -- COMMAND [ARGS ...]",
         description=__doc__.split("\n", 1)[1],
         epilog="Options this command does not know go to `nsys profile` unchanged (e.g. --duration=20, "
                "-t cuda,nvtx,cublas); they override pyprof's defaults of the same name. NSYS=/path/to/nsys "
-               f"picks an nsys not on PATH; Nsight Systems {MIN_VERSION[0]}.{MIN_VERSION[1]} or newer. "
-               f"Exit status: as pyprof.parse's, plus {EXIT_TOOL} when nsys is missing, too old or wrote no export.")
+               f"picks an nsys not on PATH; Nsight Systems {MIN_VERSION[0]}.{MIN_VERSION[1]} or newer.\n\n"
+               + exit_statuses(PROG, STATUSES))
     p.add_argument("-o", "--output", metavar="NAME", help="write NAME.nsys-rep, NAME.sqlite and NAME.dict "
                                                           "(default: the script's name)")
     p.add_argument("--whole", action="store_true", help="capture the whole run, not only the "
@@ -83,13 +99,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; fatal problems raise PyprofError."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if "--" not in argv:
-        build_parser().error("put the program to profile after '--': python -m pyprof.capture -- python train.py")
-    split = argv.index("--")
-    args, nsys_options = build_parser().parse_known_args(argv[:split])
+    split = argv.index("--") if "--" in argv else len(argv)
+    parser = build_parser()
+    # Parsed before the program is required, so that -h and --version work alone.
+    args, nsys_options = parser.parse_known_args(argv[:split])
     program = argv[split + 1:]
+    if split == len(argv):
+        parser.error(f"put the program to profile after '--': {parser.prog} -- python train.py")
     if not program:
-        build_parser().error("no program after '--'")
+        parser.error("no program after '--'")
     if args.whole:
         nsys_options.append("--capture-range=none")
 
@@ -103,6 +121,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: note: could not tell the version of {nsys}; going on", file=sys.stderr)
 
     name = args.output or default_name(program)
+    try:  # a folder that cannot take the files is found now, not after the whole run
+        tempfile.TemporaryFile(dir=os.path.dirname(os.path.abspath(name))).close()
+    except OSError as err:
+        raise cannot_write(name + ".nsys-rep", err) from None
     cmd = nsys_command(nsys, name, nsys_options, program)
     if not args.quiet:
         print(f"{PROG}: running {' '.join(cmd)}", file=sys.stderr)
@@ -124,5 +146,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def cli() -> NoReturn:
+    """The `pyprof-capture` console script."""
     run_cli(PROG, main)
+
+
+if __name__ == "__main__":
+    cli()

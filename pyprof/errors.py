@@ -5,7 +5,6 @@ traceback: users pipe these tools into each other and read the first line that w
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from typing import Callable, NoReturn, Sequence
@@ -31,12 +30,10 @@ class PyprofError(Exception):
         self.status = status
 
 
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse, with a bad command line reported like every other error: one line (argparse
-    prints its usage block first), status EXIT_USAGE; -h still prints the manual."""
-
-    def error(self, message: str) -> NoReturn:
-        raise PyprofError(f"{message} (-h for help)", EXIT_USAGE)
+def cannot_write(path: str, err: Exception) -> PyprofError:
+    """The error for an output file (-o, --plot, --parquet) that cannot be written: `path` and
+    why, status EXIT_OUTPUT, the same from every tool."""
+    return PyprofError(f"{path}: cannot write ({getattr(err, 'strerror', None) or err})", EXIT_OUTPUT)
 
 
 def run_cli(prog: str, main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> NoReturn:

@@ -26,6 +26,8 @@ from typing import NamedTuple, Sequence
 from hypothesis import HealthCheck, settings
 
 from pyprof.errors import run_cli
+from pyprof.parse.__main__ import STATUSES as PARSE_TABLE
+from pyprof.prof.__main__ import STATUSES as PROF_TABLE
 
 CANARY_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".fuzz-canary")
 CANARY = os.path.join(CANARY_DIR, "executed")
@@ -39,9 +41,9 @@ PAYLOADS = (
     "[x for x in ().__class__.__base__.__subclasses__() if x.__name__ == 'Popen'][0](['touch', " + repr(CANARY) + "])",
 )
 
-# Exit statuses each tool documents (pyprof/errors.py; docs/parse.md, docs/prof.md, -h).
-PARSE_STATUSES = frozenset({0, 2, 3, 4, 5, 6, 8, 9, 10, 130})
-PROF_STATUSES = frozenset({0, 2, 3, 4, 5, 7, 8, 9, 10, 130})
+# Exit statuses each tool documents: the tables its -h prints (docs/parse.md, docs/prof.md say the same).
+PARSE_STATUSES = frozenset(PARSE_TABLE)
+PROF_STATUSES = frozenset(PROF_TABLE)
 
 CASES = [0]          # CLI runs made by the fuzz suite: the figure reported at the end of the run
 _executed: list = []  # code objects run from text, seen by the audit hook during a run

@@ -1,7 +1,6 @@
 """python -m pyprof.capture, driven against a stand-in nsys that 'captures' the shipped LeNet export."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -82,6 +81,13 @@ def test_no_export_written(tmp_path):
     done = run_capture(tmp_path, "--", "python", "train.py", env_extra={"FAKE_NSYS_EXPORT": "0", "FAKE_NSYS_STATUS": "3"})
     assert done.returncode == 8
     assert done.stderr.splitlines()[-1] == "pyprof.capture: error: nsys exited with status 3 and wrote no train.sqlite"
+
+
+def test_output_folder_that_cannot_be_written_stops_before_the_run(tmp_path):
+    done = run_capture(tmp_path, "-o", "no/such/net", "--", "python", "train.py")
+    assert (done.returncode, done.stderr) == (10, "pyprof.capture: error: no/such/net.nsys-rep: cannot write (No "
+                                                  "such file or directory)\n")
+    assert not (tmp_path / "nsys-argv.json").exists()  # nsys never ran
 
 
 def test_program_is_required(tmp_path):

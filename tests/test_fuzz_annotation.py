@@ -223,6 +223,25 @@ def test_annotate_refuses_a_name_that_is_no_str_with_or_without_a_profiler():
     assert rec.ranges[0].text == '{"v":1,"kind":"layer","name":"\\ud800 lone surrogate"}'
 
 
+def test_a_backward_pass_started_unwrapped_closes_its_ranges():
+    """Forward under pyprof.init(), backward after restore() (or inside torch.jit.script's
+    unpatched() on another thread): the hooks of the forward pass still open bwd ranges, and
+    no wrapper of the backward call was there to close the last one; it stayed open on the
+    thread until its next backward pass (found by the thread stress after a merge)."""
+    net = torch.nn.Linear(3, 2)
+    with recording() as rec:
+        pyprof.init()
+        try:
+            loss = net(torch.ones(4, 3)).sum()
+        finally:
+            pyprof.restore()
+        loss.backward()  # the original Tensor.backward
+    assert [(m["kind"], m.get("op") or m.get("node")) for m in rec.markers] == [
+        ("op", "ones"), ("module", None), ("op", "linear"), ("op", "sum"), ("bwd", "SumBackward0"),
+        ("bwd", "AddmmBackward0")]
+    assert rec._stacks[threading.get_ident()] == []  # every push popped
+
+
 def test_modules_whose_named_modules_or_extra_repr_misbehave_still_run(pyprof_on):
     class FailingTree(torch.nn.Module):
         def __init__(self):

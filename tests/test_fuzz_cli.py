@@ -57,7 +57,8 @@ def parse_argv(draw, where: dict) -> tuple[list[str], str | None]:
     if draw(st.integers(0, 9)):
         argv.append(where[draw(st.sampled_from(PATH_KINDS))])
     for _ in range(draw(st.integers(0, 4))):
-        kind = draw(st.sampled_from(["-o", "--memcpy", "-q", "--quiet", "junk", "input", "-j", "--rank", "--merge"]))
+        kind = draw(st.sampled_from(["-o", "--memcpy", "-q", "--quiet", "junk", "input", "-j", "--rank", "--merge",
+                                     "--version"]))
         if kind == "-j":
             # -j 1: several inputs still go through the worker pool, but one fork is enough.
             argv += [draw(st.sampled_from(["-j", "--jobs"])), draw(st.one_of(st.just("1"), numbers))]
@@ -79,13 +80,27 @@ def prof_argv(draw, where: dict) -> list[str]:
     argv: list[str] = []
     for _ in range(draw(st.integers(0, 5))):
         kind = draw(st.sampled_from(["-c", "-w", "--csv", "--json", "--strict", "--summary", "--by", "--top", "--sort",
-                                     "--diff", "file", "junk", "--plot", "--overlap", "--stragglers"]))
+                                     "--diff", "file", "junk", "--plot", "--overlap", "--stragglers", "--modules",
+                                     "--parquet", "filter", "--window", "--version"]))
         if kind == "-c":
             argv += [draw(st.sampled_from(["-c", "--columns"])), draw(columns)]
         elif kind in ("-w", "--top"):
             argv += [kind, draw(numbers)]
         elif kind == "--by":
-            argv += [kind, draw(st.sampled_from(list(KEYS) + ["nope", ""]))]
+            keys = draw(st.lists(st.sampled_from(list(KEYS) + ["nope", "", " op"]), min_size=1, max_size=3))
+            argv += [kind, ",".join(keys)]
+        elif kind == "filter":  # regexes that do not compile, names of nothing, text of any kind
+            argv += [draw(st.sampled_from(["--kernel", "--op", "--layer", "--module"])),
+                     draw(st.one_of(st.sampled_from(["(", "[a-", "*", "sgemm", "conv2d,linear", "", "conv1", "a" * 500,
+                                                     "(a+)+$", "\\", "\n"]), st.text(max_size=8)))]
+        elif kind == "--window":
+            argv += [kind, draw(st.one_of(st.sampled_from([":", "0:", ":5", "5:1", "1:1", "a:b", "-5:-1", "1e3:2e3",
+                                                           "0:" + "9" * 30, "nan:inf", "0:10:20", ""]),
+                                          st.text(max_size=6)))]
+        elif kind == "--parquet":
+            # Writing Parquet takes a while: mostly paths that cannot be written.
+            argv += [kind, draw(st.sampled_from([where["missing dir"] + ".parquet", where["dir"], where["blank"],
+                                                 where["dir"] + "/../out.parquet"]))]
         elif kind == "--sort":
             argv += [kind, draw(st.sampled_from(list(SORTS) + ["nope"]))]
         elif kind == "--diff":
@@ -137,5 +152,14 @@ def test_prof_flags(where, data):
     before = set(os.listdir(where["dir"]))
     res = run_tool("prof", argv, stdin=stdin)
     _check(res, "prof")
+    parquet = Path(where["dir"]).parent / "out.parquet"
+    if parquet.exists():  # a failed run's file, if any, is no Parquet file a reader takes as complete
+        pq = pytest.importorskip("pyarrow.parquet")
+        try:
+            pq.read_table(parquet)
+            assert res.status == 0, f"a failed run (status {res.status}) left a readable {parquet}"
+        except (OSError, ValueError):  # pyarrow.ArrowInvalid (a ValueError): no footer
+            assert res.status != 0, "a successful run wrote an unreadable Parquet file"
+        parquet.unlink()
     if res.status != 0:
         assert set(os.listdir(where["dir"])) == before, "a failed run left a file"

@@ -30,7 +30,9 @@ from pyprof.prof.groups import KEYS, SORTS
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL_COLUMNS = [c.name for c in COLUMNS]
-_SKIPPED = re.compile(r"^  (\d+) malformed lines skipped$", re.M)
+_SKIPPED = re.compile(r"^  (\d+) malformed lines? skipped \(the first: line (\d+): .+\)$", re.M)
+_NO_RECORDS = re.compile(r"^pyprof\.prof: error: (.+) holds no pyprof records \(line (\d+): .+\); prof reads what "
+                         r"`python -m pyprof\.parse` writes, or an nsys export$")
 
 
 @functools.lru_cache(maxsize=None)
@@ -151,6 +153,37 @@ def _not_records(data: bytes) -> bool:
     return data.startswith(SQLITE) or compression(data) is not None
 
 
+def _json_object(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
+def _first_bad(stream: list[bytes], lineno: int, objects_too: bool = False) -> None:
+    """Line `lineno` of `stream`, named as the first malformed one, is not blank and no JSON object
+    (`objects_too`: or a JSON object, a record whose fields were not understood), and every line
+    before it that is neither is an original-PyProf line (`{...}` text), read as a record."""
+    assert 1 <= lineno <= len(stream) and stream[lineno - 1].strip()
+    assert objects_too or not _json_object(stream[lineno - 1])
+    for line in stream[:lineno - 1]:
+        assert not line.strip() or _json_object(line) or line.strip().startswith(b"{"), (lineno, line[:80])
+
+
+def check_refused(res, stream: list[bytes], name: str, alone: bool = True) -> None:
+    """Status 4: the input refused as a whole, from its first bytes (an nsys export, a compressed
+    file), or because not one of its lines is a record: then it is named, with a first malformed
+    line that truly is one, and nothing is printed (`alone`: stderr is that line; --diff says
+    first what it found in the side it read before)."""
+    assert res.status == 4
+    if _not_records(b"\n".join(stream)):
+        return
+    m = _NO_RECORDS.match(res.err_lines[-1])
+    assert m and m.group(1) == name and res.out == b"" and (len(res.err_lines) == 1 or not alone), res.err
+    assert not any(_json_object(line) for line in stream), res.err
+    _first_bad(stream, int(m.group(2)))
+
+
 def _data_lines(stream: list[bytes]) -> int:
     # What prof counts as lines: blank ones are skipped silently, everything else is a row or reported.
     return sum(1 for line in stream if line.strip())
@@ -194,14 +227,20 @@ def test_rows(tmp_path_factory, stream, cols, form, width, strict, from_file):
         res = run_tool("prof", argv, stdin=data)
     if res.status != 0:
         check_failure(res, "prof")
-        if res.status == 4:  # an nsys export or a compressed file given by mistake: known from its first bytes
-            assert _not_records(data), res.err
+        if res.status == 4:
+            check_refused(res, stream, str(path) if from_file else "stdin")
+        elif res.status == 2:  # before anything is read
+            assert form == "width" and re.fullmatch(rf"pyprof\.prof: error: -w {width} is narrower than these "
+                                                    r"columns need: at least \d+", res.err.strip()), res.err
+            assert res.out == b""
         else:
             assert res.status in (7, 9) and (strict or res.status == 9), res.err
         return
     rows = _rows(res.out, form == "csv")
     skipped = _SKIPPED.search(res.err)
     n_skipped = int(skipped.group(1)) if skipped else 0
+    if skipped:
+        _first_bad(stream, int(skipped.group(2)), objects_too=True)
     assert len(rows) + n_skipped == _data_lines(stream), (len(rows), n_skipped, res.err)
     for line in res.err_lines:
         assert line.startswith(("pyprof.prof: ", "  ")), line
@@ -222,7 +261,10 @@ def test_summary(stream, by, sort, top, form, strict):
     res = run_tool("prof", argv, stdin=data)
     if res.status != 0:
         check_failure(res, "prof")
-        assert res.status in (7, 9) or (res.status == 4 and _not_records(data)), res.err
+        if res.status == 4:
+            check_refused(res, stream, "stdin")
+        else:
+            assert res.status in (7, 9), res.err
         return
     if form == "json":
         json.loads(res.out, parse_constant=_no_constant)
@@ -245,7 +287,12 @@ def test_diff(tmp_path_factory, base, new, by, form):
     if res.status != 0:
         check_failure(res, "prof")
         if res.status == 4:
-            assert any(side and _not_records(side[0]) for side in (base, new)), res.err
+            named = _NO_RECORDS.match(res.err_lines[-1])
+            if named:
+                side, path = (base, a) if named.group(1) == str(a) else (new, b)
+            else:
+                side, path = (base, a) if _not_records(b"\n".join(base)) else (new, b)
+            check_refused(res, side, str(path), alone=False)
         elif res.status == 5:
             empty = a if f"{a} holds no kernel records" in res.err else b
             assert res.err_lines[-1] == f"pyprof.prof: error: --diff: {empty} holds no kernel records"

@@ -12,7 +12,8 @@ engine does after the node (adding gradients that meet, as PyTorch's own
 `autograd::engine::evaluate_function` range does) and the op's inner nodes that run right after
 it (`cross_entropy`'s LogSoftmaxBackward after NllLossBackward). The last range of a backward
 pass stays open on the engine's device thread until the next backward pass, where nothing else
-is launched; on the calling thread (CPU autograd) the backward call's wrapper closes it.
+is launched; on the calling thread (CPU autograd) the engine closes it at the end of the pass
+(a callback queued by the pass's first hook there), and so does the backward call's wrapper.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from .emit import BWD_VERSION
 from .emit import state as _state
 
 _Tensor = torch.Tensor
+_queue_callback = torch.autograd.Variable._execution_engine.queue_callback
 _CACHE_LIMIT = 8192
 
 
@@ -48,8 +50,27 @@ def _enter(text: str, grad_outputs: Any) -> None:
     tl = _tl
     if tl.open:
         _state.pop()
+    else:
+        _close_at_the_end()
     _state.push(text)
     tl.open = True
+
+
+def _close_at_the_end() -> None:
+    """Have the engine close this thread's bwd range when the backward pass ends, if it ends on
+    this thread (CPU autograd): the call that started the pass may not be a wrapper that closes
+    it (pyprof.restore(), or torch.jit.script's unpatched() on another thread, between the forward
+    pass that hooked the nodes and the backward call)."""
+    ident = threading.get_ident()
+
+    def done() -> None:
+        if threading.get_ident() == ident:
+            close()
+
+    try:
+        _queue_callback(done)
+    except RuntimeError:  # not inside a backward pass (a hook run by hand)
+        pass
 
 
 def close() -> None:

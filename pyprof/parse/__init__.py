@@ -23,6 +23,7 @@ from pyprof.parse.nsysrep import sqlite_path
 from pyprof.parse.output import open_output, write_lines
 from pyprof.parse.queries import sources
 from pyprof.progress import Progress
+from pyprof.text import count
 
 __all__ = ["parse", "records", "lines", "Stats", "Export"]
 
@@ -88,7 +89,8 @@ def _parse(db: str, output: str | None, memcpy: bool, progress: bool, lenient: b
                 recs.close()  # publishes the counts
                 if output is None and stats.records:
                     why = f"error: {err}" if isinstance(err, PyprofError) else "interrupted"
-                    out.write(f"pyprof.parse: {why} - the {stats.records} records above are incomplete\n")
+                    verb = "is" if stats.records == 1 else "are"
+                    out.write(f"pyprof.parse: {why} - the {count(stats.records, 'record')} above {verb} incomplete\n")
                 raise
     return stats
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Sequence
+from typing import NoReturn, Sequence
 
+from pyprof.cli import Parser, exit_statuses
 from pyprof.errors import (EXIT_BAD_FORMAT, EXIT_CORRUPT, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_NO_INPUT,
-                           EXIT_NO_KERNELS, EXIT_OUTPUT, EXIT_TOOL, EXIT_USAGE, ArgumentParser, PyprofError, run_cli)
+                           EXIT_NO_KERNELS, EXIT_OUTPUT, EXIT_TOOL, EXIT_USAGE, PyprofError, run_cli)
 from pyprof.parse import Stats, parallel, parse
 from pyprof.parse.merge import merge
+from pyprof.text import count
 
 PROG = "pyprof.parse"
 
@@ -37,34 +39,36 @@ One large export is cut into time windows parsed by up to -j workers; the output
 byte what one process writes.
 """
 
+STATUSES = {
+    0: "success",
+    EXIT_USAGE: "bad command line; -o names the input; two exports of the same rank",
+    EXIT_NO_INPUT: "input missing, a directory or FIFO, unreadable, or locked by another program",
+    EXIT_BAD_FORMAT: "not SQLite (compressed, random bytes), or not an Nsight Systems export (--merge: not "
+                     "ranked records)",
+    EXIT_NO_KERNELS: "no CUDA trace in the export (no kernel table) or an empty capture",
+    EXIT_CORRUPT: "truncated or corrupted export, or a value of a type nsys never writes (records already "
+                  "written are incomplete)",
+    EXIT_TOOL: ".nsys-rep input but nsys missing, or nsys export failed",
+    EXIT_INCOMPLETE: "--merge: an input ends where pyprof.parse failed",
+    EXIT_OUTPUT: "the output cannot be written (no such directory, a directory in the way, disk full)",
+    EXIT_INTERRUPTED: "interrupted",
+}
+
 EPILOG = f"""\
 A summary goes to stderr at the end (unless --quiet): records written, the share with an op
 attributed, kernels without a launch call, ranges not understood, malformed pyprof markers; for a
 trace with pyprof's compile-time table (torch.compile under pyprof.init()), the kernels joined to it.
 A progress line is shown while stderr is a terminal.
 
-exit status:
-  0                    success
-  {EXIT_USAGE}                    bad command line; -o names the input; two exports of the same rank
-  {EXIT_NO_INPUT}                    input missing, a directory or FIFO, unreadable, or locked by another program
-  {EXIT_BAD_FORMAT}                    not SQLite (compressed, random bytes), or not an Nsight Systems export
-                       (--merge: not ranked records)
-  {EXIT_NO_KERNELS}                    no CUDA trace in the export (no kernel table) or an empty capture
-  {EXIT_CORRUPT}                    truncated or corrupted export, or a value of a type nsys never writes
-                       (records already written are incomplete)
-  {EXIT_TOOL}                    .nsys-rep input but nsys missing, or nsys export failed
-  {EXIT_INCOMPLETE}                    --merge: an input ends where pyprof.parse failed
-  {EXIT_OUTPUT}                   the output cannot be written (no such directory, disk full, ...)
-  {EXIT_INTERRUPTED}                  interrupted
-Every error is one line on stderr, `pyprof.parse: error: ...`. On a fatal error after records
-went to stdout, a last line that is not JSON says so, and no -o file is created.
+{exit_statuses(PROG, STATUSES)}
+On a fatal error after records went to stdout, a last line that is not JSON says so, and no -o
+file is created.
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line; its --help is the manual."""
-    p = ArgumentParser(prog=f"python -m {PROG}", description=DESCRIPTION, epilog=EPILOG,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(PROG, description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("input", nargs="+", help="SQLite export (nsys profile --export sqlite, or nsys export --type "
                                             "sqlite), an .nsys-rep report (needs nsys: on PATH, or $NSYS), or a "
                                             "folder of them; several: the ranks of one job")
@@ -84,10 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _summary(stats: Stats, memcpy: bool, extra: str = "") -> str:
     share = 100.0 * stats.with_op / stats.records if stats.records else 0.0
-    what = f"{stats.kernels} kernels" + (f" + {stats.records - stats.kernels} memcpy/memset" if memcpy else "")
+    what = count(stats.kernels, "kernel") + (f" + {stats.records - stats.kernels} memcpy/memset" if memcpy else "")
     line = (f"{PROG}: {what} written{extra}; {share:.1f}% with an op attributed; "
-            f"{stats.no_launch} without a launch call; {stats.not_understood} ranges not understood; "
-            f"{stats.malformed} malformed pyprof markers")
+            f"{stats.no_launch} without a launch call; {count(stats.not_understood, 'range')} not understood; "
+            f"{count(stats.malformed, 'malformed pyprof marker')}")
     compiled = getattr(stats, "compiled", None)
     if compiled is not None and compiled.graphs:
         line += f"\n{PROG}: {compiled.note()}"
@@ -107,7 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         records, ranks = merge(args.input, args.output)
         if not args.quiet:
             span = f"ranks {ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else f"rank {ranks[0]}" if ranks else "no ranks"
-            print(f"{PROG}: {records} records merged from {len(args.input)} files ({span})", file=sys.stderr)
+            print(f"{PROG}: {count(records, 'record')} merged from {count(len(args.input), 'file')} ({span})",
+                  file=sys.stderr)
         return 0
     paths = parallel.inputs(args.input)
     ranked = args.rank or len(paths) > 1 or any(os.path.isdir(a) for a in args.input)
@@ -117,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         extra = ""
     else:
         stats = parallel.run(groups, args.output, jobs, progress)
-        extra = f" from {stats.exports} export{'s' if stats.exports > 1 else ''}"
+        extra = f" from {count(stats.exports, 'export')}"
         if stats.ranks:
             extra += ", " + parallel.note_ranks(stats)
         if stats.windows > stats.exports:
@@ -127,5 +132,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def cli() -> NoReturn:
+    """The `pyprof-parse` console script."""
     run_cli(PROG, main)
+
+
+if __name__ == "__main__":
+    cli()

@@ -20,10 +20,8 @@ everything else parse does.
 """
 from __future__ import annotations
 
-import contextlib
 import heapq
 import itertools
-import json
 from operator import itemgetter
 from sys import intern
 from typing import Any, Iterator

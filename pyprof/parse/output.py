@@ -9,7 +9,7 @@ import tempfile
 import threading
 from typing import Iterable, Iterator, TextIO
 
-from pyprof.errors import EXIT_OUTPUT, PyprofError
+from pyprof.errors import EXIT_OUTPUT, PyprofError, cannot_write
 from pyprof.progress import Progress
 
 
@@ -36,7 +36,7 @@ def open_output(path: str | None) -> Iterator[TextIO]:
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=f".{os.path.basename(target)}.",
                                    suffix=".partial")
     except OSError as err:
-        raise PyprofError(f"{path}: cannot write ({err.strerror or err})", EXIT_OUTPUT) from None
+        raise cannot_write(path, err) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             yield out
@@ -48,7 +48,7 @@ def open_output(path: str | None) -> Iterator[TextIO]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         if isinstance(err, OSError):  # a full disk, a file-size limit
-            raise PyprofError(f"{path}: cannot write ({err.strerror or err})", EXIT_OUTPUT) from None
+            raise cannot_write(path, err) from None
         raise
 
 

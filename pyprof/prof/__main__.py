@@ -3,45 +3,59 @@
 from __future__ import annotations
 
 import argparse
-from typing import Sequence
+from typing import NoReturn, Sequence
 
-from ..errors import (EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_NO_INPUT,
-                      EXIT_NO_KERNELS, EXIT_OUTPUT, EXIT_TOOL, EXIT_USAGE, ArgumentParser, PyprofError, run_cli)
+from ..cli import Parser, exit_statuses
+from ..errors import (EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_CORRUPT, EXIT_INCOMPLETE, EXIT_INTERRUPTED,
+                      EXIT_NO_INPUT, EXIT_NO_KERNELS, EXIT_OUTPUT, EXIT_TOOL, EXIT_USAGE, PyprofError, run_cli)
 from . import views
 from .columns import help_table
 from .views import table
 
-_EPILOG = f"""\
-exit status:
-  0    done (warnings, if any, summarised on stderr)
-  {EXIT_USAGE}    bad command line
-  {EXIT_NO_INPUT}    input missing or unreadable
-  {EXIT_BAD_FORMAT}    not a record file (an nsys SQLite export, a compressed file)
-  {EXIT_NO_KERNELS}    an input of --diff holds no kernel records
-  {EXIT_BAD_LINE}    malformed line under --strict
-  {EXIT_TOOL}    --plot without matplotlib
-  {EXIT_INCOMPLETE}    the input ends where pyprof.parse failed (rows before it were printed)
-  {EXIT_OUTPUT}   the output (stdout, the --plot image) cannot be written
-  {EXIT_INTERRUPTED}  interrupted
-Every error is one line on stderr, `pyprof.prof: error: ...`."""
-
 MAX_WIDTH = 100000  # a row wider than any screen; beyond it padding alone would fill memory
+
+STATUSES = {
+    0: "done (warnings, if any, summarised on stderr in one block)",
+    EXIT_USAGE: f"bad command line: unknown option or column, -w outside 1..{MAX_WIDTH} or narrower than the "
+                "columns need, an option given to a view it does not apply to (--top without --summary), a bad "
+                "--kernel REGEX",
+    EXIT_NO_INPUT: "input missing or unreadable",
+    EXIT_BAD_FORMAT: "neither pyprof records nor an nsys export: no line of the input is a record (a text file, "
+                     "a compressed file), a .sqlite that is not an export, an export on stdin (give its path)",
+    EXIT_NO_KERNELS: "no kernels: an input of --diff holds no kernel records, or an nsys export has no CUDA trace",
+    EXIT_CORRUPT: "an nsys export given as input is truncated or corrupted",
+    EXIT_BAD_LINE: "malformed line under --strict",
+    EXIT_TOOL: "a program or library the run needs is missing: nsys for a .nsys-rep, matplotlib for --plot, "
+               "pyarrow for --parquet",
+    EXIT_INCOMPLETE: "the input ends where pyprof.parse failed (rows before it were printed)",
+    EXIT_OUTPUT: "the output cannot be written: stdout, the --plot image, the --parquet file",
+    EXIT_INTERRUPTED: "interrupted",
+}
 
 
 def parser() -> argparse.ArgumentParser:
     """The command line; -h lists every column with its meaning and unit."""
-    p = ArgumentParser(
-        prog="python -m pyprof.prof", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="One row per GPU kernel from `python -m pyprof.parse` output: attribution, "
-                    "FLOPs, bytes, Tensor Core use and distance from the GPU's peaks.",
-        epilog=help_table() + "\n\n" + _EPILOG)
-    p.add_argument("file", nargs="?", default="-", help="record file (JSON Lines); stdin when absent or -")
+    p = Parser(
+        "pyprof.prof",
+        description="One row per GPU kernel from `python -m pyprof.parse` output (or an nsys export, "
+                    "parsed on the fly): attribution, FLOPs, bytes, Tensor Core use and distance from the GPU's "
+                    "peaks; or a view of where the time goes (--summary, --plot, --diff, --modules). On a "
+                    "terminal tables fit its width; into a pipe the per-kernel rows are space separated for "
+                    "awk and sort, and a view's names are not cut.",
+        epilog=help_table() + "\n\n" + exit_statuses("pyprof.prof", STATUSES))
+    p.add_argument("file", nargs="?", default="-", help="record file (JSON Lines), or an nsys export (.sqlite, "
+                                                        ".nsys-rep: parsed on the fly); stdin when absent or -")
     table.add_arguments(p)
     form = p.add_mutually_exclusive_group()
-    form.add_argument("-w", "--width", type=int, metavar="WIDTH", help="columnated output, WIDTH characters wide")
-    form.add_argument("--csv", action="store_true", help="CSV output (quoted by the csv module)")
+    form.add_argument("-w", "--width", type=int, metavar="WIDTH",
+                      help="columnated output, WIDTH characters wide (default: the terminal's width on a "
+                           "terminal; into a pipe or a file: space separated, a view's table as wide as its longest "
+                           "name)")
+    form.add_argument("--csv", action="store_true", help="CSV output (quoted by the csv module; keys as headers, "
+                                                         "na and - empty)")
     form.add_argument("--json", action="store_true",
-                      help=f"one JSON object ({', '.join(v.FLAG for v in views.VIEWS if v.JSON)} only)")
+                      help="JSON: one object per kernel per line (typed, keyed by column name; null for na "
+                           f"and -); one object for {', '.join(v.FLAG for v in views.VIEWS if v.JSON)}")
     p.add_argument("--strict", action="store_true", help="stop at the first malformed line (exit status 7)")
     views.add_arguments(p)
     return p
@@ -54,9 +68,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise PyprofError(f"-w needs a width from 1 to {MAX_WIDTH}", EXIT_USAGE)
     chosen = views.chosen(args)
     if args.json and not any(v.JSON for v in chosen):
-        raise PyprofError(f"--json needs {views.either(v for v in views.VIEWS if v.JSON)}", EXIT_USAGE)
+        raise PyprofError(f"--json does not apply to {views.either(chosen)} (it does to the per-kernel table, "
+                          f"{views.either(v for v in views.VIEWS if v.JSON)})", EXIT_USAGE)
+    writers = [v for v in chosen if v.JSON]
+    if (args.json or args.csv) and len(writers) > 1:
+        raise PyprofError(f"{'--json' if args.json else '--csv'} writes one view at a time, not "
+                          f"{' and '.join(v.FLAG for v in writers)}", EXIT_USAGE)
     return views.run(args, chosen)
 
 
-if __name__ == "__main__":
+def cli() -> NoReturn:
+    """The `pyprof-prof` console script."""
     run_cli("pyprof.prof", main)
+
+
+if __name__ == "__main__":
+    cli()

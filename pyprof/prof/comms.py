@@ -7,6 +7,7 @@ from typing import Any
 
 from .collectives import of_record
 from .overlap import Overlap, rank_key
+from .scan import time_field
 from .stragglers import Instances
 
 
@@ -27,9 +28,9 @@ class Comms:
         """Take one record (facts unused)."""
         if rec.get("kind", "kernel") != "kernel":
             return
-        dur = rec.get("kDuration")
-        if type(dur) is not int or type(rec.get("kStart")) is not int or type(rec.get("kEnd")) is not int:
-            raise TypeError("kDuration/kStart/kEnd are not integers")
+        dur = time_field(rec, "kDuration")
+        time_field(rec, "kStart")
+        time_field(rec, "kEnd")
         coll = of_record(rec)
         self.ranks.add(rec.get("rank"))
         tag = None

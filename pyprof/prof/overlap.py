@@ -19,6 +19,7 @@ from typing import Any
 
 from .collectives import Collective
 from .intervals import Timeline
+from .scan import time_field
 
 
 def rank_key(rank: Any) -> tuple:
@@ -133,9 +134,7 @@ class Overlap:
         if rec.get("kind", "kernel") != "kernel":
             return
         rank, device = rec.get("rank"), rec.get("device")
-        start, end = rec["kStart"], rec["kEnd"]
-        if type(start) is not int or type(end) is not int:
-            raise TypeError("kStart/kEnd are not integers")
+        start, end = time_field(rec, "kStart"), time_field(rec, "kEnd")
         opt = is_optimizer_step(rec)
         step = self._step.get(rank, 0)
         if not opt and self._in_optimizer.get(rank):

@@ -1,9 +1,12 @@
 """Records in, one at a time: JSON Lines from pyprof.parse (docs/records.md), or the original
-PyProf's Python-dict lines, read with ast.literal_eval (never eval: nothing read is executed)."""
+PyProf's Python-dict lines, read with ast.literal_eval (never eval: nothing read is executed);
+an nsys export given instead is parsed on the fly with pyprof.parse."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
+import os
 import sys
 from typing import BinaryIO, Iterator
 
@@ -13,7 +16,47 @@ from ..record_format import VERSION
 from .legacy import from_legacy
 from .warnings_tally import Tally
 
+# Optional (pip install 'pyprof[fast]'): prof takes 0.72x the CPU time with it
+# (benchmarks/results/prof_orjson_100k_cpu.txt). Records are the same but for integers beyond
+# 64 bits, which orjson reads as floats (parse never writes one).
+try:
+    from orjson import loads as _fast_loads
+except ImportError:
+    _fast_loads = None
+
+_UNDECODED = object()
 _PARSE_FAILED = b"pyprof.parse: "  # the line parse writes after its records when it fails midway
+
+
+def numbered(path: str | os.PathLike, tally: Tally, strict: bool = False,
+             memcpy: bool = False) -> Iterator[tuple[int, dict]]:
+    """(number, record) pairs of `path` (`-`: stdin), counted in `tally`: line numbers of a
+    record file, record numbers of an nsys export (a `.sqlite` or `.nsys-rep` name, or a file
+    that is SQLite; parsed now, as `pyprof.parse [--memcpy]` would; `strict` is for record lines)."""
+    path = os.fspath(path)
+    if path != "-" and path.endswith((".sqlite", ".nsys-rep")):
+        yield from _parsed(path, tally, memcpy)
+        return
+    with open_input(path) as stream:
+        # Peeked, not read: a FIFO of records must lose no byte to the look.
+        if path != "-" and stream.peek(len(SQLITE))[:len(SQLITE)] == SQLITE:
+            yield from _parsed(path, tally, memcpy)
+            return
+        yield from records(stream, tally, strict, "stdin" if path == "-" else path)
+
+
+def _parsed(path: str, tally: Tally, memcpy: bool) -> Iterator[tuple[int, dict]]:
+    from ..parse import Export, Stats
+    from ..parse import records as parse_records
+    from ..parse.export import check_export
+    from ..parse.nsysrep import sqlite_path
+
+    with sqlite_path(path, True) as db, Export(db) as exp:
+        check_export(exp, memcpy)
+        with contextlib.closing(parse_records(exp, Stats(), memcpy)) as recs:
+            for n, rec in enumerate(recs, 1):
+                tally.records += 1
+                yield n, rec
 
 
 def open_input(path: str) -> BinaryIO:
@@ -26,36 +69,47 @@ def open_input(path: str) -> BinaryIO:
         raise PyprofError(f"cannot read {path}: {err.strerror}", EXIT_NO_INPUT) from None
 
 
-def records(stream: BinaryIO, tally: Tally, strict: bool = False) -> Iterator[tuple[int, dict]]:
-    """Yield (line number, record) for each record of `stream`. A malformed line is reported with
-    its number and skipped, or, with `strict`, raises PyprofError (EXIT_BAD_LINE)."""
+def records(stream: BinaryIO, tally: Tally, strict: bool = False, name: str = "stdin") -> Iterator[tuple[int, dict]]:
+    """Yield (line number, record) for each record of `stream` (`name` in messages). A malformed
+    line is counted in `tally` and skipped, or, with `strict`, raises PyprofError (EXIT_BAD_LINE).
+    A stream with lines but not one record (a text file, another tool's output) is not pyprof's:
+    PyprofError (EXIT_BAD_FORMAT) at its end, rather than an empty table."""
     decode = json.JSONDecoder().decode  # on str: skips json.loads' per-call encoding detection
+    first_bad = None
+    kept = 0
     for lineno, line in enumerate(stream, 1):
         if lineno == 1:
             if line.startswith(SQLITE):
-                raise PyprofError("the input is an nsys SQLite export: run `python -m pyprof.parse` on it "
-                                  "and give prof its output", EXIT_BAD_FORMAT)
+                raise PyprofError("the input is an nsys SQLite export: give its path (prof parses it) or run "
+                                  "`python -m pyprof.parse` on it and give prof its output", EXIT_BAD_FORMAT)
             packed = compression(line)
             if packed:
                 raise PyprofError(f"the input is {packed}-compressed: decompress it first (e.g. zcat net.dict.gz | "
                                   "python -m pyprof.prof)", EXIT_BAD_FORMAT)
-        try:
-            rec = decode(line.decode())
-        except (ValueError, RecursionError) as err:  # RecursionError: absurdly deep nesting
-            if not line.strip():
-                continue
-            if line.startswith(_PARSE_FAILED):
-                said = line.decode("utf-8", "replace").strip()
-                raise PyprofError(f"line {lineno}: the input is incomplete, parse failed while writing it "
-                                  f"({said})", EXIT_INCOMPLETE) from None
-            rec = _legacy(line)
-            if not isinstance(rec, dict):
-                reason = rec or ("not UTF-8 text" if isinstance(err, UnicodeDecodeError) else
-                                 f"not a JSON record ({getattr(err, 'msg', err)})")
-                bad_record(tally, strict, lineno, reason)
-                continue
+        rec, reason = _UNDECODED, None
+        if _fast_loads is not None:
+            try:
+                rec = _fast_loads(line)
+            except ValueError:
+                pass  # json decides below, with its message (and reads NaN, lone surrogates, blank lines)
+        if rec is _UNDECODED:
+            try:
+                rec = decode(line.decode())
+            except (ValueError, RecursionError) as err:  # RecursionError: absurdly deep nesting
+                if not line.strip():
+                    continue
+                if line.startswith(_PARSE_FAILED):
+                    said = line.decode("utf-8", "replace").strip()
+                    raise PyprofError(f"line {lineno}: the input is incomplete, parse failed while writing it "
+                                      f"({said})", EXIT_INCOMPLETE) from None
+                rec = _legacy(line)
+                if not isinstance(rec, dict):
+                    reason = rec or ("not UTF-8 text" if isinstance(err, UnicodeDecodeError) else
+                                     f"not a JSON record ({getattr(err, 'msg', err)})")
         if not isinstance(rec, dict):
-            bad_record(tally, strict, lineno, "not a JSON object")
+            reason = reason or "not a JSON object"
+            first_bad = first_bad or f"line {lineno}: {reason}"
+            bad_record(tally, strict, lineno, reason)
             continue
         v = rec.get("v")
         if type(v) is int and v > VERSION:
@@ -63,7 +117,11 @@ def records(stream: BinaryIO, tally: Tally, strict: bool = False) -> Iterator[tu
             tally.warn(f"records of format v{v}, newer than this pyprof reads (v{VERSION}): keys added since "
                          "are ignored; upgrade pyprof", f"v{v}")
         tally.records += 1
+        kept += 1
         yield lineno, rec
+    if first_bad is not None and not kept:
+        raise PyprofError(f"{name} holds no pyprof records ({first_bad}); prof reads what `python -m pyprof.parse` "
+                          "writes, or an nsys export", EXIT_BAD_FORMAT)
 
 
 def _legacy(line: bytes) -> dict | str | None:

@@ -15,6 +15,18 @@ from .warnings_tally import Tally
 FIELD_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, RecursionError)
 
 
+def time_field(rec: dict, key: str) -> int:
+    """The time field `key` (kStart, kEnd, kDuration) of a record, in ns: an integer of 64 bits,
+    as nsys stores times (parse writes no other); TypeError or ValueError, one of FIELD_ERRORS,
+    for anything else: a number past 64 bits would overflow the statistics and units later."""
+    v = rec.get(key)
+    if type(v) is not int:  # bool is not a time either
+        raise TypeError(f"{key} is {type(v).__name__}, not an integer")
+    if not -2**63 <= v < 2**63:
+        raise ValueError(f"{key} is beyond 64 bits ({v.bit_length()} bits)")
+    return v
+
+
 class Sink(Protocol):
     """What a view feeds on: every usable record with its Facts, in input order."""
 
@@ -22,7 +34,8 @@ class Sink(Protocol):
 
     def add(self, rec: dict, facts: Facts) -> None:
         """Take one record; raise one of FIELD_ERRORS, before changing anything, for a record
-        whose fields have the wrong types."""
+        whose fields have the wrong types. A sink may also have `skip()`, called instead for a
+        record a filter leaves out (filters.Filtered)."""
 
 
 def analysed(numbered: Iterable[tuple[int, dict]], tally: Tally, strict: bool = False, analyse: bool = True,
