@@ -219,6 +219,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, help="warm-up steps per model (default 5, smoke 1)")
     parser.add_argument("--timeout", type=int, default=240, help="seconds per process (default 240)")
     parser.add_argument("--calls", action="store_true", help="only the per-call table")
+    parser.add_argument("--no-calls", action="store_true", help="leave out the per-call table")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.steps = args.steps or (2 if args.smoke else 10)
@@ -292,8 +293,9 @@ def main() -> None:
         if v and base:
             verdicts.append(f"{name} {v / base:.2f}x (goal <= {GOALS[name]}x: {'met' if v / base <= GOALS[name] else 'MISSED'})")
     print("\npyprof default vs plain: " + "; ".join(verdicts))
-    print()
-    print_calls()
+    if not args.no_calls:
+        print()
+        print_calls()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The GPT example captured on an H100 twice in one run: pyprof.profiled()'s default (markers and
 backward node hooks, no emit_nvtx) and with aten=True (emit_nvtx): every kernel gets the same
-direction, op, module and call site (benchmarks/attribution_compare.py compares FLOPs as well)."""
+direction, op, module and call site, and the same FLOPs but where only PyTorch's op ranges can
+tell (benchmarks/attribution_compare.py prints the differences)."""
 from __future__ import annotations
 
 import lzma
@@ -13,6 +14,9 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent / "benchmarks"))
 
 import attribution_compare  # noqa: E402
+
+import pyprof  # noqa: E402
+from pyprof.prof.aten import engine_accumulation  # noqa: E402
 
 
 def _unpacked(tmp_path: Path, name: str) -> str:
@@ -31,3 +35,41 @@ def test_gpt_default_mode_attributes_every_kernel_as_emit_nvtx_does(tmp_path: Pa
     assert [tuple(r[k] for k in keys) for r in default] == [tuple(r[k] for k in keys) for r in aten]
     bprop = [r for r in default if r["dir"] == "bprop"]
     assert len(bprop) > 50 and all(r["op"] not in (None, "na", "-") for r in bprop)
+
+
+def _by_op(rows: list) -> dict:
+    sums: dict = {}
+    for r in rows:
+        key = tuple(r[k] for k in attribution_compare.KEY)
+        sums[key] = sums.get(key, 0) + (r["flops"] or 0)
+    return sums
+
+
+def test_gpt_default_mode_prices_every_kernel_as_emit_nvtx_does_but_engine_adds_and_adamw(tmp_path: Path) -> None:
+    """FLOPs per kernel equal, except where only PyTorch's op ranges can tell: the autograd
+    engine's gradient accumulations (an `aten::add_` between nodes, priced at the aten level:
+    default mode has no range saying a kernel is one, so it carries 0 as a later kernel of the
+    node's op) and which of fused AdamW's two kernels carries the step (`main_op`: with ranges
+    the `_fused_adamw_` kernel, without them the op's first kernel; the op's total is equal)."""
+    default = attribution_compare.kernels(_unpacked(tmp_path, "gpt_default.sqlite"))
+    records = list(pyprof.records(_unpacked(tmp_path, "gpt_aten.sqlite")))
+    aten = attribution_compare.kernels(os.fspath(tmp_path / "gpt_aten.sqlite"))
+    engine = [i for i, rec in enumerate(records) if engine_accumulation(rec)]
+    assert engine == [77, 96, 112, 131]
+    assert {aten[i]["op"] for i in engine} == {"layer_norm"}
+    assert [(aten[i]["flops"], default[i]["flops"]) for i in engine] == [(131072, 0)] * 4
+    adamw = [i for i, r in enumerate(aten) if r["op"] == "AdamW.step"]
+    assert adamw == [137, 138]
+    assert [default[i]["flops"] for i in adamw] == [27782144, 0]
+    assert [aten[i]["flops"] for i in adamw] == [0, 27782144]
+    same = [i for i in range(len(aten)) if i not in engine and i not in adamw]
+    assert [default[i]["flops"] for i in same] == [aten[i]["flops"] for i in same]
+    assert [default[i]["bytes"] for i in same] == [aten[i]["bytes"] for i in same]
+    # cross_entropy's three backward nodes do its backward once, on the first kernel, in both.
+    ce = [i for i, r in enumerate(aten) if r["op"] == "cross_entropy" and r["dir"] == "bprop"]
+    assert [aten[i]["flops"] for i in ce] == [2097664, 0, 0, 0]
+    # Per op: equal but for the engine's adds, which the aten capture adds to layer_norm's.
+    d, a = _by_op(default), _by_op(aten)
+    assert d.keys() == a.keys()
+    assert {k: (a[k] - d[k]) // 131072 for k in a if a[k] != d[k]} == {
+        k: 1 for k in {tuple(aten[i][c] for c in attribution_compare.KEY) for i in engine}}

@@ -96,7 +96,8 @@ class Analyzer:
         """(cost, None) or (None, (warning kind, op name)) for the marker behind a record."""
         if rec.get("dir") == "bprop":
             fwd = rec.get("fwd")
-            marker = fwd.get("marker") if isinstance(fwd, dict) else None
+            # No forward op: a backward call's own kernel (Tensor.backward's seed gradient).
+            marker = fwd.get("marker") if isinstance(fwd, dict) else rec.get("marker")
         else:
             marker = rec.get("marker")
         if not isinstance(marker, dict) or marker.get("kind") != "op":
@@ -192,13 +193,18 @@ class Analyzer:
     def _first_of_call(self, rec: dict, counts: bool) -> bool:
         """True for the first kernel of an op call that `counts` (is a main-kernel candidate).
 
-        A new call starts when the op marker (for bprop: the forward op's seq) or the outermost
-        PyTorch range (with its op id) differs from the previous kernel's on the same thread, or,
-        without PyTorch ranges, at sub-sequence 0 (the marker is then the innermost range)."""
+        A new call starts when the op marker or the outermost PyTorch range (with its op id)
+        differs from the previous kernel's on the same thread, or, without PyTorch ranges, at
+        sub-sequence 0 (the marker is then the innermost range). For bprop the call is the
+        forward op's call (`fwd.call`): every autograd node one call created (cross_entropy's
+        NllLoss, ToCopy and LogSoftmax nodes) does that op's backward once, as one pyprof `bwd`
+        range does; else the forward op's seq."""
         torch_ops = rec.get("torchOps")
         outer = torch_ops[0] if torch_ops else None
         if rec.get("dir") == "bprop":
-            ident = ((rec.get("fwd") or {}).get("seq"), outer)
+            fwd = rec.get("fwd") or {}
+            call = fwd.get("call")
+            ident = ("call", call) if call is not None else (fwd.get("seq"), outer)
         else:
             ident = (rec.get("marker"), outer)
         return self._first(("call", rec.get("pid"), rec.get("tid")), ident, counts,
