@@ -69,7 +69,7 @@ def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str, opaq
                 if runs_backward:
                     _backward.close()
                 _state.pop()
-            _backward.attach(out, args, text, inplace)
+            _backward.attach(out, args, text, inplace or (kwargs.get("inplace") is True if kwargs else False))
             return out
         finally:
             tl.depth = depth

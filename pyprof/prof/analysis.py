@@ -223,13 +223,16 @@ class Analyzer:
         A kernel named `dgrad` or `wgrad` fills that slot; any other (a GEMM-lowered 1x1
         convolution, cuDNN's direct, Winograd or depthwise kernels, the `fprop` kernel computing
         a transposed convolution's data gradient) fills the first free one in launch order. A
-        second kernel for a filled slot (a gradient split in two) carries 0."""
-        torch_ops = rec.get("torchOps")
-        ident = ((rec.get("fwd") or {}).get("seq"), torch_ops[0] if torch_ops else None)
+        second kernel for a filled slot (a gradient split in two) carries 0.
+
+        The node is the op call _first_of_call (run first for every kernel of the op) last
+        started on this thread, compared by identity: a call whose first kernel is not a matrix
+        kernel (cuDNN's padding kernel) starts its slots anew all the same."""
+        call = self._calls.get(("call", rec.get("pid"), rec.get("tid")))
         key = ("slots", rec.get("pid"), rec.get("tid"))
         state = self._calls.get(key)
-        if state is None or state[0] != ident or (not torch_ops and rec.get("subSeqId") == 0):
-            state = self._calls[key] = [ident, set()]
+        if state is None or state[0] is not call:
+            state = self._calls[key] = [call, set()]
         low = (name or "").lower()
         slot = next((t for t in _GRAD_TOKENS if t in low), None)
         if slot is None:
