@@ -14,12 +14,14 @@
 #   compile_time3    the same three ways (no pyprof, pyprof.init() without the recorder, with it),
 #                    each twice, interleaved
 # usage (repo root, on the GPU machine): bash benchmarks/compiled_gpu.sh [step ...]
-# Results go to $OUT (or ./gpu-out): the exports, compile_time.jsonl and logs.txt.
+# Results go to $OUT (or ./gpu-out): the exports, compile_time.jsonl, logs.txt and NAME.log per capture.
+# PARALLEL=1 runs the steps at once (captures only: concurrent runs would distort timings);
+# CAPTURE_TIMEOUT (s) bounds each capture.
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 steps=${*:-gpt_compiled gpt_graphs compile_time resnet_compiled gpt_graphs_graph}
 logs=$out/logs.txt
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .devkit/wheels/*.whl
+[ -d /tmp/site/nvtx ] || python3 -m pip install -q --no-index --no-deps --target /tmp/site .devkit/wheels/*.whl
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$logs"
 python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)' | tee -a "$logs"
@@ -29,11 +31,13 @@ fresh() {  # a command with empty Inductor and Triton caches (compilation measur
 }
 capture() {  # name, nsys options ..., -- command ...
   local name=$1; shift
-  echo "== capture $name" >> "$logs"
-  fresh timeout "${CAPTURE_TIMEOUT:-150}" env OUT="$out" bash .devkit/nsys-capture.sh "$name" "$@" >> "$logs" 2>&1 \
-    || { echo "capture $name failed"; tail -20 "$logs"; }
+  local t0=$SECONDS
+  fresh timeout "${CAPTURE_TIMEOUT:-150}" env OUT="$out" bash .devkit/nsys-capture.sh "$name" "$@" > "$out/$name.log" 2>&1 \
+    || { echo "capture $name failed"; tail -20 "$out/$name.log"; }
+  echo "== capture $name: $((SECONDS - t0)) s" >> "$logs"
 }
-for s in $steps; do
+step() {
+  local s=$1
   case $s in
     gpt_compiled) capture gpt_compiled -- python3 examples/compiled.py --model gpt ;;
     gpt_graphs) capture gpt_graphs --cuda-graph-trace=node -- python3 examples/compiled.py --model gpt --mode reduce-overhead ;;
@@ -53,5 +57,9 @@ for s in $steps; do
         done
       done ;;
   esac
+}
+for s in $steps; do
+  if [ -n "${PARALLEL:-}" ]; then step "$s" & else step "$s"; fi
 done
+wait
 ls -la "$out"

@@ -2,20 +2,28 @@
 
     python benchmarks/parse_parallel.py ranks --ranks 64 --kernels 100000 --jobs 16
     python benchmarks/parse_parallel.py huge --kernels 10000000 --jobs 16 [--single 1000000,2000000]
+        [--single-limit 90]
 
 `ranks`: a synthetic data-parallel job (tests/nsys_synth.py rank_export: forward and backward
 GEMMs, DDP bucket all-reduces with record_param_comms and NCCL ranges, pyprof markers), one
 export per rank of about --kernels kernels each. Times `python -m pyprof.parse -j JOBS FOLDER`
-against the largest export parsed alone by one process (`-j 1`). Goal: <= 2x.
+against the largest export parsed alone by one process (`-j 1`). Goal: <= 2x. With --together,
+also the JOBS largest exports each parsed by a process of its own, all at once: how much slower a
+process parses when JOBS of them share the machine (cores, caches, memory, disk), whatever pyprof
+does to split the work.
 
 `huge`: one export of about --kernels kernels (tests/nsys_synth.py workload, 100k kernels,
 repeated along the timeline by nsys_synth.repeat at SQLite's speed). Times `-j JOBS` and checks
 the output's SHA-256 against `-j 1` on the same export when --single-full is given; --single
 sizes are parsed by one process too (the first N kernels' worth of the same workload), so the
 one-process time of the large export can be read off their (linear) growth when running it in
-full does not fit the time at hand. Goal: >= 8x, byte-identical, <= 200 MB per worker.
+full does not fit the time at hand. --single-limit S runs `-j 1` on the large export for at
+most S seconds: when its first record came (SQLite sorts everything first), how many it wrote,
+and whether they are the first bytes of the `-j JOBS` output. Goal: >= 8x, byte-identical,
+<= 200 MB per worker.
 
-Every parse writes to a file under --work (choose a RAM disk: outputs are ~1.1 kB per kernel);
+Every parse writes to a file under --out (default --work; choose a RAM disk: outputs are ~1.1 kB
+per kernel);
 peak RSS is the largest of the parse process and its workers (getrusage of the children).
 Exports are generated once and kept in --work.
 """
@@ -60,13 +68,15 @@ def make_ranks(work: Path, ranks: int, kernels: int, procs: int) -> Path:
     return folder
 
 
-def make_huge(work: Path, kernels: int) -> Path:
-    base = work / "workload-100000.sqlite"
+def make_huge(work: Path, kernels: int, base_kernels: int = 100_000) -> Path:
+    base = work / f"workload-{base_kernels}.sqlite"
     if not base.exists():
-        nsys_synth.workload(str(base) + ".partial", 100_000)
+        t0 = time.perf_counter()
+        nsys_synth.workload(str(base) + ".partial", base_kernels)
         os.rename(str(base) + ".partial", base)
-    copies = max(1, kernels // 100_000)
-    path = work / f"workload-{copies * 100_000}.sqlite"
+        print(f"# generated {base} in {time.perf_counter() - t0:.0f} s", flush=True)
+    copies = max(1, kernels // base_kernels)
+    path = work / f"workload-{copies * base_kernels}.sqlite"
     if not path.exists():
         t0 = time.perf_counter()
         nsys_synth.repeat(str(base), str(path) + ".partial", copies)
@@ -81,9 +91,9 @@ _PEAK = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=T
          "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
 
 
-def parse(inputs: list, out: Path, jobs: int, digest: bool = True) -> tuple[float, float, str]:
+def parse(inputs: list, out: Path, jobs: int, digest: bool = True, keep: bool = False) -> tuple[float, float, str]:
     """Wall seconds, peak RSS (MB) of the parse and its workers, SHA-256 (when `digest`) and size
-    of the output."""
+    of the output (removed unless `keep`)."""
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", _PEAK, sys.executable, "-m", "pyprof.parse", "-q", "-j", str(jobs),
                            *map(str, inputs), "-o", str(out)], cwd=ROOT, check=True, capture_output=True, text=True)
@@ -94,8 +104,61 @@ def parse(inputs: list, out: Path, jobs: int, digest: bool = True) -> tuple[floa
             for chunk in iter(lambda: f.read(1 << 24), b""):
                 sha.update(chunk)
     size = out.stat().st_size
-    out.unlink()
+    if not keep:
+        out.unlink()
     return wall, int(done.stdout.split()[-1]) / 1024, f"{sha.hexdigest()[:16] if digest else '-'} {size / 1e9:.2f} GB"
+
+
+def together(files: list, out: Path) -> list[float]:
+    """Each export parsed by a `-j 1` process of its own, all started at once: their wall seconds."""
+    def one(i: int) -> float:
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "pyprof.parse", "-q", "-j", "1", str(files[i]), "-o", f"{out}.{i}"],
+                       cwd=ROOT, check=True, capture_output=True)
+        wall = time.perf_counter() - t0
+        os.unlink(f"{out}.{i}")
+        return wall
+    with concurrent.futures.ThreadPoolExecutor(len(files)) as ex:
+        return list(ex.map(one, range(len(files))))
+
+
+def bounded(path: Path, out: Path, limit: float, reference: Path) -> str:
+    """`-j 1` on `path` for at most `limit` seconds: when its first record came, how many it wrote
+    at what rate, its peak RSS, and whether its bytes are the first bytes of `reference`."""
+    for old in out.parent.glob(f".{out.name}.*.partial"):
+        old.unlink()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "pyprof.parse", "-q", "-j", "1", str(path), "-o", str(out)],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = None
+    samples = []
+    while proc.poll() is None and time.perf_counter() - t0 < limit:
+        time.sleep(0.5)
+        partial = next(out.parent.glob(f".{out.name}.*.partial"), None)
+        size = partial.stat().st_size if partial else 0
+        now = time.perf_counter() - t0
+        if size and first is None:
+            first = now
+        samples.append((now, size))
+    finished = proc.poll() is not None
+    if not finished:
+        proc.kill()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    partial = out if finished else next(out.parent.glob(f".{out.name}.*.partial"))
+    data = partial.read_bytes()
+    partial.unlink()
+    data = data[:data.rfind(b"\n") + 1]
+    n = data.count(b"\n")
+    with open(reference, "rb") as f:
+        same = f.read(len(data)) == data
+    # The rate over the second half of the records written: the sort is over by then.
+    half = next(((t, sz) for t, sz in samples if sz >= len(data) / 2), samples[-1])
+    rate = (n / 2) / max(1e-9, samples[-1][0] - half[0]) if n else 0.0
+    came = "no record came" if first is None else f"first record at {first:.1f} s"
+    return (f"{'finished' if finished else 'stopped'} after {wall:.1f} s: {came}, {n} records written ({rate / 1e3:.1f}k records/s over "
+            f"the second half), peak {usage.ru_maxrss / 1024:.0f} MB; "
+            f"{'the same bytes as' if same else 'DIFFERENT BYTES from'} the first {len(data) / 1e9:.2f} GB of -j N's output")
 
 
 def main() -> None:
@@ -107,13 +170,19 @@ def main() -> None:
     p.add_argument("--gen-procs", type=int, default=os.cpu_count())
     p.add_argument("--single", default="", help="huge: also parse these sizes (kernels) with one process")
     p.add_argument("--single-full", action="store_true", help="huge: also parse the large export with one process")
+    p.add_argument("--single-limit", type=float, default=0,
+                   help="huge: also run -j 1 on the large export for at most this many seconds")
+    p.add_argument("--together", action="store_true", help="ranks: also JOBS exports parsed by JOBS processes at once")
+    p.add_argument("--base", type=int, default=100_000, help="huge: kernels of the export that is repeated")
     p.add_argument("--work", type=Path, default=Path("/tmp/pyprof-parallel-bench"))
+    p.add_argument("--out", type=Path, help="where outputs are written (default: --work)")
     p.add_argument("--gen-only", action="store_true", help="generate the exports and stop")
     args = p.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     print(f"# {os.cpu_count()} CPUs, Python {sys.version.split()[0]}; wall seconds; peak = largest RSS of parse "
           "and its workers", flush=True)
-    out = args.work / "out.dict"
+    (args.out or args.work).mkdir(parents=True, exist_ok=True)
+    out = (args.out or args.work) / "out.dict"
     if args.what == "ranks":
         folder = make_ranks(args.work, args.ranks, args.kernels, args.gen_procs)
         if args.gen_only:
@@ -123,17 +192,31 @@ def main() -> None:
         print(f"{args.ranks} exports, -j {args.jobs}: {wall_all:.2f} s, peak {peak_all:.0f} MB, {digest}", flush=True)
         wall_one, peak_one, _ = parse([files[-1]], out, 1, digest=False)
         print(f"largest export alone, -j 1: {wall_one:.2f} s, peak {peak_one:.0f} MB", flush=True)
-        print(f"ratio {wall_all / wall_one:.2f}x (goal <= 2x)", flush=True)
+        print(f"ratio {wall_all / wall_one:.2f}x (goal <= 2x; {-(-args.ranks // args.jobs)}x is the floor with "
+              f"{args.jobs} workers at the speed of one alone)", flush=True)
+        if args.together:
+            walls = together(files[-args.jobs:], out)
+            print(f"{len(walls)} largest exports, each by a -j 1 process of its own, all at once: slowest "
+                  f"{max(walls):.2f} s, mean {sum(walls) / len(walls):.2f} s ({max(walls) / wall_one:.2f}x alone)",
+                  flush=True)
         return
-    path = make_huge(args.work, args.kernels)
+    path = make_huge(args.work, args.kernels, args.base)
     if args.gen_only:
         for size in [int(s) for s in args.single.split(",") if s]:
-            make_huge(args.work, size)
+            make_huge(args.work, size, args.base)
         return
-    wall_par, peak_par, digest_par = parse([path], out, args.jobs)
+    # The digest is compared only with a full -j 1 run (a bounded one compares bytes itself).
+    wall_par, peak_par, digest_par = parse([path], out, args.jobs, digest=args.single_full or bool(args.single),
+                                           keep=args.single_limit > 0)
     print(f"{path.name}, -j {args.jobs}: {wall_par:.2f} s, peak {peak_par:.0f} MB, sha256 {digest_par}", flush=True)
+    if args.single_limit:
+        reference = out.with_suffix(".ref")
+        out.rename(reference)
+        print(f"{path.name}, -j 1 for at most {args.single_limit:.0f} s: "
+              f"{bounded(path, out, args.single_limit, reference)}", flush=True)
+        reference.unlink()
     for size in [int(s) for s in args.single.split(",") if s]:
-        small = make_huge(args.work, size)
+        small = make_huge(args.work, size, args.base)
         wall, peak, digest = parse([small], out, 1)
         wall_j, _, digest_j = parse([small], out, args.jobs)
         print(f"{small.name}, -j 1: {wall:.2f} s, peak {peak:.0f} MB; -j {args.jobs}: {wall_j:.2f} s "

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-__all__ = ["init", "restore", "wrap", "annotate", "profiled", "records", "rows", "dataframe", "summary"]
+__version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it from here)
+
+__all__ = ["__version__", "init", "restore", "wrap", "annotate", "profiled", "records", "rows", "dataframe", "summary",
+           "ProfWarning"]
 
 # Notebook API (pyprof/api.py), loaded on first use: neither torch nor pandas is imported.
-_API = frozenset(("records", "rows", "dataframe", "summary"))
+_API = frozenset(("records", "rows", "dataframe", "summary", "ProfWarning"))
 
 _NEEDS_TORCH = "pyprof.init() annotates PyTorch programs and needs torch: pip install torch (or pyprof[torch])"
 

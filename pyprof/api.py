@@ -13,75 +13,50 @@ pyprof.errors.PyprofError (with the message the command-line tools print).
 """
 from __future__ import annotations
 
-import contextlib
+import os
+import warnings
 from typing import Any, Iterator
 
-__all__ = ["records", "rows", "dataframe", "summary"]
+__all__ = ["records", "rows", "dataframe", "summary", "ProfWarning"]
 
-_SQLITE = b"SQLite format 3\x00"
 NEEDS_PANDAS = "pyprof.dataframe() needs pandas: pip install pandas (or pip install 'pyprof[pandas]')"
 
 
-def _is_sqlite(path: str) -> bool:
-    if path.endswith((".sqlite", ".nsys-rep")):
-        return True
-    try:
-        with open(path, "rb") as f:
-            return f.read(16) == _SQLITE
-    except OSError:
-        return False
+class ProfWarning(UserWarning):
+    """What prof could not work out in a file (lines skipped, values `na` and why), raised
+    through the `warnings` module once per call: Python shows a given message once per place
+    it comes from, and `warnings.simplefilter("ignore", pyprof.ProfWarning)` silences it."""
 
 
-def _numbered(path: str, tally: Any, memcpy: bool, strict: bool) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(number, record) pairs of `path`, counted in `tally` (prof's warnings tally): what prof's
-    record loop (pyprof.prof.scan) reads. Numbers are line numbers of a record file, record
-    numbers of a parsed export."""
-    if _is_sqlite(path):
-        from pyprof.parse import Export, Stats
-        from pyprof.parse import records as parse_records
-        from pyprof.parse.export import check_export
-        from pyprof.parse.nsysrep import sqlite_path
+def _tally() -> Any:
+    from pyprof.prof.warnings_tally import Tally
 
-        with sqlite_path(path, True) as db, Export(db) as exp:
-            check_export(exp, memcpy)
-            with contextlib.closing(parse_records(exp, Stats(), memcpy)) as recs:
-                for n, rec in enumerate(recs, 1):
-                    tally.records += 1
-                    yield n, rec
-        return
-    from pyprof.prof.reader import open_input
-    from pyprof.prof.reader import records as read_records
-
-    with open_input(path) as stream:
-        yield from read_records(stream, tally, strict)
+    return Tally(echo=False)
 
 
-def records(path: str, *, memcpy: bool = False, strict: bool = False) -> Iterator[dict[str, Any]]:
+def _warn(path: Any, tally: Any, stacklevel: int) -> None:
+    """The tally of `path`, if it holds anything, as one ProfWarning."""
+    text = ""
+    for line in tally.lines():  # the CLI's block on one line: "N records; warnings: kind: ...; kind: ..."
+        text += (" " if text.endswith(":") else "; " if text else "") + line.strip()
+    if text:
+        warnings.warn(f"{os.fspath(path)}: {text}", ProfWarning, stacklevel=stacklevel + 1)
+
+
+def records(path: str | os.PathLike, *, memcpy: bool = False, strict: bool = False) -> Iterator[dict[str, Any]]:
     """Yield the records (docs/records.md) of `path`, one dict per kernel, in launch order.
 
     path: an nsys SQLite export or .nsys-rep (parsed now; `memcpy` adds memcpy/memset records,
         as `pyprof.parse --memcpy`), or a record file written by `python -m pyprof.parse`.
     strict: for record files, raise PyprofError on a malformed line instead of skipping it
-        (skipped lines are reported on stderr).
+        (skipped lines are reported as one ProfWarning at the end).
     """
-    from pyprof.prof.warnings_tally import Tally
+    from pyprof.prof.reader import numbered
 
-    tally = Tally()
-    for _n, rec in _numbered(path, tally, memcpy, strict):
+    tally = _tally()
+    for _n, rec in numbered(path, tally, strict, memcpy):
         yield rec
-    tally.report()
-
-
-def _typed(kind: type, value: str) -> Any:
-    """A printed value as `kind` (the column's type); `na` becomes None."""
-    if value == "na":
-        return None
-    if kind is str:
-        return value
-    try:
-        return kind(value)
-    except ValueError:
-        return value  # "-" (absent) and the like stay as printed
+    _warn(path, tally, 2)
 
 
 def _columns(columns: str | list[str] | None) -> list[Any]:
@@ -97,56 +72,73 @@ def _columns(columns: str | list[str] | None) -> list[Any]:
         raise ValueError(f"unknown column {err.args[0]!r}; known: {', '.join(c.name for c in COLUMNS)}") from None
 
 
-def rows(path: str, columns: str | list[str] | None = None, *, memcpy: bool = False,
+def _rows(path: str | os.PathLike, cols: list[Any], memcpy: bool, typed: bool, tally: Any) -> Iterator[dict]:
+    from pyprof.prof.columns import typed as as_type
+    from pyprof.prof.reader import numbered
+    from pyprof.prof.scan import analysed
+    from pyprof.prof.views.table import Cells
+
+    names = [c.name for c in cols]
+    kinds = [c.type for c in cols]
+    cells = Cells(cols)
+    for _rec, _facts, values in analysed(numbered(path, tally, False, memcpy), tally, False, cells.needs_facts,
+                                         cells):
+        yield dict(zip(names, map(as_type, kinds, values) if typed else values))
+
+
+def rows(path: str | os.PathLike, columns: str | list[str] | None = None, *, memcpy: bool = False,
          typed: bool = True) -> Iterator[dict[str, Any]]:
     """Yield one dict per record: {column name: value} with the values `python -m pyprof.prof`
     prints (docs/prof.md lists the columns; default: all of them).
 
-    typed: numbers as int/float (the column's type) and `na` as None (default); False keeps
-    prof's strings. Records whose fields have the wrong types are skipped and counted on stderr,
-    as in prof.
+    typed: each value as its column's type, as --json and --parquet write them (int, float,
+    tc as True/False, text) with None for `na` and `-` (default); False keeps prof's strings.
+    Records whose fields have the wrong types are skipped; what was skipped or is `na` and why
+    comes as one ProfWarning at the end.
     """
-    from pyprof.prof.scan import analysed
-    from pyprof.prof.views.table import Cells
-    from pyprof.prof.warnings_tally import Tally
-
-    cols = _columns(columns)
-    names = [c.name for c in cols]
-    kinds = [c.type for c in cols]
-    cells = Cells(cols)
-    tally = Tally()
-    for _rec, _facts, values in analysed(_numbered(path, tally, memcpy, False), tally, False, cells.needs_facts,
-                                         cells):
-        yield dict(zip(names, map(_typed, kinds, values) if typed else values))
-    tally.report()
+    tally = _tally()
+    yield from _rows(path, _columns(columns), memcpy, typed, tally)
+    _warn(path, tally, 2)
 
 
-def dataframe(path: str, columns: str | list[str] | None = None, *, memcpy: bool = False) -> Any:
-    """A pandas DataFrame of rows(path, columns): one row per kernel, numeric columns numeric,
-    unknown values NaN/None. Raises ImportError naming the install when pandas is missing, and
-    ValueError for an unknown column, as rows() does."""
+def dataframe(path: str | os.PathLike, columns: str | list[str] | None = None, *, memcpy: bool = False) -> Any:
+    """A pandas DataFrame of rows(path, columns): one row per kernel; integer and float columns
+    numeric (float with NaN where a value is unknown), `tc` boolean (pandas' nullable dtype,
+    <NA> where not applicable), text columns with None for `na` and `-`. The warnings tally is
+    in `df.attrs["warnings"]` ({kind: {name: kernels}}, and "malformed lines") and comes as one
+    ProfWarning. Raises ImportError naming the install when pandas is missing, and ValueError
+    for an unknown column, as rows() does."""
     try:
         import pandas as pd
     except ImportError:
         raise ImportError(NEEDS_PANDAS) from None
-    names = [c.name for c in _columns(columns)]
-    return pd.DataFrame.from_records(list(rows(path, columns, memcpy=memcpy)), columns=names)
+    cols = _columns(columns)
+    tally = _tally()
+    df = pd.DataFrame.from_records(list(_rows(path, cols, memcpy, True, tally)), columns=[c.name for c in cols])
+    for c in cols:
+        if c.type is bool:
+            df[c.name] = df[c.name].astype("boolean")
+        elif c.type in (int, float) and df[c.name].dtype == object:  # no rows, or every value None
+            df[c.name] = df[c.name].astype("float64")
+    df.attrs["warnings"] = tally.as_dict()
+    _warn(path, tally, 2)
+    return df
 
 
-def summary(path: str, by: str = "op", sort: str = "time", top: int | None = None, *,
+def summary(path: str | os.PathLike, by: str = "op", sort: str = "time", top: int | None = None, *,
             memcpy: bool = False) -> dict[str, Any]:
     """The `--summary --json` object of `path`: header (span, busy %, gaps, Tensor Core shares),
-    rows per group (`by`: op, kernel, layer, module, dir, tc, stream), advice and notes.
-    Records skipped and warnings are reported on stderr, as in prof."""
-    from pyprof.prof.groups import KEYS, SORTS
+    rows per group (`by`: op, kernel, shape, layer, module, dir, tc, stream, or several joined
+    by commas, e.g. "op,shape"), advice and notes.
+    Records skipped and warnings come as one ProfWarning, as in rows()."""
+    from pyprof.prof.groups import SORTS, by_keys
+    from pyprof.prof.reader import numbered
     from pyprof.prof.views.summary import collect, report
-    from pyprof.prof.warnings_tally import Tally
 
-    if by not in KEYS:
-        raise ValueError(f"by must be one of {', '.join(KEYS)}")
+    by = ",".join(by_keys(by))  # ValueError naming the keys
     if sort not in SORTS:
         raise ValueError(f"sort must be one of {', '.join(SORTS)}")
-    tally = Tally()
-    prof = collect(_numbered(path, tally, memcpy, False), tally, by)
-    tally.report()
+    tally = _tally()
+    prof = collect(numbered(path, tally, False, memcpy), tally, by)
+    _warn(path, tally, 2)
     return report(prof, sort, top)

@@ -14,8 +14,9 @@ import argparse
 import os
 import subprocess
 import sys
-from typing import Sequence
+from typing import NoReturn, Sequence
 
+from pyprof.cli import Parser, invoked_as
 from pyprof.errors import EXIT_NO_KERNELS, EXIT_TOOL, EXIT_USAGE, PyprofError, run_cli
 from pyprof.nsys import MIN_VERSION, find_nsys, nsys_version
 from pyprof.parse import parse
@@ -64,9 +65,9 @@ def default_name(program: Sequence[str]) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line; its --help is the manual."""
-    p = argparse.ArgumentParser(
-        prog=f"python -m {PROG}", formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
-        usage=f"python -m {PROG} [-o NAME] [--whole] [-q] [nsys profile options ...] -- COMMAND [ARGS ...]",
+    p = Parser(
+        PROG, allow_abbrev=False,
+        usage=f"{invoked_as(PROG)} [-o NAME] [--whole] [-q] [nsys profile options ...] -- COMMAND [ARGS ...]",
         description=__doc__.split("\n", 1)[1],
         epilog="Options this command does not know go to `nsys profile` unchanged (e.g. --duration=20, "
                "-t cuda,nvtx,cublas); they override pyprof's defaults of the same name. NSYS=/path/to/nsys "
@@ -83,13 +84,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; fatal problems raise PyprofError."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if "--" not in argv:
-        build_parser().error("put the program to profile after '--': python -m pyprof.capture -- python train.py")
-    split = argv.index("--")
-    args, nsys_options = build_parser().parse_known_args(argv[:split])
+    split = argv.index("--") if "--" in argv else len(argv)
+    parser = build_parser()
+    # Parsed before the program is required, so that -h and --version work alone.
+    args, nsys_options = parser.parse_known_args(argv[:split])
     program = argv[split + 1:]
+    if split == len(argv):
+        parser.error(f"put the program to profile after '--': {parser.prog} -- python train.py")
     if not program:
-        build_parser().error("no program after '--'")
+        parser.error("no program after '--'")
     if args.whole:
         nsys_options.append("--capture-range=none")
 
@@ -124,5 +127,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def cli() -> NoReturn:
+    """The `pyprof-capture` console script."""
     run_cli(PROG, main)
+
+
+if __name__ == "__main__":
+    cli()

@@ -40,15 +40,18 @@ def test_rows_typed_values(tmp_path):
     rows = list(pyprof.rows(GPT, columns="idx,op,kernel,sil,tc,flops,tflops"))
     assert len(rows) == 139
     first = rows[0]
-    assert first == {"idx": 0, "op": "embedding", "kernel": "vectorized_gather_kernel", "sil": 2080, "tc": "-",
+    assert first == {"idx": 0, "op": "embedding", "kernel": "vectorized_gather_kernel", "sil": 2080, "tc": None,
                      "flops": 0, "tflops": 0.0}
     assert sum(r["sil"] for r in rows) == 509607
     # The step-counter bump (_foreach_add_) carries 0, the _fused_adamw_ kernel the step's work.
     adam = [r for r in rows if r["op"] == "AdamW.step"]
     assert [r["flops"] for r in adam] == [0, 27782144]
-    # Tensor.backward's seed: a fill of one fp32 element, priced from its aten::fill_ range.
+    # Tensor.backward's seed: a fill of one fp32 element, priced by the backward call's own marker.
     assert [r["flops"] for r in rows if r["op"] == "backward"] == [0]
-    assert [r["flops"] for r in pyprof.rows(unpriced(tmp_path), columns="flops")][-1] is None  # na -> None
+    with pytest.warns(pyprof.ProfWarning, match="no op marker: 1 kernel"):
+        assert [r["flops"] for r in pyprof.rows(unpriced(tmp_path), columns="flops")][-1] is None  # na -> None
+    arange = next(r for r in pyprof.rows(GPT, columns="op,peak") if r["op"] == "arange")
+    assert arange["peak"] is None  # int64 on CUDA cores has no peak: na -> None
     raw = next(pyprof.rows(GPT, columns=["op", "flops"], typed=False))
     assert raw == {"op": "embedding", "flops": "0"}
 
@@ -66,7 +69,8 @@ def test_dataframe_unknown_column():
 
 def test_dataframe(tmp_path):
     pd = pytest.importorskip("pandas")
-    df = pyprof.dataframe(unpriced(tmp_path), columns="op,sil,flops,tc")
+    with pytest.warns(pyprof.ProfWarning, match="no op marker: 1 kernel"):
+        df = pyprof.dataframe(unpriced(tmp_path), columns="op,sil,flops,tc")
     assert list(df.columns) == ["op", "sil", "flops", "tc"] and len(df) == 140
     by_op = df.groupby("op")["sil"].sum().sort_values(ascending=False)
     assert by_op.index[0] == "linear" and by_op.iloc[0] == 262533
@@ -83,24 +87,30 @@ def test_summary():
 
 
 def test_api_and_cli_share_the_record_loop(tmp_path, capfd):
-    """A record whose kDuration is a string is skipped, with the same line on stderr, by prof's
-    --summary and table and by pyprof.summary/rows (summary() used to raise TypeError)."""
+    """A record whose kDuration is a string is skipped by prof's --summary and table and by
+    pyprof.summary/rows (summary() used to raise TypeError), with the same words: on stderr from
+    the command line, as one ProfWarning (nothing on stderr) from the API."""
     recs = trace_records("lenet")
     recs[3]["kDuration"] = "12"
     path = write_dict(tmp_path, "bad", recs)
     skipped = ("pyprof.prof: line 4: record fields not understood (TypeError: kDuration is str, not an integer); "
                "line skipped\n")
     rc, out, err = prof("--summary", "--json", path)
-    assert rc == 0 and err.startswith(skipped) and "1 malformed lines skipped" in err
+    assert rc == 0 and err.startswith(skipped) and "1 malformed line skipped" in err
     capfd.readouterr()
-    s = pyprof.summary(path)
-    assert capfd.readouterr().err == err
+    with pytest.warns(pyprof.ProfWarning) as caught:
+        s = pyprof.summary(path)
+    assert capfd.readouterr().err == ""
+    assert err.splitlines()[1:] == ["pyprof.prof: 44 records; warnings:", "  1 malformed line skipped"]
+    assert str(caught[0].message) == (f"{path}: " + skipped.replace("pyprof.prof: ", "").strip()
+                                      + "; 44 records; warnings: 1 malformed line skipped")
     assert s == json.loads(out) and s["header"]["kernels"] == 43
     rc, out, err = prof("-c", "idx,op,tflops", path)
-    rows = list(pyprof.rows(path, columns="idx,op,tflops", typed=False))
-    assert capfd.readouterr().err == err and err.startswith(skipped.replace("kDuration is str, not an integer",
-                                                                             "unsupported operand type(s) for /: "
-                                                                             "'int' and 'str'"))
+    with pytest.warns(pyprof.ProfWarning, match="unsupported operand type"):
+        rows = list(pyprof.rows(path, columns="idx,op,tflops", typed=False))
+    assert capfd.readouterr().err == "" and err.startswith(skipped.replace("kDuration is str, not an integer",
+                                                                           "unsupported operand type(s) for /: "
+                                                                           "'int' and 'str'"))
     assert [" ".join(r.values()) for r in rows] == out.splitlines()[1:] and len(rows) == 43
 
 
@@ -109,3 +119,33 @@ def test_errors():
         next(pyprof.records("/nonexistent.dict"))
     with pytest.raises(PyprofError):
         next(pyprof.records(os.path.join(ROOT, "README.md")[:-3] + ".sqlite"))
+
+
+def test_dataframe_is_typed_takes_a_path_and_prints_nothing(tmp_path, capfd):
+    pd = pytest.importorskip("pandas")
+    import pathlib
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a clean trace: no ProfWarning either
+        df = pyprof.dataframe(pathlib.Path(write_dict(tmp_path, "gpt")), columns="idx,op,sil,tc,flops,peak,layer,seq")
+    assert capfd.readouterr().err == ""
+    numeric = {c: str(t) for c, t in df.dtypes.items() if c not in ("op", "layer")}
+    assert numeric == {"idx": "int64", "sil": "int64", "tc": "boolean", "flops": "int64", "peak": "float64",
+                       "seq": "float64"}  # seq: absent on some kernels, so float with NaN
+    assert not pd.api.types.is_numeric_dtype(df.op) and df.op[0] == "embedding"
+    assert df.tc.isna().sum() > 0 and df.tc.sum() == 31  # 31 Tensor Core kernels, <NA> where not applicable
+    assert df.seq.isna().sum() > 0 and "-" not in set(df.layer)
+    assert df.attrs["warnings"] == {}
+
+
+def test_warnings_come_once_as_a_prof_warning_with_the_tally(tmp_path, capfd):
+    pytest.importorskip("pandas")
+    recs = trace_records("lenet")
+    recs[0]["marker"]["op"] = "frobnicate"
+    path = write_dict(tmp_path, "odd", recs)
+    with pytest.warns(pyprof.ProfWarning) as caught:
+        df = pyprof.dataframe(path, columns="op,flops")
+    assert capfd.readouterr().err == "" and len(caught) == 1
+    assert str(caught[0].message) == f"{path}: 44 records; warnings: unknown op: 1 kernel: torch.nn.functional.frobnicate (1)"
+    assert df.attrs["warnings"] == {"unknown op": {"torch.nn.functional.frobnicate": 1}}

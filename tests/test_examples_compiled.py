@@ -185,14 +185,14 @@ def test_hand_captured_cuda_graph(tmp_path_factory, eager) -> None:
     replayed = [(r, f) for r, f in rows if r["graphNode"] is not None]
     assert len(replayed) == 422 and {r["launch"]["api"] for r, _ in replayed} == {"cudaGraphLaunch_v10000"}
     assert time_share(rows, explained) >= 0.99
-    # Two replays of one step: twice the eager step's FLOPs, to the FLOP, but for the optimizer.
-    # Captured, AdamW is capturable: its step counters are 0-dim CUDA tensors, and its kernels are
-    # priced one by one from their aten ranges (12 FLOPs per parameter element, 9 per counter: 29
-    # tensors, 2,137,088 elements); eager, the whole step from its marker (13 per element).
-    def model(rs):
-        return [(r, f) for r, f in rs if r["op"] != "AdamW.step"]
-    assert total_flops(model(rows)) == 2 * total_flops(model(eager[0]))
-    assert total_flops([(r, f) for r, f in rows if r["op"] == "AdamW.step"]) == 2 * (12 * 2137088 + 9 * 29)
+    # Two replays of one step: twice the eager step's FLOPs, to the FLOP, and the step counters'
+    # scalar work. Captured, AdamW is
+    # capturable and priced kernel by kernel from its aten ranges; eager (fused), the whole step
+    # from its marker: both 13 per parameter element (2,137,088). The capturable step also runs
+    # its bias corrections on the GPU, 9 scalar ops on each of its 29 step counters, which the
+    # fused kernel does per tensor and the marker does not count.
+    assert total_flops(rows) == 2 * (total_flops(eager[0]) + 9 * 29)
+    assert total_flops([(r, f) for r, f in rows if r["op"] == "AdamW.step"]) == 2 * (13 * 2137088 + 9 * 29)
     assert total_flops([(r, f) for r, f in eager[0] if r["op"] == "AdamW.step"]) == 13 * 2137088
     gemms = [(r["dir"], r["op"], f.flops, f.tc) for r, f in find(rows, "nvjet", "blocks.0.fc", "fprop")
              + find(rows, "nvjet", "blocks.0.fc", "bprop")]
@@ -225,6 +225,62 @@ def test_graph_breaks_and_compiled_optimizer(tmp_path_factory) -> None:
     assert len(na) == 11
     assert [r["kShortName"] for r in na if '"FakeTensor"' not in json.dumps(r["compiled"]["nodes"])] == [
         "triton_for_fused_0"]  # the step counters' add_: a list of 29 cut to 16 + {"more": 13}
-    # The compiled optimizer step's other combo kernels: the foreach math over the parameters.
+    # The compiled optimizer step's other foreach kernels, the math over the parameters: no nodes
+    # recorded then (their fused nodes were not unpacked), so 0 FLOPs.
     step = [(r["compiled"]["bytes"], f.flops) for r, f in rows if r["kShortName"].startswith("triton_for_fused_")][1:]
     assert step == [(59838580, 0), (59838580, 0)]
+
+
+def test_reduce_overhead_in_default_mode(tmp_path_factory, eager) -> None:
+    """examples/compiled.py --mode reduce-overhead captured under profiled()'s default mode (no
+    emit_nvtx): a CUDA graph launch delimits each run, so the join needs no PyTorch range."""
+    rows, stats = analysed(unpacked(tmp_path_factory, "gpt_graphs_default"))
+    assert (stats.compiled.graphs, stats.compiled.instances, stats.compiled.joined, stats.compiled.unexplained) == (
+        2, 2, 109, 0)
+    assert time_share(rows, explained) >= 0.95
+    assert abs(total_flops(rows) / total_flops(eager[0]) - 1) < 0.005
+
+
+def table_work(path: Path) -> list:
+    """(entry, KernelWork) for every call site of the compile-time table in a trace."""
+    from pyprof.parse.compiled import CompiledStats, load
+    from pyprof.prof.compiled import KernelWork
+
+    with Export(str(path)) as exp:
+        tables = load(exp, CompiledStats())
+    return [(e, KernelWork(e)) for graphs in tables.values() for g in graphs for e in g.calls if e]
+
+
+def hinted(entry: dict) -> bool:
+    return any(n.get("hinted") for n in entry["nodes"])
+
+
+def test_dynamic_shapes_priced_by_hints(tmp_path_factory) -> None:
+    """--variant dynamic (torch.compile(dynamic=True)), captured in default mode: 81 of the 109
+    call sites have symbolic sizes, recorded by their hints; every call site is priced, and the
+    table's FLOPs are the static graph's (examples/gpt_compiled.sqlite: 105 call sites)."""
+    work = table_work(unpacked(tmp_path_factory, "gpt_dynamic"))
+    static = table_work(EXAMPLES / "gpt_compiled.sqlite")
+    assert (len(work), sum(hinted(e) for e, _ in work), len(static)) == (109, 81, 105)
+    assert all(w.flops is not None and w.warnings == [] for _, w in work)
+    assert sum(w.flops for _, w in work) == sum(w.flops for _, w in static) == 5917188224
+
+
+def test_graph_breaks_priced_by_hints(tmp_path_factory) -> None:
+    """--variant break captured in default mode by the recorder that writes symbolic sizes by
+    their hints and tensor lists whole: every call site of the 11 graphs priced (the earlier
+    capture: 11 kernels na); the step counters' add_ lists all 29. The compiled AdamW's math
+    kernels recorded no nodes (a foreach kernel's fused nodes were not unpacked then, see
+    test_nvtx_compiled's test_foreach_kernel_schedule_unpacked). Captured before profiled()
+    opened its own range around graph calls: without emit_nvtx the runs cannot be cut, and no
+    kernel is joined."""
+    path = unpacked(tmp_path_factory, "gpt_break_default")
+    work = table_work(path)
+    assert (len(work), sum(hinted(e) for e, _ in work)) == (67, 12)
+    assert all(w.flops is not None for _, w in work)
+    step = {e["name"]: (len(e["nodes"]), w.flops) for e, w in work if e["name"].startswith("triton_for_fused_")}
+    assert step == {"triton_for_fused_0": (1, 29), "triton_for_fused_1": (0, 0), "triton_for_fused_2": (0, 0)}
+    [counters] = [e for e, _ in work if e["name"] == "triton_for_fused_0"]
+    assert len(counters["nodes"][0]["args"][0]) == 29
+    _, stats = analysed(path)
+    assert (stats.compiled.graphs, stats.compiled.instances, stats.compiled.joined) == (11, 0, 0)

@@ -37,6 +37,16 @@ pyprof.init()
 model = torch.compile(Tiny())
 x = torch.randn(4, 16, requires_grad=True)
 model(x).sum().backward()
+# profiled()'s ranges around compiled-graph calls (PyTorch's NVTX calls observed: no CUDA here).
+from unittest import mock
+from pyprof.nvtx import graph_calls
+pushed = []
+with mock.patch("torch.cuda.nvtx.range_push", pushed.append), \
+        mock.patch("torch.cuda.nvtx.range_pop", lambda: pushed.append("pop")):
+    with graph_calls.ranges():
+        model(x).sum().backward()
+    model(x).sum().backward()  # after the capture: no range
+print(json.dumps(pushed))
 # More tensors than an op marker lists (16): the table keeps whole lists.
 extra = [nn.Parameter(torch.zeros(2)) for _ in range(14)]
 for p in extra:
@@ -58,7 +68,8 @@ def t(*shape: int, dtype: str = F32, **extra) -> dict:
 
 
 @pytest.fixture(scope="module")
-def table(tmp_path_factory) -> list:
+def tiny(tmp_path_factory) -> tuple:
+    """The script's output lines, decoded, and its path."""
     script = tmp_path_factory.mktemp("tiny") / "tiny.py"
     script.write_text(TINY)
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
@@ -66,7 +77,20 @@ def table(tmp_path_factory) -> list:
     # Nothing at interpreter exit either (module-tree weakref callbacks used to run after the
     # module's globals were cleared: "Exception ignored in ... 'NoneType' object is not callable").
     assert out.stderr == ""
-    return [json.loads(line) for line in [out.stdout.strip()]][0], f"{script}:16"
+    return [json.loads(line) for line in out.stdout.splitlines()], script
+
+
+@pytest.fixture(scope="module")
+def table(tiny) -> tuple:
+    lines, script = tiny
+    return lines[1], f"{script}:16"
+
+
+def test_graph_call_ranges(tiny) -> None:
+    """Inside graph_calls.ranges() (profiled() without emit_nvtx) each call of a compiled graph,
+    forward and backward, opens PyTorch's range, numbered; outside, none."""
+    pushed = tiny[0][0]
+    assert pushed == ["## Call CompiledFxGraph None ## run 0", "pop", "## Call CompiledFxGraph None ## run 1", "pop"]
 
 
 def test_graphs(table) -> None:
@@ -207,3 +231,24 @@ def test_module_tables_dropped_after_module_teardown(monkeypatch) -> None:
         vars(wrappers).update(saved)
     assert [u.exc_value for u in unraisable] == []
     assert key not in roots
+
+
+def test_foreach_kernel_schedule_unpacked() -> None:
+    """A Triton foreach kernel's schedule (a compiled optimizer step on the GPU) holds one fused
+    scheduler node per tensor, which has no IR node of its own: the FX nodes are those of the
+    nodes fused into each (the H100 capture of compiled_more.py --variant break recorded none)."""
+    from types import SimpleNamespace
+
+    from pyprof.nvtx.compiled import _fx_nodes
+
+    def snode(*origins: str) -> SimpleNamespace:
+        me = SimpleNamespace(node=SimpleNamespace(origins=list(origins)))
+        me.get_nodes = lambda: [me]
+        return me
+
+    def fused(*parts: SimpleNamespace) -> SimpleNamespace:
+        return SimpleNamespace(node=None, get_nodes=lambda: list(parts))
+
+    marker = SimpleNamespace()  # EnableReduction/DisableReduction: no scheduler node
+    schedule = [fused(snode("lerp_0"), snode("mul_0", "addcmul_0")), fused(snode("lerp_1")), marker, snode("sqrt")]
+    assert list(_fx_nodes(schedule, False)) == ["lerp_0", "mul_0", "addcmul_0", "lerp_1", "sqrt"]

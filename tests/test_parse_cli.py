@@ -49,7 +49,7 @@ def test_records_go_to_stdout_and_the_summary_to_stderr(tmp_path: Path) -> None:
     recs = [json.loads(line) for line in res.stdout.splitlines()]
     assert [(r["kShortName"], r["op"]) for r in recs] == [("gemm", "matmul"), ("orphan_op", None), ("no_launch", None)]
     assert res.stderr == ("pyprof.parse: 3 kernels written; 33.3% with an op attributed; 1 without a launch call; "
-                          "0 ranges not understood; 1 malformed pyprof markers\n")
+                          "0 ranges not understood; 1 malformed pyprof marker\n")
 
 
 def test_quiet_and_output_file(tmp_path: Path) -> None:
@@ -184,6 +184,23 @@ def test_interrupted_output_ends_with_a_line_that_is_not_a_record(big: Path) -> 
     assert lines[-1] == f"pyprof.parse: interrupted - the {len(lines)} records above are incomplete"
     for line in lines[:-1]:
         json.loads(line)
+
+
+def test_a_failure_after_one_record_says_so_in_the_singular(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    import pyprof.parse as parse
+    from pyprof.errors import PyprofError
+
+    def one_then_fail(exp, stats, memcpy):
+        stats.records += 1
+        yield "{}"
+        raise PyprofError("database disk image is malformed", 6)
+
+    monkeypatch.setattr(parse, "lines", one_then_fail)
+    with pytest.raises(PyprofError):
+        parse.parse(str(small_export(tmp_path / "s.sqlite")), quiet=True)
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "pyprof.parse: error: database disk image is malformed - the 1 record above is incomplete")
 
 
 def test_reader_going_away_is_not_an_error(big: Path) -> None:

@@ -60,18 +60,27 @@ TABLE = [
 GEMM = "void nvjet_sm90_tst_64x16_64x8_1x1_v_bz_TNT(Params)"
 
 
-def compiled_step(path: Path, table: list[str] = TABLE, graph_replay: bool = False, op_ids: bool = True) -> None:
+def compiled_step(path: Path, table: list[str] = TABLE, graph_replay: bool = False, op_ids: bool = True,
+                  numbered: bool = False, one_thread: bool = False) -> None:
     """A forward (main thread) and backward (autograd thread) of a compiled graph, its table
-    marked at the start. With `graph_replay`, the forward is one CUDA graph launch instead."""
+    marked at the start. With `graph_replay`, the forward is one CUDA graph launch instead.
+    `numbered`: the ranges pyprof.profiled() opens without emit_nvtx (graph_calls.TEXT), and no
+    PyTorch op ranges at all. `one_thread`: the backward on the main thread, right after the forward."""
+    def call(op_id: int, run: int) -> str:
+        return f"{CALL} run {run}" if numbered else torch_text(CALL, op_id=op_id if op_ids else None)
+
+    def op_range(thread: int, start: int, end: int, text: str) -> None:
+        if not numbered:
+            syn.push(thread, start, end, text)
     syn = SynthExport(str(path))
     main = syn.thread(100, 100, "python3")
-    grad = syn.thread(100, 101, "pt_autograd_0")
+    grad = main if one_thread else syn.thread(100, 101, "pt_autograd_0")
     dom = syn.domain(main, "pyprof", t=10, registered=True)
     for i, text in enumerate(table):
         syn.event(MARK, main, 100 + i, None, text, domain=dom, registered=True)
     syn.push(main, 1000, 50000, marker("module", module="OptimizedModule", cls="OptimizedModule", repr=""),
              domain=dom, registered=True)
-    syn.push(main, 1100, 40000, torch_text(CALL, op_id=5 if op_ids else None))
+    syn.push(main, 1100, 40000, call(5, 0))
     if graph_replay:
         corr = syn.launch(main, 2000, 3000, api="cudaGraphLaunch_v10000")
         for i, name in enumerate(["triton_per_fused_native_layer_norm_0", GEMM, "triton_poi_fused_relu_1"]):
@@ -79,16 +88,16 @@ def compiled_step(path: Path, table: list[str] = TABLE, graph_replay: bool = Fal
             syn.kernel(100, corr, 10000 + 5000 * i, 14000 + 5000 * i, name, short=short, graph_node=40 + i)
     else:
         syn.launch_kernel(main, 2000, "triton_per_fused_native_layer_norm_0")
-        syn.push(main, 3000, 9000, torch_text("aten::mm", op_id=6, sizes=[[64, 32], [32, 16]]))
+        op_range(main, 3000, 9000, torch_text("aten::mm", op_id=6, sizes=[[64, 32], [32, 16]]))
         syn.launch_kernel(main, 4000, GEMM)
         syn.launch_kernel(main, 10000, "triton_poi_fused_relu_1")
     # backward: the compiled graph's backward node, on the autograd thread
-    syn.push(grad, 60000, 99000, torch_text("CompiledFunctionBackward", seq=3, op_id=8))
-    syn.push(grad, 60100, 98000, torch_text(CALL, op_id=9 if op_ids else None))
+    op_range(grad, 60000, 99000, torch_text("CompiledFunctionBackward", seq=3, op_id=8))
+    syn.push(grad, 60100, 98000, call(9, 1))
     syn.launch_kernel(grad, 61000, "triton_poi_fused_relu_1")
-    syn.push(grad, 62000, 66000, torch_text("aten::mm", op_id=10, sizes=[[64, 16], [16, 32]]))
+    op_range(grad, 62000, 66000, torch_text("aten::mm", op_id=10, sizes=[[64, 16], [16, 32]]))
     syn.launch_kernel(grad, 63000, GEMM)
-    syn.push(grad, 67000, 75000, torch_text("aten::mm", op_id=11, sizes=[[32, 64], [64, 16]]))
+    op_range(grad, 67000, 75000, torch_text("aten::mm", op_id=11, sizes=[[32, 64], [64, 16]]))
     syn.launch_kernel(grad, 68000, GEMM)
     syn.launch_kernel(grad, 70000, "void splitKreduce_kernel<float>(Params)")
     syn.launch_kernel(grad, 80000, "triton_red_fused_sum_2")
@@ -126,6 +135,27 @@ def test_join_by_name_and_library_calls(tmp_path: Path) -> None:
     assert recs[0]["compiled"]["nodes"] == LN and recs[0]["compiled"]["bytes"] == 12544
     assert recs[5]["compiled"]["nodes"] == [DW]
     assert stats.compiled.joined == 8 and stats.compiled.unexplained == 0 and stats.compiled.graphs == 2
+
+
+def test_join_in_default_mode(tmp_path: Path) -> None:
+    """profiled() without emit_nvtx: runs cut by its numbered ranges, no PyTorch op ranges. Named
+    kernels join as before; library kernels between two named ones join when there is one call
+    or one kernel per call: the backward's two mm calls launched three kernels (one split-K), and
+    only op ranges (profiled(aten=True)) tell which kernel belongs to which call."""
+    compiled_step(tmp_path / "d.sqlite", numbered=True)
+    recs, stats = parse_all(tmp_path / "d.sqlite")
+    assert [row[4:6] for row in summary(recs)] == [(0, 0), (0, 1), (0, 2), (1, 0), (None, None), (None, None),
+                                                   (None, None), (1, 3)]
+    assert (stats.compiled.instances, stats.compiled.joined, stats.compiled.unexplained) == (2, 5, 3)
+
+
+def test_numbered_runs_on_one_thread(tmp_path: Path) -> None:
+    """Two graphs' runs back to back on one thread, both called with the key None: the run number
+    keeps them apart, so each joins its own graph (the same text would read as one run)."""
+    compiled_step(tmp_path / "n.sqlite", numbered=True, one_thread=True)
+    recs, stats = parse_all(tmp_path / "n.sqlite")
+    assert [row[4] for row in summary(recs)] == [0, 0, 0, 1, None, None, None, 1]
+    assert (stats.compiled.instances, stats.compiled.joined) == (2, 5)
 
 
 def test_cuda_graph_replay(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 window.py, ranks.py, merge.py): same bytes as one process, ranks, merge, errors."""
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -166,6 +167,34 @@ def test_a_broken_export_among_many_fails_the_run_with_its_own_error(job, tmp_pa
     assert res.returncode == 4 and not (tmp_path / "out.dict").exists()
     assert res.stderr == (f"pyprof.parse: error: {folder / 'trace_9.sqlite'}: not a SQLite database (expected an "
                           "Nsight Systems SQLite export)\n")
+
+
+def test_a_part_failing_in_its_worker_ends_stdout_after_the_ranks_before_it(job, tmp_path):
+    folder = tmp_path / "j"
+    shutil.copytree(job, folder)
+    broken = folder / "trace_3.sqlite"
+    with sqlite3.connect(broken) as db:  # planning reads other pages: only the worker meets this one
+        page = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'NVTX_EVENTS'").fetchone()[0]
+    data = bytearray(broken.read_bytes())
+    data[(page - 1) * 4096:page * 4096] = b"\xff" * 4096
+    broken.write_bytes(bytes(data))
+    whole_job = run_parse(job, "-j", "1").stdout.splitlines(keepends=True)
+    res = run_parse(folder, "-j", "4")
+    message = f"{broken}: the export is truncated or corrupted (sqlite: database disk image is malformed)"
+    assert (res.returncode, res.stderr) == (6, f"pyprof.parse: error: {message}\n")
+    assert res.stdout == "".join(whole_job[:51]) + f"pyprof.parse: error: {message} - the 51 records above are incomplete\n"
+    assert {json.loads(x)["rank"] for x in whole_job[:51]} == {0, 1, 2}
+
+
+def test_ranks_found_by_the_workers_give_the_same_output(job, tmp_path):
+    # A .nsys-rep's rank is known only once its worker converted it: then writing waits for it.
+    paths = parallel.inputs([str(job)])
+    planned = parallel.plan(paths, 3, False, True)
+    late = [[parallel.Part(p.index, p.path, p.position, "", False, True) for p in g] for g in reversed(planned)]
+    a, b = parallel.run(planned, str(tmp_path / "a.dict"), 3), parallel.run(late, str(tmp_path / "b.dict"), 3)
+    assert (tmp_path / "a.dict").read_bytes() == (tmp_path / "b.dict").read_bytes()
+    assert a.ranks == b.ranks == [parallel.Rank(r, "trace") for r in range(6)]
+    assert (b.records, b.exports) == (102, 6)
 
 
 def test_one_export_with_rank(job):

@@ -179,10 +179,10 @@ def call(name: str, sizes: list, kernel: str, dtype: str | None = None):
     # GradScaler's unscale of 30 + 10 fp32 gradients: check and scale, 2 per element; read and written.
     ("aten::_amp_foreach_non_finite_check_and_unscale_", [[30], [10], [], []],
      "multi_tensor_apply_kernel<TensorListMetadata<(int)1>, UnaryOpFunctor<float, 1, 1, 0>>", (80, 320)),
-    # Adam's foreach lerp_ (exp_avg toward grad), two lists of 30 + 10: 2 per element; both read,
-    # the first written.
+    # Adam's foreach lerp_ (exp_avg toward grad), two lists of 30 + 10: 3 per element (sub, mul,
+    # add); both read, the first written.
     ("aten::_foreach_lerp_", [[30], [10], [30], [10], []],
-     "multi_tensor_apply_kernel<TensorListMetadata<(int)2>, TernaryOpScalarFunctor<float, 2, 2, 0>>", (80, 480)),
+     "multi_tensor_apply_kernel<TensorListMetadata<(int)2>, TernaryOpScalarFunctor<float, 2, 2, 0>>", (120, 480)),
     # Out of place: _foreach_add(grads, params) with alpha: 2 lists read, a third written.
     ("aten::_foreach_add", [[30], [10], [30], [10], []],
      "multi_tensor_apply_kernel<TensorListMetadata<(int)3>, BinaryOpListAlphaFunctor<float, 3, 2, 2>>", (40, 480)),

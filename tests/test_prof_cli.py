@@ -59,7 +59,7 @@ def test_default_columns(recs):
 def test_csv_is_quoted_by_the_csv_module(recs):
     out, _ = prof_text(recs, "idx,kernel,params,layer", as_csv=True)
     rows = list(csv.reader(io.StringIO(out)))
-    assert rows[0] == ["Idx", "Kernel", "Params", "Layer"]
+    assert rows[0] == ["idx", "kernel", "params", "layer"]  # keys, as the summary CSV and --json
     assert rows[1][2] == "M=64,N=256,K=512,type=fp16" and rows[1][3] == "encoder:block 1"
 
 
@@ -94,11 +94,17 @@ def test_missing_file():
     assert rc == EXIT_NO_INPUT and err.startswith("pyprof.prof: error: cannot read")
 
 
-def test_sqlite_export_given_by_mistake(tmp_path):
+def test_broken_sqlite_export_is_parse_s_one_line_error(tmp_path):
     f = tmp_path / "net.sqlite"
     f.write_bytes(b"SQLite format 3\x00" + bytes(100))
     rc, _, err = prof([str(f)])
-    assert rc == EXIT_BAD_FORMAT and "pyprof.parse" in err
+    assert rc == EXIT_BAD_FORMAT
+    assert err == f"pyprof.prof: error: {f}: not a SQLite database (expected an Nsight Systems SQLite export)\n"
+
+
+def test_sqlite_export_on_stdin_is_refused(tmp_path):
+    rc, _, err = prof([], (b"SQLite format 3\x00" + bytes(100)))
+    assert rc == EXIT_BAD_FORMAT and "give its path (prof parses it)" in err
 
 
 def test_malformed_lines_are_reported_and_skipped(recs):
@@ -119,7 +125,7 @@ def test_summary_counts_unknown_ops_and_keeps_going():
     recs.append(record(None, "k3", mod="aten", op="addmm"))
     out, err = prof_text(recs, "op,flops,bytes,params")
     assert [l.split()[1:] for l in out.splitlines()[1:]] == [["na", "na", "na"]] * 3
-    assert "unknown op: 2 kernels: torch.frobnicate (2)" in err and "no op marker: 1 kernels: aten.addmm (1)" in err
+    assert "unknown op: 2 kernels: torch.frobnicate (2)" in err and "no op marker: 1 kernel: aten.addmm (1)" in err
 
 
 def test_memcpy_record():
@@ -144,7 +150,7 @@ def test_old_pyprof_dict_lines_are_read_without_eval():
     rows = out.splitlines()
     assert rows[1].split() == ["7", "linear", "volta_sgemm_128x64_nn", "M=32,N=16,K=64,type=fp32",
                                str(2 * 32 * 16 * 64), "0", "net.py:3"]
-    assert len(rows) == 2 and "1 malformed lines skipped" in err
+    assert len(rows) == 2 and "1 malformed line skipped" in err
 
 
 def test_broken_pipe_is_quiet(recs):
@@ -188,7 +194,7 @@ def test_marker_nested_too_deep_is_na_not_a_traceback(recs):
     rc, out, err = prof(["-c", "idx,op,flops"], lines_of([recs[0], deep, recs[1]]))
     assert rc == 0 and "Traceback" not in err
     assert out.splitlines()[2].split() == ["1", "-", "na"]
-    assert "op arguments not understood: 1 kernels: torch.relu (1)" in err
+    assert "op arguments not understood: 1 kernel: torch.relu (1)" in err
 
 
 def test_input_cut_short_by_a_failed_parse_is_an_error(recs, tmp_path):

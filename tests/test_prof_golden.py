@@ -30,6 +30,6 @@ def test_gpt_output_is_golden(tmp_path, args, golden):
     rc, out, err = prof(*args, write_dict(tmp_path, "gpt"))
     with open(os.path.join(GOLDEN, golden), encoding="utf-8", newline="") as f:
         want = f.read()
-    # Every kernel priced (Tensor.backward's seed fill by its aten::fill_ range): no warnings.
+    # Every kernel priced (Tensor.backward's seed fill by the call's own marker): no warnings.
     assert rc == 0 and err == ""
     assert out == want

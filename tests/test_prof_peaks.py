@@ -68,10 +68,14 @@ def test_percent_of_peak_and_bandwidth_columns():
 def test_memory_bound_elementwise_and_unknown_gpu():
     x = tensor(1 << 20)
     m = described("torch.nn.functional", "relu", x)
-    rec = kernels(m, ["void at::native::vectorized_elementwise_kernel<4>(...)"])[0]
+    rec = kernels(m, ["void at::native::vectorized_elementwise_kernel<4>(...)"], dur=5000)[0]
     out, _ = prof_text([rec], "ai,bound,peak,bw")
-    pct_fp32 = (1 << 20) / 1000 / 1000 / 67 * 100  # 1 FLOP per element against the FP32 peak
-    assert out.splitlines()[1].split() == ["0.12", "memory", f"{pct_fp32:.1f}", f"{8 * (1 << 20) / 1000 / 3350 * 100:.1f}"]
+    pct_fp32 = (1 << 20) / 5000 / 1000 / 67 * 100  # 1 FLOP per element against the FP32 peak
+    assert out.splitlines()[1].split() == ["0.12", "memory", f"{pct_fp32:.1f}", f"{8 * (1 << 20) / 5000 / 3350 * 100:.1f}"]
+    # The same bytes in 1 us would be 250% of the bandwidth: above the roof, and Bound says so
+    rec["kDuration"] = 1000
+    out, _ = prof_text([rec], "bound,bw")
+    assert out.splitlines()[1].split() == ["over", f"{8 * (1 << 20) / 1000 / 3350 * 100:.1f}"] == ["over", "250.4"]
     rec["gpu"] = {"name": "Mystery GPU"}
     out, _ = prof_text([rec], "bound,peak,bw")
     assert out.splitlines()[1].split() == ["na", "na", "na"]

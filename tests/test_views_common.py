@@ -10,7 +10,8 @@ from functools import lru_cache
 from typing import List
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TRACES = {"lenet": "examples/lenet.sqlite", "gpt": "examples/gpt.sqlite", "zoo": "tests/data/tc_zoo.sqlite"}
+TRACES = {"lenet": "examples/lenet.sqlite", "gpt": "examples/gpt.sqlite", "resnet": "examples/resnet.sqlite",
+          "zoo": "tests/data/tc_zoo.sqlite"}
 
 
 @lru_cache(maxsize=None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from pyprof.prof.scan import analysed
-from pyprof.prof.views.roofline import Points, _labelled, plot
+from pyprof.prof.views.roofline import TRIVIAL, Point, Points, _label, _labelled, plot
 from pyprof.prof.warnings_tally import Tally
 from test_views_common import numbered, prof, trace_records, write_dict
 
@@ -71,3 +71,46 @@ def test_without_matplotlib_one_clear_line(tmp_path, monkeypatch):
     assert err.strip() == ("pyprof.prof: error: --plot needs matplotlib: pip install matplotlib "
                            "(or pip install 'pyprof[plot]')")
     assert not (tmp_path / "x.png").exists()
+
+
+def test_trivial_kernels_are_not_plotted_and_add_no_roof():
+    pts = points(trace_records("resnet"))
+    # 163: each forward call's backward counted once, on its first kernel (cross_entropy's three
+    # nodes, adaptive_avg_pool2d's AsStrided and Mean nodes): 3 kernels carry 0 and are skipped.
+    assert len(pts.points) == 163 and pts.trivial == 23
+    assert all(p.tflops * p.dur * 1e3 >= TRIVIAL for p in pts.points)  # FLOPs = TFLOP/s x ns x 1e3
+    assert "fp64" not in pts.paths  # GradScaler's fp64 scalar would add an FP64 roof
+    assert min(p.tflops for p in pts.points) > 1e-3  # no int64 scalar op down at 1e-6
+
+
+def test_kernels_above_a_roof_are_marked():
+    pts = points(trace_records("resnet"))
+    over = sorted(p.op for p in pts.points if p.over)
+    assert over == ["SGD.step", "__add__", "conv2d", "max_pool2d", "relu", "relu", "relu", "relu", "relu", "relu"]
+
+
+def test_every_labelled_point_gets_its_label():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.set_xscale("log"), ax.set_yscale("log"), ax.set_xlim(0.1, 100), ax.set_ylim(0.1, 100)
+    crowd = [(Point(1.0, 1.0, 1, None, f"op{i}", "k"), f"op{i}: a label long enough to collide") for i in range(12)]
+    labels = _label(fig, ax, crowd)
+    assert sorted(t.get_text() for t in labels) == sorted(text for _, text in crowd)
+    assert all(t in ax.texts for t in labels)
+    from matplotlib.text import Text
+    boxes = [Text.get_window_extent(t, fig.canvas.get_renderer()) for t in labels]  # without leader lines
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    plt.close(fig)
+
+
+def test_one_kernel_is_said_in_the_singular(tmp_path):
+    pytest.importorskip("matplotlib")
+    one = [next(r for r in trace_records("gpt") if r["kShortName"].startswith("nvjet"))]
+    rc, out, err = prof("--summary", "--plot", str(tmp_path / "one.png"), write_dict(tmp_path, "one", one))
+    assert rc == 0
+    assert out.splitlines()[0].endswith(", 1 device (NVIDIA H100 80GB HBM3)")
+    assert "pyprof.prof: roofline of 1 kernel written to" in err

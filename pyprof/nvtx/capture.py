@@ -4,7 +4,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-from . import compiled
+from . import compiled, graph_calls
 
 
 @contextlib.contextmanager
@@ -29,7 +29,8 @@ def profiled(aten: bool = False, record_shapes: bool = True) -> Iterator[bool]:
     if not torch.cuda.is_available():
         yield False
         return
-    with torch.autograd.profiler.emit_nvtx(record_shapes=record_shapes) if aten else contextlib.nullcontext():
+    # PyTorch's range around each compiled-graph call comes with emit_nvtx; without it, ours.
+    with torch.autograd.profiler.emit_nvtx(record_shapes=record_shapes) if aten else graph_calls.ranges():
         torch.cuda.synchronize()
         torch.cuda.profiler.start()
         # Inside the capture range, so the trace carries what its compiled kernels compute.

@@ -211,10 +211,19 @@ def _fx_nodes(node_schedule: Any, is_extern: bool) -> Iterable[Any]:
         own = [n for n in node_schedule.origins if n.target is op]
         yield from own or node_schedule.origins
         return
-    for snode in node_schedule:
+    for snode in _scheduler_nodes(node_schedule):
         ir = getattr(snode, "node", None)
         if ir is not None:
             yield from ir.origins
+
+
+def _scheduler_nodes(node_schedule: Any) -> Iterable[Any]:
+    """The scheduler nodes of a kernel's schedule, fused ones unpacked: a foreach (combo) kernel's
+    schedule holds one fused node per tensor of its lists, with no IR node of its own."""
+    for item in node_schedule:
+        get_nodes = getattr(item, "get_nodes", None)
+        if callable(get_nodes):  # not the schedule's EnableReduction/DisableReduction markers
+            yield from get_nodes()
 
 
 def _bytes(node_schedule: Any) -> Optional[int]:
@@ -247,7 +256,7 @@ def _record(node_schedule: Any, kernel_name: str, is_extern: bool) -> None:
     nbytes = None
     if not is_extern:
         nbytes = _bytes(node_schedule)
-        for snode in node_schedule:
+        for snode in _scheduler_nodes(node_schedule):
             ir = getattr(snode, "node", None)
             origin = getattr(ir, "origin_node", None) if ir is not None else None
             if origin is not None and getattr(ir, "make_kernel_render", None) is not None:

@@ -20,6 +20,7 @@ from pyprof.parse.nsysrep import sqlite_path
 from pyprof.parse.output import open_output, write_lines
 from pyprof.parse.queries import sources
 from pyprof.progress import Progress
+from pyprof.text import count
 
 __all__ = ["parse", "records", "lines", "Stats", "Export"]
 
@@ -61,6 +62,7 @@ def parse(path: str, output: str | None = None, *, memcpy: bool = False, quiet: 
                 recs.close()  # publishes the counts
                 if output is None and stats.records:
                     why = f"error: {err}" if isinstance(err, PyprofError) else "interrupted"
-                    out.write(f"pyprof.parse: {why} - the {stats.records} records above are incomplete\n")
+                    verb = "is" if stats.records == 1 else "are"
+                    out.write(f"pyprof.parse: {why} - the {count(stats.records, 'record')} above {verb} incomplete\n")
                 raise
     return stats

@@ -4,12 +4,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Sequence
+from typing import NoReturn, Sequence
 
+from pyprof.cli import Parser
 from pyprof.errors import (EXIT_BAD_FORMAT, EXIT_CORRUPT, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_NO_INPUT,
                            EXIT_NO_KERNELS, EXIT_TOOL, EXIT_USAGE, PyprofError, run_cli)
 from pyprof.parse import Stats, parallel, parse
 from pyprof.parse.merge import merge
+from pyprof.text import count
 
 PROG = "pyprof.parse"
 
@@ -60,8 +62,7 @@ On a fatal error after records went to stdout, a last line that is not JSON says
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line; its --help is the manual."""
-    p = argparse.ArgumentParser(prog=f"python -m {PROG}", description=DESCRIPTION, epilog=EPILOG,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(PROG, description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("input", nargs="+", help="SQLite export (nsys profile --export sqlite, or nsys export --type "
                                             "sqlite), an .nsys-rep report (needs nsys: on PATH, or $NSYS), or a "
                                             "folder of them; several: the ranks of one job")
@@ -81,10 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _summary(stats: Stats, memcpy: bool, extra: str = "") -> str:
     share = 100.0 * stats.with_op / stats.records if stats.records else 0.0
-    what = f"{stats.kernels} kernels" + (f" + {stats.records - stats.kernels} memcpy/memset" if memcpy else "")
+    what = count(stats.kernels, "kernel") + (f" + {stats.records - stats.kernels} memcpy/memset" if memcpy else "")
     line = (f"{PROG}: {what} written{extra}; {share:.1f}% with an op attributed; "
-            f"{stats.no_launch} without a launch call; {stats.not_understood} ranges not understood; "
-            f"{stats.malformed} malformed pyprof markers")
+            f"{stats.no_launch} without a launch call; {count(stats.not_understood, 'range')} not understood; "
+            f"{count(stats.malformed, 'malformed pyprof marker')}")
     compiled = getattr(stats, "compiled", None)
     if compiled is not None and compiled.graphs:
         line += f"\n{PROG}: {compiled.note()}"
@@ -104,7 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         records, ranks = merge(args.input, args.output)
         if not args.quiet:
             span = f"ranks {ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else f"rank {ranks[0]}" if ranks else "no ranks"
-            print(f"{PROG}: {records} records merged from {len(args.input)} files ({span})", file=sys.stderr)
+            print(f"{PROG}: {count(records, 'record')} merged from {count(len(args.input), 'file')} ({span})",
+                  file=sys.stderr)
         return 0
     paths = parallel.inputs(args.input)
     ranked = args.rank or len(paths) > 1 or any(os.path.isdir(a) for a in args.input)
@@ -114,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         extra = ""
     else:
         stats = parallel.run(groups, args.output, jobs, progress)
-        extra = f" from {stats.exports} export{'s' if stats.exports > 1 else ''}"
+        extra = f" from {count(stats.exports, 'export')}"
         if stats.ranks:
             extra += ", " + parallel.note_ranks(stats)
         if stats.windows > stats.exports:
@@ -124,5 +126,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def cli() -> NoReturn:
+    """The `pyprof-parse` console script."""
     run_cli(PROG, main)
+
+
+if __name__ == "__main__":
+    cli()

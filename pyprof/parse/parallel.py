@@ -1,11 +1,13 @@
 """Several exports, or one export cut into time windows, parsed by worker processes into one
 output (docs/parse.md: "Ranks side by side" and "One export, several workers").
 
-Each task (an export, or a window of one) is parsed by a worker into a part file of its own;
-when all are done the parts are copied into the output in a fixed order (by rank, then by
-window), so the output never depends on which worker finished first. Windows are checked and,
-where needed, parsed again with the exact carried state (window.py) before anything is written:
-the output of a windowed export is byte for byte what one process writes.
+Each task (an export, or a window of one) is parsed by a worker into a part file of its own,
+and the parts are copied into the output in a fixed order (by rank, then by window), each as
+soon as those before it are in, while later ones are still parsed: the output never depends on
+which worker finished first, and little is left to copy when the last one ends. Ranks are found
+while planning, so the order is known before any worker starts. A window is checked, and where
+needed parsed again with the exact carried state (window.py), before it is written: the output
+of a windowed export is byte for byte what one process writes.
 """
 from __future__ import annotations
 
@@ -14,9 +16,10 @@ import functools
 import multiprocessing
 import os
 import shutil
+import sys
 import tempfile
 from bisect import bisect_left, bisect_right
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, replace
 from typing import Iterable, Iterator, TextIO
 
@@ -130,16 +133,26 @@ def cuts(exp: Export, windows: int) -> list[int]:
     each moved to the widest pause in launching near it. Fewer when launches are too few."""
     with exp.errors():
         total = exp.scalar(f"SELECT count(*) FROM {RUNTIME}") or 0
+        last = exp.scalar(f"SELECT max(rowid) FROM {RUNTIME}") or 0
         every = max(1, total // SAMPLES)
-        starts = sorted(r[0] for r in exp.rows(f"SELECT start FROM {RUNTIME} WHERE rowid % ? = 0", (every,))
-                        if r[0] is not None)
+        # Every `every`-th rowid, looked up by rowid rather than tested on every row.
+        sampled = exp.rows(f"WITH RECURSIVE k(r) AS (SELECT ? UNION ALL SELECT r + ? FROM k WHERE r + ? <= ?) "
+                           f"SELECT start FROM {RUNTIME} WHERE rowid IN k", (every, every, every, last))
+        starts = sorted(r[0] for r in sampled if r[0] is not None)
         if len(starts) < 2 * windows:
             return []
         marks = sorted({starts[len(starts) * k // windows] for k in range(1, windows)})
         slack = max(1, int((starts[-1] - starts[0]) * SLACK / windows))
-        where = " OR ".join(["start BETWEEN ? AND ?"] * len(marks))
-        near = sorted(r[0] for r in exp.rows(f"SELECT start FROM {RUNTIME} WHERE {where}",
-                                             [v for m in marks for v in (m - slack, m + slack)]))
+        # The launches within `slack` of a mark (and some more: the loop below takes each
+        # mark's own), in one scan: a row's grid cell of width 2 * slack is looked up among the
+        # few cells the marks' neighbourhoods touch, where testing each neighbourhood would
+        # cost a comparison per mark.
+        # Cells count from `origin`, below every neighbourhood: SQLite's division truncates,
+        # which is Python's floor for the values that matter.
+        width, origin = 2 * slack, starts[0] - slack
+        cells = sorted({c for m in marks for c in range((m - slack - origin) // width, (m + slack - origin) // width + 1)})
+        near = sorted(v for (v,) in exp.rows(f"SELECT start FROM {RUNTIME} WHERE (start - ?) / ? IN "
+                                             f"({', '.join('?' * len(cells))})", (origin, width, *cells)))
     out: list[int] = []
     for m in marks:
         around = near[bisect_left(near, m - slack):bisect_right(near, m + slack)]
@@ -153,15 +166,16 @@ def cuts(exp: Export, windows: int) -> list[int]:
     return out
 
 
-def _windows(path: str, jobs: int, memcpy: bool) -> tuple[list[Window], int | None]:
-    """`path` cut for `jobs` workers (one window when it is too small or cannot be cut), and the
-    rank its trace names."""
+def _survey(path: str, jobs: int, memcpy: bool) -> tuple[list[Window], int | None]:
+    """`path` checked and cut for `jobs` workers (one window when it is too small or cannot be
+    cut, or `jobs` is 1), and the rank its trace names. A .nsys-rep is converted by its worker:
+    neither is known here."""
     if path.endswith(".nsys-rep"):
         return [Window(None, None)], None
     with Export(path) as exp:
         check_export(exp, memcpy)
         trace = from_trace(exp)
-        if not exp.has(RUNTIME, "start", "correlationId"):
+        if jobs < 2 or not exp.has(RUNTIME, "start", "correlationId"):
             return [Window(None, None)], trace
         with exp.errors():
             kernels = exp.scalar(f"SELECT count(*) FROM {KERNEL}") or 0
@@ -173,15 +187,15 @@ def _windows(path: str, jobs: int, memcpy: bool) -> tuple[list[Window], int | No
 
 def plan(paths: list[str], jobs: int, memcpy: bool, ranked: bool) -> list[list[Part]]:
     """Per export (in `paths` order), its parts in output order: the export whole, or cut into
-    windows when there are fewer exports than `jobs` and it is large enough."""
+    windows when there are fewer exports than `jobs` and it is large enough. Every export is
+    checked here, and its rank found (but a .nsys-rep's), so that parts can be written in rank
+    order as soon as they are done."""
     groups: list[list[Part]] = []
     index = 0
     for position, path in enumerate(paths):
-        if len(paths) < jobs:
-            windows, trace = _windows(path, -(-jobs // len(paths)), memcpy)  # spare workers go to windows
-        else:
-            windows, trace = [Window(None, None)], None
-        rank = resolve(trace, path, position) if ranked and len(windows) > 1 else None
+        # Spare workers go to windows.
+        windows, trace = _survey(path, -(-jobs // len(paths)) if len(paths) < jobs else 1, memcpy)
+        rank = resolve(trace, path, position) if ranked and not path.endswith(".nsys-rep") else None
         group = []
         for w in windows:
             group.append(Part(index, path, position, "", memcpy, ranked, rank, w if len(windows) > 1 else None))
@@ -203,50 +217,19 @@ def _pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
     ex.shutdown(wait=True)
 
 
-def _run(ex: ProcessPoolExecutor, parts: list[Part], progress: Progress) -> dict[int, Done]:
-    done: dict[int, Done] = {}
-    futures = [ex.submit(_work, p) for p in parts]
-    for fut in as_completed(futures):
-        d = fut.result()
-        done[d.index] = d
-        progress.update(len(done))
-    progress.finish()
-    errors = [d for d in done.values() if d.error is not None]
-    if errors:
-        message, status = min(errors, key=lambda d: d.index).error
-        raise PyprofError(message, status)
-    return done
-
-
-def _stale_windows(groups: list[list[Part]], reports: dict[int, Report], done: dict[int, Done],
-                   seeded: dict[int, Part] | None = None) -> list[Part]:
-    """Windows whose records may differ from one sweep's, each with its exact Seed.
-
-    First (`seeded` None) those whose speculative run read state an earlier window sets. A
-    captured CUDA graph node's attribution is exact only from a run that had the exact state at
-    the capture (a backward op finds its forward op there), so, once those are parsed again
-    (`seeded`: part index -> the part parsed again, `done` their outcomes), the seeds are made
-    again from every window's exact captured nodes, and the windows whose replays looked up a
-    node that now reads otherwise are given once more."""
-    again = []
-    for group in groups:
-        if group[0].window is None:
-            continue
-        seed = Seed()
-        for part in group:
-            report = reports[part.index]
-            if seeded is not None:
-                report = replace(report, captured=done[part.index].captured)
-            if part.window.start is not None:
-                if seeded is None:
-                    if stale(seed, report):
-                        again.append(replace(part, window=Window(part.window.start, part.window.end, seed)))
-                else:
-                    used = seeded[part.index].window.seed.captured if part.index in seeded else {}
-                    if any(seed.captured.get(n) != used.get(n) for n in report.captured_misses):
-                        again.append(replace(part, window=Window(part.window.start, part.window.end, seed)))
-            seed = compose(seed, report, FWD_OPS_PER_PROCESS)
-    return again
+def _order(groups: list[list[Part]]) -> list[list[Part]]:
+    """The groups in output order: by rank (two exports of one rank are an error), else as planned."""
+    if not groups[0][0].ranked:
+        return groups
+    order = sorted(groups, key=lambda g: (g[0].rank.rank, g[0].index))
+    seen: dict[int, str] = {}
+    for g in order:
+        rank = g[0].rank.rank
+        if rank in seen:
+            raise PyprofError(f"{g[0].path} and {seen[rank]} are both rank {rank} (ranks come from "
+                              "pyprof's torch.distributed markers, else the file name's last number)", EXIT_USAGE)
+        seen[rank] = g[0].path
+    return order
 
 
 def _copy(src: str, out: TextIO) -> None:
@@ -280,52 +263,126 @@ class Result(Stats):
         self.compiled = CompiledStats()
 
 
+class _Stream:
+    """Parts written to the output in order while later ones are still being parsed.
+
+    The next part in order is written as soon as it is done, so the output grows while the
+    workers run and nothing is left to copy when the last one ends. A window whose speculative
+    run read state an earlier window set (window.stale) is parsed again, seeded, when its turn
+    comes: every earlier window is written by then, so its seed is exact (captured graph nodes
+    included: they are taken from each earlier window's exact run) and one more run suffices. An error is raised when the failing
+    part's turn comes, so the output before it is the same whatever the workers' timing.
+    """
+
+    def __init__(self, ex: ProcessPoolExecutor, groups: list[list[Part]], out: TextIO, result: Result) -> None:
+        self.ex = ex
+        self.groups = groups
+        self.out = out
+        self.result = result
+        self.first: dict[int, Done] = {}   # speculative or whole parts, by index
+        self.exact: dict[int, Done] = {}   # windows parsed again with their Seed
+        self.again: set[int] = set()       # ... of those, the ones submitted
+        self.running: dict[Future, Part] = {}
+        self.order: list[list[Part]] | None = None
+        self.group = self.part = 0         # the next part to write: order[group][part]
+        self.seed = Seed()                 # the exact state at that part's start, when it is a window
+
+    def run(self, progress: Progress) -> None:
+        """Parse every part and write them all in order."""
+        self.order = _order(self.groups) if all(g[0].rank is not None for g in self.groups if g[0].ranked) else None
+        for p in [p for g in (self.order or self.groups) for p in g]:
+            self.running[self.ex.submit(_work, p)] = p
+        while self.running:
+            finished, _ = wait(self.running, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                part = self.running.pop(fut)
+                d = fut.result()
+                if part.window is not None and part.window.seed is not None:
+                    self.exact[d.index] = d
+                    continue
+                self.first[d.index] = d
+                progress.update(len(self.first))
+                if part.ranked and part.rank is None:
+                    if d.rank is None:  # failed before its rank was known: it may belong anywhere
+                        raise PyprofError(*d.error)
+                    part.rank = d.rank
+            if self.order is None and all(g[0].rank is not None for g in self.groups):
+                self.order = _order(self.groups)
+            if self.order is not None:
+                self._write_ready()
+        progress.finish()
+        self.result.ranks = [g[0].rank for g in self.order] if self.groups[0][0].ranked else []
+
+    def _write_ready(self) -> None:
+        order = self.order
+        while self.group < len(order):
+            group = order[self.group]
+            if self.part == len(group):
+                self.group, self.part, self.seed = self.group + 1, 0, Seed()
+                continue
+            part = group[self.part]
+            first = self.first.get(part.index)
+            if first is None:
+                return
+            done = self.exact.get(part.index, first)
+            if done.error is not None:
+                raise PyprofError(*done.error)
+            if self._needs_seed(part, first):
+                return
+            self._write(part, done)
+            if part.window is not None:
+                # Captured graph nodes as the exact run attributed them (the speculative run may
+                # have missed a forward op they need): every window before this one is exact now.
+                self.seed = compose(self.seed, replace(first.report, captured=done.captured), FWD_OPS_PER_PROCESS)
+            self.part += 1
+
+    def _needs_seed(self, part: Part, first: Done) -> bool:
+        """Whether `part` waits for its seeded run (submitted here when it is stale)."""
+        if part.window is None or part.window.start is None or part.index in self.exact:
+            return False
+        if part.index in self.again:
+            return True
+        if not stale(self.seed, first.report):
+            return False
+        again = replace(part, window=Window(part.window.start, part.window.end, self.seed))
+        self.running[self.ex.submit(_work, again)] = again
+        self.again.add(part.index)
+        self.result.reparsed += 1
+        return True
+
+    def _write(self, part: Part, done: Done) -> None:
+        with deferred_interrupt() as interrupted:
+            _copy(part.out, self.out)
+            for name, value in vars(done.stats).items():
+                setattr(self.result, name, getattr(self.result, name) + value)
+        os.unlink(part.out)  # written: its disk space is not needed twice
+        if interrupted:
+            raise KeyboardInterrupt
+
+
 def run(groups: list[list[Part]], output: str | None, jobs: int, progress: bool = False) -> Result:
     """Parse the parts of `groups` (plan()) with up to `jobs` workers into `output` (a file
-    created only on success, or stdout), exports in rank order. Raises PyprofError."""
+    created only on success, or stdout), exports in rank order, each part written as soon as
+    those before it are. Raises PyprofError; after records went to stdout, a last line that is
+    not JSON says the output is incomplete."""
     tmp = tempfile.mkdtemp(prefix=".pyprof-parse-", dir=os.path.dirname(os.path.abspath(output)) if output else None)
     result = Result()
-    ranked = groups[0][0].ranked
+    parts = [p for g in groups for p in g]
+    for part in parts:
+        part.out = os.path.join(tmp, f"part{part.index}.jsonl")
+    result.exports, result.windows = len(groups), len(parts)
+    # The progress line shares the terminal with records written to it.
+    meter = Progress("pyprof.parse", len(parts), progress and (output is not None or not sys.stdout.isatty()),
+                     unit="parts parsed")
     try:
-        for g in groups:
-            for part in g:
-                part.out = os.path.join(tmp, f"part{part.index}.jsonl")
-        parts = [p for g in groups for p in g]
-        workers = max(1, min(jobs, len(parts)))
-        with _pool(workers) as ex:
-            done = _run(ex, parts, Progress("pyprof.parse", len(parts), progress, unit="parts parsed"))
-            reports = {i: d.report for i, d in done.items()}
-            again = _stale_windows(groups, reports, done)
-            if again:
-                done.update(_run(ex, again, Progress("pyprof.parse", len(again), progress, unit="windows re-parsed")))
-                more = _stale_windows(groups, reports, done, {p.index: p for p in again})
-                if more:
-                    done.update(_run(ex, more, Progress("pyprof.parse", len(more), progress,
-                                                        unit="windows re-parsed")))
-                    again += more
-        order = sorted(groups, key=lambda g: (done[g[0].index].rank.rank if ranked else 0, g[0].index))
-        if ranked:
-            seen: dict[int, str] = {}
-            for g in order:
-                rank = done[g[0].index].rank
-                if rank.rank in seen:
-                    raise PyprofError(f"{g[0].path} and {seen[rank.rank]} are both rank {rank.rank} (ranks come from "
-                                      "pyprof's torch.distributed markers, else the file name's last number)",
-                                      EXIT_USAGE)
-                seen[rank.rank] = g[0].path
-                result.ranks.append(rank)
-        result.exports, result.windows, result.reparsed = len(groups), len(parts), len(again)
-        with open_output(output) as out, deferred_interrupt() as interrupted:
-            for g in order:
-                for part in g:
-                    _copy(part.out, out)
-                    s = done[part.index].stats
-                    for name, value in vars(s).items():
-                        setattr(result, name, getattr(result, name) + value)
-                    if interrupted:
-                        if output is None:
-                            out.write(f"pyprof.parse: interrupted - the {result.records} records above are incomplete\n")
-                        raise KeyboardInterrupt
+        with _pool(max(1, min(jobs, len(parts)))) as ex, open_output(output) as out:
+            try:
+                _Stream(ex, groups, out, result).run(meter)
+            except (PyprofError, KeyboardInterrupt) as err:
+                if output is None and result.records:
+                    why = f"error: {err}" if isinstance(err, PyprofError) else "interrupted"
+                    out.write(f"pyprof.parse: {why} - the {result.records} records above are incomplete\n")
+                raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return result

@@ -10,7 +10,7 @@ from . import ops  # noqa: F401  (fills the op table)
 from .ops.gemm import aten_gemm
 from . import peaks as peaks_mod
 from .compiled import LEVEL as COMPILED, CompiledPricer
-from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, Call, Cost, Unknowable, lookup
+from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, Call, Cost, Unknowable, lookup, retype
 from .warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
 from .values import ITEMSIZE
@@ -75,6 +75,24 @@ def _sizes_gemm(rec: dict) -> tuple | None:
     return aten_gemm(inner.get("name"), sizes)
 
 
+def _backward_of(rec: dict) -> bool:
+    """True for a kernel of a forward op's autograd node: it is priced by that op's backward.
+    A bprop kernel with no forward op was launched by the backward call itself (the seed
+    gradient of `loss.backward()`): its own marker, the call, prices it."""
+    return rec.get("dir") == "bprop" and isinstance(rec.get("fwd"), dict)
+
+
+def _private_call(rec: dict) -> bool:
+    """True when the outermost PyTorch range is a private op (`aten::_amp_update_scale_`): a
+    call PyTorch's own Python code made outside any user-visible call (GradScaler's unscale and
+    update). pyprof.init() annotates public names only, so such a kernel has no marker by design
+    and is not warned about; a public op without a marker (no init(), or a name bound before
+    it) is."""
+    torch_ops = rec.get("torchOps")
+    name = torch_ops[0].get("name") if torch_ops and isinstance(torch_ops[0], dict) else None
+    return isinstance(name, str) and name.startswith("aten::_")
+
+
 class Analyzer:
     """Derives Facts per record. Keeps one entry per (pid, tid): the call its last kernel
     belonged to, so that an op's work goes to its first (main) kernel only."""
@@ -94,14 +112,9 @@ class Analyzer:
 
     def _marker_cost(self, rec: dict) -> tuple:
         """(cost, None) or (None, (warning kind, op name)) for the marker behind a record."""
-        if rec.get("dir") == "bprop":
-            fwd = rec.get("fwd")
-            # No forward op: a backward call's own kernel (Tensor.backward's seed gradient).
-            marker = fwd.get("marker") if isinstance(fwd, dict) else rec.get("marker")
-        else:
-            marker = rec.get("marker")
+        marker = rec["fwd"].get("marker") if _backward_of(rec) else rec.get("marker")
         if not isinstance(marker, dict) or marker.get("kind") != "op":
-            return None, ("no op marker", f"{rec.get('mod')}.{rec.get('op')}")
+            return None, (None if _private_call(rec) else ("no op marker", f"{rec.get('mod')}.{rec.get('op')}"))
         key = repr(marker)  # equal markers have equal costs; repr is the cheapest exact key
         hit = self._costs.get(key)
         if hit is None:
@@ -117,7 +130,7 @@ class Analyzer:
         from its own range), or the kernel is the engine's gradient accumulation; then the
         innermost PyTorch range with a formula does (aten.py)."""
         cost, warning = self._marker_cost(rec)
-        bprop = rec.get("dir") == "bprop"
+        bprop = _backward_of(rec)
         # A backward kernel of an op with no backward formula is priced from its own range.
         no_backward = bprop and cost is not None and cost.kind not in MMA_KINDS and cost.bwd_flops is None \
             and cost.bwd_bytes is None
@@ -151,7 +164,7 @@ class Analyzer:
         autocast = marker.get("autocast")
         if cost is not None and cost.kind in MATRIX_KINDS and cost.dtype == "float32" and autocast in ITEMSIZE:
             # Under autocast the arguments are fp32 but the matrix kernel runs in `autocast`.
-            cost = replace(cost, dtype=autocast)
+            cost = replace(cost, dtype=autocast, params=retype(cost.params, autocast))
             if cost.kind not in MMA_KINDS:  # an RNN: every tensor it reads or writes is cast
                 cost = replace(cost, bytes=_scaled(cost.bytes, autocast), bwd_bytes=_scaled(cost.bwd_bytes, autocast))
         return cost, None if cost is not None else ("op arguments not understood", f"{mod}.{op}")
@@ -275,7 +288,7 @@ class Analyzer:
         """(flops, bytes) of this kernel: its share of the op's work."""
         if cost is None:
             return _UNKNOWN
-        bprop = rec.get("dir") == "bprop"
+        bprop = _backward_of(rec)
         kind = cost.kind
         if kind not in MMA_KINDS:
             torch_ops = rec.get("torchOps")

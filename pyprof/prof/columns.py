@@ -3,12 +3,15 @@ and value function. -h, the docs and the three output forms all read it.
 
 A value function takes (record, Facts, index) and returns a string. `needs_facts` says whether
 the column needs the analysis (op cost, attribution, Tensor Cores, peaks) at all, so that
-`-c idx,kernel,sil` runs at the speed of JSON decoding. `type` is what a printed value is a
-number of (pyprof.rows gives int/float; `na` and `-` stay text).
+`-c idx,kernel,sil` runs at the speed of JSON decoding. `type` is what a printed value is
+(int, float, bool or str): the typed forms (--json, --parquet, pyprof.rows) give it, with None
+for `na` and `-`, under the column's name, the key every form uses.
 """
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
+
+from .registry import retype
 
 from .collectives import Collective, of_record
 
@@ -21,10 +24,11 @@ class Column(NamedTuple):
     header: str
     meaning: str
     unit: str
-    width: int            # columnated output (-w): fixed width, 0 = shares the remaining width
+    width: int            # columnated output (-w): the column's width; an elastic one's starting width
     needs_facts: bool
     value: Callable
     type: type = str      # int, float or str
+    elastic: bool = False  # free text: widens with -w, cut (with an ellipsis) to fit a narrower line
 
 
 def _get(key: str) -> Callable:
@@ -74,18 +78,43 @@ def _ai(rec, f, idx):
     return _rate(f.flops, f.bytes, 1.0, ".2f")
 
 
-def _pct_peak(rec, f, idx):
+def pct_of_peak(rec: dict, f) -> float | None:
+    """The kernel's FLOP rate as % of its math path's peak; None when unknown."""
     peak, dur = f.peak_tflops, _dur(rec)
     if peak is None or f.flops is None or not dur:
-        return NA
-    return format(f.flops / dur * 1e-3 / peak * 100, ".1f")
+        return None
+    return f.flops / dur * 1e-3 / peak * 100
+
+
+def pct_of_bandwidth(rec: dict, f) -> float | None:
+    """The kernel's byte rate as % of the GPU's peak memory bandwidth; None when unknown."""
+    dur = _dur(rec)
+    if f.peaks is None or not f.peaks.gbps or f.bytes is None or not dur:
+        return None
+    return f.bytes / dur / f.peaks.gbps * 100
+
+
+def over_roof(rec: dict, f) -> bool:
+    """True when the kernel's algorithmic rate is above a roof (%Peak or %BW over 100): the
+    model cannot hold it (its data came from cache, or its op's work is counted on it while
+    other kernels did part of it; docs/prof.md)."""
+    return (pct_of_peak(rec, f) or 0) > 100 or (pct_of_bandwidth(rec, f) or 0) > 100
+
+
+def _pct(value: float | None) -> str:
+    return NA if value is None else format(value, ".1f")
+
+
+def _pct_peak(rec, f, idx):
+    return _pct(pct_of_peak(rec, f))
 
 
 def _pct_bw(rec, f, idx):
-    dur = _dur(rec)
-    if f.peaks is None or not f.peaks.gbps or f.bytes is None or not dur:
-        return NA
-    return format(f.bytes / dur / f.peaks.gbps * 100, ".1f")
+    return _pct(pct_of_bandwidth(rec, f))
+
+
+def _bound(rec, f, idx):
+    return "over" if over_roof(rec, f) else bound(f)
 
 
 def bound(f) -> str:
@@ -110,7 +139,16 @@ def tc_text(tc: bool | None) -> str:
 def _params(rec, f, idx):
     if rec.get("kind", "kernel") != "kernel":
         return f"bytes={rec.get('bytes')},kind={rec.get('copyKind', rec.get('kind'))}"
-    return NA if f.cost is None else f.cost.params
+    if f.cost is None:
+        return NA
+    # The dtype the kernel ran in, when its name said otherwise than the marker (DType's value).
+    return retype(f.cost.params, f.dtype) if f.dtype is not None and f.dtype != f.cost.dtype else f.cost.params
+
+
+def _latency(rec, f, idx):
+    launch, start = rec.get("launch"), rec.get("kStart")
+    t = launch.get("start") if isinstance(launch, dict) else None
+    return str(start - t) if type(start) is int and type(t) is int else ABSENT
 
 
 def _smem(rec, f, idx):
@@ -144,21 +182,21 @@ COLUMNS = [
     Column("altseq", "AltSeqId", "sequence ids of the other enclosing op ranges", "", 10, False,
            _joined("altSeqId", ",")),
     Column("tid", "TId", "thread id of the launch call", "", 8, False, _get("tid"), int),
-    Column("layer", "Layer", "user layer ranges (layer:NAME, pyprof.annotate), outermost first", "", 0, False,
-           _joined("layer", ":")),
-    Column("trace", "Trace", "the user's call site file:line (for bprop: the forward op's)", "", 0, False,
-           _get("trace")),
+    Column("layer", "Layer", "user layer ranges (layer:NAME, pyprof.annotate), outermost first", "", 16, False,
+           _joined("layer", ":"), elastic=True),
+    Column("trace", "Trace", "the user's call site file:line (for bprop: the forward op's)", "", 24, False,
+           _get("trace"), elastic=True),
     Column("dir", "Direction", "fprop or bprop", "", 9, False, _get("dir")),
     Column("sub", "Sub", "n-th kernel of the same innermost op range", "", 4, False, _get("subSeqId"), int),
     Column("mod", "Module", "where the op lives: torch, Tensor, torch.nn.functional, ... (aten without a marker)",
-           "", 20, False, _get("mod")),
-    Column("op", "Op", "the operation (conv2d, __add__, SGD.step, ...)", "", 16, False, _get("op")),
-    Column("kernel", "Kernel", "kernel short name", "", 0, False, _get("kShortName")),
-    Column("params", "Params", "the op's shapes and dtype (GEMM: M,N,K; conv: N,C,H,W,K,P,Q,R,S,...)", "", 0,
-           True, _params),
+           "", 20, False, _get("mod"), elastic=True),
+    Column("op", "Op", "the operation (conv2d, __add__, SGD.step, ...)", "", 16, False, _get("op"), elastic=True),
+    Column("kernel", "Kernel", "kernel short name", "", 32, False, _get("kShortName"), elastic=True),
+    Column("params", "Params", "the op's shapes and dtype (GEMM: M,N,K; conv: N,C,H,W,K,P,Q,R,S,...)", "", 32,
+           True, _params, elastic=True),
     Column("sil", "Sil(ns)", "kernel duration on the GPU (silicon time)", "ns", 10, False, _get("kDuration"), int),
     Column("tc", "TC", "Tensor Cores: 1 used, 0 a matrix kernel that did not, - not applicable", "", 3, True,
-           lambda r, f, i: tc_text(f.tc)),
+           lambda r, f, i: tc_text(f.tc), bool),
     Column("device", "Device", "CUDA device id", "", 6, False, _get("device"), int),
     Column("stream", "Stream", "CUDA stream id", "", 6, False, _get("stream"), int),
     Column("grid", "Grid", "grid dimensions (x,y,z)", "", 14, False, _dims("grid")),
@@ -173,8 +211,9 @@ COLUMNS = [
     Column("peak", "%Peak", "achieved FLOP rate as % of the GPU's dense peak for the kernel's math path", "%",
            6, True, _pct_peak, float),
     Column("bw", "%BW", "achieved memory rate as % of the GPU's peak memory bandwidth", "%", 6, True, _pct_bw, float),
-    Column("bound", "Bound", "compute or memory: arithmetic intensity against the roofline ridge point", "", 8,
-           True, lambda r, f, i: bound(f)),
+    Column("bound", "Bound", "compute or memory: arithmetic intensity against the roofline ridge point; over: "
+           "the achieved rate is above a roof (%Peak or %BW over 100: cache hits, or work shared with other "
+           "kernels)", "", 8, True, _bound),
     Column("path", "MathPath", "peak the kernel is held against: fp16_tc (also bf16), tf32_tc, int8_tc, "
            "fp64_tc, fp32, fp64", "", 8, True, lambda r, f, i: f.path or NA),
     Column("dtype", "DType", "the dtype the op (GEMM/conv/attention: the kernel) computed in", "", 9, True,
@@ -183,9 +222,12 @@ COLUMNS = [
            "when the marker cannot), compiled (its compiled graph's FX nodes), na (neither)", "", 7, True,
            lambda r, f, i: (f.level or NA) if r.get("kind", "kernel") == "kernel" else ABSENT),
     Column("module", "ModulePath", "qualified name of the innermost nn.Module (for bprop: the forward op's)", "",
-           0, False, _get("module")),
+           24, False, _get("module"), elastic=True),
     Column("pid", "PId", "process id", "", 8, False, _get("pid"), int),
     Column("start", "Start(ns)", "kernel start on the GPU timeline", "ns", 20, False, _get("kStart"), int),
+    Column("latency", "Lat(ns)", "launch latency: kernel start on the GPU minus the start of its launch call "
+           "(cudaLaunchKernel, cudaGraphLaunch, ...) on the CPU; - without a launch call", "ns", 9, False, _latency,
+           int),
     Column("regs", "Regs", "registers per thread", "", 5, False, _get("regs"), int),
     Column("smem", "SMem(B)", "shared memory per block, static plus dynamic", "B", 8, False, _smem, int),
     Column("rank", "Rank", "rank of the job whose export the record came from", "", 5, False, _get("rank"), int),
@@ -202,6 +244,21 @@ COLUMNS = [
 ]
 BY_NAME = {c.name: c for c in COLUMNS}
 DEFAULT = "idx,dir,sub,mod,op,kernel,params,sil"
+
+
+def typed(kind: type, text: str) -> Any:
+    """A printed value as `kind` (a column's type): None for `na`, `-` and a value that is not a
+    `kind` (a malformed record's); tc's `1`/`0` as True/False."""
+    if text == NA or text == ABSENT:
+        return None
+    if kind is str:
+        return text
+    if kind is bool:
+        return text == "1" if text in ("1", "0") else None
+    try:
+        return kind(text)
+    except ValueError:
+        return None
 
 
 def select(spec: str) -> list:

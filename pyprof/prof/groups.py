@@ -1,12 +1,18 @@
-"""Kernel time and work per group (op, kernel, layer, ...): O(groups) memory, one pass.
+"""Kernel time and work per group (op, kernel, layer, ..., or a combination: `op,shape`), one pass.
 
 A group's FLOPs and bytes are the sums over its kernels whose value is known; `flops_na` and
 `bytes_na` count the kernels whose value is not, so a sum over a partly unknown group is shown
 as a lower bound, never as if complete. Rates divide by the time of the kernels that have the
 value, so unknown kernels neither inflate nor deflate them.
+
+Kernel durations per group are nsys stats' (cuda_gpu_kern_sum): total, count, average, median,
+minimum, maximum and sample standard deviation. The median needs every duration: each group
+keeps them in an array of 8-byte integers (8 MB for a million kernels), the rest is O(groups).
 """
 from __future__ import annotations
 
+import math
+from array import array
 from typing import Callable
 
 from .analysis import Facts
@@ -18,15 +24,51 @@ def _layer(rec: dict, f: Facts) -> str:
     return ":".join(map(str, rec.get("layer") or [])) or "-"
 
 
+GROUP_WIDTH = 24  # the group name's starting width in text tables (elastic: it takes what -w leaves)
+
+
+def _shapes(value: object, out: list[str]) -> None:
+    """The shapes of the tensors in a marker value (nested lists included), in order."""
+    if isinstance(value, dict):
+        shape = value.get("shape")
+        if isinstance(shape, list):
+            out.append("[" + ",".join(map(str, shape)) + "]")
+    elif isinstance(value, list):
+        for v in value:
+            _shapes(v, out)
+
+
+def input_shapes(rec: dict, f: Facts | None = None) -> str:
+    """The op's input shapes, torch.profiler's "Input Shapes": the tensors of the op marker (for a
+    backward kernel, the forward op's), else the sizes of the innermost PyTorch range; `-` when
+    neither is there."""
+    fwd = rec.get("fwd")
+    marker = fwd.get("marker") if rec.get("dir") == "bprop" and isinstance(fwd, dict) else rec.get("marker")
+    out: list[str] = []
+    if isinstance(marker, dict):
+        _shapes(marker.get("args"), out)
+        kwargs = marker.get("kwargs")
+        if isinstance(kwargs, dict):
+            _shapes(list(kwargs.values()), out)
+        return ",".join(out) or "-"
+    torch_ops = rec.get("torchOps")
+    sizes = torch_ops[-1].get("sizes") if torch_ops and isinstance(torch_ops[-1], dict) else None
+    if isinstance(sizes, list):
+        out = ["[" + ",".join(map(str, s)) + "]" for s in sizes if isinstance(s, list)]
+    return ",".join(out) or "-"
+
+
 def _coll(rec: dict, f: Facts) -> str:
     coll = of_record(rec)
     return "compute" if coll is None else coll.kind or "nccl"
 
 
-# --by KEY: the group a kernel record belongs to.
+# --by KEY: the group a kernel record belongs to. `kernel` is the full demangled name, as nsys
+# stats shows it: template instantiations of one kernel stay apart.
 KEYS: dict[str, Callable[[dict, Facts], str]] = {
     "op": lambda rec, f: rec.get("op") or "-",
-    "kernel": lambda rec, f: rec.get("kShortName") or "-",
+    "kernel": lambda rec, f: rec.get("kLongName") or rec.get("kShortName") or "-",
+    "shape": input_shapes,
     "layer": _layer,
     "module": lambda rec, f: rec.get("module") or "-",
     "dir": lambda rec, f: rec.get("dir") or "-",
@@ -42,12 +84,14 @@ class Group:
     """Totals of one group. Times in ns; `capacity` is what the kernels with known FLOPs and
     peak could have done at their math path's peak in their time (FLOP)."""
 
-    __slots__ = ("name", "time", "count", "flops", "flops_na", "flops_time", "peak_flops", "capacity",
-                 "bytes", "bytes_na", "bytes_time", "tc_time")
+    __slots__ = ("name", "keys", "time", "count", "durations", "flops", "flops_na", "flops_time", "peak_flops",
+                 "capacity", "bytes", "bytes_na", "bytes_time", "tc_time")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, keys: tuple[str, ...] = ()) -> None:
         self.name = name
+        self.keys = keys or (name,)  # one value per --by key
         self.time = self.count = 0
+        self.durations = array("q")
         self.flops = self.flops_na = self.flops_time = 0
         self.peak_flops = 0
         self.capacity = 0.0
@@ -58,6 +102,7 @@ class Group:
         """Count one kernel of `dur` ns with facts `f`."""
         self.time += dur
         self.count += 1
+        self.durations.append(dur)
         if f.flops is None:
             self.flops_na += 1
         else:
@@ -74,6 +119,18 @@ class Group:
             self.bytes_time += dur
         if f.tc:
             self.tc_time += dur
+
+    def stats(self) -> dict:
+        """nsys stats' duration statistics (ns): avg, med, min, max, stddev (sample; 0 for one
+        kernel)."""
+        d = sorted(self.durations)
+        n = len(d)
+        if not n:
+            return {"avg_ns": None, "med_ns": None, "min_ns": None, "max_ns": None, "stddev_ns": None}
+        mean = self.time / n
+        med = d[n // 2] if n % 2 else (d[n // 2 - 1] + d[n // 2]) / 2
+        var = sum((x - mean) ** 2 for x in d) / (n - 1) if n > 1 else 0.0
+        return {"avg_ns": mean, "med_ns": med, "min_ns": d[0], "max_ns": d[-1], "stddev_ns": math.sqrt(var)}
 
     # Derived values; None where unknown.
     @property
@@ -119,20 +176,33 @@ SORTS: dict[str, Callable[[Group], object]] = {
 }
 
 
+def by_keys(spec: str) -> list[str]:
+    """The KEYS named in a --by value (`op`, `op,shape`); ValueError naming the choices."""
+    keys = [k.strip() for k in spec.split(",")]
+    bad = [k for k in keys if k not in KEYS]
+    if bad or len(set(keys)) != len(keys):
+        raise ValueError(f"invalid --by {spec!r}: one of {', '.join(KEYS)}, or several joined by commas "
+                         "(op,shape), each once")
+    return keys
+
+
 class Groups:
-    """Groups of kernels by one of KEYS."""
+    """Groups of kernels by one of KEYS, or by several (`op,shape`: one group per combination,
+    named by their values joined with a space)."""
 
     def __init__(self, by: str = "op") -> None:
         self.by = by
-        self.key = KEYS[by]
-        self.groups: dict[str, Group] = {}
+        self.keys = by_keys(by)
+        funcs = [KEYS[k] for k in self.keys]
+        self.key = funcs[0] if len(funcs) == 1 else (lambda rec, f: tuple(fn(rec, f) for fn in funcs))
+        self.groups: dict = {}
 
     def add(self, rec: dict, f: Facts, dur: int) -> None:
         """Count one kernel record."""
-        name = self.key(rec, f)
-        g = self.groups.get(name)
+        key = self.key(rec, f)
+        g = self.groups.get(key)
         if g is None:
-            g = self.groups[name] = Group(name)
+            g = self.groups[key] = Group(key, ()) if isinstance(key, str) else Group(" ".join(key), key)
         g.add(dur, f)
 
     def sorted(self, sort: str = "time") -> list[Group]:

@@ -130,6 +130,12 @@ def fmt_params(dtype: str | None, **fields: Any) -> str:
     return ",".join(parts)
 
 
+def retype(params: str, dtype: str | None) -> str:
+    """`params` as fmt_params wrote it (`type=` last), saying `dtype` instead: the dtype the
+    kernel computed in, where autocast or the kernel's name says it differs from the marker's."""
+    head, sep, _ = params.rpartition("type=")
+    return head + sep + short(dtype) if sep else params
+
 
 # The second level: formulas over PyTorch's own op ranges (emit_nvtx with record_shapes), keyed by
 # the range name (`aten::mm`). A formula takes an `AtenCall` (aten.py: the range's `sizes` and the

@@ -22,7 +22,8 @@ class Sink(Protocol):
 
     def add(self, rec: dict, facts: Facts) -> None:
         """Take one record; raise one of FIELD_ERRORS, before changing anything, for a record
-        whose fields have the wrong types."""
+        whose fields have the wrong types. A sink may also have `skip()`, called instead for a
+        record a filter leaves out (filters.Filtered)."""
 
 
 def analysed(numbered: Iterable[tuple[int, dict]], tally: Tally, strict: bool = False, analyse: bool = True,

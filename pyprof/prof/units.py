@@ -1,6 +1,8 @@
 """Human-readable numbers for the text views (CSV and JSON keep raw values)."""
 from __future__ import annotations
 
+import re
+
 
 NA = "na"
 
@@ -37,3 +39,29 @@ def pct(x: float | None, digits: int = 1) -> str:
 def rate(x: float | None, digits: int = 2) -> str:
     """A rate (TFLOP/s, GB/s) with `digits` decimals, na when unknown."""
     return NA if x is None else f"{x:.{digits}f}"
+
+
+_QUALIFIER = re.compile(r"(?:\(anonymous namespace\)|<unnamed>|[A-Za-z_]\w*)::")
+_RETURN_TYPE = re.compile(r"^(?:void|[A-Za-z_][\w:]*\*?)\s+(?=[A-Za-z_(<])")
+
+
+def kernel_label(name: str) -> str:
+    """A demangled kernel name shortened for a text table, its template arguments kept (they are
+    what tells instantiations apart): no return type, no namespaces, no parameter list.
+    `void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>(T3)` ->
+    `reduce_kernel<512, 1, ReduceOp<float>>`."""
+    label = _QUALIFIER.sub("", name)
+    if label.endswith(")") and "<" in label:  # the parameter list after the template arguments
+        depth = 0
+        for i in range(len(label) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(label[i], 0)
+            if depth == 0:
+                label = label[:i]
+                break
+    return _RETURN_TYPE.sub("", label, count=1).strip()
+
+
+def group_label(row: dict, keys: list[str]) -> str:
+    """A --summary/--diff row's group for a text table: the value of each --by key, a kernel's
+    name by kernel_label()."""
+    return " ".join(kernel_label(row[k]) if k == "kernel" else row[k] for k in keys)

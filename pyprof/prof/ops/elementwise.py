@@ -44,7 +44,10 @@ DUNDERS = ["add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv", "
 INPLACE_DUNDERS = ["add", "sub", "mul", "truediv", "floordiv", "pow", "mod", "and", "or", "xor"]
 _COMPARE = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not"}
 TERNARY = ["where", "lerp", "addcmul", "addcdiv"]
-FLOPS_PER_ELEMENT = {"lerp": 2, "addcmul": 2, "addcdiv": 2, "where": 1}
+# lerp(x, end, w) = x + w·(end - x): a subtract and a multiply-add, as Inductor decomposes it
+# (sub, mul, add), so an eager lerp kernel and a compiled graph's lerp nodes count alike.
+# addcmul/addcdiv: one product or quotient and a multiply-add (the scalar `value` folded in).
+FLOPS_PER_ELEMENT = {"lerp": 3, "addcmul": 2, "addcdiv": 2, "where": 1}
 
 
 def _base(op: str) -> str:

@@ -296,20 +296,3 @@ def _index_backward(cost: Cost | None, x: Tensor, index: Tensor, rows: int) -> C
         return cost
     return Cost(cost.flops, cost.bytes, cost.params, cost.dtype, SIMT, bwd_flops=rows,
                 bwd_bytes=index.nbytes + rows * x.itemsize + x.nbytes)
-
-
-@register("Tensor.backward", "torch.autograd.backward")
-def backward_seed(c: Call) -> Cost | None:
-    """A backward call's own kernels (its autograd nodes' kernels belong to their forward ops):
-    the seed gradient `ones_like(t)` written for each root `t` given no gradient. They are
-    backward kernels, so the work is the backward's."""
-    roots = c.get(0, "tensors")
-    given = c.get(1, "gradient" if c.marker.get("mod") == "Tensor" else "grad_tensors")
-    roots = roots if isinstance(roots, list) else [roots]
-    given = given if isinstance(given, list) else [given] * len(roots)
-    seeds = [t for t, g in zip(roots, given) if isinstance(t, Tensor) and not isinstance(g, Tensor)]
-    if any(t.nbytes is None for t in seeds) or len(seeds) + sum(isinstance(g, Tensor) for g in given) < len(roots):
-        return None
-    nbytes = sum(t.nbytes for t in seeds)
-    dtype = seeds[0].dtype if seeds else None
-    return Cost(0, nbytes, fmt_params(dtype, seeds=len(seeds)), dtype, SIMT, bwd_flops=0, bwd_bytes=nbytes)

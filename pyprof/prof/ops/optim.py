@@ -3,8 +3,11 @@
 The marker carries `kwargs.params = {"count", "numel", "dtype"}` over all parameter groups
 (docs/markers.md). Per parameter element, FLOPs and state tensors touched:
 - SGD: 2 (p -= lr*g); momentum: +2 and one momentum buffer; weight_decay: +2.
-- Adam: 12 (two moment updates 3+4, sqrt, eps, divide, update 2); weight_decay: +2 (L2 into g);
-  amsgrad: +1 and one more state tensor. AdamW: decoupled decay, +1 when weight_decay is set.
+- Adam: the element-wise ops of PyTorch's multi-tensor step (_ADAM), each priced by the
+  element-wise table: 12; weight_decay: +2 (L2 into g, an add with alpha); amsgrad: +1 (maximum)
+  and one more state tensor. AdamW: decoupled decay, +1 (a multiply) when weight_decay is set.
+  The same table prices the step's aten kernels and a compiled step's FX nodes, so the three
+  levels agree.
 Bytes: parameter and gradient read, parameter written, every state tensor read and written.
 The hyperparameters that change the work (momentum, weight_decay, amsgrad) are read from the
 marker's kwargs; when a marker lacks one, the cost is na rather than a default guessed, and the
@@ -15,8 +18,19 @@ from __future__ import annotations
 
 from ..registry import SIMT, Call, Cost, Unknowable, fmt_params, register
 from ..values import ITEMSIZE
+from .elementwise import FLOPS_PER_ELEMENT
 
 _MISSING = object()
+# torch/optim/adam.py's _multi_tensor_adam per parameter element, the capturable path (which a
+# compiled or CUDA-graph-captured step runs): exp_avg.lerp_(grad), exp_avg_sq.mul_(beta2) and
+# .addcmul_(grad, grad), sqrt, the division by sqrt(bias_correction2), + eps, the division by the
+# step size, param.addcdiv_(exp_avg, denominator).
+_ADAM = ("lerp", "mul", "addcmul", "sqrt", "div", "add", "div", "addcdiv")
+
+
+def per_element(ops: tuple) -> int:
+    """FLOPs per element of a sequence of element-wise ops (the element-wise table's counts)."""
+    return sum(FLOPS_PER_ELEMENT.get(op, 1) for op in ops)
 
 
 def _step_cost(c: Call, flops: int, states: int, dtype: str | None, numel: int, count: int,
@@ -66,7 +80,8 @@ def _adam(decoupled: bool):
     def formula(c: Call) -> Cost | None:
         amsgrad, wd = _knobs(c, "amsgrad", "weight_decay")
         numel, count, dtype = _params(c)
-        flops = 12 + (1 if amsgrad else 0) + ((1 if decoupled else 2) if wd else 0)
+        decay = ("mul",) if decoupled else ("add", "add")  # add(param, alpha=wd): a multiply-add
+        flops = per_element(_ADAM + (("maximum",) if amsgrad else ()) + (decay if wd else ()))
         return _step_cost(c, flops, 3 if amsgrad else 2, dtype, numel, count,
                           "aten::_fused_adamw_" if decoupled else "aten::_fused_adam_")
     return formula

@@ -13,7 +13,7 @@ A view with a flag is found here by its module alone, so adding one is adding it
 
 and either `sink(args)` (a scan.Sink) and `write(sink, args)`: it looks at the one input, and all
 such views share one pass over it (scan.feed); or `main(args) -> int`: it reads its own inputs
-(--diff) and runs alone.
+(--diff) and runs alone. The filters (filters.py) stand between the records and every view.
 """
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from types import ModuleType
 from typing import Iterable
 
 from ...progress import on_terminal
-from ..reader import open_input, records
+from .. import filters
+from ..reader import numbered
 from ..scan import feed
 from ..warnings_tally import Tally
 from . import table
@@ -49,6 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("views (docs/prof.md: Where the time goes)")
     for view in VIEWS:
         view.add_arguments(group)
+    filters.add_arguments(parser)
 
 
 def chosen(args: argparse.Namespace) -> list[ModuleType]:
@@ -56,6 +58,7 @@ def chosen(args: argparse.Namespace) -> list[ModuleType]:
     asked = [v for v in VIEWS if v.wanted(args)] or [table]
     for view in [table] + VIEWS:
         view.check(args, asked)
+    filters.build(args)  # a bad REGEX or window is a usage error before anything is read
     return asked
 
 
@@ -64,11 +67,12 @@ def run(args: argparse.Namespace, views: list[ModuleType]) -> int:
     if len(views) == 1 and hasattr(views[0], "main"):
         return views[0].main(args)
     sinks = [v.sink(args) for v in views]
+    keep = filters.build(args)
+    fed = sinks if keep is None else [filters.Filtered(s, keep) for s in sinks]
     tally = Tally()
     # Only the table writes while it reads: a progress line would break into its rows.
     progress = on_terminal("pyprof.prof", results_at_end=table not in views)
-    with open_input(args.file) as stream:
-        feed(records(stream, tally, args.strict), tally, sinks, args.strict, progress)
+    feed(numbered(args.file, tally, args.strict), tally, fed, args.strict, progress)
     for view, sink in zip(views, sinks):
         view.write(sink, args)
     tally.report()

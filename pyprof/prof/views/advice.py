@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import NamedTuple
 
+from ...text import count
 from ..analysis import Facts
+from ..columns import over_roof, pct_of_bandwidth, pct_of_peak
 from ..registry import CONV, GEMM
 from ..units import duration, si
 
@@ -80,10 +82,15 @@ class Evidence:
         self.copy_records = 0       # memcpy and memset records of any kind
         self.host_count = self.host_bytes = self.host_time = 0
         self.host_kinds: Counter = Counter()
+        self.over_count = 0         # kernels above a roof (columns.over_roof)
+        self.over_max: tuple = (0.0, "")  # the highest %Peak/%BW among them, and its op
 
     def kernel(self, rec: dict, f: Facts, dur: int) -> None:
         """Look at one kernel record."""
         op = rec.get("op") or "-"
+        if over_roof(rec, f):
+            self.over_count += 1
+            self.over_max = max(self.over_max, (max(pct_of_peak(rec, f) or 0, pct_of_bandwidth(rec, f) or 0), op))
         if dur < TINY_NS:
             self.tiny += 1
         if rec.get("compiled") is not None:
@@ -153,7 +160,7 @@ def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: float | None) ->
     if ev.fp32_count and p >= FP32_MIN_PCT:
         out.append((ev.fp32_time, Advice(
             "fp32-matmul",
-            f"fp32 matmul/conv on CUDA cores: {ev.fp32_count} kernels, {duration(ev.fp32_time)} = {p:.1f}% of "
+            f"fp32 matmul/conv on CUDA cores: {count(ev.fp32_count, 'kernel')}, {duration(ev.fp32_time)} = {p:.1f}% of "
             f"GPU time ({_top(ev.fp32_ops)}) -> let them use Tensor Cores: "
             "torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision('high')), "
             "torch.backends.cudnn.allow_tf32 = True, or AMP (torch.autocast)",
@@ -163,7 +170,7 @@ def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: float | None) ->
         ex = "; ".join(f"{k} {duration(v)}" for k, v in ev.align_examples.most_common(3))
         out.append((ev.align_time, Advice(
             "alignment",
-            f"fp16/bf16 GEMM/conv dims not multiples of {ALIGN}: {ev.align_count} kernels, "
+            f"fp16/bf16 GEMM/conv dims not multiples of {ALIGN}: {count(ev.align_count, 'kernel')}, "
             f"{duration(ev.align_time)} = {p:.1f}% of GPU time ({ex}) -> pad sizes (hidden, vocab, "
             f"channels, batch x seq) to multiples of {ALIGN} (64 is better) so Tensor Cores run full tiles",
             _evidence(ev.align_count, ev.align_time, p, examples=dict(ev.align_examples.most_common(3))))))
@@ -171,7 +178,7 @@ def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: float | None) ->
     if kernels and busy_pct is not None and busy_pct < LAUNCH_BUSY_PCT and tiny_pct >= LAUNCH_TINY_PCT:
         out.append((gpu_time, Advice(
             "launch-bound",
-            f"launch-bound: GPU busy {busy_pct:.1f}%, {ev.tiny} of {kernels} kernels ({tiny_pct:.0f}%) shorter "
+            f"launch-bound: GPU busy {busy_pct:.1f}%, {ev.tiny} of {count(kernels, 'kernel')} ({tiny_pct:.0f}%) shorter "
             f"than {duration(TINY_NS)}, mean {duration(gpu_time / kernels)} -> the CPU cannot feed the GPU: "
             + _launch_fix(ev, kernels),
             {"busy_pct": round(busy_pct, 2), "kernels": kernels, "tiny_kernels": ev.tiny,
@@ -181,7 +188,7 @@ def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: float | None) ->
     if ev.layout_count and p >= LAYOUT_MIN_PCT:
         out.append((ev.layout_time, Advice(
             "layout",
-            f"layout conversions (nchwToNhwc/nhwcToNchw): {ev.layout_count} kernels, "
+            f"layout conversions (nchwToNhwc/nhwcToNchw): {count(ev.layout_count, 'kernel')}, "
             f"{duration(ev.layout_time)} = {p:.1f}% of GPU time ({_top(ev.layout_ops)}) -> keep activations "
             "NHWC: model.to(memory_format=torch.channels_last) and inputs .to(memory_format=torch.channels_last)",
             _evidence(ev.layout_count, ev.layout_time, p, top_ops=dict(ev.layout_ops.most_common(3))))))
@@ -199,8 +206,15 @@ def advise(ev: Evidence, kernels: int, gpu_time: int, busy_pct: float | None) ->
 
 
 def notes(ev: Evidence) -> list[str]:
-    """What the advice could not check, and why."""
+    """What the advice could not check, and why; what the numbers cannot mean."""
+    out = []
+    if ev.over_count:
+        pct, op = ev.over_max
+        out.append(f"{count(ev.over_count, 'kernel')} above a roof (%BW or %Peak over 100; highest {pct:.1f}%, "
+                   f"{op}; Bound says over): algorithmic bytes and FLOPs are not what the hardware moved: inputs "
+                   "read from L2 cache rather than DRAM, or an op's work counted on its first kernel while others "
+                   "shared it (foreach optimizer steps); the op's row is its honest rate (docs/prof.md)")
     if ev.copy_records == 0:
-        return ["host<->device copies not checked: no memcpy/memset records (parse ran without --memcpy, "
-                "or the step made none): run `python -m pyprof.parse --memcpy` to see them"]
-    return []
+        out.append("host<->device copies not checked: no memcpy/memset records (parse ran without --memcpy, "
+                   "or the step made none): run `python -m pyprof.parse --memcpy` to see them")
+    return out

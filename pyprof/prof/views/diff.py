@@ -14,11 +14,12 @@ from typing import Iterable, TextIO
 from ...errors import EXIT_USAGE, PyprofError
 from ...progress import on_terminal
 from ..analysis import Facts
-from ..groups import Groups
-from ..output import columnated_writer, csv_cell
-from ..reader import open_input, records
+from ..groups import GROUP_WIDTH, Groups
+from ..output import columnated_writer, csv_cell, layout, text_width
+from .. import filters
+from ..reader import numbered
 from ..scan import feed
-from ..units import duration
+from ..units import duration, group_label
 from ..warnings_tally import Tally
 
 FLAG = "--diff"
@@ -31,7 +32,8 @@ _NEEDS_FACTS = frozenset(("tc",))
 def add_arguments(group: argparse._ArgumentGroup) -> None:
     """--diff BASE NEW (grouped by --summary's --by, cut by its --top)."""
     group.add_argument("--diff", nargs=2, metavar=("BASE", "NEW"),
-                       help="group time before and after, sorted by absolute change (--by op, kernel, layer, ...)")
+                       help="group time before and after, sorted by absolute change (grouped by --by, cut by "
+                            "--top)")
 
 
 def wanted(args: argparse.Namespace) -> bool:
@@ -47,6 +49,8 @@ def check(args: argparse.Namespace, chosen: list[ModuleType]) -> None:
         raise PyprofError("--diff takes its two files itself; no other input or view", EXIT_USAGE)
     if args.diff == ["-", "-"]:
         raise PyprofError("--diff: at most one side can be stdin", EXIT_USAGE)
+    if args.width is not None:
+        layout([GROUP_WIDTH] + TEXT_WIDTHS, [True] + [False] * len(TEXT_WIDTHS), args.width)
 
 
 class Totals(Groups):
@@ -65,10 +69,13 @@ class Totals(Groups):
             super().add(rec, f, dur)
 
 
-def totals(numbered: Iterable[tuple[int, dict]], by: str, tally: Tally, strict: bool = False) -> Groups:
-    """Kernel time and count per group of one record file's (line number, record) pairs."""
+def totals(numbered: Iterable[tuple[int, dict]], by: str, tally: Tally, strict: bool = False,
+           keep: filters.Keep | None = None) -> Groups:
+    """Kernel time and count per group of one record file's (line number, record) pairs (those
+    `keep` accepts, when given)."""
     groups = Totals(by)
-    feed(numbered, tally, [groups], strict, on_terminal("pyprof.prof", True))
+    feed(numbered, tally, [groups if keep is None else filters.Filtered(groups, keep)], strict,
+         on_terminal("pyprof.prof", True))
     return groups
 
 
@@ -79,10 +86,10 @@ def _ratio(new: int | None, base: int | None) -> float | None:
 def compare(base: Groups, new: Groups) -> dict:
     """The diff as one JSON-able object: rows sorted by |delta| (then name), and totals."""
     rows = []
-    for name in set(base.groups) | set(new.groups):
-        b, n = base.groups.get(name), new.groups.get(name)
+    for key in set(base.groups) | set(new.groups):
+        b, n = base.groups.get(key), new.groups.get(key)
         bt, nt = (b.time if b else None), (n.time if n else None)
-        rows.append({"group": name, "base_ns": bt, "new_ns": nt, "delta_ns": (nt or 0) - (bt or 0),
+        rows.append({"group": (b or n).name, **dict(zip(base.keys, (b or n).keys)), "base_ns": bt, "new_ns": nt, "delta_ns": (nt or 0) - (bt or 0),
                      "ratio": _ratio(nt, bt), "base_count": b.count if b else 0, "new_count": n.count if n else 0})
     rows.sort(key=lambda r: (-abs(r["delta_ns"]), r["group"]))
     bt = sum(g.time for g in base.groups.values())
@@ -94,6 +101,7 @@ def compare(base: Groups, new: Groups) -> dict:
 
 
 KEYS = ["group", "base_ns", "new_ns", "delta_ns", "ratio", "base_count", "new_count"]
+TEXT_WIDTHS = [10, 10, 11, 7, 9]
 
 
 def _ratio_text(r: float | None) -> str:
@@ -104,24 +112,31 @@ def _time(ns: int | None) -> str:
     return "-" if ns is None else duration(ns)  # "-": the group is absent on that side
 
 
-def write_text(d: dict, out: TextIO, width: int = 120, top: int | None = None) -> None:
-    """Columnated rows, then the totals line."""
-    write = columnated_writer(out, [d["by"].capitalize(), "Base", "New", "Delta", "Ratio", "Count"],
-                              [0, 10, 10, 11, 7, 9], width)
+def write_text(d: dict, out: TextIO, width: int | None = None, top: int | None = None) -> None:
+    """Columnated rows, then the totals line; names cut to fit `width` (-w; None: the
+    terminal's, or uncut into a pipe: output.text_width)."""
     rows = d["rows"][:top] if top else d["rows"]
-    for r in rows + [dict(d["total"], group="(total)")]:
+    keys = d["by"].split(",")
+    labelled = [(group_label(r, keys), r) for r in rows] + [("(total)", d["total"])]
+    widths = [GROUP_WIDTH] + TEXT_WIDTHS
+    headers = [d["by"].replace(",", "+").capitalize(), "Base", "New", "Delta", "Ratio", "Count"]
+    write = columnated_writer(out, headers, widths, text_width(width, widths, [label for label, _ in labelled]),
+                              [True] + [False] * len(TEXT_WIDTHS))
+    for label, r in labelled:
         delta = ("+" if r["delta_ns"] > 0 else "") + duration(r["delta_ns"])
-        write([r["group"].replace(" ", "_"), _time(r["base_ns"]), _time(r["new_ns"]), delta,
+        write([label, _time(r["base_ns"]), _time(r["new_ns"]), delta,
                _ratio_text(r["ratio"]), f"{r['base_count']}>{r['new_count']}"])
 
 
 def write_csv(d: dict, out: TextIO, top: int | None = None) -> None:
-    """Rows then a `(total)` row; na for unknown."""
+    """One column per --by key, then the numbers; rows then a `(total)` row (in the first key's
+    column); empty for unknown."""
+    keys = d["by"].split(",")
     w = csv.writer(out, lineterminator="\n")
-    w.writerow([d["by"]] + KEYS[1:])
+    w.writerow(keys + KEYS[1:])
     rows = d["rows"][:top] if top else d["rows"]
-    for r in rows + [dict(d["total"], group="(total)")]:
-        w.writerow([csv_cell(r[k]) for k in KEYS])
+    for r in rows + [dict(d["total"], **{keys[0]: "(total)"})]:
+        w.writerow([csv_cell(r.get(k)) for k in keys + KEYS[1:]])
 
 
 def main(args: argparse.Namespace) -> int:
@@ -129,8 +144,7 @@ def main(args: argparse.Namespace) -> int:
     sides: list[Groups] = []
     for path in args.diff:
         tally = Tally()
-        with open_input(path) as stream:
-            sides.append(totals(records(stream, tally, args.strict), args.by, tally, args.strict))
+        sides.append(totals(numbered(path, tally, args.strict), args.by, tally, args.strict, filters.build(args)))
         if tally.bad_lines or tally.warnings:
             print(f"pyprof.prof: {path}:", file=sys.stderr)
             tally.report()
@@ -141,5 +155,5 @@ def main(args: argparse.Namespace) -> int:
     elif args.csv:
         write_csv(d, sys.stdout, args.top)
     else:
-        write_text(d, sys.stdout, args.width or 120, args.top)
+        write_text(d, sys.stdout, args.width, args.top)
     return 0

@@ -4,7 +4,12 @@ x: arithmetic intensity (FLOP/B), y: achieved TFLOP/s, log-log; marker area grow
 kernel's time; colour says Tensor Cores (tc 1), a matrix kernel on CUDA cores (tc 0) or
 anything else. Roofs come from peaks.py: the memory roof (peak bandwidth x intensity) and one
 compute roof per math path the plotted kernels ran on. Only kernels with known, non-zero FLOPs
-and bytes can be placed; the others are counted in the note the plot returns. Points are kept
+and bytes can be placed; the others are counted in the note the plot returns. Kernels with fewer
+than TRIVIAL FLOPs (scalar bookkeeping: a step counter, a loss scale) are left out too: they say
+nothing about the math and would add a roof of their own (a 1-FLOP fp64 scalar) or stretch the
+axes by decades (int64 scalar ops). A kernel above a roof (columns.over_roof: cache hits, or work
+shared with other kernels) is drawn hollow. Labels are placed by our own search (no adjustText:
+it needs scipy) and never dropped: each goes to the free spot nearest its point. Points are kept
 in memory (a few numbers and a name per kernel): a plot of millions of kernels is unreadable
 anyway, so no streaming reduction is attempted.
 """
@@ -17,7 +22,9 @@ from types import ModuleType
 from typing import NamedTuple
 
 from ...errors import EXIT_TOOL, PyprofError
+from ...text import count
 from ..analysis import Facts
+from ..columns import over_roof
 from ..peaks import FP16_TC, FP32, FP64, FP64_TC, INT8_TC, TF32_TC, Peaks
 
 FLAG = "--plot"
@@ -26,6 +33,7 @@ JSON = False
 NEEDS = "--plot needs matplotlib: pip install matplotlib (or pip install 'pyprof[plot]')"
 MEMORY_ROOF = "#b5651d"
 LABELS = 8          # ops (by total plotted time) whose longest kernel is labelled
+TRIVIAL = 4096      # FLOPs below which a kernel is not plotted
 PATH_NAMES = {FP16_TC: "FP16/BF16 Tensor Cores", TF32_TC: "TF32 Tensor Cores", INT8_TC: "INT8 Tensor Cores (TOPS)",
               FP64_TC: "FP64 Tensor Cores", FP32: "FP32 CUDA cores", FP64: "FP64 CUDA cores"}
 COLOURS = {True: ("#2a9d3f", "Tensor Cores (tc 1)"), False: ("#d62728", "matrix kernel on CUDA cores (tc 0)"),
@@ -63,6 +71,7 @@ class Point(NamedTuple):
     tc: bool | None  # Facts.tc
     op: str
     kernel: str      # short name
+    over: bool = False  # above a roof
 
 
 class Points:
@@ -73,6 +82,7 @@ class Points:
     def __init__(self) -> None:
         self.points: list[Point] = []
         self.skipped = 0               # kernels without known non-zero FLOPs and bytes
+        self.trivial = 0               # kernels with fewer than TRIVIAL FLOPs
         self.peaks: Peaks | None = None
         self.gpu: str | None = None
         self.paths: set = set()
@@ -90,10 +100,13 @@ class Points:
         if not f.flops or not f.bytes or not dur or dur <= 0:
             self.skipped += 1
             return
+        if f.flops < TRIVIAL:
+            self.trivial += 1
+            return
         if f.path:
             self.paths.add(f.path)
         self.points.append(Point(f.flops / f.bytes, f.flops / dur * 1e-3, dur, f.tc, rec.get("op") or "?",
-                                 rec.get("kShortName") or "?"))
+                                 rec.get("kShortName") or "?", over_roof(rec, f)))
 
 
 def sink(args: argparse.Namespace) -> Points:
@@ -181,23 +194,34 @@ def plot(pts: Points, path: str) -> list[str]:
         if not sel:
             continue
         colour, name = COLOURS[tc]
-        ax.scatter([p.ai for p in sel], [p.tflops for p in sel], s=[20 + 380 * p.dur / longest for p in sel],
-                   c=colour, alpha=0.55, edgecolors="white", linewidths=0.5, zorder=3)
+        for over in (False, True):
+            part = [p for p in sel if p.over == over]
+            if part:
+                ax.scatter([p.ai for p in part], [p.tflops for p in part],
+                           s=[20 + 380 * p.dur / longest for p in part], zorder=3,
+                           **(dict(facecolors="none", edgecolors=colour, linewidths=1.2) if over else
+                              dict(c=colour, alpha=0.55, edgecolors="white", linewidths=0.5)))
         handles.append(Line2D([], [], ls="", marker="o", ms=8, color=colour, alpha=0.7,
                               label=f"{name}: {len(sel)}"))
+    over = sum(p.over for p in pts.points)
+    if over:
+        handles.append(Line2D([], [], ls="", marker="o", ms=8, mfc="none", mec="#555",
+                              label=f"hollow: above a roof (cache hits, shared work): {over}"))
     _label(fig, ax, _labelled(pts.points))
 
     gpu = pts.gpu or "unknown GPU"
     peaks_of = f"peaks of {pk.name}" if pk and roofs else "no roofs: GPU not in the peak table" if not pk else \
         "memory roof only"
-    ax.set_title(f"Roofline on {gpu} ({peaks_of})\n{len(pts.points)} kernels plotted, marker area ~ kernel time",
+    ax.set_title(f"Roofline on {gpu} ({peaks_of})\n{count(len(pts.points), 'kernel')} plotted, marker area ~ kernel time",
                  fontsize=11)
     ax.set_xlabel("arithmetic intensity (FLOP/byte, algorithmic bytes)")
     ax.set_ylabel("achieved performance (TFLOP/s)")
     ax.grid(True, which="major", ls=":", lw=0.6, color="#bbb")
     ax.legend(handles=handles, loc="upper left", fontsize=9, framealpha=0.9)
     if pts.skipped:
-        notes.append(f"roofline: {pts.skipped} kernels without known non-zero FLOPs and bytes are not plotted")
+        notes.append(f"roofline: {count(pts.skipped, 'kernel')} without known non-zero FLOPs and bytes not plotted")
+    if pts.trivial:
+        notes.append(f"roofline: {count(pts.trivial, 'trivial kernel')} (fewer than {TRIVIAL} FLOPs) not plotted")
     fig.tight_layout()
     try:
         fig.savefig(path)
@@ -205,28 +229,55 @@ def plot(pts: Points, path: str) -> list[str]:
         raise PyprofError(f"cannot write {path}: {err}", EXIT_TOOL) from None
     finally:
         plt.close(fig)
-    notes.append(f"roofline of {len(pts.points)} kernels written to {path}")
+    notes.append(f"roofline of {count(len(pts.points), 'kernel')} written to {path}")
     return notes
 
 
-def _label(fig, ax, chosen: list[tuple]) -> None:
-    """Label points: to the right of the point (to the left in the right third of the plot),
-    trying offsets further up and down until the label overlaps no label placed before."""
+def _label(fig, ax, chosen: list[tuple]) -> list:
+    """Label every chosen point; returns the annotations. Each label goes to the first spot, on
+    its preferred side (right of the point; left in the right third of the plot) then on the
+    other, moving further up and down, that overlaps no label placed before and stays inside the
+    axes; when there is none, to the spot that overlaps least (a label is never dropped)."""
     from math import log10
+
+    from matplotlib.text import Text
 
     renderer = fig.canvas.get_renderer()
     lo, hi = (log10(v) for v in ax.get_xlim())
-    placed = []
+    frame = ax.get_window_extent(renderer)
+    placed: list = []
+    labels = []
+
+    def overlap(box) -> float:
+        area = sum(max(0.0, min(box.x1, b.x1) - max(box.x0, b.x0)) * max(0.0, min(box.y1, b.y1) - max(box.y0, b.y0))
+                   for b in placed)
+        outside = box.width * box.height - max(0.0, min(box.x1, frame.x1) - max(box.x0, frame.x0)) * \
+            max(0.0, min(box.y1, frame.y1) - max(box.y0, frame.y0))
+        return area + outside
+
     for p, text in sorted(chosen, key=lambda pt: -pt[0].tflops):
-        left = (log10(p.ai) - lo) / (hi - lo) > 0.66
-        for step in range(17):
-            dy = 13 * ((step + 1) // 2) * (1 if step % 2 else -1)
-            t = ax.annotate(text, (p.ai, p.tflops), xytext=(-14 if left else 14, dy), textcoords="offset points",
-                            fontsize=8, va="center", ha="right" if left else "left", color="#111", zorder=5,
-                            bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8),
-                            arrowprops=dict(arrowstyle="-", color="#666", lw=0.6))
-            box = t.get_window_extent(renderer)
-            if not any(box.overlaps(b) for b in placed):
-                placed.append(box)
+        prefer_left = (log10(p.ai) - lo) / (hi - lo) > 0.66
+        best = None
+        for left in (prefer_left, not prefer_left):
+            for step in range(41):
+                dy = 12 * ((step + 1) // 2) * (1 if step % 2 else -1)
+                t = ax.annotate(text, (p.ai, p.tflops), xytext=(-14 if left else 14, dy), textcoords="offset points",
+                                fontsize=8, va="center", ha="right" if left else "left", color="#111", zorder=5,
+                                bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8),
+                                arrowprops=dict(arrowstyle="-", color="#666", lw=0.6))
+                t.update_positions(renderer)
+                box = Text.get_window_extent(t, renderer)  # the text alone: an Annotation's adds its leader line
+                cost = overlap(box)
+                if best is None or cost < best[0]:
+                    if best is not None:
+                        best[1].remove()
+                    best = (cost, t, box)
+                else:
+                    t.remove()
+                if cost == 0:
+                    break
+            if best[0] == 0:
                 break
-            t.remove()  # no free slot in reach: that point stays unlabelled
+        placed.append(best[2])
+        labels.append(best[1])
+    return labels

@@ -12,12 +12,13 @@ from types import ModuleType
 from typing import Iterable, TextIO
 
 from ...errors import EXIT_USAGE, PyprofError
+from ...text import count
 from ..analysis import LEVELS, Facts
-from ..groups import KEYS, SORTS, Group, Groups
+from ..groups import GROUP_WIDTH, KEYS, SORTS, Group, Groups, by_keys
 from ..intervals import Timelines
-from ..output import columnated_writer, csv_cell
+from ..output import columnated_writer, csv_cell, layout, text_width
 from ..scan import feed
-from ..units import duration, pct, rate, si
+from ..units import duration, group_label, pct, rate, si
 from ..warnings_tally import Tally
 from .advice import Evidence, advise, notes
 
@@ -31,9 +32,19 @@ def add_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--summary", action="store_true",
                        help="capture header (span, GPU busy %%, idle gaps, Tensor Core shares), one row per "
                             "group, and advice")
-    group.add_argument("--by", choices=list(KEYS), default="op", help="group kernels by (default op)")
-    group.add_argument("--top", type=int, metavar="N", help="only the first N groups")
-    group.add_argument("--sort", choices=list(SORTS), default="time", help="row order (default time)")
+    group.add_argument("--by", type=_by, metavar="KEYS",
+                       help=f"group kernels by one of {', '.join(KEYS)}, or several joined by commas (op,shape: "
+                            "one group per op and input shapes); --summary, --diff; default op")
+    group.add_argument("--top", type=int, metavar="N", help="only the first N groups (--summary, --diff) or instances (--stragglers)")
+    group.add_argument("--sort", choices=list(SORTS), help="row order (--summary; default time)")
+
+
+def _by(spec: str) -> str:
+    """A --by value, checked (argparse turns the error into a usage error)."""
+    try:
+        return ",".join(by_keys(spec))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def wanted(args: argparse.Namespace) -> bool:
@@ -41,10 +52,27 @@ def wanted(args: argparse.Namespace) -> bool:
     return args.summary
 
 
+# The grouping options and the views they apply to: given to another, they are an error, not
+# silently ignored (the per-kernel table has no groups).
+_GROUPING = {"--by": ("--summary", "--diff"), "--top": ("--summary", "--diff", "--stragglers"),
+             "--sort": ("--summary",)}
+
+
 def check(args: argparse.Namespace, chosen: list[ModuleType]) -> None:
-    """--top counts groups."""
+    """--by/--top/--sort only with a view that groups; --top counts groups; -w holds the table.
+    Fills in the defaults (--by op, --sort time)."""
+    flags = {getattr(v, "FLAG", None) for v in chosen}
+    for opt, views in _GROUPING.items():
+        if getattr(args, opt[2:]) is not None and not flags & set(views):
+            named = views[0] if len(views) == 1 else ", ".join(views[:-1]) + " and " + views[-1]
+            raise PyprofError(f"{opt} applies to {named} only (the per-kernel table has no groups)",
+                              EXIT_USAGE)
     if args.top is not None and args.top < 1:
         raise PyprofError("--top needs a positive number", EXIT_USAGE)
+    args.by = args.by or "op"
+    args.sort = args.sort or "time"
+    if wanted(args) and args.width is not None:
+        layout([GROUP_WIDTH] + TEXT_WIDTHS, [True] + [False] * len(TEXT_WIDTHS), args.width)
 
 
 def _int(rec: dict, key: str) -> int:
@@ -131,10 +159,12 @@ def collect(numbered: Iterable[tuple[int, dict]], tally: Tally, by: str = "op", 
     return prof
 
 
-def row_values(g: Group, gpu_time: int) -> dict:
-    """One group as the JSON/CSV row (raw numbers; None where unknown)."""
-    return {"group": g.name, "time_ns": g.time, "pct_time": g.time / gpu_time * 100 if gpu_time else None,
-            "count": g.count, "flops": g.known_flops(), "flops_na": g.flops_na, "tflops": g.tflops,
+def row_values(g: Group, gpu_time: int, keys: list[str]) -> dict:
+    """One group as the JSON/CSV row (raw numbers; None where unknown): its name, the value of
+    each --by key under the key's name, then the numbers."""
+    return {"group": g.name, **dict(zip(keys, g.keys)), "time_ns": g.time,
+            "pct_time": g.time / gpu_time * 100 if gpu_time else None, "count": g.count, **g.stats(),
+            "flops": g.known_flops(), "flops_na": g.flops_na, "tflops": g.tflops,
             "pct_peak": g.pct_peak, "bytes": g.known_bytes(), "bytes_na": g.bytes_na, "gbps": g.gbps,
             "tc_pct": g.tc_share}
 
@@ -147,7 +177,7 @@ def report(prof: Profile, sort: str = "time", top: int | None = None) -> dict:
     rest = groups[len(shown):]
     advice = advise(prof.evidence, prof.kernels, prof.gpu_time, header["busy_pct"])
     return {"by": prof.groups.by, "sort": sort, "header": header,
-            "rows": [row_values(g, prof.gpu_time) for g in shown],
+            "rows": [row_values(g, prof.gpu_time, prof.groups.keys) for g in shown],
             "more": {"groups": len(rest), "time_ns": sum(g.time for g in rest)},
             "advice": [{"kind": a.kind, "text": a.text, "evidence": a.evidence} for a in advice],
             "notes": notes(prof.evidence)}
@@ -159,16 +189,17 @@ def write_json(rep: dict, out: TextIO) -> None:
     out.write("\n")
 
 
-CSV_KEYS = ["group", "time_ns", "pct_time", "count", "flops", "flops_na", "tflops", "pct_peak", "bytes",
-            "bytes_na", "gbps", "tc_pct"]
+CSV_KEYS = ["time_ns", "pct_time", "count", "avg_ns", "med_ns", "min_ns", "max_ns", "stddev_ns", "flops",
+            "flops_na", "tflops", "pct_peak", "bytes", "bytes_na", "gbps", "tc_pct"]
 
 
 def write_csv(rep: dict, out: TextIO) -> None:
-    """The rows as CSV (header line = CSV_KEYS, the `by` key's name first); na for unknown."""
+    """The rows as CSV: one column per --by key (under its name), then CSV_KEYS; empty for unknown."""
+    keys = rep["by"].split(",") + CSV_KEYS
     w = csv.writer(out, lineterminator="\n")
-    w.writerow([rep["by"]] + CSV_KEYS[1:])
+    w.writerow(keys)
     for r in rep["rows"]:
-        w.writerow([csv_cell(r[k]) for k in CSV_KEYS])
+        w.writerow([csv_cell(r[k]) for k in keys])
 
 
 def _share(part: int, whole: int) -> float | None:
@@ -181,7 +212,7 @@ def header_lines(rep: dict) -> list[str]:
     devs = h["devices"]
     gpus = sorted({d["gpu"] or "unknown GPU" for d in devs})
     lines = [f"capture span   {duration(h['span_ns'])} (first kernel start to last kernel end), "
-             f"{len(devs)} device{'s' if len(devs) != 1 else ''} ({', '.join(gpus) or 'none'})"]
+             f"{count(len(devs), 'device')} ({', '.join(gpus) or 'none'})"]
     busy = f"GPU busy       {pct(h['busy_pct'])}% ({duration(sum(d['busy_ns'] for d in devs))} with a kernel running"
     if len(devs) > 1:
         busy += "; " + ", ".join(f"device {d['device']} {pct(d['busy_pct'])}%" for d in devs)
@@ -197,7 +228,7 @@ def header_lines(rep: dict) -> list[str]:
         lines.append(f"copies         {h['copies']} memcpy/memset records, {duration(h['copy_ns'])} (not in the rows)")
     late = sum(d["late_kernels"] for d in devs)
     if late:
-        lines.append(f"note           {late} kernels started behind the busy-time window; busy % may be low")
+        lines.append(f"note           {count(late, 'kernel')} started behind the busy-time window; busy % may be low")
     return lines
 
 
@@ -213,22 +244,31 @@ def advice_lines(rep: dict) -> list[str]:
     return lines
 
 
-TEXT_HEADERS = ["Time", "%Time", "Count", "FLOPs", "TFLOP/s", "%Peak", "Bytes", "GB/s", "%TC"]
-TEXT_WIDTHS = [9, 6, 6, 9, 8, 6, 9, 9, 5]
+TEXT_HEADERS = ["Time", "%Time", "Count", "Avg", "Med", "Min", "Max", "StdDev", "FLOPs", "TFLOP/s", "%Peak",
+                "Bytes", "GB/s", "%TC"]
+TEXT_WIDTHS = [9, 6, 6, 8, 8, 8, 8, 8, 9, 8, 6, 9, 9, 4]
+
 
 
 def _lower_bound(v: str, na: int) -> str:
     return v + "+" if na and v != "na" else v  # "+": some kernels of the group are na
 
 
-def write_text(rep: dict, out: TextIO, width: int = 120) -> None:
-    """Header, a columnated table of groups (names cut to fit `width`), advice."""
+def write_text(rep: dict, out: TextIO, width: int | None = None) -> None:
+    """Header, a columnated table of groups, advice. Names are cut to fit `width` (-w; None: the
+    terminal's width, or uncut into a pipe or a file: output.text_width)."""
     for line in header_lines(rep):
         out.write(line + "\n")
     out.write("\n")
-    write = columnated_writer(out, [rep["by"].capitalize()] + TEXT_HEADERS, [0] + TEXT_WIDTHS, width)
-    for r in rep["rows"]:
-        write([r["group"].replace(" ", "_"), duration(r["time_ns"]), pct(r["pct_time"]), str(r["count"]),
+    keys = rep["by"].split(",")
+    labels = [group_label(r, keys) for r in rep["rows"]]
+    widths = [GROUP_WIDTH] + TEXT_WIDTHS
+    write = columnated_writer(out, [rep["by"].replace(",", "+").capitalize()] + TEXT_HEADERS,
+                              widths, text_width(width, widths, labels), [True] + [False] * len(TEXT_WIDTHS))
+    for label, r in zip(labels, rep["rows"]):
+        write([label, duration(r["time_ns"]), pct(r["pct_time"]), str(r["count"]),
+               duration(r["avg_ns"]), duration(r["med_ns"]), duration(r["min_ns"]), duration(r["max_ns"]),
+               duration(r["stddev_ns"]),
                _lower_bound(si(r["flops"]), r["flops_na"]), rate(r["tflops"], 3), pct(r["pct_peak"]),
                _lower_bound(si(r["bytes"], "B"), r["bytes_na"]), rate(r["gbps"], 1), pct(r["tc_pct"], 0)])
     more = rep["more"]
@@ -255,4 +295,5 @@ def write(prof: Profile, args: argparse.Namespace) -> None:
         for line in header_lines(rep) + advice_lines(rep):  # CSV holds the rows only
             print(line, file=sys.stderr)
     else:
-        write_text(rep, sys.stdout, args.width or 120)
+        write_text(rep, sys.stdout, args.width)
+

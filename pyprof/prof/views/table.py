@@ -1,31 +1,48 @@
 """The default view: one row per kernel record, the columns that `-c` names (columns.py), written
-as each record is read (space separated, `--csv` or `-w WIDTH` columnated: output.py)."""
+as each record is read. Forms (output.py): space separated when stdout is a pipe or a file (for
+awk and sort), columnated to the terminal's width on a terminal or to `-w WIDTH`, `--csv`,
+`--json` (one object per line) and `--parquet FILE` (parquet.py). The machine-read forms are
+keyed by column name and typed (columns.typed): `na` and `-` are empty in CSV, null in JSON."""
 from __future__ import annotations
 
 import argparse
 import sys
 from types import ModuleType
-from typing import TextIO
+from typing import Callable, TextIO
 
 from ...errors import EXIT_USAGE, PyprofError
 from ..analysis import Facts
-from ..columns import DEFAULT, Column, select
-from ..output import columnated_writer, csv_writer, space_writer
+from ..columns import ABSENT, DEFAULT, NA, Column, select
+from ..output import columnated_writer, csv_writer, json_lines_writer, layout, space_writer, terminal_width
 
-JSON = False
+JSON = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """-c COLUMNS."""
+    """-c COLUMNS, --parquet FILE."""
     parser.add_argument("-c", "--columns", default=None, metavar="COLUMNS",
                         help=f"comma-separated column names (default {DEFAULT})")
+    parser.add_argument("--parquet", metavar="FILE",
+                        help="write the per-kernel table to FILE as Parquet, typed columns keyed by name "
+                             "(needs pyarrow: pip install 'pyprof[parquet]')")
 
 
 def check(args: argparse.Namespace, chosen: list[ModuleType]) -> None:
-    """-c goes with this view only (the others have a FLAG)."""
+    """-c and --parquet go with this view only (the others have a FLAG); -w holds the columns."""
     others = [v.FLAG for v in chosen if hasattr(v, "FLAG")]
     if args.columns is not None and others:
         raise PyprofError(f"-c selects per-kernel columns; it does not apply to {' and '.join(others)}", EXIT_USAGE)
+    if args.parquet is not None:
+        if others:
+            raise PyprofError(f"--parquet writes the per-kernel table; it does not apply to {' and '.join(others)}",
+                              EXIT_USAGE)
+        if args.width is not None or args.csv or args.json:
+            raise PyprofError("--parquet is an output form of its own: no -w, --csv or --json with it", EXIT_USAGE)
+        from ..parquet import require_pyarrow
+        require_pyarrow()
+    if not others and args.width is not None:
+        cols = columns(args.columns)
+        layout([c.width for c in cols], [c.elastic for c in cols], args.width)
 
 
 def columns(spec: str | None) -> list[Column]:
@@ -50,17 +67,34 @@ class Cells:
         return cells
 
 
-class Table:
-    """A scan.Sink writing one row per record to `out` as it comes."""
+def _csv_cells(write: Callable[[list[str]], None]) -> Callable[[list[str]], None]:
+    """CSV rows with `na` and `-` as empty cells: pandas and spreadsheets read numbers as numbers."""
+    def row(values: list[str]) -> None:
+        write(["" if v == NA or v == ABSENT else v for v in values])
+    return row
 
-    def __init__(self, out: TextIO, cols: list[Column], width: int | None = None, as_csv: bool = False) -> None:
-        headers = [c.header for c in cols]
-        if as_csv:
-            self.write = csv_writer(out, headers)
+
+class Table:
+    """A scan.Sink writing one row per record to `out` as it comes (a file of its own for
+    `parquet`). `width`: columnated to that width; None: space separated."""
+
+    def __init__(self, out: TextIO, cols: list[Column], width: int | None = None, as_csv: bool = False,
+                 as_json: bool = False, parquet: str | None = None) -> None:
+        names = [c.name for c in cols]
+        self.close: Callable[[], None] = lambda: None
+        if parquet is not None:
+            from ..parquet import ParquetWriter
+            writer = ParquetWriter(parquet, cols)
+            self.write, self.close = writer.write, writer.close
+        elif as_json:
+            self.write = json_lines_writer(out, names, [c.type for c in cols])
+        elif as_csv:
+            self.write = _csv_cells(csv_writer(out, names))
         elif width is not None:
-            self.write = columnated_writer(out, headers, [c.width for c in cols], width)
+            self.write = columnated_writer(out, [c.header for c in cols], [c.width for c in cols], width,
+                                           [c.elastic for c in cols])
         else:
-            self.write = space_writer(out, headers)
+            self.write = space_writer(out, [c.header for c in cols])
         self.cells = Cells(cols)
         self.needs_facts = self.cells.needs_facts
 
@@ -68,11 +102,23 @@ class Table:
         """Write the row of one record."""
         self.write(self.cells(rec, facts))
 
+    def skip(self) -> None:
+        """A record left out by a filter: no row, but it keeps its place in idx."""
+        self.cells.idx += 1
+
 
 def sink(args: argparse.Namespace) -> Table:
-    """The table the command line asks for, on stdout."""
-    return Table(sys.stdout, columns(args.columns), args.width, args.csv)
+    """The table the command line asks for, on stdout: columnated to the terminal when stdout is
+    one and no other form is asked for."""
+    cols = columns(args.columns)
+    width = args.width
+    if width is None and not (args.csv or args.json or args.parquet):
+        term = terminal_width()
+        if term is not None:  # never narrower than the columns need: a narrow terminal wraps
+            width = max(term, sum(c.width for c in cols) + len(cols) - 1)
+    return Table(sys.stdout, cols, width, args.csv, args.json, args.parquet)
 
 
 def write(sink: Table, args: argparse.Namespace) -> None:
-    """Nothing left to write: the rows went out as they were read."""
+    """The rows went out as they were read; a Parquet file is completed."""
+    sink.close()

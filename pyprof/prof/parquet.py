@@ -1,0 +1,58 @@
+"""`--parquet FILE`: the per-kernel table as a Parquet file (pyarrow, optional), typed columns
+keyed by column name (int64, float64, bool, string; null for `na` and `-`), as --json and
+pyprof.rows give them. Rows are written in row groups as they come: memory stays flat."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import EXIT_TOOL, PyprofError
+from .columns import Column, typed
+
+NEEDS = "--parquet needs pyarrow: pip install pyarrow (or pip install 'pyprof[parquet]')"
+ROW_GROUP = 65536  # rows held before a row group is written
+
+
+def require_pyarrow() -> Any:
+    """pyarrow, or PyprofError naming the install (status as --plot without matplotlib)."""
+    try:
+        import pyarrow
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        raise PyprofError(NEEDS, EXIT_TOOL) from None
+    return pyarrow
+
+
+class ParquetWriter:
+    """Typed rows of `cols` into the Parquet file `path` (written in full by close())."""
+
+    def __init__(self, path: str, cols: list[Column]) -> None:
+        pa = require_pyarrow()
+        arrow = {int: pa.int64(), float: pa.float64(), bool: pa.bool_(), str: pa.string()}
+        self._pa = pa
+        self._kinds = [c.type for c in cols]
+        self._schema = pa.schema([(c.name, arrow[c.type]) for c in cols])
+        self._columns: list[list] = [[] for _ in cols]
+        try:
+            self._writer = pa.parquet.ParquetWriter(path, self._schema)
+        except OSError as err:
+            raise PyprofError(f"cannot write {path}: {err}", EXIT_TOOL) from None
+
+    def write(self, values: list[str]) -> None:
+        """Add one row (prof's printed cells)."""
+        for column, kind, v in zip(self._columns, self._kinds, values):
+            column.append(typed(kind, v))
+        if len(self._columns[0]) >= ROW_GROUP:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._columns[0]:
+            self._writer.write_table(self._pa.Table.from_arrays(
+                [self._pa.array(col, type=f.type) for col, f in zip(self._columns, self._schema)],
+                schema=self._schema))
+            for col in self._columns:
+                col.clear()
+
+    def close(self) -> None:
+        """Write what is held and finish the file."""
+        self._flush()
+        self._writer.close()
