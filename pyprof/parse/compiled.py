@@ -25,6 +25,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import json
+import re
 from collections import deque
 from typing import Any, Callable, Iterator
 
@@ -33,6 +34,9 @@ from pyprof.parse.export import Export
 from pyprof.parse.ranges import PYPROF_DOMAIN
 
 CALL_RANGE = "## Call CompiledFxGraph"
+# What pyprof's numbered call range adds after the run number: the path of the module whose code
+# called the graph (pyprof/nvtx/graph_calls.py CALLER), to which the nodes' paths are relative.
+_CALLER = re.compile(r" ## run \d+ in (\S+)$")
 _PID_MASK = ~0xFFFFFF
 _PID_BITS = 0xFFFFFF
 _encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
@@ -236,11 +240,21 @@ def _split(items: list, groups: list) -> list[list]:
 class _Run:
     """The records of one run of a compiled graph, waiting to be matched."""
 
-    __slots__ = ("pid", "slots")
+    __slots__ = ("pid", "slots", "caller")
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, instance: tuple) -> None:
         self.pid = pid
         self.slots: list[list] = []  # queue slots: [text, record, done]
+        m = _CALLER.search(instance[3]) if instance[0] == "call" and isinstance(instance[3], str) else None
+        self.caller = m.group(1) if m else None
+
+
+def _under(caller: str | None, module: str | None) -> str | None:
+    """Node module paths (`fc,ln2`) made absolute under the calling module's path; the caller
+    itself for nodes of its own."""
+    if caller is None:
+        return module
+    return ",".join(f"{caller}.{m}" for m in module.split(",")) if module else caller
 
 
 class Joiner:
@@ -281,6 +295,7 @@ class Joiner:
             sub = subs[q] = subs.get(q, -1) + 1
             rec = slot[1]
             op, module, trace = describe(entry)
+            module = _under(run.caller, module)
             rec["compiled"] = {"graph": g.gid, "call": q, "name": entry["name"], "extern": entry["extern"],
                                "bytes": entry.get("bytes"), "nodes": entry["nodes"], "bwd": g.bwd,
                                "run": self.stats.instances, "sub": sub}
@@ -364,7 +379,7 @@ def join(tables: dict[int, list[Graph]], stats: CompiledStats, lines: Iterator[s
             current[thread] = key
             run = runs.get(key)
             if run is None:
-                run = runs[key] = _Run(pid)
+                run = runs[key] = _Run(pid, inst)
             slot = [line, rec, False]
             run.slots.append(slot)
             queue.append(slot)
