@@ -1,7 +1,7 @@
 """Compare the attribution of two captures of the same program: pyprof's default mode (markers and
 backward node hooks) against pyprof with emit_nvtx (attribution by PyTorch's sequence numbers).
 
-Per kernel, in launch order: direction, op, module, call site and FLOPs (prof's columns). When the
+Per kernel, in launch order: direction, op, module, call site, FLOPs and bytes (prof's columns). When the
 two captures launched the same kernels (same names in the same order) they are compared kernel by
 kernel; otherwise (a library picked other kernels in the other process) per (dir, mod, op,
 module, site): kernel count aside, the summed FLOPs.
@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pyprof  # noqa: E402
 
-COLUMNS = "kernel,dir,mod,op,module,trace,flops"
+COLUMNS = "kernel,dir,mod,op,module,trace,flops,bytes"
 KEY = ("dir", "mod", "op", "module", "trace")
 
 
@@ -34,8 +34,8 @@ def differences(default: List[Dict[str, Any]], aten: List[Dict[str, Any]]) -> Tu
     if [r["kernel"] for r in default] == [r["kernel"] for r in aten]:
         out = []
         for i, (a, b) in enumerate(zip(default, aten)):
-            fa = tuple(a[k] for k in KEY + ("flops",))
-            fb = tuple(b[k] for k in KEY + ("flops",))
+            fa = tuple(a[k] for k in KEY + ("flops", "bytes"))
+            fb = tuple(b[k] for k in KEY + ("flops", "bytes"))
             if fa != fb:
                 out.append(f"kernel {i} {a['kernel']}: default {fa} != aten {fb}")
         return "kernel", out

@@ -140,9 +140,12 @@ def child(args: argparse.Namespace) -> None:
 
     out: Dict[str, float] = {}
     for name in args.models.split(","):
+        t0 = time.perf_counter()
         step = build(name, device, args.smoke)
         for _ in range(args.warmup):
             step()
+        sync()
+        print(f"{mode} {name} built and warmed up in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
         blocks: List[float] = []
         with tool(mode, device):
             step()  # the tool's own first-use cost stays out of the timed blocks
@@ -155,10 +158,31 @@ def child(args: argparse.Namespace) -> None:
                 blocks.append((time.perf_counter() - t) / args.steps * 1e3)
         out[name] = statistics.median(blocks)
         print(f"{mode} {name} {out[name]:.3f} ms", file=sys.stderr, flush=True)
+        if mode.startswith("pyprof"):
+            diagnose(mode, name, step)
     from pyprof.nvtx import emit
 
     out["_live"] = emit.state.live
     print(json.dumps(out), flush=True)
+
+
+def diagnose(mode: str, name: str, step: Callable[[], None]) -> None:
+    """After the timed blocks: what pyprof did in one more step (ranges pushed, by kind) and,
+    for a compiled model, Dynamo's counters (graph breaks, graphs, recompiles), on stderr."""
+    from pyprof.nvtx.emit import recording
+
+    with recording() as rec:
+        step()
+    kinds: Dict[str, int] = {}
+    for m in rec.markers:
+        kinds[m.get("kind")] = kinds.get(m.get("kind"), 0) + 1
+    line = f"{mode} {name}: ranges in one step {len(rec.ranges)} {kinds}"
+    if name.endswith("compiled"):
+        from torch._dynamo.utils import counters
+
+        line += (f"; graph breaks {sum(counters['graph_break'].values())}, graphs "
+                 f"{counters['stats'].get('unique_graphs', 0)}, recompiles {sum(counters['recompiles'].values())}")
+    print(line, file=sys.stderr, flush=True)
 
 
 def per_call(repeat: int = 7, number: int = 20000) -> List[tuple]:
@@ -218,7 +242,10 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, help="timed blocks per process (default 5, smoke 2)")
     parser.add_argument("--warmup", type=int, help="warm-up steps per model (default 5, smoke 1)")
     parser.add_argument("--timeout", type=int, default=240, help="seconds per process (default 240)")
+    parser.add_argument("--budget", type=int, help="seconds for all processes: a process that would not finish "
+                        "within it is not started, and the table covers those that ran")
     parser.add_argument("--calls", action="store_true", help="only the per-call table")
+    parser.add_argument("--no-calls", action="store_true", help="leave out the per-call table")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.steps = args.steps or (2 if args.smoke else 10)
@@ -245,17 +272,27 @@ def main() -> None:
     samples: Dict[str, Dict[str, List[float]]] = {m: {n: [] for n in models} for m in modes}
     live = set()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    start = time.monotonic()
+    took: Dict[str, List[float]] = {}  # seconds per process, by mode
     for r in range(args.repeats):
         for mode in modes:
+            left = args.budget - (time.monotonic() - start) if args.budget else args.timeout
+            need = 1.2 * max(took.get(mode, [0]))  # as long as this mode's slowest process so far
+            if left <= need:
+                print(f"repeat {r} mode {mode}: not started ({left:.0f} s of the budget left, {need:.0f} s needed)",
+                      flush=True)
+                continue
+            t0 = time.monotonic()
             cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--models", args.models,
                    "--steps", str(args.steps), "--blocks", str(args.blocks), "--warmup", str(args.warmup)]
             if args.smoke:
                 cmd.append("--smoke")
             try:
-                done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
+                done = subprocess.run(cmd, capture_output=True, text=True, timeout=min(args.timeout, left), env=env)
                 res = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
             except (subprocess.TimeoutExpired, ValueError, IndexError):
                 done, res = None, None
+            took.setdefault(mode, []).append(time.monotonic() - t0)
             if res is None:
                 why = "timed out" if done is None else done.stderr.strip().splitlines()[-1:]
                 print(f"repeat {r} mode {mode}: failed ({why})", flush=True)
@@ -265,6 +302,9 @@ def main() -> None:
             for name, ms in res.items():
                 samples[mode][name].append(ms)
             print(f"repeat {r} {mode}: " + ", ".join(f"{n} {v:.3f}" for n, v in res.items()), flush=True)
+            for line in done.stderr.splitlines():
+                if "warmed up" in line or "ranges in one step" in line:
+                    print("  " + line, flush=True)
     print("pyprof modes: markers forced; NVTX pushes " + ("reached a live domain" if live else
                                                           "were no-ops (no tool attached)") + "\n")
 
@@ -291,9 +331,12 @@ def main() -> None:
         v = med("pyprof", name)
         if v and base:
             verdicts.append(f"{name} {v / base:.2f}x (goal <= {GOALS[name]}x: {'met' if v / base <= GOALS[name] else 'MISSED'})")
-    print("\npyprof default vs plain: " + "; ".join(verdicts))
-    print()
-    print_calls()
+    counts = ", ".join(f"{m} {min(len(v) for v in samples[m].values())}" for m in modes)
+    print(f"\nprocesses per mode in these medians: {counts}")
+    print("pyprof default vs plain: " + "; ".join(verdicts))
+    if not args.no_calls:
+        print()
+        print_calls()
 
 
 if __name__ == "__main__":

@@ -62,6 +62,12 @@ torch.compile(opt.step)()
 with torch.no_grad():
     torch.compile(Tiny(), dynamic=True)(torch.randn(6, 16))
 print(json.dumps(compiled.table()))
+# A step of the compiled model recorded: the generated code's calls of wrapped torch functions
+# (extern_kernels.addmm) push nothing.
+from pyprof.nvtx.emit import recording
+with recording() as rec:
+    model(x).sum().backward()
+print(json.dumps([[m["kind"], m.get("op") or m.get("module") or m.get("node")] for m in rec.markers]))
 '''
 F32 = "float32"
 
@@ -96,6 +102,13 @@ def test_graph_call_ranges(tiny) -> None:
     pushed = tiny[0][0]
     assert pushed == ["## Call CompiledFxGraph None ## run 0", "ProfilerState.NVTX shapes=False", "off", "pop",
                       "## Call CompiledFxGraph None ## run 1", "ProfilerState.NVTX shapes=False", "off", "pop"]
+
+
+def test_compiled_graph_calls_push_no_op_markers(tiny) -> None:
+    """The compiled forward's addmm (Inductor's extern kernel, bound to pyprof's wrapper of
+    torch.addmm at Inductor's import) runs hidden: the step's markers are the module call, the
+    eager sum and backward call, and the backward range of sum's node."""
+    assert tiny[0][2] == [["module", "OptimizedModule"], ["op", "sum"], ["op", "backward"], ["bwd", "SumBackward0"]]
 
 
 def test_graphs(table) -> None:

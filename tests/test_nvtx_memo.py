@@ -106,6 +106,21 @@ def test_in_place_ops_hook_the_node_they_give_their_argument(on) -> None:
         ("SumBackward0", "sum"), ("AddBackward0", "add_"), ("MulBackward0", "__mul__")]
 
 
+def test_calls_with_inplace_true_hook_the_node_they_give_their_argument(on) -> None:
+    """nn.ReLU(inplace=True) calls F.relu(x, inplace=True): its output is its argument, with a
+    ReluBackward0 node of its own that must open relu's range (else ResNet's relu backward
+    kernels ran inside the previous op's)."""
+    w = torch.randn(3, requires_grad=True)
+    with recording() as rec:
+        y = w * 2
+        F.relu(y, inplace=True)
+        z = torch.nn.ReLU(inplace=True)(y + 1)
+        (y + z).sum().backward()
+    assert [(r.marker["node"], r.marker["fwd"]["op"]) for r in rec.ranges if r.marker["kind"] == "bwd"] == [
+        ("SumBackward0", "sum"), ("AddBackward0", "__add__"), ("ReluBackward0", "relu"), ("AddBackward0", "__add__"),
+        ("ReluBackward0", "relu"), ("MulBackward0", "__mul__")]
+
+
 def test_no_hooks_without_markers() -> None:
     pyprof.init()
     try:

@@ -74,8 +74,10 @@ def test_transformer_encoder_training_and_eval_fast_path(tmp_path):
                     ("fixture_encoder_eval", "fprop", "gemm"): ENC_FWD_GEMM,
                     ("fixture_encoder_eval", "fprop", "attn"): ENC_ATTN}
     assert all(f.flops is not None and f.bytes is not None for f in facts)
-    # 21 from aten ranges; Tensor.backward's seed fill is priced by the call's own marker (0 FLOPs, 4 B)
     assert [f.level for f in facts].count("aten") == 21 and not tally.warnings
+    # loss.backward()'s own kernel, the seed gradient ones_like(loss), priced by its marker.
+    seed = [(f.level, f.flops, f.bytes) for r, f in zip(recs, facts) if (r["mod"], r["op"]) == ("Tensor", "backward")]
+    assert seed == [("marker", 0, 4)]
 
 
 def test_lstm_stack_one_kernel_carries_each_call(tmp_path):

@@ -96,7 +96,8 @@ def attach(out: Any, args: Sequence[Any], fwd: str, inplace: bool) -> None:
 
     An output that is one of the arguments (`x.contiguous()` of a contiguous x) keeps the node
     of the op that made it, which that op hooked already: skipped, unless the op is `inplace`
-    (`add_`, `__iadd__`), which gives its argument a node of its own. Never raises.
+    (`add_`, `__iadd__`, or called with `inplace=True` as `F.relu`), which gives its argument a
+    node of its own. Never raises.
     """
     try:
         if type(out) is _Tensor:

@@ -10,7 +10,9 @@ observe that hook, call the original unchanged and keep one JSON line per call s
 marks in the `pyprof` domain, so a trace explains its own compiled kernels; `pyprof.parse`
 joins kernels to them (pyprof/parse/compiled.py).
 
-Nothing here runs while a compiled graph runs: the cost is at compile time only.
+At run time only a depth counter around each graph call runs: the torch functions the generated
+code calls (`extern_kernels.mm` is the wrapper of `torch.mm` when Inductor is imported after
+init()) then push no op markers, as the docs say of compiled kernels.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ import torch
 from .emit import DOMAIN, SCHEMA_VERSION
 from .marker import encode
 from .site import is_internal
+from .wrappers import hiding
 
 _HOOK = "set_kernel_post_grad_provenance_tracing"
 _lock = threading.RLock()
@@ -39,6 +42,7 @@ _graphs: List["_Graph"] = []      # every graph recorded in this process, in com
 _by_lowering: "weakref.WeakKeyDictionary[Any, _Graph]" = weakref.WeakKeyDictionary()
 failures = 0                      # call sites that could not be recorded (the compile goes on)
 record_ns = 0                     # time spent recording, for the compile-time benchmark
+_graph_call: Optional[Callable] = None  # CompiledFxGraph.__call__ before _hide_graph_calls
 
 # An nn_module_stack entry names a module by the Python source Dynamo read it from:
 # `L['self'].blocks.0.attn`, `L['self'].blocks[0]`, `L['self']._modules['blocks']._modules['0']`,
@@ -298,6 +302,23 @@ def _patch_inductor(*_: Any) -> None:
             if getattr(mod, _HOOK, None) is original:
                 setattr(mod, _HOOK, _hook)
                 _patched.append(mod)
+        _hide_graph_calls()
+
+
+def _hide_graph_calls() -> None:
+    """Run every compiled graph with pyprof's wrappers silent (wrappers.hiding): its kernels
+    are this module's to explain, and the generated code calls wrapped torch functions."""
+    global _graph_call
+    try:
+        from torch._inductor.output_code import CompiledFxGraph
+    except ImportError:
+        return
+    original = vars(CompiledFxGraph).get("__call__")
+    if original is not None and _graph_call is None:
+        from .wrappers import hiding
+
+        _graph_call = original
+        CompiledFxGraph.__call__ = hiding(original)
 
 
 def _config_targets() -> List[tuple]:
@@ -339,7 +360,7 @@ def install() -> None:
 
 def uninstall() -> None:
     """Undo install() (pyprof.restore()); the tables recorded so far are kept."""
-    global _installed, _original
+    global _installed, _original, _graph_call
     with _lock:
         if not _installed:
             return
@@ -355,6 +376,12 @@ def uninstall() -> None:
             if getattr(mod, _HOOK, None) is _hook:
                 setattr(mod, _HOOK, _original)
         _patched.clear()
+        if _graph_call is not None:
+            from torch._inductor.output_code import CompiledFxGraph
+
+            if getattr(vars(CompiledFxGraph).get("__call__"), "__wrapped__", None) is _graph_call:
+                CompiledFxGraph.__call__ = _graph_call
+            _graph_call = None
         _original = None
         for mod, name, value in _saved_config:
             setattr(mod, name, value)

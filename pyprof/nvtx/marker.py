@@ -280,7 +280,7 @@ def module_marker(name: str, cls: str, extra_repr: str) -> str:
 
 _is_autocast = torch.is_autocast_enabled
 # One C call that is False outside every autocast region: the per-device questions cost 3x more.
-_any_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
+any_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
 _autocast_dtype = torch.get_autocast_dtype
 _autocast_text: dict = {}  # dtype -> ',"autocast":"bfloat16"'
 
@@ -291,7 +291,7 @@ def autocast_json() -> str:
     The arguments of a call under autocast are the Python-level fp32 tensors; the matrix kernels
     run in this dtype, and prof needs to know that to count their bytes and pick their peak.
     """
-    if not _any_autocast():
+    if not any_autocast():
         return ""
     for device in ("cuda", "cpu"):
         if _is_autocast(device):

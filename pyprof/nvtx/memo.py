@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from .marker import autocast_json, build, encode
+from .marker import any_autocast, autocast_json, build, encode
 from .site import user_frame
 
 # Markers kept per wrapper; a wrapper seeing more signatures than this (dynamic shapes) starts over.
@@ -28,7 +28,7 @@ def marker(cache: dict, prefix: str, args: Sequence[Any], kwargs: Mapping[str, A
     """The op marker of a call from a wrapper (`prefix`: its op_prefix, `mod`: the module
     fragment), from `cache` when this wrapper met the same key before. Never raises."""
     site, line = user_frame(3)  # 0: user_frame, 1: here, 2: the wrapper, 3: its caller
-    autocast = autocast_json()
+    autocast = autocast_json() if any_autocast() else ""  # the call saved outside autocast
     key: Any = [site, line, mod, autocast]
     try:
         for a in args:

@@ -172,9 +172,8 @@ def _prepare() -> None:
 
 
 def _patch() -> None:
-    # prof imports no torch: its table is plain names. Tensor.backward is torch.autograd.backward
-    # under another name: the one marker is enough.
-    priced = frozenset(registered()) | {"Tensor.backward"}
+    # prof imports no torch: its table is plain names.
+    priced = frozenset(registered())
     vf = torch._C._VariableFunctions
     for ns in (torch, torch.nn.functional, torch.linalg, torch.special, torch.fft):
         for name, obj in _namespace_targets(ns):

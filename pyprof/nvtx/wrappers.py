@@ -69,7 +69,7 @@ def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str, opaq
                 if runs_backward:
                     _backward.close()
                 _state.pop()
-            _backward.attach(out, args, text, inplace)
+            _backward.attach(out, args, text, inplace or (kwargs.get("inplace") is True if kwargs else False))
             return out
         finally:
             tl.depth = depth
@@ -272,6 +272,26 @@ def step_wrapper(orig: Callable) -> Callable:
     # update_wrapper copies torch's `hooked` flag: Optimizer then does not wrap the step again.
     functools.update_wrapper(step, orig)
     return step
+
+
+def hiding(fn: Callable) -> Callable:
+    """A wrapper of `fn` under which the wrapped calls it makes emit nothing, as inside an opaque
+    op: for code whose work is explained otherwise. A compiled graph's generated code calls
+    `extern_kernels.mm` (bound to the wrapper of `torch.mm` when Inductor is imported after
+    init()) and `torch.addmm`; its kernels are explained by the recorder's table, and a marker
+    per call would cost every step of a compiled model."""
+
+    def hidden(*args: Any, **kwargs: Any) -> Any:
+        tl = _tl
+        depth = tl.depth
+        tl.depth = depth + 1
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            tl.depth = depth
+
+    functools.update_wrapper(hidden, fn)
+    return hidden
 
 
 _WRAPPER_CODES = frozenset(

@@ -100,9 +100,11 @@ def _enclosing(stack: list[_Range], t: int) -> list[_Range]:
     return [r for r in stack if r[_END] >= t]
 
 
-def _fwd_js(seq: int, fwd: tuple[Label | None, str, tuple[str, ...]]) -> str:
-    marker, name, _ = fwd
-    return f'{{"seq":{seq},"marker":{marker.js if marker is not None else "null"},"torchOp":{encode_str(name)}}}'
+def _fwd_js(seq: int, fwd: tuple[Label | None, str, tuple[str, ...], int | None]) -> str:
+    marker, name, _, call = fwd
+    if marker is None:
+        return f'{{"seq":{seq},"marker":null,"torchOp":{encode_str(name)}}}'
+    return f'{{"seq":{seq},"marker":{marker.js},"torchOp":{encode_str(name)},"call":{call}}}'
 
 
 def _outer_first(r: _Range) -> tuple[int, int]:
@@ -193,7 +195,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
     # pid -> seq -> (the forward marker's Label or None, torch op name, JSON of the layers around
     # the forward op); the record's JSON is built only when a backward kernel asks, so an entry
     # costs a tuple, not a copy of the marker.
-    fwd_ops: dict[int, dict[int, tuple[Label | None, str, tuple[str, ...]]]] = {}
+    fwd_ops: dict[int, dict[int, tuple[Label | None, str, tuple[str, ...], int | None]]] = {}
     seed = window.seed if window is not None else None
     if seed is not None:
         autograd_threads |= seed.autograd
@@ -203,7 +205,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
     captured: dict[int, str] = dict(seed.captured) if seed is not None else {}
 
     def remember_forward(stack: list[_Range], start: int, gpid: int, name: str, seq: int) -> None:
-        marker = None
+        marker = call = None
         layers: list[str] = []
         for r in reversed(stack):
             if r[_END] < start:
@@ -213,6 +215,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                 return  # an op run by autograd itself, not a forward op of the user's
             if marker is None and lab.kind == OP:
                 marker = lab
+                call = r[_START]  # which call of the op: one op may create several nodes
             elif lab.kind == LAYER:
                 layers.append(lab.js)
         ops = fwd_ops.get(gpid)
@@ -221,7 +224,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
         # The last range with a given seq is the op that created the autograd node (outer
         # composite ops such as aten::linear peek at the same number before it).
         ops.pop(seq, None)
-        ops[seq] = (marker, intern(name), tuple(reversed(layers)) if layers else ())
+        ops[seq] = (marker, intern(name), tuple(reversed(layers)) if layers else (), call)
         if len(ops) > FWD_OPS_PER_PROCESS:
             del ops[next(iter(ops))]
 

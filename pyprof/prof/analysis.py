@@ -206,13 +206,18 @@ class Analyzer:
     def _first_of_call(self, rec: dict, counts: bool) -> bool:
         """True for the first kernel of an op call that `counts` (is a main-kernel candidate).
 
-        A new call starts when the op marker (for bprop: the forward op's seq) or the outermost
-        PyTorch range (with its op id) differs from the previous kernel's on the same thread, or,
-        without PyTorch ranges, at sub-sequence 0 (the marker is then the innermost range)."""
+        A new call starts when the op marker or the outermost PyTorch range (with its op id)
+        differs from the previous kernel's on the same thread, or, without PyTorch ranges, at
+        sub-sequence 0 (the marker is then the innermost range). For bprop the call is the
+        forward op's call (`fwd.call`): every autograd node one call created (cross_entropy's
+        NllLoss, ToCopy and LogSoftmax nodes) does that op's backward once, as one pyprof `bwd`
+        range does; else the forward op's seq."""
         torch_ops = rec.get("torchOps")
         outer = torch_ops[0] if torch_ops else None
         if rec.get("dir") == "bprop":
-            ident = ((rec.get("fwd") or {}).get("seq"), outer)
+            fwd = rec.get("fwd") or {}
+            call = fwd.get("call")
+            ident = ("call", call) if call is not None else (fwd.get("seq"), outer)
         else:
             ident = (rec.get("marker"), outer)
         return self._first(("call", rec.get("pid"), rec.get("tid")), ident, counts,
@@ -231,13 +236,16 @@ class Analyzer:
         A kernel named `dgrad` or `wgrad` fills that slot; any other (a GEMM-lowered 1x1
         convolution, cuDNN's direct, Winograd or depthwise kernels, the `fprop` kernel computing
         a transposed convolution's data gradient) fills the first free one in launch order. A
-        second kernel for a filled slot (a gradient split in two) carries 0."""
-        torch_ops = rec.get("torchOps")
-        ident = ((rec.get("fwd") or {}).get("seq"), torch_ops[0] if torch_ops else None)
+        second kernel for a filled slot (a gradient split in two) carries 0.
+
+        The node is the op call _first_of_call (run first for every kernel of the op) last
+        started on this thread, compared by identity: a call whose first kernel is not a matrix
+        kernel (cuDNN's padding kernel) starts its slots anew all the same."""
+        call = self._calls.get(("call", rec.get("pid"), rec.get("tid")))
         key = ("slots", rec.get("pid"), rec.get("tid"))
         state = self._calls.get(key)
-        if state is None or state[0] != ident or (not torch_ops and rec.get("subSeqId") == 0):
-            state = self._calls[key] = [ident, set()]
+        if state is None or state[0] is not call:
+            state = self._calls[key] = [call, set()]
         low = (name or "").lower()
         slot = next((t for t in _GRAD_TOKENS if t in low), None)
         if slot is None:
