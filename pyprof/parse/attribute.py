@@ -73,6 +73,9 @@ _COUNT = 5      # kernels attributed with it as their innermost op so far: the n
 # range it wraps, so kernels the engine launches around the node (a bias gradient's sum) still
 # find their forward op.
 _NODE_SEQ = 6
+# For a range an earlier window took in (window.py): its RangeKey, else None. Kept in the range,
+# not in a map by id(): a popped range's id is reused by a later one.
+_KEY = 7
 _Range = list
 
 
@@ -126,7 +129,7 @@ _DRAIN = (1 << 62,)
 
 
 def _leave(report: Report, fwd_ops: dict, autograd_threads: set[int], threads: dict[int, list[_Range]],
-           procs: dict[int, list[_Range]], inherited: dict[int, tuple], end: int | None) -> None:
+           procs: dict[int, list[_Range]], end: int | None) -> None:
     """What a speculative window leaves to the next one (window.Report)."""
     report.fwd = fwd_ops
     report.autograd = autograd_threads
@@ -136,7 +139,7 @@ def _leave(report: Report, fwd_ops: dict, autograd_threads: set[int], threads: d
         for scope, stack in scopes.items():
             for r in stack:
                 if r[_END] >= end:
-                    key = inherited.get(id(r))
+                    key = r[_KEY]
                     own = key or (scope, push_pop, r[_START], r[_END], r[_DOMAIN], r[_TEXT])
                     report.open_end[own] = (r[_COUNT], r[_NODE_SEQ], key is not None)
 
@@ -188,10 +191,9 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
     activity_streams = streams[:-1] if nvtx_sql else streams
     activities = iter(activity_streams[0]) if len(activity_streams) == 1 else heapq.merge(*activity_streams)
     # Window bookkeeping (window.py): ranges that started before `fresh` were taken in by an
-    # earlier window; `inherited` maps such a range (by id) to its RangeKey.
+    # earlier window; such a range carries its RangeKey (_KEY).
     fresh = NEVER if window is None else window.fresh
     report = None if window is None or window.seed is not None else window.report
-    inherited: dict[int, tuple] = {}
     if window is not None and window.end is not None:
         activities = itertools.chain(activities, (_DRAIN,))
 
@@ -319,14 +321,17 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                                     wlab = wrapper[_LABEL]
                                     if wlab is not None and wlab.bwd and wlab.seq is None and wrapper[_END] >= start:
                                         wrapper[_NODE_SEQ] = label.seq
-                        elif "seq = " in text:
+                        elif "seq = " in text and start >= fresh:
+                            # An inherited range was remembered by the window that read its
+                            # start: remembering it again would put it before the later ranges
+                            # of its seq that the carried state holds.
                             fwd = forward_op(text)
                             if fwd is not None:
                                 remember_forward(stack, start, gpid, *fwd)
-                    new = [start, _END_OPEN if end is None else end, domain, text, label, 0, None]
+                    new = [start, _END_OPEN if end is None else end, domain, text, label, 0, None, None]
                     stack.append(new)
                     if start < fresh:
-                        key = inherited[id(new)] = (scope, etype in push_pop, start, new[_END], domain, text)
+                        key = new[_KEY] = (scope, etype in push_pop, start, new[_END], domain, text)
                         if seed is not None:
                             new[_COUNT], new[_NODE_SEQ] = seed.open.get(key, (0, None))
                 if row is _DRAIN:
@@ -381,7 +386,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                             elif r[_NODE_SEQ] is not None:
                                 bseq = r[_NODE_SEQ]
                             elif report is not None and r[_START] < fresh:
-                                report.node_seqs.add(inherited[id(r)])
+                                report.node_seqs.add(r[_KEY])
                         elif lab.seq is not None:
                             seqs.append(lab.seq)
                     elif kind == OP:
@@ -411,7 +416,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                     sub = owner[_COUNT]
                     owner[_COUNT] = sub + 1
                     if report is not None and owner[_START] < fresh:
-                        report.owners.add(inherited[id(owner)])
+                        report.owners.add(owner[_KEY])
                 else:
                     sub = 0
 
@@ -502,7 +507,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                     else:
                         yield f'{{"v":{SCHEMA_VERSION},"kind":"memset","kShortName":"memset",{head}{tail}'
             if report is not None:
-                _leave(report, fwd_ops, autograd_threads, threads, procs, inherited, window.end)
+                _leave(report, fwd_ops, autograd_threads, threads, procs, window.end)
             if window is not None:
                 # Seeded or not: a captured node's attribution may depend on the seed, so the
                 # exact ones come from a seeded run (parallel.py passes them on).
