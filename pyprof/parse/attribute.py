@@ -205,6 +205,8 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
     # the forward op); the record's JSON is built only when a backward kernel asks, so an entry
     # costs a tuple, not a copy of the marker.
     fwd_ops: dict[int, dict[int, tuple[Label | None, str, tuple[str, ...]]]] = {}
+    # Forward ops of ranges an earlier window took in (a speculative run's guesses).
+    guessed: dict[int, dict[int, tuple[Label | None, str, tuple[str, ...]]]] = {}
     seed = window.seed if window is not None else None
     if seed is not None:
         autograd_threads |= seed.autograd
@@ -213,7 +215,8 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
     # Captured CUDA graph node -> the attribution part of its replays' records.
     captured: dict[int, str] = dict(seed.captured) if seed is not None else {}
 
-    def remember_forward(stack: list[_Range], start: int, gpid: int, name: str, seq: int) -> None:
+    def remember_forward(stack: list[_Range], start: int, gpid: int, name: str, seq: int,
+                         ops_by_pid: dict = fwd_ops) -> None:
         marker = None
         layers: list[str] = []
         for r in reversed(stack):
@@ -226,9 +229,9 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                 marker = lab
             elif lab.kind == LAYER:
                 layers.append(lab.js)
-        ops = fwd_ops.get(gpid)
+        ops = ops_by_pid.get(gpid)
         if ops is None:
-            ops = fwd_ops[gpid] = {}
+            ops = ops_by_pid[gpid] = {}
         # The last range with a given seq is the op that created the autograd node (outer
         # composite ops such as aten::linear peek at the same number before it).
         ops.pop(seq, None)
@@ -321,13 +324,15 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                                     wlab = wrapper[_LABEL]
                                     if wlab is not None and wlab.bwd and wlab.seq is None and wrapper[_END] >= start:
                                         wrapper[_NODE_SEQ] = label.seq
-                        elif "seq = " in text and start >= fresh:
-                            # An inherited range was remembered by the window that read its
-                            # start: remembering it again would put it before the later ranges
-                            # of its seq that the carried state holds.
+                        elif "seq = " in text:
                             fwd = forward_op(text)
                             if fwd is not None:
-                                remember_forward(stack, start, gpid, *fwd)
+                                # An inherited range was remembered by the window that read its
+                                # start; a later range of its seq may have ended since. So it is
+                                # only a guess of a speculative run, checked against the carried
+                                # state (window.stale), and never overrides this window's own.
+                                remember_forward(stack, start, gpid, *fwd,
+                                                 ops_by_pid=fwd_ops if start >= fresh else guessed)
                     new = [start, _END_OPEN if end is None else end, domain, text, label, 0, None, None]
                     stack.append(new)
                     if start < fresh:
@@ -427,7 +432,11 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                     if ops is not None:
                         fwd = ops.get(bseq)
                     if fwd is None and report is not None:
-                        report.misses.add((gpid, bseq))
+                        fwd = guessed.get(gpid, {}).get(bseq)
+                        if fwd is None:
+                            report.misses.add((gpid, bseq))
+                        else:
+                            report.guesses[(gpid, bseq)] = fwd
                     if fwd is not None:
                         if fwd[0] is not None:
                             source = fwd[0]

@@ -53,7 +53,8 @@ class Seed:
 class Report:
     """What a speculative window read that an earlier window may have set, and what it left.
 
-    misses: (globalPid, seq) a backward kernel looked up and did not find; negatives: globalTids
+    misses: (globalPid, seq) a backward kernel looked up and did not find; guesses: those it
+    found only among the forward ops of inherited ranges, with what it found; negatives: globalTids
     whose launch fell back to "autograd thread?" and was not one yet; owners / node_seqs:
     inherited ranges used as a kernel's op range / as an engine wrapper without a node seq;
     captured_misses: captured graph nodes a replayed kernel looked up and did not find.
@@ -66,6 +67,7 @@ class Report:
     """
 
     misses: set[tuple[int, int]] = field(default_factory=set)
+    guesses: dict[tuple[int, int], Any] = field(default_factory=dict)
     negatives: set[int] = field(default_factory=set)
     owners: set[RangeKey] = field(default_factory=set)
     node_seqs: set[RangeKey] = field(default_factory=set)
@@ -182,6 +184,8 @@ def stale(seed: Seed, report: Report) -> bool:
     if seed.tail is not None and seed.tail.lines:
         return True  # the window's first records may belong to runs of compiled graphs open there
     if any(seq in seed.fwd.get(pid, ()) for pid, seq in report.misses):
+        return True
+    if any(seed.fwd.get(pid, {}).get(seq) != op for (pid, seq), op in report.guesses.items()):
         return True
     if report.negatives & seed.autograd:
         return True
