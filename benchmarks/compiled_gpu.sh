@@ -58,6 +58,9 @@ step() {
       done ;;
   esac
 }
+# The kit unpacks the libraries nsys's importer needs on its first capture: once, before captures
+# run at once (concurrent unpacking fails).
+[ -d /opt/devkit-dw ] || for deb in .devkit/libdw1_*.deb .devkit/libelf1_*.deb; do dpkg -x "$deb" /opt/devkit-dw; done
 for s in $steps; do
   if [ -n "${PARALLEL:-}" ]; then step "$s" & else step "$s"; fi
 done

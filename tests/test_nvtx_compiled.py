@@ -42,7 +42,10 @@ from unittest import mock
 from pyprof.nvtx import graph_calls
 pushed = []
 with mock.patch("torch.cuda.nvtx.range_push", pushed.append), \
-        mock.patch("torch.cuda.nvtx.range_pop", lambda: pushed.append("pop")):
+        mock.patch("torch.cuda.nvtx.range_pop", lambda: pushed.append("pop")), \
+        mock.patch("torch.autograd.ProfilerConfig", lambda *config: config), \
+        mock.patch("torch.autograd._enable_profiler", lambda config, _: pushed.append(f"{config[0]} shapes={config[1]}")), \
+        mock.patch("torch.autograd._disable_profiler", lambda: pushed.append("off")):
     with graph_calls.ranges():
         model(x).sum().backward()
     model(x).sum().backward()  # after the capture: no range
@@ -88,9 +91,11 @@ def table(tiny) -> tuple:
 
 def test_graph_call_ranges(tiny) -> None:
     """Inside graph_calls.ranges() (profiled() without emit_nvtx) each call of a compiled graph,
-    forward and backward, opens PyTorch's range, numbered; outside, none."""
+    forward and backward, opens PyTorch's range, numbered, with PyTorch's NVTX op ranges on
+    inside it; outside, none."""
     pushed = tiny[0][0]
-    assert pushed == ["## Call CompiledFxGraph None ## run 0", "pop", "## Call CompiledFxGraph None ## run 1", "pop"]
+    assert pushed == ["## Call CompiledFxGraph None ## run 0", "ProfilerState.NVTX shapes=False", "off", "pop",
+                      "## Call CompiledFxGraph None ## run 1", "ProfilerState.NVTX shapes=False", "off", "pop"]
 
 
 def test_graphs(table) -> None:
@@ -180,6 +185,89 @@ def test_module_path_and_site() -> None:
              f'  File "{os.path.dirname(pyprof.__file__)}/nvtx/wrappers.py", line 3, in w\n    pass\n')
     assert compiled.user_site(trace) == "/x/train.py:9"
     assert compiled.user_site(None) is None
+
+
+BREAK = '''
+import json
+import torch
+import torch.nn as nn
+import pyprof
+from unittest import mock
+from pyprof.nvtx import emit, graph_calls
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Linear(8, 8) for _ in range(2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for b in self.blocks:
+            x = torch.relu(b(x))
+        return x
+
+
+pyprof.init()
+net = Net()
+for b in net.blocks:
+    b.register_forward_hook(lambda *_: torch._dynamo.graph_break())
+model = torch.compile(net)
+x = torch.randn(4, 8)
+with torch.no_grad():
+    model(x)
+    pushed = []
+    with mock.patch("torch.cuda.nvtx.range_push", pushed.append), mock.patch("torch.cuda.nvtx.range_pop", lambda: None):
+        with graph_calls.ranges(), emit.recording():
+            model(x)
+print(json.dumps(pushed))
+'''
+
+
+def test_graph_call_ranges_name_the_calling_module(tmp_path: Path) -> None:
+    """A graph break in each block's forward hook: Dynamo compiles each Linear's call as a frame
+    of its own, one graph for both, and the rest of Net.forward in graphs between them. Each
+    call's range names the module whose code called the graph, relative to the compiled model;
+    Net's own graphs name none (paths already relative to it)."""
+    script = tmp_path / "brk.py"
+    script.write_text(BREAK)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True, timeout=600)
+    assert json.loads(out.stdout.splitlines()[-1]) == [
+        "## Call CompiledFxGraph None ## run 0 in blocks.0", "## Call CompiledFxGraph None ## run 1",
+        "## Call CompiledFxGraph None ## run 2 in blocks.1", "## Call CompiledFxGraph None ## run 3"]
+
+
+def test_op_ranges_leave_a_profiler_already_on(monkeypatch) -> None:
+    """A profiler already on this thread (the user's, or emit_nvtx) is left alone: not turned on
+    again, not turned off after the call."""
+    import torch.autograd as autograd
+    from pyprof.nvtx import graph_calls
+
+    calls = []
+    monkeypatch.setattr(autograd, "_profiler_enabled", lambda: True)
+    monkeypatch.setattr(autograd, "_enable_profiler", lambda *a: calls.append("on"))
+    monkeypatch.setattr(autograd, "_disable_profiler", lambda: calls.append("off"))
+    with graph_calls.op_ranges():
+        calls.append("body")
+    assert calls == ["body"]
+
+
+def test_op_ranges_where_torch_cannot_turn_them_on(monkeypatch) -> None:
+    """PyTorch refusing the NVTX profiler (a build without CUDA) leaves the body to run as is."""
+    import torch.autograd as autograd
+    from pyprof.nvtx import graph_calls
+
+    calls = []
+
+    def refuse(*_: object) -> None:
+        raise RuntimeError("Can't use NVTX profiler - PyTorch was compiled without CUDA")
+
+    monkeypatch.setattr(autograd, "_profiler_enabled", lambda: False)
+    monkeypatch.setattr(autograd, "_enable_profiler", refuse)
+    monkeypatch.setattr(autograd, "_disable_profiler", lambda: calls.append("off"))
+    with graph_calls.op_ranges():
+        calls.append("body")
+    assert calls == ["body"]
 
 
 def test_emit_marks_the_table(monkeypatch) -> None:

@@ -61,16 +61,19 @@ GEMM = "void nvjet_sm90_tst_64x16_64x8_1x1_v_bz_TNT(Params)"
 
 
 def compiled_step(path: Path, table: list[str] = TABLE, graph_replay: bool = False, op_ids: bool = True,
-                  numbered: bool = False, one_thread: bool = False) -> None:
+                  numbered: bool = False, one_thread: bool = False, ops_in_calls: bool = False,
+                  caller: str = "") -> None:
     """A forward (main thread) and backward (autograd thread) of a compiled graph, its table
     marked at the start. With `graph_replay`, the forward is one CUDA graph launch instead.
     `numbered`: the ranges pyprof.profiled() opens without emit_nvtx (graph_calls.TEXT), and no
-    PyTorch op ranges at all. `one_thread`: the backward on the main thread, right after the forward."""
-    def call(op_id: int, run: int) -> str:
-        return f"{CALL} run {run}" if numbered else torch_text(CALL, op_id=op_id if op_ids else None)
+    PyTorch op ranges, unless `ops_in_calls`: PyTorch's op ranges inside the graph calls only (what
+    profiled() turns on there since). `one_thread`: the backward on the main thread, right after
+    the forward. `caller`: the module that called the forward graph, named in its range."""
+    def call(op_id: int, run: int, by: str = "") -> str:
+        return f"{CALL} run {run}{by}" if numbered else torch_text(CALL, op_id=op_id if op_ids else None)
 
-    def op_range(thread: int, start: int, end: int, text: str) -> None:
-        if not numbered:
+    def op_range(thread: int, start: int, end: int, text: str, in_call: bool = True) -> None:
+        if not numbered or (ops_in_calls and in_call):
             syn.push(thread, start, end, text)
     syn = SynthExport(str(path))
     main = syn.thread(100, 100, "python3")
@@ -80,7 +83,7 @@ def compiled_step(path: Path, table: list[str] = TABLE, graph_replay: bool = Fal
         syn.event(MARK, main, 100 + i, None, text, domain=dom, registered=True)
     syn.push(main, 1000, 50000, marker("module", module="OptimizedModule", cls="OptimizedModule", repr=""),
              domain=dom, registered=True)
-    syn.push(main, 1100, 40000, call(5, 0))
+    syn.push(main, 1100, 40000, call(5, 0, f" in {caller}" if caller else ""))
     if graph_replay:
         corr = syn.launch(main, 2000, 3000, api="cudaGraphLaunch_v10000")
         for i, name in enumerate(["triton_per_fused_native_layer_norm_0", GEMM, "triton_poi_fused_relu_1"]):
@@ -92,7 +95,7 @@ def compiled_step(path: Path, table: list[str] = TABLE, graph_replay: bool = Fal
         syn.launch_kernel(main, 4000, GEMM)
         syn.launch_kernel(main, 10000, "triton_poi_fused_relu_1")
     # backward: the compiled graph's backward node, on the autograd thread
-    op_range(grad, 60000, 99000, torch_text("CompiledFunctionBackward", seq=3, op_id=8))
+    op_range(grad, 60000, 99000, torch_text("CompiledFunctionBackward", seq=3, op_id=8), in_call=False)
     syn.push(grad, 60100, 98000, call(9, 1))
     syn.launch_kernel(grad, 61000, "triton_poi_fused_relu_1")
     op_range(grad, 62000, 66000, torch_text("aten::mm", op_id=10, sizes=[[64, 16], [16, 32]]))
@@ -138,15 +141,42 @@ def test_join_by_name_and_library_calls(tmp_path: Path) -> None:
 
 
 def test_join_in_default_mode(tmp_path: Path) -> None:
-    """profiled() without emit_nvtx: runs cut by its numbered ranges, no PyTorch op ranges. Named
-    kernels join as before; library kernels between two named ones join when there is one call
-    or one kernel per call: the backward's two mm calls launched three kernels (one split-K), and
-    only op ranges (profiled(aten=True)) tell which kernel belongs to which call."""
+    """profiled() without emit_nvtx, as captured before it turned op ranges on inside graph
+    calls: runs cut by its numbered ranges, no PyTorch op ranges. Named kernels join as before;
+    library kernels between two named ones join when there is one call or one kernel per call:
+    the backward's two mm calls launched three kernels (one split-K), and only op ranges tell
+    which kernel belongs to which call."""
     compiled_step(tmp_path / "d.sqlite", numbered=True)
     recs, stats = parse_all(tmp_path / "d.sqlite")
     assert [row[4:6] for row in summary(recs)] == [(0, 0), (0, 1), (0, 2), (1, 0), (None, None), (None, None),
                                                    (None, None), (1, 3)]
     assert (stats.compiled.instances, stats.compiled.joined, stats.compiled.unexplained) == (2, 5, 3)
+
+
+def test_join_in_default_mode_with_op_ranges_in_calls(tmp_path: Path) -> None:
+    """profiled()'s default mode now: PyTorch's op ranges inside each graph call (and nowhere
+    else) tell the backward's two mm calls apart, the split-K pass going with its GEMM: every
+    kernel joined."""
+    compiled_step(tmp_path / "o.sqlite", numbered=True, ops_in_calls=True)
+    recs, stats = parse_all(tmp_path / "o.sqlite")
+    assert [(r["op"], r["module"], (r.get("compiled") or {}).get("graph"), (r.get("compiled") or {}).get("call"))
+            for r in recs] == [("native_layer_norm+_to_copy", "ln,fc", 0, 0), ("mm", "fc", 0, 1), ("relu", "act", 0, 2),
+                               ("threshold_backward", "act", 1, 0), ("mm", "fc", 1, 1), ("mm", "fc", 1, 2),
+                               ("mm", "fc", 1, 2), ("sum", "fc", 1, 3)]
+    assert (stats.compiled.instances, stats.compiled.joined, stats.compiled.unexplained) == (2, 8, 0)
+
+
+def test_module_paths_under_the_calling_module(tmp_path: Path) -> None:
+    """A graph Dynamo compiled from a submodule's own frame (after a graph break) records paths
+    relative to that submodule; the range names the caller (`in blocks.1`), under which parse
+    puts them, nodes without a module of their own going to the caller itself. The backward's
+    range names no caller: its paths stay as recorded."""
+    table = TABLE[:3] + [marker("kernel", graph=0, call=2, name="triton_poi_fused_relu_1", extern=False, bytes=4096,
+                                nodes=[node("aten.relu.default", [t(64, 16)], t(64, 16))])] + TABLE[4:]
+    compiled_step(tmp_path / "c.sqlite", table=table, numbered=True, ops_in_calls=True, caller="blocks.1")
+    recs, _ = parse_all(tmp_path / "c.sqlite")
+    assert [r["module"] for r in recs] == ["blocks.1.ln,blocks.1.fc", "blocks.1.fc", "blocks.1", "act", "fc", "fc",
+                                           "fc", "fc"]
 
 
 def test_numbered_runs_on_one_thread(tmp_path: Path) -> None:

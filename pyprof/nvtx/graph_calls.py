@@ -10,18 +10,37 @@ range itself (default domain), numbered: every graph is called with the key None
 FX-graph cache is off (pyprof.init() turns it off), and runs of different graphs back to back on
 one thread must not read as one.
 
+Inside the call PyTorch's NVTX op ranges are on (what `emit_nvtx` writes, without shapes): the
+library calls of generated code (`extern_kernels.mm`, `aten.convolution_backward`, cuDNN
+attention's backward) launch a varying number of kernels, and when several such calls run back
+to back only their op ranges tell which kernel belongs to which call. Turned on per call, on the
+calling thread (the backward's graph runs on the autograd thread), without emit_nvtx's device
+synchronizations, which would change the step being measured; the eager rest of the step keeps
+the default mode's cost.
+
+The range also names the module whose code called the graph (` in blocks.0`), when that is not
+the compiled module itself: Dynamo records a node's module path relative to the frame it compiled,
+and after a graph break it compiles the submodules' calls as frames of their own (one graph for
+`blocks.0` and `blocks.1` alike: only the caller tells them apart), so parse prefixes their
+paths with it.
+
 Outside `profiled()` nothing is wrapped: no cost to steps that are not captured.
 """
 from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import sys
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 _MODULE = "torch._inductor.output_code"
 # parse reads the prefix (parse/compiled.py CALL_RANGE); the run number is opaque to it.
 TEXT = "## Call CompiledFxGraph {key} ## run {n}"
+# parse reads what follows as the calling module's path (parse/compiled.py CALLER).
+CALLER = " in {path}"
+# torch.compile's wrapper keeps the module it compiled as this child: paths are relative to it.
+_WRAPPED = "_orig_mod"
 
 
 @contextlib.contextmanager
@@ -34,14 +53,19 @@ def ranges() -> Iterator[None]:
     if original is None:
         yield
         return
+    import torch
     import torch.cuda.nvtx as nvtx  # PyTorch's own ranges go there (default domain)
 
     counter = itertools.count()
+    internal = (os.path.dirname(torch.__file__), "<")  # torch's files and generated code
 
     def call(self: Any, inputs: Any) -> Any:
-        nvtx.range_push(TEXT.format(key=getattr(self, "_fx_graph_cache_key", None), n=next(counter)))
+        text = TEXT.format(key=getattr(self, "_fx_graph_cache_key", None), n=next(counter))
+        path = caller(sys._getframe(1), internal)
+        nvtx.range_push(text + CALLER.format(path=path) if path else text)
         try:
-            return original(self, inputs)
+            with op_ranges():
+                return original(self, inputs)
         finally:
             nvtx.range_pop()
 
@@ -50,3 +74,49 @@ def ranges() -> Iterator[None]:
         yield
     finally:
         cls.__call__ = original
+
+
+@contextlib.contextmanager
+def op_ranges() -> Iterator[None]:
+    """PyTorch's NVTX op ranges on this thread for the body (emit_nvtx's profiler state, no
+    shapes, no synchronization). Nothing when a profiler is already on here (the user's own, or
+    emit_nvtx) or PyTorch cannot turn this one on (a build without CUDA)."""
+    import torch.autograd as autograd
+    from torch._C._profiler import _ExperimentalConfig
+
+    on = False
+    if not autograd._profiler_enabled():
+        try:
+            config = autograd.ProfilerConfig(autograd.ProfilerState.NVTX, False, False, False, False, False,
+                                             _ExperimentalConfig())
+            autograd._enable_profiler(config, set())
+            on = True
+        except (RuntimeError, AssertionError):
+            pass
+    try:
+        yield
+    finally:
+        if on:
+            autograd._disable_profiler()
+
+
+def caller(frame: Any, internal: tuple) -> Optional[str]:
+    """The path of the module whose code called a compiled graph, relative to the module
+    torch.compile wrapped: the `self` of the first frame up from `frame` that belongs to an
+    nn.Module, looked up only through torch's own frames (the runtime wrappers between the
+    compiled frame and the graph). None when that frame is not a module's, or the module is not
+    in the tree being called."""
+    from torch.fx import GraphModule
+    from torch.nn import Module
+
+    from .wrappers import module_name
+
+    while frame is not None:
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, Module) and not isinstance(owner, GraphModule):
+            name = module_name(owner)
+            return None if name is None else ".".join(p for p in name.split(".") if p and p != _WRAPPED)
+        if not frame.f_code.co_filename.startswith(internal):
+            return None
+        frame = frame.f_back
+    return None

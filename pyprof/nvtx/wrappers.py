@@ -100,8 +100,9 @@ def is_wrapper(obj: Any) -> bool:
 # nn.Module.__call__
 
 class _Names(dict):
-    """id(module) -> (marker, module fragment, weakref to module, table for its children)
-    for the module tree under one root, built from root.named_modules() once."""
+    """id(module) -> (marker, module fragment, weakref to module, table for its children,
+    qualified name: "" for the root) for the module tree under one root, built from
+    root.named_modules() once."""
 
     __slots__ = ("root", "rebuilds")
 
@@ -126,12 +127,12 @@ def _forgetter(key: int) -> Callable[[weakref.ref], None]:
     return forget
 
 
-def _entry(m: torch.nn.Module, name: str, names: _Names) -> tuple:
+def _entry(m: torch.nn.Module, name: str, names: _Names, qualified: str) -> tuple:
     try:
         rep = m.extra_repr()
     except Exception:
         rep = ""
-    return (module_marker(name, type(m).__name__, rep), ',"module":' + _quote(name), weakref.ref(m), names)
+    return (module_marker(name, type(m).__name__, rep), ',"module":' + _quote(name), weakref.ref(m), names, qualified)
 
 
 def _fill(names: _Names, root: torch.nn.Module) -> None:
@@ -142,7 +143,7 @@ def _fill(names: _Names, root: torch.nn.Module) -> None:
         names.clear()
         root_name = type(root).__name__
         for name, m in root.named_modules():
-            names[id(m)] = _entry(m, name or root_name, names)
+            names[id(m)] = _entry(m, name or root_name, names, name)
     finally:
         _tl.depth = depth
 
@@ -157,7 +158,7 @@ def _names_of(root: torch.nn.Module) -> _Names:
     t.rebuilds = 0
     _fill(t, root)
     if key not in t:  # named_modules overridden without the root itself
-        t[key] = _entry(root, type(root).__name__, t)
+        t[key] = _entry(root, type(root).__name__, t, "")
     _roots[key] = t
     return t
 
@@ -173,6 +174,14 @@ def _miss(names: _Names, m: torch.nn.Module) -> tuple:
     # Not in the tree being called (kept in a plain list, built inside forward): name it as
     # a root of its own.
     return _names_of(m)[id(m)]
+
+
+def module_name(m: torch.nn.Module) -> Optional[str]:
+    """`m`'s qualified name in the module tree being called on this thread ("" for its root);
+    None outside module calls or when `m` is not in that tree."""
+    names = _tl.names
+    e = names.get(id(m)) if names is not None else None
+    return e[4] if e is not None and e[2]() is m else None
 
 
 def module_call(orig: Callable) -> Callable:

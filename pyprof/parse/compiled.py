@@ -30,6 +30,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import json
+import re
 from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator
@@ -42,6 +43,9 @@ if TYPE_CHECKING:
     from pyprof.parse.window import Window
 
 CALL_RANGE = "## Call CompiledFxGraph"
+# What pyprof's numbered call range adds after the run number: the path of the module whose code
+# called the graph (pyprof/nvtx/graph_calls.py CALLER), to which the nodes' paths are relative.
+_CALLER = re.compile(r" ## run \d+ in (\S+)$")
 _PID_MASK = ~0xFFFFFF
 _PID_BITS = 0xFFFFFF
 _encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
@@ -246,12 +250,22 @@ class _Run:
     """The records of one run of a compiled graph, waiting to be matched; `first`: its first
     kernel's correlation id (its name in the records)."""
 
-    __slots__ = ("pid", "first", "slots")
+    __slots__ = ("pid", "first", "slots", "caller")
 
-    def __init__(self, pid: int, first: Any) -> None:
+    def __init__(self, pid: int, first: Any, instance: tuple) -> None:
         self.pid = pid
         self.first = first
         self.slots: list[list] = []  # queue slots: [text, record, done, run key]
+        m = _CALLER.search(instance[3]) if instance[0] == "call" and isinstance(instance[3], str) else None
+        self.caller = m.group(1) if m else None
+
+
+def _under(caller: str | None, module: str | None) -> str | None:
+    """Node module paths (`fc,ln2`) made absolute under the calling module's path; the caller
+    itself for nodes of its own."""
+    if caller is None:
+        return module
+    return ",".join(f"{caller}.{m}" for m in module.split(",")) if module else caller
 
 
 @dataclass
@@ -301,6 +315,7 @@ class Joiner:
             sub = subs[q] = subs.get(q, -1) + 1
             rec = slot[1]
             op, module, trace = describe(entry)
+            module = _under(run.caller, module)
             rec["compiled"] = {"graph": g.gid, "call": q, "name": entry["name"], "extern": entry["extern"],
                                "bytes": entry.get("bytes"), "nodes": entry["nodes"], "bwd": g.bwd,
                                "run": run.first, "sub": sub}
@@ -375,7 +390,7 @@ def join(tables: dict[int, list[Graph]], stats: CompiledStats, lines: Iterator[s
     def add(line: str, rec: dict, key: tuple) -> None:
         run = runs.get(key)
         if run is None:
-            run = runs[key] = _Run(key[0], rec.get("correlationId"))
+            run = runs[key] = _Run(key[0], rec.get("correlationId"), key[1])
         slot = [line, rec, False, key]
         run.slots.append(slot)
         queue.append(slot)
