@@ -2,7 +2,7 @@
 
     python benchmarks/parse_parallel.py ranks --ranks 64 --kernels 100000 --jobs 16
     python benchmarks/parse_parallel.py huge --kernels 10000000 --jobs 16 [--single 1000000,2000000]
-        [--single-limit 90]
+        [--single-limit 90 | --race 8]
 
 `ranks`: a synthetic data-parallel job (tests/nsys_synth.py rank_export: forward and backward
 GEMMs, DDP bucket all-reduces with record_param_comms and NCCL ranges, pyprof markers), one
@@ -14,7 +14,8 @@ does to split the work.
 
 `huge`: one export of about --kernels kernels (tests/nsys_synth.py workload, 100k kernels,
 repeated along the timeline by nsys_synth.repeat at SQLite's speed). Times `-j JOBS` and checks
-the output's SHA-256 against `-j 1` on the same export when --single-full is given; --single
+the output's SHA-256 against `-j 1` on the same export when --single-full is given; --race X
+starts `-j JOBS` and `-j 1` together and stops `-j 1` at X times the `-j JOBS` time (race()); --single
 sizes are parsed by one process too (the first N kernels' worth of the same workload), so the
 one-process time of the large export can be read off their (linear) growth when running it in
 full does not fit the time at hand. --single-limit S runs `-j 1` on the large export for at
@@ -161,6 +162,104 @@ def bounded(path: Path, out: Path, limit: float, reference: Path) -> str:
             f"{'the same bytes as' if same else 'DIFFERENT BYTES from'} the first {len(data) / 1e9:.2f} GB of -j N's output")
 
 
+def _sha(path: Path) -> str:
+    sha = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 24), b""):
+            sha.update(chunk)
+    return sha.hexdigest()
+
+
+def _same_start(data: Path, reference: Path) -> tuple[int, bool]:
+    """(bytes of `data` up to its last full line, whether they begin `reference`), in chunks."""
+    size = data.stat().st_size
+    with open(data, "rb") as f:
+        f.seek(max(0, size - (1 << 20)))
+        tail = f.read()
+    whole = size - len(tail) + tail.rfind(b"\n") + 1 if b"\n" in tail else 0
+    with open(data, "rb") as a, open(reference, "rb") as b:
+        left = whole
+        while left:
+            n = min(left, 1 << 24)
+            if a.read(n) != b.read(n):
+                return whole, False
+            left -= n
+    return whole, True
+
+
+def race(path: Path, out: Path, jobs: int, times: float, margin: float, until: float = 0) -> None:
+    """-j JOBS and -j 1 started together on `path`; -j 1 is stopped `times` x the -j JOBS wall
+    time (+ `margin` s) after its start. -j 1 shares the machine with -j JOBS only while that
+    runs (1/`times` of its time at most): -j JOBS gets 16/17 of the cores then, -j 1 about one.
+    Prints: -j JOBS's time, peak and SHA-256; then -j 1's time, peak and SHA-256 and the ratio
+    when it finishes, else how long it ran (so the ratio is at least `times`) and whether the
+    records it wrote are the first bytes of -j JOBS's output. `until` (s, 0: none): -j 1 is
+    stopped then at the latest (the time a device call has left)."""
+    par_out, one_out = out.with_name("par.dict"), out.with_name("one.dict")
+    for old in [par_out, one_out, *out.parent.glob(".one.dict.*.partial")]:
+        old.unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    par = subprocess.Popen([sys.executable, "-c", _PEAK, sys.executable, "-m", "pyprof.parse", "-q", "-j", str(jobs),
+                            str(path), "-o", str(par_out)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    one = subprocess.Popen([sys.executable, "-m", "pyprof.parse", "-q", "-j", "1", str(path), "-o", str(one_out)],
+                           cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    limit = wall_par = None
+    sha_par: concurrent.futures.Future | None = None
+    hasher = concurrent.futures.ThreadPoolExecutor(1)
+    said = 0.0
+    ended = (0, 0, None)  # os.wait4 of -j 1, once it has ended (Popen.poll would reap it: no rusage)
+    while True:
+        time.sleep(0.2)
+        now = time.perf_counter() - t0
+        if limit is None and par.poll() is not None:
+            wall_par = now
+            if par.returncode:
+                raise SystemExit(f"-j {jobs} failed: exit {par.returncode}")
+            peak = int(par.stdout.read().split()[-1]) / 1024
+            limit = times * wall_par + margin
+            if until and limit > until:
+                print(f"# -j 1 can only be given until {until:.0f} s, not {limit:.1f} s", flush=True)
+                limit = until
+            size = par_out.stat().st_size
+            print(f"{path.name}, -j {jobs} (with -j 1 beside it): {wall_par:.2f} s, peak {peak:.0f} MB, "
+                  f"{size / 1e9:.2f} GB; -j 1 gets until {limit:.1f} s ({times:g} x {wall_par:.2f} + {margin:g})",
+                  flush=True)
+            sha_par = hasher.submit(_sha, par_out)  # while -j 1 runs on its own core
+        if not ended[0]:
+            ended = os.wait4(one.pid, os.WNOHANG)
+            wall_one = now
+        if limit is not None and (ended[0] or now >= limit):
+            break
+        if now - said >= 60:
+            said = now
+            partial = next(out.parent.glob(".one.dict.*.partial"), None)
+            print(f"# {now:.0f} s: -j 1 has written {partial.stat().st_size / 1e9 if partial else 0:.2f} GB", flush=True)
+    finished = bool(ended[0])
+    if not finished:
+        one.kill()
+        ended = os.wait4(one.pid, 0)
+        wall_one = time.perf_counter() - t0
+    _, status, usage = ended
+    code = os.waitstatus_to_exitcode(status)
+    digest = sha_par.result()
+    print(f"{path.name}, -j {jobs}: sha256 {digest}", flush=True)
+    if finished:
+        same = code == 0 and _sha(one_out) == digest
+        print(f"{path.name}, -j 1: finished in {wall_one:.2f} s (exit {code}), peak "
+              f"{usage.ru_maxrss / 1024:.0f} MB, {'the same sha256' if same else 'DIFFERENT BYTES'}; "
+              f"-j {jobs} is {wall_one / wall_par:.2f}x faster", flush=True)
+    else:
+        partial = next(out.parent.glob(".one.dict.*.partial"))
+        size, same = _same_start(partial, par_out)
+        print(f"{path.name}, -j 1: stopped after {wall_one:.1f} s unfinished ({wall_one / wall_par:.2f} x the -j {jobs} "
+              f"time: -j {jobs} is at least that much faster), peak {usage.ru_maxrss / 1024:.0f} MB; its "
+              f"{size / 1e9:.2f} GB of whole records are {'the same bytes as' if same else 'DIFFERENT BYTES from'} "
+              f"the start of -j {jobs}'s output", flush=True)
+        partial.unlink()
+    for f in (par_out, one_out):
+        f.unlink(missing_ok=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("what", choices=["ranks", "huge"])
@@ -172,6 +271,10 @@ def main() -> None:
     p.add_argument("--single-full", action="store_true", help="huge: also parse the large export with one process")
     p.add_argument("--single-limit", type=float, default=0,
                    help="huge: also run -j 1 on the large export for at most this many seconds")
+    p.add_argument("--race", type=float, default=0, metavar="X",
+                   help="huge: -j JOBS and -j 1 started together, -j 1 stopped at X times the -j JOBS time")
+    p.add_argument("--margin", type=float, default=5, help="--race: seconds added to -j 1's limit")
+    p.add_argument("--until", type=float, default=0, help="--race: stop -j 1 after this many seconds at the latest")
     p.add_argument("--together", action="store_true", help="ranks: also JOBS exports parsed by JOBS processes at once")
     p.add_argument("--base", type=int, default=100_000, help="huge: kernels of the export that is repeated")
     p.add_argument("--work", type=Path, default=Path("/tmp/pyprof-parallel-bench"))
@@ -204,6 +307,9 @@ def main() -> None:
     if args.gen_only:
         for size in [int(s) for s in args.single.split(",") if s]:
             make_huge(args.work, size, args.base)
+        return
+    if args.race:
+        race(path, out, args.jobs, args.race, args.margin, args.until)
         return
     # The digest is compared only with a full -j 1 run (a bounded one compares bytes itself).
     wall_par, peak_par, digest_par = parse([path], out, args.jobs, digest=args.single_full or bool(args.single),

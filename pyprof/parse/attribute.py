@@ -72,6 +72,9 @@ _COUNT = 5      # kernels attributed with it as their innermost op so far: the n
 # range it wraps, so kernels the engine launches around the node (a bias gradient's sum) still
 # find their forward op.
 _NODE_SEQ = 6
+# For a range an earlier window took in (window.py): its RangeKey, else None. Kept in the range,
+# not in a map by id(): a popped range's id is reused by a later one.
+_KEY = 7
 _Range = list
 
 
@@ -127,7 +130,7 @@ _DRAIN = (1 << 62,)
 
 
 def _leave(report: Report, fwd_ops: dict, autograd_threads: set[int], threads: dict[int, list[_Range]],
-           procs: dict[int, list[_Range]], inherited: dict[int, tuple], end: int | None) -> None:
+           procs: dict[int, list[_Range]], end: int | None) -> None:
     """What a speculative window leaves to the next one (window.Report)."""
     report.fwd = fwd_ops
     report.autograd = autograd_threads
@@ -137,7 +140,7 @@ def _leave(report: Report, fwd_ops: dict, autograd_threads: set[int], threads: d
         for scope, stack in scopes.items():
             for r in stack:
                 if r[_END] >= end:
-                    key = inherited.get(id(r))
+                    key = r[_KEY]
                     own = key or (scope, push_pop, r[_START], r[_END], r[_DOMAIN], r[_TEXT])
                     report.open_end[own] = (r[_COUNT], r[_NODE_SEQ], key is not None)
 
@@ -181,10 +184,9 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
     merged = iter(activity_streams[0]) if len(activity_streams) == 1 else heapq.merge(*activity_streams)
     activities = merged
     # Window bookkeeping (window.py): ranges that started before `fresh` were taken in by an
-    # earlier window; `inherited` maps such a range (by id) to its RangeKey.
+    # earlier window; such a range carries its RangeKey (_KEY).
     fresh = NEVER if window is None else window.fresh
     report = None if window is None or window.seed is not None else window.report
-    inherited: dict[int, tuple] = {}
     if window is not None and window.end is not None:
         activities = itertools.chain(activities, (_DRAIN,))
 
@@ -196,6 +198,8 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
     # the forward op); the record's JSON is built only when a backward kernel asks, so an entry
     # costs a tuple, not a copy of the marker.
     fwd_ops: dict[int, dict[int, tuple[Label | None, str, tuple[str, ...], int | None]]] = {}
+    # Forward ops of ranges an earlier window took in (a speculative run's guesses).
+    guessed: dict[int, dict[int, tuple[Label | None, str, tuple[str, ...], int | None]]] = {}
     seed = window.seed if window is not None else None
     if seed is not None:
         autograd_threads |= seed.autograd
@@ -204,7 +208,8 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
     # Captured CUDA graph node -> the attribution part of its replays' records.
     captured: dict[int, str] = dict(seed.captured) if seed is not None else {}
 
-    def remember_forward(stack: list[_Range], start: int, gpid: int, name: str, seq: int) -> None:
+    def remember_forward(stack: list[_Range], start: int, gpid: int, name: str, seq: int,
+                         ops_by_pid: dict = fwd_ops) -> None:
         marker = call = None
         layers: list[str] = []
         for r in reversed(stack):
@@ -218,9 +223,9 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                 call = r[_START]  # which call of the op: one op may create several nodes
             elif lab.kind == LAYER:
                 layers.append(lab.js)
-        ops = fwd_ops.get(gpid)
+        ops = ops_by_pid.get(gpid)
         if ops is None:
-            ops = fwd_ops[gpid] = {}
+            ops = ops_by_pid[gpid] = {}
         # The last range with a given seq is the op that created the autograd node (outer
         # composite ops such as aten::linear peek at the same number before it).
         ops.pop(seq, None)
@@ -316,11 +321,16 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                         elif "seq = " in text:
                             fwd = forward_op(text)
                             if fwd is not None:
-                                remember_forward(stack, start, gpid, *fwd)
-                    new = [start, _END_OPEN if end is None else end, domain, text, label, 0, None]
+                                # An inherited range was remembered by the window that read its
+                                # start; a later range of its seq may have ended since. So it is
+                                # only a guess of a speculative run, checked against the carried
+                                # state (window.stale), and never overrides this window's own.
+                                remember_forward(stack, start, gpid, *fwd,
+                                                 ops_by_pid=fwd_ops if start >= fresh else guessed)
+                    new = [start, _END_OPEN if end is None else end, domain, text, label, 0, None, None]
                     stack.append(new)
                     if start < fresh:
-                        key = inherited[id(new)] = (scope, etype in push_pop, start, new[_END], domain, text)
+                        key = new[_KEY] = (scope, etype in push_pop, start, new[_END], domain, text)
                         if seed is not None:
                             new[_COUNT], new[_NODE_SEQ] = seed.open.get(key, (0, None))
                 if row is _DRAIN:
@@ -375,7 +385,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                             elif r[_NODE_SEQ] is not None:
                                 bseq = r[_NODE_SEQ]
                             elif report is not None and r[_START] < fresh:
-                                report.node_seqs.add(inherited[id(r)])
+                                report.node_seqs.add(r[_KEY])
                         elif lab.seq is not None:
                             seqs.append(lab.seq)
                     elif kind == OP:
@@ -405,7 +415,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                     sub = owner[_COUNT]
                     owner[_COUNT] = sub + 1
                     if report is not None and owner[_START] < fresh:
-                        report.owners.add(inherited[id(owner)])
+                        report.owners.add(owner[_KEY])
                 else:
                     sub = 0
 
@@ -416,7 +426,11 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                     if ops is not None:
                         fwd = ops.get(bseq)
                     if fwd is None and report is not None:
-                        report.misses.add((gpid, bseq))
+                        fwd = guessed.get(gpid, {}).get(bseq)
+                        if fwd is None:
+                            report.misses.add((gpid, bseq))
+                        else:
+                            report.guesses[(gpid, bseq)] = fwd
                     if fwd is not None:
                         if fwd[0] is not None:
                             source = fwd[0]
@@ -500,7 +514,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                 n_records += 1
                 yield line
             if report is not None:
-                _leave(report, fwd_ops, autograd_threads, threads, procs, inherited, window.end)
+                _leave(report, fwd_ops, autograd_threads, threads, procs, window.end)
             if window is not None:
                 # Seeded or not: a captured node's attribution may depend on the seed, so the
                 # exact ones come from a seeded run (parallel.py passes them on).

@@ -19,6 +19,11 @@ each kernel record of a compiled graph is matched to its call site:
 A joined record gets `compiled` (the call site's entry) and, from its nodes, `op`, `module`,
 `trace` and `dir` (docs/records.md). Without marks in the trace records pass through untouched.
 Memory: the table, plus the records of the compiled-graph runs still open (one run per thread).
+
+A run's records depend on all of it, so when an export is parsed in time windows (window.py) a
+window holds the records from its first open run on (a Tail) and the next window's join starts
+from them: the joins of the windows, one after the other, are the join of the whole. A run is
+named by its first kernel's correlation id, which no window boundary changes.
 """
 from __future__ import annotations
 
@@ -27,11 +32,15 @@ import contextlib
 import json
 import re
 from collections import deque
-from typing import Any, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from pyprof.parse import queries
 from pyprof.parse.export import Export
 from pyprof.parse.ranges import PYPROF_DOMAIN
+
+if TYPE_CHECKING:
+    from pyprof.parse.window import Window
 
 CALL_RANGE = "## Call CompiledFxGraph"
 # What pyprof's numbered call range adds after the run number: the path of the module whose code
@@ -238,13 +247,15 @@ def _split(items: list, groups: list) -> list[list]:
 
 
 class _Run:
-    """The records of one run of a compiled graph, waiting to be matched."""
+    """The records of one run of a compiled graph, waiting to be matched; `first`: its first
+    kernel's correlation id (its name in the records)."""
 
-    __slots__ = ("pid", "slots", "caller")
+    __slots__ = ("pid", "first", "slots", "caller")
 
-    def __init__(self, pid: int, instance: tuple) -> None:
+    def __init__(self, pid: int, first: Any, instance: tuple) -> None:
         self.pid = pid
-        self.slots: list[list] = []  # queue slots: [text, record, done]
+        self.first = first
+        self.slots: list[list] = []  # queue slots: [text, record, done, run key]
         m = _CALLER.search(instance[3]) if instance[0] == "call" and isinstance(instance[3], str) else None
         self.caller = m.group(1) if m else None
 
@@ -255,6 +266,15 @@ def _under(caller: str | None, module: str | None) -> str | None:
     if caller is None:
         return module
     return ",".join(f"{caller}.{m}" for m in module.split(",")) if module else caller
+
+
+@dataclass
+class Tail:
+    """The join's state where a window ends: the lines not yet written, in order, each with the
+    key of the open run it belongs to (None: ready), and each thread's open run."""
+
+    lines: list[tuple[str, tuple | None]] = field(default_factory=list)
+    current: dict[tuple, tuple] = field(default_factory=dict)
 
 
 class Joiner:
@@ -298,7 +318,7 @@ class Joiner:
             module = _under(run.caller, module)
             rec["compiled"] = {"graph": g.gid, "call": q, "name": entry["name"], "extern": entry["extern"],
                                "bytes": entry.get("bytes"), "nodes": entry["nodes"], "bwd": g.bwd,
-                               "run": self.stats.instances, "sub": sub}
+                               "run": run.first, "sub": sub}
             rec["mod"], rec["op"], rec["dir"] = "aten", op, "bprop" if g.bwd else "fprop"
             if module is not None:
                 rec["module"] = module
@@ -351,8 +371,11 @@ class Joiner:
                     assign[i] = q
 
 
-def join(tables: dict[int, list[Graph]], stats: CompiledStats, lines: Iterator[str]) -> Iterator[str]:
-    """Yield `lines` (parse's records, in order) with compiled-graph kernels joined."""
+def join(tables: dict[int, list[Graph]], stats: CompiledStats, lines: Iterator[str], start: Tail | None = None,
+         held: Tail | None = None) -> Iterator[str]:
+    """Yield `lines` (parse's records, in order) with compiled-graph kernels joined. `start`:
+    the state an earlier window held, taken up first; `held`: filled with the state at the end
+    instead of closing the runs still open (their lines and those after them are not yielded)."""
     joiner = Joiner(tables, stats)
     loads = json.loads
     queue: deque = deque()
@@ -364,12 +387,27 @@ def join(tables: dict[int, list[Graph]], stats: CompiledStats, lines: Iterator[s
         if run is not None:
             joiner.resolve(run)
 
+    def add(line: str, rec: dict, key: tuple) -> None:
+        run = runs.get(key)
+        if run is None:
+            run = runs[key] = _Run(key[0], rec.get("correlationId"), key[1])
+        slot = [line, rec, False, key]
+        run.slots.append(slot)
+        queue.append(slot)
+
+    if start is not None:
+        for line, key in start.lines:
+            if key is None:
+                queue.append([line, None, True, None])
+            else:
+                add(line, loads(line), key)
+        current.update(start.current)
     for line in lines:
         rec = loads(line)
         pid = rec.get("pid")
         inst = _instance(rec) if rec.get("kind") == "kernel" and pid in tables else None
         if inst is None:
-            queue.append([line, None, True])
+            queue.append([line, None, True, None])
         else:
             key = (pid, inst)
             thread = (pid, rec.get("tid"))
@@ -377,25 +415,34 @@ def join(tables: dict[int, list[Graph]], stats: CompiledStats, lines: Iterator[s
             if prev is not None and prev != key:
                 close(prev)
             current[thread] = key
-            run = runs.get(key)
-            if run is None:
-                run = runs[key] = _Run(pid, inst)
-            slot = [line, rec, False]
-            run.slots.append(slot)
-            queue.append(slot)
+            add(line, rec, key)
         while queue and queue[0][2]:
             yield queue.popleft()[0]
+    if held is not None:
+        held.lines = [(s[0], None if s[2] else s[3]) for s in queue]
+        held.current = {thread: key for thread, key in current.items() if key in runs}
+        return
     for key in list(runs):
         close(key)
     while queue:
         yield queue.popleft()[0]
 
 
-def joined_lines(exp: Export, stats: Any, memcpy: bool, lines: Callable[..., Iterator[str]]) -> Iterator[str]:
+def joined_lines(exp: Export, stats: Any, memcpy: bool, lines: Callable[..., Iterator[str]],
+                 window: Window | None = None) -> Iterator[str]:
     """`lines(exp, stats, memcpy)` with compiled-graph kernels joined; `stats.compiled` gets the
-    join's counts. Without a table in the trace the records pass through untouched."""
+    join's counts. Without a table in the trace the records pass through untouched. `window`:
+    the time window `lines` yields (window.py): the join takes up the Tail its seed holds, and,
+    unless it is the last window, leaves its own in its report."""
     cstats = stats.compiled = CompiledStats()
     tables = load(exp, cstats)
+    start = window.seed.tail if window is not None and window.seed is not None else None
+    held = Tail() if window is not None and window.end is not None else None
     # closing(): the record generator's cursors must be closed while the connection is open.
     with contextlib.closing(lines(exp, stats, memcpy)) as recs:
-        yield from join(tables, cstats, recs) if tables else recs
+        if tables:
+            yield from join(tables, cstats, recs, start, held)
+        else:
+            yield from recs
+    if window is not None:
+        window.report.tail = held

@@ -26,7 +26,7 @@ from typing import Iterable, Iterator, TextIO
 from pyprof.errors import EXIT_NO_INPUT, EXIT_USAGE, PyprofError, cannot_write
 from pyprof.parse import queries
 from pyprof.parse.attribute import FWD_OPS_PER_PROCESS, SCHEMA_VERSION, Stats, lines
-from pyprof.parse.compiled import CompiledStats, joined_lines
+from pyprof.parse.compiled import CompiledStats, Tail, joined_lines
 from pyprof.parse.export import KERNEL, RUNTIME, Export, check_export
 from pyprof.parse.nsysrep import sqlite_path
 from pyprof.parse.output import deferred_interrupt, open_output
@@ -65,8 +65,8 @@ class Part:
 @dataclass
 class Done:
     """A task's outcome: the rank used, its counts, a speculative window's Report, a window's
-    captured CUDA graph nodes (Report.captured, from any run), or the fatal error (message, exit
-    status) that stopped it."""
+    captured CUDA graph nodes and held compiled-graph join (Report.captured and tail, from any
+    run), or the fatal error (message, exit status) that stopped it."""
 
     index: int
     rank: Rank | None
@@ -74,6 +74,7 @@ class Done:
     report: Report | None
     error: tuple[str, int] | None = None
     captured: dict[int, str] | None = None
+    tail: Tail | None = None
 
 
 def _work(part: Part) -> Done:
@@ -91,7 +92,7 @@ def _work(part: Part) -> Done:
             # Each part joins its compiled-graph kernels to the export's table (docs/compiled.md).
             part_lines = functools.partial(lines, window=part.window, clock=clock)
             with open(part.out, "w", encoding="utf-8") as out, \
-                    contextlib.closing(joined_lines(exp, stats, part.memcpy, part_lines)) as recs:
+                    contextlib.closing(joined_lines(exp, stats, part.memcpy, part_lines, part.window)) as recs:
                 if part.ranked:
                     prefix, cut = f'{_HEAD}"rank":{rank.rank},', len(_HEAD)
                     out.writelines(prefix + line[cut:] + "\n" for line in recs)
@@ -101,9 +102,11 @@ def _work(part: Part) -> Done:
         return Done(part.index, rank, stats, None, (str(err), err.status))
     if part.window is not None and part.window.start is not None:
         stats.compiled.graphs = 0  # the export's first window counts them
-    speculative = part.window is not None and part.window.seed is None
-    return Done(part.index, rank, stats, part.window.report if speculative else None,
-                captured=part.window.report.captured if part.window is not None else None)
+    if part.window is None:
+        return Done(part.index, rank, stats, None)
+    report = part.window.report
+    return Done(part.index, rank, stats, report if part.window.seed is None else None,
+                captured=report.captured, tail=report.tail)
 
 
 def session_start(exp: Export) -> int:
@@ -331,9 +334,11 @@ class _Stream:
                 return
             self._write(part, done)
             if part.window is not None:
-                # Captured graph nodes as the exact run attributed them (the speculative run may
-                # have missed a forward op they need): every window before this one is exact now.
-                self.seed = compose(self.seed, replace(first.report, captured=done.captured), FWD_OPS_PER_PROCESS)
+                # Captured graph nodes and the compiled-graph join's tail as the exact run left
+                # them (the speculative run may have missed a forward op they need, or started
+                # without the tail before it): every window before this one is exact now.
+                exact = replace(first.report, captured=done.captured, tail=done.tail)
+                self.seed = compose(self.seed, exact, FWD_OPS_PER_PROCESS)
             self.part += 1
 
     def _needs_seed(self, part: Part, first: Done) -> bool:

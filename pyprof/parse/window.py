@@ -9,9 +9,10 @@ launch, as the single sweep would before the next window's first launch.
 
 What the sweep carries across a boundary besides the open ranges is small and explicit: the
 forward ops remembered per process (backward kernels look them up by `seq`), the threads seen
-running autograd, the attributions of captured CUDA graph nodes (their replays take them), and,
-for ranges open across the boundary, how many kernels each already owned
-(`subSeqId`) and the node `seq` an engine wrapper range took from a node inside it. A window is
+running autograd, the attributions of captured CUDA graph nodes (their replays take them), for
+ranges open across the boundary, how many kernels each already owned (`subSeqId`) and the node
+`seq` an engine wrapper range took from a node inside it, and the records of compiled-graph runs
+still open (compiled.Tail: a run is joined to its compile-time table as a whole). A window is
 first parsed without that state ("speculative"); its Report says which of those it would have
 read and what it left at its end. parallel.py then composes the states window by window (pure
 functions below) and parses again, with the exact state as a Seed, only the windows whose
@@ -23,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyprof.parse.compiled import Tail
 from pyprof.parse.export import RUNTIME, Export
 
 # A range open across a boundary: (scope id: globalTid for push/pop, globalPid for start/end
@@ -37,30 +39,35 @@ class Seed:
     """The sweep's carried state at a window's start. `fwd`: pid -> seq -> forward op, in
     recency order (attribute.lines' map); `autograd`: globalTids that ran autograd ranges;
     `open`: RangeKey -> (kernels owned so far, engine wrapper's node seq or None); `captured`:
-    captured graph node -> its replays' attribution (attribute.lines' map)."""
+    captured graph node -> its replays' attribution (attribute.lines' map); `tail`: what the
+    compiled-graph join of the window before held (None: nothing)."""
 
     fwd: dict[int, dict[int, Any]] = field(default_factory=dict)
     autograd: set[int] = field(default_factory=set)
     open: dict[RangeKey, tuple[int, int | None]] = field(default_factory=dict)
     captured: dict[int, str] = field(default_factory=dict)
+    tail: Tail | None = None
 
 
 @dataclass
 class Report:
     """What a speculative window read that an earlier window may have set, and what it left.
 
-    misses: (globalPid, seq) a backward kernel looked up and did not find; negatives: globalTids
+    misses: (globalPid, seq) a backward kernel looked up and did not find; guesses: those it
+    found only among the forward ops of inherited ranges, with what it found; negatives: globalTids
     whose launch fell back to "autograd thread?" and was not one yet; owners / node_seqs:
     inherited ranges used as a kernel's op range / as an engine wrapper without a node seq;
     captured_misses: captured graph nodes a replayed kernel looked up and did not find.
     fwd, autograd: the window's own forward-op map and autograd threads at its end; captured:
     the nodes captured in the window (filled by seeded runs too: their attributions are exact
-    only there, where backward ops find their forward ops); open_end:
+    only there, where backward ops find their forward ops); tail: what the window's
+    compiled-graph join held at its end (filled by seeded runs too, exact only there); open_end:
     RangeKey -> (kernels owned in this window, node seq set in it or None, inherited) for the
     ranges still open at `end`.
     """
 
     misses: set[tuple[int, int]] = field(default_factory=set)
+    guesses: dict[tuple[int, int], Any] = field(default_factory=dict)
     negatives: set[int] = field(default_factory=set)
     owners: set[RangeKey] = field(default_factory=set)
     node_seqs: set[RangeKey] = field(default_factory=set)
@@ -68,6 +75,7 @@ class Report:
     fwd: dict[int, dict[int, Any]] = field(default_factory=dict)
     autograd: set[int] = field(default_factory=set)
     captured: dict[int, str] = field(default_factory=dict)
+    tail: Tail | None = None
     open_end: dict[RangeKey, tuple[int, int | None, bool]] = field(default_factory=dict)
 
 
@@ -167,13 +175,17 @@ def compose(seed: Seed, report: Report, cap: int) -> Seed:
     for key, (count, node_seq, inherited) in report.open_end.items():
         before = seed.open.get(key, (0, None)) if inherited else (0, None)
         opened[key] = (before[0] + count, node_seq if node_seq is not None else before[1])
-    return Seed(fwd, seed.autograd | report.autograd, opened, {**seed.captured, **report.captured})
+    return Seed(fwd, seed.autograd | report.autograd, opened, {**seed.captured, **report.captured}, report.tail)
 
 
 def stale(seed: Seed, report: Report) -> bool:
     """Whether a speculative window read state that `seed` (the exact state at its start) has:
     then its records may differ from the single sweep's and it must be parsed again, seeded."""
+    if seed.tail is not None and seed.tail.lines:
+        return True  # the window's first records may belong to runs of compiled graphs open there
     if any(seq in seed.fwd.get(pid, ()) for pid, seq in report.misses):
+        return True
+    if any(seed.fwd.get(pid, {}).get(seq) != op for (pid, seq), op in report.guesses.items()):
         return True
     if report.negatives & seed.autograd:
         return True
