@@ -111,7 +111,7 @@ def tool(mode: str, device) -> Iterator[None]:
     """The mode's PyTorch-side tool around the timed steps (pyprof itself is installed at start)."""
     import torch
 
-    if mode == "pyprof":
+    if mode == "pyprof" and device.type == "cuda":  # as profiled(), which needs CUDA
         from pyprof.nvtx import graph_calls
 
         with graph_calls.ranges():
@@ -169,37 +169,59 @@ def child(args: argparse.Namespace) -> None:
         out[name] = statistics.median(blocks)
         print(f"{mode} {name} {out[name]:.3f} ms", file=sys.stderr, flush=True)
         if mode.startswith("pyprof"):
+            if mode == "pyprof":  # first: diagnose's Dynamo counters then cover these blocks too
+                out[name + "/ab"] = on_off(args, name, device, step, sync)
             diagnose(mode, name, step)
-            if mode == "pyprof":
-                out[name + "/ab"] = on_off(args, device, step, sync)
     from pyprof.nvtx import emit
 
     out["_live"] = emit.state.live
     print(json.dumps(out), flush=True)
 
 
-def on_off(args: argparse.Namespace, device, step: Callable[[], None], sync: Callable[[], None]) -> List[float]:
+def on_off(args: argparse.Namespace, name: str, device, step: Callable[[], None],
+           sync: Callable[[], None]) -> List[float]:
     """[ms per step with markers off, with markers on] in this process: medians of blocks run
-    alternately (off, on, off, on, ...), each as long as a timed block; also on stderr."""
-    from pyprof.nvtx import emit
+    alternately (off, on, off, on, ...), each as long as a timed block; also on stderr.
+
+    Off: markers not forced (one attribute test per wrapped call). A compiled model's code read
+    that switch when Dynamo traced it, and changing it would recompile: there, off is what
+    wrappers.hiding does (the wrapped calls of this thread emit nothing; the module range of the
+    compiled module stays, one per step)."""
+    from pyprof.nvtx import emit, wrappers
+
+    compiled = name.endswith("compiled")
+
+    @contextlib.contextmanager
+    def markers(on: bool) -> Iterator[None]:
+        if on:
+            with tool("pyprof", device):
+                yield
+        elif compiled:
+            wrappers._tl.depth += 1
+            try:
+                yield
+            finally:
+                wrappers._tl.depth -= 1
+        else:
+            emit.configure(force=False)
+            try:
+                yield
+            finally:
+                emit.configure(force=True)
 
     times: Dict[bool, List[float]] = {False: [], True: []}
-    try:
-        for _ in range(args.blocks):
-            for on in (False, True):
-                emit.configure(force=on)
-                with tool("pyprof" if on else "plain", device):
+    for _ in range(args.blocks):
+        for on in (False, True):
+            with markers(on):
+                step()
+                sync()
+                t = time.perf_counter()
+                for _ in range(args.steps):
                     step()
-                    sync()
-                    t = time.perf_counter()
-                    for _ in range(args.steps):
-                        step()
-                    sync()
-                times[on].append((time.perf_counter() - t) / args.steps * 1e3)
-    finally:
-        emit.configure(force=True)
+                sync()
+            times[on].append((time.perf_counter() - t) / args.steps * 1e3)
     off, on = statistics.median(times[False]), statistics.median(times[True])
-    print(f"in-process markers off {off:.3f} ms, on {on:.3f} ms: {on / off:.2f}x", file=sys.stderr, flush=True)
+    print(f"{name} in-process markers off {off:.3f} ms, on {on:.3f} ms: {on / off:.2f}x", file=sys.stderr, flush=True)
     return [off, on]
 
 

@@ -55,6 +55,19 @@ def test_equal_but_differently_typed_arguments_get_their_own_markers(on) -> None
     assert args == [1, True, 1.0, {"float": "nan"}, 1]
 
 
+def test_equal_but_differently_typed_keyword_arguments_get_their_own_markers(on) -> None:
+    x = torch.ones(3)
+    with recording() as rec:
+        for v in (2, 2.0, 2):
+            torch.add(x, x, alpha=v)
+        for mode in ("floor", None, "trunc", "floor"):
+            torch.div(x, x, rounding_mode=mode)
+    kwargs = [r.marker["kwargs"] for r in rec.ranges]
+    assert kwargs == [{"alpha": 2}, {"alpha": 2.0}, {"alpha": 2}] + [
+        {"rounding_mode": m} for m in ("floor", None, "trunc", "floor")]
+    assert type(kwargs[0]["alpha"]) is int and type(kwargs[1]["alpha"]) is float
+
+
 def test_a_new_shape_stride_or_dtype_at_the_same_site_is_a_new_marker(on) -> None:
     tensors = (torch.ones(2, 3), torch.ones(3, 2).t(), torch.ones(2, 3, dtype=torch.float64), torch.ones(2, 3))
     with recording() as rec:
