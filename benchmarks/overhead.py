@@ -179,9 +179,11 @@ def child(args: argparse.Namespace) -> None:
 
 
 def on_off(args: argparse.Namespace, name: str, device, step: Callable[[], None],
-           sync: Callable[[], None]) -> List[float]:
-    """[ms per step with markers off, with markers on] in this process: medians of blocks run
-    alternately (off, on, off, on, ...), each as long as a timed block; also on stderr.
+           sync: Callable[[], None]) -> Dict[str, float]:
+    """ms per step in this process with markers `off`, `on` (the pyprof mode) and, for a compiled
+    model on CUDA, `markers` (on, without the graph-call ranges and the op ranges inside them):
+    medians of blocks run in turn (off, on, [markers,] off, ...), each as long as a timed block;
+    also on stderr.
 
     Off: markers not forced (one attribute test per wrapped call). A compiled model's code read
     that switch when Dynamo traced it, and changing it would recompile: there, off is what
@@ -190,11 +192,12 @@ def on_off(args: argparse.Namespace, name: str, device, step: Callable[[], None]
     from pyprof.nvtx import emit, wrappers
 
     compiled = name.endswith("compiled")
+    states = ["off", "on"] + (["markers"] if compiled and device.type == "cuda" else [])
 
     @contextlib.contextmanager
-    def markers(on: bool) -> Iterator[None]:
-        if on:
-            with tool("pyprof", device):
+    def state(which: str) -> Iterator[None]:
+        if which != "off":
+            with tool("pyprof" if which == "on" else "plain", device):
                 yield
         elif compiled:
             wrappers._tl.depth += 1
@@ -209,20 +212,22 @@ def on_off(args: argparse.Namespace, name: str, device, step: Callable[[], None]
             finally:
                 emit.configure(force=True)
 
-    times: Dict[bool, List[float]] = {False: [], True: []}
+    times: Dict[str, List[float]] = {s: [] for s in states}
     for _ in range(args.blocks):
-        for on in (False, True):
-            with markers(on):
+        for which in states:
+            with state(which):
                 step()
                 sync()
                 t = time.perf_counter()
                 for _ in range(args.steps):
                     step()
                 sync()
-            times[on].append((time.perf_counter() - t) / args.steps * 1e3)
-    off, on = statistics.median(times[False]), statistics.median(times[True])
-    print(f"{name} in-process markers off {off:.3f} ms, on {on:.3f} ms: {on / off:.2f}x", file=sys.stderr, flush=True)
-    return [off, on]
+            times[which].append((time.perf_counter() - t) / args.steps * 1e3)
+    out = {s: statistics.median(v) for s, v in times.items()}
+    print(f"{name} in-process " + ", ".join(f"{s} {v:.3f} ms" for s, v in out.items()) +
+          f": on/off {out['on'] / out['off']:.2f}x" +
+          (f", markers/off {out['markers'] / out['off']:.2f}x" if "markers" in out else ""), file=sys.stderr, flush=True)
+    return out
 
 
 def diagnose(mode: str, name: str, step: Callable[[], None]) -> None:
@@ -333,7 +338,7 @@ def main() -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     start = time.monotonic()
     took: Dict[str, List[float]] = {}  # seconds per process, by mode
-    inproc: Dict[str, List[List[float]]] = {}  # model -> [off ms, on ms] per pyprof process
+    inproc: Dict[str, List[Dict[str, float]]] = {}  # model -> on_off() per pyprof process
     for r in range(args.repeats):
         for mode in modes:
             left = args.budget - (time.monotonic() - start) if args.budget else args.timeout
@@ -399,8 +404,12 @@ def main() -> None:
     print("pyprof default vs plain: " + "; ".join(verdicts))
     if inproc:
         print("in-process, markers off/on alternately in each pyprof process (median of the processes' ratios): " +
-              "; ".join(f"{n} {statistics.median(on / off for off, on in v):.2f}x (of {len(v)})"
+              "; ".join(f"{n} {statistics.median(d['on'] / d['off'] for d in v):.2f}x (of {len(v)})"
                         for n, v in inproc.items()))
+        split = {n: v for n, v in inproc.items() if all("markers" in d for d in v)}
+        if split:
+            print("  of which without the graph-call ranges and their op ranges (markers/off): " +
+                  "; ".join(f"{n} {statistics.median(d['markers'] / d['off'] for d in v):.2f}x" for n, v in split.items()))
     if not args.no_calls:
         print()
         print_calls()
