@@ -98,7 +98,7 @@ def close() -> None:
         _state.pop()
 
 
-def _hook_of(node: Any, fwd: str) -> Any:
+def _hook(t: Any, node: Any, fwd: str) -> None:
     cls = type(node)
     h = _hooks.get((cls, fwd))
     if h is None:
@@ -106,11 +106,6 @@ def _hook_of(node: Any, fwd: str) -> Any:
             _hooks.clear()
         h = _hooks[(cls, fwd)] = functools.partial(_enter, bwd_marker(cls.__name__, fwd))
         h.__torch_unserializable__ = True  # saving a hooked tensor need not warn about it
-    return h
-
-
-def _hook(t: Any, node: Any, fwd: str) -> None:
-    h = _hook_of(node, fwd)
     if t._backward_hooks is None:
         d = t._backward_hooks = _Hooks()
         d[_KEY] = h

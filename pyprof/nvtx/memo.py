@@ -1,7 +1,8 @@
 """The hot path of op markers: a call seen before costs a key and a dict look-up, not an encoding.
 
 In steady-state training a call site sees the same argument signature every step. The key of a
-call is everything its marker text depends on - the call site, the enclosing module, the autocast
+call is everything its marker text depends on - the call site (code object and instruction
+offset, which fix file and line), the enclosing module, the autocast
 dtype, and per argument its description: (shape, strides, dtype) for a plain tensor, (type, value)
 for an int, bool, str or None, the encoded text for anything else (encode() is exact by
 definition and cached for scalar tuples) - so equal keys give byte-identical markers (tests compare with marker.build). The text object returned on
@@ -30,9 +31,9 @@ _PLAIN = frozenset({int, bool, str, type(None)})
 def marker(cache: dict, prefix: str, args: Sequence[Any], kwargs: Mapping[str, Any], mod: str) -> str:
     """The op marker of a call from a wrapper (`prefix`: its op_prefix, `mod`: the module
     fragment), from `cache` when this wrapper met the same key before. Never raises."""
-    site, line = user_frame(3)  # 0: user_frame, 1: here, 2: the wrapper, 3: its caller
+    site, frame = user_frame(3)  # 0: user_frame, 1: here, 2: the wrapper, 3: its caller
     autocast = autocast_json() if any_autocast() else ""  # the call saved outside autocast
-    key: Any = [site, line, mod, autocast]
+    key: Any = [frame.f_code, frame.f_lasti, mod, autocast] if site else ["", 0, mod, autocast]
     try:
         for a in args:
             t = type(a)
@@ -51,7 +52,7 @@ def marker(cache: dict, prefix: str, args: Sequence[Any], kwargs: Mapping[str, A
     except Exception:  # unhashable or unqueryable: encode this call alone
         key = text = None
     if text is None:
-        text = build(prefix, args, kwargs, (site + str(line) + '"' if site else "") + mod + autocast)
+        text = build(prefix, args, kwargs, (site + str(frame.f_lineno) + '"' if site else "") + mod + autocast)
         if key is not None:
             if len(cache) >= CACHE_LIMIT:
                 cache.clear()

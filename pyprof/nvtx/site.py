@@ -44,14 +44,16 @@ def _classify(code: CodeType) -> str:
 
 def site_json() -> str:
     """`,"site":"file:line"` for the first user frame, or "" when every frame is internal."""
-    p, line = user_frame(3)  # this function's caller is a wrapper: internal
-    return p + str(line) + '"' if p else ""
+    p, f = user_frame(3)  # this function's caller is a wrapper: internal
+    return p + str(f.f_lineno) + '"' if p else ""
 
 
 def user_frame(skip: int = 2) -> tuple:
-    """(`,"site":"file:` prefix, line number) of the first user frame at least `skip` frames up
-    (1: the caller), or ("", 0) when every frame is internal: the parts of site_json(), kept apart
-    so that the hot path can use them as a cache key without formatting the line."""
+    """(`,"site":"file:` prefix, frame) of the first user frame at least `skip` frames up (1: the
+    caller), or ("", None) when every frame is internal. The frame, not its line: f_lineno maps
+    the instruction offset to a line on every read (as long as the rest of a cached call), while
+    (f_code, f_lasti) fixes both prefix and line and is two attribute reads, so the hot path keys
+    on those and reads the line only to build a new marker."""
     f = _getframe(skip)
     while f is not None:
         code = f.f_code
@@ -59,7 +61,6 @@ def user_frame(skip: int = 2) -> tuple:
         if p is None:
             p = _classify(code)
         if p:
-            return p, f.f_lineno
+            return p, f
         f = f.f_back
-    return "", 0
-
+    return "", None
