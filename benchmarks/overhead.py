@@ -262,8 +262,15 @@ def per_call(repeat: int = 7, number: int = 20000) -> List[tuple]:
     img, k = torch.randn(1, 3, 8, 8), torch.randn(4, 3, 3, 3)
     wg = torch.randn(8, 8, requires_grad=True)
     lin = torch.nn.Linear(8, 8)
+    # A call site 60 lines into a function, as in a real forward() or training loop: reading a
+    # frame's line number walks its line table from the start, so lambdas alone understate it.
+    code = "def deep(x, y):\n" + "    z = x\n" * 60 + "    return torch.add(x, y)\n"
+    scope = {"torch": torch}
+    exec(compile(code, os.path.join(ROOT, "benchmarks", "<deep>"), "exec"), scope)
+    deep = scope["deep"]
     calls = {
         "torch.add(x, y)": lambda: torch.add(x, w),
+        "torch.add, line 62 of a def": lambda: deep(x, w),
         "x + y": lambda: x + w,
         "F.linear(x, w, b)": lambda: F.linear(x, w, b),
         "F.conv2d(x, w, None, 1, 1)": lambda: F.conv2d(img, k, None, 1, 1),

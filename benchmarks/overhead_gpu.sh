@@ -4,7 +4,7 @@
 # default, modes interleaved. Two invocations, each with its own budget (overhead.py starts no
 # process that would not fit in what is left of it) and an outer limit a little above it:
 #   eager    LeNet-5, ResNet-18, GPT in each process            (EAGER_BUDGET, default 190 s)
-#   compiled the compiled GPT alone: compiling dominates those  (COMPILED_BUDGET, default 230 s)
+#   compiled the compiled GPT alone: compiling dominates those  (COMPILED_BUDGET, default 230 s; 0: skip)
 # then, if the clock allows, the per-call table on the GPU host's CPU, then (SINGLE_BUDGET, default
 # 0: off; cut to end by SINGLE_BEFORE s) one process each of emit_nvtx, pyprof+emit and torch.profiler
 # (their ratios to plain: against the eager run's plain medians, other processes). MODES adds modes
@@ -22,8 +22,10 @@ eager=${EAGER_BUDGET:-190}; compiled=${COMPILED_BUDGET:-230}
 bench=(--steps 10 --blocks 3 --warmup 3 --no-calls --repeats 3 --modes "$modes" ${EXTRA:-})
 timeout $((eager + 15)) python3 benchmarks/overhead.py "${bench[@]}" --models "${EAGER_MODELS:-lenet,resnet18,gpt}" \
   --budget "$eager" --timeout 90 > "$work/overhead_eager.txt" 2>&1 || echo "eager benchmark: rc $?" >> "$work/overhead_eager.txt"
-timeout $((compiled + 15)) python3 benchmarks/overhead.py "${bench[@]}" --models gpt_compiled \
-  --budget "$compiled" --timeout 150 > "$work/overhead_compiled.txt" 2>&1 || echo "compiled benchmark: rc $?" >> "$work/overhead_compiled.txt"
+if [ "$compiled" -gt 0 ]; then
+  timeout $((compiled + 15)) python3 benchmarks/overhead.py "${bench[@]}" --models gpt_compiled \
+    --budget "$compiled" --timeout 150 > "$work/overhead_compiled.txt" 2>&1 || echo "compiled benchmark: rc $?" >> "$work/overhead_compiled.txt"
+fi
 if [ "$SECONDS" -lt "${CALLS_IF_BEFORE:-425}" ]; then
   timeout 40 python3 benchmarks/overhead.py --calls > "$work/overhead_calls.txt" 2>&1 || echo "calls: rc $?" >> "$work/overhead_calls.txt"
 fi
