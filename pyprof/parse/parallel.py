@@ -140,22 +140,30 @@ def cuts(exp: Export, windows: int) -> list[int]:
         every = max(1, total // SAMPLES)
         # Every `every`-th rowid, looked up by rowid rather than tested on every row.
         sampled = exp.rows(f"WITH RECURSIVE k(r) AS (SELECT ? UNION ALL SELECT r + ? FROM k WHERE r + ? <= ?) "
-                           f"SELECT start FROM {RUNTIME} WHERE rowid IN k", (every, every, every, last))
-        starts = sorted(r[0] for r in sampled if r[0] is not None)
-        if len(starts) < 2 * windows:
+                           f"SELECT start, rowid FROM {RUNTIME} WHERE rowid IN k", (every, every, every, last))
+        samples = sorted((r[0], r[1]) for r in sampled if r[0] is not None)
+        if len(samples) < 2 * windows:
             return []
+        starts = [s for s, _ in samples]
         marks = sorted({starts[len(starts) * k // windows] for k in range(1, windows)})
         slack = max(1, int((starts[-1] - starts[0]) * SLACK / windows))
-        # The launches within `slack` of a mark (and some more: the loop below takes each
-        # mark's own), in one scan: a row's grid cell of width 2 * slack is looked up among the
-        # few cells the marks' neighbourhoods touch, where testing each neighbourhood would
-        # cost a comparison per mark.
-        # Cells count from `origin`, below every neighbourhood: SQLite's division truncates,
-        # which is Python's floor for the values that matter.
-        width, origin = 2 * slack, starts[0] - slack
-        cells = sorted({c for m in marks for c in range((m - slack - origin) // width, (m + slack - origin) // width + 1)})
-        near = sorted(v for (v,) in exp.rows(f"SELECT start FROM {RUNTIME} WHERE (start - ?) / ? IN "
-                                             f"({', '.join('?' * len(cells))})", (origin, width, *cells)))
+        # The launches within `slack` of a mark are read among the rows between the rowids of
+        # the samples around it, by rowid, instead of scanning the table in this serial step:
+        # nsys appends launches about in time order, so the spans are a small part of the table.
+        # Rows out of that order may be missed, which moves a cut off the widest pause, never
+        # the output: any cut gives the same records (window.py).
+        spans: list[list[int]] = []
+        for lo, hi in sorted((min(r for _, r in around) - every, max(r for _, r in around) + every)
+                             for m in marks
+                             for around in [samples[max(0, bisect_left(starts, m - slack) - 1):
+                                                    bisect_right(starts, m + slack) + 1]]):
+            if spans and lo <= spans[-1][1]:
+                spans[-1][1] = max(spans[-1][1], hi)
+            else:
+                spans.append([lo, hi])
+        near = sorted(v for (v,) in exp.rows(
+            f"SELECT start FROM {RUNTIME} WHERE ({' OR '.join(['rowid BETWEEN ? AND ?'] * len(spans))}) "
+            f"AND start BETWEEN ? AND ?", (*[b for sp in spans for b in sp], marks[0] - slack, marks[-1] + slack)))
     out: list[int] = []
     for m in marks:
         around = near[bisect_left(near, m - slack):bisect_right(near, m + slack)]
