@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
+import itertools
 import multiprocessing
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from bisect import bisect_left, bisect_right
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from typing import Iterable, Iterator, TextIO
 
@@ -243,23 +246,57 @@ def _order(groups: list[list[Part]]) -> list[list[Part]]:
     return order
 
 
-def _copy(src: str, out: TextIO) -> None:
+def _copy(srcs: list[str], out: TextIO) -> None:
+    """Append the files `srcs` to `out` in order. Into a regular file they are copied side by
+    side, each at its own offset by a thread of its own (the kernel copies; the GIL is released):
+    the windows of one export are mostly done together, and one thread copying their gigabytes
+    one after the other would be the parse's serial tail."""
     out.flush()
     dst = out.buffer if hasattr(out, "buffer") else out
+    dst.flush()
+    try:
+        fd = dst.fileno()
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        regular = False
+    if regular and len(srcs) > 1:
+        # Written past the Python buffers (flushed and empty), as sendfile below does.
+        offsets = list(itertools.accumulate((os.path.getsize(s) for s in srcs), initial=os.lseek(fd, 0, os.SEEK_CUR)))
+        with ThreadPoolExecutor(min(len(srcs), default_jobs())) as pool:
+            list(pool.map(functools.partial(_copy_at, fd=fd), srcs, offsets))
+        os.lseek(fd, offsets[-1], os.SEEK_SET)
+        return
+    for src in srcs:
+        with open(src, "rb") as f:
+            try:
+                fd, size, offset = dst.fileno(), os.fstat(f.fileno()).st_size, 0
+                while offset < size:
+                    sent = os.sendfile(fd, f.fileno(), offset, size - offset)
+                    if not sent:
+                        break
+                    offset += sent
+            except (AttributeError, OSError) as err:
+                if isinstance(err, BrokenPipeError):
+                    raise
+                f.seek(0)
+                shutil.copyfileobj(f, dst, 1 << 20)
+
+
+def _copy_at(src: str, offset: int, fd: int) -> None:
+    """File `src` written into `fd` at `offset`."""
     with open(src, "rb") as f:
-        try:
-            fd, size, offset = dst.fileno(), os.fstat(f.fileno()).st_size, 0
-            dst.flush()
-            while offset < size:
-                sent = os.sendfile(fd, f.fileno(), offset, size - offset)
-                if not sent:
+        size, done = os.fstat(f.fileno()).st_size, 0
+        with contextlib.suppress(AttributeError, OSError):  # no copy_file_range here: pread/pwrite
+            while done < size:
+                copied = os.copy_file_range(f.fileno(), fd, size - done, done, offset + done)
+                if not copied:
                     break
-                offset += sent
-        except (AttributeError, OSError) as err:
-            if isinstance(err, BrokenPipeError):
-                raise
-            f.seek(0)
-            shutil.copyfileobj(f, dst, 1 << 20)
+                done += copied
+        while done < size:
+            chunk = os.pread(f.fileno(), min(1 << 24, size - done), done)
+            if not chunk:
+                break
+            done += os.pwrite(fd, chunk, offset + done)
 
 
 class Result(Stats):
@@ -325,6 +362,14 @@ class _Stream:
         self.result.ranks = [g[0].rank for g in self.order] if self.groups[0][0].ranked else []
 
     def _write_ready(self) -> None:
+        ready: list[tuple[Part, Done]] = []
+        try:
+            self._settle(ready)
+        finally:  # the parts before a failed one are written, whatever stopped the loop
+            self._write(ready)
+
+    def _settle(self, ready: list[tuple[Part, Done]]) -> None:
+        """Append to `ready` the parts that can be written next, in order, advancing the state."""
         order = self.order
         while self.group < len(order):
             group = order[self.group]
@@ -340,7 +385,7 @@ class _Stream:
                 raise PyprofError(*done.error)
             if self._needs_seed(part, first):
                 return
-            self._write(part, done)
+            ready.append((part, done))
             if part.window is not None:
                 # Captured graph nodes and the compiled-graph join's tail as the exact run left
                 # them (the speculative run may have missed a forward op they need, or started
@@ -363,12 +408,16 @@ class _Stream:
         self.result.reparsed += 1
         return True
 
-    def _write(self, part: Part, done: Done) -> None:
+    def _write(self, ready: list[tuple[Part, Done]]) -> None:
+        if not ready:
+            return
         with deferred_interrupt() as interrupted:
-            _copy(part.out, self.out)
-            for name, value in vars(done.stats).items():
-                setattr(self.result, name, getattr(self.result, name) + value)
-        os.unlink(part.out)  # written: its disk space is not needed twice
+            _copy([part.out for part, _ in ready], self.out)
+            for _, done in ready:
+                for name, value in vars(done.stats).items():
+                    setattr(self.result, name, getattr(self.result, name) + value)
+        for part, _ in ready:
+            os.unlink(part.out)  # written: its disk space is not needed twice
         if interrupted:
             raise KeyboardInterrupt
 
