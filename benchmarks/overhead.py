@@ -6,13 +6,18 @@ torch.compile. Five modes:
 
   plain          no annotation
   emit_nvtx      torch.autograd.profiler.emit_nvtx(record_shapes=True)
-  pyprof         pyprof.init(): op/module markers and backward node hooks (pyprof.profiled()'s default)
+  pyprof         pyprof.init(): op/module markers and backward node hooks, and around each
+                 compiled-graph call the numbered range with PyTorch's op ranges inside
+                 (pyprof.nvtx.graph_calls): pyprof.profiled()'s default
   pyprof+emit    pyprof.init() + emit_nvtx(record_shapes=True) (pyprof.profiled(aten=True))
   torch.profiler torch.profiler.profile(record_shapes=True, activities CPU + CUDA)
 
 Every (mode, repeat) runs in its own process, modes interleaved (plain, emit_nvtx, ..., plain,
 ...), so that no mode inherits another's caches or allocator state and drift hits all alike; the
-table gives the median over the repeats of each process's median block time. Without an NVTX
+table gives the median over the repeats of each process's median block time. Each pyprof
+process then also times blocks with its markers off and on alternately (`in-process`): the same
+process, allocator and kernel choices, so that process-to-process noise is out of that ratio
+(markers off leaves one attribute test per wrapped call). Without an NVTX
 tool attached pyprof's wrappers would skip building markers: the pyprof modes force them
 (PYPROF_FORCE=1), and the output says whether the pushes reached a live domain.
 
@@ -106,7 +111,12 @@ def tool(mode: str, device) -> Iterator[None]:
     """The mode's PyTorch-side tool around the timed steps (pyprof itself is installed at start)."""
     import torch
 
-    if mode in ("emit_nvtx", "pyprof+emit") and device.type == "cuda":
+    if mode == "pyprof" and device.type == "cuda":  # as profiled(), which needs CUDA
+        from pyprof.nvtx import graph_calls
+
+        with graph_calls.ranges():
+            yield
+    elif mode in ("emit_nvtx", "pyprof+emit") and device.type == "cuda":
         with torch.autograd.profiler.emit_nvtx(record_shapes=True):
             yield
     elif mode == "torch.profiler":
@@ -159,11 +169,65 @@ def child(args: argparse.Namespace) -> None:
         out[name] = statistics.median(blocks)
         print(f"{mode} {name} {out[name]:.3f} ms", file=sys.stderr, flush=True)
         if mode.startswith("pyprof"):
+            if mode == "pyprof":  # first: diagnose's Dynamo counters then cover these blocks too
+                out[name + "/ab"] = on_off(args, name, device, step, sync)
             diagnose(mode, name, step)
     from pyprof.nvtx import emit
 
     out["_live"] = emit.state.live
     print(json.dumps(out), flush=True)
+
+
+def on_off(args: argparse.Namespace, name: str, device, step: Callable[[], None],
+           sync: Callable[[], None]) -> Dict[str, float]:
+    """ms per step in this process with markers `off`, `on` (the pyprof mode) and, for a compiled
+    model on CUDA, `markers` (on, without the graph-call ranges and the op ranges inside them):
+    medians of blocks run in turn (off, on, [markers,] off, ...), each as long as a timed block;
+    also on stderr.
+
+    Off: markers not forced (one attribute test per wrapped call). A compiled model's code read
+    that switch when Dynamo traced it, and changing it would recompile: there, off is what
+    wrappers.hiding does (the wrapped calls of this thread emit nothing; the module range of the
+    compiled module stays, one per step)."""
+    from pyprof.nvtx import emit, wrappers
+
+    compiled = name.endswith("compiled")
+    states = ["off", "on"] + (["markers"] if compiled and device.type == "cuda" else [])
+
+    @contextlib.contextmanager
+    def state(which: str) -> Iterator[None]:
+        if which != "off":
+            with tool("pyprof" if which == "on" else "plain", device):
+                yield
+        elif compiled:
+            wrappers._tl.depth += 1
+            try:
+                yield
+            finally:
+                wrappers._tl.depth -= 1
+        else:
+            emit.configure(force=False)
+            try:
+                yield
+            finally:
+                emit.configure(force=True)
+
+    times: Dict[str, List[float]] = {s: [] for s in states}
+    for _ in range(args.blocks):
+        for which in states:
+            with state(which):
+                step()
+                sync()
+                t = time.perf_counter()
+                for _ in range(args.steps):
+                    step()
+                sync()
+            times[which].append((time.perf_counter() - t) / args.steps * 1e3)
+    out = {s: statistics.median(v) for s, v in times.items()}
+    print(f"{name} in-process " + ", ".join(f"{s} {v:.3f} ms" for s, v in out.items()) +
+          f": on/off {out['on'] / out['off']:.2f}x" +
+          (f", markers/off {out['markers'] / out['off']:.2f}x" if "markers" in out else ""), file=sys.stderr, flush=True)
+    return out
 
 
 def diagnose(mode: str, name: str, step: Callable[[], None]) -> None:
@@ -274,6 +338,7 @@ def main() -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     start = time.monotonic()
     took: Dict[str, List[float]] = {}  # seconds per process, by mode
+    inproc: Dict[str, List[Dict[str, float]]] = {}  # model -> on_off() per pyprof process
     for r in range(args.repeats):
         for mode in modes:
             left = args.budget - (time.monotonic() - start) if args.budget else args.timeout
@@ -299,11 +364,14 @@ def main() -> None:
                 continue
             if res.pop("_live", False):
                 live.add(mode)
+            for name in list(res):
+                if name.endswith("/ab"):
+                    inproc.setdefault(name[:-3], []).append(res.pop(name))
             for name, ms in res.items():
                 samples[mode][name].append(ms)
             print(f"repeat {r} {mode}: " + ", ".join(f"{n} {v:.3f}" for n, v in res.items()), flush=True)
             for line in done.stderr.splitlines():
-                if "warmed up" in line or "ranges in one step" in line:
+                if "warmed up" in line or "ranges in one step" in line or "in-process" in line:
                     print("  " + line, flush=True)
     print("pyprof modes: markers forced; NVTX pushes " + ("reached a live domain" if live else
                                                           "were no-ops (no tool attached)") + "\n")
@@ -334,6 +402,14 @@ def main() -> None:
     counts = ", ".join(f"{m} {min(len(v) for v in samples[m].values())}" for m in modes)
     print(f"\nprocesses per mode in these medians: {counts}")
     print("pyprof default vs plain: " + "; ".join(verdicts))
+    if inproc:
+        print("in-process, markers off/on alternately in each pyprof process (median of the processes' ratios): " +
+              "; ".join(f"{n} {statistics.median(d['on'] / d['off'] for d in v):.2f}x (of {len(v)})"
+                        for n, v in inproc.items()))
+        split = {n: v for n, v in inproc.items() if all("markers" in d for d in v)}
+        if split:
+            print("  of which without the graph-call ranges and their op ranges (markers/off): " +
+                  "; ".join(f"{n} {statistics.median(d['markers'] / d['off'] for d in v):.2f}x" for n, v in split.items()))
     if not args.no_calls:
         print()
         print_calls()

@@ -55,6 +55,19 @@ def test_equal_but_differently_typed_arguments_get_their_own_markers(on) -> None
     assert args == [1, True, 1.0, {"float": "nan"}, 1]
 
 
+def test_equal_but_differently_typed_keyword_arguments_get_their_own_markers(on) -> None:
+    x = torch.ones(3)
+    with recording() as rec:
+        for v in (2, 2.0, 2):
+            torch.add(x, x, alpha=v)
+        for mode in ("floor", None, "trunc", "floor"):
+            torch.div(x, x, rounding_mode=mode)
+    kwargs = [r.marker["kwargs"] for r in rec.ranges]
+    assert kwargs == [{"alpha": 2}, {"alpha": 2.0}, {"alpha": 2}] + [
+        {"rounding_mode": m} for m in ("floor", None, "trunc", "floor")]
+    assert type(kwargs[0]["alpha"]) is int and type(kwargs[1]["alpha"]) is float
+
+
 def test_a_new_shape_stride_or_dtype_at_the_same_site_is_a_new_marker(on) -> None:
     tensors = (torch.ones(2, 3), torch.ones(3, 2).t(), torch.ones(2, 3, dtype=torch.float64), torch.ones(2, 3))
     with recording() as rec:
@@ -104,6 +117,66 @@ def test_in_place_ops_hook_the_node_they_give_their_argument(on) -> None:
         y.sum().backward()
     assert [(r.marker["node"], r.marker["fwd"]["op"]) for r in rec.ranges if r.marker["kind"] == "bwd"] == [
         ("SumBackward0", "sum"), ("AddBackward0", "add_"), ("MulBackward0", "__mul__")]
+
+
+def _user_hooks() -> tuple:
+    w = torch.randn(3, requires_grad=True)
+    seen = []
+    y = w * 2
+    handle = y.register_hook(lambda g: seen.append(("first", g.tolist())) or g * 10)
+    y2 = w * 3
+    y2.register_hook(lambda g: seen.append(("removed", g.tolist()))).remove()
+    z = w + 1
+    z.mul_(5)
+    z.register_hook(lambda g: seen.append(("after mul_", g.tolist())))
+    (y + y2 + z).sum().backward()
+    handle.remove()
+    return sorted(seen), w.grad.tolist(), len(y._backward_hooks or {})
+
+
+def test_user_hooks_on_a_hooked_output_run_and_come_off_as_without_pyprof() -> None:
+    """The bwd hook sits in the output's own hook dict: a user's later register_hook runs after
+    it (and may change the gradient), its handle removes only the user's hook, and an in-place
+    op after it hooks the tensor's new node, where a hook registered after the op goes."""
+    plain = _user_hooks()
+    assert plain == ([("after mul_", [1.0] * 3), ("first", [1.0] * 3)], [28.0] * 3, 0)
+    pyprof.init()
+    try:
+        with recording() as rec:
+            assert _user_hooks() == plain[:2] + (1,)  # ours stays in y's dict
+    finally:
+        pyprof.restore()
+    bwd = [(r.marker["node"], r.marker["fwd"]["op"]) for r in rec.ranges if r.marker["kind"] == "bwd"]
+    assert sorted(bwd) == sorted([("SumBackward0", "sum"), ("AddBackward0", "__add__"), ("AddBackward0", "__add__"),
+                                  ("MulBackward0", "__mul__"), ("MulBackward0", "__mul__"), ("MulBackward0", "mul_"),
+                                  ("AddBackward0", "__add__")])
+
+
+def test_an_output_with_a_hook_dict_of_its_own_gets_a_node_pre_hook(on) -> None:
+    from pyprof.nvtx import backward
+
+    w = torch.randn(3, requires_grad=True)
+    seen = []
+    y = w * 2  # made outside any recording: not hooked by the wrapper
+    y.register_hook(lambda g: seen.append("user"))
+    text = op_marker("torch", "mul", (w, 2))
+    with recording() as rec:
+        backward.attach(y, (w, 2), text, False)
+        y.sum().backward()
+    assert seen == ["user"]
+    assert [r.text for r in rec.ranges if r.marker["kind"] == "bwd"][-1] == bwd_marker("MulBackward0", text)
+
+
+def test_saving_a_hooked_activation_does_not_warn_about_the_hook(on, tmp_path) -> None:
+    import warnings
+
+    w = torch.randn(3, requires_grad=True)
+    with recording():
+        y = w * 2
+    assert y._backward_hooks
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.save(y, tmp_path / "y.pt")
 
 
 def test_calls_with_inplace_true_hook_the_node_they_give_their_argument(on) -> None:

@@ -2,9 +2,9 @@
 
 In steady-state training a call site sees the same argument signature every step. The key of a
 call is everything its marker text depends on - the call site, the enclosing module, the autocast
-dtype, and per argument its description: (shape, strides, dtype) for a plain tensor, the encoded
-text for anything else (encode() is exact by definition and cached for scalar tuples) - so equal
-keys give byte-identical markers (tests compare with marker.build). The text object returned on
+dtype, and per argument its description: (shape, strides, dtype) for a plain tensor, (type, value)
+for an int, bool, str or None, the encoded text for anything else (encode() is exact by
+definition and cached for scalar tuples) - so equal keys give byte-identical markers (tests compare with marker.build). The text object returned on
 a hit is the one stored, so the NVTX attribute cache finds it by a cached hash as well.
 """
 from __future__ import annotations
@@ -22,6 +22,9 @@ CACHE_LIMIT = 512
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
 _KWARGS = None  # separates positional from keyword parts of a key (no part is ever None)
+# Arguments whose value and exact type fix their text: the key holds (type, value) instead of the
+# encoding (1, True and 1.0 are equal keys alone). Not float: nan != nan would never hit.
+_PLAIN = frozenset({int, bool, str, type(None)})
 
 
 def marker(cache: dict, prefix: str, args: Sequence[Any], kwargs: Mapping[str, Any], mod: str) -> str:
@@ -35,12 +38,14 @@ def marker(cache: dict, prefix: str, args: Sequence[Any], kwargs: Mapping[str, A
             t = type(a)
             # Strides, not is_contiguous(): the text (contiguous, channels_last or strided) is a
             # function of shape and strides; stride() raises for layouts without strides.
-            key.append((a.shape, a.stride(), a.dtype) if t is _Tensor or t is _Parameter else encode(a))
+            key.append((a.shape, a.stride(), a.dtype) if t is _Tensor or t is _Parameter else
+                       (t, a) if t in _PLAIN else encode(a))
         if kwargs:
             key.append(_KWARGS)
             for k, v in kwargs.items():
                 key.append(k)
-                key.append((v.shape, v.stride(), v.dtype) if type(v) is _Tensor else encode(v))
+                t = type(v)
+                key.append((v.shape, v.stride(), v.dtype) if t is _Tensor else (t, v) if t in _PLAIN else encode(v))
         key = tuple(key)
         text = cache.get(key)
     except Exception:  # unhashable or unqueryable: encode this call alone
