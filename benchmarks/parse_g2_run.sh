@@ -8,6 +8,7 @@
 # DEADLINE (s after this script starts, default 540): -j 1 is stopped then at the latest, with
 # time left to compare and report before the device call's limit.
 # usage (repo root; PYTHONPATH must reach pyprof): bash benchmarks/parse_g2_run.sh
+# APART=1: -j 1 starts when -j JOBS has finished, so each runs alone (its limit counts from its start).
 # Small sizes for a CPU check: HUGE=300000 JOBS=2 TIMES=8
 set -uo pipefail
 out=${OUT:-g2-out}; mkdir -p "$out"; log=$out/g2.txt
@@ -24,6 +25,6 @@ step() {
 }
 step "${GEN_S:-80}" huge --kernels "$huge" --base "$base" --work "$work" --gen-only
 left=$((deadline - SECONDS))
-step "$((left + 10))" huge --kernels "$huge" --base "$base" --jobs "$jobs" --race "$times" --margin "$margin" \
+step "$((left + 10))" huge --kernels "$huge" --base "$base" --jobs "$jobs" --race "$times" --margin "$margin" ${APART:+--apart} \
   --until "$((left - 3))" --work "$work" --out "$ram"
 echo "== done $(date -u +%T)" >> "$log"

@@ -187,22 +187,28 @@ def _same_start(data: Path, reference: Path) -> tuple[int, bool]:
     return whole, True
 
 
-def race(path: Path, out: Path, jobs: int, times: float, margin: float, until: float = 0) -> None:
+def race(path: Path, out: Path, jobs: int, times: float, margin: float, until: float = 0,
+         apart: bool = False) -> None:
     """-j JOBS and -j 1 started together on `path`; -j 1 is stopped `times` x the -j JOBS wall
     time (+ `margin` s) after its start. -j 1 shares the machine with -j JOBS only while that
     runs (1/`times` of its time at most): -j JOBS gets 16/17 of the cores then, -j 1 about one.
     Prints: -j JOBS's time, peak and SHA-256; then -j 1's time, peak and SHA-256 and the ratio
     when it finishes, else how long it ran (so the ratio is at least `times`) and whether the
     records it wrote are the first bytes of -j JOBS's output. `until` (s, 0: none): -j 1 is
-    stopped then at the latest (the time a device call has left)."""
+    stopped then at the latest (the time a device call has left). `apart`: -j 1 starts only when
+    -j JOBS has finished, so that each runs alone on the machine; its time and limit then count
+    from its own start."""
     par_out, one_out = out.with_name("par.dict"), out.with_name("one.dict")
     for old in [par_out, one_out, *out.parent.glob(".one.dict.*.partial")]:
         old.unlink(missing_ok=True)
     t0 = time.perf_counter()
     par = subprocess.Popen([sys.executable, "-c", _PEAK, sys.executable, "-m", "pyprof.parse", "-q", "-j", str(jobs),
                             str(path), "-o", str(par_out)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    one = subprocess.Popen([sys.executable, "-m", "pyprof.parse", "-q", "-j", "1", str(path), "-o", str(one_out)],
-                           cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    def start_one() -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "pyprof.parse", "-q", "-j", "1", str(path), "-o", str(one_out)],
+                                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    one = None if apart else start_one()
+    t_one = t0  # when -j 1 started
     limit = wall_par = None
     sha_par: concurrent.futures.Future | None = None
     hasher = concurrent.futures.ThreadPoolExecutor(1)
@@ -216,18 +222,20 @@ def race(path: Path, out: Path, jobs: int, times: float, margin: float, until: f
             if par.returncode:
                 raise SystemExit(f"-j {jobs} failed: exit {par.returncode}")
             peak = int(par.stdout.read().split()[-1]) / 1024
-            limit = times * wall_par + margin
+            limit = times * wall_par + margin + (wall_par if apart else 0)  # since t0
             if until and limit > until:
                 print(f"# -j 1 can only be given until {until:.0f} s, not {limit:.1f} s", flush=True)
                 limit = until
             size = par_out.stat().st_size
-            print(f"{path.name}, -j {jobs} (with -j 1 beside it): {wall_par:.2f} s, peak {peak:.0f} MB, "
+            if apart:
+                one, t_one = start_one(), time.perf_counter()
+            print(f"{path.name}, -j {jobs} ({'alone' if apart else 'with -j 1 beside it'}): {wall_par:.2f} s, peak {peak:.0f} MB, "
                   f"{size / 1e9:.2f} GB; -j 1 gets until {limit:.1f} s ({times:g} x {wall_par:.2f} + {margin:g})",
                   flush=True)
             sha_par = hasher.submit(_sha, par_out)  # while -j 1 runs on its own core
-        if not ended[0]:
+        if one is not None and not ended[0]:
             ended = os.wait4(one.pid, os.WNOHANG)
-            wall_one = now
+            wall_one = time.perf_counter() - t_one
         if limit is not None and (ended[0] or now >= limit):
             break
         if now - said >= 60:
@@ -238,7 +246,7 @@ def race(path: Path, out: Path, jobs: int, times: float, margin: float, until: f
     if not finished:
         one.kill()
         ended = os.wait4(one.pid, 0)
-        wall_one = time.perf_counter() - t0
+        wall_one = time.perf_counter() - t_one
     _, status, usage = ended
     code = os.waitstatus_to_exitcode(status)
     digest = sha_par.result()
@@ -275,6 +283,7 @@ def main() -> None:
                    help="huge: -j JOBS and -j 1 started together, -j 1 stopped at X times the -j JOBS time")
     p.add_argument("--margin", type=float, default=5, help="--race: seconds added to -j 1's limit")
     p.add_argument("--until", type=float, default=0, help="--race: stop -j 1 after this many seconds at the latest")
+    p.add_argument("--apart", action="store_true", help="--race: start -j 1 when -j JOBS has finished (each alone)")
     p.add_argument("--together", action="store_true", help="ranks: also JOBS exports parsed by JOBS processes at once")
     p.add_argument("--base", type=int, default=100_000, help="huge: kernels of the export that is repeated")
     p.add_argument("--work", type=Path, default=Path("/tmp/pyprof-parallel-bench"))
@@ -309,7 +318,7 @@ def main() -> None:
             make_huge(args.work, size, args.base)
         return
     if args.race:
-        race(path, out, args.jobs, args.race, args.margin, args.until)
+        race(path, out, args.jobs, args.race, args.margin, args.until, args.apart)
         return
     # The digest is compared only with a full -j 1 run (a bounded one compares bytes itself).
     wall_par, peak_par, digest_par = parse([path], out, args.jobs, digest=args.single_full or bool(args.single),

@@ -235,3 +235,31 @@ def test_merge_refuses_unranked_duplicated_and_incomplete_inputs(job, tmp_path):
     res = run_parse("--merge", cut)
     assert (res.returncode, res.stderr) == (9, f"pyprof.parse: error: {cut}: line 2: the file is incomplete, parse "
                                                "failed while writing it\n")
+
+
+@pytest.mark.parametrize("kernel_copy", [True, False])
+def test_parts_copied_side_by_side_land_in_order_after_what_was_written(kernel_copy, tmp_path, monkeypatch):
+    def cross_device(*args):
+        raise OSError(18, "Invalid cross-device link")
+
+    if not kernel_copy:  # where the kernel cannot copy between the files: pread/pwrite
+        monkeypatch.setattr(parallel.os, "copy_file_range", cross_device, raising=False)
+    srcs = []
+    for i, size in enumerate([0, 5, (1 << 24) + 3, 1]):
+        srcs.append(tmp_path / f"p{i}")
+        srcs[-1].write_bytes(bytes([65 + i]) * size)
+    with open(tmp_path / "out", "w", encoding="utf-8") as out:
+        out.write("head\n")
+        parallel._copy([str(s) for s in srcs], out)
+        out.write("tail\n")
+    assert (tmp_path / "out").read_bytes() == b"head\n" + b"B" * 5 + b"C" * ((1 << 24) + 3) + b"D" + b"tail\n"
+
+
+def test_parts_copied_into_a_pipe_one_after_the_other(tmp_path):
+    srcs = [tmp_path / "a", tmp_path / "b"]
+    srcs[0].write_text("x\n")
+    srcs[1].write_text("y\n")
+    code = ("import sys; from pyprof.parse import parallel; sys.stdout.write('h\\n'); "
+            f"parallel._copy({[str(s) for s in srcs]!r}, sys.stdout); sys.stdout.write('t\\n')")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert (res.returncode, res.stdout) == (0, "h\nx\ny\nt\n")

@@ -29,7 +29,7 @@ from typing import Any, Iterator
 from pyprof.parse import queries
 from pyprof.parse.export import Export
 from pyprof.parse.gpu import GpuInfo
-from pyprof.parse.queries import DOMAIN_CREATE, SRC_CAPTURED, SRC_KERNEL, SRC_MEMCPY
+from pyprof.parse.queries import SRC_CAPTURED, SRC_KERNEL, SRC_MEMCPY
 from pyprof.parse.ranges import (BWD, LAYER, MALFORMED, MODULE, OP, PYPROF_DOMAIN, TORCH, Label, classify,
                                  encode, encode_str, forward_op)
 from pyprof.parse.window import NEVER, Report, Window
@@ -114,17 +114,6 @@ def _outer_first(r: _Range) -> tuple[int, int]:
     return (r[_START], -r[_END])
 
 
-def _domains(exp: Export) -> dict[tuple[int, int], str]:
-    sql = queries.domains_sql(exp)
-    out: dict[tuple[int, int], str] = {}
-    if sql is None:
-        return out
-    for gtid, dom, name in exp.rows(sql, (DOMAIN_CREATE,)):
-        if gtid is not None and dom is not None and name is not None:
-            out[(gtid & _PID_MASK, dom)] = name
-    return out
-
-
 # Appended to a window's activities: takes in the ranges left before the window's end.
 _DRAIN = (1 << 62,)
 
@@ -154,7 +143,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
     export's session start puts exports of several processes on one clock.
     """
     with exp.errors():
-        domains = _domains(exp)
+        domains, _ = queries.domain_events(exp)
         gpus = GpuInfo(exp)
         copy_kinds = {k: encode_str(v) for k, v in queries.copy_kinds(exp).items()} if memcpy else {}
     gpu_js: dict[tuple[Any, Any], str] = {}

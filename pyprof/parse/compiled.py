@@ -144,38 +144,34 @@ def _reject_constant(name: str) -> None:
 
 def load(exp: Export, stats: CompiledStats) -> dict[int, list[Graph]]:
     """The compiled-graph tables in the trace, by process id (empty when there are none)."""
-    sql = queries.marks_sql(exp)
-    dsql = queries.domains_sql(exp)
-    if sql is None or dsql is None:
-        return {}
     with exp.errors():
-        pyprof_domains = {(g & _PID_MASK, d) for g, d, name in exp.rows(dsql, (queries.DOMAIN_CREATE,))
-                          if name == PYPROF_DOMAIN and g is not None}
-        if not pyprof_domains:
-            return {}
-        graphs: dict[tuple[int, int], Graph] = {}
-        for gtid, dom, text in exp.rows(sql, (queries.MARK,)):
-            if gtid is None or (gtid & _PID_MASK, dom) not in pyprof_domains or not text:
-                continue
-            try:
-                m = json.loads(text, parse_constant=_reject_constant)
-            except (ValueError, RecursionError):
-                stats.malformed += 1
-                continue
-            kind = m.get("kind") if isinstance(m, dict) else None
-            if kind not in ("graph", "kernel"):
-                continue
-            pid = (gtid >> 24) & _PID_BITS
-            if type(m.get("graph")) is not int or (kind == "kernel" and not _valid_kernel(m)):
-                stats.malformed += 1
-                continue
-            g = graphs.get((pid, m["graph"]))
-            if g is None:
-                g = graphs[(pid, m["graph"])] = Graph(pid, m["graph"], False)
-            if kind == "graph":
-                g.bwd = m.get("bwd") is True
-            else:
-                g.add(m)  # a second profiled() region repeats the table: the last copy wins
+        names, marks = queries.domain_events(exp)
+    pyprof_domains = {key for key, name in names.items() if name == PYPROF_DOMAIN}
+    if not pyprof_domains:
+        return {}
+    graphs: dict[tuple[int, int], Graph] = {}
+    for gtid, dom, text in marks:
+        if gtid is None or (gtid & _PID_MASK, dom) not in pyprof_domains or not text:
+            continue
+        try:
+            m = json.loads(text, parse_constant=_reject_constant)
+        except (ValueError, RecursionError):
+            stats.malformed += 1
+            continue
+        kind = m.get("kind") if isinstance(m, dict) else None
+        if kind not in ("graph", "kernel"):
+            continue
+        pid = (gtid >> 24) & _PID_BITS
+        if type(m.get("graph")) is not int or (kind == "kernel" and not _valid_kernel(m)):
+            stats.malformed += 1
+            continue
+        g = graphs.get((pid, m["graph"]))
+        if g is None:
+            g = graphs[(pid, m["graph"])] = Graph(pid, m["graph"], False)
+        if kind == "graph":
+            g.bwd = m.get("bwd") is True
+        else:
+            g.add(m)  # a second profiled() region repeats the table: the last copy wins
     out: dict[int, list[Graph]] = {}
     for g in graphs.values():
         g.finish()

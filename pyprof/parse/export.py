@@ -10,7 +10,7 @@ import functools
 import os
 import sqlite3
 import urllib.parse
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import sqlalchemy
 from sqlalchemy.engine import Connection, Engine
@@ -18,6 +18,8 @@ from sqlalchemy.pool import NullPool
 
 from pyprof.errors import EXIT_BAD_FORMAT, EXIT_CORRUPT, EXIT_NO_INPUT, EXIT_NO_KERNELS, PyprofError
 from pyprof.magic import file_compression
+
+T = TypeVar("T")
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -132,6 +134,7 @@ class Export:
             raise database_error(err, path) from None
         self.all_tables = frozenset(names)
         self._columns: dict[str, frozenset[str]] = {}
+        self._once: dict[Callable[["Export"], Any], Any] = {}
 
     def close(self) -> None:
         """Release the connection."""
@@ -189,6 +192,12 @@ class Export:
     def col(self, table: str, alias: str, column: str) -> str:
         """`alias.column` when the column exists, else SQL NULL: optional columns degrade to null."""
         return f"{alias}.{column}" if self.has(table, column) else "NULL"
+
+    def once(self, read: Callable[["Export"], T]) -> T:
+        """read(self), made once per connection: what several readers need from one scan."""
+        if read not in self._once:
+            self._once[read] = read(self)
+        return self._once[read]
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         """Execute one query and return its cursor: an iterator of plain tuples that SQLite steps

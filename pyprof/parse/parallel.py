@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
+import itertools
 import multiprocessing
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from bisect import bisect_left, bisect_right
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from typing import Iterable, Iterator, TextIO
 
@@ -140,22 +143,30 @@ def cuts(exp: Export, windows: int) -> list[int]:
         every = max(1, total // SAMPLES)
         # Every `every`-th rowid, looked up by rowid rather than tested on every row.
         sampled = exp.rows(f"WITH RECURSIVE k(r) AS (SELECT ? UNION ALL SELECT r + ? FROM k WHERE r + ? <= ?) "
-                           f"SELECT start FROM {RUNTIME} WHERE rowid IN k", (every, every, every, last))
-        starts = sorted(r[0] for r in sampled if r[0] is not None)
-        if len(starts) < 2 * windows:
+                           f"SELECT start, rowid FROM {RUNTIME} WHERE rowid IN k", (every, every, every, last))
+        samples = sorted((r[0], r[1]) for r in sampled if r[0] is not None)
+        if len(samples) < 2 * windows:
             return []
+        starts = [s for s, _ in samples]
         marks = sorted({starts[len(starts) * k // windows] for k in range(1, windows)})
         slack = max(1, int((starts[-1] - starts[0]) * SLACK / windows))
-        # The launches within `slack` of a mark (and some more: the loop below takes each
-        # mark's own), in one scan: a row's grid cell of width 2 * slack is looked up among the
-        # few cells the marks' neighbourhoods touch, where testing each neighbourhood would
-        # cost a comparison per mark.
-        # Cells count from `origin`, below every neighbourhood: SQLite's division truncates,
-        # which is Python's floor for the values that matter.
-        width, origin = 2 * slack, starts[0] - slack
-        cells = sorted({c for m in marks for c in range((m - slack - origin) // width, (m + slack - origin) // width + 1)})
-        near = sorted(v for (v,) in exp.rows(f"SELECT start FROM {RUNTIME} WHERE (start - ?) / ? IN "
-                                             f"({', '.join('?' * len(cells))})", (origin, width, *cells)))
+        # The launches within `slack` of a mark are read among the rows between the rowids of
+        # the samples around it, by rowid, instead of scanning the table in this serial step:
+        # nsys appends launches about in time order, so the spans are a small part of the table.
+        # Rows out of that order may be missed, which moves a cut off the widest pause, never
+        # the output: any cut gives the same records (window.py).
+        spans: list[list[int]] = []
+        for lo, hi in sorted((min(r for _, r in around) - every, max(r for _, r in around) + every)
+                             for m in marks
+                             for around in [samples[max(0, bisect_left(starts, m - slack) - 1):
+                                                    bisect_right(starts, m + slack) + 1]]):
+            if spans and lo <= spans[-1][1]:
+                spans[-1][1] = max(spans[-1][1], hi)
+            else:
+                spans.append([lo, hi])
+        near = sorted(v for (v,) in exp.rows(
+            f"SELECT start FROM {RUNTIME} WHERE ({' OR '.join(['rowid BETWEEN ? AND ?'] * len(spans))}) "
+            f"AND start BETWEEN ? AND ?", (*[b for sp in spans for b in sp], marks[0] - slack, marks[-1] + slack)))
     out: list[int] = []
     for m in marks:
         around = near[bisect_left(near, m - slack):bisect_right(near, m + slack)]
@@ -235,23 +246,57 @@ def _order(groups: list[list[Part]]) -> list[list[Part]]:
     return order
 
 
-def _copy(src: str, out: TextIO) -> None:
+def _copy(srcs: list[str], out: TextIO) -> None:
+    """Append the files `srcs` to `out` in order. Into a regular file they are copied side by
+    side, each at its own offset by a thread of its own (the kernel copies; the GIL is released):
+    the windows of one export are mostly done together, and one thread copying their gigabytes
+    one after the other would be the parse's serial tail."""
     out.flush()
     dst = out.buffer if hasattr(out, "buffer") else out
+    dst.flush()
+    try:
+        fd = dst.fileno()
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        regular = False
+    if regular and len(srcs) > 1:
+        # Written past the Python buffers (flushed and empty), as sendfile below does.
+        offsets = list(itertools.accumulate((os.path.getsize(s) for s in srcs), initial=os.lseek(fd, 0, os.SEEK_CUR)))
+        with ThreadPoolExecutor(min(len(srcs), default_jobs())) as pool:
+            list(pool.map(functools.partial(_copy_at, fd=fd), srcs, offsets))
+        os.lseek(fd, offsets[-1], os.SEEK_SET)
+        return
+    for src in srcs:
+        with open(src, "rb") as f:
+            try:
+                fd, size, offset = dst.fileno(), os.fstat(f.fileno()).st_size, 0
+                while offset < size:
+                    sent = os.sendfile(fd, f.fileno(), offset, size - offset)
+                    if not sent:
+                        break
+                    offset += sent
+            except (AttributeError, OSError) as err:
+                if isinstance(err, BrokenPipeError):
+                    raise
+                f.seek(0)
+                shutil.copyfileobj(f, dst, 1 << 20)
+
+
+def _copy_at(src: str, offset: int, fd: int) -> None:
+    """File `src` written into `fd` at `offset`."""
     with open(src, "rb") as f:
-        try:
-            fd, size, offset = dst.fileno(), os.fstat(f.fileno()).st_size, 0
-            dst.flush()
-            while offset < size:
-                sent = os.sendfile(fd, f.fileno(), offset, size - offset)
-                if not sent:
+        size, done = os.fstat(f.fileno()).st_size, 0
+        with contextlib.suppress(AttributeError, OSError):  # no copy_file_range here: pread/pwrite
+            while done < size:
+                copied = os.copy_file_range(f.fileno(), fd, size - done, done, offset + done)
+                if not copied:
                     break
-                offset += sent
-        except (AttributeError, OSError) as err:
-            if isinstance(err, BrokenPipeError):
-                raise
-            f.seek(0)
-            shutil.copyfileobj(f, dst, 1 << 20)
+                done += copied
+        while done < size:
+            chunk = os.pread(f.fileno(), min(1 << 24, size - done), done)
+            if not chunk:
+                break
+            done += os.pwrite(fd, chunk, offset + done)
 
 
 class Result(Stats):
@@ -317,6 +362,14 @@ class _Stream:
         self.result.ranks = [g[0].rank for g in self.order] if self.groups[0][0].ranked else []
 
     def _write_ready(self) -> None:
+        ready: list[tuple[Part, Done]] = []
+        try:
+            self._settle(ready)
+        finally:  # the parts before a failed one are written, whatever stopped the loop
+            self._write(ready)
+
+    def _settle(self, ready: list[tuple[Part, Done]]) -> None:
+        """Append to `ready` the parts that can be written next, in order, advancing the state."""
         order = self.order
         while self.group < len(order):
             group = order[self.group]
@@ -332,7 +385,7 @@ class _Stream:
                 raise PyprofError(*done.error)
             if self._needs_seed(part, first):
                 return
-            self._write(part, done)
+            ready.append((part, done))
             if part.window is not None:
                 # Captured graph nodes and the compiled-graph join's tail as the exact run left
                 # them (the speculative run may have missed a forward op they need, or started
@@ -355,12 +408,16 @@ class _Stream:
         self.result.reparsed += 1
         return True
 
-    def _write(self, part: Part, done: Done) -> None:
+    def _write(self, ready: list[tuple[Part, Done]]) -> None:
+        if not ready:
+            return
         with deferred_interrupt() as interrupted:
-            _copy(part.out, self.out)
-            for name, value in vars(done.stats).items():
-                setattr(self.result, name, getattr(self.result, name) + value)
-        os.unlink(part.out)  # written: its disk space is not needed twice
+            _copy([part.out for part, _ in ready], self.out)
+            for _, done in ready:
+                for name, value in vars(done.stats).items():
+                    setattr(self.result, name, getattr(self.result, name) + value)
+        for part, _ in ready:
+            os.unlink(part.out)  # written: its disk space is not needed twice
         if interrupted:
             raise KeyboardInterrupt
 

@@ -22,6 +22,7 @@ SRC_KERNEL, SRC_MEMCPY, SRC_MEMSET, SRC_CAPTURED = 0, 1, 2, 3
 
 # NVTX eventType codes (ENUM_NSYS_EVENT_TYPE).
 PUSH_POP, START_END, PUSH_POP_T, START_END_T, DOMAIN_CREATE = 59, 60, 70, 71, 75
+MARK = 34  # nvtxMark / nvtxDomainMarkEx
 RANGE_TYPES = (PUSH_POP, START_END, PUSH_POP_T, START_END_T)
 
 # globalTid -> globalPid: bits 0-23 are the tid. 0xFFFFFFFFFF000000 as a signed 64-bit integer,
@@ -190,12 +191,32 @@ def nvtx_sql(exp: Export, fields: Sequence[str] = NVTX_FIELDS, where: str = "",
             "ORDER BY n.start, n.end IS NULL DESC, n.end DESC, n.rowid", params)
 
 
-def domains_sql(exp: Export) -> str | None:
-    """Domain-create events as (globalTid, domainId, name). Bind DOMAIN_CREATE."""
+def _domain_events(exp: Export) -> tuple[dict[tuple[int, int], str], list[tuple[int, int, str]]]:
     if not exp.has(NVTX, "eventType", "domainId", "globalTid"):
-        return None
+        return {}, []
     text, joins = _text(exp)
-    return f"SELECT n.globalTid, n.domainId, {text} FROM {NVTX} n{joins} WHERE n.eventType = ?"
+    marks = exp.has(NVTX, "start")
+    kinds = (DOMAIN_CREATE, MARK) if marks else (DOMAIN_CREATE,)
+    rows = exp.rows(f"SELECT n.eventType, n.globalTid, n.domainId, {text}, n.rowid FROM {NVTX} n{joins} "
+                    f"WHERE n.eventType IN ({', '.join('?' * len(kinds))})"
+                    f"{' ORDER BY n.start, n.rowid' if marks else ''}", kinds)
+    created, out = [], []
+    for kind, gtid, dom, value, row in rows:
+        if kind == MARK:
+            out.append((gtid, dom, value))
+        elif gtid is not None and dom is not None and value is not None:
+            created.append((row, gtid & PID_MASK_SQL, dom, value))
+    # A domain created twice keeps its last name, in the table's order.
+    return {(pid, dom): name for _, pid, dom, name in sorted(created)}, out
+
+
+def domain_events(exp: Export) -> tuple[dict[tuple[int, int], str], list[tuple[int, int, str]]]:
+    """NVTX domain names by (globalPid, domainId), and the marks as (globalTid, domainId, text)
+    in time order (none when the export lacks the columns). Both come from one scan of the NVTX
+    table, the export's largest, made once per Export: the range sweep needs the names and the
+    compiled-graph join both (each window's worker scans the whole table for them). Call inside
+    exp.errors()."""
+    return exp.once(_domain_events)
 
 
 def _text(exp: Export) -> tuple[str, str]:
@@ -264,13 +285,4 @@ def copy_kinds(exp: Export) -> dict[int, str]:
     return kinds
 
 
-MARK = 34  # nvtxMark / nvtxDomainMarkEx
 
-
-def marks_sql(exp: Export) -> str | None:
-    """NVTX marks as (globalTid, domainId, text), in time order. Bind MARK."""
-    if not exp.has(NVTX, "eventType", "start"):
-        return None
-    text, joins = _text(exp)
-    cols = [exp.col(NVTX, "n", "globalTid"), exp.col(NVTX, "n", "domainId"), text]
-    return f"SELECT {', '.join(cols)} FROM {NVTX} n{joins} WHERE n.eventType = ? ORDER BY n.start"
