@@ -2,11 +2,12 @@
 
 In steady-state training a call site sees the same argument signature every step. The key of a
 call is everything its marker text depends on - the call site (code object and instruction
-offset, which fix file and line), the enclosing module, the autocast
-dtype, and per argument its description: (shape, strides, dtype) for a plain tensor, (type, value)
-for an int, bool, str or None, the encoded text for anything else (encode() is exact by
-definition and cached for scalar tuples) - so equal keys give byte-identical markers (tests compare with marker.build). The text object returned on
-a hit is the one stored, so the NVTX attribute cache finds it by a cached hash as well.
+offset, which fix file and line), the enclosing module, the autocast dtype, and per argument its
+description: (shape, strides, dtype) for a plain tensor, (type, value) for an int, bool, str or
+None, the encoded text for anything else (encode() is exact by definition and cached for scalar
+tuples) - so equal keys give byte-identical markers (tests compare with marker.build). The text
+object returned on a hit is the one stored, so the NVTX attribute cache finds it by a cached
+hash as well.
 """
 from __future__ import annotations
 
