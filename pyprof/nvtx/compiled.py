@@ -315,8 +315,6 @@ def _hide_graph_calls() -> None:
         return
     original = vars(CompiledFxGraph).get("__call__")
     if original is not None and _graph_call is None:
-        from .wrappers import hiding
-
         _graph_call = original
         CompiledFxGraph.__call__ = hiding(original)
 

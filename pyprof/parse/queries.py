@@ -283,6 +283,3 @@ def copy_kinds(exp: Export) -> dict[int, str]:
                 if short and short != "UNKNOWN":
                     kinds[kind_id] = short
     return kinds
-
-
-
