@@ -4,8 +4,8 @@ In steady-state training a call site sees the same argument signature every step
 call is everything its marker text depends on - the call site (code object and instruction
 offset, which fix file and line), the enclosing module, the autocast dtype, and per argument its
 description: (shape, strides, dtype) for a plain tensor, (type, value) for an int, bool, str or
-None, the encoded text for anything else (encode() is exact by definition and cached for scalar
-tuples) - so equal keys give byte-identical markers (tests compare with marker.build). The text
+None, float.hex() for a float, the encoded text for anything else (encode() is exact by
+definition and cached for scalar tuples) - so equal keys give byte-identical markers (tests compare with marker.build). The text
 object returned on a hit is the one stored, so the NVTX attribute cache finds it by a cached
 hash as well.
 """
@@ -25,8 +25,12 @@ _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
 _KWARGS = None  # separates positional from keyword parts of a key (no part is ever None)
 # Arguments whose value and exact type fix their text: the key holds (type, value) instead of the
-# encoding (1, True and 1.0 are equal keys alone). Not float: nan != nan would never hit.
+# encoding (1, True and 1.0 are equal keys alone).
 _PLAIN = frozenset({int, bool, str, type(None)})
+# A float's key is its hex form: equal floats (0.0 and -0.0) may be written differently, and nan
+# is not equal to itself; float.hex tells exactly the values encode() tells apart, in one C call
+# (its text, "0x1.8p+0", "-0x0.0p+0", "nan", is never the JSON text encode() gives another value).
+_hex = float.hex
 
 
 def marker(cache: dict, prefix: str, args: Sequence[Any], kwargs: Mapping[str, Any], mod: str) -> str:
@@ -41,13 +45,14 @@ def marker(cache: dict, prefix: str, args: Sequence[Any], kwargs: Mapping[str, A
             # Strides, not is_contiguous(): the text (contiguous, channels_last or strided) is a
             # function of shape and strides; stride() raises for layouts without strides.
             key.append((a.shape, a.stride(), a.dtype) if t is _Tensor or t is _Parameter else
-                       (t, a) if t in _PLAIN else encode(a))
+                       (t, a) if t in _PLAIN else _hex(a) if t is float else encode(a))
         if kwargs:
             key.append(_KWARGS)
             for k, v in kwargs.items():
                 key.append(k)
                 t = type(v)
-                key.append((v.shape, v.stride(), v.dtype) if t is _Tensor else (t, v) if t in _PLAIN else encode(v))
+                key.append((v.shape, v.stride(), v.dtype) if t is _Tensor else (t, v) if t in _PLAIN else
+                           _hex(v) if t is float else encode(v))
         key = tuple(key)
         text = cache.get(key)
     except Exception:  # unhashable or unqueryable: encode this call alone
@@ -59,4 +64,3 @@ def marker(cache: dict, prefix: str, args: Sequence[Any], kwargs: Mapping[str, A
                 cache.clear()
             cache[key] = text
     return text
-
