@@ -279,6 +279,8 @@ def per_call(repeat: int = 7, number: int = 20000) -> List[tuple]:
     img, k = torch.randn(1, 3, 8, 8), torch.randn(4, 3, 3, 3)
     wg = torch.randn(8, 8, requires_grad=True)
     lin = torch.nn.Linear(8, 8)
+    conv = torch.nn.Conv2d(3, 4, 3, padding=1)  # its stride, padding, dilation: the same tuples each call
+    rm, rv = torch.zeros(3), torch.ones(3)
     # A call site 60 lines into a function, as in a real forward() or training loop: reading a
     # frame's line number walks its line table from the start, so lambdas alone understate it.
     code = "def deep(x, y):\n" + "    z = x\n" * 60 + "    return torch.add(x, y)\n"
@@ -291,6 +293,8 @@ def per_call(repeat: int = 7, number: int = 20000) -> List[tuple]:
         "x + y": lambda: x + w,
         "F.linear(x, w, b)": lambda: F.linear(x, w, b),
         "F.conv2d(x, w, None, 1, 1)": lambda: F.conv2d(img, k, None, 1, 1),
+        "F.conv2d, tuples (as nn.Conv2d)": lambda: F.conv2d(img, k, None, conv.stride, conv.padding, conv.dilation, 1),
+        "F.batch_norm, eval, 2 floats": lambda: F.batch_norm(img, rm, rv, None, None, False, 0.1, 1e-5),
         "x.view(64)": lambda: x.view(64),
         "x.sum(dim=1, keepdim=True)": lambda: x.sum(dim=1, keepdim=True),
         "x @ w (w requires grad)": lambda: x @ wg,
@@ -384,7 +388,8 @@ def main() -> None:
             try:
                 with tempfile.TemporaryDirectory() as tmp:
                     if args.nsys:
-                        cmd = [args.nsys, "profile", *NSYS_OPTIONS, "-o", os.path.join(tmp, "run"), *cmd, "--nsys-range"]
+                        cmd = [args.nsys, "profile", *NSYS_OPTIONS, "-o", os.path.join(tmp, "run"), *cmd,
+                               "--nsys-range"]
                     done = subprocess.run(cmd, capture_output=True, text=True, timeout=min(args.timeout, left), env=env)
                 # The child's result is its last JSON line (nsys writes lines of its own after it).
                 res = json.loads([ln for ln in done.stdout.splitlines() if ln.startswith("{")][-1]) \

@@ -71,6 +71,16 @@ def test_equal_floats_written_differently_and_nan_get_their_own_markers(on) -> N
         "0.10000000000000002", '{"float":"inf"}', "-0.0"]
 
 
+def test_tuple_arguments_built_afresh_each_call_get_their_own_markers(on) -> None:
+    x = torch.ones(6)
+    shapes = [(3, 2), (2, 3), (3, 2), (6, 1), (1, 6)]
+    with recording() as rec:
+        for shape in shapes:
+            x.view(tuple([int(v) for v in shape]))  # a new tuple object each time, ids may repeat
+            x.view(shape)
+    assert [r.marker["args"][1] for r in rec.ranges] == [list(s) for s in shapes for _ in (0, 1)]
+
+
 def test_equal_but_differently_typed_keyword_arguments_get_their_own_markers(on) -> None:
     x = torch.ones(3)
     with recording() as rec:

@@ -5,9 +5,10 @@ call is everything its marker text depends on - the call site (code object and i
 offset, which fix file and line), the enclosing module, the autocast dtype, and per argument its
 description: (shape, strides, dtype) for a plain tensor, (type, value) for an int, bool, str or
 None, float.hex() for a float, the encoded text for anything else (encode() is exact by
-definition and cached for scalar tuples) - so equal keys give byte-identical markers (tests compare with marker.build). The text
-object returned on a hit is the one stored, so the NVTX attribute cache finds it by a cached
-hash as well.
+definition; a tuple of scalars it met before as the same object is read from its cache here,
+without calling it) - so equal keys give byte-identical markers (tests compare with
+marker.build). The text object returned on a hit is the one stored, so the NVTX attribute cache
+finds it by a cached hash as well.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from .marker import any_autocast, autocast_json, build, encode
+from .marker import any_autocast, autocast_region, build, encode, tuple_texts
 from .site import user_frame
 
 # Markers kept per wrapper; a wrapper seeing more signatures than this (dynamic shapes) starts over.
@@ -31,13 +32,16 @@ _PLAIN = frozenset({int, bool, str, type(None)})
 # is not equal to itself; float.hex tells exactly the values encode() tells apart, in one C call
 # (its text, "0x1.8p+0", "-0x0.0p+0", "nan", is never the JSON text encode() gives another value).
 _hex = float.hex
+# A tuple's text from encode()'s cache of scalar tuples by identity, read here without encode()'s
+# two calls: a module's stride and padding come back as the same object call after call.
+_tuple_hit = tuple_texts.get
 
 
 def marker(cache: dict, prefix: str, args: Sequence[Any], kwargs: Mapping[str, Any], mod: str) -> str:
     """The op marker of a call from a wrapper (`prefix`: its op_prefix, `mod`: the module
     fragment), from `cache` when this wrapper met the same key before. Never raises."""
     site, frame = user_frame(3)  # 0: user_frame, 1: here, 2: the wrapper, 3: its caller
-    autocast = autocast_json() if any_autocast() else ""  # the call saved outside autocast
+    autocast = autocast_region() if any_autocast() else ""  # the call saved outside autocast
     key: Any = [frame.f_code, frame.f_lasti, mod, autocast] if site else ["", 0, mod, autocast]
     try:
         for a in args:
@@ -45,7 +49,9 @@ def marker(cache: dict, prefix: str, args: Sequence[Any], kwargs: Mapping[str, A
             # Strides, not is_contiguous(): the text (contiguous, channels_last or strided) is a
             # function of shape and strides; stride() raises for layouts without strides.
             key.append((a.shape, a.stride(), a.dtype) if t is _Tensor or t is _Parameter else
-                       (t, a) if t in _PLAIN else _hex(a) if t is float else encode(a))
+                       (t, a) if t in _PLAIN else _hex(a) if t is float else
+                       hit[1] if t is tuple and (hit := _tuple_hit(id(a))) is not None and hit[0] is a else
+                       encode(a))
         if kwargs:
             key.append(_KWARGS)
             for k, v in kwargs.items():
