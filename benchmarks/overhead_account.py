@@ -13,6 +13,11 @@ one process:
   time      ms per step with markers off, on, and on without the backward node hooks, in
             alternate blocks (process CPU time; wall time with synchronization on CUDA), and the
             difference per step divided by the counts;
+  scoped    (--scoped, CUDA only) two more states: markers on without the hooks but with PyTorch's
+            own NVTX ranges for autograd nodes alone (the autograd profiler in NVTX mode limited to
+            RecordScope.BACKWARD_FUNCTION: C++ ranges named `<Node>, seq = N`, no Python on the
+            engine thread), and markers off with those ranges: what backward attribution by
+            sequence number would cost instead of the hooks;
   profile   cProfile's own time in pyprof's functions over a few steps (inflated by the
             profiler's per-call cost; read it for proportions, not totals).
 
@@ -63,9 +68,22 @@ def counts(step: Callable[[], None]) -> Dict[str, int]:
     return out
 
 
-def on_off(step: Callable[[], None], steps: int, blocks: int, cuda: bool) -> Dict[str, float]:
-    """ms per step with markers off, on, and on without backward hooks ("no hooks"), blocks in
-    turn, medians: process CPU time, or wall time between synchronizations on CUDA."""
+def node_ranges(on: bool) -> None:
+    """Turn PyTorch's NVTX ranges for autograd nodes alone (RecordScope.BACKWARD_FUNCTION) on or off."""
+    from torch._C._autograd import _disable_profiler, _enable_profiler
+    from torch._C._profiler import ProfilerConfig, ProfilerState, RecordScope, _ExperimentalConfig
+
+    if on:
+        _enable_profiler(ProfilerConfig(ProfilerState.NVTX, False, False, False, False, False, _ExperimentalConfig()),
+                         set(), {RecordScope.BACKWARD_FUNCTION})
+    else:
+        _disable_profiler()
+
+
+def on_off(step: Callable[[], None], steps: int, blocks: int, cuda: bool, scoped: bool = False) -> Dict[str, float]:
+    """ms per step with markers off, on, and on without backward hooks ("no hooks"), and with
+    `scoped` "scoped" / "off+scoped" (node_ranges on), blocks in turn, medians: process CPU time,
+    or wall time between synchronizations on CUDA."""
     import torch
 
     from pyprof.nvtx import backward, emit
@@ -74,11 +92,15 @@ def on_off(step: Callable[[], None], steps: int, blocks: int, cuda: bool) -> Dic
     clock = time.perf_counter if cuda else time.process_time
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     times: Dict[str, list] = {"off": [], "on": [], "no hooks": []}
+    if scoped:
+        times.update({"scoped": [], "off+scoped": []})
     for _ in range(blocks):
         for which in times:
-            emit.configure(force=which != "off")
-            if which == "no hooks":
+            emit.configure(force=not which.startswith("off"))
+            if which in ("no hooks", "scoped"):
                 backward.attach = lambda *a: None
+            if which.endswith("scoped"):
+                node_ranges(True)
             try:
                 step()
                 sync()
@@ -89,6 +111,8 @@ def on_off(step: Callable[[], None], steps: int, blocks: int, cuda: bool) -> Dic
                 times[which].append((clock() - t) / steps * 1e3)
             finally:
                 backward.attach = attach
+                if which.endswith("scoped"):
+                    node_ranges(False)
     emit.configure(force=True)
     return {k: statistics.median(v) for k, v in times.items()}
 
@@ -121,6 +145,8 @@ def main() -> None:
                         help="resnet18: GradScaler enabled on the CPU too, as on CUDA")
     parser.add_argument("--images", default="2,8", help="resnet18: batch,size (default 2,8: the step is then "
                         "mostly Python and dispatch, as a launch-bound GPU step)")
+    parser.add_argument("--scoped", action="store_true",
+                        help="CUDA: also time PyTorch's NVTX ranges for autograd nodes alone instead of the hooks")
     args = parser.parse_args()
 
     import torch
@@ -157,7 +183,7 @@ def main() -> None:
             print(f"  {c[k]:6d}  {k}")
     misses = {k: v for k, v in c2.items() if k.startswith("miss ")}
     print(f"memo misses in a steady-state step: {sum(misses.values())} " + (str(misses) if misses else ""))
-    t = on_off(step, args.steps, args.blocks, cuda)
+    t = on_off(step, args.steps, args.blocks, cuda, args.scoped and cuda)
     added = t["on"] - t["off"]
     print(("wall" if cuda else "process CPU") + " ms per step: " + ", ".join(f"{k} {v:.3f}" for k, v in t.items()) +
           f"; added {added:.3f} ms, of which the backward hooks {t['on'] - t['no hooks']:.3f} ms")
