@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Iterator, TextIO
 
 from pyprof.errors import EXIT_NO_INPUT, EXIT_USAGE, PyprofError, cannot_write
-from pyprof.parse import queries
+from pyprof.parse import queries, zones
 from pyprof.parse.attribute import FWD_OPS_PER_PROCESS, SCHEMA_VERSION, Stats, lines
 from pyprof.parse.compiled import CompiledStats, Tail, joined_lines
 from pyprof.parse.export import KERNEL, RUNTIME, Export, check_export
@@ -87,6 +87,8 @@ def _work(part: Part) -> Done:
     try:
         with sqlite_path(part.path, True) as db, Export(db) as exp:
             check_export(exp, part.memcpy)
+            if part.window is not None and part.window.zones is not None:
+                queries.know_domain_events(exp, part.window.zones.domains)
             if part.ranked and rank is None:
                 rank = resolve(from_trace(exp), part.path, part.position)
             # Each nsys session counts time from its own start: ranks share a clock once their
@@ -338,6 +340,12 @@ class _Stream:
     def run(self, progress: Progress) -> None:
         """Parse every part and write them all in order."""
         self.order = _order(self.groups) if all(g[0].rank is not None for g in self.groups if g[0].ranked) else None
+        for group in self.groups:
+            if group[0].window is not None:
+                # What each window would read from the whole export, read once, in slices.
+                found = zones.survey(self.ex, group[0].path, len(group))
+                for part in group:
+                    part.window.zones = found
         for p in [p for g in (self.order or self.groups) for p in g]:
             self.running[self.ex.submit(_work, p)] = p
         while self.running:
@@ -402,7 +410,7 @@ class _Stream:
             return True
         if not stale(self.seed, first.report):
             return False
-        again = replace(part, window=Window(part.window.start, part.window.end, self.seed))
+        again = replace(part, window=Window(part.window.start, part.window.end, self.seed, part.window.zones))
         self.running[self.ex.submit(_work, again)] = again
         self.again.add(part.index)
         self.result.reparsed += 1
