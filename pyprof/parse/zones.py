@@ -145,7 +145,7 @@ def _map(exp: Export, table: str, k: int, slices: int) -> list[Block] | None:
     nvtx = table == NVTX
     if not exp.has(table, *(("start", "end") if nvtx else ("start", "correlationId"))):
         return None
-    first, last = exp.rows(f"SELECT min(rowid), max(rowid) FROM {table}").fetchone()
+    first, last = _ends(exp, table)
     if first is None:
         return []
     b0, b1 = first // BLOCK, last // BLOCK + 1
@@ -166,9 +166,14 @@ def _map(exp: Export, table: str, k: int, slices: int) -> list[Block] | None:
     return out
 
 
+def _ends(exp: Export, table: str) -> tuple[int | None, int | None]:
+    # Two subqueries: with min() and max() in one SELECT, SQLite scans the table for them.
+    return exp.rows(f"SELECT (SELECT min(rowid) FROM {table}), (SELECT max(rowid) FROM {table})").fetchone()
+
+
 def _rowids(exp: Export, table: str, k: int, slices: int) -> tuple[int, int] | None:
     """Rowid bounds (inclusive) of slice `k` of `table`'s rows, split by rowid value."""
-    first, last = exp.rows(f"SELECT min(rowid), max(rowid) FROM {table}").fetchone()
+    first, last = _ends(exp, table)
     if first is None:
         return None
     n = last - first + 1
