@@ -140,3 +140,21 @@ def test_nvtx_query_with_the_threads_bound_reads_the_same_rows():
     assert bound == read and len(read) > 1000
     # No thread made runtime calls: start/end ranges only (they span threads).
     assert none == [r for r in read if r[2] in (queries.START_END, queries.START_END_T)] != read
+
+
+def test_verbose_timings_name_the_survey_and_every_part_in_order_of_time(tmp_path):
+    path = str(ROOT / "examples" / "gpt.sqlite")
+    with Export(path) as exp:
+        lo, hi = exp.rows(f"SELECT min(start), max(start) FROM {RUNTIME}").fetchone()
+    edges = [lo + (hi - lo) * i // 3 for i in (1, 2)]
+    parts = [parallel.Part(i, path, 0, "", False, False, None, Window(a, b))
+             for i, (a, b) in enumerate(zip([None, *edges], [*edges, None]))]
+    result = parallel.run([parts], str(tmp_path / "w.dict"), 2)
+    note = parallel.note_times(result).splitlines()
+    # One line per run: each window once, and again for each window parsed again, seeded.
+    assert len(note) == 2 + 3 + result.reparsed == 2 + len(result.runs)
+    assert note[0].startswith("pyprof.parse: survey of the windowed exports ")
+    assert sorted(line.split(":")[1] for line in note[1:-1] if "again" not in line) == [" part 0", " part 1", " part 2"]
+    assert note[-1].startswith("pyprof.parse: all parts written at ")
+    for _, again, (began, first, ended, cpu) in result.runs:
+        assert result.began <= began <= first <= ended <= result.written and cpu > 0

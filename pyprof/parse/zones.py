@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 from pyprof.errors import PyprofError
 from pyprof.parse import queries
@@ -28,10 +28,12 @@ BLOCK = 1 << 14
 # A window's rowid spans are bound as parameters: past this many, the nearest are joined (more
 # rows read, the same rows kept).
 MAX_SPANS = 64
+# Rowids spread over more blocks than this leave the table unmapped (read whole): nsys numbers
+# rows 1, 2, 3, ..., and each block is one query of the survey.
 MAX_BLOCKS = 1 << 20
 # The runtime threads are bound as parameters of the NVTX query: past this many it reads them itself.
 MAX_THREADS = 1000
-_ACTIVITY = (KERNEL, MEMCPY, MEMSET, RUNTIME)
+_BY_ID = (KERNEL, MEMCPY, MEMSET, RUNTIME)  # mapped by start and correlation id
 _OPEN = 1 << 62  # the end of an open range (end NULL): after everything
 
 # A block: (first rowid, last rowid, least start, greatest start, then least and greatest
@@ -70,7 +72,7 @@ class Zones:
             return start is None or any(v is not None and v >= start for v in b[3:])
         return self._spans(NVTX, holds)
 
-    def _spans(self, table: str, holds) -> list[tuple[int, int]] | None:
+    def _spans(self, table: str, holds: Callable[[Block], bool]) -> list[tuple[int, int]] | None:
         blocks = self.blocks.get(table)
         if blocks is None:
             return None
@@ -87,7 +89,7 @@ class Zones:
         return [(lo, hi) for lo, hi in spans]
 
 
-def _meets(lo, hi, start: int | None, end: int | None) -> bool:
+def _meets(lo: float | None, hi: float | None, start: int | None, end: int | None) -> bool:
     """Whether values between `lo` and `hi` may lie in [start, end)."""
     if lo is None:
         return start is None and end is None
@@ -124,7 +126,7 @@ def _survey_slice(path: str, k: int, slices: int) -> tuple[dict[str, list[Block]
     try:
         with Export(path) as exp, exp.errors():
             blocks: dict[str, list[Block]] = {}
-            for table in _ACTIVITY + (NVTX,):
+            for table in _BY_ID + (NVTX,):
                 mapped = _map(exp, table, k, slices)
                 if mapped is not None:
                     blocks[table] = mapped
@@ -149,7 +151,7 @@ def _map(exp: Export, table: str, k: int, slices: int) -> list[Block] | None:
     if first is None:
         return []
     b0, b1 = first // BLOCK, last // BLOCK + 1
-    if b1 - b0 > MAX_BLOCKS:  # rowids far apart: nsys numbers rows 1, 2, 3, ...
+    if b1 - b0 > MAX_BLOCKS:
         return None
     stats = (f'min(start), max(start), max(ifnull("end", {_OPEN}))' if nvtx
              else "min(start), max(start), min(correlationId), max(correlationId)")
