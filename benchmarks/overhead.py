@@ -21,9 +21,15 @@ process, allocator and kernel choices, so that process-to-process noise is out o
 tool attached pyprof's wrappers would skip building markers: the pyprof modes force them
 (PYPROF_FORCE=1), and the output says whether the pushes reached a live domain.
 
+`--nsys NSYS` runs every process under `NSYS profile -t cuda,nvtx` (no CPU sampling, capture
+limited to the timed blocks through the CUDA profiler API, no export, the report deleted): the
+pyprof domain is then live, so each range costs its NVTX calls as well, and every mode pays nsys's
+CUDA tracing alike; the ratios are to plain under the same nsys.
+
     python benchmarks/overhead.py                       # GPU machine
     python benchmarks/overhead.py --smoke               # tiny, CPU, seconds
     python benchmarks/overhead.py --calls               # per-call wrapper cost only
+    python benchmarks/overhead.py --nsys "$(command -v nsys)" --modes plain,pyprof
 """
 from __future__ import annotations
 
@@ -34,6 +40,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import timeit
 from typing import Callable, Dict, Iterator, List
@@ -45,10 +52,15 @@ MODES = ("plain", "emit_nvtx", "pyprof", "pyprof+emit", "torch.profiler")
 MODELS = ("lenet", "resnet18", "gpt", "gpt_compiled")
 GOALS = {"lenet": 1.3, "resnet18": 1.3, "gpt": 1.3, "gpt_compiled": 1.1}  # pyprof / plain
 CALL_GOAL_US = 2.0
+# nsys profile options for --nsys: CUDA and NVTX tracing, the capture range the child opens around
+# its timed blocks, nothing exported (the report is deleted with its temporary folder).
+NSYS_OPTIONS = ("-t", "cuda,nvtx", "-s", "none", "--cpuctxsw=none", "-c", "cudaProfilerApi",
+                "--capture-range-end=stop", "--export", "none", "-f", "true")
 
 
-def build(name: str, device, smoke: bool) -> Callable[[], None]:
-    """One training step of model `name` on `device` (smoke: tiny shapes)."""
+def build(name: str, device, smoke: bool, images: tuple = (2, 64)) -> Callable[[], None]:
+    """One training step of model `name` on `device` (smoke: tiny shapes; ResNet-18's batch and
+    image size then `images`)."""
     import torch
     import torch.nn.functional as F
 
@@ -70,7 +82,7 @@ def build(name: str, device, smoke: bool) -> Callable[[], None]:
     if name == "resnet18":
         from resnet import ResNet18  # examples/resnet.py
 
-        batch, size = (2, 64) if smoke else (64, 224)
+        batch, size = images if smoke else (64, 224)
         net = ResNet18().to(device, memory_format=torch.channels_last)
         opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
         scaler = torch.amp.GradScaler(device.type, enabled=cuda)
@@ -149,6 +161,8 @@ def child(args: argparse.Namespace) -> None:
             torch.cuda.synchronize()
 
     out: Dict[str, float] = {}
+    if args.nsys_range and device.type == "cuda":
+        torch.cuda.profiler.start()  # nsys records from here (its capture range): the models' timed blocks
     for name in args.models.split(","):
         t0 = time.perf_counter()
         step = build(name, device, args.smoke)
@@ -172,6 +186,8 @@ def child(args: argparse.Namespace) -> None:
             if mode == "pyprof":  # first: diagnose's Dynamo counters then cover these blocks too
                 out[name + "/ab"] = on_off(args, name, device, step, sync)
             diagnose(mode, name, step)
+    if args.nsys_range and device.type == "cuda":
+        torch.cuda.profiler.stop()
     from pyprof.nvtx import emit
 
     out["_live"] = emit.state.live
@@ -207,6 +223,7 @@ def on_off(args: argparse.Namespace, name: str, device, step: Callable[[], None]
                 wrappers._tl.depth -= 1
         else:
             emit.configure(force=False)
+            emit.state.on = False  # also when a tool made the domain live (under nsys)
             try:
                 yield
             finally:
@@ -262,6 +279,8 @@ def per_call(repeat: int = 7, number: int = 20000) -> List[tuple]:
     img, k = torch.randn(1, 3, 8, 8), torch.randn(4, 3, 3, 3)
     wg = torch.randn(8, 8, requires_grad=True)
     lin = torch.nn.Linear(8, 8)
+    conv = torch.nn.Conv2d(3, 4, 3, padding=1)  # its stride, padding, dilation: the same tuples each call
+    rm, rv = torch.zeros(3), torch.ones(3)
     # A call site 60 lines into a function, as in a real forward() or training loop: reading a
     # frame's line number walks its line table from the start, so lambdas alone understate it.
     code = "def deep(x, y):\n" + "    z = x\n" * 60 + "    return torch.add(x, y)\n"
@@ -274,6 +293,8 @@ def per_call(repeat: int = 7, number: int = 20000) -> List[tuple]:
         "x + y": lambda: x + w,
         "F.linear(x, w, b)": lambda: F.linear(x, w, b),
         "F.conv2d(x, w, None, 1, 1)": lambda: F.conv2d(img, k, None, 1, 1),
+        "F.conv2d, tuples (as nn.Conv2d)": lambda: F.conv2d(img, k, None, conv.stride, conv.padding, conv.dilation, 1),
+        "F.batch_norm, eval, 2 floats": lambda: F.batch_norm(img, rm, rv, None, None, False, 0.1, 1e-5),
         "x.view(64)": lambda: x.view(64),
         "x.sum(dim=1, keepdim=True)": lambda: x.sum(dim=1, keepdim=True),
         "x @ w (w requires grad)": lambda: x @ wg,
@@ -317,7 +338,10 @@ def main() -> None:
                         "within it is not started, and the table covers those that ran")
     parser.add_argument("--calls", action="store_true", help="only the per-call table")
     parser.add_argument("--no-calls", action="store_true", help="leave out the per-call table")
+    parser.add_argument("--nsys", metavar="NSYS", help="run each process under this nsys binary (`nsys profile -t "
+                        "cuda,nvtx`, capture limited to the timed blocks, report discarded): a live NVTX domain")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--nsys-range", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.steps = args.steps or (2 if args.smoke else 10)
     args.blocks = args.blocks or (2 if args.smoke else 5)
@@ -336,6 +360,8 @@ def main() -> None:
           f"python {sys.version.split()[0]}")
     if not cuda:
         print("no CUDA: emit_nvtx is left out of the emit_nvtx and pyprof+emit modes")
+    if args.nsys:
+        print(f"every process under nsys: {args.nsys} profile {' '.join(NSYS_OPTIONS)} (report discarded)")
     print(f"{args.repeats} processes per mode, interleaved; per process {args.warmup} warm-up steps, then the median of "
           f"{args.blocks} blocks of {args.steps} steps; table: median over processes, ms per step", flush=True)
     modes = args.modes.split(",")
@@ -360,8 +386,14 @@ def main() -> None:
             if args.smoke:
                 cmd.append("--smoke")
             try:
-                done = subprocess.run(cmd, capture_output=True, text=True, timeout=min(args.timeout, left), env=env)
-                res = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
+                with tempfile.TemporaryDirectory() as tmp:
+                    if args.nsys:
+                        cmd = [args.nsys, "profile", *NSYS_OPTIONS, "-o", os.path.join(tmp, "run"), *cmd,
+                               "--nsys-range"]
+                    done = subprocess.run(cmd, capture_output=True, text=True, timeout=min(args.timeout, left), env=env)
+                # The child's result is its last JSON line (nsys writes lines of its own after it).
+                res = json.loads([ln for ln in done.stdout.splitlines() if ln.startswith("{")][-1]) \
+                    if done.returncode == 0 else None
             except (subprocess.TimeoutExpired, ValueError, IndexError):
                 done, res = None, None
             took.setdefault(mode, []).append(time.monotonic() - t0)

@@ -537,6 +537,24 @@ def test_overhead_benchmark_smoke():
     assert "nn.Linear(8, 8)(x)" in out
 
 
+def test_overhead_benchmark_runs_each_process_under_the_given_nsys(tmp_path):
+    # A stand-in for nsys: logs its options, runs the command after them, then prints a line of
+    # its own after the child's result, as nsys does.
+    fake, log = tmp_path / "nsys", tmp_path / "log"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {log}\nshift; while [ "$1" != "{sys.executable}" ]; do shift; done\n'
+                    '"$@"; rc=$?\necho "Generated: report.nsys-rep"\nexit $rc\n')
+    fake.chmod(0o755)
+    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "overhead.py"), "--smoke", "--models", "lenet",
+           "--modes", "plain,pyprof", "--steps", "1", "--blocks", "1", "--repeats", "1", "--warmup", "1",
+           "--no-calls", "--nsys", str(fake)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=300).stdout
+    calls = log.read_text().splitlines()
+    assert len(calls) == 2 and all(c.startswith("profile -t cuda,nvtx ") and c.endswith(" --nsys-range") for c in calls)
+    assert f"every process under nsys: {fake} profile -t cuda,nvtx" in out
+    rows = [line.split() for line in out.splitlines() if line.startswith("lenet")]
+    assert len(rows) == 2 and all(float(v) > 0 for row in rows for v in row[1:]) and rows[1][1] == "1.00"
+
+
 def test_restore_keeps_a_later_patch_by_someone_else():
     pyprof.init()
     ours = torch.sigmoid

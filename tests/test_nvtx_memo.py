@@ -55,6 +55,32 @@ def test_equal_but_differently_typed_arguments_get_their_own_markers(on) -> None
     assert args == [1, True, 1.0, {"float": "nan"}, 1]
 
 
+def test_equal_floats_written_differently_and_nan_get_their_own_markers(on) -> None:
+    x = torch.ones(3)
+    values = (0.0, -0.0, 0.0, float("nan"), float("inf"), float("-inf"), 0.1, 0.1 + 2e-17, 1e308 * 10, -0.0)
+    with recording() as rec:
+        for v in values:
+            torch.add(x, v)
+            torch.full((2,), fill_value=v)
+    texts = [r.text for r in rec.ranges]
+    assert [t.split('"float32"},')[1].split("]")[0] for t in texts[0::2]] == [
+        "0.0", "-0.0", "0.0", '{"float":"nan"}', '{"float":"inf"}', '{"float":"-inf"}', "0.1",
+        "0.10000000000000002", '{"float":"inf"}', "-0.0"]
+    assert [t.split('"fill_value":')[1].split(',"site"')[0][:-1] for t in texts[1::2]] == [
+        "0.0", "-0.0", "0.0", '{"float":"nan"}', '{"float":"inf"}', '{"float":"-inf"}', "0.1",
+        "0.10000000000000002", '{"float":"inf"}', "-0.0"]
+
+
+def test_tuple_arguments_built_afresh_each_call_get_their_own_markers(on) -> None:
+    x = torch.ones(6)
+    shapes = [(3, 2), (2, 3), (3, 2), (6, 1), (1, 6)]
+    with recording() as rec:
+        for shape in shapes:
+            x.view(tuple([int(v) for v in shape]))  # a new tuple object each time, ids may repeat
+            x.view(shape)
+    assert [r.marker["args"][1] for r in rec.ranges] == [list(s) for s in shapes for _ in (0, 1)]
+
+
 def test_equal_but_differently_typed_keyword_arguments_get_their_own_markers(on) -> None:
     x = torch.ones(3)
     with recording() as rec:

@@ -33,7 +33,7 @@ _misc_text: dict = {}    # dtype/device/memory_format value -> text
 _key_text: dict = {}     # kwarg name -> '"name":'
 # id(tuple) -> (tuple, text) for tuples of immutable scalars: stride/padding tuples stored on
 # modules and tuple constants in code come back as the same object call after call.
-_tuple_text: dict = {}
+tuple_texts: dict = {}
 _SCALARS = frozenset({int, float, bool, str, type(None)})
 
 
@@ -117,7 +117,7 @@ def _seq(v: Sequence[Any], level: int) -> str:
     if level >= MAX_DEPTH:
         return '{"type":"list"}'
     if type(v) is tuple:
-        hit = _tuple_text.get(id(v))
+        hit = tuple_texts.get(id(v))
         if hit is not None and hit[0] is v:
             return hit[1]
     n = len(v)
@@ -127,7 +127,7 @@ def _seq(v: Sequence[Any], level: int) -> str:
         s = "[" + ",".join([encode(e, level + 1) for e in v[:MAX_LIST]]) + ',{"more":' + str(n - MAX_LIST) + "}]"
     if type(v) is tuple and all(type(e) in _SCALARS for e in v):
         # Holding the tuple keeps its id from being reused while the entry lives.
-        _store(_tuple_text, id(v), (v, s))
+        _store(tuple_texts, id(v), (v, s))
     return s
 
 
@@ -291,16 +291,21 @@ def autocast_json() -> str:
     The arguments of a call under autocast are the Python-level fp32 tensors; the matrix kernels
     run in this dtype, and prof needs to know that to count their bytes and pick their peak.
     """
-    if not any_autocast():
+    return autocast_region() if any_autocast() else ""
+
+
+def autocast_region() -> str:
+    """autocast_json() once any_autocast() said True (the hot path asks that first, in one C call)."""
+    if _is_autocast("cuda"):
+        dtype = _autocast_dtype("cuda")
+    elif _is_autocast("cpu"):
+        dtype = _autocast_dtype("cpu")
+    else:
         return ""
-    for device in ("cuda", "cpu"):
-        if _is_autocast(device):
-            dtype = _autocast_dtype(device)
-            s = _autocast_text.get(dtype)
-            if s is None:
-                s = _autocast_text[dtype] = ',"autocast":' + _dtype_json(dtype)
-            return s
-    return ""
+    s = _autocast_text.get(dtype)
+    if s is None:
+        s = _autocast_text[dtype] = ',"autocast":' + _dtype_json(dtype)
+    return s
 
 
 # Hyperparameters that change how much work a step does (prof's optimizer formulas read them).
