@@ -202,7 +202,8 @@ def race(path: Path, out: Path, jobs: int, times: float, margin: float, until: f
     for old in [par_out, one_out, *out.parent.glob(".one.dict.*.partial")]:
         old.unlink(missing_ok=True)
     t0 = time.perf_counter()
-    par = subprocess.Popen([sys.executable, "-c", _PEAK, sys.executable, "-m", "pyprof.parse", "-q", "-j", str(jobs),
+    # -v: its summary and where its time went (each window's start, first record, end) on stderr.
+    par = subprocess.Popen([sys.executable, "-c", _PEAK, sys.executable, "-m", "pyprof.parse", "-v", "-j", str(jobs),
                             str(path), "-o", str(par_out)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     def start_one() -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-m", "pyprof.parse", "-q", "-j", "1", str(path), "-o", str(one_out)],

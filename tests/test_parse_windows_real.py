@@ -6,13 +6,20 @@ from pathlib import Path
 
 import pytest
 
-from pyprof.parse import parallel, parse
+from pyprof.parse import parallel, parse, zones
 from pyprof.parse.export import Export
 from pyprof.parse.window import Window
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPORTS = sorted([*ROOT.glob("examples/*.sqlite"), *ROOT.glob("examples/*.sqlite.xz"),
                   *ROOT.glob("tests/data/**/*.sqlite"), *ROOT.glob("tests/data/**/*.sqlite.xz")])
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch):
+    """Blocks of a few rows (zones.py), so that windows of these small exports read only their
+    rowid spans of each table, as windows of a large one do."""
+    monkeypatch.setattr(zones, "BLOCK", 4)
 
 
 def sqlite(path: Path, tmp_path: Path) -> str:

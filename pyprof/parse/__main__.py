@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--merge", action="store_true", help="the inputs are record files whose records carry "
                                                         "rank (per-node parses): write them as one, in rank order")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary or notes on stderr")
+    p.add_argument("-v", "--verbose", action="store_true", help="with several workers, also where the time went "
+                                                               "(each part's start, first record, end and CPU "
+                                                               "seconds) on stderr, even with -q")
     return p
 
 
@@ -127,6 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             extra += ", " + parallel.note_ranks(stats)
         if stats.windows > stats.exports:
             extra += f", {stats.windows} windows ({stats.reparsed} parsed again)"
+        if args.verbose:
+            print(parallel.note_times(stats), file=sys.stderr)
     if not args.quiet:
         print(_summary(stats, args.memcpy, extra), file=sys.stderr)
     return 0

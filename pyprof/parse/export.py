@@ -199,6 +199,10 @@ class Export:
             self._once[read] = read(self)
         return self._once[read]
 
+    def know(self, read: Callable[["Export"], T], value: T) -> None:
+        """Make once(read) return `value`: what was read elsewhere from the same export."""
+        self._once[read] = value
+
     def rows(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         """Execute one query and return its cursor: an iterator of plain tuples that SQLite steps
         lazily, so the result is never held whole. Close it when done.

@@ -21,13 +21,14 @@ import shutil
 import stat
 import sys
 import tempfile
+import time
 from bisect import bisect_left, bisect_right
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from typing import Iterable, Iterator, TextIO
 
 from pyprof.errors import EXIT_NO_INPUT, EXIT_USAGE, PyprofError, cannot_write
-from pyprof.parse import queries
+from pyprof.parse import queries, zones
 from pyprof.parse.attribute import FWD_OPS_PER_PROCESS, SCHEMA_VERSION, Stats, lines
 from pyprof.parse.compiled import CompiledStats, Tail, joined_lines
 from pyprof.parse.export import KERNEL, RUNTIME, Export, check_export
@@ -47,6 +48,7 @@ MIN_WINDOW = 250_000
 SAMPLES = 20_000
 SLACK = 1 / 64
 _HEAD = f'{{"v":{SCHEMA_VERSION},'
+PROG = "pyprof.parse"
 
 
 @dataclass
@@ -78,15 +80,19 @@ class Done:
     error: tuple[str, int] | None = None
     captured: dict[int, str] | None = None
     tail: Tail | None = None
+    times: tuple[float, float, float, float] | None = None  # began, first record, ended (epoch s), CPU s
 
 
 def _work(part: Part) -> Done:
     """Parse one part (in a worker process)."""
     stats = Stats()
     rank = part.rank
+    began, cpu = time.time(), time.process_time()
     try:
         with sqlite_path(part.path, True) as db, Export(db) as exp:
             check_export(exp, part.memcpy)
+            if part.window is not None and part.window.zones is not None:
+                queries.know_domain_events(exp, part.window.zones.domains)
             if part.ranked and rank is None:
                 rank = resolve(from_trace(exp), part.path, part.position)
             # Each nsys session counts time from its own start: ranks share a clock once their
@@ -95,7 +101,11 @@ def _work(part: Part) -> Done:
             # Each part joins its compiled-graph kernels to the export's table (docs/compiled.md).
             part_lines = functools.partial(lines, window=part.window, clock=clock)
             with open(part.out, "w", encoding="utf-8") as out, \
-                    contextlib.closing(joined_lines(exp, stats, part.memcpy, part_lines, part.window)) as recs:
+                    contextlib.closing(joined_lines(exp, stats, part.memcpy, part_lines, part.window)) as joined:
+                # The first record comes when SQLite has joined and sorted: the part's setup.
+                head = next(joined, None)
+                first = time.time()
+                recs = itertools.chain(() if head is None else (head,), joined)
                 if part.ranked:
                     prefix, cut = f'{_HEAD}"rank":{rank.rank},', len(_HEAD)
                     out.writelines(prefix + line[cut:] + "\n" for line in recs)
@@ -105,11 +115,12 @@ def _work(part: Part) -> Done:
         return Done(part.index, rank, stats, None, (str(err), err.status))
     if part.window is not None and part.window.start is not None:
         stats.compiled.graphs = 0  # the export's first window counts them
+    times = (began, first, time.time(), time.process_time() - cpu)
     if part.window is None:
-        return Done(part.index, rank, stats, None)
+        return Done(part.index, rank, stats, None, times=times)
     report = part.window.report
     return Done(part.index, rank, stats, report if part.window.seed is None else None,
-                captured=report.captured, tail=report.tail)
+                captured=report.captured, tail=report.tail, times=times)
 
 
 def session_start(exp: Export) -> int:
@@ -309,6 +320,12 @@ class Result(Stats):
         self.reparsed = 0
         self.ranks: list[Rank] = []
         self.compiled = CompiledStats()
+        # For -v: when run() began (epoch s), how long the surveys took, each run of a part
+        # (index, parsed again, Done.times), when the last part was written.
+        self.began = time.time()
+        self.surveyed = 0.0
+        self.runs: list[tuple[int, bool, tuple[float, float, float, float]]] = []
+        self.written = 0.0
 
 
 class _Stream:
@@ -338,6 +355,14 @@ class _Stream:
     def run(self, progress: Progress) -> None:
         """Parse every part and write them all in order."""
         self.order = _order(self.groups) if all(g[0].rank is not None for g in self.groups if g[0].ranked) else None
+        surveyed = time.time()
+        for group in self.groups:
+            if group[0].window is not None:
+                # What each window would read from the whole export, read once, in slices.
+                found = zones.survey(self.ex, group[0].path, len(group))
+                for part in group:
+                    part.window.zones = found
+        self.result.surveyed = time.time() - surveyed
         for p in [p for g in (self.order or self.groups) for p in g]:
             self.running[self.ex.submit(_work, p)] = p
         while self.running:
@@ -345,6 +370,8 @@ class _Stream:
             for fut in finished:
                 part = self.running.pop(fut)
                 d = fut.result()
+                if d.times is not None:
+                    self.result.runs.append((d.index, part.window is not None and part.window.seed is not None, d.times))
                 if part.window is not None and part.window.seed is not None:
                     self.exact[d.index] = d
                     continue
@@ -359,6 +386,7 @@ class _Stream:
             if self.order is not None:
                 self._write_ready()
         progress.finish()
+        self.result.written = time.time()
         self.result.ranks = [g[0].rank for g in self.order] if self.groups[0][0].ranked else []
 
     def _write_ready(self) -> None:
@@ -402,7 +430,7 @@ class _Stream:
             return True
         if not stale(self.seed, first.report):
             return False
-        again = replace(part, window=Window(part.window.start, part.window.end, self.seed))
+        again = replace(part, window=Window(part.window.start, part.window.end, self.seed, part.window.zones))
         self.running[self.ex.submit(_work, again)] = again
         self.again.add(part.index)
         self.result.reparsed += 1
@@ -460,6 +488,19 @@ def default_jobs() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
+
+
+def note_times(result: Result) -> str:
+    """Where the wall time went, for -v: the surveys, then per run of a part, seconds since
+    run() began when it started, got its first record (SQLite's join and sort done) and ended,
+    and its CPU seconds; last, when the last part was written."""
+    out = [f"{PROG}: survey of the windowed exports {result.surveyed:.2f} s"]
+    for index, again, (began, first, ended, cpu) in sorted(result.runs, key=lambda r: (r[0], r[1])):
+        out.append(f"{PROG}: part {index}{' again' if again else ''}: started {began - result.began:.2f} s, "
+                   f"first record {first - result.began:.2f} s, ended {ended - result.began:.2f} s, "
+                   f"CPU {cpu:.2f} s")
+    out.append(f"{PROG}: all parts written at {result.written - result.began:.2f} s")
+    return "\n".join(out)
 
 
 def note_ranks(result: Result) -> str:

@@ -10,7 +10,7 @@ files, so Python never holds more than a batch of rows.
 from __future__ import annotations
 
 import functools
-from typing import Sequence
+from typing import Any, Sequence
 
 from pyprof.parse.export import (CUDA_DEVICE, GPU, GRAPH_NODES, KERNEL, MEMCPY, MEMCPY_ENUM, MEMSET, NVTX, RUNTIME,
                                   SESSION_START, STRINGS, Export)
@@ -166,7 +166,7 @@ def string_sql(exp: Export) -> str | None:
 
 
 def nvtx_sql(exp: Export, fields: Sequence[str] = NVTX_FIELDS, where: str = "",
-             params: tuple[int, ...] = ()) -> tuple[str, tuple[int, ...]] | None:
+             params: tuple[int, ...] = (), threads: Sequence[int] | None = None) -> tuple[str, tuple[int, ...]] | None:
     """NVTX ranges as rows of `fields` (of NVTX_FIELDS), by start, outer first, with the parameters to bind.
 
     At equal starts the longer range comes first (an open range, end NULL, is longest), so a
@@ -174,7 +174,8 @@ def nvtx_sql(exp: Export, fields: Sequence[str] = NVTX_FIELDS, where: str = "",
     call are left out: they can enclose no launch (data-loader threads push ranges by the
     thousand), and a thread that never calls CUDA runs no forward op whose backward does.
     Start/end ranges are all kept: they span threads. `where`/`params`: window.py's conditions,
-    tested first (they are the cheapest and drop the most rows).
+    tested first (they are the cheapest and drop the most rows); `threads`: the globalTids of
+    the runtime calls when known (zones.py), bound instead of read from the runtime table again.
     """
     if not exp.has(NVTX, "start", "end", "eventType"):
         return None
@@ -184,39 +185,63 @@ def nvtx_sql(exp: Export, fields: Sequence[str] = NVTX_FIELDS, where: str = "",
     cond = f"{where + ' AND ' if where else ''}n.eventType IN ({', '.join('?' * len(RANGE_TYPES))})"
     params += RANGE_TYPES
     if exp.has(NVTX, "globalTid") and exp.has(RUNTIME, "globalTid"):
-        cond += f" AND (n.eventType IN (?, ?) OR n.globalTid IN (SELECT globalTid FROM {RUNTIME}))"
-        params += (START_END, START_END_T)
+        callers = f"SELECT globalTid FROM {RUNTIME}" if threads is None else ", ".join("?" * len(threads))
+        cond += f" AND (n.eventType IN (?, ?) OR n.globalTid IN ({callers}))"
+        params += (START_END, START_END_T, *(threads or ()))
     # Ranges equal in start and end go by row: a total order whatever the query plan.
     return (f"SELECT {_select(fields, exprs)} FROM {NVTX} n{joins} WHERE {cond} "
             "ORDER BY n.start, n.end IS NULL DESC, n.end DESC, n.rowid", params)
 
 
-def _domain_events(exp: Export) -> tuple[dict[tuple[int, int], str], list[tuple[int, int, str]]]:
+def domain_rows(exp: Export, rowids: tuple[int, int] | None = None) -> list[tuple]:
+    """The NVTX rows domain_events reads (of those with rowid in `rowids`, inclusive, when given),
+    as (eventType, globalTid, domainId, text, rowid, start) for domain_events_of. Call inside
+    exp.errors()."""
     if not exp.has(NVTX, "eventType", "domainId", "globalTid"):
-        return {}, []
+        return []
     text, joins = _text(exp)
-    marks = exp.has(NVTX, "start")
-    kinds = (DOMAIN_CREATE, MARK) if marks else (DOMAIN_CREATE,)
-    rows = exp.rows(f"SELECT n.eventType, n.globalTid, n.domainId, {text}, n.rowid FROM {NVTX} n{joins} "
-                    f"WHERE n.eventType IN ({', '.join('?' * len(kinds))})"
-                    f"{' ORDER BY n.start, n.rowid' if marks else ''}", kinds)
-    created, out = [], []
-    for kind, gtid, dom, value, row in rows:
+    kinds = (DOMAIN_CREATE, MARK) if exp.has(NVTX, "start") else (DOMAIN_CREATE,)
+    where = " AND n.rowid BETWEEN ? AND ?" if rowids else ""
+    return exp.rows(f"SELECT n.eventType, n.globalTid, n.domainId, {text}, n.rowid, {exp.col(NVTX, 'n', 'start')} "
+                    f"FROM {NVTX} n{joins} WHERE n.eventType IN ({', '.join('?' * len(kinds))}){where}",
+                    kinds + (rowids or ())).fetchall()
+
+
+def _sqlite_order(value: Any) -> tuple:
+    # SQLite's ORDER BY across storage classes: NULL, numbers, text, blobs.
+    rank = 0 if value is None else 1 if isinstance(value, (int, float)) else 2 if isinstance(value, str) else 3
+    return (rank, value if rank else 0)
+
+
+def domain_events_of(rows: Sequence[tuple]) -> tuple[dict[tuple[int, int], str], list[tuple[int, int, str]]]:
+    """domain_events' result from its rows (domain_rows, of the whole table or of slices of it)."""
+    created, marks = [], []
+    for kind, gtid, dom, value, row, start in rows:
         if kind == MARK:
-            out.append((gtid, dom, value))
+            marks.append((_sqlite_order(start), row, (gtid, dom, value)))
         elif gtid is not None and dom is not None and value is not None:
             created.append((row, gtid & PID_MASK_SQL, dom, value))
+    marks.sort(key=lambda m: m[:2])
     # A domain created twice keeps its last name, in the table's order.
-    return {(pid, dom): name for _, pid, dom, name in sorted(created)}, out
+    return {(pid, dom): name for _, pid, dom, name in sorted(created)}, [m for _, _, m in marks]
+
+
+def _domain_events(exp: Export) -> tuple[dict[tuple[int, int], str], list[tuple[int, int, str]]]:
+    return domain_events_of(domain_rows(exp))
 
 
 def domain_events(exp: Export) -> tuple[dict[tuple[int, int], str], list[tuple[int, int, str]]]:
     """NVTX domain names by (globalPid, domainId), and the marks as (globalTid, domainId, text)
     in time order (none when the export lacks the columns). Both come from one scan of the NVTX
     table, the export's largest, made once per Export: the range sweep needs the names and the
-    compiled-graph join both (each window's worker scans the whole table for them). Call inside
+    compiled-graph join both. A window's worker is handed them (know_domain_events). Call inside
     exp.errors()."""
     return exp.once(_domain_events)
+
+
+def know_domain_events(exp: Export, events: tuple[dict[tuple[int, int], str], list[tuple[int, int, str]]]) -> None:
+    """Hand `exp` what domain_events would read (found once for all windows: zones.py)."""
+    exp.know(_domain_events, events)
 
 
 def _text(exp: Export) -> tuple[str, str]:

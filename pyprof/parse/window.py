@@ -26,6 +26,7 @@ from typing import Any
 
 from pyprof.parse.compiled import Tail
 from pyprof.parse.export import RUNTIME, Export
+from pyprof.parse.zones import Zones, rowid_terms
 
 # A range open across a boundary: (scope id: globalTid for push/pop, globalPid for start/end
 # ranges, is push/pop, start, end, domain name, text). Stable across processes, unlike id().
@@ -81,12 +82,15 @@ class Report:
 
 class Window:
     """Activities with sort key in [start, end) (None: unbounded), parsed with `seed` (None:
-    speculatively, filling `report`)."""
+    speculatively, filling `report`), reading only the rows `zones` says can be its own (None:
+    every row is tested)."""
 
-    def __init__(self, start: int | None, end: int | None, seed: Seed | None = None) -> None:
+    def __init__(self, start: int | None, end: int | None, seed: Seed | None = None,
+                 zones: Zones | None = None) -> None:
         self.start = start
         self.end = end
         self.seed = seed
+        self.zones = zones
         self.report = Report()
 
     @property
@@ -118,37 +122,46 @@ class Window:
         key, key_params = self._bounds("coalesce(r.start, x.start)" if joined else "x.start")
         if not (joined and exp.has(RUNTIME, "globalTid") and exp.has(table, "globalPid")):
             return "", key, key_params
+        zones = self.zones or Zones()
         launched, lp = self._bounds("start")
         own, op = self._bounds("start")
+        near, np_ = rowid_terms(RUNTIME, zones.by_start(RUNTIME, self.start, self.end))
         calls = exp.rows(f"SELECT globalTid & {_PID_MASK_SQL}, min(correlationId), max(correlationId) FROM {RUNTIME} "
-                         f"WHERE {launched} GROUP BY 1", lp).fetchall()
+                         f"WHERE {launched} AND {near} GROUP BY 1", lp + np_).fetchall()
+        near, np_ = rowid_terms(table, zones.by_start(table, self.start, self.end))
         started = exp.rows(f"SELECT globalPid, min(correlationId), max(correlationId) FROM {table} "
-                           f"WHERE {own} GROUP BY 1", op).fetchall()
+                           f"WHERE {own} AND {near} GROUP BY 1", op + np_).fetchall()
+        calls = [(pid, lo, hi) for pid, lo, hi in calls if pid is not None and lo is not None]
+        started = [(pid, lo, hi) for pid, lo, hi in started if pid is not None and lo is not None]
         x_terms, x_params, r_terms, r_params = [], [], [], []
         for pid, lo, hi in calls + started:
-            if pid is None or lo is None:
-                continue
             r_terms.append(f"((r.globalTid & {_PID_MASK_SQL}) = ? AND r.correlationId BETWEEN ? AND ?)")
             r_params += [pid, lo, hi]
         for pid, lo, hi in calls:
-            if pid is not None and lo is not None:
-                x_terms.append("(x.globalPid = ? AND x.correlationId BETWEEN ? AND ?)")
-                x_params += [pid, lo, hi]
+            x_terms.append("(x.globalPid = ? AND x.correlationId BETWEEN ? AND ?)")
+            x_params += [pid, lo, hi]
         own_x, own_params = self._bounds("x.start")
         x_terms.append(f"({own_x})")
         x_params += own_params
-        on = f" AND ({' OR '.join(r_terms) or '0'})"
-        where = f"({' OR '.join(x_terms)}) AND {key}"
-        return on, where, tuple(r_params) + tuple(x_params) + key_params
+        # The launch calls and activities those terms can match, as rowid spans (zones.py).
+        if not all(type(v) is int for _, lo, hi in calls + started for v in (lo, hi)):
+            zones = Zones()  # an id that is no integer: SQLite's order, not Python's
+        r_near, r_np = rowid_terms("r", zones.by_correlation(RUNTIME, [(lo, hi) for _, lo, hi in calls + started]))
+        x_near, x_np = rowid_terms("x", zones.by_correlation(table, [(lo, hi) for _, lo, hi in calls],
+                                                              self.start, self.end, started=True))
+        on = f" AND ({' OR '.join(r_terms) or '0'}) AND {r_near}"
+        where = f"({' OR '.join(x_terms)}) AND {key} AND {x_near}"
+        return on, where, tuple(r_params) + r_np + tuple(x_params) + key_params + x_np
 
     def captured_clause(self) -> tuple[str, tuple[int, ...]]:
         """(WHERE terms, parameters) for the captured graph nodes created in this window
         (queries.captured_sql: their sort key is their creation time)."""
         return self._bounds("n.start")
 
-    def nvtx_clause(self) -> tuple[str, tuple[int, ...]]:
-        """(WHERE terms, parameters) for the ranges this window reads: started inside it or
-        earlier, and not ended before its start (ended ones were an earlier window's)."""
+    def nvtx_clause(self) -> tuple[str, tuple[int, ...], tuple[int, ...] | None]:
+        """(WHERE terms, parameters, the runtime calls' threads or None) for queries.nvtx_sql:
+        the ranges this window reads: started inside it or earlier, and not ended before its
+        start (ended ones were an earlier window's)."""
         terms, params = [], []
         if self.end is not None:
             terms.append("n.start < ?")
@@ -156,7 +169,11 @@ class Window:
         if self.start is not None:
             terms.append("(n.start >= ? OR n.end >= ? OR n.end IS NULL)")
             params += [self.start, self.start]
-        return " AND ".join(terms) or "1", tuple(params)
+        zones = self.zones or Zones()
+        near, near_params = rowid_terms("n", zones.nvtx(self.start, self.end))
+        if near != "1":
+            terms.append(near)
+        return " AND ".join(terms) or "1", tuple(params) + near_params, zones.threads
 
 
 def compose(seed: Seed, report: Report, cap: int) -> Seed:
