@@ -109,6 +109,20 @@ def _ops(tables: list[str]):
     return op()
 
 
+# The mutations that bind nothing: one statement each, filled in by apply().
+STATEMENTS = {
+    "swap": 'UPDATE "{t}" SET start = "end", "end" = start WHERE {where}',
+    "negate": 'UPDATE "{t}" SET "{col}" = -"{col}" WHERE {where}',
+    "dup_rows": 'INSERT INTO "{t}" SELECT * FROM "{t}" WHERE {where}',
+    "delete": 'DELETE FROM "{t}" WHERE {where}',
+    "drop_table": 'DROP TABLE "{t}"',
+    "rename_table": 'ALTER TABLE "{t}" RENAME TO "{t}_{n3}"',
+    "drop_column": 'ALTER TABLE "{t}" DROP COLUMN "{col}"',
+    "rename_column": 'ALTER TABLE "{t}" RENAME COLUMN "{col}" TO "{col}{n2}X"',
+    "unclose": 'UPDATE {nvtx} SET "end" = NULL WHERE {where}',
+}
+
+
 def apply(db: sqlite3.Connection, ops: list, has: set) -> None:
     """Apply mutations; ones the schema refuses (a column already dropped) are skipped."""
     for kind, t, col, where, value, n in ops:
@@ -117,10 +131,8 @@ def apply(db: sqlite3.Connection, ops: list, has: set) -> None:
             if kind == "set":
                 ph, v = _bind(value)
                 db.execute(f'UPDATE "{t}" SET "{col}" = {ph} WHERE {where}', (v,))
-            elif kind == "swap":
-                db.execute(f'UPDATE "{t}" SET start = "end", "end" = start WHERE {where}')
-            elif kind == "negate":
-                db.execute(f'UPDATE "{t}" SET "{col}" = -"{col}" WHERE {where}')
+            elif kind in STATEMENTS:
+                db.execute(STATEMENTS[kind].format(t=t, col=col, where=where, nvtx=NVTX, n3=n % 3, n2=n % 2 or ""))
             elif kind == "shift":
                 db.execute(f'UPDATE "{t}" SET start = start + ?, "end" = "end" + ? WHERE {where}',
                            (2**62 - n, 2**62 - n if n % 3 else -n))
@@ -129,22 +141,8 @@ def apply(db: sqlite3.Connection, ops: list, has: set) -> None:
                            f'LIMIT 1 OFFSET ?) WHERE {where}', (n % 50,))
             elif kind == "dangle":
                 db.execute(f'UPDATE "{t}" SET correlationId = correlationId + ? WHERE {where}', (10**9 + n,))
-            elif kind == "dup_rows":
-                db.execute(f'INSERT INTO "{t}" SELECT * FROM "{t}" WHERE {where}')
-            elif kind == "delete":
-                db.execute(f'DELETE FROM "{t}" WHERE {where}')
-            elif kind == "drop_table":
-                db.execute(f'DROP TABLE "{t}"')
-            elif kind == "rename_table":
-                db.execute(f'ALTER TABLE "{t}" RENAME TO "{t}_{n % 3}"')
-            elif kind == "drop_column":
-                db.execute(f'ALTER TABLE "{t}" DROP COLUMN "{col}"')
-            elif kind == "rename_column":
-                db.execute(f'ALTER TABLE "{t}" RENAME COLUMN "{col}" TO "{col}{n % 2 or ""}X"')
             elif kind == "ranges":
                 _ranges(db, value, n)
-            elif kind == "unclose":
-                db.execute(f'UPDATE {NVTX} SET "end" = NULL WHERE {where}')
         except sqlite3.Error:
             pass
 
