@@ -49,6 +49,12 @@ def torch_text(name: str, seq: int | None = None, op_id: int | None = None,
     return s
 
 
+def seq_payload(seq: int, gap: int = 0) -> int:
+    """The int64 payload of a pyprof op range (docs/markers.md): the autograd sequence number at
+    the call, and the nodes created since the previous payload op call returned, above bit 40."""
+    return (gap << 40) | seq
+
+
 def marker(kind: str, **fields: Any) -> str:
     """A pyprof marker message as docs/markers.md defines it."""
     return json.dumps({"v": 1, "kind": kind, **fields}, separators=(",", ":"), allow_nan=False)
@@ -77,12 +83,14 @@ class SynthExport:
     Flags select schema variants: `text_id` (NVTX_EVENTS has textId; without it registered
     strings are written inline), `mangled_name`, `end_global_tid`, `graph_node_id` (optional
     columns), `target_info` (TARGET_INFO_GPU and TARGET_INFO_CUDA_DEVICE), `cuda_device_map`,
-    `version` (META_DATA_EXPORT; None: no such table).
+    `version` (META_DATA_EXPORT; None: no such table), `int64_value` (NVTX_EVENTS has the
+    int64Value payload column).
     """
 
     def __init__(self, path: str, *, text_id: bool = True, mangled_name: bool = True, end_global_tid: bool = True,
                  graph_node_id: bool = True, target_info: bool = True, cuda_device_map: bool = True,
-                 version: str | None = "2025.3.1.90", gpus: Sequence[dict[str, Any]] = (H100,)) -> None:
+                 version: str | None = "2025.3.1.90", gpus: Sequence[dict[str, Any]] = (H100,),
+                 int64_value: bool = True) -> None:
         if os.path.exists(path):
             os.unlink(path)
         self.path = path
@@ -93,7 +101,7 @@ class SynthExport:
         self.kernel_cols = [c for c in _KERNEL_COLS if (mangled_name or c != "mangledName")
                             and (graph_node_id or c != "graphNodeId")]
         self.nvtx_cols = [c for c in _NVTX_COLS if (text_id or c != "textId")
-                          and (end_global_tid or c != "endGlobalTid")]
+                          and (end_global_tid or c != "endGlobalTid") and (int64_value or c != "int64Value")]
         self.strings: dict[str, int] = {}
         self.rows: dict[str, list[tuple]] = {}
         self.created: set[str] = set()
@@ -135,20 +143,21 @@ class SynthExport:
         return dom
 
     def event(self, etype: int, thread: int, start: int, end: int | None, text: str | None, *, domain: int = 0,
-              registered: bool = False, end_thread: int | None = None) -> None:
-        """One NVTX_EVENTS row; `registered` puts the text in StringIds (textId) instead of `text`."""
+              registered: bool = False, end_thread: int | None = None, payload: int | None = None) -> None:
+        """One NVTX_EVENTS row; `registered` puts the text in StringIds (textId) instead of `text`;
+        `payload`: its int64Value."""
         text_id = None
         if registered and self.text_id and text is not None:
             text_id, text = self.string(text), None
         values = {"start": start, "end": end, "eventType": etype, "text": text, "globalTid": thread,
                   "endGlobalTid": end_thread if end_thread is not None else (thread if end is not None else None),
-                  "textId": text_id, "domainId": domain}
+                  "textId": text_id, "domainId": domain, "int64Value": payload}
         self._add("NVTX_EVENTS", self.nvtx_cols, tuple(values.get(c) for c in self.nvtx_cols))
 
     def push(self, thread: int, start: int, end: int | None, text: str | None, *, domain: int = 0,
-             registered: bool = False) -> None:
+             registered: bool = False, payload: int | None = None) -> None:
         """A push/pop range (eventType 59)."""
-        self.event(PUSH_POP, thread, start, end, text, domain=domain, registered=registered)
+        self.event(PUSH_POP, thread, start, end, text, domain=domain, registered=registered, payload=payload)
 
     def start_end(self, thread: int, start: int, end: int | None, text: str, *, end_thread: int | None = None,
                   domain: int = 0, registered: bool = False) -> None:
@@ -411,6 +420,54 @@ def workload(path: str, kernels: int, processes: int = 2, seed: int = 0) -> str:
 # Per table: the columns shifted in time, and whether its correlation ids are shifted too.
 _REPEATED = {"CUPTI_ACTIVITY_KIND_KERNEL": True, "CUPTI_ACTIVITY_KIND_RUNTIME": True,
              "CUPTI_ACTIVITY_KIND_MEMCPY": True, "CUPTI_ACTIVITY_KIND_MEMSET": True, "NVTX_EVENTS": False}
+
+
+def payload_steps(path: str, steps: int = 6) -> str:
+    """Training steps attributed through op ranges' sequence payloads and node ranges alone
+    (docs/markers.md), for cutting into windows: per step, on the main thread, linear ops (two
+    nodes each; every third step with an emit_nvtx aten range of its second node), a gap node,
+    cross_entropy (two nodes), then `Tensor.backward` (not on odd steps: the loss's span stays
+    pending while its nodes run); a helper thread of the same process runs one payload op with
+    sequence numbers of its own. Backward on the autograd thread: node ranges in reverse order,
+    a launch between nodes outside any range, AccumulateGrad."""
+    syn = SynthExport(path)
+    main, grad, helper = syn.thread(5, 5), syn.thread(5, 6), syn.thread(5, 7)
+    dom = syn.domain(main, "pyprof", registered=True)
+    lin = marker("op", mod="torch.nn.functional", op="linear", args=[], site="m.py:1")
+    xent = marker("op", mod="torch.nn.functional", op="cross_entropy", args=[], site="m.py:2", module="loss")
+    back = marker("op", mod="Tensor", op="backward", args=[], site="m.py:3")
+    t, seq, helper_seq = 1000, 0, 0
+    for s in range(steps):
+        nodes = []
+        for i in range(3):
+            gap = 1 if i == 2 else 0  # a node made by unwrapped code before the third linear
+            seq += gap
+            syn.push(main, t, t + 800, lin, domain=dom, registered=True, payload=seq_payload(seq, gap))
+            if s % 3 == 0:
+                syn.push(main, t + 100, t + 700, torch_text("aten::addmm", seq=seq + 1, op_id=seq))
+            syn.launch_kernel(main, t + 200)
+            nodes += [("TBackward0", seq), ("AddmmBackward0", seq + 1)]
+            seq += 2
+            t += 1000
+        syn.push(helper, t - 500, t - 100, lin, domain=dom, registered=True, payload=seq_payload(helper_seq))
+        helper_seq += 1
+        syn.push(main, t, t + 800, xent, domain=dom, registered=True, payload=seq_payload(seq))
+        syn.launch_kernel(main, t + 300)
+        nodes += [("LogSoftmaxBackward0", seq), ("NllLossBackward0", seq + 1), ("MulBackward0", seq - 3)]
+        seq += 2
+        t += 1000
+        if s % 2 == 0:
+            syn.push(main, t, t + 1000 * len(nodes) + 2000, back, domain=dom, registered=True, payload=seq_payload(seq))
+        t += 500
+        for name, n in reversed(nodes):
+            syn.push(grad, t, t + 700, torch_text(name, seq=n, op_id=n))
+            syn.launch_kernel(grad, t + 100)
+            syn.launch_kernel(grad, t + 800)  # between nodes: no range encloses it
+            t += 1000
+        syn.push(grad, t, t + 500, torch_text("torch::autograd::AccumulateGrad", op_id=0))
+        syn.launch_kernel(grad, t + 100)
+        t += 5000
+    return syn.close()
 
 
 def repeat(src: str, dst: str, copies: int, offset: int = 0) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nsys_synth import SynthExport, marker, rank_export, torch_text, workload
+from nsys_synth import SynthExport, marker, payload_steps, rank_export, torch_text, workload
 from pyprof.parse import Stats, lines, parallel
 from pyprof.parse.export import Export
 from pyprof.parse.window import Seed, Window, compose, stale
@@ -100,6 +100,22 @@ def test_every_cut_of_a_tricky_trace_gives_the_same_bytes(tmp_path):
         assert text == expect, step
 
 
+@pytest.mark.parametrize("jobs", [2, 4])
+def test_node_spans_pending_across_every_cut_give_the_same_bytes(jobs, tmp_path):
+    path = payload_steps(str(tmp_path / "p.sqlite"))
+    expect = "".join(whole(path))
+    spanned = [r for r in map(json.loads, expect.splitlines()) if r["fwd"] and r["fwd"]["torchOp"] is None]
+    assert len(spanned) == 6 * 8 - 2 * 3  # every node but the gap ones, less the aten-found ones
+    with Export(path) as exp:
+        keys = sorted(r[0] for r in exp.rows("SELECT start FROM CUPTI_ACTIVITY_KIND_RUNTIME"))
+    reparsed = 0
+    for step in (1, 2, 3, 5):
+        text, result = windowed(path, sorted(set(keys[step::step])), jobs, tmp_path)
+        assert text == expect, step
+        reparsed += result.reparsed
+    assert reparsed > 0
+
+
 def test_compose_keeps_the_most_recent_forward_ops_and_adds_counts():
     from pyprof.parse.window import Report
     seed = Seed({1: {10: "a", 11: "b"}}, {5}, {("k",): (2, None)})
@@ -109,9 +125,32 @@ def test_compose_keeps_the_most_recent_forward_ops_and_adds_counts():
     assert out.fwd == {1: {11: "b", 12: "c", 10: "a2"}} and list(out.fwd[1]) == [11, 12, 10]
     assert out.autograd == {5, 6} and out.open == {("k",): (5, 7), ("n",): (1, None)}
     assert list(compose(seed, rep, cap=2).fwd[1]) == [12, 10]
-    assert stale(seed, Report(misses={(1, 11)})) and not stale(seed, Report(misses={(1, 99), (2, 11)}))
+    assert stale(seed, Report(misses={(1, 11): 0})) and not stale(seed, Report(misses={(1, 99): 0, (2, 11): 0}))
     assert stale(seed, Report(negatives={5})) and not stale(seed, Report(negatives={6}))
     assert stale(seed, Report(owners={("k",)})) and not stale(seed, Report(node_seqs={("k",)}))
+
+
+def test_compose_and_stale_carry_pending_node_spans():
+    """Thread 7's span from seq 50 is pending at the cut; thread 8's (seq 20) too."""
+    from pyprof.parse.window import Report
+    seed = Seed(pending={1: {7: (50, "lin"), 8: (20, "emb")}})
+    # The window met thread 7 (closed its span with nothing: the next op's seqs start at 50),
+    # leaving a span of its own, and a backward call on thread 8 (its frontier only).
+    rep = Report(closes={1: {7: 50, 8: 20}}, pending={1: {7: (53, "relu"), 8: (20, None)}})
+    assert compose(seed, rep, cap=3).pending == {1: {7: (53, "relu"), 8: (20, None)}}
+    assert compose(seed, Report(pending={2: {9: (1, "x")}}), cap=3).pending == {1: {7: (50, "lin"), 8: (20, "emb")},
+                                                                              2: {9: (1, "x")}}
+    assert not stale(seed, rep)
+    # Closing thread 7's span after nodes 50..51 were made: those enter the forward-op map there.
+    assert stale(seed, Report(closes={1: {7: 52}}))
+    assert not stale(Seed(pending={1: {7: (50, None)}}), Report(closes={1: {7: 52}}))
+    # A node looked up before the window met thread 7: the seed's span or frontier counts.
+    assert stale(seed, Report(closes={1: {7: 50}}, misses={(1, 60): 0}))
+    # ... after it met threads 7 and 8: both spans were closed (empty) by then.
+    assert not stale(seed, Report(closes={1: {7: 50, 8: 20}}, misses={(1, 60): 2}))
+    # ... after it met only thread 7: thread 8's span was still pending.
+    assert stale(seed, Report(closes={1: {7: 50, 8: 20}}, misses={(1, 60): 1}))
+    assert not stale(seed, Report(misses={(2, 60): 0}))  # another process
 
 
 # ---------------------------------------------------------------------------------------------

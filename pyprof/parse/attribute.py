@@ -32,6 +32,7 @@ from pyprof.parse.gpu import GpuInfo
 from pyprof.parse.queries import SRC_CAPTURED, SRC_KERNEL, SRC_MEMCPY
 from pyprof.parse.ranges import (BWD, LAYER, MALFORMED, MODULE, OP, PYPROF_DOMAIN, TORCH, Label, classify,
                                  encode, encode_str, forward_op)
+from pyprof.parse.spans import Spans
 from pyprof.parse.window import NEVER, Report, Window
 from pyprof.record_format import VERSION
 
@@ -45,7 +46,7 @@ _COMPACT_MIN = 64
 _NAME_CACHE = 65536
 _PUSH_POP = frozenset({queries.PUSH_POP, queries.PUSH_POP_T})
 # The NVTX fields the sweep reads, in the order it unpacks them.
-_NVTX_FIELDS = ("start", "end", "event_type", "global_tid", "domain_id", "text")
+_NVTX_FIELDS = ("start", "end", "event_type", "global_tid", "domain_id", "text", "payload")
 
 
 class Stats:
@@ -103,11 +104,29 @@ def _enclosing(stack: list[_Range], t: int) -> list[_Range]:
     return [r for r in stack if r[_END] >= t]
 
 
-def _fwd_js(seq: int, fwd: tuple[Label | None, str, tuple[str, ...], int | None]) -> str:
+def _fwd_js(seq: int, fwd: tuple[Label | None, str | None, tuple[str, ...], int | None]) -> str:
     marker, name, _, call = fwd
     if marker is None:
         return f'{{"seq":{seq},"marker":null,"torchOp":{encode_str(name)}}}'
-    return f'{{"seq":{seq},"marker":{marker.js},"torchOp":{encode_str(name)},"call":{call}}}'
+    return f'{{"seq":{seq},"marker":{marker.js},"torchOp":{_str(name)},"call":{call}}}'
+
+
+def _forward_context(stack: list[_Range], start: int) -> tuple[_Range | None, list[str]] | None:
+    """(innermost op marker range, layer names' JSON innermost first) around a forward op
+    starting at `start`; None inside an autograd range (an op autograd itself runs)."""
+    owner = None
+    layers: list[str] = []
+    for r in reversed(stack):
+        if r[_END] < start:
+            continue
+        lab = _classified(r)
+        if lab.bwd:
+            return None
+        if owner is None and lab.kind == OP:
+            owner = r
+        elif lab.kind == LAYER:
+            layers.append(lab.js)
+    return owner, layers
 
 
 def _outer_first(r: _Range) -> tuple[int, int]:
@@ -118,10 +137,9 @@ def _outer_first(r: _Range) -> tuple[int, int]:
 _DRAIN = (1 << 62,)
 
 
-def _leave(report: Report, fwd_ops: dict, autograd_threads: set[int], threads: dict[int, list[_Range]],
+def _leave(report: Report, autograd_threads: set[int], threads: dict[int, list[_Range]],
            procs: dict[int, list[_Range]], end: int | None) -> None:
     """What a speculative window leaves to the next one (window.Report)."""
-    report.fwd = fwd_ops
     report.autograd = autograd_threads
     if end is None:
         return
@@ -193,25 +211,22 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
     if seed is not None:
         autograd_threads |= seed.autograd
         fwd_ops.update((pid, dict(ops)) for pid, ops in seed.fwd.items())
+    # Node spans of payload op ranges (spans.py): a seeded window starts with the pending ones.
+    spans = Spans(seed.pending if seed is not None else None, report)
     names: dict[int | str | None, str] = {}
     # Captured CUDA graph node -> the attribution part of its replays' records.
     captured: dict[int, str] = dict(seed.captured) if seed is not None else {}
 
     def remember_forward(stack: list[_Range], start: int, gpid: int, name: str, seq: int,
                          ops_by_pid: dict = fwd_ops) -> None:
+        context = _forward_context(stack, start)
+        if context is None:
+            return  # an op run by autograd itself, not a forward op of the user's
+        owner, layers = context
         marker = call = None
-        layers: list[str] = []
-        for r in reversed(stack):
-            if r[_END] < start:
-                continue
-            lab = _classified(r)
-            if lab.bwd:
-                return  # an op run by autograd itself, not a forward op of the user's
-            if marker is None and lab.kind == OP:
-                marker = lab
-                call = r[_START]  # which call of the op: one op may create several nodes
-            elif lab.kind == LAYER:
-                layers.append(lab.js)
+        if owner is not None:
+            marker = owner[_LABEL]
+            call = owner[_START]  # which call of the op: one op may create several nodes
         ops = ops_by_pid.get(gpid)
         if ops is None:
             ops = ops_by_pid[gpid] = {}
@@ -257,7 +272,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                 # Bring in every range that starts by this launch. Inline, not a function: it
                 # runs about five times per kernel and a call per range costs 10% of parse.
                 while nv is not None and nv[0] <= t:  # _NVTX_FIELDS: start first
-                    start, end, etype, gtid, dom, text = nv
+                    start, end, etype, gtid, dom, text, payload = nv
                     nv = next(nvtx, None)
                     if gtid is None or text is None:
                         if text is not None and start >= fresh:
@@ -316,6 +331,12 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                                 # state (window.stale), and never overrides this window's own.
                                 remember_forward(stack, start, gpid, *fwd,
                                                  ops_by_pid=fwd_ops if start >= fresh else guessed)
+                    if payload is not None and label is not None and label.kind == OP and start >= fresh:
+                        # An inherited range's payload was taken in by the window that read its
+                        # start: its span comes in the Seed.
+                        context = None if label.bwd else _forward_context(stack, start)
+                        op = None if context is None else (label, None, tuple(reversed(context[1])), start)
+                        spans.op_range(fwd_ops, gpid, gtid, payload, op, FWD_OPS_PER_PROCESS)
                     new = [start, _END_OPEN if end is None else end, domain, text, label, 0, None, None]
                     stack.append(new)
                     if start < fresh:
@@ -417,9 +438,12 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                     if fwd is None and report is not None:
                         fwd = guessed.get(gpid, {}).get(bseq)
                         if fwd is None:
-                            report.misses.add((gpid, bseq))
+                            report.misses.setdefault((gpid, bseq), spans.closed(gpid))
                         else:
                             report.guesses[(gpid, bseq)] = fwd
+                    if fwd is None and spans.pending:
+                        # A node of a call whose span no later payload range closed yet.
+                        fwd = spans.lookup(gpid, bseq)
                     if fwd is not None:
                         if fwd[0] is not None:
                             source = fwd[0]
@@ -503,8 +527,11 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                 n_records += 1
                 yield line
             if report is not None:
-                _leave(report, fwd_ops, autograd_threads, threads, procs, window.end)
+                _leave(report, autograd_threads, threads, procs, window.end)
             if window is not None:
+                # A seeded run's forward ops and pending spans are exact: they hold what closing
+                # the seed's pending spans entered (window.compose).
+                window.report.fwd, window.report.pending = fwd_ops, spans.pending
                 # Seeded or not: a captured node's attribution may depend on the seed, so the
                 # exact ones come from a seeded run (parallel.py passes them on).
                 window.report.captured = {k: v for k, v in captured.items() if seed is None or k not in seed.captured}

@@ -70,8 +70,9 @@ class Part:
 @dataclass
 class Done:
     """A task's outcome: the rank used, its counts, a speculative window's Report, a window's
-    captured CUDA graph nodes and held compiled-graph join (Report.captured and tail, from any
-    run), or the fatal error (message, exit status) that stopped it."""
+    captured CUDA graph nodes, held compiled-graph join, forward ops and pending node spans
+    (Report.captured, tail, fwd and pending, from any run), or the fatal error (message, exit
+    status) that stopped it."""
 
     index: int
     rank: Rank | None
@@ -80,6 +81,8 @@ class Done:
     error: tuple[str, int] | None = None
     captured: dict[int, str] | None = None
     tail: Tail | None = None
+    fwd: dict | None = None
+    pending: dict | None = None
     times: tuple[float, float, float, float] | None = None  # began, first record, ended (epoch s), CPU s
 
 
@@ -120,7 +123,7 @@ def _work(part: Part) -> Done:
         return Done(part.index, rank, stats, None, times=times)
     report = part.window.report
     return Done(part.index, rank, stats, report if part.window.seed is None else None,
-                captured=report.captured, tail=report.tail, times=times)
+                captured=report.captured, tail=report.tail, fwd=report.fwd, pending=report.pending, times=times)
 
 
 def session_start(exp: Export) -> int:
@@ -415,10 +418,12 @@ class _Stream:
                 return
             ready.append((part, done))
             if part.window is not None:
-                # Captured graph nodes and the compiled-graph join's tail as the exact run left
-                # them (the speculative run may have missed a forward op they need, or started
-                # without the tail before it): every window before this one is exact now.
-                exact = replace(first.report, captured=done.captured, tail=done.tail)
+                # Captured graph nodes, the compiled-graph join's tail, forward ops and pending
+                # node spans as the exact run left them (the speculative run may have missed a
+                # forward op they need, started without the tail before it, or closed a span an
+                # earlier window left pending): every window before this one is exact now.
+                exact = replace(first.report, captured=done.captured, tail=done.tail, fwd=done.fwd,
+                                pending=done.pending)
                 self.seed = compose(self.seed, exact, FWD_OPS_PER_PROCESS)
             self.part += 1
 

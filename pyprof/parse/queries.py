@@ -58,7 +58,9 @@ KERNEL_AT, MEMCPY_AT, MEMSET_AT, CAPTURED_AT = ({name: i for i, name in enumerat
                                              for layout in (KERNEL_ROW, MEMCPY_ROW, MEMSET_ROW, CAPTURED_ROW))
 # The fields an NVTX row can have. Its reader names the ones it wants in the order it unpacks
 # them: a range read field by field costs four times a tuple unpack, and about five arrive per kernel.
-NVTX_FIELDS = ("start", "end", "event_type", "global_tid", "domain_id", "text")
+# `payload`: the range's int64 payload (pyprof op ranges carry autograd sequence numbers in it,
+# docs/markers.md), NULL when absent, not an integer or negative.
+NVTX_FIELDS = ("start", "end", "event_type", "global_tid", "domain_id", "text", "payload")
 
 
 def _select(layout: Sequence[str], exprs: dict[str, str]) -> str:
@@ -165,6 +167,12 @@ def string_sql(exp: Export) -> str | None:
     return f"SELECT value FROM {STRINGS} WHERE id = ?" if exp.has(STRINGS, "id", "value") else None
 
 
+def _payload(expr: str) -> str:
+    # Only a non-negative integer is a payload pyprof wrote (docs/markers.md); anything else in a
+    # damaged file reads as none, so the range is attributed as one of an older pyprof.
+    return expr if expr == "NULL" else f"iif(typeof({expr}) = 'integer' AND {expr} >= 0, {expr}, NULL)"
+
+
 def nvtx_sql(exp: Export, fields: Sequence[str] = NVTX_FIELDS, where: str = "",
              params: tuple[int, ...] = (), threads: Sequence[int] | None = None) -> tuple[str, tuple[int, ...]] | None:
     """NVTX ranges as rows of `fields` (of NVTX_FIELDS), by start, outer first, with the parameters to bind.
@@ -181,7 +189,7 @@ def nvtx_sql(exp: Export, fields: Sequence[str] = NVTX_FIELDS, where: str = "",
         return None
     text, joins = _text(exp)
     exprs = {"start": "n.start", "end": "n.end", "event_type": "n.eventType", "global_tid": exp.col(NVTX, "n", "globalTid"),
-             "domain_id": exp.col(NVTX, "n", "domainId"), "text": text}
+             "domain_id": exp.col(NVTX, "n", "domainId"), "text": text, "payload": _payload(exp.col(NVTX, "n", "int64Value"))}
     cond = f"{where + ' AND ' if where else ''}n.eventType IN ({', '.join('?' * len(RANGE_TYPES))})"
     params += RANGE_TYPES
     if exp.has(NVTX, "globalTid") and exp.has(RUNTIME, "globalTid"):

@@ -8,7 +8,8 @@ and, unless it is the last window, takes in every range that starts before `end`
 launch, as the single sweep would before the next window's first launch.
 
 What the sweep carries across a boundary besides the open ranges is small and explicit: the
-forward ops remembered per process (backward kernels look them up by `seq`), the threads seen
+forward ops remembered per process (backward kernels look them up by `seq`), the span of node
+seqs each thread's last payload op range left pending (spans.py), the threads seen
 running autograd, the attributions of captured CUDA graph nodes (their replays take them), for
 ranges open across the boundary, how many kernels each already owned (`subSeqId`) and the node
 `seq` an engine wrapper range took from a node inside it, and the records of compiled-graph runs
@@ -24,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyprof.parse import spans
 from pyprof.parse.compiled import Tail
 from pyprof.parse.export import RUNTIME, Export
 from pyprof.parse.zones import Zones, rowid_terms
@@ -41,20 +43,23 @@ class Seed:
     recency order (attribute.lines' map); `autograd`: globalTids that ran autograd ranges;
     `open`: RangeKey -> (kernels owned so far, engine wrapper's node seq or None); `captured`:
     captured graph node -> its replays' attribution (attribute.lines' map); `tail`: what the
-    compiled-graph join of the window before held (None: nothing)."""
+    compiled-graph join of the window before held (None: nothing); `pending`: the pending node
+    spans per process and thread (spans.Pending)."""
 
     fwd: dict[int, dict[int, Any]] = field(default_factory=dict)
     autograd: set[int] = field(default_factory=set)
     open: dict[RangeKey, tuple[int, int | None]] = field(default_factory=dict)
     captured: dict[int, str] = field(default_factory=dict)
     tail: Tail | None = None
+    pending: spans.Pending = field(default_factory=dict)
 
 
 @dataclass
 class Report:
     """What a speculative window read that an earlier window may have set, and what it left.
 
-    misses: (globalPid, seq) a backward kernel looked up and did not find; guesses: those it
+    misses: (globalPid, seq) a backward kernel looked up and did not find -> how many threads of
+    that process the window had met payload op ranges of by then (closes' first ones); guesses: those it
     found only among the forward ops of inherited ranges, with what it found; negatives: globalTids
     whose launch fell back to "autograd thread?" and was not one yet; owners / node_seqs:
     inherited ranges used as a kernel's op range / as an engine wrapper without a node seq;
@@ -64,10 +69,13 @@ class Report:
     only there, where backward ops find their forward ops); tail: what the window's
     compiled-graph join held at its end (filled by seeded runs too, exact only there); open_end:
     RangeKey -> (kernels owned in this window, node seq set in it or None, inherited) for the
-    ranges still open at `end`.
+    ranges still open at `end`. closes: globalPid -> globalTid -> where the thread's first payload
+    op range in the window closed the span an earlier window may have left pending (its end
+    seq), in the order met; pending: the pending spans at the window's end of the threads it met
+    payload ranges of (a seeded run's: of every thread, exact, as fwd; spans.Pending).
     """
 
-    misses: set[tuple[int, int]] = field(default_factory=set)
+    misses: dict[tuple[int, int], int] = field(default_factory=dict)
     guesses: dict[tuple[int, int], Any] = field(default_factory=dict)
     negatives: set[int] = field(default_factory=set)
     owners: set[RangeKey] = field(default_factory=set)
@@ -78,6 +86,8 @@ class Report:
     captured: dict[int, str] = field(default_factory=dict)
     tail: Tail | None = None
     open_end: dict[RangeKey, tuple[int, int | None, bool]] = field(default_factory=dict)
+    closes: dict[int, dict[int, int]] = field(default_factory=dict)
+    pending: spans.Pending = field(default_factory=dict)
 
 
 class Window:
@@ -178,8 +188,10 @@ class Window:
 
 def compose(seed: Seed, report: Report, cap: int) -> Seed:
     """The state at the end of a window that started with `seed` and reported `report`
-    (speculatively or not: what a window remembers does not depend on what it was seeded with).
-    `cap`: forward ops kept per process (attribute.FWD_OPS_PER_PROCESS)."""
+    (speculatively or not: what a window remembers does not depend on what it was seeded with,
+    but for closing a pending span of the seed's, which makes it stale: then `report` holds the
+    seeded run's fwd and pending, which hold the seed's). `cap`: forward ops kept per process
+    (attribute.FWD_OPS_PER_PROCESS)."""
     fwd = {pid: dict(ops) for pid, ops in seed.fwd.items()}
     for pid, ops in report.fwd.items():
         merged = fwd.setdefault(pid, {})
@@ -192,7 +204,8 @@ def compose(seed: Seed, report: Report, cap: int) -> Seed:
     for key, (count, node_seq, inherited) in report.open_end.items():
         before = seed.open.get(key, (0, None)) if inherited else (0, None)
         opened[key] = (before[0] + count, node_seq if node_seq is not None else before[1])
-    return Seed(fwd, seed.autograd | report.autograd, opened, {**seed.captured, **report.captured}, report.tail)
+    return Seed(fwd, seed.autograd | report.autograd, opened, {**seed.captured, **report.captured}, report.tail,
+                spans.compose(seed.pending, report.pending))
 
 
 def stale(seed: Seed, report: Report) -> bool:
@@ -201,6 +214,8 @@ def stale(seed: Seed, report: Report) -> bool:
     if seed.tail is not None and seed.tail.lines:
         return True  # the window's first records may belong to runs of compiled graphs open there
     if any(seq in seed.fwd.get(pid, ()) for pid, seq in report.misses):
+        return True
+    if spans.stale(seed.pending, report):
         return True
     if any(seed.fwd.get(pid, {}).get(seq) != op for (pid, seq), op in report.guesses.items()):
         return True
