@@ -17,7 +17,7 @@ BACKWARD = marker("op", mod="Tensor", op="backward", args=[], site="train.py:14"
 
 
 def step(path: Path, *, payloads: bool = True, column: bool = True, backward_call: bool = True,
-         aten: bool = False) -> str:
+         aten: bool = False, linear: str = LINEAR) -> str:
     """Forward on the main thread in layer `encoder`: linear (creates nodes 11, 12), dropout
     (none), then code no wrapper saw (nodes 15, 16: the gap), mul (17), cross_entropy (18, 19);
     `backward_call`: a Tensor.backward range (payload 20) closes cross_entropy's span. Backward on
@@ -32,10 +32,10 @@ def step(path: Path, *, payloads: bool = True, column: bool = True, backward_cal
     def op(start: int, text: str, seq: int, gap: int = 0) -> None:
         syn.push(main, start, start + 1000, text, domain=dom, registered=True,
                  payload=seq_payload(seq, gap) if payloads else None)
-        syn.launch_kernel(main, start + 500)
+        syn.launch_kernel(main, start + 500, "ampere_sgemm_128x64_nn")
 
     syn.push(main, 500, 20000, "layer:encoder")
-    op(1000, LINEAR, 11)
+    op(1000, linear, 11)
     if aten:
         syn.push(main, 1100, 1900, torch_text("aten::addmm", seq=12, op_id=1))
     op(3000, DROPOUT, 13)
@@ -49,7 +49,7 @@ def step(path: Path, *, payloads: bool = True, column: bool = True, backward_cal
              ("AddmmBackward0", 12), ("TBackward0", 11)]
     for i, (name, seq) in enumerate(nodes):
         syn.push(grad, t, t + 900, torch_text(name, seq=seq, op_id=i + 1))
-        syn.launch_kernel(grad, t + 100)
+        syn.launch_kernel(grad, t + 100, "ampere_sgemm_128x64_nn")
         t += 1000
     syn.push(grad, t, t + 900, torch_text("torch::autograd::AccumulateGrad", op_id=9))
     syn.launch_kernel(grad, t + 100)
@@ -140,3 +140,17 @@ def test_a_node_older_than_a_threads_latest_call_takes_no_pending_span(tmp_path:
     db.close()
     nll, _, _, gap, addmm, _, _ = backward(parsed(str(path)))
     assert gap["fwd"] is None and (nll["op"], addmm["op"]) == ("cross_entropy", "linear")
+
+
+def test_prof_prices_kernels_of_span_found_nodes_as_the_ops_backward(tmp_path: Path) -> None:
+    """prof reads fwd.marker and fwd.call (not fwd.torchOp, null here): the GEMMs of linear's two
+    nodes (Addmm 12, T 11) compute dX and dW, each 2 * 64 * 512 * 256 FLOPs as the forward."""
+    from test_prof_helpers import described, prof_text
+    from test_prof_helpers import tensor as t
+    lin = json.dumps(described("torch.nn.functional", "linear", t(64, 512), t(256, 512)))
+    recs = parsed(step(tmp_path / "s.sqlite", linear=lin))
+    out, _ = prof_text(recs, "dir,op,flops")
+    rows = [line.split() for line in out.splitlines()[1:]]
+    assert rows[0] == ["fprop", "linear", str(2 * 64 * 512 * 256)]
+    assert [r for r in rows if r[1] == "linear" and r[0] == "bprop"] == [
+        ["bprop", "linear", str(2 * 64 * 512 * 256)]] * 2
