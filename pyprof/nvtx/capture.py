@@ -4,7 +4,23 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-from . import compiled, graph_calls
+from . import compiled, graph_calls, node_ranges
+
+
+@contextlib.contextmanager
+def attribution(aten: bool = False, record_shapes: bool = True) -> Iterator[None]:
+    """What profiled() turns on around its body besides the capture range (CUDA only; the overhead
+    benchmark measures the same): emit_nvtx with `aten`; otherwise the range around each
+    compiled-graph call (which emit_nvtx would give) and PyTorch's autograd node ranges instead of
+    pyprof's node hooks."""
+    import torch
+
+    if aten:
+        with torch.autograd.profiler.emit_nvtx(record_shapes=record_shapes):
+            yield
+    else:
+        with graph_calls.ranges(), node_ranges.node_ranges():
+            yield
 
 
 @contextlib.contextmanager
@@ -13,10 +29,13 @@ def profiled(aten: bool = False, record_shapes: bool = True) -> Iterator[bool]:
     `nsys profile -c cudaProfilerApi` captures) opened and closed on a synchronized device, so
     that the capture holds the body's kernels and nothing launched before it.
 
-    pyprof's own markers attribute every kernel, backward ones included (docs/markers.md,
-    `kind: "bwd"`), so by default nothing else runs. `aten=True` adds PyTorch's own op ranges
-    (`emit_nvtx(record_shapes=...)`): the ATen ops inside each call (`torchOps` in the records,
-    exact GEMM sizes of composite ops) at about twice the step time (docs/annotation.md, "Cost").
+    pyprof's own markers attribute every kernel: backward ones through PyTorch's autograd node
+    ranges (the autograd profiler in NVTX mode for backward nodes only, pyprof.nvtx.node_ranges),
+    joined by sequence number to the op range whose call created the node, or through pyprof's
+    node hooks (docs/markers.md, `kind: "bwd"`) where a profiler of the user's is on already.
+    `aten=True` adds PyTorch's own op ranges (`emit_nvtx(record_shapes=...)`): the ATen ops
+    inside each call (`torchOps` in the records, exact GEMM sizes of composite ops) at about
+    twice the step time (docs/annotation.md, "Cost").
 
     Yields True when the range was opened; False on a machine without CUDA, where the body runs
     as is. Use it around a step after warm-up:
@@ -29,8 +48,7 @@ def profiled(aten: bool = False, record_shapes: bool = True) -> Iterator[bool]:
     if not torch.cuda.is_available():
         yield False
         return
-    # PyTorch's range around each compiled-graph call comes with emit_nvtx; without it, ours.
-    with torch.autograd.profiler.emit_nvtx(record_shapes=record_shapes) if aten else graph_calls.ranges():
+    with attribution(aten, record_shapes):
         torch.cuda.synchronize()
         torch.cuda.profiler.start()
         # Inside the capture range, so the trace carries what its compiled kernels compute.

@@ -35,20 +35,29 @@ class _State:
     """Switches read by every wrapper on every call; attributes rather than globals so that
     wrappers built once keep seeing the current values."""
 
-    __slots__ = ("on", "nested", "force", "live", "push", "pop", "compiling")
+    __slots__ = ("on", "nested", "force", "live", "hooks", "push", "push_op", "pop", "compiling")
 
     def __init__(self) -> None:
         self.on = False          # build and push markers at all
         self.nested = False      # ranges also for torch calls made inside wrapped calls
         self.force = False       # build markers even with no tool and no recorder
         self.live = False        # the "pyprof" domain is a real one (a tool is attached)
+        # Backward attribution by autograd node hooks (pyprof.nvtx.backward); off while PyTorch's
+        # own node ranges say it (pyprof.nvtx.node_ranges).
+        self.hooks = True
         self.push: Callable[[str], None] = _noop
+        # An op range with its NVTX int64 payload (docs/markers.md, "Payload").
+        self.push_op: Callable[[str, int], None] = _noop_op
         self.pop: Callable[[], None] = _noop_pop
         # Replaced by torch.compiler.is_compiling once torch is in use (pyprof.init).
         self.compiling: Callable[[], bool] = _never
 
 
 def _noop(text: str) -> None:
+    pass
+
+
+def _noop_op(text: str, payload: int) -> None:
     pass
 
 
@@ -80,6 +89,22 @@ def _push_live(text: str) -> None:
     _lib_push(a, _handle)
 
 
+def _push_live_op(text: str, payload: int) -> None:
+    # The attributes are shared by every push of this text: the payload is set just before the
+    # push, with no Python call in between that could let another thread's push of the same text
+    # set its own (a thread switch between the two lines would swap two calls' payloads).
+    a = _attrs.get(text)
+    if a is None:
+        a = _attrs[text] = _domain.get_event_attributes(message=text)
+    a.payload = payload
+    _lib_push(a, _handle)
+
+
+def _push_live_plain(text: str, payload: int) -> None:
+    # An nvtx package without int payloads (docs/markers.md): the range without its payload.
+    _push_live(text)
+
+
 def _pop_live() -> None:
     _lib_pop(_handle)
 
@@ -91,6 +116,13 @@ def _push_recording(text: str) -> None:
         _push_live(text)
 
 
+def _push_recording_op(text: str, payload: int) -> None:
+    for r in _recorders:
+        r._push(text, payload)
+    if state.live:
+        _push_live_op(text, payload)
+
+
 def _pop_recording() -> None:
     for r in _recorders:
         r._pop()
@@ -99,13 +131,17 @@ def _pop_recording() -> None:
 
 
 def _open_domain() -> None:
-    global _domain, _handle
+    global _domain, _handle, _push_live_op
     if _domain is not None:
         return
     d = nvtx.get_domain(DOMAIN) if nvtx.enabled() else None
     if isinstance(d, nvtx.Domain):
         _domain, _handle = d, d.handle
         state.live = True
+        try:
+            d.get_event_attributes(message=DOMAIN).payload = 0
+        except Exception:
+            _push_live_op = _push_live_plain
     else:
         _domain = False
 
@@ -123,11 +159,11 @@ def configure(*, nested: Optional[bool] = None, force: Optional[bool] = None) ->
 
 def _refresh() -> None:
     if _recorders:
-        state.push, state.pop = _push_recording, _pop_recording
+        state.push, state.push_op, state.pop = _push_recording, _push_recording_op, _pop_recording
     elif state.live:
-        state.push, state.pop = _push_live, _pop_live
+        state.push, state.push_op, state.pop = _push_live, _push_live_op, _pop_live
     else:
-        state.push, state.pop = _noop, _noop_pop
+        state.push, state.push_op, state.pop = _noop, _noop_op, _noop_pop
     state.on = bool(state.live or state.force or _recorders)
 
 
@@ -143,6 +179,7 @@ class Range(NamedTuple):
     depth: int                #: number of recorded ranges open on the same thread at push time
     parent: Optional[int]     #: index of the enclosing recorded range on the same thread
     thread: int               #: threading.get_ident() of the pushing thread
+    payload: Optional[int] = None  #: the NVTX int64 payload of an op range (docs/markers.md)
 
     @property
     def marker(self) -> dict:
@@ -167,9 +204,9 @@ class Recording:
         """Every recorded marker decoded, in push order."""
         return [json.loads(r.text) for r in self.ranges]
 
-    def _push(self, text: str) -> None:
+    def _push(self, text: str, payload: Optional[int] = None) -> None:
         stack = self._stacks.setdefault(threading.get_ident(), [])
-        self.ranges.append(Range(text, len(stack), stack[-1] if stack else None, threading.get_ident()))
+        self.ranges.append(Range(text, len(stack), stack[-1] if stack else None, threading.get_ident(), payload))
         stack.append(len(self.ranges) - 1)
 
     def _pop(self) -> None:

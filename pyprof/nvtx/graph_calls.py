@@ -80,11 +80,18 @@ def ranges() -> Iterator[None]:
 def op_ranges() -> Iterator[None]:
     """PyTorch's NVTX op ranges on this thread for the body (emit_nvtx's profiler state, no
     shapes, no synchronization). Nothing when a profiler is already on here (the user's own, or
-    emit_nvtx) or PyTorch cannot turn this one on (a build without CUDA)."""
+    emit_nvtx) or PyTorch cannot turn this one on (a build without CUDA). pyprof's own node-range
+    profiler (pyprof.nvtx.node_ranges), which would hide the op ranges, gives way for the body:
+    the op ranges include the node ranges."""
     import torch.autograd as autograd
     from torch._C._profiler import _ExperimentalConfig
 
+    from . import node_ranges
+
     on = False
+    nodes = autograd._profiler_enabled() and node_ranges.active()
+    if nodes:
+        autograd._disable_profiler()
     if not autograd._profiler_enabled():
         try:
             config = autograd.ProfilerConfig(autograd.ProfilerState.NVTX, False, False, False, False, False,
@@ -98,6 +105,8 @@ def op_ranges() -> Iterator[None]:
     finally:
         if on:
             autograd._disable_profiler()
+        if nodes:
+            node_ranges.enable()
 
 
 def caller(frame: Any, internal: tuple) -> Optional[str]:

@@ -2,8 +2,9 @@
 
 Hot path. Per call of a wrapped op: one attribute test when markers are off; otherwise a
 thread-local depth check, the marker text (a call key and one look-up in the wrapper's own cache,
-pyprof.nvtx.memo; encoded only for a new key), one NVTX push and one pop, and a pre-hook on the
-output's autograd node (pyprof.nvtx.backward) when it has one.
+pyprof.nvtx.memo; encoded only for a new key), one NVTX push carrying the autograd sequence number
+as its payload and one pop, and - unless PyTorch's own node ranges are on (pyprof.nvtx.node_ranges)
+- a pre-hook on the output's autograd node (pyprof.nvtx.backward) when it has one.
 """
 from __future__ import annotations
 
@@ -24,12 +25,17 @@ from .marker import module_marker, op_prefix, optimizer_knobs, optimizer_params
 from .site import site_json as _site
 
 _is_compiling = torch.compiler.is_compiling
+# The seq the next autograd node created on this thread gets (one C call, no node needed).
+_seq = torch._C._autograd._get_sequence_nr
+_GAP_SHIFT = 40                      # docs/markers.md, "Payload": bits 0-39 seq, 40-62 gap
+_GAP_MAX = (1 << 23) - 1
 
 
 class _Local(threading.local):
     depth = 0      # wrapped calls open on this thread (nested ones emit nothing by default)
     mod = ""       # ',"module":"..."' of the innermost module being called; "" outside modules
     names: Optional["_Names"] = None  # qualified-name table of the module tree being called
+    seq_end = 0    # the autograd sequence number when the last op range on this thread closed
 
 
 _tl = _Local()
@@ -62,20 +68,30 @@ def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str, opaq
         tl.depth = depth + hides
         try:
             text = _memo.marker(texts, prefix, args, kwargs, tl.mod)
-            _state.push(text)
+            seq = _seq()
+            _state.push_op(text, seq if seq == tl.seq_end else _payload(seq, tl.seq_end))
             try:
                 out = orig(*args, **kwargs)
             finally:
+                tl.seq_end = _seq()
                 if runs_backward:
                     _backward.close()
                 _state.pop()
-            _backward.attach(out, args, text, inplace or (kwargs.get("inplace") is True if kwargs else False))
+            if _state.hooks:
+                _backward.attach(out, args, text, inplace or (kwargs.get("inplace") is True if kwargs else False))
             return out
         finally:
             tl.depth = depth
 
     _dress(wrapper, orig, home, qualname)
     return wrapper
+
+
+def _payload(seq: int, end: int) -> int:
+    """An op range's payload when autograd nodes were created on this thread since the last op
+    range closed (by code no wrapper saw: a custom autograd.Function's apply): parse must not give
+    those nodes to the op before."""
+    return seq | (min(seq - end, _GAP_MAX) << _GAP_SHIFT)
 
 
 _BACKWARD_CALLS = frozenset({("Tensor", "backward"), ("torch.autograd", "backward"), ("torch.autograd", "grad")})

@@ -1,0 +1,150 @@
+"""Op ranges carry the autograd sequence number as their payload; inside profiled() PyTorch's node
+ranges replace pyprof's node hooks (pyprof.nvtx.node_ranges), and give way to the op ranges
+inside compiled-graph calls (pyprof.nvtx.graph_calls)."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the wrappers annotate torch calls")
+
+import pyprof  # noqa: E402
+from pyprof.nvtx import emit, graph_calls, node_ranges, recording  # noqa: E402
+
+GAP = 1 << 40  # docs/markers.md, "Payload": the gap's lowest bit
+
+
+@pytest.fixture()
+def on():
+    pyprof.init()
+    try:
+        yield
+    finally:
+        pyprof.restore()
+
+
+class _Double(torch.autograd.Function):
+    """An autograd Function no wrapper sees: its node is made between two op ranges."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+def test_each_op_range_carries_the_sequence_number_of_the_node_its_call_creates(on) -> None:
+    w = torch.randn(3, 3, requires_grad=True)
+    with recording() as rec:
+        y = torch.mm(w, w)
+        z = y.relu()
+        with torch.no_grad():
+            w.mul(2)  # no node: the next op range carries the same number
+        s = z.sum()
+        s.backward()
+    payloads = {r.marker["op"]: r.payload for r in rec.ranges if r.marker["kind"] == "op"}
+    seqs = [y.grad_fn._sequence_nr(), z.grad_fn._sequence_nr(), s.grad_fn._sequence_nr()]
+    assert seqs == [seqs[0], seqs[0] + 1, seqs[0] + 2]
+    assert payloads == {"mm": seqs[0], "relu": seqs[1], "mul": seqs[2], "sum": seqs[2], "backward": seqs[2] + 1}
+
+
+def test_nodes_made_between_op_ranges_are_counted_as_a_gap_in_the_next_payload(on) -> None:
+    w = torch.randn(3, requires_grad=True)
+    with recording() as rec:
+        a = w.exp()
+        # apply makes its node before forward runs, outside every op range; forward runs
+        # without grad (its mul makes no node).
+        b = _Double.apply(_Double.apply(a))
+        c = b.sum()
+    ops = [r for r in rec.ranges if r.marker["kind"] == "op"]
+    assert [r.marker["op"] for r in ops] == ["exp", "__mul__", "__mul__", "sum"]
+    s0 = a.grad_fn._sequence_nr()
+    assert [b.grad_fn._sequence_nr(), c.grad_fn._sequence_nr()] == [s0 + 2, s0 + 3]
+    # Each apply's node lies in the gap before the mul inside it: given to no op range.
+    assert [r.payload for r in ops] == [ops[0].payload, (s0 + 2) | GAP, (s0 + 3) | GAP, s0 + 3]
+    assert ops[0].payload & (GAP - 1) == s0
+
+
+def test_outside_profiled_the_node_hooks_stay(on) -> None:
+    w = torch.randn(3, requires_grad=True)
+    with recording() as rec:
+        w.exp().sum().backward()
+    assert [r.marker["kind"] for r in rec.ranges].count("bwd") == 2
+
+
+def _fake_profiler(monkeypatch, calls: list, enabled: list) -> None:
+    """torch.autograd's profiler switches, recording their calls (a CPU build cannot turn the
+    NVTX profiler on)."""
+
+    def enable(config, activities, scopes=None):
+        calls.append("enable nodes" if scopes else "enable ops")
+        enabled.append(True)
+
+    def disable():
+        calls.append("disable")
+        enabled.pop()
+
+    monkeypatch.setattr(torch.autograd, "_enable_profiler", enable)
+    monkeypatch.setattr(torch.autograd, "_disable_profiler", disable)
+    monkeypatch.setattr(torch.autograd, "_profiler_enabled", lambda: bool(enabled))
+
+
+def test_node_ranges_replace_the_hooks_for_the_block_and_give_way_to_compiled_graph_op_ranges(on, monkeypatch) -> None:
+    calls: list = []
+    enabled: list = []
+    _fake_profiler(monkeypatch, calls, enabled)
+    w = torch.randn(3, requires_grad=True)
+    with recording() as rec:
+        with node_ranges.node_ranges() as nodes:
+            assert nodes is True and node_ranges.active() and not emit.state.hooks
+            w.exp().sum().backward()
+            with graph_calls.op_ranges():
+                calls.append("graph")
+            # Already on: a nested block changes nothing.
+            with node_ranges.node_ranges() as again:
+                assert again is False and not emit.state.hooks
+    assert [r.marker["kind"] for r in rec.ranges] == ["op", "op", "op"]  # no bwd ranges
+    assert calls == ["enable nodes", "disable", "enable ops", "graph", "disable", "enable nodes", "disable"]
+    assert emit.state.hooks and not node_ranges.active() and not enabled
+
+
+def test_a_profiler_already_on_keeps_the_hooks(on, monkeypatch) -> None:
+    calls: list = []
+    enabled: list = [True]  # the user's
+    _fake_profiler(monkeypatch, calls, enabled)
+    with node_ranges.node_ranges() as nodes:
+        assert nodes is False and emit.state.hooks
+        with graph_calls.op_ranges():
+            calls.append("graph")
+    assert calls == ["graph"] and enabled == [True]
+
+
+def test_without_cuda_the_node_ranges_cannot_be_turned_on_and_the_hooks_stay(on) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA build turns the NVTX profiler on")
+    with node_ranges.node_ranges() as nodes:
+        assert nodes is False and emit.state.hooks
+    assert not torch.autograd._profiler_enabled()
+
+
+class _Attributes:
+    def __init__(self, message: str) -> None:
+        self.message = message
+        self.payload = None
+
+
+class _Domain:
+    def get_event_attributes(self, message: str) -> _Attributes:
+        return _Attributes(message)
+
+
+def test_a_live_push_sets_the_payload_of_the_text_s_attributes_before_pushing(monkeypatch) -> None:
+    pushed = []
+    monkeypatch.setattr(emit, "_domain", _Domain())
+    monkeypatch.setattr(emit, "_attrs", {})
+    monkeypatch.setattr(emit, "_lib_push", lambda a, handle: pushed.append((a.message, a.payload)))
+    emit._push_live_op("m", 7)
+    emit._push_live_op("m", 9 | GAP)
+    emit._push_live_plain("m", 11)
+    assert pushed == [("m", 7), ("m", 9 | GAP), ("m", 9 | GAP)]
