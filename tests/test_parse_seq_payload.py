@@ -1,5 +1,5 @@
 """Backward kernels attributed through the sequence payloads of pyprof op ranges and PyTorch's
-node ranges alone (pyprof/parse/spans.py; docs/markers.md, "Sequence payload")."""
+node ranges alone (pyprof/parse/spans.py; docs/markers.md, "Payload")."""
 from __future__ import annotations
 
 import json

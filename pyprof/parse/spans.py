@@ -1,5 +1,5 @@
 """Forward ops of autograd nodes from the sequence numbers pyprof op ranges carry as payload
-(docs/markers.md, "Sequence payload"), for traces whose only autograd ranges are PyTorch's node
+(docs/markers.md, "Payload"), for traces whose only autograd ranges are PyTorch's node
 ranges ("AddmmBackward0, seq = 12, op_id = 3"): no forward aten range says which op created node 12.
 
 Each op range's int64 payload p holds s = p & SEQ_MASK, the thread's autograd sequence counter
