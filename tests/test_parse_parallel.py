@@ -105,7 +105,8 @@ def test_node_spans_pending_across_every_cut_give_the_same_bytes(jobs, tmp_path)
     path = payload_steps(str(tmp_path / "p.sqlite"))
     expect = "".join(whole(path))
     spanned = [r for r in map(json.loads, expect.splitlines()) if r["fwd"] and r["fwd"]["torchOp"] is None]
-    assert len(spanned) == 6 * 8 - 2 * 3  # every node but the gap ones, less the aten-found ones
+    # Every node but the gap ones and the launch after each, less the aten-found ones.
+    assert len(spanned) == 6 * 8 * 2 - 2 * 3 * 2
     with Export(path) as exp:
         keys = sorted(r[0] for r in exp.rows("SELECT start FROM CUPTI_ACTIVITY_KIND_RUNTIME"))
     reparsed = 0
@@ -151,6 +152,17 @@ def test_compose_and_stale_carry_pending_node_spans():
     # ... after it met only thread 7: thread 8's span was still pending.
     assert stale(seed, Report(closes={1: {7: 50, 8: 20}}, misses={(1, 60): 1}))
     assert not stale(seed, Report(misses={(2, 60): 0}))  # another process
+
+
+def test_compose_and_stale_carry_each_threads_last_range_and_backward_call():
+    from pyprof.parse.window import Report
+    seed = Seed(tops={7: (12, 100), 8: (None, 90)}, calls={1: 50})
+    out = compose(seed, Report(tops={8: (30, 400)}, calls={1: 300, 2: 10}), cap=3)
+    assert out.tops == {7: (12, 100), 8: (30, 400)} and out.calls == {1: 300, 2: 10}
+    # A window that saw an older backward call (inherited) keeps the later one.
+    assert compose(seed, Report(calls={1: 40}), cap=3).calls == {1: 50}
+    # A launch between nodes on thread 7 needed the node that ended before the window.
+    assert stale(seed, Report(tops_missed={7})) and not stale(seed, Report(tops_missed={8, 9}))
 
 
 # ---------------------------------------------------------------------------------------------

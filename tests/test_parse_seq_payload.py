@@ -154,3 +154,29 @@ def test_prof_prices_kernels_of_span_found_nodes_as_the_ops_backward(tmp_path: P
     assert rows[0] == ["fprop", "linear", str(2 * 64 * 512 * 256)]
     assert [r for r in rows if r[1] == "linear" and r[0] == "bprop"] == [
         ["bprop", "linear", str(2 * 64 * 512 * 256)]] * 2
+
+
+def test_an_engine_launch_between_nodes_works_for_the_node_that_ended_last(tmp_path: Path) -> None:
+    """Node ranges only: the engine's launches outside every range on the autograd thread (a
+    gradient accumulated between nodes) take the seq of the node range that ended last there,
+    not after another range started, nor once a new backward call began (another pass)."""
+    syn = SynthExport(str(tmp_path / "e.sqlite"))
+    main = syn.thread(100, 100, "python3")
+    grad = syn.thread(100, 101, "pt_autograd_0")
+    dom = syn.domain(main, "pyprof", t=10, registered=True)
+    syn.push(main, 1000, 2000, LINEAR, domain=dom, registered=True, payload=seq_payload(11))
+    syn.launch_kernel(main, 1500)
+    syn.push(main, 3000, 9000, BACKWARD, domain=dom, registered=True, payload=seq_payload(13))
+    syn.push(grad, 4000, 4500, torch_text("AddmmBackward0", seq=12, op_id=1))
+    syn.launch_kernel(grad, 4100)          # in the node
+    syn.launch_kernel(grad, 4600)          # after it: the node's
+    syn.push(grad, 5000, 5100, "user range")
+    syn.launch_kernel(grad, 5200)          # after another range: none
+    syn.push(grad, 6000, 6500, torch_text("AddmmBackward0", seq=12, op_id=2))
+    syn.push(main, 10000, 20000, BACKWARD, domain=dom, registered=True, payload=seq_payload(13))
+    syn.launch_kernel(grad, 10500)         # the next pass, before its first node: none
+    recs = parsed(syn.close())[1:]
+    assert [(r["dir"], (r["fwd"] or {}).get("seq"), r["op"], r["torchOps"] != []) for r in recs] == [
+        ("bprop", 12, "linear", True), ("bprop", 12, "linear", False), ("bprop", None, None, False),
+        ("bprop", None, None, False)]
+    assert recs[1]["fwd"] == recs[0]["fwd"] and recs[1]["layer"] == [] and recs[1]["seqId"] is None

@@ -213,6 +213,10 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
         fwd_ops.update((pid, dict(ops)) for pid, ops in seed.fwd.items())
     # Node spans of payload op ranges (spans.py): a seeded window starts with the pending ones.
     spans = Spans(seed.pending if seed is not None else None, report)
+    # globalTid -> (node seq or None, start) of the thread's last range pushed with none open
+    # (the range that ended last when none is open); globalPid -> start of its last backward call.
+    tops: dict[int, tuple[int | None, int]] = dict(seed.tops) if seed is not None else {}
+    calls: dict[int, int] = dict(seed.calls) if seed is not None else {}
     names: dict[int | str | None, str] = {}
     # Captured CUDA graph node -> the attribution part of its replays' records.
     captured: dict[int, str] = dict(seed.captured) if seed is not None else {}
@@ -294,7 +298,8 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                                 stats.not_understood += 1
                         elif label.kind == BWD:
                             autograd_threads.add(gtid)
-                    if etype in push_pop:
+                    pp = etype in push_pop
+                    if pp:
                         scope = gtid
                         stack = threads.get(gtid)
                         if stack is None:
@@ -337,10 +342,14 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                         context = None if label.bwd else _forward_context(stack, start)
                         op = None if context is None else (label, None, tuple(reversed(context[1])), start)
                         spans.op_range(fwd_ops, gpid, gtid, payload, op, FWD_OPS_PER_PROCESS)
+                    if label is not None and label.bwd and label.kind == OP and start > calls.get(gpid, NEVER):
+                        calls[gpid] = start
+                    if pp and not stack:
+                        tops[gtid] = (label.seq if label is not None and label.kind == TORCH and label.bwd else None, start)
                     new = [start, _END_OPEN if end is None else end, domain, text, label, 0, None, None]
                     stack.append(new)
                     if start < fresh:
-                        key = new[_KEY] = (scope, etype in push_pop, start, new[_END], domain, text)
+                        key = new[_KEY] = (scope, pp, start, new[_END], domain, text)
                         if seed is not None:
                             new[_COUNT], new[_NODE_SEQ] = seed.open.get(key, (0, None))
                 if row is _DRAIN:
@@ -419,6 +428,16 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                         # range explains is backward work (a forward op range, even on a thread
                         # that once ran backward, as CPU autograd does on the caller's, says fprop).
                         bwd = True
+                        if not (torch_ops or marker or node or module or layers or others):
+                            # No range at all: the engine between nodes (a gradient accumulated
+                            # where a tensor fed two ops) works for the node that just ended,
+                            # unless a backward call started since (another pass).
+                            top = tops.get(rtid)
+                            if top is None or (report is not None and top[1] < fresh):
+                                if report is not None:
+                                    report.tops_missed.add(rtid)
+                            elif top[0] is not None and top[1] >= calls.get(gpid, NEVER):
+                                bseq = top[0]
                     elif report is not None:
                         report.negatives.add(rtid)
                 if owner is not None:
@@ -532,6 +551,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                 # A seeded run's forward ops and pending spans are exact: they hold what closing
                 # the seed's pending spans entered (window.compose).
                 window.report.fwd, window.report.pending = fwd_ops, spans.pending
+                window.report.tops, window.report.calls = tops, calls
                 # Seeded or not: a captured node's attribution may depend on the seed, so the
                 # exact ones come from a seeded run (parallel.py passes them on).
                 window.report.captured = {k: v for k, v in captured.items() if seed is None or k not in seed.captured}

@@ -83,6 +83,8 @@ class Done:
     tail: Tail | None = None
     fwd: dict | None = None
     pending: dict | None = None
+    tops: dict | None = None
+    calls: dict | None = None
     times: tuple[float, float, float, float] | None = None  # began, first record, ended (epoch s), CPU s
 
 
@@ -123,7 +125,8 @@ def _work(part: Part) -> Done:
         return Done(part.index, rank, stats, None, times=times)
     report = part.window.report
     return Done(part.index, rank, stats, report if part.window.seed is None else None,
-                captured=report.captured, tail=report.tail, fwd=report.fwd, pending=report.pending, times=times)
+                captured=report.captured, tail=report.tail, fwd=report.fwd, pending=report.pending,
+                tops=report.tops, calls=report.calls, times=times)
 
 
 def session_start(exp: Export) -> int:
@@ -423,7 +426,7 @@ class _Stream:
                 # forward op they need, started without the tail before it, or closed a span an
                 # earlier window left pending): every window before this one is exact now.
                 exact = replace(first.report, captured=done.captured, tail=done.tail, fwd=done.fwd,
-                                pending=done.pending)
+                                pending=done.pending, tops=done.tops, calls=done.calls)
                 self.seed = compose(self.seed, exact, FWD_OPS_PER_PROCESS)
             self.part += 1
 

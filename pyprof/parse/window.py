@@ -44,7 +44,9 @@ class Seed:
     `open`: RangeKey -> (kernels owned so far, engine wrapper's node seq or None); `captured`:
     captured graph node -> its replays' attribution (attribute.lines' map); `tail`: what the
     compiled-graph join of the window before held (None: nothing); `pending`: the pending node
-    spans per process and thread (spans.Pending)."""
+    spans per process and thread (spans.Pending); `tops`: globalTid -> (node seq or None, start)
+    of the thread's last range pushed while none was open; `calls`: globalPid -> start of its
+    last backward call range."""
 
     fwd: dict[int, dict[int, Any]] = field(default_factory=dict)
     autograd: set[int] = field(default_factory=set)
@@ -52,6 +54,8 @@ class Seed:
     captured: dict[int, str] = field(default_factory=dict)
     tail: Tail | None = None
     pending: spans.Pending = field(default_factory=dict)
+    tops: dict[int, tuple[int | None, int]] = field(default_factory=dict)
+    calls: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -72,7 +76,9 @@ class Report:
     ranges still open at `end`. closes: globalPid -> globalTid -> where the thread's first payload
     op range in the window closed the span an earlier window may have left pending (its end
     seq), in the order met; pending: the pending spans at the window's end of the threads it met
-    payload ranges of (a seeded run's: of every thread, exact, as fwd; spans.Pending).
+    payload ranges of (a seeded run's: of every thread, exact, as fwd; spans.Pending). tops,
+    calls: as Seed's, at the window's end; tops_missed: globalTids of the autograd threads whose
+    launch outside every range needed the last range pushed before the window (or inherited).
     """
 
     misses: dict[tuple[int, int], int] = field(default_factory=dict)
@@ -88,6 +94,9 @@ class Report:
     open_end: dict[RangeKey, tuple[int, int | None, bool]] = field(default_factory=dict)
     closes: dict[int, dict[int, int]] = field(default_factory=dict)
     pending: spans.Pending = field(default_factory=dict)
+    tops: dict[int, tuple[int | None, int]] = field(default_factory=dict)
+    calls: dict[int, int] = field(default_factory=dict)
+    tops_missed: set[int] = field(default_factory=set)
 
 
 class Window:
@@ -205,7 +214,8 @@ def compose(seed: Seed, report: Report, cap: int) -> Seed:
         before = seed.open.get(key, (0, None)) if inherited else (0, None)
         opened[key] = (before[0] + count, node_seq if node_seq is not None else before[1])
     return Seed(fwd, seed.autograd | report.autograd, opened, {**seed.captured, **report.captured}, report.tail,
-                spans.compose(seed.pending, report.pending))
+                spans.compose(seed.pending, report.pending), {**seed.tops, **report.tops},
+                {pid: max(seed.calls.get(pid, NEVER), report.calls.get(pid, NEVER)) for pid in {**seed.calls, **report.calls}})
 
 
 def stale(seed: Seed, report: Report) -> bool:
@@ -216,6 +226,8 @@ def stale(seed: Seed, report: Report) -> bool:
     if any(seq in seed.fwd.get(pid, ()) for pid, seq in report.misses):
         return True
     if spans.stale(seed.pending, report):
+        return True
+    if any(seed.tops.get(tid, (None,))[0] is not None for tid in report.tops_missed):
         return True
     if any(seed.fwd.get(pid, {}).get(seq) != op for (pid, seq), op in report.guesses.items()):
         return True
