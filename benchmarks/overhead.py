@@ -6,9 +6,10 @@ torch.compile. Five modes:
 
   plain          no annotation
   emit_nvtx      torch.autograd.profiler.emit_nvtx(record_shapes=True)
-  pyprof         pyprof.init(): op/module markers and backward node hooks, and around each
-                 compiled-graph call the numbered range with PyTorch's op ranges inside
-                 (pyprof.nvtx.graph_calls): pyprof.profiled()'s default
+  pyprof         pyprof.init(): op/module markers, PyTorch's autograd node ranges (backward
+                 node hooks where CUDA is not available), and around each compiled-graph call
+                 the numbered range with PyTorch's op ranges inside (pyprof.nvtx.graph_calls):
+                 pyprof.profiled()'s default (pyprof.nvtx.capture.attribution)
   pyprof+emit    pyprof.init() + emit_nvtx(record_shapes=True) (pyprof.profiled(aten=True))
   torch.profiler torch.profiler.profile(record_shapes=True, activities CPU + CUDA)
 
@@ -124,9 +125,9 @@ def tool(mode: str, device) -> Iterator[None]:
     import torch
 
     if mode == "pyprof" and device.type == "cuda":  # as profiled(), which needs CUDA
-        from pyprof.nvtx import graph_calls
+        from pyprof.nvtx.capture import attribution
 
-        with graph_calls.ranges():
+        with attribution():
             yield
     elif mode in ("emit_nvtx", "pyprof+emit") and device.type == "cuda":
         with torch.autograd.profiler.emit_nvtx(record_shapes=True):

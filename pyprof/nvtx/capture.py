@@ -8,6 +8,22 @@ from . import compiled, graph_calls, node_ranges
 
 
 @contextlib.contextmanager
+def attribution(aten: bool = False, record_shapes: bool = True) -> Iterator[None]:
+    """What profiled() turns on around its body besides the capture range (CUDA only; the overhead
+    benchmark measures the same): emit_nvtx with `aten`; otherwise the range around each
+    compiled-graph call (which emit_nvtx would give) and PyTorch's autograd node ranges instead of
+    pyprof's node hooks."""
+    import torch
+
+    if aten:
+        with torch.autograd.profiler.emit_nvtx(record_shapes=record_shapes):
+            yield
+    else:
+        with graph_calls.ranges(), node_ranges.node_ranges():
+            yield
+
+
+@contextlib.contextmanager
 def profiled(aten: bool = False, record_shapes: bool = True) -> Iterator[bool]:
     """Profile the body: the CUDA profiler range (`torch.cuda.profiler.start()`/`stop()`, which
     `nsys profile -c cudaProfilerApi` captures) opened and closed on a synchronized device, so
@@ -32,10 +48,7 @@ def profiled(aten: bool = False, record_shapes: bool = True) -> Iterator[bool]:
     if not torch.cuda.is_available():
         yield False
         return
-    # PyTorch's range around each compiled-graph call comes with emit_nvtx; without it, ours,
-    # and PyTorch's autograd node ranges for backward attribution instead of pyprof's node hooks.
-    with (torch.autograd.profiler.emit_nvtx(record_shapes=record_shapes) if aten else graph_calls.ranges()), \
-            (contextlib.nullcontext() if aten else node_ranges.node_ranges()):
+    with attribution(aten, record_shapes):
         torch.cuda.synchronize()
         torch.cuda.profiler.start()
         # Inside the capture range, so the trace carries what its compiled kernels compute.
