@@ -12,18 +12,16 @@ finds it by a cached hash as well.
 """
 from __future__ import annotations
 
-import sys
 from typing import Any, Mapping, Sequence
 
 import torch
 
 from .marker import any_autocast, autocast_region, build, encode, tuple_texts
-from .site import _classify, _code_prefix
+from .site import user_frame
 
 # Markers kept per wrapper; a wrapper seeing more signatures than this (dynamic shapes) starts over.
 CACHE_LIMIT = 512
 
-_getframe = sys._getframe
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
 _KWARGS = None  # separates positional from keyword parts of a key (no part is ever None)
@@ -42,25 +40,11 @@ _tuple_hit = tuple_texts.get
 def marker(cache: dict, prefix: str, args: Sequence[Any], kwargs: Mapping[str, Any], mod: str) -> str:
     """The op marker of a call from a wrapper (`prefix`: its op_prefix, `mod`: the module
     fragment), from `cache` when this wrapper met the same key before. Never raises."""
-    # site.user_frame's walk, inlined: one Python frame fewer on every call.
-    frame = _getframe(2)  # 0: here, 1: the wrapper, 2: its caller
-    while frame is not None:
-        code = frame.f_code
-        e = _code_prefix.get(id(code))
-        if e is None:
-            e = _classify(code)
-        if e[1]:
-            break
-        frame = frame.f_back
+    site, frame = user_frame(3)  # 0: user_frame, 1: here, 2: the wrapper, 3: its caller
     autocast = autocast_region() if any_autocast() else ""  # the call saved outside autocast
-    if frame is None:
-        site = ""
-        code = None
-        key: Any = [0, 0, mod, autocast]
-    else:
-        site = e[1]
-        # The code object by id (site._code_prefix says why); the cache entry holds it.
-        key = [id(code), frame.f_lasti, mod, autocast]
+    # The code object by id (site._code_prefix says why); the cache entry holds it.
+    code = frame.f_code if site else None
+    key: Any = [id(code), frame.f_lasti, mod, autocast] if site else [0, 0, mod, autocast]
     try:
         for a in args:
             t = type(a)
