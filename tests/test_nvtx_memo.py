@@ -231,3 +231,39 @@ def test_no_hooks_without_markers() -> None:
         assert [r.marker["kind"] for r in rec.ranges] == ["op", "op", "bwd"]  # sum, backward, SumBackward0
     finally:
         pyprof.restore()
+
+
+def test_one_site_seeing_two_signatures_in_turn_gets_each_its_own_marker(on) -> None:
+    a, b, c = torch.ones(2, 3), torch.ones(3, 2).t(), torch.ones(2, 3, dtype=torch.float64)  # b: other strides
+    with recording() as rec:
+        for t in (a, b, a, b, c, a):
+            line = _line() + 1
+            t.sum()
+    assert [r.text for r in rec.ranges] == [
+        op_marker("Tensor", "sum", (t,), site=f"{HERE}:{line}") for t in (a, b, a, b, c, a)]
+    assert rec.ranges[0].text is rec.ranges[2].text is rec.ranges[5].text  # found, not rebuilt
+    assert rec.ranges[1].text is rec.ranges[3].text
+
+
+def test_a_dict_argument_is_described_by_its_type(on) -> None:
+    x = torch.ones(2)
+    with recording() as rec:
+        for d in ({"a": 1}, {"b": [2]}):  # unhashable: the key holds the encoding
+            with pytest.raises(TypeError):
+                torch.add(x, d)
+            torch.add(x, x, out=None)
+    assert [r.marker["args"][1] if r.marker["op"] == "add" and "kwargs" not in r.marker else r.marker["kwargs"]
+            for r in rec.ranges] == [{"type": "dict"}, {"out": None}, {"type": "dict"}, {"out": None}]
+
+
+def test_sites_in_code_objects_made_one_after_another_name_their_own_file(on) -> None:
+    """The caches key code objects by id and hold them: a dead code object's id, reused by the
+    next one made, must not find the dead one's site."""
+    x = torch.ones(2)
+    with recording() as rec:
+        for i in range(20):
+            scope = {"torch": torch, "x": x}
+            exec(compile("def f():\n    return torch.neg(x)\n", f"<gen{i}>", "exec"), scope)
+            scope["f"]()
+            del scope
+    assert [r.marker["site"] for r in rec.ranges] == [f"<gen{i}>:2" for i in range(20)]

@@ -1,7 +1,7 @@
 """The hot path of op markers: a call seen before costs a key and a dict look-up, not an encoding.
 
 In steady-state training a call site sees the same argument signature every step. The key of a
-call is everything its marker text depends on - the call site (code object and instruction
+call is everything its marker text depends on - the call site (code object, by id, and instruction
 offset, which fix file and line), the enclosing module, the autocast dtype, and per argument its
 description: (shape, strides, dtype) for a plain tensor, (type, value) for an int, bool, str or
 None, float.hex() for a float, the encoded text for anything else (encode() is exact by
@@ -42,7 +42,9 @@ def marker(cache: dict, prefix: str, args: Sequence[Any], kwargs: Mapping[str, A
     fragment), from `cache` when this wrapper met the same key before. Never raises."""
     site, frame = user_frame(3)  # 0: user_frame, 1: here, 2: the wrapper, 3: its caller
     autocast = autocast_region() if any_autocast() else ""  # the call saved outside autocast
-    key: Any = [frame.f_code, frame.f_lasti, mod, autocast] if site else ["", 0, mod, autocast]
+    # The code object by id (site._code_prefix says why); the cache entry holds it.
+    code = frame.f_code if site else None
+    key: Any = [id(code), frame.f_lasti, mod, autocast] if site else [0, 0, mod, autocast]
     try:
         for a in args:
             t = type(a)
@@ -60,13 +62,14 @@ def marker(cache: dict, prefix: str, args: Sequence[Any], kwargs: Mapping[str, A
                 key.append((v.shape, v.stride(), v.dtype) if t is _Tensor else (t, v) if t in _PLAIN else
                            _hex(v) if t is float else encode(v))
         key = tuple(key)
-        text = cache.get(key)
+        hit = cache.get(key)
     except Exception:  # unhashable or unqueryable: encode this call alone
-        key = text = None
-    if text is None:
-        text = build(prefix, args, kwargs, (site + str(frame.f_lineno) + '"' if site else "") + mod + autocast)
-        if key is not None:
-            if len(cache) >= CACHE_LIMIT:
-                cache.clear()
-            cache[key] = text
+        key = hit = None
+    if hit is not None:
+        return hit[0]
+    text = build(prefix, args, kwargs, (site + str(frame.f_lineno) + '"' if site else "") + mod + autocast)
+    if key is not None:
+        if len(cache) >= CACHE_LIMIT:
+            cache.clear()
+        cache[key] = (text, code)
     return text

@@ -23,8 +23,11 @@ _INTERNAL = _dirs(torch) + _dirs(pyprof)
 # torch.fx writes generated forward() code under these pseudo file names.
 _GENERATED = ("<eval_with_key>",)
 
-# code object -> ',"site":"file:' (JSON text up to the line number), or "" for torch/pyprof code.
-# Deciding once per code object keeps the walk to one dict look-up per frame.
+# id(code object) -> (code object, ',"site":"file:' (JSON text up to the line number), or "" for
+# torch/pyprof code). Deciding once per code object keeps the walk to one dict look-up per frame.
+# Keyed by id: a code object's hash is recomputed on every use from its names and constants
+# (0.1-1 us for torch's _call_impl, on every frame of every walk); the entry holds the code object,
+# so that its id is not reused while the entry lives.
 _code_prefix: dict = {}
 
 
@@ -33,13 +36,13 @@ def is_internal(filename: str) -> bool:
     return filename.startswith(_INTERNAL) or filename.startswith(_GENERATED)
 
 
-def _classify(code: CodeType) -> str:
+def _classify(code: CodeType) -> tuple:
     name = code.co_filename
-    p = "" if is_internal(name) else ',"site":' + _quote(name + ":")[:-1]
+    e = (code, "" if is_internal(name) else ',"site":' + _quote(name + ":")[:-1])
     if len(_code_prefix) >= _CACHE_LIMIT:
         _code_prefix.clear()
-    _code_prefix[code] = p
-    return p
+    _code_prefix[id(code)] = e
+    return e
 
 
 def site_json() -> str:
@@ -57,10 +60,10 @@ def user_frame(skip: int = 2) -> tuple:
     f = _getframe(skip)
     while f is not None:
         code = f.f_code
-        p = _code_prefix.get(code)
-        if p is None:
-            p = _classify(code)
-        if p:
-            return p, f
+        e = _code_prefix.get(id(code))
+        if e is None:
+            e = _classify(code)
+        if e[1]:
+            return e[1], f
         f = f.f_back
     return "", None
