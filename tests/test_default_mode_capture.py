@@ -1,7 +1,7 @@
-"""The GPT example captured on an H100 twice in one run: pyprof.profiled()'s default (markers and
-backward node hooks, no emit_nvtx) and with aten=True (emit_nvtx): every kernel gets the same
-direction, op, module and call site, and the same FLOPs but where only PyTorch's op ranges can
-tell (benchmarks/attribution_compare.py prints the differences)."""
+"""H100 captures of the examples in one run each twice: pyprof.profiled()'s default (markers and
+backward node hooks, no emit_nvtx: `*_default`; since node ranges, `*_nodes`) and with aten=True
+(emit_nvtx): every kernel gets the same direction, op, module and call site, and the same FLOPs
+but where only PyTorch's op ranges can tell (benchmarks/attribution_compare.py prints the differences)."""
 from __future__ import annotations
 
 import lzma
@@ -9,6 +9,8 @@ import os
 import shutil
 import sys
 from pathlib import Path
+
+import pytest
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent / "benchmarks"))
@@ -75,12 +77,12 @@ def test_gpt_default_mode_prices_every_kernel_as_emit_nvtx_does_but_engine_adds_
         k: 1 for k in {tuple(aten[i][c] for c in attribution_compare.KEY) for i in engine}}
 
 
-def _differences(tmp_path: Path, name: str) -> dict:
+def _differences(tmp_path: Path, name: str, default_kind: str = "default", aten_kind: str = "aten") -> dict:
     """Kernels whose (dir, mod, op, module, site, flops, bytes) differ between the two
     captures, by what PyTorch's ranges say they are in the emit_nvtx one:
     (engine accumulation?, outermost range, innermost range) -> kernel indices."""
-    default = attribution_compare.kernels(_unpacked(tmp_path, f"{name}_default.sqlite"))
-    aten_path = _unpacked(tmp_path, f"{name}_aten.sqlite")
+    default = attribution_compare.kernels(_unpacked(tmp_path, f"{name}_{default_kind}.sqlite"))
+    aten_path = _unpacked(tmp_path, f"{name}_{aten_kind}.sqlite")
     aten = attribution_compare.kernels(aten_path)
     assert [r["kernel"] for r in default] == [r["kernel"] for r in aten]
     cols = attribution_compare.KEY + ("flops", "bytes")
@@ -120,3 +122,48 @@ def test_resnet_default_mode_differences_are_the_known_ones(tmp_path: Path) -> N
         (False, "Optimizer.step#SGD.step", "aten::_foreach_mul_"): [255],
         (False, "Optimizer.step#SGD.step", "aten::_foreach_add_"): [256, 257],
         (False, "aten::_amp_update_scale_", "aten::_amp_update_scale_"): [258]}
+
+
+# profiled()'s default since node ranges (pyprof.nvtx.node_ranges): backward kernels find their
+# forward op through PyTorch's node ranges and the op ranges' sequence payloads. H100 captures of
+# the three examples, each with an emit_nvtx capture of the same run (benchmarks/node_ranges_gpu.sh).
+_NODE_DIFFERENCES = {
+    "lenet": (44, 44, {
+        (False, "Optimizer.step#SGD.step", "aten::_foreach_mul_"): [41],
+        (False, "Optimizer.step#SGD.step", "aten::_foreach_add_"): [42, 43]}),
+    "gpt": (139, 139, {
+        (True, "autograd::engine::evaluate_function: NativeLayerNormBackward0", "aten::add_"): [77, 96, 112, 131],
+        (False, "Optimizer.step#AdamW.step", "aten::_foreach_add_"): [137],
+        (False, "Optimizer.step#AdamW.step", "aten::_fused_adamw_"): [138]}),
+    # GradScaler's two kernels launch outside every pyprof marker: no op without PyTorch's ranges.
+    "resnet": (259, 257, {
+        (True, "autograd::engine::evaluate_function: ConvolutionBackward0", "aten::add_"):
+            [139, 154, 165, 180, 191, 207, 222, 237],
+        (False, "aten::_amp_foreach_non_finite_check_and_unscale_", "aten::_amp_foreach_non_finite_check_and_unscale_"):
+            [252],
+        (False, "Optimizer.step#SGD.step", "aten::_foreach_add"): [253],
+        (False, "Optimizer.step#SGD.step", "aten::_foreach_mul_"): [255],
+        (False, "Optimizer.step#SGD.step", "aten::_foreach_add_"): [256, 257],
+        (False, "aten::_amp_update_scale_", "aten::_amp_update_scale_"): [258]}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_NODE_DIFFERENCES))
+def test_node_range_mode_attributes_as_emit_nvtx_does_but_the_known_kernels(tmp_path: Path, name: str) -> None:
+    """Every kernel gets emit_nvtx's direction, op, module and call site (but GradScaler's, which
+    no marker encloses); FLOPs and bytes differ only where only PyTorch's op ranges can tell: the
+    engine's gradient accumulations (0 here: a later kernel of the node's op call, not its first),
+    composite optimizer steps priced as a whole, fused AdamW's main kernel."""
+    kernels, attributed_alike, differences = _NODE_DIFFERENCES[name]
+    default = attribution_compare.kernels(_unpacked(tmp_path, f"{name}_nodes.sqlite"))
+    aten_path = _unpacked(tmp_path, f"{name}_nodes_aten.sqlite")
+    aten = attribution_compare.kernels(aten_path)
+    assert len(default) == len(aten) == kernels
+    keys = attribution_compare.KEY
+    assert sum(tuple(a[k] for k in keys) == tuple(d[k] for k in keys) for a, d in zip(aten, default)) == attributed_alike
+    assert _differences(tmp_path, name, "nodes", "nodes_aten") == differences
+    records = list(pyprof.records(aten_path))
+    engine = [i for i, rec in enumerate(records) if engine_accumulation(rec)]
+    assert all(default[i]["flops"] == 0 and aten[i]["flops"] > 0 for i in engine)
+    bprop = [r for r in default if r["dir"] == "bprop"]
+    assert bprop and all(r["op"] not in (None, "na", "-") for r in bprop)

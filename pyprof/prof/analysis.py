@@ -211,13 +211,17 @@ class Analyzer:
         sub-sequence 0 (the marker is then the innermost range). For bprop the call is the
         forward op's call (`fwd.call`): every autograd node one call created (cross_entropy's
         NllLoss, ToCopy and LogSoftmax nodes) does that op's backward once, as one pyprof `bwd`
-        range does; else the forward op's seq."""
+        range does, and so does a launch of the engine between them outside every range (a
+        gradient accumulated after the node: sub-sequence 0 of no range, not a new call); else the
+        forward op's seq."""
         torch_ops = rec.get("torchOps")
         outer = torch_ops[0] if torch_ops else None
         if rec.get("dir") == "bprop":
             fwd = rec.get("fwd") or {}
             call = fwd.get("call")
-            ident = ("call", call) if call is not None else (fwd.get("seq"), outer)
+            if call is not None:
+                return self._first(("call", rec.get("pid"), rec.get("tid")), ("call", call), counts, False)
+            ident = (fwd.get("seq"), outer)
         else:
             ident = (rec.get("marker"), outer)
         return self._first(("call", rec.get("pid"), rec.get("tid")), ident, counts,
