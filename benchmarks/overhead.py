@@ -7,7 +7,7 @@ torch.compile. Five modes:
   plain          no annotation
   emit_nvtx      torch.autograd.profiler.emit_nvtx(record_shapes=True)
   pyprof         pyprof.init(): op/module markers, PyTorch's autograd node ranges (backward
-                 node hooks where CUDA is not available), and around each compiled-graph call
+                 node hooks without CUDA or where compiled graphs can run), and around each compiled-graph call
                  the numbered range with PyTorch's op ranges inside (pyprof.nvtx.graph_calls):
                  pyprof.profiled()'s default (pyprof.nvtx.capture.attribution)
   pyprof+emit    pyprof.init() + emit_nvtx(record_shapes=True) (pyprof.profiled(aten=True))

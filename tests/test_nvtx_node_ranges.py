@@ -1,6 +1,6 @@
 """Op ranges carry the autograd sequence number as their payload; inside profiled() PyTorch's node
-ranges replace pyprof's node hooks (pyprof.nvtx.node_ranges), and give way to the op ranges
-inside compiled-graph calls (pyprof.nvtx.graph_calls)."""
+ranges replace pyprof's node hooks (pyprof.nvtx.node_ranges), but in a program that can run
+compiled graphs (pyprof.nvtx.graph_calls)."""
 from __future__ import annotations
 
 import pytest
@@ -90,23 +90,22 @@ def _fake_profiler(monkeypatch, calls: list, enabled: list) -> None:
     monkeypatch.setattr(torch.autograd, "_profiler_enabled", lambda: bool(enabled))
 
 
-def test_node_ranges_replace_the_hooks_for_the_block_and_give_way_to_compiled_graph_op_ranges(on, monkeypatch) -> None:
+def test_node_ranges_replace_the_hooks_for_the_block(on, monkeypatch) -> None:
     calls: list = []
     enabled: list = []
     _fake_profiler(monkeypatch, calls, enabled)
     w = torch.randn(3, requires_grad=True)
     with recording() as rec:
         with node_ranges.node_ranges() as nodes:
-            assert nodes is True and node_ranges.active() and not emit.state.hooks
+            assert nodes is True and not emit.state.hooks
             w.exp().sum().backward()
-            with graph_calls.op_ranges():
-                calls.append("graph")
             # Already on: a nested block changes nothing.
             with node_ranges.node_ranges() as again:
                 assert again is False and not emit.state.hooks
+            assert not emit.state.hooks
     assert [r.marker["kind"] for r in rec.ranges] == ["op", "op", "op"]  # no bwd ranges
-    assert calls == ["enable nodes", "disable", "enable ops", "graph", "disable", "enable nodes", "disable"]
-    assert emit.state.hooks and not node_ranges.active() and not enabled
+    assert calls == ["enable nodes", "disable"]
+    assert emit.state.hooks and not enabled
 
 
 def test_a_profiler_already_on_keeps_the_hooks(on, monkeypatch) -> None:
@@ -115,9 +114,33 @@ def test_a_profiler_already_on_keeps_the_hooks(on, monkeypatch) -> None:
     _fake_profiler(monkeypatch, calls, enabled)
     with node_ranges.node_ranges() as nodes:
         assert nodes is False and emit.state.hooks
-        with graph_calls.op_ranges():
-            calls.append("graph")
-    assert calls == ["graph"] and enabled == [True]
+    assert calls == [] and enabled == [True]
+
+
+class _CompiledFxGraph:
+    def __call__(self, inputs):
+        return inputs
+
+
+def test_profiled_keeps_the_hooks_where_compiled_graphs_can_run(on, monkeypatch) -> None:
+    """Their op ranges need the NVTX profiler on the autograd thread, where giving way would break
+    the node ranges' state: a program with Inductor's compiled graphs keeps the hooks."""
+    import sys
+    import types
+
+    from pyprof.nvtx.capture import attribution
+
+    calls: list = []
+    enabled: list = []
+    _fake_profiler(monkeypatch, calls, enabled)
+    with attribution():
+        assert not emit.state.hooks
+    assert calls == ["enable nodes", "disable"]
+    monkeypatch.setitem(sys.modules, graph_calls._MODULE, types.SimpleNamespace(CompiledFxGraph=_CompiledFxGraph))
+    original = _CompiledFxGraph.__call__
+    with attribution():
+        assert emit.state.hooks and _CompiledFxGraph.__call__ is not original  # the graph-call ranges
+    assert calls == ["enable nodes", "disable"] and _CompiledFxGraph.__call__ is original
 
 
 def test_without_cuda_the_node_ranges_cannot_be_turned_on_and_the_hooks_stay(on) -> None:

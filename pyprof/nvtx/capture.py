@@ -11,15 +11,20 @@ from . import compiled, graph_calls, node_ranges
 def attribution(aten: bool = False, record_shapes: bool = True) -> Iterator[None]:
     """What profiled() turns on around its body besides the capture range (CUDA only; the overhead
     benchmark measures the same): emit_nvtx with `aten`; otherwise the range around each
-    compiled-graph call (which emit_nvtx would give) and PyTorch's autograd node ranges instead of
-    pyprof's node hooks."""
+    compiled-graph call (which emit_nvtx would give) and, in a program that has no compiled graph
+    to run, PyTorch's autograd node ranges instead of pyprof's node hooks."""
     import torch
 
     if aten:
         with torch.autograd.profiler.emit_nvtx(record_shapes=record_shapes):
             yield
-    else:
-        with graph_calls.ranges(), node_ranges.node_ranges():
+        return
+    with graph_calls.ranges() as compiled_graphs:
+        # A compiled graph's op ranges need the NVTX profiler of their own thread, and giving way
+        # to them on the autograd thread breaks the node ranges' shared state (PyTorch asserts
+        # "Expected profiler state set" on every later node: H100, torch 2.11): a program that
+        # can run compiled graphs keeps the hooks.
+        with contextlib.nullcontext() if compiled_graphs else node_ranges.node_ranges():
             yield
 
 

@@ -44,14 +44,15 @@ _WRAPPED = "_orig_mod"
 
 
 @contextlib.contextmanager
-def ranges() -> Iterator[None]:
-    """Wrap `CompiledFxGraph.__call__` for the body. A program that has not imported Inductor
-    has no compiled graph to wrap: nothing is imported for it."""
+def ranges() -> Iterator[bool]:
+    """Wrap `CompiledFxGraph.__call__` for the body; yields whether compiled graphs can run in it.
+    A program that has not imported Inductor's compiled-graph module has no compiled graph to
+    wrap: nothing is imported for it."""
     mod = sys.modules.get(_MODULE)
     cls = getattr(mod, "CompiledFxGraph", None)
     original = getattr(cls, "__call__", None)
     if original is None:
-        yield
+        yield False
         return
     import torch
     import torch.cuda.nvtx as nvtx  # PyTorch's own ranges go there (default domain)
@@ -71,7 +72,7 @@ def ranges() -> Iterator[None]:
 
     cls.__call__ = call
     try:
-        yield
+        yield True
     finally:
         cls.__call__ = original
 
@@ -80,18 +81,11 @@ def ranges() -> Iterator[None]:
 def op_ranges() -> Iterator[None]:
     """PyTorch's NVTX op ranges on this thread for the body (emit_nvtx's profiler state, no
     shapes, no synchronization). Nothing when a profiler is already on here (the user's own, or
-    emit_nvtx) or PyTorch cannot turn this one on (a build without CUDA). pyprof's own node-range
-    profiler (pyprof.nvtx.node_ranges), which would hide the op ranges, gives way for the body:
-    the op ranges include the node ranges."""
+    emit_nvtx) or PyTorch cannot turn this one on (a build without CUDA)."""
     import torch.autograd as autograd
     from torch._C._profiler import _ExperimentalConfig
 
-    from . import node_ranges
-
     on = False
-    nodes = autograd._profiler_enabled() and node_ranges.active()
-    if nodes:
-        autograd._disable_profiler()
     if not autograd._profiler_enabled():
         try:
             config = autograd.ProfilerConfig(autograd.ProfilerState.NVTX, False, False, False, False, False,
@@ -105,8 +99,6 @@ def op_ranges() -> Iterator[None]:
     finally:
         if on:
             autograd._disable_profiler()
-        if nodes:
-            node_ranges.enable()
 
 
 def caller(frame: Any, internal: tuple) -> Optional[str]:

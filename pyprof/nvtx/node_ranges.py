@@ -16,7 +16,8 @@ gets no node ranges, and its kernels no forward op.
 
 When a profiler is already on for the thread (the user's, or emit_nvtx under
 `profiled(aten=True)`), or PyTorch cannot turn this one on (a build without CUDA), nothing
-changes: the hooks stay.
+changes: the hooks stay. profiled() keeps the hooks too in a program that can run compiled graphs
+(pyprof.nvtx.capture.attribution says why).
 """
 from __future__ import annotations
 
@@ -27,11 +28,6 @@ from .emit import state
 
 # Threads on which this module turned the node ranges on (entered blocks, nesting included).
 _active = 0
-
-
-def active() -> bool:
-    """True while some thread runs inside node_ranges() with PyTorch's node ranges on."""
-    return _active > 0
 
 
 def enable() -> None:
