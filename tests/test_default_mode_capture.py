@@ -103,6 +103,20 @@ def test_lenet_default_mode_differs_only_in_the_foreach_optimizer_step(tmp_path:
         (False, "Optimizer.step#SGD.step", "aten::_foreach_add_"): [42, 43]}
 
 
+# ResNet-18's kernels that only PyTorch's op ranges price or attribute, in both default modes: the
+# engine's gradient accumulations, GradScaler's kernels (launched outside every pyprof marker),
+# the foreach SGD step.
+_RESNET_KNOWN = {
+    (True, "autograd::engine::evaluate_function: ConvolutionBackward0", "aten::add_"):
+        [139, 154, 165, 180, 191, 207, 222, 237],
+    (False, "aten::_amp_foreach_non_finite_check_and_unscale_", "aten::_amp_foreach_non_finite_check_and_unscale_"):
+        [252],
+    (False, "Optimizer.step#SGD.step", "aten::_foreach_add"): [253],
+    (False, "Optimizer.step#SGD.step", "aten::_foreach_mul_"): [255],
+    (False, "Optimizer.step#SGD.step", "aten::_foreach_add_"): [256, 257],
+    (False, "aten::_amp_update_scale_", "aten::_amp_update_scale_"): [258]}
+
+
 def test_resnet_default_mode_differences_are_the_known_ones(tmp_path: Path) -> None:
     """H100 captures of examples/resnet.py (AMP, SGD foreach): besides the foreach step, what only
     op ranges tell (the engine's gradient accumulations after ConvolutionBackward0; GradScaler's
@@ -114,14 +128,7 @@ def test_resnet_default_mode_differences_are_the_known_ones(tmp_path: Path) -> N
     assert got == {
         (False, relu, "aten::threshold_backward"): [130, 135, 141, 146, 156, 161, 167, 172, 182, 187, 193, 198, 209,
                                                     216, 224, 231, 241],
-        (True, "autograd::engine::evaluate_function: ConvolutionBackward0", "aten::add_"):
-            [139, 154, 165, 180, 191, 207, 222, 237],
-        (False, "aten::_amp_foreach_non_finite_check_and_unscale_", "aten::_amp_foreach_non_finite_check_and_unscale_"):
-            [252],
-        (False, "Optimizer.step#SGD.step", "aten::_foreach_add"): [253],
-        (False, "Optimizer.step#SGD.step", "aten::_foreach_mul_"): [255],
-        (False, "Optimizer.step#SGD.step", "aten::_foreach_add_"): [256, 257],
-        (False, "aten::_amp_update_scale_", "aten::_amp_update_scale_"): [258]}
+        **_RESNET_KNOWN}
 
 
 # profiled()'s default since node ranges (pyprof.nvtx.node_ranges): backward kernels find their
@@ -136,15 +143,7 @@ _NODE_DIFFERENCES = {
         (False, "Optimizer.step#AdamW.step", "aten::_foreach_add_"): [137],
         (False, "Optimizer.step#AdamW.step", "aten::_fused_adamw_"): [138]}),
     # GradScaler's two kernels launch outside every pyprof marker: no op without PyTorch's ranges.
-    "resnet": (259, 257, {
-        (True, "autograd::engine::evaluate_function: ConvolutionBackward0", "aten::add_"):
-            [139, 154, 165, 180, 191, 207, 222, 237],
-        (False, "aten::_amp_foreach_non_finite_check_and_unscale_", "aten::_amp_foreach_non_finite_check_and_unscale_"):
-            [252],
-        (False, "Optimizer.step#SGD.step", "aten::_foreach_add"): [253],
-        (False, "Optimizer.step#SGD.step", "aten::_foreach_mul_"): [255],
-        (False, "Optimizer.step#SGD.step", "aten::_foreach_add_"): [256, 257],
-        (False, "aten::_amp_update_scale_", "aten::_amp_update_scale_"): [258]}),
+    "resnet": (259, 257, _RESNET_KNOWN),
 }
 
 

@@ -7,19 +7,9 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the wrappers annotate torch calls")
 
-import pyprof  # noqa: E402
 from pyprof.nvtx import emit, graph_calls, node_ranges, recording  # noqa: E402
 
 GAP = 1 << 40  # docs/markers.md, "Payload": the gap's lowest bit
-
-
-@pytest.fixture()
-def on():
-    pyprof.init()
-    try:
-        yield
-    finally:
-        pyprof.restore()
 
 
 class _Double(torch.autograd.Function):
@@ -34,7 +24,7 @@ class _Double(torch.autograd.Function):
         return g * 2
 
 
-def test_each_op_range_carries_the_sequence_number_of_the_node_its_call_creates(on) -> None:
+def test_each_op_range_carries_the_sequence_number_of_the_node_its_call_creates(pyprof_on) -> None:
     w = torch.randn(3, 3, requires_grad=True)
     with recording() as rec:
         y = torch.mm(w, w)
@@ -49,7 +39,7 @@ def test_each_op_range_carries_the_sequence_number_of_the_node_its_call_creates(
     assert payloads == {"mm": seqs[0], "relu": seqs[1], "mul": seqs[2], "sum": seqs[2], "backward": seqs[2] + 1}
 
 
-def test_nodes_made_between_op_ranges_are_counted_as_a_gap_in_the_next_payload(on) -> None:
+def test_nodes_made_between_op_ranges_are_counted_as_a_gap_in_the_next_payload(pyprof_on) -> None:
     w = torch.randn(3, requires_grad=True)
     with recording() as rec:
         a = w.exp()
@@ -66,7 +56,7 @@ def test_nodes_made_between_op_ranges_are_counted_as_a_gap_in_the_next_payload(o
     assert ops[0].payload & (GAP - 1) == s0
 
 
-def test_outside_profiled_the_node_hooks_stay(on) -> None:
+def test_outside_profiled_the_node_hooks_stay(pyprof_on) -> None:
     w = torch.randn(3, requires_grad=True)
     with recording() as rec:
         w.exp().sum().backward()
@@ -90,7 +80,7 @@ def _fake_profiler(monkeypatch, calls: list, enabled: list) -> None:
     monkeypatch.setattr(torch.autograd, "_profiler_enabled", lambda: bool(enabled))
 
 
-def test_node_ranges_replace_the_hooks_for_the_block(on, monkeypatch) -> None:
+def test_node_ranges_replace_the_hooks_for_the_block(pyprof_on, monkeypatch) -> None:
     calls: list = []
     enabled: list = []
     _fake_profiler(monkeypatch, calls, enabled)
@@ -108,7 +98,7 @@ def test_node_ranges_replace_the_hooks_for_the_block(on, monkeypatch) -> None:
     assert emit.state.hooks and not enabled
 
 
-def test_a_profiler_already_on_keeps_the_hooks(on, monkeypatch) -> None:
+def test_a_profiler_already_on_keeps_the_hooks(pyprof_on, monkeypatch) -> None:
     calls: list = []
     enabled: list = [True]  # the user's
     _fake_profiler(monkeypatch, calls, enabled)
@@ -122,7 +112,7 @@ class _CompiledFxGraph:
         return inputs
 
 
-def test_profiled_keeps_the_hooks_where_compiled_graphs_can_run(on, monkeypatch) -> None:
+def test_profiled_keeps_the_hooks_where_compiled_graphs_can_run(pyprof_on, monkeypatch) -> None:
     """Their op ranges need the NVTX profiler on the autograd thread, where giving way would break
     the node ranges' state: a program with Inductor's compiled graphs keeps the hooks."""
     import sys
@@ -143,7 +133,7 @@ def test_profiled_keeps_the_hooks_where_compiled_graphs_can_run(on, monkeypatch)
     assert calls == ["enable nodes", "disable"] and _CompiledFxGraph.__call__ is original
 
 
-def test_without_cuda_the_node_ranges_cannot_be_turned_on_and_the_hooks_stay(on) -> None:
+def test_without_cuda_the_node_ranges_cannot_be_turned_on_and_the_hooks_stay(pyprof_on) -> None:
     if torch.cuda.is_available():
         pytest.skip("a CUDA build turns the NVTX profiler on")
     with node_ranges.node_ranges() as nodes:
