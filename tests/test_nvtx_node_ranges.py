@@ -107,6 +107,30 @@ def test_a_profiler_already_on_keeps_the_hooks(pyprof_on, monkeypatch) -> None:
     assert calls == [] and enabled == [True]
 
 
+def test_a_profiler_started_inside_the_block_takes_over_from_the_node_ranges(pyprof_on, monkeypatch) -> None:
+    """PyTorch keeps one profiler per thread: torch.profiler or emit_nvtx started inside
+    profiled() would be refused (and torch.profiler's prepared Kineto state would fail the next
+    one: H100, torch 2.11). The node ranges step aside and the hooks come back."""
+    import torch.autograd.profiler as profiler
+
+    calls: list = []
+    enabled: list = []
+    _fake_profiler(monkeypatch, calls, enabled)
+    user_start = lambda config, activities: calls.append("user prepare")  # noqa: E731
+    monkeypatch.setattr(profiler, "_prepare_profiler", user_start)
+    w = torch.randn(3, requires_grad=True)
+    with recording() as rec:
+        with node_ranges.node_ranges() as nodes:
+            assert nodes is True and not emit.state.hooks
+            profiler._prepare_profiler("config", set())  # what torch.profiler.profile() calls first
+            assert emit.state.hooks and not enabled
+            w.exp().sum().backward()
+            profiler._prepare_profiler("config", set())  # already handed over: nothing more
+    assert calls == ["enable nodes", "disable", "user prepare", "user prepare"]
+    assert [r.marker["kind"] for r in rec.ranges].count("bwd") == 2  # the hooks attributed backward
+    assert profiler._prepare_profiler is user_start and emit.state.hooks
+
+
 class _CompiledFxGraph:
     def __call__(self, inputs):
         return inputs

@@ -17,17 +17,24 @@ gets no node ranges, and its kernels no forward op.
 When a profiler is already on for the thread (the user's, or emit_nvtx under
 `profiled(aten=True)`), or PyTorch cannot turn this one on (a build without CUDA), nothing
 changes: the hooks stay. profiled() keeps the hooks too in a program that can run compiled graphs
-(pyprof.nvtx.capture.attribution says why).
+(pyprof.nvtx.capture.attribution says why). A profiler the user starts inside the block on that
+thread (torch.profiler, emit_nvtx) gets it: the node ranges step aside and the hooks come back.
 """
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+import threading
+from typing import Any, Callable, Iterator
 
 from .emit import state
 
-# Threads on which this module turned the node ranges on (entered blocks, nesting included).
-_active = 0
+# Thread ident -> the function that turns off the node ranges this module turned on there.
+_owners: dict = {}
+# torch.autograd.profiler's names of PyTorch's profiler switches that torch.profiler and emit_nvtx
+# call to start (bound there at import), and what they held before hand_over() replaced them.
+_STARTS = ("_prepare_profiler", "_enable_profiler")
+_originals: dict = {}
+_lock = threading.Lock()
 
 
 def enable() -> None:
@@ -41,12 +48,29 @@ def enable() -> None:
     autograd._enable_profiler(config, set(), {RecordScope.BACKWARD_FUNCTION})
 
 
+def _hand_over(original: Callable) -> Callable:
+    """`original` (a profiler start) preceded by turning this thread's node ranges off: PyTorch
+    keeps one profiler per thread, and refusing the user's (torch.profiler inside profiled())
+    would also leave its Kineto state prepared, failing the next one. The hooks take over."""
+
+    def hand_over(*args: Any, **kwargs: Any) -> Any:
+        release = _owners.get(threading.get_ident())
+        if release is not None:
+            release()
+        return original(*args, **kwargs)
+
+    hand_over.__wrapped__ = original  # type: ignore[attr-defined]
+    return hand_over
+
+
 @contextlib.contextmanager
 def node_ranges() -> Iterator[bool]:
     """PyTorch's node ranges instead of pyprof's node hooks for the body. Yields whether they are
-    on (False: a profiler was on already, or none can be; the hooks then stay)."""
-    global _active
+    on (False: a profiler was on already, or none can be; the hooks then stay). A profiler the
+    body starts on this thread (torch.profiler, emit_nvtx) takes over from them: the hooks are
+    back from there on."""
     import torch.autograd as autograd
+    import torch.autograd.profiler as profiler
 
     if autograd._profiler_enabled():
         yield False
@@ -56,11 +80,28 @@ def node_ranges() -> Iterator[bool]:
     except (RuntimeError, AssertionError):
         yield False
         return
-    _active += 1
-    state.hooks = False
+    ident = threading.get_ident()
+
+    def release() -> None:
+        with _lock:
+            if _owners.pop(ident, None) is None:
+                return
+            state.hooks = not _owners
+        autograd._disable_profiler()
+
+    with _lock:
+        _owners[ident] = release
+        state.hooks = False
+        if not _originals:
+            for name in _STARTS:
+                _originals[name] = getattr(profiler, name)
+                setattr(profiler, name, _hand_over(_originals[name]))
     try:
         yield True
     finally:
-        _active -= 1
-        state.hooks = _active == 0
-        autograd._disable_profiler()
+        release()
+        with _lock:
+            if not _owners:
+                for name, original in _originals.items():
+                    setattr(profiler, name, original)
+                _originals.clear()
