@@ -82,20 +82,21 @@ _recorders: Tuple["Recording", ...] = ()
 _lock = threading.RLock()
 
 
+def _register(text: str) -> Any:
+    """The event attributes of a message not pushed before, registered and cached."""
+    a = _attrs[text] = _domain.get_event_attributes(message=text)
+    return a
+
+
 def _push_live(text: str) -> None:
-    a = _attrs.get(text)
-    if a is None:
-        a = _attrs[text] = _domain.get_event_attributes(message=text)
-    _lib_push(a, _handle)
+    _lib_push(_attrs.get(text) or _register(text), _handle)
 
 
 def _push_live_op(text: str, payload: int) -> None:
     # The attributes are shared by every push of this text: the payload is set just before the
     # push, with no Python call in between that could let another thread's push of the same text
     # set its own (a thread switch between the two lines would swap two calls' payloads).
-    a = _attrs.get(text)
-    if a is None:
-        a = _attrs[text] = _domain.get_event_attributes(message=text)
+    a = _attrs.get(text) or _register(text)
     a.payload = payload
     _lib_push(a, _handle)
 

@@ -83,14 +83,13 @@ def op_ranges() -> Iterator[None]:
     shapes, no synchronization). Nothing when a profiler is already on here (the user's own, or
     emit_nvtx) or PyTorch cannot turn this one on (a build without CUDA)."""
     import torch.autograd as autograd
-    from torch._C._profiler import _ExperimentalConfig
+
+    from .node_ranges import enable
 
     on = False
     if not autograd._profiler_enabled():
         try:
-            config = autograd.ProfilerConfig(autograd.ProfilerState.NVTX, False, False, False, False, False,
-                                             _ExperimentalConfig())
-            autograd._enable_profiler(config, set())
+            enable(nodes_only=False)
             on = True
         except (RuntimeError, AssertionError):
             pass

@@ -37,15 +37,19 @@ _originals: dict = {}
 _lock = threading.Lock()
 
 
-def enable() -> None:
-    """Turn PyTorch's NVTX node ranges on for this thread (RuntimeError or AssertionError when
-    PyTorch cannot)."""
+def enable(nodes_only: bool = True) -> None:
+    """Turn PyTorch's NVTX profiler on for this thread, without shapes or synchronization: its
+    autograd node ranges alone (`nodes_only`), else every op range as emit_nvtx's (RuntimeError or
+    AssertionError when PyTorch cannot)."""
     import torch.autograd as autograd
     from torch._C._profiler import RecordScope, _ExperimentalConfig
 
     config = autograd.ProfilerConfig(autograd.ProfilerState.NVTX, False, False, False, False, False,
                                      _ExperimentalConfig())
-    autograd._enable_profiler(config, set(), {RecordScope.BACKWARD_FUNCTION})
+    if nodes_only:
+        autograd._enable_profiler(config, set(), {RecordScope.BACKWARD_FUNCTION})
+    else:
+        autograd._enable_profiler(config, set())
 
 
 def _hand_over(original: Callable) -> Callable:

@@ -32,7 +32,7 @@ from pyprof.parse.gpu import GpuInfo
 from pyprof.parse.queries import SRC_CAPTURED, SRC_KERNEL, SRC_MEMCPY
 from pyprof.parse.ranges import (BWD, LAYER, MALFORMED, MODULE, OP, PYPROF_DOMAIN, TORCH, Label, classify,
                                  encode, encode_str, forward_op)
-from pyprof.parse.spans import Spans
+from pyprof.parse.spans import Spans, remember
 from pyprof.parse.window import NEVER, Report, Window
 from pyprof.record_format import VERSION
 
@@ -236,10 +236,8 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
             ops = ops_by_pid[gpid] = {}
         # The last range with a given seq is the op that created the autograd node (outer
         # composite ops such as aten::linear peek at the same number before it).
-        ops.pop(seq, None)
-        ops[seq] = (marker, intern(name), tuple(reversed(layers)) if layers else (), call)
-        if len(ops) > FWD_OPS_PER_PROCESS:
-            del ops[next(iter(ops))]
+        remember(ops, seq, (marker, intern(name), tuple(reversed(layers)) if layers else (), call),
+                 FWD_OPS_PER_PROCESS)
 
     string_sql = queries.string_sql(exp)
 

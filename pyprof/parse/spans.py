@@ -63,7 +63,12 @@ class Spans:
         if threads is None:
             threads = self.pending[gpid] = {}
         if self.report is not None:
-            self.report.closes.setdefault(gpid, {}).setdefault(gtid, first - gap)
+            # Per op range: no new dict unless the process is new to this window.
+            closes = self.report.closes.get(gpid)
+            if closes is None:
+                closes = self.report.closes[gpid] = {}
+            if gtid not in closes:
+                closes[gtid] = first - gap
         span = threads.get(gtid)
         if span is not None and span[1] is not None:
             ops = ops_by_pid.get(gpid)
@@ -99,10 +104,16 @@ def enter(ops: dict[int, Fwd], lo: int, hi: int, op: Fwd, cap: int) -> None:
         old = ops.get(seq)
         if old is not None and old[1] is not None and old[3] == call:
             continue
-        ops.pop(seq, None)
-        ops[seq] = op
-        if len(ops) > cap:
-            del ops[next(iter(ops))]
+        remember(ops, seq, op, cap)
+
+
+def remember(ops: dict[int, Fwd], seq: int, op: Fwd, cap: int) -> None:
+    """`op` as node `seq`'s forward op in the bounded map `ops` (at most `cap`, the oldest entry
+    out first): the latest entry for a seq wins and moves to the end."""
+    ops.pop(seq, None)
+    ops[seq] = op
+    if len(ops) > cap:
+        del ops[next(iter(ops))]
 
 
 def compose(seed: Pending, report: Pending) -> Pending:
