@@ -1,21 +1,28 @@
 """The hot path's marker cache and the backward node hooks, checked through recorded markers."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="the wrappers annotate torch calls")
 import torch.nn.functional as F  # noqa: E402
 
 import pyprof  # noqa: E402
-from pyprof.nvtx import recording  # noqa: E402
+from pyprof.nvtx import memo, recording, wrappers  # noqa: E402
 from pyprof.nvtx.backward import bwd_marker  # noqa: E402
 from pyprof.nvtx.marker import op_marker  # noqa: E402
 
 HERE = __file__
 
 
-@pytest.fixture()
-def on():
+@pytest.fixture(params=["c", "python"])
+def on(request, monkeypatch):
+    """Markers on, the cache's hit path in C (pyprof.nvtx._hot) or in Python (no C compiler)."""
+    if request.param == "python":
+        monkeypatch.setattr(wrappers, "_lookup", memo._lookup)
+    elif memo._hot is None:
+        pytest.skip("pyprof.nvtx._hot was not built (no C compiler at install)")
     pyprof.init()
     try:
         yield
@@ -267,3 +274,39 @@ def test_sites_in_code_objects_made_one_after_another_name_their_own_file(on) ->
             scope["f"]()
             del scope
     assert [r.marker["site"] for r in rec.ranges] == [f"<gen{i}>:2" for i in range(20)]
+
+
+def _key_from(fn, args, kwargs, mod):
+    return fn(args, kwargs, mod)  # both key functions describe the call site of this frame's caller
+
+
+@pytest.mark.skipif(memo._hot is None, reason="pyprof.nvtx._hot was not built (no C compiler at install)")
+@pytest.mark.parametrize("autocast", [False, True])
+def test_the_c_key_is_the_python_key_element_for_element(autocast) -> None:
+    x = torch.randn(3, 4)
+    p = torch.nn.Parameter(torch.randn(2))
+    cached = (1, 2)
+    memo.encode(cached)  # now in encode's tuple cache: read by identity
+    args = (x, x.t(), p, 1, True, "s", None, 1.5, -0.0, float("nan"), cached, (3, 4), [1, 2], {"a": 1}, torch.float16)
+    kwargs = {"alpha": 2, "out": x, "weight": p, "eps": 1e-5}
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        keys, empty = [], []
+        for fn in (memo._hot.key, memo.key):  # one loop: one call site (code and offset) for both
+            keys.append(_key_from(fn, args, kwargs, ',"module":"m"'))
+            empty.append(_key_from(fn, (), {}, ""))
+    assert keys[0] == keys[1] and empty[0] == empty[1]
+    code = sys._getframe().f_code
+    assert keys[0][0] == id(code) and keys[0][2:4] == (',"module":"m"', ',"autocast":"bfloat16"' if autocast else "")
+    assert keys[0][4] == (torch.Size([3, 4]), (4, 1), torch.float32) and keys[0][5] == (torch.Size([4, 3]), (1, 4), torch.float32)
+    assert keys[0][7:10] == ((int, 1), (bool, True), (str, "s")) and keys[0][11:14] == ("0x1.8000000000000p+0", "-0x0.0p+0", "nan")
+    assert keys[0][14] == "[1,2]" and keys[0][-8:] == (None, "alpha", (int, 2), "out", keys[0][4], "weight", keys[0][6], "eps", 1e-5.hex())[-8:]
+
+
+@pytest.mark.skipif(memo._hot is None, reason="pyprof.nvtx._hot was not built (no C compiler at install)")
+def test_the_c_lookup_reports_a_miss_for_a_call_it_cannot_key_and_refuses_wrong_arguments() -> None:
+    sparse = torch.eye(3).to_sparse()  # stride() raises for sparse layouts
+    assert memo._hot.lookup({}, (sparse,), {}, "") is None
+    with pytest.raises(TypeError, match="pyprof._hot.lookup: cache must be a dict"):
+        memo._hot.lookup([], (), {}, "")
+    with pytest.raises(TypeError, match=r"pyprof._hot.lookup takes 4 arguments \(3 given\)"):
+        memo._hot.lookup({}, (), {})

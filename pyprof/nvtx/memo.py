@@ -12,12 +12,12 @@ finds it by a cached hash as well.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import torch
 
 from .marker import any_autocast, autocast_region, build, encode, tuple_texts
-from .site import user_frame
+from .site import classify, code_prefix, user_frame
 
 # Markers kept per wrapper; a wrapper seeing more signatures than this (dynamic shapes) starts over.
 CACHE_LIMIT = 512
@@ -37,31 +37,67 @@ _hex = float.hex
 _tuple_hit = tuple_texts.get
 
 
+def _key(frame: Any, args: Sequence[Any], kwargs: Mapping[str, Any], mod: str, autocast: str) -> tuple:
+    # The code object by id (site.code_prefix says why); a cache entry holds it.
+    key = [id(frame.f_code), frame.f_lasti, mod, autocast] if frame is not None else [0, 0, mod, autocast]
+    # One expression written out for positional and keyword arguments: a call per argument would
+    # cost the Python hit path about 0.1 us each.
+    for a in args:
+        t = type(a)
+        # Strides, not is_contiguous(): the text (contiguous, channels_last or strided) is a
+        # function of shape and strides; stride() raises for layouts without strides.
+        key.append((a.shape, a.stride(), a.dtype) if t is _Tensor or t is _Parameter else
+                   (t, a) if t in _PLAIN else _hex(a) if t is float else
+                   hit[1] if t is tuple and (hit := _tuple_hit(id(a))) is not None and hit[0] is a else
+                   encode(a))
+    if kwargs:
+        key.append(_KWARGS)
+        for k, v in kwargs.items():
+            key.append(k)
+            t = type(v)
+            key.append((v.shape, v.stride(), v.dtype) if t is _Tensor or t is _Parameter else
+                       (t, v) if t in _PLAIN else _hex(v) if t is float else
+                       hit[1] if t is tuple and (hit := _tuple_hit(id(v))) is not None and hit[0] is v else
+                       encode(v))
+    return tuple(key)
+
+
+def key(args: Sequence[Any], kwargs: Mapping[str, Any], mod: str) -> tuple:
+    """The cache key of a call made by this function's caller's caller (a wrapper's caller):
+    what pyprof.nvtx._hot.key computes in C, element for element."""
+    frame = user_frame(3)[1]  # 0: user_frame, 1: here, 2: the wrapper, 3: its caller
+    return _key(frame, args, kwargs, mod, autocast_region() if any_autocast() else "")
+
+
+def _lookup(cache: dict, args: Sequence[Any], kwargs: Mapping[str, Any], mod: str) -> Optional[str]:
+    """The marker text cached for this call of the caller's caller, or None (a miss, or a call
+    whose key cannot be made: marker() then encodes it alone)."""
+    frame = user_frame(3)[1]
+    try:
+        hit = cache.get(_key(frame, args, kwargs, mod, autocast_region() if any_autocast() else ""))
+    except Exception:
+        return None
+    return hit[0] if hit is not None else None
+
+
+try:
+    from . import _hot
+except ImportError:  # not built (no C compiler at install): the same look-up in Python
+    _hot = None
+    lookup = _lookup
+else:
+    _hot.setup(code_prefix, classify, tuple_texts, encode, any_autocast, autocast_region, _Tensor, _Parameter)
+    lookup = _hot.lookup
+
+
 def marker(cache: dict, prefix: str, args: Sequence[Any], kwargs: Mapping[str, Any], mod: str) -> str:
     """The op marker of a call from a wrapper (`prefix`: its op_prefix, `mod`: the module
-    fragment), from `cache` when this wrapper met the same key before. Never raises."""
+    fragment), from `cache` when this wrapper met the same key before, else built and stored
+    there. Never raises. The wrappers ask lookup() first and call this on a miss."""
     site, frame = user_frame(3)  # 0: user_frame, 1: here, 2: the wrapper, 3: its caller
     autocast = autocast_region() if any_autocast() else ""  # the call saved outside autocast
-    # The code object by id (site._code_prefix says why); the cache entry holds it.
-    code = frame.f_code if site else None
-    key: Any = [id(code), frame.f_lasti, mod, autocast] if site else [0, 0, mod, autocast]
     try:
-        for a in args:
-            t = type(a)
-            # Strides, not is_contiguous(): the text (contiguous, channels_last or strided) is a
-            # function of shape and strides; stride() raises for layouts without strides.
-            key.append((a.shape, a.stride(), a.dtype) if t is _Tensor or t is _Parameter else
-                       (t, a) if t in _PLAIN else _hex(a) if t is float else
-                       hit[1] if t is tuple and (hit := _tuple_hit(id(a))) is not None and hit[0] is a else
-                       encode(a))
-        if kwargs:
-            key.append(_KWARGS)
-            for k, v in kwargs.items():
-                key.append(k)
-                t = type(v)
-                key.append((v.shape, v.stride(), v.dtype) if t is _Tensor else (t, v) if t in _PLAIN else
-                           _hex(v) if t is float else encode(v))
-        key = tuple(key)
+        key: Any = _key(frame, args, kwargs, mod, autocast)
         hit = cache.get(key)
     except Exception:  # unhashable or unqueryable: encode this call alone
         key = hit = None
@@ -71,5 +107,5 @@ def marker(cache: dict, prefix: str, args: Sequence[Any], kwargs: Mapping[str, A
     if key is not None:
         if len(cache) >= CACHE_LIMIT:
             cache.clear()
-        cache[key] = (text, code)
+        cache[key] = (text, frame.f_code if frame is not None else None)
     return text

@@ -28,7 +28,7 @@ _GENERATED = ("<eval_with_key>",)
 # Keyed by id: a code object's hash is recomputed on every use from its names and constants
 # (0.1-1 us for torch's _call_impl, on every frame of every walk); the entry holds the code object,
 # so that its id is not reused while the entry lives.
-_code_prefix: dict = {}
+code_prefix: dict = {}
 
 
 def is_internal(filename: str) -> bool:
@@ -36,12 +36,13 @@ def is_internal(filename: str) -> bool:
     return filename.startswith(_INTERNAL) or filename.startswith(_GENERATED)
 
 
-def _classify(code: CodeType) -> tuple:
+def classify(code: CodeType) -> tuple:
+    """code_prefix's entry for `code`, made and stored (the first frame of it that a walk meets)."""
     name = code.co_filename
     e = (code, "" if is_internal(name) else ',"site":' + _quote(name + ":")[:-1])
-    if len(_code_prefix) >= _CACHE_LIMIT:
-        _code_prefix.clear()
-    _code_prefix[id(code)] = e
+    if len(code_prefix) >= _CACHE_LIMIT:
+        code_prefix.clear()
+    code_prefix[id(code)] = e
     return e
 
 
@@ -60,9 +61,9 @@ def user_frame(skip: int = 2) -> tuple:
     f = _getframe(skip)
     while f is not None:
         code = f.f_code
-        e = _code_prefix.get(id(code))
+        e = code_prefix.get(id(code))
         if e is None:
-            e = _classify(code)
+            e = classify(code)
         if e[1]:
             return e[1], f
         f = f.f_back

@@ -25,6 +25,7 @@ from .marker import module_marker, op_prefix, optimizer_knobs, optimizer_params
 from .site import site_json as _site
 
 _is_compiling = torch.compiler.is_compiling
+_lookup = _memo.lookup
 # The seq the next autograd node created on this thread gets (one C call, no node needed).
 _seq = torch._C._autograd._get_sequence_nr
 _GAP_SHIFT = 40                      # docs/markers.md, "Payload": bits 0-39 seq, 40-62 gap
@@ -67,7 +68,8 @@ def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str, opaq
             return orig(*args, **kwargs)
         tl.depth = depth + hides
         try:
-            text = _memo.marker(texts, prefix, args, kwargs, tl.mod)
+            mod_text = tl.mod
+            text = _lookup(texts, args, kwargs, mod_text) or _memo.marker(texts, prefix, args, kwargs, mod_text)
             seq = _seq()
             _state.push_op(text, seq if seq == tl.seq_end else _payload(seq, tl.seq_end))
             try:

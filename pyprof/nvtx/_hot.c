@@ -1,0 +1,305 @@
+/* The marker cache's hit path in C: pyprof.nvtx.memo.lookup without the interpreter.
+ *
+ * A wrapped call in steady state needs only the key of its call (call site, module, autocast
+ * dtype, a description per argument) and one dict look-up; written in Python that is most of the
+ * cost pyprof adds to a call (the key's bytecode, a frame object per frame walked). This module
+ * computes the very same key tuple as memo.key, so the Python miss path (memo.marker) stores
+ * entries this one finds, and finds the entries it stores. Any error here is cleared and reported
+ * as a miss: the Python path then does the same work and raises or recovers as it always did.
+ *
+ * setup() hands over memo's tables and helpers once; nothing here imports torch.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <frameobject.h>
+
+static PyObject *code_prefix;     /* site.code_prefix: id(code) -> (code, site prefix or "") */
+static PyObject *classify;        /* site.classify(code) -> that entry, stored */
+static PyObject *tuple_texts;     /* marker.tuple_texts: id(tuple) -> (tuple, text) */
+static PyObject *encode;          /* marker.encode(value) -> JSON text */
+static PyObject *any_autocast;    /* () -> bool, False outside every autocast region */
+static PyObject *autocast_region; /* () -> ',"autocast":"<dtype>"' or "" */
+static PyObject *tensor_type, *parameter_type;
+static PyObject *s_shape, *s_stride, *s_dtype, *s_hex, *s_empty, *zero, *one;
+static PyObject *getframe;         /* sys._getframe */
+
+/* The first user frame above the caller's caller (the wrapper's caller): its code object (new
+ * reference) and instruction offset in *code / *lasti; *code stays NULL when every frame is
+ * torch's or pyprof's. -1 on error. */
+static int user_site(PyObject **code, int *lasti)
+{
+    /* sys._getframe(1), not PyEval_GetFrame(): the wrapper's own frame object need not be made
+     * (the caller's usually exists already: it lives on while the caller runs). */
+    *code = NULL;
+    PyFrameObject *f = (PyFrameObject *)PyObject_CallOneArg(getframe, one);
+    if (f == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError))  /* "call stack is not deep enough" */
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    while (f != NULL) {
+        PyObject *c = (PyObject *)PyFrame_GetCode(f);
+        PyObject *id = PyLong_FromVoidPtr(c);
+        if (id == NULL) {
+            Py_DECREF(c);
+            Py_DECREF(f);
+            return -1;
+        }
+        PyObject *e = PyDict_GetItemWithError(code_prefix, id);
+        Py_DECREF(id);
+        if (e != NULL)
+            Py_INCREF(e);
+        else if (!PyErr_Occurred())
+            e = PyObject_CallOneArg(classify, c);
+        if (e == NULL || !PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(e, 1))) {
+            Py_XDECREF(e);
+            Py_DECREF(c);
+            Py_DECREF(f);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "pyprof: malformed call-site cache entry");
+            return -1;
+        }
+        int user = PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(e, 1)) != 0;
+        Py_DECREF(e);
+        if (user) {
+#if PY_VERSION_HEX >= 0x030B0000
+            *lasti = PyFrame_GetLasti(f);
+#else
+            /* f_lasti's unit changed in 3.10: the attribute is what memo.key reads. */
+            PyObject *at = PyObject_GetAttrString((PyObject *)f, "f_lasti");
+            *lasti = at ? (int)PyLong_AsLong(at) : -1;
+            Py_XDECREF(at);
+            if (PyErr_Occurred()) {
+                Py_DECREF(c);
+                Py_DECREF(f);
+                return -1;
+            }
+#endif
+            *code = c;
+            Py_DECREF(f);
+            return 0;
+        }
+        Py_DECREF(c);
+        PyFrameObject *back = PyFrame_GetBack(f);
+        Py_DECREF(f);
+        f = back;
+    }
+    return 0;
+}
+
+/* One argument's part of the key (memo._part). */
+static PyObject *part(PyObject *a)
+{
+    PyObject *t = (PyObject *)Py_TYPE(a);
+    if (t == tensor_type || t == parameter_type) {
+        PyObject *shape = PyObject_GetAttr(a, s_shape);
+        PyObject *stride = shape ? PyObject_CallMethodNoArgs(a, s_stride) : NULL;
+        PyObject *dtype = stride ? PyObject_GetAttr(a, s_dtype) : NULL;
+        PyObject *r = dtype ? PyTuple_Pack(3, shape, stride, dtype) : NULL;
+        Py_XDECREF(shape);
+        Py_XDECREF(stride);
+        Py_XDECREF(dtype);
+        return r;
+    }
+    if (t == (PyObject *)&PyLong_Type || t == (PyObject *)&PyBool_Type || t == (PyObject *)&PyUnicode_Type || a == Py_None)
+        return PyTuple_Pack(2, t, a);
+    if (t == (PyObject *)&PyFloat_Type)
+        return PyObject_CallMethodNoArgs(a, s_hex);
+    if (t == (PyObject *)&PyTuple_Type) {
+        PyObject *id = PyLong_FromVoidPtr(a);
+        if (id == NULL)
+            return NULL;
+        PyObject *hit = PyDict_GetItemWithError(tuple_texts, id);
+        Py_DECREF(id);
+        if (hit != NULL && PyTuple_Check(hit) && PyTuple_GET_SIZE(hit) == 2 && PyTuple_GET_ITEM(hit, 0) == a) {
+            PyObject *text = PyTuple_GET_ITEM(hit, 1);
+            Py_INCREF(text);
+            return text;
+        }
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    return PyObject_CallOneArg(encode, a);
+}
+
+static PyObject *autocast_part(void)
+{
+    PyObject *on = PyObject_CallNoArgs(any_autocast);
+    if (on == NULL)
+        return NULL;
+    int truth = PyObject_IsTrue(on);
+    Py_DECREF(on);
+    if (truth < 0)
+        return NULL;
+    if (!truth) {
+        Py_INCREF(s_empty);
+        return s_empty;
+    }
+    return PyObject_CallNoArgs(autocast_region);
+}
+
+/* The key of a call made by the caller's caller (memo.key). */
+static PyObject *call_key(PyObject *args, PyObject *kwargs, PyObject *mod)
+{
+    if (code_prefix == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "pyprof._hot: setup() was not called");
+        return NULL;
+    }
+    if (!PyTuple_Check(args) || (kwargs != Py_None && !PyDict_Check(kwargs))) {
+        PyErr_SetString(PyExc_TypeError, "pyprof._hot: args must be a tuple, kwargs a dict");
+        return NULL;
+    }
+    PyObject *code;
+    int lasti = 0;
+    if (user_site(&code, &lasti) < 0)
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    Py_ssize_t nk = kwargs != Py_None ? PyDict_GET_SIZE(kwargs) : 0;
+    PyObject *key = PyTuple_New(4 + n + (nk ? 1 + 2 * nk : 0));
+    if (key == NULL) {
+        Py_XDECREF(code);
+        return NULL;
+    }
+    PyObject *site_id, *site_at;
+    if (code != NULL) {
+        site_id = PyLong_FromVoidPtr(code);
+        site_at = PyLong_FromLong(lasti);
+        Py_DECREF(code);
+    } else {
+        site_id = zero;
+        site_at = zero;
+        Py_INCREF(zero);
+        Py_INCREF(zero);
+    }
+    PyTuple_SET_ITEM(key, 0, site_id);
+    PyTuple_SET_ITEM(key, 1, site_at);
+    Py_INCREF(mod);
+    PyTuple_SET_ITEM(key, 2, mod);
+    PyObject *autocast = autocast_part();
+    PyTuple_SET_ITEM(key, 3, autocast);
+    if (site_id == NULL || site_at == NULL || autocast == NULL)
+        goto fail;
+    Py_ssize_t i = 4;
+    for (Py_ssize_t j = 0; j < n; j++, i++) {
+        PyObject *p = part(PyTuple_GET_ITEM(args, j));
+        if (p == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(key, i, p);
+    }
+    if (nk) {
+        Py_INCREF(Py_None);  /* memo._KWARGS */
+        PyTuple_SET_ITEM(key, i++, Py_None);
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(kwargs, &pos, &k, &v)) {
+            if (i + 2 > PyTuple_GET_SIZE(key)) {
+                PyErr_SetString(PyExc_RuntimeError, "pyprof._hot: kwargs changed size");
+                goto fail;
+            }
+            Py_INCREF(k);
+            PyTuple_SET_ITEM(key, i++, k);
+            PyObject *p = part(v);
+            if (p == NULL)
+                goto fail;
+            PyTuple_SET_ITEM(key, i++, p);
+        }
+    }
+    return key;
+fail:
+    Py_DECREF(key);  /* unset slots are NULL: tuple dealloc skips them */
+    return NULL;
+}
+
+static int arity(PyObject *const *a, Py_ssize_t n, Py_ssize_t want, const char *name)
+{
+    if (n != want) {
+        PyErr_Format(PyExc_TypeError, "pyprof._hot.%s takes %zd arguments (%zd given)", name, want, n);
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(key_doc, "key(args, kwargs, mod)\n--\n\n"
+"The marker-cache key of a call made by the caller's caller, exactly as pyprof.nvtx.memo.key.");
+
+static PyObject *hot_key(PyObject *self, PyObject *const *a, Py_ssize_t n)
+{
+    if (arity(a, n, 3, "key") < 0)
+        return NULL;
+    return call_key(a[0], a[1], a[2]);
+}
+
+PyDoc_STRVAR(lookup_doc, "lookup(cache, args, kwargs, mod)\n--\n\n"
+"The marker text cached in `cache` for this call of the caller's caller, or None: a miss, or\n"
+"anything that failed (the Python path, memo.marker, then does the same work itself).");
+
+static PyObject *hot_lookup(PyObject *self, PyObject *const *a, Py_ssize_t n)
+{
+    if (arity(a, n, 4, "lookup") < 0)
+        return NULL;
+    if (!PyDict_Check(a[0])) {
+        PyErr_SetString(PyExc_TypeError, "pyprof._hot.lookup: cache must be a dict");
+        return NULL;
+    }
+    PyObject *key = call_key(a[1], a[2], a[3]);
+    if (key != NULL) {
+        PyObject *hit = PyDict_GetItemWithError(a[0], key);
+        Py_DECREF(key);
+        if (hit != NULL && PyTuple_Check(hit) && PyTuple_GET_SIZE(hit) == 2) {
+            PyObject *text = PyTuple_GET_ITEM(hit, 0);
+            Py_INCREF(text);
+            return text;
+        }
+    }
+    PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(setup_doc, "setup(code_prefix, classify, tuple_texts, encode, any_autocast, autocast_region, tensor, parameter)\n--\n\n"
+"Hand over the tables and helpers the key is made with (pyprof.nvtx.memo does, once).");
+
+static PyObject *hot_setup(PyObject *self, PyObject *const *a, Py_ssize_t n)
+{
+    if (arity(a, n, 8, "setup") < 0)
+        return NULL;
+    if (!PyDict_Check(a[0]) || !PyDict_Check(a[2])) {
+        PyErr_SetString(PyExc_TypeError, "pyprof._hot.setup: code_prefix and tuple_texts must be dicts");
+        return NULL;
+    }
+    PyObject **slots[] = {&code_prefix, &classify, &tuple_texts, &encode, &any_autocast, &autocast_region,
+                          &tensor_type, &parameter_type};
+    for (int i = 0; i < 8; i++) {
+        Py_INCREF(a[i]);
+        Py_XSETREF(*slots[i], a[i]);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"key", (PyCFunction)(void (*)(void))hot_key, METH_FASTCALL, key_doc},
+    {"lookup", (PyCFunction)(void (*)(void))hot_lookup, METH_FASTCALL, lookup_doc},
+    {"setup", (PyCFunction)(void (*)(void))hot_setup, METH_FASTCALL, setup_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "pyprof.nvtx._hot",
+    "The marker cache's hit path in C (pyprof.nvtx.memo falls back to Python without it).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__hot(void)
+{
+    s_shape = PyUnicode_InternFromString("shape");
+    s_stride = PyUnicode_InternFromString("stride");
+    s_dtype = PyUnicode_InternFromString("dtype");
+    s_hex = PyUnicode_InternFromString("hex");
+    s_empty = PyUnicode_InternFromString("");
+    zero = PyLong_FromLong(0);
+    one = PyLong_FromLong(1);
+    getframe = PySys_GetObject("_getframe");  /* borrowed */
+    Py_XINCREF(getframe);
+    if (!s_shape || !s_stride || !s_dtype || !s_hex || !s_empty || !zero || !one || !getframe)
+        return NULL;
+    return PyModule_Create(&module);
+}
