@@ -310,3 +310,12 @@ def test_the_c_lookup_reports_a_miss_for_a_call_it_cannot_key_and_refuses_wrong_
         memo._hot.lookup([], (), {}, "")
     with pytest.raises(TypeError, match=r"pyprof._hot.lookup takes 4 arguments \(3 given\)"):
         memo._hot.lookup({}, (), {})
+
+
+def test_a_call_whose_key_cannot_be_made_gets_its_marker_built_each_time(on) -> None:
+    sparse = torch.eye(3).to_sparse()  # stride() raises for sparse layouts: no key, no cache entry
+    with recording() as rec:
+        for _ in range(2):
+            line = _line() + 1
+            torch.add(sparse, sparse)
+    assert [r.text for r in rec.ranges] == [op_marker("torch", "add", (sparse, sparse), {}, site=f"{HERE}:{line}")] * 2
