@@ -5,7 +5,8 @@
 # process that would not fit in what is left of it) and an outer limit a little above it:
 #   eager    LeNet-5, ResNet-18, GPT in each process            (EAGER_BUDGET, default 190 s)
 #   compiled the compiled GPT alone: compiling dominates those  (COMPILED_BUDGET, default 230 s; 0: skip)
-# then, if the clock allows, the per-call table on the GPU host's CPU, then (SINGLE_BUDGET, default
+# then, if the clock allows, the per-call table on the GPU host's CPU (CALLS_FIRST=1: before the
+# eager run instead; HANDOVER=1 runs benchmarks/handover_probe.py first), then (SINGLE_BUDGET, default
 # 0: off; cut to end by SINGLE_BEFORE s) one process each of emit_nvtx, pyprof+emit and torch.profiler
 # (their ratios to plain: against the eager run's plain medians, other processes), then (NSYS_BUDGET,
 # default 0: off; cut to end by NSYS_BEFORE s) plain and pyprof processes of NSYS_MODELS (default
@@ -22,6 +23,19 @@ kit=${KIT:-.devkit}  # the GPU kit (.devkit/README.md), carried
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 pack() { tar -C "$out" -czf "$out/results.tar.gz" overhead && rm -rf "$work"; }
 trap pack EXIT
+# The C hit path (pyprof/nvtx/_hot.c): built here when the machine can, else the kit's prebuilt
+# module for this Python (KIT/hot/, made on the development VM), else the Python path.
+if ! python3 -c "import pyprof.nvtx._hot" 2>/dev/null; then
+  python3 setup.py -q build_ext --inplace > "$work/build_hot.txt" 2>&1 \
+    || cp "$kit"/hot/_hot"$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')" pyprof/nvtx/ 2>> "$work/build_hot.txt"
+fi
+python3 -c "import pyprof.nvtx.memo as m; print('hit path:', 'C' if m._hot else 'Python', m._hot)" 2>&1 | tee -a "$work/build_hot.txt"
+if [ -n "${HANDOVER:-}" ]; then
+  timeout 90 python3 benchmarks/handover_probe.py > "$work/handover.txt" 2>&1 || echo "handover: rc $?" >> "$work/handover.txt"
+fi
+if [ "${CALLS_FIRST:-}" ]; then
+  timeout 150 python3 benchmarks/overhead.py --calls > "$work/overhead_calls.txt" 2>&1 || echo "calls: rc $?" >> "$work/overhead_calls.txt"
+fi
 modes=${MODES:-plain,pyprof}
 eager=${EAGER_BUDGET:-190}; compiled=${COMPILED_BUDGET:-230}
 bench=(--steps 10 --blocks 3 --warmup 3 --no-calls --repeats 3 --modes "$modes" ${EXTRA:-})
@@ -31,8 +45,8 @@ if [ "$compiled" -gt 0 ]; then
   timeout $((compiled + 15)) python3 benchmarks/overhead.py "${bench[@]}" --models gpt_compiled \
     --budget "$compiled" --timeout 150 > "$work/overhead_compiled.txt" 2>&1 || echo "compiled benchmark: rc $?" >> "$work/overhead_compiled.txt"
 fi
-if [ "$SECONDS" -lt "${CALLS_IF_BEFORE:-425}" ]; then
-  timeout 40 python3 benchmarks/overhead.py --calls > "$work/overhead_calls.txt" 2>&1 || echo "calls: rc $?" >> "$work/overhead_calls.txt"
+if [ -z "${CALLS_FIRST:-}" ] && [ "$SECONDS" -lt "${CALLS_IF_BEFORE:-425}" ]; then
+  timeout 150 python3 benchmarks/overhead.py --calls > "$work/overhead_calls.txt" 2>&1 || echo "calls: rc $?" >> "$work/overhead_calls.txt"
 fi
 single=$(( ${SINGLE_BUDGET:-0} < ${SINGLE_BEFORE:-520} - SECONDS ? ${SINGLE_BUDGET:-0} : ${SINGLE_BEFORE:-520} - SECONDS ))
 if [ "$single" -gt 20 ]; then
