@@ -217,11 +217,11 @@ def on_off(args: argparse.Namespace, name: str, device, step: Callable[[], None]
             with tool("pyprof" if which == "on" else "plain", device):
                 yield
         elif compiled:
-            wrappers._tl.depth += 1
+            wrappers.thread_state().depth += 1
             try:
                 yield
             finally:
-                wrappers._tl.depth -= 1
+                wrappers.thread_state().depth -= 1
         else:
             emit.configure(force=False)
             emit.state.on = False  # also when a tool made the domain live (under nsys)
@@ -267,7 +267,7 @@ def diagnose(mode: str, name: str, step: Callable[[], None]) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def per_call(repeat: int = 7, number: int = 20000) -> List[tuple]:
+def per_call(hooks: set, repeat: int = 7, number: int = 20000) -> List[tuple]:
     """(call, plain us, pyprof us with the Python hit path, pyprof us with the C one or None) for
     small calls on the CPU, markers forced; process CPU time, best of `repeat` rounds, the three
     variants taking turns within each round so that drift on a shared machine hits them alike."""
@@ -275,7 +275,7 @@ def per_call(repeat: int = 7, number: int = 20000) -> List[tuple]:
     import torch.nn.functional as F
 
     import pyprof
-    from pyprof.nvtx import memo, wrappers
+    from pyprof.nvtx import emit, memo, wrappers
 
     torch.set_num_threads(1)
     x, w, b = torch.randn(8, 8), torch.randn(8, 8), torch.randn(8)
@@ -309,6 +309,7 @@ def per_call(repeat: int = 7, number: int = 20000) -> List[tuple]:
         return timeit.timeit(fn, number=number, timer=time.process_time) / number * 1e6
 
     lookups = {"python": memo._lookup, "c": memo._hot.lookup if memo._hot is not None else None}
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     best: Dict[tuple, float] = {}
     for _ in range(repeat):
         for variant in ("plain", "python", "c"):
@@ -318,10 +319,14 @@ def per_call(repeat: int = 7, number: int = 20000) -> List[tuple]:
                 wrappers._lookup = lookups[variant]
                 pyprof.init(force=True)
             try:
-                for name, fn in calls.items():
-                    fn()
-                    t = us(fn)
-                    best[name, variant] = min(best.get((name, variant), t), t)
+                # pyprof's variants with profiled()'s tools, as the step benchmark's pyprof mode.
+                with tool("pyprof" if variant != "plain" else "plain", device):
+                    if variant != "plain":
+                        hooks.add(emit.state.hooks)
+                    for name, fn in calls.items():
+                        fn()
+                        t = us(fn)
+                        best[name, variant] = min(best.get((name, variant), t), t)
             finally:
                 if variant != "plain":
                     pyprof.restore()
@@ -333,11 +338,15 @@ def print_calls() -> None:
     print("per call, CPU tensors, markers forced, no NVTX tool (process CPU time, best of 7 x 20000; plain and pyprof "
           "with the marker cache's hit path in Python and in C take turns in each round):")
     print(f"{'call':32s} {'plain us':>9s} {'py us':>7s} {'C us':>7s} {'added py':>9s} {'added C':>8s}")
-    for name, plain, py, c in per_call():
+    hooks: set = set()
+    for name, plain, py, c in per_call(hooks):
         cs = (f"{c:7.2f}", f"{c - plain:8.2f}") if c is not None else ("      -", "       -")
         print(f"{name:32s} {plain:9.2f} {py:7.2f} {cs[0]} {py - plain:9.2f} {cs[1]}")
-    print(f"goal: <= {CALL_GOAL_US} us added per wrapped call (the `x @ w` row adds the backward node hook; the "
-          "module rows add a module range, nn.Linear also its F.linear); C: pyprof.nvtx._hot (- when not built)")
+    how = {frozenset({True}): "pyprof's node hooks (no CUDA: PyTorch's node ranges need it)",
+           frozenset({False}): "PyTorch's node ranges, as profiled()"}.get(frozenset(hooks), f"mixed {hooks}")
+    print(f"goal: <= {CALL_GOAL_US} us added per wrapped call (the module rows add a module range, nn.Linear also "
+          f"its F.linear); C: pyprof.nvtx._hot (- when not built); backward attribution: {how} (with the hooks, "
+          "the `x @ w` row adds its node's hook)")
 
 
 def main() -> None:

@@ -102,7 +102,7 @@ def worker(tool: ctypes.CDLL, n: int, seed: int, out: dict) -> None:
         if tool.tool_depth() != 0:
             bad.append(f"iteration {i}: {tool.tool_depth()} ranges left open")
             break
-        tl = wrappers._tl
+        tl = wrappers.thread_state()
         if (tl.depth, tl.mod, tl.names, emit._pushed.stack) != (0, "", None, []):
             bad.append(f"iteration {i}: thread state left behind {tl.depth, tl.mod, tl.names, emit._pushed.stack}")
             break

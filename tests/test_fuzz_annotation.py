@@ -205,7 +205,7 @@ def test_generated_programs_push_what_the_oracle_says(program):
         assert (got is None) == (expected is None) and (got is None or torch.equal(got, expected))
         assert _observed(rec) == oracle.out
         assert rec._stacks.get(threading.get_ident(), []) == []  # every push popped
-        tl = wrappers._tl
+        tl = wrappers.thread_state()
         assert (tl.depth, tl.mod, tl.names, emit._pushed.stack) == (0, "", None, [])
     finally:
         pyprof.restore()

@@ -86,7 +86,8 @@ def test_exception_inside_a_call_leaves_nesting_intact(pyprof_on):
         with pytest.raises(RuntimeError):
             Boom()(a)
         torch.relu(a)
-    assert wrappers._tl.depth == 0 and wrappers._tl.mod == "" and wrappers._tl.names is None
+    tl = wrappers.thread_state()
+    assert tl.depth == 0 and tl.mod == "" and tl.names is None
     assert [(x.depth, x.marker.get("module")) for x in rec.ranges] == [(0, "Boom"), (1, "Boom"), (0, None)]
 
 

@@ -26,7 +26,7 @@ from .marker import autocast_json as _autocast
 from .marker import build as _build
 from .marker import op_prefix
 from .site import site_json as _site
-from .wrappers import _dress, _tl, is_wrapper, recognise
+from .wrappers import _dress, _threads, is_wrapper, recognise
 
 _is_compiling = torch.compiler.is_compiling
 MOD = "torch.distributed"
@@ -88,7 +88,7 @@ def collective_wrapper(orig: Callable, name: str) -> Callable:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if not _state.on or _is_compiling():
             return orig(*args, **kwargs)
-        tl = _tl
+        tl = _threads.s
         depth = tl.depth
         if depth and not _state.nested:
             return orig(*args, **kwargs)
