@@ -198,7 +198,8 @@ def child(args: argparse.Namespace) -> None:
 def on_off(args: argparse.Namespace, name: str, device, step: Callable[[], None],
            sync: Callable[[], None]) -> Dict[str, float]:
     """ms per step in this process with markers `off`, `on` (the pyprof mode) and, for a compiled
-    model on CUDA, `markers` (on, without the graph-call ranges and the op ranges inside them):
+    model on CUDA, `markers` (on, without the graph-call ranges and the op ranges inside them) and
+    `block` (on, with PyTorch's NVTX op profiler on for the whole block instead of per graph call):
     medians of blocks run in turn (off, on, [markers,] off, ...), each as long as a timed block;
     also on stderr.
 
@@ -206,14 +207,27 @@ def on_off(args: argparse.Namespace, name: str, device, step: Callable[[], None]
     that switch when Dynamo traced it, and changing it would recompile: there, off is what
     wrappers.hiding does (the wrapped calls of this thread emit nothing; the module range of the
     compiled module stays, one per step)."""
+    import torch
+
     from pyprof.nvtx import emit, wrappers
 
     compiled = name.endswith("compiled")
-    states = ["off", "on"] + (["markers"] if compiled and device.type == "cuda" else [])
+    states = ["off", "on"] + (["markers", "block"] if compiled and device.type == "cuda" else [])
 
     @contextlib.contextmanager
     def state(which: str) -> Iterator[None]:
-        if which != "off":
+        if which == "block":
+            # The alternative to op ranges turned on per graph call: PyTorch's NVTX op profiler on
+            # for the whole block on this thread (the autograd engine carries it to backward).
+            from pyprof.nvtx.node_ranges import enable
+
+            with tool("pyprof", device):
+                enable(nodes_only=False)
+                try:
+                    yield
+                finally:
+                    torch.autograd._disable_profiler()
+        elif which != "off":
             with tool("pyprof" if which == "on" else "plain", device):
                 yield
         elif compiled:
@@ -244,7 +258,8 @@ def on_off(args: argparse.Namespace, name: str, device, step: Callable[[], None]
     out = {s: statistics.median(v) for s, v in times.items()}
     print(f"{name} in-process " + ", ".join(f"{s} {v:.3f} ms" for s, v in out.items()) +
           f": on/off {out['on'] / out['off']:.2f}x" +
-          (f", markers/off {out['markers'] / out['off']:.2f}x" if "markers" in out else ""), file=sys.stderr, flush=True)
+          (f", markers/off {out['markers'] / out['off']:.2f}x" if "markers" in out else "") +
+          (f", block/off {out['block'] / out['off']:.2f}x" if "block" in out else ""), file=sys.stderr, flush=True)
     return out
 
 
