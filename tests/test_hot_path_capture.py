@@ -1,0 +1,45 @@
+"""H100 captures of examples/lenet.py and gpt.py in profiled()'s default mode, each once with the
+marker cache's hit path in C (pyprof/nvtx/_hot.c, `*_c`) and once in Python (the module removed,
+`*_py`), one device call: the same op marker on every kernel, the same forward op for every
+backward one, the same FLOPs and bytes. Only the forward call's start time (`fwd.call`) differs."""
+from __future__ import annotations
+
+import json
+import lzma
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+import pyprof
+
+DATA = Path(__file__).parent / "data" / "hot_path"
+COLUMNS = ["kernel", "dir", "mod", "op", "module", "trace", "flops", "bytes", "tc"]
+
+
+def _unpacked(tmp_path: Path, name: str) -> str:
+    out = tmp_path / name
+    with lzma.open(DATA / f"{name}.xz") as src, open(out, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return os.fspath(out)
+
+
+def _attribution(path: str) -> list:
+    out = []
+    for r in pyprof.records(path):
+        fwd = r["fwd"]
+        out.append((r["kShortName"], r["dir"], json.dumps(r["marker"], sort_keys=True),
+                    None if fwd is None else (fwd["seq"], json.dumps(fwd["marker"], sort_keys=True))))
+    return out
+
+
+@pytest.mark.parametrize("example, kernels, bprop", [("lenet", 44, 25), ("gpt", 139, 85)])
+def test_the_c_and_python_hit_paths_give_the_same_trace_attribution(tmp_path: Path, example: str, kernels: int,
+                                                                    bprop: int) -> None:
+    c, py = (_unpacked(tmp_path, f"{example}_{v}.sqlite") for v in ("c", "py"))
+    got = _attribution(c)
+    assert got == _attribution(py)
+    assert len(got) == kernels and sum(1 for g in got if g[3] is not None) == bprop
+    assert all(g[2] != "null" or g[3] is not None for g in got)  # an op marker or a forward op for each
+    assert list(pyprof.rows(c, COLUMNS)) == list(pyprof.rows(py, COLUMNS))
