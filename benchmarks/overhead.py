@@ -199,7 +199,7 @@ def on_off(args: argparse.Namespace, name: str, device, step: Callable[[], None]
            sync: Callable[[], None]) -> Dict[str, float]:
     """ms per step in this process with markers `off`, `on` (the pyprof mode) and, for a compiled
     model on CUDA, `markers` (on, without the graph-call ranges and the op ranges inside them) and
-    `block` (on, with PyTorch's NVTX op profiler on for the whole block instead of per graph call):
+    `ranges` (on, with the graph-call ranges but not the op ranges inside them):
     medians of blocks run in turn (off, on, [markers,] off, ...), each as long as a timed block;
     also on stderr.
 
@@ -207,26 +207,24 @@ def on_off(args: argparse.Namespace, name: str, device, step: Callable[[], None]
     that switch when Dynamo traced it, and changing it would recompile: there, off is what
     wrappers.hiding does (the wrapped calls of this thread emit nothing; the module range of the
     compiled module stays, one per step)."""
-    import torch
-
     from pyprof.nvtx import emit, wrappers
 
     compiled = name.endswith("compiled")
-    states = ["off", "on"] + (["markers", "block"] if compiled and device.type == "cuda" else [])
+    states = ["off", "on"] + (["markers", "ranges"] if compiled and device.type == "cuda" else [])
 
     @contextlib.contextmanager
     def state(which: str) -> Iterator[None]:
-        if which == "block":
-            # The alternative to op ranges turned on per graph call: PyTorch's NVTX op profiler on
-            # for the whole block on this thread (the autograd engine carries it to backward).
-            from pyprof.nvtx.node_ranges import enable
+        if which == "ranges":
+            # The graph-call ranges without PyTorch's op ranges inside them: what those cost.
+            from pyprof.nvtx import graph_calls
 
-            with tool("pyprof", device):
-                enable(nodes_only=False)
-                try:
+            op_ranges = graph_calls.op_ranges
+            graph_calls.op_ranges = contextlib.nullcontext
+            try:
+                with tool("pyprof", device):
                     yield
-                finally:
-                    torch.autograd._disable_profiler()
+            finally:
+                graph_calls.op_ranges = op_ranges
         elif which != "off":
             with tool("pyprof" if which == "on" else "plain", device):
                 yield
@@ -259,7 +257,7 @@ def on_off(args: argparse.Namespace, name: str, device, step: Callable[[], None]
     print(f"{name} in-process " + ", ".join(f"{s} {v:.3f} ms" for s, v in out.items()) +
           f": on/off {out['on'] / out['off']:.2f}x" +
           (f", markers/off {out['markers'] / out['off']:.2f}x" if "markers" in out else "") +
-          (f", block/off {out['block'] / out['off']:.2f}x" if "block" in out else ""), file=sys.stderr, flush=True)
+          (f", ranges/off {out['ranges'] / out['off']:.2f}x" if "ranges" in out else ""), file=sys.stderr, flush=True)
     return out
 
 
