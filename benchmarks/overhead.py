@@ -200,7 +200,8 @@ def on_off(args: argparse.Namespace, name: str, device, step: Callable[[], None]
     """ms per step in this process with markers `off`, `on` (the pyprof mode) and, for a compiled
     model on CUDA, `markers` (on, without the graph-call ranges and the op ranges inside them) and
     `ranges` (on, with the graph-call ranges but not the op ranges inside them):
-    medians of blocks run in turn (off, on, [markers,] off, ...), each as long as a timed block;
+    medians of blocks run in turn (off, on, [markers, ranges,] then the same order begun one later,
+    ...), each as long as a timed block;
     also on stderr.
 
     Off: markers not forced (one attribute test per wrapped call). A compiled model's code read
@@ -243,8 +244,10 @@ def on_off(args: argparse.Namespace, name: str, device, step: Callable[[], None]
                 emit.configure(force=True)
 
     times: Dict[str, List[float]] = {s: [] for s in states}
-    for _ in range(args.blocks):
-        for which in states:
+    for i in range(args.blocks):
+        # The order turns each round: no state always follows the same one (a block right after
+        # a state change may run faster or slower: clocks, caches, the allocator).
+        for which in states[i % len(states):] + states[:i % len(states)]:
             with state(which):
                 step()
                 sync()
