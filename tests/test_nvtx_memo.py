@@ -288,7 +288,7 @@ def test_the_c_key_is_the_python_key_element_for_element(autocast) -> None:
     cached = (1, 2)
     memo.encode(cached)  # now in encode's tuple cache: read by identity
     args = (x, x.t(), p, 1, True, "s", None, 1.5, -0.0, float("nan"), cached, (3, 4), [1, 2], {"a": 1}, torch.float16)
-    kwargs = {"alpha": 2, "out": x, "weight": p, "eps": 1e-5}
+    kwargs = {"alpha": 2, "out": x, "weight": p, "eps": 1e-5, "padding": cached}
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
         keys, empty = [], []
         for fn in (memo._hot.key, memo.key):  # one loop: one call site (code and offset) for both
@@ -299,7 +299,9 @@ def test_the_c_key_is_the_python_key_element_for_element(autocast) -> None:
     assert keys[0][0] == id(code) and keys[0][2:4] == (',"module":"m"', ',"autocast":"bfloat16"' if autocast else "")
     assert keys[0][4] == (torch.Size([3, 4]), (4, 1), torch.float32) and keys[0][5] == (torch.Size([4, 3]), (1, 4), torch.float32)
     assert keys[0][7:10] == ((int, 1), (bool, True), (str, "s")) and keys[0][11:14] == ("0x1.8000000000000p+0", "-0x0.0p+0", "nan")
-    assert keys[0][14] == "[1,2]" and keys[0][-8:] == (None, "alpha", (int, 2), "out", keys[0][4], "weight", keys[0][6], "eps", 1e-5.hex())[-8:]
+    assert keys[0][14] == "[1,2]" and keys[0][15] == "[3,4]"  # a tuple met before by identity; a new one encoded
+    assert keys[0][19:] == (None, "alpha", (int, 2), "out", keys[0][4], "weight", keys[0][6], "eps", (1e-5).hex(),
+                            "padding", "[1,2]")
 
 
 @pytest.mark.skipif(memo._hot is None, reason="pyprof.nvtx._hot was not built (no C compiler at install)")
