@@ -9,6 +9,10 @@ definition; a tuple of scalars it met before as the same object is read from its
 without calling it) - so equal keys give byte-identical markers (tests compare with
 marker.build). The text object returned on a hit is the one stored, so the NVTX attribute cache
 finds it by a cached hash as well.
+
+The hit path - key and look-up - runs in C where the optional extension pyprof/nvtx/_hot.c was
+built (`lookup` is then its function), else in Python (`_lookup`); both make the same key, element
+for element, so that marker(), the miss path, stores entries either finds.
 """
 from __future__ import annotations
 

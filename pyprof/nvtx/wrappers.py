@@ -2,7 +2,7 @@
 
 Hot path. Per call of a wrapped op: one attribute test when markers are off; otherwise a
 thread-local depth check, the marker text (a call key and one look-up in the wrapper's own cache,
-pyprof.nvtx.memo; encoded only for a new key), one NVTX push carrying the autograd sequence number
+pyprof.nvtx.memo, in C where built; encoded only for a new key), one NVTX push carrying the autograd sequence number
 as its payload and one pop, and - unless PyTorch's own node ranges are on (pyprof.nvtx.node_ranges)
 - a pre-hook on the output's autograd node (pyprof.nvtx.backward) when it has one.
 """
