@@ -321,3 +321,30 @@ def test_a_call_whose_key_cannot_be_made_gets_its_marker_built_each_time(on) -> 
             line = _line() + 1
             torch.add(sparse, sparse)
     assert [r.text for r in rec.ranges] == [op_marker("torch", "add", (sparse, sparse), {}, site=f"{HERE}:{line}")] * 2
+
+
+def _at_one_site(fn, *args):
+    return fn(*args)  # the key describes the call site of this frame's caller
+
+
+@pytest.mark.skipif(memo._hot is None, reason="pyprof.nvtx._hot was not built (no C compiler at install)")
+def test_the_c_lookup_finds_what_python_stored_and_leaves_every_reference_count_as_it_was() -> None:
+    x = torch.randn(2, 3)
+    args, kwargs, mod = (x, 1.5, (1, 2), None), {"weight": x, "eps": 2}, ',"module":"m"'
+    cache: dict = {}
+    text = "marker text"
+    watched = (x, args, kwargs, mod, text, cache)
+    calls = [(memo.key, args, kwargs, mod)] + [(memo._hot.lookup, cache, args, kwargs, mod)] * 1000
+    found = []
+    for call in calls:  # one call site for the Python key (made first) and every C look-up after it
+        got = _at_one_site(*call)
+        if call[0] is memo.key:
+            cache[got] = (text, None)
+            before = [sys.getrefcount(o) for o in watched]
+        else:
+            found.append(got)
+    assert found == [text] * 1000
+    del found, got, call
+    misses = [memo._hot.lookup({}, args, kwargs, mod) for _ in range(1000)]
+    assert misses == [None] * 1000
+    assert [sys.getrefcount(o) for o in watched] == before

@@ -297,9 +297,13 @@ PyMODINIT_FUNC PyInit__hot(void)
     s_empty = PyUnicode_InternFromString("");
     zero = PyLong_FromLong(0);
     one = PyLong_FromLong(1);
-    getframe = PySys_GetObject("_getframe");  /* borrowed */
-    Py_XINCREF(getframe);
-    if (!s_shape || !s_stride || !s_dtype || !s_hex || !s_empty || !zero || !one || !getframe)
+    if (!s_shape || !s_stride || !s_dtype || !s_hex || !s_empty || !zero || !one)
         return NULL;
+    getframe = PySys_GetObject("_getframe");  /* borrowed */
+    if (getframe == NULL) {  /* ImportError: pyprof.nvtx.memo then uses the Python path */
+        PyErr_SetString(PyExc_ImportError, "pyprof._hot: sys._getframe is missing");
+        return NULL;
+    }
+    Py_INCREF(getframe);
     return PyModule_Create(&module);
 }
