@@ -348,3 +348,78 @@ def test_the_c_lookup_finds_what_python_stored_and_leaves_every_reference_count_
     misses = [memo._hot.lookup({}, args, kwargs, mod) for _ in range(1000)]
     assert misses == [None] * 1000
     assert [sys.getrefcount(o) for o in watched] == before
+
+
+def test_a_wrapped_op_run_as_a_threads_own_function_gets_a_marker_without_a_site(on, monkeypatch) -> None:
+    import _thread
+    import time
+
+    x = torch.ones(3)
+    errors: list = []
+    monkeypatch.setattr(sys, "unraisablehook", errors.append)  # where _thread reports a failed function
+    with recording() as rec:
+        _thread.start_new_thread(torch.add, (x, x))  # no Python frame above the wrapper on that thread
+        deadline = time.monotonic() + 10
+        while not (rec.ranges or errors) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert [e.exc_value for e in errors] == []
+    assert [r.text for r in rec.ranges] == [op_marker("torch", "add", (x, x), {})]
+
+
+class _Clears:
+    """An argument whose type check (encode()'s isinstance reads __class__) empties a dict."""
+
+    def __init__(self, victim: dict) -> None:
+        self.victim = victim
+
+    @property
+    def __class__(self):  # noqa: ANN204
+        self.victim.clear()
+        return _Clears
+
+
+@pytest.mark.skipif(memo._hot is None, reason="pyprof.nvtx._hot was not built (no C compiler at install)")
+def test_the_c_key_refuses_keyword_arguments_changed_while_it_is_made() -> None:
+    kwargs: dict = {}
+    kwargs.update(a=_Clears(kwargs), b=1, c=2)
+    with pytest.raises(RuntimeError, match="pyprof._hot: kwargs changed size"):
+        _key_from(memo._hot.key, (), kwargs, "")
+    kwargs.update(a=_Clears(kwargs), b=1, c=2)
+    assert memo._hot.lookup({}, (), kwargs, "") is None  # a miss: the Python path then raises as Python does
+
+
+@pytest.mark.skipif(memo._hot is None, reason="pyprof.nvtx._hot was not built (no C compiler at install)")
+def test_the_c_lookup_holds_the_text_it_found_while_the_key_is_freed() -> None:
+    from torch.overrides import TorchFunctionMode
+
+    cache: dict = {}
+    armed = [False]
+
+    class Shape:  # what `.shape` returns under the mode below: freeing the key runs its __del__
+        def __hash__(self) -> int:
+            return 1
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Shape)
+
+        def __del__(self) -> None:
+            if armed[0]:
+                cache.clear()
+
+    class ShapeMode(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            if getattr(func, "__self__", None) is torch._C.TensorBase.__dict__["shape"]:
+                return Shape()
+            return func(*args, **(kwargs or {}))
+
+    t = torch.ones(2)
+    calls = [(memo._hot.key, (t,), None, "")] + [(memo._hot.lookup, cache, (t,), None, "")]
+    with ShapeMode():
+        for call in calls:  # one call site for both
+            got = _at_one_site(*call)
+            if call[0] is memo._hot.key:
+                cache[got] = ("".join(["marker", " text"]), None)  # a text only the cache holds
+                del got
+                armed[0] = True
+    armed[0] = False
+    assert got == "marker text" and cache == {}

@@ -146,7 +146,7 @@ static PyObject *call_key(PyObject *args, PyObject *kwargs, PyObject *mod)
         PyErr_SetString(PyExc_RuntimeError, "pyprof._hot: setup() was not called");
         return NULL;
     }
-    if (!PyTuple_Check(args) || (kwargs != Py_None && !PyDict_Check(kwargs))) {
+    if (!PyTuple_CheckExact(args) || (kwargs != Py_None && !PyDict_CheckExact(kwargs))) {
         PyErr_SetString(PyExc_TypeError, "pyprof._hot: args must be a tuple, kwargs a dict");
         return NULL;
     }
@@ -176,10 +176,12 @@ static PyObject *call_key(PyObject *args, PyObject *kwargs, PyObject *mod)
     PyTuple_SET_ITEM(key, 1, site_at);
     Py_INCREF(mod);
     PyTuple_SET_ITEM(key, 2, mod);
-    PyObject *autocast = autocast_part();
-    PyTuple_SET_ITEM(key, 3, autocast);
-    if (site_id == NULL || site_at == NULL || autocast == NULL)
+    if (site_id == NULL || site_at == NULL)
         goto fail;
+    PyObject *autocast = autocast_part();
+    if (autocast == NULL)
+        goto fail;
+    PyTuple_SET_ITEM(key, 3, autocast);
     Py_ssize_t i = 4;
     for (Py_ssize_t j = 0; j < n; j++, i++) {
         PyObject *p = part(PyTuple_GET_ITEM(args, j));
@@ -197,12 +199,20 @@ static PyObject *call_key(PyObject *args, PyObject *kwargs, PyObject *mod)
                 PyErr_SetString(PyExc_RuntimeError, "pyprof._hot: kwargs changed size");
                 goto fail;
             }
+            /* part() may run Python code (a getter, encode()) that changes the dict: hold k and
+             * v while it runs, and check the size once the walk is done. */
             Py_INCREF(k);
             PyTuple_SET_ITEM(key, i++, k);
+            Py_INCREF(v);
             PyObject *p = part(v);
+            Py_DECREF(v);
             if (p == NULL)
                 goto fail;
             PyTuple_SET_ITEM(key, i++, p);
+        }
+        if (i != PyTuple_GET_SIZE(key) || PyDict_GET_SIZE(kwargs) != nk) {
+            PyErr_SetString(PyExc_RuntimeError, "pyprof._hot: kwargs changed size");
+            goto fail;
         }
     }
     return key;
@@ -245,13 +255,21 @@ static PyObject *hot_lookup(PyObject *self, PyObject *const *a, Py_ssize_t n)
     PyObject *key = call_key(a[1], a[2], a[3]);
     if (key != NULL) {
         PyObject *hit = PyDict_GetItemWithError(a[0], key);
-        Py_DECREF(key);
+        PyObject *text = NULL;
+        /* Held before the key goes: freeing the key may run Python code (a __del__) that
+         * changes the cache. */
         if (hit != NULL && PyTuple_Check(hit) && PyTuple_GET_SIZE(hit) == 2) {
-            PyObject *text = PyTuple_GET_ITEM(hit, 0);
+            text = PyTuple_GET_ITEM(hit, 0);
             Py_INCREF(text);
-            return text;
         }
+        Py_DECREF(key);
+        if (text != NULL)
+            return text;
     }
+    /* A miss, or an Exception in making the key (memo._lookup catches the same); anything else
+     * (KeyboardInterrupt, SystemExit) goes on up. */
+    if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_Exception))
+        return NULL;
     PyErr_Clear();
     Py_RETURN_NONE;
 }

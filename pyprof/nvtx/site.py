@@ -58,7 +58,10 @@ def user_frame(skip: int = 2) -> tuple:
     the instruction offset to a line on every read (as long as the rest of a cached call), while
     (f_code, f_lasti) fixes both prefix and line and is two attribute reads, so the hot path keys
     on those and reads the line only to build a new marker."""
-    f = _getframe(skip)
+    try:
+        f = _getframe(skip)
+    except ValueError:  # fewer frames than that: a wrapped op run as a thread's own function
+        return "", None
     while f is not None:
         code = f.f_code
         e = code_prefix.get(id(code))
