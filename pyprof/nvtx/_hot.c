@@ -4,8 +4,9 @@
  * dtype, a description per argument) and one dict look-up; written in Python that is most of the
  * cost pyprof adds to a call (the key's bytecode, a frame object per frame walked). This module
  * computes the very same key tuple as memo.key, so the Python miss path (memo.marker) stores
- * entries this one finds, and finds the entries it stores. Any error here is cleared and reported
- * as a miss: the Python path then does the same work and raises or recovers as it always did.
+ * entries this one finds, and finds the entries it stores. An Exception in making the key is
+ * cleared and reported as a miss, as memo._lookup does: the Python path then does the same work
+ * and raises or recovers as it always did; KeyboardInterrupt and SystemExit go on up.
  *
  * setup() hands over memo's tables and helpers once; nothing here imports torch.
  */
