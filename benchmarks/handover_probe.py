@@ -11,6 +11,7 @@ development VM only with PyTorch's switches faked).
 from __future__ import annotations
 
 import sys
+from typing import Callable
 
 
 def main() -> int:
@@ -36,6 +37,11 @@ def main() -> int:
             torch.cuda.synchronize()
         return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
 
+    def emit_nvtx() -> int:
+        with torch.autograd.profiler.emit_nvtx(record_shapes=True):
+            step()
+        return 1
+
     failed = 0
 
     def check(name: str, ok: bool, detail: str = "") -> None:
@@ -43,36 +49,27 @@ def main() -> int:
         failed += not ok
         print(f"{'ok  ' if ok else 'FAIL'} {name}{': ' + detail if detail else ''}", flush=True)
 
+    def runs(name: str, profiler: Callable[[], int]) -> None:
+        """Check that a user's profiler runs and sees the step (a raise is the failure looked for)."""
+        try:
+            seen = profiler()
+            check(name, seen > 0, f"{seen} CUDA events" if profiler is user_profiler else "")
+        except Exception as e:
+            check(name, False, f"{type(e).__name__}: {e}")
+
     step()
     with pyprof.profiled():
         step()
         check("node ranges on inside profiled() (hooks off)", state.hooks is False, f"hooks={state.hooks}")
-        try:
-            kernels = user_profiler()
-            check("torch.profiler inside profiled() runs", kernels > 0, f"{kernels} CUDA events")
-        except Exception as e:  # the failure this probe looks for
-            check("torch.profiler inside profiled() runs", False, f"{type(e).__name__}: {e}")
+        runs("torch.profiler inside profiled() runs", user_profiler)
         check("hooks back after the hand-over", state.hooks is True, f"hooks={state.hooks}")
         step()
     check("profiler off after profiled()", not torch.autograd._profiler_enabled())
-    try:
-        kernels = user_profiler()
-        check("torch.profiler after profiled() runs", kernels > 0, f"{kernels} CUDA events")
-    except Exception as e:
-        check("torch.profiler after profiled() runs", False, f"{type(e).__name__}: {e}")
+    runs("torch.profiler after profiled() runs", user_profiler)
     with pyprof.profiled():
-        try:
-            with torch.autograd.profiler.emit_nvtx(record_shapes=True):
-                step()
-            check("emit_nvtx inside profiled() runs", True)
-        except Exception as e:
-            check("emit_nvtx inside profiled() runs", False, f"{type(e).__name__}: {e}")
+        runs("emit_nvtx inside profiled() runs", emit_nvtx)
         step()
-    try:
-        kernels = user_profiler()
-        check("torch.profiler after the second profiled() runs", kernels > 0, f"{kernels} CUDA events")
-    except Exception as e:
-        check("torch.profiler after the second profiled() runs", False, f"{type(e).__name__}: {e}")
+    runs("torch.profiler after the second profiled() runs", user_profiler)
     return 1 if failed else 0
 
 

@@ -44,7 +44,7 @@ import sys
 import tempfile
 import time
 import timeit
-from typing import Callable, Dict, Iterator, List
+from typing import Callable, Dict, Iterator, List, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "examples")]
@@ -283,10 +283,11 @@ def diagnose(mode: str, name: str, step: Callable[[], None]) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def per_call(hooks: set, repeat: int = 7, number: int = 20000) -> List[tuple]:
-    """(call, plain us, pyprof us with the Python hit path, pyprof us with the C one or None) for
-    small calls on the CPU, markers forced; process CPU time, best of `repeat` rounds, the three
-    variants taking turns within each round so that drift on a shared machine hits them alike."""
+def per_call(repeat: int = 7, number: int = 20000) -> Tuple[List[tuple], set]:
+    """Rows (call, plain us, pyprof us with the Python hit path, pyprof us with the C one or None)
+    for small calls on the CPU, markers forced; process CPU time, best of `repeat` rounds, the
+    three variants taking turns within each round so that drift on a shared machine hits them
+    alike. Also the values pyprof's node-hook switch had while they were timed."""
     import torch
     import torch.nn.functional as F
 
@@ -327,6 +328,7 @@ def per_call(hooks: set, repeat: int = 7, number: int = 20000) -> List[tuple]:
     lookups = {"python": memo._lookup, "c": memo._hot.lookup if memo._hot is not None else None}
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     best: Dict[tuple, float] = {}
+    hooks = set()
     for _ in range(repeat):
         for variant in ("plain", "python", "c"):
             if variant != "plain":
@@ -347,15 +349,15 @@ def per_call(hooks: set, repeat: int = 7, number: int = 20000) -> List[tuple]:
                 if variant != "plain":
                     pyprof.restore()
     wrappers._lookup = memo.lookup
-    return [(name, best[name, "plain"], best[name, "python"], best.get((name, "c"))) for name in calls]
+    return [(name, best[name, "plain"], best[name, "python"], best.get((name, "c"))) for name in calls], hooks
 
 
 def print_calls() -> None:
     print("per call, CPU tensors, markers forced, no NVTX tool (process CPU time, best of 7 x 20000; plain and pyprof "
           "with the marker cache's hit path in Python and in C take turns in each round):")
     print(f"{'call':32s} {'plain us':>9s} {'py us':>7s} {'C us':>7s} {'added py':>9s} {'added C':>8s}")
-    hooks: set = set()
-    for name, plain, py, c in per_call(hooks):
+    rows, hooks = per_call()
+    for name, plain, py, c in rows:
         cs = (f"{c:7.2f}", f"{c - plain:8.2f}") if c is not None else ("      -", "       -")
         print(f"{name:32s} {plain:9.2f} {py:7.2f} {cs[0]} {py - plain:9.2f} {cs[1]}")
     how = {frozenset({True}): "pyprof's node hooks (no CUDA: PyTorch's node ranges need it)",

@@ -32,9 +32,8 @@ python3 -c "import pyprof.nvtx.memo as m; print('hit path:', 'C' if m._hot else 
 if [ -n "${HANDOVER:-}" ]; then
   timeout 90 python3 benchmarks/handover_probe.py > "$work/handover.txt" 2>&1 || echo "handover: rc $?" >> "$work/handover.txt"
 fi
-if [ "${CALLS_FIRST:-}" ]; then
-  timeout 150 python3 benchmarks/overhead.py --calls > "$work/overhead_calls.txt" 2>&1 || echo "calls: rc $?" >> "$work/overhead_calls.txt"
-fi
+calls() { timeout 150 python3 benchmarks/overhead.py --calls > "$work/overhead_calls.txt" 2>&1 || echo "calls: rc $?" >> "$work/overhead_calls.txt"; }
+[ -n "${CALLS_FIRST:-}" ] && calls
 modes=${MODES:-plain,pyprof}
 eager=${EAGER_BUDGET:-190}; compiled=${COMPILED_BUDGET:-230}
 bench=(--steps 10 --blocks 3 --warmup 3 --no-calls --repeats 3 --modes "$modes" ${EXTRA:-})
@@ -45,7 +44,7 @@ if [ "$compiled" -gt 0 ]; then
     --budget "$compiled" --timeout 150 > "$work/overhead_compiled.txt" 2>&1 || echo "compiled benchmark: rc $?" >> "$work/overhead_compiled.txt"
 fi
 if [ -z "${CALLS_FIRST:-}" ] && [ "$SECONDS" -lt "${CALLS_IF_BEFORE:-425}" ]; then
-  timeout 150 python3 benchmarks/overhead.py --calls > "$work/overhead_calls.txt" 2>&1 || echo "calls: rc $?" >> "$work/overhead_calls.txt"
+  calls
 fi
 single=$(( ${SINGLE_BUDGET:-0} < ${SINGLE_BEFORE:-520} - SECONDS ? ${SINGLE_BUDGET:-0} : ${SINGLE_BEFORE:-520} - SECONDS ))
 if [ "$single" -gt 20 ]; then

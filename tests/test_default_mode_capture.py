@@ -4,9 +4,7 @@ backward node hooks, no emit_nvtx: `*_default`; since node ranges, `*_nodes`) an
 but where only PyTorch's op ranges can tell (benchmarks/attribution_compare.py prints the differences)."""
 from __future__ import annotations
 
-import lzma
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -16,16 +14,14 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent / "benchmarks"))
 
 import attribution_compare  # noqa: E402
+from captures import unpacked  # noqa: E402
 
 import pyprof  # noqa: E402
 from pyprof.prof.aten import engine_accumulation  # noqa: E402
 
 
 def _unpacked(tmp_path: Path, name: str) -> str:
-    out = tmp_path / name
-    with lzma.open(HERE / "data" / "default_mode" / f"{name}.xz") as src, open(out, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return os.fspath(out)
+    return os.fspath(unpacked(HERE / "data" / "default_mode" / f"{name}.xz", tmp_path))
 
 
 def test_gpt_default_mode_attributes_every_kernel_as_emit_nvtx_does(tmp_path: Path) -> None:

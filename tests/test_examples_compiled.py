@@ -5,12 +5,11 @@ step's FLOPs against the eager captures of the same models."""
 from __future__ import annotations
 
 import json
-import lzma
-import shutil
 from pathlib import Path
 
 import pytest
 
+from captures import unpacked
 from pyprof.parse import Export, Stats, records
 from pyprof.prof.analysis import Analyzer
 from pyprof.prof.views.advice import Evidence, advise
@@ -44,10 +43,7 @@ def autotune():
 
 @pytest.fixture(scope="module")
 def resnet(tmp_path_factory):
-    path = tmp_path_factory.mktemp("resnet") / "resnet_compiled.sqlite"
-    with lzma.open(EXAMPLES / "resnet_compiled.sqlite.xz") as src, open(path, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return analysed(path)
+    return analysed(unpacked(EXAMPLES / "resnet_compiled.sqlite.xz", tmp_path_factory.mktemp("resnet")))
 
 
 def total_flops(rows) -> int:
@@ -165,11 +161,8 @@ def test_summary_groups_by_aten_op() -> None:
     assert (rows["addmm"]["count"], rows["addmm"]["flops"]) == (8, 2 * 2 * 512 * 256 * (768 + 256 + 1024 + 1024))
 
 
-def unpacked(tmp_path_factory, name: str) -> Path:
-    path = tmp_path_factory.mktemp(name) / f"{name}.sqlite"
-    with lzma.open(EXAMPLES / f"{name}.sqlite.xz") as src, open(path, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return path
+def example(tmp_path_factory, name: str) -> Path:
+    return unpacked(EXAMPLES / f"{name}.sqlite.xz", tmp_path_factory.mktemp(name))
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +174,7 @@ def test_hand_captured_cuda_graph(tmp_path_factory, eager) -> None:
     """examples/compiled_more.py --variant graphed: the whole step captured with torch.cuda.graph
     inside the profiled range, replayed twice. Every replayed kernel is explained by the op
     recorded when its node was captured."""
-    rows, _ = analysed(unpacked(tmp_path_factory, "gpt_graphed"))
+    rows, _ = analysed(example(tmp_path_factory, "gpt_graphed"))
     replayed = [(r, f) for r, f in rows if r["graphNode"] is not None]
     assert len(replayed) == 422 and {r["launch"]["api"] for r, _ in replayed} == {"cudaGraphLaunch_v10000"}
     assert time_share(rows, explained) >= 0.99
@@ -204,7 +197,7 @@ def test_hand_captured_cuda_graph(tmp_path_factory, eager) -> None:
 def test_graphed_callables(tmp_path_factory) -> None:
     """--variant callables: make_graphed_callables (its warm-up runs eager, then the captures) and
     two steps replaying the model's forward and backward graphs; loss and optimizer eager."""
-    rows, _ = analysed(unpacked(tmp_path_factory, "gpt_callables"))
+    rows, _ = analysed(example(tmp_path_factory, "gpt_callables"))
     replayed = [r for r, _ in rows if r["graphNode"] is not None]
     assert len(replayed) == 210 and all(r["op"] for r in replayed)
     assert time_share(rows, explained) >= 0.95
@@ -219,7 +212,7 @@ def test_graph_breaks_and_compiled_optimizer(tmp_path_factory) -> None:
     compiled kernel joined. Sizes Dynamo made symbolic (automatic dynamic shapes after the
     recompiles) were recorded as unknown by this capture's pyprof (before sizes were recorded
     by their hints): exactly those kernels have FLOPs na."""
-    rows, stats = analysed(unpacked(tmp_path_factory, "gpt_break"))
+    rows, stats = analysed(example(tmp_path_factory, "gpt_break"))
     assert (stats.compiled.graphs, stats.compiled.joined, stats.compiled.unexplained) == (11, 117, 0)
     na = [r for r, f in rows if r.get("compiled") and f.flops is None]
     assert len(na) == 11
@@ -236,7 +229,7 @@ def test_reduce_overhead_in_default_mode(tmp_path_factory, eager) -> None:
     emit_nvtx): a CUDA graph launch delimits each run, so the join needs no PyTorch range. The
     graph trees' copies of inputs into static buffers (_foreach_copy_, eager kernels inside the
     graph calls) are the 2 kernels of call runs without a call site, and most of the 3.2% left."""
-    rows, stats = analysed(unpacked(tmp_path_factory, "gpt_graphs_default"))
+    rows, stats = analysed(example(tmp_path_factory, "gpt_graphs_default"))
     assert (stats.compiled.graphs, stats.compiled.instances, stats.compiled.joined, stats.compiled.unexplained) == (
         2, 4, 109, 2)
     assert round(time_share(rows, explained), 3) == 0.968
@@ -256,7 +249,7 @@ def test_default_mode_gpt_and_resnet(tmp_path_factory, eager) -> None:
     apart by the op ranges it turns on inside each call. Every kernel of every run joined, and
     the matrix FLOPs are the eager captures' to the FLOP (for ResNet-18, FlopCounterMode's total
     for the same step: 85,187,297,280; for the GPT, its GEMMs plus causal attention's half)."""
-    rows, stats = analysed(unpacked(tmp_path_factory, "gpt_compiled_default"))
+    rows, stats = analysed(example(tmp_path_factory, "gpt_compiled_default"))
     assert (stats.compiled.graphs, stats.compiled.instances, stats.compiled.joined, stats.compiled.unexplained) == (
         2, 2, 109, 0)
     assert round(time_share(rows, explained), 3) == 0.997
@@ -264,7 +257,7 @@ def test_default_mode_gpt_and_resnet(tmp_path_factory, eager) -> None:
     bwd = find(rows, "cudnn_generated_fort_native_sdpa_sm90_flash_bprop", "blocks.0", "bprop")
     assert [(r["op"], f.flops) for r, f in bwd] == [("_scaled_dot_product_cudnn_attention_backward",
                                                    16 * (6 * 128 * 128 * 64 + 4 * 128 * 128 * 64) // 2)]
-    rows, stats = analysed(unpacked(tmp_path_factory, "resnet_compiled_default"))
+    rows, stats = analysed(example(tmp_path_factory, "resnet_compiled_default"))
     assert (stats.compiled.graphs, stats.compiled.instances, stats.compiled.joined, stats.compiled.unexplained) == (
         2, 2, 285, 0)
     assert round(time_share(rows, explained), 3) == 0.978
@@ -295,7 +288,7 @@ def test_dynamic_shapes_priced_by_hints(tmp_path_factory, eager) -> None:
     call sites have symbolic sizes, recorded by their hints; every call site is priced, and the
     table's FLOPs are the static graph's (examples/gpt_compiled.sqlite: 105 call sites). Every
     kernel of both runs joined; the step's FLOPs are the static compiled step's."""
-    path = unpacked(tmp_path_factory, "gpt_dynamic")
+    path = example(tmp_path_factory, "gpt_dynamic")
     work = table_work(path)
     static = table_work(EXAMPLES / "gpt_compiled.sqlite")
     assert (len(work), sum(hinted(e) for e, _ in work), len(static)) == (109, 81, 105)
@@ -315,7 +308,7 @@ def test_graph_breaks_priced_by_hints(tmp_path_factory, eager) -> None:
     tok, pos, ln, head's) as a frame of its own, one graph for both blocks: the call ranges name
     the calling module, so paths are absolute. What is left: GPT.forward's own eager ops (arange,
     the embeddings' sum) and the embeddings' backward graph (no caller on the autograd thread)."""
-    path = unpacked(tmp_path_factory, "gpt_break_default")
+    path = example(tmp_path_factory, "gpt_break_default")
     work = table_work(path)
     assert (len(work), sum(hinted(e) for e, _ in work)) == (67, 12)
     assert all(w.flops is not None for _, w in work)

@@ -5,24 +5,20 @@ backward one, the same FLOPs and bytes. Only the forward call's start time (`fwd
 from __future__ import annotations
 
 import json
-import lzma
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 import pyprof
+from captures import unpacked
 
 DATA = Path(__file__).parent / "data" / "hot_path"
 COLUMNS = ["kernel", "dir", "mod", "op", "module", "trace", "flops", "bytes", "tc"]
 
 
 def _unpacked(tmp_path: Path, name: str) -> str:
-    out = tmp_path / name
-    with lzma.open(DATA / f"{name}.xz") as src, open(out, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return os.fspath(out)
+    return os.fspath(unpacked(DATA / f"{name}.xz", tmp_path))
 
 
 def _attribution(path: str) -> list:

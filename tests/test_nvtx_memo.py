@@ -276,8 +276,8 @@ def test_sites_in_code_objects_made_one_after_another_name_their_own_file(on) ->
     assert [r.marker["site"] for r in rec.ranges] == [f"<gen{i}>:2" for i in range(20)]
 
 
-def _key_from(fn, args, kwargs, mod):
-    return fn(args, kwargs, mod)  # both key functions describe the call site of this frame's caller
+def _at_one_site(fn, *args):
+    return fn(*args)  # the key describes the call site of this frame's caller
 
 
 @pytest.mark.skipif(memo._hot is None, reason="pyprof.nvtx._hot was not built (no C compiler at install)")
@@ -292,8 +292,8 @@ def test_the_c_key_is_the_python_key_element_for_element(autocast) -> None:
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
         keys, empty = [], []
         for fn in (memo._hot.key, memo.key):  # one loop: one call site (code and offset) for both
-            keys.append(_key_from(fn, args, kwargs, ',"module":"m"'))
-            empty.append(_key_from(fn, (), {}, ""))
+            keys.append(_at_one_site(fn, args, kwargs, ',"module":"m"'))
+            empty.append(_at_one_site(fn, (), {}, ""))
     assert keys[0] == keys[1] and empty[0] == empty[1]
     code = sys._getframe().f_code
     assert keys[0][0] == id(code) and keys[0][2:4] == (',"module":"m"', ',"autocast":"bfloat16"' if autocast else "")
@@ -321,10 +321,6 @@ def test_a_call_whose_key_cannot_be_made_gets_its_marker_built_each_time(on) -> 
             line = _line() + 1
             torch.add(sparse, sparse)
     assert [r.text for r in rec.ranges] == [op_marker("torch", "add", (sparse, sparse), {}, site=f"{HERE}:{line}")] * 2
-
-
-def _at_one_site(fn, *args):
-    return fn(*args)  # the key describes the call site of this frame's caller
 
 
 @pytest.mark.skipif(memo._hot is None, reason="pyprof.nvtx._hot was not built (no C compiler at install)")
@@ -383,7 +379,7 @@ def test_the_c_key_refuses_keyword_arguments_changed_while_it_is_made() -> None:
     kwargs: dict = {}
     kwargs.update(a=_Clears(kwargs), b=1, c=2)
     with pytest.raises(RuntimeError, match="pyprof._hot: kwargs changed size"):
-        _key_from(memo._hot.key, (), kwargs, "")
+        _at_one_site(memo._hot.key, (), kwargs, "")
     kwargs.update(a=_Clears(kwargs), b=1, c=2)
     assert memo._hot.lookup({}, (), kwargs, "") is None  # a miss: the Python path then raises as Python does
 

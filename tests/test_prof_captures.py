@@ -6,9 +6,7 @@ the same step. Every expected number is derived by hand in the test."""
 from __future__ import annotations
 
 import json
-import lzma
 import os
-import shutil
 import subprocess
 import sys
 from collections import defaultdict
@@ -16,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from captures import unpacked
 from test_parse_attribution import parse_all
 from test_prof_helpers import analyse
 from test_views_common import ROOT
@@ -43,10 +42,7 @@ HEAD = 2 * 4 * 32 * 10
 
 def captured(name: str, tmp_path: Path) -> list[dict]:
     """The kernel records of tests/data/<name>.sqlite.xz."""
-    path = tmp_path / f"{name}.sqlite"
-    with lzma.open(DATA / f"{name}.sqlite.xz") as src, open(path, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    recs, _ = parse_all(path)
+    recs, _ = parse_all(unpacked(DATA / f"{name}.sqlite.xz", tmp_path))
     return [r for r in recs if r.get("kind", "kernel") == "kernel"]
 
 
@@ -115,9 +111,7 @@ def rnn_truth(name: str, tmp_path: Path) -> list[list[str]]:
     """benchmarks/coverage.py rnn-truth on the capture and its Nsight Compute counters."""
     records = tmp_path / f"{name}.jsonl"
     records.write_text("".join(json.dumps(r) + "\n" for r in captured(name, tmp_path)))
-    ncu = tmp_path / f"{name}_ncu.csv"
-    with lzma.open(DATA / f"{name}_ncu.csv.xz") as src, open(ncu, "wb") as dst:
-        shutil.copyfileobj(src, dst)
+    ncu = unpacked(DATA / f"{name}_ncu.csv.xz", tmp_path)
     env = dict(os.environ, PYTHONPATH=ROOT)
     out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "coverage.py"), "rnn-truth", str(records),
                           str(ncu)], capture_output=True, text=True, env=env, check=True).stdout
