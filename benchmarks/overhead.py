@@ -284,10 +284,11 @@ def diagnose(mode: str, name: str, step: Callable[[], None]) -> None:
 
 
 def per_call(repeat: int = 7, number: int = 20000) -> Tuple[List[tuple], set]:
-    """Rows (call, plain us, pyprof us with the Python hit path, pyprof us with the C one or None)
-    for small calls on the CPU, markers forced; process CPU time, best of `repeat` rounds, the
-    three variants taking turns within each round so that drift on a shared machine hits them
-    alike. Also the values pyprof's node-hook switch had while they were timed."""
+    """Rows (call, plain us, then pyprof us per hit path of CALL_VARIANTS: Python, C reading tensors
+    through torch's getters, C reading them from ATen; None where not built) for small calls on the
+    CPU, markers forced; process CPU time, best of `repeat` rounds, the variants taking turns within
+    each round so that drift on a shared machine hits them alike. Also the values pyprof's
+    node-hook switch had while they were timed."""
     import torch
     import torch.nn.functional as F
 
@@ -325,16 +326,22 @@ def per_call(repeat: int = 7, number: int = 20000) -> Tuple[List[tuple], set]:
     def us(fn: Callable[[], None]) -> float:
         return timeit.timeit(fn, number=number, timer=time.process_time) / number * 1e6
 
-    lookups = {"python": memo._lookup, "c": memo._hot.lookup if memo._hot is not None else None}
+    c_lookup = memo._hot.lookup if memo._hot is not None else None
+    aten = memo.aten_api(memo._aten, torch.__version__)
+    # variant -> (look-up, tensor reader handed to _hot) or None where not built
+    variants = {"python": (memo._lookup, None), "getters": (c_lookup, None) if c_lookup else None,
+                "aten": (c_lookup, aten) if c_lookup and aten else None}
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     best: Dict[tuple, float] = {}
     hooks = set()
     for _ in range(repeat):
-        for variant in ("plain", "python", "c"):
+        for variant in ("plain",) + CALL_VARIANTS:
             if variant != "plain":
-                if lookups[variant] is None:
+                if variants[variant] is None:
                     continue
-                wrappers._lookup = lookups[variant]
+                wrappers._lookup, reader = variants[variant]
+                if c_lookup:
+                    memo.setup_hot(reader)
                 pyprof.init(force=True)
             try:
                 # pyprof's variants with profiled()'s tools, as the step benchmark's pyprof mode.
@@ -349,21 +356,27 @@ def per_call(repeat: int = 7, number: int = 20000) -> Tuple[List[tuple], set]:
                 if variant != "plain":
                     pyprof.restore()
     wrappers._lookup = memo.lookup
-    return [(name, best[name, "plain"], best[name, "python"], best.get((name, "c"))) for name in calls], hooks
+    if c_lookup:
+        memo.setup_hot(aten)
+    return [(name, best[name, "plain"]) + tuple(best.get((name, v)) for v in CALL_VARIANTS) for name in calls], hooks
+
+
+# pyprof's hit paths in per_call: Python, C with torch's getters, C with the ATen tensor reader.
+CALL_VARIANTS = ("python", "getters", "aten")
 
 
 def print_calls() -> None:
     print("per call, CPU tensors, markers forced, no NVTX tool (process CPU time, best of 7 x 20000; plain and pyprof "
-          "with the marker cache's hit path in Python and in C take turns in each round):")
-    print(f"{'call':32s} {'plain us':>9s} {'py us':>7s} {'C us':>7s} {'added py':>9s} {'added C':>8s}")
+          "with the marker cache's hit path in Python, in C with torch's getters and in C with the ATen reader "
+          "take turns in each round); us added to the plain call:")
+    print(f"{'call':32s} {'plain us':>9s} " + " ".join(f"{v:>8s}" for v in CALL_VARIANTS))
     rows, hooks = per_call()
-    for name, plain, py, c in rows:
-        cs = (f"{c:7.2f}", f"{c - plain:8.2f}") if c is not None else ("      -", "       -")
-        print(f"{name:32s} {plain:9.2f} {py:7.2f} {cs[0]} {py - plain:9.2f} {cs[1]}")
+    for name, plain, *timed in rows:
+        print(f"{name:32s} {plain:9.2f} " + " ".join(f"{t - plain:8.2f}" if t is not None else "       -" for t in timed))
     how = {frozenset({True}): "pyprof's node hooks (no CUDA: PyTorch's node ranges need it)",
            frozenset({False}): "PyTorch's node ranges, as profiled()"}.get(frozenset(hooks), f"mixed {hooks}")
     print(f"goal: <= {CALL_GOAL_US} us added per wrapped call (the module rows add a module range, nn.Linear also "
-          f"its F.linear); C: pyprof.nvtx._hot (- when not built); backward attribution: {how} (with the hooks, "
+          f"its F.linear); getters: pyprof.nvtx._hot alone, aten: with pyprof.nvtx._aten (- when not built); backward attribution: {how} (with the hooks, "
           "the `x @ w` row adds its node's hook)")
 
 

@@ -8,11 +8,15 @@
  * cleared and reported as a miss, as memo._lookup does: the Python path then does the same work
  * and raises or recovers as it always did; KeyboardInterrupt and SystemExit go on up.
  *
- * setup() hands over memo's tables and helpers once; nothing here imports torch.
+ * setup() hands over memo's tables and helpers once; nothing here imports torch. A tensor's part
+ * of the key is read from ATen where pyprof.nvtx._aten was built for the running torch (its
+ * capsule, handed over by setup()), else through torch's Python getters.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <frameobject.h>
+
+#include "_aten.h"
 
 static PyObject *code_prefix;     /* site.code_prefix: id(code) -> (code, site prefix or "") */
 static PyObject *classify;        /* site.classify(code) -> that entry, stored */
@@ -23,6 +27,43 @@ static PyObject *autocast_region; /* () -> ',"autocast":"<dtype>"' or "" */
 static PyObject *tensor_type, *parameter_type;
 static PyObject *s_shape, *s_stride, *s_dtype, *s_hex, *s_empty, *zero, *one;
 static PyObject *getframe;         /* sys._getframe */
+static const pyprof_aten_api *aten; /* pyprof.nvtx._aten's, or NULL */
+static PyObject *aten_capsule;     /* holds it (or None) */
+#define SEEN_SLOTS 64
+static PyObject *seen_code[SEEN_SLOTS];  /* code objects classified lately, held (is_user) */
+static int seen_user[SEEN_SLOTS];
+
+/* 1 when code object c is the user's (site.classify gives it a site prefix), 0 when torch's or
+ * pyprof's, -1 on error. A small table by address in front of code_prefix: reading that dict
+ * costs a new int per frame, and the frames a walk meets are few and the same call after call. */
+static int is_user(PyObject *c)
+{
+    size_t slot = ((size_t)c >> 4) % SEEN_SLOTS;
+    if (seen_code[slot] == c)
+        return seen_user[slot];
+    PyObject *id = PyLong_FromVoidPtr(c);
+    if (id == NULL)
+        return -1;
+    PyObject *e = PyDict_GetItemWithError(code_prefix, id);
+    Py_DECREF(id);
+    if (e != NULL)
+        Py_INCREF(e);
+    else if (!PyErr_Occurred())
+        e = PyObject_CallOneArg(classify, c);
+    if (e == NULL || !PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(e, 1))) {
+        Py_XDECREF(e);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "pyprof: malformed call-site cache entry");
+        return -1;
+    }
+    int user = PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(e, 1)) != 0;
+    Py_DECREF(e);
+    /* Held, so that the address is not another code object's while the slot names it. */
+    Py_INCREF(c);
+    Py_XSETREF(seen_code[slot], c);
+    seen_user[slot] = user;
+    return user;
+}
 
 /* The first user frame above the caller's caller (the wrapper's caller): its code object (new
  * reference) and instruction offset in *code / *lasti; *code stays NULL when every frame is
@@ -41,28 +82,12 @@ static int user_site(PyObject **code, int *lasti)
     }
     while (f != NULL) {
         PyObject *c = (PyObject *)PyFrame_GetCode(f);
-        PyObject *id = PyLong_FromVoidPtr(c);
-        if (id == NULL) {
+        int user = is_user(c);
+        if (user < 0) {
             Py_DECREF(c);
             Py_DECREF(f);
             return -1;
         }
-        PyObject *e = PyDict_GetItemWithError(code_prefix, id);
-        Py_DECREF(id);
-        if (e != NULL)
-            Py_INCREF(e);
-        else if (!PyErr_Occurred())
-            e = PyObject_CallOneArg(classify, c);
-        if (e == NULL || !PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(e, 1))) {
-            Py_XDECREF(e);
-            Py_DECREF(c);
-            Py_DECREF(f);
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "pyprof: malformed call-site cache entry");
-            return -1;
-        }
-        int user = PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(e, 1)) != 0;
-        Py_DECREF(e);
         if (user) {
 #if PY_VERSION_HEX >= 0x030B0000
             *lasti = PyFrame_GetLasti(f);
@@ -94,6 +119,11 @@ static PyObject *part(PyObject *a)
 {
     PyObject *t = (PyObject *)Py_TYPE(a);
     if (t == tensor_type || t == parameter_type) {
+        if (aten != NULL) {
+            PyObject *r = aten->tensor_part(a);
+            if (r != NULL || PyErr_Occurred())
+                return r;
+        }
         PyObject *shape = PyObject_GetAttr(a, s_shape);
         PyObject *stride = shape ? PyObject_CallMethodNoArgs(a, s_stride) : NULL;
         PyObject *dtype = stride ? PyObject_GetAttr(a, s_dtype) : NULL;
@@ -105,8 +135,14 @@ static PyObject *part(PyObject *a)
     }
     if (t == (PyObject *)&PyLong_Type || t == (PyObject *)&PyBool_Type || t == (PyObject *)&PyUnicode_Type || a == Py_None)
         return PyTuple_Pack(2, t, a);
-    if (t == (PyObject *)&PyFloat_Type)
+    if (t == (PyObject *)&PyFloat_Type) {
+        double d = PyFloat_AS_DOUBLE(a);
+        if (d != 0.0 && d == d) {
+            Py_INCREF(a);
+            return a;
+        }
         return PyObject_CallMethodNoArgs(a, s_hex);
+    }
     if (t == (PyObject *)&PyTuple_Type) {
         PyObject *id = PyLong_FromVoidPtr(a);
         if (id == NULL)
@@ -275,12 +311,13 @@ static PyObject *hot_lookup(PyObject *self, PyObject *const *a, Py_ssize_t n)
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(setup_doc, "setup(code_prefix, classify, tuple_texts, encode, any_autocast, autocast_region, tensor, parameter)\n--\n\n"
-"Hand over the tables and helpers the key is made with (pyprof.nvtx.memo does, once).");
+PyDoc_STRVAR(setup_doc, "setup(code_prefix, classify, tuple_texts, encode, any_autocast, autocast_region, tensor, parameter, aten)\n--\n\n"
+"Hand over the tables and helpers the key is made with (pyprof.nvtx.memo does, once); `aten`:\n"
+"pyprof.nvtx._aten's capsule, or None for torch's getters.");
 
 static PyObject *hot_setup(PyObject *self, PyObject *const *a, Py_ssize_t n)
 {
-    if (arity(a, n, 8, "setup") < 0)
+    if (arity(a, n, 9, "setup") < 0)
         return NULL;
     if (!PyDict_Check(a[0]) || !PyDict_Check(a[2])) {
         PyErr_SetString(PyExc_TypeError, "pyprof._hot.setup: code_prefix and tuple_texts must be dicts");
@@ -288,10 +325,24 @@ static PyObject *hot_setup(PyObject *self, PyObject *const *a, Py_ssize_t n)
     }
     PyObject **slots[] = {&code_prefix, &classify, &tuple_texts, &encode, &any_autocast, &autocast_region,
                           &tensor_type, &parameter_type};
+    const pyprof_aten_api *api = NULL;
+    if (a[8] != Py_None) {
+        api = PyCapsule_GetPointer(a[8], PYPROF_ATEN_CAPSULE);
+        if (api == NULL)
+            return NULL;
+        if (api->abi != PYPROF_ATEN_ABI) {
+            PyErr_Format(PyExc_ImportError, "pyprof._hot.setup: pyprof.nvtx._aten has interface %d, not %d",
+                         api->abi, PYPROF_ATEN_ABI);
+            return NULL;
+        }
+    }
     for (int i = 0; i < 8; i++) {
         Py_INCREF(a[i]);
         Py_XSETREF(*slots[i], a[i]);
     }
+    Py_INCREF(a[8]);
+    Py_XSETREF(aten_capsule, a[8]);
+    aten = api;
     Py_RETURN_NONE;
 }
 

@@ -4,7 +4,7 @@ In steady-state training a call site sees the same argument signature every step
 call is everything its marker text depends on - the call site (code object, by id, and instruction
 offset, which fix file and line), the enclosing module, the autocast dtype, and per argument its
 description: (shape, strides, dtype) for a plain tensor, (type, value) for an int, bool, str or
-None, float.hex() for a float, the encoded text for anything else (encode() is exact by
+None, a float itself unless it is 0 or nan (float.hex() for those), the encoded text for anything else (encode() is exact by
 definition; a tuple of scalars it met before as the same object is read from its cache here,
 without calling it) - so equal keys give byte-identical markers (tests compare with
 marker.build). The text object returned on a hit is the one stored, so the NVTX attribute cache
@@ -12,7 +12,9 @@ finds it by a cached hash as well.
 
 The hit path - key and look-up - runs in C where the optional extension pyprof/nvtx/_hot.c was
 built (`lookup` is then its function), else in Python (`_lookup`); both make the same key, element
-for element, so that marker(), the miss path, stores entries either finds.
+for element, so that marker(), the miss path, stores entries either finds. Where the optional
+pyprof/nvtx/_aten.cpp was built for the running torch, the C key reads a tensor's part from ATen
+instead of torch's getters (shape as a tuple: equal to, and hashed as, the torch.Size).
 """
 from __future__ import annotations
 
@@ -32,9 +34,10 @@ _KWARGS = None  # separates positional from keyword parts of a key (no part is e
 # Arguments whose value and exact type fix their text: the key holds (type, value) instead of the
 # encoding (1, True and 1.0 are equal keys alone).
 _PLAIN = frozenset({int, bool, str, type(None)})
-# A float's key is its hex form: equal floats (0.0 and -0.0) may be written differently, and nan
-# is not equal to itself; float.hex tells exactly the values encode() tells apart, in one C call
-# (its text, "0x1.8p+0", "-0x0.0p+0", "nan", is never the JSON text encode() gives another value).
+# A float is its own key but for the two cases where equality is not identity of text: 0.0 and
+# -0.0 are equal, nan is not equal to itself. Those are keyed by float.hex, which tells exactly the
+# values encode() tells apart (its text, "0x0.0p+0", "-0x0.0p+0", "nan", is never the JSON text
+# encode() gives another value, and no key part of another kind equals a float).
 _hex = float.hex
 # A tuple's text from encode()'s cache of scalar tuples by identity, read here without encode()'s
 # two calls: a module's stride and padding come back as the same object call after call.
@@ -51,7 +54,7 @@ def _key(frame: Any, args: Sequence[Any], kwargs: Mapping[str, Any], mod: str, a
         # Strides, not is_contiguous(): the text (contiguous, channels_last or strided) is a
         # function of shape and strides; stride() raises for layouts without strides.
         key.append((a.shape, a.stride(), a.dtype) if t is _Tensor or t is _Parameter else
-                   (t, a) if t in _PLAIN else _hex(a) if t is float else
+                   (t, a) if t in _PLAIN else (a if a and a == a else _hex(a)) if t is float else
                    hit[1] if t is tuple and (hit := _tuple_hit(id(a))) is not None and hit[0] is a else
                    encode(a))
     if kwargs:
@@ -60,7 +63,7 @@ def _key(frame: Any, args: Sequence[Any], kwargs: Mapping[str, Any], mod: str, a
             key.append(k)
             t = type(v)
             key.append((v.shape, v.stride(), v.dtype) if t is _Tensor or t is _Parameter else
-                       (t, v) if t in _PLAIN else _hex(v) if t is float else
+                       (t, v) if t in _PLAIN else (v if v and v == v else _hex(v)) if t is float else
                        hit[1] if t is tuple and (hit := _tuple_hit(id(v))) is not None and hit[0] is v else
                        encode(v))
     return tuple(key)
@@ -84,14 +87,34 @@ def _lookup(cache: dict, args: Sequence[Any], kwargs: Mapping[str, Any], mod: st
     return hit[0] if hit is not None else None
 
 
+def aten_api(module: Any, torch_version: str) -> Any:
+    """pyprof.nvtx._aten's capsule for _hot when `module` was built for `torch_version`, else None:
+    a build against another torch's headers must not read this one's tensors."""
+    return module.api if module is not None and module.built_for == torch_version else None
+
+
+try:
+    from . import _aten
+except ImportError:  # not built (no torch at build time), or not loadable with this torch
+    _aten = None
+
+def setup_hot(aten: Any) -> None:
+    """Hand _hot memo's tables and helpers, with pyprof.nvtx._aten's capsule (`aten`) or None for
+    torch's getters."""
+    _hot.setup(code_prefix, classify, tuple_texts, encode, any_autocast, autocast_region, _Tensor, _Parameter, aten)
+
+
 try:
     from . import _hot
 except ImportError:  # not built (no C compiler at install): the same look-up in Python
     _hot = None
     lookup = _lookup
+    tensor_reader = "python"
 else:
-    _hot.setup(code_prefix, classify, tuple_texts, encode, any_autocast, autocast_region, _Tensor, _Parameter)
+    setup_hot(aten_api(_aten, torch.__version__))
     lookup = _hot.lookup
+    # What the key reads a tensor with, for benchmarks and bug reports: "aten", "getters", "python".
+    tensor_reader = "aten" if aten_api(_aten, torch.__version__) is not None else "getters"
 
 
 def marker(cache: dict, prefix: str, args: Sequence[Any], kwargs: Mapping[str, Any], mod: str) -> str:

@@ -1,0 +1,20 @@
+/* What pyprof.nvtx._aten hands pyprof.nvtx._hot, in a capsule: C, so that _hot stays a C
+ * extension built without torch. */
+#ifndef PYPROF_ATEN_H
+#define PYPROF_ATEN_H
+
+#include <Python.h>
+
+#define PYPROF_ATEN_CAPSULE "pyprof.nvtx._aten.api"
+#define PYPROF_ATEN_ABI 1  /* raised when the struct below changes */
+
+typedef struct {
+    int abi;
+    /* (shape, strides, dtype) of an exact torch.Tensor or nn.Parameter, read from its ATen tensor:
+     * equal to the tuple of its Python getters (shape as a plain tuple, equal to torch.Size).
+     * NULL without an error set: this tensor needs the getters (sparse, nested, symbolic sizes, a
+ * __torch_function__ mode on). */
+    PyObject *(*tensor_part)(PyObject *tensor);
+} pyprof_aten_api;
+
+#endif

@@ -1,0 +1,93 @@
+"""pyprof.nvtx._aten: a tensor's part of the marker-cache key read from ATen, equal to the getters'."""
+from __future__ import annotations
+
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the tensor reader reads torch tensors")
+from torch.overrides import TorchFunctionMode  # noqa: E402
+
+from pyprof.nvtx import memo  # noqa: E402
+
+aten = memo._aten if memo.aten_api(memo._aten, torch.__version__) is not None else None
+needs_aten = pytest.mark.skipif(aten is None, reason="pyprof.nvtx._aten was not built for this torch "
+                                                     "(pip install --no-build-isolation)")
+
+
+def _getters(t: torch.Tensor) -> tuple:
+    return (t.shape, t.stride(), t.dtype)
+
+
+def _strided() -> list:
+    base = torch.randn(2, 3, 4, 5)
+    return [
+        base,
+        base.transpose(1, 3),
+        base.to(memory_format=torch.channels_last),
+        base[:, 1:, ::2],                        # a view with an offset and a step
+        torch.randn(3, 1).expand(3, 4),          # stride 0
+        torch.tensor(2.5),                       # 0-dim
+        torch.empty(0, 7),
+        torch.ones(4, dtype=torch.bfloat16),
+        torch.ones(2, 2, dtype=torch.int64),
+        torch.empty(2, 3, device="meta"),
+        torch.nn.Parameter(torch.randn(3, 2)),
+        torch.randn(3, 2, requires_grad=True) * 2,
+    ]
+
+
+@needs_aten
+@pytest.mark.parametrize("t", _strided(), ids=lambda t: f"{tuple(t.shape)}-{t.stride()}-{t.dtype}-{t.device.type}")
+def test_a_strided_tensors_part_equals_its_getters_and_hashes_alike(t) -> None:
+    part = aten.tensor_part(t)
+    assert part == _getters(t) and hash(part) == hash(_getters(t))
+    assert type(part[0]) is tuple and part[2] is t.dtype
+
+
+@needs_aten
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+def test_tensors_the_getters_describe_otherwise_are_left_to_them() -> None:
+    sparse = torch.eye(3).to_sparse()         # no strides: stride() raises
+    nested = torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(4, 3)])  # shape raises
+    assert aten.tensor_part(sparse) is None and aten.tensor_part(nested) is None
+
+    class Mode(TorchFunctionMode):             # the getters go through it: so must the key
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            return func(*args, **(kwargs or {}))
+
+    x = torch.ones(2)
+    with Mode():
+        assert aten.tensor_part(x) is None
+    assert aten.tensor_part(x) == _getters(x)
+
+
+@needs_aten
+def test_only_plain_tensors_and_parameters_are_read() -> None:
+    class Sub(torch.Tensor):
+        pass
+
+    for obj in (torch.ones(2).as_subclass(Sub), 3, None):
+        with pytest.raises(TypeError, match=r"^pyprof._aten.tensor_part: not a torch.Tensor$"):
+            aten.tensor_part(obj)
+
+
+def test_the_reader_is_used_only_with_the_torch_it_was_built_for() -> None:
+    built = types.SimpleNamespace(built_for="2.13.0+cpu", api=object())
+    assert memo.aten_api(built, "2.13.0+cpu") is built.api
+    assert memo.aten_api(built, "2.13.0+cu130") is None and memo.aten_api(built, "2.12.1+cpu") is None
+    assert memo.aten_api(None, "2.13.0+cpu") is None
+
+
+@pytest.mark.skipif(memo._hot is None, reason="pyprof.nvtx._hot was not built (no C compiler at install)")
+def test_hot_refuses_a_capsule_that_is_not_the_readers() -> None:
+    import datetime
+
+    not_ours = datetime.datetime_CAPI       # a capsule of another name
+    try:
+        with pytest.raises(ValueError, match="PyCapsule_GetPointer called with incorrect name"):
+            memo.setup_hot(not_ours)
+        with pytest.raises(ValueError):
+            memo.setup_hot(object())
+    finally:
+        memo.setup_hot(memo.aten_api(memo._aten, torch.__version__))
