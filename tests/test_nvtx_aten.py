@@ -91,3 +91,14 @@ def test_hot_refuses_a_capsule_that_is_not_the_readers() -> None:
             memo.setup_hot(object())
     finally:
         memo.setup_hot(memo.aten_api(memo._aten, torch.__version__))
+
+
+@needs_aten
+def test_autocast_on_follows_the_cpu_autocast_region_as_the_key_needs() -> None:
+    assert aten.autocast_on() is False
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert aten.autocast_on() is True
+        with torch.autocast("cpu", enabled=False):
+            assert aten.autocast_on() is False
+        assert aten.autocast_on() is True
+    assert aten.autocast_on() is False

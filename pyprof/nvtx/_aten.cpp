@@ -10,6 +10,7 @@
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <ATen/PythonTorchFunctionTLS.h>
+#include <ATen/autocast_mode.h>
 
 namespace {
 
@@ -55,7 +56,12 @@ PyObject *tensor_part(PyObject *obj)
     }
 }
 
-pyprof_aten_api api = {PYPROF_ATEN_ABI, tensor_part};
+int autocast_on()
+{
+    return at::autocast::is_autocast_enabled(c10::DeviceType::CUDA) || at::autocast::is_autocast_enabled(c10::DeviceType::CPU);
+}
+
+pyprof_aten_api api = {PYPROF_ATEN_ABI, tensor_part, autocast_on};
 
 PyObject *py_tensor_part(PyObject *, PyObject *obj)
 {
@@ -69,7 +75,14 @@ PyObject *py_tensor_part(PyObject *, PyObject *obj)
     return part;
 }
 
+PyObject *py_autocast_on(PyObject *, PyObject *)
+{
+    return PyBool_FromLong(autocast_on());
+}
+
 PyMethodDef methods[] = {
+    {"autocast_on", py_autocast_on, METH_NOARGS,
+     "autocast_on()\n--\n\nWhether CUDA's or the CPU's autocast is on, as the C key asks it."},
     {"tensor_part", py_tensor_part, METH_O,
      "tensor_part(tensor)\n--\n\n(shape, strides, dtype) of a torch.Tensor as the marker cache's key "
      "holds them, or None where it needs torch's getters."},

@@ -15,6 +15,9 @@ typedef struct {
      * NULL without an error set: this tensor needs the getters (sparse, nested, symbolic sizes, a
  * __torch_function__ mode on). */
     PyObject *(*tensor_part)(PyObject *tensor);
+    /* 1 while CUDA's or the CPU's autocast is on (all that marker.autocast_region() reads), else 0:
+     * torch._C._is_any_autocast_enabled asks every device through a binding, 0.1 us a call. */
+    int (*autocast_on)(void);
 } pyprof_aten_api;
 
 #endif

@@ -10,7 +10,7 @@
  *
  * setup() hands over memo's tables and helpers once; nothing here imports torch. A tensor's part
  * of the key is read from ATen where pyprof.nvtx._aten was built for the running torch (its
- * capsule, handed over by setup()), else through torch's Python getters.
+ * capsule, handed over by setup()), else through torch's Python getters; so is whether autocast is on.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -27,6 +27,7 @@ static PyObject *autocast_region; /* () -> ',"autocast":"<dtype>"' or "" */
 static PyObject *tensor_type, *parameter_type;
 static PyObject *s_shape, *s_stride, *s_dtype, *s_hex, *s_empty, *zero, *one;
 static PyObject *getframe;         /* sys._getframe */
+static PyObject *none_part, *true_part, *false_part;  /* (type(None), None), (bool, True), (bool, False) */
 static const pyprof_aten_api *aten; /* pyprof.nvtx._aten's, or NULL */
 static PyObject *aten_capsule;     /* holds it (or None) */
 #define SEEN_SLOTS 64
@@ -133,7 +134,13 @@ static PyObject *part(PyObject *a)
         Py_XDECREF(dtype);
         return r;
     }
-    if (t == (PyObject *)&PyLong_Type || t == (PyObject *)&PyBool_Type || t == (PyObject *)&PyUnicode_Type || a == Py_None)
+    /* (type, value), made once for the three singletons */
+    PyObject *known = a == Py_None ? none_part : a == Py_True ? true_part : a == Py_False ? false_part : NULL;
+    if (known != NULL) {
+        Py_INCREF(known);
+        return known;
+    }
+    if (t == (PyObject *)&PyLong_Type || t == (PyObject *)&PyUnicode_Type)
         return PyTuple_Pack(2, t, a);
     if (t == (PyObject *)&PyFloat_Type) {
         double d = PyFloat_AS_DOUBLE(a);
@@ -162,13 +169,18 @@ static PyObject *part(PyObject *a)
 
 static PyObject *autocast_part(void)
 {
-    PyObject *on = PyObject_CallNoArgs(any_autocast);
-    if (on == NULL)
-        return NULL;
-    int truth = PyObject_IsTrue(on);
-    Py_DECREF(on);
-    if (truth < 0)
-        return NULL;
+    int truth;
+    if (aten != NULL) {
+        truth = aten->autocast_on();
+    } else {
+        PyObject *on = PyObject_CallNoArgs(any_autocast);
+        if (on == NULL)
+            return NULL;
+        truth = PyObject_IsTrue(on);
+        Py_DECREF(on);
+        if (truth < 0)
+            return NULL;
+    }
     if (!truth) {
         Py_INCREF(s_empty);
         return s_empty;
@@ -375,5 +387,10 @@ PyMODINIT_FUNC PyInit__hot(void)
         return NULL;
     }
     Py_INCREF(getframe);
+    none_part = PyTuple_Pack(2, (PyObject *)Py_TYPE(Py_None), Py_None);
+    true_part = PyTuple_Pack(2, (PyObject *)&PyBool_Type, Py_True);
+    false_part = PyTuple_Pack(2, (PyObject *)&PyBool_Type, Py_False);
+    if (!none_part || !true_part || !false_part)
+        return NULL;
     return PyModule_Create(&module);
 }
