@@ -10,7 +10,7 @@ from torch.overrides import TorchFunctionMode  # noqa: E402
 
 from pyprof.nvtx import memo  # noqa: E402
 
-aten = memo._aten if memo.aten_api(memo._aten, torch.__version__) is not None else None
+aten = memo._aten if memo.aten_capsule is not None else None
 needs_aten = pytest.mark.skipif(aten is None, reason="pyprof.nvtx._aten was not built for this torch "
                                                      "(pip install --no-build-isolation)")
 
@@ -73,10 +73,37 @@ def test_only_plain_tensors_and_parameters_are_read() -> None:
 
 
 def test_the_reader_is_used_only_with_the_torch_it_was_built_for() -> None:
-    built = types.SimpleNamespace(built_for="2.13.0+cpu", api=object())
-    assert memo.aten_api(built, "2.13.0+cpu") is built.api
-    assert memo.aten_api(built, "2.13.0+cu130") is None and memo.aten_api(built, "2.12.1+cpu") is None
-    assert memo.aten_api(None, "2.13.0+cpu") is None
+    build = f"{torch.__version__} {torch.version.git_version}"
+    assert memo.torch_build() == build
+    if memo._aten is not None:
+        assert memo._aten.built_for == build  # built here, by this checkout's set-up
+    built = types.SimpleNamespace(built_for="2.13.0+cpu abc123", api=object())
+    assert memo.aten_api(built, "2.13.0+cpu abc123") is built.api
+    for other in ("2.13.0+cu130 abc123", "2.13.0+cpu def456", "2.12.1+cpu abc123"):
+        assert memo.aten_api(built, other) is None
+    assert memo.aten_api(None, "2.13.0+cpu abc123") is None
+
+
+@pytest.mark.skipif(memo._hot is None, reason="pyprof.nvtx._hot was not built (no C compiler at install)")
+@pytest.mark.parametrize("abi, extra", [(1, 0), (2, 8)])
+def test_hot_refuses_a_reader_of_another_interface(abi, extra) -> None:
+    """An _aten left from an older build (its rebuild failed) is refused, not read past its end."""
+    import ctypes
+
+    class Api(ctypes.Structure):
+        _fields_ = [("abi", ctypes.c_int), ("size", ctypes.c_size_t), ("tensor_part", ctypes.c_void_p),
+                    ("autocast_on", ctypes.c_void_p)]
+
+    api = Api(abi, ctypes.sizeof(Api) + extra, None, None)
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    capsule = new(ctypes.addressof(api), b"pyprof.nvtx._aten.api", None)
+    try:
+        with pytest.raises(ImportError, match=rf"^pyprof._hot.setup: pyprof.nvtx._aten has interface {abi} "
+                                              rf"\({api.size} bytes\), not 2 \({ctypes.sizeof(Api)} bytes\): an older build$"):
+            memo.setup_hot(capsule)
+    finally:
+        memo.setup_hot(memo.aten_capsule)
 
 
 @pytest.mark.skipif(memo._hot is None, reason="pyprof.nvtx._hot was not built (no C compiler at install)")
@@ -90,7 +117,7 @@ def test_hot_refuses_a_capsule_that_is_not_the_readers() -> None:
         with pytest.raises(ValueError):
             memo.setup_hot(object())
     finally:
-        memo.setup_hot(memo.aten_api(memo._aten, torch.__version__))
+        memo.setup_hot(memo.aten_capsule)
 
 
 @needs_aten

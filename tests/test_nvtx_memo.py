@@ -285,7 +285,7 @@ def reader(request):
     """The C key reading tensors from ATen (pyprof.nvtx._aten) or through torch's getters."""
     if memo._hot is None:
         pytest.skip("pyprof.nvtx._hot was not built (no C compiler at install)")
-    built = memo.aten_api(memo._aten, torch.__version__)
+    built = memo.aten_capsule
     if request.param == "aten" and built is None:
         pytest.skip("pyprof.nvtx._aten was not built for this torch (pip install --no-build-isolation)")
     memo.setup_hot(built if request.param == "aten" else None)

@@ -44,9 +44,12 @@ PyObject *tensor_part(PyObject *obj)
         const c10::TensorImpl *impl = t.unsafeGetTensorImpl();
         if (impl->has_symbolic_sizes_strides())
             return nullptr;
-        PyObject *shape = ints(t.sizes());
-        PyObject *strides = shape ? ints(t.strides()) : nullptr;
-        PyObject *part = strides ? PyTuple_Pack(3, shape, strides, reinterpret_cast<PyObject *>(torch::getTHPDtype(t.scalar_type()))) : nullptr;
+        // Everything that may throw before any Python object is made: nothing to free on the way out.
+        c10::IntArrayRef sizes = t.sizes(), strides_ = t.strides();
+        PyObject *dtype = reinterpret_cast<PyObject *>(torch::getTHPDtype(t.scalar_type()));
+        PyObject *shape = ints(sizes);
+        PyObject *strides = shape ? ints(strides_) : nullptr;
+        PyObject *part = strides ? PyTuple_Pack(3, shape, strides, dtype) : nullptr;
         Py_XDECREF(shape);
         Py_XDECREF(strides);
         return part;
@@ -61,7 +64,7 @@ int autocast_on()
     return at::autocast::is_autocast_enabled(c10::DeviceType::CUDA) || at::autocast::is_autocast_enabled(c10::DeviceType::CPU);
 }
 
-pyprof_aten_api api = {PYPROF_ATEN_ABI, tensor_part, autocast_on};
+pyprof_aten_api api = {PYPROF_ATEN_ABI, sizeof(pyprof_aten_api), tensor_part, autocast_on};
 
 PyObject *py_tensor_part(PyObject *, PyObject *obj)
 {

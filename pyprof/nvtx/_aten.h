@@ -6,12 +6,15 @@
 #include <Python.h>
 
 #define PYPROF_ATEN_CAPSULE "pyprof.nvtx._aten.api"
-#define PYPROF_ATEN_ABI 1  /* raised when the struct below changes */
+#define PYPROF_ATEN_ABI 2  /* raised when the struct below changes */
 
 typedef struct {
     int abi;
+    size_t size;  /* sizeof(pyprof_aten_api) where it was built: _hot checks both */
     /* (shape, strides, dtype) of an exact torch.Tensor or nn.Parameter, read from its ATen tensor:
-     * equal to the tuple of its Python getters (shape as a plain tuple, equal to torch.Size).
+     * equal to the tuple of its Python getters (shape as a plain tuple, equal to torch.Size, and
+     * hashed alike but while torch.jit.trace runs, whose torch.Size holds 0-dim tensors: a miss
+     * then, never a wrong hit).
      * NULL without an error set: this tensor needs the getters (sparse, nested, symbolic sizes, a
  * __torch_function__ mode on). */
     PyObject *(*tensor_part)(PyObject *tensor);

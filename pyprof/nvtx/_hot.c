@@ -59,10 +59,13 @@ static int is_user(PyObject *c)
     }
     int user = PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(e, 1)) != 0;
     Py_DECREF(e);
-    /* Held, so that the address is not another code object's while the slot names it. */
+    /* Held, so that the address is not another code object's while the slot names it. The old
+     * one goes last: freeing it may run Python code (a weakref callback) that uses the table. */
+    PyObject *old = seen_code[slot];
     Py_INCREF(c);
-    Py_XSETREF(seen_code[slot], c);
+    seen_code[slot] = c;
     seen_user[slot] = user;
+    Py_XDECREF(old);
     return user;
 }
 
@@ -342,9 +345,11 @@ static PyObject *hot_setup(PyObject *self, PyObject *const *a, Py_ssize_t n)
         api = PyCapsule_GetPointer(a[8], PYPROF_ATEN_CAPSULE);
         if (api == NULL)
             return NULL;
-        if (api->abi != PYPROF_ATEN_ABI) {
-            PyErr_Format(PyExc_ImportError, "pyprof._hot.setup: pyprof.nvtx._aten has interface %d, not %d",
-                         api->abi, PYPROF_ATEN_ABI);
+        /* An _aten left from an older build (its rebuild failed: it is optional) must not be read
+         * past the end of its struct. */
+        if (api->abi != PYPROF_ATEN_ABI || api->size != sizeof(pyprof_aten_api)) {
+            PyErr_Format(PyExc_ImportError, "pyprof._hot.setup: pyprof.nvtx._aten has interface %d (%zu bytes), "
+                         "not %d (%zu bytes): an older build", api->abi, api->size, PYPROF_ATEN_ABI, sizeof(pyprof_aten_api));
             return NULL;
         }
     }
@@ -355,6 +360,9 @@ static PyObject *hot_setup(PyObject *self, PyObject *const *a, Py_ssize_t n)
     Py_INCREF(a[8]);
     Py_XSETREF(aten_capsule, a[8]);
     aten = api;
+    /* Classified by the classify() handed over before. */
+    for (int i = 0; i < SEEN_SLOTS; i++)
+        Py_CLEAR(seen_code[i]);
     Py_RETURN_NONE;
 }
 
