@@ -4,7 +4,7 @@
 // wrapped call (three binding calls, a torch.Size, an argument parser for stride()); read here
 // it is two small tuples. Built only where torch is importable at build time
 // (`pip install --no-build-isolation`), against that torch's headers: pyprof.nvtx.memo uses it
-// only when the running torch is the version it was built for (built_for).
+// only when the running torch is the build it was made for (built_for: version and git commit).
 #include "_aten.h"
 
 #include <torch/csrc/DynamicTypes.h>

@@ -15,8 +15,8 @@ typedef struct {
      * equal to the tuple of its Python getters (shape as a plain tuple, equal to torch.Size, and
      * hashed alike but while torch.jit.trace runs, whose torch.Size holds 0-dim tensors: a miss
      * then, never a wrong hit).
-     * NULL without an error set: this tensor needs the getters (sparse, nested, symbolic sizes, a
- * __torch_function__ mode on). */
+     * NULL without an error set: this tensor needs the getters (a non-strided layout, nested,
+     * symbolic sizes, a __torch_function__ mode on). */
     PyObject *(*tensor_part)(PyObject *tensor);
     /* 1 while CUDA's or the CPU's autocast is on (all that marker.autocast_region() reads), else 0:
      * torch._C._is_any_autocast_enabled asks every device through a binding, 0.1 us a call. */
