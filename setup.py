@@ -12,7 +12,8 @@ import sys
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-HOT = Extension("pyprof.nvtx._hot", ["pyprof/nvtx/_hot.c"], optional=True)
+# depends: rebuilt when the shared header changes, and shipped in the sdist with the sources.
+HOT = Extension("pyprof.nvtx._hot", ["pyprof/nvtx/_hot.c"], depends=["pyprof/nvtx/_aten.h"], optional=True)
 
 
 def _aten_build():
@@ -27,7 +28,7 @@ def _aten_build():
         return None
     # pyprof.nvtx.memo compares built_for with the running torch's before using the module.
     built_for = f"{torch.__version__} {torch.version.git_version}"
-    aten = CppExtension("pyprof.nvtx._aten", ["pyprof/nvtx/_aten.cpp"], optional=True,
+    aten = CppExtension("pyprof.nvtx._aten", ["pyprof/nvtx/_aten.cpp"], depends=["pyprof/nvtx/_aten.h"], optional=True,
                         define_macros=[("PYPROF_BUILT_FOR", '"%s"' % built_for)])
 
     class BuildBoth(BuildExtension.with_options(use_ninja=False)):
