@@ -320,6 +320,8 @@ def per_call(repeat: int = 21, number: int = 5000) -> Tuple[List[tuple], set]:
         "F.conv2d(x, w, None, 1, 1)": lambda: F.conv2d(img, k, None, 1, 1),
         "F.conv2d, tuples (as nn.Conv2d)": lambda: F.conv2d(img, k, None, conv.stride, conv.padding, conv.dilation, 1),
         "F.batch_norm, eval, 2 floats": lambda: F.batch_norm(img, rm, rv, None, None, False, 0.1, 1e-5),
+        # what F.batch_norm calls: its wrapper alone (in the row above it passes through, nested)
+        "torch.batch_norm, as F calls it": lambda: torch.batch_norm(img, None, None, rm, rv, False, 0.1, 1e-5, False),
         "x.view(64)": lambda: x.view(64),
         "x.sum(dim=1, keepdim=True)": lambda: x.sum(dim=1, keepdim=True),
         "x @ w (w requires grad)": lambda: x @ wg,
@@ -379,8 +381,8 @@ def print_calls() -> None:
         print(f"{name:32s} {plain:9.2f} " + " ".join(f"{t - plain:8.2f}" if t is not None else "       -" for t in timed))
     how = {frozenset({True}): "pyprof's node hooks (no CUDA: PyTorch's node ranges need it)",
            frozenset({False}): "PyTorch's node ranges, as profiled()"}.get(frozenset(hooks), f"mixed {hooks}")
-    print(f"goal: <= {CALL_GOAL_US} us added per wrapped call (the module rows add a module range, nn.Linear also "
-          f"its F.linear); getters: pyprof.nvtx._hot alone, aten: with pyprof.nvtx._aten (- when not built); backward attribution: {how} (with the hooks, "
+    print(f"goal: <= {CALL_GOAL_US} us added per wrapped call (F.batch_norm is two: its own and torch.batch_norm's, "
+          f"passing through; the module rows add a module range, nn.Linear also its F.linear); getters: pyprof.nvtx._hot alone, aten: with pyprof.nvtx._aten (- when not built); backward attribution: {how} (with the hooks, "
           "the `x @ w` row adds its node's hook)")
 
 

@@ -1,6 +1,7 @@
 """H100 captures of examples/lenet.py and gpt.py in profiled()'s default mode, each with the marker
 cache's hit path in C (pyprof/nvtx/_hot.c, `*_c`, one device call), in C with the ATen tensor
-reader (pyprof/nvtx/_aten.cpp, `*_aten`, a later call) and in Python (the modules removed, `*_py`):
+reader (pyprof/nvtx/_aten.cpp, `*_aten`, a later call), with the C key as bytes (`*_bytes`, a later
+session) and in Python (the modules removed, `*_py`):
 the same op marker on every kernel, the same forward op for every backward one, the same FLOPs and
 bytes. Only the forward call's start time (`fwd.call`) differs."""
 from __future__ import annotations
@@ -32,7 +33,7 @@ def _attribution(path: str) -> list:
 
 
 @pytest.mark.parametrize("example, kernels, bprop", [("lenet", 44, 25), ("gpt", 139, 85)])
-@pytest.mark.parametrize("path", ["c", "aten"])
+@pytest.mark.parametrize("path", ["c", "aten", "bytes"])
 def test_the_c_and_python_hit_paths_give_the_same_trace_attribution(tmp_path: Path, example: str, kernels: int,
                                                                     bprop: int, path: str) -> None:
     c, py = (_unpacked(tmp_path, f"{example}_{v}.sqlite") for v in (path, "py"))

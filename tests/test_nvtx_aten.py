@@ -1,4 +1,5 @@
-"""pyprof.nvtx._aten: a tensor's part of the marker-cache key read from ATen, equal to the getters'."""
+"""pyprof.nvtx._aten: a tensor's dtype, sizes and strides for the marker-cache key read from ATen, equal to
+the getters'."""
 from __future__ import annotations
 
 import types
@@ -39,18 +40,17 @@ def _strided() -> list:
 
 @needs_aten
 @pytest.mark.parametrize("t", _strided(), ids=lambda t: f"{tuple(t.shape)}-{t.stride()}-{t.dtype}-{t.device.type}")
-def test_a_strided_tensors_part_equals_its_getters_and_hashes_alike(t) -> None:
-    part = aten.tensor_part(t)
-    assert part == _getters(t) and hash(part) == hash(_getters(t))
-    assert type(part[0]) is tuple and part[2] is t.dtype
+def test_a_strided_tensors_meta_equals_its_getters(t) -> None:
+    meta = aten.tensor_meta(t)
+    assert meta == _getters(t) and meta[2] is t.dtype
 
 
 @needs_aten
 @pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
 def test_tensors_the_getters_describe_otherwise_are_left_to_them() -> None:
-    sparse = torch.eye(3).to_sparse()         # no strides: stride() raises
+    sparse = torch.eye(3).to_sparse()         # no strides: stride() raises or, by torch version, reads zeros
     nested = torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(4, 3)])  # shape raises
-    assert aten.tensor_part(sparse) is None and aten.tensor_part(nested) is None
+    assert aten.tensor_meta(sparse) is None and aten.tensor_meta(nested) is None
 
     class Mode(TorchFunctionMode):             # the getters go through it: so must the key
         def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
@@ -58,8 +58,15 @@ def test_tensors_the_getters_describe_otherwise_are_left_to_them() -> None:
 
     x = torch.ones(2)
     with Mode():
-        assert aten.tensor_part(x) is None
-    assert aten.tensor_part(x) == _getters(x)
+        assert aten.tensor_meta(x) is None
+    assert aten.tensor_meta(x) == _getters(x)
+
+
+@needs_aten
+def test_a_tensor_of_more_dimensions_than_the_key_buffer_holds_is_left_to_the_getters() -> None:
+    most = torch.ones([1] * 30)  # PYPROF_ATEN_META_MAX: dtype, dimensions, 30 sizes and 30 strides
+    assert aten.tensor_meta(most) == _getters(most)
+    assert aten.tensor_meta(torch.ones([1] * 31)) is None
 
 
 @needs_aten
@@ -68,8 +75,8 @@ def test_only_plain_tensors_and_parameters_are_read() -> None:
         pass
 
     for obj in (torch.ones(2).as_subclass(Sub), 3, None):
-        with pytest.raises(TypeError, match=r"^pyprof._aten.tensor_part: not a torch.Tensor$"):
-            aten.tensor_part(obj)
+        with pytest.raises(TypeError, match=r"^pyprof._aten.tensor_meta: not a torch.Tensor$"):
+            aten.tensor_meta(obj)
 
 
 def test_the_reader_is_used_only_with_the_torch_it_was_built_for() -> None:
@@ -85,13 +92,13 @@ def test_the_reader_is_used_only_with_the_torch_it_was_built_for() -> None:
 
 
 @pytest.mark.skipif(memo._hot is None, reason="pyprof.nvtx._hot was not built (no C compiler at install)")
-@pytest.mark.parametrize("abi, extra", [(1, 0), (2, 8)])
+@pytest.mark.parametrize("abi, extra", [(2, 0), (3, 8)])
 def test_hot_refuses_a_reader_of_another_interface(abi, extra) -> None:
     """An _aten left from an older build (its rebuild failed) is refused, not read past its end."""
     import ctypes
 
     class Api(ctypes.Structure):
-        _fields_ = [("abi", ctypes.c_int), ("size", ctypes.c_size_t), ("tensor_part", ctypes.c_void_p),
+        _fields_ = [("abi", ctypes.c_int), ("size", ctypes.c_size_t), ("tensor_meta", ctypes.c_void_p),
                     ("autocast_on", ctypes.c_void_p)]
 
     api = Api(abi, ctypes.sizeof(Api) + extra, None, None)
@@ -100,7 +107,7 @@ def test_hot_refuses_a_reader_of_another_interface(abi, extra) -> None:
     capsule = new(ctypes.addressof(api), b"pyprof.nvtx._aten.api", None)
     try:
         with pytest.raises(ImportError, match=rf"^pyprof._hot.setup: pyprof.nvtx._aten has interface {abi} "
-                                              rf"\({api.size} bytes\), not 2 \({ctypes.sizeof(Api)} bytes\): an older build$"):
+                                              rf"\({api.size} bytes\), not 3 \({ctypes.sizeof(Api)} bytes\): an older build$"):
             memo.setup_hot(capsule)
     finally:
         memo.setup_hot(memo.aten_capsule)

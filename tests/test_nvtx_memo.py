@@ -295,34 +295,79 @@ def reader(request):
         memo.setup_hot(built)
 
 
-@pytest.mark.parametrize("autocast", [False, True])
-def test_the_c_key_is_the_python_key_element_for_element(autocast, reader) -> None:
+def _calls() -> list:
+    """Calls of one op that the marker cache must tell apart, or not, each (args, kwargs)."""
     x = torch.randn(3, 4)
-    p = torch.nn.Parameter(torch.randn(2))
     cached = (1, 2)
     memo.encode(cached)  # now in encode's tuple cache: read by identity
-    args = (x, x.t(), p, 1, True, "s", None, 1.5, -0.0, float("nan"), cached, (3, 4), [1, 2], {"a": 1}, torch.float16)
-    kwargs = {"alpha": 2, "out": x, "weight": p, "eps": 1e-5, "padding": cached}
+    return [
+        ((x,), {}), ((torch.randn(3, 4),), {}),                        # another tensor, same description
+        ((x.t(),), {}), ((x.t().contiguous(),), {}), ((x[:, :2],), {}),  # same shape, other strides
+        ((x.to(torch.bfloat16),), {}), ((torch.nn.Parameter(x.clone()),), {}),  # a parameter is described as its tensor
+        ((x, 1), {}), ((x, True), {}), ((x, 1.0), {}), ((x, 2 ** 70), {}), ((x, 2 ** 70 + 1), {}),
+        ((x, "s"), {}), ((x, "t"), {}), ((x, None), {}), ((x, False), {}),
+        ((x, 1.5), {}), ((x, float("1.5")), {}), ((x, 0.0), {}), ((x, -0.0), {}), ((x, float("nan")), {}),
+        ((x, cached), {}), ((x, tuple([1, 2])), {}), ((x, (3, 4)), {}), ((x, (1, True)), {}), ((x, ((1, 2),)), {}),
+        ((x, [5, 6]), {}), ((x, [5, 6.0]), {}), ((x, {"a": 1}), {}), ((x, torch.float16), {}), ((x, torch.float32), {}),
+        ((x, x), {}), ((x,), {"other": x}), ((x,), {"alpha": 2}), ((x,), {"alpha": 3}), ((x,), {"beta": 2}),
+        ((x,), {"alpha": 2, "beta": 2}), ((x,), {"beta": 2, "alpha": 2}), ((x, "alpha", 2), {}),
+        ((x,), {"weight": torch.nn.Parameter(torch.randn(2)), "eps": 1e-5, "padding": cached}),
+    ]
+
+
+@pytest.mark.parametrize("autocast", [False, True])
+def test_the_c_key_tells_calls_apart_exactly_where_the_python_key_does(autocast, reader) -> None:
+    """Two calls at one site get equal C keys exactly when their Python keys are equal: the C
+    path never finds another call's marker, and finds a repeated call's."""
+    calls = _calls()
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-        keys, empty = [], []
-        for fn in (memo._hot.key, memo.key):  # one loop: one call site (code and offset) for both
-            keys.append(_at_one_site(fn, args, kwargs, ',"module":"m"'))
-            empty.append(_at_one_site(fn, (), {}, ""))
-    assert keys[0] == keys[1] and empty[0] == empty[1]
-    code = sys._getframe().f_code
-    assert keys[0][0] == id(code) and keys[0][2:4] == (',"module":"m"', ',"autocast":"bfloat16"' if autocast else "")
-    assert keys[0][4] == (torch.Size([3, 4]), (4, 1), torch.float32) and keys[0][5] == (torch.Size([4, 3]), (1, 4), torch.float32)
-    # A float is its own key but 0.0 and -0.0 (equal, written differently) and nan (not equal to itself).
-    assert keys[0][7:10] == ((int, 1), (bool, True), (str, "s")) and keys[0][11:14] == (1.5, "-0x0.0p+0", "nan")
-    assert keys[0][14] == "[1,2]" and keys[0][15] == "[3,4]"  # a tuple met before by identity; a new one encoded
-    assert keys[0][19:] == (None, "alpha", (int, 2), "out", keys[0][4], "weight", keys[0][6], "eps", 1e-5,
-                            "padding", "[1,2]")
+        c_keys, py_keys = [], []
+        for args, kwargs in calls:
+            for fn, keys in ((memo._hot.key, c_keys), (memo.key, py_keys)):  # one call site for all
+                keys.append(_at_one_site(fn, args, kwargs, ',"module":"m"'))
+    assert all(type(k) is bytes for k in c_keys)
+    pairs = range(len(calls))
+    c_equal = {(i, j) for i in pairs for j in pairs if c_keys[i] == c_keys[j]}
+    assert c_equal == {(i, j) for i in pairs for j in pairs if py_keys[i] == py_keys[j]}
+    # the equal ones among them: a fresh tensor of one description, a parameter, 1.5 made twice, (1, 2) made twice
+    assert sorted((i, j) for i, j in c_equal if i < j) == [(0, 1), (0, 6), (1, 6), (16, 17), (21, 22)]
+
+
+def test_the_c_key_holds_site_module_autocast_and_each_part_in_a_fixed_layout(reader) -> None:
+    import struct
+
+    x = torch.randn(3, 4)
+    mod = ',"module":"m\u00e9"'
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        keys = []
+        for fn in (memo._hot.key, memo.key):  # one call site for both
+            keys.append(_at_one_site(fn, (x.t(), 7, None, True, False, -0.5, "ab", (2, 3)), {"eps": 1e-5}, mod))
+    site = struct.pack("=qq", keys[1][0], keys[1][1])  # the code object's address and instruction offset
+    assert keys[1][0] == id(sys._getframe().f_code)
+
+    def text(tag: bytes, s: str) -> bytes:
+        return tag + struct.pack("=q", len(s.encode())) + s.encode()
+
+    if reader == "aten":
+        tensor = b"T" + struct.pack("=6q", 6, 2, 4, 3, 1, 4)  # c10::ScalarType::Float, 2 dims, sizes, strides
+    else:  # the dtype object's address, then shape and strides each with its length
+        tensor = b"G" + struct.pack("=7q", id(torch.float32), 2, 4, 3, 2, 1, 4)
+    assert keys[0] == (site + text(b"m", mod) + text(b"a", ',"autocast":"bfloat16"') + tensor
+                       + b"i" + struct.pack("=q", 7) + b"Ntf" + b"d" + struct.pack("=d", -0.5) + text(b"s", "ab")
+                       + b"(" + struct.pack("=qqq", 2, 2, 3) + b"K" + text(b"k", "eps") + b"d" + struct.pack("=d", 1e-5))
+
+
+def _nested() -> "torch.Tensor":
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "The PyTorch API of nested tensors is in prototype stage"
+        return torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(4, 3)])  # its shape raises
 
 
 @pytest.mark.skipif(memo._hot is None, reason="pyprof.nvtx._hot was not built (no C compiler at install)")
-def test_the_c_lookup_reports_a_miss_for_a_call_it_cannot_key_and_refuses_wrong_arguments() -> None:
-    sparse = torch.eye(3).to_sparse()  # stride() raises for sparse layouts
-    assert memo._hot.lookup({}, (sparse,), {}, "") is None
+def test_the_c_lookup_gives_no_key_for_a_call_it_cannot_key_and_refuses_wrong_arguments() -> None:
+    assert memo._hot.lookup({}, (_nested(),), {}, "") is None
     with pytest.raises(TypeError, match="pyprof._hot.lookup: cache must be a dict"):
         memo._hot.lookup([], (), {}, "")
     with pytest.raises(TypeError, match=r"pyprof._hot.lookup takes 4 arguments \(3 given\)"):
@@ -330,33 +375,41 @@ def test_the_c_lookup_reports_a_miss_for_a_call_it_cannot_key_and_refuses_wrong_
 
 
 def test_a_call_whose_key_cannot_be_made_gets_its_marker_built_each_time(on) -> None:
-    sparse = torch.eye(3).to_sparse()  # stride() raises for sparse layouts: no key, no cache entry
+    nested = _nested()
+    cache = wrappers_cache(torch.add)
     with recording() as rec:
         for _ in range(2):
             line = _line() + 1
-            torch.add(sparse, sparse)
-    assert [r.text for r in rec.ranges] == [op_marker("torch", "add", (sparse, sparse), {}, site=f"{HERE}:{line}")] * 2
+            torch.add(nested, nested)
+    assert [r.text for r in rec.ranges] == [op_marker("torch", "add", (nested, nested), {}, site=f"{HERE}:{line}")] * 2
+    assert cache == {}  # nothing stored
 
 
-def test_the_c_lookup_finds_what_python_stored_and_leaves_every_reference_count_as_it_was(reader) -> None:
+def wrappers_cache(wrapper) -> dict:
+    """The marker cache a wrapper made by wrappers.op_wrapper holds (its closure's `texts`)."""
+    cells = dict(zip(wrapper.__code__.co_freevars, wrapper.__closure__))
+    return cells["texts"].cell_contents
+
+
+def test_the_c_lookup_finds_what_it_missed_once_stored_and_leaves_every_reference_count_as_it_was(reader) -> None:
     x = torch.randn(2, 3)
     args, kwargs, mod = (x, 1.5, (1, 2), None), {"weight": x, "eps": 2}, ',"module":"m"'
     cache: dict = {}
     text = "marker text"
     watched = (x, args, kwargs, mod, text, cache)
-    calls = [(memo.key, args, kwargs, mod)] + [(memo._hot.lookup, cache, args, kwargs, mod)] * 1000
     found = []
-    for call in calls:  # one call site for the Python key (made first) and every C look-up after it
-        got = _at_one_site(*call)
-        if call[0] is memo.key:
+    for i in range(1001):  # one call site for the miss and every look-up after it
+        got = _at_one_site(memo._hot.lookup, cache, args, kwargs, mod)
+        if i == 0:
+            assert type(got) is bytes  # the key, to store the text under
             cache[got] = (text, None)
             before = [sys.getrefcount(o) for o in watched]
         else:
             found.append(got)
     assert found == [text] * 1000
-    del found, got, call
-    misses = [memo._hot.lookup({}, args, kwargs, mod) for _ in range(1000)]
-    assert misses == [None] * 1000
+    del found, got
+    misses = {memo._hot.lookup({}, args, kwargs, mod) for _ in range(1000)}
+    assert len(misses) == 1 and type(misses.pop()) is bytes
     assert [sys.getrefcount(o) for o in watched] == before
 
 
@@ -399,37 +452,33 @@ def test_the_c_key_refuses_keyword_arguments_changed_while_it_is_made() -> None:
 
 
 @pytest.mark.skipif(memo._hot is None, reason="pyprof.nvtx._hot was not built (no C compiler at install)")
-def test_the_c_lookup_holds_the_text_it_found_while_the_key_is_freed() -> None:
+def test_under_a_torch_function_mode_the_c_key_reads_tensors_through_it() -> None:
+    """The mode sees the getters' calls as it does without pyprof's C path; a shape it answers
+    with something else than ints makes no key (markers are then built each call)."""
+    import struct
+
     from torch.overrides import TorchFunctionMode
 
-    cache: dict = {}
-    armed = [False]
+    class Shape:
+        pass
 
-    class Shape:  # what `.shape` returns under the mode below: freeing the key runs its __del__
-        def __hash__(self) -> int:
-            return 1
+    class Passing(TorchFunctionMode):
+        def __init__(self, odd_shape: bool) -> None:
+            super().__init__()
+            self.odd, self.seen = odd_shape, []
 
-        def __eq__(self, other: object) -> bool:
-            return isinstance(other, Shape)
-
-        def __del__(self) -> None:
-            if armed[0]:
-                cache.clear()
-
-    class ShapeMode(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
-            if getattr(func, "__self__", None) is torch._C.TensorBase.__dict__["shape"]:
+            self.seen.append(getattr(func, "__name__", None))
+            if self.odd and getattr(func, "__self__", None) is torch._C.TensorBase.__dict__["shape"]:
                 return Shape()
             return func(*args, **(kwargs or {}))
 
-    t = torch.ones(2)
-    calls = [(memo._hot.key, (t,), None, "")] + [(memo._hot.lookup, cache, (t,), None, "")]
-    with ShapeMode():
-        for call in calls:  # one call site for both
-            got = _at_one_site(*call)
-            if call[0] is memo._hot.key:
-                cache[got] = ("".join(["marker", " text"]), None)  # a text only the cache holds
-                del got
-                armed[0] = True
-    armed[0] = False
-    assert got == "marker text" and cache == {}
+    t = torch.ones(2, 3)
+    with Passing(odd_shape=False) as mode:
+        key = memo._hot.key((t,), None, "")
+    assert mode.seen == ["__get__", "stride", "__get__"]  # shape, stride(), dtype
+    assert key.endswith(b"-G" + struct.pack("=7q", id(torch.float32), 2, 2, 3, 2, 3, 1))
+    with Passing(odd_shape=True):
+        assert memo._hot.lookup({}, (t,), None, "") is None
+        with pytest.raises(TypeError, match="^pyprof._hot: a tensor's shape, stride\\(\\) or dtype is not torch's$"):
+            memo._hot.key((t,), None, "")

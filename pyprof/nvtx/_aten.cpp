@@ -1,8 +1,8 @@
-// A tensor's (shape, strides, dtype) for the marker cache's key, read from its ATen tensor.
+// A tensor's dtype, sizes and strides for the marker cache's key, read from its ATen tensor.
 //
-// Through torch's Python getters that triple costs about 0.3 us per tensor argument of every
-// wrapped call (three binding calls, a torch.Size, an argument parser for stride()); read here
-// it is two small tuples. Built only where torch is importable at build time
+// Through torch's Python getters they cost about 0.3 us per tensor argument of every wrapped call
+// (three binding calls, a torch.Size, an argument parser for stride()); read here they are a few
+// words written into _hot's key buffer, no Python object made. Built only where torch is importable at build time
 // (`pip install --no-build-isolation`), against that torch's headers: pyprof.nvtx.memo uses it
 // only when the running torch is the build it was made for (built_for: version and git commit).
 #include "_aten.h"
@@ -14,48 +14,33 @@
 
 namespace {
 
-PyObject *ints(c10::IntArrayRef values)
-{
-    PyObject *t = PyTuple_New(static_cast<Py_ssize_t>(values.size()));
-    if (t == nullptr)
-        return nullptr;
-    for (size_t i = 0; i < values.size(); i++) {
-        PyObject *v = PyLong_FromLongLong(values[i]);
-        if (v == nullptr) {
-            Py_DECREF(t);
-            return nullptr;
-        }
-        PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), v);
-    }
-    return t;
-}
-
-PyObject *tensor_part(PyObject *obj)
+int tensor_meta(PyObject *obj, int64_t *out, int cap)
 {
     try {
         // Under a __torch_function__ mode the getters of a plain tensor go through it: so does the key.
         if (at::impl::torch_function_mode_enabled())
-            return nullptr;
+            return 0;
         const at::Tensor &t = THPVariable_Unpack(obj);
         // The getters' answer differs from plain sizes and strides for these (a symbolic size,
         // no strides, a nested or custom-size tensor raising): they ask the getters.
         if (!t.defined() || t.layout() != c10::kStrided || t.is_nested())
-            return nullptr;
-        const c10::TensorImpl *impl = t.unsafeGetTensorImpl();
-        if (impl->has_symbolic_sizes_strides())
-            return nullptr;
-        // Everything that may throw before any Python object is made: nothing to free on the way out.
-        c10::IntArrayRef sizes = t.sizes(), strides_ = t.strides();
-        PyObject *dtype = reinterpret_cast<PyObject *>(torch::getTHPDtype(t.scalar_type()));
-        PyObject *shape = ints(sizes);
-        PyObject *strides = shape ? ints(strides_) : nullptr;
-        PyObject *part = strides ? PyTuple_Pack(3, shape, strides, dtype) : nullptr;
-        Py_XDECREF(shape);
-        Py_XDECREF(strides);
-        return part;
+            return 0;
+        if (t.unsafeGetTensorImpl()->has_symbolic_sizes_strides())
+            return 0;
+        c10::IntArrayRef sizes = t.sizes(), strides = t.strides();
+        const int64_t dims = static_cast<int64_t>(sizes.size());
+        if (2 + 2 * dims > cap)
+            return 0;
+        out[0] = static_cast<int64_t>(t.scalar_type());
+        out[1] = dims;
+        for (int64_t i = 0; i < dims; i++) {
+            out[2 + i] = sizes[i];
+            out[2 + dims + i] = strides[i];
+        }
+        return static_cast<int>(2 + 2 * dims);
     } catch (...) {
         // A C++ error of torch's (a size policy that throws): the getters raise it as Python's.
-        return nullptr;
+        return 0;
     }
 }
 
@@ -64,18 +49,38 @@ int autocast_on()
     return at::autocast::is_autocast_enabled(c10::DeviceType::CUDA) || at::autocast::is_autocast_enabled(c10::DeviceType::CPU);
 }
 
-pyprof_aten_api api = {PYPROF_ATEN_ABI, sizeof(pyprof_aten_api), tensor_part, autocast_on};
+pyprof_aten_api api = {PYPROF_ATEN_ABI, sizeof(pyprof_aten_api), tensor_meta, autocast_on};
 
-PyObject *py_tensor_part(PyObject *, PyObject *obj)
+PyObject *ints(const int64_t *values, int64_t n)
+{
+    PyObject *t = PyTuple_New(static_cast<Py_ssize_t>(n));
+    for (int64_t i = 0; t != nullptr && i < n; i++) {
+        PyObject *v = PyLong_FromLongLong(values[i]);
+        if (v == nullptr)
+            Py_CLEAR(t);
+        else
+            PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), v);
+    }
+    return t;
+}
+
+PyObject *py_tensor_meta(PyObject *, PyObject *obj)
 {
     if (!THPVariable_CheckExact(obj)) {
-        PyErr_SetString(PyExc_TypeError, "pyprof._aten.tensor_part: not a torch.Tensor");
+        PyErr_SetString(PyExc_TypeError, "pyprof._aten.tensor_meta: not a torch.Tensor");
         return nullptr;
     }
-    PyObject *part = tensor_part(obj);
-    if (part == nullptr && !PyErr_Occurred())
+    int64_t meta[PYPROF_ATEN_META_MAX];
+    const int n = tensor_meta(obj, meta, PYPROF_ATEN_META_MAX);
+    if (n == 0)
         Py_RETURN_NONE;
-    return part;
+    PyObject *dtype = reinterpret_cast<PyObject *>(torch::getTHPDtype(static_cast<c10::ScalarType>(meta[0])));
+    PyObject *shape = ints(meta + 2, meta[1]);
+    PyObject *strides = shape ? ints(meta + 2 + meta[1], meta[1]) : nullptr;
+    PyObject *r = strides ? PyTuple_Pack(3, shape, strides, dtype) : nullptr;
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    return r;
 }
 
 PyObject *py_autocast_on(PyObject *, PyObject *)
@@ -86,9 +91,9 @@ PyObject *py_autocast_on(PyObject *, PyObject *)
 PyMethodDef methods[] = {
     {"autocast_on", py_autocast_on, METH_NOARGS,
      "autocast_on()\n--\n\nWhether CUDA's or the CPU's autocast is on, as the C key asks it."},
-    {"tensor_part", py_tensor_part, METH_O,
-     "tensor_part(tensor)\n--\n\n(shape, strides, dtype) of a torch.Tensor as the marker cache's key "
-     "holds them, or None where it needs torch's getters."},
+    {"tensor_meta", py_tensor_meta, METH_O,
+     "tensor_meta(tensor)\n--\n\n(shape, strides, dtype) of a torch.Tensor as the C key reads them from "
+     "ATen, or None where it needs torch's getters."},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -2,11 +2,12 @@
  *
  * A wrapped call in steady state needs only the key of its call (call site, module, autocast
  * dtype, a description per argument) and one dict look-up; written in Python that is most of the
- * cost pyprof adds to a call (the key's bytecode, a frame object per frame walked). This module
- * computes the very same key tuple as memo.key, so the Python miss path (memo.marker) stores
- * entries this one finds, and finds the entries it stores. An Exception in making the key is
- * cleared and reported as a miss, as memo._lookup does: the Python path then does the same work
- * and raises or recovers as it always did; KeyboardInterrupt and SystemExit go on up.
+ * cost pyprof adds to a call (the key's bytecode, a frame object per frame walked). The key made
+ * here is bytes, equal for two calls only where memo.key is equal too (tests compare the two over
+ * a table of calls); on a miss it goes back to the wrapper, and memo.marker stores the text under
+ * it. An Exception in making the key is cleared and reported as no key, as memo._lookup does: the
+ * Python path then encodes the call alone and raises or recovers as it always did;
+ * KeyboardInterrupt and SystemExit go on up.
  *
  * setup() hands over memo's tables and helpers once; nothing here imports torch. A tensor's part
  * of the key is read from ATen where pyprof.nvtx._aten was built for the running torch (its
@@ -24,10 +25,9 @@ static PyObject *tuple_texts;     /* marker.tuple_texts: id(tuple) -> (tuple, te
 static PyObject *encode;          /* marker.encode(value) -> JSON text */
 static PyObject *any_autocast;    /* () -> bool, False outside every autocast region */
 static PyObject *autocast_region; /* () -> ',"autocast":"<dtype>"' or "" */
-static PyObject *tensor_type, *parameter_type;
-static PyObject *s_shape, *s_stride, *s_dtype, *s_hex, *s_empty, *zero, *one;
+static PyObject *tensor_type, *parameter_type, *dtype_type;
+static PyObject *s_shape, *s_stride, *s_dtype, *one;
 static PyObject *getframe;         /* sys._getframe */
-static PyObject *none_part, *true_part, *false_part;  /* (type(None), None), (bool, True), (bool, False) */
 static const pyprof_aten_api *aten; /* pyprof.nvtx._aten's, or NULL */
 static PyObject *aten_capsule;     /* holds it (or None) */
 #define SEEN_SLOTS 64
@@ -118,59 +118,165 @@ static int user_site(PyObject **code, int *lasti)
     return 0;
 }
 
-/* One argument's part of the key (memo._part). */
-static PyObject *part(PyObject *a)
+/* The key is bytes: a tag per part, fixed-size numbers, texts with their length first, so that no
+ * two different sequences of parts write the same bytes. One object per call instead of a tuple
+ * per tensor and an int per size, hashed once over a flat buffer. */
+typedef struct {
+    char *p;
+    Py_ssize_t n, cap;
+    char stack[512];
+} keybuf;
+
+static int kb_put(keybuf *b, const void *src, Py_ssize_t len)
+{
+    if (b->n + len > b->cap) {
+        Py_ssize_t cap = 2 * (b->n + len);
+        char *p = PyMem_Malloc(cap);
+        if (p == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(p, b->p, b->n);
+        if (b->p != b->stack)
+            PyMem_Free(b->p);
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, src, len);
+    b->n += len;
+    return 0;
+}
+
+static int kb_tag(keybuf *b, char tag)
+{
+    return kb_put(b, &tag, 1);
+}
+
+static int kb_int(keybuf *b, long long v)
+{
+    return kb_put(b, &v, sizeof v);
+}
+
+/* tag, length, UTF-8 of str s; -1 with an error set for anything else */
+static int kb_text(keybuf *b, char tag, PyObject *s)
+{
+    if (!PyUnicode_Check(s)) {
+        PyErr_SetString(PyExc_TypeError, "pyprof._hot: a key text is not a str");
+        return -1;
+    }
+    Py_ssize_t len;
+    const char *u = PyUnicode_AsUTF8AndSize(s, &len);
+    if (u == NULL || kb_tag(b, tag) < 0 || kb_int(b, len) < 0)
+        return -1;
+    return kb_put(b, u, len);
+}
+
+/* A sequence of Python ints (torch.Size, stride(), a tuple argument), its length first; 0 when an
+ * item is not an exact int that fits in 64 bits (nothing written then, no error set), -1 on error. */
+static int kb_ints(keybuf *b, PyObject *seq)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(seq), start = b->n;
+    if (kb_int(b, n) < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyTuple_GET_ITEM(seq, i);
+        int overflow = 0;
+        long long x = PyLong_CheckExact(v) ? PyLong_AsLongLongAndOverflow(v, &overflow) : 0;
+        if (!PyLong_CheckExact(v) || overflow) {
+            b->n = start;
+            return 0;
+        }
+        if (kb_int(b, x) < 0)
+            return -1;
+    }
+    return 1;
+}
+
+/* A tensor's shape, strides and dtype through torch's getters (no _aten, or one it leaves to them). */
+static int kb_getters(keybuf *b, PyObject *a)
+{
+    PyObject *shape = PyObject_GetAttr(a, s_shape);
+    PyObject *stride = shape ? PyObject_CallMethodNoArgs(a, s_stride) : NULL;
+    PyObject *dtype = stride ? PyObject_GetAttr(a, s_dtype) : NULL;
+    int r = -1;
+    if (dtype != NULL) {
+        /* dtypes are torch's own objects, alive as long as torch: one is its address */
+        if (!PyTuple_Check(shape) || !PyTuple_Check(stride) || Py_TYPE(dtype) != (PyTypeObject *)dtype_type)
+            PyErr_SetString(PyExc_TypeError, "pyprof._hot: a tensor's shape, stride() or dtype is not torch's");
+        else if (kb_tag(b, 'G') == 0 && kb_int(b, (long long)(size_t)dtype) == 0 &&
+                 (r = kb_ints(b, shape)) == 1 && (r = kb_ints(b, stride)) == 1)
+            r = 0;
+        else if (r == 0) {
+            PyErr_SetString(PyExc_TypeError, "pyprof._hot: a tensor's size or stride is not an int");
+            r = -1;
+        }
+    }
+    Py_XDECREF(shape);
+    Py_XDECREF(stride);
+    Py_XDECREF(dtype);
+    return r;
+}
+
+/* One argument's part of the key (what memo._key's part tells apart, by other means). */
+static int kb_part(keybuf *b, PyObject *a)
 {
     PyObject *t = (PyObject *)Py_TYPE(a);
     if (t == tensor_type || t == parameter_type) {
         if (aten != NULL) {
-            PyObject *r = aten->tensor_part(a);
-            if (r != NULL || PyErr_Occurred())
-                return r;
+            int64_t meta[PYPROF_ATEN_META_MAX];
+            int n = aten->tensor_meta(a, meta, PYPROF_ATEN_META_MAX);
+            if (n > 0)
+                return kb_tag(b, 'T') < 0 ? -1 : kb_put(b, meta, n * (Py_ssize_t)sizeof meta[0]);
         }
-        PyObject *shape = PyObject_GetAttr(a, s_shape);
-        PyObject *stride = shape ? PyObject_CallMethodNoArgs(a, s_stride) : NULL;
-        PyObject *dtype = stride ? PyObject_GetAttr(a, s_dtype) : NULL;
-        PyObject *r = dtype ? PyTuple_Pack(3, shape, stride, dtype) : NULL;
-        Py_XDECREF(shape);
-        Py_XDECREF(stride);
-        Py_XDECREF(dtype);
-        return r;
+        return kb_getters(b, a);
     }
-    /* (type, value), made once for the three singletons */
-    PyObject *known = a == Py_None ? none_part : a == Py_True ? true_part : a == Py_False ? false_part : NULL;
-    if (known != NULL) {
-        Py_INCREF(known);
-        return known;
-    }
-    if (t == (PyObject *)&PyLong_Type || t == (PyObject *)&PyUnicode_Type)
-        return PyTuple_Pack(2, t, a);
-    if (t == (PyObject *)&PyFloat_Type) {
+    if (a == Py_None)
+        return kb_tag(b, 'N');
+    if (a == Py_True || a == Py_False)
+        return kb_tag(b, a == Py_True ? 't' : 'f');
+    if (t == (PyObject *)&PyLong_Type) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(a, &overflow);
+        if (!overflow)
+            return x == -1 && PyErr_Occurred() ? -1 : kb_tag(b, 'i') < 0 ? -1 : kb_int(b, x);
+    } else if (t == (PyObject *)&PyUnicode_Type) {
+        return kb_text(b, 's', a);
+    } else if (t == (PyObject *)&PyFloat_Type) {
+        /* bits: 0.0 and -0.0 apart, as their texts are */
         double d = PyFloat_AS_DOUBLE(a);
-        if (d != 0.0 && d == d) {
-            Py_INCREF(a);
-            return a;
-        }
-        return PyObject_CallMethodNoArgs(a, s_hex);
-    }
-    if (t == (PyObject *)&PyTuple_Type) {
+        return kb_tag(b, 'd') < 0 ? -1 : kb_put(b, &d, sizeof d);
+    } else if (t == (PyObject *)&PyTuple_Type) {
+        if (kb_tag(b, '(') < 0)
+            return -1;
+        int r = kb_ints(b, a);
+        if (r != 0)
+            return r < 0 ? -1 : 0;
+        b->n--;
         PyObject *id = PyLong_FromVoidPtr(a);
         if (id == NULL)
-            return NULL;
+            return -1;
         PyObject *hit = PyDict_GetItemWithError(tuple_texts, id);
         Py_DECREF(id);
         if (hit != NULL && PyTuple_Check(hit) && PyTuple_GET_SIZE(hit) == 2 && PyTuple_GET_ITEM(hit, 0) == a) {
             PyObject *text = PyTuple_GET_ITEM(hit, 1);
             Py_INCREF(text);
-            return text;
+            int r2 = kb_text(b, 'e', text);
+            Py_DECREF(text);
+            return r2;
         }
         if (PyErr_Occurred())
-            return NULL;
+            return -1;
     }
-    return PyObject_CallOneArg(encode, a);
+    /* anything else by its encoding, as marker.build writes it */
+    PyObject *text = PyObject_CallOneArg(encode, a);
+    if (text == NULL)
+        return -1;
+    int r = kb_text(b, 'e', text);
+    Py_DECREF(text);
+    return r;
 }
 
-static PyObject *autocast_part(void)
+static int kb_autocast(keybuf *b)
 {
     int truth;
     if (aten != NULL) {
@@ -178,20 +284,25 @@ static PyObject *autocast_part(void)
     } else {
         PyObject *on = PyObject_CallNoArgs(any_autocast);
         if (on == NULL)
-            return NULL;
+            return -1;
         truth = PyObject_IsTrue(on);
         Py_DECREF(on);
         if (truth < 0)
-            return NULL;
+            return -1;
     }
-    if (!truth) {
-        Py_INCREF(s_empty);
-        return s_empty;
-    }
-    return PyObject_CallNoArgs(autocast_region);
+    if (!truth)
+        return kb_tag(b, '-');
+    PyObject *region = PyObject_CallNoArgs(autocast_region);
+    if (region == NULL)
+        return -1;
+    int r = kb_text(b, 'a', region);
+    Py_DECREF(region);
+    return r;
 }
 
-/* The key of a call made by the caller's caller (memo.key). */
+/* The key of a call made by the caller's caller: call site (code object by address, held by the
+ * cache entry, and instruction offset), module fragment, autocast dtype, then a part per argument
+ * and per keyword argument. New bytes, or NULL with an error set. */
 static PyObject *call_key(PyObject *args, PyObject *kwargs, PyObject *mod)
 {
     if (code_prefix == NULL) {
@@ -206,71 +317,47 @@ static PyObject *call_key(PyObject *args, PyObject *kwargs, PyObject *mod)
     int lasti = 0;
     if (user_site(&code, &lasti) < 0)
         return NULL;
+    keybuf b;
+    b.p = b.stack;
+    b.n = 0;
+    b.cap = sizeof b.stack;
+    long long site[2] = {(long long)(size_t)code, lasti};
+    Py_XDECREF(code);
+    PyObject *key = NULL;
+    if (kb_put(&b, site, sizeof site) < 0 || kb_text(&b, 'm', mod) < 0 || kb_autocast(&b) < 0)
+        goto done;
     Py_ssize_t n = PyTuple_GET_SIZE(args);
+    for (Py_ssize_t j = 0; j < n; j++)
+        if (kb_part(&b, PyTuple_GET_ITEM(args, j)) < 0)
+            goto done;
     Py_ssize_t nk = kwargs != Py_None ? PyDict_GET_SIZE(kwargs) : 0;
-    PyObject *key = PyTuple_New(4 + n + (nk ? 1 + 2 * nk : 0));
-    if (key == NULL) {
-        Py_XDECREF(code);
-        return NULL;
-    }
-    PyObject *site_id, *site_at;
-    if (code != NULL) {
-        site_id = PyLong_FromVoidPtr(code);
-        site_at = PyLong_FromLong(lasti);
-        Py_DECREF(code);
-    } else {
-        site_id = zero;
-        site_at = zero;
-        Py_INCREF(zero);
-        Py_INCREF(zero);
-    }
-    PyTuple_SET_ITEM(key, 0, site_id);
-    PyTuple_SET_ITEM(key, 1, site_at);
-    Py_INCREF(mod);
-    PyTuple_SET_ITEM(key, 2, mod);
-    if (site_id == NULL || site_at == NULL)
-        goto fail;
-    PyObject *autocast = autocast_part();
-    if (autocast == NULL)
-        goto fail;
-    PyTuple_SET_ITEM(key, 3, autocast);
-    Py_ssize_t i = 4;
-    for (Py_ssize_t j = 0; j < n; j++, i++) {
-        PyObject *p = part(PyTuple_GET_ITEM(args, j));
-        if (p == NULL)
-            goto fail;
-        PyTuple_SET_ITEM(key, i, p);
-    }
     if (nk) {
-        Py_INCREF(Py_None);  /* memo._KWARGS */
-        PyTuple_SET_ITEM(key, i++, Py_None);
-        Py_ssize_t pos = 0;
+        if (kb_tag(&b, 'K') < 0)
+            goto done;
+        Py_ssize_t pos = 0, seen = 0;
         PyObject *k, *v;
         while (PyDict_Next(kwargs, &pos, &k, &v)) {
-            if (i + 2 > PyTuple_GET_SIZE(key)) {
-                PyErr_SetString(PyExc_RuntimeError, "pyprof._hot: kwargs changed size");
-                goto fail;
-            }
-            /* part() may run Python code (a getter, encode()) that changes the dict: hold k and
+            /* kb_part may run Python code (a getter, encode()) that changes the dict: hold k and
              * v while it runs, and check the size once the walk is done. */
             Py_INCREF(k);
-            PyTuple_SET_ITEM(key, i++, k);
             Py_INCREF(v);
-            PyObject *p = part(v);
+            int r = kb_text(&b, 'k', k) < 0 ? -1 : kb_part(&b, v);
+            Py_DECREF(k);
             Py_DECREF(v);
-            if (p == NULL)
-                goto fail;
-            PyTuple_SET_ITEM(key, i++, p);
+            if (r < 0)
+                goto done;
+            seen++;
         }
-        if (i != PyTuple_GET_SIZE(key) || PyDict_GET_SIZE(kwargs) != nk) {
+        if (seen != nk || PyDict_GET_SIZE(kwargs) != nk) {
             PyErr_SetString(PyExc_RuntimeError, "pyprof._hot: kwargs changed size");
-            goto fail;
+            goto done;
         }
     }
+    key = PyBytes_FromStringAndSize(b.p, b.n);
+done:
+    if (b.p != b.stack)
+        PyMem_Free(b.p);
     return key;
-fail:
-    Py_DECREF(key);  /* unset slots are NULL: tuple dealloc skips them */
-    return NULL;
 }
 
 static int arity(PyObject *const *a, Py_ssize_t n, Py_ssize_t want, const char *name)
@@ -283,7 +370,8 @@ static int arity(PyObject *const *a, Py_ssize_t n, Py_ssize_t want, const char *
 }
 
 PyDoc_STRVAR(key_doc, "key(args, kwargs, mod)\n--\n\n"
-"The marker-cache key of a call made by the caller's caller, exactly as pyprof.nvtx.memo.key.");
+"The marker-cache key (bytes) of a call made by the caller's caller: equal for two calls only\n"
+"where pyprof.nvtx.memo.key is equal too.");
 
 static PyObject *hot_key(PyObject *self, PyObject *const *a, Py_ssize_t n)
 {
@@ -293,8 +381,9 @@ static PyObject *hot_key(PyObject *self, PyObject *const *a, Py_ssize_t n)
 }
 
 PyDoc_STRVAR(lookup_doc, "lookup(cache, args, kwargs, mod)\n--\n\n"
-"The marker text cached in `cache` for this call of the caller's caller, or None: a miss, or\n"
-"anything that failed (the Python path, memo.marker, then does the same work itself).");
+"For this call of the caller's caller: the marker text cached in `cache` (a str); on a miss the\n"
+"call's key, for memo.marker to store the text under; None where no key could be made (memo.marker\n"
+"then encodes the call alone).");
 
 static PyObject *hot_lookup(PyObject *self, PyObject *const *a, Py_ssize_t n)
 {
@@ -305,44 +394,48 @@ static PyObject *hot_lookup(PyObject *self, PyObject *const *a, Py_ssize_t n)
         return NULL;
     }
     PyObject *key = call_key(a[1], a[2], a[3]);
-    if (key != NULL) {
-        PyObject *hit = PyDict_GetItemWithError(a[0], key);
-        PyObject *text = NULL;
-        /* Held before the key goes: freeing the key may run Python code (a __del__) that
-         * changes the cache. */
-        if (hit != NULL && PyTuple_Check(hit) && PyTuple_GET_SIZE(hit) == 2) {
-            text = PyTuple_GET_ITEM(hit, 0);
-            Py_INCREF(text);
-        }
-        Py_DECREF(key);
-        if (text != NULL)
-            return text;
+    if (key == NULL) {
+        /* An Exception in making the key (memo._lookup catches the same); anything else
+         * (KeyboardInterrupt, SystemExit) goes on up. */
+        if (!PyErr_ExceptionMatches(PyExc_Exception))
+            return NULL;
+        PyErr_Clear();
+        Py_RETURN_NONE;
     }
-    /* A miss, or an Exception in making the key (memo._lookup catches the same); anything else
-     * (KeyboardInterrupt, SystemExit) goes on up. */
-    if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_Exception))
+    PyObject *hit = PyDict_GetItemWithError(a[0], key);
+    if (hit != NULL && PyTuple_Check(hit) && PyTuple_GET_SIZE(hit) == 2 && PyUnicode_Check(PyTuple_GET_ITEM(hit, 0))) {
+        PyObject *text = PyTuple_GET_ITEM(hit, 0);
+        Py_INCREF(text);
+        Py_DECREF(key);
+        return text;
+    }
+    if (PyErr_Occurred()) {
+        Py_DECREF(key);
         return NULL;
-    PyErr_Clear();
-    Py_RETURN_NONE;
+    }
+    return key;
 }
 
-PyDoc_STRVAR(setup_doc, "setup(code_prefix, classify, tuple_texts, encode, any_autocast, autocast_region, tensor, parameter, aten)\n--\n\n"
+PyDoc_STRVAR(setup_doc, "setup(code_prefix, classify, tuple_texts, encode, any_autocast, autocast_region, tensor, parameter, dtype, aten)\n--\n\n"
 "Hand over the tables and helpers the key is made with (pyprof.nvtx.memo does, once); `aten`:\n"
 "pyprof.nvtx._aten's capsule, or None for torch's getters.");
 
+#define SETUP_OBJECTS 9
+
 static PyObject *hot_setup(PyObject *self, PyObject *const *a, Py_ssize_t n)
 {
-    if (arity(a, n, 9, "setup") < 0)
+    if (arity(a, n, SETUP_OBJECTS + 1, "setup") < 0)
         return NULL;
     if (!PyDict_Check(a[0]) || !PyDict_Check(a[2])) {
         PyErr_SetString(PyExc_TypeError, "pyprof._hot.setup: code_prefix and tuple_texts must be dicts");
         return NULL;
     }
-    PyObject **slots[] = {&code_prefix, &classify, &tuple_texts, &encode, &any_autocast, &autocast_region,
-                          &tensor_type, &parameter_type};
+    PyObject **slots[SETUP_OBJECTS] = {&code_prefix, &classify, &tuple_texts, &encode, &any_autocast,
+                                       &autocast_region, &tensor_type, &parameter_type, &dtype_type};
+    PyObject *capsule = a[SETUP_OBJECTS];
     const pyprof_aten_api *api = NULL;
-    if (a[8] != Py_None) {
-        api = PyCapsule_GetPointer(a[8], PYPROF_ATEN_CAPSULE);
+    if (capsule != Py_None) {
+        api = PyCapsule_GetPointer(capsule, PYPROF_ATEN_CAPSULE);
         if (api == NULL)
             return NULL;
         /* An _aten left from an older build (its rebuild failed: it is optional) must not be read
@@ -353,12 +446,12 @@ static PyObject *hot_setup(PyObject *self, PyObject *const *a, Py_ssize_t n)
             return NULL;
         }
     }
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < SETUP_OBJECTS; i++) {
         Py_INCREF(a[i]);
         Py_XSETREF(*slots[i], a[i]);
     }
-    Py_INCREF(a[8]);
-    Py_XSETREF(aten_capsule, a[8]);
+    Py_INCREF(capsule);
+    Py_XSETREF(aten_capsule, capsule);
     aten = api;
     /* Classified by the classify() handed over before. */
     for (int i = 0; i < SEEN_SLOTS; i++)
@@ -383,11 +476,8 @@ PyMODINIT_FUNC PyInit__hot(void)
     s_shape = PyUnicode_InternFromString("shape");
     s_stride = PyUnicode_InternFromString("stride");
     s_dtype = PyUnicode_InternFromString("dtype");
-    s_hex = PyUnicode_InternFromString("hex");
-    s_empty = PyUnicode_InternFromString("");
-    zero = PyLong_FromLong(0);
     one = PyLong_FromLong(1);
-    if (!s_shape || !s_stride || !s_dtype || !s_hex || !s_empty || !zero || !one)
+    if (!s_shape || !s_stride || !s_dtype || !one)
         return NULL;
     getframe = PySys_GetObject("_getframe");  /* borrowed */
     if (getframe == NULL) {  /* ImportError: pyprof.nvtx.memo then uses the Python path */
@@ -395,10 +485,5 @@ PyMODINIT_FUNC PyInit__hot(void)
         return NULL;
     }
     Py_INCREF(getframe);
-    none_part = PyTuple_Pack(2, (PyObject *)Py_TYPE(Py_None), Py_None);
-    true_part = PyTuple_Pack(2, (PyObject *)&PyBool_Type, Py_True);
-    false_part = PyTuple_Pack(2, (PyObject *)&PyBool_Type, Py_False);
-    if (!none_part || !true_part || !false_part)
-        return NULL;
     return PyModule_Create(&module);
 }

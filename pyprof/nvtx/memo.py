@@ -11,10 +11,11 @@ marker.build). The text object returned on a hit is the one stored, so the NVTX 
 finds it by a cached hash as well.
 
 The hit path - key and look-up - runs in C where the optional extension pyprof/nvtx/_hot.c was
-built (`lookup` is then its function), else in Python (`_lookup`); both make the same key, element
-for element, so that marker(), the miss path, stores entries either finds. Where the optional
-pyprof/nvtx/_aten.cpp was built for the running torch, the C key reads a tensor's part from ATen
-instead of torch's getters (shape as a tuple: equal to, and hashed as, the torch.Size).
+built (`lookup` is then its function), else in Python (`_lookup`). On a miss either hands back the
+key it made, and marker(), the miss path, stores the text under it: the C key is bytes (one object
+per call, hashed over a flat buffer), equal for two calls only where the Python key is equal too.
+Where the optional pyprof/nvtx/_aten.cpp was built for the running torch, the C key reads a
+tensor's dtype, sizes and strides from ATen instead of torch's getters.
 """
 from __future__ import annotations
 
@@ -71,20 +72,22 @@ def _key(frame: Any, args: Sequence[Any], kwargs: Mapping[str, Any], mod: str, a
 
 def key(args: Sequence[Any], kwargs: Mapping[str, Any], mod: str) -> tuple:
     """The cache key of a call made by this function's caller's caller (a wrapper's caller):
-    what pyprof.nvtx._hot.key computes in C, element for element."""
+    the tuple whose equality pyprof.nvtx._hot.key (bytes) follows."""
     frame = user_frame(3)[1]  # 0: user_frame, 1: here, 2: the wrapper, 3: its caller
     return _key(frame, args, kwargs, mod, autocast_region() if any_autocast() else "")
 
 
-def _lookup(cache: dict, args: Sequence[Any], kwargs: Mapping[str, Any], mod: str) -> Optional[str]:
-    """The marker text cached for this call of the caller's caller, or None (a miss, or a call
-    whose key cannot be made: marker() then encodes it alone)."""
+def _lookup(cache: dict, args: Sequence[Any], kwargs: Mapping[str, Any], mod: str) -> Any:
+    """For this call of the caller's caller: the marker text cached in `cache`; on a miss the
+    call's key (marker() stores the text under it); None for a call whose key cannot be made
+    (marker() then encodes it alone). What pyprof.nvtx._hot.lookup returns, with the Python key."""
     frame = user_frame(3)[1]
     try:
-        hit = cache.get(_key(frame, args, kwargs, mod, autocast_region() if any_autocast() else ""))
+        key = _key(frame, args, kwargs, mod, autocast_region() if any_autocast() else "")
+        hit = cache.get(key)
     except Exception:
         return None
-    return hit[0] if hit is not None else None
+    return hit[0] if hit is not None else key
 
 
 def torch_build() -> str:
@@ -104,7 +107,8 @@ def setup_hot(aten: Any) -> None:
     """Hand _hot memo's tables and helpers, with pyprof.nvtx._aten's capsule (`aten`) or None for
     torch's getters. ImportError for a capsule of another interface (an _aten left from an older
     build)."""
-    _hot.setup(code_prefix, classify, tuple_texts, encode, any_autocast, autocast_region, _Tensor, _Parameter, aten)
+    _hot.setup(code_prefix, classify, tuple_texts, encode, any_autocast, autocast_region, _Tensor, _Parameter,
+               torch.dtype, aten)
 
 
 try:
@@ -130,22 +134,16 @@ else:
 tensor_reader = "python" if _hot is None else "aten" if aten_capsule is not None else "getters"
 
 
-def marker(cache: dict, prefix: str, args: Sequence[Any], kwargs: Mapping[str, Any], mod: str) -> str:
+def marker(cache: dict, prefix: str, args: Sequence[Any], kwargs: Mapping[str, Any], mod: str, key: Any) -> str:
     """The op marker of a call from a wrapper (`prefix`: its op_prefix, `mod`: the module
-    fragment), from `cache` when this wrapper met the same key before, else built and stored
-    there. Never raises. The wrappers ask lookup() first and call this on a miss."""
+    fragment) that lookup() missed, built and stored in `cache` under `key`, what lookup()
+    returned (None: not stored). Never raises."""
     site, frame = user_frame(3)  # 0: user_frame, 1: here, 2: the wrapper, 3: its caller
-    autocast = autocast_region() if any_autocast() else ""  # the call saved outside autocast
-    try:
-        key: Any = _key(frame, args, kwargs, mod, autocast)
-        hit = cache.get(key)
-    except Exception:  # unhashable or unqueryable: encode this call alone
-        key = hit = None
-    if hit is not None:
-        return hit[0]
+    autocast = autocast_region() if any_autocast() else ""
     text = build(prefix, args, kwargs, (site + str(frame.f_lineno) + '"' if site else "") + mod + autocast)
     if key is not None:
         if len(cache) >= CACHE_LIMIT:
             cache.clear()
+        # The code object is held by the entry: the key names it by address.
         cache[key] = (text, frame.f_code if frame is not None else None)
     return text

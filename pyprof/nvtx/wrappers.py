@@ -87,7 +87,9 @@ def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str, opaq
         tl.depth = depth + hides
         try:
             mod_text = tl.mod
-            text = _lookup(texts, args, kwargs, mod_text) or _memo.marker(texts, prefix, args, kwargs, mod_text)
+            text = _lookup(texts, args, kwargs, mod_text)
+            if text.__class__ is not str:  # a miss: `text` is the key to store the marker under
+                text = _memo.marker(texts, prefix, args, kwargs, mod_text, text)
             seq = _seq()
             _state.push_op(text, seq if seq == tl.seq_end else _payload(seq, tl.seq_end))
             try:
