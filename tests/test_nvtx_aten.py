@@ -47,6 +47,7 @@ def test_a_strided_tensors_meta_equals_its_getters(t) -> None:
 
 @needs_aten
 @pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace` is deprecated")
 def test_tensors_the_getters_describe_otherwise_are_left_to_them() -> None:
     sparse = torch.eye(3).to_sparse()         # no strides: stride() raises or, by torch version, reads zeros
     nested = torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(4, 3)])  # shape raises
@@ -60,6 +61,14 @@ def test_tensors_the_getters_describe_otherwise_are_left_to_them() -> None:
     with Mode():
         assert aten.tensor_meta(x) is None
     assert aten.tensor_meta(x) == _getters(x)
+    seen = []
+
+    def traced(t: torch.Tensor) -> torch.Tensor:  # under torch.jit.trace the shape holds 0-dim tensors
+        seen.append(aten.tensor_meta(t))
+        return t + 1
+
+    torch.jit.trace(traced, (x,), check_trace=False)
+    assert seen == [None]
 
 
 @needs_aten

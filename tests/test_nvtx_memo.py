@@ -482,3 +482,22 @@ def test_under_a_torch_function_mode_the_c_key_reads_tensors_through_it() -> Non
         assert memo._hot.lookup({}, (t,), None, "") is None
         with pytest.raises(TypeError, match="^pyprof._hot: a tensor's shape, stride\\(\\) or dtype is not torch's$"):
             memo._hot.key((t,), None, "")
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace` is deprecated")
+def test_a_call_traced_by_torch_jit_and_the_same_call_untraced_get_their_own_markers(on) -> None:
+    """While torch.jit.trace runs the getters' shapes are 0-dim tensors and the marker says only
+    "Tensor": the untraced call at the same site must not get that marker from the cache."""
+    x = torch.randn(3, 4)
+
+    def f(t: torch.Tensor) -> torch.Tensor:
+        return torch.neg(t)
+
+    line = f.__code__.co_firstlineno + 1
+    with recording() as rec:
+        torch.jit.trace(f, (x,), check_trace=False)
+        f(x)
+        torch.jit.trace(f, (x,), check_trace=False)
+    site = f"{HERE}:{line}"
+    traced = '{"v":1,"kind":"op","mod":"torch","op":"neg","args":[{"type":"Tensor"}],"site":"%s"}' % site
+    assert [r.text for r in rec.ranges] == [traced, op_marker("torch", "neg", (x,), {}, site=site), traced]

@@ -9,6 +9,7 @@
 
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/jit/frontend/tracer.h>
 #include <ATen/PythonTorchFunctionTLS.h>
 #include <ATen/autocast_mode.h>
 
@@ -19,6 +20,10 @@ int tensor_meta(PyObject *obj, int64_t *out, int cap)
     try {
         // Under a __torch_function__ mode the getters of a plain tensor go through it: so does the key.
         if (at::impl::torch_function_mode_enabled())
+            return 0;
+        // While torch.jit.trace runs, the getters' torch.Size holds 0-dim tensors and the marker
+        // says only "Tensor": a key of plain sizes would give that text to the untraced calls too.
+        if (torch::jit::tracer::isTracing())
             return 0;
         const at::Tensor &t = THPVariable_Unpack(obj);
         // The getters' answer differs from plain sizes and strides for these (a symbolic size,

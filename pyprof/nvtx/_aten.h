@@ -16,8 +16,8 @@ typedef struct {
     /* An exact torch.Tensor's or nn.Parameter's dtype (c10::ScalarType), number of dimensions,
      * sizes and strides, read from its ATen tensor into out[0..cap): the number of words written,
      * 2 + 2 * dimensions. 0, with no error set, for a tensor that needs torch's getters (a
-     * non-strided layout, nested, symbolic sizes, a __torch_function__ mode on, more dimensions
-     * than cap holds). */
+     * non-strided layout, nested, symbolic sizes, a __torch_function__ mode on, torch.jit.trace
+     * running, more dimensions than cap holds). */
     int (*tensor_meta)(PyObject *tensor, int64_t *out, int cap);
     /* 1 while CUDA's or the CPU's autocast is on (all that marker.autocast_region() reads), else 0:
      * torch._C._is_any_autocast_enabled asks every device through a binding, 0.1 us a call. */

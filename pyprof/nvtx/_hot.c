@@ -3,11 +3,11 @@
  * A wrapped call in steady state needs only the key of its call (call site, module, autocast
  * dtype, a description per argument) and one dict look-up; written in Python that is most of the
  * cost pyprof adds to a call (the key's bytecode, a frame object per frame walked). The key made
- * here is bytes, equal for two calls only where memo.key is equal too (tests compare the two over
- * a table of calls); on a miss it goes back to the wrapper, and memo.marker stores the text under
- * it. An Exception in making the key is cleared and reported as no key, as memo._lookup does: the
- * Python path then encodes the call alone and raises or recovers as it always did;
- * KeyboardInterrupt and SystemExit go on up.
+ * here is bytes, equal for two calls only where their marker texts are equal (tests check that it
+ * tells apart the same calls as memo.key over a table of calls); on a miss it goes back to the
+ * wrapper, and memo.marker stores the text under it. An Exception in making the key is cleared and
+ * reported as no key, as memo._lookup does: the Python path then encodes the call alone and raises
+ * or recovers as it always did; KeyboardInterrupt and SystemExit go on up.
  *
  * setup() hands over memo's tables and helpers once; nothing here imports torch. A tensor's part
  * of the key is read from ATen where pyprof.nvtx._aten was built for the running torch (its
@@ -371,7 +371,7 @@ static int arity(PyObject *const *a, Py_ssize_t n, Py_ssize_t want, const char *
 
 PyDoc_STRVAR(key_doc, "key(args, kwargs, mod)\n--\n\n"
 "The marker-cache key (bytes) of a call made by the caller's caller: equal for two calls only\n"
-"where pyprof.nvtx.memo.key is equal too.");
+"where their marker texts are equal.");
 
 static PyObject *hot_key(PyObject *self, PyObject *const *a, Py_ssize_t n)
 {

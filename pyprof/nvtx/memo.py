@@ -13,7 +13,8 @@ finds it by a cached hash as well.
 The hit path - key and look-up - runs in C where the optional extension pyprof/nvtx/_hot.c was
 built (`lookup` is then its function), else in Python (`_lookup`). On a miss either hands back the
 key it made, and marker(), the miss path, stores the text under it: the C key is bytes (one object
-per call, hashed over a flat buffer), equal for two calls only where the Python key is equal too.
+per call, hashed over a flat buffer), equal for two calls only where their marker texts are equal
+(the tests check it tells apart the same calls as the Python key).
 Where the optional pyprof/nvtx/_aten.cpp was built for the running torch, the C key reads a
 tensor's dtype, sizes and strides from ATen instead of torch's getters.
 """
