@@ -150,6 +150,14 @@ def child(args: argparse.Namespace) -> None:
         import pyprof
 
         pyprof.init(force=True)
+    else:
+        # pyprof.init() turns Inductor's FX-graph and AOTAutograd caches off (a cached graph's
+        # kernels are never generated, so never recorded): every mode then compiles afresh, as
+        # pyprof's processes do, instead of loading graphs an earlier process tuned and stored.
+        from pyprof.nvtx.compiled import cache_switches
+
+        for config, name in cache_switches():
+            setattr(config, name, False)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True

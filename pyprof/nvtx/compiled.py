@@ -319,8 +319,9 @@ def _hide_graph_calls() -> None:
         CompiledFxGraph.__call__ = hiding(original)
 
 
-def _config_targets() -> List[tuple]:
-    # A cached graph skips code generation altogether, so its kernels would never be seen.
+def cache_switches() -> List[tuple]:
+    """The (config module, attribute) of each compile cache install() turns off, where this torch
+    has it: a cached graph skips code generation altogether, so its kernels would never be seen."""
     out = []
     try:
         import torch._inductor.config as inductor_config
@@ -345,7 +346,7 @@ def install() -> None:
         if _installed:
             return
         _installed = True
-        for mod, name in _config_targets():
+        for mod, name in cache_switches():
             _saved_config.append((mod, name, getattr(mod, name)))
             setattr(mod, name, False)
         try:
