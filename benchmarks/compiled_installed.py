@@ -17,7 +17,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STATES = ("plain", "installed", "forced")
@@ -36,21 +35,14 @@ def child(state: str, args: argparse.Namespace) -> None:
         import pyprof
 
         pyprof.init(force=state == "forced")
-    from overhead import build
+    from overhead import block_ms, build
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     step = build("gpt_compiled", device, smoke=device.type != "cuda")
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     for _ in range(args.warmup):
         step()
-    blocks = []
-    for _ in range(args.blocks):
-        sync()
-        t = time.perf_counter()
-        for _ in range(args.steps):
-            step()
-        sync()
-        blocks.append((time.perf_counter() - t) / args.steps * 1e3)
+    blocks = [block_ms(step, sync, args.steps) for _ in range(args.blocks)]
     print(json.dumps({"state": state, "ms": statistics.median(blocks)}))
 
 

@@ -141,6 +141,16 @@ def tool(mode: str, device) -> Iterator[None]:
         yield
 
 
+def block_ms(step: Callable[[], None], sync: Callable[[], None], steps: int) -> float:
+    """ms per step over `steps` steps, timed between two synchronizations."""
+    sync()
+    t = time.perf_counter()
+    for _ in range(steps):
+        step()
+    sync()
+    return (time.perf_counter() - t) / steps * 1e3
+
+
 def child(args: argparse.Namespace) -> None:
     """One process, one mode: median ms per step of each model, as one JSON line on stdout."""
     import torch
@@ -179,16 +189,9 @@ def child(args: argparse.Namespace) -> None:
             step()
         sync()
         print(f"{mode} {name} built and warmed up in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-        blocks: List[float] = []
         with tool(mode, device):
             step()  # the tool's own first-use cost stays out of the timed blocks
-            for _ in range(args.blocks):
-                sync()
-                t = time.perf_counter()
-                for _ in range(args.steps):
-                    step()
-                sync()
-                blocks.append((time.perf_counter() - t) / args.steps * 1e3)
+            blocks = [block_ms(step, sync, args.steps) for _ in range(args.blocks)]
         out[name] = statistics.median(blocks)
         print(f"{mode} {name} {out[name]:.3f} ms", file=sys.stderr, flush=True)
         if mode.startswith("pyprof"):
@@ -258,12 +261,7 @@ def on_off(args: argparse.Namespace, name: str, device, step: Callable[[], None]
         for which in states[i % len(states):] + states[:i % len(states)]:
             with state(which):
                 step()
-                sync()
-                t = time.perf_counter()
-                for _ in range(args.steps):
-                    step()
-                sync()
-            times[which].append((time.perf_counter() - t) / args.steps * 1e3)
+                times[which].append(block_ms(step, sync, args.steps))
     out = {s: statistics.median(v) for s, v in times.items()}
     print(f"{name} in-process " + ", ".join(f"{s} {v:.3f} ms" for s, v in out.items()) +
           f": on/off {out['on'] / out['off']:.2f}x" +
