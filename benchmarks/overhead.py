@@ -18,7 +18,10 @@ Every (mode, repeat) runs in its own process, modes interleaved (plain, emit_nvt
 table gives the median over the repeats of each process's median block time. Each pyprof
 process then also times blocks with its markers off and on alternately (`in-process`): the same
 process, allocator and kernel choices, so that process-to-process noise is out of that ratio
-(markers off leaves one attribute test per wrapped call). Without an NVTX
+(markers off leaves one attribute test per wrapped call); over all processes, the on/off ratio
+within each round gets a 95% bootstrap interval of its median, and the goal's verdict says whether
+the run resolves it. Every mode compiles with Inductor's caches off, as pyprof.init() leaves them.
+Without an NVTX
 tool attached pyprof's wrappers would skip building markers: the pyprof modes force them
 (PYPROF_FORCE=1), and the output says whether the pushes reached a live domain.
 
@@ -44,7 +47,7 @@ import sys
 import tempfile
 import time
 import timeit
-from typing import Callable, Dict, Iterator, List, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "examples")]
@@ -151,6 +154,16 @@ def block_ms(step: Callable[[], None], sync: Callable[[], None], steps: int) -> 
     return (time.perf_counter() - t) / steps * 1e3
 
 
+def median_interval(values: List[float], resamples: int = 2000) -> Tuple[float, float]:
+    """A 95% percentile-bootstrap interval of the median of `values` (seeded: the same values give
+    the same interval)."""
+    import random
+
+    draw = random.Random(0)
+    medians = sorted(statistics.median(draw.choices(values, k=len(values))) for _ in range(resamples))
+    return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
+
+
 def child(args: argparse.Namespace) -> None:
     """One process, one mode: median ms per step of each model, as one JSON line on stdout."""
     import torch
@@ -207,7 +220,7 @@ def child(args: argparse.Namespace) -> None:
 
 
 def on_off(args: argparse.Namespace, name: str, device, step: Callable[[], None],
-           sync: Callable[[], None]) -> Dict[str, float]:
+           sync: Callable[[], None]) -> Dict[str, Any]:
     """ms per step in this process with markers `off`, `on` (the pyprof mode) and, for a compiled
     model on CUDA, `markers` (on, without the graph-call ranges and the op ranges inside them) and
     `ranges` (on, with the graph-call ranges but not the op ranges inside them):
@@ -262,8 +275,11 @@ def on_off(args: argparse.Namespace, name: str, device, step: Callable[[], None]
             with state(which):
                 step()
                 times[which].append(block_ms(step, sync, args.steps))
-    out = {s: statistics.median(v) for s, v in times.items()}
-    print(f"{name} in-process " + ", ".join(f"{s} {v:.3f} ms" for s, v in out.items()) +
+    out: Dict[str, Any] = {s: statistics.median(v) for s, v in times.items()}
+    # A round's on and off blocks ran close together: their ratio cancels the drifts of the host's
+    # speed over a process that the ratio of the medians still carries.
+    out["pairs"] = [on / off for on, off in zip(times["on"], times["off"])]
+    print(f"{name} in-process " + ", ".join(f"{s} {out[s]:.3f} ms" for s in states) +
           f": on/off {out['on'] / out['off']:.2f}x" +
           (f", markers/off {out['markers'] / out['off']:.2f}x" if "markers" in out else "") +
           (f", ranges/off {out['ranges'] / out['off']:.2f}x" if "ranges" in out else ""), file=sys.stderr, flush=True)
@@ -513,6 +529,15 @@ def main() -> None:
         print("in-process, markers off/on alternately in each pyprof process (median of the processes' ratios): " +
               "; ".join(f"{n} {statistics.median(d['on'] / d['off'] for d in v):.2f}x (of {len(v)})"
                         for n, v in inproc.items()))
+        for n, v in inproc.items():
+            pairs = [r for d in v for r in d.get("pairs", [])]
+            if len(pairs) >= 2:
+                low, high = median_interval(pairs)
+                verdict = ("met" if high <= GOALS[n] else "MISSED" if low > GOALS[n] else
+                           "not resolved: the interval holds the goal")
+                print(f"  {n}: on/off within each round, all processes: median "
+                      f"{statistics.median(pairs):.2f}x, 95% interval of the median {low:.2f}-{high:.2f}x over "
+                      f"{len(pairs)} rounds (goal <= {GOALS[n]}x: {verdict})")
         split = {n: v for n, v in inproc.items() if all("markers" in d for d in v)}
         if split:
             print("  of which without the graph-call ranges and their op ranges (markers/off): " +
