@@ -374,6 +374,12 @@ def test_the_c_lookup_gives_no_key_for_a_call_it_cannot_key_and_refuses_wrong_ar
         memo._hot.lookup({}, (), {})
 
 
+def wrappers_cache(wrapper) -> dict:
+    """The marker cache a wrapper made by wrappers.op_wrapper holds (its closure's `texts`)."""
+    cells = dict(zip(wrapper.__code__.co_freevars, wrapper.__closure__))
+    return cells["texts"].cell_contents
+
+
 def test_a_call_whose_key_cannot_be_made_gets_its_marker_built_each_time(on) -> None:
     nested = _nested()
     cache = wrappers_cache(torch.add)
@@ -383,12 +389,6 @@ def test_a_call_whose_key_cannot_be_made_gets_its_marker_built_each_time(on) -> 
             torch.add(nested, nested)
     assert [r.text for r in rec.ranges] == [op_marker("torch", "add", (nested, nested), {}, site=f"{HERE}:{line}")] * 2
     assert cache == {}  # nothing stored
-
-
-def wrappers_cache(wrapper) -> dict:
-    """The marker cache a wrapper made by wrappers.op_wrapper holds (its closure's `texts`)."""
-    cells = dict(zip(wrapper.__code__.co_freevars, wrapper.__closure__))
-    return cells["texts"].cell_contents
 
 
 def test_the_c_lookup_finds_what_it_missed_once_stored_and_leaves_every_reference_count_as_it_was(reader) -> None:

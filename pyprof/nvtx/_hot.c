@@ -198,19 +198,23 @@ static int kb_getters(keybuf *b, PyObject *a)
     PyObject *shape = PyObject_GetAttr(a, s_shape);
     PyObject *stride = shape ? PyObject_CallMethodNoArgs(a, s_stride) : NULL;
     PyObject *dtype = stride ? PyObject_GetAttr(a, s_dtype) : NULL;
-    int r = -1;
-    if (dtype != NULL) {
-        /* dtypes are torch's own objects, alive as long as torch: one is its address */
-        if (!PyTuple_Check(shape) || !PyTuple_Check(stride) || Py_TYPE(dtype) != (PyTypeObject *)dtype_type)
-            PyErr_SetString(PyExc_TypeError, "pyprof._hot: a tensor's shape, stride() or dtype is not torch's");
-        else if (kb_tag(b, 'G') == 0 && kb_int(b, (long long)(size_t)dtype) == 0 &&
-                 (r = kb_ints(b, shape)) == 1 && (r = kb_ints(b, stride)) == 1)
-            r = 0;
-        else if (r == 0) {
-            PyErr_SetString(PyExc_TypeError, "pyprof._hot: a tensor's size or stride is not an int");
-            r = -1;
-        }
+    int r = -1, ints;
+    if (dtype == NULL)
+        goto done;
+    if (!PyTuple_Check(shape) || !PyTuple_Check(stride) || Py_TYPE(dtype) != (PyTypeObject *)dtype_type) {
+        PyErr_SetString(PyExc_TypeError, "pyprof._hot: a tensor's shape, stride() or dtype is not torch's");
+        goto done;
     }
+    /* dtypes are torch's own objects, alive as long as torch: one is its address */
+    if (kb_tag(b, 'G') < 0 || kb_int(b, (long long)(size_t)dtype) < 0)
+        goto done;
+    ints = kb_ints(b, shape);
+    if (ints == 1)
+        ints = kb_ints(b, stride);
+    if (ints == 0)  /* a SymInt or a tensor among the sizes (torch.jit.trace) */
+        PyErr_SetString(PyExc_TypeError, "pyprof._hot: a tensor's size or stride is not an int");
+    r = ints == 1 ? 0 : -1;
+done:
     Py_XDECREF(shape);
     Py_XDECREF(stride);
     Py_XDECREF(dtype);
@@ -246,12 +250,12 @@ static int kb_part(keybuf *b, PyObject *a)
         double d = PyFloat_AS_DOUBLE(a);
         return kb_tag(b, 'd') < 0 ? -1 : kb_put(b, &d, sizeof d);
     } else if (t == (PyObject *)&PyTuple_Type) {
-        if (kb_tag(b, '(') < 0)
-            return -1;
-        int r = kb_ints(b, a);
+        /* a tuple of ints by its values; any other by its text */
+        Py_ssize_t start = b->n;
+        int r = kb_tag(b, '(') < 0 ? -1 : kb_ints(b, a);
         if (r != 0)
             return r < 0 ? -1 : 0;
-        b->n--;
+        b->n = start;
         PyObject *id = PyLong_FromVoidPtr(a);
         if (id == NULL)
             return -1;
