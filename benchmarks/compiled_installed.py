@@ -26,16 +26,14 @@ def child(state: str, args: argparse.Namespace) -> None:
     sys.path[:0] = [ROOT, os.path.join(ROOT, "examples"), os.path.join(ROOT, "benchmarks")]
     import torch
 
-    if state == "plain":
-        from pyprof.nvtx.compiled import cache_switches
+    from overhead import block_ms, build, caches_off
 
-        for config, name in cache_switches():
-            setattr(config, name, False)
+    if state == "plain":
+        caches_off()
     else:
         import pyprof
 
         pyprof.init(force=state == "forced")
-    from overhead import block_ms, build
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     step = build("gpt_compiled", device, smoke=device.type != "cuda")

@@ -41,6 +41,7 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -157,11 +158,19 @@ def block_ms(step: Callable[[], None], sync: Callable[[], None], steps: int) -> 
 def median_interval(values: List[float], resamples: int = 2000) -> Tuple[float, float]:
     """A 95% percentile-bootstrap interval of the median of `values` (seeded: the same values give
     the same interval)."""
-    import random
-
     draw = random.Random(0)
     medians = sorted(statistics.median(draw.choices(values, k=len(values))) for _ in range(resamples))
     return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
+
+
+def caches_off() -> None:
+    """Inductor's FX-graph and AOTAutograd caches off, as pyprof.init() turns them (a cached graph's
+    kernels are never generated, so never recorded): a process without pyprof then compiles afresh
+    as pyprof's processes do, instead of loading graphs an earlier process tuned and stored."""
+    from pyprof.nvtx.compiled import cache_switches
+
+    for config, name in cache_switches():
+        setattr(config, name, False)
 
 
 def child(args: argparse.Namespace) -> None:
@@ -174,13 +183,7 @@ def child(args: argparse.Namespace) -> None:
 
         pyprof.init(force=True)
     else:
-        # pyprof.init() turns Inductor's FX-graph and AOTAutograd caches off (a cached graph's
-        # kernels are never generated, so never recorded): every mode then compiles afresh, as
-        # pyprof's processes do, instead of loading graphs an earlier process tuned and stored.
-        from pyprof.nvtx.compiled import cache_switches
-
-        for config, name in cache_switches():
-            setattr(config, name, False)
+        caches_off()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
