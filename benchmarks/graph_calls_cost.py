@@ -1,84 +1,147 @@
-"""Step time of the compiled GPT (examples/compiled.py's) under profiled()'s default mode, with and
-without what it does around compiled-graph calls (pyprof/nvtx/graph_calls.py).
+"""Where the compiled GPT's added step time goes under profiled()'s default mode (CUDA).
 
-    python benchmarks/graph_calls_cost.py [--blocks 7] [--steps 20]
+The compiled GPT of benchmarks/overhead.py after pyprof.init(force=True), in one process:
 
-Three ways, blocks interleaved in one process (drift hits all alike), after warm-up: `markers`
-(pyprof.init(), markers built), `+ranges` (also the numbered range around each graph call, and
-the calling module looked up), `+ops` (also PyTorch's NVTX op ranges inside each call: what
-profiled() does). Markers are forced (PYPROF_FORCE=1), as nsys would make them live. Prints one
-JSON line: the median ms per step of each.
+  time     blocks of steps in the in-process states of overhead.py (off, markers, ranges, on:
+           overhead.in_process_state), taking turns for --rounds rounds; per state the median ms
+           per step, and its ratio to `off` within each round with a 95% bootstrap interval of
+           that ratio's median;
+  inside   what PyTorch's profiler records inside each compiled-graph call in one step
+           (torch.profiler, CPU activity), by name: the op ranges that profiled() turns on there
+           are these ops' (Inductor's kernel launches are recorded only under torch.profiler);
+  wrapper  per compiled-graph call under profiled()'s tools, us spent in each part of pyprof's
+           wrapper (graph_calls.ranges): in all, the calling module's look-up, turning the op
+           ranges on, the graph itself, turning them off (medians over --steps steps).
+
+    python benchmarks/graph_calls_cost.py [--rounds 40] [--steps 10] [--warmup 40]
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
+import collections
 import json
 import os
 import statistics
 import sys
 import time
-from typing import Iterator
+from typing import Callable, Dict, List
 
-sys.path[:0] = [os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")]
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__))]
+from overhead import block_ms, build, in_process_state, median_interval, tool  # noqa: E402
+
+STATES = ("off", "markers", "ranges", "on")
+
+
+def timed_states(step: Callable[[], None], sync: Callable[[], None], device, rounds: int,
+                 steps: int) -> Dict[str, List[float]]:
+    """ms per step of each state's blocks, the states' order turning each round."""
+    times: Dict[str, List[float]] = {s: [] for s in STATES}
+    for i in range(rounds):
+        for which in STATES[i % len(STATES):] + STATES[:i % len(STATES)]:
+            with in_process_state(which, True, device):
+                step()
+                times[which].append(block_ms(step, sync, steps))
+    return times
+
+
+def inside_calls(step: Callable[[], None]) -> Dict[str, int]:
+    """Events recorded inside compiled-graph calls in one step, by name (every depth)."""
+    import torch
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        step()
+    names: collections.Counter = collections.Counter()
+
+    def walk(event) -> None:
+        for child in event.cpu_children:
+            names[child.name] += 1
+            walk(child)
+
+    for event in prof.events():
+        if event.name.startswith("## Call CompiledFxGraph"):
+            names["(graph calls)"] += 1
+            walk(event)
+    return dict(names.most_common())
+
+
+def wrapper_parts(step: Callable[[], None], device, steps: int) -> Dict[str, float]:
+    """Median us per compiled-graph call of each part of pyprof's graph-call wrapper: `call` in
+    all, `graph` the graph itself, `caller` the calling module's look-up, `on`/`off` the op
+    ranges' switch, `rest` the remainder (the range's text, push and pop)."""
+    import torch.autograd as autograd
+
+    from pyprof.nvtx import graph_calls
+
+    cls = sys.modules[graph_calls._MODULE].CompiledFxGraph
+    parts: Dict[str, List[float]] = {k: [] for k in ("call", "graph", "caller", "on", "off")}
+
+    def timed(key: str, fn: Callable) -> Callable:
+        def run(*args):
+            t = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                parts[key].append(time.perf_counter() - t)
+        return run
+
+    saved = (cls.__call__, graph_calls.caller, graph_calls.ops_on, autograd._disable_profiler)
+    # The graph's own time is taken inside ranges()'s wrapper: it wraps what it finds installed.
+    cls.__call__ = timed("graph", saved[0])
+    graph_calls.caller, graph_calls.ops_on = timed("caller", saved[1]), timed("on", saved[2])
+    autograd._disable_profiler = timed("off", saved[3])
+    try:
+        with tool("pyprof", device):
+            wrapped = cls.__call__
+            cls.__call__ = timed("call", wrapped)
+            try:
+                for _ in range(steps):
+                    step()
+            finally:
+                cls.__call__ = wrapped
+    finally:
+        cls.__call__, graph_calls.caller, graph_calls.ops_on, autograd._disable_profiler = saved
+    out = {k: round(statistics.median(v) * 1e6, 1) for k, v in parts.items() if v}
+    if len(parts["off"]) == len(parts["call"]):
+        rest = [c - g - w - on - off for c, g, w, on, off in zip(*(parts[k] for k in ("call", "graph", "caller", "on", "off")))]
+        out["rest"] = round(statistics.median(rest) * 1e6, 1)
+    out["calls per step"] = len(parts["call"]) / steps
+    return out
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--blocks", type=int, default=7)
-    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=40, help="rounds of one block per state (default 40)")
+    p.add_argument("--steps", type=int, default=10, help="steps per block (default 10)")
+    p.add_argument("--warmup", type=int, default=40, help="warm-up steps (default 40)")
     args = p.parse_args()
-    os.environ.setdefault("PYPROF_FORCE", "1")
     import torch
-    import torch.nn.functional as F
 
     import pyprof
-    from gpt import GPT
-    from pyprof.nvtx import graph_calls
 
-    pyprof.init()
+    if not torch.cuda.is_available():
+        sys.exit("graph_calls_cost.py: needs CUDA (profiled()'s graph-call ranges and op ranges are CUDA's)")
+    pyprof.init(force=True)
     device = torch.device("cuda")
-    model = GPT(1024, 128, 256, 4, 2).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
-    inputs = torch.randint(0, 1024, (4, 128), device=device)
-    target = torch.randint(0, 1024, (4, 128), device=device)
-    run = torch.compile(model)
-
-    def step() -> None:
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = F.cross_entropy(run(inputs).view(-1, 1024), target.view(-1))
-        loss.backward()
-        optimizer.step()
-
-    @contextlib.contextmanager
-    def no_ops() -> Iterator[None]:
-        yield
-
-    @contextlib.contextmanager
-    def ranges_only() -> Iterator[None]:
-        saved, graph_calls.op_ranges = graph_calls.op_ranges, no_ops
-        try:
-            with graph_calls.ranges():
-                yield
-        finally:
-            graph_calls.op_ranges = saved
-
-    ways = {"markers": contextlib.nullcontext, "+ranges": ranges_only, "+ops": graph_calls.ranges}
-    for _ in range(5):
+    torch.backends.cudnn.benchmark = True
+    torch.manual_seed(0)
+    step = build("gpt_compiled", device, smoke=False)
+    for _ in range(args.warmup):
         step()
-    times: dict = {k: [] for k in ways}
-    for _ in range(args.blocks):
-        for name, ctx in ways.items():
-            with ctx():
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                for _ in range(args.steps):
-                    step()
-                torch.cuda.synchronize()
-                times[name].append((time.perf_counter() - t0) * 1e3 / args.steps)
-    print(json.dumps({"torch": torch.__version__, "steps": args.steps, "blocks": args.blocks,
-                      **{k: round(statistics.median(v), 3) for k, v in times.items()}}))
+    times = timed_states(step, torch.cuda.synchronize, device, args.rounds, args.steps)
+    result: Dict[str, object] = {"torch": torch.__version__, "rounds": args.rounds, "steps": args.steps}
+    for state in STATES:
+        result[state] = round(statistics.median(times[state]), 3)
+        if state != "off":
+            ratios = [a / b for a, b in zip(times[state], times["off"])]
+            low, high = median_interval(ratios)
+            result[state + "/off"] = [round(statistics.median(ratios), 3), round(low, 3), round(high, 3)]
+    for key in ("markers", "ranges", "on"):
+        print(f"{key}/off within each round: median {result[key + '/off'][0]:.3f}x, 95% interval "
+              f"{result[key + '/off'][1]:.3f}-{result[key + '/off'][2]:.3f}x", file=sys.stderr)
+    result["wrapper us"] = wrapper_parts(step, device, args.steps)
+    with in_process_state("markers", True, device):
+        result["inside"] = inside_calls(step)
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -222,6 +222,43 @@ def child(args: argparse.Namespace) -> None:
     print(json.dumps(out), flush=True)
 
 
+@contextlib.contextmanager
+def in_process_state(which: str, compiled: bool, device) -> Iterator[None]:
+    """One of on_off()'s states for the body, in a process where pyprof.init(force=True) ran:
+    `off`, `on` (the pyprof mode), `markers` (on without profiled()'s tools) or `ranges` (on with
+    the graph-call ranges but not the op ranges inside them). `compiled`: the model's code was
+    traced by Dynamo, so `off` hides the wrapped calls instead of unforcing the markers."""
+    from pyprof.nvtx import emit, wrappers
+
+    if which == "ranges":
+        # The graph-call ranges without PyTorch's op ranges inside them: what those cost.
+        from pyprof.nvtx import graph_calls
+
+        ops_on = graph_calls.ops_on
+        graph_calls.ops_on = lambda: False
+        try:
+            with tool("pyprof", device):
+                yield
+        finally:
+            graph_calls.ops_on = ops_on
+    elif which != "off":
+        with tool("pyprof" if which == "on" else "plain", device):
+            yield
+    elif compiled:
+        wrappers.thread_state().depth += 1
+        try:
+            yield
+        finally:
+            wrappers.thread_state().depth -= 1
+    else:
+        emit.configure(force=False)
+        emit.state.on = False  # also when a tool made the domain live (under nsys)
+        try:
+            yield
+        finally:
+            emit.configure(force=True)
+
+
 def on_off(args: argparse.Namespace, name: str, device, step: Callable[[], None],
            sync: Callable[[], None]) -> Dict[str, Any]:
     """ms per step in this process with markers `off`, `on` (the pyprof mode) and, for a compiled
@@ -235,47 +272,15 @@ def on_off(args: argparse.Namespace, name: str, device, step: Callable[[], None]
     that switch when Dynamo traced it, and changing it would recompile: there, off is what
     wrappers.hiding does (the wrapped calls of this thread emit nothing; the module range of the
     compiled module stays, one per step)."""
-    from pyprof.nvtx import emit, wrappers
-
     compiled = name.endswith("compiled")
     states = ["off", "on"] + (["markers", "ranges"] if compiled and device.type == "cuda" else [])
-
-    @contextlib.contextmanager
-    def state(which: str) -> Iterator[None]:
-        if which == "ranges":
-            # The graph-call ranges without PyTorch's op ranges inside them: what those cost.
-            from pyprof.nvtx import graph_calls
-
-            op_ranges = graph_calls.op_ranges
-            graph_calls.op_ranges = contextlib.nullcontext
-            try:
-                with tool("pyprof", device):
-                    yield
-            finally:
-                graph_calls.op_ranges = op_ranges
-        elif which != "off":
-            with tool("pyprof" if which == "on" else "plain", device):
-                yield
-        elif compiled:
-            wrappers.thread_state().depth += 1
-            try:
-                yield
-            finally:
-                wrappers.thread_state().depth -= 1
-        else:
-            emit.configure(force=False)
-            emit.state.on = False  # also when a tool made the domain live (under nsys)
-            try:
-                yield
-            finally:
-                emit.configure(force=True)
 
     times: Dict[str, List[float]] = {s: [] for s in states}
     for i in range(args.blocks):
         # The order turns each round: no state always follows the same one (a block right after
         # a state change may run faster or slower: clocks, caches, the allocator).
         for which in states[i % len(states):] + states[:i % len(states)]:
-            with state(which):
+            with in_process_state(which, compiled, device):
                 step()
                 times[which].append(block_ms(step, sync, args.steps))
     out: Dict[str, Any] = {s: statistics.median(v) for s, v in times.items()}

@@ -252,7 +252,7 @@ def test_graph_call_ranges_name_the_calling_module(tmp_path: Path) -> None:
 
 def test_op_ranges_leave_a_profiler_already_on(monkeypatch) -> None:
     """A profiler already on this thread (the user's, or emit_nvtx) is left alone: not turned on
-    again, not turned off after the call."""
+    again, and ops_on() says so (the graph call then leaves it on after the call)."""
     import torch.autograd as autograd
     from pyprof.nvtx import graph_calls
 
@@ -260,9 +260,8 @@ def test_op_ranges_leave_a_profiler_already_on(monkeypatch) -> None:
     monkeypatch.setattr(autograd, "_profiler_enabled", lambda: True)
     monkeypatch.setattr(autograd, "_enable_profiler", lambda *a: calls.append("on"))
     monkeypatch.setattr(autograd, "_disable_profiler", lambda: calls.append("off"))
-    with graph_calls.op_ranges():
-        calls.append("body")
-    assert calls == ["body"]
+    assert graph_calls.ops_on() is False
+    assert calls == []
 
 
 def test_op_ranges_where_torch_cannot_turn_them_on(monkeypatch) -> None:
@@ -278,9 +277,23 @@ def test_op_ranges_where_torch_cannot_turn_them_on(monkeypatch) -> None:
     monkeypatch.setattr(autograd, "_profiler_enabled", lambda: False)
     monkeypatch.setattr(autograd, "_enable_profiler", refuse)
     monkeypatch.setattr(autograd, "_disable_profiler", lambda: calls.append("off"))
-    with graph_calls.op_ranges():
-        calls.append("body")
-    assert calls == ["body"]
+    assert graph_calls.ops_on() is False
+    assert calls == []
+
+
+def test_op_ranges_turned_on_with_every_op_and_no_shapes(monkeypatch) -> None:
+    """Where no profiler is on, ops_on() turns PyTorch's NVTX profiler on for every op (no scopes
+    given), with one configuration built once for all calls, and says so."""
+    import torch.autograd as autograd
+    from pyprof.nvtx import graph_calls
+
+    calls = []
+    monkeypatch.setattr(autograd, "_profiler_enabled", lambda: False)
+    monkeypatch.setattr(autograd, "_enable_profiler", lambda *a: calls.append(a))
+    assert graph_calls.ops_on() is True
+    assert graph_calls.ops_on() is True
+    assert [len(a) for a in calls] == [2, 2] and calls[0][1] == calls[1][1] == set()
+    assert calls[0][0] is calls[1][0]
 
 
 def test_emit_marks_the_table(monkeypatch) -> None:

@@ -34,6 +34,13 @@ import os
 import sys
 from typing import Any, Iterator, Optional
 
+import torch.autograd as autograd
+from torch.fx import GraphModule
+from torch.nn import Module
+
+from .node_ranges import enable
+from .wrappers import module_name
+
 _MODULE = "torch._inductor.output_code"
 # parse reads the prefix (parse/compiled.py CALL_RANGE); the run number is opaque to it.
 TEXT = "## Call CompiledFxGraph {key} ## run {n}"
@@ -64,10 +71,13 @@ def ranges() -> Iterator[bool]:
         text = TEXT.format(key=getattr(self, "_fx_graph_cache_key", None), n=next(counter))
         path = caller(sys._getframe(1), internal)
         nvtx.range_push(text + CALLER.format(path=path) if path else text)
+        # Not a context manager: a generator's frames cost more than the switch around them.
+        ops = ops_on()
         try:
-            with op_ranges():
-                return original(self, inputs)
+            return original(self, inputs)
         finally:
+            if ops:
+                autograd._disable_profiler()
             nvtx.range_pop()
 
     cls.__call__ = call
@@ -77,27 +87,18 @@ def ranges() -> Iterator[bool]:
         cls.__call__ = original
 
 
-@contextlib.contextmanager
-def op_ranges() -> Iterator[None]:
-    """PyTorch's NVTX op ranges on this thread for the body (emit_nvtx's profiler state, no
-    shapes, no synchronization). Nothing when a profiler is already on here (the user's own, or
-    emit_nvtx) or PyTorch cannot turn this one on (a build without CUDA)."""
-    import torch.autograd as autograd
-
-    from .node_ranges import enable
-
-    on = False
-    if not autograd._profiler_enabled():
-        try:
-            enable(nodes_only=False)
-            on = True
-        except (RuntimeError, AssertionError):
-            pass
+def ops_on() -> bool:
+    """Turn PyTorch's NVTX op ranges on for this thread (emit_nvtx's profiler state, no shapes, no
+    synchronization); True when it did, and the caller turns them off again
+    (`torch.autograd._disable_profiler()`). False, changing nothing, when a profiler is on here
+    already (the user's, or emit_nvtx) or PyTorch cannot turn this one on (a build without CUDA)."""
+    if autograd._profiler_enabled():
+        return False
     try:
-        yield
-    finally:
-        if on:
-            autograd._disable_profiler()
+        enable(nodes_only=False)
+    except (RuntimeError, AssertionError):
+        return False
+    return True
 
 
 def caller(frame: Any, internal: tuple) -> Optional[str]:
@@ -106,17 +107,15 @@ def caller(frame: Any, internal: tuple) -> Optional[str]:
     nn.Module, looked up only through torch's own frames (the runtime wrappers between the
     compiled frame and the graph). None when that frame is not a module's, or the module is not
     in the tree being called."""
-    from torch.fx import GraphModule
-    from torch.nn import Module
-
-    from .wrappers import module_name
-
     while frame is not None:
-        owner = frame.f_locals.get("self")
-        if isinstance(owner, Module) and not isinstance(owner, GraphModule):
-            name = module_name(owner)
-            return None if name is None else ".".join(p for p in name.split(".") if p and p != _WRAPPED)
-        if not frame.f_code.co_filename.startswith(internal):
+        code = frame.f_code
+        # f_locals copies every local of the frame: read it only where `self` is the first argument.
+        if code.co_argcount and code.co_varnames[0] == "self":
+            owner = frame.f_locals["self"]
+            if isinstance(owner, Module) and not isinstance(owner, GraphModule):
+                name = module_name(owner)
+                return None if name is None else ".".join(p for p in name.split(".") if p and p != _WRAPPED)
+        if not code.co_filename.startswith(internal):
             return None
         frame = frame.f_back
     return None

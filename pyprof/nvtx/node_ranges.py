@@ -23,8 +23,11 @@ thread (torch.profiler, emit_nvtx) gets it: the node ranges step aside and the h
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from typing import Any, Callable, Iterator
+
+import torch.autograd as autograd
 
 from .emit import state
 
@@ -41,15 +44,22 @@ def enable(nodes_only: bool = True) -> None:
     """Turn PyTorch's NVTX profiler on for this thread, without shapes or synchronization: its
     autograd node ranges alone (`nodes_only`), else every op range as emit_nvtx's (RuntimeError or
     AssertionError when PyTorch cannot)."""
-    import torch.autograd as autograd
+    config, nodes = _settings()
+    if nodes_only:
+        autograd._enable_profiler(config, set(), nodes)
+    else:
+        autograd._enable_profiler(config, set())
+
+
+@functools.lru_cache(maxsize=None)
+def _settings() -> tuple:
+    """The profiler's configuration and the node ranges' scopes, built once: enable() runs around
+    every compiled-graph call, and building them costs more than the switch."""
     from torch._C._profiler import RecordScope, _ExperimentalConfig
 
     config = autograd.ProfilerConfig(autograd.ProfilerState.NVTX, False, False, False, False, False,
                                      _ExperimentalConfig())
-    if nodes_only:
-        autograd._enable_profiler(config, set(), {RecordScope.BACKWARD_FUNCTION})
-    else:
-        autograd._enable_profiler(config, set())
+    return config, {RecordScope.BACKWARD_FUNCTION}
 
 
 def _hand_over(original: Callable) -> Callable:
@@ -73,7 +83,6 @@ def node_ranges() -> Iterator[bool]:
     on (False: a profiler was on already, or none can be; the hooks then stay). A profiler the
     body starts on this thread (torch.profiler, emit_nvtx) takes over from them: the hooks are
     back from there on."""
-    import torch.autograd as autograd
     import torch.autograd.profiler as profiler
 
     if autograd._profiler_enabled():
