@@ -3,9 +3,10 @@
 The compiled GPT of benchmarks/overhead.py after pyprof.init(force=True), in one process:
 
   time     blocks of steps in the in-process states of overhead.py (off, markers, ranges, on:
-           overhead.in_process_state), taking turns for --rounds rounds; per state the median ms
-           per step, and its ratio to `off` within each round with a 95% bootstrap interval of
-           that ratio's median;
+           overhead.in_process_state) and two more (`scoped`: as on, the profiler switched around
+           each graph call recording no op; `forward`: op ranges in forward graphs only), taking
+           turns for --rounds rounds; per state the median ms per step, and its ratio to `off`
+           within each round with a 95% bootstrap interval of that ratio's median;
   inside   what PyTorch's profiler records inside each compiled-graph call in one step
            (torch.profiler, CPU activity), by name: the op ranges that profiled() turns on there
            are these ops' (Inductor's kernel launches are recorded only under torch.profiler);
@@ -19,17 +20,48 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import statistics
 import sys
+import threading
 import time
-from typing import Callable, Dict, List
+from typing import Callable, Dict, Iterator, List
 
 sys.path[:0] = [os.path.dirname(os.path.abspath(__file__))]
 from overhead import block_ms, build, in_process_state, median_interval, tool  # noqa: E402
 
-STATES = ("off", "markers", "ranges", "on")
+# overhead.py's in-process states, `scoped`: as `on`, but the profiler turned on around each
+# graph call records autograd nodes alone (none run inside a graph): what the switch and an
+# enabled profiler cost without a single op range; `forward`: as `on`, the op ranges only in the
+# main thread's graph calls (the backward graph runs on the autograd thread).
+STATES = ("off", "markers", "ranges", "on", "scoped", "forward")
+
+
+@contextlib.contextmanager
+def state(which: str, device) -> Iterator[None]:
+    """The body in one of STATES."""
+    if which not in ("scoped", "forward"):
+        with in_process_state(which, True, device):
+            yield
+        return
+    from pyprof.nvtx import graph_calls, node_ranges
+
+    ops_on = graph_calls.ops_on
+
+    def switch() -> bool:
+        if which == "forward":
+            return threading.current_thread() is threading.main_thread() and ops_on()
+        node_ranges.enable(nodes_only=True)
+        return True
+
+    graph_calls.ops_on = switch
+    try:
+        with tool("pyprof", device):
+            yield
+    finally:
+        graph_calls.ops_on = ops_on
 
 
 def timed_states(step: Callable[[], None], sync: Callable[[], None], device, rounds: int,
@@ -38,7 +70,7 @@ def timed_states(step: Callable[[], None], sync: Callable[[], None], device, rou
     times: Dict[str, List[float]] = {s: [] for s in STATES}
     for i in range(rounds):
         for which in STATES[i % len(STATES):] + STATES[:i % len(STATES)]:
-            with in_process_state(which, True, device):
+            with state(which, device):
                 step()
                 times[which].append(block_ms(step, sync, steps))
     return times
@@ -135,7 +167,7 @@ def main() -> None:
             ratios = [a / b for a, b in zip(times[state], times["off"])]
             low, high = median_interval(ratios)
             result[state + "/off"] = [round(statistics.median(ratios), 3), round(low, 3), round(high, 3)]
-    for key in ("markers", "ranges", "on"):
+    for key in STATES[1:]:
         print(f"{key}/off within each round: median {result[key + '/off'][0]:.3f}x, 95% interval "
               f"{result[key + '/off'][1]:.3f}-{result[key + '/off'][2]:.3f}x", file=sys.stderr)
     result["wrapper us"] = wrapper_parts(step, device, args.steps)
