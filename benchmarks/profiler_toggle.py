@@ -1,7 +1,7 @@
 """What turning PyTorch's NVTX profiler on and off costs, per graph call (pyprof.nvtx.graph_calls).
 
 On a CUDA machine: the mean wall time of 200 enable/disable pairs of the profiler in NVTX mode
-(node ranges only, and all op ranges as graph_calls.op_ranges turns on per compiled-graph call),
+(node ranges only, and all op ranges as graph_calls.ops_on turns on per compiled-graph call),
 then a small torch.mm's wall time per call with and without the op ranges on.
 
     python3 benchmarks/profiler_toggle.py

@@ -281,7 +281,7 @@ def test_op_ranges_where_torch_cannot_turn_them_on(monkeypatch) -> None:
     assert calls == []
 
 
-def test_op_ranges_turned_on_with_every_op_and_no_shapes(monkeypatch) -> None:
+def test_op_ranges_turned_on_for_every_op_with_one_configuration(monkeypatch) -> None:
     """Where no profiler is on, ops_on() turns PyTorch's NVTX profiler on for every op (no scopes
     given), with one configuration built once for all calls, and says so."""
     import torch.autograd as autograd
@@ -294,6 +294,44 @@ def test_op_ranges_turned_on_with_every_op_and_no_shapes(monkeypatch) -> None:
     assert graph_calls.ops_on() is True
     assert [len(a) for a in calls] == [2, 2] and calls[0][1] == calls[1][1] == set()
     assert calls[0][0] is calls[1][0]
+
+
+@pytest.mark.parametrize("turned_on", [True, False])
+@pytest.mark.parametrize("fails", [False, True])
+def test_graph_call_switches_op_ranges_inside_its_range(monkeypatch, turned_on: bool, fails: bool) -> None:
+    """A graph call under ranges(): its numbered range, the op ranges turned on inside it, the
+    graph, then the op ranges turned off (only if this call turned them on) and the range
+    closed, also when the graph raises."""
+    import types
+
+    import torch.autograd as autograd
+    import torch.cuda.nvtx as nvtx
+    from pyprof.nvtx import graph_calls
+
+    calls = []
+
+    class CompiledFxGraph:
+        def __call__(self, inputs):
+            calls.append(("graph", inputs))
+            if fails:
+                raise ValueError("graph failed")
+            return "out"
+
+    monkeypatch.setitem(sys.modules, graph_calls._MODULE, types.SimpleNamespace(CompiledFxGraph=CompiledFxGraph))
+    monkeypatch.setattr(nvtx, "range_push", lambda text: calls.append(("push", text)))
+    monkeypatch.setattr(nvtx, "range_pop", lambda: calls.append("pop"))
+    monkeypatch.setattr(graph_calls, "ops_on", lambda: calls.append("on") or turned_on)
+    monkeypatch.setattr(autograd, "_disable_profiler", lambda: calls.append("off"))
+    with graph_calls.ranges() as can_run:
+        assert can_run is True
+        if fails:
+            with pytest.raises(ValueError, match="graph failed"):
+                CompiledFxGraph()([1])
+        else:
+            assert CompiledFxGraph()([1]) == "out"
+    assert calls == [("push", "## Call CompiledFxGraph None ## run 0"), "on", ("graph", [1])] + \
+        (["off"] if turned_on else []) + ["pop"]
+    assert "__call__" in vars(CompiledFxGraph) and CompiledFxGraph.__call__.__name__ == "__call__"
 
 
 def test_emit_marks_the_table(monkeypatch) -> None:
