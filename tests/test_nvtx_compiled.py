@@ -334,6 +334,19 @@ def test_graph_call_switches_op_ranges_inside_its_range(monkeypatch, turned_on: 
     assert "__call__" in vars(CompiledFxGraph) and CompiledFxGraph.__call__.__name__ == "__call__"
 
 
+def test_caller_passes_a_method_that_deleted_its_self() -> None:
+    """caller() reads `self` only in methods, and a method may have deleted it: that frame is no
+    module's, and the walk goes on through frames counted as internal (here this file's)."""
+    from pyprof.nvtx import graph_calls
+
+    class Holder:
+        def run(self) -> object:
+            del self
+            return graph_calls.caller(sys._getframe(), (__file__,))
+
+    assert Holder().run() is None
+
+
 def test_emit_marks_the_table(monkeypatch) -> None:
     import nvtx
 

@@ -111,7 +111,7 @@ def caller(frame: Any, internal: tuple) -> Optional[str]:
         code = frame.f_code
         # f_locals copies every local of the frame: read it only where `self` is the first argument.
         if code.co_argcount and code.co_varnames[0] == "self":
-            owner = frame.f_locals["self"]
+            owner = frame.f_locals.get("self")  # None where the method deleted it
             if isinstance(owner, Module) and not isinstance(owner, GraphModule):
                 name = module_name(owner)
                 return None if name is None else ".".join(p for p in name.split(".") if p and p != _WRAPPED)
