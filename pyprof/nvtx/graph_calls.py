@@ -71,7 +71,8 @@ def ranges() -> Iterator[bool]:
         text = TEXT.format(key=getattr(self, "_fx_graph_cache_key", None), n=next(counter))
         path = caller(sys._getframe(1), internal)
         nvtx.range_push(text + CALLER.format(path=path) if path else text)
-        # Not a context manager: a generator's frames cost more than the switch around them.
+        # Not a context manager: this runs on every graph call, and a generator-based one adds
+        # frames of its own to each.
         ops = ops_on()
         try:
             return original(self, inputs)

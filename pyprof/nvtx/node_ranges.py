@@ -54,7 +54,8 @@ def enable(nodes_only: bool = True) -> None:
 @functools.lru_cache(maxsize=None)
 def _settings() -> tuple:
     """The profiler's configuration and the node ranges' scopes, built once: enable() runs around
-    every compiled-graph call, and building them costs more than the switch."""
+    every compiled-graph call (round 13 of benchmarks/results/overhead_h100_modes.txt times the
+    switch)."""
     from torch._C._profiler import RecordScope, _ExperimentalConfig
 
     config = autograd.ProfilerConfig(autograd.ProfilerState.NVTX, False, False, False, False, False,
