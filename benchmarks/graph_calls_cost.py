@@ -30,7 +30,7 @@ import time
 from typing import Callable, Dict, Iterator, List
 
 sys.path[:0] = [os.path.dirname(os.path.abspath(__file__))]
-from overhead import block_ms, build, in_process_state, median_interval, tool  # noqa: E402
+from overhead import build, in_process_state, median_interval, tool, turns  # noqa: E402
 
 # overhead.py's in-process states, `scoped`: as `on`, but the profiler turned on around each
 # graph call records autograd nodes alone (none run inside a graph): what the switch and an
@@ -62,18 +62,6 @@ def state(which: str, device) -> Iterator[None]:
             yield
     finally:
         graph_calls.ops_on = ops_on
-
-
-def timed_states(step: Callable[[], None], sync: Callable[[], None], device, rounds: int,
-                 steps: int) -> Dict[str, List[float]]:
-    """ms per step of each state's blocks, the states' order turning each round."""
-    times: Dict[str, List[float]] = {s: [] for s in STATES}
-    for i in range(rounds):
-        for which in STATES[i % len(STATES):] + STATES[:i % len(STATES)]:
-            with state(which, device):
-                step()
-                times[which].append(block_ms(step, sync, steps))
-    return times
 
 
 def inside_calls(step: Callable[[], None]) -> Dict[str, int]:
@@ -159,7 +147,8 @@ def main() -> None:
     step = build("gpt_compiled", device, smoke=False)
     for _ in range(args.warmup):
         step()
-    times = timed_states(step, torch.cuda.synchronize, device, args.rounds, args.steps)
+    times = turns(list(STATES), lambda which: state(which, device), step, torch.cuda.synchronize,
+                  args.rounds, args.steps)
     result: Dict[str, object] = {"torch": torch.__version__, "rounds": args.rounds, "steps": args.steps}
     for state in STATES:
         result[state] = round(statistics.median(times[state]), 3)

@@ -19,10 +19,10 @@ table gives the median over the repeats of each process's median block time. Eac
 process then also times blocks with its markers off and on alternately (`in-process`): the same
 process, allocator and kernel choices, so that process-to-process noise is out of that ratio
 (markers off leaves one attribute test per wrapped call); over all processes, the on/off ratio
-within each round gets a 95% bootstrap interval of its median, and the goal's verdict says whether
-the run resolves it. Every mode compiles with Inductor's caches off, as pyprof.init() leaves them.
-Without an NVTX
-tool attached pyprof's wrappers would skip building markers: the pyprof modes force them
+within each round gets a 95% bootstrap interval of its median, and the across-process ratio one
+over the processes resampled within each mode; each verdict says whether the run resolves the goal
+(`judged`). Every mode compiles with Inductor's caches off, as pyprof.init() leaves them. Without
+an NVTX tool attached pyprof's wrappers would skip building markers: the pyprof modes force them
 (PYPROF_FORCE=1), and the output says whether the pushes reached a live domain.
 
 `--nsys NSYS` runs every process under `NSYS profile -t cuda,nvtx` (no CPU sampling, capture
@@ -169,9 +169,15 @@ def median_interval(values: List[float]) -> Tuple[float, float]:
     return bootstrap_interval(statistics.median, values)
 
 
-def verdict(low: float, high: float, goal: float) -> str:
-    """Whether an interval of a ratio resolves the goal `ratio <= goal`."""
-    return "met" if high <= goal else "MISSED" if low > goal else "not resolved: the interval holds the goal"
+def judged(stat: Callable[..., float], goal: float, *samples: List[float], what: str) -> str:
+    """Whether `stat(*samples)`, a ratio, resolves the goal `ratio <= goal`: its 95% bootstrap
+    interval and the verdict from it ("met", "MISSED" or "not resolved"); not resolved without an
+    interval where a sample has fewer than 3 `what`."""
+    if min(len(s) for s in samples) < 3:
+        return f"not resolved: fewer than 3 {what}"
+    low, high = bootstrap_interval(stat, *samples)
+    word = "met" if high <= goal else "MISSED" if low > goal else "not resolved: the interval holds the goal"
+    return f"95% interval {low:.2f}-{high:.2f}x, {word}"
 
 
 def caches_off() -> None:
@@ -238,7 +244,10 @@ def in_process_state(which: str, compiled: bool, device) -> Iterator[None]:
     """One of on_off()'s states for the body, in a process where pyprof.init(force=True) ran:
     `off`, `on` (the pyprof mode), `markers` (on without profiled()'s tools) or `ranges` (on with
     the graph-call ranges but not the op ranges inside them). `compiled`: the model's code was
-    traced by Dynamo, so `off` hides the wrapped calls instead of unforcing the markers."""
+    traced by Dynamo, which read the markers' switch then (changing it would recompile), so `off`
+    hides the wrapped calls instead, as wrappers.hiding does (the module range of the compiled
+    module stays, one per step); otherwise `off` unforces the markers (one attribute test per
+    wrapped call)."""
     from pyprof.nvtx import emit, wrappers
 
     if which == "ranges":
@@ -270,6 +279,21 @@ def in_process_state(which: str, compiled: bool, device) -> Iterator[None]:
             emit.configure(force=True)
 
 
+def turns(states: List[str], enter: Callable[[str], Any], step: Callable[[], None],
+          sync: Callable[[], None], rounds: int, steps: int) -> Dict[str, List[float]]:
+    """ms per step of `rounds` blocks of `steps` steps in each state, a block per state per round,
+    each run inside `enter(state)` after one untimed step."""
+    times: Dict[str, List[float]] = {s: [] for s in states}
+    for i in range(rounds):
+        # The order turns each round: no state always follows the same one (a block right after
+        # a state change may run faster or slower: clocks, caches, the allocator).
+        for which in states[i % len(states):] + states[:i % len(states)]:
+            with enter(which):
+                step()
+                times[which].append(block_ms(step, sync, steps))
+    return times
+
+
 def on_off(args: argparse.Namespace, name: str, device, step: Callable[[], None],
            sync: Callable[[], None]) -> Dict[str, Any]:
     """ms per step in this process with markers `off`, `on` (the pyprof mode) and, for a compiled
@@ -277,23 +301,11 @@ def on_off(args: argparse.Namespace, name: str, device, step: Callable[[], None]
     `ranges` (on, with the graph-call ranges but not the op ranges inside them):
     medians of blocks run in turn (off, on, [markers, ranges,] then the same order begun one later,
     ...), each as long as a timed block;
-    also on stderr.
-
-    Off: markers not forced (one attribute test per wrapped call). A compiled model's code read
-    that switch when Dynamo traced it, and changing it would recompile: there, off is what
-    wrappers.hiding does (the wrapped calls of this thread emit nothing; the module range of the
-    compiled module stays, one per step)."""
+    also on stderr. The states are in_process_state()'s."""
     compiled = name.endswith("compiled")
     states = ["off", "on"] + (["markers", "ranges"] if compiled and device.type == "cuda" else [])
-
-    times: Dict[str, List[float]] = {s: [] for s in states}
-    for i in range(args.blocks):
-        # The order turns each round: no state always follows the same one (a block right after
-        # a state change may run faster or slower: clocks, caches, the allocator).
-        for which in states[i % len(states):] + states[:i % len(states)]:
-            with in_process_state(which, compiled, device):
-                step()
-                times[which].append(block_ms(step, sync, args.steps))
+    times = turns(states, lambda which: in_process_state(which, compiled, device), step, sync,
+                  args.blocks, args.steps)
     out: Dict[str, Any] = {s: statistics.median(v) for s, v in times.items()}
     # A round's on and off blocks ran close together: their ratio cancels the drifts of the host's
     # speed over a process that the ratio of the medians still carries.
@@ -540,14 +552,10 @@ def main() -> None:
         print(f"{name:13s}" + "".join(cells))
         v = med("pyprof", name)
         if v and base:
-            got, plain = samples["pyprof"][name], samples["plain"][name]
-            if min(len(got), len(plain)) < 3:
-                why = "not resolved: fewer than 3 processes per mode"
-            else:
-                # Processes resampled within each mode: the spread of the host's speed from one
-                # process to the next is in the interval.
-                low, high = bootstrap_interval(lambda a, b: statistics.median(a) / statistics.median(b), got, plain)
-                why = f"95% interval {low:.2f}-{high:.2f}x, {verdict(low, high, GOALS[name])}"
+            # Processes resampled within each mode: the spread of the host's speed from one
+            # process to the next is in the interval.
+            why = judged(lambda a, b: statistics.median(a) / statistics.median(b), GOALS[name],
+                         samples["pyprof"][name], samples["plain"][name], what="processes per mode")
             verdicts.append(f"{name} {v / base:.2f}x (goal <= {GOALS[name]}x; {why})")
     counts = ", ".join(f"{m} {min(len(v) for v in samples[m].values())}" for m in modes)
     print(f"\nprocesses per mode in these medians: {counts}")
@@ -558,11 +566,10 @@ def main() -> None:
                         for n, v in inproc.items()))
         for n, v in inproc.items():
             pairs = [r for d in v for r in d.get("pairs", [])]
-            if len(pairs) >= 2:
-                low, high = median_interval(pairs)
-                print(f"  {n}: on/off within each round, all processes: median "
-                      f"{statistics.median(pairs):.2f}x, 95% interval of the median {low:.2f}-{high:.2f}x over "
-                      f"{len(pairs)} rounds (goal <= {GOALS[n]}x: {verdict(low, high, GOALS[n])})")
+            if pairs:
+                why = judged(statistics.median, GOALS[n], pairs, what="rounds")
+                print(f"  {n}: on/off within each round, all processes: median {statistics.median(pairs):.2f}x over "
+                      f"{len(pairs)} rounds (goal <= {GOALS[n]}x; {why})")
         split = {n: v for n, v in inproc.items() if all("markers" in d for d in v)}
         if split:
             print("  of which without the graph-call ranges and their op ranges (markers/off): " +
