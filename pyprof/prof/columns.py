@@ -29,6 +29,15 @@ class Column(NamedTuple):
     value: Callable
     type: type = str      # int, float or str
     elastic: bool = False  # free text: widens with -w, cut (with an ellipsis) to fit a narrower line
+    middle: bool = False   # cut in the middle, not at the end: names whose end tells them apart
+
+
+def kernel_name(rec: dict) -> str:
+    """A kernel's full name: the demangled one (kLongName) as nsys stats shows it, so that template
+    instantiations of one kernel stay apart; the short name where there is none; `-` without either.
+    The `name` column and --by kernel's key."""
+    name = rec.get("kLongName") or rec.get("kShortName")
+    return ABSENT if name is None or name == "" else str(name)
 
 
 def _get(key: str) -> Callable:
@@ -183,17 +192,20 @@ COLUMNS = [
            _joined("altSeqId", ",")),
     Column("tid", "TId", "thread id of the launch call", "", 8, False, _get("tid"), int),
     Column("layer", "Layer", "user layer ranges (layer:NAME, pyprof.annotate), outermost first", "", 16, False,
-           _joined("layer", ":"), elastic=True),
+           _joined("layer", ":"), elastic=True, middle=True),
     Column("trace", "Trace", "the user's call site file:line (for bprop: the forward op's)", "", 24, False,
-           _get("trace"), elastic=True),
+           _get("trace"), elastic=True, middle=True),
     Column("dir", "Direction", "fprop or bprop", "", 9, False, _get("dir")),
     Column("sub", "Sub", "n-th kernel of the same innermost op range", "", 4, False, _get("subSeqId"), int),
     Column("mod", "Module", "where the op lives: torch, Tensor, torch.nn.functional, ... (aten without a marker)",
            "", 20, False, _get("mod"), elastic=True),
     Column("op", "Op", "the operation (conv2d, __add__, SGD.step, ...)", "", 16, False, _get("op"), elastic=True),
-    Column("kernel", "Kernel", "kernel short name", "", 32, False, _get("kShortName"), elastic=True),
+    Column("kernel", "Kernel", "kernel short name", "", 32, False, _get("kShortName"), elastic=True, middle=True),
+    Column("name", "Name", "kernel's demangled name with its template arguments (kLongName; the short name where "
+           "the trace has none): the key of --summary --by kernel", "", 40, False,
+           lambda r, f, i: kernel_name(r), elastic=True, middle=True),
     Column("params", "Params", "the op's shapes and dtype (GEMM: M,N,K; conv: N,C,H,W,K,P,Q,R,S,...)", "", 32,
-           True, _params, elastic=True),
+           True, _params, elastic=True, middle=True),
     Column("sil", "Sil(ns)", "kernel duration on the GPU (silicon time)", "ns", 10, False, _get("kDuration"), int),
     Column("tc", "TC", "Tensor Cores: 1 used, 0 a matrix kernel that did not, - not applicable", "", 3, True,
            lambda r, f, i: tc_text(f.tc), bool),
@@ -222,7 +234,7 @@ COLUMNS = [
            "when the marker cannot), compiled (its compiled graph's FX nodes), na (neither)", "", 7, True,
            lambda r, f, i: (f.level or NA) if r.get("kind", "kernel") == "kernel" else ABSENT),
     Column("module", "ModulePath", "qualified name of the innermost nn.Module (for bprop: the forward op's)", "",
-           24, False, _get("module"), elastic=True),
+           24, False, _get("module"), elastic=True, middle=True),
     Column("pid", "PId", "process id", "", 8, False, _get("pid"), int),
     Column("start", "Start(ns)", "kernel start on the GPU timeline", "ns", 20, False, _get("kStart"), int),
     Column("latency", "Lat(ns)", "launch latency: kernel start on the GPU minus the start of its launch call "

@@ -17,7 +17,7 @@ from typing import Callable
 
 from .analysis import Facts
 from .collectives import of_record
-from .columns import tc_text
+from .columns import kernel_name, tc_text
 
 
 def _layer(rec: dict, f: Facts) -> str:
@@ -64,10 +64,10 @@ def _coll(rec: dict, f: Facts) -> str:
 
 
 # --by KEY: the group a kernel record belongs to. `kernel` is the full demangled name, as nsys
-# stats shows it: template instantiations of one kernel stay apart.
+# stats shows it (template instantiations of one kernel stay apart): the `name` column's value.
 KEYS: dict[str, Callable[[dict, Facts], str]] = {
     "op": lambda rec, f: rec.get("op") or "-",
-    "kernel": lambda rec, f: rec.get("kLongName") or rec.get("kShortName") or "-",
+    "kernel": lambda rec, f: kernel_name(rec),
     "shape": input_shapes,
     "layer": _layer,
     "module": lambda rec, f: rec.get("module") or "-",

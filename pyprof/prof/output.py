@@ -12,7 +12,7 @@ import json
 import re
 import shutil
 import sys
-from typing import Callable, Iterable, Sequence, TextIO
+from typing import Callable, Iterable, NamedTuple, Sequence, TextIO
 
 from ..errors import EXIT_USAGE, PyprofError
 
@@ -80,18 +80,66 @@ def terminal_width(out: TextIO = sys.stdout) -> int | None:
     return shutil.get_terminal_size().columns
 
 
-def text_width(asked: int | None, widths: Sequence[int], names: Iterable[str] = ()) -> int:
+class TextColumn(NamedTuple):
+    """One column of a columnated text table."""
+    header: str
+    width: int                   # a fixed column's width; an elastic one's starting width
+    elastic: bool = False        # free text: widens with the line, cut (with an ellipsis) to fit a narrower one
+    priority: int | None = None  # lowest is left out first where the line is too narrow; None: always shown
+    middle: bool = False         # cut in the middle: names whose end tells them apart (kernels, modules, files)
+    floor: int = 0               # elastic: the narrowest it gets before others are left out (0: half its width)
+
+
+def text_width(asked: int | None, cols: Sequence[TextColumn], names: Iterable[str] = ()) -> int:
     """The line width of a view's text table, whose one elastic column is its first, holding
     `names` (group or module names, all known before the first row is written): -w as `asked`;
-    else the terminal's width, never less than the columns' starting `widths` need; else (a pipe,
-    a file: no width to fit) as wide as the longest name needs, so that none is cut."""
-    need = sum(widths) + len(widths) - 1
+    else the terminal's width (fitted() leaves out what does not fit); else (a pipe, a file: no
+    width to fit) as wide as the longest name needs, so that none is cut."""
     if asked is not None:
         return asked
     term = terminal_width()
-    if term is None:
-        return need + max(0, max(map(len, names), default=0) - widths[0])
-    return max(term, need)
+    if term is not None:
+        return term
+    return sum(c.width for c in cols) + len(cols) - 1 + max(0, max(map(len, names), default=0) - cols[0].width)
+
+
+def floor_width(c: TextColumn) -> int:
+    """The narrowest `c` is given before columns of lower priority are left out for it: a fixed
+    column's width; an elastic one's floor, by default half its starting width, at least MIN_ELASTIC."""
+    return max(MIN_ELASTIC, c.floor or c.width // 2) if c.elastic else c.width
+
+
+def fitted(cols: Sequence[TextColumn], total: int) -> list[int]:
+    """The indices of the columns a `total`-character line shows. While the columns cannot each
+    have their floor_width(), the one of lowest priority is left out (of equal ones the
+    rightmost); a priority of None is never left out. layout() then shares the line among the
+    columns kept."""
+    kept = list(range(len(cols)))
+
+    def need(ix: list[int]) -> int:
+        return sum(floor_width(cols[i]) for i in ix) + len(ix) - 1
+
+    while need(kept) > total:
+        droppable = [i for i in kept if cols[i].priority is not None]
+        if not droppable:
+            break
+        kept.remove(min(droppable, key=lambda i: (cols[i].priority, -i)))
+    return kept
+
+
+def check_width(cols: Sequence[TextColumn], total: int) -> None:
+    """PyprofError (usage) when not even the columns fitted() keeps fit a `total`-wide line."""
+    kept = [cols[i] for i in fitted(cols, total)]
+    layout([c.width for c in kept], [c.elastic for c in kept], total)
+
+
+def left_out_note(cols: Sequence[TextColumn], kept: Sequence[int], total: int) -> None:
+    """Say on stderr which columns a `total`-wide table left out, and the -w that shows them all."""
+    gone = [c.header for i, c in enumerate(cols) if i not in kept]
+    if gone:
+        full = sum(map(floor_width, cols)) + len(cols) - 1
+        print(f"pyprof.prof: {total} characters wide: left out {', '.join(gone)} (-w {full} shows every column; "
+              "into a pipe nothing is cut)", file=sys.stderr)
 
 
 def layout(widths: Sequence[int], elastic: Sequence[bool], total: int) -> list[int]:
@@ -133,27 +181,77 @@ def ellipsis_for(out: TextIO) -> str:
     return "\u2026"
 
 
-def fit(value: str, width: int, mark: str = "\u2026") -> str:
-    """`value` cut to `width` characters, its last one replaced by `mark` when cut."""
-    return value if len(value) <= width else value[:width - 1] + mark
+def fit(value: str, width: int, mark: str = "\u2026", middle: bool = False) -> str:
+    """`value` cut to `width` characters, the cut marked by `mark`: its end replaced, or with
+    `middle`, its middle (the end of a kernel, module or file name is what tells it apart)."""
+    if len(value) <= width:
+        return value
+    if not middle or width < 3:
+        return value[:width - 1] + mark
+    head = (width - 1) // 2
+    return value[:head] + mark + value[len(value) - (width - 1 - head):]
 
 
-def columnated_writer(out: TextIO, headers: list[str], widths: list[int], total: int,
-                      elastic: Sequence[bool] | None = None) -> Callable[[list[str]], None]:
-    """Columns laid out by layout() for a `total`-character line (elastic: default, the columns
-    of width 0); a longer value is cut with an ellipsis. One pass."""
-    if elastic is None:
-        elastic = [w == 0 for w in widths]
-    widths = layout(widths, elastic, total)
+def distinct(names: Iterable[str], width: int, mark: str = "\u2026") -> dict[str, str]:
+    """Each of `names` (the values of a name column, all known before the first row) cut to
+    `width` so that different names stay different: cut in the middle, and where two cuts meet,
+    the kept tail moved to where the name first differs from its nearest neighbours in sort
+    order; a cut that still meets another ends in a number."""
+    names = sorted(set(names))
+    cut = {n: fit(n, width, mark, True) for n in names}
+    seen: dict[str, int] = {}
+    for v in cut.values():
+        seen[v] = seen.get(v, 0) + 1
+    clash = [n for n in names if seen[cut[n]] > 1]
+    if not clash:
+        return cut
+
+    def common(a: str, b: str) -> int:
+        i = 0
+        while i < min(len(a), len(b)) and a[i] == b[i]:
+            i += 1
+        return i
+    for k, n in enumerate(names):
+        if seen[cut[n]] < 2 or len(n) <= width:
+            continue
+        differs = max(common(n, names[k - 1]) if k else 0, common(n, names[k + 1]) if k + 1 < len(names) else 0)
+        head = min(differs, max(1, (width - 1) // 3))
+        tail = width - 1 - head
+        start = max(head, min(differs - 1, len(n) - tail))  # one character of context before the difference
+        cut[n] = n[:head] + mark + n[start:start + tail]
+    taken: dict[str, int] = {}
+    for n in names:
+        v = cut[n]
+        taken[v] = taken.get(v, 0) + 1
+        if taken[v] > 1:
+            suffix = f"~{taken[v]}"
+            cut[n] = v[:width - len(suffix)] + suffix
+    return cut
+
+
+def columnated_writer(out: TextIO, cols: Sequence[TextColumn], total: int,
+                      names: Iterable[str] = ()) -> Callable[[list[str]], None]:
+    """A writer of rows laid out for a `total`-character line: columns that do not fit are left
+    out (fitted(); said on stderr), the others laid out by layout(); a longer value is cut with
+    an ellipsis. Each row gives every column's value. `names`: the values of the first column,
+    known before the first row, cut so that they stay distinct (distinct()). One pass."""
+    kept = fitted(cols, total)
+    left_out_note(cols, kept, total)
+    shown = [cols[i] for i in kept]
+    widths = layout([c.width for c in shown], [c.elastic for c in shown], total)
+    middle = [c.middle for c in shown]
     last = len(widths) - 1
     mark = ellipsis_for(out)
     write = out.write
+    first = distinct(map(flat, names), widths[0], mark) if kept[0] == 0 else {}
+    every = len(kept) == len(cols)
 
     def row(values: list[str]) -> None:
         cells = []
-        for i, (v, w) in enumerate(zip(values, widths)):
-            v = fit(flat(v), w, mark)
-            cells.append(v if i == last else v.ljust(w))
+        for i, v in enumerate(values if every else [values[k] for k in kept]):
+            v = flat(v)
+            v = first[v] if i == 0 and v in first else fit(v, widths[i], mark, middle[i])
+            cells.append(v if i == last else v.ljust(widths[i]))
         write(" ".join(cells) + "\n")
-    row(headers)
+    row([c.header for c in cols])
     return row

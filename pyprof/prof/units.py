@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import re
 
+from .groups import GROUP_WIDTH
+from .output import TextColumn
+
 
 NA = "na"
 
@@ -65,3 +68,11 @@ def group_label(row: dict, keys: list[str]) -> str:
     """A --summary/--diff row's group for a text table: the value of each --by key, a kernel's
     name by kernel_label()."""
     return " ".join(kernel_label(row[k]) if k == "kernel" else row[k] for k in keys)
+
+
+def group_column(by: str) -> TextColumn:
+    """The group name's column of a --summary or --diff text table: never left out, given
+    GROUP_WIDTH before other columns are; cut in the middle where names end in what tells them
+    apart (kernels, modules, layers, shapes)."""
+    middle = any(k in ("kernel", "module", "layer", "shape") for k in by.split(","))
+    return TextColumn(by.replace(",", "+").capitalize(), GROUP_WIDTH, True, None, middle, GROUP_WIDTH)

@@ -14,12 +14,12 @@ from typing import Iterable, TextIO
 from ...errors import EXIT_NO_KERNELS, EXIT_USAGE, PyprofError
 from ...progress import on_terminal
 from ..analysis import Facts
-from ..groups import GROUP_WIDTH, Groups
-from ..output import columnated_writer, csv_cell, layout, text_width
+from ..groups import Groups
+from ..output import TextColumn, check_width, columnated_writer, csv_cell, text_width
 from .. import filters
 from ..reader import numbered
 from ..scan import feed, time_field
-from ..units import duration, group_label
+from ..units import duration, group_column, group_label
 from ..warnings_tally import Tally
 
 FLAG = "--diff"
@@ -50,7 +50,7 @@ def check(args: argparse.Namespace, chosen: list[ModuleType]) -> None:
     if args.diff == ["-", "-"]:
         raise PyprofError("--diff: at most one side can be stdin", EXIT_USAGE)
     if args.width is not None:
-        layout([GROUP_WIDTH] + TEXT_WIDTHS, [True] + [False] * len(TEXT_WIDTHS), args.width)
+        check_width([group_column("op")] + TEXT_COLUMNS, args.width)
 
 
 class Totals(Groups):
@@ -98,7 +98,9 @@ def compare(base: Groups, new: Groups) -> dict:
 
 
 KEYS = ["group", "base_ns", "new_ns", "delta_ns", "ratio", "base_count", "new_count"]
-TEXT_WIDTHS = [10, 10, 11, 7, 9]
+# After the group's name; a narrow line leaves out Count, then Ratio.
+TEXT_COLUMNS = [TextColumn("Base", 10), TextColumn("New", 10), TextColumn("Delta", 11),
+                TextColumn("Ratio", 7, priority=2), TextColumn("Count", 9, priority=1)]
 
 
 def _ratio_text(r: float | None) -> str:
@@ -115,10 +117,9 @@ def write_text(d: dict, out: TextIO, width: int | None = None, top: int | None =
     rows = d["rows"][:top] if top else d["rows"]
     keys = d["by"].split(",")
     labelled = [(group_label(r, keys), r) for r in rows] + [("(total)", d["total"])]
-    widths = [GROUP_WIDTH] + TEXT_WIDTHS
-    headers = [d["by"].replace(",", "+").capitalize(), "Base", "New", "Delta", "Ratio", "Count"]
-    write = columnated_writer(out, headers, widths, text_width(width, widths, [label for label, _ in labelled]),
-                              [True] + [False] * len(TEXT_WIDTHS))
+    cols = [group_column(d["by"])] + TEXT_COLUMNS
+    labels = [label for label, _ in labelled]
+    write = columnated_writer(out, cols, text_width(width, cols, labels), labels)
     for label, r in labelled:
         delta = ("+" if r["delta_ns"] > 0 else "") + duration(r["delta_ns"])
         write([label, _time(r["base_ns"]), _time(r["new_ns"]), delta,

@@ -2,8 +2,8 @@
 module being called; for a backward kernel, its forward op's), rolled up the path: a node's
 self time is its own kernels', its total adds every module below it (`blocks` holds
 `blocks.0.qkv`). The root model is named by its class and its children's paths are relative
-to it (docs/markers.md), so it shows as a top-level node beside them; kernels outside any
-module are `(no module)`. Memory: O(modules); the records need no analysis.
+to it (docs/markers.md): a single capitalised top-level path is taken for it and shown above
+the others (Tree.root); kernels outside any module are `(no module)`. Memory: O(modules); the records need no analysis.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import TextIO
 
 from ..analysis import Facts
-from ..output import columnated_writer, csv_cell, layout, text_width
+from ..output import TextColumn, check_width, columnated_writer, csv_cell, text_width
 from ..scan import time_field
 from ..units import duration, pct
 
@@ -24,8 +24,8 @@ ORDER = 4
 JSON = True
 NO_MODULE = "(no module)"
 KEYS = ["module", "depth", "self_ns", "total_ns", "pct_total", "self_count", "count"]
-TEXT_HEADERS = ["Module", "Self", "Total", "%Total", "Kernels"]
-TEXT_WIDTHS = [32, 9, 9, 6, 8]
+TEXT_COLUMNS = [TextColumn("Module", 32, True, floor=24), TextColumn("Self", 9, priority=2),
+                TextColumn("Total", 9), TextColumn("%Total", 6, priority=3), TextColumn("Kernels", 8, priority=1)]
 
 
 def add_arguments(group: argparse._ArgumentGroup) -> None:
@@ -43,7 +43,7 @@ def wanted(args: argparse.Namespace) -> bool:
 def check(args: argparse.Namespace, chosen: list[ModuleType]) -> None:
     """-w holds the tree's table."""
     if wanted(args) and args.width is not None:
-        layout(TEXT_WIDTHS, [True] + [False] * 4, args.width)
+        check_width(TEXT_COLUMNS, args.width)
 
 
 class Tree:
@@ -64,16 +64,29 @@ class Tree:
         self.self_time[path] = self.self_time.get(path, 0) + dur
         self.self_count[path] = self.self_count.get(path, 0) + 1
 
+    def root(self) -> str | None:
+        """The root model's path: the one top-level path named like a class (capitalised: the root
+        is named by its class, its children by their attributes); None when there is no such
+        path or several (a model and a loss module called at top level: whose children are
+        which cannot be told)."""
+        named = [p for p in self.self_time if "." not in p and p != NO_MODULE and p[:1].isupper()]
+        return named[0] if len(named) == 1 else None
+
     def rows(self) -> list[dict]:
-        """Every node, parents before children, siblings by total time (then name)."""
+        """Every node, parents before children, siblings by total time (then name); the root
+        model (root()) above the other modules."""
         total: dict[str, int] = {}
         count: dict[str, int] = {}
         children: dict[str, set] = {"": set()}
+        root = self.root()
         for path, t in self.self_time.items():
-            parts = [path] if path == NO_MODULE else path.split(".")
+            if path == NO_MODULE or path == root:
+                nodes = [path]
+            else:
+                parts = path.split(".")
+                nodes = ([root] if root else []) + [".".join(parts[:i + 1]) for i in range(len(parts))]
             parent = ""
-            for i in range(len(parts)):
-                node = ".".join(parts[:i + 1])
+            for node in nodes:
                 total[node] = total.get(node, 0) + t
                 count[node] = count.get(node, 0) + self.self_count[path]
                 children.setdefault(parent, set()).add(node)
@@ -104,8 +117,7 @@ def write_text(rows: list[dict], out: TextIO, width: int | None = None) -> None:
     cut to fit `width` (-w; None: the terminal's, or uncut into a pipe: output.text_width)."""
     names = ["  " * r["depth"] + (r["module"] if r["module"] == NO_MODULE else r["module"].rsplit(".", 1)[-1])
              for r in rows]
-    write = columnated_writer(out, TEXT_HEADERS, TEXT_WIDTHS, text_width(width, TEXT_WIDTHS, names),
-                              [True] + [False] * 4)
+    write = columnated_writer(out, TEXT_COLUMNS, text_width(width, TEXT_COLUMNS, names), names)
     for name, r in zip(names, rows):
         write([name, duration(r["self_ns"]), duration(r["total_ns"]), pct(r["pct_total"]),
                str(r["count"])])

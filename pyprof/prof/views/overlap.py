@@ -10,7 +10,7 @@ from types import ModuleType
 from typing import TextIO
 
 from ..comms import Comms
-from ..output import columnated_writer, csv_cell, csv_writer
+from ..output import TextColumn, columnated_writer, csv_cell, csv_writer, text_width
 from ..overlap import rank_text
 from ..units import duration, pct
 
@@ -47,18 +47,22 @@ def report(comms: Comms) -> dict:
     return {k: rep[k] for k in ("ranks", "nccl_kernels", "nccl_ns", "identified_pct", "steps", "collectives")}
 
 
-def write_text(rep: dict, out: TextIO, width: int = 120) -> None:
-    """The steps table, then the collectives table."""
+STEP_COLUMNS = [TextColumn(h, w) for h, w in [("Rank", 6), ("Step", 5), ("Span", 10), ("Compute", 10),
+                                                ("Comm", 10), ("Both", 10), ("Exposed", 10), ("%Hidden", 8)]]
+COLL_COLUMNS = [TextColumn(h, w) for h, w in [("Rank", 6), ("Collective", 14), ("Count", 6), ("Time", 10),
+                                                ("Exposed", 10), ("%Exposed", 9)]]
+
+
+def write_text(rep: dict, out: TextIO, width: int | None = None) -> None:
+    """The steps table, then the collectives table (each under 80 characters; `width`: -w)."""
     out.write(f"NCCL kernels   {rep['nccl_kernels']}, {duration(rep['nccl_ns'])}; "
               f"{pct(rep['identified_pct'])}% of that time attributed to a collective\n\n")
-    w = columnated_writer(out, ["Rank", "Step", "Span", "Compute", "Comm", "Both", "Exposed", "%Hidden"],
-                          [6, 5, 10, 10, 10, 10, 10, 8], width)
+    w = columnated_writer(out, STEP_COLUMNS, text_width(width, STEP_COLUMNS))
     for s in rep["steps"]:
         w([rank_text(s["rank"]), str(s["step"]), duration(s["span_ns"]), duration(s["compute_ns"]),
            duration(s["comm_ns"]), duration(s["both_ns"]), duration(s["exposed_ns"]), pct(s["hidden_pct"])])
     out.write("\n")
-    w = columnated_writer(out, ["Rank", "Collective", "Count", "Time", "Exposed", "%Exposed"],
-                          [6, 14, 6, 10, 10, 9], width)
+    w = columnated_writer(out, COLL_COLUMNS, text_width(width, COLL_COLUMNS))
     for c in rep["collectives"]:
         w([rank_text(c["rank"]), c["kind"], str(c["count"]), duration(c["time_ns"]), duration(c["exposed_ns"]),
            pct(c["exposed_pct"])])
@@ -75,4 +79,4 @@ def write(comms: Comms, args: argparse.Namespace) -> None:
         for s in rep["steps"]:
             w([csv_cell(s[k]) for k in STEP_KEYS])
     else:
-        write_text(rep, sys.stdout, args.width or 120)
+        write_text(rep, sys.stdout, args.width)

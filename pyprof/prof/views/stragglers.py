@@ -10,7 +10,7 @@ from types import ModuleType
 from typing import TextIO
 
 from ..comms import Comms
-from ..output import columnated_writer, csv_cell, csv_writer
+from ..output import TextColumn, columnated_writer, csv_cell, csv_writer, text_width
 from ..overlap import rank_text
 from ..units import duration, rate, si
 
@@ -48,19 +48,26 @@ def report(comms: Comms) -> dict:
     return {"instances": rep["instances"], "by_rank": rep["by_rank"]}
 
 
-def write_text(rep: dict, out: TextIO, width: int = 120, top: int | None = None) -> None:
+# A narrow line leaves out Ranks, then Group, then Transfer (80 characters keep the rest).
+INSTANCE_COLUMNS = [TextColumn("Group", 8, priority=2), TextColumn("Collective", 14), TextColumn("#", 6),
+                    TextColumn("Size", 10), TextColumn("Ranks", 6, priority=1), TextColumn("Skew", 10),
+                    TextColumn("Slowest", 8), TextColumn("Transfer", 10, priority=3), TextColumn("BusBW", 9)]
+RANK_COLUMNS = [TextColumn(h, w) for h, w in [("Rank", 6), ("Instances", 10), ("Slowest", 8), ("Wait", 10),
+                                                ("MaxWait", 10)]]
+
+
+def write_text(rep: dict, out: TextIO, width: int | None = None, top: int | None = None) -> None:
     """The instances by skew, largest first (`top` of them), then the ranks."""
     rows = sorted(rep["instances"], key=lambda r: (-r["skew_ns"], r["first_ns"]))
     shown = rows[:top] if top else rows
-    w = columnated_writer(out, ["Group", "Collective", "#", "Size", "Ranks", "Skew", "Slowest", "Transfer", "BusBW"],
-                          [8, 14, 6, 10, 6, 10, 8, 10, 9], width)
+    w = columnated_writer(out, INSTANCE_COLUMNS, text_width(width, INSTANCE_COLUMNS))
     for r in shown:
         w([r["group"], r["kind"], str(r["index"]), si(r["size"], "B"), str(r["ranks"]), duration(r["skew_ns"]),
            rank_text(r["slowest"]), duration(r["transfer_ns"]), rate(r["busbw"], 2)])
     if len(rows) > len(shown):
         out.write(f"... {len(rows) - len(shown)} more instances\n")
     out.write("\n")
-    w = columnated_writer(out, ["Rank", "Instances", "Slowest", "Wait", "MaxWait"], [6, 10, 8, 10, 10], width)
+    w = columnated_writer(out, RANK_COLUMNS, text_width(width, RANK_COLUMNS))
     for r in rep["by_rank"]:
         w([r["rank"], str(r["instances"]), str(r["slowest"]), duration(r["wait_ns"]), duration(r["max_wait_ns"])])
 
@@ -76,4 +83,4 @@ def write(comms: Comms, args: argparse.Namespace) -> None:
         for r in rep["instances"]:
             w([csv_cell(r[k]) for k in CSV_KEYS])
     else:
-        write_text(rep, sys.stdout, args.width or 120, args.top)
+        write_text(rep, sys.stdout, args.width, args.top)

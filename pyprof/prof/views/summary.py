@@ -14,11 +14,11 @@ from typing import Iterable, TextIO
 from ...errors import EXIT_USAGE, PyprofError
 from ...text import count
 from ..analysis import LEVELS, Facts
-from ..groups import GROUP_WIDTH, KEYS, SORTS, Group, Groups, by_keys
+from ..groups import KEYS, SORTS, Group, Groups, by_keys
 from ..intervals import Timelines
-from ..output import columnated_writer, csv_cell, flat, layout, text_width
+from ..output import TextColumn, check_width, columnated_writer, csv_cell, flat, text_width
 from ..scan import feed, time_field
-from ..units import duration, group_label, pct, rate, si
+from ..units import duration, group_column, group_label, pct, rate, si
 from ..warnings_tally import Tally
 from .advice import Evidence, advise, notes
 
@@ -72,7 +72,7 @@ def check(args: argparse.Namespace, chosen: list[ModuleType]) -> None:
     args.by = args.by or "op"
     args.sort = args.sort or "time"
     if wanted(args) and args.width is not None:
-        layout([GROUP_WIDTH] + TEXT_WIDTHS, [True] + [False] * len(TEXT_WIDTHS), args.width)
+        check_width(text_columns("op"), args.width)
 
 
 class Profile:
@@ -237,10 +237,19 @@ def advice_lines(rep: dict) -> list[str]:
     return lines
 
 
-TEXT_HEADERS = ["Time", "%Time", "Count", "Avg", "Med", "Min", "Max", "StdDev", "FLOPs", "TFLOP/s", "%Peak",
-                "Bytes", "GB/s", "%TC"]
-TEXT_WIDTHS = [9, 6, 6, 8, 8, 8, 8, 8, 9, 8, 6, 9, 9, 4]
+# The table's columns after the group's: header, width, and priority (a narrow line leaves out the
+# lowest first; Time never goes). At 80 characters: group, Time, %Time, Count, Avg, TFLOP/s, %Peak, %TC.
+TEXT_COLUMNS = [TextColumn("Time", 9), TextColumn("%Time", 6, priority=9), TextColumn("Count", 6, priority=8),
+                TextColumn("Avg", 8, priority=7), TextColumn("Med", 8, priority=2), TextColumn("Min", 8, priority=1),
+                TextColumn("Max", 8, priority=2), TextColumn("StdDev", 8, priority=1),
+                TextColumn("FLOPs", 9, priority=3), TextColumn("TFLOP/s", 8, priority=5),
+                TextColumn("%Peak", 6, priority=5), TextColumn("Bytes", 9, priority=3),
+                TextColumn("GB/s", 9, priority=4), TextColumn("%TC", 4, priority=6)]
 
+
+def text_columns(by: str) -> list[TextColumn]:
+    """The text table's columns: the group's name (kernel names cut in the middle), then TEXT_COLUMNS."""
+    return [group_column(by)] + TEXT_COLUMNS
 
 
 def _lower_bound(v: str, na: int) -> str:
@@ -255,9 +264,8 @@ def write_text(rep: dict, out: TextIO, width: int | None = None) -> None:
     out.write("\n")
     keys = rep["by"].split(",")
     labels = [group_label(r, keys) for r in rep["rows"]]
-    widths = [GROUP_WIDTH] + TEXT_WIDTHS
-    write = columnated_writer(out, [rep["by"].replace(",", "+").capitalize()] + TEXT_HEADERS,
-                              widths, text_width(width, widths, labels), [True] + [False] * len(TEXT_WIDTHS))
+    cols = text_columns(rep["by"])
+    write = columnated_writer(out, cols, text_width(width, cols, labels), labels)
     for label, r in zip(labels, rep["rows"]):
         write([label, duration(r["time_ns"]), pct(r["pct_time"]), str(r["count"]),
                duration(r["avg_ns"]), duration(r["med_ns"]), duration(r["min_ns"]), duration(r["max_ns"]),

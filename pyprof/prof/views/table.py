@@ -13,7 +13,8 @@ from typing import Callable, TextIO
 from ...errors import EXIT_USAGE, PyprofError
 from ..analysis import Facts
 from ..columns import ABSENT, DEFAULT, NA, Column, select
-from ..output import columnated_writer, csv_writer, json_lines_writer, layout, space_writer, terminal_width
+from ..output import (MIN_ELASTIC, TextColumn, check_width, columnated_writer, csv_writer, json_lines_writer,
+                      space_writer, terminal_width)
 
 JSON = True
 
@@ -41,8 +42,7 @@ def check(args: argparse.Namespace, chosen: list[ModuleType]) -> None:
         from ..parquet import require_pyarrow
         require_pyarrow()
     if not others and args.width is not None:
-        cols = columns(args.columns)
-        layout([c.width for c in cols], [c.elastic for c in cols], args.width)
+        check_width(text_columns(args.columns), args.width)
 
 
 def columns(spec: str | None) -> list[Column]:
@@ -51,6 +51,18 @@ def columns(spec: str | None) -> list[Column]:
         return select(spec or DEFAULT)
     except KeyError as err:
         raise PyprofError(f"unknown column {err.args[0]!r} (-h lists them)", EXIT_USAGE) from None
+
+
+# The default columns a narrow line leaves out, first to go first (-c: every column named is shown).
+LEFT_OUT_FIRST = ["sub", "mod", "dir", "idx", "params"]
+
+
+def text_columns(spec: str | None) -> list[TextColumn]:
+    """The columnated layout of a -c value: the default columns with their priorities (a narrow
+    line leaves out LEFT_OUT_FIRST's in order), named ones all kept."""
+    return [TextColumn(c.header, c.width, c.elastic,
+                       None if spec or c.name not in LEFT_OUT_FIRST else LEFT_OUT_FIRST.index(c.name), c.middle)
+            for c in columns(spec)]
 
 
 class Cells:
@@ -81,15 +93,15 @@ class Table:
     to be records leaves stdout empty and no file behind."""
 
     def __init__(self, out: TextIO, cols: list[Column], width: int | None = None, as_csv: bool = False,
-                 as_json: bool = False, parquet: str | None = None) -> None:
-        self._form = (out, cols, width, as_csv, as_json, parquet)
+                 as_json: bool = False, parquet: str | None = None, text: list[TextColumn] | None = None) -> None:
+        self._form = (out, cols, width, as_csv, as_json, parquet, text)
         self._finish: Callable[[], None] = lambda: None
         self.write = self._first_row
         self.cells = Cells(cols)
         self.needs_facts = self.cells.needs_facts
 
     def _begin(self) -> Callable[[list[str]], None]:
-        out, cols, width, as_csv, as_json, parquet = self._form
+        out, cols, width, as_csv, as_json, parquet, text = self._form
         names = [c.name for c in cols]
         if parquet is not None:
             from ..parquet import ParquetWriter
@@ -101,8 +113,8 @@ class Table:
         if as_csv:
             return _csv_cells(csv_writer(out, names))
         if width is not None:
-            return columnated_writer(out, [c.header for c in cols], [c.width for c in cols], width,
-                                     [c.elastic for c in cols])
+            return columnated_writer(out, text or [TextColumn(c.header, c.width, c.elastic, None, c.middle)
+                                                   for c in cols], width)
         return space_writer(out, [c.header for c in cols])
 
     def _first_row(self, values: list[str]) -> None:
@@ -128,12 +140,14 @@ def sink(args: argparse.Namespace) -> Table:
     """The table the command line asks for, on stdout: columnated to the terminal when stdout is
     one and no other form is asked for."""
     cols = columns(args.columns)
+    text = text_columns(args.columns)
     width = args.width
     if width is None and not (args.csv or args.json or args.parquet):
         term = terminal_width()
-        if term is not None:  # never narrower than the columns need: a narrow terminal wraps
-            width = max(term, sum(c.width for c in cols) + len(cols) - 1)
-    return Table(sys.stdout, cols, width, args.csv, args.json, args.parquet)
+        if term is not None:  # columns named with -c that cannot fit even at their narrowest: it wraps
+            width = max(term, sum(MIN_ELASTIC if c.elastic else c.width for c in text) + len(text) - 1
+                        if args.columns else term)
+    return Table(sys.stdout, cols, width, args.csv, args.json, args.parquet, text)
 
 
 def write(sink: Table, args: argparse.Namespace) -> None:
