@@ -10,7 +10,7 @@ import json
 import pytest
 
 from pyprof.prof.columns import COLUMNS
-from pyprof.prof.output import MIN_ELASTIC, columnated_writer, layout
+from pyprof.prof.output import MIN_ELASTIC, TextColumn, columnated_writer, layout
 from pyprof.prof.views import summary, table
 from test_views_common import ROOT, prof, trace_text, write_dict
 
@@ -40,12 +40,12 @@ def test_layout_widens_elastic_columns_in_proportion_and_keeps_fixed_ones():
 
 def test_width_below_the_minimum_is_an_error():
     rc, out, err = prof("-w", "20", "x.dict")
-    need = 6 + 9 + 4 + 10 + 4 * MIN_ELASTIC + 7  # idx dir sub sil fixed; mod op kernel params elastic
+    need = 2 * MIN_ELASTIC + 10 + 2  # what no line leaves out: op and kernel (elastic), sil
     assert (rc, out) == (2, "")
     assert err == f"pyprof.prof: error: -w 20 is narrower than these columns need: at least {need}\n"
-    rc, _, err = prof("--summary", "-w", "50", "x.dict")
-    need = MIN_ELASTIC + sum(summary.TEXT_WIDTHS) + len(summary.TEXT_WIDTHS)
-    assert rc == 2 and f"-w 50 is narrower than these columns need: at least {need}\n" in err
+    rc, _, err = prof("--summary", "-w", "17", "x.dict")
+    need = MIN_ELASTIC + 9 + 1  # the group's name and Time
+    assert rc == 2 and f"-w 17 is narrower than these columns need: at least {need}\n" in err
 
 
 def test_op_column_widens_with_w_and_long_values_end_in_an_ellipsis(tmp_path):
@@ -66,7 +66,7 @@ def test_op_column_widens_with_w_and_long_values_end_in_an_ellipsis(tmp_path):
 def test_ellipsis_falls_back_to_ascii_where_the_output_cannot_encode_it():
     raw = io.BytesIO()
     out = io.TextIOWrapper(raw, encoding="ascii")
-    columnated_writer(out, ["Op"], [8], 8, [True])(["scaled_dot_product_attention"])
+    columnated_writer(out, [TextColumn("Op", 8, True)], 8)(["scaled_dot_product_attention"])
     out.flush()
     assert raw.getvalue().decode().splitlines()[1] == "scaled_~"
 

@@ -8,7 +8,9 @@ input. All filters given must hold (and); a record whose field has the wrong typ
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
+import sys
 from typing import Callable
 
 from ..errors import EXIT_USAGE, PyprofError
@@ -93,3 +95,56 @@ class Filtered:
             self.sink.add(rec, facts)
         elif self._skip is not None:
             self._skip()
+
+
+class Census:
+    """A scan.Sink beside the filtered views: counts the records `keep` accepts and notes the ops,
+    modules and layers seen, so that filters that matched nothing can say why (O(distinct names))."""
+
+    needs_facts = False
+
+    def __init__(self, args: argparse.Namespace, keep: Keep) -> None:
+        self.args = args
+        self.keep = keep
+        self.kept = self.records = 0
+        self.seen: dict[str, set] = {"op": set(), "module": set(), "layer": set()}
+
+    def add(self, rec: dict, facts: Facts) -> None:
+        """Count one record and note its names."""
+        self.records += 1
+        if self.keep(rec):
+            self.kept += 1
+        for key in ("op", "module"):
+            if isinstance(rec.get(key), str):
+                self.seen[key].add(rec[key])
+        if isinstance(rec.get("layer"), list):
+            self.seen["layer"].update(v for v in rec["layer"] if isinstance(v, str))
+
+    def why_empty(self) -> str | None:
+        """None when a record matched; else why not: each filter given, with the names it may have
+        meant (difflib over those seen)."""
+        if self.kept or not self.records:
+            return None
+        a = self.args
+        parts = []
+        for opt, given, names in (("--op", a.op, "op"), ("--module", a.module, "module"),
+                                  ("--layer", a.layer, "layer")):
+            if given is None:
+                continue
+            for want in ([o.strip() for o in given.split(",")] if opt == "--op" else [given]):
+                if want in self.seen[names] or (opt == "--module" and any(m.startswith(want + ".")
+                                                                         for m in self.seen[names])):
+                    continue
+                close = difflib.get_close_matches(want, sorted(self.seen[names]), 3)
+                parts.append(f"no {names} {want!r}" + (f" (did you mean {' or '.join(close)}?)" if close else
+                                                       f" ({len(self.seen[names])} {names}s seen)"))
+        given = [f"{opt} {v}" for opt, v in (("--kernel", a.kernel), ("--op", a.op), ("--layer", a.layer),
+                                              ("--module", a.module), ("--window", a.window)) if v is not None]
+        return (f"no kernel matched {' '.join(given)} (of {self.records} records)"
+                + ("; " + "; ".join(parts) if parts else ""))
+
+    def report(self) -> None:
+        """The reason on stderr, when no record matched."""
+        why = self.why_empty()
+        if why:
+            print(f"pyprof.prof: warning: {why}", file=sys.stderr)

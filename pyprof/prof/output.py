@@ -12,6 +12,7 @@ import json
 import re
 import shutil
 import sys
+import textwrap
 from typing import Callable, Iterable, NamedTuple, Sequence, TextIO
 
 from ..errors import EXIT_USAGE, PyprofError
@@ -101,6 +102,17 @@ def text_width(asked: int | None, cols: Sequence[TextColumn], names: Iterable[st
     if term is not None:
         return term
     return sum(c.width for c in cols) + len(cols) - 1 + max(0, max(map(len, names), default=0) - cols[0].width)
+
+
+def wrapped(lines: Iterable[str], width: int | None, indent: int = 2) -> list[str]:
+    """Prose lines (a view's header, advice) broken to `width` characters, each continuation
+    indented by `indent` spaces; as they are where there is no width to fit (a pipe, a file)."""
+    if width is None:
+        return list(lines)
+    out: list[str] = []
+    for line in lines:
+        out += textwrap.wrap(line, width, subsequent_indent=" " * indent, break_on_hyphens=False) or [""]
+    return out
 
 
 def floor_width(c: TextColumn) -> int:

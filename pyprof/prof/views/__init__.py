@@ -68,12 +68,15 @@ def run(args: argparse.Namespace, views: list[ModuleType]) -> int:
         return views[0].main(args)
     sinks = [v.sink(args) for v in views]
     keep = filters.build(args)
-    fed = sinks if keep is None else [filters.Filtered(s, keep) for s in sinks]
+    census = None if keep is None else filters.Census(args, keep)
+    fed = sinks if census is None else [filters.Filtered(s, keep) for s in sinks] + [census]
     tally = Tally()
     # Only the table writes while it reads: a progress line would break into its rows.
     progress = on_terminal("pyprof.prof", results_at_end=table not in views)
     feed(numbered(args.file, tally, args.strict), tally, fed, args.strict, progress)
     for view, sink in zip(views, sinks):
         view.write(sink, args)
+    if census is not None:
+        census.report()
     tally.report()
     return 0

@@ -72,9 +72,23 @@ def write_text(rep: dict, out: TextIO, width: int | None = None, top: int | None
         w([r["rank"], str(r["instances"]), str(r["slowest"]), duration(r["wait_ns"]), duration(r["max_wait_ns"])])
 
 
+def empty_because(comms: Comms, rep: dict) -> str | None:
+    """Why the instances compare no ranks (one rank's records, or no collective); None when they do."""
+    n = len(comms.ranks)
+    if n < 2:
+        return (f"the records hold one rank ({comms.nccl} NCCL kernels): nothing to compare; parse the exports of "
+                "every rank together (python -m pyprof.parse trace_*.sqlite -o job.dict)")
+    if not rep["instances"]:
+        return f"no NCCL collective kernels in the records of {n} ranks"
+    return None
+
+
 def write(comms: Comms, args: argparse.Namespace) -> None:
     """Text, --csv (one row per instance in time order, CSV_KEYS) or --json."""
     rep = report(comms)
+    why = empty_because(comms, rep)
+    if why:  # a table of nothing, or of one rank against itself, would not say why
+        print(f"pyprof.prof: warning: --stragglers: {why}", file=sys.stderr)
     if args.json:
         json.dump(rep, sys.stdout, indent=1)
         sys.stdout.write("\n")

@@ -16,7 +16,7 @@ from ...text import count
 from ..analysis import LEVELS, Facts
 from ..groups import KEYS, SORTS, Group, Groups, by_keys
 from ..intervals import Timelines
-from ..output import TextColumn, check_width, columnated_writer, csv_cell, flat, text_width
+from ..output import TextColumn, check_width, columnated_writer, csv_cell, flat, terminal_width, text_width, wrapped
 from ..scan import feed, time_field
 from ..units import duration, group_column, group_label, pct, rate, si
 from ..warnings_tally import Tally
@@ -257,9 +257,11 @@ def _lower_bound(v: str, na: int) -> str:
 
 
 def write_text(rep: dict, out: TextIO, width: int | None = None) -> None:
-    """Header, a columnated table of groups, advice. Names are cut to fit `width` (-w; None: the
-    terminal's width, or uncut into a pipe or a file: output.text_width)."""
-    for line in header_lines(rep):
+    """Header, a columnated table of groups, advice, fitted to `width` (-w; None: the terminal's
+    width; into a pipe or a file nothing is cut: output.text_width). The prose lines are broken
+    to the width, the table leaves out what does not fit (output.fitted)."""
+    prose = width if width is not None else terminal_width()
+    for line in wrapped(header_lines(rep), prose, 15):
         out.write(line + "\n")
     out.write("\n")
     keys = rep["by"].split(",")
@@ -276,7 +278,7 @@ def write_text(rep: dict, out: TextIO, width: int | None = None) -> None:
     if more["groups"]:
         out.write(f"... {more['groups']} more groups, {duration(more['time_ns'])}\n")
     out.write("\n")
-    for line in advice_lines(rep):
+    for line in wrapped(advice_lines(rep), prose):
         out.write(line + "\n")
 
 
