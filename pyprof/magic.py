@@ -27,3 +27,18 @@ def file_compression(path: str) -> Optional[str]:
             return compression(f.read(8))
     except OSError:
         return None
+
+
+# Keys only a Chrome trace (torch.profiler's export_chrome_trace, Kineto, what HTA reads) has at its top.
+_CHROME_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"', b'"displayTimeUnit"')
+
+
+def foreign_text(head: bytes) -> Optional[str]:
+    """What another tool's text file is, from its first bytes (its first lines): a torch.profiler
+    (Chrome) trace or a CSV table; None when it looks like neither."""
+    if head.lstrip()[:1] in (b"{", b"[") and any(k in head for k in _CHROME_KEYS):
+        return "a torch.profiler / Chrome trace (JSON with traceEvents, what HTA reads)"
+    first = head.split(b"\n", 1)[0].strip()
+    if first.count(b",") >= 2 and not first.startswith((b"{", b"[")):
+        return "a CSV table (prof's --csv, nsys stats' or HTA's)"
+    return None

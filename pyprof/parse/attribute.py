@@ -90,6 +90,11 @@ def _str(s: str | None) -> str:
     return "null" if s is None else encode_str(s)
 
 
+# The JSON `mod` of an optimizer step's marker (`torch.optim`, `SGD.step`): its kernels are
+# neither forward nor backward work, direction `optim` (docs/records.md).
+_OPTIM = '"torch.optim"'
+
+
 def _split_op(name: str) -> tuple[str, str]:
     """JSON of (mod, op) for a PyTorch op name: `aten::addmm` -> "aten", "addmm"."""
     mod, sep, op = name.rpartition("::")
@@ -486,7 +491,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                         mod, op = _split_op(innermost_torch.name)
                     else:
                         mod = op = "null"
-                tail = (f'"dir":"{"bprop" if bwd else "fprop"}","mod":{mod},"op":{op},'
+                tail = (f'"dir":"{"bprop" if bwd else "optim" if mod == _OPTIM else "fprop"}","mod":{mod},"op":{op},'
                         f'"marker":{marker.js if marker is not None else "null"},'
                         f'"fwd":{_fwd_js(bseq, fwd) if fwd is not None else node.js if node is not None else "null"},"torchOps":[{",".join(torch_ops)}],'
                         f'"seqId":{seqs[-1] if seqs else "null"},"altSeqId":[{",".join(map(str, seqs[:-1]))}],'

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import NoReturn, Sequence
 
 from ..cli import Parser, exit_statuses
@@ -43,7 +44,7 @@ def parser() -> argparse.ArgumentParser:
                     "terminal tables fit its width; into a pipe the per-kernel rows are space separated for "
                     "awk and sort, and a view's names are not cut.",
         epilog=help_table() + "\n\n" + exit_statuses("pyprof.prof", STATUSES))
-    p.add_argument("file", nargs="?", default="-", help="record file (JSON Lines), or an nsys export (.sqlite, "
+    p.add_argument("file", nargs="?", help="record file (JSON Lines), or an nsys export (.sqlite, "
                                                         ".nsys-rep: parsed on the fly); stdin when absent or -")
     table.add_arguments(p)
     form = p.add_mutually_exclusive_group()
@@ -57,13 +58,24 @@ def parser() -> argparse.ArgumentParser:
                       help="JSON: one object per kernel per line (typed, keyed by column name; null for na "
                            f"and -); one object for {', '.join(v.FLAG for v in views.VIEWS if v.JSON)}")
     p.add_argument("--strict", action="store_true", help="stop at the first malformed line (exit status 7)")
+    p.add_argument("--memcpy", action="store_true", help="an nsys export given as input: add its memcpy/memset "
+                                                         "records, as pyprof.parse --memcpy (a record file holds "
+                                                         "what parse wrote)")
     views.add_arguments(p)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    if args.file is None:
+        if not args.diff and _on_terminal(sys.stdin):  # reading a keyboard would look like a hang
+            p.print_usage(sys.stderr)
+            raise PyprofError("no input: give a record file or an nsys export, or pipe records in "
+                              "(python -m pyprof.parse net.sqlite | python -m pyprof.prof); -h for the manual",
+                              EXIT_USAGE)
+        args.file = "-"
     if args.width is not None and not 1 <= args.width <= MAX_WIDTH:
         raise PyprofError(f"-w needs a width from 1 to {MAX_WIDTH}", EXIT_USAGE)
     chosen = views.chosen(args)
@@ -75,6 +87,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise PyprofError(f"{'--json' if args.json else '--csv'} writes one view at a time, not "
                           f"{' and '.join(v.FLAG for v in writers)}", EXIT_USAGE)
     return views.run(args, chosen)
+
+
+def _on_terminal(stream: object) -> bool:
+    """Whether `stream` (stdin) is a terminal; False when it is closed or absent."""
+    try:
+        return bool(stream and stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 def cli() -> NoReturn:

@@ -195,7 +195,7 @@ COLUMNS = [
            _joined("layer", ":"), elastic=True, middle=True),
     Column("trace", "Trace", "the user's call site file:line (for bprop: the forward op's)", "", 24, False,
            _get("trace"), elastic=True, middle=True),
-    Column("dir", "Direction", "fprop or bprop", "", 9, False, _get("dir")),
+    Column("dir", "Direction", "fprop, bprop, or optim (an optimizer step)", "", 9, False, _get("dir")),
     Column("sub", "Sub", "n-th kernel of the same innermost op range", "", 4, False, _get("subSeqId"), int),
     Column("mod", "Module", "where the op lives: torch, Tensor, torch.nn.functional, ... (aten without a marker)",
            "", 20, False, _get("mod"), elastic=True),

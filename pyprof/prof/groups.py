@@ -166,6 +166,9 @@ class Group:
 SORTS: dict[str, Callable[[Group], object]] = {
     "time": lambda g: g.time,
     "count": lambda g: g.count,
+    "avg": lambda g: g.time / g.count if g.count else None,
+    "med": lambda g: g.stats()["med_ns"],
+    "max": lambda g: max(g.durations, default=None),
     "flops": lambda g: g.known_flops(),
     "tflops": lambda g: g.tflops,
     "peak": lambda g: g.pct_peak,

@@ -11,7 +11,7 @@ import sys
 from typing import BinaryIO, Iterator
 
 from ..errors import EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, EXIT_NO_INPUT, PyprofError
-from ..magic import SQLITE, compression
+from ..magic import SQLITE, compression, foreign_text
 from ..record_format import VERSION
 from .legacy import from_legacy
 from .warnings_tally import Tally
@@ -75,6 +75,7 @@ def records(stream: BinaryIO, tally: Tally, strict: bool = False, name: str = "s
     A stream with lines but not one record (a text file, another tool's output) is not pyprof's:
     PyprofError (EXIT_BAD_FORMAT) at its end, rather than an empty table."""
     decode = json.JSONDecoder().decode  # on str: skips json.loads' per-call encoding detection
+    head = b""  # the first bytes, to say what a file of no records is
     first_bad = None
     kept = 0
     for lineno, line in enumerate(stream, 1):
@@ -84,8 +85,13 @@ def records(stream: BinaryIO, tally: Tally, strict: bool = False, name: str = "s
                                   "`python -m pyprof.parse` on it and give prof its output", EXIT_BAD_FORMAT)
             packed = compression(line)
             if packed:
-                raise PyprofError(f"the input is {packed}-compressed: decompress it first (e.g. zcat net.dict.gz | "
-                                  "python -m pyprof.prof)", EXIT_BAD_FORMAT)
+                raise PyprofError(f"{name} is {packed}-compressed: decompress it first ({_unpack_hint(packed, name)})",
+                                  EXIT_BAD_FORMAT)
+            if line.lstrip()[:1] == b"{" and b'"traceEvents"' in line:  # a whole trace on one line
+                raise PyprofError(_no_records(name, "line 1: not a record", foreign_text(line[:_HEAD])),
+                                  EXIT_BAD_FORMAT)
+        if len(head) < _HEAD:
+            head += line[:_HEAD - len(head)]
         rec, reason = _UNDECODED, None
         if _fast_loads is not None:
             try:
@@ -120,8 +126,25 @@ def records(stream: BinaryIO, tally: Tally, strict: bool = False, name: str = "s
         kept += 1
         yield lineno, rec
     if first_bad is not None and not kept:
-        raise PyprofError(f"{name} holds no pyprof records ({first_bad}); prof reads what `python -m pyprof.parse` "
-                          "writes, or an nsys export", EXIT_BAD_FORMAT)
+        raise PyprofError(_no_records(name, first_bad, foreign_text(head)), EXIT_BAD_FORMAT)
+
+
+_HEAD = 4096  # bytes of the input kept to say what it is
+
+
+def _no_records(name: str, first_bad: str, looks: str | None) -> str:
+    """The refusal of an input without records: the first line that is none, and what the input
+    looks like where another tool's file is recognised (magic.foreign_text)."""
+    seen = f"; it looks like {looks}, which pyprof does not read: capture with nsys (python -m pyprof.capture)" \
+        if looks else ""
+    return (f"{name} holds no pyprof records ({first_bad}{seen}); prof reads what `python -m pyprof.parse` writes, "
+            "or an nsys export")
+
+
+def _unpack_hint(packed: str, name: str) -> str:
+    """How to decompress a `packed` input: its tool, to a file (an export is read from a path only)."""
+    tool = {"gzip": "gunzip -k", "xz": "unxz -k", "zstd": "unzstd", "bzip2": "bunzip2 -k", "zip": "unzip"}[packed]
+    return f"{tool} {'FILE' if name == 'stdin' else name}, then give prof what it wrote"
 
 
 def _legacy(line: bytes) -> dict | str | None:

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace, views: list[ModuleType]) -> int:
     tally = Tally()
     # Only the table writes while it reads: a progress line would break into its rows.
     progress = on_terminal("pyprof.prof", results_at_end=table not in views)
-    feed(numbered(args.file, tally, args.strict), tally, fed, args.strict, progress)
+    feed(numbered(args.file, tally, args.strict, args.memcpy), tally, fed, args.strict, progress)
     for view, sink in zip(views, sinks):
         view.write(sink, args)
     if census is not None:

@@ -215,6 +215,7 @@ def notes(ev: Evidence) -> list[str]:
                    "read from L2 cache rather than DRAM, or an op's work counted on its first kernel while others "
                    "shared it (foreach optimizer steps); the op's row is its honest rate (docs/prof.md)")
     if ev.copy_records == 0:
-        out.append("host<->device copies not checked: no memcpy/memset records (parse ran without --memcpy, "
-                   "or the step made none): run `python -m pyprof.parse --memcpy` to see them")
+        out.append("host<->device copies not checked: no memcpy/memset records (parsed without --memcpy, "
+                   "or the step made none): `python -m pyprof.parse --memcpy net.sqlite`, or prof given the export "
+                   "with --memcpy, adds them")
     return out

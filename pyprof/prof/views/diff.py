@@ -142,7 +142,7 @@ def main(args: argparse.Namespace) -> int:
     sides: list[Groups] = []
     for path in args.diff:
         tally = Tally()
-        sides.append(totals(numbered(path, tally, args.strict), args.by, tally, args.strict, filters.build(args)))
+        sides.append(totals(numbered(path, tally, args.strict, args.memcpy), args.by, tally, args.strict, filters.build(args)))
         if tally.bad_lines or tally.warnings:
             print(f"pyprof.prof: {path}:", file=sys.stderr)
             tally.report()
