@@ -147,3 +147,17 @@ def test_warnings_come_once_as_a_prof_warning_with_the_tally(tmp_path, capfd):
     assert capfd.readouterr().err == "" and len(caught) == 1
     assert str(caught[0].message) == f"{path}: 44 records; warnings: unknown op: 1 kernel: torch.nn.functional.frobnicate (1)"
     assert df.attrs["warnings"] == {"unknown op": {"torch.nn.functional.frobnicate": 1}}
+
+
+def test_dataframe_name_column_reproduces_summary_by_kernel(tmp_path):
+    """The `name` column is --by kernel's key: grouping the DataFrame by it gives the same groups,
+    times and counts as --summary --by kernel."""
+    pytest.importorskip("pandas")
+    path = write_dict(tmp_path, "gpt")
+    df = pyprof.dataframe(path, "name,kernel,sil")
+    assert list(df.name) == [r["kLongName"] for r in trace_records("gpt")]
+    by_name = df.groupby("name").sil.agg(["sum", "count"])
+    rows = pyprof.summary(path, by="kernel")["rows"]
+    assert len(rows) == len(by_name) == 35
+    assert {r["group"]: (r["time_ns"], r["count"]) for r in rows} == \
+        {n: (int(t), int(c)) for n, (t, c) in by_name.iterrows()}

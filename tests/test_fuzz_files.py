@@ -340,7 +340,7 @@ def test_prof_inputs_that_are_no_record_file(tmp_path):
     gz = tmp_path / "net.dict.gz"
     gz.write_bytes(gzip.compress(b"\n".join(lenet_records())))
     expect(run_tool("prof", [str(gz)]), "prof", 4,
-           "the input is gzip-compressed: decompress it first (e.g. zcat net.dict.gz | python -m pyprof.prof)")
+           f"{gz} is gzip-compressed: decompress it first (gunzip -k {gz}, then give prof what it wrote)")
     expect(run_tool("prof", [str(tmp_path)]), "prof", 3, f"cannot read {tmp_path}: Is a directory")
     expect(run_tool("prof", [], stdin=LENET.read_bytes()), "prof", 4,
            "the input is an nsys SQLite export: give its path (prof parses it) or run `python -m pyprof.parse` on "

@@ -226,3 +226,72 @@ def test_input_cut_short_by_a_failed_parse_is_an_error(recs, tmp_path):
     assert err.splitlines()[-1] == (
         "pyprof.prof: error: line 3: the input is incomplete, parse failed while writing it (pyprof.parse: error: "
         "database disk image is malformed - the 2 records above are incomplete)")
+
+
+TORCH_TRACE = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}],
+               "traceEvents": [{"ph": "X", "cat": "kernel", "name": "ampere_sgemm", "ts": 10, "dur": 4}]}
+LOOKS = ("; it looks like {}, which pyprof does not read: capture with nsys (python -m pyprof.capture)); prof reads "
+         "what `python -m pyprof.parse` writes, or an nsys export\n")
+
+
+@pytest.mark.parametrize("text, first_bad, looks", [
+    # torch.profiler's export_chrome_trace on one line: a JSON object, once read as a junk record (exit 0)
+    (json.dumps(TORCH_TRACE) + "\n", "line 1: not a record",
+     "a torch.profiler / Chrome trace (JSON with traceEvents, what HTA reads)"),
+    (json.dumps(TORCH_TRACE, indent=2) + "\n", "line 1: not a JSON record (Expecting property name enclosed in "
+                                                "double quotes)",
+     "a torch.profiler / Chrome trace (JSON with traceEvents, what HTA reads)"),
+    ("idx,op,sil\n0,linear,5\n", "line 1: not a JSON record (Expecting value)",
+     "a CSV table (prof's --csv, nsys stats' or HTA's)"),
+])
+def test_another_tool_s_file_is_refused_saying_what_it_looks_like(tmp_path, text, first_bad, looks):
+    path = tmp_path / "trace.json"
+    path.write_text(text)
+    for args, stdin, name in (([str(path)], b"", str(path)), ([], text.encode(), "stdin"),
+                              (["--summary", str(path)], b"", str(path))):
+        rc, out, err = prof(args, stdin)
+        assert (rc, out) == (EXIT_BAD_FORMAT, "")
+        assert err == f"pyprof.prof: error: {name} holds no pyprof records ({first_bad}" + LOOKS.format(looks)
+
+
+def test_a_compressed_input_names_its_own_tool(tmp_path):
+    import lzma
+
+    path = tmp_path / "net.dict.xz"
+    path.write_bytes(lzma.compress(b'{"v":1,"kind":"kernel"}\n'))
+    rc, out, err = prof([str(path)])
+    assert (rc, out) == (EXIT_BAD_FORMAT, "")
+    assert err == (f"pyprof.prof: error: {path} is xz-compressed: decompress it first (unxz -k {path}, then give "
+                   "prof what it wrote)\n")
+    rc, _, err = prof([], path.read_bytes())
+    assert err == ("pyprof.prof: error: stdin is xz-compressed: decompress it first (unxz -k FILE, then give prof "
+                   "what it wrote)\n")
+
+
+def test_no_argument_on_a_terminal_prints_the_usage_instead_of_waiting(monkeypatch, capsys):
+    from pyprof.errors import PyprofError
+    from pyprof.prof.__main__ import main
+
+    class Keyboard(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(sys, "stdin", Keyboard())
+    with pytest.raises(PyprofError) as err:
+        main([])
+    assert err.value.status == EXIT_USAGE and str(err.value) == (
+        "no input: give a record file or an nsys export, or pipe records in (python -m pyprof.parse net.sqlite | "
+        "python -m pyprof.prof); -h for the manual")
+    assert capsys.readouterr().err.startswith("usage: python -m pyprof.prof [-h]")
+    assert prof([], b"") == (0, "Idx Direction Sub Module Op Kernel Params Sil(ns)\n", "")  # a pipe: read
+
+
+def test_no_argument_on_a_real_terminal_exits_at_once(tmp_path):
+    """Under a pseudo-terminal (script(1)) as a user types it: usage and status 2, not a wait."""
+    import shutil
+
+    if shutil.which("script") is None:
+        pytest.skip("script(1) is not installed")
+    res = subprocess.run(["script", "-qec", f"{sys.executable} -m pyprof.prof", "/dev/null"],
+                         stdin=subprocess.DEVNULL, capture_output=True, timeout=60, text=True)
+    assert res.returncode == EXIT_USAGE and "usage: python -m pyprof.prof" in res.stdout

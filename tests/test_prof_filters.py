@@ -13,8 +13,9 @@ ALL = "idx,op,kernel,flops,bytes,sil,start,module,layer"
 
 def rows(path, *args):
     rc, out, err = prof("--json", "-c", ALL, *args, path)
-    assert (rc, err) == (0, "")
-    return [json.loads(line) for line in out.splitlines()]
+    kept = [json.loads(line) for line in out.splitlines()]
+    assert rc == 0 and (err == "" if kept else err.startswith("pyprof.prof: warning: no kernel matched"))
+    return kept
 
 
 def long_name(r):
@@ -66,4 +67,33 @@ def test_layer_matches_at_any_depth_and_only_there(tmp_path):
     path = write_dict(tmp_path, "layers", [record(m, layer=ls) for ls in layers])
     for name, kept in (("encoder", [0, 3]), ("train_step", [0, 1, 3]), ("attn", [3]), ("enc", [])):
         rc, out, err = prof("--json", "-c", "idx,layer", "--layer", name, path)
-        assert (rc, err) == (0, "") and [json.loads(line)["idx"] for line in out.splitlines()] == kept
+        assert [json.loads(line)["idx"] for line in out.splitlines()] == kept
+        assert (rc, err) == (0, "" if kept else "pyprof.prof: warning: no kernel matched --layer enc (of 5 records); "
+                                                "no layer 'enc' (did you mean encoder?)\n")
+
+
+@pytest.mark.parametrize("args, why", [
+    (["--op", "lineer"], "no kernel matched --op lineer (of 139 records); no op 'lineer' (did you mean linear?)"),
+    (["--module", "blocks.3", "--kernel", "gemm"], "no kernel matched --kernel gemm --module blocks.3 (of 139 "
+     "records); no module 'blocks.3' (did you mean blocks.1 or blocks.0 or blocks.1.fc?)"),
+    (["--layer", "trainstep"], "no kernel matched --layer trainstep (of 139 records); no layer 'trainstep' (did "
+     "you mean train_step?)"),
+    (["--op", "linear", "--module", "tok"], "no kernel matched --op linear --module tok (of 139 records)"),
+    (["--window", "1:2"], "no kernel matched --window 1:2 (of 139 records)"),
+])
+@pytest.mark.parametrize("view", [[], ["--summary"], ["--modules"]])
+def test_a_filter_that_matches_nothing_says_why(tmp_path, args, why, view):
+    rc, out, err = prof(*view, *args, write_dict(tmp_path, "gpt"))
+    assert rc == 0 and err == f"pyprof.prof: warning: {why}\n"
+
+
+def test_a_filter_that_matches_says_nothing(tmp_path):
+    rc, out, err = prof("--op", "lineer,linear", write_dict(tmp_path, "gpt"))
+    assert rc == 0 and err == "" and len(out.splitlines()) == 80
+
+
+def test_stragglers_of_one_rank_say_why_the_table_is_empty(tmp_path):
+    rc, out, err = prof("--stragglers", write_dict(tmp_path, "gpt"))
+    assert rc == 0 and err == ("pyprof.prof: warning: --stragglers: the records hold one rank (0 NCCL kernels): "
+                               "nothing to compare; parse the exports of every rank together (python -m "
+                               "pyprof.parse trace_*.sqlite -o job.dict)\n")

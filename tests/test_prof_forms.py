@@ -127,6 +127,18 @@ def test_an_nsys_export_is_parsed_on_the_fly(tmp_path):
         assert from_export == prof(*args, path)[1]
 
 
+def test_memcpy_adds_an_export_s_copies_as_the_note_says():
+    """The copies note names prof --memcpy: prof parses an export given to it with parse's --memcpy."""
+    export = f"{ROOT}/examples/resnet.sqlite"
+    rc, out, err = prof("--summary", export)
+    assert rc == 0 and "note: host<->device copies not checked: no memcpy/memset records (parsed without " \
+                       "--memcpy, or the step made none): `python -m pyprof.parse --memcpy net.sqlite`, or prof " \
+                       "given the export with --memcpy, adds them\n" in out
+    rc, out, err = prof("--summary", "--memcpy", export)
+    assert rc == 0 and "copies         52 memcpy/memset records, 47.7 us (not in the rows)\n" in out
+    assert "host<->device copies not checked" not in out
+
+
 def test_table_fits_the_terminal_it_writes_to(monkeypatch):
     args = argparse.Namespace(columns="idx,op,kernel", width=None, csv=False, json=False, parquet=None)
     monkeypatch.setattr(table, "terminal_width", lambda: 100)

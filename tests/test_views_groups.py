@@ -109,3 +109,14 @@ def test_view_tables_into_a_pipe_cut_no_name_and_fit_w_when_given(tmp_path, view
     table = out.split("\n\n")[1] if view == ["--summary"] else out
     assert rc == 0 and all(len(line) <= 150 for line in table.splitlines())
     assert ("\u2026" in table) == (max(map(len, names)) > 150 - (len(header) - second))
+
+
+def test_optimizer_steps_are_their_own_direction(tmp_path):
+    """SGD.step and AdamW.step kernels are neither forward nor backward work: dir optim."""
+    for name, step, n in (("lenet", "SGD.step", 3), ("gpt", "AdamW.step", 2), ("resnet", "SGD.step", 5)):
+        recs = trace_records(name)
+        assert {r["dir"] for r in recs if r["op"] == step} == {"optim"} and \
+            sum(r["dir"] == "optim" for r in recs) == n
+    rc, out, _ = prof("--summary", "--by", "dir", "--csv", write_dict(tmp_path, "gpt"))
+    rows = {r["dir"]: r for r in csv.DictReader(io.StringIO(out))}
+    assert set(rows) == {"fprop", "bprop", "optim"} and rows["optim"]["time_ns"] == "66785"

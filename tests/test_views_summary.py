@@ -81,7 +81,7 @@ def test_by_tc_and_dir_cover_everything():
     by = {r["group"]: r for r in rows}
     assert set(by) == {"1", "-"} and by["1"]["tc_pct"] == 100.0
     dirs = {r["group"]: r["count"] for r in rep("gpt", by="dir")["rows"]}
-    assert sum(dirs.values()) == 139 and set(dirs) == {"fprop", "bprop"}
+    assert sum(dirs.values()) == 139 and dirs == {"fprop": 51, "bprop": 86, "optim": 2}  # optim: AdamW.step
 
 
 def test_by_layer_module_stream_kernel():
@@ -101,6 +101,15 @@ def test_sort_and_top():
     assert names == sorted(names)
     flops = report(collect(numbered(with_unpriced("gpt")), Tally(), "op"), sort="flops")["rows"]
     assert flops[0]["group"] == "linear" and flops[-1]["flops"] is None  # unknown sorts last
+
+
+def test_sort_by_duration_statistics():
+    """--sort avg, med, max: largest first by the group's mean, median, longest kernel."""
+    for key, stat in (("avg", "avg_ns"), ("med", "med_ns"), ("max", "max_ns")):
+        rows = rep("gpt", sort=key)["rows"]
+        values = [r[stat] for r in rows]
+        assert values == sorted(values, reverse=True) and len(rows) == 11, key
+    assert [r["group"] for r in rep("gpt", sort="max")["rows"][:2]] == ["AdamW.step", "cross_entropy"]
 
 
 def test_text_output(tmp_path):

@@ -71,8 +71,9 @@ def group_label(row: dict, keys: list[str]) -> str:
 
 
 def group_column(by: str) -> TextColumn:
-    """The group name's column of a --summary or --diff text table: never left out, given
-    GROUP_WIDTH before other columns are; cut in the middle where names end in what tells them
-    apart (kernels, modules, layers, shapes)."""
+    """The group name's column of a --summary or --diff text table: never left out; long names
+    (kernels, modules, layers, shapes: cut in the middle, where their end tells them apart) get
+    40 characters before other columns are left out, the others GROUP_WIDTH."""
     middle = any(k in ("kernel", "module", "layer", "shape") for k in by.split(","))
-    return TextColumn(by.replace(",", "+").capitalize(), GROUP_WIDTH, True, None, middle, GROUP_WIDTH)
+    return TextColumn(by.replace(",", "+").capitalize(), GROUP_WIDTH, True, None, middle,
+                      40 if middle else GROUP_WIDTH)
