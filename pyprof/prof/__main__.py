@@ -17,7 +17,7 @@ MAX_WIDTH = 100000  # a row wider than any screen; beyond it padding alone would
 
 STATUSES = {
     0: "done (warnings, if any, summarised on stderr in one block)",
-    EXIT_USAGE: f"bad command line: unknown option or column, -w outside 1..{MAX_WIDTH} or narrower than the "
+    EXIT_USAGE: f"bad command line: no input with stdin a terminal, unknown option or column, -w outside 1..{MAX_WIDTH} or narrower than the "
                 "columns need, an option given to a view it does not apply to (--top without --summary), a bad "
                 "--kernel REGEX",
     EXIT_NO_INPUT: "input missing or unreadable",
@@ -41,8 +41,9 @@ def parser() -> argparse.ArgumentParser:
         description="One row per GPU kernel from `python -m pyprof.parse` output (or an nsys export, "
                     "parsed on the fly): attribution, FLOPs, bytes, Tensor Core use and distance from the GPU's "
                     "peaks; or a view of where the time goes (--summary, --plot, --diff, --modules). On a "
-                    "terminal tables fit its width; into a pipe the per-kernel rows are space separated for "
-                    "awk and sort, and a view's names are not cut.",
+                    "terminal (or -w) tables fit its width: default columns that do not fit are left out (said on "
+                    "stderr), long names cut in the middle; into a pipe the per-kernel rows are space separated "
+                    "for awk and sort, and a view's names are not cut.",
         epilog=help_table() + "\n\n" + exit_statuses("pyprof.prof", STATUSES))
     p.add_argument("file", nargs="?", help="record file (JSON Lines), or an nsys export (.sqlite, "
                                                         ".nsys-rep: parsed on the fly); stdin when absent or -")
