@@ -15,7 +15,7 @@ __all__ = ["__version__", "init", "restore", "wrap", "annotate", "profiled", "re
 # Notebook API (pyprof/api.py), loaded on first use: neither torch nor pandas is imported.
 _API = frozenset(("records", "rows", "dataframe", "summary", "ProfWarning"))
 
-_NEEDS_TORCH = "pyprof.init() annotates PyTorch programs and needs torch: pip install torch (or pyprof[torch])"
+_NEEDS_TORCH = "pyprof.init() annotates PyTorch programs and needs torch: pip install torch (or pyprof-nvtx[torch])"
 
 
 def _patch_module() -> Any:

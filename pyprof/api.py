@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 __all__ = ["records", "rows", "dataframe", "summary", "ProfWarning"]
 
-NEEDS_PANDAS = "pyprof.dataframe() needs pandas: pip install pandas (or pip install 'pyprof[pandas]')"
+NEEDS_PANDAS = "pyprof.dataframe() needs pandas: pip install pandas (or pip install 'pyprof-nvtx[pandas]')"
 
 
 class ProfWarning(UserWarning):

@@ -412,7 +412,7 @@ def test_import_without_torch_and_clear_init_error():
     env = dict(os.environ, PYTHONPATH=ROOT)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == (
-        "pyprof.init() annotates PyTorch programs and needs torch: pip install torch (or pyprof[torch])"
+        "pyprof.init() annotates PyTorch programs and needs torch: pip install torch (or pyprof-nvtx[torch])"
     )
 
 

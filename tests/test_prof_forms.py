@@ -183,5 +183,5 @@ def test_parquet_without_pyarrow_or_a_place_to_write_is_one_line(tmp_path, monke
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "shadow"))
     rc, out, err = prof("--parquet", str(tmp_path / "x.parquet"), path)
     assert (rc, out, err) == (8, "", "pyprof.prof: error: --parquet needs pyarrow: pip install pyarrow "
-                                     "(or pip install 'pyprof[parquet]')\n")
+                                     "(or pip install 'pyprof-nvtx[parquet]')\n")
     assert not (tmp_path / "x.parquet").exists()

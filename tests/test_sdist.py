@@ -30,6 +30,8 @@ def test_the_sdist_ships_every_extension_source_and_local_header(tmp_path: Path,
                           cwd=tree, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     (sdist,) = dist.glob("*.tar.gz")
+    # "pyprof" on PyPI is another project: this one is distributed as pyprof-nvtx (import name pyprof).
+    assert sdist.name.startswith("pyprof_nvtx-")
     with tarfile.open(sdist) as tar:
         shipped = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
     sources = sorted(p for p in (ROOT / "pyprof").rglob("*") if p.suffix in (".c", ".cpp", ".h"))
@@ -39,3 +41,4 @@ def test_the_sdist_ships_every_extension_source_and_local_header(tmp_path: Path,
         assert rel in shipped
         for header in re.findall(r'^#include "([^"]+)"', src.read_text(), re.M):
             assert (src.parent.relative_to(ROOT) / header).as_posix() in shipped, f"{rel} includes {header}"
+

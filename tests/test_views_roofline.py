@@ -69,7 +69,7 @@ def test_without_matplotlib_one_clear_line(tmp_path, monkeypatch):
     rc, out, err = prof("--plot", str(tmp_path / "x.png"), write_dict(tmp_path, "gpt"))
     assert rc == 8 and out == ""
     assert err.strip() == ("pyprof.prof: error: --plot needs matplotlib: pip install matplotlib "
-                           "(or pip install 'pyprof[plot]')")
+                           "(or pip install 'pyprof-nvtx[plot]')")
     assert not (tmp_path / "x.png").exists()
 
 

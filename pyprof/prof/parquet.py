@@ -9,7 +9,7 @@ from typing import Any, Iterator
 from ..errors import EXIT_TOOL, PyprofError, cannot_write
 from .columns import Column, typed
 
-NEEDS = "--parquet needs pyarrow: pip install pyarrow (or pip install 'pyprof[parquet]')"
+NEEDS = "--parquet needs pyarrow: pip install pyarrow (or pip install 'pyprof-nvtx[parquet]')"
 ROW_GROUP = 65536  # rows held before a row group is written
 
 

@@ -16,7 +16,7 @@ from ..record_format import VERSION
 from .legacy import from_legacy
 from .warnings_tally import Tally
 
-# Optional (pip install 'pyprof[fast]'): prof takes 0.72x the CPU time with it
+# Optional (pip install 'pyprof-nvtx[fast]'): prof takes 0.72x the CPU time with it
 # (benchmarks/results/prof_orjson_100k_cpu.txt). Records are the same but for integers beyond
 # 64 bits, which orjson reads as floats (parse never writes one).
 try:

@@ -30,7 +30,7 @@ from ..peaks import FP16_TC, FP32, FP64, FP64_TC, INT8_TC, TF32_TC, Peaks
 FLAG = "--plot"
 ORDER = 2
 JSON = False
-NEEDS = "--plot needs matplotlib: pip install matplotlib (or pip install 'pyprof[plot]')"
+NEEDS = "--plot needs matplotlib: pip install matplotlib (or pip install 'pyprof-nvtx[plot]')"
 MEMORY_ROOF = "#b5651d"
 LABELS = 8          # ops (by total plotted time) whose longest kernel is labelled
 TRIVIAL = 4096      # FLOPs below which a kernel is not plotted

@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"comma-separated column names (default {DEFAULT})")
     parser.add_argument("--parquet", metavar="FILE",
                         help="write the per-kernel table to FILE as Parquet, typed columns keyed by name "
-                             "(needs pyarrow: pip install 'pyprof[parquet]')")
+                             "(needs pyarrow: pip install 'pyprof-nvtx[parquet]')")
 
 
 def check(args: argparse.Namespace, chosen: list[ModuleType]) -> None:

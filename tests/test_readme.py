@@ -1,0 +1,23 @@
+"""What the README tells a newcomer to install and run is what the project needs."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_readme_set_up_installs_the_setuptools_the_build_needs() -> None:
+    """Each environment the README sets up gets the setuptools pyproject.toml builds with (the
+    analysis-only one too: with the venv's own setuptools 65 this file's sdist test skips)."""
+    readme = (ROOT / "README.md").read_text()
+    need = re.search(r'requires = \["(setuptools>=\d+)"\]', (ROOT / "pyproject.toml").read_text()).group(1)
+    for step in ("setup", "analysis-setup"):
+        line = re.search(rf"<!-- ci:{step} -->\n```\n(.+)\n", readme).group(1)
+        assert f"'{need}'" in line.split("pip install -e")[0].split("pip install --no-build-isolation")[0], step
+
+
+def test_the_readme_names_the_distribution() -> None:
+    name = re.search(r'^name = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    assert name == "pyprof-nvtx"
+    assert "`pyprof-nvtx`" in (ROOT / "README.md").read_text()
