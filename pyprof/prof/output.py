@@ -146,12 +146,13 @@ def check_width(cols: Sequence[TextColumn], total: int) -> None:
 
 
 def left_out_note(cols: Sequence[TextColumn], kept: Sequence[int], total: int) -> None:
-    """Say on stderr which columns a `total`-wide table left out, and the -w that shows them all."""
+    """Say on stderr which columns a `total`-wide table left out, and the -w that shows them all
+    (broken to `total` too: the note must not wrap where the table does not)."""
     gone = [c.header for i, c in enumerate(cols) if i not in kept]
     if gone:
         full = sum(map(floor_width, cols)) + len(cols) - 1
-        print(f"pyprof.prof: {total} characters wide: left out {', '.join(gone)} (-w {full} shows every column; "
-              "into a pipe nothing is cut)", file=sys.stderr)
+        note = f"pyprof.prof: to fit {total} characters, left out {', '.join(gone)}; -w {full} shows all"
+        print("\n".join(wrapped([note], max(total, 40))), file=sys.stderr)
 
 
 def layout(widths: Sequence[int], elastic: Sequence[bool], total: int) -> list[int]:
