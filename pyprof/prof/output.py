@@ -205,13 +205,13 @@ def fit(value: str, width: int, mark: str = "\u2026", middle: bool = False) -> s
     return value[:head] + mark + value[len(value) - (width - 1 - head):]
 
 
-def distinct(names: Iterable[str], width: int, mark: str = "\u2026") -> dict[str, str]:
+def distinct(names: Iterable[str], width: int, mark: str = "\u2026", middle: bool = True) -> dict[str, str]:
     """Each of `names` (the values of a name column, all known before the first row) cut to
-    `width` so that different names stay different: cut in the middle, and where two cuts meet,
+    `width` so that different names stay different: cut as fit() cuts, and where two cuts meet,
     the kept tail moved to where the name first differs from its nearest neighbours in sort
     order; a cut that still meets another ends in a number."""
     names = sorted(set(names))
-    cut = {n: fit(n, width, mark, True) for n in names}
+    cut = {n: fit(n, width, mark, middle) for n in names}
     seen: dict[str, int] = {}
     for v in cut.values():
         seen[v] = seen.get(v, 0) + 1
@@ -256,7 +256,7 @@ def columnated_writer(out: TextIO, cols: Sequence[TextColumn], total: int,
     last = len(widths) - 1
     mark = ellipsis_for(out)
     write = out.write
-    first = distinct(map(flat, names), widths[0], mark) if kept[0] == 0 else {}
+    first = distinct(map(flat, names), widths[0], mark, middle[0]) if kept[0] == 0 else {}
     every = len(kept) == len(cols)
 
     def row(values: list[str]) -> None:
