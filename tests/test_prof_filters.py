@@ -97,3 +97,10 @@ def test_stragglers_of_one_rank_say_why_the_table_is_empty(tmp_path):
     assert rc == 0 and err == ("pyprof.prof: warning: --stragglers: the records hold one rank (0 NCCL kernels): "
                                "nothing to compare; parse the exports of every rank together (python -m "
                                "pyprof.parse trace_*.sqlite -o job.dict)\n")
+
+
+def test_diff_says_when_the_filters_kept_nothing_of_a_side(tmp_path):
+    path = write_dict(tmp_path, "gpt")
+    rc, out, err = prof("--diff", path, path, "--op", "lineer")
+    assert (rc, out) == (5, "") and err == f"pyprof.prof: error: --diff: {path} holds no kernel records that the " \
+                                           "filters keep\n"

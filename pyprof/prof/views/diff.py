@@ -140,14 +140,16 @@ def write_csv(d: dict, out: TextIO, top: int | None = None) -> None:
 def main(args: argparse.Namespace) -> int:
     """`--diff BASE NEW` from parsed command-line `args`."""
     sides: list[Groups] = []
+    keep = filters.build(args)
     for path in args.diff:
         tally = Tally()
-        sides.append(totals(numbered(path, tally, args.strict, args.memcpy), args.by, tally, args.strict, filters.build(args)))
+        sides.append(totals(numbered(path, tally, args.strict, args.memcpy), args.by, tally, args.strict, keep))
         if tally.bad_lines or tally.warnings:
             print(f"pyprof.prof: {path}:", file=sys.stderr)
             tally.report()
         if not sides[-1].groups:  # a table in which everything vanished would hide the mistake
-            raise PyprofError(f"--diff: {'stdin' if path == '-' else path} holds no kernel records", EXIT_NO_KERNELS)
+            raise PyprofError(f"--diff: {'stdin' if path == '-' else path} holds no kernel records"
+                              + (" that the filters keep" if keep else ""), EXIT_NO_KERNELS)
     d = compare(*sides)
     if args.json:
         json.dump(d if not args.top else dict(d, rows=d["rows"][:args.top]), sys.stdout, indent=1)
