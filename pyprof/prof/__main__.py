@@ -45,9 +45,9 @@ def parser() -> argparse.ArgumentParser:
                     "stderr), long names cut in the middle; into a pipe the per-kernel rows are space separated "
                     "for awk and sort, and a view's names are not cut.",
         epilog=help_table() + "\n\n" + exit_statuses("pyprof.prof", STATUSES))
-    p.add_argument("file", nargs="?", help="record file (JSON Lines), or an nsys export (.sqlite, "
-                                                        ".nsys-rep: parsed on the fly); stdin when absent or - (absent with "
-                                            "stdin a terminal: the usage, status 2)")
+    p.add_argument("file", nargs="?", help="record file (JSON Lines), or an nsys export (.sqlite, .nsys-rep: "
+                                            "parsed on the fly); stdin when absent or - (absent with stdin a "
+                                            "terminal: the usage, status 2)")
     table.add_arguments(p)
     form = p.add_mutually_exclusive_group()
     form.add_argument("-w", "--width", type=int, metavar="WIDTH",
