@@ -145,3 +145,21 @@ def test_a_column_left_out_still_takes_its_value_from_each_row():
     assert out.getvalue().splitlines() == ["Name          Time", "linear        1.0 us"]
     # The note is broken to the line too (at 40 characters at the least).
     assert err.getvalue() == "pyprof.prof: to fit 20 characters, left\n  out Extra; -w 46 shows all\n"
+
+
+def test_a_terminal_too_narrow_for_a_table_wraps_it_rather_than_failing(monkeypatch, gpt):
+    """-w narrower than what a table never leaves out is a usage error; a terminal that narrow
+    (a split pane) gets the narrowest table, wrapped, and status 0."""
+    from pyprof.prof import output
+    from pyprof.prof.views import summary, table
+
+    for mod in (output, summary):
+        monkeypatch.setattr(mod, "terminal_width", lambda out=None: 20)
+    monkeypatch.setattr(table, "terminal_width", lambda: 20)
+    rc, out, err = run(gpt)
+    assert rc == 0 and out.splitlines()[0] == "Op       Kernel   Sil(ns)"  # op and kernel at 8, sil
+    rc, out, err = run("--summary", gpt)
+    assert rc == 0 and out.split("\n\n")[1].splitlines()[0] == "Op         Time"  # the name takes 20 - Time
+    rc, out, err = run("--overlap", gpt)
+    assert rc == 0 and out.splitlines()[2].split() == ["Rank", "Step", "Span", "Compute", "Comm", "Both", "Exposed",
+                                                       "%Hidden"]

@@ -99,8 +99,8 @@ def text_width(asked: int | None, cols: Sequence[TextColumn], names: Iterable[st
     if asked is not None:
         return asked
     term = terminal_width()
-    if term is not None:
-        return term
+    if term is not None:  # a terminal too narrow even for what is never left out wraps, no error
+        return max(term, narrowest(cols))
     return sum(c.width for c in cols) + len(cols) - 1 + max(0, max(map(len, names), default=0) - cols[0].width)
 
 
@@ -137,6 +137,12 @@ def fitted(cols: Sequence[TextColumn], total: int) -> list[int]:
             break
         kept.remove(min(droppable, key=lambda i: (cols[i].priority, -i)))
     return kept
+
+
+def narrowest(cols: Sequence[TextColumn]) -> int:
+    """The narrowest line that holds `cols`: those never left out, elastic ones at MIN_ELASTIC."""
+    kept = [c for c in cols if c.priority is None]
+    return sum(MIN_ELASTIC if c.elastic else c.width for c in kept) + len(kept) - 1
 
 
 def check_width(cols: Sequence[TextColumn], total: int) -> None:

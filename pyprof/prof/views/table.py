@@ -13,7 +13,7 @@ from typing import Callable, TextIO
 from ...errors import EXIT_USAGE, PyprofError
 from ..analysis import Facts
 from ..columns import ABSENT, DEFAULT, NA, Column, select
-from ..output import (MIN_ELASTIC, TextColumn, check_width, columnated_writer, csv_writer, json_lines_writer,
+from ..output import (TextColumn, check_width, columnated_writer, csv_writer, json_lines_writer, narrowest,
                       space_writer, terminal_width)
 
 JSON = True
@@ -144,9 +144,8 @@ def sink(args: argparse.Namespace) -> Table:
     width = args.width
     if width is None and not (args.csv or args.json or args.parquet):
         term = terminal_width()
-        if term is not None:  # columns named with -c that cannot fit even at their narrowest: it wraps
-            width = max(term, sum(MIN_ELASTIC if c.elastic else c.width for c in text) + len(text) - 1
-                        if args.columns else term)
+        if term is not None:  # a terminal too narrow even for what is never left out wraps, no error
+            width = max(term, narrowest(text))
     return Table(sys.stdout, cols, width, args.csv, args.json, args.parquet, text)
 
 
