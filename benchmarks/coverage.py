@@ -479,11 +479,15 @@ def _alarm(signum, frame):
 
 
 def capture(names: List[str], flops_path: Optional[str], warmup: int, plain: bool = False,
-            model_timeout: int = 0, budget: float = 0) -> int:
+            model_timeout: int = 0, budget: float = 0, mode: str = "aten") -> int:
     """Build, warm up and count every case, then run one step of each in the profiled range.
 
-    `plain`: no `pyprof.init()`, so the trace holds only PyTorch's emit_nvtx(record_shapes=True)
-    ranges (and each model's annotate range): what traces made without pyprof look like.
+    `mode` (MODES): `aten` pyprof.init() and `pyprof.profiled(aten=True)`; `default` pyprof.init()
+    and `pyprof.profiled()` (what users get without asking for PyTorch's op ranges); `plain` no
+    `pyprof.init()`, so the trace holds only PyTorch's emit_nvtx(record_shapes=True) ranges (and
+    each model's annotate range): what traces made without pyprof look like; `bare` neither, the
+    profiler range alone, for `nsys profile --pytorch=autograd-shapes-nvtx` to annotate. `plain`
+    (the flag) is mode `plain`.
     `model_timeout` (s): a model whose preparation takes longer is skipped (SIGALRM);
     `budget` (s): no further model is prepared once this much time has passed, so that one slow
     model cannot keep the others out of the capture. The FLOP totals are written after each
@@ -493,13 +497,14 @@ def capture(names: List[str], flops_path: Optional[str], warmup: int, plain: boo
     import torch
 
     import pyprof
-    if not plain:
+    mode = "plain" if plain else mode
+    if mode in ("aten", "default"):
         pyprof.init()
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     steps, flops, fixed, failed = {}, {}, {}, {}
     meta = {"device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
-            "plain": plain, "flop_counter": flops, "flop_counter_corrected": fixed, "failed": failed}
+            "plain": mode == "plain", "mode": mode, "flop_counter": flops, "flop_counter_corrected": fixed, "failed": failed}
 
     def save() -> None:
         if flops_path:
@@ -539,10 +544,10 @@ def capture(names: List[str], flops_path: Optional[str], warmup: int, plain: boo
             signal.alarm(0)
         save()
         print(f"coverage: {name} ready ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
-    with pyprof.profiled(aten=True):
+    with _profiled_range(mode):
         for name, step in steps.items():
             try:
-                with pyprof.annotate(name):
+                with _model_range(mode, name):
                     step()
                 if cuda:
                     torch.cuda.synchronize()
@@ -552,6 +557,47 @@ def capture(names: List[str], flops_path: Optional[str], warmup: int, plain: boo
     save()
     print(f"coverage: captured {len(steps)} models, {len(failed)} failed", file=sys.stderr)
     return 0
+
+
+def _profiled_range(mode: str):
+    """The capture range of `mode`: pyprof's (with PyTorch's op ranges but in `default`), or the
+    CUDA profiler range alone (`bare`: no ranges of PyTorch's or pyprof's)."""
+    import contextlib
+
+    import torch
+
+    import pyprof
+    if mode != "bare":
+        return pyprof.profiled(aten=mode != "default")
+
+    @contextlib.contextmanager
+    def bare():
+        if not torch.cuda.is_available():  # the CPU smoke test
+            yield
+            return
+        torch.cuda.synchronize()
+        torch.cuda.profiler.start()
+        try:
+            yield
+        finally:
+            torch.cuda.synchronize()
+            torch.cuda.profiler.stop()
+    return bare()
+
+
+def _model_range(mode: str, name: str):
+    """The range naming the model (the `layer` column), an NVTX range of the model's name where
+    pyprof.annotate is not wanted (`bare`: nothing of pyprof's in the trace)."""
+    import pyprof
+    if mode != "bare":
+        return pyprof.annotate(name)
+    import contextlib
+
+    import torch
+    return torch.cuda.nvtx.range(name) if torch.cuda.is_available() else contextlib.nullcontext()
+
+
+MODES = ("aten", "default", "plain", "bare")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -727,7 +773,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     c.add_argument("--flops", help="write FlopCounterMode's totals and the failures to this JSON file")
     c.add_argument("--warmup", type=int, default=2)
     c.add_argument("--plain", action="store_true",
-                   help="no pyprof.init(): only PyTorch's emit_nvtx(record_shapes=True) ranges (the aten level)")
+                   help="no pyprof.init(): only PyTorch's emit_nvtx(record_shapes=True) ranges (the aten level); --mode plain")
+    c.add_argument("--mode", choices=MODES, default="aten",
+                   help="aten: pyprof.init() and PyTorch's op ranges (default); default: pyprof.init() alone; "
+                        "plain: PyTorch's op ranges alone; bare: neither (for nsys --pytorch=autograd-shapes-nvtx)")
     c.add_argument("--model-timeout", type=int, default=0, metavar="S",
                    help="skip a model whose build, warm-up and counting take over S seconds (0: no limit)")
     c.add_argument("--budget", type=float, default=0, metavar="S",
@@ -745,7 +794,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         unknown = [n for n in names if n not in CASES]
         if unknown:
             p.error(f"unknown models: {', '.join(unknown)} (known: {', '.join(CASES)})")
-        return capture(names, args.flops, args.warmup, args.plain, args.model_timeout, args.budget)
+        return capture(names, args.flops, args.warmup, args.plain, args.model_timeout, args.budget, args.mode)
     if args.cmd == "rnn-truth":
         print(rnn_truth(args.records, args.ncu))
         return 0

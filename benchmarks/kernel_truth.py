@@ -1,0 +1,206 @@
+"""Per-kernel FLOPs and bytes against the hardware (issue 27): pyprof's numbers kernel by kernel
+beside what Nsight Compute counted for the same kernels.
+
+Captures come from benchmarks/kernel_truth.sh on the GPU machine: the same training steps of a
+few benchmarks/coverage.py models captured under nsys in each pricing mode (`default`:
+pyprof.init(); `aten`: with PyTorch's op ranges; `plain`: emit_nvtx alone; `nsyspt`: Nsight
+Systems' own `--pytorch=autograd-shapes-nvtx`) and once under ncu. Every run executes the same
+kernels in the same order, so a model's n-th kernel record is its n-th profiled kernel (names
+are checked). What a kernel moved, as algorithmic bytes count it (inputs read once, outputs
+written once): `dram__bytes_read.sum` (ncu flushes the caches before each kernel) plus 32 x
+`lts__t_sectors_srcunit_tex_op_write.sum` (bytes written: they stay in L2). Matrix work: the
+Tensor Core ops-path counters (tc_truth.summarize).
+
+Per mode and model it prints:
+- known%: share of GPU time in kernels whose FLOPs are known and whose bytes are known and > 0
+  (goal >= 99%);
+- bytes vs ncu over kernels that moved >= 1 MB (zeros and unknowns counted as misses): the
+  median of pyprof/ncu and the share within 0.5-2x (goals: median 0.9-1.1, >= 95% within);
+- matrix FLOPs above what ncu executed (kernels, goal 0) and kernels above their compute peak
+  (goal 0).
+
+    python benchmarks/kernel_truth.py --records default=kt_default.sqlite.xz ... \\
+        --ncu kt_ncu_a.csv.xz=llama_block,unet,gru --ncu kt_ncu_b.csv.xz=gru,recommender
+    python benchmarks/kernel_truth.py --shipped      # the captures in tests/data/kernel_truth/
+"""
+from __future__ import annotations
+
+import argparse
+import lzma
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+from typing import Dict, Iterator, List, Optional, Tuple
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tc_truth import ncu_kernels, summarize  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHIPPED = os.path.join(HERE, os.pardir, "tests", "data", "kernel_truth")
+MB = 1 << 20
+# The models of the shipped captures, in capture order, and which ncu file covers which.
+SHIPPED_MODELS = ("llama_block", "efficientnet_b0", "unet", "gru", "recommender")
+SHIPPED_NCU = (("kt_ncu_a.csv.xz", ("llama_block", "unet", "gru")), ("kt_ncu_b.csv.xz", ("gru", "recommender")))
+SHIPPED_MODES = ("default", "aten", "plain", "nsyspt")
+
+
+def _unpacked(path: str, tmp: str) -> str:
+    """`path`, or its xz-decompressed copy in `tmp` (parse reads plain SQLite files)."""
+    if not path.endswith(".xz"):
+        return path
+    out = os.path.join(tmp, os.path.basename(path)[:-3])
+    with lzma.open(path) as src, open(out, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return out
+
+
+def analysed_kernels(path: str, models: Tuple[str, ...]) -> Dict[str, list]:
+    """{model: [(record, Facts), ...]} of an export, kernels in launch order. A kernel belongs to
+    the model whose range (`layer`, `ranges`) is the innermost of `models` around it; kernels outside every
+    model range (backward ones run on the autograd thread) belong to the model before them."""
+    from pyprof.prof.reader import numbered
+    from pyprof.prof.scan import analysed
+    from pyprof.prof.warnings_tally import Tally
+
+    out: Dict[str, list] = {}
+    model: Optional[str] = None
+    tally = Tally()
+    for rec, facts, _ in analysed(numbered(path, tally, False, False), tally):
+        if rec.get("kind", "kernel") != "kernel":
+            continue
+        # pyprof.annotate's range (`layer`), or a plain NVTX range where pyprof did not run.
+        named = [x for x in (rec.get("layer") or []) + (rec.get("ranges") or []) if x in models]
+        model = named[-1] if named else model
+        if model is not None:
+            out.setdefault(model, []).append((rec, facts))
+    return out
+
+
+def truth(ncu_specs: List[Tuple[str, Tuple[str, ...]]], counts: Dict[str, int]) -> Dict[str, list]:
+    """{model: [(ncu kernel name, counters), ...]} from ncu CSVs, each covering `models` in
+    order; a model whose profiled kernels are fewer than its records (a run cut short) is taken
+    from a later file that has them all."""
+    out: Dict[str, list] = {}
+    for path, models in ncu_specs:
+        with lzma.open(path, "rt") if path.endswith(".xz") else open(path) as f:
+            tmp = tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False)
+            with tmp:
+                shutil.copyfileobj(f, tmp)
+        try:
+            profiled = ncu_kernels(tmp.name)
+        finally:
+            os.unlink(tmp.name)
+        at = 0
+        for m in models:
+            chunk = profiled[at:at + counts[m]]
+            at += counts[m]
+            if len(chunk) == counts[m]:
+                out[m] = chunk
+    return out
+
+
+def _same_kernel(rec: dict, ncu_name: str) -> bool:
+    short = rec.get("kShortName") or ""
+    return ncu_name.startswith(short) or short in ncu_name
+
+
+def _rows(kernels: list, profiled: list) -> Iterator[tuple]:
+    """(record, facts, ncu bytes, ncu matrix ops) per kernel pair; SystemExit where orders differ."""
+    for i, ((rec, f), (name, counters)) in enumerate(zip(kernels, profiled)):
+        if not _same_kernel(rec, name):
+            raise SystemExit(f"kernel_truth: kernel {i} differs: {rec.get('kShortName')!r} vs ncu {name[:80]!r}")
+        moved = counters.get("dram__bytes_read.sum", 0.0) + 32 * counters.get("lts__t_sectors_srcunit_tex_op_write.sum", 0.0)
+        yield rec, f, moved, summarize(counters)[1]
+
+
+def known_share(kernels: list) -> Tuple[float, int]:
+    """(% of GPU time in kernels with FLOPs known and bytes known and > 0, total ns)."""
+    total = good = 0
+    for rec, f in kernels:
+        dur = rec.get("kDuration") or 0
+        total += dur
+        if f.flops is not None and f.bytes:
+            good += dur
+    return (100.0 * good / total if total else float("nan")), total
+
+
+def compare(kernels: list, profiled: list) -> dict:
+    """Bytes and matrix FLOPs of one model's kernels against ncu's counters."""
+    ratios: List[float] = []
+    over_mma: List[str] = []
+    over_peak: List[str] = []
+    for rec, f, moved, mma in _rows(kernels, profiled):
+        if moved >= MB:
+            ratios.append(f.bytes / moved if f.bytes else 0.0)
+        # Matrix FLOPs pyprof gives a Tensor Core kernel beyond those it executed (2% slack:
+        # tile padding makes the counter the larger one, never the smaller).
+        if f.tc and f.flops and mma and f.flops > 1.02 * mma:
+            over_mma.append(f"{rec.get('op')}:{rec.get('kShortName')} {f.flops:,} > {int(mma):,}")
+        peak = f.peak_tflops
+        dur = rec.get("kDuration")
+        if f.flops and peak and dur and f.flops / dur / 1e3 > peak:
+            over_peak.append(f"{rec.get('op')}:{rec.get('kShortName')} {f.flops / dur / 1e3:.0f} > {peak:.0f} TFLOP/s")
+    within = sum(1 for r in ratios if 0.5 <= r <= 2.0)
+    return {"n": len(ratios), "median": statistics.median(ratios) if ratios else float("nan"),
+            "within": 100.0 * within / len(ratios) if ratios else float("nan"),
+            "over_mma": over_mma, "over_peak": over_peak}
+
+
+def report(modes: Dict[str, str], ncu_specs: List[Tuple[str, Tuple[str, ...]]], models: Tuple[str, ...],
+           worst: int = 5) -> str:
+    """The table (text) for every mode's export against the ncu files."""
+    lines = [f"{'mode':<8}{'model':<17}{'kernels':>8}{'known%':>8}{'>=1MB':>7}{'bytes med':>10}{'0.5-2x%':>9}"
+             f"{'>mma':>6}{'>peak':>7}"]
+    notes: List[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for mode, path in modes.items():
+            per_model = analysed_kernels(_unpacked(path, tmp), models)
+            profiled = truth(ncu_specs, {m: len(k) for m, k in per_model.items()}) if ncu_specs else {}
+            everything = [k for m in models for k in per_model.get(m, [])]
+            for model in list(models) + ["all"]:
+                kernels = everything if model == "all" else per_model.get(model, [])
+                share, _ = known_share(kernels)
+                row = f"{mode:<8}{model:<17}{len(kernels):>8}{share:>8.1f}"
+                if model == "all":
+                    pairs = [(per_model[m], profiled[m]) for m in models if m in profiled and m in per_model]
+                    kernels, truths = [k for p in pairs for k in p[0]], [t for p in pairs for t in p[1]]
+                else:
+                    truths = profiled.get(model)
+                if truths:
+                    c = compare(kernels, truths)
+                    row += f"{c['n']:>7}{c['median']:>10.3f}{c['within']:>9.1f}{len(c['over_mma']):>6}{len(c['over_peak']):>7}"
+                    if model != "all":
+                        notes += [f"  {mode} {model} above ncu's MMA ops: {x}" for x in c["over_mma"][:worst]]
+                        notes += [f"  {mode} {model} above peak: {x}" for x in c["over_peak"][:worst]]
+                lines.append(row)
+    return "\n".join(lines + ([""] + notes if notes else []))
+
+
+def _spec(text: str) -> Tuple[str, Tuple[str, ...]]:
+    path, _, models = text.partition("=")
+    return path, tuple(m for m in models.split(",") if m)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("--shipped", action="store_true", help="the captures in tests/data/kernel_truth/")
+    p.add_argument("--records", action="append", default=[], metavar="MODE=EXPORT")
+    p.add_argument("--ncu", action="append", default=[], metavar="CSV=MODEL,MODEL",
+                   help="an ncu --csv output (.xz too) and the models it covers, in order")
+    p.add_argument("--models", default=",".join(SHIPPED_MODELS), help="the models of the captures, in order")
+    args = p.parse_args(argv)
+    if args.shipped:
+        modes = {m: os.path.join(SHIPPED, f"kt_{m}.sqlite.xz") for m in SHIPPED_MODES}
+        ncu = [(os.path.join(SHIPPED, f), ms) for f, ms in SHIPPED_NCU]
+    else:
+        modes = dict(r.split("=", 1) for r in args.records)
+        ncu = [_spec(s) for s in args.ncu]
+    print(report(modes, ncu, tuple(args.models.split(","))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
