@@ -10,6 +10,7 @@ from . import ops  # noqa: F401  (fills the op table)
 from .ops.gemm import aten_gemm
 from . import peaks as peaks_mod
 from .compiled import LEVEL as COMPILED, CompiledPricer
+from .parts import CallParts, Part, backward_parts, forward_parts
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, Call, Cost, Unknowable, lookup, retype
 from .warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
@@ -100,6 +101,7 @@ class Analyzer:
     def __init__(self, tally: Tally) -> None:
         self.tally = tally
         self._calls: dict = {}
+        self._parts: dict = {}  # (pid, tid) -> (the call state of _calls, its CallParts)
         self._costs: dict = {}
         self._compiled = CompiledPricer(self)
 
@@ -259,6 +261,19 @@ class Analyzer:
         state[1].add(slot)
         return True
 
+    def _part(self, rec: dict, cost: Cost, bprop: bool, name: str | None) -> Part | None:
+        """The helper part (parts.py) this kernel of the current op call does, if any: the
+        call's parts are made from its marker when its first kernel comes (_first_of_call ran
+        for this kernel), and each is taken by one kernel."""
+        key = (rec.get("pid"), rec.get("tid"))
+        call = self._calls.get(("call",) + key)
+        held = self._parts.get(key)
+        if held is None or held[0] is not call:
+            marker = rec["fwd"].get("marker") if bprop else rec.get("marker")
+            parts = (backward_parts if bprop else forward_parts)(marker, cost) if isinstance(marker, dict) else []
+            held = self._parts[key] = (call, CallParts(parts))
+        return held[1].take(name, rec.get("grid"), rec.get("block"))
+
     def _first(self, key: tuple, ident, counts: bool, starts: bool) -> bool:
         """Per-thread state `key`: a new instance when `ident` changes or `starts`; True once per
         instance, for the first kernel that `counts`."""
@@ -307,7 +322,8 @@ class Analyzer:
         math = verdict in (MMA, SIMT)
         first = self._first_of_call(rec, math)  # helper kernels never become the main kernel
         if verdict == NONE:
-            return _NO_WORK
+            part = self._part(rec, cost, bprop, name)
+            return _NO_WORK if part is None else (part.flops, part.bytes)
         if not math:
             return _UNKNOWN
         size = ITEMSIZE.get(dtype)

@@ -1,0 +1,116 @@
+"""The helper kernels of an op call: work an op's formula does not count but its call launches.
+
+An op's formula (registry.Cost) counts what the op computes; its main kernel carries that. The
+call may launch more kernels that move real bytes: under `torch.autocast`, a matrix op (GEMM,
+convolution, attention) first casts every floating-point tensor argument that is not in the
+autocast dtype (`bfloat16_copy_kernel_cuda`, `float16_copy_kernel_cuda`), and its backward casts
+each such argument's gradient back (`direct_copy_kernel_cuda`, a ToCopyBackward node). Each of
+those is a `Part`: its kernel family, the elements it touches, its FLOPs and bytes. A call's parts
+follow from its marker alone (the arguments' shapes and dtypes, the autocast dtype), so they are
+known before its first kernel runs; analysis.Analyzer gives each helper kernel of the call the
+part it matches (`CallParts.take`), and a part no kernel took costs nothing (autocast keeps one
+cast of a weight per autocast region, so a second use of the weight launches no cast).
+
+Which part a kernel is: the family must match and the part's element count must be one the
+kernel's launch could cover. PyTorch's element-wise kernels run one block of `block` threads per
+`block x k` elements (k, elements per thread, is 1 to 16), so `(grid - 1) x block < n <= grid x
+block x 16`; of the parts that fit, the one nearest `grid x block x k` for the kernel's own k
+(its template argument, or PyTorch's default 4) wins, so that an input and a weight of different
+sizes go to their own casts whatever the order the kernels run in.
+"""
+from __future__ import annotations
+
+import math
+import re
+from functools import lru_cache
+from typing import NamedTuple
+
+from .registry import MATRIX_KINDS, MMA_KINDS, Call, Cost
+from .values import ITEMSIZE, Tensor
+
+COPY = "copy"
+# PyTorch's copy kernels, which also cast: `bfloat16_copy_kernel_cuda`, `direct_copy_kernel_cuda`.
+_COPY_KERNEL = re.compile(r"\w+_copy_kernel_cuda")
+# Elements per thread that a TensorIterator kernel's name states: elementwise_kernel<threads, k>
+# and vectorized_elementwise_kernel<vector width, ...>.
+_PER_THREAD = re.compile(r"\belementwise_kernel<\(int\)\d+, \(int\)(\d+)|vectorized_elementwise_kernel<\(int\)(\d+)")
+_MAX_PER_THREAD = 16
+_DEFAULT_PER_THREAD = 4  # PyTorch's thread_work_size for the unrolled kernels
+_FLOATING = frozenset(("float64", "float32", "float16", "bfloat16"))
+
+
+class Part(NamedTuple):
+    """One helper kernel's work: its family (COPY), the elements it reads and writes, FLOPs, bytes."""
+
+    family: str
+    numel: int
+    flops: int
+    bytes: int
+
+
+@lru_cache(maxsize=4096)
+def family(kernel: str | None) -> str | None:
+    """The helper family of a kernel from its demangled name (COPY), or None."""
+    return COPY if kernel and _COPY_KERNEL.search(kernel) else None
+
+
+@lru_cache(maxsize=4096)
+def _per_thread(kernel: str) -> int:
+    m = _PER_THREAD.search(kernel)
+    return int(m.group(1) or m.group(2)) if m else _DEFAULT_PER_THREAD
+
+
+def autocast_casts(marker: dict, cost: Cost | None) -> list[Tensor]:
+    """The tensor arguments an autocast region casts to its dtype before the op runs: every
+    floating-point one not in that dtype, for the matrix ops autocast runs in lower precision."""
+    low = marker.get("autocast")
+    if cost is None or cost.kind not in MATRIX_KINDS or low not in ITEMSIZE:
+        return []
+    return [t for t in Call(marker).tensors() if t.dtype in _FLOATING and t.dtype != low and t.numel]
+
+
+def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
+    """The helper kernels of an op call's forward: autocast's casts (source read, copy written)."""
+    low = marker.get("autocast")
+    return [Part(COPY, t.numel, 0, t.numel * (ITEMSIZE[t.dtype] + ITEMSIZE[low])) for t in autocast_casts(marker, cost)]
+
+
+def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
+    """The helper kernels of the op's backward: each cast's gradient cast back (ToCopyBackward),
+    for the arguments that need a gradient. Which do is not in the marker; a cast-back that never
+    ran is a part no kernel takes."""
+    return forward_parts(marker, cost) if cost is not None and cost.kind in MMA_KINDS else []
+
+
+class CallParts:
+    """The parts of one op call not yet taken by a kernel."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, parts: list[Part]) -> None:
+        self.left = list(parts)
+
+    def take(self, kernel: str | None, grid: object, block: object) -> Part | None:
+        """The part this kernel does, removed from the call's; None when none fits."""
+        fam = family(kernel)
+        if fam is None or not self.left:
+            return None
+        g, b = _threads(grid), _threads(block)
+        candidates = [p for p in self.left if p.family == fam and (g is None or b is None or
+                                                                  (g - 1) * b < p.numel <= g * b * _MAX_PER_THREAD)]
+        if not candidates:
+            return None
+        if g is not None and b is not None:
+            guess = g * b * _per_thread(kernel or "")
+            best = min(candidates, key=lambda p: abs(math.log(p.numel / guess)))
+        else:
+            best = candidates[0]
+        self.left.remove(best)
+        return best
+
+
+def _threads(dims: object) -> int | None:
+    """grid or block dimensions as one count; None when the record's value is not 3 positive ints."""
+    if not isinstance(dims, list) or not dims or not all(type(d) is int and d > 0 for d in dims):
+        return None
+    return math.prod(dims)

@@ -1,0 +1,114 @@
+"""Helper kernels of an op call (pyprof/prof/parts.py): autocast's casts and their gradients'
+cast-backs carry the bytes they move, kernel by kernel, on synthetic calls and on real captures
+held against Nsight Compute."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pyprof.prof.ops  # noqa: F401  (fills the op table)
+from pyprof.prof.parts import COPY, CallParts, Part, backward_parts, family, forward_parts
+from pyprof.prof.registry import Call, lookup
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+CAST_BF16 = ("void at::native::vectorized_elementwise_kernel<(int)8, at::native::bfloat16_copy_kernel_cuda("
+             "at::TensorIteratorBase &)::[lambda(float) (instance 1)], std::array<char *, (unsigned long)2>>(int, T2, T3)")
+CAST_BACK = ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase &)"
+             "::[lambda() (instance 3)]::operator ()() const::[lambda(float) (instance 1)], std::array<char *, "
+             "(unsigned long)2>, (int)4, TrivialOffsetCalculator<(int)1, unsigned int>>(int, T1, T2)")
+GELU = "void at::native::vectorized_elementwise_kernel<(int)8, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase &)>"
+
+
+def linear_marker(x_dtype: str = "float32", autocast: str | None = "bfloat16") -> dict:
+    m = {"v": 1, "kind": "op", "mod": "torch.nn.functional", "op": "linear",
+         "args": [{"shape": [4, 128, 256], "dtype": x_dtype}, {"shape": [768, 256], "dtype": "float32"},
+                  {"shape": [768], "dtype": "float32"}]}
+    if autocast:
+        m["autocast"] = autocast
+    return m
+
+
+def cost_of(marker: dict):
+    return lookup(marker["mod"], marker["op"])(Call(marker))
+
+
+def test_forward_parts_are_the_casts_of_every_floating_argument_not_in_the_autocast_dtype():
+    m = linear_marker()
+    assert forward_parts(m, cost_of(m)) == [
+        Part(COPY, 131072, 0, 131072 * 6), Part(COPY, 196608, 0, 196608 * 6), Part(COPY, 768, 0, 768 * 6)]
+    # An input already in bf16 (the output of an earlier autocast op) is not cast again.
+    m = linear_marker("bfloat16")
+    assert [p.numel for p in forward_parts(m, cost_of(m))] == [196608, 768]
+    # float16 autocast: 4 bytes read, 2 written.
+    m = linear_marker(autocast="float16")
+    assert forward_parts(m, cost_of(m))[1] == Part(COPY, 196608, 0, 196608 * 6)
+    # Cast-backs of the gradients move the same bytes.
+    assert backward_parts(m, cost_of(m)) == forward_parts(m, cost_of(m))
+
+
+def test_no_parts_without_autocast_or_for_ops_autocast_does_not_lower():
+    m = linear_marker(autocast=None)
+    assert forward_parts(m, cost_of(m)) == []
+    gelu = {"v": 1, "kind": "op", "mod": "torch.nn.functional", "op": "gelu",
+            "args": [{"shape": [4, 128], "dtype": "float32"}], "autocast": "bfloat16"}
+    assert forward_parts(gelu, cost_of(gelu)) == []
+    assert forward_parts(m, None) == []
+
+
+def test_family_is_read_from_the_demangled_name():
+    assert family(CAST_BF16) == COPY and family(CAST_BACK) == COPY
+    assert family(GELU) is None and family(None) is None
+
+
+def test_a_kernel_takes_the_part_its_launch_covers_whatever_the_order():
+    m = linear_marker()
+    parts = CallParts(forward_parts(m, cost_of(m)))
+    # vectorized<8>: 128 threads x 8 elements a block. The bias (768) fits one block, the weight
+    # (196,608) 192 blocks, the input (131,072) 128 blocks.
+    assert parts.take(CAST_BF16, [1, 1, 1], [128, 1, 1]).numel == 768
+    assert parts.take(CAST_BF16, [192, 1, 1], [128, 1, 1]).numel == 196608
+    # A launch no remaining part fits (a cast the marker does not explain) takes nothing.
+    assert parts.take(CAST_BF16, [4096, 1, 1], [128, 1, 1]) is None
+    # A kernel of another family takes nothing.
+    assert parts.take(GELU, [128, 1, 1], [128, 1, 1]) is None
+    assert parts.take(CAST_BF16, [128, 1, 1], [128, 1, 1]).numel == 131072
+    assert parts.take(CAST_BF16, [128, 1, 1], [128, 1, 1]) is None  # each part is taken once
+    # Without launch dimensions the first part of the family is taken.
+    parts = CallParts(forward_parts(m, cost_of(m)))
+    assert parts.take(CAST_BF16, None, "x").numel == 131072
+
+
+def test_casts_of_the_shipped_gpt_capture_carry_their_bytes(tmp_path):
+    """examples/gpt.sqlite (H100, bf16 autocast): every autocast cast and cast-back kernel of
+    the linear layers has its bytes, and the kernels of one qkv call add up to the GEMM's work
+    plus its three casts."""
+    import pyprof
+
+    rows = list(pyprof.rows(os.path.join(ROOT, "examples", "gpt.sqlite"), columns="dir,module,op,kernel,flops,bytes"))
+    qkv = [r for r in rows if r["dir"] == "fprop" and r["module"] == "blocks.0.qkv"]
+    assert [(r["kernel"][:18], r["flops"], r["bytes"]) for r in qkv] == [
+        ("vectorized_element", 0, 768 * 6), ("vectorized_element", 0, 196608 * 6),
+        ("vectorized_element", 0, 131072 * 6), ("nvjet_sm90_tst_48x", 201326592, 1443328)]
+    casts = [r for r in rows if r["op"] == "linear" and "elementwise" in r["kernel"]]
+    assert len(casts) == 44 and all(r["bytes"] for r in casts)
+
+
+def test_cast_bytes_match_what_nsight_compute_saw():
+    """The llama_block capture of benchmarks/kernel_truth.sh (H100, bf16 autocast): every copy
+    kernel of a linear call that moved >= 1 MB carries within 5% of the bytes ncu counted
+    (DRAM reads plus L2 write sectors)."""
+    import tempfile
+
+    import kernel_truth as kt
+
+    path = os.path.join(ROOT, "tests", "data", "kernel_truth", "kt_default.sqlite.xz")
+    with tempfile.TemporaryDirectory() as tmp:
+        per_model = kt.analysed_kernels(kt._unpacked(path, tmp), kt.SHIPPED_MODELS)
+    truths = kt.truth([(os.path.join(ROOT, "tests", "data", "kernel_truth", "kt_ncu_a.csv.xz"),
+                        ("llama_block", "unet", "gru"))], {m: len(k) for m, k in per_model.items()})
+    ratios = [f.bytes / moved for rec, f, moved, _ in kt._rows(per_model["llama_block"], truths["llama_block"])
+              if rec.get("op") == "linear" and family(rec.get("kLongName")) and moved >= kt.MB]
+    assert len(ratios) == 44
+    assert all(0.95 <= r <= 1.05 for r in ratios), ratios
