@@ -28,9 +28,13 @@ from typing import NamedTuple
 from .registry import MATRIX_KINDS, MMA_KINDS, Call, Cost
 from .values import ITEMSIZE, Tensor
 
-COPY = "copy"
+COPY, SUM, ADD = "copy", "sum", "add"
 # PyTorch's copy kernels, which also cast: `bfloat16_copy_kernel_cuda`, `direct_copy_kernel_cuda`.
 _COPY_KERNEL = re.compile(r"\w+_copy_kernel_cuda")
+_SUM_KERNEL = re.compile(r"\breduce_kernel<.*\bsum_functor<")
+_ADD_KERNEL = re.compile(r"elementwise_kernel<.*\bCUDAFunctor_add<")
+# The families PyTorch launches by its per-thread rule (TensorIterator element-wise kernels).
+_ELEMENTWISE = frozenset((COPY, ADD))
 # Elements per thread that a TensorIterator kernel's name states: elementwise_kernel<threads, k>
 # and vectorized_elementwise_kernel<vector width, ...>.
 _PER_THREAD = re.compile(r"\belementwise_kernel<\(int\)\d+, \(int\)(\d+)|vectorized_elementwise_kernel<\(int\)(\d+)")
@@ -50,8 +54,12 @@ class Part(NamedTuple):
 
 @lru_cache(maxsize=4096)
 def family(kernel: str | None) -> str | None:
-    """The helper family of a kernel from its demangled name (COPY), or None."""
-    return COPY if kernel and _COPY_KERNEL.search(kernel) else None
+    """The helper family of a kernel from its demangled name (COPY, SUM, ADD), or None."""
+    if not kernel:
+        return None
+    if _COPY_KERNEL.search(kernel):
+        return COPY
+    return SUM if _SUM_KERNEL.search(kernel) else ADD if _ADD_KERNEL.search(kernel) else None
 
 
 @lru_cache(maxsize=4096)
@@ -70,16 +78,31 @@ def autocast_casts(marker: dict, cost: Cost | None) -> list[Tensor]:
 
 
 def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
-    """The helper kernels of an op call's forward: autocast's casts (source read, copy written)."""
+    """The helper kernels of an op call's forward: autocast's casts (source read, copy written)
+    and a bias added apart (output and bias read, output written; one add an element)."""
     low = marker.get("autocast")
-    return [Part(COPY, t.numel, 0, t.numel * (ITEMSIZE[t.dtype] + ITEMSIZE[low])) for t in autocast_casts(marker, cost)]
+    casts = [Part(COPY, t.numel, 0, t.numel * (ITEMSIZE[t.dtype] + ITEMSIZE[low])) for t in autocast_casts(marker, cost)]
+    size = None if cost is None else ITEMSIZE.get(cost.dtype)
+    if cost is None or cost.kind not in MMA_KINDS or not (cost.bias_elems and cost.out_elems and size):
+        return casts
+    return casts + [Part(ADD, cost.out_elems, cost.out_elems, (2 * cost.out_elems + cost.bias_elems) * size)]
+
+
+def _casts_back(marker: dict, cost: Cost | None) -> list[Part]:
+    return [p for p in forward_parts(marker, cost) if p.family == COPY]
 
 
 def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
-    """The helper kernels of the op's backward: each cast's gradient cast back (ToCopyBackward),
-    for the arguments that need a gradient. Which do is not in the marker; a cast-back that never
-    ran is a part no kernel takes."""
-    return forward_parts(marker, cost) if cost is not None and cost.kind in MMA_KINDS else []
+    """The helper kernels of the op's backward: the bias gradient (the output gradient summed:
+    one add per element, it read and the bias written, in the dtype the op ran in) and each
+    cast's gradient cast back (ToCopyBackward), for the arguments that need a gradient. Which do
+    is not in the marker; a part that never ran is one no kernel takes."""
+    if cost is None or cost.kind not in MMA_KINDS:
+        return []
+    size = ITEMSIZE.get(cost.dtype)
+    bias = [Part(SUM, cost.out_elems, cost.out_elems, (cost.out_elems + cost.bias_elems) * size)
+            ] if cost.bias_elems and cost.out_elems and size else []
+    return bias + _casts_back(marker, cost)
 
 
 class CallParts:
@@ -95,7 +118,9 @@ class CallParts:
         fam = family(kernel)
         if fam is None or not self.left:
             return None
-        g, b = _threads(grid), _threads(block)
+        # Only the element-wise copies launch by PyTorch's per-thread rule; a family with one
+        # part a call (the bias gradient's sum) needs no launch to tell its parts apart.
+        g, b = (_threads(grid), _threads(block)) if fam in _ELEMENTWISE else (None, None)
         candidates = [p for p in self.left if p.family == fam and (g is None or b is None or
                                                                   (g - 1) * b < p.numel <= g * b * _MAX_PER_THREAD)]
         if not candidates:

@@ -42,6 +42,8 @@ class Cost:
     bwd_flops: int | None = None
     bwd_bytes: int | None = None
     bias_elems: int = 0
+    # Elements the op writes (MMA kinds): the bias gradient sums them (parts.py).
+    out_elems: int = 0
     # The PyTorch ops (emit_nvtx range names) whose first kernel does the op's work, when the op
     # launches helpers first (a fused optimizer step increments its step counters before the
     # math; an RNN may initialise its dropout state): the other kernels carry 0.
