@@ -79,13 +79,15 @@ def autocast_casts(marker: dict, cost: Cost | None) -> list[Tensor]:
 
 def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     """The helper kernels of an op call's forward: autocast's casts (source read, copy written)
-    and a bias added apart (output and bias read, output written; one add an element)."""
+    and a bias added apart (output and bias read, output written). The adds count no FLOPs: the
+    op's own formula counts none for its bias, as FlopCounterMode does, so that matrix FLOPs stay
+    its count."""
     low = marker.get("autocast")
     casts = [Part(COPY, t.numel, 0, t.numel * (ITEMSIZE[t.dtype] + ITEMSIZE[low])) for t in autocast_casts(marker, cost)]
     size = None if cost is None else ITEMSIZE.get(cost.dtype)
     if cost is None or cost.kind not in MMA_KINDS or not (cost.bias_elems and cost.out_elems and size):
         return casts
-    return casts + [Part(ADD, cost.out_elems, cost.out_elems, (2 * cost.out_elems + cost.bias_elems) * size)]
+    return casts + [Part(ADD, cost.out_elems, 0, (2 * cost.out_elems + cost.bias_elems) * size)]
 
 
 def _casts_back(marker: dict, cost: Cost | None) -> list[Part]:
@@ -94,13 +96,13 @@ def _casts_back(marker: dict, cost: Cost | None) -> list[Part]:
 
 def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     """The helper kernels of the op's backward: the bias gradient (the output gradient summed:
-    one add per element, it read and the bias written, in the dtype the op ran in) and each
+    it read and the bias written, in the dtype the op ran in; no FLOPs, as for the bias add) and each
     cast's gradient cast back (ToCopyBackward), for the arguments that need a gradient. Which do
     is not in the marker; a part that never ran is one no kernel takes."""
     if cost is None or cost.kind not in MMA_KINDS:
         return []
     size = ITEMSIZE.get(cost.dtype)
-    bias = [Part(SUM, cost.out_elems, cost.out_elems, (cost.out_elems + cost.bias_elems) * size)
+    bias = [Part(SUM, cost.out_elems, 0, (cost.out_elems + cost.bias_elems) * size)
             ] if cost.bias_elems and cost.out_elems and size else []
     return bias + _casts_back(marker, cost)
 
