@@ -3,6 +3,7 @@ cast-backs carry the bytes they move, kernel by kernel, on synthetic calls and o
 held against Nsight Compute."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 
@@ -129,3 +130,52 @@ def test_cast_bytes_match_what_nsight_compute_saw():
               if rec.get("op") == "linear" and family(rec.get("kLongName")) in (COPY, SUM) and moved >= kt.MB]
     assert len(ratios) == 44
     assert all(0.95 <= r <= 1.05 for r in ratios), ratios
+
+
+NCHW_TO_NHWC = ("void cudnn::engines_precompiled::nchwToNhwcKernel<__nv_bfloat16, __nv_bfloat16, float, (bool)0, "
+                "(bool)1, (cudnnKernelDataType_t)0>(cudnn::engines_precompiled::nchw2nhwc_params_t<T3>, const T1 *, T2 *)")
+
+
+def conv_marker() -> dict:
+    return {"v": 1, "kind": "op", "mod": "torch.nn.functional", "op": "conv2d", "autocast": "bfloat16",
+            "args": [{"shape": [8, 64, 32, 32], "dtype": "bfloat16"}, {"shape": [64, 64, 3, 3], "dtype": "float32"},
+                     None, 1, 1]}
+
+
+def test_layout_conversions_take_the_tensor_whose_tiles_make_their_grid_and_keep_it():
+    m = conv_marker()
+    cost = cost_of(m)
+    cost = dataclasses.replace(cost, dtype="bfloat16")  # as analysis retypes it under autocast
+    parts = CallParts(forward_parts(m, cost))
+    assert family(NCHW_TO_NHWC) == "layout"
+    # [ceil(1024 / 32), ceil(64 / 32), 8]: the input (8, 64, 32, 32) or the output (same shape).
+    x = parts.take(NCHW_TO_NHWC, [32, 2, 8], [256, 1, 1])
+    assert (x.numel, x.bytes) == (524288, 2 * 524288 * 2)
+    # [ceil(9 / 32), ceil(64 / 32), 64]: the weight (64, 64, 3, 3); converted again, taken again.
+    assert parts.take(NCHW_TO_NHWC, [1, 2, 64], [256, 1, 1]).numel == 36864
+    assert parts.take(NCHW_TO_NHWC, [1, 2, 64], [256, 1, 1]).numel == 36864
+    # A grid of none of the call's tensors takes nothing.
+    assert parts.take(NCHW_TO_NHWC, [2, 2, 64], [256, 1, 1]) is None
+
+
+def test_helper_kernels_of_matrix_ops_match_nsight_compute_on_two_unseen_models():
+    """The unet and llama_block captures (H100, bf16 autocast): every helper kernel of a linear,
+    conv2d or conv_transpose2d call that moved >= 1 MB and that parts.py prices (casts, bias adds,
+    bias gradients, layout conversions) is within 0.5-2x of the bytes ncu counted, with a median
+    within 2%."""
+    import statistics
+    import tempfile
+
+    import kernel_truth as kt
+
+    data = os.path.join(ROOT, "tests", "data", "kernel_truth")
+    with tempfile.TemporaryDirectory() as tmp:
+        per_model = kt.analysed_kernels(kt._unpacked(os.path.join(data, "kt_default.sqlite.xz"), tmp), kt.SHIPPED_MODELS)
+    truths = kt.truth([(os.path.join(data, "kt_ncu_a.csv.xz"), ("llama_block", "unet", "gru"))],
+                      {m: len(k) for m, k in per_model.items()})
+    ratios = [f.bytes / moved for m in ("llama_block", "unet") for rec, f, moved, _ in kt._rows(per_model[m], truths[m])
+              if rec.get("op") in ("linear", "conv2d", "conv_transpose2d") and family(rec.get("kLongName"))
+              and f.bytes and moved >= kt.MB]
+    assert len(ratios) == 153
+    assert all(0.5 <= r <= 2 for r in ratios)
+    assert 0.98 <= statistics.median(ratios) <= 1.02

@@ -16,7 +16,11 @@ kernel's launch could cover. PyTorch's element-wise kernels run one block of `bl
 `block x k` elements (k, elements per thread, is 1 to 16), so `(grid - 1) x block < n <= grid x
 block x 16`; of the parts that fit, the one nearest `grid x block x k` for the kernel's own k
 (its template argument, or PyTorch's default 4) wins, so that an input and a weight of different
-sizes go to their own casts whatever the order the kernels run in.
+sizes go to their own casts whatever the order the kernels run in. A layout conversion of an
+(N, C, spatial...) tensor runs one block per 32 x 32 tile of (spatial, channel) elements per
+sample, a grid of [ceil(spatial / 32), ceil(C / 32), N]: the tensor whose grid is the kernel's is
+the one converted. The same tensor (or a gradient of its shape) may be converted more than once,
+so those parts are never used up.
 """
 from __future__ import annotations
 
@@ -25,14 +29,16 @@ import re
 from functools import lru_cache
 from typing import NamedTuple
 
-from .registry import MATRIX_KINDS, MMA_KINDS, Call, Cost
+from .registry import CONV, MATRIX_KINDS, MMA_KINDS, Call, Cost
 from .values import ITEMSIZE, Tensor
 
-COPY, SUM, ADD = "copy", "sum", "add"
+COPY, SUM, ADD, LAYOUT = "copy", "sum", "add", "layout"
 # PyTorch's copy kernels, which also cast: `bfloat16_copy_kernel_cuda`, `direct_copy_kernel_cuda`.
 _COPY_KERNEL = re.compile(r"\w+_copy_kernel_cuda")
 _SUM_KERNEL = re.compile(r"\breduce_kernel<.*\bsum_functor<")
 _ADD_KERNEL = re.compile(r"elementwise_kernel<.*\bCUDAFunctor_add<")
+_LAYOUT_KERNEL = re.compile(r"\b(?:nchwToNhwc|nhwcToNchw)Kernel<")
+_LAYOUT_TILE = 32
 # The families PyTorch launches by its per-thread rule (TensorIterator element-wise kernels).
 _ELEMENTWISE = frozenset((COPY, ADD))
 # Elements per thread that a TensorIterator kernel's name states: elementwise_kernel<threads, k>
@@ -44,21 +50,25 @@ _FLOATING = frozenset(("float64", "float32", "float16", "bfloat16"))
 
 
 class Part(NamedTuple):
-    """One helper kernel's work: its family (COPY), the elements it reads and writes, FLOPs, bytes."""
+    """One helper kernel's work: its family (COPY, ...), the elements it reads and writes, FLOPs,
+    bytes; for LAYOUT the launch grid that converts it."""
 
     family: str
     numel: int
     flops: int
     bytes: int
+    grid: tuple | None = None
 
 
 @lru_cache(maxsize=4096)
 def family(kernel: str | None) -> str | None:
-    """The helper family of a kernel from its demangled name (COPY, SUM, ADD), or None."""
+    """The helper family of a kernel from its demangled name (COPY, SUM, ADD, LAYOUT), or None."""
     if not kernel:
         return None
     if _COPY_KERNEL.search(kernel):
         return COPY
+    if _LAYOUT_KERNEL.search(kernel):
+        return LAYOUT
     return SUM if _SUM_KERNEL.search(kernel) else ADD if _ADD_KERNEL.search(kernel) else None
 
 
@@ -86,12 +96,28 @@ def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     casts = [Part(COPY, t.numel, 0, t.numel * (ITEMSIZE[t.dtype] + ITEMSIZE[low])) for t in autocast_casts(marker, cost)]
     size = None if cost is None else ITEMSIZE.get(cost.dtype)
     if cost is None or cost.kind not in MMA_KINDS or not (cost.bias_elems and cost.out_elems and size):
-        return casts
-    return casts + [Part(ADD, cost.out_elems, 0, (2 * cost.out_elems + cost.bias_elems) * size)]
+        return casts + _layouts(marker, cost)
+    return casts + [Part(ADD, cost.out_elems, 0, (2 * cost.out_elems + cost.bias_elems) * size)] + _layouts(marker, cost)
+
+
+def _layouts(marker: dict, cost: Cost | None) -> list[Part]:
+    """A convolution's tensors as cuDNN's layout conversions move them: input, weight, output
+    (or gradients of their shapes), each read and written once in the dtype the op ran in."""
+    size = None if cost is None else ITEMSIZE.get(cost.dtype)
+    if cost is None or cost.kind != CONV or not size or not cost.out_shape:
+        return []
+    shapes = [t.shape for t in Call(marker).tensors()[:2]] + [cost.out_shape]
+    return [Part(LAYOUT, math.prod(s), 0, 2 * math.prod(s) * size, _layout_grid(s)) for s in shapes if len(s) >= 3]
+
+
+def _layout_grid(shape: tuple) -> tuple:
+    """cuDNN's grid converting an (N, C, spatial...) tensor: one block per 32 x 32 tile."""
+    n, c, spatial = shape[0], shape[1], math.prod(shape[2:])
+    return (-(-spatial // _LAYOUT_TILE), -(-c // _LAYOUT_TILE), n)
 
 
 def _casts_back(marker: dict, cost: Cost | None) -> list[Part]:
-    return [p for p in forward_parts(marker, cost) if p.family == COPY]
+    return [p for p in forward_parts(marker, cost) if p.family in (COPY, LAYOUT)]
 
 
 def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
@@ -120,11 +146,13 @@ class CallParts:
         fam = family(kernel)
         if fam is None or not self.left:
             return None
-        # Only the element-wise copies launch by PyTorch's per-thread rule; a family with one
-        # part a call (the bias gradient's sum) needs no launch to tell its parts apart.
+        # Only the element-wise kernels launch by PyTorch's per-thread rule; the bias gradient's
+        # sum is one part a call, a layout conversion is told by its grid.
         g, b = (_threads(grid), _threads(block)) if fam in _ELEMENTWISE else (None, None)
         candidates = [p for p in self.left if p.family == fam and (g is None or b is None or
                                                                   (g - 1) * b < p.numel <= g * b * _MAX_PER_THREAD)]
+        if fam == LAYOUT:  # kept for the next conversion: a tensor may be converted twice
+            return next((p for p in candidates if isinstance(grid, list) and tuple(grid) == p.grid), None)
         if not candidates:
             return None
         if g is not None and b is not None:
@@ -134,6 +162,7 @@ class CallParts:
             best = candidates[0]
         self.left.remove(best)
         return best
+
 
 
 def _threads(dims: object) -> int | None:

@@ -44,6 +44,8 @@ class Cost:
     bias_elems: int = 0
     # Elements the op writes (MMA kinds): the bias gradient sums them (parts.py).
     out_elems: int = 0
+    # A convolution's output shape (N, K, spatial...): cuDNN converts its layout (parts.py).
+    out_shape: tuple | None = None
     # The PyTorch ops (emit_nvtx range names) whose first kernel does the op's work, when the op
     # launches helpers first (a fused optimizer step increments its step counters before the
     # math; an RNN may initialise its dropout state): the other kernels carry 0.

@@ -59,7 +59,7 @@ def conv_cost(c: Call, nd: int, transposed: bool) -> Cost | None:
     if transposed:
         fields["opad"] = out_pad
     return Cost(flops, None if size is None else (elems + bias_elems) * size, fmt_params(dtype, **fields), dtype,
-                CONV, elems, bias_elems=bias_elems, out_elems=n * kout * prod(out))
+                CONV, elems, bias_elems=bias_elems, out_elems=n * kout * prod(out), out_shape=(n, kout, *out))
 
 
 def _register(nd: int) -> None:
