@@ -179,3 +179,33 @@ def test_helper_kernels_of_matrix_ops_match_nsight_compute_on_two_unseen_models(
     assert len(ratios) == 153
     assert all(0.5 <= r <= 2 for r in ratios)
     assert 0.98 <= statistics.median(ratios) <= 1.02
+
+
+def test_ops_autocast_runs_in_float32_cast_their_16_bit_arguments_up():
+    """group_norm under bf16 autocast: its bf16 input is cast to float32 first (2 bytes read, 4
+    written); its fp32 weight is not cast. A matrix op casts the other way."""
+    gn = {"v": 1, "kind": "op", "mod": "torch.nn.functional", "op": "group_norm", "autocast": "bfloat16",
+          "args": [{"shape": [8, 64, 32, 32], "dtype": "bfloat16"}, 32, {"shape": [64], "dtype": "float32"},
+                   {"shape": [64], "dtype": "float32"}]}
+    assert forward_parts(gn, cost_of(gn)) == [Part(COPY, 524288, 0, 524288 * 6)]
+    assert backward_parts(gn, cost_of(gn)) == [Part(COPY, 524288, 0, 524288 * 6)]
+    del gn["autocast"]
+    assert forward_parts(gn, cost_of(gn)) == []
+
+
+def test_float32_casts_and_kernels_of_group_norm_match_nsight_compute():
+    """The unet capture (bf16 autocast): every cast group_norm launches before its kernels
+    carries within 10% of the bytes ncu counted (the small ones pay for whole DRAM lines), and
+    no longer the op's whole cost."""
+    import tempfile
+
+    import kernel_truth as kt
+
+    data = os.path.join(ROOT, "tests", "data", "kernel_truth")
+    with tempfile.TemporaryDirectory() as tmp:
+        per_model = kt.analysed_kernels(kt._unpacked(os.path.join(data, "kt_default.sqlite.xz"), tmp), kt.SHIPPED_MODELS)
+    truths = kt.truth([(os.path.join(data, "kt_ncu_a.csv.xz"), ("llama_block", "unet", "gru"))],
+                      {m: len(k) for m, k in per_model.items()})
+    casts = [f.bytes / moved for rec, f, moved, _ in kt._rows(per_model["unet"], truths["unet"])
+             if rec.get("op") == "group_norm" and rec.get("dir") == "fprop" and family(rec.get("kLongName")) == COPY]
+    assert len(casts) == 12 and all(0.9 <= r <= 1.1 for r in casts), casts

@@ -10,7 +10,7 @@ from . import ops  # noqa: F401  (fills the op table)
 from .ops.gemm import aten_gemm
 from . import peaks as peaks_mod
 from .compiled import LEVEL as COMPILED, CompiledPricer
-from .parts import CallParts, Part, backward_parts, forward_parts
+from .parts import COPY, CallParts, Part, backward_parts, family, forward_parts
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, Call, Cost, Unknowable, lookup, retype
 from .warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
@@ -274,6 +274,26 @@ class Analyzer:
             held = self._parts[key] = (call, CallParts(parts))
         return held[1].take(name, rec.get("grid"), rec.get("block"))
 
+    def _claim(self, rec: dict) -> bool:
+        """True when the current op call of this thread has no main kernel yet: this one is."""
+        state = self._calls.get(("call", rec.get("pid"), rec.get("tid")))
+        if state is None or state[1]:
+            return False
+        state[1] = True
+        return True
+
+    @staticmethod
+    def _ran_in(nbytes: int | None, cost: Cost, rec: dict, name: str | None) -> int | None:
+        """An op's forward bytes in the dtype its kernel ran in: autocast runs some ops in float32
+        (norms, softmax, losses) on 16-bit arguments, which it casts up first; the kernel's name
+        says `float` where the marker's tensors said bfloat16 or float16. (A backward node mixes
+        dtypes, and the kernel carrying it may be a helper: left as the formula says.)"""
+        marker = None if _backward_of(rec) else rec.get("marker")
+        if nbytes is None or not isinstance(marker, dict) or marker.get("autocast") is None \
+                or ITEMSIZE.get(cost.dtype) != 2 or aten_level.template_dtype(name) != "float32":
+            return nbytes
+        return nbytes * 2
+
     def _first(self, key: tuple, ident, counts: bool, starts: bool) -> bool:
         """Per-thread state `key`: a new instance when `ident` changes or `starts`; True once per
         instance, for the first kernel that `counts`."""
@@ -316,9 +336,20 @@ class Analyzer:
                 if inner.get("name") not in cost.main_op or not self._first(
                         ("main", rec.get("pid"), rec.get("tid")), inner, True, rec.get("subSeqId") == 0):
                     return _NO_WORK
-            elif not self._first_of_call(rec, True):
-                return _NO_WORK
-            return (cost.bwd_flops, cost.bwd_bytes) if bprop else (cost.flops, cost.bytes)
+            else:
+                # A copy kernel of the call is autocast's cast of an argument when one fits
+                # (parts.py); one that does not may be the op's own kernel (`x.float()`).
+                helper = family(name) == COPY
+                first = self._first_of_call(rec, not helper)
+                if helper:
+                    part = self._part(rec, cost, bprop, name)
+                    if part is not None:
+                        return part.flops, part.bytes
+                    first = self._claim(rec)
+                if not first:
+                    return _NO_WORK
+            flops, nbytes = (cost.bwd_flops, cost.bwd_bytes) if bprop else (cost.flops, cost.bytes)
+            return flops, self._ran_in(nbytes, cost, rec, name)
         math = verdict in (MMA, SIMT)
         first = self._first_of_call(rec, math)  # helper kernels never become the main kernel
         if verdict == NONE:

@@ -78,13 +78,19 @@ def _per_thread(kernel: str) -> int:
     return int(m.group(1) or m.group(2)) if m else _DEFAULT_PER_THREAD
 
 
-def autocast_casts(marker: dict, cost: Cost | None) -> list[Tensor]:
-    """The tensor arguments an autocast region casts to its dtype before the op runs: every
-    floating-point one not in that dtype, for the matrix ops autocast runs in lower precision."""
+def autocast_casts(marker: dict, cost: Cost | None) -> list[tuple[Tensor, str]]:
+    """(argument, the dtype autocast casts it to) for each tensor an autocast region may cast
+    before the op runs: for the matrix ops it runs in lower precision, every floating-point
+    argument not in its dtype; for the others, every argument in its dtype, cast up to float32
+    where the op is one autocast runs in float32 (norms, softmax, losses: a cast no kernel
+    takes costs nothing where it is not)."""
     low = marker.get("autocast")
-    if cost is None or cost.kind not in MATRIX_KINDS or low not in ITEMSIZE:
+    if cost is None or low not in ITEMSIZE:
         return []
-    return [t for t in Call(marker).tensors() if t.dtype in _FLOATING and t.dtype != low and t.numel]
+    floating = [t for t in Call(marker).tensors() if t.dtype in _FLOATING and t.numel]
+    if cost.kind in MATRIX_KINDS:
+        return [(t, low) for t in floating if t.dtype != low]
+    return [(t, "float32") for t in floating if t.dtype == low]
 
 
 def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
@@ -92,8 +98,7 @@ def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     and a bias added apart (output and bias read, output written). The adds count no FLOPs: the
     op's own formula counts none for its bias, as FlopCounterMode does, so that matrix FLOPs stay
     its count."""
-    low = marker.get("autocast")
-    casts = [Part(COPY, t.numel, 0, t.numel * (ITEMSIZE[t.dtype] + ITEMSIZE[low])) for t in autocast_casts(marker, cost)]
+    casts = [Part(COPY, t.numel, 0, t.numel * (ITEMSIZE[t.dtype] + ITEMSIZE[to])) for t, to in autocast_casts(marker, cost)]
     size = None if cost is None else ITEMSIZE.get(cost.dtype)
     if cost is None or cost.kind not in MMA_KINDS or not (cost.bias_elems and cost.out_elems and size):
         return casts + _layouts(marker, cost)
@@ -126,7 +131,7 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     cast's gradient cast back (ToCopyBackward), for the arguments that need a gradient. Which do
     is not in the marker; a part that never ran is one no kernel takes."""
     if cost is None or cost.kind not in MMA_KINDS:
-        return []
+        return _casts_back(marker, cost)
     size = ITEMSIZE.get(cost.dtype)
     bias = [Part(SUM, cost.out_elems, 0, (cost.out_elems + cost.bias_elems) * size)
             ] if cost.bias_elems and cost.out_elems and size else []
