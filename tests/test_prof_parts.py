@@ -209,3 +209,42 @@ def test_float32_casts_and_kernels_of_group_norm_match_nsight_compute():
     casts = [f.bytes / moved for rec, f, moved, _ in kt._rows(per_model["unet"], truths["unet"])
              if rec.get("op") == "group_norm" and rec.get("dir") == "fprop" and family(rec.get("kLongName")) == COPY]
     assert len(casts) == 12 and all(0.9 <= r <= 1.1 for r in casts), casts
+
+
+def test_convolution_backward_from_pytorch_ranges_equals_the_markers():
+    """aten::convolution_backward priced from its range's shapes alone (no stride, padding or
+    groups in the trace): on EfficientNet-B0 (depthwise, grouped, strided, fp16) and a UNet
+    (transposed convolutions, bf16), the backward convolution FLOPs of a capture without
+    pyprof.init() (emit_nvtx only) equal those the op markers give for the same step."""
+    import tempfile
+    from collections import Counter
+
+    import kernel_truth as kt
+
+    data = os.path.join(ROOT, "tests", "data", "kernel_truth")
+    sums = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for mode in ("default", "plain"):
+            per_model = kt.analysed_kernels(kt._unpacked(os.path.join(data, f"kt_{mode}.sqlite.xz"), tmp), kt.SHIPPED_MODELS)
+            sums[mode] = Counter({m: sum(f.flops for rec, f in ks if rec["dir"] == "bprop" and f.cost is not None
+                                         and f.cost.kind == "conv" and f.flops) for m, ks in per_model.items()})
+    assert +sums["plain"] == +sums["default"] == Counter({"efficientnet_b0": 3974889472, "unet": 15922626560})
+
+
+def test_convolution_backward_shapes_decide_plain_grouped_and_transposed():
+    from pyprof.prof.aten import AtenCall
+    from pyprof.prof.registry import lookup_aten
+
+    f = lookup_aten("aten::convolution_backward")
+    # conv2d 64 -> 128 channels, 3x3, stride 2: 8x128x16x16 out of 8x64x32x32.
+    c = f(AtenCall("aten::convolution_backward", [[8, 128, 16, 16], [8, 64, 32, 32], [128, 64, 3, 3], [], []],
+                   "bfloat16", "sm90_xmma_dgrad"))
+    assert c.flops == 2 * 8 * 16 * 16 * 9 * 128 * 64 and c.bytes == (8 * 128 * 256 + 8 * 64 * 1024 + 128 * 64 * 9) * 2
+    # depthwise (groups = 32): weight 32 x 1 x 3 x 3.
+    c = f(AtenCall("aten::convolution_backward", [[2, 32, 8, 8], [2, 32, 8, 8], [32, 1, 3, 3]], "float16", ""))
+    assert c.flops == 2 * 2 * 64 * 9 * 32 * 1
+    # conv_transpose2d 64 -> 32 channels, stride 2: the weight is (in, out/groups, taps).
+    c = f(AtenCall("aten::convolution_backward", [[4, 32, 32, 32], [4, 64, 16, 16], [64, 32, 2, 2]], "float32", ""))
+    assert c.flops == 2 * 4 * 256 * 4 * 64 * 32
+    # Shapes no convolution has: not priced.
+    assert f(AtenCall("aten::convolution_backward", [[4, 32, 32, 32], [4, 64, 16, 16], [7, 7, 2, 2]], "float32", "")) is None

@@ -198,7 +198,7 @@ class Analyzer:
             dtype = kernel_dtype(name) or dtype
         f.dtype = dtype
         if aten_range is not None:
-            f.flops, f.bytes = self._aten_work(rec, cost, verdict, aten_range)
+            f.flops, f.bytes = self._aten_work(rec, cost, verdict, aten_range, name)
         else:
             f.flops, f.bytes = self._work(rec, cost, verdict, dtype, name)
         f.peaks = peaks_mod.lookup(rec.get("gpu"))
@@ -235,7 +235,7 @@ class Analyzer:
         return self._first(("range", rec.get("pid"), rec.get("tid")), rec["torchOps"][-1], True,
                            rec.get("subSeqId") == 0)
 
-    def _gradient_slot(self, rec: dict, name: str | None) -> bool:
+    def _gradient_slot(self, rec: dict, name: str | None, node: tuple | None = None) -> bool:
         """True when this matrix kernel of a convolution's backward node computes one of its two
         gradients (data, weight), each one forward's work, for the first time in the node.
 
@@ -246,11 +246,18 @@ class Analyzer:
 
         The node is the op call _first_of_call (run first for every kernel of the op) last
         started on this thread, compared by identity: a call whose first kernel is not a matrix
-        kernel (cuDNN's padding kernel) starts its slots anew all the same."""
-        call = self._calls.get(("call", rec.get("pid"), rec.get("tid")))
-        key = ("slots", rec.get("pid"), rec.get("tid"))
-        state = self._calls.get(key)
-        if state is None or state[0] is not call:
+        kernel (cuDNN's padding kernel) starts its slots anew all the same; for a kernel priced
+        at the aten level, `node`: its range's (name, opId)."""
+        if node is None:
+            call = self._calls.get(("call", rec.get("pid"), rec.get("tid")))
+            key = ("slots", rec.get("pid"), rec.get("tid"))
+            state = self._calls.get(key)
+            new = state is None or state[0] is not call
+        else:
+            call, key = node, ("aten slots", rec.get("pid"), rec.get("tid"))
+            state = self._calls.get(key)
+            new = state is None or state[0] != node
+        if new:
             state = self._calls[key] = [call, set()]
         low = (name or "").lower()
         slot = next((t for t in _GRAD_TOKENS if t in low), None)
@@ -305,9 +312,10 @@ class Analyzer:
             return True
         return False
 
-    def _aten_work(self, rec: dict, cost: Cost, verdict: str | None, r: dict) -> tuple:
+    def _aten_work(self, rec: dict, cost: Cost, verdict: str | None, r: dict, name: str | None) -> tuple:
         """(flops, bytes) of a kernel priced by PyTorch range `r`: the first kernel of the range
-        carries the op's work (for GEMM and attention ops the first matrix kernel; helpers 0).
+        carries the op's work (for GEMM and attention ops the first matrix kernel; helpers 0; a
+        convolution's backward: each gradient's matrix kernel one gradient, as with markers).
         One state per nesting depth, so that a range opened inside `r` between two of its kernels
         (cuDNN's RNN backward zeroes a buffer through aten::zeros) does not start `r` anew."""
         mma = cost.kind in MMA_KINDS
@@ -320,6 +328,9 @@ class Analyzer:
             return _NO_WORK
         if mma and not counts:  # not recognised: facts() counted it
             return _UNKNOWN
+        if cost.kind == CONV and rec.get("dir") == "bprop":
+            return (cost.flops, cost.bytes) if self._gradient_slot(rec, name, (r.get("name"), r.get("opId"))) \
+                else _NO_WORK
         return (cost.flops, cost.bytes) if first else _NO_WORK
 
     def _work(self, rec: dict, cost: Cost | None, verdict: str | None, dtype: str | None,

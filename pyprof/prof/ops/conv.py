@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from math import prod
 
-from ..registry import CONV, Call, Cost, fmt_params, names, register
+from ..registry import CONV, Call, Cost, dims, fmt_params, names, register, register_aten
 from ..values import ITEMSIZE, ntuple, promote
 
 _SPATIAL_NAMES = {1: ("W",), 2: ("H", "W"), 3: ("D", "H", "W")}
@@ -71,3 +71,27 @@ def _register(nd: int) -> None:
 for _nd in (1, 2, 3):
     _register(_nd)
 
+
+
+@register_aten("aten::convolution_backward")
+def convolution_backward(a) -> Cost | None:
+    """One gradient's work (data or weight: each one forward's FLOPs on the three tensors) from
+    the shapes of grad_output, input and weight; each matrix kernel of the backward carries one
+    (analysis.py's gradient slots). A range's sizes carry no scalars: groups follow from the
+    weight's second dimension, and a weight whose first dimension is the input's channels with an
+    output no smaller than the input is a transposed convolution's (its taps run over the input)."""
+    g, x, w = a.shape(0), a.shape(1), a.shape(2)
+    if not (g and x and w and len(g) == len(x) == len(w) >= 3):
+        return None
+    n, k, out = g[0], g[1], g[2:]
+    c, spatial, taps = x[1], x[2:], w[2:]
+    if w[0] == k and prod(out) <= prod(spatial):
+        flops = 2 * n * prod(out) * prod(taps) * k * w[1]
+    elif w[0] == c:
+        flops = 2 * n * prod(spatial) * prod(taps) * c * w[1]
+    else:
+        return None
+    elems = prod(g) + prod(x) + prod(w)
+    size = ITEMSIZE.get(a.dtype)
+    return Cost(flops, None if size is None else elems * size,
+                fmt_params(a.dtype, grad_out=dims(g), input=dims(x), weight=dims(w)), a.dtype, CONV, elems)
