@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 __version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it from here)
 
 __all__ = ["__version__", "init", "restore", "wrap", "annotate", "profiled", "records", "rows", "dataframe", "summary",
-           "ProfWarning"]
+           "ProfWarning", "register_cost"]
 
 # Notebook API (pyprof/api.py), loaded on first use: neither torch nor pandas is imported.
 _API = frozenset(("records", "rows", "dataframe", "summary", "ProfWarning"))
@@ -72,6 +72,9 @@ def __getattr__(name: str) -> Any:
         from pyprof.nvtx.capture import profiled
 
         return profiled
+    if name == "register_cost":  # pricing a user's ops (pyprof/prof/extend.py): no torch either
+        from pyprof.prof.extend import register_cost
+        return register_cost
     if name in _API:
         from pyprof import api
 

@@ -11,13 +11,14 @@ from ..errors import (EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_CORRUPT, EXIT_INCOMPL
                       EXIT_NO_INPUT, EXIT_NO_KERNELS, EXIT_OUTPUT, EXIT_TOOL, EXIT_USAGE, PyprofError, run_cli)
 from . import views
 from .columns import help_table
+from .extend import load_costs
 from .views import table
 
 MAX_WIDTH = 100000  # a row wider than any screen; beyond it padding alone would fill memory
 
 STATUSES = {
     0: "done (warnings, if any, summarised on stderr in one block)",
-    EXIT_USAGE: f"bad command line: no input with stdin a terminal, unknown option or column, -w outside 1..{MAX_WIDTH} or narrower than the "
+    EXIT_USAGE: f"bad command line: a --costs file missing or failing to import, no input with stdin a terminal, unknown option or column, -w outside 1..{MAX_WIDTH} or narrower than the "
                 "columns need, an option given to a view it does not apply to (--top without --summary), a bad "
                 "--kernel REGEX",
     EXIT_NO_INPUT: "input missing or unreadable",
@@ -60,6 +61,9 @@ def parser() -> argparse.ArgumentParser:
                       help="JSON: one object per kernel per line (typed, keyed by column name; null for na "
                            f"and -); one object for {', '.join(v.FLAG for v in views.VIEWS if v.JSON)}")
     p.add_argument("--strict", action="store_true", help="stop at the first malformed line (exit status 7)")
+    p.add_argument("--costs", action="append", default=[], metavar="FILE",
+                   help="a Python file of your own that prices your or a library's ops with "
+                        "pyprof.register_cost (docs/prof.md, \"Pricing your own ops\"); repeatable")
     p.add_argument("--memcpy", action="store_true", help="an nsys export given as input: add its memcpy/memset "
                                                          "records, as pyprof.parse --memcpy (a record file holds "
                                                          "what parse wrote)")
@@ -88,6 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (args.json or args.csv) and len(writers) > 1:
         raise PyprofError(f"{'--json' if args.json else '--csv'} writes one view at a time, not "
                           f"{' and '.join(v.FLAG for v in writers)}", EXIT_USAGE)
+    for path in args.costs:
+        load_costs(path)
     return views.run(args, chosen)
 
 
