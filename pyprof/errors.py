@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Callable, NoReturn, Sequence
+from typing import Callable, Iterable, NoReturn, Sequence
 
 # Exit statuses shared by the tools (each tool's --help lists its own; docs/parse.md, docs/prof.md).
 EXIT_USAGE = 2          # bad command line (argparse's own status)
@@ -34,6 +34,22 @@ def cannot_write(path: str, err: Exception) -> PyprofError:
     """The error for an output file (-o, --plot, --parquet) that cannot be written: `path` and
     why, status EXIT_OUTPUT, the same from every tool."""
     return PyprofError(f"{path}: cannot write ({getattr(err, 'strerror', None) or err})", EXIT_OUTPUT)
+
+
+def input_named_by(output: str, inputs: Iterable[str]) -> str | None:
+    """The first of `inputs` that the output file `output` is: the same path, a symbolic or a hard
+    link to it (os.path.samefile); None when it is none of them. Only a regular file can be
+    destroyed by writing an output over it: a device or a FIFO (/dev/stdout) is never an input's
+    file, nor is `-` (stdin)."""
+    if not os.path.isfile(output):
+        return None
+    for path in inputs:
+        try:
+            if path != "-" and os.path.samefile(output, path):
+                return path
+        except OSError:  # an input that does not exist is reported when it is read
+            continue
+    return None
 
 
 def run_cli(prog: str, main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> NoReturn:

@@ -6,8 +6,10 @@ a failed run creates no output file.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -81,7 +83,7 @@ def prof_argv(draw, where: dict) -> list[str]:
     for _ in range(draw(st.integers(0, 5))):
         kind = draw(st.sampled_from(["-c", "-w", "--csv", "--json", "--strict", "--summary", "--by", "--top", "--sort",
                                      "--diff", "file", "junk", "--plot", "--overlap", "--stragglers", "--modules",
-                                     "--parquet", "filter", "--window", "--version"]))
+                                     "--parquet", "filter", "--window", "--version", "-o"]))
         if kind == "-c":
             argv += [draw(st.sampled_from(["-c", "--columns"])), draw(columns)]
         elif kind in ("-w", "--top"):
@@ -101,6 +103,10 @@ def prof_argv(draw, where: dict) -> list[str]:
             # Writing Parquet takes a while: mostly paths that cannot be written.
             argv += [kind, draw(st.sampled_from([where["missing dir"] + ".parquet", where["dir"], where["blank"],
                                                  where["dir"] + "/../out.parquet"]))]
+        elif kind == "-o":
+            argv += [draw(st.sampled_from(["-o", "--output"])),
+                     draw(st.sampled_from([where["dir"] + "/../out.txt", where["dir"], where["dir"] + "/",
+                                           where["missing dir"], where["blank"], "/dev/full"]))]
         elif kind == "--sort":
             argv += [kind, draw(st.sampled_from(list(SORTS) + ["nope"]))]
         elif kind == "--diff":
@@ -150,8 +156,11 @@ def test_prof_flags(where, data):
     argv = data.draw(prof_argv(where))
     stdin = data.draw(st.sampled_from([b"", Path(where["small"]).read_bytes(), b"{oops\n"]))
     before = set(os.listdir(where["dir"]))
+    parent = set(os.listdir(Path(where["dir"]).parent))
+    small = Path(where["small"]).read_bytes()
     res = run_tool("prof", argv, stdin=stdin)
     _check(res, "prof")
+    assert Path(where["small"]).read_bytes() == small, "an input was overwritten"
     parquet = Path(where["dir"]).parent / "out.parquet"
     if parquet.exists():  # a failed run's file, if any, is no Parquet file a reader takes as complete
         pq = pytest.importorskip("pyarrow.parquet")
@@ -163,3 +172,43 @@ def test_prof_flags(where, data):
         parquet.unlink()
     if res.status != 0:
         assert set(os.listdir(where["dir"])) == before, "a failed run left a file"
+        assert set(os.listdir(Path(where["dir"]).parent)) == parent, "a failed run left a file"
+    with contextlib.suppress(FileNotFoundError):
+        (Path(where["dir"]).parent / "out.txt").unlink()
+
+
+@pytest.fixture(scope="module")
+def aliases(tmp_path_factory) -> dict:
+    """An input of each kind and names of it: itself, spelt otherwise, a symbolic and a hard link."""
+    b = tmp_path_factory.mktemp("aliases")
+    records = run_tool("parse", [LENET, "-q"]).out.splitlines()
+    (b / "in.dict").write_bytes(b"\n".join(records[:6]) + b"\n")
+    shutil.copy(LENET, b / "net.sqlite")
+    names = {}
+    for name in ("in.dict", "net.sqlite"):
+        (b / f"sym-{name}").symlink_to(b / name)
+        os.link(b / name, b / f"hard-{name}")
+        names[str(b / name)] = [str(b / name), f"{b}/./{name}", str(b / f"sym-{name}"), str(b / f"hard-{name}")]
+    return names
+
+
+@examples(150)
+@given(data=st.data())
+def test_prof_outputs_never_overwrite_an_input(aliases, data):
+    """Issue 31, item 3, as a class: whatever else the command line says, an output of prof (-o,
+    --plot, --parquet) that names an input (through any spelling or link) fails with a usage error
+    and leaves every input as it was."""
+    names = aliases
+    inputs = sorted(names)
+    kept = {p: Path(p).read_bytes() for p in inputs}
+    victim = data.draw(st.sampled_from(inputs))
+    flag = data.draw(st.sampled_from(["-o", "--output", "--parquet", "--plot"]))
+    argv = [flag, data.draw(st.sampled_from(names[victim]))]
+    argv += data.draw(st.lists(st.sampled_from(["--csv", "--json", "--summary", "--strict", "--modules", "-w=90"]),
+                               max_size=3))
+    argv += data.draw(st.sampled_from([[victim], ["--diff", victim, data.draw(st.sampled_from(inputs))],
+                                       ["--diff", data.draw(st.sampled_from(inputs)), victim]]))
+    res = run_tool("prof", argv)
+    _check(res, "prof")
+    assert res.status == 2, res.err
+    assert {p: Path(p).read_bytes() for p in inputs} == kept

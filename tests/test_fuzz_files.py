@@ -275,7 +275,7 @@ def test_read_again_while_merging_tables_loses_no_kernel_and_leaves_stderr_clean
 def test_parse_outputs_that_cannot_be_written(tmp_path):
     (tmp_path / "dir").mkdir()
     (tmp_path / "file").write_text("x")
-    for out, why in [(tmp_path / "dir", "is a directory; -o takes a file name"),
+    for out, why in [(tmp_path / "dir", "cannot write (Is a directory)"),
                      (tmp_path / "file" / "x.dict", "cannot write (Not a directory)"),
                      (Path("/proc/pyprof.dict"), "cannot write (No such file or directory)")]:
         expect(run_tool("parse", [str(LENET), "-q", "-o", str(out)]), "parse", 10, f"{out}: {why}")
@@ -288,6 +288,84 @@ def test_output_that_names_the_input(tmp_path):
     expect(run_tool("parse", [str(copy), "-o", str(copy)]), "parse", 2,
            f"{copy}: -o names the input export; give another file name")
     assert copy.read_bytes() == LENET.read_bytes()
+
+
+def test_prof_outputs_that_name_an_input_are_refused(tmp_path):
+    """Issue 31, item 3: `prof --parquet in.dict in.dict` replaced its input. Every output of
+    prof (-o, --plot, --parquet) naming an input, by its path or through a symbolic or hard link,
+    is a usage error before anything is read or written."""
+    records = tmp_path / "in.dict"
+    records.write_bytes(b"\n".join(lenet_records()) + b"\n")
+    export = tmp_path / "net.sqlite"
+    shutil.copy(LENET, export)
+    (tmp_path / "sym.dict").symlink_to(records)
+    os.link(records, tmp_path / "hard.dict")
+    kept = {p: p.read_bytes() for p in (records, export)}
+    for argv, out, named in [(["--parquet", records, records], records, records),
+                             (["--parquet", export, export], export, export),
+                             (["-o", tmp_path / "sym.dict", records], tmp_path / "sym.dict", records),
+                             (["--summary", "-o", tmp_path / "hard.dict", records], tmp_path / "hard.dict", records),
+                             (["--plot", export, export], export, export),
+                             (["--diff", records, export, "--output", tmp_path / "hard.dict"], tmp_path / "hard.dict",
+                              records)]:
+        flag = {"--output": "-o"}.get(str(argv[argv.index(out) - 1]), str(argv[argv.index(out) - 1]))
+        expect(run_tool("prof", [str(a) for a in argv]), "prof", 2,
+               f"{out}: {flag} names the input {named}; give another file name")
+    assert {p: p.read_bytes() for p in kept} == kept
+    assert sorted(os.listdir(tmp_path)) == ["hard.dict", "in.dict", "net.sqlite", "sym.dict"]
+
+
+def test_prof_output_option_writes_every_form_exactly_as_named(tmp_path):
+    """Issue 30, item 6: -o FILE was no option of prof (`--summary --csv -o out.csv x.dict` took
+    out.csv for the input). -o writes what stdout would get, to exactly that name, and only
+    when the run succeeded."""
+    records = tmp_path / "in.dict"
+    records.write_bytes(b"\n".join(lenet_records()) + b"\n")
+    for argv in (["--csv"], ["--json"], ["-w", "120"], [], ["--summary"], ["--summary", "--json"],
+                 ["--modules", "--csv"], ["--diff", str(records)]):
+        plain = run_tool("prof", argv + [str(records)])
+        out = tmp_path / "out"
+        res = run_tool("prof", argv + [str(records), "-o", str(out)])
+        assert (res.status, res.out, res.err) == (0, b"", plain.err) and plain.status == 0
+        assert out.read_bytes() == plain.out, argv
+        out.unlink()
+    assert sorted(os.listdir(tmp_path)) == ["in.dict"]
+    # A failed run (under --strict, at the first bad line) leaves no file, not even a temporary one.
+    (tmp_path / "bad.dict").write_bytes(records.read_bytes() + b"oops\n")
+    expect(run_tool("prof", ["--strict", "--csv", "-o", str(tmp_path / "out.csv"), str(tmp_path / "bad.dict")]),
+           "prof", 7, "line 45: not a JSON record (Expecting value)")
+    assert sorted(os.listdir(tmp_path)) == ["bad.dict", "in.dict"]
+
+
+@pytest.mark.parametrize("form", ["-o", "--plot", "--parquet"])
+def test_prof_outputs_that_cannot_be_written(tmp_path, form):
+    """Issue 31, item 10: `--plot roof`, `--plot DIR/`, `--plot /dev/full` wrote roof.png,
+    DIR/.png and /dev/full.png, and reported the name given with status 0."""
+    if form == "--plot":
+        pytest.importorskip("matplotlib")
+    if form == "--parquet":
+        pytest.importorskip("pyarrow")
+    (tmp_path / "dir").mkdir()
+    small = tmp_path / "in.dict"
+    small.write_bytes(b"\n".join(lenet_records()) + b"\n")
+    for out, why in [(f"{tmp_path}/dir", "Is a directory"), (f"{tmp_path}/dir/", "Is a directory"),
+                     (f"{tmp_path}/new/", "Is a directory"), ("/dev/full", "No space left on device"),
+                     (f"{tmp_path}/no/x", "No such file or directory")]:
+        expect(run_tool("prof", [form, out, str(small)]), "prof", 10, f"{out}: cannot write ({why})")
+    assert sorted(os.listdir(tmp_path)) == ["dir", "in.dict"] and os.listdir(tmp_path / "dir") == []
+
+
+def test_plot_is_written_to_exactly_the_name_given(tmp_path):
+    """The image format comes from the extension (PNG for none or an unknown one); the name is
+    never changed."""
+    pytest.importorskip("matplotlib")
+    small = tmp_path / "in.dict"
+    small.write_bytes(b"\n".join(lenet_records()) + b"\n")
+    for name, head in [("roof", b"\x89PNG"), ("roof.svg", b"<?xml"), ("roof.pdf", b"%PDF"), ("roof.x", b"\x89PNG")]:
+        res = run_tool("prof", ["--plot", str(tmp_path / name), str(small)])
+        assert res.status == 0 and res.err_lines[-1] == f"pyprof.prof: roofline of 17 kernels written to {tmp_path / name}"
+        assert (tmp_path / name).read_bytes().startswith(head)
+    assert sorted(os.listdir(tmp_path)) == ["in.dict", "roof", "roof.pdf", "roof.svg", "roof.x"]
 
 
 def test_output_to_special_files_writes_through_them(tmp_path):

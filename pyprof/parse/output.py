@@ -2,35 +2,39 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import sys
 import tempfile
 import threading
-from typing import Iterable, Iterator, TextIO
+from typing import IO, Iterable, Iterator, TextIO
 
-from pyprof.errors import EXIT_OUTPUT, PyprofError, cannot_write
+from pyprof.errors import cannot_write
 from pyprof.progress import Progress
 
 
 @contextlib.contextmanager
-def open_output(path: str | None) -> Iterator[TextIO]:
-    """Yield stdout, or a temporary file beside `path` that is renamed to `path` only on success.
+def open_output(path: str | None, binary: bool = False) -> Iterator[IO]:
+    """Yield stdout, or a temporary file beside `path` that is renamed to `path` only on success
+    (text, UTF-8; `binary`: bytes, for an image or a Parquet file).
 
     On any failure the temporary file is removed, so a file at `path` is always complete. A
     `path` that exists and is no regular file (/dev/stdout, /dev/null, a FIFO) is written as it
     is: renaming onto it would replace the device or pipe itself. A symbolic link is followed.
-    Raises PyprofError (EXIT_OUTPUT) when the output cannot be written.
+    Raises PyprofError (EXIT_OUTPUT, errors.cannot_write) when the output cannot be written: a
+    missing folder, a directory in the way or named with a trailing slash, a full disk.
     """
     if path is None:
-        yield sys.stdout
+        yield sys.stdout.buffer if binary else sys.stdout
         return
     target = os.path.realpath(path)
-    if os.path.isdir(target):
-        raise PyprofError(f"{path}: is a directory; -o takes a file name", EXIT_OUTPUT)
+    if path.endswith(os.sep) or os.path.isdir(target):
+        raise cannot_write(path, IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR)))
+    mode, encoding = ("wb", None) if binary else ("w", "utf-8")
     try:
         if os.path.exists(target) and not os.path.isfile(target):
-            with open(target, "w", encoding="utf-8") as out:
+            with open(target, mode, encoding=encoding) as out:
                 yield out
             return
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=f".{os.path.basename(target)}.",
@@ -38,7 +42,7 @@ def open_output(path: str | None) -> Iterator[TextIO]:
     except OSError as err:
         raise cannot_write(path, err) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
+        with os.fdopen(fd, mode, encoding=encoding) as out:
             yield out
         umask = os.umask(0)
         os.umask(umask)

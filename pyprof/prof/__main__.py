@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import NoReturn, Sequence
 
 from ..cli import Parser, exit_statuses
 from ..errors import (EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_CORRUPT, EXIT_INCOMPLETE, EXIT_INTERRUPTED,
-                      EXIT_NO_INPUT, EXIT_NO_KERNELS, EXIT_OUTPUT, EXIT_TOOL, EXIT_USAGE, PyprofError, run_cli)
+                      EXIT_NO_INPUT, EXIT_NO_KERNELS, EXIT_OUTPUT, EXIT_TOOL, EXIT_USAGE, PyprofError,
+                      input_named_by, run_cli)
+from ..parse.output import open_output
 from . import views
 from .columns import help_table
 from .extend import load_costs
@@ -20,7 +23,7 @@ STATUSES = {
     0: "done (warnings, if any, summarised on stderr in one block)",
     EXIT_USAGE: f"bad command line: a --costs file missing or failing to import, no input with stdin a terminal, unknown option or column, -w outside 1..{MAX_WIDTH} or narrower than the "
                 "columns need, an option given to a view it does not apply to (--top without --summary), a bad "
-                "--kernel REGEX",
+                "--kernel REGEX, an output (-o, --plot, --parquet) that names an input",
     EXIT_NO_INPUT: "input missing or unreadable",
     EXIT_BAD_FORMAT: "neither pyprof records nor an nsys export: no line of the input is a record (a text file, "
                      "a compressed file), a .sqlite that is not an export, an export on stdin (give its path)",
@@ -30,7 +33,8 @@ STATUSES = {
     EXIT_TOOL: "a program or library the run needs is missing: nsys for a .nsys-rep, matplotlib for --plot, "
                "pyarrow for --parquet",
     EXIT_INCOMPLETE: "the input ends where pyprof.parse failed (rows before it were printed)",
-    EXIT_OUTPUT: "the output cannot be written: stdout, the --plot image, the --parquet file",
+    EXIT_OUTPUT: "the output cannot be written: stdout, -o FILE, the --plot image, the --parquet file (a missing "
+                 "folder, a directory, a full disk)",
     EXIT_INTERRUPTED: "interrupted",
 }
 
@@ -60,6 +64,8 @@ def parser() -> argparse.ArgumentParser:
     form.add_argument("--json", action="store_true",
                       help="JSON: one object per kernel per line (typed, keyed by column name; null for na "
                            f"and -); one object for {', '.join(v.FLAG for v in views.VIEWS if v.JSON)}")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="write the table or view to FILE instead of stdout (created only when complete)")
     p.add_argument("--strict", action="store_true", help="stop at the first malformed line (exit status 7)")
     p.add_argument("--costs", action="append", default=[], metavar="FILE",
                    help="a Python file of your own that prices your or a library's ops with "
@@ -94,7 +100,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                           f"{' and '.join(v.FLAG for v in writers)}", EXIT_USAGE)
     for path in args.costs:
         load_costs(path)
-    return views.run(args, chosen)
+    refuse_inputs_as_outputs(args)
+    with open_output(args.output) as out, contextlib.redirect_stdout(out):
+        return views.run(args, chosen)
+
+
+def refuse_inputs_as_outputs(args: argparse.Namespace) -> None:
+    """PyprofError (EXIT_USAGE) when -o, --plot or --parquet names an input, a --costs file
+    included (through a link too): the run would replace a file it reads."""
+    inputs = (args.diff or [args.file]) + args.costs
+    for flag, output in (("-o", args.output), ("--plot", args.plot), ("--parquet", args.parquet)):
+        named = output and input_named_by(output, inputs)
+        if named:
+            raise PyprofError(f"{output}: {flag} names the input {named}; give another file name", EXIT_USAGE)
 
 
 def _on_terminal(stream: object) -> bool:

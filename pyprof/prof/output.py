@@ -71,8 +71,11 @@ def csv_cell(v: object) -> object:
 MIN_ELASTIC = 8
 
 
-def terminal_width(out: TextIO = sys.stdout) -> int | None:
-    """The width of the terminal `out` writes to; None when it is not a terminal (a pipe, a file)."""
+def terminal_width(out: TextIO | None = None) -> int | None:
+    """The width of the terminal `out` (default: sys.stdout, -o's file under -o) writes to; None
+    when it is not a terminal (a pipe, a file)."""
+    if out is None:
+        out = sys.stdout
     try:
         if not out.isatty():
             return None

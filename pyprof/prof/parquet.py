@@ -4,7 +4,7 @@ pyprof.rows give them. Rows are written in row groups as they come: memory stays
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from typing import IO, Any, Iterator
 
 from ..errors import EXIT_TOOL, PyprofError, cannot_write
 from .columns import Column, typed
@@ -24,9 +24,10 @@ def require_pyarrow() -> Any:
 
 
 class ParquetWriter:
-    """Typed rows of `cols` into the Parquet file `path` (written in full by close())."""
+    """Typed rows of `cols` into `out`, the binary file of the Parquet output `path` (named in
+    messages; written in full by close())."""
 
-    def __init__(self, path: str, cols: list[Column]) -> None:
+    def __init__(self, out: IO[bytes], path: str, cols: list[Column]) -> None:
         pa = require_pyarrow()
         arrow = {int: pa.int64(), float: pa.float64(), bool: pa.bool_(), str: pa.string()}
         self._pa = pa
@@ -35,7 +36,7 @@ class ParquetWriter:
         self._columns: list[list] = [[] for _ in cols]
         self._path = path
         with self._writing():
-            self._writer = pa.parquet.ParquetWriter(path, self._schema)
+            self._writer = pa.parquet.ParquetWriter(out, self._schema)
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:

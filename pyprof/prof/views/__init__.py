@@ -18,6 +18,7 @@ such views share one pass over it (scan.feed); or `main(args) -> int`: it reads 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import pkgutil
 from types import ModuleType
@@ -66,16 +67,21 @@ def run(args: argparse.Namespace, views: list[ModuleType]) -> int:
     """Run `views` (from chosen()); returns the exit status."""
     if len(views) == 1 and hasattr(views[0], "main"):
         return views[0].main(args)
-    sinks = [v.sink(args) for v in views]
-    keep = filters.build(args)
-    census = None if keep is None else filters.Census(args, keep)
-    fed = sinks if census is None else [filters.Filtered(s, keep) for s in sinks] + [census]
-    tally = Tally()
-    # Only the table writes while it reads: a progress line would break into its rows.
-    progress = on_terminal("pyprof.prof", results_at_end=table not in views)
-    feed(numbered(args.file, tally, args.strict, args.memcpy), tally, fed, args.strict, progress)
-    for view, sink in zip(views, sinks):
-        view.write(sink, args)
+    with contextlib.ExitStack() as files:
+        # A sink writing a file of its own is a context manager: a failed run removes the file.
+        sinks = [v.sink(args) for v in views]
+        for s in sinks:
+            if hasattr(s, "__exit__"):
+                files.enter_context(s)
+        keep = filters.build(args)
+        census = None if keep is None else filters.Census(args, keep)
+        fed = sinks if census is None else [filters.Filtered(s, keep) for s in sinks] + [census]
+        tally = Tally()
+        # Only the table writes while it reads: a progress line would break into its rows.
+        progress = on_terminal("pyprof.prof", results_at_end=table not in views)
+        feed(numbered(args.file, tally, args.strict, args.memcpy), tally, fed, args.strict, progress)
+        for view, sink in zip(views, sinks):
+            view.write(sink, args)
     if census is not None:
         census.report()
     tally.report()

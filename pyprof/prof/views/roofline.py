@@ -16,12 +16,14 @@ anyway, so no streaming reduction is attempted.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import defaultdict
 from types import ModuleType
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
 from ...errors import EXIT_TOOL, PyprofError, cannot_write
+from ...parse.output import open_output
 from ...text import count
 from ..analysis import Facts
 from ..columns import over_roof
@@ -42,7 +44,9 @@ COLOURS = {True: ("#2a9d3f", "Tensor Cores (tc 1)"), False: ("#d62728", "matrix 
 
 def add_arguments(group: argparse._ArgumentGroup) -> None:
     """--plot PNG."""
-    group.add_argument("--plot", metavar="PNG", help="write a roofline plot of every kernel (needs matplotlib)")
+    group.add_argument("--plot", metavar="PNG", help="write a roofline plot of every kernel to PNG, exactly that "
+                                                     "name, in the format its extension names (.svg, .pdf, ...; "
+                                                     "PNG for any other) (needs matplotlib)")
 
 
 def wanted(args: argparse.Namespace) -> bool:
@@ -224,13 +228,22 @@ def plot(pts: Points, path: str) -> list[str]:
         notes.append(f"roofline: {count(pts.trivial, 'trivial kernel')} (fewer than {TRIVIAL} FLOPs) not plotted")
     fig.tight_layout()
     try:
-        fig.savefig(path)
-    except (OSError, ValueError) as err:
+        # Into a file object with the format named: savefig given a name adds ".png" to one
+        # without an extension (and writes DIR/.png for DIR/).
+        with open_output(path, binary=True) as out:
+            fig.savefig(out, format=image_format(path, fig.canvas.get_supported_filetypes()))
+    except ValueError as err:
         raise cannot_write(path, err) from None
     finally:
         plt.close(fig)
     notes.append(f"roofline of {count(len(pts.points), 'kernel')} written to {path}")
     return notes
+
+
+def image_format(path: str, formats: Iterable[str]) -> str:
+    """The image format of `path`: its extension where it is one of `formats`, else "png"."""
+    ext = os.path.splitext(path)[1][1:].lower()
+    return ext if ext in formats else "png"
 
 
 def _label(fig, ax, chosen: list[tuple]) -> list:

@@ -6,11 +6,13 @@ keyed by column name and typed (columns.typed): `na` and `-` are empty in CSV, n
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from types import ModuleType
-from typing import Callable, TextIO
+from typing import Any, Callable, TextIO
 
 from ...errors import EXIT_USAGE, PyprofError
+from ...parse.output import open_output
 from ..analysis import Facts
 from ..columns import ABSENT, DEFAULT, NA, Column, select
 from ..output import (TextColumn, check_width, columnated_writer, csv_writer, json_lines_writer, narrowest,
@@ -88,14 +90,16 @@ def _csv_cells(write: Callable[[list[str]], None]) -> Callable[[list[str]], None
 
 class Table:
     """A scan.Sink writing one row per record to `out` as it comes (a file of its own for
-    `parquet`). `width`: columnated to that width; None: space separated. The header is written,
-    and the Parquet file created, with the first row or by close(): an input that turns out not
-    to be records leaves stdout empty and no file behind."""
+    `parquet`). `width`: columnated to that width; None: space separated. The header is written
+    with the first row or by close(): an input that turns out not to be records leaves stdout
+    empty. The Parquet file is written to a temporary file, renamed by close(); a context manager,
+    so that a failed run removes it."""
 
     def __init__(self, out: TextIO, cols: list[Column], width: int | None = None, as_csv: bool = False,
                  as_json: bool = False, parquet: str | None = None, text: list[TextColumn] | None = None) -> None:
         self._form = (out, cols, width, as_csv, as_json, parquet, text)
         self._finish: Callable[[], None] = lambda: None
+        self._files = contextlib.ExitStack()
         self.write = self._first_row
         self.cells = Cells(cols)
         self.needs_facts = self.cells.needs_facts
@@ -105,7 +109,7 @@ class Table:
         names = [c.name for c in cols]
         if parquet is not None:
             from ..parquet import ParquetWriter
-            writer = ParquetWriter(parquet, cols)
+            writer = ParquetWriter(self._files.enter_context(open_output(parquet, binary=True)), parquet, cols)
             self._finish = writer.close
             return writer.write
         if as_json:
@@ -126,6 +130,13 @@ class Table:
         if self.write == self._first_row:
             self.write = self._begin()
         self._finish()
+        self._files.close()
+
+    def __enter__(self) -> "Table":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._files.__exit__(*exc)  # a run that failed: the Parquet file's temporary file removed
 
     def add(self, rec: dict, facts: Facts) -> None:
         """Write the row of one record."""
