@@ -506,3 +506,17 @@ def test_names_with_line_breaks_keep_each_row_on_its_line():
     assert lines[lines.index("advice:") + 1].startswith(
         "- fp32 matmul/conv on CUDA cores: 1 kernel, 3.5 us = 100.0% of GPU time (x y 3.5 us)")
     assert all(line.isprintable() for line in lines)
+
+
+# --- issue 31: what an outside fuzz review found ---------------------------------------------------
+
+def test_a_long_original_pyprof_line_is_refused_unread(tmp_path):
+    """Issue 31, item 8: every line starting with `{` that is no JSON went to ast.literal_eval,
+    whatever its length: a 10 MB line took 31 s and 4.8 GB. A line longer than any the old tool
+    wrote is skipped with its reason, unread."""
+    path = tmp_path / "big.dict"
+    path.write_bytes(lenet_records()[0] + b"\n{'kShortName': [" + b"1," * 5_000_000 + b"]}\n")
+    res = run_tool("prof", ["-c", "kernel", str(path)])
+    assert (res.status, len(res.out.splitlines())) == (0, 2)
+    assert res.err_lines[-1] == ("  1 malformed line skipped (the first: line 2: not a JSON record, and at 10,000,018 "
+                                 "characters too long for an original-PyProf line (at most 65,536))")
