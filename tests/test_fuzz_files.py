@@ -468,23 +468,57 @@ def test_subprocess_subset(argv, stdin, status):
 
 # --- prof: names from the trace that hold line breaks --------------------------------------------
 
-@pytest.mark.parametrize("view", [["--summary"], ["--modules"], ["--overlap"], ["--diff", "SELF"]])
-def test_times_beyond_64_bits_are_a_skipped_record(tmp_path, view):
+@pytest.mark.parametrize("view", [["--summary"], ["--modules"], ["--overlap"], ["--diff", "SELF"], ["-c", "kernel,sil"],
+                                  ["--csv"], ["--json"], ["--parquet", "OUT"], ["--plot", "OUT"]])
+@pytest.mark.parametrize("duration, why", [(-int("9" * 400), "ValueError: kDuration is outside the signed 64-bit range"),
+                                           (2**63, "ValueError: kDuration is outside the signed 64-bit range"),
+                                           (float("nan"), "TypeError: kDuration is float, not an integer")])
+def test_times_beyond_64_bits_are_a_skipped_record(tmp_path, view, duration, why):
     """A time of 400 digits overflowed float conversion in the summary's statistics and units
-    (a traceback, found by test_summary after the merge); every view now skips the record as
-    one whose fields are not understood, like a time of the wrong type."""
+    (a traceback, found by test_summary after the merge). Issue 31, item 9: 2^63 ended --parquet
+    in a traceback and the table printed it while --summary skipped it; a NaN ended --plot in one.
+    Every view, and every form of the table, now skips the record as one whose fields are not
+    understood, like a time of the wrong type."""
+    if "--plot" in view:
+        pytest.importorskip("matplotlib")
+    if "--parquet" in view:
+        pytest.importorskip("pyarrow")
     recs = [json.loads(line) for line in lenet_records()]
-    recs[1]["kDuration"] = -int("9" * 400)
+    recs[1]["kDuration"] = duration
     path = tmp_path / "big.dict"
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
-    argv = [str(path) if a == "SELF" else a for a in view] + ([] if "--diff" in view else [str(path)])
+    out = tmp_path / "out"
+    argv = [str(path) if a == "SELF" else str(out) if a == "OUT" else a for a in view]
+    argv += [] if "--diff" in view else [str(path)]
     if "--diff" in view:
         argv.append(str(path))
     res = run_tool("prof", argv)
     assert res.status == 0, res.err
-    skipped = ("1 malformed line skipped (the first: line 2: record fields not understood (ValueError: kDuration "
-               "is beyond 64 bits (1329 bits)))")
+    skipped = f"1 malformed line skipped (the first: line 2: record fields not understood ({why}))"
     assert f"  {skipped}" in res.err_lines
+    if "kernel,sil" in view:
+        assert len(res.out.splitlines()) == len(recs)  # the header and every other record
+    if "--parquet" in view:
+        assert pytest.importorskip("pyarrow.parquet").read_table(out).num_rows == len(recs) - 1
+
+
+def test_names_parquet_and_the_plot_cannot_encode_are_written_escaped(tmp_path):
+    """Issue 31, item 9: a lone surrogate (a JSON escape) in a kernel or op name ended --parquet
+    and --plot in a traceback. They are written as stdout writes them, `\\udcff`."""
+    pytest.importorskip("matplotlib")
+    pq = pytest.importorskip("pyarrow.parquet")
+    recs = [json.loads(line) for line in lenet_records()]
+    for r in recs:
+        r.update(kShortName="k\udcff", op="o\ud800p")
+    path = tmp_path / "odd.dict"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    res = run_tool("prof", ["--parquet", str(tmp_path / "out.parquet"), "-c", "kernel,op", str(path)])
+    assert (res.status, res.err) == (0, "")
+    table = pq.read_table(tmp_path / "out.parquet")
+    assert table.column("kernel").to_pylist() == ["k\\udcff"] * len(recs)
+    assert table.column("op").to_pylist()[0] == "o\\ud800p"
+    res = run_tool("prof", ["--plot", str(tmp_path / "roof.png"), str(path)])
+    assert (res.status, res.err_lines[-1]) == (0, f"pyprof.prof: roofline of 17 kernels written to {tmp_path / 'roof.png'}")
 
 
 def test_names_with_line_breaks_keep_each_row_on_its_line():

@@ -23,6 +23,20 @@ def require_pyarrow() -> Any:
     return pyarrow
 
 
+def _storable(name: str, kind: type, v: Any) -> Any:
+    """`v` as Parquet can hold it: text the way stdout shows it (a lone surrogate from a JSON
+    escape is no UTF-8: written `\\udcff`, as run_cli's stdout writes it); ValueError for an
+    integer beyond int64."""
+    if kind is str and v is not None and not v.isascii():
+        try:
+            v.encode()
+        except UnicodeEncodeError:
+            return v.encode("utf-8", "backslashreplace").decode()
+    elif kind is int and v is not None and not -2**63 <= v < 2**63:
+        raise ValueError(f"{name} is outside the signed 64-bit range of Parquet's int64")
+    return v
+
+
 class ParquetWriter:
     """Typed rows of `cols` into `out`, the binary file of the Parquet output `path` (named in
     messages; written in full by close())."""
@@ -31,6 +45,7 @@ class ParquetWriter:
         pa = require_pyarrow()
         arrow = {int: pa.int64(), float: pa.float64(), bool: pa.bool_(), str: pa.string()}
         self._pa = pa
+        self._cols = cols
         self._kinds = [c.type for c in cols]
         self._schema = pa.schema([(c.name, arrow[c.type]) for c in cols])
         self._columns: list[list] = [[] for _ in cols]
@@ -47,11 +62,19 @@ class ParquetWriter:
             raise cannot_write(self._path, err) from None
 
     def write(self, values: list[str]) -> None:
-        """Add one row (prof's printed cells)."""
-        for column, kind, v in zip(self._columns, self._kinds, values):
-            column.append(typed(kind, v))
+        """Add one row (prof's printed cells). ValueError, before anything is added, for an
+        integer Parquet's int64 cannot hold: the record is skipped and counted (scan.Sink)."""
+        row = [_storable(c.name, kind, typed(kind, v)) for c, kind, v in zip(self._cols, self._kinds, values)]
+        for column, v in zip(self._columns, row):
+            column.append(v)
         if len(self._columns[0]) >= ROW_GROUP:
             self._flush()
+
+    def abort(self) -> None:
+        """Stop writing after a failure (the file is removed): pyarrow's writer is closed now, not
+        when it is collected, after its file was closed ("Exception ignored ... closed file")."""
+        with contextlib.suppress(Exception):
+            self._writer.close()
 
     def _flush(self) -> None:
         if self._columns[0]:

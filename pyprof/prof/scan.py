@@ -23,8 +23,21 @@ def time_field(rec: dict, key: str) -> int:
     if type(v) is not int:  # bool is not a time either
         raise TypeError(f"{key} is {type(v).__name__}, not an integer")
     if not -2**63 <= v < 2**63:
-        raise ValueError(f"{key} is beyond 64 bits ({v.bit_length()} bits)")
+        raise ValueError(f"{key} is outside the signed 64-bit range")
     return v
+
+
+TIME_FIELDS = ("kStart", "kEnd", "kDuration")
+
+
+def check_times(rec: dict) -> None:
+    """Raise time_field's error for a time field of `rec` that is there (not None) but no 64-bit
+    integer: such a record is malformed for every view alike (the table would print 1e19 that
+    --summary skips, Parquet could not hold it, a NaN would reach the plot's axes)."""
+    for key in TIME_FIELDS:
+        v = rec.get(key)
+        if v is not None and (type(v) is not int or not -2**63 <= v < 2**63):
+            time_field(rec, key)
 
 
 class Sink(Protocol):
@@ -45,8 +58,9 @@ def analysed(numbered: Iterable[tuple[int, dict]], tally: Tally, strict: bool = 
     record) pairs, e.g. reader.records), in input order.
 
     `analyse=False` gives every record one blank Facts (for columns that need no analysis).
-    A record whose fields have the wrong types (an error from the analysis or from `fn`) is
-    reported like a malformed line and skipped, or is fatal under `strict`. `progress`, when on,
+    A record whose fields have the wrong types (a time field that is no 64-bit integer, an
+    error from the analysis or from `fn`) is reported like a malformed line and skipped, or is
+    fatal under `strict`. `progress`, when on,
     shows the records read.
     """
     analyzer = Analyzer(tally) if analyse else None
@@ -56,6 +70,7 @@ def analysed(numbered: Iterable[tuple[int, dict]], tally: Tally, strict: bool = 
         if shown and not lineno & 0x3FFF:
             progress.update(lineno)
         try:
+            check_times(rec)
             facts = analyzer.facts(rec) if analyzer else blank
             value = fn(rec, facts) if fn is not None else None
         except FIELD_ERRORS as err:

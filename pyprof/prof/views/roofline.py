@@ -22,7 +22,7 @@ from collections import defaultdict
 from types import ModuleType
 from typing import Iterable, NamedTuple
 
-from ...errors import EXIT_TOOL, PyprofError, cannot_write
+from ...errors import EXIT_TOOL, PyprofError, cannot_write, one_line
 from ...parse.output import open_output
 from ...text import count
 from ..analysis import Facts
@@ -97,7 +97,7 @@ class Points:
             return
         gpu = rec.get("gpu")
         if self.gpu is None and isinstance(gpu, dict) and gpu.get("name"):
-            self.gpu = gpu["name"]
+            self.gpu = one_line(str(gpu["name"]))
         if self.peaks is None and f.peaks is not None:
             self.peaks = f.peaks
         dur = rec.get("kDuration")
@@ -109,8 +109,9 @@ class Points:
             return
         if f.path:
             self.paths.add(f.path)
-        self.points.append(Point(f.flops / f.bytes, f.flops / dur * 1e-3, dur, f.tc, rec.get("op") or "?",
-                                 rec.get("kShortName") or "?", over_roof(rec, f)))
+        # Names as stderr shows them (errors.one_line): matplotlib cannot draw a lone surrogate.
+        self.points.append(Point(f.flops / f.bytes, f.flops / dur * 1e-3, dur, f.tc, one_line(str(rec.get("op") or "?")),
+                                 one_line(str(rec.get("kShortName") or "?")), over_roof(rec, f)))
 
 
 def sink(args: argparse.Namespace) -> Points:

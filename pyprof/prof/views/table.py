@@ -110,6 +110,7 @@ class Table:
         if parquet is not None:
             from ..parquet import ParquetWriter
             writer = ParquetWriter(self._files.enter_context(open_output(parquet, binary=True)), parquet, cols)
+            self._files.callback(writer.abort)  # before the file is closed and removed
             self._finish = writer.close
             return writer.write
         if as_json:
