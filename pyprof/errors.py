@@ -5,6 +5,8 @@ traceback: users pipe these tools into each other and read the first line that w
 """
 from __future__ import annotations
 
+import errno
+import io
 import os
 import sys
 from typing import Callable, Iterable, NoReturn, Sequence
@@ -54,6 +56,7 @@ def input_named_by(output: str, inputs: Iterable[str]) -> str | None:
 
 def run_cli(prog: str, main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> NoReturn:
     """Run `main(argv)` and exit with its status, turning PyprofError into `prog: error: msg`."""
+    closed_streams()
     # Names from a trace may hold what the terminal's encoding cannot show (a lone surrogate
     # from a JSON escape, any non-Latin-1 text under a Latin-1 locale): shown escaped, not fatal.
     reconfigure = getattr(sys.stdout, "reconfigure", None)
@@ -80,6 +83,37 @@ def run_cli(prog: str, main: Callable[[Sequence[str] | None], int], argv: Sequen
         _drop_stdout()
         status = EXIT_OUTPUT
     sys.exit(status)
+
+
+class ClosedStdout(io.TextIOBase):
+    """sys.stdout of a process started with its stdout closed (`>&-`): writing to it fails as a
+    full disk does (run_cli: status EXIT_OUTPUT, one line), rather than the text vanishing."""
+
+    def write(self, text: str) -> int:
+        """Refuse: there is no stdout."""
+        raise OSError(errno.EBADF, "stdout is closed")
+
+
+def closed_streams() -> None:
+    """Make a process started with stdin, stdout or stderr closed (`<&-`, `>&-`, `2>&-`; Python
+    sets sys.stdin/stdout/stderr to None) fail in the documented way: its descriptor is taken by
+    /dev/null, so that no file the tool opens gets it (a library writing to descriptor 1 would
+    write into it); a closed stdout refuses writes (ClosedStdout), a closed stderr is /dev/null
+    (the status still tells), a closed stdin stays None (reader.open_input: status 3)."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        if getattr(sys, name) is not None:
+            continue
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+        if name == "stdout":
+            sys.stdout = ClosedStdout()
+        elif name == "stderr":
+            sys.stderr = open(os.devnull, "w")
 
 
 def one_line(text: str) -> str:

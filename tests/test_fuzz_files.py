@@ -554,3 +554,35 @@ def test_a_long_original_pyprof_line_is_refused_unread(tmp_path):
     assert (res.status, len(res.out.splitlines())) == (0, 2)
     assert res.err_lines[-1] == ("  1 malformed line skipped (the first: line 2: not a JSON record, and at 10,000,018 "
                                  "characters too long for an original-PyProf line (at most 65,536))")
+
+
+@pytest.mark.parametrize("tool, redirect, status, line", [
+    ("prof", ">&-", 10, "cannot write the output: stdout is closed"),
+    ("prof", "<&-", 3, "cannot read stdin: it is closed (give a record file)"),
+    ("prof", "2>&- >&-", 10, None),
+    ("prof", "2>&-", 3, None),
+    ("parse", ">&-", 10, "cannot write the output: stdout is closed"),
+    ("parse", "2>&- >&-", 10, None),
+    ("parse", "2>&-", 3, None),
+])
+def test_closed_standard_streams(tmp_path, tool, redirect, status, line):
+    """Issue 31, item 13: a tool started with stdout, stdin or stderr closed ended in an
+    AttributeError traceback, or exited 1 in silence. Now the documented status, and one line
+    where there is a stderr; a file opened meanwhile never takes the closed descriptor."""
+    records = tmp_path / "in.dict"
+    records.write_bytes(b"\n".join(lenet_records()) + b"\n")
+    given = {"prof": str(records), "parse": str(LENET)}[tool]
+    if redirect == "<&-":
+        given = ""
+    elif redirect == "2>&-":
+        given = str(tmp_path / "missing")
+    proc = subprocess.run(["bash", "-c", f'exec {redirect}; exec "$@"', "-", sys.executable, "-m", f"pyprof.{tool}"]
+                          + ([given] if given else []), capture_output=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert (proc.returncode, proc.stderr.decode()) == (status, f"pyprof.{tool}: error: {line}\n" if line else "")
+    # With -o, a closed stdout is no matter.
+    if redirect == ">&-":
+        out = tmp_path / "out"
+        proc = subprocess.run(["bash", "-c", f'exec {redirect}; exec "$@"', "-", sys.executable, "-m", f"pyprof.{tool}",
+                               given, "-q" if tool == "parse" else "--csv", "-o", str(out)],
+                              capture_output=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        assert (proc.returncode, proc.stderr) == (0, b"") and len(out.read_bytes().splitlines()) in (44, 45)

@@ -66,6 +66,8 @@ def _parsed(path: str, tally: Tally, memcpy: bool) -> Iterator[tuple[int, dict]]
 def open_input(path: str) -> BinaryIO:
     """The record file at `path` (stdin for `-`), binary; PyprofError when it cannot be read."""
     if path == "-":
+        if sys.stdin is None:  # started with stdin closed (`<&-`)
+            raise PyprofError("cannot read stdin: it is closed (give a record file)", EXIT_NO_INPUT)
         return sys.stdin.buffer
     try:
         return open(path, "rb")
