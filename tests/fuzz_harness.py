@@ -184,3 +184,18 @@ settings.load_profile("pyprof-fuzz")
 def examples(n: int) -> settings:
     """Settings for a property run over `n` generated cases (times PYPROF_FUZZ when set)."""
     return settings(max_examples=n * max(1, _DEEP))
+
+
+def cached_bytes() -> int:
+    """What the marker caches of pyprof.init() (pyprof.nvtx.marker.budget's) really hold, in
+    bytes, counted here independently of their own accounting: each key (bytes from the C hit
+    path, a tuple of parts from the Python one), each text, and each tuple kept for its id with
+    its items. Objects that live anyway (types, dtypes, the user's code objects) are not counted."""
+    from pyprof.nvtx.marker import budget
+
+    def size(v: object, depth: int = 0) -> int:
+        if isinstance(v, (tuple, list)) and depth < 3:
+            return sys.getsizeof(v) + sum(size(e, depth + 1) for e in v)
+        return sys.getsizeof(v) if isinstance(v, (str, bytes, int, float, complex)) else 0
+
+    return sum(size(k) + size(v) for cache in list(budget.caches.values()) for k, v in list(cache.items()))

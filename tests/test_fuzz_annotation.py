@@ -33,7 +33,7 @@ torch = pytest.importorskip("torch", reason="the annotation wraps torch: needs t
 import torch.nn.functional as F  # noqa: E402
 
 import pyprof  # noqa: E402
-from fuzz_harness import examples  # noqa: E402
+from fuzz_harness import cached_bytes, examples  # noqa: E402
 from pyprof.nvtx import emit, recording, wrappers  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -400,6 +400,42 @@ def test_hostile_arguments_change_nothing(pyprof_on, target, args, kwargs):
     for marker in rec.markers:  # json.loads: every text is JSON
         assert marker["kind"] == "op"
     assert rec._stacks.get(threading.get_ident(), []) == []
+
+
+# --- size-bounded caches: large arguments, new at every call ----------------------------------
+
+big_recipes = st.tuples(st.sampled_from(["int tuple", "float tuple", "str tuple", "str", "list", "nested"]),
+                        st.integers(0, 40_000)).map(lambda k: (lambda i: {
+                            "int tuple": lambda: tuple(range(i, i + k[1])),
+                            "float tuple": lambda: tuple(float(j) for j in range(i, i + k[1] // 8)),
+                            "str tuple": lambda: tuple(str(j) for j in range(i, i + k[1] // 8)),
+                            "str": lambda: "s" * (k[1] + i),
+                            "list": lambda: [i] * k[1],
+                            "nested": lambda: ((i,) * 8, "t" * (k[1] // 4 + i), tuple(range(k[1] // 4)))}[k[0]]()))
+
+
+@examples(60)
+@given(recipes=st.lists(big_recipes, min_size=1, max_size=3), calls=st.integers(1, 20))
+def test_marker_caches_hold_at_most_their_bytes_whatever_the_arguments(pyprof_on, recipes, calls):
+    """Issue 31, item 6, as a class: calls whose arguments are large and new at every call (long
+    tuples of any scalars, long strings, lists, nests of them) through wrapped torch functions and
+    a wrap()ed user function: the marker caches never hold more than their byte bound."""
+    from pyprof.nvtx.marker import budget
+
+    limit, budget.limit = budget.limit, 1 << 20
+    budget.clear()
+    user = pyprof.wrap(lambda *a: None, "user")
+    try:
+        with recording():
+            for i in range(calls):
+                args = [r(i) for r in recipes]
+                user(*args)
+                if type(args[0]) is tuple and all(type(v) is int for v in args[0]):
+                    torch.tensor(args[0])
+                assert cached_bytes() <= budget.limit and budget.held <= budget.limit
+    finally:
+        budget.limit = limit
+        budget.clear()
 
 
 # --- threads, toggles and exit under a live NVTX tool --------------------------------------------

@@ -501,3 +501,32 @@ def test_a_call_traced_by_torch_jit_and_the_same_call_untraced_get_their_own_mar
     site = f"{HERE}:{line}"
     traced = '{"v":1,"kind":"op","mod":"torch","op":"neg","args":[{"type":"Tensor"}],"site":"%s"}' % site
     assert [r.text for r in rec.ranges] == [traced, op_marker("torch", "neg", (x,), {}, site=site), traced]
+
+
+def test_the_marker_caches_stay_under_their_byte_bound_when_arguments_are_large_and_new(on, monkeypatch) -> None:
+    """Issue 31, item 6: a fresh 100,000-int tuple per call reached 8.5 GB under init(): the
+    tuple-text cache kept up to 8,192 such tuples, and the C key of each cached marker held every
+    int. The caches are now bounded in bytes (marker.CACHE_BYTES, here 1 MiB), a long tuple is
+    keyed by the text its marker writes (its first MAX_LIST items and its length)."""
+    from fuzz_harness import cached_bytes
+    from pyprof.nvtx.marker import MAX_LIST, budget, tuple_texts
+
+    monkeypatch.setattr(budget, "limit", 1 << 20)
+    budget.clear()
+    user = pyprof.wrap(lambda *a: None, "user")
+    peak = 0
+    with recording() as rec:
+        for i in range(300):
+            torch.tensor(tuple(range(i, i + 10_000)))
+            user("x" * (5_000 + i), [i] * 5_000, tuple(float(j) for j in range(i, i + 2_000)))
+            peak = max(peak, cached_bytes())
+            assert budget.held <= budget.limit
+    assert peak <= budget.limit, peak
+    assert all(len(v[0]) <= MAX_LIST for v in tuple_texts.values())
+    # Markers are still found: the same long tuple, at one site, is one cached text.
+    t = tuple(range(100_000))
+    with recording() as rec:
+        for _ in range(3):
+            torch.tensor(t)
+    assert rec.ranges[0].text is rec.ranges[2].text and '{"more":99984}' in rec.ranges[0].text
+    assert len(rec.markers) == 3 and rec.markers[0]["args"][0][:3] == [0, 1, 2]

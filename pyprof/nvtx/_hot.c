@@ -221,6 +221,9 @@ done:
     return r;
 }
 
+/* The longest tuple keyed by its ints: marker.MAX_LIST, the items a tuple's text writes. */
+#define KEY_TUPLE_INTS 16
+
 /* One argument's part of the key (what memo._key's part tells apart, by other means). */
 static int kb_part(keybuf *b, PyObject *a)
 {
@@ -250,9 +253,11 @@ static int kb_part(keybuf *b, PyObject *a)
         double d = PyFloat_AS_DOUBLE(a);
         return kb_tag(b, 'd') < 0 ? -1 : kb_put(b, &d, sizeof d);
     } else if (t == (PyObject *)&PyTuple_Type) {
-        /* a tuple of ints by its values; any other by its text */
+        /* a short tuple of ints by its values; any other by its text, which a long tuple's is
+         * from its first KEY_TUPLE_INTS items (keying all of a fresh 100,000-int tuple made each
+         * cached key 800 KB) */
         Py_ssize_t start = b->n;
-        int r = kb_tag(b, '(') < 0 ? -1 : kb_ints(b, a);
+        int r = PyTuple_GET_SIZE(a) > KEY_TUPLE_INTS ? 0 : kb_tag(b, '(') < 0 ? -1 : kb_ints(b, a);
         if (r != 0)
             return r < 0 ? -1 : 0;
         b->n = start;

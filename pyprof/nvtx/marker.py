@@ -9,6 +9,7 @@ device synchronization or copy can happen.
 from __future__ import annotations
 
 import json
+import weakref
 from json.encoder import encode_basestring_ascii as _quote
 from typing import Any, Mapping, Optional, Sequence
 
@@ -19,6 +20,67 @@ from .emit import SCHEMA_VERSION, layer_marker
 MAX_LIST = 16   # list elements kept before {"more": N}
 MAX_DEPTH = 3   # list nesting levels written; a deeper list is {"type":"list"}
 _CACHE_LIMIT = 8192
+# Bytes the caches of marker texts hold together (these here and the wrappers', pyprof.nvtx.memo),
+# as SizedCache counts them: arguments that are large and new at every call (a fresh 100,000-int
+# tuple) must not make memory grow with the entries' number.
+CACHE_BYTES = 64 << 20
+
+
+class Budget:
+    """The bytes several SizedCaches may hold together: passing `limit` empties them all."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+        self.caches: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # id -> cache (dicts are unhashable)
+
+    def cache(self, entries: int) -> "SizedCache":
+        """A new cache of at most `entries` entries under this budget."""
+        c = SizedCache(self, entries)
+        self.caches[id(c)] = c
+        return c
+
+    def clear(self) -> None:
+        """Empty every cache of this budget."""
+        for c in list(self.caches.values()):
+            c.clear()
+        self.held = 0
+
+
+class SizedCache(dict):
+    """A dict of cached texts bounded by entries and, with the other caches of its Budget, by
+    bytes; an entry of more than a 64th of the budget is not kept (built again at each call). A
+    dict, so that the C hit path (pyprof.nvtx._hot) reads it as one."""
+
+    __slots__ = ("budget", "entries", "held", "__weakref__")
+
+    def __init__(self, budget: Budget, entries: int) -> None:
+        super().__init__()
+        self.budget = budget
+        self.entries = entries
+        self.held = 0
+
+    def put(self, key: Any, value: Any, size: int) -> None:
+        """Store `value` under `key`, `size` bytes as the caller counts them (key and value)."""
+        budget = self.budget
+        if size > budget.limit >> 6:
+            return
+        if len(self) >= self.entries:
+            self.clear()
+        if budget.held + size > budget.limit:
+            budget.clear()
+        self[key] = value
+        self.held += size
+        budget.held += size
+
+    def clear(self) -> None:
+        """Empty it, and give its bytes back to the budget."""
+        self.budget.held -= self.held
+        self.held = 0
+        super().clear()
+
+
+budget = Budget(CACHE_BYTES)
 
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
@@ -27,13 +89,15 @@ _channels_last = torch.channels_last
 _channels_last_3d = torch.channels_last_3d
 _DisableTorchFunctionSubclass = torch._C.DisableTorchFunctionSubclass
 
-_tensor_text: dict = {}  # (shape, dtype[, strides]) -> text; shapes repeat in training loops
+_tensor_text = budget.cache(_CACHE_LIMIT)  # (shape, dtype[, strides]) -> text; shapes repeat in training loops
 _dtype_text: dict = {}   # dtype -> '"float32"'
 _misc_text: dict = {}    # dtype/device/memory_format value -> text
-_key_text: dict = {}     # kwarg name -> '"name":'
-# id(tuple) -> (tuple, text) for tuples of immutable scalars: stride/padding tuples stored on
-# modules and tuple constants in code come back as the same object call after call.
-tuple_texts: dict = {}
+_key_text = budget.cache(_CACHE_LIMIT)     # kwarg name -> '"name":'
+# id(tuple) -> (tuple, text) for short tuples (at most MAX_LIST) of immutable scalars:
+# stride/padding tuples stored on modules and tuple constants in code come back as the same object
+# call after call. A longer one is written from its first MAX_LIST items alone, cheaply, and
+# holding it would hold all its items.
+tuple_texts = budget.cache(_CACHE_LIMIT)
 _SCALARS = frozenset({int, float, bool, str, type(None)})
 
 
@@ -62,7 +126,7 @@ def _tensor(t: torch.Tensor) -> str:
             s = _tensor_text.get(key)
             if s is None:
                 s = '{"shape":' + _ints(shape) + ',"dtype":' + _dtype_json(dtype) + "}"
-                _store(_tensor_text, key, s)
+                _tensor_text.put(key, s, _tensor_bytes(s, shape))
             return s
         if t.layout is not _strided:
             return _tensor_plain(t)
@@ -77,12 +141,18 @@ def _tensor(t: torch.Tensor) -> str:
                 s += ',"format":"channels_last_3d"}'
             else:
                 s += ',"strides":' + _ints(strides) + "}"
-            _store(_tensor_text, key, s)
+            _tensor_text.put(key, s, _tensor_bytes(s, shape))
         return s
     except Exception:
         # Sparse and nested tensors have no strides, vmap's batched tensors refuse some layout
         # queries, symbolic shapes are not ints: say what can be said.
         return _tensor_plain(t)
+
+
+def _tensor_bytes(text: str, shape: Sequence[int]) -> int:
+    # A generous count of an entry's bytes: the text, and per dimension a size and a stride in
+    # the key (each an int object and a slot of its tuple).
+    return len(text) + 144 * len(shape) + 400
 
 
 def _tensor_plain(t: torch.Tensor) -> str:
@@ -97,12 +167,6 @@ def _tensor_subclass(t: torch.Tensor) -> str:
     # effects (and possibly more wrapped calls).
     with _DisableTorchFunctionSubclass():
         return _tensor(t)
-
-
-def _store(cache: dict, key: Any, value: Any) -> None:
-    if len(cache) >= _CACHE_LIMIT:
-        cache.clear()
-    cache[key] = value
 
 
 def _float(v: float) -> str:
@@ -125,9 +189,10 @@ def _seq(v: Sequence[Any], level: int) -> str:
         s = "[" + ",".join([encode(e, level + 1) for e in v]) + "]"
     else:
         s = "[" + ",".join([encode(e, level + 1) for e in v[:MAX_LIST]]) + ',{"more":' + str(n - MAX_LIST) + "}]"
-    if type(v) is tuple and all(type(e) in _SCALARS for e in v):
-        # Holding the tuple keeps its id from being reused while the entry lives.
-        _store(tuple_texts, id(v), (v, s))
+    if type(v) is tuple and n <= MAX_LIST and all(type(e) in _SCALARS for e in v):
+        # Holding the tuple keeps its id from being reused while the entry lives; its items
+        # (scalars) are in the text, hence twice its length.
+        tuple_texts.put(id(v), (v, s), 2 * len(s) + 48 * n + 250)
     return s
 
 
@@ -212,7 +277,8 @@ def encode(v: Any, level: int = 0) -> str:
 def _key(k: str) -> str:
     s = _key_text.get(k)
     if s is None:
-        s = _key_text[k] = _quote(k) + ":"
+        s = _quote(k) + ":"
+        _key_text.put(k, s, 3 * len(s) + 100)
     return s
 
 

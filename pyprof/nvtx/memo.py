@@ -24,11 +24,18 @@ from typing import Any, Mapping, Optional, Sequence
 
 import torch
 
-from .marker import any_autocast, autocast_region, build, encode, tuple_texts
+from .marker import any_autocast, autocast_region, budget, build, encode, tuple_texts
 from .site import classify, code_prefix, user_frame
 
 # Markers kept per wrapper; a wrapper seeing more signatures than this (dynamic shapes) starts over.
+# Their bytes count against marker.CACHE_BYTES with the encoder's caches.
 CACHE_LIMIT = 512
+
+
+def new_cache() -> dict:
+    """A wrapper's cache of markers (call key -> (text, code object)), bounded by CACHE_LIMIT
+    entries and marker.CACHE_BYTES."""
+    return budget.cache(CACHE_LIMIT)
 
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
@@ -143,8 +150,9 @@ def marker(cache: dict, prefix: str, args: Sequence[Any], kwargs: Mapping[str, A
     autocast = autocast_region() if any_autocast() else ""
     text = build(prefix, args, kwargs, (site + str(frame.f_lineno) + '"' if site else "") + mod + autocast)
     if key is not None:
-        if len(cache) >= CACHE_LIMIT:
-            cache.clear()
-        # The code object is held by the entry: the key names it by address.
-        cache[key] = (text, frame.f_code if frame is not None else None)
+        # The code object is held by the entry: the key names it by address. A key is bytes (C)
+        # or a tuple of parts (Python), which hold the arguments' texts or values: counted
+        # generously, about the text's size again and a hundred bytes a part.
+        size = len(text) + (len(key) if type(key) is bytes else len(text) + 96 * len(key)) + 300
+        cache.put(key, (text, frame.f_code if frame is not None else None), size)
     return text

@@ -70,7 +70,7 @@ def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str, opaq
     """
     prefix = op_prefix(mod, op)
     hides = 1 if opaque else 0  # added to the depth: chosen here, so the call path has no branch
-    texts: dict = {}  # call key -> marker text (pyprof.nvtx.memo)
+    texts = _memo.new_cache()  # call key -> marker text (pyprof.nvtx.memo)
     inplace = _backward.is_inplace(op)
     # A backward call may leave a bwd range open on this thread (CPU autograd runs here).
     runs_backward = (mod, op) in _BACKWARD_CALLS
