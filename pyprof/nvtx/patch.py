@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 import torch
 
 from ..prof.ops import registered
-from . import compiled, distributed, emit
+from . import compiled, distributed, emit, warnsite, wrappers
 from .wrappers import is_wrapper, module_call, op_wrapper, step_wrapper
 
 _FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType)
@@ -233,6 +233,7 @@ def init(*, nested: bool = False, force: Optional[bool] = None) -> None:
         _prepare()
         _patch()
         compiled.install()
+        warnsite.install(wrappers.frame_codes, [wrappers, distributed])
         _initialized = True
 
 
@@ -242,6 +243,7 @@ def restore() -> None:
     with _lock:
         _unpatch()
         compiled.uninstall()
+        warnsite.uninstall()
         _initialized = False
 
 

@@ -338,6 +338,15 @@ _WRAPPER_CODES = frozenset(
 )
 
 
+def frame_codes() -> frozenset:
+    """The code objects of every frame pyprof puts between a caller and the original it wraps
+    (the wrappers of is_wrapper, and hiding's): warnsite places warnings raised on them."""
+    return _WRAPPER_CODES | _HIDING_CODES
+
+
+_HIDING_CODES = frozenset({hiding(len).__code__})
+
+
 def recognise(wrapper: Callable) -> None:
     """Count functions sharing `wrapper`'s code as pyprof wrappers in is_wrapper (for wrappers
     defined beside these ones: nvtx/distributed.py)."""
