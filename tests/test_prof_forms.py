@@ -174,8 +174,8 @@ def test_parquet_without_pyarrow_or_a_place_to_write_is_one_line(tmp_path, monke
     pytest.importorskip("pyarrow.parquet")
     path = write_dict(tmp_path, "gpt")
     rc, out, err = prof("--parquet", str(tmp_path / "no" / "such" / "dir.parquet"), path)
-    assert (rc, out, err) == (10, "", f"pyprof.prof: error: {tmp_path}/no/such/dir.parquet: cannot write (Failed to "
-                                      f"open local file '{tmp_path}/no/such/dir.parquet'. Detail: [errno 2] No such "
+    # The words of every output that cannot be written (the file is opened by pyprof, not pyarrow).
+    assert (rc, out, err) == (10, "", f"pyprof.prof: error: {tmp_path}/no/such/dir.parquet: cannot write (No such "
                                       "file or directory)\n")
     shadow = tmp_path / "shadow" / "pyarrow"  # as test_views_roofline hides matplotlib
     shadow.mkdir(parents=True)
