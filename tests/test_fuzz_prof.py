@@ -311,3 +311,27 @@ def _scratch(factory) -> Path:
     if d is None:
         d = _scratch.dir = factory.mktemp("fuzz-prof")
     return d
+
+
+@examples(300)
+@given(stream=streams(), form=st.sampled_from(["--csv", "--json"]))
+def test_the_table_and_parquet_skip_the_same_records(tmp_path_factory, stream, form):
+    """Issue 31, item 9, as a class: a value the table printed could end --parquet in a traceback
+    (a kDuration of 2^63), and a NaN time reached the plot. Over any stream, the table in a text
+    form and the Parquet file hold the same rows and skip the same records, with the same count."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    path = _scratch(tmp_path_factory) / "in.dict"
+    path.write_bytes(b"\n".join(stream) + (b"\n" if stream else b""))
+    out = path.parent / "out.parquet"
+    cols = ["-c", "idx,kernel,op,sil,start"]
+    text = run_tool("prof", cols + [form, str(path)])
+    parquet = run_tool("prof", cols + ["--parquet", str(out), str(path)])
+    assert parquet.status == text.status, (text.err, parquet.err)
+    if text.status != 0:
+        check_failure(parquet, "prof")
+        assert parquet.err_lines[-1] == text.err_lines[-1] and not out.exists()
+        return
+    assert parquet.err == text.err and parquet.out == b""
+    rows = text.out.decode().splitlines()[(form == "--csv"):]
+    assert pq.read_table(out).num_rows == len(rows)
+    out.unlink()
