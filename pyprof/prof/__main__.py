@@ -24,7 +24,7 @@ STATUSES = {
     EXIT_USAGE: f"bad command line: a --costs file missing or failing to import, no input with stdin a terminal, unknown option or column, -w outside 1..{MAX_WIDTH} or narrower than the "
                 "columns need, an option given to a view it does not apply to (--top without --summary), a bad "
                 "--kernel REGEX, an output (-o, --plot, --parquet) that names an input",
-    EXIT_NO_INPUT: "input missing or unreadable",
+    EXIT_NO_INPUT: "input missing or unreadable (stdin too, when it is closed)",
     EXIT_BAD_FORMAT: "neither pyprof records nor an nsys export: no line of the input is a record (a text file, "
                      "a compressed file), a .sqlite that is not an export, an export on stdin (give its path)",
     EXIT_NO_KERNELS: "no kernels: an input of --diff holds no kernel records, or an nsys export has no CUDA trace",
@@ -33,8 +33,8 @@ STATUSES = {
     EXIT_TOOL: "a program or library the run needs is missing: nsys for a .nsys-rep, matplotlib for --plot, "
                "pyarrow for --parquet",
     EXIT_INCOMPLETE: "the input ends where pyprof.parse failed (rows before it were printed)",
-    EXIT_OUTPUT: "the output cannot be written: stdout, -o FILE, the --plot image, the --parquet file (a missing "
-                 "folder, a directory, a full disk)",
+    EXIT_OUTPUT: "the output cannot be written: stdout (full, or closed), -o FILE, the --plot image, the --parquet "
+                 "file (a missing folder, a directory, a full disk)",
     EXIT_INTERRUPTED: "interrupted",
 }
 
