@@ -300,19 +300,21 @@ def test_prof_outputs_that_name_an_input_are_refused(tmp_path):
     shutil.copy(LENET, export)
     (tmp_path / "sym.dict").symlink_to(records)
     os.link(records, tmp_path / "hard.dict")
-    kept = {p: p.read_bytes() for p in (records, export)}
-    for argv, out, named in [(["--parquet", records, records], records, records),
-                             (["--parquet", export, export], export, export),
-                             (["-o", tmp_path / "sym.dict", records], tmp_path / "sym.dict", records),
-                             (["--summary", "-o", tmp_path / "hard.dict", records], tmp_path / "hard.dict", records),
-                             (["--plot", export, export], export, export),
-                             (["--diff", records, export, "--output", tmp_path / "hard.dict"], tmp_path / "hard.dict",
-                              records)]:
-        flag = {"--output": "-o"}.get(str(argv[argv.index(out) - 1]), str(argv[argv.index(out) - 1]))
+    costs = tmp_path / "costs.py"  # prof --costs FILE reads a Python file of the user's
+    costs.write_text("# no formulas\n")
+    kept = {p: p.read_bytes() for p in (records, export, costs)}
+    for argv, out, flag, named in [
+            (["--parquet", records, records], records, "--parquet", records),
+            (["--parquet", export, export], export, "--parquet", export),
+            (["-o", tmp_path / "sym.dict", records], tmp_path / "sym.dict", "-o", records),
+            (["--summary", "-o", tmp_path / "hard.dict", records], tmp_path / "hard.dict", "-o", records),
+            (["--plot", export, export], export, "--plot", export),
+            (["--diff", records, export, "--output", tmp_path / "hard.dict"], tmp_path / "hard.dict", "-o", records),
+            (["--costs", costs, "-o", costs, records], costs, "-o", costs)]:
         expect(run_tool("prof", [str(a) for a in argv]), "prof", 2,
                f"{out}: {flag} names the input {named}; give another file name")
     assert {p: p.read_bytes() for p in kept} == kept
-    assert sorted(os.listdir(tmp_path)) == ["hard.dict", "in.dict", "net.sqlite", "sym.dict"]
+    assert sorted(os.listdir(tmp_path)) == ["costs.py", "hard.dict", "in.dict", "net.sqlite", "sym.dict"]
 
 
 def test_prof_output_option_writes_every_form_exactly_as_named(tmp_path):

@@ -98,9 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (args.json or args.csv) and len(writers) > 1:
         raise PyprofError(f"{'--json' if args.json else '--csv'} writes one view at a time, not "
                           f"{' and '.join(v.FLAG for v in writers)}", EXIT_USAGE)
+    refuse_inputs_as_outputs(args)
     for path in args.costs:
         load_costs(path)
-    refuse_inputs_as_outputs(args)
     with open_output(args.output) as out, contextlib.redirect_stdout(out):
         return views.run(args, chosen)
 
