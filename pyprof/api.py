@@ -1,10 +1,15 @@
-"""pyprof from Python (notebooks): records, analysed rows, a pandas DataFrame, the summary.
+"""pyprof from Python (notebooks): records, analysed rows, a pandas DataFrame, and every view of
+prof as data: the same object its --json writes.
 
     import pyprof
     for rec in pyprof.records("net.sqlite"): ...          # parse's records, one dict per kernel
     rows = list(pyprof.rows("net.dict", columns="op,kernel,sil,tc,flops"))
     df = pyprof.dataframe("net.sqlite")                   # needs pandas
     pyprof.summary("net.sqlite", by="op")["rows"][0]      # the --summary --json object
+    pyprof.modules("net.dict")["rows"]                    # --modules
+    pyprof.diff("base.dict", "new.dict", by="op")         # --diff
+    pyprof.overlap("ranks.dict"); pyprof.stragglers("ranks.dict")
+    pyprof.roofline("net.dict")["points"]                 # --plot's points and roofs
 
 A path ending in `.sqlite` or `.nsys-rep` (or any file that is an SQLite database) is parsed on
 the fly with pyprof.parse; anything else is read as a record file (`python -m pyprof.parse`
@@ -17,7 +22,8 @@ import os
 import warnings
 from typing import Any, Iterator
 
-__all__ = ["records", "rows", "dataframe", "summary", "ProfWarning"]
+__all__ = ["records", "rows", "dataframe", "summary", "modules", "diff", "overlap", "stragglers", "roofline",
+           "ProfWarning"]
 
 NEEDS_PANDAS = "pyprof.dataframe() needs pandas: pip install pandas (or pip install 'pyprof-nvtx[pandas]')"
 
@@ -125,6 +131,16 @@ def dataframe(path: str | os.PathLike, columns: str | list[str] | None = None, *
     return df
 
 
+def _scan(path: str | os.PathLike, sinks: list[Any], memcpy: bool, stacklevel: int = 3) -> None:
+    """One pass over the records of `path` into `sinks` (scan.Sink); the tally as one ProfWarning."""
+    from pyprof.prof.reader import numbered
+    from pyprof.prof.scan import feed
+
+    tally = _tally()
+    feed(numbered(path, tally, False, memcpy), tally, sinks)
+    _warn(path, tally, stacklevel)
+
+
 def summary(path: str | os.PathLike, by: str = "op", sort: str = "time", top: int | None = None, *,
             memcpy: bool = False) -> dict[str, Any]:
     """The `--summary --json` object of `path`: header (span, busy %, gaps, Tensor Core shares),
@@ -132,13 +148,70 @@ def summary(path: str | os.PathLike, by: str = "op", sort: str = "time", top: in
     by commas, e.g. "op,shape"), advice and notes.
     Records skipped and warnings come as one ProfWarning, as in rows()."""
     from pyprof.prof.groups import SORTS, by_keys
-    from pyprof.prof.reader import numbered
-    from pyprof.prof.views.summary import collect, report
+    from pyprof.prof.views.summary import Profile, report
 
     by = ",".join(by_keys(by))  # ValueError naming the keys
     if sort not in SORTS:
         raise ValueError(f"sort must be one of {', '.join(SORTS)}")
-    tally = _tally()
-    prof = collect(numbered(path, tally, False, memcpy), tally, by)
-    _warn(path, tally, 2)
+    prof = Profile(by)
+    _scan(path, [prof], memcpy)
     return report(prof, sort, top)
+
+
+def modules(path: str | os.PathLike, *, memcpy: bool = False) -> dict[str, Any]:
+    """The `--modules --json` object of `path`: {"rows": [...]}, one row per nn.Module path,
+    parents before children (module, depth, self_ns, total_ns, pct_total, self_count, count)."""
+    from pyprof.prof.views.modules import Tree, report
+
+    tree = Tree()
+    _scan(path, [tree], memcpy)
+    return report(tree)
+
+
+def diff(base: str | os.PathLike, new: str | os.PathLike, by: str = "op", top: int | None = None) -> dict[str, Any]:
+    """The `--diff --json` object of two runs: per group (`by`, as in summary()) the time
+    before and after, sorted by absolute change (`top`: the first N rows), and the totals."""
+    from pyprof.prof.groups import by_keys
+    from pyprof.prof.views.diff import Totals, compare
+
+    by = ",".join(by_keys(by))
+    sides = [Totals(by), Totals(by)]
+    for path, side in zip((base, new), sides):
+        _scan(path, [side], False)
+    d = compare(*sides)
+    return dict(d, rows=d["rows"][:top]) if top else d
+
+
+def overlap(path: str | os.PathLike) -> dict[str, Any]:
+    """The `--overlap --json` object of `path` (records of one or several ranks): per rank and
+    step compute, communication, both and exposed time; per rank and collective kind the
+    exposed time (docs/prof.md, "Overlap")."""
+    from pyprof.prof.comms import Comms
+    from pyprof.prof.views.overlap import report
+
+    comms = Comms()
+    _scan(path, [comms], False)
+    return report(comms)
+
+
+def stragglers(path: str | os.PathLike) -> dict[str, Any]:
+    """The `--stragglers --json` object of `path`: every collective instance across the ranks
+    (arrivals, skew, slowest rank, bus bandwidth), in time order, and per rank its waits."""
+    from pyprof.prof.comms import Comms
+    from pyprof.prof.views.stragglers import report
+
+    comms = Comms()
+    _scan(path, [comms], False)
+    return report(comms)
+
+
+def roofline(path: str | os.PathLike, *, memcpy: bool = False) -> dict[str, Any]:
+    """What `--plot` draws, as data: the GPU's roofs (memory GB/s, compute TFLOP/s per math
+    path) and one point per kernel with known, non-trivial FLOPs and bytes (ai FLOP/B, tflops,
+    dur ns, tc, op, kernel, over, module, shapes, flops, bytes, pct_peak); `skipped` and
+    `trivial` count the kernels left out."""
+    from pyprof.prof.views.roofline import Points, report
+
+    pts = Points()
+    _scan(path, [pts], memcpy)
+    return report(pts)

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,7 @@ GPT = os.path.join(ROOT, "examples/gpt.sqlite")
 
 def test_import_is_light():
     code = ("import sys, pyprof; pyprof.records; pyprof.rows; pyprof.summary; pyprof.dataframe; "
+            "pyprof.modules; pyprof.diff; pyprof.overlap; pyprof.stragglers; pyprof.roofline; "
             "print('torch' in sys.modules, 'pandas' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
@@ -160,3 +162,67 @@ def test_dataframe_name_column_reproduces_summary_by_kernel(tmp_path):
     assert len(rows) == len(by_name) == 35
     assert {r["group"]: (r["time_ns"], r["count"]) for r in rows} == \
         {n: (int(t), int(c)) for n, (t, c) in by_name.iterrows()}
+
+
+def test_modules_as_data():
+    rows = pyprof.modules(GPT)["rows"]
+    assert len(rows) == 21
+    assert rows[0] == {"module": "blocks", "depth": 0, "self_ns": 0, "total_ns": 348358,
+                       "pct_total": pytest.approx(68.358166, abs=1e-5), "self_count": 0, "count": 110}
+    assert rows[1]["module"] == "blocks.0" and (rows[1]["self_ns"], rows[1]["total_ns"]) == (32385, 174436)
+    # The CLI prints the same function's result.
+    status, out, _ = prof("--modules", "--json", GPT)
+    assert status == 0 and json.loads(out) == pyprof.modules(GPT)
+
+
+def test_diff_as_data():
+    d = pyprof.diff(GPT, os.path.join(ROOT, "examples/gpt_compiled.sqlite"), by="op", top=2)
+    assert d["total"] == {"base_ns": 509607, "new_ns": 351590, "delta_ns": -158017,
+                          "ratio": pytest.approx(351590 / 509607), "base_count": 139, "new_count": 119}
+    assert [(r["group"], r["base_ns"], r["new_ns"], r["base_count"], r["new_count"]) for r in d["rows"]] == \
+        [("linear", 262533, None, 79, 0), ("mm", None, 65633, 0, 19)]
+    with pytest.raises(ValueError, match="nope"):
+        pyprof.diff(GPT, GPT, by="nope")
+
+
+@pytest.fixture(scope="module")
+def ddp(tmp_path_factory):
+    """Both ranks of the shipped DDP capture, parsed into one record file."""
+    from captures import unpacked
+
+    folder = tmp_path_factory.mktemp("ddp")
+    for rank in (0, 1):
+        unpacked(Path(ROOT) / "tests" / "data" / f"ddp_{rank}.sqlite.xz", folder)
+    out = folder / "ddp.dict"
+    subprocess.run([sys.executable, "-m", "pyprof.parse", str(folder), "-o", str(out)], check=True, cwd=ROOT,
+                   capture_output=True)
+    return str(out)
+
+
+def test_overlap_and_stragglers_as_data(ddp):
+    o = pyprof.overlap(ddp)
+    assert (o["ranks"], o["nccl_kernels"], o["nccl_ns"]) == ([0, 1], 32, 79901570)
+    assert {k: o["steps"][0][k] for k in ("rank", "step", "compute_ns", "comm_ns", "both_ns", "exposed_ns")} == \
+        {"rank": 0, "step": 0, "compute_ns": 1022085, "comm_ns": 63724452, "both_ns": 647683, "exposed_ns": 63076769}
+    assert [(c["rank"], c["kind"], c["count"], c["time_ns"], c["exposed_ns"]) for c in o["collectives"]] == \
+        [(0, "AllReduce", 16, 79333314, 78167322), (1, "AllReduce", 16, 568256, 518240)]
+    s = pyprof.stragglers(ddp)
+    assert len(s["instances"]) == 16
+    first = s["instances"][0]
+    assert (first["kind"], first["size"], first["skew_ns"], first["slowest"]) == ("AllReduce", 2099200, 53141632, 1)
+    assert [(r["rank"], r["slowest"], r["wait_ns"]) for r in s["by_rank"]] == [("0", 0, 78764010), ("1", 16, 0)]
+    status, out, _ = prof("--overlap", "--json", ddp)
+    assert status == 0 and json.loads(out) == json.loads(json.dumps(o))
+
+
+def test_roofline_as_data():
+    r = pyprof.roofline(GPT)
+    assert (r["gpu"], r["peaks_of"], r["memory_gbps"]) == ("NVIDIA H100 80GB HBM3", "H100 SXM", 3350)
+    assert r["roofs"] == [{"path": "fp16_tc", "name": "FP16/BF16 Tensor Cores", "tflops": 989},
+                          {"path": "fp32", "name": "FP32 CUDA cores", "tflops": 67}]
+    assert (len(r["points"]), r["skipped"], r["trivial"]) == (60, 79, 0)  # --plot's counts on stderr
+    p = r["points"][0]
+    assert {k: p[k] for k in ("op", "kernel", "module", "shapes", "flops", "bytes", "dur", "tc", "over")} == \
+        {"op": "__add__", "kernel": "elementwise_kernel", "module": "GPT", "shapes": "[4,128,256],[128,256]",
+         "flops": 131072, "bytes": 1179648, "dur": 2080, "tc": None, "over": False}
+    assert p["ai"] == 131072 / 1179648 and p["tflops"] == pytest.approx(131072 / 2080 * 1e-3)

@@ -13,7 +13,9 @@ A view with a flag is found here by its module alone, so adding one is adding it
 
 and either `sink(args)` (a scan.Sink) and `write(sink, args)`: it looks at the one input, and all
 such views share one pass over it (scan.feed); or `main(args) -> int`: it reads its own inputs
-(--diff) and runs alone. The filters (filters.py) stand between the records and every view.
+(--diff) and runs alone. What a view shows is data first: `report(sink, ...)` (diff.compare for
+--diff) returns the JSON-able object that --json writes and pyprof/api.py returns; `write` only
+prints it. The filters (filters.py) stand between the records and every view.
 """
 from __future__ import annotations
 

@@ -123,11 +123,17 @@ def write_text(rows: list[dict], out: TextIO, width: int | None = None) -> None:
                str(r["count"])])
 
 
+def report(tree: Tree) -> dict:
+    """What --modules shows, as one JSON-able object: {"rows": Tree.rows()}."""
+    return {"rows": tree.rows()}
+
+
 def write(tree: Tree, args: argparse.Namespace) -> None:
-    """The tree as text, --csv (KEYS) or --json ({"rows": [...]})."""
-    rows = tree.rows()
+    """The tree as text, --csv (KEYS) or --json (report())."""
+    rep = report(tree)
+    rows = rep["rows"]
     if args.json:
-        json.dump({"rows": rows}, sys.stdout, indent=1)
+        json.dump(rep, sys.stdout, indent=1)
         sys.stdout.write("\n")
     elif args.csv:
         w = csv.writer(sys.stdout, lineterminator="\n")

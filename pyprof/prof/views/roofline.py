@@ -26,7 +26,8 @@ from ...errors import EXIT_TOOL, PyprofError, cannot_write, one_line
 from ...parse.output import open_output
 from ...text import count
 from ..analysis import Facts
-from ..columns import over_roof
+from ..columns import over_roof, pct_of_peak
+from ..groups import input_shapes
 from ..peaks import FP16_TC, FP32, FP64, FP64_TC, INT8_TC, TF32_TC, Peaks
 
 FLAG = "--plot"
@@ -76,6 +77,11 @@ class Point(NamedTuple):
     op: str
     kernel: str      # short name
     over: bool = False  # above a roof
+    module: str = "-"
+    shapes: str = "-"   # groups.input_shapes
+    flops: int = 0
+    bytes: int = 0
+    pct_peak: float | None = None  # of its own math path's peak
 
 
 class Points:
@@ -111,7 +117,24 @@ class Points:
             self.paths.add(f.path)
         # Names as stderr shows them (errors.one_line): matplotlib cannot draw a lone surrogate.
         self.points.append(Point(f.flops / f.bytes, f.flops / dur * 1e-3, dur, f.tc, one_line(str(rec.get("op") or "?")),
-                                 one_line(str(rec.get("kShortName") or "?")), over_roof(rec, f)))
+                                 one_line(str(rec.get("kShortName") or "?")), over_roof(rec, f), rec.get("module") or "-",
+                                 input_shapes(rec), f.flops, f.bytes, pct_of_peak(rec, f)))
+
+
+def compute_roofs(pts: Points) -> dict[str, float]:
+    """The compute roofs (TFLOP/s) of the math paths the plotted kernels ran on, by path."""
+    pk = pts.peaks
+    return {p: pk.flops[p] for p in sorted(pts.paths) if p in pk.flops} if pk else {}
+
+
+def report(pts: Points) -> dict:
+    """The roofline as one JSON-able object: the GPU, its roofs (memory in GB/s, compute in
+    TFLOP/s per math path, named as in PATH_NAMES) and every plotted kernel, with the counts of
+    those left out."""
+    pk = pts.peaks
+    return {"gpu": pts.gpu, "peaks_of": pk.name if pk else None, "memory_gbps": pk.gbps if pk else None,
+            "roofs": [{"path": p, "name": PATH_NAMES.get(p, p), "tflops": v} for p, v in compute_roofs(pts).items()],
+            "points": [p._asdict() for p in pts.points], "skipped": pts.skipped, "trivial": pts.trivial}
 
 
 def sink(args: argparse.Namespace) -> Points:
@@ -162,7 +185,7 @@ def plot(pts: Points, path: str) -> list[str]:
     ax.set_xscale("log")
     ax.set_yscale("log")
     pk = pts.peaks
-    roofs = {p: pk.flops[p] for p in sorted(pts.paths) if pk and p in pk.flops} if pk else {}
+    roofs = compute_roofs(pts)
     xs = [p.ai for p in pts.points] or [1.0]
     ys = [p.tflops for p in pts.points] or [1.0]
     lo_x, hi_x = min(xs) / 4, max(xs) * 4
