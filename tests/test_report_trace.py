@@ -91,7 +91,7 @@ def test_backward_arrows_and_counters(tmp_path):
 def test_split_into_files_that_each_open(tmp_path):
     paths = traced(str(Path(ROOT) / "examples/gpt.sqlite"), str(tmp_path / "gpt.json.gz"), max_events=200)
     assert paths == [part_path(str(tmp_path / "gpt.json.gz"), n) for n in range(1, len(paths) + 1)]
-    assert len(paths) == 4 and paths[1] == str(tmp_path / "gpt.2.json.gz")
+    assert len(paths) == 3 and paths[1] == str(tmp_path / "gpt.2.json.gz")
     kernels = 0
     for p in paths:
         trace = load(p)
