@@ -10,6 +10,8 @@ prof as data: the same object its --json writes.
     pyprof.diff("base.dict", "new.dict", by="op")         # --diff
     pyprof.overlap("ranks.dict"); pyprof.stragglers("ranks.dict")
     pyprof.roofline("net.dict")["points"]                 # --plot's points and roofs
+    pyprof.report("net.dict", html="report.html")         # --html: the page, and its data
+    pyprof.trace("net.dict", "net.json.gz")               # --trace: for ui.perfetto.dev
 
 A path ending in `.sqlite` or `.nsys-rep` (or any file that is an SQLite database) is parsed on
 the fly with pyprof.parse; anything else is read as a record file (`python -m pyprof.parse`
@@ -23,7 +25,7 @@ import warnings
 from typing import Any, Iterator
 
 __all__ = ["records", "rows", "dataframe", "summary", "modules", "diff", "overlap", "stragglers", "roofline",
-           "ProfWarning"]
+           "report", "trace", "ProfWarning"]
 
 NEEDS_PANDAS = "pyprof.dataframe() needs pandas: pip install pandas (or pip install 'pyprof-nvtx[pandas]')"
 
@@ -215,3 +217,41 @@ def roofline(path: str | os.PathLike, *, memcpy: bool = False) -> dict[str, Any]
     pts = Points()
     _scan(path, [pts], memcpy)
     return report(pts)
+
+
+def report(path: str | os.PathLike, html: str | os.PathLike | None = None, *, compare: str | os.PathLike | None = None,
+           memcpy: bool = False) -> dict[str, Any]:
+    """What `--html` shows, as data (docs/views.md, "--html"): answers (costliest module, calls
+    furthest below their roof, idle gaps), summary, tables, modules, roofline, timeline, gaps,
+    overlap, and with `compare` (a base run) the diff by op, module and kernel. `html`: also
+    write the page there (needs plotly; PyprofError naming the install when it is missing)."""
+    from pyprof.prof.report.data import Collector, base_sinks
+    from pyprof.prof.report.data import report as data
+
+    collector = Collector()
+    _scan(path, [collector], memcpy)
+    base = None
+    if compare is not None:
+        base = base_sinks()
+        _scan(compare, list(base.values()), memcpy)
+    if html is None:
+        return data(collector, base)
+    from pyprof.prof.report.html import require_plotly
+    from pyprof.prof.views.html import write_page
+
+    require_plotly()
+    title = os.path.basename(os.fspath(path)) + (f" compared with {os.path.basename(os.fspath(compare))}"
+                                                 if compare is not None else "")
+    return write_page(collector, os.fspath(html), title, base)
+
+
+def trace(path: str | os.PathLike, out: str | os.PathLike, *, memcpy: bool = False) -> list[str]:
+    """Write the timeline of `path` for Perfetto and chrome://tracing to `out` (`--trace`;
+    gzip-compressed when it ends in .gz); returns the files written (several when it is split)."""
+    from pyprof.prof.report.trace import TraceWriter, remove_stale_parts
+
+    writer = TraceWriter(os.fspath(out))
+    _scan(path, [writer], memcpy)
+    paths = writer.close()
+    remove_stale_parts(os.fspath(out), len(paths))
+    return paths

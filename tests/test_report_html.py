@@ -1,0 +1,215 @@
+"""--html: the report's data (exact values on the shipped GPT capture), its safety (nothing from a
+trace runs or becomes markup), and the page in a real browser: headless Chromium, offline, no
+JavaScript error or failed request, every section rendered, a screenshot saved (under
+$PYPROF_SCREENSHOTS when set, else the test's folder)."""
+from __future__ import annotations
+
+import html
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import pyprof
+from browser import Browser, executable
+from pyprof.prof.report.html import render, script_json
+from test_views_common import ROOT, prof, trace_records, write_dict
+
+pytest.importorskip("plotly")
+GPT = os.path.join(ROOT, "examples/gpt.sqlite")
+HOSTILE = "</script><script>window.pwned=1</script><img src=x onerror=\"window.pwned=2\">'&amp;"
+
+
+def test_report_data_of_gpt():
+    rep = pyprof.report(GPT)
+    a = rep["answers"]
+    assert (a["module"]["module"], a["module"]["self_ns"]) == ("blocks.1.qkv", 32962)
+    worst = a["below_roof"][0]
+    assert (worst["op"], worst["kernel"], worst["count"], worst["time_ns"]) == \
+        ("AdamW.step", "multi_tensor_apply_kernel", 1, 64993)
+    assert worst["pct_roof"] == pytest.approx(27.483, abs=0.001)
+    assert [g["idle_ns"] for g in a["idle"]["largest"]] == [713897, 704649, 553351]
+    assert a["idle"]["largest"][0]["idle_ns"] == rep["summary"]["header"]["largest_gap_ns"]  # intervals.py's
+    assert a["idle"]["largest"][0]["after"] == "embedding (tok): embedding_backward_feature_kernel"
+    assert rep["summary"] == pyprof.summary(GPT)  # the header and op rows are --summary's
+    assert [r["group"] for r in rep["tables"]["direction"]] == ["bprop", "fprop"]
+    assert sum(r["count"] for r in rep["tables"]["kernel"]) == 139
+    assert rep["modules"] == pyprof.modules(GPT)["rows"]
+    tl = rep["timeline"]
+    assert (tl["kernels"], len(tl["blocks"]), tl["merged_below_ns"]) == (139, 139, 0)
+    assert len(rep["roofline"]["points"]) == 56 and rep["overlap"] is None and rep["diff"] is None
+
+
+def test_timeline_merges_to_its_limit_and_keeps_the_longest_gaps():
+    from pyprof.prof.report.data import Collector, report
+    from pyprof.prof.reader import numbered
+    from pyprof.prof.scan import feed
+    from pyprof.prof.warnings_tally import Tally
+
+    c = Collector()
+    tally = Tally()
+    feed(numbered(GPT, tally), tally, [c])
+    rep = report(c, timeline_blocks=10)
+    blocks = rep["timeline"]["blocks"]
+    assert len(blocks) == 10 and sum(b[3] for b in blocks) == 139
+    # The 9 gaps between the 10 blocks are the 9 longest idle gaps of the one stream.
+    between = sorted((b[1] - a[2] for a, b in zip(blocks, blocks[1:])), reverse=True)
+    assert between[:3] == [g["idle_ns"] for g in rep["gaps"][:3]]
+
+
+def test_compare_two_runs(tmp_path):
+    rep = pyprof.report(os.path.join(ROOT, "examples/gpt_compiled.sqlite"), compare=GPT)
+    assert rep["diff"]["op"] == pyprof.diff(GPT, os.path.join(ROOT, "examples/gpt_compiled.sqlite"))
+    assert [r["group"] for r in rep["diff"]["module"]["rows"][:1]] == \
+        [pyprof.diff(GPT, os.path.join(ROOT, "examples/gpt_compiled.sqlite"), by="module")["rows"][0]["group"]]
+
+
+def test_json_in_script_cannot_close_it():
+    text = script_json({"name": HOSTILE, "nan": float("nan")})
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert json.loads(text) == {"name": HOSTILE, "nan": None}
+
+
+def hostile_records() -> list[dict]:
+    recs = trace_records("gpt")
+    return [dict(r, op=HOSTILE if i % 2 else r["op"], module=f"{HOSTILE}.{r['module']}" if i % 3 == 0 else r["module"],
+                 kShortName=HOSTILE if i % 5 == 0 else r["kShortName"]) for i, r in enumerate(recs)]
+
+
+def test_page_holds_no_markup_from_the_trace(tmp_path):
+    rep = pyprof.report(write_dict(tmp_path, "hostile", hostile_records()))
+    page = render(rep, HOSTILE)
+    assert page.count("<script") == 3 and page.count("</script>") == 3  # plotly.js, the data, ours
+    block = page.split('<script type="application/json" id="pyprof-data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in block and ">" not in block
+    data = json.loads(block)
+    assert data["title"] == HOSTILE and data["tables"][0]["rows"][0][0] == HOSTILE
+    # What plotly shows is escaped: it renders a subset of HTML in labels and hover text.
+    texts = list(strings(data["figures"]))
+    assert not [t for t in texts if "<script" in t or "<img" in t]
+    assert any(html.escape(HOSTILE, quote=False) in t for t in texts)
+
+
+def strings(value):
+    """Every string in a JSON value."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from strings(v)
+
+
+def test_cli_errors(tmp_path):
+    status, _, err = prof("--compare", GPT, GPT)
+    assert status == 2 and err == "pyprof.prof: error: --compare applies to --html only (--diff BASE NEW compares " \
+                                  "in text)\n"
+    status, _, err = prof("--html", str(tmp_path / "no" / "r.html"), GPT)
+    assert status == 10 and err.endswith(f"{tmp_path / 'no' / 'r.html'}: cannot write (No such file or directory)\n")
+
+
+# -- in the browser ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def browser():
+    path = executable()
+    if path is None:
+        pytest.skip("no chromium on PATH: apt-get install chromium (Debian/Ubuntu) to run the browser tests")
+    b = Browser(path)
+    yield b
+    b.close()
+
+
+def shot(page, tmp_path: Path, name: str) -> None:
+    folder = Path(os.environ.get("PYPROF_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(str(folder / f"{name}.png"))
+    assert (folder / f"{name}.png").stat().st_size > 10000
+
+
+RENDERED = """(() => {
+  const plots = {};
+  document.querySelectorAll('.plot').forEach(d => {
+    plots[d.id] = (d._fullData || []).map(t => (t.type === 'icicle' ? t.ids : (t.x || [])).filter(v => v !== null).length);
+  });
+  return {rendered: document.body.getAttribute('data-rendered'), pwned: window.pwned === undefined ? null : window.pwned,
+          sections: [...document.querySelectorAll('section')].map(s => s.id),
+          rows: document.querySelectorAll('#tables tbody tr').length,
+          first: [...document.querySelectorAll('#tables tbody tr:first-child td')].map(td => td.textContent),
+          answers: [...document.querySelectorAll('.card .answer')].map(e => e.textContent),
+          svgPoints: document.querySelectorAll('#plot-roofline .point').length,
+          plots};
+})()"""
+
+
+def open_report(browser, path: str):
+    page = browser.page(Path(path).as_uri())
+    for _ in range(100):
+        if page.evaluate("document.body.getAttribute('data-rendered')") == "1":
+            break
+        import time
+        time.sleep(0.1)
+    return page
+
+
+def test_gpt_report_in_the_browser(browser, tmp_path):
+    html = tmp_path / "gpt.html"
+    status, out, err = prof("--html", str(html), GPT)
+    assert status == 0 and out == "" and err.startswith(f"pyprof.prof: report written to {html} (")
+    page = open_report(browser, str(html))
+    got = page.evaluate(RENDERED)
+    shot(page, tmp_path, "gpt")
+    assert page.errors() == []
+    assert got["rendered"] == "1" and got["pwned"] is None
+    assert got["sections"] == ["answers", "header", "tables", "modules", "roofline", "timeline"]
+    assert got["rows"] == 11 and got["first"][:4] == ["linear", "262.5 us", "51.5", "79"]
+    assert got["answers"][0] == "blocks.1.qkv: 33.0 us of its own kernels (6.5% of GPU time)"
+    assert got["svgPoints"] == 56
+    plots = got["plots"]
+    assert plots["plot-modules"] == [22]                    # 21 modules and the root
+    assert sum(plots["plot-roofline"][:2]) == 56             # points, then roof lines
+    assert sum(plots["plot-timeline"][:-1]) // 2 == 139      # two ends per kernel; then the gaps
+    # Sorting and filtering work in the page.
+    page.evaluate("document.querySelectorAll('#tables th')[3].click()")  # Count, largest first
+    assert page.evaluate("document.querySelector('#tables tbody td').textContent") == "linear"
+    page.evaluate("(() => { const f = document.querySelector('#tables input'); f.value = 'norm';"
+                  " f.dispatchEvent(new Event('input')); })()")
+    assert page.evaluate("[...document.querySelectorAll('#tables tbody tr td:first-child')].map(t => t.textContent)") \
+        == ["layer_norm"]
+
+
+@pytest.mark.parametrize("case", ["hostile", "empty", "one kernel", "no markers", "two ranks and compare"])
+def test_odd_inputs_render_safely(case, browser, tmp_path):
+    recs = trace_records("gpt")
+    extra = []
+    if case == "hostile":
+        recs = hostile_records()
+    elif case == "empty":
+        recs = []
+    elif case == "one kernel":
+        recs = recs[:1]
+    elif case == "no markers":
+        recs = [dict(r, marker=None, op=None, module=None, trace=None, fwd=None, torchOps=[]) for r in recs]
+    else:
+        recs = [dict(r, rank=0) for r in recs] + [dict(r, rank=1, kStart=r["kStart"] + 500, kEnd=r["kEnd"] + 500)
+                                                   for r in recs]
+        extra = ["--compare", GPT]
+    html = tmp_path / "r.html"
+    status, _, err = prof("--html", str(html), *extra, write_dict(tmp_path, "in", recs))
+    assert status == 0, err
+    page = open_report(browser, str(html))
+    got = page.evaluate(RENDERED)
+    shot(page, tmp_path, case.replace(" ", "_"))
+    assert page.errors() == []
+    assert got["rendered"] == "1" and got["pwned"] is None
+    assert got["rows"] == (0 if case == "empty" else 1 if case in ("one kernel", "no markers") else
+                           len({r["op"] for r in recs}))
+    if case == "hostile":
+        assert HOSTILE in got["first"] or any(HOSTILE in a for a in got["answers"]) or \
+            page.evaluate(f"document.body.textContent.includes({json.dumps(HOSTILE)})")
+    if case == "two ranks and compare":
+        assert got["sections"][-1] == "diff" and "rank 1 GPU 0 stream 7" in json.dumps(got)  \
+            or page.evaluate("document.querySelector('#plot-timeline').textContent.includes('rank 1 GPU 0 stream 7')")
