@@ -38,7 +38,11 @@ def test_report_data_of_gpt():
     assert rep["modules"] == pyprof.modules(GPT)["rows"]
     tl = rep["timeline"]
     assert (tl["kernels"], len(tl["blocks"]), tl["merged_below_ns"]) == (139, 139, 0)
-    assert len(rep["roofline"]["points"]) == 56 and rep["overlap"] is None and rep["diff"] is None
+    points = rep["roofline"]["points"]
+    # One point per call signature; together they are --plot's kernels.
+    assert len(points) == 58 and sum(p["count"] for p in points) == len(pyprof.roofline(GPT)["points"]) == 60
+    assert rep["tables"]["op"] == rep["summary"]["rows"]  # rolled up from the call signatures
+    assert rep["overlap"] is None and rep["diff"] is None
 
 
 def test_timeline_merges_to_its_limit_and_keeps_the_longest_gaps():
@@ -167,10 +171,10 @@ def test_gpt_report_in_the_browser(browser, tmp_path):
     assert got["sections"] == ["answers", "header", "tables", "modules", "roofline", "timeline"]
     assert got["rows"] == 11 and got["first"][:4] == ["linear", "262.5 us", "51.5", "79"]
     assert got["answers"][0] == "blocks.1.qkv: 33.0 us of its own kernels (6.5% of GPU time)"
-    assert got["svgPoints"] == 56
+    assert got["svgPoints"] == 58
     plots = got["plots"]
     assert plots["plot-modules"] == [22]                    # 21 modules and the root
-    assert sum(plots["plot-roofline"][:2]) == 56             # points, then roof lines
+    assert sum(plots["plot-roofline"][:2]) == 58             # points, then roof lines
     assert sum(plots["plot-timeline"][:-1]) // 2 == 139      # two ends per kernel; then the gaps
     # Sorting and filtering work in the page.
     page.evaluate("document.querySelectorAll('#tables th')[3].click()")  # Count, largest first

@@ -120,6 +120,21 @@ class Group:
         if f.tc:
             self.tc_time += dur
 
+    def merge(self, other: "Group") -> None:
+        """Add the kernels of `other` to this group."""
+        self.time += other.time
+        self.count += other.count
+        self.durations.extend(other.durations)
+        self.flops += other.flops
+        self.flops_na += other.flops_na
+        self.flops_time += other.flops_time
+        self.peak_flops += other.peak_flops
+        self.capacity += other.capacity
+        self.bytes += other.bytes
+        self.bytes_na += other.bytes_na
+        self.bytes_time += other.bytes_time
+        self.tc_time += other.tc_time
+
     def stats(self) -> dict:
         """nsys stats' duration statistics (ns): avg, med, min, max, stddev (sample; 0 for one
         kernel)."""
@@ -200,15 +215,29 @@ class Groups:
         self.key = funcs[0] if len(funcs) == 1 else (lambda rec, f: tuple(fn(rec, f) for fn in funcs))
         self.groups: dict = {}
 
-    def add(self, rec: dict, f: Facts, dur: int) -> None:
-        """Count one kernel record."""
+    def add(self, rec: dict, f: Facts, dur: int) -> str | tuple:
+        """Count one kernel record; returns its group's key."""
         key = self.key(rec, f)
         if type(key) is not str:  # a name of another JSON type (a number, a list) still names a group
             key = tuple(map(str, key)) if type(key) is tuple else str(key)
+        self._group(key).add(dur, f)
+        return key
+
+    def _group(self, key: str | tuple) -> Group:
         g = self.groups.get(key)
         if g is None:
             g = self.groups[key] = Group(key, ()) if isinstance(key, str) else Group(" ".join(key), key)
-        g.add(dur, f)
+        return g
+
+    def rolled_up(self, by: str) -> "Groups":
+        """These groups merged into groups by `by`, whose keys must be among this one's (a table by
+        op from one by op and shape): one pass over the records gives every coarser table."""
+        out = Groups(by)
+        where = [self.keys.index(k) for k in out.keys]
+        for key, g in self.groups.items():
+            sub = tuple(key[i] for i in where) if len(self.keys) > 1 else (key,)
+            out._group(sub[0] if len(sub) == 1 else sub).merge(g)
+        return out
 
     def sorted(self, sort: str = "time") -> list[Group]:
         """All groups, largest first by `sort` (name: alphabetical); ties by time, then name."""

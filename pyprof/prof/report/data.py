@@ -4,7 +4,8 @@ the module tree, the roofline, the timeline, the overlap of communication, and t
 base run. Memory: O(groups) plus 24 bytes a kernel for the timeline; everything drawn is
 aggregated so that a million kernels make a report of a few megabytes:
 
-- roofline points are per (op, kernel, input shapes, module): one point per distinct call,
+- every table and the roofline come from one group per distinct (op, kernel, input shapes,
+  module, layer, direction, rank, collective, tc): a roofline point is one such call signature,
   its FLOPs, bytes and time summed;
 - the timeline keeps at most TIMELINE_BLOCKS blocks: when there are more kernels, kernels of a
   track closer than the gap that keeps the count under it are merged into one block, so every
@@ -14,21 +15,25 @@ from __future__ import annotations
 
 from array import array
 from ..analysis import Facts
-from ..collectives import of_record
 from ..comms import Comms
-from ..groups import Groups, input_shapes
+from ..groups import Groups
 from ..scan import time_field
+from ..units import kernel_label
 from ..views.diff import Totals, compare
 from ..views.modules import NO_MODULE, Tree
 from ..views.roofline import PATH_NAMES, TRIVIAL
 from ..views.summary import Profile, report as summary_report, row_values
 
+# One group per distinct (op, kernel, shapes, module, layer, direction, rank, collective, tc): the
+# tables by any of these keys are rolled up from it, the roofline's points are its groups.
+FINE = "op,kernel,shape,module,layer,dir,rank,coll,tc"
 TABLES = {"op": "op", "kernel": "kernel", "module": "module", "op+shape": "op,shape", "layer": "layer",
-          "direction": "dir", "rank": "rank", "collective": "coll", "stream": "stream"}
+          "direction": "dir", "rank": "rank", "collective": "coll"}
 DIFF_BY = ("op", "module", "kernel")
-TIMELINE_BLOCKS = 20000
+TIMELINE_BLOCKS = 10000
 LARGEST_GAPS = 10
 BELOW_ROOF = 5
+_TC = {"1": True, "0": False}
 
 
 class Collector:
@@ -38,15 +43,15 @@ class Collector:
 
     def __init__(self) -> None:
         self.profile = Profile("op")
-        self.groups = {name: Groups(by) for name, by in TABLES.items() if by != "op"}
+        self.fine = Groups(FINE)
         self.tree = Tree()
         self.comms = Comms()
-        self.roof: dict[tuple, list] = {}   # (op, kernel, shapes, module, tc, path) -> [n, ns, flops, bytes, peak]
         self.peaks = None
+        self.paths: set = set()              # math paths the kernels ran on: their roofs are drawn
         self.starts, self.ends = array("q"), array("q")
         self.track_of, self.label_of = array("i"), array("i")
         self.tracks: dict[tuple, int] = {}   # (rank, device, stream) -> index
-        self.labels: dict[tuple, int] = {}   # (op, module, kernel, collective) -> index
+        self.labels: dict[tuple, int] = {}   # fine group key -> index
 
     def add(self, rec: dict, f: Facts) -> None:
         """Count one record (memcpy/memset records only in the header's copies)."""
@@ -54,56 +59,60 @@ class Collector:
         if rec.get("kind", "kernel") != "kernel":
             return
         start, end, dur = time_field(rec, "kStart"), time_field(rec, "kEnd"), time_field(rec, "kDuration")
-        for g in self.groups.values():
-            g.add(rec, f, dur)
+        key = self.fine.add(rec, f, dur)
         self.tree.add(rec, f)
         self.comms.add(rec, f)
         if self.peaks is None and f.peaks is not None:
             self.peaks = f.peaks
-        op, module, kernel = str(rec.get("op") or "-"), str(rec.get("module") or NO_MODULE), \
-            str(rec.get("kShortName") or "-")
-        if f.flops and f.bytes and f.flops >= TRIVIAL and dur > 0:
-            key = (op, kernel, input_shapes(rec), module, f.tc, f.path)
-            p = self.roof.get(key)
-            if p is None:
-                p = self.roof[key] = [0, 0, 0, 0, f.peak_tflops]
-            p[0] += 1
-            p[1] += dur
-            p[2] += f.flops
-            p[3] += f.bytes
+        if f.path:
+            self.paths.add(f.path)
         track = (rec.get("rank"), rec.get("device"), rec.get("stream"))
         t = self.tracks.get(track)
         if t is None:
             t = self.tracks[track] = len(self.tracks)
-        coll = of_record(rec)
-        label = (op, module, kernel, None if coll is None else coll.kind or "NCCL")
-        lab = self.labels.get(label)
+        lab = self.labels.get(key)
         if lab is None:
-            lab = self.labels[label] = len(self.labels)
+            lab = self.labels[key] = len(self.labels)
         self.starts.append(start)
         self.ends.append(max(start, end))
         self.track_of.append(t)
         self.label_of.append(lab)
 
 
+def _label(key: tuple) -> dict:
+    """A fine group's key as the timeline names it."""
+    op, kernel, _shape, module, _layer, _dir, _rank, coll, _tc = key
+    return {"op": op, "module": NO_MODULE if module == "-" else module, "kernel": _short(kernel),
+            "coll": None if coll == "compute" else coll}
+
+
+def _short(kernel: str) -> str:
+    """A kernel's name without namespaces, template and parameter lists (as kShortName)."""
+    return kernel_label(kernel).split("<", 1)[0]
+
+
 def _roofline(c: Collector) -> dict:
-    """Roofs of the GPU and one point per distinct call, with how far below its roof it ran."""
+    """Roofs of the GPU and one point per fine group with known, non-trivial FLOPs and bytes, with
+    how far below its roof it ran (the roof: its math path's peak, or bandwidth x intensity)."""
     pk = c.peaks
     bw = pk.gbps if pk and pk.gbps else None
     points = []
-    paths = set()
-    for (op, kernel, shapes, module, tc, path), (n, ns, flops, nbytes, peak) in c.roof.items():
-        ai = flops / nbytes
-        tflops = flops / ns * 1e-3
-        roof = min(x for x in (peak, ai * bw / 1e3 if bw else None) if x is not None) if peak or bw else None
-        if path and peak:
-            paths.add(path)
-        points.append({"op": op, "kernel": kernel, "shapes": shapes, "module": module, "tc": tc, "count": n,
-                       "time_ns": ns, "flops": flops, "bytes": nbytes, "ai": ai, "tflops": tflops,
-                       "roof_tflops": roof, "pct_roof": tflops / roof * 100 if roof else None,
-                       "lost_ns": ns * max(0.0, 1 - tflops / roof) if roof else None})
+    for key, g in c.fine.groups.items():
+        if not g.flops or not g.bytes or not g.flops_time or g.flops < TRIVIAL * (g.count - g.flops_na):
+            continue
+        op, kernel, shapes, module, _layer, _dir, rank, _coll, tc = key
+        ai = g.flops / g.bytes
+        tflops = g.flops / g.flops_time * 1e-3
+        peak = g.capacity / g.flops_time * 1e-3 if g.capacity and g.peak_flops == g.flops else None
+        roofs = [x for x in (peak, ai * bw / 1e3 if bw else None) if x]
+        roof = min(roofs) if roofs else None
+        points.append({"op": op, "kernel": _short(kernel), "kernel_label": kernel_label(kernel), "shapes": shapes,
+                       "module": NO_MODULE if module == "-" else module, "rank": rank, "tc": _TC.get(tc),
+                       "count": g.count, "time_ns": g.time, "flops": g.flops, "bytes": g.bytes, "ai": ai,
+                       "tflops": tflops, "roof_tflops": roof, "pct_roof": tflops / roof * 100 if roof else None,
+                       "lost_ns": g.flops_time * max(0.0, 1 - tflops / roof) if roof else None})
     points.sort(key=lambda p: -p["time_ns"])
-    roofs = [{"path": p, "name": PATH_NAMES.get(p, p), "tflops": pk.flops[p]} for p in sorted(paths)
+    roofs = [{"path": p, "name": PATH_NAMES.get(p, p), "tflops": pk.flops[p]} for p in sorted(c.paths)
              if pk and p in pk.flops]
     return {"gpu": pk.name if pk else None, "memory_gbps": bw, "roofs": roofs, "points": points}
 
@@ -152,7 +161,7 @@ def _timeline(c: Collector, per: dict[int, list[int]], limit: int) -> dict:
     origin = min(starts) if starts else 0
     return {"origin_ns": origin, "merged_below_ns": merge_below, "kernels": len(starts),
             "tracks": [{"rank": r, "device": d, "stream": s} for (r, d, s) in c.tracks],
-            "labels": [{"op": op, "module": m, "kernel": k, "coll": coll} for (op, m, k, coll) in c.labels],
+            "labels": [_label(key) for key in c.labels],
             "blocks": [[b[0], b[1] - origin, b[2] - origin, b[3], b[4], b[5]] for b in blocks]}
 
 
@@ -162,7 +171,7 @@ def _gaps(c: Collector, per: dict[int, list[int]], top: int) -> list[dict]:
     devices: dict[tuple, list[int]] = {}
     for (rank, device, _), t in c.tracks.items():
         devices.setdefault((rank, device), []).extend(per.get(t, ()))
-    labels = list(c.labels)
+    labels = [_label(key) for key in c.labels]
     starts, ends = c.starts, c.ends
     found = []
     for (rank, device), idx in devices.items():
@@ -180,9 +189,8 @@ def _gaps(c: Collector, per: dict[int, list[int]], top: int) -> list[dict]:
             for ns, rank, device, at, before, after in found[:top]]
 
 
-def _name(label: tuple) -> str:
-    op, module, kernel, _ = label
-    return f"{op} ({module}): {kernel}"
+def _name(label: dict) -> str:
+    return f"{label['op']} ({label['module']}): {label['kernel']}"
 
 
 def _answers(summary: dict, modules: list[dict], roofline: dict, gaps: list[dict]) -> dict:
@@ -201,9 +209,8 @@ def report(c: Collector, base: dict[str, Groups] | None = None, timeline_blocks:
     kernel (base_sinks()), to compare this run with."""
     summary = summary_report(c.profile)
     gpu_time = c.profile.gpu_time
-    tables = {"op": summary["rows"]}
-    for name, g in c.groups.items():
-        tables[name] = [row_values(x, gpu_time, g.keys) for x in g.sorted("time")]
+    rolled = {name: c.fine.rolled_up(by) for name, by in TABLES.items()}
+    tables = {name: [row_values(x, gpu_time, g.keys) for x in g.sorted("time")] for name, g in rolled.items()}
     modules = c.tree.rows()
     roofline = _roofline(c)
     per = _per_track(c)
@@ -211,8 +218,7 @@ def report(c: Collector, base: dict[str, Groups] | None = None, timeline_blocks:
     comms = c.comms.report()
     overlap = {k: comms[k] for k in ("ranks", "nccl_kernels", "nccl_ns", "steps", "collectives")} \
         if comms["nccl_kernels"] else None
-    new = {"op": c.profile.groups, "module": c.groups["module"], "kernel": c.groups["kernel"]}
-    diff = {by: compare(base[by], new[by]) for by in DIFF_BY} if base else None
+    diff = {by: compare(base[by], rolled[by]) for by in DIFF_BY} if base else None
     return {"answers": _answers(summary, modules, roofline, gaps), "summary": summary, "tables": tables,
             "modules": modules, "roofline": roofline, "timeline": _timeline(c, per, timeline_blocks), "gaps": gaps,
             "overlap": overlap, "diff": diff}

@@ -97,7 +97,7 @@ def roofline(roof: dict) -> dict:
 
 def _point_text(p: dict) -> str:
     return (f"<b>{esc(p['op'])}</b> x{p['count']}<br>module {esc(p['module'])}<br>shapes {esc(p['shapes'])}"
-            f"<br>kernel {esc(p['kernel'])}<br>time {duration(p['time_ns'])}<br>FLOPs {si(p['flops'])}, "
+            f"<br>kernel {esc(p['kernel_label'])}<br>time {duration(p['time_ns'])}<br>FLOPs {si(p['flops'])}, "
             f"bytes {si(p['bytes'], 'B')}<br>{rate(p['tflops'], 3)} TFLOP/s, {p['ai']:.3g} FLOP/B"
             f"<br>tc {'-' if p['tc'] is None else int(p['tc'])}, {pct(p['pct_roof'])}% of its roof")
 
@@ -112,7 +112,9 @@ def timeline(tl: dict, gaps: list[dict]) -> dict:
     """Kernels (or merged blocks of them) per rank, device and stream, in ms from the first
     kernel; coloured by module or by op (a menu switches), NCCL kernels in red; the longest idle
     gaps of each device as dotted red lines on a row of their own."""
-    tracks = [_track_name(t) for t in tl["tracks"]]
+    order = sorted(range(len(tl["tracks"])), key=lambda i: tuple(map(_sort_key, tl["tracks"][i].values())))
+    row_of = {t: row for row, t in enumerate(order)}
+    tracks = [_track_name(tl["tracks"][t]) for t in order]
     labels = tl["labels"]
     busy: dict[str, dict[str, int]] = {"module": {}, "op": {}}
     for b in tl["blocks"]:
@@ -132,21 +134,21 @@ def timeline(tl: dict, gaps: list[dict]) -> dict:
                 hue = NCCL_COLOUR if name == "NCCL" else colour.get(name, OTHER_COLOUR)
                 # A tick at each end: a kernel of microseconds is no wider than a pixel in a long capture.
                 s = series[name] = {"type": "scatter", "mode": "lines+markers", "name": esc(name), "x": [], "y": [],
-                                    "text": [], "hovertemplate": "%{text}<extra></extra>", "connectgaps": False,
+                                    "text": [], "hoverinfo": "text", "connectgaps": False,
                                     "line": {"width": 10, "color": hue},
                                     "marker": {"symbol": "line-ns", "size": 16, "line": {"width": 2, "color": hue}}}
-            text = _block_text(b, lab)
             s["x"] += [b[1] / 1e6, b[2] / 1e6, None]
-            s["y"] += [tracks[b[0]]] * 2 + [None]
-            s["text"] += [text, text, None]
+            s["y"] += [row_of[b[0]], row_of[b[0]], None]
+            s["text"] += [_block_text(b, lab), "", ""]  # hover at the start: the report stays small
         for name in sorted(series, key=lambda n: (n in ("other", "NCCL"), -busy[key].get(n, 0))):
             series[name]["visible"] = key == "module"
             data.append(series[name])
             for k in visible:
                 visible[k].append(k == key)
+    idle_rows = sorted({_track_name(dict(g, stream=None)) for g in gaps})
     gx, gy, gt = [], [], []
     for g in gaps:
-        row = _track_name(dict(g, stream=None))
+        row = len(tracks) + idle_rows.index(_track_name(dict(g, stream=None)))
         text = (f"idle {duration(g['idle_ns'])}<br>after {esc(g['after'])}<br>before {esc(g['before'])}")
         gx += [g["at_ns"] / 1e6, (g["at_ns"] + g["idle_ns"]) / 1e6, None]
         gy += [row, row, None]
@@ -159,16 +161,22 @@ def timeline(tl: dict, gaps: list[dict]) -> dict:
             visible[k].append(True)
     merged = (f"; kernels closer than {duration(tl['merged_below_ns'])} merged into blocks (at most "
               f"{TIMELINE_BLOCKS:,})" if tl["merged_below_ns"] else "")
-    rows = sorted(set(tracks)) + sorted({y for y in gy if y})
+    rows = tracks + idle_rows
     return {"data": data, "layout": _layout(
         f"Timeline: {tl['kernels']:,} kernels{merged} (drag to zoom, double-click to reset)",
         height=max(300, 110 + 34 * len(rows)), xaxis={"title": {"text": "ms from the first kernel"}, "zeroline": False},
-        yaxis={"categoryorder": "array", "categoryarray": rows[::-1], "automargin": True},
+        yaxis={"tickvals": list(range(len(rows))), "ticktext": rows, "automargin": True,
+               "range": [len(rows) - 0.5, -0.5], "zeroline": False, "showgrid": False},
         margin={"l": 60, "r": 20, "t": 80, "b": 50},
         updatemenus=[{"type": "buttons", "direction": "right", "x": 1, "xanchor": "right", "y": 1.02,
                       "yanchor": "bottom", "pad": {"b": 4},
                       "buttons": [{"label": f"colour by {k}", "method": "restyle", "args": [{"visible": visible[k]}]}
                                   for k in ("module", "op")]}])}
+
+
+def _sort_key(value: object) -> tuple:
+    """Numbers in order, then anything else by its text (ranks, devices, streams may be null)."""
+    return (0, value, "") if isinstance(value, (int, float)) else (1, 0, str(value))
 
 
 def _block_text(b: list, lab: dict) -> str:
