@@ -31,10 +31,10 @@ STATUSES = {
     EXIT_CORRUPT: "an nsys export given as input is truncated or corrupted",
     EXIT_BAD_LINE: "malformed line under --strict",
     EXIT_TOOL: "a program or library the run needs is missing: nsys for a .nsys-rep, matplotlib for --plot, "
-               "pyarrow for --parquet",
+               "pyarrow for --parquet, plotly for --html",
     EXIT_INCOMPLETE: "the input ends where pyprof.parse failed (rows before it were printed)",
     EXIT_OUTPUT: "the output cannot be written: stdout (full, or closed), -o FILE, the --plot image, the --parquet "
-                 "file (a missing folder, a directory, a full disk)",
+                 "file, the --html page, the --trace file (a missing folder, a directory, a full disk)",
     EXIT_INTERRUPTED: "interrupted",
 }
 
@@ -45,8 +45,8 @@ def parser() -> argparse.ArgumentParser:
         "pyprof.prof",
         description="One row per GPU kernel from `python -m pyprof.parse` output (or an nsys export, "
                     "parsed on the fly): attribution, FLOPs, bytes, Tensor Core use and distance from the GPU's "
-                    "peaks; or a view of where the time goes (--summary, --plot, --diff, --modules). On a "
-                    "terminal (or -w) tables fit its width: default columns that do not fit are left out (said on "
+                    "peaks; or a view of where the time goes (--summary, --plot, --diff, --modules, --html, "
+                    "--trace). On a terminal (or -w) tables fit its width: default columns that do not fit are left out (said on "
                     "stderr), long names cut in the middle; into a pipe the per-kernel rows are space separated "
                     "for awk and sort, and a view's names are not cut.",
         epilog=help_table() + "\n\n" + exit_statuses("pyprof.prof", STATUSES))

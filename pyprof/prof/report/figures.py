@@ -208,7 +208,7 @@ def diff(d: dict, top: int = 20) -> dict:
                       "x": [r["delta_ns"] / 1e3 for r in rows],
                       "marker": {"color": [NCCL_COLOUR if r["delta_ns"] > 0 else "#2ca02c" for r in rows]},
                       "text": [f"{esc(r['group'])}<br>base {duration(r['base_ns'] or 0)}, new {duration(r['new_ns'] or 0)}"
-                               for r in rows], "hovertemplate": "%{text}<extra></extra>"}],
+                               for r in rows], "textposition": "none", "hovertemplate": "%{text}<extra></extra>"}],
             "layout": _layout(f"What changed most (by {esc(d['by'])}): slower in red, faster in green",
                               height=max(300, 40 + 22 * len(rows)), xaxis={"title": {"text": "change in GPU time (us)"}},
                               yaxis={"automargin": True})}
