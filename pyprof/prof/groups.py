@@ -212,7 +212,7 @@ class Groups:
         self.by = by
         self.keys = by_keys(by)
         funcs = [KEYS[k] for k in self.keys]
-        self.key = funcs[0] if len(funcs) == 1 else (lambda rec, f: tuple(fn(rec, f) for fn in funcs))
+        self.key = funcs[0] if len(funcs) == 1 else (lambda rec, f: tuple([fn(rec, f) for fn in funcs]))
         self.groups: dict = {}
 
     def add(self, rec: dict, f: Facts, dur: int) -> str | tuple:

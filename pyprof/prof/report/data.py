@@ -17,7 +17,6 @@ from array import array
 from ..analysis import Facts
 from ..comms import Comms
 from ..groups import Groups
-from ..scan import time_field
 from ..units import kernel_label
 from ..views.diff import Totals, compare
 from ..views.modules import NO_MODULE, Tree
@@ -44,7 +43,6 @@ class Collector:
     def __init__(self) -> None:
         self.profile = Profile("op")
         self.fine = Groups(FINE)
-        self.tree = Tree()
         self.comms = Comms()
         self.peaks = None
         self.paths: set = set()              # math paths the kernels ran on: their roofs are drawn
@@ -58,9 +56,8 @@ class Collector:
         self.profile.add(rec, f)
         if rec.get("kind", "kernel") != "kernel":
             return
-        start, end, dur = time_field(rec, "kStart"), time_field(rec, "kEnd"), time_field(rec, "kDuration")
-        key = self.fine.add(rec, f, dur)
-        self.tree.add(rec, f)
+        start, end = rec["kStart"], rec["kEnd"]  # checked by the profile
+        key = self.fine.add(rec, f, rec["kDuration"])
         self.comms.add(rec, f)
         if self.peaks is None and f.peaks is not None:
             self.peaks = f.peaks
@@ -77,6 +74,16 @@ class Collector:
         self.ends.append(max(start, end))
         self.track_of.append(t)
         self.label_of.append(lab)
+
+
+def _tree(by_module: Groups) -> Tree:
+    """The module tree (--modules) of the groups by module."""
+    tree = Tree()
+    for path, g in by_module.groups.items():
+        path = NO_MODULE if path == "-" else path
+        tree.self_time[path] = g.time
+        tree.self_count[path] = g.count
+    return tree
 
 
 def _label(key: tuple) -> dict:
@@ -211,7 +218,7 @@ def report(c: Collector, base: dict[str, Groups] | None = None, timeline_blocks:
     gpu_time = c.profile.gpu_time
     rolled = {name: c.fine.rolled_up(by) for name, by in TABLES.items()}
     tables = {name: [row_values(x, gpu_time, g.keys) for x in g.sorted("time")] for name, g in rolled.items()}
-    modules = c.tree.rows()
+    modules = _tree(rolled["module"]).rows()
     roofline = _roofline(c)
     per = _per_track(c)
     gaps = _gaps(c, per, LARGEST_GAPS)
