@@ -218,3 +218,32 @@ def test_odd_inputs_render_safely(case, browser, tmp_path):
         assert page.evaluate("document.getElementById('plot-timeline')._fullLayout.yaxis.ticktext") == \
             ["rank 0 GPU 0 stream 7", "rank 1 GPU 0 stream 7", "rank 0 GPU 0 idle", "rank 1 GPU 0 idle"]
         assert page.evaluate("document.querySelectorAll('#diff tbody tr').length") == 11
+
+
+def test_report_page_from_python_without_torch(tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "gpt.html"
+    code = (f"import sys, pyprof; rep = pyprof.report({GPT!r}, html={str(out)!r}); "
+            "print(rep['answers']['module']['module'], 'torch' in sys.modules)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert res.returncode == 0 and res.stdout == "blocks.1.qkv False\n", res.stderr
+    assert out.read_text().startswith("<!DOCTYPE html>") and out.stat().st_size < 6_000_000  # plotly.js is 4.8 MB
+
+
+def test_large_timeline_in_webgl(browser, tmp_path):
+    """6,950 kernels: the timeline and roofline switch to WebGL, which headless Chromium has."""
+    recs = trace_records("gpt")
+    span = recs[-1]["kEnd"] - recs[0]["kStart"]
+    many = [dict(r, kStart=r["kStart"] + i * span, kEnd=r["kEnd"] + i * span) for i in range(50) for r in recs]
+    html = tmp_path / "large.html"
+    status, _, err = prof("--html", str(html), write_dict(tmp_path, "large", many))
+    assert status == 0, err
+    page = open_report(browser, str(html))
+    assert page.errors() == []
+    assert page.evaluate("document.getElementById('plot-timeline')._fullData.map(t => t.type)")[0] == "scattergl"
+    kernels = page.evaluate("document.getElementById('plot-timeline').data.filter(t => t.visible === true)"
+                            ".reduce((n, t) => n + t.x.filter(v => v !== null).length, 0)")  # coloured by module
+    assert kernels == 2 * 6950
+    shot(page, tmp_path, "large")

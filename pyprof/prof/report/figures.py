@@ -18,8 +18,9 @@ COLOURED = 10  # modules or ops with a colour of their own in the timeline; the 
 TC_TRACES = {True: ("Tensor Cores (tc 1)", "#2a9d3f"), False: ("matrix kernel on CUDA cores (tc 0)", "#d62728"),
              None: ("other kernels", "#1f77b4")}
 MEMORY_ROOF = "#b5651d"
-# Beyond this many markers plotly's SVG slows down and WebGL takes over; below it the chart needs
-# no WebGL (which headless or remote browsers may lack). Lines stay SVG: one path per series.
+# Beyond this many points plotly's SVG slows down and WebGL takes over (10,000 timeline blocks:
+# 10 s in SVG, 2 s in WebGL in headless Chromium on a loaded 2-core machine); below it the charts
+# need no WebGL, which some browsers lack.
 WEBGL_FROM = 5000
 
 
@@ -122,6 +123,7 @@ def timeline(tl: dict, gaps: list[dict]) -> dict:
         for key in busy:
             busy[key][lab[key]] = busy[key].get(lab[key], 0) + b[4]
     data, visible = [], {"module": [], "op": []}
+    kind = _scatter(len(tl["blocks"]))
     for key in ("module", "op"):
         top = sorted(busy[key], key=lambda k: -busy[key][k])[:COLOURED]
         colour = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(top)}
@@ -133,15 +135,19 @@ def timeline(tl: dict, gaps: list[dict]) -> dict:
             if s is None:
                 hue = NCCL_COLOUR if name == "NCCL" else colour.get(name, OTHER_COLOUR)
                 # A tick at each end: a kernel of microseconds is no wider than a pixel in a long capture.
-                s = series[name] = {"type": "scatter", "mode": "lines+markers", "name": esc(name), "x": [], "y": [],
+                s = series[name] = {"type": kind, "mode": "lines+markers", "name": esc(name), "x": [], "y": [],
                                     "text": [], "hoverinfo": "text", "connectgaps": False,
                                     "line": {"width": 10, "color": hue},
                                     "marker": {"symbol": "line-ns", "size": 16, "line": {"width": 2, "color": hue}}}
             s["x"] += [b[1] / 1e6, b[2] / 1e6, None]
             s["y"] += [row_of[b[0]], row_of[b[0]], None]
             s["text"] += [_block_text(b, lab), "", ""]  # hover at the start: the report stays small
-        for name in sorted(series, key=lambda n: (n in ("other", "NCCL"), -busy[key].get(n, 0))):
+        # Drawn bottom to top: "other" first, so that it hides none of the named; NCCL last. The
+        # legend lists them by busy time.
+        legend = sorted(series, key=lambda n: (n in ("other", "NCCL"), -busy[key].get(n, 0)))
+        for name in sorted(series, key=lambda n: (n != "other", n == "NCCL", -busy[key].get(n, 0))):
             series[name]["visible"] = key == "module"
+            series[name]["legendrank"] = 1000 + legend.index(name)
             data.append(series[name])
             for k in visible:
                 visible[k].append(k == key)
