@@ -83,6 +83,11 @@ def test_backward_arrows_and_counters(tmp_path):
     # Every bprop kernel whose forward op's seq has a forward kernel gets an arrow from it.
     seqs = {r["seqId"] for r in recs if r["dir"] == "fprop" and isinstance(r.get("seqId"), int)}
     assert len(backward) == sum(r["dir"] == "bprop" and (r.get("fwd") or {}).get("seq") in seqs for r in recs) == 83
+    # One op slice per op call (its first kernel has subSeqId 0), enclosing its launches.
+    calls = phases(events, "X", "op")
+    assert len(calls) == sum(r["subSeqId"] == 0 and bool(r["op"]) for r in recs) == 130
+    assert (calls[0]["name"], calls[0]["args"]) == ("embedding", {"module": "tok", "site": "/work/main/examples/gpt.py:54"})
+    assert {c["name"] for c in calls if c["name"].endswith(" backward")} >= {"linear backward", "layer_norm backward"}
     counters = phases(events, "C")
     assert counters and {e["name"] for e in counters} == {"GPU 0 achieved"}
     assert max(e["args"]["TFLOP/s"] for e in counters) > 0 and counters[-1]["args"] == {"TFLOP/s": 0, "GB/s": 0}
@@ -91,7 +96,7 @@ def test_backward_arrows_and_counters(tmp_path):
 def test_split_into_files_that_each_open(tmp_path):
     paths = traced(str(Path(ROOT) / "examples/gpt.sqlite"), str(tmp_path / "gpt.json.gz"), max_events=200)
     assert paths == [part_path(str(tmp_path / "gpt.json.gz"), n) for n in range(1, len(paths) + 1)]
-    assert len(paths) == 3 and paths[1] == str(tmp_path / "gpt.2.json.gz")
+    assert len(paths) == 4 and paths[1] == str(tmp_path / "gpt.2.json.gz")
     kernels = 0
     for p in paths:
         trace = load(p)

@@ -3,7 +3,8 @@ format's JSON (docs/views.md, "--trace"), written while the records are read.
 
 One process per rank (pid = the rank's index in order of appearance). Its tracks: one per GPU
 device and stream holding the kernels (and memcpy/memset records) as complete slices with their
-args; one per CPU thread holding the launch calls; counters of achieved TFLOP/s and GB/s per
+args; one per CPU thread holding the launch calls, each op call's launches enclosed in a slice
+named by its op (`linear`, `linear backward`); counters of achieved TFLOP/s and GB/s per
 device. Flow arrows go from each launch call to its kernel and from the first kernel of a
 forward op to each kernel of its backward (same `seqId`, as parse joins them).
 
@@ -84,6 +85,7 @@ class TraceWriter:
         self.flow = 0
         self.fwd: dict[tuple, tuple] = {}        # (pid, process, seq) -> (part, pid, tid, ts) of its first kernel
         self.counters: dict[tuple, list] = {}    # (pid, device) -> [bucket width ns, {bucket: [flops, bytes]}]
+        self.calls: dict[tuple, list | None] = {}  # (pid, tid) -> the op call open on that CPU track
 
     # -- writing --------------------------------------------------------------------------------
     def _emit(self, ev: dict) -> None:
@@ -106,6 +108,10 @@ class TraceWriter:
             self._emit(ev)
 
     def _end_part(self) -> None:
+        for (pid, tid), call in self.calls.items():
+            if call is not None:
+                self._emit_call(pid, tid, call)
+        self.calls = {}
         self._flush_counters()
         self.out.write("\n]}\n")
         self.out.close()
@@ -178,10 +184,31 @@ class TraceWriter:
                         "args": {"api": launch.get("api"), "op": rec.get("op"), "module": rec.get("module"),
                                  "site": rec.get("trace"), "kernel": name, "correlationId": rec.get("correlationId")}})
             self._arrow("launch", pid, cpu_tid, l_ts, gpu_tid, ts)
+            self._op_call(rec, pid, cpu_tid, l_start, l_start + max(0, l_dur))
         if kind != "kernel":
             return
         self._backward_arrow(rec, pid, gpu_tid, ts)
         self._count(pid, device, start, end, f)
+
+    def _op_call(self, rec: dict, pid: int, tid: int, start: int, end: int) -> None:
+        """Extend the op call open on this thread by one launch, or close it and open the next:
+        a call's launches share its op and count up from subSeqId 0 (records.md)."""
+        op = rec.get("op")
+        name = None if not op else f"{op} backward" if rec.get("dir") == "bprop" else str(op)
+        cur = self.calls.get((pid, tid))
+        if cur is not None and name == cur[0] and rec.get("subSeqId") not in (0, None):
+            cur[3] = end
+            return
+        if cur is not None:
+            self._emit_call(pid, tid, cur)
+        self.calls[(pid, tid)] = [name, start, start, end, rec.get("module"), rec.get("trace")] if name else None
+
+    def _emit_call(self, pid: int, tid: int, call: list) -> None:
+        """One op call on its CPU thread: from its first launch's start to its last launch's end
+        (the op range itself is not in the records), enclosing the launch slices."""
+        name, start, _, end, module, site = call
+        self._emit({"ph": "X", "name": name, "cat": "op", "pid": pid, "tid": tid, "ts": self._us(start),
+                    "dur": (end - start) / 1000, "args": {k: v for k, v in (("module", module), ("site", site)) if v}})
 
     def _arrow(self, cat: str, pid: int, src_tid: int, src_ts: float, dst_tid: int, dst_ts: float) -> None:
         self.flow += 1
