@@ -335,3 +335,33 @@ def test_the_table_and_parquet_skip_the_same_records(tmp_path_factory, stream, f
     rows = text.out.decode().splitlines()[(form == "--csv"):]
     assert pq.read_table(out).num_rows == len(rows)
     out.unlink()
+
+
+@examples(300)
+@given(stream=streams(), strict=st.booleans())
+def test_trace(tmp_path_factory, stream, strict):
+    """--trace over any stream: a trace that passes the format's conformance check, or one error line."""
+    from trace_format import load, problems
+
+    path = _scratch(tmp_path_factory) / "t.json"
+    res = run_tool("prof", ["--trace", str(path)] + (["--strict"] if strict else []), stdin=b"\n".join(stream) + b"\n")
+    if res.status != 0:
+        check_failure(res, "prof")
+        assert res.status in (4, 7, 9), res.err
+        return
+    assert problems(load(str(path))) == []
+
+
+@examples(60)  # a page is 5 MB of plotly.js: a few dozen suffice, the data comes from the same sinks
+@given(stream=streams())
+def test_html(tmp_path_factory, stream):
+    """--html over any stream: a page whose data block is strict JSON holding no raw `<`, or one error line."""
+    path = _scratch(tmp_path_factory) / "r.html"
+    res = run_tool("prof", ["--html", str(path)], stdin=b"\n".join(stream) + b"\n")
+    if res.status != 0:
+        check_failure(res, "prof")
+        assert res.status in (4, 9), res.err
+        return
+    block = path.read_text().split('id="pyprof-data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in block
+    json.loads(block, parse_constant=_no_constant)

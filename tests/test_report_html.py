@@ -247,3 +247,37 @@ def test_large_timeline_in_webgl(browser, tmp_path):
                             ".reduce((n, t) => n + t.x.filter(v => v !== null).length, 0)")  # coloured by module
     assert kernels == 2 * 6950
     shot(page, tmp_path, "large")
+
+
+def test_ddp_report_in_the_browser(browser, tmp_path):
+    """The shipped two-rank DDP capture: per-rank tables, NCCL kernels, the overlap per rank and step."""
+    import subprocess
+    import sys
+
+    from captures import unpacked
+
+    for rank in (0, 1):
+        unpacked(Path(ROOT) / "tests" / "data" / f"ddp_{rank}.sqlite.xz", tmp_path)
+    records = tmp_path / "ddp.dict"
+    subprocess.run([sys.executable, "-m", "pyprof.parse", str(tmp_path), "-o", str(records)], check=True,
+                   capture_output=True, cwd=ROOT)
+    with pytest.warns(pyprof.ProfWarning, match="no op marker: 28 kernels"):
+        rep = pyprof.report(records)
+    assert [(s["rank"], s["step"]) for s in rep["overlap"]["steps"]] == \
+        [(s["rank"], s["step"]) for s in pyprof.overlap(records)["steps"]]
+    html = tmp_path / "ddp.html"
+    status, _, err = prof("--html", str(html), str(records))
+    assert status == 0, err
+    page = open_report(browser, str(html))
+    assert page.errors() == []
+    assert page.evaluate("[...document.querySelectorAll('section')].map(s => s.id)") == \
+        ["answers", "header", "tables", "modules", "roofline", "timeline", "overlap"]
+    assert page.evaluate("[...document.querySelectorAll('#tables option')].map(o => o.textContent)") == \
+        ["by op", "by kernel", "by module", "by op+shape", "by layer", "by direction", "by rank", "by collective",
+         "by module tree"]
+    bars = page.evaluate("document.getElementById('plot-overlap').data.map(t => t.x.length)")
+    assert bars == [len(rep["overlap"]["steps"])] * 3
+    nccl = page.evaluate("document.getElementById('plot-timeline').data.filter(t => t.name === 'NCCL' && t.visible)"
+                         ".reduce((n, t) => n + t.x.filter(v => v !== null).length, 0)")
+    assert nccl == 2 * 32  # both ends of each of the 32 NCCL kernels (pyprof.overlap's nccl_kernels)
+    shot(page, tmp_path, "ddp")

@@ -53,6 +53,8 @@ class Collector:
 
     def add(self, rec: dict, f: Facts) -> None:
         """Count one record (memcpy/memset records only in the header's copies)."""
+        track = (rec.get("rank"), rec.get("device"), rec.get("stream"))
+        hash(track)  # a list where a number belongs: TypeError before anything is counted
         self.profile.add(rec, f)
         if rec.get("kind", "kernel") != "kernel":
             return
@@ -63,7 +65,6 @@ class Collector:
             self.peaks = f.peaks
         if f.path:
             self.paths.add(f.path)
-        track = (rec.get("rank"), rec.get("device"), rec.get("stream"))
         t = self.tracks.get(track)
         if t is None:
             t = self.tracks[track] = len(self.tracks)

@@ -8,14 +8,13 @@ text (textContent), plotly gets strings escaped by figures.esc, and the JSON blo
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from ... import __version__
 from ...errors import EXIT_TOOL, PyprofError
 from ..units import duration, group_label, pct, rate, si
 from ..views.summary import advice_lines, header_lines
-from . import figures
+from . import figures, finite
 
 NEEDS = "--html needs plotly: pip install plotly (or pip install 'pyprof[report]')"
 SHOWN_ROWS = 300  # table rows in the DOM at a time; the filter reaches the others
@@ -29,21 +28,10 @@ def require_plotly() -> None:
         raise PyprofError(NEEDS, EXIT_TOOL) from None
 
 
-def _finite(value: Any) -> Any:
-    """`value` with NaN and infinities as None: JSON has neither."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
 def script_json(value: Any) -> str:
     """`value` as JSON that can sit inside a <script> element: `<`, `>`, `&` and every non-ASCII
     character escaped (JSON.parse reads them back unchanged)."""
-    text = json.dumps(_finite(value), ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+    text = json.dumps(finite(value), ensure_ascii=True, separators=(",", ":"), allow_nan=False)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 

@@ -32,6 +32,7 @@ from ..analysis import Facts
 from ..columns import pct_of_bandwidth, pct_of_peak, tc_text
 from ..groups import input_shapes
 from ..scan import time_field
+from . import finite
 
 ORIGIN_MARGIN_NS = 1_000_000_000  # records of another rank may start before the first record seen
 COUNTER_BUCKETS = 4096           # counter samples per device and file, at most (buckets double in width)
@@ -92,7 +93,11 @@ class TraceWriter:
         if self.out is None:
             self._begin()
         self.out.write(",\n" if self.events else "\n")
-        self.out.write(json.dumps(ev, separators=(",", ":")))
+        try:
+            text = json.dumps(ev, separators=(",", ":"), allow_nan=False)
+        except ValueError:  # NaN or Infinity from the record: null, as JSON has neither
+            text = json.dumps(finite(ev), separators=(",", ":"))
+        self.out.write(text)
         self.events += 1
 
     def _begin(self) -> None:
@@ -158,6 +163,7 @@ class TraceWriter:
     def add(self, rec: dict, f: Facts) -> None:
         """Write one record's slices, flows and counter samples."""
         start, end = time_field(rec, "kStart"), time_field(rec, "kEnd")
+        hash((rec.get("rank"), rec.get("device"), rec.get("stream"), rec.get("pid"), rec.get("tid")))  # before writing
         launch = rec.get("launch")
         if isinstance(launch, dict):
             l_start, l_dur = time_field(launch, "start"), time_field(launch, "duration")
@@ -169,9 +175,9 @@ class TraceWriter:
             self._end_part()
         pid = self._pid(rec.get("rank"))
         device, stream = rec.get("device"), rec.get("stream")
-        kind = rec.get("kind", "kernel")
+        kind = str(rec.get("kind", "kernel"))
         gpu_tid = self._tid(pid, ("gpu", device, stream), f"GPU {device} stream {stream}", 0, start, max(start, end))
-        name = rec.get("kShortName") or kind
+        name = str(rec.get("kShortName") or kind)
         ts = self._us(start)
         self._emit({"ph": "X", "name": name, "cat": kind, "pid": pid, "tid": gpu_tid, "ts": ts,
                     "dur": max(0, end - start) / 1000, "args": _args(rec, f)})
