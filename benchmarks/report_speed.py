@@ -34,7 +34,8 @@ def main() -> int:
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "pyprof-parse-bench",
                     help="where generated exports are kept between runs")
     ap.add_argument("--records", type=Path, help="the export's record file, when already parsed")
-    ap.add_argument("--rounds", type=int, default=2, help="rounds of the three runs")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds of the runs")
+    ap.add_argument("--no-trace", action="store_true", help="time --summary and --html only")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         records = str(args.records) if args.records else os.path.join(tmp, "net.dict")
@@ -43,15 +44,16 @@ def main() -> int:
             subprocess.run([sys.executable, "-m", "pyprof.parse", "-q", str(export), "-o", records], check=True)
         n = sum(1 for _ in open(records, "rb"))
         page, trace = os.path.join(tmp, "net.html"), os.path.join(tmp, "net.json.gz")
-        runs = {"--summary": [], "--html": [], "--trace": []}
+        views = (("--summary", None), ("--html", page)) + (() if args.no_trace else (("--trace", trace),))
+        runs: dict[str, list] = {view: [] for view, _ in views}
         for _ in range(args.rounds):
-            for view, out in (("--summary", None), ("--html", page), ("--trace", trace)):
+            for view, out in views:
                 cmd = [sys.executable, "-m", "pyprof.prof", view] + ([out] if out else []) + [records]
                 runs[view].append(timed(cmd, os.devnull))
         print(f"report_speed: {n} records, {args.rounds} rounds (median CPU s)")
         base = statistics.median(r[1] for r in runs["--summary"])
         print(f"  {'run':<12} {'CPU s':>7} {'wall s':>7} {'peak MiB':>9} {'vs summary':>11} {'output MB':>10}")
-        for view, out in (("--summary", None), ("--html", page), ("--trace", trace)):
+        for view, out in views:
             cpu = statistics.median(r[1] for r in runs[view])
             wall = statistics.median(r[0] for r in runs[view])
             rss = max(r[2] for r in runs[view])

@@ -41,8 +41,7 @@ class Collector:
     needs_facts = True
 
     def __init__(self) -> None:
-        self.profile = Profile("op")
-        self.fine = Groups(FINE)
+        self.profile = Profile(FINE)  # its groups are the fine ones: one count per kernel serves both
         self.comms = Comms()
         self.peaks = None
         self.paths: set = set()              # math paths the kernels ran on: their roofs are drawn
@@ -55,11 +54,10 @@ class Collector:
         """Count one record (memcpy/memset records only in the header's copies)."""
         track = (rec.get("rank"), rec.get("device"), rec.get("stream"))
         hash(track)  # a list where a number belongs: TypeError before anything is counted
-        self.profile.add(rec, f)
-        if rec.get("kind", "kernel") != "kernel":
+        key = self.profile.add(rec, f)
+        if key is None:  # memcpy/memset: in the header's copies only
             return
         start, end = rec["kStart"], rec["kEnd"]  # checked by the profile
-        key = self.fine.add(rec, f, rec["kDuration"])
         self.comms.add(rec, f)
         if self.peaks is None and f.peaks is not None:
             self.peaks = f.peaks
@@ -105,7 +103,7 @@ def _roofline(c: Collector) -> dict:
     pk = c.peaks
     bw = pk.gbps if pk and pk.gbps else None
     points = []
-    for key, g in c.fine.groups.items():
+    for key, g in c.profile.groups.groups.items():
         if not g.flops or not g.bytes or not g.flops_time or g.flops < TRIVIAL * (g.count - g.flops_na):
             continue
         op, kernel, shapes, module, _layer, _dir, rank, _coll, tc = key
@@ -215,10 +213,11 @@ def _answers(summary: dict, modules: list[dict], roofline: dict, gaps: list[dict
 def report(c: Collector, base: dict[str, Groups] | None = None, timeline_blocks: int = TIMELINE_BLOCKS) -> dict:
     """The report as one JSON-able object. `base`: a base run's diff.Totals by op, module and
     kernel (base_sinks()), to compare this run with."""
-    summary = summary_report(c.profile)
     gpu_time = c.profile.gpu_time
-    rolled = {name: c.fine.rolled_up(by) for name, by in TABLES.items()}
+    rolled = {name: c.profile.groups.rolled_up(by) for name, by in TABLES.items()}
     tables = {name: [row_values(x, gpu_time, g.keys) for x in g.sorted("time")] for name, g in rolled.items()}
+    # The profile's groups are the fine ones: its summary has the rows by op, rolled up.
+    summary = dict(summary_report(c.profile, top=1), by="op", rows=tables["op"], more={"groups": 0, "time_ns": 0})
     modules = _tree(rolled["module"]).rows()
     roofline = _roofline(c)
     per = _per_track(c)

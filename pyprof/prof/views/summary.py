@@ -93,14 +93,15 @@ class Profile:
         self.gpus: dict = {}    # device -> GPU name
         self.priced: dict = {}  # level that priced the kernel (Facts.level; None: neither) -> ns
 
-    def add(self, rec: dict, f: Facts) -> None:
-        """Count one analysed record (raises TypeError on a record with non-integer times)."""
+    def add(self, rec: dict, f: Facts) -> str | tuple | None:
+        """Count one analysed record (raises TypeError on a record with non-integer times);
+        returns its group's key (None for a memcpy/memset record)."""
         start, end, dur = time_field(rec, "kStart"), time_field(rec, "kEnd"), time_field(rec, "kDuration")
         if rec.get("kind", "kernel") != "kernel":
             self.copies += 1
             self.copy_time += dur
             self.evidence.copy(rec, dur)
-            return
+            return None
         self.kernels += 1
         self.gpu_time += dur
         if f.tc:
@@ -113,8 +114,9 @@ class Profile:
         if device not in self.gpus and isinstance(gpu, dict) and gpu.get("name"):
             self.gpus[device] = gpu["name"]
         self.priced[f.level] = self.priced.get(f.level, 0) + dur
-        self.groups.add(rec, f, dur)
+        key = self.groups.add(rec, f, dur)
         self.evidence.kernel(rec, f, dur)
+        return key
 
     def header(self) -> dict:
         """The capture header (docs/prof.md lists the keys); finalises the timelines."""
