@@ -160,7 +160,7 @@ def timeline(tl: dict, gaps: list[dict]) -> dict:
         gy += [row, row, None]
         gt += [text, text, None]
     if gx:
-        data.append({"type": "scatter", "mode": "lines+markers", "name": f"{len(gaps)} longest idle gaps",
+        data.append({"type": "scatter", "mode": "lines+markers", "name": f"{len(gaps)} longest idle gaps", "legendrank": 5000,
                      "x": gx, "y": gy, "text": gt, "hovertemplate": "%{text}<extra></extra>",
                      "line": {"width": 3, "color": NCCL_COLOUR, "dash": "dot"}, "marker": {"size": 7}})
         for k in visible:
