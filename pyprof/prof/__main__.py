@@ -46,9 +46,9 @@ def parser() -> argparse.ArgumentParser:
         description="One row per GPU kernel from `python -m pyprof.parse` output (or an nsys export, "
                     "parsed on the fly): attribution, FLOPs, bytes, Tensor Core use and distance from the GPU's "
                     "peaks; or a view of where the time goes (--summary, --plot, --diff, --modules, --html, "
-                    "--trace). On a terminal (or -w) tables fit its width: default columns that do not fit are left out (said on "
-                    "stderr), long names cut in the middle; into a pipe the per-kernel rows are space separated "
-                    "for awk and sort, and a view's names are not cut.",
+                    "--trace). On a terminal (or -w) tables fit its width: default columns that do not fit are "
+                    "left out (said on stderr), long names cut in the middle; into a pipe the per-kernel rows are "
+                    "space separated for awk and sort, and a view's names are not cut.",
         epilog=help_table() + "\n\n" + exit_statuses("pyprof.prof", STATUSES))
     p.add_argument("file", nargs="?", help="record file (JSON Lines), or an nsys export (.sqlite, .nsys-rep: "
                                             "parsed on the fly); stdin when absent or - (absent with stdin a "
