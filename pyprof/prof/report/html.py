@@ -16,7 +16,7 @@ from ..units import duration, group_label, pct, rate, si
 from ..views.summary import advice_lines, header_lines
 from . import figures, finite
 
-NEEDS = "--html needs plotly: pip install plotly (or pip install 'pyprof[report]')"
+NEEDS = "--html needs plotly: pip install plotly (or pip install 'pyprof-nvtx[report]')"
 SHOWN_ROWS = 300  # table rows in the DOM at a time; the filter reaches the others
 
 
