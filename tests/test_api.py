@@ -167,9 +167,10 @@ def test_dataframe_name_column_reproduces_summary_by_kernel(tmp_path):
 def test_modules_as_data():
     rows = pyprof.modules(GPT)["rows"]
     assert len(rows) == 21
-    assert rows[0] == {"module": "blocks", "depth": 0, "self_ns": 0, "total_ns": 348358,
-                       "pct_total": pytest.approx(68.358166, abs=1e-5), "self_count": 0, "count": 110}
-    assert rows[1]["module"] == "blocks.0" and (rows[1]["self_ns"], rows[1]["total_ns"]) == (32385, 174436)
+    assert rows[0] == {"module": "GPT", "depth": 0, "self_ns": 7296, "total_ns": 408550,
+                       "pct_total": pytest.approx(80.169621, abs=1e-5), "self_count": 3, "count": 129}
+    assert [(r["module"], r["depth"], r["self_ns"], r["total_ns"]) for r in rows[1:3]] == \
+        [("blocks", 1, 0, 348358), ("blocks.0", 2, 32385, 174436)]
     # The CLI prints the same function's result.
     status, out, _ = prof("--modules", "--json", GPT)
     assert status == 0 and json.loads(out) == pyprof.modules(GPT)

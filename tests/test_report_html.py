@@ -33,7 +33,7 @@ def test_report_data_of_gpt():
     assert a["idle"]["largest"][0]["idle_ns"] == rep["summary"]["header"]["largest_gap_ns"]  # intervals.py's
     assert a["idle"]["largest"][0]["after"] == "embedding (tok): embedding_backward_feature_kernel"
     assert rep["summary"] == pyprof.summary(GPT)  # header, advice and op rows (rolled up) are --summary's
-    assert [r["group"] for r in rep["tables"]["direction"]] == ["bprop", "fprop"]
+    assert [r["group"] for r in rep["tables"]["direction"]] == ["bprop", "fprop", "optim"]
     assert sum(r["count"] for r in rep["tables"]["kernel"]) == 139
     assert rep["modules"] == pyprof.modules(GPT)["rows"]
     tl = rep["timeline"]

@@ -34,7 +34,8 @@ def phases(events: list[dict], ph: str, cat: str | None = None) -> list[dict]:
 
 
 def test_captures_are_all_here():
-    assert len(CAPTURES) == 45 and "examples/gpt.sqlite" in CAPTURES and "tests/data/ddp_0.sqlite.xz" in CAPTURES
+    """The glob finds the captures (45 when this test was written; more may come)."""
+    assert len(CAPTURES) >= 45 and "examples/gpt.sqlite" in CAPTURES and "tests/data/ddp_0.sqlite.xz" in CAPTURES
 
 
 @pytest.mark.parametrize("capture", CAPTURES)

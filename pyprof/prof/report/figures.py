@@ -42,11 +42,14 @@ def modules(rows: list[dict], gpu_time: int) -> dict:
     """The module tree as an icicle: width = total GPU time, hover self and total; click zooms."""
     ids, labels, parents, values, text = ["(all)"], ["all GPU time"], [""], [gpu_time], [
         f"all kernels<br>GPU time {duration(gpu_time)}"]
+    above = ["(all)"]  # the path of the last node at each depth: rows come parents first
     for r in rows:
         path = r["module"]
-        parent = esc(path.rsplit(".", 1)[0]) if r["depth"] else "(all)"
+        del above[r["depth"] + 1:]
+        parent = above[r["depth"]]
+        above.append(esc(path))
         ids.append(esc(path))
-        labels.append(esc(path if r["depth"] == 0 else path.rsplit(".", 1)[-1]))
+        labels.append(esc(path.rsplit(".", 1)[-1]))
         parents.append(parent)
         values.append(r["total_ns"])
         text.append(f"{esc(path)}<br>total {duration(r['total_ns'])} ({pct(r['pct_total'])}%), {r['count']} kernels"

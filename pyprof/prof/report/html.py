@@ -72,7 +72,7 @@ def answers_text(rep: dict) -> list[dict]:
               f"{m['module']}: {duration(m['self_ns'])} of its own kernels "
               f"({pct(m['self_ns'] / gpu_time * 100 if gpu_time else None)}% of GPU time)",
               "more": [f"{r['module']}: total {duration(r['total_ns'])} ({pct(r['pct_total'])}%)"
-                       for r in rep["modules"] if r["depth"] == 0][:4]}
+                       for r in rep["modules"] if r["depth"] <= 1][:4]}  # the root model and its children
     below = {"question": "Which kernels are furthest below their roof?",
              "answer": "none can be placed (no known FLOPs and bytes, or no peaks for this GPU)" if not a["below_roof"]
              else f"{a['below_roof'][0]['op']} ({a['below_roof'][0]['kernel']}): {pct(a['below_roof'][0]['pct_roof'])}% "
