@@ -110,6 +110,9 @@ def test_cli_errors(tmp_path):
     status, _, err = prof("--compare", GPT, GPT)
     assert status == 2 and err == "pyprof.prof: error: --compare applies to --html only (--diff BASE NEW compares " \
                                   "in text)\n"
+    base = write_dict(tmp_path, "gpt")
+    status, _, err = prof("--html", base, "--compare", base, GPT)
+    assert status == 2 and err == f"pyprof.prof: error: {base}: --html names the input {base}; give another file name\n"
     status, _, err = prof("--html", str(tmp_path / "no" / "r.html"), GPT)
     assert status == 10 and err.endswith(f"{tmp_path / 'no' / 'r.html'}: cannot write (No such file or directory)\n")
 

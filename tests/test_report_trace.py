@@ -141,5 +141,7 @@ def test_empty_input_and_bad_file(tmp_path):
     empty.write_text("")
     status, _, err = prof("--trace", str(tmp_path / "t.json"), str(empty))
     assert status == 0 and load(str(tmp_path / "t.json"))["traceEvents"] == []
+    status, _, err = prof("--trace", str(empty), str(empty))
+    assert status == 2 and err == f"pyprof.prof: error: {empty}: --trace names the input {empty}; give another file name\n"
     status, _, err = prof("--trace", str(tmp_path / "no" / "t.json"), str(Path(ROOT) / "examples/lenet.sqlite"))
     assert status == 10 and err == f"pyprof.prof: error: {tmp_path / 'no' / 't.json'}: cannot write (No such file or directory)\n"

@@ -23,7 +23,7 @@ STATUSES = {
     0: "done (warnings, if any, summarised on stderr in one block)",
     EXIT_USAGE: f"bad command line: a --costs file missing or failing to import, no input with stdin a terminal, unknown option or column, -w outside 1..{MAX_WIDTH} or narrower than the "
                 "columns need, an option given to a view it does not apply to (--top without --summary), a bad "
-                "--kernel REGEX, an output (-o, --plot, --parquet) that names an input",
+                "--kernel REGEX, an output (-o, --plot, --parquet, --html, --trace) that names an input",
     EXIT_NO_INPUT: "input missing or unreadable (stdin too, when it is closed)",
     EXIT_BAD_FORMAT: "neither pyprof records nor an nsys export: no line of the input is a record (a text file, "
                      "a compressed file), a .sqlite that is not an export, an export on stdin (give its path)",
@@ -106,10 +106,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def refuse_inputs_as_outputs(args: argparse.Namespace) -> None:
-    """PyprofError (EXIT_USAGE) when -o, --plot or --parquet names an input, a --costs file
-    included (through a link too): the run would replace a file it reads."""
-    inputs = (args.diff or [args.file]) + args.costs
-    for flag, output in (("-o", args.output), ("--plot", args.plot), ("--parquet", args.parquet)):
+    """PyprofError (EXIT_USAGE) when -o, --plot, --parquet, --html or --trace names an input, a
+    --costs file or the --compare base included (through a link too): the run would replace a file
+    it reads."""
+    inputs = (args.diff or [args.file]) + args.costs + ([args.compare] if args.compare else [])
+    for flag, output in (("-o", args.output), ("--plot", args.plot), ("--parquet", args.parquet),
+                         ("--html", args.html), ("--trace", args.trace)):
         named = output and input_named_by(output, inputs)
         if named:
             raise PyprofError(f"{output}: {flag} names the input {named}; give another file name", EXIT_USAGE)
