@@ -337,8 +337,8 @@ def diagnose(mode: str, name: str, step: Callable[[], None]) -> None:
 
 
 def per_call(repeat: int = 21, number: int = 5000) -> Tuple[List[tuple], set]:
-    """Rows (call, plain us, then pyprof us per hit path of CALL_VARIANTS: Python, C reading tensors
-    through torch's getters, C reading them from ATen; None where not built) for small calls on the
+    """Rows (call, plain us, then pyprof us per hit path of CALL_VARIANTS: Python, C (pyprof.nvtx._hot);
+    None where not built) for small calls on the
     CPU, markers forced; process CPU time, best of `repeat` rounds, the variants taking turns within
     each round so that drift on a shared machine hits them alike. Also the values pyprof's
     node-hook switch had while they were timed."""
@@ -385,11 +385,8 @@ def per_call(repeat: int = 21, number: int = 5000) -> Tuple[List[tuple], set]:
     def us(fn: Callable[[], None]) -> float:
         return timeit.timeit(fn, number=number, timer=time.process_time) / number * 1e6
 
-    c_lookup = memo._hot.lookup if memo._hot is not None else None
-    aten = memo.aten_capsule
-    # variant -> (look-up, tensor reader handed to _hot) or None where not built
-    variants = {"python": (memo._lookup, None), "getters": (c_lookup, None) if c_lookup else None,
-                "aten": (c_lookup, aten) if c_lookup and aten else None}
+    # variant -> its look-up, or None where not built
+    variants = {"python": memo._lookup, "c": memo._hot.lookup if memo._hot is not None else None}
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     best: Dict[tuple, float] = {}
     hooks = set()
@@ -398,9 +395,7 @@ def per_call(repeat: int = 21, number: int = 5000) -> Tuple[List[tuple], set]:
             if variant != "plain":
                 if variants[variant] is None:
                     continue
-                wrappers._lookup, reader = variants[variant]
-                if c_lookup:
-                    memo.setup_hot(reader)
+                wrappers._lookup = variants[variant]
                 pyprof.init(force=True)
             try:
                 # pyprof's variants with profiled()'s tools, as the step benchmark's pyprof mode.
@@ -415,19 +410,16 @@ def per_call(repeat: int = 21, number: int = 5000) -> Tuple[List[tuple], set]:
                 if variant != "plain":
                     pyprof.restore()
     wrappers._lookup = memo.lookup
-    if c_lookup:
-        memo.setup_hot(aten)
     return [(name, best[name, "plain"]) + tuple(best.get((name, v)) for v in CALL_VARIANTS) for name in calls], hooks
 
 
-# pyprof's hit paths in per_call: Python, C with torch's getters, C with the ATen tensor reader.
-CALL_VARIANTS = ("python", "getters", "aten")
+# pyprof's hit paths in per_call: Python, C (pyprof.nvtx._hot).
+CALL_VARIANTS = ("python", "c")
 
 
 def print_calls() -> None:
     print("per call, CPU tensors, markers forced, no NVTX tool (process CPU time on one core, best of 21 x 5000; plain and pyprof "
-          "with the marker cache's hit path in Python, in C with torch's getters and in C with the ATen reader "
-          "take turns in each round); us added to the plain call:")
+          "with the marker cache's hit path in Python and in C take turns in each round); us added to the plain call:")
     print(f"{'call':32s} {'plain us':>9s} " + " ".join(f"{v:>8s}" for v in CALL_VARIANTS))
     rows, hooks = per_call()
     for name, plain, *timed in rows:
@@ -435,7 +427,7 @@ def print_calls() -> None:
     how = {frozenset({True}): "pyprof's node hooks (no CUDA: PyTorch's node ranges need it)",
            frozenset({False}): "PyTorch's node ranges, as profiled()"}.get(frozenset(hooks), f"mixed {hooks}")
     print(f"goal: <= {CALL_GOAL_US} us added per wrapped call (F.batch_norm is two: its own and torch.batch_norm's, "
-          f"passing through; the module rows add a module range, nn.Linear also its F.linear); getters: pyprof.nvtx._hot alone, aten: with pyprof.nvtx._aten (- when not built); backward attribution: {how} (with the hooks, "
+          f"passing through; the module rows add a module range, nn.Linear also its F.linear); c: pyprof.nvtx._hot (- when not built); backward attribution: {how} (with the hooks, "
           "the `x @ w` row adds its node's hook)")
 
 

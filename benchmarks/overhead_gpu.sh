@@ -23,12 +23,12 @@ kit=${KIT:-.devkit}  # the GPU kit (.devkit/README.md), carried
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 pack() { tar -C "$out" -czf "$out/results.tar.gz" overhead && rm -rf "$work"; }
 trap pack EXIT
-# The C hit path (pyprof/nvtx/_hot.c) and its ATen tensor reader (pyprof/nvtx/_aten.cpp, against
-# the torch here), built here (the GPU image has gcc); the line below says which path ran.
-if ! python3 -c "import pyprof.nvtx.memo as m; assert m.tensor_reader == 'aten'" 2>/dev/null; then
+# The C hit path (pyprof/nvtx/_hot.c), built here (the GPU image has gcc); the line below says which
+# path ran.
+if ! python3 -c "import pyprof.nvtx._hot" 2>/dev/null; then
   python3 setup.py -q build_ext --inplace > "$work/build_hot.txt" 2>&1
 fi
-python3 -c "import pyprof.nvtx.memo as m; print('hit path:', 'C' if m._hot else 'Python', '- tensors read by', m.tensor_reader)" 2>&1 | tee -a "$work/build_hot.txt"
+python3 -c "import pyprof.nvtx.memo as m; print('hit path:', 'C' if m._hot else 'Python')" 2>&1 | tee -a "$work/build_hot.txt"
 if [ -n "${HANDOVER:-}" ]; then
   timeout 90 python3 benchmarks/handover_probe.py > "$work/handover.txt" 2>&1 || echo "handover: rc $?" >> "$work/handover.txt"
 fi

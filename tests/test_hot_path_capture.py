@@ -1,6 +1,6 @@
 """H100 captures of examples/lenet.py and gpt.py in profiled()'s default mode, each with the marker
-cache's hit path in C (pyprof/nvtx/_hot.c, `*_c`, one device call), in C with the ATen tensor
-reader (pyprof/nvtx/_aten.cpp, `*_aten`, a later call), with the C key as bytes (`*_bytes`, a later
+cache's hit path in C (pyprof/nvtx/_hot.c, `*_c`, one device call), in C with an ATen tensor
+reader since removed (pyprof/nvtx/_aten.cpp, `*_aten`, a later call), with the C key as bytes (`*_bytes`, a later
 session) and in Python (the modules removed, `*_py`):
 the same op marker on every kernel, the same forward op for every backward one, the same FLOPs and
 bytes. Only the forward call's start time (`fwd.call`) differs."""

@@ -280,19 +280,7 @@ def _at_one_site(fn, *args):
     return fn(*args)  # the key describes the call site of this frame's caller
 
 
-@pytest.fixture(params=["aten", "getters"])
-def reader(request):
-    """The C key reading tensors from ATen (pyprof.nvtx._aten) or through torch's getters."""
-    if memo._hot is None:
-        pytest.skip("pyprof.nvtx._hot was not built (no C compiler at install)")
-    built = memo.aten_capsule
-    if request.param == "aten" and built is None:
-        pytest.skip("pyprof.nvtx._aten was not built for this torch (pip install --no-build-isolation)")
-    memo.setup_hot(built if request.param == "aten" else None)
-    try:
-        yield request.param
-    finally:
-        memo.setup_hot(built)
+needs_hot = pytest.mark.skipif(memo._hot is None, reason="pyprof.nvtx._hot was not built (no C compiler at install)")
 
 
 def _calls() -> list:
@@ -315,8 +303,9 @@ def _calls() -> list:
     ]
 
 
+@needs_hot
 @pytest.mark.parametrize("autocast", [False, True])
-def test_the_c_key_tells_calls_apart_exactly_where_the_python_key_does(autocast, reader) -> None:
+def test_the_c_key_tells_calls_apart_exactly_where_the_python_key_does(autocast) -> None:
     """Two calls at one site get equal C keys exactly when their Python keys are equal: the C
     path never finds another call's marker, and finds a repeated call's."""
     calls = _calls()
@@ -333,7 +322,8 @@ def test_the_c_key_tells_calls_apart_exactly_where_the_python_key_does(autocast,
     assert sorted((i, j) for i, j in c_equal if i < j) == [(0, 1), (0, 6), (1, 6), (16, 17), (21, 22)]
 
 
-def test_the_c_key_holds_site_module_autocast_and_each_part_in_a_fixed_layout(reader) -> None:
+@needs_hot
+def test_the_c_key_holds_site_module_autocast_and_each_part_in_a_fixed_layout() -> None:
     import struct
 
     x = torch.randn(3, 4)
@@ -348,10 +338,8 @@ def test_the_c_key_holds_site_module_autocast_and_each_part_in_a_fixed_layout(re
     def text(tag: bytes, s: str) -> bytes:
         return tag + struct.pack("=q", len(s.encode())) + s.encode()
 
-    if reader == "aten":
-        tensor = b"T" + struct.pack("=6q", 6, 2, 4, 3, 1, 4)  # c10::ScalarType::Float, 2 dims, sizes, strides
-    else:  # the dtype object's address, then shape and strides each with its length
-        tensor = b"G" + struct.pack("=7q", id(torch.float32), 2, 4, 3, 2, 1, 4)
+    # the dtype object's address, then shape and strides each with its length
+    tensor = b"G" + struct.pack("=7q", id(torch.float32), 2, 4, 3, 2, 1, 4)
     assert keys[0] == (site + text(b"m", mod) + text(b"a", ',"autocast":"bfloat16"') + tensor
                        + b"i" + struct.pack("=q", 7) + b"Ntf" + b"d" + struct.pack("=d", -0.5) + text(b"s", "ab")
                        + b"(" + struct.pack("=qqq", 2, 2, 3) + b"K" + text(b"k", "eps") + b"d" + struct.pack("=d", 1e-5))
@@ -365,7 +353,7 @@ def _nested() -> "torch.Tensor":
         return torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(4, 3)])  # its shape raises
 
 
-@pytest.mark.skipif(memo._hot is None, reason="pyprof.nvtx._hot was not built (no C compiler at install)")
+@needs_hot
 def test_the_c_lookup_gives_no_key_for_a_call_it_cannot_key_and_refuses_wrong_arguments() -> None:
     assert memo._hot.lookup({}, (_nested(),), {}, "") is None
     with pytest.raises(TypeError, match="pyprof._hot.lookup: cache must be a dict"):
@@ -391,7 +379,8 @@ def test_a_call_whose_key_cannot_be_made_gets_its_marker_built_each_time(on) -> 
     assert cache == {}  # nothing stored
 
 
-def test_the_c_lookup_finds_what_it_missed_once_stored_and_leaves_every_reference_count_as_it_was(reader) -> None:
+@needs_hot
+def test_the_c_lookup_finds_what_it_missed_once_stored_and_leaves_every_reference_count_as_it_was() -> None:
     x = torch.randn(2, 3)
     args, kwargs, mod = (x, 1.5, (1, 2), None), {"weight": x, "eps": 2}, ',"module":"m"'
     cache: dict = {}
@@ -441,7 +430,7 @@ class _Clears:
         return _Clears
 
 
-@pytest.mark.skipif(memo._hot is None, reason="pyprof.nvtx._hot was not built (no C compiler at install)")
+@needs_hot
 def test_the_c_key_refuses_keyword_arguments_changed_while_it_is_made() -> None:
     kwargs: dict = {}
     kwargs.update(a=_Clears(kwargs), b=1, c=2)
@@ -451,7 +440,7 @@ def test_the_c_key_refuses_keyword_arguments_changed_while_it_is_made() -> None:
     assert memo._hot.lookup({}, (), kwargs, "") is None  # a miss: the Python path then raises as Python does
 
 
-@pytest.mark.skipif(memo._hot is None, reason="pyprof.nvtx._hot was not built (no C compiler at install)")
+@needs_hot
 def test_under_a_torch_function_mode_the_c_key_reads_tensors_through_it() -> None:
     """The mode sees the getters' calls as it does without pyprof's C path; a shape it answers
     with something else than ints makes no key (markers are then built each call)."""

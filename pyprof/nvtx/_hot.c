@@ -9,15 +9,12 @@
  * reported as no key, as memo._lookup does: the Python path then encodes the call alone and raises
  * or recovers as it always did; KeyboardInterrupt and SystemExit go on up.
  *
- * setup() hands over memo's tables and helpers once; nothing here imports torch. A tensor's part
- * of the key is read from ATen where pyprof.nvtx._aten was built for the running torch (its
- * capsule, handed over by setup()), else through torch's Python getters; so is whether autocast is on.
+ * setup() hands over memo's tables and helpers once; nothing here imports torch: a tensor's part
+ * of the key is read through torch's Python getters.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <frameobject.h>
-
-#include "_aten.h"
 
 static PyObject *code_prefix;     /* site.code_prefix: id(code) -> (code, site prefix or "") */
 static PyObject *classify;        /* site.classify(code) -> that entry, stored */
@@ -28,8 +25,6 @@ static PyObject *autocast_region; /* () -> ',"autocast":"<dtype>"' or "" */
 static PyObject *tensor_type, *parameter_type, *dtype_type;
 static PyObject *s_shape, *s_stride, *s_dtype, *one;
 static PyObject *getframe;         /* sys._getframe */
-static const pyprof_aten_api *aten; /* pyprof.nvtx._aten's, or NULL */
-static PyObject *aten_capsule;     /* holds it (or None) */
 #define SEEN_SLOTS 64
 static PyObject *seen_code[SEEN_SLOTS];  /* code objects classified lately, held (is_user) */
 static int seen_user[SEEN_SLOTS];
@@ -171,15 +166,16 @@ static int kb_text(keybuf *b, char tag, PyObject *s)
     return kb_put(b, u, len);
 }
 
-/* A sequence of Python ints (torch.Size, stride(), a tuple argument), its length first; 0 when an
- * item is not an exact int that fits in 64 bits (nothing written then, no error set), -1 on error. */
+/* A tuple or list of Python ints (torch.Size, stride(), a tuple or list argument), its length
+ * first; 0 when an item is not an exact int that fits in 64 bits (nothing written then, no error
+ * set), -1 on error. Nothing here runs Python code: a list cannot change under the walk. */
 static int kb_ints(keybuf *b, PyObject *seq)
 {
-    Py_ssize_t n = PyTuple_GET_SIZE(seq), start = b->n;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), start = b->n;
     if (kb_int(b, n) < 0)
         return -1;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *v = PyTuple_GET_ITEM(seq, i);
+        PyObject *v = PySequence_Fast_GET_ITEM(seq, i);
         int overflow = 0;
         long long x = PyLong_CheckExact(v) ? PyLong_AsLongLongAndOverflow(v, &overflow) : 0;
         if (!PyLong_CheckExact(v) || overflow) {
@@ -192,8 +188,8 @@ static int kb_ints(keybuf *b, PyObject *seq)
     return 1;
 }
 
-/* A tensor's shape, strides and dtype through torch's getters (no _aten, or one it leaves to them). */
-static int kb_getters(keybuf *b, PyObject *a)
+/* A tensor's shape, strides and dtype through torch's getters. */
+static int kb_tensor(keybuf *b, PyObject *a)
 {
     PyObject *shape = PyObject_GetAttr(a, s_shape);
     PyObject *stride = shape ? PyObject_CallMethodNoArgs(a, s_stride) : NULL;
@@ -228,15 +224,8 @@ done:
 static int kb_part(keybuf *b, PyObject *a)
 {
     PyObject *t = (PyObject *)Py_TYPE(a);
-    if (t == tensor_type || t == parameter_type) {
-        if (aten != NULL) {
-            int64_t meta[PYPROF_ATEN_META_MAX];
-            int n = aten->tensor_meta(a, meta, PYPROF_ATEN_META_MAX);
-            if (n > 0)
-                return kb_tag(b, 'T') < 0 ? -1 : kb_put(b, meta, n * (Py_ssize_t)sizeof meta[0]);
-        }
-        return kb_getters(b, a);
-    }
+    if (t == tensor_type || t == parameter_type)
+        return kb_tensor(b, a);
     if (a == Py_None)
         return kb_tag(b, 'N');
     if (a == Py_True || a == Py_False)
@@ -249,18 +238,24 @@ static int kb_part(keybuf *b, PyObject *a)
     } else if (t == (PyObject *)&PyUnicode_Type) {
         return kb_text(b, 's', a);
     } else if (t == (PyObject *)&PyFloat_Type) {
-        /* bits: 0.0 and -0.0 apart, as their texts are */
+        /* bits: 0.0 and -0.0 apart, as their texts are; every nan one, as its text is */
         double d = PyFloat_AS_DOUBLE(a);
+        if (d != d)
+            d = Py_NAN;
         return kb_tag(b, 'd') < 0 ? -1 : kb_put(b, &d, sizeof d);
-    } else if (t == (PyObject *)&PyTuple_Type) {
-        /* a short tuple of ints by its values; any other by its text, which a long tuple's is
-         * from its first KEY_TUPLE_INTS items (keying all of a fresh 100,000-int tuple made each
-         * cached key 800 KB) */
-        Py_ssize_t start = b->n;
-        int r = PyTuple_GET_SIZE(a) > KEY_TUPLE_INTS ? 0 : kb_tag(b, '(') < 0 ? -1 : kb_ints(b, a);
-        if (r != 0)
-            return r < 0 ? -1 : 0;
-        b->n = start;
+    } else if (t == (PyObject *)&PyTuple_Type || t == (PyObject *)&PyList_Type) {
+        /* A short tuple or list of ints by its values, as the text is the same for both; any
+         * other by its text, which a long one's is from its first KEY_TUPLE_INTS items (keying
+         * all of a fresh 100,000-int tuple made each cached key 800 KB) */
+        if (PySequence_Fast_GET_SIZE(a) <= KEY_TUPLE_INTS) {
+            Py_ssize_t start = b->n;
+            int r = kb_tag(b, '(') < 0 ? -1 : kb_ints(b, a);
+            if (r != 0)
+                return r < 0 ? -1 : 0;
+            b->n = start;
+        }
+        if (t == (PyObject *)&PyList_Type)
+            goto encoded;
         PyObject *id = PyLong_FromVoidPtr(a);
         if (id == NULL)
             return -1;
@@ -277,6 +272,7 @@ static int kb_part(keybuf *b, PyObject *a)
             return -1;
     }
     /* anything else by its encoding, as marker.build writes it */
+encoded:;
     PyObject *text = PyObject_CallOneArg(encode, a);
     if (text == NULL)
         return -1;
@@ -287,18 +283,13 @@ static int kb_part(keybuf *b, PyObject *a)
 
 static int kb_autocast(keybuf *b)
 {
-    int truth;
-    if (aten != NULL) {
-        truth = aten->autocast_on();
-    } else {
-        PyObject *on = PyObject_CallNoArgs(any_autocast);
-        if (on == NULL)
-            return -1;
-        truth = PyObject_IsTrue(on);
-        Py_DECREF(on);
-        if (truth < 0)
-            return -1;
-    }
+    PyObject *on = PyObject_CallNoArgs(any_autocast);
+    if (on == NULL)
+        return -1;
+    int truth = PyObject_IsTrue(on);
+    Py_DECREF(on);
+    if (truth < 0)
+        return -1;
     if (!truth)
         return kb_tag(b, '-');
     PyObject *region = PyObject_CallNoArgs(autocast_region);
@@ -425,15 +416,14 @@ static PyObject *hot_lookup(PyObject *self, PyObject *const *a, Py_ssize_t n)
     return key;
 }
 
-PyDoc_STRVAR(setup_doc, "setup(code_prefix, classify, tuple_texts, encode, any_autocast, autocast_region, tensor, parameter, dtype, aten)\n--\n\n"
-"Hand over the tables and helpers the key is made with (pyprof.nvtx.memo does, once); `aten`:\n"
-"pyprof.nvtx._aten's capsule, or None for torch's getters.");
+PyDoc_STRVAR(setup_doc, "setup(code_prefix, classify, tuple_texts, encode, any_autocast, autocast_region, tensor, parameter, dtype)\n--\n\n"
+"Hand over the tables and helpers the key is made with (pyprof.nvtx.memo does, once).");
 
 #define SETUP_OBJECTS 9
 
 static PyObject *hot_setup(PyObject *self, PyObject *const *a, Py_ssize_t n)
 {
-    if (arity(a, n, SETUP_OBJECTS + 1, "setup") < 0)
+    if (arity(a, n, SETUP_OBJECTS, "setup") < 0)
         return NULL;
     if (!PyDict_Check(a[0]) || !PyDict_Check(a[2])) {
         PyErr_SetString(PyExc_TypeError, "pyprof._hot.setup: code_prefix and tuple_texts must be dicts");
@@ -441,27 +431,10 @@ static PyObject *hot_setup(PyObject *self, PyObject *const *a, Py_ssize_t n)
     }
     PyObject **slots[SETUP_OBJECTS] = {&code_prefix, &classify, &tuple_texts, &encode, &any_autocast,
                                        &autocast_region, &tensor_type, &parameter_type, &dtype_type};
-    PyObject *capsule = a[SETUP_OBJECTS];
-    const pyprof_aten_api *api = NULL;
-    if (capsule != Py_None) {
-        api = PyCapsule_GetPointer(capsule, PYPROF_ATEN_CAPSULE);
-        if (api == NULL)
-            return NULL;
-        /* An _aten left from an older build (its rebuild failed: it is optional) must not be read
-         * past the end of its struct. */
-        if (api->abi != PYPROF_ATEN_ABI || api->size != sizeof(pyprof_aten_api)) {
-            PyErr_Format(PyExc_ImportError, "pyprof._hot.setup: pyprof.nvtx._aten has interface %d (%zu bytes), "
-                         "not %d (%zu bytes): an older build", api->abi, api->size, PYPROF_ATEN_ABI, sizeof(pyprof_aten_api));
-            return NULL;
-        }
-    }
     for (int i = 0; i < SETUP_OBJECTS; i++) {
         Py_INCREF(a[i]);
         Py_XSETREF(*slots[i], a[i]);
     }
-    Py_INCREF(capsule);
-    Py_XSETREF(aten_capsule, capsule);
-    aten = api;
     /* Classified by the classify() handed over before. */
     for (int i = 0; i < SEEN_SLOTS; i++)
         Py_CLEAR(seen_code[i]);

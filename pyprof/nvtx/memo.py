@@ -15,8 +15,6 @@ built (`lookup` is then its function), else in Python (`_lookup`). On a miss eit
 key it made, and marker(), the miss path, stores the text under it: the C key is bytes (one object
 per call, hashed over a flat buffer), equal for two calls only where their marker texts are equal
 (the tests check it tells apart the same calls as the Python key).
-Where the optional pyprof/nvtx/_aten.cpp was built for the running torch, the C key reads a
-tensor's dtype, sizes and strides from ATen instead of torch's getters.
 """
 from __future__ import annotations
 
@@ -98,48 +96,15 @@ def _lookup(cache: dict, args: Sequence[Any], kwargs: Mapping[str, Any], mod: st
     return hit[0] if hit is not None else key
 
 
-def torch_build() -> str:
-    """The running torch as pyprof.nvtx._aten's `built_for` names the torch it was built against:
-    version and git commit."""
-    return f"{torch.__version__} {torch.version.git_version}"
-
-
-def aten_api(module: Any, build: str) -> Any:
-    """pyprof.nvtx._aten's capsule for _hot when `module` was built for torch `build`
-    (torch_build()), else None: a build against another torch's headers must not read this one's
-    tensors."""
-    return module.api if module is not None and module.built_for == build else None
-
-
-def setup_hot(aten: Any) -> None:
-    """Hand _hot memo's tables and helpers, with pyprof.nvtx._aten's capsule (`aten`) or None for
-    torch's getters. ImportError for a capsule of another interface (an _aten left from an older
-    build)."""
-    _hot.setup(code_prefix, classify, tuple_texts, encode, any_autocast, autocast_region, _Tensor, _Parameter,
-               torch.dtype, aten)
-
-
-try:
-    from . import _aten
-except ImportError:  # not built (no torch at build time), or not loadable with this torch
-    _aten = None
-
 try:
     from . import _hot
 except ImportError:  # not built (no C compiler at install): the same look-up in Python
     _hot = None
     lookup = _lookup
-    aten_capsule = None
 else:
     lookup = _hot.lookup
-    aten_capsule = aten_api(_aten, torch_build())  # the one _hot reads tensors with, or None
-    try:
-        setup_hot(aten_capsule)
-    except ImportError:  # an _aten left from an older build, of another interface
-        aten_capsule = None
-        setup_hot(None)
-# What the key reads a tensor with, for benchmarks and bug reports: "aten", "getters", "python".
-tensor_reader = "python" if _hot is None else "aten" if aten_capsule is not None else "getters"
+    _hot.setup(code_prefix, classify, tuple_texts, encode, any_autocast, autocast_region, _Tensor, _Parameter,
+               torch.dtype)
 
 
 def marker(cache: dict, prefix: str, args: Sequence[Any], kwargs: Mapping[str, Any], mod: str, key: Any) -> str:
