@@ -126,7 +126,7 @@ def profile(step: Callable[[], None], steps: int, top: int) -> None:
     st = pstats.Stats(pr)
     rows = []
     total = 0.0
-    for (fn, line, name), (cc, nc, tt, ct, callers) in st.stats.items():
+    for (fn, _line, name), (_cc, nc, tt, _ct, _callers) in st.stats.items():
         if fn.startswith(PYPROF_DIR):
             rows.append((tt / steps * 1e3, nc // steps, os.path.relpath(fn, ROOT) + ":" + name))
             total += tt / steps * 1e3

@@ -289,7 +289,7 @@ def odd_export(draw) -> dict:
     edges = [x + d for _, s, e, _, _ in ranges for x in (s, e) if x is not None for d in (-1, 0, 1)]
     launch_times = st.one_of(times, st.sampled_from(edges)) if edges else times
     kernels = []
-    for i in range(draw(st.integers(1, 12))):
+    for _ in range(draw(st.integers(1, 12))):
         thread = draw(st.sampled_from(threads))
         mode = draw(st.sampled_from(["launch", "launch", "launch", "shared", "dangling", "twice"]))
         kernels.append((thread, draw(launch_times), mode, draw(st.integers(-500, 5000))))

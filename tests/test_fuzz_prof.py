@@ -127,7 +127,7 @@ def legacy_line(draw) -> bytes:
         token = draw(st.sampled_from(LEGACY_TOKENS))
         if draw(st.booleans()) and key == "marker":
             token = repr([token.replace("kShortName", "op")])  # code inside the marker string
-        text = re.sub(rf"'{key}': (?:\[.*?\]|\(.*?\)|'.*?'|\d+)(?=, '|\}}$)", lambda m: f"'{key}': {token}", text, count=1)
+        text = re.sub(rf"'{key}': (?:\[.*?\]|\(.*?\)|'.*?'|\d+)(?=, '|\}}$)", lambda m, key=key, token=token: f"'{key}': {token}", text, count=1)
     return text.encode("utf-8", "surrogatepass")
 
 

@@ -156,5 +156,5 @@ def test_verbose_timings_name_the_survey_and_every_part_in_order_of_time(tmp_pat
     assert note[0].startswith("pyprof.parse: survey of the windowed exports ")
     assert sorted(line.split(":")[1] for line in note[1:-1] if "again" not in line) == [" part 0", " part 1", " part 2"]
     assert note[-1].startswith("pyprof.parse: all parts written at ")
-    for _, again, (began, first, ended, cpu) in result.runs:
+    for _, _again, (began, first, ended, cpu) in result.runs:
         assert result.began <= began <= first <= ended <= result.written and cpu > 0

@@ -66,7 +66,7 @@ def test_csv_is_quoted_by_the_csv_module(recs):
 def test_columnated_width(recs):
     out, _ = prof_text(recs, "idx,dir,op,kernel,params,sil", width=80)
     lines = out.splitlines()
-    assert all(len(l) <= 80 for l in lines) and lines[0].startswith("Idx    Direction")
+    assert all(len(line) <= 80 for line in lines) and lines[0].startswith("Idx    Direction")
 
 
 def test_file_and_stdin_and_dash_agree(tmp_path, recs):
@@ -143,7 +143,7 @@ def test_summary_counts_unknown_ops_and_keeps_going():
     recs = kernels({"v": 1, "kind": "op", "mod": "torch", "op": "frobnicate", "args": []}, ["k1", "k2"])
     recs.append(record(None, "k3", mod="aten", op="addmm"))
     out, err = prof_text(recs, "op,flops,bytes,params")
-    assert [l.split()[1:] for l in out.splitlines()[1:]] == [["na", "na", "na"]] * 3
+    assert [line.split()[1:] for line in out.splitlines()[1:]] == [["na", "na", "na"]] * 3
     assert "unknown op: 2 kernels: torch.frobnicate (2)" in err and "no op marker: 1 kernel: aten.addmm (1)" in err
 
 

@@ -57,7 +57,7 @@ def test_algorithmic_flops_never_exceed_the_hardware_count(zoo):
     GEMM between Winograd transforms (the fp32 weight gradient): Winograd computes the same
     convolution with fewer multiplies (here 231,837,696 for the algorithmic 924,844,032)."""
     recs, truth, facts, _ = zoo
-    for i, (r, t, f) in enumerate(zip(recs, truth, facts)):
+    for i, (_, t, f) in enumerate(zip(recs, truth, facts)):
         if any("winograd" in recs[j]["kShortName"].lower() for j in (i - 1, i + 1) if 0 <= j < len(recs)):
             continue
         ratio = _ratio(f, t) if f.flops else None
@@ -135,5 +135,5 @@ def test_gpt_autocast_gemms_are_bf16_tensor_core_kernels():
     facts, _ = analyse(recs)
     gemms = [(r, f) for r, f in zip(recs, facts) if r["op"] == "linear" and f.tc is True and r["dir"] == "fprop"]
     assert gemms
-    for r, f in gemms:
+    for _, f in gemms:
         assert f.dtype == "bfloat16" and f.path == "fp16_tc" and f.flops > 0

@@ -57,7 +57,7 @@ def ranges() -> Iterator[bool]:
     wrap: nothing is imported for it."""
     mod = sys.modules.get(_MODULE)
     cls = getattr(mod, "CompiledFxGraph", None)
-    original = getattr(cls, "__call__", None)
+    original = getattr(cls, "__call__", None)  # noqa: B004 (the method to wrap, not a callable check)
     if original is None:
         yield False
         return

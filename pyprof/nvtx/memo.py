@@ -18,7 +18,7 @@ per call, hashed over a flat buffer), equal for two calls only where their marke
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 

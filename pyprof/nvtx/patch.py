@@ -112,7 +112,7 @@ def _wrap_step(cls: type) -> None:
     step = vars(cls).get("step")
     if isinstance(step, types.FunctionType) and not is_wrapper(step):
         _optimizer_classes.append(cls)
-        setattr(cls, "step", step_wrapper(step))
+        cls.step = step_wrapper(step)
 
 
 def _all_subclasses(cls: type) -> List[type]:
@@ -211,13 +211,13 @@ def _unpatch() -> List[Tuple[Any, str, Any, Any]]:
     for cls in _optimizer_classes:
         step = vars(cls).get("step")
         if is_wrapper(step):
-            setattr(cls, "step", step.__wrapped__)
+            cls.step = step.__wrapped__
         elif is_wrapper(getattr(step, "__wrapped__", None)):
             # Optimizer put its hook runner around our wrapper at the first instance: keep a
             # hook runner, around the original.
             hooked = torch.optim.Optimizer.profile_hook_step(step.__wrapped__.__wrapped__)
             hooked.hooked = True  # type: ignore[attr-defined]
-            setattr(cls, "step", hooked)
+            cls.step = hooked
     _optimizer_classes.clear()
     return undone
 

@@ -8,7 +8,7 @@ decides which kernel of the op carries that work.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Optional
 
 from .values import Tensor, decode, short
 
@@ -144,8 +144,9 @@ def retype(params: str, dtype: str | None) -> str:
 # The second level: formulas over PyTorch's own op ranges (emit_nvtx with record_shapes), keyed by
 # the range name (`aten::mm`). A formula takes an `AtenCall` (aten.py: the range's `sizes` and the
 # dtype the kernel ran in) and returns the Cost of that one aten op.
-AtenFormula = Callable[[Any], Cost | None]
-_ATEN: Dict[str, AtenFormula] = {}
+# Optional, not `Cost | None`: this alias is evaluated at import, and Python 3.9 has no `|` on types.
+AtenFormula = Callable[[Any], Optional[Cost]]
+_ATEN: dict[str, AtenFormula] = {}
 
 
 def register_aten(*names: str) -> Callable[[AtenFormula], AtenFormula]:
