@@ -36,7 +36,7 @@ import pyprof  # noqa: E402
 from fuzz_harness import cached_bytes, examples  # noqa: E402
 from pyprof.nvtx import emit, recording, wrappers  # noqa: E402
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/, where the helpers are
 
 
 class Boom(Exception):

@@ -20,7 +20,7 @@ from fuzz_harness import check_failure, examples, run_tool
 from pyprof.prof.columns import COLUMNS
 from pyprof.prof.groups import KEYS, SORTS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LENET = str(ROOT / "examples" / "lenet.sqlite")
 
 

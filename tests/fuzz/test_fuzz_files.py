@@ -21,7 +21,7 @@ import pytest
 from fuzz_harness import check_failure, check_parse_output, run_tool
 from nsys_synth import SynthExport, marker
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LENET = ROOT / "examples" / "lenet.sqlite"
 
 

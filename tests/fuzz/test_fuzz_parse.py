@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from fuzz_harness import CANARY, CANARY_DIR, PAYLOADS, check_parse_output, examples, run_tool
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KERNEL, RUNTIME, NVTX, STRINGS = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "StringIds"
 MEMCPY, MEMSET = "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
 # The columns parse reads, by table (docs/parse.md: How the join works).

@@ -28,7 +28,7 @@ from pyprof.magic import SQLITE, compression
 from pyprof.prof.columns import COLUMNS
 from pyprof.prof.groups import KEYS, SORTS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ALL_COLUMNS = [c.name for c in COLUMNS]
 _SKIPPED = re.compile(r"^  (\d+) malformed lines? skipped \(the first: line (\d+): .+\)$", re.M)
 _NO_RECORDS = re.compile(r"^pyprof\.prof: error: (.+) holds no pyprof records \(line (\d+): .+\); prof reads what "

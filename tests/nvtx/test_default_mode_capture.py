@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1]  # tests/
 sys.path.insert(0, str(HERE.parent / "benchmarks"))
 
 import attribution_compare  # noqa: E402

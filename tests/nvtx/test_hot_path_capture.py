@@ -15,7 +15,7 @@ import pytest
 import pyprof
 from captures import unpacked
 
-DATA = Path(__file__).parent / "data" / "hot_path"
+DATA = Path(__file__).resolve().parents[1] / "data" / "hot_path"
 COLUMNS = ["kernel", "dir", "mod", "op", "module", "trace", "flops", "bytes", "tc"]
 
 

@@ -16,7 +16,7 @@ import pyprof
 from pyprof.nvtx import emit, memo, patch, recording, wrappers
 from pyprof.nvtx.wrappers import is_wrapper
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def ops(rec):

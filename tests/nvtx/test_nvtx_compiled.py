@@ -81,7 +81,7 @@ def tiny(tmp_path_factory) -> tuple:
     """The script's output lines, decoded, and its path."""
     script = tmp_path_factory.mktemp("tiny") / "tiny.py"
     script.write_text(TINY)
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True, timeout=600)
     # Nothing at interpreter exit either (module-tree weakref callbacks used to run after the
     # module's globals were cleared: "Exception ignored in ... 'NoneType' object is not callable").
@@ -243,7 +243,7 @@ def test_graph_call_ranges_name_the_calling_module(tmp_path: Path) -> None:
     Net's own graphs name none (paths already relative to it)."""
     script = tmp_path / "brk.py"
     script.write_text(BREAK)
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True, timeout=600)
     assert json.loads(out.stdout.splitlines()[-1]) == [
         "## Call CompiledFxGraph None ## run 0 in blocks.0", "## Call CompiledFxGraph None ## run 1",

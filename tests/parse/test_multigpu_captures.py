@@ -14,7 +14,7 @@ import pytest
 from pyprof.prof.collectives import ALLGATHER, ALLREDUCE, REDUCESCATTER, of_record
 from pyprof.prof.comms import Comms
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
 # TARGET_INFO_SESSION_START_TIME.utcEpochNs of rank 0 and rank 1: the sessions started 53 959 641 ns
 # (DDP) and -15 742 072 ns (FSDP) apart. And the first kernel's start in each export's own time

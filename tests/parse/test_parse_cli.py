@@ -16,7 +16,7 @@ import pytest
 
 from nsys_synth import SynthExport, marker, torch_text, workload
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_parse(*args: str | Path, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -14,7 +14,7 @@ from pyprof.parse import Stats, lines, parallel
 from pyprof.parse.export import Export
 from pyprof.parse.window import Seed, Window, compose, stale
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_parse(*args, cwd=ROOT):

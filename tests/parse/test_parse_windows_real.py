@@ -10,7 +10,7 @@ from pyprof.parse import parallel, parse, zones
 from pyprof.parse.export import Export
 from pyprof.parse.window import Window
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXPORTS = sorted([*ROOT.glob("examples/*.sqlite"), *ROOT.glob("examples/*.sqlite.xz"),
                   *ROOT.glob("tests/data/**/*.sqlite"), *ROOT.glob("tests/data/**/*.sqlite.xz")])
 

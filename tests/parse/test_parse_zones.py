@@ -13,7 +13,7 @@ from pyprof.parse import Stats, lines, parallel, queries, zones
 from pyprof.parse.export import KERNEL, NVTX, RUNTIME, Export
 from pyprof.parse.window import Window
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # Blocks of 10 rowids: (first, last, least start, greatest start, least corr, greatest corr).
 ACTIVITY = [(0, 9, 100, 190, 1, 10), (10, 19, 200, 290, 11, 20), (20, 29, 300, 390, 21, 30),

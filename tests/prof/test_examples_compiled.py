@@ -15,7 +15,7 @@ from pyprof.prof.analysis import Analyzer
 from pyprof.prof.views.advice import Evidence, advise
 from pyprof.prof.warnings_tally import Tally
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def analysed(path: Path) -> list:

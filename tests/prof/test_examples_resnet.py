@@ -10,7 +10,7 @@ import pytest
 from test_prof_examples import parsed
 from test_prof_helpers import analyse
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples"))
 PARAMETERS = 11689512  # of examples/resnet.py's ResNet18 (test_parameter_count)
 

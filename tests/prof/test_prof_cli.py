@@ -180,7 +180,7 @@ def test_broken_pipe_is_quiet(recs):
 
 def test_docs_describe_every_column():
     import pathlib
-    doc = (pathlib.Path(__file__).parent.parent / "docs" / "prof.md").read_text()
+    doc = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "prof.md").read_text()
     for c in COLUMNS:
         assert f"| {c.name} | {c.header} |" in doc, c.name
 

@@ -14,7 +14,7 @@ from pyprof.prof.comms import Comms
 from pyprof.prof.overlap import Overlap
 from pyprof.prof.stragglers import Instances
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AR = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from test_prof_helpers import analyse
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
 
 

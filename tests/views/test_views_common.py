@@ -9,7 +9,7 @@ import sys
 from functools import lru_cache
 from typing import List
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRACES = {"lenet": "examples/lenet.sqlite", "gpt": "examples/gpt.sqlite", "resnet": "examples/resnet.sqlite",
           "zoo": "tests/data/tc_zoo.sqlite"}
 
