@@ -1,4 +1,4 @@
-"""Annotation stress, run as its own process by tests/test_fuzz_annotation.py under the counting
+"""Annotation stress, run as its own process by tests/fuzz/test_fuzz_annotation.py under the counting
 NVTX tool (tests/nvtx_count_tool.c): worker threads call ops, modules, optimizer steps, wrapped
 functions and `pyprof.annotate` blocks, some of which raise, while the main thread toggles
 `pyprof.init()` / `restore()` / `init(nested=True)`, recordings and `torch.jit.script` (which

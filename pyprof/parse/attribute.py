@@ -217,7 +217,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
         autograd_threads |= seed.autograd
         fwd_ops.update((pid, dict(ops)) for pid, ops in seed.fwd.items())
     # Node spans of payload op ranges (spans.py): a seeded window starts with the pending ones.
-    spans = Spans(seed.pending if seed is not None else None, report)
+    spans = Spans(seed.pending if seed is not None else None, report.closes if report is not None else None)
     # globalTid -> (node seq or None, start) of the thread's last range pushed with none open
     # (the range that ended last when none is open); globalPid -> start of its last backward call.
     tops: dict[int, tuple[int | None, int]] = dict(seed.tops) if seed is not None else {}

@@ -33,14 +33,11 @@ import json
 import re
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from pyprof.parse import queries
 from pyprof.parse.export import Export
 from pyprof.parse.ranges import PYPROF_DOMAIN
-
-if TYPE_CHECKING:
-    from pyprof.parse.window import Window
 
 CALL_RANGE = "## Call CompiledFxGraph"
 # What pyprof's numbered call range adds after the run number: the path of the module whose code
@@ -425,20 +422,16 @@ def join(tables: dict[int, list[Graph]], stats: CompiledStats, lines: Iterator[s
 
 
 def joined_lines(exp: Export, stats: Any, memcpy: bool, lines: Callable[..., Iterator[str]],
-                 window: Window | None = None) -> Iterator[str]:
+                 start: Tail | None = None, held: Tail | None = None) -> Iterator[str]:
     """`lines(exp, stats, memcpy)` with compiled-graph kernels joined; `stats.compiled` gets the
-    join's counts. Without a table in the trace the records pass through untouched. `window`:
-    the time window `lines` yields (window.py): the join takes up the Tail its seed holds, and,
-    unless it is the last window, leaves its own in its report."""
+    join's counts. Without a table in the trace the records pass through untouched. Where `lines`
+    yields one time window (window.py: Window.tails()): the join takes up `start`, what the window
+    before held, and fills `held` (None: the last window)."""
     cstats = stats.compiled = CompiledStats()
     tables = load(exp, cstats)
-    start = window.seed.tail if window is not None and window.seed is not None else None
-    held = Tail() if window is not None and window.end is not None else None
     # closing(): the record generator's cursors must be closed while the connection is open.
     with contextlib.closing(lines(exp, stats, memcpy)) as recs:
         if tables:
             yield from join(tables, cstats, recs, start, held)
         else:
             yield from recs
-    if window is not None:
-        window.report.tail = held

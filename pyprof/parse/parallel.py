@@ -105,8 +105,9 @@ def _work(part: Part) -> Done:
             clock = session_start(exp) if part.ranked else 0
             # Each part joins its compiled-graph kernels to the export's table (docs/compiled.md).
             part_lines = functools.partial(lines, window=part.window, clock=clock)
+            tails = part.window.tails() if part.window is not None else (None, None)
             with open(part.out, "w", encoding="utf-8") as out, \
-                    contextlib.closing(joined_lines(exp, stats, part.memcpy, part_lines, part.window)) as joined:
+                    contextlib.closing(joined_lines(exp, stats, part.memcpy, part_lines, *tails)) as joined:
                 # The first record comes when SQLite has joined and sorted: the part's setup.
                 head = next(joined, None)
                 first = time.time()

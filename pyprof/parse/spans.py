@@ -24,10 +24,7 @@ Per thread one pending span is kept, and per process the forward-op map's bound
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from pyprof.parse.window import Report
+from typing import Any
 
 SEQ_BITS = 40
 SEQ_MASK = (1 << SEQ_BITS) - 1
@@ -42,16 +39,18 @@ Fwd = tuple
 # globalPid -> globalTid -> (first seq, forward op or None) of the thread's latest payload range:
 # its pending span, or its frontier only where the op is no forward op of the user's (a backward call).
 Pending = dict[int, dict[int, Any]]
+# globalPid -> globalTid -> the end seq of the span its first payload op range closed (Report.closes)
+Closes = dict[int, dict[int, int]]
 
 
 class Spans:
     """The pending spans of one sweep, starting from `pending` (a window's Seed; it is not
-    changed). With `report` (a speculative window), each thread's first payload range records
-    where it closed the span an earlier window may have left open (Report.closes)."""
+    changed). With `closes` (a speculative window's Report.closes), each thread's first payload
+    range records there where it closed the span an earlier window may have left open."""
 
-    def __init__(self, pending: Pending | None = None, report: "Report | None" = None) -> None:
+    def __init__(self, pending: Pending | None = None, closes: Closes | None = None) -> None:
         self.pending: Pending = {pid: dict(threads) for pid, threads in (pending or {}).items()}
-        self.report = report
+        self.closes = closes
 
     def op_range(self, ops_by_pid: dict[int, dict[int, Fwd]], gpid: int, gtid: int, payload: int,
                  op: Fwd | None, cap: int) -> None:
@@ -62,11 +61,11 @@ class Spans:
         threads = self.pending.get(gpid)
         if threads is None:
             threads = self.pending[gpid] = {}
-        if self.report is not None:
+        if self.closes is not None:
             # Per op range: no new dict unless the process is new to this window.
-            closes = self.report.closes.get(gpid)
+            closes = self.closes.get(gpid)
             if closes is None:
-                closes = self.report.closes[gpid] = {}
+                closes = self.closes[gpid] = {}
             if gtid not in closes:
                 closes[gtid] = first - gap
         span = threads.get(gtid)
@@ -91,7 +90,7 @@ class Spans:
 
     def closed(self, gpid: int) -> int:
         """How many threads of `gpid` a speculative window has met payload ranges of so far."""
-        return len(self.report.closes.get(gpid, ())) if self.report is not None else 0
+        return len(self.closes.get(gpid, ())) if self.closes is not None else 0
 
 
 def enter(ops: dict[int, Fwd], lo: int, hi: int, op: Fwd, cap: int) -> None:
@@ -123,18 +122,19 @@ def compose(seed: Pending, report: Pending) -> Pending:
     return {pid: {**seed.get(pid, {}), **report.get(pid, {})} for pid in {**seed, **report}}
 
 
-def stale(seed: Pending, report: "Report") -> bool:
+def stale(seed: Pending, closes: Closes, misses: dict[tuple[int, int], int]) -> bool:
     """Whether a speculative window needed the pending spans `seed` holds: it closed a non-empty
     one (its seqs enter the forward-op map there), or it looked up a node no forward op was
-    found for while a thread of the seed's was not yet met again (its span or frontier counts)."""
-    for pid, threads in report.closes.items():
+    found for while a thread of the seed's was not yet met again (its span or frontier counts).
+    `closes`, `misses`: the window's Report's."""
+    for pid, threads in closes.items():
         spans = seed.get(pid, {})
         for tid, end in threads.items():
             span = spans.get(tid)
             if span is not None and span[1] is not None and span[0] < end:
                 return True
-    met = {pid: list(threads) for pid, threads in report.closes.items()}
-    for (pid, _), closed in report.misses.items():
+    met = {pid: list(threads) for pid, threads in closes.items()}
+    for (pid, _), closed in misses.items():
         spans = seed.get(pid)
         if spans:
             done = met.get(pid, [])[:closed]

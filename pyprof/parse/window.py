@@ -112,6 +112,13 @@ class Window:
         self.zones = zones
         self.report = Report()
 
+    def tails(self) -> tuple[Tail | None, Tail | None]:
+        """The compiled-graph join's state for this window (compiled.joined_lines): the Tail to
+        take up at its start (the seed's), and the one it fills for its end, held by the report
+        (None for the last window, which leaves nothing open)."""
+        self.report.tail = Tail() if self.end is not None else None
+        return (self.seed.tail if self.seed is not None else None), self.report.tail
+
     @property
     def fresh(self) -> int:
         """Ranges starting before this are inherited: an earlier window took them in."""
@@ -225,7 +232,7 @@ def stale(seed: Seed, report: Report) -> bool:
         return True  # the window's first records may belong to runs of compiled graphs open there
     if any(seq in seed.fwd.get(pid, ()) for pid, seq in report.misses):
         return True
-    if spans.stale(seed.pending, report):
+    if spans.stale(seed.pending, report.closes, report.misses):
         return True
     if any(seed.tops.get(tid, (None,))[0] is not None for tid in report.tops_missed):
         return True

@@ -3,7 +3,7 @@
 Nothing in an nsys export says whether a kernel used Tensor Cores; the rule below models how
 cuBLAS, cuBLASLt, cuDNN, CUTLASS, FlashAttention, PyTorch and Triton name their kernels. It runs
 on the full demangled name (template arguments included: CUTLASS puts the deciding token there),
-lower-cased. The first matching rule wins; extend RULES (and tests/test_prof_tensorcores.py)
+lower-cased. The first matching rule wins; extend RULES (and tests/prof/test_prof_tensorcores.py)
 when ground truth shows a name it gets wrong.
 
 Verdicts: MMA (a matrix kernel that used Tensor Cores), SIMT (a matrix kernel on CUDA cores),
