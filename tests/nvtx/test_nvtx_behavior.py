@@ -203,6 +203,7 @@ def test_force_builds_markers_without_a_recorder(monkeypatch):
     assert n == 1
 
 
+@pytest.mark.slow
 def test_pyprof_force_environment_variable():
     code = ("import pyprof, torch; from pyprof.nvtx import emit; pyprof.init(); "
             "print(emit.state.force, emit.state.on)")
@@ -525,6 +526,7 @@ def test_extra_repr_calling_torch_is_not_a_user_op(pyprof_on):
         (0, None, "scale_sum=1.0"), (1, "__mul__", None)]
 
 
+@pytest.mark.slow
 def test_overhead_benchmark_smoke():
     cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "overhead.py"), "--smoke", "--models", "lenet",
            "--steps", "1", "--blocks", "1", "--repeats", "1", "--warmup", "1"]
@@ -538,6 +540,7 @@ def test_overhead_benchmark_smoke():
     assert "nn.Linear(8, 8)(x)" in out
 
 
+@pytest.mark.slow
 def test_overhead_benchmark_runs_each_process_under_the_given_nsys(tmp_path):
     # A stand-in for nsys: logs its options, runs the command after them, then prints a line of
     # its own after the child's result, as nsys does.

@@ -150,6 +150,7 @@ def test_fullgraph_compile_of_operators_in_place_ops_indexing_and_annotate():
     torch._dynamo.reset()
 
 
+@pytest.mark.slow
 def test_torch_compile_of_a_module_with_inductor_free_backend():
     torch._dynamo.reset()
     model = SmallNet().eval()
@@ -261,7 +262,7 @@ class SquaresDataset(torch.utils.data.Dataset):
         return self.transform(x) if self.transform else x * x
 
 
-@pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.parametrize("context", ["fork", pytest.param("spawn", marks=pytest.mark.slow)])
 def test_dataloader_workers(context):
     # spawn pickles the dataset, with a wrapped torch function in it, into fresh workers.
     transform = torch.square if context == "spawn" else None

@@ -95,6 +95,7 @@ def table(tiny) -> tuple:
     return lines[1], f"{script}:16"
 
 
+@pytest.mark.slow
 def test_graph_call_ranges(tiny) -> None:
     """Inside graph_calls.ranges() (profiled() without emit_nvtx) each call of a compiled graph,
     forward and backward, opens PyTorch's range, numbered, with PyTorch's NVTX op ranges on
@@ -104,6 +105,7 @@ def test_graph_call_ranges(tiny) -> None:
                       "## Call CompiledFxGraph None ## run 1", "ProfilerState.NVTX shapes=False", "off", "pop"]
 
 
+@pytest.mark.slow
 def test_compiled_graph_calls_push_no_op_markers(tiny) -> None:
     """The compiled forward's addmm (Inductor's extern kernel, bound to pyprof's wrapper of
     torch.addmm at Inductor's import) runs hidden: the step's markers are the module call, the
@@ -111,6 +113,7 @@ def test_compiled_graph_calls_push_no_op_markers(tiny) -> None:
     assert tiny[0][2] == [["module", "OptimizedModule"], ["op", "sum"], ["op", "backward"], ["bwd", "SumBackward0"]]
 
 
+@pytest.mark.slow
 def test_graphs(table) -> None:
     entries, _ = table
     graphs = [e for e in entries if e["kind"] == "graph"]
@@ -120,6 +123,7 @@ def test_graphs(table) -> None:
                       {"v": 1, "kind": "graph", "graph": 3, "bwd": False, "device": "cpu", "cudagraphs": False, "calls": 3}]
 
 
+@pytest.mark.slow
 def test_forward_kernels(table) -> None:
     entries, site = table
     fwd = [e for e in entries if e["kind"] == "kernel" and e["graph"] == 0]
@@ -142,6 +146,7 @@ def test_forward_kernels(table) -> None:
     assert [(n["op"], n.get("module")) for n in relu["nodes"]] == [("aten.relu.default", None), ("aten.le.Scalar", None)]
 
 
+@pytest.mark.slow
 def test_backward_kernels(table) -> None:
     entries, site = table
     bwd = [e for e in entries if e["kind"] == "kernel" and e["graph"] == 1]
@@ -153,6 +158,7 @@ def test_backward_kernels(table) -> None:
     assert "aten.native_layer_norm_backward.default" in origs
 
 
+@pytest.mark.slow
 def test_compiled_optimizer_step(table) -> None:
     """torch.compile(opt.step) with foreach AdamW: one fused kernel of `aten._foreach_*` nodes,
     each priced as its element-wise op at every index of its lists."""
@@ -174,6 +180,7 @@ def test_compiled_optimizer_step(table) -> None:
     assert work.bytes == step["bytes"]
 
 
+@pytest.mark.slow
 def test_dynamic_shapes_recorded_by_their_hints(table) -> None:
     """torch.compile(dynamic=True): the batch size is a symbol; nodes carry the size the graph was
     compiled for (6) and say so, and are priced as the static graph's are."""
@@ -236,6 +243,7 @@ print(json.dumps(pushed))
 '''
 
 
+@pytest.mark.slow
 def test_graph_call_ranges_name_the_calling_module(tmp_path: Path) -> None:
     """A graph break in each block's forward hook: Dynamo compiles each Linear's call as a frame
     of its own, one graph for both, and the rest of Net.forward in graphs between them. Each
