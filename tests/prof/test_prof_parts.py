@@ -11,7 +11,7 @@ import pyprof.prof.ops  # noqa: F401  (fills the op table)
 from pyprof.prof.parts import ADD, COPY, SUM, CallParts, Part, backward_parts, family, forward_parts
 from pyprof.prof.registry import Call, lookup
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 CAST_BF16 = ("void at::native::vectorized_elementwise_kernel<(int)8, at::native::bfloat16_copy_kernel_cuda("
