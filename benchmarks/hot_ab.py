@@ -56,8 +56,6 @@ def main() -> int:
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     rounds, steps = (3, 2) if args.smoke else (args.rounds, args.steps)
     pyprof.init(force=True)
-    # The C path as it stays once the ATen tensor reader is gone (issue 29): torch's getters.
-    memo.setup_hot(None)
     print(f"device {torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'}, torch {torch.__version__}, "
           f"C path with torch's getters; {rounds} rounds x {steps} steps per state")
     for name in args.models.split(","):
