@@ -78,6 +78,7 @@ def test_help_lists_each_exit_status_once_from_the_shared_table(tool):
     assert f"A failure is one line on stderr, `{tool}: error: ...`." in block
 
 
+@pytest.mark.slow
 def test_output_that_cannot_be_written_is_status_10_with_the_same_words(tmp_path):
     """parse -o, prof --plot and capture's NAME share errors.cannot_write (and --parquet, in
     test_prof_forms.py)."""

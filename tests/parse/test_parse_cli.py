@@ -150,6 +150,7 @@ def test_empty_capture_range(tmp_path: Path) -> None:
                                      "(did the program reach the profiled region, e.g. torch.cuda.profiler.start()?)")
 
 
+@pytest.mark.slow
 def test_truncated_export(tmp_path: Path, big: Path) -> None:
     data = big.read_bytes()
     cut = tmp_path / "cut.sqlite"
@@ -253,6 +254,7 @@ def test_path_with_uri_characters(tmp_path: Path) -> None:
     assert res.returncode == 0 and len(res.stdout.splitlines()) == 3
 
 
+@pytest.mark.slow
 def test_progress_only_when_stderr_is_a_terminal(tmp_path: Path) -> None:
     src = small_export(tmp_path / "s.sqlite")
     leader, follower = pty.openpty()

@@ -14,6 +14,8 @@ from pyprof.parse import Stats, lines, parallel
 from pyprof.parse.export import Export
 from pyprof.parse.window import Seed, Window, compose, stale
 
+pytestmark = pytest.mark.slow  # worker processes and synthetic exports: seconds each
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

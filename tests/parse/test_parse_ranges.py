@@ -107,6 +107,7 @@ def _busy_threads(path: Path, n: int) -> str:
     return syn.close()
 
 
+@pytest.mark.slow
 def test_memory_does_not_grow_with_ranges_that_enclose_nothing(tmp_path: Path) -> None:
     small = _peak_bytes(_busy_threads(tmp_path / "s.sqlite", 5000))
     large = _peak_bytes(_busy_threads(tmp_path / "l.sqlite", 40000))

@@ -10,6 +10,8 @@ from pyprof.parse import parallel, parse, zones
 from pyprof.parse.export import Export
 from pyprof.parse.window import Window
 
+pytestmark = pytest.mark.slow  # every shipped capture parsed in many windows: seconds each
+
 ROOT = Path(__file__).resolve().parents[2]
 EXPORTS = sorted([*ROOT.glob("examples/*.sqlite"), *ROOT.glob("examples/*.sqlite.xz"),
                   *ROOT.glob("tests/data/**/*.sqlite"), *ROOT.glob("tests/data/**/*.sqlite.xz")])

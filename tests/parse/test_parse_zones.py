@@ -90,6 +90,7 @@ def test_the_survey_in_slices_finds_what_one_scan_finds(name, monkeypatch):
     assert set(z.threads) == threads
 
 
+@pytest.mark.slow
 def test_windows_of_an_export_written_out_of_time_order_give_the_same_bytes(tmp_path, monkeypatch):
     """Rows stored in a shuffled order: the spans widen, the rows read stay the same."""
     src = workload(str(tmp_path / "w.sqlite"), 3000)

@@ -98,6 +98,7 @@ def job(tmp_path_factory):
     return out, res.stderr
 
 
+@pytest.mark.slow
 def test_64_ranks_parse_into_one_output_in_rank_order(job):
     out, stderr = job
     ranks = [json.loads(line)["rank"] for line in out.read_text().splitlines()]

@@ -110,6 +110,7 @@ def test_helper_kernels_carry_no_matrix_work(zoo):
     assert layouts == 38
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", ["lenet", "gpt"])
 def test_examples_print_every_column(example):
     """Every column, every form, on a real capture: no crash, one row per record, fixed field count."""

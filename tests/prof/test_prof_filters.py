@@ -34,6 +34,7 @@ def long_name(r):
     (["--window", ":16000000"], lambda r: r["start"] < 16000000),
     (["--op", "linear", "--module", "head"], lambda r: r["op"] == "linear" and r["module"] == "head"),
 ])
+@pytest.mark.slow
 def test_filters_keep_exactly_the_matching_rows_unchanged(tmp_path, args, keep):
     path = write_dict(tmp_path, "gpt")
     everything = rows(path)

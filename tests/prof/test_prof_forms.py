@@ -119,6 +119,7 @@ def test_parquet_usage_errors(args, message):
     assert rc == 2 and err == f"pyprof.prof: error: {message}\n"
 
 
+@pytest.mark.slow
 def test_an_nsys_export_is_parsed_on_the_fly(tmp_path):
     path = write_dict(tmp_path, "gpt")
     for args in (["-c", ALL], ["--summary", "--json"]):

@@ -37,6 +37,7 @@ def test_gpt_points_and_labels():
     assert len(labels) == 8  # eight ops have plotted kernels
 
 
+@pytest.mark.slow
 def test_plot_writes_png(tmp_path):
     pytest.importorskip("matplotlib")
     out = tmp_path / "roofline.png"
@@ -45,6 +46,7 @@ def test_plot_writes_png(tmp_path):
     assert "roofline of 60 kernels written" in err and "79 kernels without known" in err
 
 
+@pytest.mark.slow
 def test_plot_with_summary_in_one_pass(tmp_path):
     pytest.importorskip("matplotlib")
     out = tmp_path / "r.png"
@@ -52,6 +54,7 @@ def test_plot_with_summary_in_one_pass(tmp_path):
     assert rc == 0 and stdout.startswith("capture span") and out.exists()
 
 
+@pytest.mark.slow
 def test_unknown_gpu_plots_points_without_roofs(tmp_path):
     pytest.importorskip("matplotlib")
     recs = [dict(r, gpu={"name": "Mystery GPU"}) for r in trace_records("gpt")]
@@ -107,6 +110,7 @@ def test_every_labelled_point_gets_its_label():
     plt.close(fig)
 
 
+@pytest.mark.slow
 def test_one_kernel_is_said_in_the_singular(tmp_path):
     pytest.importorskip("matplotlib")
     one = [next(r for r in trace_records("gpt") if r["kShortName"].startswith("nvjet"))]
