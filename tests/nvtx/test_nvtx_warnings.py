@@ -19,7 +19,7 @@ import pyprof  # noqa: E402
 from pyprof.nvtx import recording  # noqa: E402
 
 HERE = __file__
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _line() -> int:
