@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import io
 import os
+import stat
 import sys
 from typing import Callable, Iterable, NoReturn, Sequence
 
@@ -38,20 +39,37 @@ def cannot_write(path: str, err: Exception) -> PyprofError:
     return PyprofError(f"{path}: cannot write ({getattr(err, 'strerror', None) or err})", EXIT_OUTPUT)
 
 
-def input_named_by(output: str, inputs: Iterable[str]) -> str | None:
+def input_named_by(output: str | None, inputs: Iterable[str]) -> str | None:
     """The first of `inputs` that the output file `output` is: the same path, a symbolic or a hard
-    link to it (os.path.samefile); None when it is none of them. Only a regular file can be
-    destroyed by writing an output over it: a device or a FIFO (/dev/stdout) is never an input's
-    file, nor is `-` (stdin)."""
-    if not os.path.isfile(output):
+    link to it (same device and inode); with `output` None, the file stdout is redirected into
+    (`>> input`). None when it is none of them. Only a regular file can be destroyed by writing an
+    output over it: a device, a FIFO or a terminal (/dev/stdout, a pipe) is never an input's file,
+    nor is `-` (stdin)."""
+    try:
+        target = os.stat(output) if output is not None else os.fstat(sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # no such file yet; stdout without a descriptor
+        return None
+    if not stat.S_ISREG(target.st_mode):
         return None
     for path in inputs:
         try:
-            if path != "-" and os.path.samefile(output, path):
-                return path
-        except OSError:  # an input that does not exist is reported when it is read
+            found = os.stat(path)
+        except (OSError, ValueError):  # an input that does not exist is reported when it is read
             continue
+        if path != "-" and (found.st_dev, found.st_ino) == (target.st_dev, target.st_ino):
+            return path
     return None
+
+
+def refuse_output_onto_input(output: str | None, inputs: Iterable[str], option: str = "-o") -> None:
+    """Raise PyprofError (EXIT_USAGE) when writing the output (`output`, given with `option`; None:
+    stdout) would replace or write into one of `inputs` (input_named_by)."""
+    named = input_named_by(output, inputs)
+    if named is None:
+        return
+    if output is None:
+        raise PyprofError(f"stdout is redirected into the input {named}; write the output to another file", EXIT_USAGE)
+    raise PyprofError(f"{output}: {option} names the input {named}; give another file name", EXIT_USAGE)
 
 
 def run_cli(prog: str, main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> NoReturn:

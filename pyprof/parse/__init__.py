@@ -10,11 +10,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import os
 import sys
 from typing import Any, Iterator
 
-from pyprof.errors import EXIT_USAGE, PyprofError
+from pyprof.errors import PyprofError, refuse_output_onto_input
 from pyprof.parse import attribute
 from pyprof.parse.attribute import Stats
 from pyprof.parse.compiled import joined_lines
@@ -49,8 +48,7 @@ def parse(path: str, output: str | None = None, *, memcpy: bool = False, quiet: 
     Raises PyprofError for every fatal problem. When one happens after records went to stdout, a
     last line that is not JSON is written there, so that the partial output cannot pass as complete.
     """
-    if output is not None and os.path.exists(output) and os.path.exists(path) and os.path.samefile(output, path):
-        raise PyprofError(f"{output}: -o names the input export; give another file name", EXIT_USAGE)
+    refuse_output_onto_input(output, [path])
     with sqlite_path(path, quiet) as db:
         try:
             return _parse(db, output, memcpy, progress, lenient=False, skip=0)

@@ -8,7 +8,8 @@ from typing import NoReturn, Sequence
 
 from pyprof.cli import Parser, exit_statuses
 from pyprof.errors import (EXIT_BAD_FORMAT, EXIT_CORRUPT, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_NO_INPUT,
-                           EXIT_NO_KERNELS, EXIT_OUTPUT, EXIT_TOOL, EXIT_USAGE, PyprofError, run_cli)
+                           EXIT_NO_KERNELS, EXIT_OUTPUT, EXIT_TOOL, EXIT_USAGE, PyprofError, refuse_output_onto_input,
+                           run_cli)
 from pyprof.parse import Stats, parallel, parse
 from pyprof.parse.merge import merge
 from pyprof.text import count
@@ -41,7 +42,7 @@ byte what one process writes.
 
 STATUSES = {
     0: "success",
-    EXIT_USAGE: "bad command line; -o names the input; two exports of the same rank",
+    EXIT_USAGE: "bad command line; the output (-o, or stdout redirected) is an input; two exports of the same rank",
     EXIT_NO_INPUT: "input missing, a directory or FIFO, unreadable, or locked by another program",
     EXIT_BAD_FORMAT: "not SQLite (compressed, random bytes), or not an Nsight Systems export (--merge: not "
                      "ranked records)",
@@ -111,6 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.merge:
         if args.memcpy or args.rank:
             raise PyprofError("--merge copies records as they are: no --memcpy or --rank", EXIT_USAGE)
+        refuse_output_onto_input(args.output, args.input)
         records, ranks = merge(args.input, args.output)
         if not args.quiet:
             span = f"ranks {ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else f"rank {ranks[0]}" if ranks else "no ranks"
@@ -118,6 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   file=sys.stderr)
         return 0
     paths = parallel.inputs(args.input)
+    refuse_output_onto_input(args.output, paths)
     ranked = args.rank or len(paths) > 1 or any(os.path.isdir(a) for a in args.input)
     groups = parallel.plan(paths, jobs, args.memcpy, ranked) if ranked or jobs > 1 else []
     if not ranked and (not groups or len(groups[0]) == 1):

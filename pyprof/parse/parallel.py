@@ -27,6 +27,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, Thr
 from dataclasses import dataclass, replace
 from typing import Iterable, Iterator, TextIO
 
+try:
+    import fcntl
+except ImportError:  # Windows: no fcntl, and nothing there is opened with O_APPEND
+    fcntl = None
+
 from pyprof.errors import EXIT_NO_INPUT, EXIT_USAGE, PyprofError, cannot_write
 from pyprof.parse import queries, zones
 from pyprof.parse.attribute import FWD_OPS_PER_PROCESS, SCHEMA_VERSION, Stats, lines
@@ -268,13 +273,15 @@ def _copy(srcs: list[str], out: TextIO) -> None:
     """Append the files `srcs` to `out` in order. Into a regular file they are copied side by
     side, each at its own offset by a thread of its own (the kernel copies; the GIL is released):
     the windows of one export are mostly done together, and one thread copying their gigabytes
-    one after the other would be the parse's serial tail."""
+    one after the other would be the parse's serial tail. Into anything else, and into a file
+    opened for appending (`>>`: every write lands at the end, whatever its offset, so parts
+    written side by side would interleave), one after the other."""
     out.flush()
     dst = out.buffer if hasattr(out, "buffer") else out
     dst.flush()
     try:
         fd = dst.fileno()
-        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        regular = stat.S_ISREG(os.fstat(fd).st_mode) and not _appending(fd)
     except (AttributeError, OSError, io.UnsupportedOperation):
         regular = False
     if regular and len(srcs) > 1:
@@ -298,6 +305,13 @@ def _copy(srcs: list[str], out: TextIO) -> None:
                     raise
                 f.seek(0)
                 shutil.copyfileobj(f, dst, 1 << 20)
+
+
+def _appending(fd: int) -> bool:
+    """Whether `fd` was opened with O_APPEND (False where the flags cannot be read)."""
+    if fcntl is None:
+        return False
+    return bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND)
 
 
 def _copy_at(src: str, offset: int, fd: int) -> None:
