@@ -21,7 +21,7 @@ import io
 import json
 import os
 import sys
-from typing import NamedTuple, Sequence
+from typing import BinaryIO, NamedTuple, Sequence
 
 from hypothesis import HealthCheck, settings
 
@@ -85,12 +85,14 @@ def _main(tool: str):
     return main
 
 
-def run_tool(tool: str, argv: Sequence[str], stdin: bytes = b"") -> Outcome:
+def run_tool(tool: str, argv: Sequence[str], stdin: bytes = b"", stdout: BinaryIO | None = None) -> Outcome:
     """Run `python -m pyprof.<tool> ARGV` in this process: stdin from `stdin`, stdout kept as
-    bytes (UTF-8, strict, as a UTF-8 terminal or file would take it), stderr kept as text."""
+    bytes (UTF-8, strict, as a UTF-8 terminal or file would take it), stderr kept as text.
+    With `stdout` (a file opened for appending, a pipe's end), stdout is written there instead,
+    and Outcome.out is empty."""
     CASES[0] += 1
     out_buf, err_buf = io.BytesIO(), io.BytesIO()
-    out = io.TextIOWrapper(out_buf, encoding="utf-8", errors="strict", newline="\n")
+    out = io.TextIOWrapper(stdout or out_buf, encoding="utf-8", errors="strict", newline="\n")
     err = io.TextIOWrapper(err_buf, encoding="utf-8", errors="backslashreplace", newline="\n")
     inp = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
     saved = sys.stdin, sys.stdout, sys.stderr
@@ -106,6 +108,8 @@ def run_tool(tool: str, argv: Sequence[str], stdin: bytes = b"") -> Outcome:
         _watching[0] = False
         sys.stdin, sys.stdout, sys.stderr = saved
     out.flush()
+    if stdout is not None:
+        out.detach()  # the caller's file stays open
     err.flush()
     assert not _executed, f"code from the input was executed: {_executed}"
     assert not os.path.exists(CANARY), "a payload from the input was executed"

@@ -20,6 +20,7 @@ import pytest
 
 from fuzz_harness import check_failure, check_parse_output, run_tool
 from nsys_synth import SynthExport, marker
+from pyprof.parse import parallel
 
 ROOT = Path(__file__).resolve().parents[2]
 LENET = ROOT / "examples" / "lenet.sqlite"
@@ -282,12 +283,51 @@ def test_parse_outputs_that_cannot_be_written(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["dir", "file"]
 
 
-def test_output_that_names_the_input(tmp_path):
-    copy = tmp_path / "net.sqlite"
-    shutil.copy(LENET, copy)
-    expect(run_tool("parse", [str(copy), "-o", str(copy)]), "parse", 2,
-           f"{copy}: -o names the input export; give another file name")
-    assert copy.read_bytes() == LENET.read_bytes()
+ALIASES = {
+    # case: argv (a.sqlite, b.sqlite, D/ holding both, r.dict ranked records, and links to a.sqlite),
+    # the file that must stay as it was, and the message
+    "the export": (["a.sqlite", "-o", "a.sqlite"], "a.sqlite", "a.sqlite: -o names the input"),
+    "one of two exports": (["a.sqlite", "b.sqlite", "-o", "a.sqlite"], "a.sqlite", "a.sqlite: -o names the input"),
+    "an export of a folder": (["D", "-o", "D/b.sqlite"], "D/b.sqlite", "D/b.sqlite: -o names the input"),
+    "the export with --rank": (["a.sqlite", "--rank", "-o", "a.sqlite"], "a.sqlite", "a.sqlite: -o names the input"),
+    "the export cut into windows": (["a.sqlite", "-j", "2", "-o", "a.sqlite"], "a.sqlite",
+                                    "a.sqlite: -o names the input"),
+    "a symbolic link to it": (["a.sqlite", "-o", "sym.sqlite"], "a.sqlite",
+                              "sym.sqlite: -o names the input a.sqlite"),
+    "a hard link to it": (["a.sqlite", "b.sqlite", "-o", "hard.sqlite"], "a.sqlite",
+                          "hard.sqlite: -o names the input a.sqlite"),
+    "a merged file": (["--merge", "r.dict", "-o", "r.dict"], "r.dict", "r.dict: -o names the input"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ALIASES))
+def test_output_that_is_an_input_is_refused(tmp_path, monkeypatch, case):
+    """However the output names an input (the same path, a folder's file, a link), the input is
+    left as it was and the run is refused, whichever way parse would have gone (one process,
+    ranks, windows, --merge)."""
+    argv, kept, message = ALIASES[case]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(parallel, "MIN_WINDOW", 10)  # -j 2 cuts LeNet's 44 kernels into windows
+    (tmp_path / "D").mkdir()
+    for name in ("a.sqlite", "b.sqlite", "D/a.sqlite", "D/b.sqlite"):
+        shutil.copy(LENET, tmp_path / name)
+    os.symlink("a.sqlite", tmp_path / "sym.sqlite")
+    os.link(tmp_path / "a.sqlite", tmp_path / "hard.sqlite")
+    assert run_tool("parse", ["a.sqlite", "--rank", "-q", "-o", "r.dict"]).status == 0
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    expect(run_tool("parse", argv), "parse", 2, f"{message}; give another file name")
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_stdout_redirected_into_an_input_is_refused(tmp_path):
+    """`parse a.sqlite b.sqlite >> b.sqlite` would append records to the export being read."""
+    for name in ("a.sqlite", "b.sqlite"):
+        shutil.copy(LENET, tmp_path / name)
+    with open(tmp_path / "b.sqlite", "ab") as stdout:
+        res = run_tool("parse", [str(tmp_path / "a.sqlite"), str(tmp_path / "b.sqlite")], stdout=stdout)
+    expect(res, "parse", 2, f"stdout is redirected into the input {tmp_path / 'b.sqlite'}; write the output to "
+                            "another file")
+    assert (tmp_path / "b.sqlite").read_bytes() == LENET.read_bytes()
 
 
 def test_prof_outputs_that_name_an_input_are_refused(tmp_path):

@@ -5,6 +5,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -316,3 +317,52 @@ def test_parts_copied_into_a_pipe_one_after_the_other(tmp_path):
             f"parallel._copy({[str(s) for s in srcs]!r}, sys.stdout); sys.stdout.write('t\\n')")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert (res.returncode, res.stdout) == (0, "h\nx\ny\nt\n")
+
+
+def test_parts_copied_into_a_file_opened_for_appending_land_in_order(tmp_path, monkeypatch):
+    """`parse ... >> job.dict`: every write to a file opened for appending lands at its end,
+    whatever the offset, so parts copied side by side would land in the order their copies
+    finish. The first part is held back here: it must still come first."""
+    copy_at = parallel._copy_at
+
+    def first_late(src, offset, fd):
+        if src.endswith("p0"):
+            time.sleep(0.5)
+        copy_at(src, offset, fd)
+
+    monkeypatch.setattr(parallel, "_copy_at", first_late)
+    srcs = []
+    for i, size in enumerate([3, 5, 1 << 20]):
+        srcs.append(tmp_path / f"p{i}")
+        srcs[-1].write_bytes(bytes([65 + i]) * size)
+    (tmp_path / "out").write_text("old\n")
+    with open(tmp_path / "out", "a", encoding="utf-8") as out:
+        out.write("head\n")
+        parallel._copy([str(s) for s in srcs], out)
+        out.write("tail\n")
+    assert (tmp_path / "out").read_bytes() == b"old\nhead\nAAABBBBB" + b"C" * (1 << 20) + b"tail\n"
+
+
+@pytest.mark.parametrize("stdout", ["appended", "pipe"])
+@pytest.mark.parametrize("what", ["ranks", "windows"])
+def test_stdout_appended_or_piped_gets_the_bytes_of_o(stdout, what, job, steps, tmp_path):
+    """Ranks (several exports) and windows (one export cut for 3 workers) written to stdout
+    opened with `>>` or to a pipe: the same bytes as -o writes."""
+    code = ("import sys; from pyprof.errors import run_cli; from pyprof.parse import parallel; "
+            "from pyprof.parse.__main__ import main; parallel.MIN_WINDOW = 2000; run_cli('pyprof.parse', main)")
+    inputs = [job] if what == "ranks" else [steps]
+    argv = [sys.executable, "-c", code, *map(str, inputs), "-j", "3", "-q"]
+    assert subprocess.run([*argv, "-o", tmp_path / "o.dict"], timeout=600).returncode == 0
+    expected = (tmp_path / "o.dict").read_bytes()
+    if stdout == "appended":
+        (tmp_path / "out.dict").write_bytes(b"before\n")
+        with open(tmp_path / "out.dict", "ab") as out:
+            res = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, timeout=600)
+        got = (tmp_path / "out.dict").read_bytes()
+        assert got[:7] == b"before\n"
+        got = got[7:]
+    else:
+        res = subprocess.run(argv, capture_output=True, timeout=600)
+        got = res.stdout
+    assert (res.returncode, res.stderr) == (0, b"")
+    assert got == expected and expected.count(b"\n") == {"ranks": 102, "windows": 12000}[what]
