@@ -10,6 +10,7 @@ import contextlib
 import functools
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from fuzz_harness import check_failure, examples, run_tool
+from nsys_synth import rank_export, workload
+from pyprof.parse import parallel
 from pyprof.prof.columns import COLUMNS
 from pyprof.prof.groups import KEYS, SORTS
 
@@ -212,3 +215,51 @@ def test_prof_outputs_never_overwrite_an_input(aliases, data):
     _check(res, "prof")
     assert res.status == 2, res.err
     assert {p: Path(p).read_bytes() for p in inputs} == kept
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+    """Three ranks of a job and one export that -j cuts into windows (with MIN_WINDOW lowered)."""
+    base = tmp_path_factory.mktemp("outputs")
+    ranks = [rank_export(str(base / f"trace_{r}.sqlite"), r, 3, steps=1) for r in range(3)]
+    return ranks, workload(str(base / "w.sqlite"), 3000)
+
+
+def _through_pipe(argv: list[str]) -> tuple[int, bytes, str]:
+    read, write = os.pipe()
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(os.fdopen(read, "rb").read()))
+    reader.start()
+    with os.fdopen(write, "wb") as pipe:
+        res = run_tool("parse", argv, stdout=pipe)
+    reader.join(60)
+    return res.status, got[0], res.err
+
+
+@examples(30)  # each case forks two worker pools
+@given(data=st.data())
+def test_every_kind_of_output_gets_the_bytes_of_o(exports, tmp_path_factory, monkeypatch, data):
+    """Ranks or windows, any number of workers: stdout as a file opened for appending, a pipe or
+    a plain file holds exactly what -o writes (after what was in it before)."""
+    ranks, windowed = exports
+    monkeypatch.setattr(parallel, "MIN_WINDOW", 300)
+    inputs = data.draw(st.one_of(st.lists(st.sampled_from(ranks), min_size=1, max_size=3, unique=True),
+                                 st.just([windowed])))
+    argv = [*inputs, "-q", "-j", str(data.draw(st.integers(1, 4)))] + data.draw(st.sampled_from([[], ["--rank"]]))
+    kind = data.draw(st.sampled_from(["appended", "pipe", "file"]))
+    tmp = tmp_path_factory.mktemp("o")
+    assert run_tool("parse", [*argv, "-o", str(tmp / "o.dict")]).status == 0
+    expected = (tmp / "o.dict").read_bytes()
+    event(f"{kind}, {len(inputs)} export(s)")
+    if kind == "pipe":
+        status, got, err = _through_pipe(argv)
+    else:
+        before = b"before\n" if kind == "appended" else b""
+        (tmp / "out").write_bytes(before)
+        with open(tmp / "out", "ab" if kind == "appended" else "wb") as out:
+            res = run_tool("parse", argv, stdout=out)
+        status, got, err = res.status, (tmp / "out").read_bytes(), res.err
+        assert got.startswith(before)
+        got = got[len(before):]
+    assert (status, err) == (0, "")
+    assert got == expected
