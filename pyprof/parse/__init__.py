@@ -19,10 +19,9 @@ from pyprof.parse.attribute import Stats
 from pyprof.parse.compiled import joined_lines
 from pyprof.parse.export import Export, NotUtf8, check_export
 from pyprof.parse.nsysrep import sqlite_path
-from pyprof.parse.output import open_output, write_lines
+from pyprof.parse.output import mark_incomplete, open_output, write_lines
 from pyprof.parse.queries import sources
 from pyprof.progress import Progress
-from pyprof.text import count
 
 __all__ = ["parse", "records", "lines", "Stats", "Export"]
 
@@ -83,12 +82,10 @@ def _parse(db: str, output: str | None, memcpy: bool, progress: bool, lenient: b
                 # Counted where they are written: records made may still wait in the compiled-graph join.
                 err.written = written[0] if output is None else 0
                 raise
-            except (PyprofError, KeyboardInterrupt) as err:
+            except BaseException as err:
                 recs.close()  # publishes the counts
-                if output is None and stats.records:
-                    why = f"error: {err}" if isinstance(err, PyprofError) else "interrupted"
-                    verb = "is" if stats.records == 1 else "are"
-                    out.write(f"pyprof.parse: {why} - the {count(stats.records, 'record')} above {verb} incomplete\n")
+                if output is None:
+                    mark_incomplete(out, err, stats.records)
                 raise
     return stats
 

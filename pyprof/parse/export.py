@@ -57,6 +57,9 @@ def database_error(err: BaseException, path: str) -> PyprofError:
     orig = getattr(err, "orig", None) or err
     if isinstance(orig, (sqlite3.ProgrammingError, sqlite3.InterfaceError)):
         raise err
+    if isinstance(orig, UnicodeDecodeError):  # SQLite's message quotes bytes of the file that are not UTF-8
+        said = orig.object.decode("utf-8", "backslashreplace") if isinstance(orig.object, bytes) else str(orig)
+        return PyprofError(f"{path}: the export is truncated or corrupted (sqlite: {said})", EXIT_CORRUPT)
     msg = (str(orig).splitlines() or ["unknown error"])[0]
     if "file is not a database" in msg:
         packed = file_compression(path)
@@ -68,6 +71,11 @@ def database_error(err: BaseException, path: str) -> PyprofError:
     if "database is locked" in msg:
         return PyprofError(f"{path}: the export is locked by another program (sqlite: {msg}); retry when it has "
                            "finished writing", EXIT_NO_INPUT)
+    if "attempt to write a readonly database" in msg:  # only opened read-only: SQLite wanted to create its -shm
+        return PyprofError(f"{path}: cannot be opened read-only: a WAL-mode database needs a -shm file beside it, "
+                           "which is missing and cannot be created there (a read-only folder); copy the export to a "
+                           "writable folder, or turn WAL off where it can be written (sqlite3 FILE "
+                           "'PRAGMA journal_mode=DELETE')", EXIT_NO_INPUT)
     if "unable to open database file" in msg:
         return PyprofError(f"{path}: cannot open the export (sqlite: {msg})", EXIT_NO_INPUT)
     return PyprofError(f"{path}: the export is truncated or corrupted (sqlite: {msg})", EXIT_CORRUPT)
@@ -94,8 +102,10 @@ STORAGE: dict[str, dict[str, tuple[str, ...]]] = {
 _VALUE_ERRORS = (TypeError, ValueError, AttributeError, OverflowError)
 
 
-# Errors raised while reading; database_error() tells a bad file from a bug of ours.
-DB_ERRORS: tuple[type[BaseException], ...] = (sqlite3.DatabaseError, sqlalchemy.exc.DBAPIError)
+# Errors raised while reading; database_error() tells a bad file from a bug of ours. sqlite3
+# raises UnicodeDecodeError instead of its error when SQLite's message is not UTF-8 (a damaged
+# schema quoted in it).
+DB_ERRORS: tuple[type[BaseException], ...] = (sqlite3.DatabaseError, sqlalchemy.exc.DBAPIError, UnicodeDecodeError)
 
 
 class Export:

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from pyprof.errors import EXIT_BAD_FORMAT, EXIT_INCOMPLETE, EXIT_NO_INPUT, EXIT_USAGE, PyprofError
 from pyprof.parse.attribute import SCHEMA_VERSION
-from pyprof.parse.output import deferred_interrupt, open_output
+from pyprof.parse.output import deferred_interrupt, mark_incomplete, open_output
 
 _RANKED = re.compile(rb'\{"v":(\d+),"rank":(\d+),')
 _RECORD = re.compile(rb'\{"v":\d+,')
@@ -106,7 +106,7 @@ def merge(paths: list[str], output: str | None) -> tuple[int, list[int]]:
             if interrupted:
                 dst.flush()
                 if output is None:
-                    out.write(f"pyprof.parse: interrupted - the {records} records above are incomplete\n")
+                    mark_incomplete(out, KeyboardInterrupt(), records)
                 raise KeyboardInterrupt
         dst.flush()
     return records, sorted({s.rank for s in plan})

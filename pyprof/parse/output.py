@@ -12,6 +12,7 @@ from typing import IO, Iterable, Iterator, TextIO
 
 from pyprof.errors import cannot_write
 from pyprof.progress import Progress
+from pyprof.text import count
 
 
 @contextlib.contextmanager
@@ -86,3 +87,20 @@ def write_lines(lines: Iterable[str], out: TextIO, progress: Progress) -> int:
                 progress.update(n)
     progress.finish()
     return n
+
+
+def mark_incomplete(out: TextIO, err: BaseException, records: int) -> None:
+    """End stdout after the `records` records written before `err` stopped the run with a line
+    that is not JSON, so that prof (status 9) and --merge see the records above are not all.
+    Nothing when no record went out, or when `err` is the output's own failure (OSError: a full
+    disk, a reader gone), which the line could not pass either."""
+    if not records or isinstance(err, OSError):
+        return
+    if isinstance(err, PyprofError):
+        why = f"error: {err}"
+    elif isinstance(err, KeyboardInterrupt):
+        why = "interrupted"
+    else:  # a bug of ours: its traceback follows on stderr
+        why = f"error: {type(err).__name__}: {err}"
+    verb = "is" if records == 1 else "are"
+    out.write(f"pyprof.parse: {why} - the {count(records, 'record')} above {verb} incomplete\n")

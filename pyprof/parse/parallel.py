@@ -38,7 +38,7 @@ from pyprof.parse.attribute import FWD_OPS_PER_PROCESS, SCHEMA_VERSION, Stats, l
 from pyprof.parse.compiled import CompiledStats, Tail, joined_lines
 from pyprof.parse.export import KERNEL, RUNTIME, Export, check_export
 from pyprof.parse.nsysrep import sqlite_path
-from pyprof.parse.output import deferred_interrupt, open_output
+from pyprof.parse.output import deferred_interrupt, mark_incomplete, open_output
 from pyprof.parse.ranks import Rank, by_name, from_trace, resolve
 from pyprof.parse.window import Report, Seed, Window, compose, stale
 from pyprof.progress import Progress
@@ -495,10 +495,9 @@ def run(groups: list[list[Part]], output: str | None, jobs: int, progress: bool 
         with _pool(max(1, min(jobs, len(parts)))) as ex, open_output(output) as out:
             try:
                 _Stream(ex, groups, out, result).run(meter)
-            except (PyprofError, KeyboardInterrupt) as err:
-                if output is None and result.records:
-                    why = f"error: {err}" if isinstance(err, PyprofError) else "interrupted"
-                    out.write(f"pyprof.parse: {why} - the {result.records} records above are incomplete\n")
+            except BaseException as err:
+                if output is None:
+                    mark_incomplete(out, err, result.records)
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -54,6 +54,17 @@ def _no_constants(name: str) -> None:
     raise ValueError(name)
 
 
+def _finite(text: str) -> float:
+    # Nor a number past float's range (1e400), which json.loads reads as infinity.
+    value = float(text)
+    if value in (_INF, -_INF):
+        raise ValueError(text)
+    return value
+
+
+_INF = float("inf")
+
+
 # Pyprof op markers that run autograd: kernels they enclose are backward kernels.
 _BACKWARD_CALLS = frozenset({("Tensor", "backward"), ("torch.autograd", "backward"), ("torch.autograd", "grad")})
 
@@ -138,10 +149,10 @@ def torch_op(text: str) -> Label | None:
 
 
 def _op_label(marker: dict) -> Label:
-    module = marker.get("module")
-    attrs = (encode(marker.get("mod")), encode_str(marker["op"]), encode(marker.get("site")),
-             None if module is None else encode(module))
-    return Label(OP, encode(marker), marker["op"], None, (marker.get("mod"), marker["op"]) in _BACKWARD_CALLS, attrs)
+    module, mod = marker.get("module"), marker.get("mod")
+    attrs = (encode(mod), encode_str(marker["op"]), encode(marker.get("site")), None if module is None else encode(module))
+    backward = isinstance(mod, str) and (mod, marker["op"]) in _BACKWARD_CALLS  # a list or {} hashes not
+    return Label(OP, encode(marker), marker["op"], None, backward, attrs)
 
 
 def _is_op(marker: object) -> bool:
@@ -150,7 +161,7 @@ def _is_op(marker: object) -> bool:
 
 def _marker(text: str) -> Label:
     try:
-        marker = json.loads(text, parse_constant=_no_constants)
+        marker = json.loads(text, parse_constant=_no_constants, parse_float=_finite)
     except (ValueError, RecursionError):  # RecursionError: a crafted '[[[[...' thousands deep
         return _MALFORMED
     kind = marker.get("kind") if isinstance(marker, dict) else None

@@ -628,3 +628,72 @@ def test_closed_standard_streams(tmp_path, tool, redirect, status, line):
                                given, "-q" if tool == "parse" else "--csv", "-o", str(out)],
                               capture_output=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
         assert (proc.returncode, proc.stderr) == (0, b"") and len(out.read_bytes().splitlines()) in (44, 45)
+@pytest.mark.parametrize("text, malformed, mod", [
+    ('{"v":1,"kind":"op","mod":"torch","op":"mm","args":[1e400]}', 1, None),      # past float: not JSON out
+    ('{"v":1,"kind":"op","mod":"torch","op":"mm","args":[-1e400,2]}', 1, None),
+    ('{"v":1,"kind":"op","mod":[1],"op":"mm","args":[]}', 0, [1]),                  # a mod that hashes not
+    ('{"v":1,"kind":"op","mod":{},"op":"backward","args":[]}', 0, {}),
+    ('{"v":1,"kind":"bwd","node":"MmBackward0","fwd":{"kind":"op","mod":{"a":1},"op":"mm"}}', 0, {"a": 1}),
+])
+def test_markers_with_values_no_marker_holds(tmp_path, text, malformed, mod):
+    """A pyprof marker with a number past float's range or a `mod` that is a list or an object:
+    a malformed marker (counted) or a marker written as it is; never a traceback, in parse or in
+    prof given the export."""
+    path = _small_export(tmp_path / "m.sqlite")
+    db = sqlite3.connect(path)
+    db.execute("UPDATE NVTX_EVENTS SET text = ?, textId = NULL WHERE domainId != 0 AND eventType = 59", (text,))
+    db.commit()
+    db.close()
+    recs = check_parse_output(run_tool("parse", [str(path), "-q"]))
+    assert len(recs) == 3 and all(r["mod"] == mod for r in recs)
+    res = run_tool("parse", [str(path)])
+    assert res.err.endswith(f"{malformed} malformed pyprof marker{'s' if malformed != 1 else ''}\n"), res.err
+    res = run_tool("prof", ["-c", "idx,op", str(path)])
+    assert res.status == 0 and len(res.out.splitlines()) == 4, res.err
+
+
+def test_schema_text_that_is_not_utf8_is_one_line(tmp_path):
+    """A byte of the schema's SQL flipped to one that is not UTF-8: SQLite quotes it in its
+    error message, which Python cannot decode."""
+    path = tmp_path / "schema.sqlite"
+    shutil.copy(LENET, path)
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA writable_schema = ON")
+    db.execute("UPDATE sqlite_master SET sql = CAST(? AS TEXT) WHERE name = 'DIAGNOSTIC_EVENT'",
+               (b"CREATE \xffTABLE DIAGNOSTIC_EVENT (a INTEGER)",))
+    db.commit()
+    db.close()
+    for argv in ([str(path)], [str(path), str(path), "-j", "2"]):
+        expect(run_tool("parse", argv), "parse", 6, f"{path}: the export is truncated or corrupted (sqlite: malformed "
+                                                    'database schema (DIAGNOSTIC_EVENT) - near "\\xffTABLE": syntax '
+                                                    "error)")
+
+
+def _without_dac_override() -> None:
+    # Root writes into read-only folders: drop the capabilities that let it, for the program run.
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, from the bounding set (PR_CAPBSET_DROP)
+        libc.prctl(24, cap, 0, 0, 0)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux capabilities")
+def test_wal_export_without_its_shm_in_a_read_only_folder(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = _small_export(folder / "wal.sqlite")
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA journal_mode = WAL").fetchone() == ("wal",)
+    db.close()  # the last connection removes -wal and -shm
+    assert sorted(os.listdir(folder)) == ["wal.sqlite"]
+    folder.chmod(0o555)
+    try:
+        res = subprocess.run([sys.executable, "-m", "pyprof.parse", str(path)], capture_output=True, text=True,
+                             cwd=ROOT, timeout=120, preexec_fn=_without_dac_override)
+    finally:
+        folder.chmod(0o755)
+    assert (res.returncode, res.stdout) == (3, "")
+    assert res.stderr == (f"pyprof.parse: error: {path}: cannot be opened read-only: a WAL-mode database needs a -shm "
+                          "file beside it, which is missing and cannot be created there (a read-only folder); copy the "
+                          "export to a writable folder, or turn WAL off where it can be written (sqlite3 FILE "
+                          "'PRAGMA journal_mode=DELETE')\n")

@@ -204,6 +204,44 @@ def test_a_failure_after_one_record_says_so_in_the_singular(tmp_path: Path, monk
         "pyprof.parse: error: database disk image is malformed - the 1 record above is incomplete")
 
 
+def test_a_bug_after_records_still_ends_stdout_with_the_incomplete_line(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Whatever stops parse after records went out, one process or workers, a last line that is
+    not JSON says so (prof stops there with status 9): here a bug of ours, not a PyprofError."""
+    import pyprof.parse as parse
+    from pyprof.parse import parallel
+
+    def two_then_fail(exp, stats, memcpy):
+        stats.records += 2
+        yield "{}"
+        yield "{}"
+        raise TypeError("a bug")
+
+    monkeypatch.setattr(parse, "lines", two_then_fail)
+    with pytest.raises(TypeError):
+        parse.parse(str(small_export(tmp_path / "s.sqlite")), quiet=True)
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "pyprof.parse: error: TypeError: a bug - the 2 records above are incomplete")
+
+    work = parallel._work
+
+    def second_fails(part):  # in the worker (forked: the patch goes along)
+        if part.index == 1:
+            time.sleep(0.5)  # the first export is written by then
+            raise TypeError("a bug in a worker")
+        return work(part)
+
+    monkeypatch.setattr(parallel, "_work", second_fails)
+    small_export(tmp_path / "t.sqlite")
+    groups = parallel.plan([str(tmp_path / "s.sqlite"), str(tmp_path / "t.sqlite")], 2, False, True)
+    with pytest.raises(TypeError):
+        parallel.run(groups, None, 2)
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 4 and [json.loads(x)["rank"] for x in out[:3]] == [0, 0, 0]
+    assert out[3] == "pyprof.parse: error: TypeError: a bug in a worker - the 3 records above are incomplete"
+
+
 def test_reader_going_away_is_not_an_error(big: Path) -> None:
     cmd = f"{sys.executable} -m pyprof.parse {big} | head -n 1"
     res = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=ROOT, capture_output=True, text=True, timeout=120)
