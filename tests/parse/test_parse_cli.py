@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from nsys_synth import SynthExport, marker, torch_text, workload
+from pyprof.parse.parallel import _work as _WORK
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -204,6 +205,14 @@ def test_a_failure_after_one_record_says_so_in_the_singular(tmp_path: Path, monk
         "pyprof.parse: error: database disk image is malformed - the 1 record above is incomplete")
 
 
+def _second_fails(part):
+    """parallel._work with a bug in the second part's worker (at module level: it is pickled)."""
+    if part.index == 1:
+        time.sleep(0.5)  # the first export is written by then
+        raise TypeError("a bug in a worker")
+    return _WORK(part)
+
+
 def test_a_bug_after_records_still_ends_stdout_with_the_incomplete_line(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
@@ -224,15 +233,7 @@ def test_a_bug_after_records_still_ends_stdout_with_the_incomplete_line(tmp_path
     assert capsys.readouterr().out.splitlines()[-1] == (
         "pyprof.parse: error: TypeError: a bug - the 2 records above are incomplete")
 
-    work = parallel._work
-
-    def second_fails(part):  # in the worker (forked: the patch goes along)
-        if part.index == 1:
-            time.sleep(0.5)  # the first export is written by then
-            raise TypeError("a bug in a worker")
-        return work(part)
-
-    monkeypatch.setattr(parallel, "_work", second_fails)
+    monkeypatch.setattr(parallel, "_work", _second_fails)
     small_export(tmp_path / "t.sqlite")
     groups = parallel.plan([str(tmp_path / "s.sqlite"), str(tmp_path / "t.sqlite")], 2, False, True)
     with pytest.raises(TypeError):
