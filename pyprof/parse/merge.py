@@ -8,6 +8,7 @@ order.
 """
 from __future__ import annotations
 
+import json
 import re
 from typing import NamedTuple
 
@@ -55,21 +56,41 @@ def spans(path: str) -> list[Span]:
                     offset += len(line)
                     continue
                 raise PyprofError(f"{path}: line {lineno}: not a pyprof.parse record", EXIT_BAD_FORMAT)
-            if int(m[1]) > SCHEMA_VERSION:
-                raise PyprofError(f"{path}: line {lineno}: record schema version {int(m[1])} is newer than this "
+            if not line.endswith(b"\n"):
+                raise PyprofError(f"{path}: line {lineno}: the file ends inside a record", EXIT_INCOMPLETE)
+            version, r = _checked(line, path, lineno)
+            if version > SCHEMA_VERSION:
+                raise PyprofError(f"{path}: line {lineno}: record schema version {version} is newer than this "
                                   f"pyprof ({SCHEMA_VERSION})", EXIT_BAD_FORMAT)
-            r = int(m[2])
             if r != rank:
                 if rank is not None:
                     out.append(Span(rank, path, start, offset, count))
                 rank, start, count = r, offset, 0
             count += 1
             offset += len(line)
-            if not line.endswith(b"\n"):
-                raise PyprofError(f"{path}: line {lineno}: the file ends inside a record", EXIT_INCOMPLETE)
         if rank is not None:
             out.append(Span(rank, path, start, offset, count))
     return out
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _checked(line: bytes, path: str, lineno: int) -> tuple[int, int]:
+    """The version and rank of a line that starts like a ranked record, once the whole line is
+    one JSON object with those values: records are copied as bytes, and a line that only starts
+    like one (garbage after it, a number of thousands of digits) must not pass as a record."""
+    try:
+        rec = json.loads(line, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as err:
+        why = getattr(err, "msg", None) or str(err).split(":")[0]
+        raise PyprofError(f"{path}: line {lineno}: not a pyprof.parse record ({why})", EXIT_BAD_FORMAT) from None
+    version, rank = (rec.get("v"), rec.get("rank")) if isinstance(rec, dict) else (None, None)
+    if type(version) is not int or type(rank) is not int or rank < 0:  # a key given twice, the last one odd
+        raise PyprofError(f"{path}: line {lineno}: not a pyprof.parse record (its v and rank are no counts)",
+                          EXIT_BAD_FORMAT)
+    return version, rank
 
 
 def order(all_spans: list[Span]) -> list[Span]:

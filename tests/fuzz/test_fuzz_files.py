@@ -697,3 +697,31 @@ def test_wal_export_without_its_shm_in_a_read_only_folder(tmp_path):
                           "file beside it, which is missing and cannot be created there (a read-only folder); copy the "
                           "export to a writable folder, or turn WAL off where it can be written (sqlite3 FILE "
                           "'PRAGMA journal_mode=DELETE')\n")
+
+
+MERGE_HOLES = {
+    "a 5000-digit rank": (lambda rec: rec.replace(b'"rank":0', b'"rank":' + b"1" * 5000),
+                          "not a pyprof.parse record (Exceeds the limit (4300 digits) for integer string conversion)"),
+    "a 5000-digit v": (lambda rec: rec.replace(b'"v":1', b'"v":' + b"1" * 5000),
+                       "not a pyprof.parse record (Exceeds the limit (4300 digits) for integer string conversion)"),
+    "garbage after the prefix": (lambda rec: b'{"v":1,"rank":0,garbage}\n',
+                                 "not a pyprof.parse record (Expecting property name enclosed in double quotes)"),
+    "garbage after the record": (lambda rec: rec[:-1] + b"]]\n", "not a pyprof.parse record (Extra data)"),
+    "rank given again, as text": (lambda rec: rec[:-2] + b',"rank":"0"}\n',
+                                  "not a pyprof.parse record (its v and rank are no counts)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MERGE_HOLES))
+def test_merge_takes_only_whole_records(tmp_path, case):
+    """--merge copies records as bytes: a line that only starts like a ranked record must not be
+    copied as one, and a number of thousands of digits is no traceback."""
+    mutate, why = MERGE_HOLES[case]
+    good = tmp_path / "good.dict"
+    assert run_tool("parse", [str(LENET), "--rank", "-q", "-o", str(good)]).status == 0
+    lines = good.read_bytes().splitlines(keepends=True)
+    bad = tmp_path / "bad.dict"
+    bad.write_bytes(b"".join(lines[:2]) + mutate(lines[2]) + b"".join(lines[3:]))
+    out = tmp_path / "out.dict"
+    expect(run_tool("parse", ["--merge", str(bad), "-o", str(out)]), "parse", 4, f"{bad}: line 3: {why}")
+    assert not out.exists()
