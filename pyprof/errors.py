@@ -8,8 +8,10 @@ from __future__ import annotations
 import errno
 import io
 import os
+import signal
 import stat
 import sys
+import threading
 from typing import Callable, Iterable, NoReturn, Sequence
 
 # Exit statuses shared by the tools (each tool's --help lists its own; docs/parse.md, docs/prof.md).
@@ -22,7 +24,16 @@ EXIT_BAD_LINE = 7       # malformed record line under --strict
 EXIT_TOOL = 8           # an external tool the input needs (nsys, to read .nsys-rep) is missing or failed
 EXIT_INCOMPLETE = 9     # records cut short: pyprof.parse failed while writing them
 EXIT_OUTPUT = 10        # the output cannot be written (no such directory, a directory in the way, disk full)
-EXIT_INTERRUPTED = 130  # Ctrl-C
+EXIT_INTERRUPTED = 130  # Ctrl-C, SIGTERM
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt: the same cleanup, one line and
+    EXIT_INTERRUPTED (`kill`, a job scheduler's time limit, `timeout`)."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
 
 
 class PyprofError(Exception):
@@ -80,14 +91,17 @@ def run_cli(prog: str, main: Callable[[Sequence[str] | None], int], argv: Sequen
     reconfigure = getattr(sys.stdout, "reconfigure", None)
     if reconfigure is not None:
         reconfigure(errors="backslashreplace")
+    # Signals reach the main thread only; elsewhere (a notebook's worker thread) SIGTERM stays as it was.
+    on_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if on_main else None
     try:
         status = main(argv)
         sys.stdout.flush()  # a full disk shows here, as one line, not at the interpreter's exit
     except PyprofError as err:
         print(f"{prog}: error: {one_line(str(err))}", file=sys.stderr)
         status = err.status
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as err:
+        print(f"{prog}: {'terminated' if isinstance(err, Terminated) else 'interrupted'}", file=sys.stderr)
         status = EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader (head, less) went away: not an error of ours. Point stdout at devnull so
@@ -100,6 +114,9 @@ def run_cli(prog: str, main: Callable[[Sequence[str] | None], int], argv: Sequen
         print(f"{prog}: error: cannot write the output: {err.strerror or err}", file=sys.stderr)
         _drop_stdout()
         status = EXIT_OUTPUT
+    finally:
+        if on_main:
+            signal.signal(signal.SIGTERM, previous)
     sys.exit(status)
 
 

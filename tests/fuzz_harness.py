@@ -17,6 +17,7 @@ they generate themselves, so "no exec at all" would not be a usable test).
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -203,3 +204,57 @@ def cached_bytes() -> int:
         return sys.getsizeof(v) if isinstance(v, (str, bytes, int, float, complex)) else 0
 
     return sum(size(k) + size(v) for cache in list(budget.caches.values()) for k, v in list(cache.items()))
+
+
+class Signalled(NamedTuple):
+    """What a parse process signalled mid-way left: its status, stdout (read to its end: EOF
+    came), stderr, and its workers still running after `grace` seconds."""
+
+    status: int
+    out: bytes
+    err: str
+    running: list[int]
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is gone, only not reaped
+    except OSError:
+        return False
+
+
+def signal_parse(argv: Sequence[str], sig: int, delay: float, cwd: str, env: dict | None = None,
+                 group: bool = False, grace: float = 5.0) -> Signalled:
+    """Run `python -m pyprof.parse ARGV` (Linux), wait until its workers have started and then
+    `delay` seconds, send `sig` to it (to its whole process group with `group`, as Ctrl-C in a
+    terminal does), and read its stdout to the end."""
+    import signal
+    import subprocess
+    import time
+    proc = subprocess.Popen([sys.executable, "-m", "pyprof.parse", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True)
+    children = f"/proc/{proc.pid}/task/{proc.pid}/children"  # the workers: forked by the main thread
+    workers: list[int] = []
+    until = time.time() + 120
+    while not workers and proc.poll() is None and time.time() < until:
+        time.sleep(0.02)
+        with open(children) as f:
+            workers = [int(p) for p in f.read().split()]
+    time.sleep(delay)
+    with contextlib.suppress(OSError), open(children) as f:
+        workers = sorted(set(workers) | {int(p) for p in f.read().split()})
+    (os.killpg if group else os.kill)(proc.pid, sig)
+    try:
+        out, err = proc.communicate(timeout=60)  # EOF: no worker holds stdout open
+    except subprocess.TimeoutExpired:  # a worker holds it: end them all, and say so
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        err += b"\n(stdout still open 60 s after the signal)"
+    until = time.time() + grace
+    while any(_running(w) for w in workers) and time.time() < until:
+        time.sleep(0.05)
+    running = [w for w in workers if _running(w)]
+    for w in running:  # stopped here, not left running into the next test
+        os.kill(w, signal.SIGKILL)
+    return Signalled(proc.returncode, out, err.decode("utf-8", "replace"), running)

@@ -127,7 +127,7 @@ def merge(paths: list[str], output: str | None) -> tuple[int, list[int]]:
             if interrupted:
                 dst.flush()
                 if output is None:
-                    mark_incomplete(out, KeyboardInterrupt(), records)
-                raise KeyboardInterrupt
+                    mark_incomplete(out, interrupted[0], records)
+                raise interrupted[0]
         dst.flush()
     return records, sorted({s.rank for s in plan})

@@ -10,15 +10,16 @@ import tempfile
 import threading
 from typing import IO, Iterable, Iterator, TextIO
 
-from pyprof.errors import cannot_write
+from pyprof.errors import PyprofError, Terminated, cannot_write
 from pyprof.progress import Progress
 from pyprof.text import count
 
 
 @contextlib.contextmanager
-def open_output(path: str | None, binary: bool = False) -> Iterator[IO]:
-    """Yield stdout, or a temporary file beside `path` that is renamed to `path` only on success
-    (text, UTF-8; `binary`: bytes, for an image or a Parquet file).
+def open_output(path: str | None, binary: bool = False, scratch: str | None = None) -> Iterator[IO]:
+    """Yield stdout, or a temporary file beside `path` (or in folder `scratch`, on the same file
+    system) that is renamed to `path` only on success (text, UTF-8; `binary`: bytes, for an image
+    or a Parquet file).
 
     On any failure the temporary file is removed, so a file at `path` is always complete. A
     `path` that exists and is no regular file (/dev/stdout, /dev/null, a FIFO) is written as it
@@ -38,7 +39,7 @@ def open_output(path: str | None, binary: bool = False) -> Iterator[IO]:
             with open(target, mode, encoding=encoding) as out:
                 yield out
             return
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=f".{os.path.basename(target)}.",
+        fd, tmp = tempfile.mkstemp(dir=scratch or os.path.dirname(target), prefix=f".{os.path.basename(target)}.",
                                    suffix=".partial")
     except OSError as err:
         raise cannot_write(path, err) from None
@@ -58,18 +59,24 @@ def open_output(path: str | None, binary: bool = False) -> Iterator[IO]:
 
 
 @contextlib.contextmanager
-def deferred_interrupt() -> Iterator[list[bool]]:
-    """While writing, Ctrl-C only sets a flag the writer checks between records, so the output
-    never ends in half a record (then the interrupted-marker line would not stand alone)."""
-    flag: list[bool] = []
+def deferred_interrupt() -> Iterator[list[KeyboardInterrupt]]:
+    """While writing, Ctrl-C and SIGTERM only add the exception they raise (KeyboardInterrupt,
+    errors.Terminated) to the list yielded, which the writer checks between records and raises:
+    the output never ends in half a record (then the interrupted-marker line would not stand alone)."""
+    caught: list[KeyboardInterrupt] = []
     if threading.current_thread() is not threading.main_thread():
-        yield flag  # signals reach the main thread only; nothing to defer
+        yield caught  # signals reach the main thread only; nothing to defer
         return
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: flag.append(True))
+
+    def catch(signum: int, frame: object) -> None:
+        caught.append(Terminated() if signum == signal.SIGTERM else KeyboardInterrupt())
+
+    previous = {sig: signal.signal(sig, catch) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield flag
+        yield caught
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def write_lines(lines: Iterable[str], out: TextIO, progress: Progress) -> int:
@@ -82,7 +89,7 @@ def write_lines(lines: Iterable[str], out: TextIO, progress: Progress) -> int:
             write(line + "\n")
             n += 1
             if interrupted:
-                raise KeyboardInterrupt
+                raise interrupted[0]
             if progress.enabled and not n & 0x3FFF:
                 progress.update(n)
     progress.finish()
@@ -99,7 +106,7 @@ def mark_incomplete(out: TextIO, err: BaseException, records: int) -> None:
     if isinstance(err, PyprofError):
         why = f"error: {err}"
     elif isinstance(err, KeyboardInterrupt):
-        why = "interrupted"
+        why = "terminated" if isinstance(err, Terminated) else "interrupted"
     else:  # a bug of ours: its traceback follows on stderr
         why = f"error: {type(err).__name__}: {err}"
     verb = "is" if records == 1 else "are"

@@ -18,9 +18,11 @@ import itertools
 import multiprocessing
 import os
 import shutil
+import signal
 import stat
 import sys
 import tempfile
+import threading
 import time
 from bisect import bisect_left, bisect_right
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
@@ -242,16 +244,46 @@ def plan(paths: list[str], jobs: int, memcpy: bool, ranked: bool) -> list[list[P
 
 
 @contextlib.contextmanager
-def _pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
+def _pool(jobs: int, scratch: str) -> Iterator[ProcessPoolExecutor]:
+    """Worker processes that end with the run: on any failure (Ctrl-C, SIGTERM, an export's
+    error) they are stopped, not waited for; and they end with the parent, removing `scratch`
+    (_orphaned)."""
     # fork where there is one: workers start without importing everything again.
     ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
-    ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+    ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_start,
+                             initargs=(os.getpid(), scratch))
     try:
         yield ex
     except BaseException:
+        # The executor keeps its processes in a private mapping; terminate() is the one way to
+        # stop a part mid-way (the rest of its work would be thrown away anyway).
+        for proc in list((getattr(ex, "_processes", None) or {}).values()):
+            proc.terminate()
         ex.shutdown(wait=True, cancel_futures=True)
         raise
     ex.shutdown(wait=True)
+
+
+def _worker_start(parent: int, scratch: str) -> None:
+    """Set up a worker process: Ctrl-C, sent to the whole process group, is the parent's to
+    handle (it stops the workers); stdout is not held open (a reader of the parent's stdout sees
+    its end when the parent is gone); and a watch ends the worker when its parent is gone."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    threading.Thread(target=_orphaned, args=(parent, scratch), daemon=True).start()
+
+
+def _orphaned(parent: int, scratch: str) -> None:
+    """Wait until the parent is gone (killed: SIGKILL, a crash, the OOM killer), then remove its
+    parts and .partial output in `scratch` and end the worker: no orphan parses on, no part file
+    stays. A thread that polls, because the worker's main thread may be inside one SQLite query
+    for minutes, where no signal handler runs."""
+    while os.getppid() == parent:
+        time.sleep(0.2)
+    shutil.rmtree(scratch, ignore_errors=True)
+    os._exit(1)
 
 
 def _order(groups: list[list[Part]]) -> list[list[Part]]:
@@ -470,7 +502,7 @@ class _Stream:
         for part, _ in ready:
             os.unlink(part.out)  # written: its disk space is not needed twice
         if interrupted:
-            raise KeyboardInterrupt
+            raise interrupted[0]
 
 
 def run(groups: list[list[Part]], output: str | None, jobs: int, progress: bool = False) -> Result:
@@ -478,7 +510,8 @@ def run(groups: list[list[Part]], output: str | None, jobs: int, progress: bool 
     created only on success, or stdout), exports in rank order, each part written as soon as
     those before it are. Raises PyprofError; after records went to stdout, a last line that is
     not JSON says the output is incomplete."""
-    scratch = os.path.dirname(os.path.abspath(output)) if output else None
+    # Beside the output's file (through links): its .partial goes in there too, to be renamed.
+    scratch = os.path.dirname(os.path.realpath(output)) if output else None
     try:
         tmp = tempfile.mkdtemp(prefix=".pyprof-parse-", dir=scratch)
     except OSError as err:  # the parts go beside the output: its folder missing is the output's error
@@ -492,7 +525,7 @@ def run(groups: list[list[Part]], output: str | None, jobs: int, progress: bool 
     meter = Progress("pyprof.parse", len(parts), progress and (output is not None or not sys.stdout.isatty()),
                      unit="parts parsed")
     try:
-        with _pool(max(1, min(jobs, len(parts)))) as ex, open_output(output) as out:
+        with _pool(max(1, min(jobs, len(parts))), tmp) as ex, open_output(output, tmp) as out:
             try:
                 _Stream(ex, groups, out, result).run(meter)
             except BaseException as err:

@@ -1,7 +1,9 @@
 """Several exports side by side and one export in time windows (pyprof/parse/parallel.py,
 window.py, ranks.py, merge.py): same bytes as one process, ranks, merge, errors."""
 import json
+import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -10,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from fuzz_harness import signal_parse
 from nsys_synth import SynthExport, marker, payload_steps, rank_export, torch_text, workload
 from pyprof.parse import Stats, lines, parallel
 from pyprof.parse.export import Export
@@ -366,3 +369,45 @@ def test_stdout_appended_or_piped_gets_the_bytes_of_o(stdout, what, job, steps, 
         got = res.stdout
     assert (res.returncode, res.stderr) == (0, b"")
     assert got == expected and expected.count(b"\n") == {"ranks": 102, "windows": 12000}[what]
+
+
+# ---------------------------------------------------------------------------------------------
+# Signals to a parse with workers
+
+@pytest.fixture(scope="module")
+def two_big(tmp_path_factory):
+    """Two exports large enough that a parse of both with two workers runs for seconds."""
+    folder = tmp_path_factory.mktemp("big")
+    workload(str(folder / "big_0.sqlite"), 60000)
+    shutil.copy(folder / "big_0.sqlite", folder / "big_1.sqlite")
+    return folder
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("output", ["-o", "stdout"])
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM", "Ctrl-C"])
+def test_a_parse_with_workers_stopped_by_a_signal(how, output, two_big, tmp_path):
+    """Killed (SIGKILL), terminated (SIGTERM) or interrupted (Ctrl-C: SIGINT to the process
+    group): no worker parses on, the reader of stdout sees its end, no part or .partial file
+    stays; SIGTERM and Ctrl-C say so in one line, status 130, and stdout ends in the line that
+    says its records are incomplete."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    out = tmp_path / "out" / "job.dict"
+    out.parent.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch), "PYTHONPATH": str(ROOT)}
+    argv = [str(two_big / "big_0.sqlite"), str(two_big / "big_1.sqlite"), "-j", "2", "-q"]
+    res = signal_parse(argv + (["-o", str(out)] if output == "-o" else []),
+                       {"SIGKILL": signal.SIGKILL, "SIGTERM": signal.SIGTERM, "Ctrl-C": signal.SIGINT}[how],
+                       1.0, str(ROOT), env, group=how == "Ctrl-C")
+    assert res.running == []
+    assert os.listdir(scratch) == [] and os.listdir(out.parent) == []
+    if how == "SIGKILL":
+        assert res.status == -signal.SIGKILL
+        return
+    word = {"SIGTERM": "terminated", "Ctrl-C": "interrupted"}[how]
+    assert (res.status, res.err) == (130, f"pyprof.parse: {word}\n")
+    lines = res.out.decode().splitlines()
+    if lines:
+        assert lines[-1] == f"pyprof.parse: {word} - the {len(lines) - 1} records above are incomplete"
+        assert all(json.loads(x)["kind"] == "kernel" for x in lines[:-1])
