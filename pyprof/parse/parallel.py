@@ -264,11 +264,34 @@ def _pool(jobs: int, scratch: str) -> Iterator[ProcessPoolExecutor]:
     ex.shutdown(wait=True)
 
 
+_STOPS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM held back while the workers are forked, and delivered after (raising
+    here). Their handlers raise, and in the parent a raise inside fork's own hooks is printed as
+    "Exception ignored" and lost (the run goes on); in a worker, before _worker_start, it is a
+    traceback."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
+
+
 def _worker_start(parent: int, scratch: str) -> None:
     """Set up a worker process: Ctrl-C, sent to the whole process group, is the parent's to
-    handle (it stops the workers); stdout is not held open (a reader of the parent's stdout sees
-    its end when the parent is gone); and a watch ends the worker when its parent is gone."""
+    handle (it stops the workers), and SIGTERM (the parent's way to stop one) ends it quietly;
+    stdout is not held open (a reader of the parent's stdout sees its end when the parent is
+    gone); and a watch ends the worker when its parent is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):  # held back while forking (_signals_held)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.close(devnull)
@@ -416,8 +439,9 @@ class _Stream:
                 for part in group:
                     part.window.zones = found
         self.result.surveyed = time.time() - surveyed
-        for p in [p for g in (self.order or self.groups) for p in g]:
-            self.running[self.ex.submit(_work, p)] = p
+        with _signals_held():  # the first submit forks the workers
+            for p in [p for g in (self.order or self.groups) for p in g]:
+                self.running[self.ex.submit(_work, p)] = p
         while self.running:
             finished, _ = wait(self.running, return_when=FIRST_COMPLETED)
             for fut in finished:

@@ -10,6 +10,9 @@ import contextlib
 import functools
 import os
 import shutil
+import signal
+import sqlite3
+import sys
 import threading
 from pathlib import Path
 
@@ -17,7 +20,7 @@ import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from fuzz_harness import check_failure, examples, run_tool
+from fuzz_harness import check_failure, examples, json_lines, run_tool, signal_parse
 from nsys_synth import rank_export, workload
 from pyprof.parse import parallel
 from pyprof.prof.columns import COLUMNS
@@ -263,3 +266,45 @@ def test_every_kind_of_output_gets_the_bytes_of_o(exports, tmp_path_factory, mon
         got = got[len(before):]
     assert (status, err) == (0, "")
     assert got == expected
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@examples(6)  # each case is a process parsing for seconds
+@given(sig=st.sampled_from(["SIGKILL", "SIGTERM", "Ctrl-C"]), delay=st.floats(0, 2.5), to_file=st.booleans(),
+       jobs=st.integers(2, 3))
+def test_signals_to_a_parse_with_workers(exports, tmp_path_factory, sig, delay, to_file, jobs):
+    """A signal at any moment of a parse with workers: no worker left running, stdout's reader
+    sees its end, no part or .partial file left; the output is complete (the run ended first),
+    or absent (-o), or whole records and the line that says they are incomplete; SIGTERM and
+    Ctrl-C end in one line and status 130."""
+    ranks, windowed = exports
+    tmp = tmp_path_factory.mktemp("signal")
+    (tmp / "tmp").mkdir()
+    (tmp / "out").mkdir()
+    inputs = [shutil.copy(windowed, tmp / f"w_{r}.sqlite") for r in range(2)]
+    argv = [*map(str, inputs), "-j", str(jobs), "-q"] + (["-o", str(tmp / "out" / "job.dict")] if to_file else [])
+    env = {**os.environ, "TMPDIR": str(tmp / "tmp"), "PYTHONPATH": str(ROOT)}
+    number = {"SIGKILL": signal.SIGKILL, "SIGTERM": signal.SIGTERM, "Ctrl-C": signal.SIGINT}[sig]
+    res = signal_parse(argv, number, delay, str(ROOT), env, group=sig == "Ctrl-C")
+    event(f"{sig}: status {res.status}")
+    assert res.running == [] and os.listdir(tmp / "tmp") == []
+    if to_file:  # the file is there when complete (SIGKILL may come between its rename and the exit)
+        made = os.listdir(tmp / "out")
+        assert made == (["job.dict"] if res.status == 0 else made and ["job.dict"])
+        if made:
+            with sqlite3.connect(windowed) as db:
+                kernels = db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+            assert len(json_lines((tmp / "out" / "job.dict").read_bytes())) == 2 * kernels
+    if res.status == 0:
+        return
+    lines = res.out.splitlines(keepends=True)
+    if sig == "SIGKILL":  # nothing can mark it: a record may be cut short
+        if lines and not lines[-1].endswith(b"\n"):
+            lines.pop()
+    else:
+        word = "terminated" if sig == "SIGTERM" else "interrupted"
+        assert (res.status, res.err) == (130, f"pyprof.parse: {word}\n")
+        if lines:
+            last = lines.pop()
+            assert last == f"pyprof.parse: {word} - the {len(lines)} records above are incomplete\n".encode()
+    json_lines(b"".join(lines))
