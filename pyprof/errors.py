@@ -5,6 +5,7 @@ traceback: users pipe these tools into each other and read the first line that w
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import os
@@ -12,7 +13,7 @@ import signal
 import stat
 import sys
 import threading
-from typing import Callable, Iterable, NoReturn, Sequence
+from typing import Callable, Iterable, Iterator, NoReturn, Sequence
 
 # Exit statuses shared by the tools (each tool's --help lists its own; docs/parse.md, docs/prof.md).
 EXIT_USAGE = 2          # bad command line (argparse's own status)
@@ -81,6 +82,18 @@ def refuse_output_onto_input(output: str | None, inputs: Iterable[str], option: 
     if output is None:
         raise PyprofError(f"stdout is redirected into the input {named}; write the output to another file", EXIT_USAGE)
     raise PyprofError(f"{output}: {option} names the input {named}; give another file name", EXIT_USAGE)
+
+
+@contextlib.contextmanager
+def interrupted_while_loading(prog: str) -> Iterator[None]:
+    """Around a tool's imports (its __main__'s): Ctrl-C while they load (half a second with
+    SQLAlchemy) ends the program as during its run, one line and EXIT_INTERRUPTED, not a
+    traceback from the import machinery."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
 
 
 def run_cli(prog: str, main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> NoReturn:

@@ -11,24 +11,37 @@ import contextlib
 import itertools
 import json
 import sys
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from pyprof.errors import PyprofError, refuse_output_onto_input
-from pyprof.parse import attribute
-from pyprof.parse.attribute import Stats
-from pyprof.parse.compiled import joined_lines
-from pyprof.parse.export import Export, NotUtf8, check_export
-from pyprof.parse.nsysrep import sqlite_path
-from pyprof.parse.output import mark_incomplete, open_output, write_lines
-from pyprof.parse.queries import sources
-from pyprof.progress import Progress
+
+if TYPE_CHECKING:
+    from pyprof.parse.attribute import Stats
+    from pyprof.parse.export import Export
 
 __all__ = ["parse", "records", "lines", "Stats", "Export"]
+
+# The modules below (SQLAlchemy with them: half a second) are imported on first use, not with the
+# package: `python -m pyprof.parse` imports this package before its __main__, which imports them
+# where Ctrl-C is one line, not a traceback.
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Stats":
+        from pyprof.parse.attribute import Stats
+        return Stats
+    if name == "Export":
+        from pyprof.parse.export import Export
+        return Export
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
     """Yield one record per kernel (and memcpy/memset with `memcpy`) as a line of compact JSON,
     in launch order, kernels of compiled graphs joined to the trace's compile-time table."""
+    from pyprof.parse import attribute
+    from pyprof.parse.compiled import joined_lines
+
     return joined_lines(exp, stats, memcpy, attribute.lines)
 
 
@@ -47,6 +60,9 @@ def parse(path: str, output: str | None = None, *, memcpy: bool = False, quiet: 
     Raises PyprofError for every fatal problem. When one happens after records went to stdout, a
     last line that is not JSON is written there, so that the partial output cannot pass as complete.
     """
+    from pyprof.parse.export import NotUtf8
+    from pyprof.parse.nsysrep import sqlite_path
+
     refuse_output_onto_input(output, [path])
     with sqlite_path(path, quiet) as db:
         try:
@@ -61,6 +77,12 @@ def parse(path: str, output: str | None = None, *, memcpy: bool = False, quiet: 
 
 
 def _parse(db: str, output: str | None, memcpy: bool, progress: bool, lenient: bool, skip: int) -> Stats:
+    from pyprof.parse.attribute import Stats
+    from pyprof.parse.export import Export, NotUtf8, check_export
+    from pyprof.parse.output import mark_incomplete, open_output, write_lines
+    from pyprof.parse.queries import sources
+    from pyprof.progress import Progress
+
     stats = Stats()
     with Export(db, lenient) as exp:
         check_export(exp, memcpy)

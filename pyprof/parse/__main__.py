@@ -6,13 +6,15 @@ import os
 import sys
 from typing import NoReturn, Sequence
 
-from pyprof.cli import Parser, exit_statuses
-from pyprof.errors import (EXIT_BAD_FORMAT, EXIT_CORRUPT, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_NO_INPUT,
-                           EXIT_NO_KERNELS, EXIT_OUTPUT, EXIT_TOOL, EXIT_USAGE, PyprofError, refuse_output_onto_input,
-                           run_cli)
-from pyprof.parse import Stats, parallel, parse
-from pyprof.parse.merge import merge
-from pyprof.text import count
+from pyprof.errors import EXIT_INTERRUPTED, interrupted_while_loading
+
+with interrupted_while_loading("pyprof.parse"):
+    from pyprof.cli import Parser, exit_statuses
+    from pyprof.errors import (EXIT_BAD_FORMAT, EXIT_CORRUPT, EXIT_INCOMPLETE, EXIT_NO_INPUT, EXIT_NO_KERNELS,
+                               EXIT_OUTPUT, EXIT_TOOL, EXIT_USAGE, PyprofError, refuse_output_onto_input, run_cli)
+    from pyprof.parse import Stats, parallel, parse
+    from pyprof.parse.merge import merge
+    from pyprof.text import count
 
 PROG = "pyprof.parse"
 

@@ -243,6 +243,25 @@ def test_a_bug_after_records_still_ends_stdout_with_the_incomplete_line(tmp_path
     assert out[3] == "pyprof.parse: error: TypeError: a bug in a worker - the 3 records above are incomplete"
 
 
+@pytest.mark.parametrize("how", [["-m", "pyprof.parse"], ["-c", "from pyprof.parse.__main__ import cli; cli()"]])
+def test_ctrl_c_while_the_modules_load_is_one_line(how: list[str], tmp_path: Path) -> None:
+    """Ctrl-C in the half second the modules load (`python -m pyprof.parse`, and the console
+    script's import of __main__): a SQLAlchemy that waits stands in for a slow one."""
+    fake = tmp_path / "slow" / "sqlalchemy"
+    fake.mkdir(parents=True)
+    loading = tmp_path / "loading"
+    (fake / "__init__.py").write_text(f"import pathlib, time\npathlib.Path({str(loading)!r}).touch()\ntime.sleep(60)\n")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'slow'}{os.pathsep}{ROOT}"}
+    proc = subprocess.Popen([sys.executable, *how, "x.sqlite"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    until = time.time() + 60
+    while not loading.exists() and time.time() < until:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err, out) == (130, b"pyprof.parse: interrupted\n", b"")
+
+
 def test_reader_going_away_is_not_an_error(big: Path) -> None:
     cmd = f"{sys.executable} -m pyprof.parse {big} | head -n 1"
     res = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=ROOT, capture_output=True, text=True, timeout=120)
