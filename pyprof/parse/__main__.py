@@ -26,7 +26,8 @@ emit_nvtx op ranges, user 'layer:NAME' ranges. A kernel replayed from a CUDA gra
 the trace (torch.cuda.graph, make_graphed_callables; nsys --cuda-graph-trace=node) is joined to the
 ranges open when its node was captured. Reads only; never needs torch.
 
-  nsys profile -t cuda,nvtx -c cudaProfilerApi --export sqlite -o net python net.py
+  nsys profile -t cuda,nvtx -s none -c cudaProfilerApi --capture-range-end=stop --cuda-graph-trace=node -f true \\
+      --export sqlite -o net python net.py
   python -m pyprof.parse net.sqlite > net.dict
   python -m pyprof.parse net.sqlite -o net.dict      # net.dict appears only when complete
 
@@ -34,7 +35,7 @@ Several exports (or a folder of them) are the ranks of one job: they are parsed 
 worker per export up to -j, into one output in rank order whose records carry "rank" (from
 pyprof's torch.distributed markers, else the file name's last number, else the file order):
 
-  torchrun --nproc-per-node 8 nsys profile ... -o trace_%q{RANK} python train.py
+  torchrun --nproc-per-node 8 --no-python nsys profile ... -o trace_%q{RANK} python train.py
   python -m pyprof.parse trace_*.sqlite -o job.dict
   python -m pyprof.parse --merge node0.dict node1.dict -o job.dict   # per-node outputs, by rank
 
@@ -45,16 +46,17 @@ byte what one process writes.
 STATUSES = {
     0: "success",
     EXIT_USAGE: "bad command line; the output (-o, or stdout redirected) is an input; two exports of the same rank",
-    EXIT_NO_INPUT: "input missing, a directory or FIFO, unreadable, or locked by another program",
-    EXIT_BAD_FORMAT: "not SQLite (compressed, random bytes), or not an Nsight Systems export (--merge: not "
-                     "ranked records)",
+    EXIT_NO_INPUT: "input missing, a directory or FIFO, unreadable, locked by another program, or a WAL-mode "
+                   "export that cannot be opened read-only (its -shm file missing in a read-only folder)",
+    EXIT_BAD_FORMAT: "not SQLite (compressed, random bytes), or not an Nsight Systems export (--merge: a line "
+                     "that is no whole ranked record)",
     EXIT_NO_KERNELS: "no CUDA trace in the export (no kernel table) or an empty capture",
     EXIT_CORRUPT: "truncated or corrupted export, or a value of a type nsys never writes (records already "
                   "written are incomplete)",
     EXIT_TOOL: ".nsys-rep input but nsys missing, or nsys export failed",
     EXIT_INCOMPLETE: "--merge: an input ends where pyprof.parse failed",
     EXIT_OUTPUT: "the output cannot be written (no such directory, a directory in the way, disk full)",
-    EXIT_INTERRUPTED: "interrupted",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C) or terminated (SIGTERM); a worker process killed (out of memory?)",
 }
 
 EPILOG = f"""\

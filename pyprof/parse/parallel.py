@@ -26,6 +26,7 @@ import threading
 import time
 from bisect import bisect_left, bisect_right
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from typing import Iterable, Iterator, TextIO
 
@@ -34,7 +35,7 @@ try:
 except ImportError:  # Windows: no fcntl, and nothing there is opened with O_APPEND
     fcntl = None
 
-from pyprof.errors import EXIT_NO_INPUT, EXIT_USAGE, PyprofError, cannot_write
+from pyprof.errors import EXIT_INTERRUPTED, EXIT_NO_INPUT, EXIT_USAGE, PyprofError, cannot_write
 from pyprof.parse import queries, zones
 from pyprof.parse.attribute import FWD_OPS_PER_PROCESS, SCHEMA_VERSION, Stats, lines
 from pyprof.parse.compiled import CompiledStats, Tail, joined_lines
@@ -446,7 +447,11 @@ class _Stream:
             finished, _ = wait(self.running, return_when=FIRST_COMPLETED)
             for fut in finished:
                 part = self.running.pop(fut)
-                d = fut.result()
+                try:
+                    d = fut.result()
+                except BrokenProcessPool:  # a worker killed on its own: by the OOM killer, most often
+                    raise PyprofError("a worker process was killed (out of memory?); fewer workers (-j) need less "
+                                      "memory", EXIT_INTERRUPTED) from None
                 if d.times is not None:
                     self.result.runs.append((d.index, part.window is not None and part.window.seed is not None, d.times))
                 if part.window is not None and part.window.seed is not None:

@@ -78,6 +78,15 @@ sql_values = st.one_of(
     st.text(max_size=30),
     st.sampled_from(PAYLOADS + ("layer:x", '{"v":1,"kind":"op","mod":"torch","op":"mm"}', "aten::mm, seq = 3",
                                 "MmBackward0, seq = 3", "autograd::engine::evaluate_function: MmBackward0")),
+    # pyprof markers holding what no marker holds: numbers past float, a mod that hashes not
+    st.builds(lambda kind, fields: '{"v":1,"kind":"' + kind + '"' + "".join(f',"{k}":{v}' for k, v in fields) + "}",
+              st.sampled_from(["op", "bwd", "module", "layer", "graph", "kernel"]),
+              st.lists(st.tuples(st.sampled_from(["mod", "op", "args", "site", "module", "node", "fwd", "name", "graph",
+                                                  "call", "extern", "nodes", "bytes"]),
+                                 st.sampled_from(["1e400", "[-1e400]", "[1]", "{}", '"torch"', '"mm"', '"backward"',
+                                                  "9" * 5000, '{"kind":"op","op":"mm","mod":[1],"args":[1e400]}',
+                                                  '{"kind":"op","op":"backward","mod":{}}', "null", "true", "0"])),
+                       max_size=5)),
     st.binary(max_size=20),
     st.binary(min_size=1, max_size=12).map(lambda b: Bad(b"\xff" + b)),
 )

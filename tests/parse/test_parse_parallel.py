@@ -411,3 +411,25 @@ def test_a_parse_with_workers_stopped_by_a_signal(how, output, two_big, tmp_path
     if lines:
         assert lines[-1] == f"pyprof.parse: {word} - the {len(lines) - 1} records above are incomplete"
         assert all(json.loads(x)["kind"] == "kernel" for x in lines[:-1])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_worker_killed_on_its_own_is_one_line(two_big, tmp_path):
+    """The OOM killer picks a worker, not the parent: one line, status 130, no file left."""
+    out = tmp_path / "job.dict"
+    proc = subprocess.Popen([sys.executable, "-m", "pyprof.parse", two_big / "big_0.sqlite", two_big / "big_1.sqlite",
+                             "-j", "2", "-q", "-o", out], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    children = f"/proc/{proc.pid}/task/{proc.pid}/children"
+    workers: list[int] = []
+    until = time.time() + 120
+    while len(workers) < 2 and time.time() < until:
+        time.sleep(0.02)
+        with open(children) as f:
+            workers = [int(p) for p in f.read().split()]
+    time.sleep(0.5)
+    os.kill(workers[0], signal.SIGKILL)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    assert err == "pyprof.parse: error: a worker process was killed (out of memory?); fewer workers (-j) need less memory\n"
+    assert os.listdir(tmp_path) == []
