@@ -64,7 +64,7 @@ def parse(path: str, output: str | None = None, *, memcpy: bool = False, quiet: 
     from pyprof.parse.nsysrep import sqlite_path
 
     refuse_output_onto_input(output, [path])
-    with sqlite_path(path, quiet) as db:
+    with sqlite_path(path, quiet, progress) as db:
         try:
             return _parse(db, output, memcpy, progress, lenient=False, skip=0)
         except NotUtf8 as err:

@@ -289,6 +289,37 @@ def test_nsys_rep_is_exported_first(tmp_path: Path) -> None:
     assert res.stderr.startswith(f"pyprof.parse: exporting {rep} to SQLite with {tmp_path / 'bin' / 'nsys'} export --type sqlite\n")
 
 
+def test_nsys_rep_export_is_kept_and_reused_while_the_report_is_unchanged(tmp_path: Path) -> None:
+    export = small_export(tmp_path / "real.sqlite")
+    rep = tmp_path / "net.nsys-rep"
+    rep.write_bytes(b"version 1")
+    calls = tmp_path / "calls"
+    env = fake_nsys(tmp_path / "bin", f'echo x >> {calls}\ncp {export} "$5"\n')
+    runs = [run_parse(rep, env=env) for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0] and runs[0].stdout == runs[1].stdout
+    assert calls.read_text() == "x\n"  # nsys ran once
+    cached = tmp_path / f".net.nsys-rep.{rep.stat().st_size}-{rep.stat().st_mtime_ns}.sqlite"
+    assert runs[1].stderr.startswith(f"pyprof.parse: reading {rep} from its SQLite export made earlier ({cached})\n")
+    rep.write_bytes(b"version 2, longer")  # the report written again: exported again, the old export gone
+    assert run_parse(rep, "-q", env=env).returncode == 0 and calls.read_text() == "x\nx\n"
+    new = f".net.nsys-rep.{rep.stat().st_size}-{rep.stat().st_mtime_ns}.sqlite"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([new, "bin", "calls", "net.nsys-rep", "real.sqlite"])
+
+
+def test_nsys_rep_export_shows_its_seconds_on_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    import pyprof.parse as parse
+
+    export = small_export(tmp_path / "real.sqlite")
+    rep = tmp_path / "net.nsys-rep"
+    rep.write_bytes(b"x")
+    for key, value in fake_nsys(tmp_path / "bin", f'sleep 2.5\ncp {export} "$5"\n').items():
+        monkeypatch.setenv(key, value)
+    parse.parse(str(rep), str(tmp_path / "out.dict"), progress=True)
+    err = capsys.readouterr().err
+    assert f"\rpyprof.parse: 1 s: nsys exporting {rep}" in err and "\r\033[K" in err
+
+
 def test_nsys_rep_without_nsys(tmp_path: Path) -> None:
     rep = tmp_path / "net.nsys-rep"
     rep.write_bytes(b"x")
