@@ -1,10 +1,10 @@
 """Reading an .nsys-rep report: have `nsys export` turn it into SQLite first, once.
 
 The export is kept beside the report, hidden and named after the report's size and
-modification time (`.net.nsys-rep.SIZE-MTIME.sqlite`): a second parse of the same report reads
-it instead of running nsys again (minutes for a large report), and a report written again gets a
-new one (the old is removed). Where the report's folder cannot be written, the export is a
-temporary file, removed afterwards.
+modification time (`.net.nsys-rep.SIZE-MTIME.sqlite`), once a parse read it to the end: a second
+parse of the same report reads it instead of running nsys again (minutes for a large report),
+and a report written again gets a new one (the old is removed). Where the report's folder cannot
+be written, the export is a temporary file, removed afterwards.
 """
 from __future__ import annotations
 
@@ -55,13 +55,13 @@ def sqlite_path(path: str, quiet: bool, progress: bool = False) -> Iterator[str]
     with tmp as scratch:
         out = os.path.join(scratch, os.path.basename(path)[: -len(".nsys-rep")] + ".sqlite")
         _export(nsys, path, out, quiet, progress)
+        yield out
+        # Kept once it was read to the end: an export nsys botched is made again next time.
         if folder is not None:
             for old in glob.glob(glob.escape(os.path.join(folder, f".{os.path.basename(path)}.")) + "*-*.sqlite"):
                 with contextlib.suppress(OSError):
                     os.unlink(old)  # the export of an earlier version of the report
             os.replace(out, cached)
-            out = cached
-        yield out
 
 
 def _export(nsys: str, path: str, out: str, quiet: bool, progress: bool) -> None:

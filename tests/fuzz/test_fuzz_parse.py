@@ -78,15 +78,16 @@ sql_values = st.one_of(
     st.text(max_size=30),
     st.sampled_from(PAYLOADS + ("layer:x", '{"v":1,"kind":"op","mod":"torch","op":"mm"}', "aten::mm, seq = 3",
                                 "MmBackward0, seq = 3", "autograd::engine::evaluate_function: MmBackward0")),
-    # pyprof markers holding what no marker holds: numbers past float, a mod that hashes not
-    st.builds(lambda kind, fields: '{"v":1,"kind":"' + kind + '"' + "".join(f',"{k}":{v}' for k, v in fields) + "}",
-              st.sampled_from(["op", "bwd", "module", "layer", "graph", "kernel"]),
-              st.lists(st.tuples(st.sampled_from(["mod", "op", "args", "site", "module", "node", "fwd", "name", "graph",
-                                                  "call", "extern", "nodes", "bytes"]),
-                                 st.sampled_from(["1e400", "[-1e400]", "[1]", "{}", '"torch"', '"mm"', '"backward"',
-                                                  "9" * 5000, '{"kind":"op","op":"mm","mod":[1],"args":[1e400]}',
-                                                  '{"kind":"op","op":"backward","mod":{}}', "null", "true", "0"])),
-                       max_size=5)),
+    # pyprof markers (op, bwd, module, layer) holding what no marker holds: numbers past float's
+    # range or of 5,000 digits, a mod that is a list or an object (three branches: drawn often)
+    *[st.builds(lambda kind, fields: '{"v":1,"kind":"' + kind + '","op":"mm","node":"MmBackward0","module":"m",'
+                '"name":"n"' + "".join(f',"{k}":{v}' for k, v in fields) + "}",
+                st.sampled_from(["op", "bwd", "module", "layer"]),
+                st.lists(st.tuples(st.sampled_from(["mod", "args", "site", "module", "fwd", "op"]),
+                                   st.sampled_from(["1e400", "[-1e400]", "[1]", "{}", '"torch"', '"Tensor"', '"backward"',
+                                                    "9" * 5000, '{"kind":"op","op":"mm","mod":[1],"args":[1e400]}',
+                                                    '{"kind":"op","op":"backward","mod":{}}', "null"])),
+                         min_size=1, max_size=3))] * 3,
     st.binary(max_size=20),
     st.binary(min_size=1, max_size=12).map(lambda b: Bad(b"\xff" + b)),
 )

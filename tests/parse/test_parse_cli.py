@@ -300,8 +300,12 @@ def test_nsys_rep_export_is_kept_and_reused_while_the_report_is_unchanged(tmp_pa
     assert calls.read_text() == "x\n"  # nsys ran once
     cached = tmp_path / f".net.nsys-rep.{rep.stat().st_size}-{rep.stat().st_mtime_ns}.sqlite"
     assert runs[1].stderr.startswith(f"pyprof.parse: reading {rep} from its SQLite export made earlier ({cached})\n")
+    (tmp_path / "bin" / "nsys").write_text(f'#!/bin/sh\necho x >> {calls}\nprintf garbage > "$5"\n')
     rep.write_bytes(b"version 2, longer")  # the report written again: exported again, the old export gone
-    assert run_parse(rep, "-q", env=env).returncode == 0 and calls.read_text() == "x\nx\n"
+    assert run_parse(rep, "-q", env=env).returncode == 4  # a botched export is not kept ...
+    assert calls.read_text() == "x\nx\n" and cached.exists()
+    (tmp_path / "bin" / "nsys").write_text(f'#!/bin/sh\necho x >> {calls}\ncp {export} "$5"\n')
+    assert run_parse(rep, "-q", env=env).returncode == 0 and calls.read_text() == "x\nx\nx\n"  # ... made again
     new = f".net.nsys-rep.{rep.stat().st_size}-{rep.stat().st_mtime_ns}.sqlite"
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([new, "bin", "calls", "net.nsys-rep", "real.sqlite"])
 
