@@ -21,6 +21,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import sys
 from typing import BinaryIO, NamedTuple, Sequence
 
@@ -173,7 +174,8 @@ def check_parse_output(res: Outcome, output: str | None = None) -> list[dict]:
         assert res.out == b""
     elif res.out:
         lines = res.out.decode("utf-8").splitlines()
-        assert "records above are incomplete" in lines[-1] and not lines[-1].startswith("{"), lines[-1]
+        assert re.fullmatch(r"pyprof\.parse: .* - the (1 record above is|\d+ records above are) incomplete",
+                            lines[-1]), lines[-1]
         json_lines("\n".join(lines[:-1]).encode())
     return []
 
