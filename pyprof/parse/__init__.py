@@ -13,7 +13,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any, Iterator
 
-from pyprof.errors import PyprofError, refuse_output_onto_input
+from pyprof.errors import refuse_output_onto_input
 
 if TYPE_CHECKING:
     from pyprof.parse.attribute import Stats

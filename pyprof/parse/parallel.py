@@ -554,7 +554,7 @@ def run(groups: list[list[Part]], output: str | None, jobs: int, progress: bool 
     meter = Progress("pyprof.parse", len(parts), progress and (output is not None or not sys.stdout.isatty()),
                      unit="parts parsed")
     try:
-        with _pool(max(1, min(jobs, len(parts))), tmp) as ex, open_output(output, tmp) as out:
+        with _pool(max(1, min(jobs, len(parts))), tmp) as ex, open_output(output, scratch=tmp) as out:
             try:
                 _Stream(ex, groups, out, result).run(meter)
             except BaseException as err:

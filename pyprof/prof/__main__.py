@@ -10,7 +10,7 @@ from typing import NoReturn, Sequence
 from ..cli import Parser, exit_statuses
 from ..errors import (EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_CORRUPT, EXIT_INCOMPLETE, EXIT_INTERRUPTED,
                       EXIT_NO_INPUT, EXIT_NO_KERNELS, EXIT_OUTPUT, EXIT_TOOL, EXIT_USAGE, PyprofError,
-                      input_named_by, run_cli)
+                      refuse_output_onto_input, run_cli)
 from ..parse.output import open_output
 from . import views
 from .columns import help_table
@@ -112,9 +112,8 @@ def refuse_inputs_as_outputs(args: argparse.Namespace) -> None:
     inputs = (args.diff or [args.file]) + args.costs + ([args.compare] if args.compare else [])
     for flag, output in (("-o", args.output), ("--plot", args.plot), ("--parquet", args.parquet),
                          ("--html", args.html), ("--trace", args.trace)):
-        named = output and input_named_by(output, inputs)
-        if named:
-            raise PyprofError(f"{output}: {flag} names the input {named}; give another file name", EXIT_USAGE)
+        if output:
+            refuse_output_onto_input(output, inputs, flag)
 
 
 def _on_terminal(stream: object) -> bool:

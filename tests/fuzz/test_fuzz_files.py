@@ -286,17 +286,19 @@ def test_parse_outputs_that_cannot_be_written(tmp_path):
 ALIASES = {
     # case: argv (a.sqlite, b.sqlite, D/ holding both, r.dict ranked records, and links to a.sqlite),
     # the file that must stay as it was, and the message
-    "the export": (["a.sqlite", "-o", "a.sqlite"], "a.sqlite", "a.sqlite: -o names the input"),
-    "one of two exports": (["a.sqlite", "b.sqlite", "-o", "a.sqlite"], "a.sqlite", "a.sqlite: -o names the input"),
-    "an export of a folder": (["D", "-o", "D/b.sqlite"], "D/b.sqlite", "D/b.sqlite: -o names the input"),
-    "the export with --rank": (["a.sqlite", "--rank", "-o", "a.sqlite"], "a.sqlite", "a.sqlite: -o names the input"),
+    "the export": (["a.sqlite", "-o", "a.sqlite"], "a.sqlite", "a.sqlite: -o names the input a.sqlite"),
+    "one of two exports": (["a.sqlite", "b.sqlite", "-o", "a.sqlite"], "a.sqlite",
+                           "a.sqlite: -o names the input a.sqlite"),
+    "an export of a folder": (["D", "-o", "D/b.sqlite"], "D/b.sqlite", "D/b.sqlite: -o names the input D/b.sqlite"),
+    "the export with --rank": (["a.sqlite", "--rank", "-o", "a.sqlite"], "a.sqlite",
+                               "a.sqlite: -o names the input a.sqlite"),
     "the export cut into windows": (["a.sqlite", "-j", "2", "-o", "a.sqlite"], "a.sqlite",
-                                    "a.sqlite: -o names the input"),
+                                    "a.sqlite: -o names the input a.sqlite"),
     "a symbolic link to it": (["a.sqlite", "-o", "sym.sqlite"], "a.sqlite",
                               "sym.sqlite: -o names the input a.sqlite"),
     "a hard link to it": (["a.sqlite", "b.sqlite", "-o", "hard.sqlite"], "a.sqlite",
                           "hard.sqlite: -o names the input a.sqlite"),
-    "a merged file": (["--merge", "r.dict", "-o", "r.dict"], "r.dict", "r.dict: -o names the input"),
+    "a merged file": (["--merge", "r.dict", "-o", "r.dict"], "r.dict", "r.dict: -o names the input r.dict"),
 }
 
 

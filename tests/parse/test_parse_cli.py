@@ -289,6 +289,7 @@ def test_nsys_rep_is_exported_first(tmp_path: Path) -> None:
     assert res.stderr.startswith(f"pyprof.parse: exporting {rep} to SQLite with {tmp_path / 'bin' / 'nsys'} export --type sqlite\n")
 
 
+@pytest.mark.slow
 def test_nsys_rep_export_is_kept_and_reused_while_the_report_is_unchanged(tmp_path: Path) -> None:
     export = small_export(tmp_path / "real.sqlite")
     rep = tmp_path / "net.nsys-rep"
@@ -310,6 +311,7 @@ def test_nsys_rep_export_is_kept_and_reused_while_the_report_is_unchanged(tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([new, "bin", "calls", "net.nsys-rep", "real.sqlite"])
 
 
+@pytest.mark.slow
 def test_nsys_rep_export_shows_its_seconds_on_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     import pyprof.parse as parse

@@ -346,6 +346,7 @@ def test_parts_copied_into_a_file_opened_for_appending_land_in_order(tmp_path, m
     assert (tmp_path / "out").read_bytes() == b"old\nhead\nAAABBBBB" + b"C" * (1 << 20) + b"tail\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stdout", ["appended", "pipe"])
 @pytest.mark.parametrize("what", ["ranks", "windows"])
 def test_stdout_appended_or_piped_gets_the_bytes_of_o(stdout, what, job, steps, tmp_path):
@@ -383,6 +384,7 @@ def two_big(tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("output", ["-o", "stdout"])
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM", "Ctrl-C"])
@@ -413,6 +415,7 @@ def test_a_parse_with_workers_stopped_by_a_signal(how, output, two_big, tmp_path
         assert all(json.loads(x)["kind"] == "kernel" for x in lines[:-1])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_worker_killed_on_its_own_is_one_line(two_big, tmp_path):
     """The OOM killer picks a worker, not the parent: one line, status 130, no file left."""
