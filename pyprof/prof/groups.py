@@ -144,7 +144,8 @@ class Group:
             return {"avg_ns": None, "med_ns": None, "min_ns": None, "max_ns": None, "stddev_ns": None}
         mean = self.time / n
         med = d[n // 2] if n % 2 else (d[n // 2 - 1] + d[n // 2]) / 2
-        var = sum((x - mean) ** 2 for x in d) / (n - 1) if n > 1 else 0.0
+        # fsum: exactly rounded, so every Python gives the same digits (3.12's sum() compensates).
+        var = math.fsum((x - mean) ** 2 for x in d) / (n - 1) if n > 1 else 0.0
         return {"avg_ns": mean, "med_ns": med, "min_ns": d[0], "max_ns": d[-1], "stddev_ns": math.sqrt(var)}
 
     # Derived values; None where unknown.
