@@ -145,3 +145,20 @@ def test_empty_input_and_bad_file(tmp_path):
     assert status == 2 and err == f"pyprof.prof: error: {empty}: --trace names the input {empty}; give another file name\n"
     status, _, err = prof("--trace", str(tmp_path / "no" / "t.json"), str(Path(ROOT) / "examples/lenet.sqlite"))
     assert status == 10 and err == f"pyprof.prof: error: {tmp_path / 'no' / 't.json'}: cannot write (No such file or directory)\n"
+
+
+def test_a_run_that_fails_leaves_no_trace_or_report_file(tmp_path):
+    """--strict stops at a malformed line after some records (status 7): no file under the
+    trace's or the report's name, and no hidden part left behind; with no failure, only the
+    named files."""
+    good = write_dict(tmp_path, "lenet")
+    bad = tmp_path / "bad.dict"
+    bad.write_text(Path(good).read_text() + "not a record\n")
+    for flag, name in (("--trace", "t.json"), ("--html", "r.html")):
+        out = tmp_path / "out" / name
+        out.parent.mkdir(exist_ok=True)
+        status, _, _ = prof("--strict", flag, str(out), str(bad))
+        assert status == 7 and list(out.parent.iterdir()) == []
+        status, _, _ = prof(flag, str(out), good)
+        assert status == 0 and [p.name for p in out.parent.iterdir()] == [name]
+        out.unlink()

@@ -50,9 +50,8 @@ def part_path(path: str, n: int) -> str:
     return f"{path}.{n}"
 
 
-def _open(path: str) -> TextIO:
-    return gzip.open(path, "wt", encoding="utf-8", compresslevel=5) if path.endswith(".gz") else \
-        open(path, "w", encoding="utf-8")
+def _open(path: str, gz: bool) -> TextIO:
+    return gzip.open(path, "wt", encoding="utf-8", compresslevel=5) if gz else open(path, "w", encoding="utf-8")
 
 
 class _Lanes:
@@ -76,6 +75,7 @@ class TraceWriter:
         self.path = path
         self.max_events = max_events
         self.paths: list[str] = []
+        self.partials: list[str] = []  # each part is written under a hidden name, renamed by close()
         self.out: TextIO | None = None
         self.events = 0
         self.origin: int | None = None
@@ -102,11 +102,14 @@ class TraceWriter:
 
     def _begin(self) -> None:
         path = part_path(self.path, len(self.paths) + 1)
+        folder, name = os.path.split(path)
+        partial = os.path.join(folder, f".{name}.partial")
         try:
-            self.out = _open(path)
+            self.out = _open(partial, path.endswith(".gz"))
         except OSError as err:
             raise cannot_write(path, err) from None
         self.paths.append(path)
+        self.partials.append(partial)
         self.out.write('{"displayTimeUnit":"ns","otherData":{"origin_ns":%d},"traceEvents":[' % (self.origin or 0))
         self.events = 0
         for ev in self.meta:
@@ -270,13 +273,35 @@ class TraceWriter:
         self.counters = {}
 
     def close(self) -> list[str]:
-        """Finish the last part (an input without records: one file with no events); the paths."""
+        """Finish the last part (an input without records: one file with no events) and give
+        every part its name; the paths. Before this, no file under a part's name exists."""
         if self.out is None and not self.paths:
             self.origin = self.origin or 0
             self._begin()
         if self.out is not None:
             self._end_part()
+        try:
+            for partial, path in zip(self.partials, self.paths):
+                os.replace(partial, path)
+        except OSError as err:
+            raise cannot_write(path, err) from None
+        self.partials = []
         return self.paths
+
+    def __enter__(self) -> "TraceWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """A run that failed before close(): its parts are removed, none looks complete."""
+        if self.out is not None:
+            self.out.close()
+            self.out = None
+        for partial in self.partials:
+            try:
+                os.unlink(partial)
+            except OSError:
+                pass
+        self.partials = []
 
 
 def _args(rec: dict, f: Facts) -> dict:

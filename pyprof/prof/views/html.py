@@ -7,7 +7,8 @@ import os
 import sys
 from types import ModuleType
 
-from ...errors import EXIT_NO_KERNELS, EXIT_USAGE, PyprofError, cannot_write
+from ...errors import EXIT_NO_KERNELS, EXIT_USAGE, PyprofError
+from ...parse.output import open_output
 from ...progress import on_terminal
 from ..reader import numbered
 from ..scan import feed
@@ -73,11 +74,8 @@ def write_page(collector, path: str, title: str, base: dict | None = None) -> di
     from ..report.html import render
     rep = report(collector, base)
     page = render(rep, title)
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(page)
-    except OSError as err:
-        raise cannot_write(path, err) from None
+    with open_output(path) as f:  # a temporary file renamed when complete (parse/output.py)
+        f.write(page)
     return rep
 
 
