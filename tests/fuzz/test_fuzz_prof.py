@@ -332,7 +332,9 @@ def test_the_table_and_parquet_skip_the_same_records(tmp_path_factory, stream, f
         assert parquet.err_lines[-1] == text.err_lines[-1] and not out.exists()
         return
     assert parquet.err == text.err and parquet.out == b""
-    rows = text.out.decode().splitlines()[(form == "--csv"):]
+    # Rows as the form defines them: a quoted CSV field may hold a line break of a kernel's name.
+    text_rows = text.out.decode()
+    rows = list(csv.reader(io.StringIO(text_rows)))[1:] if form == "--csv" else text_rows.splitlines()
     assert pq.read_table(out).num_rows == len(rows)
     out.unlink()
 
