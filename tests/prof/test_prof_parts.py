@@ -4,8 +4,10 @@ held against Nsight Compute."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import sys
+import tempfile
 
 import pyprof.prof.ops  # noqa: F401  (fills the op table)
 from pyprof.prof.parts import ADD, COPY, SUM, CallParts, Part, backward_parts, family, forward_parts
@@ -13,6 +15,26 @@ from pyprof.prof.registry import Call, lookup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+DATA = os.path.join(ROOT, "tests", "data", "kernel_truth")
+
+
+@functools.lru_cache(maxsize=None)
+def analysed_capture(mode: str) -> dict:
+    """{model: [(record, Facts), ...]} of tests/data/kernel_truth/kt_<mode>.sqlite.xz, parsed once."""
+    import kernel_truth as kt
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return kt.analysed_kernels(kt._unpacked(os.path.join(DATA, f"kt_{mode}.sqlite.xz"), tmp), kt.SHIPPED_MODELS)
+
+
+def measured(model: str) -> list:
+    """(record, Facts, bytes ncu counted, MMA ops) per kernel of `model` in the default capture."""
+    import kernel_truth as kt
+
+    per_model = analysed_capture("default")
+    truths = kt.truth([(os.path.join(DATA, "kt_ncu_a.csv.xz"), ("llama_block", "unet", "gru"))],
+                      {m: len(k) for m, k in per_model.items()})
+    return list(kt._rows(per_model[model], truths[model]))
 
 CAST_BF16 = ("void at::native::vectorized_elementwise_kernel<(int)8, at::native::bfloat16_copy_kernel_cuda("
              "at::TensorIteratorBase &)::[lambda(float) (instance 1)], std::array<char *, (unsigned long)2>>(int, T2, T3)")
@@ -117,16 +139,9 @@ def test_cast_bytes_match_what_nsight_compute_saw():
     """The llama_block capture of benchmarks/kernel_truth.sh (H100, bf16 autocast): every cast
     and bias-gradient kernel of a linear call that moved >= 1 MB carries within 5% of the bytes
     ncu counted (DRAM reads plus L2 write sectors)."""
-    import tempfile
-
     import kernel_truth as kt
 
-    path = os.path.join(ROOT, "tests", "data", "kernel_truth", "kt_default.sqlite.xz")
-    with tempfile.TemporaryDirectory() as tmp:
-        per_model = kt.analysed_kernels(kt._unpacked(path, tmp), kt.SHIPPED_MODELS)
-    truths = kt.truth([(os.path.join(ROOT, "tests", "data", "kernel_truth", "kt_ncu_a.csv.xz"),
-                        ("llama_block", "unet", "gru"))], {m: len(k) for m, k in per_model.items()})
-    ratios = [f.bytes / moved for rec, f, moved, _ in kt._rows(per_model["llama_block"], truths["llama_block"])
+    ratios = [f.bytes / moved for rec, f, moved, _ in measured("llama_block")
               if rec.get("op") == "linear" and family(rec.get("kLongName")) in (COPY, SUM) and moved >= kt.MB]
     assert len(ratios) == 44
     assert all(0.95 <= r <= 1.05 for r in ratios), ratios
@@ -164,16 +179,10 @@ def test_helper_kernels_of_matrix_ops_match_nsight_compute_on_two_unseen_models(
     bias gradients, layout conversions) is within 0.5-2x of the bytes ncu counted, with a median
     within 2%."""
     import statistics
-    import tempfile
 
     import kernel_truth as kt
 
-    data = os.path.join(ROOT, "tests", "data", "kernel_truth")
-    with tempfile.TemporaryDirectory() as tmp:
-        per_model = kt.analysed_kernels(kt._unpacked(os.path.join(data, "kt_default.sqlite.xz"), tmp), kt.SHIPPED_MODELS)
-    truths = kt.truth([(os.path.join(data, "kt_ncu_a.csv.xz"), ("llama_block", "unet", "gru"))],
-                      {m: len(k) for m, k in per_model.items()})
-    ratios = [f.bytes / moved for m in ("llama_block", "unet") for rec, f, moved, _ in kt._rows(per_model[m], truths[m])
+    ratios = [f.bytes / moved for m in ("llama_block", "unet") for rec, f, moved, _ in measured(m)
               if rec.get("op") in ("linear", "conv2d", "conv_transpose2d") and family(rec.get("kLongName"))
               and f.bytes and moved >= kt.MB]
     assert len(ratios) == 153
@@ -197,16 +206,7 @@ def test_float32_casts_and_kernels_of_group_norm_match_nsight_compute():
     """The unet capture (bf16 autocast): every cast group_norm launches before its kernels
     carries within 10% of the bytes ncu counted (the small ones pay for whole DRAM lines), and
     no longer the op's whole cost."""
-    import tempfile
-
-    import kernel_truth as kt
-
-    data = os.path.join(ROOT, "tests", "data", "kernel_truth")
-    with tempfile.TemporaryDirectory() as tmp:
-        per_model = kt.analysed_kernels(kt._unpacked(os.path.join(data, "kt_default.sqlite.xz"), tmp), kt.SHIPPED_MODELS)
-    truths = kt.truth([(os.path.join(data, "kt_ncu_a.csv.xz"), ("llama_block", "unet", "gru"))],
-                      {m: len(k) for m, k in per_model.items()})
-    casts = [f.bytes / moved for rec, f, moved, _ in kt._rows(per_model["unet"], truths["unet"])
+    casts = [f.bytes / moved for rec, f, moved, _ in measured("unet")
              if rec.get("op") == "group_norm" and rec.get("dir") == "fprop" and family(rec.get("kLongName")) == COPY]
     assert len(casts) == 12 and all(0.9 <= r <= 1.1 for r in casts), casts
 
@@ -216,18 +216,11 @@ def test_convolution_backward_from_pytorch_ranges_equals_the_markers():
     groups in the trace): on EfficientNet-B0 (depthwise, grouped, strided, fp16) and a UNet
     (transposed convolutions, bf16), the backward convolution FLOPs of a capture without
     pyprof.init() (emit_nvtx only) equal those the op markers give for the same step."""
-    import tempfile
     from collections import Counter
 
-    import kernel_truth as kt
-
-    data = os.path.join(ROOT, "tests", "data", "kernel_truth")
-    sums = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for mode in ("default", "plain"):
-            per_model = kt.analysed_kernels(kt._unpacked(os.path.join(data, f"kt_{mode}.sqlite.xz"), tmp), kt.SHIPPED_MODELS)
-            sums[mode] = Counter({m: sum(f.flops for rec, f in ks if rec["dir"] == "bprop" and f.cost is not None
-                                         and f.cost.kind == "conv" and f.flops) for m, ks in per_model.items()})
+    sums = {mode: Counter({m: sum(f.flops for rec, f in ks if rec["dir"] == "bprop" and f.cost is not None
+                                  and f.cost.kind == "conv" and f.flops) for m, ks in analysed_capture(mode).items()})
+            for mode in ("default", "plain")}
     assert +sums["plain"] == +sums["default"] == Counter({"efficientnet_b0": 3974889472, "unet": 15922626560})
 
 
