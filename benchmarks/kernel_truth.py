@@ -84,14 +84,7 @@ def truth(ncu_specs: List[Tuple[str, Tuple[str, ...]]], counts: Dict[str, int]) 
     from a later file that has them all."""
     out: Dict[str, list] = {}
     for path, models in ncu_specs:
-        with lzma.open(path, "rt") if path.endswith(".xz") else open(path) as f:
-            tmp = tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False)
-            with tmp:
-                shutil.copyfileobj(f, tmp)
-        try:
-            profiled = ncu_kernels(tmp.name)
-        finally:
-            os.unlink(tmp.name)
+        profiled = ncu_kernels(path)
         at = 0
         for m in models:
             chunk = profiled[at:at + counts[m]]

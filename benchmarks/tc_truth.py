@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import json
+import lzma
 import sys
 from collections import defaultdict
 from typing import Iterator
@@ -31,8 +32,8 @@ def kernel_records(path: str) -> Iterator[dict]:
 
 
 def ncu_kernels(path: str) -> list[tuple[str, dict[str, float]]]:
-    """(kernel name, {metric: value}) per profiled kernel from `ncu --csv` output, in ID order."""
-    with open(path, newline="") as f:
+    """(kernel name, {metric: value}) per profiled kernel from `ncu --csv` output (.xz too), in ID order."""
+    with (lzma.open(path, "rt", newline="") if path.endswith(".xz") else open(path, newline="")) as f:
         lines = [ln for ln in f if not ln.startswith("==")]
     start = next(i for i, ln in enumerate(lines) if ln.startswith('"ID"'))
     metrics: dict[int, dict[str, float]] = defaultdict(dict)
