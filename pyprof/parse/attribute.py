@@ -34,12 +34,12 @@ from pyprof.parse.ranges import (BWD, LAYER, MALFORMED, MODULE, OP, PYPROF_DOMAI
                                  encode, encode_str, forward_op)
 from pyprof.parse.spans import Spans, remember
 from pyprof.parse.window import NEVER, Report, Window
+from pyprof.parse.zones import OPEN_END
 from pyprof.record_format import VERSION
 
 SCHEMA_VERSION = VERSION  # docs/records.md
 # Forward ops remembered per process for backward kernels (docs/records.md).
 FWD_OPS_PER_PROCESS = 16384
-_END_OPEN = 1 << 62          # end of a range still open at capture stop: encloses everything after
 _PID_MASK = ~0xFFFFFF        # globalTid -> globalPid
 _TID_BITS = 0xFFFFFF
 _COMPACT_MIN = 64
@@ -64,7 +64,7 @@ class Stats:
 # An open range is a list, not an object: about five are made per kernel, and a list literal
 # costs a fraction of an instance's __init__ call. Its fields, by index:
 _START = 0      # CPU start, ns
-_END = 1        # CPU end, ns (_END_OPEN while open at capture stop)
+_END = 1        # CPU end, ns (OPEN_END while open at capture stop)
 _DOMAIN = 2     # domain name, None for the default domain
 _TEXT = 3       # message
 _LABEL = 4      # its ranges.Label, classified on first use: most PyTorch ranges enclose no kernel
@@ -139,7 +139,7 @@ def _outer_first(r: _Range) -> tuple[int, int]:
 
 
 # Appended to a window's activities: takes in the ranges left before the window's end.
-_DRAIN = (1 << 62,)
+_DRAIN = (OPEN_END,)
 
 
 def _leave(report: Report, autograd_threads: set[int], threads: dict[int, list[_Range]],
@@ -349,7 +349,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                         calls[gpid] = start
                     if pp and not stack:
                         tops[gtid] = (label.seq if label is not None and label.kind == TORCH and label.bwd else None, start)
-                    new = [start, _END_OPEN if end is None else end, domain, text, label, 0, None, None]
+                    new = [start, OPEN_END if end is None else end, domain, text, label, 0, None, None]
                     stack.append(new)
                     if start < fresh:
                         key = new[_KEY] = (scope, pp, start, new[_END], domain, text)

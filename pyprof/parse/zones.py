@@ -34,7 +34,9 @@ MAX_BLOCKS = 1 << 20
 # The runtime threads are bound as parameters of the NVTX query: past this many it reads them itself.
 MAX_THREADS = 1000
 _BY_ID = (KERNEL, MEMCPY, MEMSET, RUNTIME)  # mapped by start and correlation id
-_OPEN = 1 << 62  # the end of an open range (end NULL): after everything
+# The end given a range still open at capture stop (end NULL): the greatest int64, so that it
+# encloses every time an export can hold.
+OPEN_END = (1 << 63) - 1
 
 # A block: (first rowid, last rowid, least start, greatest start, then least and greatest
 # correlation id (activity tables) or the greatest end (NVTX)). A statistic is None when the
@@ -153,7 +155,7 @@ def _map(exp: Export, table: str, k: int, slices: int) -> list[Block] | None:
     b0, b1 = first // BLOCK, last // BLOCK + 1
     if b1 - b0 > MAX_BLOCKS:
         return None
-    stats = (f'min(start), max(start), max(ifnull("end", {_OPEN}))' if nvtx
+    stats = (f'min(start), max(start), max(ifnull("end", {OPEN_END}))' if nvtx
              else "min(start), max(start), min(correlationId), max(correlationId)")
     sql = f"SELECT {stats} FROM {table} WHERE rowid BETWEEN ? AND ?"
     always = (-math.inf, math.inf, math.inf) if nvtx else (-math.inf, math.inf, -math.inf, math.inf)

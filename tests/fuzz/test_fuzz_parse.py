@@ -21,7 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import event, given
+from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from fuzz_harness import CANARY, CANARY_DIR, PAYLOADS, check_parse_output, examples, run_tool
@@ -370,6 +370,11 @@ def _oracle(spec: dict, launch, gpu_start: int, dur: int) -> dict:
 
 @examples(700)
 @given(spec=odd_export())
+# A range open at capture stop encloses a launch at any later time an export can hold.
+@example(spec={"threads": [(100, 100)], "ranges": [((100, 100), 2**62, None, "layer", "#0")],
+               "kernels": [((100, 100), 2**62 + 1, "launch", 0)]})
+@example(spec={"threads": [(100, 100)], "ranges": [((100, 100), 0, None, "layer", "#0")],
+               "kernels": [((100, 100), 2**63 - 2**12, "launch", 0)]})
 def test_odd_export_oracle(tmp_path_factory, spec):
     """Every kernel exactly once, each with exactly the ranges open around its launch."""
     path = scratch(tmp_path_factory) / "odd.sqlite"

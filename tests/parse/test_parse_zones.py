@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # Blocks of 10 rowids: (first, last, least start, greatest start, least corr, greatest corr).
 ACTIVITY = [(0, 9, 100, 190, 1, 10), (10, 19, 200, 290, 11, 20), (20, 29, 300, 390, 21, 30),
             (30, 39, None, None, None, None), (40, 49, 50, 60, 41, 50)]
-# NVTX blocks: (first, last, least start, greatest start, greatest end: 1 << 62 for an open range).
-RANGES = [(0, 9, 0, 90, 1 << 62), (10, 19, 100, 190, 195), (20, 29, 200, 290, 295), (30, 39, 300, 390, 395)]
+# NVTX blocks: (first, last, least start, greatest start, greatest end: OPEN_END for an open range).
+RANGES = [(0, 9, 0, 90, zones.OPEN_END), (10, 19, 100, 190, 195), (20, 29, 200, 290, 295), (30, 39, 300, 390, 395)]
 
 
 def test_spans_by_start_join_neighbouring_blocks_and_skip_blocks_without_starts():
