@@ -7,6 +7,9 @@ them: `all_gather_into_tensor` and 2.13's `all_gather_single` alike) or a first 
 `tensor` (send, recv, isend, irecv). Queries (`get_rank(group)`) take neither; the `*_object`
 helpers take neither and call the wrapped collectives, which are then the outermost call.
 
+Each wrapper replaces the function under both its names, torch.distributed's and
+distributed_c10d's: c10d checks P2POp's op by identity and calls collectives by their module names.
+
 The wrapper is op_wrapper's, with the marker's tail extended by
 `"dist":{"rank":R,"world":W,"group":NAME,"groupRank":r,"groupSize":n}`, read from the process
 group at the call: prof needs the group size for bus bandwidth, parse reads the rank.

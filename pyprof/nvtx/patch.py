@@ -187,7 +187,13 @@ def _patch() -> None:
         fn = getattr(torch.autograd, name)
         _set(torch.autograd, name, op_wrapper(fn, "torch.autograd", name, "torch.autograd", name))
     for name, fn in distributed.targets():
-        _set(torch.distributed, name, distributed.collective_wrapper(fn, name))
+        w = distributed.collective_wrapper(fn, name)
+        _set(torch.distributed, name, w)
+        # c10d compares ops by identity (P2POp accepts only its own isend/irecv) and calls them
+        # by their module names: both names must be the one wrapper.
+        c10d = torch.distributed.distributed_c10d
+        if getattr(c10d, name, None) is fn:
+            _set(c10d, name, w)
     _set(torch.nn.Module, "__call__", module_call(torch.nn.Module.__call__))
     for cls in _all_subclasses(torch.optim.Optimizer):
         _wrap_step(cls)

@@ -72,3 +72,13 @@ def test_inner_collectives_of_a_wrapped_call_emit_nothing(world):
     with recording() as rec:
         dist.all_gather(out, inp)
     assert [m["op"] for m in rec.markers] == ["all_gather"]
+
+
+def test_p2p_ops_of_a_batch_are_torch_s_own(world):
+    # P2POp accepts only c10d's own isend/irecv (by identity: under pyprof.init() it raised
+    # ValueError) and batch_isend_irecv tells a send from a receive with `op is isend`: both
+    # names must be the one wrapper, so that each op of the batch is marked and keeps its meaning.
+    c10d = dist.distributed_c10d
+    assert c10d.isend is dist.isend and c10d.irecv is dist.irecv and is_wrapper(c10d.isend)
+    ops = [dist.P2POp(dist.isend, torch.arange(4.0), 0), dist.P2POp(dist.irecv, torch.zeros(4), 0)]
+    assert ops[0].op is c10d.isend and ops[1].op is c10d.irecv

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The two-rank capture behind tests/data/coll_*.sqlite.xz (issue 32), on a two-GPU device kind
+# (nvidia-h100-x2 / nvidia-h200-x2), the device kit carried as KIT (default .devkit):
+#   bash benchmarks/collectives_capture.sh
+# writes $OUT/coll_{0,1}.sqlite.xz, $OUT/coll_truth_{0,1}.json (DDP's own bucket sizes) and
+# $OUT/log.txt (versions, what nsys export can add, pyprof's views of the capture).
+set -uo pipefail
+out=${OUT:-gpu-out}; mkdir -p "$out"; kit=${KIT:-.devkit}; work=/tmp/coll; mkdir -p "$work"
+python3 -m pip install -q --no-index --no-deps --target /tmp/site "$kit"/wheels/*.whl
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+if [ ! -d /opt/devkit-dw ]; then for deb in "$kit"/libdw1_*.deb "$kit"/libelf1_*.deb; do dpkg -x "$deb" /opt/devkit-dw; done; fi
+export LD_LIBRARY_PATH=/opt/devkit-dw/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+nsys=$(command -v nsys || ls /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | tail -1)
+exec > >(tee -a "$out/log.txt") 2>&1
+date -u; "$nsys" --version; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+python3 -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'
+timeout 300 torchrun --nproc-per-node 2 --no-python "$nsys" profile -t cuda,nvtx -s none --cpuctxsw=none \
+  -c cudaProfilerApi --capture-range-end=stop -f true --export sqlite -o "$work/coll_%q{RANK}" \
+  python3 examples/collectives.py --bucket-mb "${BUCKET_MB:-1}" --truth "$out/coll_truth_%r.json"
+echo "== nsys export options"; "$nsys" export --help | grep -i -B1 -A4 "json\|payload\|blob" | head -60
+echo "== NCCL ranges and payload columns in the export"
+python3 - "$work/coll_0.sqlite" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+q = ("SELECT coalesce(n.text, s.value), count(*), count(n.binaryData), count(n.jsonText), count(n.uint64Value), "
+     "count(n.int64Value) FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
+     "WHERE n.domainId IN (SELECT domainId FROM NVTX_EVENTS WHERE eventType = 75 AND text = 'NCCL') GROUP BY 1")
+for row in db.execute(q):
+    print(row)
+for t in ("NVTX_PAYLOAD_SCHEMAS", "NVTX_PAYLOAD_SCHEMA_ENTRIES"):
+    print(t, db.execute(f"SELECT count(*) FROM {t}").fetchone())
+print([r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table' AND name LIKE '%NVTX%'")])
+PY
+for r in 0 1; do
+  python3 -m pyprof.parse "$work/coll_$r.sqlite" -o "$work/coll_$r.dict"
+  xz -T0 -9 -c "$work/coll_$r.sqlite" > "$out/coll_$r.sqlite.xz"
+  ls -la "$work/coll_$r".*
+done
+python3 -m pyprof.parse "$work"/coll_0.sqlite "$work"/coll_1.sqlite -o "$work/coll.dict"
+python3 -m pyprof.prof --summary --by coll "$work/coll.dict"
+python3 -m pyprof.prof --stragglers "$work/coll.dict"
+cat "$out"/coll_truth_*.json
