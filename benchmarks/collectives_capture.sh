@@ -2,8 +2,10 @@
 # The two-rank capture behind tests/data/coll_*.sqlite.xz (issue 32), on a two-GPU device kind
 # (nvidia-h100-x2 / nvidia-h200-x2), the device kit carried as KIT (default .devkit):
 #   bash benchmarks/collectives_capture.sh
-# writes $OUT/coll_{0,1}.sqlite.xz, $OUT/coll_truth_{0,1}.json (DDP's own bucket sizes) and
-# $OUT/log.txt (versions, what nsys export can add, pyprof's views of the capture).
+# writes $OUT/coll_{0,1}.sqlite.xz (nsys's default export), $OUT/coll_blobs_{0,1}.sqlite.xz (the
+# same reports exported with --include-blobs: NVTX extended payloads, NCCL's message sizes among
+# them), $OUT/coll_truth_{0,1}.json (DDP's own bucket sizes) and $OUT/log.txt (versions, the
+# payloads seen, pyprof's views of the capture).
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"; kit=${KIT:-.devkit}; work=/tmp/coll; mkdir -p "$work"
 python3 -m pip install -q --no-index --no-deps --target /tmp/site "$kit"/wheels/*.whl
@@ -18,7 +20,22 @@ python3 -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.n
 timeout 300 torchrun --nproc-per-node 2 --no-python "$nsys" profile -t cuda,nvtx -s none --cpuctxsw=none \
   -c cudaProfilerApi --capture-range-end=stop -f true --export sqlite -o "$work/coll_%q{RANK}" \
   python3 examples/collectives.py --bucket-mb "${BUCKET_MB:-1}" --truth "$out/coll_truth_%r.json"
-echo "== nsys export options"; "$nsys" export --help | grep -i -B1 -A4 "json\|payload\|blob" | head -60
+# NCCL's own NVTX ranges carry their message size as an extended payload, exported only on request.
+for r in 0 1; do
+  "$nsys" export --type sqlite --include-blobs=true -f true -o "$work/coll_blobs_$r.sqlite" "$work/coll_$r.nsys-rep" >/dev/null
+  xz -T0 -9 -c "$work/coll_blobs_$r.sqlite" > "$out/coll_blobs_$r.sqlite.xz"
+done
+python3 - "$work/coll_blobs_0.sqlite" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+for row in db.execute("SELECT s.value, n.domainId, hex(n.binaryData), n.uint64Value FROM NVTX_EVENTS n "
+                      "LEFT JOIN StringIds s ON s.id = n.textId WHERE n.binaryData IS NOT NULL LIMIT 12"):
+    print(row)
+for row in db.execute("SELECT * FROM NVTX_PAYLOAD_SCHEMAS"):
+    print(row)
+for row in db.execute("SELECT * FROM NVTX_PAYLOAD_SCHEMA_ENTRIES"):
+    print(row)
+PY
 echo "== NCCL ranges and payload columns in the export"
 python3 - "$work/coll_0.sqlite" <<'PY'
 import sqlite3, sys
