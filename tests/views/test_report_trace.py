@@ -162,3 +162,29 @@ def test_a_run_that_fails_leaves_no_trace_or_report_file(tmp_path):
         status, _, _ = prof(flag, str(out), good)
         assert status == 0 and [p.name for p in out.parent.iterdir()] == [name]
         out.unlink()
+
+
+def test_parts_end_where_a_step_begins(tmp_path):
+    """Four training steps (gpt.sqlite's step, ended by its AdamW.step kernels, repeated later in
+    time): with files of a quarter of the whole trace's events (a step's, its metadata and
+    counters included), each file holds one whole step, not a step cut where the count ran out."""
+    import copy
+
+    step = [r for _, r in numbered(str(Path(ROOT) / "examples/gpt.sqlite"), Tally())]
+    span = max(r["kEnd"] for r in step) - min(r["launch"]["start"] for r in step) + 1000
+    records = []
+    for k in range(4):
+        for r in step:
+            r = copy.deepcopy(r)
+            r["kStart"], r["kEnd"] = r["kStart"] + k * span, r["kEnd"] + k * span
+            r["launch"]["start"] += k * span
+            records.append(r)
+    (whole,) = traced(list(enumerate(records, 1)), str(tmp_path / "whole.json"))
+    quarter = len(load(whole)["traceEvents"]) // 4
+    paths = traced(list(enumerate(records, 1)), str(tmp_path / "steps.json"), max_events=quarter)
+    assert len(paths) == 4
+    for p in paths:
+        trace = load(p)
+        assert problems(trace) == []
+        kernels = sorted(phases(trace["traceEvents"], "X", "kernel"), key=lambda e: e["ts"])
+        assert [e["name"] for e in kernels] == [r["kShortName"] for r in step]

@@ -16,9 +16,12 @@ The format's traps, and what this writer does about them:
 - Timestamps are microseconds (floats keep the nanoseconds). A double holds about 16 digits, and
   multi-rank records carry epoch nanoseconds (19 digits): times are written relative to ORIGIN
   before the first record's earliest time, so nanoseconds survive.
-- A file that a viewer cannot open is useless: after `max_events` events a new file begins
-  (`out.json.gz`, then `out.2.json.gz`, ...), each complete on its own (its own metadata, its
-  own flows: an arrow whose start is in an earlier file is left out).
+- A file that a viewer cannot open is useless: a trace of more than `max_events` events is split
+  into files (`out.json.gz`, then `out.2.json.gz`, ...), each complete on its own (its own
+  metadata, its own flows: an arrow whose start is in an earlier file is left out). A file ends
+  where a training step begins (after an optimizer step's kernels, as --overlap counts steps)
+  once it holds half its events, so that each file shows whole steps; at `max_events` it ends
+  wherever it is (steps longer than half a file, or no optimizer steps at all).
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ from ...errors import cannot_write
 from ..analysis import Facts
 from ..columns import pct_of_bandwidth, pct_of_peak, tc_text
 from ..groups import input_shapes
+from ..overlap import is_optimizer_step
 from ..scan import time_field
 from . import finite
 
@@ -87,6 +91,7 @@ class TraceWriter:
         self.fwd: dict[tuple, tuple] = {}        # (pid, process, seq) -> (part, pid, tid, ts) of its first kernel
         self.counters: dict[tuple, list] = {}    # (pid, device) -> [bucket width ns, {bucket: [flops, bytes]}]
         self.calls: dict[tuple, list | None] = {}  # (pid, tid) -> the op call open on that CPU track
+        self.in_step_end: dict[Any, bool] = {}      # rank -> its last kernel was one of an optimizer step
 
     # -- writing --------------------------------------------------------------------------------
     def _emit(self, ev: dict) -> None:
@@ -174,7 +179,11 @@ class TraceWriter:
             launch = None
         if self.origin is None:
             self.origin = min(start, l_start if launch else start) - ORIGIN_MARGIN_NS
-        if self.out is not None and self.events >= self.max_events:
+        optimizer = is_optimizer_step(rec)
+        step_begins = self.in_step_end.get(rec.get("rank"), False) and not optimizer
+        self.in_step_end[rec.get("rank")] = optimizer
+        if self.out is not None and (self.events >= self.max_events
+                                     or step_begins and self.events >= self.max_events // 2):
             self._end_part()
         pid = self._pid(rec.get("rank"))
         device, stream = rec.get("device"), rec.get("stream")
