@@ -39,6 +39,8 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional
 
+from pyprof.prof.beyond_peak import attributed
+
 # ---------------------------------------------------------------------------------------------
 # Models (torch only inside these functions: `table` runs without torch)
 
@@ -637,12 +639,13 @@ class ModelSums:
         if level in self.known:
             self.known[level] += dur
         kind = f.cost.kind if f.cost is not None else None
-        if f.flops is not None and kind in MATRIX_KINDS:
-            self.matrix_flops += f.flops
+        flops = attributed(f)[0]  # a model's sums keep what beyond_peak withheld from one kernel
+        if flops is not None and kind in MATRIX_KINDS:
+            self.matrix_flops += flops
             if kind == "attn" and "causal=1" in f.cost.params.split(","):
-                self.causal_flops += f.flops
-        if f.flops is not None and kind == "rnn":
-            self.rnn_flops += f.flops
+                self.causal_flops += flops
+        if flops is not None and kind == "rnn":
+            self.rnn_flops += flops
         if f.flops is None or f.bytes is None:
             key = f"{rec.get('dir')} {rec.get('mod')}.{rec.get('op')} | {rec.get('kShortName')}"
             self.missing[key] = self.missing.get(key, 0) + dur
@@ -749,9 +752,10 @@ def rnn_truth(records_path: str, ncu_path: str) -> str:
         _, mma, _, core, dram = summarize(counters)
         row = calls.setdefault((rng["name"], rng.get("opId"), rec.get("dir"), rec.get("op")),
                                [0, 0, 0, 0.0, 0.0, ""])
+        flops, nbytes = attributed(f)  # the call's sum: what beyond_peak withheld from a kernel too
         row[0] += 1
-        row[1] += f.flops or 0
-        row[2] += f.bytes or 0
+        row[1] += flops or 0
+        row[2] += nbytes or 0
         row[3] += core + mma
         row[4] += dram
         row[5] = row[5] or (f.cost.params if f.cost is not None else "")

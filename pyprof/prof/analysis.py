@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from . import aten as aten_level
+from . import beyond_peak
 from . import ops  # noqa: F401  (fills the op table)
 from .ops.gemm import aten_gemm
 from . import peaks as peaks_mod
+from .calls import CallNumbers, identity as call_identity
 from .compiled import LEVEL as COMPILED, CompiledPricer
 from .parts import COPY, CallParts, Part, backward_parts, family, forward_parts
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, Call, Cost, Unknowable, lookup, retype
@@ -43,7 +45,8 @@ class Facts:
     on Tensor Cores, False for a matrix kernel that did not, None where the question does not
     apply (the tc column prints 1, 0 and -)."""
 
-    __slots__ = ("cost", "flops", "bytes", "tc", "dtype", "path", "peaks", "level")
+    __slots__ = ("cost", "flops", "bytes", "tc", "dtype", "path", "peaks", "level", "call", "held_flops",
+                 "held_bytes")
 
     def __init__(self) -> None:
         self.cost: Cost | None = None
@@ -54,6 +57,11 @@ class Facts:
         self.dtype: str | None = None
         self.path: str | None = None
         self.peaks: peaks_mod.Peaks | None = None
+        self.call: int | None = None  # the op call's number (calls.py); None for memcpy/memset
+        # What beyond_peak withheld from `flops` and `bytes`: the kernel's share as priced, which
+        # the call's total still holds (None: nothing withheld).
+        self.held_flops: int | None = None
+        self.held_bytes: int | None = None
 
     @property
     def peak_tflops(self) -> float | None:
@@ -104,6 +112,7 @@ class Analyzer:
         self._parts: dict = {}  # (pid, tid) -> (the call state of _calls, its CallParts)
         self._costs: dict = {}
         self._compiled = CompiledPricer(self)
+        self._numbers = CallNumbers()
 
     def cost(self, rec: dict) -> Cost | None:
         """The op cost of the marker behind a record (the forward op's, for a bprop kernel)."""
@@ -172,7 +181,15 @@ class Analyzer:
         return cost, None if cost is not None else ("op arguments not understood", f"{mod}.{op}")
 
     def facts(self, rec: dict) -> Facts:
-        """All derived values for one record."""
+        """All derived values for one record: priced, numbered by op call (calls.py) and held
+        to its GPU's peak (beyond_peak.py)."""
+        f = self._facts(rec)
+        if rec.get("kind", "kernel") == "kernel":
+            f.call = self._numbers.number(rec)
+            beyond_peak.guard(rec, f, self.tally)
+        return f
+
+    def _facts(self, rec: dict) -> Facts:
         f = Facts()
         if rec.get("kind", "kernel") != "kernel":  # memcpy / memset: bytes moved, no math
             f.flops, f.bytes = 0, rec.get("bytes")
@@ -215,19 +232,9 @@ class Analyzer:
         NllLoss, ToCopy and LogSoftmax nodes) does that op's backward once, as one pyprof `bwd`
         range does, and so does a launch of the engine between them outside every range (a
         gradient accumulated after the node: sub-sequence 0 of no range, not a new call); else the
-        forward op's seq."""
-        torch_ops = rec.get("torchOps")
-        outer = torch_ops[0] if torch_ops else None
-        if rec.get("dir") == "bprop":
-            fwd = rec.get("fwd") or {}
-            call = fwd.get("call")
-            if call is not None:
-                return self._first(("call", rec.get("pid"), rec.get("tid")), ("call", call), counts, False)
-            ident = (fwd.get("seq"), outer)
-        else:
-            ident = (rec.get("marker"), outer)
-        return self._first(("call", rec.get("pid"), rec.get("tid")), ident, counts,
-                           outer is None and rec.get("subSeqId") == 0)
+        forward op's seq. (calls.identity: the same calls make the `call` key's groups.)"""
+        ident, starts = call_identity(rec)
+        return self._first(("call", rec.get("pid"), rec.get("tid")), ident, counts, starts)
 
     def _first_in_range(self, rec: dict) -> bool:
         """True for the first matrix kernel inside the innermost PyTorch range (cuBLAS may

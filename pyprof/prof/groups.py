@@ -5,6 +5,13 @@ A group's FLOPs and bytes are the sums over its kernels whose value is known; `f
 as a lower bound, never as if complete. Rates divide by the time of the kernels that have the
 value, so unknown kernels neither inflate nor deflate them.
 
+A kernel whose FLOPs were above its peak (beyond_peak.py) has them withheld: its share of its op
+call's work is unknown, but the call's total is not. A grouping that keeps every op call whole
+(its keys all in WHOLE_CALL: op, module, call, ...) counts the withheld FLOPs and bytes as known,
+so that its sums are the ops' totals and its rates the calls' honest ones; one that splits calls
+(by kernel, tc, ...) counts such a kernel as unknown. Each group keeps what was withheld apart
+(`held`), so that rolling a fine grouping up into a whole-call one (Groups.rolled_up) counts it.
+
 Kernel durations per group are nsys stats' (cuda_gpu_kern_sum): total, count, average, median,
 minimum, maximum and sample standard deviation. The median needs every duration: each group
 keeps them in an array of 8-byte integers (8 MB for a million kernels), the rest is O(groups).
@@ -58,6 +65,10 @@ def input_shapes(rec: dict, f: Facts | None = None) -> str:
     return ",".join(out) or "-"
 
 
+def _call(rec: dict, f: Facts) -> str:
+    return "-" if f.call is None else str(f.call)
+
+
 def _coll(rec: dict, f: Facts) -> str:
     coll = of_record(rec)
     return "compute" if coll is None else coll.kind or "nccl"
@@ -77,19 +88,28 @@ KEYS: dict[str, Callable[[dict, Facts], str]] = {
     "stream": lambda rec, f: f"{rec.get('device')}:{rec.get('stream')}",
     "rank": lambda rec, f: "-" if rec.get("rank") is None else str(rec.get("rank")),
     "coll": _coll,
+    "call": _call,
 }
+# The keys whose groups never split an op call: every kernel of a call has the same value.
+WHOLE_CALL = frozenset(("call", "op", "shape", "layer", "module", "dir", "rank"))
+# `--by call` names the call's direction, op, module and input shapes too: one row per op call.
+CALL_WITH = ("call", "dir", "op", "module", "shape")
 
 
 class Group:
     """Totals of one group. Times in ns; `capacity` is what the kernels with known FLOPs and
-    peak could have done at their math path's peak in their time (FLOP)."""
+    peak could have done at their math path's peak in their time (FLOP). `whole`: the grouping
+    keeps op calls whole, so withheld FLOPs and bytes count as known; `held`: the kernels whose
+    FLOPs were withheld, their withheld values counted as known (None: no such kernel)."""
 
-    __slots__ = ("name", "keys", "time", "count", "durations", "flops", "flops_na", "flops_time", "peak_flops",
-                 "capacity", "bytes", "bytes_na", "bytes_time", "tc_time")
+    __slots__ = ("name", "keys", "whole", "held", "time", "count", "durations", "flops", "flops_na", "flops_time",
+                 "peak_flops", "capacity", "bytes", "bytes_na", "bytes_time", "tc_time")
 
-    def __init__(self, name: str, keys: tuple[str, ...] = ()) -> None:
+    def __init__(self, name: str, keys: tuple[str, ...] = (), whole: bool = False) -> None:
         self.name = name
         self.keys = keys or (name,)  # one value per --by key
+        self.whole = whole
+        self.held: Group | None = None
         self.time = self.count = 0
         self.durations = array("q")
         self.flops = self.flops_na = self.flops_time = 0
@@ -103,22 +123,32 @@ class Group:
         self.time += dur
         self.count += 1
         self.durations.append(dur)
-        if f.flops is None:
-            self.flops_na += 1
+        peak = f.peak_tflops
+        if f.held_flops is None:
+            self._work(dur, f.flops, f.bytes, peak)
         else:
-            self.flops += f.flops
-            self.flops_time += dur
-            peak = f.peak_tflops
-            if peak:
-                self.peak_flops += f.flops
-                self.capacity += dur * peak * 1e3  # TFLOP/s = 1e3 FLOP/ns
-        if f.bytes is None:
-            self.bytes_na += 1
-        else:
-            self.bytes += f.bytes
-            self.bytes_time += dur
+            if self.held is None:
+                self.held = Group(self.name, self.keys, True)
+            self.held.count += 1
+            self.held._work(dur, f.held_flops, f.held_bytes, peak)
+            self._work(dur, *((f.held_flops, f.held_bytes) if self.whole else (None, None)), peak)
         if f.tc:
             self.tc_time += dur
+
+    def _work(self, dur: int, flops: int | None, nbytes: int | None, peak: float | None) -> None:
+        if flops is None:
+            self.flops_na += 1
+        else:
+            self.flops += flops
+            self.flops_time += dur
+            if peak:
+                self.peak_flops += flops
+                self.capacity += dur * peak * 1e3  # TFLOP/s = 1e3 FLOP/ns
+        if nbytes is None:
+            self.bytes_na += 1
+        else:
+            self.bytes += nbytes
+            self.bytes_time += dur
 
     def merge(self, other: "Group") -> None:
         """Add the kernels of `other` to this group."""
@@ -134,6 +164,21 @@ class Group:
         self.bytes_na += other.bytes_na
         self.bytes_time += other.bytes_time
         self.tc_time += other.tc_time
+        h = other.held
+        if h is None:
+            return
+        if self.held is None:
+            self.held = Group(self.name, self.keys, True)
+        self.held.merge(h)
+        if self.whole and not other.whole:  # what `other` counted unknown, this grouping knows
+            self.flops += h.flops
+            self.flops_na -= h.count
+            self.flops_time += h.flops_time
+            self.peak_flops += h.peak_flops
+            self.capacity += h.capacity
+            self.bytes += h.bytes
+            self.bytes_na -= h.count - h.bytes_na
+            self.bytes_time += h.bytes_time
 
     def stats(self) -> dict:
         """nsys stats' duration statistics (ns): avg, med, min, max, stddev (sample; 0 for one
@@ -196,12 +241,16 @@ SORTS: dict[str, Callable[[Group], object]] = {
 
 
 def by_keys(spec: str) -> list[str]:
-    """The KEYS named in a --by value (`op`, `op,shape`); ValueError naming the choices."""
+    """The KEYS named in a --by value (`op`, `op,shape`), `call` followed by the CALL_WITH keys
+    not named; ValueError naming the choices."""
     keys = [k.strip() for k in spec.split(",")]
     bad = [k for k in keys if k not in KEYS]
     if bad or len(set(keys)) != len(keys):
         raise ValueError(f"invalid --by {spec!r}: one of {', '.join(KEYS)}, or several joined by commas "
                          "(op,shape), each once")
+    if "call" in keys:
+        at = keys.index("call") + 1
+        keys[at:at] = [k for k in CALL_WITH[1:] if k not in keys]
     return keys
 
 
@@ -210,8 +259,9 @@ class Groups:
     named by their values joined with a space)."""
 
     def __init__(self, by: str = "op") -> None:
-        self.by = by
         self.keys = by_keys(by)
+        self.by = ",".join(self.keys)
+        self.whole = WHOLE_CALL.issuperset(self.keys)
         funcs = [KEYS[k] for k in self.keys]
         self.key = funcs[0] if len(funcs) == 1 else (lambda rec, f: tuple([fn(rec, f) for fn in funcs]))
         self.groups: dict = {}
@@ -227,7 +277,8 @@ class Groups:
     def _group(self, key: str | tuple) -> Group:
         g = self.groups.get(key)
         if g is None:
-            g = self.groups[key] = Group(key, ()) if isinstance(key, str) else Group(" ".join(key), key)
+            g = self.groups[key] = Group(key, (), self.whole) if isinstance(key, str) else \
+                Group(" ".join(key), key, self.whole)
         return g
 
     def rolled_up(self, by: str) -> "Groups":

@@ -25,8 +25,8 @@ from ..warnings_tally import Tally
 FLAG = "--diff"
 ORDER = 3
 JSON = True
-# Grouping by a column that needs no analysis skips it (JSON decoding speed); tc needs it.
-_NEEDS_FACTS = frozenset(("tc",))
+# Grouping by a column that needs no analysis skips it (JSON decoding speed); these need it.
+_NEEDS_FACTS = frozenset(("tc", "level", "call"))
 
 
 def add_arguments(group: argparse._ArgumentGroup) -> None:
@@ -58,7 +58,7 @@ class Totals(Groups):
 
     def __init__(self, by: str) -> None:
         super().__init__(by)
-        self.needs_facts = by in _NEEDS_FACTS
+        self.needs_facts = not _NEEDS_FACTS.isdisjoint(self.keys)
 
     def add(self, rec: dict, f: Facts) -> None:
         """Count one record (memcpy/memset records do not count)."""

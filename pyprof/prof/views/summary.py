@@ -34,7 +34,9 @@ def add_arguments(group: argparse._ArgumentGroup) -> None:
                             "group, and advice")
     group.add_argument("--by", type=_by, metavar="KEYS",
                        help=f"group kernels by one of {', '.join(KEYS)}, or several joined by commas (op,shape: "
-                            "one group per op and input shapes); --summary, --diff; default op")
+                            "one group per op and input shapes); call: one row per op call (its kernels; backward "
+                            "kernels are their forward call's backward call), with its dir, op, module and shapes: "
+                            "the call's rate, where a kernel's own share is na; --summary, --diff; default op")
     group.add_argument("--top", type=int, metavar="N", help="only the first N groups (--summary, --diff) or instances (--stragglers)")
     group.add_argument("--sort", choices=list(SORTS), help="row order (--summary; default time)")
 

@@ -1,0 +1,111 @@
+"""`--summary --by call`: one row per op call (pyprof/prof/calls.py), with the call's whole work,
+including what beyond_peak withheld from a kernel that could not have done it in its time."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pyprof.prof.beyond_peak import attributed
+from pyprof.prof.groups import Groups, by_keys
+from pyprof.prof.reader import records
+from pyprof.prof.scan import analysed
+from pyprof.prof.views.summary import collect, report
+from pyprof.prof.warnings_tally import Tally
+from test_prof_beyond_peak import ADD_BYTES, BYTES, FLOPS, TF32_PEAK, linear_call
+from test_prof_captures import TRUTH_GRU, captured
+from test_views_common import prof, stream, write_dict
+
+FP32_PEAK = 67.0
+
+
+def rows(recs: list[dict], by: str) -> dict:
+    """{group: row} of the --summary --json object of `recs` grouped `by`."""
+    rep = report(collect(records(stream(recs), Tally()), Tally(), by))
+    return {r["group"]: r for r in rep["rows"]}
+
+
+def two_calls() -> list[dict]:
+    """The same F.linear called twice: its GEMM 200 ns (above the TF32 peak for its FLOPs),
+    then 10 us (within it); each call's bias added by a 2 us kernel."""
+    first, second = linear_call(200), linear_call(10_000)
+    for r in second:
+        r["kStart"] += 50_000
+        r["kEnd"] += 50_000
+    return first + second
+
+
+def test_a_call_carries_its_total_where_its_kernel_s_share_is_withheld():
+    by_call = rows(two_calls(), "call")
+    shapes = "[64,1024],[1024,1024],[1024]"
+    assert sorted(by_call) == [f"1 fprop linear net.fc {shapes}", f"2 fprop linear net.fc {shapes}"]
+    first = by_call[f"1 fprop linear net.fc {shapes}"]
+    assert (first["call"], first["dir"], first["op"], first["module"], first["shape"]) == \
+        ("1", "fprop", "linear", "net.fc", shapes)
+    assert (first["count"], first["time_ns"], first["flops"], first["flops_na"], first["bytes"], first["bytes_na"]) \
+        == (2, 2200, FLOPS, 0, BYTES + ADD_BYTES, 0)
+    # The honest rate: the call's FLOPs over what both kernels could do at their own peaks.
+    capacity = 200 * TF32_PEAK * 1e3 + 2000 * FP32_PEAK * 1e3
+    assert first["pct_peak"] == pytest.approx(FLOPS / capacity * 100) and first["pct_peak"] < 100
+    assert first["tflops"] == pytest.approx(FLOPS / 2200 * 1e-3)
+
+
+def test_groupings_that_split_calls_count_the_withheld_kernel_unknown():
+    recs = two_calls()
+    by_kernel = {r["kernel"]: r for r in rows(recs, "kernel").values()}
+    gemm = by_kernel["cutlass_80_tensorop_s1688gemm_128x128_16x4_tn_align4"]
+    assert (gemm["count"], gemm["flops"], gemm["flops_na"], gemm["bytes_na"]) == (2, FLOPS, 1, 1)
+    assert gemm["pct_peak"] == pytest.approx(FLOPS / (10_000 * TF32_PEAK * 1e3) * 100)
+    linear = rows(recs, "op")["linear"]
+    assert (linear["flops"], linear["flops_na"], linear["bytes"]) == (2 * FLOPS, 0, 2 * (BYTES + ADD_BYTES))
+
+
+def test_rolling_a_split_grouping_up_to_a_whole_one_counts_the_withheld_work():
+    """The HTML report groups finely (by op and kernel, ...) and rolls up to op."""
+    fine, direct = Groups("op,kernel"), Groups("op")
+    for rec, f, _ in analysed(records(stream(two_calls()), Tally()), Tally()):
+        fine.add(rec, f, rec["kDuration"])
+        direct.add(rec, f, rec["kDuration"])
+    rolled, same = fine.rolled_up("op").groups["linear"], direct.groups["linear"]
+    assert [(g.flops, g.flops_na, g.flops_time, g.capacity, g.bytes, g.bytes_na, g.bytes_time) for g in (rolled, same)] \
+        == [(2 * FLOPS, 0, 14_200, same.capacity, 2 * (BYTES + ADD_BYTES), 0, 14_200)] * 2
+
+
+def test_call_brings_its_direction_op_module_and_shapes():
+    assert by_keys("call") == ["call", "dir", "op", "module", "shape"]
+    assert by_keys("op,call") == ["op", "call", "dir", "module", "shape"]
+    assert by_keys("call,kernel") == ["call", "dir", "op", "module", "shape", "kernel"]
+
+
+def test_cudnn_gru_calls_hold_the_formula_s_total_on_a_real_capture(tmp_path):
+    """truth_gru (nn.GRU(256, 256), one step on an H100): the backward's whole cost was on one
+    short kernel beyond the FP32 peak; its call holds it, each call's FLOPs are the sum of its
+    kernels' known FLOPs plus what was withheld, and no call is above its peak."""
+    recs = captured("truth_gru", tmp_path)
+    kernels = list(analysed(records(stream(recs), Tally()), Tally()))
+    held = [(rec["dir"], rec["op"]) for rec, f, _ in kernels if f.held_flops is not None]
+    assert held == [("bprop", "gru")]
+    sums: dict = {}
+    for rec, f, _ in kernels:
+        s = sums.setdefault(str(f.call), [0, 0])
+        s[0] += 1
+        s[1] += attributed(f)[0] or 0
+    by_call = rows(recs, "call").values()
+    assert {r["call"]: [r["count"], r["flops"] or 0] for r in by_call} == sums
+    gru = {r["dir"]: r for r in by_call if r["op"] == "gru"}
+    assert {d: (r["flops"], r["flops_na"], r["count"]) for d, r in gru.items()} == {
+        "fprop": (TRUTH_GRU, 0, sum(1 for r in recs if r["op"] == "gru" and r["dir"] == "fprop")),
+        "bprop": (2 * TRUTH_GRU, 0, sum(1 for r in recs if r["op"] == "gru" and r["dir"] == "bprop"))}
+    assert max(r["pct_peak"] or 0 for r in by_call) < 100
+
+
+def test_the_command_line_prints_one_row_per_call(tmp_path):
+    path = write_dict(tmp_path, "calls", two_calls())
+    rc, out, err = prof("--summary", "--by", "call", "--json", path)
+    rep = json.loads(out)
+    assert rc == 0 and rep["by"] == "call,dir,op,module,shape" and len(rep["rows"]) == 2
+    assert "FLOPs beyond the GPU's peak in the kernel's time" in err
+    rc, out, _ = prof("--summary", "--by", "call", "--csv", path)
+    assert out.splitlines()[0].startswith("call,dir,op,module,shape,time_ns,")
+    rc, out, _ = prof("-h")
+    assert "call: one row per op call" in " ".join(out.split())
