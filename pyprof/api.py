@@ -6,6 +6,7 @@ prof as data: the same object its --json writes.
     rows = list(pyprof.rows("net.dict", columns="op,kernel,sil,tc,flops"))
     df = pyprof.dataframe("net.sqlite")                   # needs pandas
     pyprof.summary("net.sqlite", by="op")["rows"][0]      # the --summary --json object
+    pyprof.summary("net.dict", by="call")["rows"]         # one row per op call: its honest rate
     pyprof.modules("net.dict")["rows"]                    # --modules
     pyprof.diff("base.dict", "new.dict", by="op")         # --diff
     pyprof.overlap("ranks.dict"); pyprof.stragglers("ranks.dict")
@@ -146,8 +147,10 @@ def _scan(path: str | os.PathLike, sinks: list[Any], memcpy: bool, stacklevel: i
 def summary(path: str | os.PathLike, by: str = "op", sort: str = "time", top: int | None = None, *,
             memcpy: bool = False) -> dict[str, Any]:
     """The `--summary --json` object of `path`: header (span, busy %, gaps, Tensor Core shares),
-    rows per group (`by`: op, kernel, shape, layer, module, dir, tc, stream, or several joined
-    by commas, e.g. "op,shape"), advice and notes.
+    rows per group (`by`: op, kernel, shape, layer, module, dir, tc, level, stream, rank, coll,
+    call, or several joined by commas, e.g. "op,shape"; "call": one row per op call, with its
+    dir, op, module and shape: its kernels' summed time, FLOPs, bytes and rates), advice and
+    notes.
     Records skipped and warnings come as one ProfWarning, as in rows()."""
     from pyprof.prof.groups import SORTS, by_keys
     from pyprof.prof.views.summary import Profile, report
