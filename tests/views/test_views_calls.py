@@ -86,7 +86,7 @@ def test_cudnn_gru_calls_hold_the_formula_s_total_on_a_real_capture(tmp_path):
     held = [(rec["dir"], rec["op"]) for rec, f, _ in kernels if f.held_flops is not None]
     assert held == [("bprop", "gru")]
     sums: dict = {}
-    for rec, f, _ in kernels:
+    for _rec, f, _ in kernels:
         s = sums.setdefault(str(f.call), [0, 0])
         s[0] += 1
         s[1] += attributed(f)[0] or 0
