@@ -76,8 +76,9 @@ def test_the_default_table_fits_and_says_what_it_left_out(gpt, width):
 @pytest.mark.parametrize("by", list(KEYS))
 def test_summary_fits_with_every_by_and_keeps_names_distinct(gpt, width, by):
     rc, out, err = run("--summary", "--by", by, "--json", gpt)
-    rows = json.loads(out)["rows"]
-    labels = [group_label(r, [by]) for r in rows]
+    rep = json.loads(out)
+    rows = rep["rows"]
+    labels = [group_label(r, rep["by"].split(",")) for r in rows]  # `call` brings dir, op, module, shape
     rc, out, err = run("--summary", "--by", by, "-w", str(width), gpt)
     assert rc == 0 and max(map(len, (out + err).splitlines())) <= width
     table = out.split("\n\n")[1]
