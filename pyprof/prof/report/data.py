@@ -5,8 +5,9 @@ base run. Memory: O(groups) plus 24 bytes a kernel for the timeline; everything 
 aggregated so that a million kernels make a report of a few megabytes:
 
 - every table and the roofline come from one group per distinct (op, kernel, input shapes,
-  module, layer, direction, rank, collective, tc): a roofline point is one such call signature,
-  its FLOPs, bytes and time summed;
+  module, layer, direction, rank, collective, tc): a roofline point is one such kernel of a call
+  signature, its FLOPs, bytes and time summed; a second set of points rolls them up into whole
+  op calls (op, shapes, module, direction, rank);
 - the timeline keeps at most TIMELINE_BLOCKS blocks: when there are more kernels, kernels of a
   track closer than the gap that keeps the count under it are merged into one block, so every
   gap longer than that stays visible.
@@ -16,7 +17,7 @@ from __future__ import annotations
 from array import array
 from ..analysis import Facts
 from ..comms import Comms
-from ..groups import Groups
+from ..groups import Group, Groups
 from ..units import kernel_label
 from ..views.diff import Totals, compare
 from ..views.modules import NO_MODULE, Tree
@@ -26,6 +27,8 @@ from ..views.summary import Profile, report as summary_report, row_values
 # One group per distinct (op, kernel, shapes, module, layer, direction, rank, collective, tc): the
 # tables by any of these keys are rolled up from it, the roofline's points are its groups.
 FINE = "op,kernel,shape,module,layer,dir,rank,coll,tc"
+# An op call's signature: every kernel of a call shares it (calls.py), so a group by it holds whole calls.
+CALL = "op,shape,module,dir,rank"
 TABLES = {"op": "op", "kernel": "kernel", "module": "module", "op+shape": "op,shape", "layer": "layer",
           "direction": "dir", "rank": "rank", "collective": "coll"}
 DIFF_BY = ("op", "module", "kernel")
@@ -98,29 +101,49 @@ def _short(kernel: str) -> str:
 
 
 def _roofline(c: Collector) -> dict:
-    """Roofs of the GPU and one point per fine group with known, non-trivial FLOPs and bytes, with
-    how far below its roof it ran (the roof: its math path's peak, or bandwidth x intensity)."""
+    """Roofs of the GPU and two sets of points with known, non-trivial FLOPs and bytes, each with
+    how far below its roof it ran (the roof: its math path's peak, or bandwidth x intensity):
+    `points`, one per fine group (a kernel of a call signature), and `calls`, one per op call
+    signature (op, shapes, module, direction, rank) holding every kernel of those calls: the
+    honest rate of calls whose work the trace cannot split between their kernels (analysis.py's
+    beyond-peak guard withholds it from the kernel, not from the call)."""
     pk = c.peaks
     bw = pk.gbps if pk and pk.gbps else None
-    points = []
-    for key, g in c.profile.groups.groups.items():
-        if not g.flops or not g.bytes or not g.flops_time or g.flops < TRIVIAL * (g.count - g.flops_na):
-            continue
-        op, kernel, shapes, module, _layer, _dir, rank, _coll, tc = key
-        ai = g.flops / g.bytes
-        tflops = g.flops / g.flops_time * 1e-3
-        peak = g.capacity / g.flops_time * 1e-3 if g.capacity and g.peak_flops == g.flops else None
-        roofs = [x for x in (peak, ai * bw / 1e3 if bw else None) if x]
-        roof = min(roofs) if roofs else None
-        points.append({"op": op, "kernel": _short(kernel), "kernel_label": kernel_label(kernel), "shapes": shapes,
-                       "module": NO_MODULE if module == "-" else module, "rank": rank, "tc": _TC.get(tc),
-                       "count": g.count, "time_ns": g.time, "flops": g.flops, "bytes": g.bytes, "ai": ai,
-                       "tflops": tflops, "roof_tflops": roof, "pct_roof": tflops / roof * 100 if roof else None,
-                       "lost_ns": g.flops_time * max(0.0, 1 - tflops / roof) if roof else None})
-    points.sort(key=lambda p: -p["time_ns"])
+    points = [_point(g, dict(zip(c.profile.groups.keys, key)), bw) for key, g in c.profile.groups.groups.items()]
+    by_call = c.profile.groups.rolled_up(CALL)
+    calls = [_point(g, dict(zip(by_call.keys, key)), bw) for key, g in by_call.groups.items()]
     roofs = [{"path": p, "name": PATH_NAMES.get(p, p), "tflops": pk.flops[p]} for p in sorted(c.paths)
              if pk and p in pk.flops]
-    return {"gpu": pk.name if pk else None, "memory_gbps": bw, "roofs": roofs, "points": points}
+    return {"gpu": pk.name if pk else None, "memory_gbps": bw, "roofs": roofs,
+            "points": _drawn(points), "calls": _drawn(calls)}
+
+
+def _drawn(points: list[dict | None]) -> list[dict]:
+    """The points that can be drawn, longest first."""
+    out = [p for p in points if p is not None]
+    out.sort(key=lambda p: -p["time_ns"])
+    return out
+
+
+def _point(g: Group, key: dict, bw: float | None) -> dict | None:
+    """A group as a roofline point (None without known, non-trivial FLOPs and bytes); `key`: its
+    key by name (`kernel` and `tc` absent for a point of whole op calls)."""
+    if not g.flops or not g.bytes or not g.flops_time or g.flops < TRIVIAL * (g.count - g.flops_na):
+        return None
+    ai = g.flops / g.bytes
+    tflops = g.flops / g.flops_time * 1e-3
+    peak = g.capacity / g.flops_time * 1e-3 if g.capacity and g.peak_flops == g.flops else None
+    roofs = [x for x in (peak, ai * bw / 1e3 if bw else None) if x]
+    roof = min(roofs) if roofs else None
+    kernel = key.get("kernel")
+    module = key["module"]
+    return {"op": key["op"], "kernel": _short(kernel) if kernel else None,
+            "kernel_label": kernel_label(kernel) if kernel else None, "shapes": key["shape"],
+            "module": NO_MODULE if module == "-" else module, "dir": key["dir"], "rank": key["rank"],
+            "tc": _TC.get(key.get("tc")),
+            "count": g.count, "time_ns": g.time, "flops": g.flops, "bytes": g.bytes, "ai": ai,
+            "tflops": tflops, "roof_tflops": roof, "pct_roof": tflops / roof * 100 if roof else None,
+            "lost_ns": g.flops_time * max(0.0, 1 - tflops / roof) if roof else None}
 
 
 def _per_track(c: Collector) -> dict[int, list[int]]:

@@ -18,6 +18,7 @@ COLOURED = 10  # modules or ops with a colour of their own in the timeline; the 
 TC_TRACES = {True: ("Tensor Cores (tc 1)", "#2a9d3f"), False: ("matrix kernel on CUDA cores (tc 0)", "#d62728"),
              None: ("other kernels", "#1f77b4")}
 MEMORY_ROOF = "#b5651d"
+CALL_POINTS = "#3b3b98"  # op-call points: apart from the kernels' TC colours and the roofs
 # Beyond this many points plotly's SVG slows down and WebGL takes over (10,000 timeline blocks:
 # 10 s in SVG, 2 s in WebGL in headless Chromium on a loaded 2-core machine); below it the charts
 # need no WebGL, which some browsers lack.
@@ -62,8 +63,9 @@ def modules(rows: list[dict], gpu_time: int) -> dict:
 
 
 def roofline(roof: dict) -> dict:
-    """Every distinct call (op, kernel, shapes, module) a point at (FLOP/B, TFLOP/s), area ~ time;
-    the GPU's memory roof and a compute roof per math path its kernels ran on."""
+    """Every kernel of a distinct call signature (op, kernel, shapes, module) a point at (FLOP/B,
+    TFLOP/s), area ~ time, and every op call signature an open diamond holding all its kernels
+    (the rate of the whole call); the GPU's memory roof and a compute roof per math path."""
     points = roof["points"]
     data = []
     longest = max((p["time_ns"] for p in points), default=1)
@@ -77,7 +79,15 @@ def roofline(roof: dict) -> dict:
                      "marker": {"color": colour, "opacity": 0.6, "line": {"color": "white", "width": 0.5},
                                 "size": [5 + 25 * math.sqrt(p["time_ns"] / longest) for p in sel]},
                      "text": [_point_text(p) for p in sel], "hovertemplate": "%{text}<extra></extra>"})
-    xs = [p["ai"] for p in points] or [1.0]
+    calls = roof.get("calls") or []
+    if calls:
+        longest_call = max(p["time_ns"] for p in calls)
+        data.append({"type": _scatter(len(calls)), "mode": "markers", "name": f"op calls, all their kernels: {len(calls)}",
+                     "x": [p["ai"] for p in calls], "y": [p["tflops"] for p in calls],
+                     "marker": {"symbol": "diamond-open", "color": CALL_POINTS, "line": {"width": 1.5},
+                                "size": [5 + 25 * math.sqrt(p["time_ns"] / longest_call) for p in calls]},
+                     "text": [_point_text(p) for p in calls], "hovertemplate": "%{text}<extra></extra>"})
+    xs = [p["ai"] for p in points + calls] or [1.0]
     lo, hi = min(xs) / 4, max(xs) * 4
     bw = roof["memory_gbps"]
     if bw:
@@ -93,15 +103,15 @@ def roofline(roof: dict) -> dict:
                          "line": {"color": "#444", "width": 1.6, "dash": ["solid", "dash", "dashdot", "dot"][i % 4]}})
     gpu = esc(roof["gpu"]) if roof["gpu"] else "unknown GPU (no roofs: not in the peak table)"
     return {"data": data, "layout": _layout(
-        f"Roofline on {gpu}: one point per op call signature, area ~ its GPU time",
+        f"Roofline on {gpu}: a dot per kernel of a call signature, a diamond per op call signature (all its kernels), area ~ GPU time",
         height=520, xaxis={"type": "log", "title": {"text": "arithmetic intensity (FLOP/byte, algorithmic bytes)"}},
         yaxis={"type": "log", "title": {"text": "achieved TFLOP/s"}},
         legend={"x": 0.99, "xanchor": "right", "y": 0.01, "yanchor": "bottom", "bgcolor": "rgba(255,255,255,0.85)"})}
 
 
 def _point_text(p: dict) -> str:
-    return (f"<b>{esc(p['op'])}</b> x{p['count']}<br>module {esc(p['module'])}<br>shapes {esc(p['shapes'])}"
-            f"<br>kernel {esc(p['kernel_label'])}<br>time {duration(p['time_ns'])}<br>FLOPs {si(p['flops'])}, "
+    return (f"<b>{esc(p['op'])}</b> ({esc(p['dir'])}) x{p['count']}<br>module {esc(p['module'])}<br>shapes {esc(p['shapes'])}"
+            f"<br>kernel {esc(p['kernel_label']) if p['kernel_label'] else 'every kernel of the calls'}<br>time {duration(p['time_ns'])}<br>FLOPs {si(p['flops'])}, "
             f"bytes {si(p['bytes'], 'B')}<br>{rate(p['tflops'], 3)} TFLOP/s, {p['ai']:.3g} FLOP/B"
             f"<br>tc {'-' if p['tc'] is None else int(p['tc'])}, {pct(p['pct_roof'])}% of its roof")
 
