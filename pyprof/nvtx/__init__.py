@@ -3,6 +3,6 @@
 Public pieces: `recording()` (the test hook), `Recording`, `Range`, and the pure encoder in
 `pyprof.nvtx.marker` (`op_marker`, `module_marker`, `layer_marker`), which imports torch.
 """
-from pyprof.nvtx.emit import DOMAIN, SCHEMA_VERSION, Range, Recording, recording
+from pyprof.nvtx.emit import Range, Recording, recording
 
-__all__ = ["DOMAIN", "SCHEMA_VERSION", "Range", "Recording", "recording"]
+__all__ = ["Range", "Recording", "recording"]

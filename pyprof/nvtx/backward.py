@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 import torch
 
-from .emit import BWD_VERSION
+from ..formats import BWD_MARKER_VERSION
 from .emit import state as _state
 
 _Tensor = torch.Tensor
@@ -60,7 +60,7 @@ class _Hooks(dict):
 
 def bwd_marker(node: str, fwd: str) -> str:
     """The marker of autograd node `node` (`AddmmBackward0`) created by the op whose marker is `fwd`."""
-    return '{"v":' + str(BWD_VERSION) + ',"kind":"bwd","node":' + _quote(node) + ',"fwd":' + fwd + "}"
+    return '{"v":' + str(BWD_MARKER_VERSION) + ',"kind":"bwd","node":' + _quote(node) + ',"fwd":' + fwd + "}"
 
 
 def _enter(text: str, grad_outputs: Any) -> None:

@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional
 
 import torch
 
-from .emit import DOMAIN, SCHEMA_VERSION
+from ..formats import DOMAIN, MARKER_VERSION
 from .marker import encode
 from .site import is_internal
 from .wrappers import hiding
@@ -70,7 +70,7 @@ class _Graph:
 
     def marker(self) -> str:
         """The `graph` marker: what every kernel marker of this graph shares."""
-        return json.dumps({"v": SCHEMA_VERSION, "kind": "graph", "graph": self.gid, "bwd": self.bwd,
+        return json.dumps({"v": MARKER_VERSION, "kind": "graph", "graph": self.gid, "bwd": self.bwd,
                            "device": self.device, "cudagraphs": self.cudagraphs, "calls": len(self.calls)},
                           separators=(",", ":"))
 
@@ -91,7 +91,7 @@ class _Graph:
         out = []
         for i, (name, extern, nbytes, names, _) in enumerate(self.calls):
             nodes = ",".join(self.nodes[n] + "}" if owner[n] == i else self.nodes[n] + ',"again":true}' for n in names)
-            out.append(f'{{"v":{SCHEMA_VERSION},"kind":"kernel","graph":{self.gid},"call":{i},"name":{_quote(name)},'
+            out.append(f'{{"v":{MARKER_VERSION},"kind":"kernel","graph":{self.gid},"call":{i},"name":{_quote(name)},'
                        f'"extern":{"true" if extern else "false"}' + ("" if nbytes is None else f',"bytes":{nbytes}')
                        + f',"nodes":[{nodes}]}}')
         return out

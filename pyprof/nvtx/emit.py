@@ -22,11 +22,8 @@ import nvtx
 from nvtx._lib import pop_range as _lib_pop
 from nvtx._lib import push_range as _lib_push
 
-DOMAIN = "pyprof"
-SCHEMA_VERSION = 1
-# The schema version that introduced `kind: "bwd"` markers; op, module and layer markers keep
-# version 1, their form being unchanged (docs/markers.md).
-BWD_VERSION = 2
+from ..formats import DOMAIN, MARKER_VERSION
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -240,7 +237,7 @@ def recording() -> Iterator[Recording]:
 
 def layer_marker(name: str) -> str:
     """The marker of a user range: `{"v":1,"kind":"layer","name":...}`."""
-    return json.dumps({"v": SCHEMA_VERSION, "kind": "layer", "name": name}, separators=(",", ":"))
+    return json.dumps({"v": MARKER_VERSION, "kind": "layer", "name": name}, separators=(",", ":"))
 
 
 class _Pushed(threading.local):

@@ -15,7 +15,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 import torch
 
-from .emit import SCHEMA_VERSION, layer_marker
+from ..formats import MARKER_VERSION, op_marker_head
+from .emit import layer_marker
 
 MAX_LIST = 16   # list elements kept before {"more": N}
 MAX_DEPTH = 3   # list nesting levels written; a deeper list is {"type":"list"}
@@ -284,7 +285,7 @@ def _key(k: str) -> str:
 
 def op_prefix(mod: str, op: str) -> str:
     """The constant head of an op marker, computed once per wrapper."""
-    return '{"v":' + str(SCHEMA_VERSION) + ',"kind":"op","mod":' + _quote(mod) + ',"op":' + _quote(op) + ',"args":['
+    return op_marker_head(mod) + _quote(op) + ',"args":['
 
 
 def build(prefix: str, args: Sequence[Any], kwargs: Optional[Mapping[str, Any]], tail: str, extra: str = "") -> str:
@@ -339,7 +340,7 @@ def op_marker(
 def module_marker(name: str, cls: str, extra_repr: str) -> str:
     """The marker of an `nn.Module` call (`kind: "module"`)."""
     return json.dumps(
-        {"v": SCHEMA_VERSION, "kind": "module", "module": name, "cls": cls, "repr": extra_repr},
+        {"v": MARKER_VERSION, "kind": "module", "module": name, "cls": cls, "repr": extra_repr},
         separators=(",", ":"),
     )
 

@@ -12,8 +12,8 @@ and `grad`, the collectives and point-to-point calls of `torch.distributed` (dis
 (through which `nn.LSTM` and co. call `torch.lstm`, `torch.gru`, ...) hands out the same
 wrappers as `torch`.
 
-A wrapped call hides the wrapped calls made inside it when prof's op table prices it; one the
-table does not know (`F.multi_head_attention_forward`) lets them carry markers of their own, so
+A wrapped call hides the wrapped calls made inside it when prof's op table prices it (priced.py,
+the annotation's copy of that table); one the table does not know (`F.multi_head_attention_forward`) lets them carry markers of their own, so
 that prof prices its work from them.
 """
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import torch
 
-from ..prof.ops import registered
 from . import compiled, distributed, emit, warnsite, wrappers
+from .priced import PRICED
 from .wrappers import is_wrapper, module_call, op_wrapper, step_wrapper
 
 _FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType)
@@ -172,17 +172,15 @@ def _prepare() -> None:
 
 
 def _patch() -> None:
-    # prof imports no torch: its table is plain names.
-    priced = frozenset(registered())
     vf = torch._C._VariableFunctions
     for ns in (torch, torch.nn.functional, torch.linalg, torch.special, torch.fft):
         for name, obj in _namespace_targets(ns):
-            w = op_wrapper(obj, ns.__name__, name, ns.__name__, name, f"{ns.__name__}.{name}" in priced)
+            w = op_wrapper(obj, ns.__name__, name, ns.__name__, name, f"{ns.__name__}.{name}" in PRICED)
             _set(ns, name, w)
             if ns is torch and getattr(vf, name, None) is obj:
                 _set(torch._VF, name, w)
     for name, raw in _tensor_targets():
-        _set(torch.Tensor, name, op_wrapper(raw, "Tensor", name, "torch", "Tensor." + name, f"Tensor.{name}" in priced))
+        _set(torch.Tensor, name, op_wrapper(raw, "Tensor", name, "torch", "Tensor." + name, f"Tensor.{name}" in PRICED))
     for name in ("backward", "grad"):
         fn = getattr(torch.autograd, name)
         _set(torch.autograd, name, op_wrapper(fn, "torch.autograd", name, "torch.autograd", name))

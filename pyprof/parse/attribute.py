@@ -30,14 +30,12 @@ from pyprof.parse import queries
 from pyprof.parse.export import Export
 from pyprof.parse.gpu import GpuInfo
 from pyprof.parse.queries import SRC_CAPTURED, SRC_KERNEL, SRC_MEMCPY
-from pyprof.parse.ranges import (BWD, LAYER, MALFORMED, MODULE, OP, PYPROF_DOMAIN, TORCH, Label, classify,
-                                 encode, encode_str, forward_op)
+from pyprof.parse.ranges import BWD, LAYER, MALFORMED, MODULE, OP, TORCH, Label, classify, encode, encode_str, forward_op
 from pyprof.parse.spans import Spans, remember
 from pyprof.parse.window import NEVER, Report, Window
 from pyprof.parse.zones import OPEN_END
-from pyprof.record_format import VERSION
-
-SCHEMA_VERSION = VERSION  # docs/records.md
+from pyprof.formats import DOMAIN as PYPROF_DOMAIN
+from pyprof.formats import VERSION as SCHEMA_VERSION
 # Forward ops remembered per process for backward kernels (docs/records.md).
 FWD_OPS_PER_PROCESS = 16384
 _PID_MASK = ~0xFFFFFF        # globalTid -> globalPid

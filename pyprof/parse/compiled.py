@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterator
 
 from pyprof.parse import queries
 from pyprof.parse.export import Export
-from pyprof.parse.ranges import PYPROF_DOMAIN
+from pyprof.formats import DOMAIN
 
 CALL_RANGE = "## Call CompiledFxGraph"
 # What pyprof's numbered call range adds after the run number: the path of the module whose code
@@ -143,7 +143,7 @@ def load(exp: Export, stats: CompiledStats) -> dict[int, list[Graph]]:
     """The compiled-graph tables in the trace, by process id (empty when there are none)."""
     with exp.errors():
         names, marks = queries.domain_events(exp)
-    pyprof_domains = {key for key, name in names.items() if name == PYPROF_DOMAIN}
+    pyprof_domains = {key for key, name in names.items() if name == DOMAIN}
     if not pyprof_domains:
         return {}
     graphs: dict[tuple[int, int], Graph] = {}

@@ -13,7 +13,7 @@ import re
 from typing import NamedTuple
 
 from pyprof.errors import EXIT_BAD_FORMAT, EXIT_INCOMPLETE, EXIT_NO_INPUT, EXIT_USAGE, PyprofError
-from pyprof.parse.attribute import SCHEMA_VERSION
+from pyprof.formats import VERSION
 from pyprof.parse.output import deferred_interrupt, mark_incomplete, open_output
 
 _RANKED = re.compile(rb'\{"v":(\d+),"rank":(\d+),')
@@ -59,9 +59,9 @@ def spans(path: str) -> list[Span]:
             if not line.endswith(b"\n"):
                 raise PyprofError(f"{path}: line {lineno}: the file ends inside a record", EXIT_INCOMPLETE)
             version, r = _checked(line, path, lineno)
-            if version > SCHEMA_VERSION:
+            if version > VERSION:
                 raise PyprofError(f"{path}: line {lineno}: record schema version {version} is newer than this "
-                                  f"pyprof ({SCHEMA_VERSION})", EXIT_BAD_FORMAT)
+                                  f"pyprof ({VERSION})", EXIT_BAD_FORMAT)
             if r != rank:
                 if rank is not None:
                     out.append(Span(rank, path, start, offset, count))

@@ -37,7 +37,8 @@ except ImportError:  # Windows: no fcntl, and nothing there is opened with O_APP
 
 from pyprof.errors import EXIT_INTERRUPTED, EXIT_NO_INPUT, EXIT_USAGE, PyprofError, cannot_write
 from pyprof.parse import queries, zones
-from pyprof.parse.attribute import FWD_OPS_PER_PROCESS, SCHEMA_VERSION, Stats, lines
+from pyprof.formats import VERSION
+from pyprof.parse.attribute import FWD_OPS_PER_PROCESS, Stats, lines
 from pyprof.parse.compiled import CompiledStats, Tail, joined_lines
 from pyprof.parse.export import KERNEL, RUNTIME, Export, check_export
 from pyprof.parse.nsysrep import sqlite_path
@@ -55,7 +56,7 @@ MIN_WINDOW = 250_000
 # would need to know about).
 SAMPLES = 20_000
 SLACK = 1 / 64
-_HEAD = f'{{"v":{SCHEMA_VERSION},'
+_HEAD = f'{{"v":{VERSION},'
 PROG = "pyprof.parse"
 
 

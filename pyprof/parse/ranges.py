@@ -11,7 +11,7 @@ import json
 import re
 from typing import NamedTuple
 
-PYPROF_DOMAIN = "pyprof"
+from pyprof.formats import DOMAIN, LAYER_PREFIX
 
 # Range kinds, small ints because the per-kernel loop compares them for every enclosing range.
 OTHER = 0       # any other text: reported in `ranges`
@@ -176,7 +176,7 @@ def _marker(text: str) -> Label:
         return Label(MODULE, encode_str(marker["module"]), marker["module"], None, False)
     if kind == "layer" and isinstance(marker.get("name"), str):
         return Label(LAYER, encode_str(marker["name"]), marker["name"], None, False)
-    return _text_label(UNKNOWN, f"{PYPROF_DOMAIN}:{text}")
+    return _text_label(UNKNOWN, f"{DOMAIN}:{text}")
 
 
 def _text_label(kind: int, name: str) -> Label:
@@ -193,10 +193,10 @@ def classify(domain: str | None, text: str | None) -> Label:
     """
     if text is None:
         return _EMPTY
-    if domain == PYPROF_DOMAIN:
+    if domain == DOMAIN:
         return _marker(text)
-    if text.startswith("layer:"):
-        return _text_label(LAYER, text[6:])
+    if text.startswith(LAYER_PREFIX):
+        return _text_label(LAYER, text[len(LAYER_PREFIX):])
     if domain is None:
         label = torch_op(text)
         if label is not None:

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+from ..formats import (ALT_SEQ_ID, BLOCK, BYTES, COPY_KIND, DEVICE, DIR, DURATION, DYNAMIC_SHARED, GRID, KERNEL, KIND,
+                       LAUNCH, LAYER, LONG_NAME, MOD, MODULE, OP, PID, RANK, REGS, SEQ_ID, SHORT_NAME, START,
+                       STATIC_SHARED, STREAM, SUB_SEQ_ID, TID, TRACE)
 from .registry import retype
 
 from .collectives import Collective, of_record
@@ -36,7 +39,7 @@ def kernel_name(rec: dict) -> str:
     """A kernel's full name: the demangled one (kLongName) as nsys stats shows it, so that template
     instantiations of one kernel stay apart; the short name where there is none; `-` without either.
     The `name` column and --by kernel's key."""
-    name = rec.get("kLongName") or rec.get("kShortName")
+    name = rec.get(LONG_NAME) or rec.get(SHORT_NAME)
     return ABSENT if name is None or name == "" else str(name)
 
 
@@ -72,7 +75,7 @@ def _rate(num: float | None, den: float | None, scale: float, fmt: str) -> str:
 
 
 def _dur(rec) -> int | None:
-    return rec.get("kDuration")
+    return rec.get(DURATION)
 
 
 def _tflops(rec, f, idx):
@@ -146,8 +149,8 @@ def tc_text(tc: bool | None) -> str:
 
 
 def _params(rec, f, idx):
-    if rec.get("kind", "kernel") != "kernel":
-        return f"bytes={rec.get('bytes')},kind={rec.get('copyKind', rec.get('kind'))}"
+    if rec.get(KIND, KERNEL) != KERNEL:
+        return f"bytes={rec.get(BYTES)},kind={rec.get(COPY_KIND, rec.get(KIND))}"
     if f.cost is None:
         return NA
     # The dtype the kernel ran in, when its name said otherwise than the marker (DType's value).
@@ -155,13 +158,13 @@ def _params(rec, f, idx):
 
 
 def _latency(rec, f, idx):
-    launch, start = rec.get("launch"), rec.get("kStart")
+    launch, start = rec.get(LAUNCH), rec.get(START)
     t = launch.get("start") if isinstance(launch, dict) else None
     return str(start - t) if type(start) is int and type(t) is int else ABSENT
 
 
 def _smem(rec, f, idx):
-    s, d = rec.get("staticShared"), rec.get("dynamicShared")
+    s, d = rec.get(STATIC_SHARED), rec.get(DYNAMIC_SHARED)
     return NA if s is None and d is None else str((s or 0) + (d or 0))
 
 
@@ -187,32 +190,32 @@ def _coll_value(get: Callable, fmt: str = "") -> Callable:
 
 COLUMNS = [
     Column("idx", "Idx", "index of the record in the input (kernel order)", "", 6, False, lambda r, f, i: str(i), int),
-    Column("seq", "SeqId", "PyTorch sequence id of the innermost op range", "", 7, False, _get("seqId"), int),
+    Column("seq", "SeqId", "PyTorch sequence id of the innermost op range", "", 7, False, _get(SEQ_ID), int),
     Column("altseq", "AltSeqId", "sequence ids of the other enclosing op ranges", "", 10, False,
-           _joined("altSeqId", ",")),
-    Column("tid", "TId", "thread id of the launch call", "", 8, False, _get("tid"), int),
+           _joined(ALT_SEQ_ID, ",")),
+    Column("tid", "TId", "thread id of the launch call", "", 8, False, _get(TID), int),
     Column("layer", "Layer", "user layer ranges (layer:NAME, pyprof.annotate), outermost first", "", 16, False,
-           _joined("layer", ":"), elastic=True, middle=True),
+           _joined(LAYER, ":"), elastic=True, middle=True),
     Column("trace", "Trace", "the user's call site file:line (for bprop: the forward op's)", "", 24, False,
-           _get("trace"), elastic=True, middle=True),
-    Column("dir", "Direction", "fprop, bprop, or optim (an optimizer step)", "", 9, False, _get("dir")),
-    Column("sub", "Sub", "n-th kernel of the same innermost op range", "", 4, False, _get("subSeqId"), int),
+           _get(TRACE), elastic=True, middle=True),
+    Column("dir", "Direction", "fprop, bprop, or optim (an optimizer step)", "", 9, False, _get(DIR)),
+    Column("sub", "Sub", "n-th kernel of the same innermost op range", "", 4, False, _get(SUB_SEQ_ID), int),
     Column("mod", "Module", "where the op lives: torch, Tensor, torch.nn.functional, ... (aten without a marker)",
-           "", 20, False, _get("mod"), elastic=True),
-    Column("op", "Op", "the operation (conv2d, __add__, SGD.step, ...)", "", 16, False, _get("op"), elastic=True),
-    Column("kernel", "Kernel", "kernel short name", "", 32, False, _get("kShortName"), elastic=True, middle=True),
+           "", 20, False, _get(MOD), elastic=True),
+    Column("op", "Op", "the operation (conv2d, __add__, SGD.step, ...)", "", 16, False, _get(OP), elastic=True),
+    Column("kernel", "Kernel", "kernel short name", "", 32, False, _get(SHORT_NAME), elastic=True, middle=True),
     Column("name", "Name", "kernel's demangled name with its template arguments (kLongName; the short name where "
            "the trace has none): the key of --summary --by kernel", "", 40, False,
            lambda r, f, i: kernel_name(r), elastic=True, middle=True),
     Column("params", "Params", "the op's shapes and dtype (GEMM: M,N,K; conv: N,C,H,W,K,P,Q,R,S,...)", "", 32,
            True, _params, elastic=True, middle=True),
-    Column("sil", "Sil(ns)", "kernel duration on the GPU (silicon time)", "ns", 10, False, _get("kDuration"), int),
+    Column("sil", "Sil(ns)", "kernel duration on the GPU (silicon time)", "ns", 10, False, _get(DURATION), int),
     Column("tc", "TC", "Tensor Cores: 1 used, 0 a matrix kernel that did not, - not applicable", "", 3, True,
            lambda r, f, i: tc_text(f.tc), bool),
-    Column("device", "Device", "CUDA device id", "", 6, False, _get("device"), int),
-    Column("stream", "Stream", "CUDA stream id", "", 6, False, _get("stream"), int),
-    Column("grid", "Grid", "grid dimensions (x,y,z)", "", 14, False, _dims("grid")),
-    Column("block", "Block", "block dimensions (x,y,z)", "", 12, False, _dims("block")),
+    Column("device", "Device", "CUDA device id", "", 6, False, _get(DEVICE), int),
+    Column("stream", "Stream", "CUDA stream id", "", 6, False, _get(STREAM), int),
+    Column("grid", "Grid", "grid dimensions (x,y,z)", "", 14, False, _dims(GRID)),
+    Column("block", "Block", "block dimensions (x,y,z)", "", 12, False, _dims(BLOCK)),
     Column("flops", "FLOPs", "floating-point operations this kernel carries (FMA = 2)", "FLOP", 14, True,
            lambda r, f, i: _num(f.flops), int),
     Column("bytes", "Bytes", "algorithmic memory traffic this kernel carries (inputs read once, outputs "
@@ -232,27 +235,27 @@ COLUMNS = [
            lambda r, f, i: f.dtype or NA),
     Column("level", "Priced", "what priced the kernel: marker (its pyprof op marker), aten (PyTorch's op ranges, "
            "when the marker cannot), compiled (its compiled graph's FX nodes), na (neither)", "", 7, True,
-           lambda r, f, i: (f.level or NA) if r.get("kind", "kernel") == "kernel" else ABSENT),
+           lambda r, f, i: (f.level or NA) if r.get(KIND, KERNEL) == KERNEL else ABSENT),
     Column("module", "ModulePath", "qualified name of the innermost nn.Module (for bprop: the forward op's)", "",
-           24, False, _get("module"), elastic=True, middle=True),
-    Column("pid", "PId", "process id", "", 8, False, _get("pid"), int),
-    Column("start", "Start(ns)", "kernel start on the GPU timeline", "ns", 20, False, _get("kStart"), int),
+           24, False, _get(MODULE), elastic=True, middle=True),
+    Column("pid", "PId", "process id", "", 8, False, _get(PID), int),
+    Column("start", "Start(ns)", "kernel start on the GPU timeline", "ns", 20, False, _get(START), int),
     Column("latency", "Lat(ns)", "launch latency: kernel start on the GPU minus the start of its launch call "
            "(cudaLaunchKernel, cudaGraphLaunch, ...) on the CPU; - without a launch call", "ns", 9, False, _latency,
            int),
-    Column("regs", "Regs", "registers per thread", "", 5, False, _get("regs"), int),
+    Column("regs", "Regs", "registers per thread", "", 5, False, _get(REGS), int),
     Column("smem", "SMem(B)", "shared memory per block, static plus dynamic", "B", 8, False, _smem, int),
-    Column("rank", "Rank", "rank of the job whose export the record came from", "", 5, False, _get("rank"), int),
+    Column("rank", "Rank", "rank of the job whose export the record came from", "", 5, False, _get(RANK), int),
     Column("coll", "Coll", "NCCL kernel's collective (AllReduce, AllGather, ReduceScatter, ...); - for other "
            "kernels", "", 13, False, _coll_value(lambda c, r: c.kind)),
     Column("collbytes", "CollBytes", "collective's size S as nccl-tests counts it (all-gather: the gathered "
            "buffer; reduce-scatter: the input)", "B", 12, False, _coll_value(lambda c, r: c.size), int),
     Column("ranks", "Ranks", "collective's group size", "", 5, False, _coll_value(lambda c, r: c.ranks), int),
     Column("algbw", "AlgBW", "collective's algorithm bandwidth: S / sil", "GB/s", 8, False,
-           _coll_value(lambda c, r: c.algbw(r.get("kDuration")), ".2f"), float),
+           _coll_value(lambda c, r: c.algbw(r.get(DURATION)), ".2f"), float),
     Column("busbw", "BusBW", "collective's bus bandwidth: algbw x nccl-tests' factor (all-reduce 2(n-1)/n, "
            "all-gather, reduce-scatter and all-to-all (n-1)/n, others 1)", "GB/s", 8, False,
-           _coll_value(lambda c, r: c.busbw(r.get("kDuration")), ".2f"), float),
+           _coll_value(lambda c, r: c.busbw(r.get(DURATION)), ".2f"), float),
 ]
 BY_NAME = {c.name: c for c in COLUMNS}
 DEFAULT = "idx,dir,sub,mod,op,kernel,params,sil"

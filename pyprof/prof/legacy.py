@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from ..formats import MARKER_VERSION
+
 
 def _first(v: Any) -> Any:
     return (v[0] if v else None) if isinstance(v, (list, tuple)) else v
@@ -41,7 +43,7 @@ def _marker(texts: Any) -> dict | None:
                     kwargs[name] = _arg(a)
                 else:
                     args.append(_arg(a))
-            return {"v": 1, "kind": "op", "mod": m.get("mod"), "op": m.get("op"), "args": args, "kwargs": kwargs}
+            return {"v": MARKER_VERSION, "kind": "op", "mod": m.get("mod"), "op": m.get("op"), "args": args, "kwargs": kwargs}
     return None
 
 

@@ -12,7 +12,7 @@ from typing import BinaryIO, Iterator
 
 from ..errors import EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, EXIT_NO_INPUT, PyprofError
 from ..magic import SQLITE, compression, foreign_text
-from ..record_format import VERSION
+from ..formats import V, VERSION
 from .legacy import from_legacy
 from .warnings_tally import Tally
 
@@ -123,7 +123,7 @@ def records(stream: BinaryIO, tally: Tally, strict: bool = False, name: str = "s
             first_bad = first_bad or f"line {lineno}: {reason}"
             bad_record(tally, strict, lineno, reason)
             continue
-        v = rec.get("v")
+        v = rec.get(V)
         if type(v) is int and v > VERSION:
             # Read as far as this pyprof knows the format (versions add keys); said, never silent.
             tally.warn(f"records of format v{v}, newer than this pyprof reads (v{VERSION}): keys added since "

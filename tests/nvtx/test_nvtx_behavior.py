@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch", reason="the annotation wraps torch: needs t
 import torch.nn.functional as F
 
 import pyprof
+from pyprof.formats import DOMAIN
 from pyprof.nvtx import emit, memo, patch, recording, wrappers
 from pyprof.nvtx.wrappers import is_wrapper
 
@@ -481,8 +482,8 @@ def test_live_domain_path(monkeypatch):
     from nvtx._lib.lib import DomainHandle
 
     domain = object.__new__(nvtx.Domain)
-    domain.handle = DomainHandle(emit.DOMAIN)
-    domain.__init__(emit.DOMAIN)
+    domain.handle = DomainHandle(DOMAIN)
+    domain.__init__(DOMAIN)
     monkeypatch.setattr(emit, "_domain", domain)
     monkeypatch.setattr(emit, "_handle", domain.handle)
     monkeypatch.setattr(emit, "_attrs", {})
