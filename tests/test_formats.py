@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from captures import unpacked
 from pyprof import formats
 from pyprof.parse import Export, Stats, lines
+from pyprof.parse.ranks import from_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = sorted((ROOT / "examples").glob("*.sqlite"))
@@ -113,6 +115,17 @@ def test_every_marker_in_the_shipped_captures_is_formats_marker(capture):
 def test_the_compiled_captures_hold_the_compile_time_marks():
     kinds = {json.loads(t)["kind"] for t in pyprof_texts(ROOT / "examples" / "gpt_compiled.sqlite")}
     assert {"graph", "kernel"} <= kinds
+
+
+def test_a_distributed_capture_keeps_the_contract_and_tells_its_rank(tmp_path):
+    # Rank 1 of a two-rank job under pyprof.init(): op markers with `dist`, NCCL kernels.
+    capture = unpacked(ROOT / "tests" / "data" / "coll_1.sqlite.xz", tmp_path)
+    markers = [json.loads(t) for t in pyprof_texts(capture)]
+    assert any("dist" in m for m in markers)
+    assert [e for m in markers for e in marker_errors(m)] == []
+    assert [e for line in written(capture) for e in contract_errors(line)] == []
+    with Export(str(capture)) as exp:
+        assert from_trace(exp) == 1  # found by formats.op_marker_head("torch.distributed")
 
 
 def test_the_marker_checker_finds_each_kind_of_break():
