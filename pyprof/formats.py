@@ -50,6 +50,12 @@ MARKERS: dict[str, MarkerKind] = {
 }
 
 
+# Op markers' `mod` for the calls parse and prof single out: torch.distributed's (rank, collectives)
+# and optimizer steps (`<Class>.step`, direction `optim`).
+DIST_MOD = "torch.distributed"
+OPTIM_MOD = "torch.optim"
+
+
 def op_marker_head(mod: str) -> str:
     """The text every op marker of `mod` starts with, up to its `"op":` key: annotation builds its
     markers from it, parse finds a module's markers among the trace's strings by it."""

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import torch
 
+from ..formats import DIST_MOD
 from .emit import state as _state
 from .marker import autocast_json as _autocast
 from .marker import build as _build
@@ -32,7 +33,6 @@ from .site import site_json as _site
 from .wrappers import _dress, _threads, is_wrapper, recognise
 
 _is_compiling = torch.compiler.is_compiling
-MOD = "torch.distributed"
 
 
 def _group_at(fn: Callable) -> tuple[Optional[int], bool]:
@@ -85,7 +85,7 @@ def dist_json(args: tuple, kwargs: dict, group_at: Optional[int]) -> str:
 def collective_wrapper(orig: Callable, name: str) -> Callable:
     """A wrapper of torch.distributed.`name` that pushes an op marker with `dist` around each
     outermost call (nested ones, as op_wrapper, only with pyprof.init(nested=True))."""
-    prefix = op_prefix(MOD, name)
+    prefix = op_prefix(DIST_MOD, name)
     group_at = _group_at(orig)[0]
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -105,7 +105,7 @@ def collective_wrapper(orig: Callable, name: str) -> Callable:
         finally:
             tl.depth = depth
 
-    _dress(wrapper, orig, MOD, name)
+    _dress(wrapper, orig, DIST_MOD, name)
     return wrapper
 
 

@@ -24,7 +24,6 @@ from nvtx._lib import push_range as _lib_push
 
 from ..formats import DOMAIN, MARKER_VERSION
 
-
 F = TypeVar("F", bound=Callable[..., Any])
 
 

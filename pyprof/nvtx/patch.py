@@ -12,9 +12,10 @@ and `grad`, the collectives and point-to-point calls of `torch.distributed` (dis
 (through which `nn.LSTM` and co. call `torch.lstm`, `torch.gru`, ...) hands out the same
 wrappers as `torch`.
 
-A wrapped call hides the wrapped calls made inside it when prof's op table prices it (priced.py,
-the annotation's copy of that table); one the table does not know (`F.multi_head_attention_forward`) lets them carry markers of their own, so
-that prof prices its work from them.
+A wrapped call hides the wrapped calls made inside it when prof's op table prices it (priced.py:
+the annotation's copy of that table's names); one the table does not know
+(`F.multi_head_attention_forward`) lets them carry markers of their own, so that prof prices its
+work from them.
 """
 from __future__ import annotations
 

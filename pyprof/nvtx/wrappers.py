@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from ..formats import OPTIM_MOD
 from . import backward as _backward
 from . import memo as _memo
 from .emit import state as _state
@@ -274,7 +275,7 @@ def _step_marker(opt: torch.optim.Optimizer, args: tuple, kwargs: dict, tail: st
     cls = type(opt)
     prefix = _step_prefix.get(cls)
     if prefix is None:
-        prefix = _step_prefix[cls] = op_prefix("torch.optim", cls.__name__ + ".step")
+        prefix = _step_prefix[cls] = op_prefix(OPTIM_MOD, cls.__name__ + ".step")
     try:
         extra = '"params":' + optimizer_params(opt)
         for flag in ("foreach", "fused"):

@@ -35,6 +35,7 @@ from pyprof.parse.spans import Spans, remember
 from pyprof.parse.window import NEVER, Report, Window
 from pyprof.parse.zones import OPEN_END
 from pyprof.formats import DOMAIN as PYPROF_DOMAIN
+from pyprof.formats import OPTIM_MOD
 from pyprof.formats import VERSION as SCHEMA_VERSION
 # Forward ops remembered per process for backward kernels (docs/records.md).
 FWD_OPS_PER_PROCESS = 16384
@@ -90,7 +91,7 @@ def _str(s: str | None) -> str:
 
 # The JSON `mod` of an optimizer step's marker (`torch.optim`, `SGD.step`): its kernels are
 # neither forward nor backward work, direction `optim` (docs/records.md).
-_OPTIM = '"torch.optim"'
+_OPTIM = encode_str(OPTIM_MOD)
 
 
 def _split_op(name: str) -> tuple[str, str]:

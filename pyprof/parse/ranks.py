@@ -12,14 +12,14 @@ import os
 import re
 from typing import Iterable, NamedTuple
 
-from pyprof.formats import op_marker_head
+from pyprof.formats import DIST_MOD, op_marker_head
 from pyprof.parse.export import STRINGS, Export
 
 _LAST_NUMBER = re.compile(r"(\d+)\D*\Z")
 _SUFFIXES = (".sqlite", ".nsys-rep", ".sqlite3", ".db")
 # Our markers of torch.distributed calls, as registered strings (the nvtx package registers every
 # message), as a LIKE pattern: the head every one of them starts with.
-_DIST_MARKER = op_marker_head("torch.distributed") + "%"
+_DIST_MARKER = op_marker_head(DIST_MOD) + "%"
 
 
 class Rank(NamedTuple):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from typing import Callable, NamedTuple
 
+from ..formats import DIST_MOD
 from .registry import Call
 from .values import ITEMSIZE, Tensor, is_truncated
 
@@ -231,7 +232,7 @@ def _barrier(call: Call, n: int | None) -> tuple | None:
 def from_marker(marker: dict) -> Collective | None:
     """The collective of a pyprof torch.distributed marker, or None for another marker or an
     unknown function."""
-    if marker.get("kind") != "op" or marker.get("mod") != "torch.distributed":
+    if marker.get("kind") != "op" or marker.get("mod") != DIST_MOD:
         return None
     formula = TABLE.get(marker.get("op"))
     if formula is None:

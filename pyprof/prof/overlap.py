@@ -17,6 +17,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from typing import Any
 
+from ..formats import MOD, OPTIM_MOD
 from .collectives import Collective
 from .intervals import Timeline
 from .scan import time_field
@@ -34,7 +35,7 @@ def rank_text(rank: Any) -> str:
 
 def is_optimizer_step(rec: dict) -> bool:
     """A kernel of an optimizer step (pyprof marker `torch.optim` `<Class>.step`)."""
-    return rec.get("mod") == "torch.optim" and str(rec.get("op") or "").endswith(".step")
+    return rec.get(MOD) == OPTIM_MOD and str(rec.get("op") or "").endswith(".step")
 
 
 class Busy:
