@@ -26,7 +26,7 @@ from operator import itemgetter
 from sys import intern
 from typing import Any, Iterator
 
-from pyprof.parse import queries
+from pyprof.parse import nccl, queries
 from pyprof.parse.export import Export
 from pyprof.parse.gpu import GpuInfo
 from pyprof.parse.queries import SRC_CAPTURED, SRC_KERNEL, SRC_MEMCPY
@@ -45,7 +45,7 @@ _COMPACT_MIN = 64
 _NAME_CACHE = 65536
 _PUSH_POP = frozenset({queries.PUSH_POP, queries.PUSH_POP_T})
 # The NVTX fields the sweep reads, in the order it unpacks them.
-_NVTX_FIELDS = ("start", "end", "event_type", "global_tid", "domain_id", "text", "payload")
+_NVTX_FIELDS = ("start", "end", "event_type", "global_tid", "domain_id", "text", "payload", "blob")
 
 
 class Stats:
@@ -75,6 +75,8 @@ _NODE_SEQ = 6
 # For a range an earlier window took in (window.py): its RangeKey, else None. Kept in the range,
 # not in a map by id(): a popped range's id is reused by a later one.
 _KEY = 7
+# For an NCCL range: the NCCL calls a kernel launched inside it ran (nccl.Groups.take), else None.
+_NCCL = 8
 _Range = list
 
 
@@ -168,6 +170,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
         domains, _ = queries.domain_events(exp)
         gpus = GpuInfo(exp)
         copy_kinds = {k: encode_str(v) for k, v in queries.copy_kinds(exp).items()} if memcpy else {}
+        groups = nccl.Groups(exp, window.seed.nccl if window is not None and window.seed is not None else None)
     gpu_js: dict[tuple[Any, Any], str] = {}
     streams = []
     try:
@@ -278,7 +281,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                 # Bring in every range that starts by this launch. Inline, not a function: it
                 # runs about five times per kernel and a call per range costs 10% of parse.
                 while nv is not None and nv[0] <= t:  # _NVTX_FIELDS: start first
-                    start, end, etype, gtid, dom, text, payload = nv
+                    start, end, etype, gtid, dom, text, payload, blob = nv
                     nv = next(nvtx, None)
                     if gtid is None or text is None:
                         if text is not None and start >= fresh:
@@ -348,7 +351,8 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                         calls[gpid] = start
                     if pp and not stack:
                         tops[gtid] = (label.seq if label is not None and label.kind == TORCH and label.bwd else None, start)
-                    new = [start, OPEN_END if end is None else end, domain, text, label, 0, None, None]
+                    new = [start, OPEN_END if end is None else end, domain, text, label, 0, None, None,
+                           groups.take(gtid, dom, text, blob, start >= fresh) if domain == nccl.NCCL_DOMAIN else None]
                     stack.append(new)
                     if start < fresh:
                         key = new[_KEY] = (scope, pp, start, new[_END], domain, text)
@@ -381,7 +385,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                     if pstack:
                         encl = sorted(encl + _enclosing(pstack, t), key=_outer_first)
 
-                marker = module = owner = innermost_torch = bseq = node = None
+                marker = module = owner = innermost_torch = bseq = node = nccl_calls = None
                 torch_ops: list[str] = []
                 seqs: list[int] = []
                 layers: list[str] | tuple[str, ...] = []
@@ -424,6 +428,8 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                         layers.append(lab.js)
                     else:
                         others.append(lab.js)
+                        if r[_NCCL] is not None:
+                            nccl_calls = r[_NCCL]
                 if not bwd and owner is None:
                     if rtid in autograd_threads:
                         # PyTorch runs CUDA backward on its own thread: a launch there that no op
@@ -495,7 +501,8 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                         f'"fwd":{_fwd_js(bseq, fwd) if fwd is not None else node.js if node is not None else "null"},"torchOps":[{",".join(torch_ops)}],'
                         f'"seqId":{seqs[-1] if seqs else "null"},"altSeqId":[{",".join(map(str, seqs[:-1]))}],'
                         f'"subSeqId":{sub},"layer":[{",".join(layers)}],"module":{module or "null"},'
-                        f'"trace":{trace},"ranges":[{",".join(others)}]}}')
+                        f'"trace":{trace},"ranges":[{",".join(others)}]'
+                        f'{"" if nccl_calls is None else nccl.member_js(nccl_calls)}}}')
                 src = row[src_at]
                 if src == SRC_CAPTURED:
                     if op != "null":
@@ -554,6 +561,8 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
                 # the seed's pending spans entered (window.compose).
                 window.report.fwd, window.report.pending = fwd_ops, spans.pending
                 window.report.tops, window.report.calls = tops, calls
+                window.report.nccl = groups.state
+                window.report.nccl_nested, window.report.nccl_ended = groups.nested, groups.ended
                 # Seeded or not: a captured node's attribution may depend on the seed, so the
                 # exact ones come from a seeded run (parallel.py passes them on).
                 window.report.captured = {k: v for k, v in captured.items() if seed is None or k not in seed.captured}
@@ -564,6 +573,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
         stats.kernels += kernels
         stats.with_op += with_op
         stats.no_launch += no_launch
+        stats.not_understood += groups.unknown
         # Close the cursors now, while the connection is open, not whenever they are collected;
         # the merge first: closed later, it would close its current cursor again on a closed
         # database, and Python would print that on stderr ("Exception ignored in ... merge").

@@ -94,6 +94,7 @@ class Done:
     pending: dict | None = None
     tops: dict | None = None
     calls: dict | None = None
+    nccl: dict | None = None
     times: tuple[float, float, float, float] | None = None  # began, first record, ended (epoch s), CPU s
 
 
@@ -136,7 +137,7 @@ def _work(part: Part) -> Done:
     report = part.window.report
     return Done(part.index, rank, stats, report if part.window.seed is None else None,
                 captured=report.captured, tail=report.tail, fwd=report.fwd, pending=report.pending,
-                tops=report.tops, calls=report.calls, times=times)
+                tops=report.tops, calls=report.calls, nccl=report.nccl, times=times)
 
 
 def session_start(exp: Export) -> int:
@@ -503,7 +504,7 @@ class _Stream:
                 # forward op they need, started without the tail before it, or closed a span an
                 # earlier window left pending): every window before this one is exact now.
                 exact = replace(first.report, captured=done.captured, tail=done.tail, fwd=done.fwd,
-                                pending=done.pending, tops=done.tops, calls=done.calls)
+                                pending=done.pending, tops=done.tops, calls=done.calls, nccl=done.nccl)
                 self.seed = compose(self.seed, exact, FWD_OPS_PER_PROCESS)
             self.part += 1
 

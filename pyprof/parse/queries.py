@@ -59,8 +59,9 @@ KERNEL_AT, MEMCPY_AT, MEMSET_AT, CAPTURED_AT = ({name: i for i, name in enumerat
 # The fields an NVTX row can have. Its reader names the ones it wants in the order it unpacks
 # them: a range read field by field costs four times a tuple unpack, and about five arrive per kernel.
 # `payload`: the range's int64 payload (pyprof op ranges carry autograd sequence numbers in it,
-# docs/markers.md), NULL when absent, not an integer or negative.
-NVTX_FIELDS = ("start", "end", "event_type", "global_tid", "domain_id", "text", "payload")
+# docs/markers.md), NULL when absent, not an integer or negative. `blob`: the extended payload's
+# bytes (NCCL's ranges carry them: nccl.py), NULL unless the export was made with --include-blobs.
+NVTX_FIELDS = ("start", "end", "event_type", "global_tid", "domain_id", "text", "payload", "blob")
 
 
 def _select(layout: Sequence[str], exprs: dict[str, str]) -> str:
@@ -189,7 +190,8 @@ def nvtx_sql(exp: Export, fields: Sequence[str] = NVTX_FIELDS, where: str = "",
         return None
     text, joins = _text(exp)
     exprs = {"start": "n.start", "end": "n.end", "event_type": "n.eventType", "global_tid": exp.col(NVTX, "n", "globalTid"),
-             "domain_id": exp.col(NVTX, "n", "domainId"), "text": text, "payload": _payload(exp.col(NVTX, "n", "int64Value"))}
+             "domain_id": exp.col(NVTX, "n", "domainId"), "text": text, "payload": _payload(exp.col(NVTX, "n", "int64Value")),
+             "blob": exp.col(NVTX, "n", "binaryData")}
     cond = f"{where + ' AND ' if where else ''}n.eventType IN ({', '.join('?' * len(RANGE_TYPES))})"
     params += RANGE_TYPES
     if exp.has(NVTX, "globalTid") and exp.has(RUNTIME, "globalTid"):

@@ -46,7 +46,7 @@ class Seed:
     compiled-graph join of the window before held (None: nothing); `pending`: the pending node
     spans per process and thread (spans.Pending); `tops`: globalTid -> (node seq or None, start)
     of the thread's last range pushed while none was open; `calls`: globalPid -> start of its
-    last backward call range."""
+    last backward call range; `nccl`: globalTid -> its NCCL group (nccl.Groups.state)."""
 
     fwd: dict[int, dict[int, Any]] = field(default_factory=dict)
     autograd: set[int] = field(default_factory=set)
@@ -56,6 +56,7 @@ class Seed:
     pending: spans.Pending = field(default_factory=dict)
     tops: dict[int, tuple[int | None, int]] = field(default_factory=dict)
     calls: dict[int, int] = field(default_factory=dict)
+    nccl: dict[int, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -79,6 +80,8 @@ class Report:
     payload ranges of (a seeded run's: of every thread, exact, as fwd; spans.Pending). tops,
     calls: as Seed's, at the window's end; tops_missed: globalTids of the autograd threads whose
     launch outside every range needed the last range pushed before the window (or inherited).
+    nccl: as Seed's, at the window's end; nccl_nested, nccl_ended: the globalTids whose NCCL
+    group at the window's start the window depended on (nccl.Groups).
     """
 
     misses: dict[tuple[int, int], int] = field(default_factory=dict)
@@ -97,6 +100,9 @@ class Report:
     tops: dict[int, tuple[int | None, int]] = field(default_factory=dict)
     calls: dict[int, int] = field(default_factory=dict)
     tops_missed: set[int] = field(default_factory=set)
+    nccl: dict[int, Any] = field(default_factory=dict)
+    nccl_nested: set[int] = field(default_factory=set)
+    nccl_ended: set[int] = field(default_factory=set)
 
 
 class Window:
@@ -222,7 +228,8 @@ def compose(seed: Seed, report: Report, cap: int) -> Seed:
         opened[key] = (before[0] + count, node_seq if node_seq is not None else before[1])
     return Seed(fwd, seed.autograd | report.autograd, opened, {**seed.captured, **report.captured}, report.tail,
                 spans.compose(seed.pending, report.pending), {**seed.tops, **report.tops},
-                {pid: max(seed.calls.get(pid, NEVER), report.calls.get(pid, NEVER)) for pid in {**seed.calls, **report.calls}})
+                {pid: max(seed.calls.get(pid, NEVER), report.calls.get(pid, NEVER)) for pid in {**seed.calls, **report.calls}},
+                {**seed.nccl, **report.nccl})
 
 
 def stale(seed: Seed, report: Report) -> bool:
@@ -240,6 +247,10 @@ def stale(seed: Seed, report: Report) -> bool:
         return True
     if report.negatives & seed.autograd:
         return True
+    if any(seed.nccl[tid][0] for tid in report.nccl_nested & seed.nccl.keys()):
+        return True  # a group open across the window's start
+    if any(seed.nccl[tid][1] for tid in report.nccl_ended & seed.nccl.keys()):
+        return True  # the calls of a group whose end the window inherited
     if any(node in seed.captured for node in report.captured_misses):
         return True
     if any(seed.open.get(key, (0, None))[0] for key in report.owners):
