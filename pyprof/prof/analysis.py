@@ -11,6 +11,7 @@ from . import ops  # noqa: F401  (fills the op table)
 from .ops.gemm import aten_gemm
 from . import peaks as peaks_mod
 from .calls import CallNumbers, identity as call_identity
+from .collectives import of_record, size_warning
 from .compiled import LEVEL as COMPILED, CompiledPricer
 from .parts import COPY, CallParts, Part, backward_parts, family, forward_parts
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, Call, Cost, Unknowable, lookup, retype
@@ -102,6 +103,16 @@ def _private_call(rec: dict) -> bool:
     return isinstance(name, str) and name.startswith("aten::_")
 
 
+def _no_marker(rec: dict) -> tuple[str, str] | None:
+    """The warning for a record without an op marker: an NCCL kernel's work is communication, so
+    it is one only when its collective's size is unknown (collectives.size_warning)."""
+    coll = of_record(rec)
+    if coll is not None:
+        why = size_warning(rec, coll)
+        return None if why is None else (why, coll.kind or "nccl")
+    return None if _private_call(rec) else ("no op marker", f"{rec.get('mod')}.{rec.get('op')}")
+
+
 class Analyzer:
     """Derives Facts per record. Keeps one entry per (pid, tid): the call its last kernel
     belonged to, so that an op's work goes to its first (main) kernel only."""
@@ -125,7 +136,7 @@ class Analyzer:
         """(cost, None) or (None, (warning kind, op name)) for the marker behind a record."""
         marker = rec["fwd"].get("marker") if _backward_of(rec) else rec.get("marker")
         if not isinstance(marker, dict) or marker.get("kind") != "op":
-            return None, (None if _private_call(rec) else ("no op marker", f"{rec.get('mod')}.{rec.get('op')}"))
+            return None, _no_marker(rec)
         key = repr(marker)  # equal markers have equal costs; repr is the cheapest exact key
         hit = self._costs.get(key)
         if hit is None:

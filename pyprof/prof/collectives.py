@@ -6,7 +6,10 @@ Identity comes from what the trace already says, most precise first:
 1. a pyprof marker of the torch.distributed call that launched the kernel (pyprof.init() wraps
    every collective): its tensors give the dtype and size, its `dist` member the group size;
    one short formula per c10d function, below, in the op table's style;
-2. the kernel's own name: NCCL names its kernels after the collective, reduction and dtype
+2. the NCCL calls that launched the kernel (the record's `nccl`: parse reads them from NCCL's
+   own NVTX payloads, docs/records.md): their message sizes give S wherever no marker does
+   (DDP's reducer buckets, batched sends and receives, FSDP without markers);
+3. the kernel's own name: NCCL names its kernels after the collective, reduction and dtype
    (`ncclDevKernel_AllReduce_Sum_bf16_RING_LL`; before 2.19 `ncclKernel_AllReduce_RING_LL_Sum_half`),
    which also covers collectives launched inside PyTorch (DDP's reducer, FSDP), and PyTorch's
    `record_param_comms` range around it, whose `sizes` (with `record_shapes`) give the tensor.
@@ -64,8 +67,9 @@ class Collective(NamedTuple):
     """One NCCL kernel's collective. None fields are unknown (printed `na`).
 
     kind: nccl-tests' name (AllReduce, ...); dtype: PyTorch dtype name; size: S in bytes; ranks:
-    the group size n; via: where the identity came from (`marker`, `kernel`); group: the process
-    group's name when a marker said it."""
+    the group size n; via: where the identity came from (`marker`, `nccl`, `kernel`); group: the
+    process group's name when a marker said it; part: S / n where S is n times what NCCL's
+    calls said (an all-gather's send buffer, ...) and n is not known yet (with_ranks)."""
 
     kind: str | None
     dtype: str | None
@@ -73,6 +77,13 @@ class Collective(NamedTuple):
     ranks: int | None
     via: str
     group: str | None = None
+    part: int | None = None
+
+    def with_ranks(self, n: int) -> "Collective":
+        """The collective in a group of `n` ranks where nothing said its size."""
+        if self.ranks:
+            return self
+        return self._replace(ranks=n, size=self.size if self.part is None else self.part * n)
 
     def algbw(self, ns: int | None) -> float | None:
         """S / t in GB/s (bytes per ns), for a duration of `ns`."""
@@ -251,6 +262,48 @@ def from_marker(marker: dict) -> Collective | None:
                       group if isinstance(group, str) else None)
 
 
+# NCCL's API calls (a record's `nccl` entries) -> nccl-tests' kind, and whether NCCL's message
+# size is one rank's share of S (S = n x message): an all-gather's send buffer, a reduce-scatter's
+# result, an all-to-all's message to one peer, a gather's send and a scatter's receive buffer.
+NCCL_CALLS = {"ncclAllReduce": (ALLREDUCE, False), "ncclBroadcast": (BROADCAST, False),
+              "ncclBcast": (BROADCAST, False), "ncclReduce": (REDUCE, False),
+              "ncclAllGather": (ALLGATHER, True), "ncclReduceScatter": (REDUCESCATTER, True),
+              "ncclAlltoAll": (ALLTOALL, True), "ncclGather": (GATHER, True), "ncclScatter": (SCATTER, True),
+              "ncclSend": (SEND, False), "ncclRecv": (RECV, False)}
+# What prof says of an NCCL kernel whose size nothing gave, and how to get it.
+NO_SIZE = "collective size unknown"
+NO_PAYLOADS = ("collective size unknown: the export has NCCL's ranges without their payloads "
+               "(export the report with `nsys export --type sqlite --include-blobs=true`)")
+
+
+def from_nccl_calls(calls: object, ranks: int | None) -> tuple[str, int | None, int | None] | None:
+    """(kind, S in bytes, S / n) of the NCCL calls a kernel ran (a record's `nccl`); None where
+    they do not say (not a list of calls of one known kind, or of one send/receive batch, on
+    one communicator). S is None where it scales with an unknown group size."""
+    if not isinstance(calls, list) or not calls:
+        return None
+    kinds, comms, whole, part = set(), set(), 0, 0
+    for c in calls:
+        known = NCCL_CALLS.get(c.get("call")) if isinstance(c, dict) and isinstance(c.get("call"), str) else None
+        size = c.get("bytes") if known is not None else None
+        if type(size) is not int or size < 0:
+            return None
+        kinds.add(known[0])
+        comms.add(repr(c.get("comm")))
+        if known[1]:
+            part += size
+        else:
+            whole += size
+    if len(comms) > 1:
+        return None  # one kernel per communicator: which of the calls this one ran is unknown
+    kind = SENDRECV if kinds == {SEND, RECV} else kinds.pop() if len(kinds) == 1 else None
+    if kind is None or (part and whole):
+        return None
+    if not part:
+        return kind, whole, None
+    return kind, None if ranks is None else part * ranks, part
+
+
 def _param_comms_elems(rec: dict) -> int | None:
     """Elements of the tensor in PyTorch's innermost `record_param_comms` range (its first
     input, when the range carries sizes)."""
@@ -286,6 +339,13 @@ def of_record(rec: dict, ranks: int | None = None) -> Collective | None:
     if coll is not None:
         if coll.ranks is None and ranks:
             coll = coll._replace(ranks=ranks)
+        if coll.size is not None or "nccl" not in rec:
+            return coll
+        ranks, kind, dtype = coll.ranks, coll.kind or kind, coll.dtype or dtype
+    called = from_nccl_calls(rec["nccl"], ranks) if "nccl" in rec else None
+    if called is not None:
+        return Collective(called[0], dtype, called[1], ranks, "nccl", coll.group if coll else None, called[2])
+    if coll is not None:
         return coll
     elems = _param_comms_elems(rec)
     size = None
@@ -293,3 +353,15 @@ def of_record(rec: dict, ranks: int | None = None) -> Collective | None:
         s = _FROM_INPUT[kind](elems, ranks)
         size = None if s is None else s * ITEMSIZE[dtype]
     return Collective(kind, dtype, size, ranks, "kernel")
+
+
+def size_warning(rec: dict, coll: Collective | None) -> str | None:
+    """Why the collective `coll` of an NCCL kernel record has no size (NO_PAYLOADS when its
+    export had NCCL's ranges but not their payloads); None when it has one or is None."""
+    if coll is None or coll.size is not None or coll.part is not None:
+        return None
+    ranges = rec.get("ranges")
+    if "nccl" not in rec and isinstance(ranges, list) and any(isinstance(r, str) and r.startswith("NCCL:")
+                                                             for r in ranges):
+        return NO_PAYLOADS
+    return NO_SIZE

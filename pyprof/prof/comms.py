@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .collectives import of_record
+from collections import Counter
+
+from .collectives import of_record, size_warning
 from .overlap import Overlap, rank_key
 from .scan import time_field
 from .stragglers import Instances
@@ -23,6 +25,7 @@ class Comms:
         self.nccl = 0
         self.nccl_ns = 0
         self.identified_ns = 0   # NCCL kernel time whose collective kind is known
+        self.unsized: Counter = Counter()   # why a collective kernel's size is unknown -> kernels
 
     def add(self, rec: dict, facts: Any = None) -> None:
         """Take one record (facts unused)."""
@@ -39,6 +42,9 @@ class Comms:
             self.nccl_ns += dur
             if coll.kind is not None:
                 self.identified_ns += dur
+            why = size_warning(rec, coll)
+            if why is not None:
+                self.unsized[why] += 1
             tag = self.instances.add(rec, coll)
         self.overlap.add(rec, coll, tag)
 

@@ -37,14 +37,15 @@ class Instances:
         self._count[(rank, group, kind)] = k + 1
         key = (group, kind, k)
         self.arrivals.setdefault(key, {})[rank] = (rec["kStart"], rec["kEnd"])
-        if key not in self.meta or (self.meta[key].size is None and coll.size is not None):
+        known = self.meta.get(key)
+        if known is None or (known.size is None and known.part is None and (coll.size, coll.part) != (None, None)):
             self.meta[key] = coll
         return key
 
     def rows(self) -> list[dict]:
         """One row per instance, in order of first arrival: arrivals and waits per rank, the
-        slowest rank, the skew; the transfer (from the last arrival to the first end) and the
-        bus bandwidth over it, the collective's own speed once everyone is there."""
+        slowest rank, the skew; the transfer (from the last arrival to the first end after it) and
+        the bus bandwidth over it, the collective's own speed once everyone is there."""
         out = []
         for key, by_rank in self.arrivals.items():
             ranks = sorted(by_rank, key=rank_key)
@@ -53,15 +54,17 @@ class Instances:
             # No one is slowest when all arrived at once (a queued collective starts when the one
             # before it ends, on every rank alike).
             slowest = max(ranks, key=lambda r: (starts[r], rank_key(r))) if last > first else None
-            end = min(e for _, e in by_rank.values())
-            coll = self.meta[key]
-            transfer = end - last if end > last else None
+            # A rank that needs no one's data can end before the last one arrives (a broadcast's
+            # root, a reduce's other ranks: NCCL buffers what they send): the transfer is the
+            # time of the ranks still moving data then.
+            end = min((e for _, e in by_rank.values() if e > last), default=None)
+            coll = self.meta[key].with_ranks(len(ranks))
+            transfer = None if end is None else end - last
             out.append({"group": key[0], "kind": key[1], "index": key[2], "dtype": coll.dtype, "size": coll.size,
                         "ranks": len(ranks), "first_ns": first, "last_ns": last, "skew_ns": last - first,
                         "slowest": slowest, "arrival_ns": {str(r): starts[r] - first for r in ranks},
                         "wait_ns": {str(r): last - starts[r] for r in ranks}, "transfer_ns": transfer,
-                        "busbw": coll.busbw(transfer) if coll.ranks else
-                        coll._replace(ranks=len(ranks)).busbw(transfer)})
+                        "busbw": coll.busbw(transfer)})
         out.sort(key=lambda r: (r["first_ns"], r["group"], r["kind"], r["index"]))
         return out
 

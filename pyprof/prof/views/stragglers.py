@@ -13,6 +13,7 @@ from ..comms import Comms
 from ..output import TextColumn, columnated_writer, csv_cell, csv_writer, text_width
 from ..overlap import rank_text
 from ..units import duration, rate, si
+from ...text import count
 
 FLAG = "--stragglers"
 ORDER = 5
@@ -89,6 +90,8 @@ def write(comms: Comms, args: argparse.Namespace) -> None:
     why = empty_because(comms, rep)
     if why:  # a table of nothing, or of one rank against itself, would not say why
         print(f"pyprof.prof: warning: --stragglers: {why}", file=sys.stderr)
+    for unsized, n in sorted(comms.unsized.items()):
+        print(f"pyprof.prof: warning: --stragglers: {count(n, 'NCCL kernel')}: {unsized}", file=sys.stderr)
     if args.json:
         json.dump(rep, sys.stdout, indent=1)
         sys.stdout.write("\n")
