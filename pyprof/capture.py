@@ -21,6 +21,7 @@ from pyprof.cli import Parser, exit_statuses, invoked_as
 from pyprof.errors import (EXIT_BAD_FORMAT, EXIT_CORRUPT, EXIT_INTERRUPTED, EXIT_NO_INPUT, EXIT_NO_KERNELS,
                            EXIT_OUTPUT, EXIT_TOOL, EXIT_USAGE, PyprofError, cannot_write, run_cli)
 from pyprof.nsys import MIN_VERSION, find_nsys, nsys_version
+from pyprof.parse.nsysrep import export
 from pyprof.parse import parse
 
 PROG = "pyprof.capture"
@@ -46,7 +47,6 @@ DEFAULTS: dict[str, tuple[str, ...]] = {
     "--capture-range": ("--capture-range=cudaProfilerApi",),
     "--capture-range-end": ("--capture-range-end=stop",),
     "--force-overwrite": ("--force-overwrite=true",),
-    "--export": ("--export=sqlite",),
     # One kernel row per kernel of a CUDA graph (nsys's default traces each graph launch as one).
     "--cuda-graph-trace": ("--cuda-graph-trace=node",),
 }
@@ -130,6 +130,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: running {' '.join(cmd)}", file=sys.stderr)
     status = subprocess.run(cmd).returncode
     sqlite = name + ".sqlite"
+    if os.path.isfile(name + ".nsys-rep"):
+        # `nsys profile --export` leaves out the NVTX payloads' bytes (NCCL's message sizes).
+        export(nsys, name + ".nsys-rep", sqlite, args.quiet, False, PROG)
     if not os.path.isfile(sqlite):
         raise PyprofError(f"nsys exited with status {status} and wrote no {sqlite}", EXIT_TOOL)
     if status != 0 and not args.quiet:

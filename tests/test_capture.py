@@ -19,12 +19,14 @@ FAKE_NSYS = textwrap.dedent(f"""\
     if sys.argv[1:] == ["--version"]:
         print("NVIDIA Nsight Systems version " + os.environ["FAKE_NSYS_VERSION"])
         sys.exit(0)
-    with open("nsys-argv.json", "w") as f:
+    with open(f"nsys-{{sys.argv[1]}}-argv.json", "w") as f:
         json.dump(sys.argv[1:], f)
     out = sys.argv[sys.argv.index("--output") + 1]
-    if os.environ.get("FAKE_NSYS_EXPORT", "1") == "1":
-        shutil.copy({LENET!r}, out + ".sqlite")
-    sys.exit(int(os.environ.get("FAKE_NSYS_STATUS", "0")))
+    if sys.argv[1] == "export":  # `nsys export ... --output OUT REPORT`
+        shutil.copy({LENET!r}, out)
+    elif os.environ.get("FAKE_NSYS_EXPORT", "1") == "1":
+        open(out + ".nsys-rep", "w").close()
+    sys.exit(int(os.environ.get("FAKE_NSYS_STATUS", "0")) if sys.argv[1] == "profile" else 0)
     """)
 
 
@@ -44,10 +46,14 @@ def run_capture(tmp_path, *args, version="2025.3.1.0", env_extra=None, nsys=True
 def test_capture_runs_nsys_with_pyprof_flags_then_parses(tmp_path):
     done = run_capture(tmp_path, "-o", "net", "--duration=20", "--", "python", "train.py", "--lr", "0.1")
     assert done.returncode == 0, done.stderr
-    argv = json.loads((tmp_path / "nsys-argv.json").read_text())
+    argv = json.loads((tmp_path / "nsys-profile-argv.json").read_text())
     assert argv == ["profile", "--trace=cuda,nvtx", "--sample=none", "--cpuctxsw=none",
                     "--capture-range=cudaProfilerApi", "--capture-range-end=stop", "--force-overwrite=true",
-                    "--export=sqlite", "--cuda-graph-trace=node", "--duration=20", "--output", "net", "python", "train.py", "--lr", "0.1"]
+                    "--cuda-graph-trace=node", "--duration=20", "--output", "net", "python", "train.py", "--lr", "0.1"]
+    # The export is made apart: `nsys profile --export` leaves out the NVTX payloads (NCCL's sizes).
+    assert json.loads((tmp_path / "nsys-export-argv.json").read_text()) == [
+        "export", "--type", "sqlite", "--output", "net.sqlite", "--include-blobs=true", "--force-overwrite=true",
+        "net.nsys-rep"]
     records = [json.loads(line) for line in (tmp_path / "net.dict").read_text().splitlines()]
     assert len(records) == 44
     assert records[0]["op"] == "conv2d" and records[0]["kShortName"] == "implicit_convolve_sgemm"
@@ -58,8 +64,8 @@ def test_user_options_replace_defaults_and_whole_run(tmp_path):
     done = run_capture(tmp_path, "-t", "cuda,nvtx,cublas", "--whole", "-q", "--", "python", "train.py")
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
-    argv = json.loads((tmp_path / "nsys-argv.json").read_text())
-    assert argv == ["profile", "--sample=none", "--cpuctxsw=none", "--force-overwrite=true", "--export=sqlite",
+    argv = json.loads((tmp_path / "nsys-profile-argv.json").read_text())
+    assert argv == ["profile", "--sample=none", "--cpuctxsw=none", "--force-overwrite=true",
                     "--cuda-graph-trace=node", "-t", "cuda,nvtx,cublas", "--capture-range=none", "--output", "train", "python", "train.py"]
 
 
@@ -87,7 +93,7 @@ def test_output_folder_that_cannot_be_written_stops_before_the_run(tmp_path):
     done = run_capture(tmp_path, "-o", "no/such/net", "--", "python", "train.py")
     assert (done.returncode, done.stderr) == (10, "pyprof.capture: error: no/such/net.nsys-rep: cannot write (No "
                                                   "such file or directory)\n")
-    assert not (tmp_path / "nsys-argv.json").exists()  # nsys never ran
+    assert not (tmp_path / "nsys-profile-argv.json").exists()  # nsys never ran
 
 
 def test_program_is_required(tmp_path):

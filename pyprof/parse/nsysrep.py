@@ -54,7 +54,7 @@ def sqlite_path(path: str, quiet: bool, progress: bool = False) -> Iterator[str]
         tmp, folder = tempfile.TemporaryDirectory(prefix="pyprof-parse-"), None
     with tmp as scratch:
         out = os.path.join(scratch, os.path.basename(path)[: -len(".nsys-rep")] + ".sqlite")
-        _export(nsys, path, out, quiet, progress)
+        export(nsys, path, out, quiet, progress)
         yield out
         # Kept once it was read to the end: an export nsys botched is made again next time.
         if folder is not None:
@@ -64,13 +64,17 @@ def sqlite_path(path: str, quiet: bool, progress: bool = False) -> Iterator[str]
             os.replace(out, cached)
 
 
-def _export(nsys: str, path: str, out: str, quiet: bool, progress: bool) -> None:
+def export(nsys: str, path: str, out: str, quiet: bool, progress: bool, prog: str = "pyprof.parse") -> None:
+    """Export report `path` to SQLite file `out` with `nsys export` (replacing `out`), with the
+    NVTX payloads' bytes (--include-blobs: NCCL's message sizes, docs/parse.md); PyprofError
+    (EXIT_TOOL) with nsys's last words when it fails. `prog` names the tool in messages."""
     if not quiet:
-        print(f"pyprof.parse: exporting {path} to SQLite with {nsys} export --type sqlite", file=sys.stderr)
+        print(f"{prog}: exporting {path} to SQLite with {nsys} export --type sqlite", file=sys.stderr)
     # nsys's own chatter must not reach our stdout, which carries records.
-    proc = subprocess.Popen([nsys, "export", "--type", "sqlite", "--output", out, path], stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen([nsys, "export", "--type", "sqlite", "--output", out, "--include-blobs=true",
+                             "--force-overwrite=true", path], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
-    meter = Progress("pyprof.parse", None, progress and not quiet, unit=f"s: nsys exporting {path}")
+    meter = Progress(prog, None, progress and not quiet, unit=f"s: nsys exporting {path}")
     began = time.monotonic()
     try:
         while True:

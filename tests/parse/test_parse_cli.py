@@ -280,8 +280,10 @@ def test_nsys_rep_is_exported_first(tmp_path: Path) -> None:
     export = small_export(tmp_path / "real.sqlite")
     rep = tmp_path / "net.nsys-rep"
     rep.write_bytes(b"not read by us")
-    # Like nsys: `nsys export --type sqlite --output OUT REP` writes OUT (and chatters on stdout).
+    # Like nsys: `nsys export --type sqlite --output OUT ... REP` writes OUT (and chatters on stdout);
+    # asked for the NVTX payloads' bytes (NCCL's message sizes), replacing OUT.
     env = fake_nsys(tmp_path / "bin", f'echo "Processing events..."\n[ "$1 $2 $3" = "export --type sqlite" ] || exit 9\n'
+                                      f'[ "$6 $7 $8" = "--include-blobs=true --force-overwrite=true {rep}" ] || exit 9\n'
                                       f'cp {export} "$5"\n')
     res = run_parse(rep, env=env)
     assert res.returncode == 0, res.stderr
