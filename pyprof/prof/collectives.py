@@ -49,6 +49,9 @@ BUS_FACTOR: dict[str, Callable[[int], float]] = {
     RECV: lambda n: 1.0,
 }
 
+# The kinds whose factor is 1 whatever the group size: their busbw needs no n.
+_ANY_RANKS = frozenset({BROADCAST, REDUCE, SENDRECV, SEND, RECV})
+
 # NCCL's dtype tokens in kernel names (2.19+ and older spellings) -> PyTorch dtype names.
 NCCL_DTYPES = {
     "i8": "int8", "u8": "uint8", "i32": "int32", "u32": "uint32", "i64": "int64", "u64": "uint64",
@@ -95,9 +98,9 @@ class Collective(NamedTuple):
         """algbw times nccl-tests' factor for the kind and group size, in GB/s."""
         alg = self.algbw(ns)
         factor = BUS_FACTOR.get(self.kind) if self.kind else None
-        if alg is None or factor is None or not self.ranks:
+        if alg is None or factor is None or not (self.ranks or self.kind in _ANY_RANKS):
             return None
-        return alg * factor(self.ranks)
+        return alg * factor(self.ranks or 1)
 
 
 def is_nccl(name: str | None) -> bool:
