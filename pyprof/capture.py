@@ -5,7 +5,8 @@
 
 is the same as `nsys profile` with CUDA and NVTX tracing, no CPU sampling, the capture limited to
 the torch.cuda.profiler.start()/stop() range with the program left running afterwards, the kernels
-of CUDA graphs traced one by one, and a SQLite export, followed by
+of CUDA graphs traced one by one, and a SQLite export with the NVTX payloads' bytes (NCCL's
+message sizes: `nsys export --include-blobs=true`), followed by
 `python -m pyprof.parse net.sqlite -o net.dict`.
 """
 from __future__ import annotations
