@@ -118,3 +118,37 @@ def test_non_nccl_kernels_and_copies_are_no_collectives():
     assert of_record(rec("ampere_sgemm_128x64_tn")) is None
     assert of_record({"kind": "memcpy", "kShortName": "memcpy DtoD"}) is None
     assert not is_nccl(None)
+
+
+def call(name, size, comm="c1"):
+    return {"call": name, "bytes": size, "comm": comm}
+
+
+def test_of_record_from_nccls_calls_where_no_marker_sizes_it():
+    """A record's `nccl` (parse/nccl.py): S from NCCL's message sizes, n x them where NCCL counts
+    one rank's part; a batch of sends and receives is one SendRecv of their sum."""
+    r = rec("ncclDevKernel_AllReduce_Sum_f32_RING_LL", nccl=[call("ncclAllReduce", 2099200)])
+    assert of_record(r) == Collective(ALLREDUCE, "float32", 2099200, None, "nccl")
+    g = rec("ncclDevKernel_AllGather_RING_LL", nccl=[call("ncclAllGather", 1000)])
+    assert of_record(g) == Collective(ALLGATHER, None, None, None, "nccl", None, 1000)
+    assert of_record(g).with_ranks(4).size == 4000 and of_record(g, ranks=2).size == 2000
+    b = rec("ncclDevKernel_SendRecv", nccl=[call("ncclSend", 12000), call("ncclRecv", 12000)])
+    assert (of_record(b).kind, of_record(b).size, of_record(b).busbw(1000)) == (SENDRECV, 24000, 24.0)
+    # A marker that sizes the call wins; one that cannot (a truncated list) takes NCCL's size.
+    m = dist_marker("all_to_all_single", [T([8]), T([8])], size=2)
+    assert of_record(rec("ncclDevKernel_SendRecv", marker=m, nccl=[call("ncclAlltoAll", 999)])).size == 32
+    m = dist_marker("all_to_all", [[T([8])], ["..."]], size=2)
+    assert of_record(rec("ncclDevKernel_SendRecv", marker=m, nccl=[call("ncclAlltoAll", 16)])) == \
+        Collective(ALLTOALL, None, 32, 2, "nccl", "0", 16)
+
+
+@pytest.mark.parametrize("calls", [
+    [], "x", [1], [call("ncclAllReduce", -1)], [call("ncclAllReduce", 1.5)], [call("ncclCommSplit", 8)],
+    [{"call": ["ncclAllReduce"], "bytes": 8}], [call("ncclAllReduce", 8, "c1"), call("ncclAllReduce", 8, "c2")],
+    [call("ncclAllReduce", 8), call("ncclAllGather", 8)], [call("ncclBroadcast", 8), call("ncclReduce", 8)],
+])
+def test_nccl_calls_that_do_not_say_give_no_size(calls):
+    """Not calls of one known kind (or one send/receive batch) on one communicator: the kernel's
+    name still gives the kind, the size stays unknown."""
+    assert of_record(rec("ncclDevKernel_AllReduce_Sum_f32_RING_LL", nccl=calls)) == \
+        Collective(ALLREDUCE, "float32", None, None, "kernel")
