@@ -266,6 +266,7 @@ def test_ddp_report_in_the_browser(browser, tmp_path):
     """The shipped two-rank DDP capture: per-rank tables, NCCL kernels, the overlap per rank and step."""
     import subprocess
     import sys
+    import warnings
 
     from captures import unpacked
 
@@ -274,7 +275,10 @@ def test_ddp_report_in_the_browser(browser, tmp_path):
     records = tmp_path / "ddp.dict"
     subprocess.run([sys.executable, "-m", "pyprof.parse", str(tmp_path), "-o", str(records)], check=True,
                    capture_output=True, cwd=ROOT)
-    with pytest.warns(pyprof.ProfWarning, match="no op marker: 28 kernels"):
+    with warnings.catch_warnings():
+        # DDP's 28 bucket all-reduce kernels have no op marker, but their record_param_comms
+        # ranges size them: collectives understood, nothing to warn about.
+        warnings.simplefilter("error", pyprof.ProfWarning)
         rep = pyprof.report(records)
     assert [(s["rank"], s["step"]) for s in rep["overlap"]["steps"]] == \
         [(s["rank"], s["step"]) for s in pyprof.overlap(records)["steps"]]
