@@ -81,6 +81,7 @@ BYTES, COPY_KIND = "bytes", "copyKind"
 DIR, MOD, OP, MARKER, FWD = "dir", "mod", "op", "marker", "fwd"
 TORCH_OPS, SEQ_ID, ALT_SEQ_ID, SUB_SEQ_ID = "torchOps", "seqId", "altSeqId", "subSeqId"
 LAYER, MODULE, TRACE, RANGES, COMPILED = "layer", "module", "trace", "ranges", "compiled"
+NCCL = "nccl"
 
 # JSON types, as docs/records.md names them.
 INT, STR, LIST, OBJECT, NULL = "int", "str", "list", "object", "null"
@@ -88,7 +89,8 @@ INT, STR, LIST, OBJECT, NULL = "int", "str", "list", "object", "null"
 
 class Field(NamedTuple):
     """One record key: the JSON types its value may have, the record kinds that carry it, and
-    whether it is only there sometimes (`rank`: several exports; `compiled`: a joined kernel)."""
+    whether it is only there sometimes (`rank`: several exports; `nccl`: a launch inside an NCCL
+    call's range with a payload; `compiled`: a joined kernel)."""
 
     key: str
     types: tuple[str, ...]
@@ -134,6 +136,7 @@ FIELDS: tuple[Field, ...] = (
     Field(MODULE, (STR, NULL)),
     Field(TRACE, (STR, NULL)),
     Field(RANGES, (LIST,)),
+    Field(NCCL, (LIST,), sometimes=True),
     Field(COMPILED, (OBJECT,), (KERNEL,), sometimes=True),
 )
 RECORD_KEYS = frozenset(f.key for f in FIELDS)

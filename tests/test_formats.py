@@ -71,7 +71,7 @@ def test_every_record_parse_writes_is_formats_record(capture):
 
 def test_the_shipped_captures_show_every_field():
     seen = {key for capture in CAPTURES for line in written(capture) for key in json.loads(line)}
-    assert seen == formats.RECORD_KEYS - {formats.RANK}  # rank: below
+    assert seen == formats.RECORD_KEYS - {formats.RANK, formats.NCCL}  # both: below
 
 
 def test_ranked_records_carry_rank_right_after_v():
@@ -118,12 +118,14 @@ def test_the_compiled_captures_hold_the_compile_time_marks():
 
 
 def test_a_distributed_capture_keeps_the_contract_and_tells_its_rank(tmp_path):
-    # Rank 1 of a two-rank job under pyprof.init(): op markers with `dist`, NCCL kernels.
-    capture = unpacked(ROOT / "tests" / "data" / "coll_1.sqlite.xz", tmp_path)
+    # Rank 1 of a two-rank job under pyprof.init(): op markers with `dist`, NCCL kernels, and
+    # NCCL's payloads (exported with --include-blobs): records with `nccl`.
+    capture = unpacked(ROOT / "tests" / "data" / "coll_blobs_1.sqlite.xz", tmp_path)
     markers = [json.loads(t) for t in pyprof_texts(capture)]
     assert any("dist" in m for m in markers)
     assert [e for m in markers for e in marker_errors(m)] == []
     assert [e for line in written(capture) for e in contract_errors(line)] == []
+    assert sum(formats.NCCL in json.loads(line) for line in written(capture)) == 12
     with Export(str(capture)) as exp:
         assert from_trace(exp) == 1  # found by formats.op_marker_head("torch.distributed")
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+from pyprof.formats import NCCL
 from pyprof.parse.export import Export
 from pyprof.parse.ranges import encode_str
 
@@ -172,4 +173,4 @@ class Groups:
 
 def member_js(calls: tuple[Call, ...]) -> str:
     """The record's `nccl` member, with its leading comma: a list of the calls."""
-    return f',"nccl":[{",".join(c.js() for c in calls)}]'
+    return f',"{NCCL}":[{",".join(c.js() for c in calls)}]'
