@@ -13,8 +13,8 @@ from . import peaks as peaks_mod
 from .calls import CallNumbers, identity as call_identity
 from .collectives import of_record, size_warning
 from .compiled import LEVEL as COMPILED, CompiledPricer
-from .parts import COPY, CallParts, Part, backward_parts, family, forward_parts
-from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, Call, Cost, Unknowable, lookup, retype
+from .parts import COPY, LAUNCH, CallParts, Part, backward_parts, family, forward_parts, rnn_step, tensor_lists
+from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost, Unknowable, lookup, retype
 from .warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
 from .values import ITEMSIZE
@@ -286,18 +286,23 @@ class Analyzer:
         state[1].add(slot)
         return True
 
-    def _part(self, rec: dict, cost: Cost, bprop: bool, name: str | None) -> Part | None:
-        """The helper part (parts.py) this kernel of the current op call does, if any: the
-        call's parts are made from its marker when its first kernel comes (_first_of_call ran
-        for this kernel), and each is taken by one kernel."""
+    def _call_parts(self, rec: dict, cost: Cost, bprop: bool) -> CallParts:
+        """The helper parts (parts.py) of the current op call: made from its marker when its
+        first kernel comes (_first_of_call ran for this kernel)."""
         key = (rec.get("pid"), rec.get("tid"))
         call = self._calls.get(("call",) + key)
         held = self._parts.get(key)
         if held is None or held[0] is not call:
             marker = rec["fwd"].get("marker") if bprop else rec.get("marker")
-            parts = (backward_parts if bprop else forward_parts)(marker, cost) if isinstance(marker, dict) else []
-            held = self._parts[key] = (call, CallParts(parts))
-        return held[1].take(name, rec.get("grid"), rec.get("block"))
+            ok = isinstance(marker, dict)
+            parts = (backward_parts if bprop else forward_parts)(marker, cost) if ok else []
+            held = self._parts[key] = (call, CallParts(parts, tensor_lists(marker, cost) if ok and not bprop else None))
+        return held[1]
+
+    def _part(self, rec: dict, cost: Cost, bprop: bool, name: str | None) -> Part | None:
+        """The helper part this kernel of the current op call does, if any; each part is taken
+        by one kernel."""
+        return self._call_parts(rec, cost, bprop).take(name, rec.get("grid"), rec.get("block"))
 
     def _claim(self, rec: dict) -> bool:
         """True when the current op call of this thread has no main kernel yet: this one is."""
@@ -336,6 +341,9 @@ class Analyzer:
         convolution's backward: each gradient's matrix kernel one gradient, as with markers).
         One state per nesting depth, so that a range opened inside `r` between two of its kernels
         (cuDNN's RNN backward zeroes a buffer through aten::zeros) does not start `r` anew."""
+        if cost.kind == RNN and cost.rnn is not None:  # each kernel its step, as with markers
+            work = rnn_step(cost, name, rec.get("grid"), verdict in (MMA, SIMT), rec.get("dir") == "bprop")
+            return _UNKNOWN if work is None else work
         mma = cost.kind in MMA_KINDS
         counts = verdict in (MMA, SIMT) if mma else True
         torch_ops = rec["torchOps"]
@@ -351,6 +359,18 @@ class Analyzer:
                 else _NO_WORK
         return (cost.flops, cost.bytes) if first else _NO_WORK
 
+    def _rnn_work(self, rec: dict, cost: Cost, verdict: str | None, bprop: bool, name: str | None) -> tuple:
+        """(flops, bytes) of a kernel of a cuDNN RNN call: a helper (autocast's casts, the flat
+        weight buffer's fill) its part, a recurrent GEMM or cell kernel its step
+        (parts.rnn_step); any other kernel na: the call's work is never put on one kernel."""
+        self._first_of_call(rec, True)  # the call whose parts the helpers take
+        if family(name) is not None:
+            part = self._part(rec, cost, bprop, name)
+            if part is not None:
+                return part.flops, part.bytes
+        work = rnn_step(cost, name, rec.get("grid"), verdict in (MMA, SIMT), bprop)
+        return _UNKNOWN if work is None else work
+
     def _work(self, rec: dict, cost: Cost | None, verdict: str | None, dtype: str | None,
               name: str | None) -> tuple:
         """(flops, bytes) of this kernel: its share of the op's work."""
@@ -358,9 +378,17 @@ class Analyzer:
             return _UNKNOWN
         bprop = _backward_of(rec)
         kind = cost.kind
+        if kind == RNN and cost.rnn is not None:
+            return self._rnn_work(rec, cost, verdict, bprop, name)
         if kind not in MMA_KINDS:
             torch_ops = rec.get("torchOps")
+            launch = family(name) == LAUNCH
             if cost.main_op is not None and torch_ops:
+                if launch:  # an optimizer step's launch carries its own lists (multitensor.py)
+                    self._first_of_call(rec, True)  # the call whose parts it reads
+                    work = self._call_parts(rec, cost, bprop).launch(name, rec.get("grid"))
+                    if work is not None:
+                        return work
                 inner = torch_ops[-1]
                 if inner.get("name") not in cost.main_op or not self._first(
                         ("main", rec.get("pid"), rec.get("tid")), inner, True, rec.get("subSeqId") == 0):
@@ -370,6 +398,9 @@ class Analyzer:
                 # (parts.py); one that does not may be the op's own kernel (`x.float()`).
                 helper = family(name) == COPY
                 first = self._first_of_call(rec, not helper)
+                work = self._call_parts(rec, cost, bprop).launch(name, rec.get("grid")) if launch else None
+                if work is not None:
+                    return work
                 if helper:
                     part = self._part(rec, cost, bprop, name)
                     if part is not None:

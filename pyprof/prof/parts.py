@@ -29,18 +29,20 @@ import re
 from functools import lru_cache
 from typing import NamedTuple
 
-from .registry import CONV, MATRIX_KINDS, MMA_KINDS, Call, Cost
+from .multitensor import Lists, is_launch
+from .registry import CONV, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost
 from .values import ITEMSIZE, Tensor
 
-COPY, SUM, ADD, LAYOUT = "copy", "sum", "add", "layout"
+COPY, SUM, ADD, LAYOUT, LAUNCH, FILL = "copy", "sum", "add", "layout", "launch", "fill"
 # PyTorch's copy kernels, which also cast: `bfloat16_copy_kernel_cuda`, `direct_copy_kernel_cuda`.
 _COPY_KERNEL = re.compile(r"\w+_copy_kernel_cuda")
 _SUM_KERNEL = re.compile(r"\breduce_kernel<.*\bsum_functor<")
 _ADD_KERNEL = re.compile(r"elementwise_kernel<.*\bCUDAFunctor_add<")
 _LAYOUT_KERNEL = re.compile(r"\b(?:nchwToNhwc|nhwcToNchw)Kernel<")
+_FILL_KERNEL = re.compile(r"\bFillFunctor<")
 _LAYOUT_TILE = 32
 # The families PyTorch launches by its per-thread rule (TensorIterator element-wise kernels).
-_ELEMENTWISE = frozenset((COPY, ADD))
+_ELEMENTWISE = frozenset((COPY, ADD, FILL))
 # Elements per thread that a TensorIterator kernel's name states: elementwise_kernel<threads, k>
 # and vectorized_elementwise_kernel<vector width, ...>.
 _PER_THREAD = re.compile(r"\belementwise_kernel<\(int\)\d+, \(int\)(\d+)|vectorized_elementwise_kernel<\(int\)(\d+)")
@@ -62,13 +64,18 @@ class Part(NamedTuple):
 
 @lru_cache(maxsize=4096)
 def family(kernel: str | None) -> str | None:
-    """The helper family of a kernel from its demangled name (COPY, SUM, ADD, LAYOUT), or None."""
+    """The helper family of a kernel from its demangled name (COPY, SUM, ADD, LAYOUT, FILL,
+    LAUNCH: a multi-tensor launch), or None."""
     if not kernel:
         return None
+    if is_launch(kernel):
+        return LAUNCH
     if _COPY_KERNEL.search(kernel):
         return COPY
     if _LAYOUT_KERNEL.search(kernel):
         return LAYOUT
+    if _FILL_KERNEL.search(kernel):
+        return FILL
     return SUM if _SUM_KERNEL.search(kernel) else ADD if _ADD_KERNEL.search(kernel) else None
 
 
@@ -87,10 +94,28 @@ def autocast_casts(marker: dict, cost: Cost | None) -> list[tuple[Tensor, str]]:
     low = marker.get("autocast")
     if cost is None or low not in ITEMSIZE:
         return []
-    floating = [t for t in Call(marker).tensors() if t.dtype in _FLOATING and t.numel]
+    floating = [t for t in _operands(Call(marker)) if t.dtype in _FLOATING and t.numel]
     if cost.kind in MATRIX_KINDS:
         return [(t, low) for t in floating if t.dtype != low]
     return [(t, "float32") for t in floating if t.dtype == low]
+
+
+def _operands(call: Call) -> list[Tensor]:
+    """Every tensor argument, those inside a list too (an RNN's weights)."""
+    out = []
+    for v in (*call.args, *(v for k, v in call.kwargs.items() if k != "out")):
+        out += [t for t in v if isinstance(t, Tensor)] if isinstance(v, list) else [v] if isinstance(v, Tensor) else []
+    return out
+
+
+def _flat_weights(marker: dict, cost: Cost | None) -> list[Part]:
+    """An RNN under autocast: cuDNN's flat weight buffer, zeroed (a fill written once in the
+    autocast dtype) before the weights are cast into it; its gradient buffer too, in backward."""
+    low = marker.get("autocast")
+    if cost is None or cost.kind != RNN or low not in ITEMSIZE:
+        return []
+    weights = sum(t.numel for v in Call(marker).args if isinstance(v, list) for t in v if isinstance(t, Tensor))
+    return [Part(FILL, weights, 0, weights * ITEMSIZE[low])] if weights else []
 
 
 def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
@@ -99,6 +124,7 @@ def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     op's own formula counts none for its bias, as FlopCounterMode does, so that matrix FLOPs stay
     its count."""
     casts = [Part(COPY, t.numel, 0, t.numel * (ITEMSIZE[t.dtype] + ITEMSIZE[to])) for t, to in autocast_casts(marker, cost)]
+    casts += _flat_weights(marker, cost)
     size = None if cost is None else ITEMSIZE.get(cost.dtype)
     if cost is None or cost.kind not in MMA_KINDS or not (cost.bias_elems and cost.out_elems and size):
         return casts + _layouts(marker, cost)
@@ -122,7 +148,7 @@ def _layout_grid(shape: tuple) -> tuple:
 
 
 def _casts_back(marker: dict, cost: Cost | None) -> list[Part]:
-    return [p for p in forward_parts(marker, cost) if p.family in (COPY, LAYOUT)]
+    return [p for p in forward_parts(marker, cost) if p.family in (COPY, LAYOUT, FILL)]
 
 
 def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
@@ -138,13 +164,98 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     return bias + _casts_back(marker, cost)
 
 
+def tensor_lists(marker: dict, cost: Cost | None) -> Lists | None:
+    """The tensor lists of an optimizer step's marker (`kwargs.params`: count and numel) for its
+    multi-tensor launches (multitensor.py); None for any other call. A fused step's math runs
+    the formula's FLOPs per element."""
+    params = (marker.get("kwargs") or {}).get("params")
+    if cost is None or not isinstance(params, dict):
+        return None
+    numel, count = params.get("numel"), params.get("count")
+    if type(numel) is not int or type(count) is not int or numel <= 0 or count <= 0:
+        return None
+    fused = bool((marker.get("kwargs") or {}).get("fused"))
+    per = cost.flops // numel if fused and cost.flops is not None else None
+    return Lists(numel, count, per, fused)
+
+
+# cuDNN's RNN kernels: per time step, layer and direction a recurrent GEMM and a cell kernel
+# (forward `elemWiseRNNcell`, backward `<MODE>_elementWise_bp1`).
+_RNN_CELL = re.compile(r"\belemWiseRNNcell<|_elementWise_bp1<")
+# A GEMM kernel's tile (M x N) as cuBLAS, cuBLASLt and CUTLASS names spell it: nvjet_sm90_hsh_64x8_...,
+# ..._tilesize64x64x8_..., cutlass_80_simt_sgemm_64x64_8x5_...
+_TILE = re.compile(r"(?:tilesize|_)(\d+)x(\d+)(?:x\d+)?_")
+
+
+def _rows_tiled(kernel: str | None, grid: object, cols: int, step: int, most: int) -> list[int]:
+    """The row counts (multiples of `step` up to `most`) whose rows x `cols` output a GEMM
+    launch's tiles cover exactly: its grid's x * y blocks (z splits K or batches) are
+    ceil(rows / tile M) * ceil(cols / tile N), the tile M x N read from the name, either way round."""
+    m = _TILE.search(kernel or "")
+    if m is None or not isinstance(grid, list) or len(grid) < 2 or not all(type(d) is int and d > 0 for d in grid):
+        return []
+    blocks = grid[0] * grid[1]
+    found = set()
+    for a, b in ((int(m.group(1)), int(m.group(2))), (int(m.group(2)), int(m.group(1)))):
+        q, left = divmod(blocks, -(-cols // b))
+        if left or not q:
+            continue
+        low, high = (q - 1) * a + 1, min(q * a, most)  # ceil(rows / a) == q
+        found.update(range(-(-low // step) * step, high + 1, step))
+    return sorted(found)
+
+
+def rnn_step(cost: Cost, kernel: str | None, grid: object, matrix: bool, bprop: bool) -> tuple | None:
+    """(FLOPs, bytes) of one kernel of a cuDNN RNN call, or None where the trace cannot say it.
+
+    A GEMM kernel's rows are those its tiles cover (_rows_tiled). One step's rows (N) make a
+    recurrent GEMM (forward: h·W_hhᵀ into N x G·H; backward: dgates·W_hh into N x R): 2·N·G·H·R
+    FLOPs, W_hh, its input and its output moved. Forward, more whole steps' rows make a chunk of
+    a layer's input projection (rows x G·H) with K the layer's input size, known when every layer
+    reads as many features; backward, the input-gradient chunks and the weight gradients are not
+    told apart (None), nor is any GEMM whose tiles fit more than one row count. A cell kernel does
+    one step's cell math (ops/rnn.py), backward twice it: the gates, states and biases read, the
+    new state written (backward: the gates' and states' gradients). A projection (LSTM
+    proj_size) adds a GEMM per step: None."""
+    shape = cost.rnn
+    size = ITEMSIZE.get(cost.dtype)
+    if shape is None or size is None or shape.proj:
+        return None
+    n, gh, h, r = shape.batch, shape.gates * shape.hidden, shape.hidden, shape.rec
+    c = n * h if shape.gates == 4 else 0  # LSTM's cell state
+    if matrix:
+        rows = _rows_tiled(kernel, grid, r if bprop else gh, n, shape.rows)
+        if rows == [n]:
+            return 2 * n * gh * r, (gh * r + n * r + n * gh) * size
+        k = shape.in_size if shape.layers == 1 or shape.in_size == shape.dirs * r else None
+        if bprop or k is None or len(rows) != 1:
+            return None
+        return 2 * rows[0] * gh * k, (rows[0] * k + gh * k + rows[0] * gh) * size
+    if not _RNN_CELL.search(kernel or ""):
+        return None
+    flops = n * h * shape.cell
+    if bprop:
+        return 2 * flops, (2 * n * gh + 3 * n * h + 3 * c) * size
+    return flops, (2 * n * gh + n * r + 2 * c + 2 * gh * shape.bias + n * h) * size
+
+
 class CallParts:
-    """The parts of one op call not yet taken by a kernel."""
+    """The parts of one op call not yet taken by a kernel, and its tensor lists (an optimizer
+    step's multi-tensor launches), if any."""
 
-    __slots__ = ("left",)
+    __slots__ = ("left", "lists")
 
-    def __init__(self, parts: list[Part]) -> None:
+    def __init__(self, parts: list[Part], lists: Lists | None = None) -> None:
         self.left = list(parts)
+        self.lists = lists
+
+    def launch(self, kernel: str, grid: object) -> tuple | None:
+        """(FLOPs, bytes) of a multi-tensor launch of the call: (None, None) when its share is not
+        known; None when the call has no tensor lists."""
+        if self.lists is None:
+            return None
+        work = self.lists.work(kernel, _threads(grid))
+        return (None, None) if work is None else work
 
     def take(self, kernel: str | None, grid: object, block: object) -> Part | None:
         """The part this kernel does, removed from the call's; None when none fits."""

@@ -54,6 +54,8 @@ class Cost:
     # optimizer step): with emit_nvtx ranges, each kernel is priced from its own range (aten.py)
     # instead of the whole op landing on the first kernel.
     composite: bool = False
+    # An RNN's shape (ops/rnn.py RnnShape): its per-step kernels carry their own work (parts.py).
+    rnn: Any = None
 
 
 class Call:

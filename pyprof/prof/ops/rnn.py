@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from math import prod
+from typing import NamedTuple
 
 from ..registry import RNN, SIMT, Call, Cost, dims, fmt_params, register, register_aten
 from ..values import ITEMSIZE, Tensor
@@ -34,6 +35,24 @@ from ..values import ITEMSIZE, Tensor
 _GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 _CELL = {"lstm": 9, "gru": 8, "rnn_tanh": 1, "rnn_relu": 1}
 MAIN_OPS = ("aten::_cudnn_rnn", "aten::_cudnn_rnn_backward")
+
+
+class RnnShape(NamedTuple):
+    """What an RNN call's per-step kernels depend on: gates G, batch N (rows of h0), hidden H,
+    recurrent size R, layers, directions, input features, bias, input rows, projection P
+    (0 for none), and the cell's FLOPs per row and hidden unit."""
+
+    gates: int
+    batch: int
+    hidden: int
+    rec: int
+    layers: int
+    dirs: int
+    in_size: int
+    bias: bool
+    rows: int
+    proj: int
+    cell: int
 
 
 def rnn_cost(mode: str, x_rows: int, in_size: int, hidden: int, proj: int, layers: int, dirs: int, bias: bool,
@@ -57,7 +76,9 @@ def rnn_cost(mode: str, x_rows: int, in_size: int, hidden: int, proj: int, layer
         bwd = (2 * (x + weights + states + y) + states + 3 * inter) * size
     params = fmt_params(dtype, mode=mode, rows=x_rows, I=in_size, H=hidden, P=proj, layers=layers, dirs=dirs,
                         bias=int(bias))
-    return Cost(gemm + cell, fwd, params, dtype, RNN, bwd_flops=2 * (gemm + cell), bwd_bytes=bwd, main_op=MAIN_OPS)
+    shape = RnnShape(g, state_rows, hidden, r, layers, dirs, in_size, bias, x_rows, proj, g * (1 + 2 * bias) + _CELL[mode])
+    return Cost(gemm + cell, fwd, params, dtype, RNN, bwd_flops=2 * (gemm + cell), bwd_bytes=bwd, main_op=MAIN_OPS,
+                rnn=shape)
 
 
 def _rnn(mode: str):
@@ -140,6 +161,7 @@ def _cudnn_rnn(backward: bool):
             return None
         groups, state_rows, r = hx
         hidden = cx[-1] if cx and len(cx) == 3 else r
+        weights = _unflattened(weights, hidden, r)
         per_group, rest = divmod(len(weights), groups)
         g, odd = divmod(weights[0][0], hidden)
         mode = _MODE_OF_GATES.get(g)
@@ -156,6 +178,18 @@ def _cudnn_rnn(backward: bool):
             cost = replace(cost, flops=cost.bwd_flops, bytes=cost.bwd_bytes)
         return replace(cost, bytes=None) if ambiguous else cost
     return formula
+
+
+def _unflattened(weights: list, hidden: int, r: int) -> list:
+    """The weights as (rows, columns), where autocast's inner `_cudnn_rnn` range sees views of
+    the flat buffer ([numel, 1] each): w_hh of the first group, G·H x R, says G·H; a view of G·H
+    elements is a bias. With a projection (whose w_hr is P x H) the views stay as they are."""
+    if len(weights) < 2 or any(len(w) != 2 or w[1] != 1 for w in weights) or r != hidden:
+        return weights
+    gh = weights[1][0] // r
+    if gh <= 0 or any(w[0] % gh for w in weights):
+        return weights
+    return [(gh,) if w[0] == gh else (gh, w[0] // gh) for w in weights]
 
 
 register_aten("aten::_cudnn_rnn")(_cudnn_rnn(False))

@@ -1,0 +1,125 @@
+"""The launches of a multi-tensor op (PyTorch's `multi_tensor_apply_kernel`): what one launch of
+a foreach op or a fused optimizer step reads, writes and computes.
+
+One foreach op (`torch._foreach_mul_`, one line of a foreach optimizer step) walks D tensor lists
+of the same length; PyTorch packs the tensors, in order, into launches of at most
+`max_tensors(D)` tensors and 320 blocks of 65,536 elements (a tensor split across two launches
+goes on in the second). The kernel's demangled name says the rest:
+- `TensorListMetadata<D>` (or `TensorListScalarListMetadata<T, D>`, `FusedOptimizerTensorList
+  Metadata<D>`): the D lists;
+- a foreach functor `XFunctor<T, D, R, res>` reads R lists and writes one (in place: list 0; out of
+  place: list `res`): R + 1 lists moved per element, each element of T; FLOPs per element from
+  its operation (`std::plus` 1, `LerpFunctor` 3, a pointwise `std::multiplies` is addcmul 2, ...);
+- a fused optimizer's `FusedAdamMathFunctor<T, D, ...>` (`FusedSgdMathFunctor`, ...) reads all D
+  lists (parameter, gradient, states) and writes all but the gradient: 2D - 1 lists; its FLOPs
+  per element are the optimizer formula's.
+
+The elements of one launch: the whole list's when every tensor fits one launch (the count within
+max_tensors(D) and fewer than 320 blocks); else the launch's share of the list's chunks, its grid
+over the chunks of a launch that held the whole list earlier in the same call (a foreach step's
+first, one-list op), and unknown (na) when no launch did.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import NamedTuple
+
+from .values import ITEMSIZE
+
+CHUNK = 65536  # kChunkSize: elements one block walks
+MAX_BLOCKS = 320
+# depth_to_max_tensors and depth_to_max_tensors_scalarlist of ATen's MultiTensorApply.cuh.
+_MAX_TENSORS = (110, 64, 48, 36, 30)
+_MAX_TENSORS_SCALARLIST = (96, 64, 48, 36, 30)
+
+_KERNEL = re.compile(r"\bmulti_tensor_apply_kernel<")
+_METADATA = re.compile(r"\b(TensorList|TensorListScalarList|FusedOptimizerTensorList)Metadata<(?:[^,<>]+, )?"
+                       r"\(int\)(\d+)>")
+_FUNCTOR = re.compile(r"\b(\w+Functor)<([\w:]+(?: [\w:]+)?), \(int\)(\d+)(?:, \(int\)(\d+), \(int\)(\d+))?")
+# The element type as the functor spells it.
+_TYPES = {"float": "float32", "double": "float64", "c10::Half": "float16", "c10::BFloat16": "bfloat16",
+          "at::Half": "float16", "at::BFloat16": "bfloat16"}
+# FLOPs per element of a foreach functor's operation: (functor, operation) -> FLOPs; operation
+# None: any. The alpha functors (add/sub with alpha) multiply then add.
+_OPERATION = re.compile(r"(std::(?:plus|minus|multiplies|divides)|LerpFunctor|Sqrt|Exp|Reciprocal|Neg|Abs|Sigmoid|"
+                        r"Tanh|Log|Rsqrt|Sign|_amp_foreach_non_finite_check_and_unscale)")
+_POINTWISE_FLOPS = 2  # addcmul / addcdiv: a product or quotient and an add
+_ALPHA_FLOPS = 2
+_LERP_FLOPS = 3
+
+
+class Launch(NamedTuple):
+    """What one multi-tensor launch does per element of one list: lists moved, FLOPs (None for a
+    fused optimizer's math: the formula's), element size; and how many tensors a launch holds."""
+
+    lists: int
+    flops: int | None
+    size: int
+    fused: bool
+    max_tensors: int
+
+
+def is_launch(kernel: str | None) -> bool:
+    """True for a `multi_tensor_apply_kernel` (foreach ops, fused optimizer steps)."""
+    return bool(kernel) and _KERNEL.search(kernel) is not None
+
+
+@lru_cache(maxsize=1024)
+def launch(kernel: str) -> Launch | None:
+    """The launch's anatomy from its demangled name; None when the name does not say it."""
+    meta, fun = _METADATA.search(kernel), _FUNCTOR.search(kernel)
+    if meta is None or fun is None:
+        return None
+    depth = int(meta.group(2))
+    size = ITEMSIZE.get(_TYPES.get(fun.group(2), ""))
+    if size is None or not 1 <= depth <= len(_MAX_TENSORS):
+        return None
+    limit = (_MAX_TENSORS_SCALARLIST if meta.group(1) == "TensorListScalarList" else _MAX_TENSORS)[depth - 1]
+    if meta.group(1) == "FusedOptimizerTensorList":
+        return Launch(2 * depth - 1, None, size, True, limit)
+    if fun.group(4) is None:
+        return None
+    reads = int(fun.group(4))
+    op = _OPERATION.search(kernel, fun.end())
+    name = fun.group(1)
+    if name.startswith("Pointwise"):
+        flops = _POINTWISE_FLOPS
+    elif "Alpha" in name:
+        flops = _ALPHA_FLOPS
+    elif op is None:
+        return None
+    else:
+        flops = _LERP_FLOPS if op.group(1) == "LerpFunctor" else 1
+    return Launch(reads + 1, flops, size, False, limit)
+
+
+class Lists:
+    """The tensor lists of one multi-tensor call (an optimizer step over `count` parameters of
+    `numel` elements), launch by launch. `flops_per`: the fused math's FLOPs per element (the
+    optimizer formula's); `fused`: the step's other launches walk its 1-element step counters."""
+
+    __slots__ = ("numel", "count", "flops_per", "fused", "chunks")
+
+    def __init__(self, numel: int, count: int, flops_per: int | None, fused: bool) -> None:
+        self.numel, self.count, self.flops_per, self.fused = numel, count, flops_per, fused
+        self.chunks: int | None = None  # blocks of a launch that held the whole list
+
+    def work(self, kernel: str, blocks: int | None) -> tuple | None:
+        """(FLOPs, bytes) of this launch of `blocks` blocks; None when not known."""
+        spec = launch(kernel)
+        if spec is None or blocks is None:
+            return None
+        if self.fused and not spec.fused:
+            # A fused step's counters: one 1-element tensor per block.
+            return blocks * spec.flops, blocks * spec.lists * spec.size
+        whole = self.count <= spec.max_tensors and blocks < MAX_BLOCKS
+        if whole:
+            self.chunks = blocks
+            elems = self.numel
+        elif self.chunks:
+            elems = self.numel * blocks // self.chunks
+        else:
+            return None
+        per = self.flops_per if spec.fused else spec.flops
+        return (None if per is None else elems * per), elems * spec.lists * spec.size
