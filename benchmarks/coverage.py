@@ -726,8 +726,9 @@ def rnn_truth(records_path: str, ncu_path: str) -> str:
     """The RNN formulas against Nsight Compute: per cuDNN RNN call (the kernels under one
     aten::_cudnn_rnn or aten::_cudnn_rnn_backward range) of a step captured twice, once under
     nsys (parsed records) and once under `ncu --profile-from-start off` (same kernels, same
-    order; names checked), prof's FLOPs and bytes beside the counted ones: CUDA-core FLOPs (FMA
-    2) plus Tensor Core ops, and DRAM bytes read and written."""
+    order; names checked), the call's FLOPs and bytes as prof's formula counts them beside the
+    counted ones: CUDA-core FLOPs (FMA 2) plus Tensor Core ops, and DRAM bytes read and written.
+    (Each kernel of the call carries its own part of that work, or na: parts.rnn_step.)"""
     from tc_truth import ncu_kernels, summarize
 
     from pyprof.prof.reader import records
@@ -752,10 +753,11 @@ def rnn_truth(records_path: str, ncu_path: str) -> str:
         _, mma, _, core, dram = summarize(counters)
         row = calls.setdefault((rng["name"], rng.get("opId"), rec.get("dir"), rec.get("op")),
                                [0, 0, 0, 0.0, 0.0, ""])
-        flops, nbytes = attributed(f)  # the call's sum: what beyond_peak withheld from a kernel too
+        if not row[0] and f.cost is not None:  # the call's formula: its kernels each carry their own part
+            marker_bwd = f.level == "marker" and rec.get("dir") == "bprop"
+            row[1] = (f.cost.bwd_flops if marker_bwd else f.cost.flops) or 0
+            row[2] = (f.cost.bwd_bytes if marker_bwd else f.cost.bytes) or 0
         row[0] += 1
-        row[1] += flops or 0
-        row[2] += nbytes or 0
         row[3] += core + mma
         row[4] += dram
         row[5] = row[5] or (f.cost.params if f.cost is not None else "")

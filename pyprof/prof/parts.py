@@ -215,14 +215,17 @@ def rnn_step(cost: Cost, kernel: str | None, grid: object, matrix: bool, bprop: 
     reads as many features; backward, the input-gradient chunks and the weight gradients are not
     told apart (None), nor is any GEMM whose tiles fit more than one row count. A cell kernel does
     one step's cell math (ops/rnn.py), backward twice it: the gates, states and biases read, the
-    new state written (backward: the gates' and states' gradients). A projection (LSTM
-    proj_size) adds a GEMM per step: None."""
+    new state written (backward: the gates' and states' gradients). With a projection (LSTM
+    proj_size) each step runs one more GEMM, which the tiles do not tell from the recurrent
+    one: every GEMM None."""
     shape = cost.rnn
     size = ITEMSIZE.get(cost.dtype)
-    if shape is None or size is None or shape.proj:
+    if shape is None or size is None:
         return None
     n, gh, h, r = shape.batch, shape.gates * shape.hidden, shape.hidden, shape.rec
     c = n * h if shape.gates == 4 else 0  # LSTM's cell state
+    if matrix and shape.proj:
+        return None
     if matrix:
         rows = _rows_tiled(kernel, grid, r if bprop else gh, n, shape.rows)
         if rows == [n]:

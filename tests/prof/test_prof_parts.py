@@ -32,7 +32,7 @@ def measured(model: str) -> list:
     import kernel_truth as kt
 
     per_model = analysed_capture("default")
-    truths = kt.truth([(os.path.join(DATA, "kt_ncu_a.csv.xz"), ("llama_block", "unet", "gru"))],
+    truths = kt.truth([(os.path.join(DATA, f), models) for f, models in kt.SHIPPED_NCU],
                       {m: len(k) for m, k in per_model.items()})
     return list(kt._rows(per_model[model], truths[model]))
 
@@ -241,3 +241,113 @@ def test_convolution_backward_shapes_decide_plain_grouped_and_transposed():
     assert c.flops == 2 * 4 * 256 * 4 * 64 * 32
     # Shapes no convolution has: not priced.
     assert f(AtenCall("aten::convolution_backward", [[4, 32, 32, 32], [4, 64, 16, 16], [7, 7, 2, 2]], "float32", "")) is None
+
+
+def rnn_kernels(name: str) -> list:
+    """(dir, kernel, FLOPs, bytes, the call's Cost) of every kernel of the cuDNN RNN calls in
+    tests/data/<name>.sqlite.xz."""
+    from pathlib import Path
+
+    from test_prof_captures import captured
+    from test_prof_helpers import analyse
+
+    with tempfile.TemporaryDirectory() as tmp:
+        recs = captured(name, Path(tmp))
+    facts, _ = analyse(recs)
+    return [(r["dir"], r["kShortName"], f.flops, f.bytes, f.cost) for r, f in zip(recs, facts)
+            if f.cost is not None and f.cost.kind == "rnn"]
+
+
+def test_gru_kernels_carry_their_own_steps_and_add_up_to_the_call():
+    """truth_gru (nn.GRU(256, 256), fp32, 16 steps of 64 rows; H100): forward, the input
+    projection's one GEMM 2·1024·768·256, each of the 16 recurrent GEMMs 2·64·768·256 and each
+    cell 64·256·17: the kernels add up to the call's formula, to the FLOP. Backward, each
+    recurrent GEMM (a split-K CUTLASS kernel, grid z 5) and each cell (twice the forward's)
+    carry their step; the weight gradients, their split-K reductions and the rest are na, never 0."""
+    kernels = rnn_kernels("truth_gru")
+    fwd = [(k[:48], x, b) for d, k, x, b, _ in kernels if d == "fprop"]
+    step, cell = 2 * 64 * 768 * 256, 64 * 256 * 17
+    assert fwd == [("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64", 2 * 1024 * 768 * 256,
+                    (1024 * 256 + 768 * 256 + 1024 * 768) * 4)] + [
+        ("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize32", step, (768 * 256 + 64 * 256 + 64 * 768) * 4),
+        ("elemWiseRNNcell", cell, (2 * 64 * 768 + 64 * 256 + 2 * 768 + 64 * 256) * 4)] * 16
+    assert sum(x for _, x, _ in fwd) == kernels[0][4].flops == 809762816
+    bwd = [(k[:48], x) for d, k, x, _, _ in kernels if d == "bprop"]
+    assert [x for k, x in bwd if x is not None] == [2 * cell, step] * 16
+    assert [k for k, x in bwd if x is None] == ["vectorized_elementwise_kernel"] + ["splitKreduce_kernel"] * 16 + [
+        "Kernel2", "vectorized_elementwise_kernel", "GRU_elementWise_bp2",
+        "sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32", "Kernel2", "Kernel2"]
+
+
+def test_gru_recurrent_gemms_match_the_tensor_core_ops_nsight_compute_counted():
+    """The 3-layer fp16 GRU of the kernel_truth capture (50 steps of 16 rows, H 256): each of its
+    150 forward and 150 backward recurrent GEMMs carries 2·16·768·256 FLOPs, what ncu's Tensor
+    Core counters executed, and within 5% of the bytes it moved; each cell kernel carries its
+    step. The input projection's chunks read 128 features in layer 0 and 256 above, which the
+    trace does not tell apart (wavefront order): na."""
+    rows = [(rec["dir"], rec["kShortName"], f, moved, mma) for rec, f, moved, mma in measured("gru")
+            if rec.get("op") == "gru"]
+    steps = [(d, f.flops, mma, f.bytes / moved) for d, k, f, moved, mma in rows if "_4x2_h_b" in k and "NTN" not in k]
+    assert [d for d, *_ in steps] == ["fprop"] * 150 + ["bprop"] * 150
+    assert all(x == mma == 2 * 16 * 768 * 256 and 0.95 <= r <= 1.0 for _, x, mma, r in steps)
+    cells = [(d, f.flops) for d, k, f, *_ in rows if "elemWiseRNNcell" in k or "GRU_elementWise_bp1" in k]
+    assert cells == [("fprop", 16 * 256 * 17)] * 150 + [("bprop", 2 * 16 * 256 * 17)] * 150
+    chunks = [f.flops for d, k, f, *_ in rows if d == "fprop" and "_4x1_v_bz_TNN" in k]
+    assert chunks == [None] * 12
+
+
+ADAM_FOREACH = "void at::native::<unnamed>::multi_tensor_apply_kernel<at::native::<unnamed>::{}>(T1, T2, T3...)"
+
+
+def test_a_multi_tensor_launch_reads_its_lists_from_the_name():
+    from pyprof.prof.multitensor import Launch, launch
+
+    assert launch(ADAM_FOREACH.format("TensorListMetadata<(int)3>, at::native::<unnamed>::BinaryOpListAlphaFunctor"
+                                      "<float, (int)3, (int)2, (int)2>, std::plus<float>, float")) == Launch(3, 2, 4, False, 48)
+    assert launch(ADAM_FOREACH.format("TensorListMetadata<(int)2>, at::native::<unnamed>::TernaryOpScalarFunctor<"
+                                      "c10::BFloat16, (int)2, (int)2, (int)0>, at::native::LerpFunctor<float>, float")) \
+        == Launch(3, 3, 2, False, 64)
+    assert launch(ADAM_FOREACH.format("TensorListScalarListMetadata<float, (int)1>, at::native::<unnamed>::Binary"
+                                      "OpScalarListFunctor<float, (int)1, (int)1, (int)0>, std::divides<float>")) \
+        == Launch(2, 1, 4, False, 96)
+    # A fused step reads parameter, gradient and both moments, writes all but the gradient.
+    assert launch(ADAM_FOREACH.format("FusedOptimizerTensorListMetadata<(int)4>, at::native::<unnamed>::FusedAdam"
+                                      "MathFunctor<float, (int)4, (at::native::ADAM_MODE)1, (bool)0>, const float *")) \
+        == Launch(7, None, 4, True, 36)
+    assert launch("void at::native::multi_tensor_apply_kernel<Something>(T1)") is None
+
+
+def test_launches_of_a_list_split_by_their_share_of_its_chunks_or_na():
+    from pyprof.prof.multitensor import Lists
+
+    mul = ADAM_FOREACH.format("TensorListMetadata<(int)1>, at::native::<unnamed>::BinaryOpScalarFunctor<float, "
+                              "(int)1, (int)1, (int)0>, std::multiplies<float>, float")
+    lerp = ADAM_FOREACH.format("TensorListMetadata<(int)2>, at::native::<unnamed>::TernaryOpScalarFunctor<float, "
+                               "(int)2, (int)2, (int)0>, at::native::LerpFunctor<float>, float")
+    # 86 tensors of 1,910,723 elements: one launch of a one-list op holds them all (105 chunks);
+    # a two-list op holds 64 tensors a launch: its 80 + 25 chunks get their share.
+    lists = Lists(1910723, 86, None, False)
+    assert lists.work(lerp, 80) is None  # no launch held the whole list yet
+    assert lists.work(mul, 105) == (1910723, 1910723 * 2 * 4)
+    assert lists.work(lerp, 80) == (1455788 * 3, 1455788 * 3 * 4)
+    assert lists.work(lerp, 25) == (454934 * 3, 454934 * 3 * 4)
+    # A fused step's other launches walk its 1-element step counters: one block each.
+    assert Lists(1910723, 86, 14, True).work(mul, 64) == (64, 64 * 2 * 4)
+
+
+def test_optimizer_launches_match_nsight_compute_and_a_fused_step_adds_up_to_its_formula():
+    """recommender's foreach Adam (12 tensors, 12,902,465 elements, one launch per op) and
+    llama_block's fused AdamW (kernel_truth capture, H100): each launch carries its own lists,
+    within 0.5% of the bytes ncu counted, but addcmul (exp_avg_sq.addcmul_(grad, grad) reads the
+    gradient twice, from DRAM once): 4/3. The fused math launch carries the formula's FLOPs and
+    bytes, its step-counter launch 21 1-element tensors."""
+    import kernel_truth as kt
+
+    per = analysed_capture("default")
+    truths = kt.truth([(os.path.join(DATA, f), models) for f, models in kt.SHIPPED_NCU], {m: len(k) for m, k in per.items()})
+    adam = [(f.flops, round(f.bytes / moved, 3)) for rec, f, moved, _ in kt._rows(per["recommender"], truths["recommender"])
+            if rec.get("op") == "Adam.step"]
+    n = 12902465
+    assert adam == [(2 * n, 1.0), (3 * n, 1.0), (n, 1.0), (2 * n, 1.333), (n, 1.0), (n, 1.0), (n, 1.0), (2 * n, 1.0)]
+    fused = [(f.flops, f.bytes, f.cost.flops, f.cost.bytes) for rec, f in per["llama_block"] if rec.get("op") == "AdamW.step"]
+    assert fused[0][:2] == (21, 21 * 2 * 4) and fused[1][:2] == fused[1][2:] == (126550528, 272570368)
