@@ -299,6 +299,24 @@ class Analyzer:
             held = self._parts[key] = (call, CallParts(parts, tensor_lists(marker, cost) if ok and not bprop else None))
         return held[1]
 
+    def _launch_work(self, rec: dict, cost: Cost, bprop: bool, name: str | None) -> tuple | None:
+        """(flops, bytes) of a multi-tensor launch of the current call (CallParts.launch), told
+        its place among the launches under its innermost PyTorch range, when it has one."""
+        torch_ops = rec.get("torchOps")
+        inner = torch_ops[-1] if torch_ops and isinstance(torch_ops[-1], dict) else None
+        return self._call_parts(rec, cost, bprop).launch(name, rec.get("grid"), inner and inner.get("sizes"),
+                                                         self._launch_index(rec, inner) if inner else 0)
+
+    def _launch_index(self, rec: dict, r: dict) -> int:
+        """The place of this multi-tensor launch among those under PyTorch range `r` so far."""
+        key = ("launch", rec.get("pid"), rec.get("tid"))
+        state = self._calls.get(key)
+        ident = (r.get("name"), r.get("opId"))
+        if state is None or state[0] != ident:
+            state = self._calls[key] = [ident, -1]
+        state[1] += 1
+        return state[1]
+
     def _part(self, rec: dict, cost: Cost, bprop: bool, name: str | None) -> Part | None:
         """The helper part this kernel of the current op call does, if any; each part is taken
         by one kernel."""
@@ -341,6 +359,14 @@ class Analyzer:
         convolution's backward: each gradient's matrix kernel one gradient, as with markers).
         One state per nesting depth, so that a range opened inside `r` between two of its kernels
         (cuDNN's RNN backward zeroes a buffer through aten::zeros) does not start `r` anew."""
+        if cost.launches is not None and len(cost.launches) > 1 and family(name) == LAUNCH:
+            # A foreach op's launches, each its elements' share of the op (multitensor.py).
+            index, total = self._launch_index(rec, r), sum(cost.launches)
+            if index >= len(cost.launches) or not total:
+                return _UNKNOWN
+            share = cost.launches[index]
+            return (None if cost.flops is None else cost.flops * share // total,
+                    None if cost.bytes is None else cost.bytes * share // total)
         if cost.kind == RNN and cost.rnn is not None:  # each kernel its step, as with markers
             work = rnn_step(cost, name, rec.get("grid"), verdict in (MMA, SIMT), rec.get("dir") == "bprop")
             return _UNKNOWN if work is None else work
@@ -386,7 +412,7 @@ class Analyzer:
             if cost.main_op is not None and torch_ops:
                 if launch:  # an optimizer step's launch carries its own lists (multitensor.py)
                     self._first_of_call(rec, True)  # the call whose parts it reads
-                    work = self._call_parts(rec, cost, bprop).launch(name, rec.get("grid"))
+                    work = self._launch_work(rec, cost, bprop, name)
                     if work is not None:
                         return work
                 inner = torch_ops[-1]
@@ -398,7 +424,7 @@ class Analyzer:
                 # (parts.py); one that does not may be the op's own kernel (`x.float()`).
                 helper = family(name) == COPY
                 first = self._first_of_call(rec, not helper)
-                work = self._call_parts(rec, cost, bprop).launch(name, rec.get("grid")) if launch else None
+                work = self._launch_work(rec, cost, bprop, name) if launch else None
                 if work is not None:
                     return work
                 if helper:

@@ -15,9 +15,10 @@ goes on in the second). The kernel's demangled name says the rest:
   per element are the optimizer formula's.
 
 The elements of one launch: the whole list's when every tensor fits one launch (the count within
-max_tensors(D) and fewer than 320 blocks); else the launch's share of the list's chunks, its grid
-over the chunks of a launch that held the whole list earlier in the same call (a foreach step's
-first, one-list op), and unknown (na) when no launch did.
+max_tensors(D) and fewer than 320 blocks); else, where the op's PyTorch range gives each tensor's
+size, the launch's own (launch_elements replays the packing); else the launch's share of the
+list's chunks, its grid over the chunks of a launch that held the whole list earlier in the same
+call (a foreach step's first, one-list op), and unknown (na) when no launch did.
 """
 from __future__ import annotations
 
@@ -33,17 +34,18 @@ MAX_BLOCKS = 320
 _MAX_TENSORS = (110, 64, 48, 36, 30)
 _MAX_TENSORS_SCALARLIST = (96, 64, 48, 36, 30)
 
-_KERNEL = re.compile(r"\bmulti_tensor_apply_kernel<")
-_METADATA = re.compile(r"\b(TensorList|TensorListScalarList|FusedOptimizerTensorList)Metadata<(?:[^,<>]+, )?"
+# Read from the name lower-cased: the aten level's formulas see it so (aten.AtenCall).
+_KERNEL = re.compile(r"\bmulti_tensor_apply_kernel<", re.IGNORECASE)
+_METADATA = re.compile(r"\b(tensorlist|tensorlistscalarlist|fusedoptimizertensorlist)metadata<(?:[^,<>]+, )?"
                        r"\(int\)(\d+)>")
-_FUNCTOR = re.compile(r"\b(\w+Functor)<([\w:]+(?: [\w:]+)?), \(int\)(\d+)(?:, \(int\)(\d+), \(int\)(\d+))?")
+_FUNCTOR = re.compile(r"\b(\w+functor)<([\w:]+(?: [\w:]+)?), \(int\)(\d+)(?:, \(int\)(\d+), \(int\)(\d+))?")
 # The element type as the functor spells it.
-_TYPES = {"float": "float32", "double": "float64", "c10::Half": "float16", "c10::BFloat16": "bfloat16",
-          "at::Half": "float16", "at::BFloat16": "bfloat16"}
+_TYPES = {"float": "float32", "double": "float64", "c10::half": "float16", "c10::bfloat16": "bfloat16",
+          "at::half": "float16", "at::bfloat16": "bfloat16"}
 # FLOPs per element of a foreach functor's operation: (functor, operation) -> FLOPs; operation
 # None: any. The alpha functors (add/sub with alpha) multiply then add.
-_OPERATION = re.compile(r"(std::(?:plus|minus|multiplies|divides)|LerpFunctor|Sqrt|Exp|Reciprocal|Neg|Abs|Sigmoid|"
-                        r"Tanh|Log|Rsqrt|Sign|_amp_foreach_non_finite_check_and_unscale)")
+_OPERATION = re.compile(r"(std::(?:plus|minus|multiplies|divides)|lerpfunctor|sqrt|exp|reciprocal|neg|abs|sigmoid|"
+                        r"tanh|log|rsqrt|sign|_amp_foreach_non_finite_check_and_unscale)")
 _POINTWISE_FLOPS = 2  # addcmul / addcdiv: a product or quotient and an add
 _ALPHA_FLOPS = 2
 _LERP_FLOPS = 3
@@ -68,6 +70,7 @@ def is_launch(kernel: str | None) -> bool:
 @lru_cache(maxsize=1024)
 def launch(kernel: str) -> Launch | None:
     """The launch's anatomy from its demangled name; None when the name does not say it."""
+    kernel = kernel.lower()
     meta, fun = _METADATA.search(kernel), _FUNCTOR.search(kernel)
     if meta is None or fun is None:
         return None
@@ -75,23 +78,46 @@ def launch(kernel: str) -> Launch | None:
     size = ITEMSIZE.get(_TYPES.get(fun.group(2), ""))
     if size is None or not 1 <= depth <= len(_MAX_TENSORS):
         return None
-    limit = (_MAX_TENSORS_SCALARLIST if meta.group(1) == "TensorListScalarList" else _MAX_TENSORS)[depth - 1]
-    if meta.group(1) == "FusedOptimizerTensorList":
+    limit = (_MAX_TENSORS_SCALARLIST if meta.group(1) == "tensorlistscalarlist" else _MAX_TENSORS)[depth - 1]
+    if meta.group(1) == "fusedoptimizertensorlist":
         return Launch(2 * depth - 1, None, size, True, limit)
     if fun.group(4) is None:
         return None
     reads = int(fun.group(4))
     op = _OPERATION.search(kernel, fun.end())
     name = fun.group(1)
-    if name.startswith("Pointwise"):
+    if name.startswith("pointwise"):
         flops = _POINTWISE_FLOPS
-    elif "Alpha" in name:
+    elif "alpha" in name:
         flops = _ALPHA_FLOPS
     elif op is None:
         return None
     else:
-        flops = _LERP_FLOPS if op.group(1) == "LerpFunctor" else 1
+        flops = _LERP_FLOPS if op.group(1) == "lerpfunctor" else 1
     return Launch(reads + 1, flops, size, False, limit)
+
+
+def launch_elements(numels: list[int], max_tensors: int) -> list[int]:
+    """Elements of each launch ATen's multi_tensor_apply makes of a list of tensors of `numels`
+    elements (empty tensors skipped): a launch ends when it holds `max_tensors` whole tensors or
+    320 blocks, a tensor cut there going on in the next."""
+    out: list[int] = []
+    tensors = blocks = elems = 0
+    for n in numels:
+        if n <= 0:
+            continue
+        tensors += 1
+        chunks = -(-n // CHUNK)
+        for c in range(chunks):
+            blocks += 1
+            elems += min(CHUNK, n - c * CHUNK)
+            if (tensors == max_tensors and c == chunks - 1) or blocks == MAX_BLOCKS:
+                out.append(elems)
+                blocks = elems = 0
+                tensors = 0 if c == chunks - 1 else 1
+    if blocks:
+        out.append(elems)
+    return out
 
 
 class Lists:
@@ -105,8 +131,10 @@ class Lists:
         self.numel, self.count, self.flops_per, self.fused = numel, count, flops_per, fused
         self.chunks: int | None = None  # blocks of a launch that held the whole list
 
-    def work(self, kernel: str, blocks: int | None) -> tuple | None:
-        """(FLOPs, bytes) of this launch of `blocks` blocks; None when not known."""
+    def work(self, kernel: str, blocks: int | None, numels: list[int] | None = None, index: int = 0) -> tuple | None:
+        """(FLOPs, bytes) of this launch of `blocks` blocks; None when not known. `numels`: the
+        list's tensor sizes where the trace has them (the op's PyTorch range) and `index` the
+        launch's place among the op's launches: its elements exactly (launch_elements)."""
         spec = launch(kernel)
         if spec is None or blocks is None:
             return None
@@ -114,9 +142,12 @@ class Lists:
             # A fused step's counters: one 1-element tensor per block.
             return blocks * spec.flops, blocks * spec.lists * spec.size
         whole = self.count <= spec.max_tensors and blocks < MAX_BLOCKS
+        exact = launch_elements(numels, spec.max_tensors) if numels else []
         if whole:
             self.chunks = blocks
             elems = self.numel
+        elif index < len(exact):
+            elems = exact[index]
         elif self.chunks:
             elems = self.numel * blocks // self.chunks
         else:

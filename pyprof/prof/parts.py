@@ -252,12 +252,16 @@ class CallParts:
         self.left = list(parts)
         self.lists = lists
 
-    def launch(self, kernel: str, grid: object) -> tuple | None:
-        """(FLOPs, bytes) of a multi-tensor launch of the call: (None, None) when its share is not
-        known; None when the call has no tensor lists."""
+    def launch(self, kernel: str, grid: object, sizes: object = None, index: int = 0) -> tuple | None:
+        """(FLOPs, bytes) of a multi-tensor launch of the call, the `index`-th under its PyTorch
+        range with `sizes` (the range's, whose first `count` entries are the parameters' shapes);
+        (None, None) when its share is not known; None when the call has no tensor lists."""
         if self.lists is None:
             return None
-        work = self.lists.work(kernel, _threads(grid))
+        shapes = sizes[:self.lists.count] if isinstance(sizes, list) else []
+        numels = [math.prod(s) for s in shapes] if shapes and all(
+            isinstance(s, list) and s and all(type(d) is int for d in s) for s in shapes) else None
+        work = self.lists.work(kernel, _threads(grid), numels, index)
         return (None, None) if work is None else work
 
     def take(self, kernel: str | None, grid: object, block: object) -> Part | None:

@@ -351,3 +351,26 @@ def test_optimizer_launches_match_nsight_compute_and_a_fused_step_adds_up_to_its
     assert adam == [(2 * n, 1.0), (3 * n, 1.0), (n, 1.0), (2 * n, 1.333), (n, 1.0), (n, 1.0), (n, 1.0), (2 * n, 1.0)]
     fused = [(f.flops, f.bytes, f.cost.flops, f.cost.bytes) for rec, f in per["llama_block"] if rec.get("op") == "AdamW.step"]
     assert fused[0][:2] == (21, 21 * 2 * 4) and fused[1][:2] == fused[1][2:] == (126550528, 272570368)
+
+
+def test_split_launches_of_a_foreach_op_carry_their_own_elements():
+    """unet's foreach AdamW (86 tensors, 1,910,723 elements; H100): a two-list op packs 64
+    tensors a launch, so lerp runs as two launches. With PyTorch's op ranges (the aten capture)
+    the tensors' sizes replay the packing: each launch's elements exactly, its bytes within 0.2%
+    of what ncu counted; the whole op's elements add up over its launches."""
+    from pyprof.prof.multitensor import launch_elements
+
+    import kernel_truth as kt
+
+    per = analysed_capture("aten")
+    truths = kt.truth([(os.path.join(DATA, f), models) for f, models in kt.SHIPPED_NCU], {m: len(k) for m, k in per.items()})
+    lerp = [(f.flops, f.bytes, moved) for rec, f, moved, _ in kt._rows(per["unet"], truths["unet"])
+            if (rec.get("torchOps") or [{}])[-1].get("name") == "aten::_foreach_lerp_"]
+    assert [(x // 3, b // 12) for x, b, _ in lerp] == [(1559424, 1559424), (351299, 351299)]
+    assert sum(x // 3 for x, _, _ in lerp) == 1910723
+    assert all(0.998 <= b / moved <= 1.002 for _, b, moved in lerp)
+    # The packing itself: a launch ends at max_tensors whole tensors or at 320 blocks, a tensor
+    # cut there going on in the next.
+    assert launch_elements([100, 0, 200, 300], 2) == [300, 300]
+    assert launch_elements([65536 * 321], 110) == [65536 * 320, 65536]
+    assert launch_elements([65536 * 319 + 5, 7], 110) == [65536 * 319 + 5, 7]  # 320 blocks: full

@@ -14,6 +14,7 @@ import re
 from math import prod
 from typing import Any
 
+from ..multitensor import launch, launch_elements
 from ..registry import ATTN, SIMT, Cost, dims, fmt_params, register_aten
 from ..values import ITEMSIZE, Tensor
 from .attention import sdpa_cost
@@ -332,8 +333,10 @@ def _foreach(a: A) -> Cost | None:
     first = ts[:len(ts) // lists]
     n = sum(t.numel for t in first)
     written = len(first) if op == "norm" else n
+    spec = launch(a.kernel)
     return Cost(n * _FOREACH_FLOPS.get(op, 1), (lists * n + written) * size,
-                fmt_params(a.dtype, tensors=len(first), numel=n), a.dtype, SIMT)
+                fmt_params(a.dtype, tensors=len(first), numel=n), a.dtype, SIMT,
+                launches=None if spec is None else tuple(launch_elements([t.numel for t in first], spec.max_tensors)))
 
 
 _FOREACH = ["add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "sqrt", "neg", "abs", "exp", "reciprocal",
