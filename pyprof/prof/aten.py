@@ -27,10 +27,10 @@ from .tensorcores import MMA, SIMT, kernel_dtype
 from .values import Tensor
 
 # The element types C++ kernels are instantiated with, as the demangled name spells them.
-_CPP_TYPES = re.compile(r"(?:c10::|cutlass::|__nv_)?(BFloat16|Half|half_t|bfloat16_t|bfloat16|Float8_e4m3fn|"
-                        r"Float8_e5m2|complex<float>|complex<double>)\b|(?<![\w:])(double|float|__half)(?![\w])")
+_CPP_TYPES = re.compile(r"(?:c10::|cutlass::|__nv_)?(BFloat16|Half|half_t|bfloat16_t|bfloat162|bfloat16|Float8_e4m3fn|"
+                        r"Float8_e5m2|complex<float>|complex<double>)\b|(?<![\w:])(double|float|__half2|__half)(?![\w])")
 _CPP_DTYPE = {"BFloat16": "bfloat16", "Half": "float16", "half_t": "float16", "bfloat16_t": "bfloat16",
-              "bfloat16": "bfloat16", "__half": "float16", "Float8_e4m3fn": "float8_e4m3fn",
+              "bfloat16": "bfloat16", "__half": "float16", "bfloat162": "bfloat16", "__half2": "float16", "Float8_e4m3fn": "float8_e4m3fn",
               "Float8_e5m2": "float8_e5m2", "complex<float>": "complex64", "complex<double>": "complex128",
               "double": "float64", "float": "float32"}
 

@@ -123,13 +123,14 @@ _CAST_KERNEL = re.compile(r"withcast|(?<!direct)_copy_kernel_cuda")
 @register_aten("aten::copy_")
 def copy_(a: A) -> Cost | None:
     """dst.copy_(src): src read, dst written. A casting kernel's source dtype is not in the trace
-    (na), but for `bfloat16_copy_kernel_cuda`, whose element type is the source's."""
+    (na), but for `bfloat16_copy_kernel_cuda` and `float16_copy_kernel_cuda` (a 16-bit
+    destination), whose element type is the source's."""
     dst = a.shape(0)
     size = ITEMSIZE.get(a.dtype)
     if dst is None or size is None:
         return None
     n = prod(dst)
-    if "bfloat16_copy_kernel_cuda" in a.kernel:
+    if "float16_copy_kernel_cuda" in a.kernel:
         nbytes = n * (size + 2)
     elif _CAST_KERNEL.search(a.kernel):
         return None
