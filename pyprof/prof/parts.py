@@ -180,8 +180,8 @@ def tensor_lists(marker: dict, cost: Cost | None) -> Lists | None:
 
 
 # cuDNN's RNN kernels: per time step, layer and direction a recurrent GEMM and a cell kernel
-# (forward `elemWiseRNNcell`, backward `<MODE>_elementWise_bp1`).
-_RNN_CELL = re.compile(r"\belemWiseRNNcell<|_elementWise_bp1<")
+# (forward `elemWiseRNNcell` or `<MODE>_elementWise_fp`, backward `<MODE>_elementWise_bp1`).
+_RNN_CELL = re.compile(r"\belemWiseRNNcell\b|_elementWise_(?:fp|bp1)\b")
 # A GEMM kernel's tile (M x N) as cuBLAS, cuBLASLt and CUTLASS names spell it: nvjet_sm90_hsh_64x8_...,
 # ..._tilesize64x64x8_..., cutlass_80_simt_sgemm_64x64_8x5_...
 _TILE = re.compile(r"(?:tilesize|_)(\d+)x(\d+)(?:x\d+)?_")

@@ -71,8 +71,8 @@ def test_parameter_count():
 
 def test_sgd_step_with_momentum_and_weight_decay(resnet):
     """A foreach step is priced kernel by kernel from its PyTorch ranges (aten level): grads +
-    wd·params (_foreach_add, out of place: 2 lists read, 1 written; launched as two kernels, the
-    first carries the op), momentum buffers scaled (_foreach_mul_: read, written), buffers +=
+    wd·params (_foreach_add, out of place: 2 lists read, 1 written; launched as two kernels, each
+    its own tensors), momentum buffers scaled (_foreach_mul_: read, written), buffers +=
     grads and params -= lr·buffers (_foreach_add_: 2 read, 1 written). 1 FLOP per element each
     (the aten level counts add as 1: alpha is not in the trace): 4 per parameter; 3 + 2 + 3 + 3
     passes over fp32 memory."""
@@ -83,6 +83,10 @@ def test_sgd_step_with_momentum_and_weight_decay(resnet):
     assert (kw["momentum"], kw["weight_decay"], kw["params"]["numel"]) == (0.9, 0.0001, numel)
     assert [r["torchOps"][-1]["name"] for r, _ in steps] == \
         ["aten::_foreach_add", "aten::_foreach_add", "aten::_foreach_mul_", "aten::_foreach_add_", "aten::_foreach_add_"]
-    assert [f.flops for _, f in steps] == [numel, 0, numel, numel, numel]
-    assert [f.bytes for _, f in steps] == [12 * numel, 0, 8 * numel, 12 * numel, 12 * numel]
+    # The out-of-place add walks 3 lists, 48 tensors a launch: its two launches, each its own
+    # tensors' elements (multitensor.launch_elements over the range's sizes).
+    first, second = 3963456, 7726056
+    assert first + second == numel
+    assert [f.flops for _, f in steps] == [first, second, numel, numel, numel]
+    assert [f.bytes for _, f in steps] == [12 * first, 12 * second, 8 * numel, 12 * numel, 12 * numel]
     assert {f.level for _, f in steps} == {"aten"}

@@ -227,9 +227,10 @@ RNN_BWD = {"name": "aten::_cudnn_rnn_backward", "opId": 30,
 
 def test_a_range_opened_inside_another_does_not_restart_it():
     """cuDNN's LSTM backward (tests/data/fixture_plain: nn.LSTM(32, 64, 2 layers, bidirectional,
-    proj_size 16), 48 rows) zeroes a buffer through aten::zeros between its kernels: the node's
-    first kernel carries it, 2·4·(2·48·(256·48 + 64·16) + 48·64·21) = 10,739,712, and its
-    kernels after the nested range 0; the fill kernel is the nested range's ([8] fp32 written: 32 B)."""
+    proj_size 16), 48 rows, 4 a step) zeroes a buffer through aten::zeros between its kernels:
+    the fill kernel is the nested range's ([8] fp32 written: 32 B), and each cell kernel of the
+    node, before and after it, carries its own step: 2·4·64·21 FLOPs; the gates and states'
+    gradients: (2·4·256 + 3·4·64 + 3·4·64)·4 bytes."""
     node = [{"name": "autograd::engine::evaluate_function: CudnnRnnBackward0"}, {"name": "CudnnRnnBackward0"}, RNN_BWD]
     zeros = node + [{"name": "aten::zeros", "opId": 31, "sizes": [[], [], [], [], []]},
                     {"name": "aten::zero_", "opId": 32, "sizes": [[8]]},
@@ -239,6 +240,6 @@ def test_a_range_opened_inside_another_does_not_restart_it():
     recs = [record(None, cell, "bprop", torchOps=node), record(None, fill, "bprop", torchOps=zeros),
             record(None, cell, "bprop", torchOps=node, subSeqId=2)]
     facts, summary = analyse(recs)
-    assert [(f.flops, f.bytes, f.level) for f in facts] == [(10739712, 500736, "aten"), (0, 32, "aten"),
-                                                            (0, 0, "aten")]
+    assert [(f.flops, f.bytes, f.level) for f in facts] == [(10752, 14336, "aten"), (0, 32, "aten"),
+                                                            (10752, 14336, "aten")]
     assert not summary.warnings

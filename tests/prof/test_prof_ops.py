@@ -342,16 +342,20 @@ def test_no_formula_raises_on_odd_arguments(args):
 
 def test_fused_optimizer_work_goes_to_the_fused_kernel_not_the_step_counter():
     """A fused AdamW step launches a _foreach_add_ (step counters) before _fused_adamw_ (the math):
-    as in examples/gpt.sqlite. The math kernel carries the step; the counter bump is a helper."""
+    as in examples/gpt.sqlite. The math kernel carries the step (7 lists: parameter, gradient and
+    moments read, all but the gradient written); the counter launch its 29 1-element tensors."""
     p = {"count": 29, "numel": 2137088, "dtype": "float32"}
     m = {"v": 1, "kind": "op", "mod": "torch.optim", "op": "AdamW.step", "args": [],
          "kwargs": {"params": p, "foreach": None, "fused": True, "weight_decay": 0.01, "amsgrad": False,
                     "maximize": False}}
     step = {"name": "Optimizer.step#AdamW.step", "opId": 900}
-    recs = [record(m, "void multi_tensor_apply_kernel<BinaryOpScalarFunctor<float>>(...)", subSeqId=0,
+    launch = "void at::native::<unnamed>::multi_tensor_apply_kernel<at::native::<unnamed>::{}>(T1, T2, T3...)"
+    recs = [record(m, launch.format("TensorListMetadata<(int)1>, at::native::<unnamed>::BinaryOpScalarFunctor<float, "
+                                    "(int)1, (int)1, (int)0>, std::plus<float>, float"), subSeqId=0, grid=[29, 1, 1],
                    torchOps=[step, {"name": "aten::_foreach_add_", "opId": 901}]),
-            record(m, "void multi_tensor_apply_kernel<FusedAdamMathFunctor<float>>(...)", subSeqId=1,
-                   torchOps=[step, {"name": "aten::_fused_adamw_", "opId": 902}])]
+            record(m, launch.format("FusedOptimizerTensorListMetadata<(int)4>, at::native::<unnamed>::FusedAdamMath"
+                                    "Functor<float, (int)4, (at::native::ADAM_MODE)1, (bool)0>, const float *"),
+                   subSeqId=1, grid=[60, 1, 1], torchOps=[step, {"name": "aten::_fused_adamw_", "opId": 902}])]
     counter, math = analyse(recs)[0]
-    assert (counter.flops, counter.bytes) == (0, 0)
+    assert (counter.flops, counter.bytes) == (29, 29 * 2 * 4)
     assert (math.flops, math.bytes) == (13 * 2137088, 7 * 2137088 * 4)
