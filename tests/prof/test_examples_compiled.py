@@ -262,7 +262,9 @@ def test_default_mode_gpt_and_resnet(tmp_path_factory, eager) -> None:
     rows, stats = analysed(example(tmp_path_factory, "resnet_compiled_default"))
     assert (stats.compiled.graphs, stats.compiled.instances, stats.compiled.joined, stats.compiled.unexplained) == (
         2, 2, 285, 0)
-    assert round(time_share(rows, explained), 3) == 0.978
+    # The eager SGD step's first op (the weight decay, 3 lists, 48 tensors a launch) runs as two
+    # launches before any launch holds the whole list: without op ranges their shares are na.
+    assert round(time_share(rows, explained), 3) == 0.935
     resnet_eager, _ = analysed(EXAMPLES / "resnet.sqlite")
     assert matrix_flops(rows) == matrix_flops(resnet_eager) == 85187297280
     # A convolution's backward: one call, its data-gradient and weight-gradient kernels.
