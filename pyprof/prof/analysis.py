@@ -13,7 +13,8 @@ from . import peaks as peaks_mod
 from .calls import CallNumbers, identity as call_identity
 from .collectives import of_record, size_warning
 from .compiled import LEVEL as COMPILED, CompiledPricer
-from .parts import COPY, LAUNCH, CallParts, Part, backward_parts, family, forward_parts, rnn_step, tensor_lists
+from .parts import (COPY, LAUNCH, LAYOUT, CallParts, Part, backward_parts, family, forward_parts, layout_parts,
+                    rnn_step, tensor_lists)
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost, Unknowable, lookup, retype
 from .warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
@@ -377,7 +378,11 @@ class Analyzer:
         first = self._first(("aten", rec.get("pid"), rec.get("tid"), depth), (r.get("name"), r.get("opId")), counts,
                             depth == len(torch_ops) - 1 and rec.get("subSeqId") == 0)
         if mma and verdict == NONE:
-            return _NO_WORK
+            # cuDNN's layout conversion of one of the range's tensors (parts.py), as with markers.
+            size = ITEMSIZE.get(cost.dtype)
+            layout = [p for p in layout_parts((r.get("sizes") or [])[:3], size) if isinstance(rec.get("grid"), list)
+                      and tuple(rec["grid"]) == p.grid] if cost.kind == CONV and size and family(name) == LAYOUT else []
+            return (layout[0].flops, layout[0].bytes) if layout else _NO_WORK
         if mma and not counts:  # not recognised: facts() counted it
             return _UNKNOWN
         if cost.kind == CONV and rec.get("dir") == "bprop":

@@ -137,8 +137,15 @@ def _layouts(marker: dict, cost: Cost | None) -> list[Part]:
     size = None if cost is None else ITEMSIZE.get(cost.dtype)
     if cost is None or cost.kind != CONV or not size or not cost.out_shape:
         return []
-    shapes = [t.shape for t in Call(marker).tensors()[:2]] + [cost.out_shape]
-    return [Part(LAYOUT, math.prod(s), 0, 2 * math.prod(s) * size, _layout_grid(s)) for s in shapes if len(s) >= 3]
+    return layout_parts([t.shape for t in Call(marker).tensors()[:2]] + [cost.out_shape], size)
+
+
+def layout_parts(shapes: list, size: int) -> list[Part]:
+    """The layout conversions of a convolution's (N, C, spatial...) tensors of `shapes`, each read
+    and written once in `size`-byte elements: from a marker, or from the shapes of a PyTorch range
+    (aten::convolution_backward: dY, input, weight)."""
+    return [Part(LAYOUT, math.prod(s), 0, 2 * math.prod(s) * size, _layout_grid(tuple(s))) for s in shapes
+            if isinstance(s, (list, tuple)) and len(s) >= 3 and all(type(d) is int and d > 0 for d in s)]
 
 
 def _layout_grid(shape: tuple) -> tuple:

@@ -374,3 +374,15 @@ def test_split_launches_of_a_foreach_op_carry_their_own_elements():
     assert launch_elements([100, 0, 200, 300], 2) == [300, 300]
     assert launch_elements([65536 * 321], 110) == [65536 * 320, 65536]
     assert launch_elements([65536 * 319 + 5, 7], 110) == [65536 * 319 + 5, 7]  # 320 blocks: full
+
+
+def test_layout_conversions_of_a_convolution_backward_from_pytorch_ranges_equal_the_markers():
+    """The unet captures (bf16 autocast): without pyprof.init() (emit_nvtx alone) each of the 85
+    cuDNN layout conversions under aten::convolution_backward takes the tensor of the range's
+    shapes (dY, input, weight) whose tiles make its grid: the bytes the markers give the same
+    kernel, none 0."""
+    default, plain = analysed_capture("default")["unet"], analysed_capture("plain")["unet"]
+    pairs = [(fa.bytes, fb.bytes) for (ra, fa), (rb, fb) in zip(default, plain)
+             if ra["dir"] == "bprop" and family(ra["kLongName"]) == "layout"
+             and (rb.get("torchOps") or [{}])[-1].get("name") == "aten::convolution_backward"]
+    assert len(pairs) == 85 and all(a == b and b for a, b in pairs)
