@@ -13,7 +13,7 @@ from . import peaks as peaks_mod
 from .calls import CallNumbers, identity as call_identity
 from .collectives import of_record, size_warning
 from .compiled import LEVEL as COMPILED, CompiledPricer
-from .parts import (COPY, LAUNCH, LAYOUT, CallParts, Part, backward_parts, family, forward_parts, layout_parts,
+from .parts import (COPY, FILL, LAUNCH, LAYOUT, CallParts, Part, backward_parts, family, forward_parts, layout_parts,
                     rnn_step, tensor_lists)
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost, Unknowable, lookup, retype
 from .warnings_tally import Tally
@@ -425,9 +425,10 @@ class Analyzer:
                         ("main", rec.get("pid"), rec.get("tid")), inner, True, rec.get("subSeqId") == 0):
                     return _NO_WORK
             else:
-                # A copy kernel of the call is autocast's cast of an argument when one fits
-                # (parts.py); one that does not may be the op's own kernel (`x.float()`).
-                helper = family(name) == COPY
+                # A copy or fill kernel of the call is a part (autocast's cast of an argument, a
+                # gradient's zero fill) when one fits (parts.py); one that does not may be the
+                # op's own kernel (`x.float()`, `torch.zeros`).
+                helper = family(name) in (COPY, FILL)
                 first = self._first_of_call(rec, not helper)
                 work = self._launch_work(rec, cost, bprop, name) if launch else None
                 if work is not None:

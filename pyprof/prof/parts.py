@@ -159,12 +159,15 @@ def _casts_back(marker: dict, cost: Cost | None) -> list[Part]:
 
 
 def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
-    """The helper kernels of the op's backward: the bias gradient (the output gradient summed:
-    it read and the bias written, in the dtype the op ran in; no FLOPs, as for the bias add) and each
-    cast's gradient cast back (ToCopyBackward), for the arguments that need a gradient. Which do
-    is not in the marker; a part that never ran is one no kernel takes."""
+    """The helper kernels of the op's backward: a gradient's zero fill (`grad_fill`: written in
+    the op's dtype), the bias gradient (the output gradient summed: it read and the bias written,
+    in the dtype the op ran in; no FLOPs, as for the bias add) and each cast's gradient cast back
+    (ToCopyBackward), for the arguments that need a gradient. Which do is not in the marker; a
+    part that never ran is one no kernel takes."""
     if cost is None or cost.kind not in MMA_KINDS:
-        return _casts_back(marker, cost)
+        size = None if cost is None else ITEMSIZE.get(cost.dtype)
+        fill = [Part(FILL, cost.grad_fill, 0, cost.grad_fill * size)] if cost is not None and cost.grad_fill and size else []
+        return fill + _casts_back(marker, cost)
     size = ITEMSIZE.get(cost.dtype)
     bias = [Part(SUM, cost.out_elems, 0, (cost.out_elems + cost.bias_elems) * size)
             ] if cost.bias_elems and cost.out_elems and size else []

@@ -56,6 +56,9 @@ class Cost:
     composite: bool = False
     # An RNN's shape (ops/rnn.py RnnShape): its per-step kernels carry their own work (parts.py).
     rnn: Any = None
+    # Elements of a gradient the backward zero-fills in a kernel of its own before scattering
+    # into it (embedding's dWeight): that kernel's part (parts.py), not in `bwd_bytes`.
+    grad_fill: int = 0
     # A foreach op's launches (multitensor.launch_elements): the elements each walks, in order;
     # the op's work is shared among its kernels in proportion.
     launches: tuple | None = None

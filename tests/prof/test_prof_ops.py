@@ -320,7 +320,8 @@ def test_backward_costs_of_norms_and_losses():
     mse = cost_of(FN, "mse_loss", t(4, 5), t(4, 5))
     assert (mse.bwd_flops, mse.bwd_bytes) == (40, 80 + 80 + 4 + 80)
     e = cost_of(FN, "embedding", torch.zeros(4, 7, dtype=torch.int64), t(100, 16))
-    assert (e.bwd_flops, e.bwd_bytes) == (4 * 7 * 16, 4 * 7 * 8 + 4 * 7 * 16 * 4 + 100 * 16 * 4)
+    # dOut read, the rows added into read and written; dWeight's zero fill is a part of its own.
+    assert (e.bwd_flops, e.bwd_bytes, e.grad_fill) == (4 * 7 * 16, 4 * 7 * 8 + 3 * 4 * 7 * 16 * 4, 100 * 16)
 
 
 ODD_ARGS = [[], [None], [3], ["x"], [{"shape": [0], "dtype": "float32"}] * 4,

@@ -386,3 +386,21 @@ def test_layout_conversions_of_a_convolution_backward_from_pytorch_ranges_equal_
              if ra["dir"] == "bprop" and family(ra["kLongName"]) == "layout"
              and (rb.get("torchOps") or [{}])[-1].get("name") == "aten::convolution_backward"]
     assert len(pairs) == 85 and all(a == b and b for a, b in pairs)
+
+
+def test_an_embedding_backward_zero_fill_is_a_part_and_the_scatter_the_op():
+    """llama_block's embedding backward (a 2,097,152-element fp32 weight, 4 x 256 indices of 512
+    features) and recommender's four embedding_bag backwards (12.8 MB weights; kernel_truth
+    capture, H100): the weight gradient's zero fill carries its bytes, within 0.1% of ncu's, and
+    the kernel after it the backward's scatter (indices and dOut read, rows read and written), not 0."""
+    import kernel_truth as kt
+
+    per = analysed_capture("default")
+    truths = kt.truth([(os.path.join(DATA, f), models) for f, models in kt.SHIPPED_NCU], {m: len(k) for m, k in per.items()})
+    fills = [(rec["op"], f.bytes, moved) for m in ("llama_block", "recommender") for rec, f, moved, _ in
+             kt._rows(per[m], truths[m]) if rec["dir"] == "bprop" and family(rec["kLongName"]) == "fill"
+             and rec["op"] in ("embedding", "embedding_bag")]
+    assert [(op, b) for op, b, _ in fills] == [("embedding", 8388608)] + [("embedding_bag", 12800000)] * 4
+    assert all(0.999 <= b / moved <= 1.0 for _, b, moved in fills)
+    scatter = [(f.flops, f.bytes) for rec, f in per["llama_block"] if rec["kShortName"] == "embedding_backward_feature_kernel"]
+    assert scatter == [(524288, 4 * 256 * 8 + 3 * 524288 * 4)]

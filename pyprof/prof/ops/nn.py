@@ -225,8 +225,9 @@ def interpolate(c: Call) -> Cost | None:
 @register("torch.nn.functional.embedding", "torch.embedding")
 def embedding(c: Call) -> Cost | None:
     """A gather: the indices and the selected rows are read, the rows written. No FLOPs.
-    Backward (dense): the indices and dOut read, the whole dWeight written, one add per dOut
-    element scattered into it."""
+    Backward (dense): dWeight zero-filled (a kernel of its own: `grad_fill`), then one add per
+    dOut element scattered into it: the indices and dOut read, the rows added into read and
+    written (as aten::embedding_dense_backward counts)."""
     idx, w = c.get(0, "input"), c.get(1, "weight")
     if c.get(3, "max_norm") is not None:  # renormalises the rows in place first: not modelled
         return None
@@ -234,7 +235,7 @@ def embedding(c: Call) -> Cost | None:
     if idx.nbytes is None or w.nbytes is None:
         return None
     return Cost(0, idx.nbytes + 2 * out * w.itemsize, fmt_params(w.dtype, idx=dims(idx.shape), weight=dims(w.shape)),
-                w.dtype, SIMT, bwd_flops=out, bwd_bytes=idx.nbytes + out * w.itemsize + w.nbytes)
+                w.dtype, SIMT, bwd_flops=out, bwd_bytes=idx.nbytes + 3 * out * w.itemsize, grad_fill=w.numel)
 
 
 @register("torch.nn.functional.embedding_bag")
@@ -243,7 +244,8 @@ def embedding_bag(c: Call) -> Cost | None:
     output element; max: one comparison per gathered element). Backward (dense): each bag's
     gradient added into the rows it gathered, one add per gathered element (and one scale each
     for mean or per-sample weights; max: into the winning rows, one per output element); the
-    indices, offsets, weights and dOut read, the whole dWeight written."""
+    indices, offsets, weights and dOut read, the rows added into read and written, after dWeight's
+    zero fill (a kernel of its own: `grad_fill`)."""
     idx, w, offsets = c.get(0, "input"), c.get(1, "weight"), c.tensor(2, "offsets")
     mode = c.get(None, "mode", "mean")
     psw = c.tensor(None, "per_sample_weights")
@@ -259,7 +261,8 @@ def embedding_bag(c: Call) -> Cost | None:
     scaled = mode == "mean" or psw is not None
     return Cost(flops, nbytes, fmt_params(w.dtype, idx=dims(idx.shape), weight=dims(w.shape), mode=mode), w.dtype, SIMT,
                 bwd_flops=out if mode == "max" else gathered * (2 if scaled else 1),
-                bwd_bytes=meta + out * w.itemsize + w.nbytes)
+                bwd_bytes=meta + out * w.itemsize + 2 * (out if mode == "max" else gathered) * w.itemsize,
+                grad_fill=w.numel)
 
 
 @register("torch.nn.functional.instance_norm")
