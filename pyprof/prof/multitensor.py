@@ -42,18 +42,18 @@ _FUNCTOR = re.compile(r"\b(\w+functor)<([\w:]+(?: [\w:]+)?), \(int\)(\d+)(?:, \(
 # The element type as the functor spells it.
 _TYPES = {"float": "float32", "double": "float64", "c10::half": "float16", "c10::bfloat16": "bfloat16",
           "at::half": "float16", "at::bfloat16": "bfloat16"}
-# FLOPs per element of a foreach functor's operation: (functor, operation) -> FLOPs; operation
-# None: any. The alpha functors (add/sub with alpha) multiply then add.
+# A foreach functor's operation after its template arguments: 1 FLOP per element, lerp the
+# element-wise table's; a pointwise functor's (addcmul, addcdiv) and an alpha functor's (add or
+# sub with alpha: a multiply and an add) 2.
 _OPERATION = re.compile(r"(std::(?:plus|minus|multiplies|divides)|lerpfunctor|sqrt|exp|reciprocal|neg|abs|sigmoid|"
-                        r"tanh|log|rsqrt|sign|_amp_foreach_non_finite_check_and_unscale)")
-_POINTWISE_FLOPS = 2  # addcmul / addcdiv: a product or quotient and an add
-_ALPHA_FLOPS = 2
-_LERP_FLOPS = 3
+                        r"tanh|log|rsqrt|sign)")
+_TWO_OPS = 2
 
 
 class Launch(NamedTuple):
     """What one multi-tensor launch does per element of one list: lists moved, FLOPs (None for a
-    fused optimizer's math: the formula's), element size; and how many tensors a launch holds."""
+    fused optimizer's math, the formula's, or an operation not known), element size; and how
+    many tensors a launch holds."""
 
     lists: int
     flops: int | None
@@ -83,17 +83,17 @@ def launch(kernel: str) -> Launch | None:
         return Launch(2 * depth - 1, None, size, True, limit)
     if fun.group(4) is None:
         return None
+    from .ops.elementwise import FLOPS_PER_ELEMENT  # here: the op table imports this module
+
     reads = int(fun.group(4))
     op = _OPERATION.search(kernel, fun.end())
     name = fun.group(1)
-    if name.startswith("pointwise"):
-        flops = _POINTWISE_FLOPS
-    elif "alpha" in name:
-        flops = _ALPHA_FLOPS
+    if name.startswith("pointwise") or "alpha" in name:
+        flops = _TWO_OPS
     elif op is None:
-        return None
+        flops = None  # an operation not in the list: its lists still say the bytes
     else:
-        flops = _LERP_FLOPS if op.group(1) == "lerpfunctor" else 1
+        flops = FLOPS_PER_ELEMENT["lerp"] if op.group(1) == "lerpfunctor" else 1
     return Launch(reads + 1, flops, size, False, limit)
 
 
@@ -140,7 +140,7 @@ class Lists:
             return None
         if self.fused and not spec.fused:
             # A fused step's counters: one 1-element tensor per block.
-            return blocks * spec.flops, blocks * spec.lists * spec.size
+            return None if spec.flops is None else blocks * spec.flops, blocks * spec.lists * spec.size
         whole = self.count <= spec.max_tensors and blocks < MAX_BLOCKS
         exact = launch_elements(numels, spec.max_tensors) if numels else []
         if whole:
