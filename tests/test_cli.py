@@ -47,7 +47,7 @@ def test_help_exits_0_and_names_the_way_it_was_run(tool):
     ("pyprof.parse", ["--no-such-option", "x.sqlite"], "unrecognized arguments: --no-such-option"),
     ("pyprof.parse", [], "the following arguments are required: input"),
     ("pyprof.prof", ["--by", "nope"], "argument --by: invalid --by 'nope': one of op, kernel, shape, layer, "
-                                      "module, dir, tc, level, stream, rank, coll, or several joined by commas (op,shape), each once"),
+                                      "module, dir, tc, level, stream, rank, coll, call, or several joined by commas (op,shape), each once"),
     ("pyprof.prof", ["-w", "wide"], "argument -w/--width: invalid int value: 'wide'"),
     ("pyprof.capture", ["-o"], "argument -o/--output: expected one argument"),
     ("pyprof.capture", ["-o", "x"], "put the program to profile after '--': python -m pyprof.capture -- "
