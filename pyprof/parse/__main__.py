@@ -14,6 +14,7 @@ with interrupted_while_loading("pyprof.parse"):
                                EXIT_OUTPUT, EXIT_TOOL, EXIT_USAGE, PyprofError, refuse_output_onto_input, run_cli)
     from pyprof.parse import Stats, parallel, parse
     from pyprof.parse.merge import merge
+    from pyprof.store import write as store
     from pyprof.text import count
 
 PROG = "pyprof.parse"
@@ -78,7 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
                                             "sqlite), an .nsys-rep report (needs nsys: on PATH, or $NSYS), or a "
                                             "folder of them; several: the ranks of one job")
     p.add_argument("-o", "--output", metavar="FILE", help="write records to FILE (created only on success) "
-                                                          "instead of stdout")
+                                                          "instead of stdout; a name ending in .parquet: the "
+                                                          "Parquet record store, a folder partitioned by rank "
+                                                          "(needs pyarrow)")
     p.add_argument("--memcpy", action="store_true", help="also write memcpy and memset records")
     p.add_argument("-j", "--jobs", type=int, metavar="N", default=None,
                    help="worker processes (default: the CPUs available, %(prog)s sees "
@@ -109,6 +112,20 @@ def _summary(stats: Stats, memcpy: bool, extra: str = "") -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; fatal problems raise PyprofError (run_cli turns them into exit codes)."""
     args = build_parser().parse_args(argv)
+    if store.wants_store(args.output):
+        refuse_output_onto_input(args.output, args.input)
+        # The records are written as JSON Lines beside the output, then converted (docs/records.md, "Parquet").
+        with store.storing(args.output) as lines:
+            said = _run(args, lines)
+    else:
+        said = _run(args, args.output)
+    if not args.quiet:
+        print(said, file=sys.stderr)
+    return 0
+
+
+def _run(args: argparse.Namespace, output: str | None) -> str:
+    """Parse (or --merge) into `output` (None: stdout); returns the summary for stderr."""
     jobs = parallel.default_jobs() if args.jobs is None else args.jobs
     if jobs < 1:
         raise PyprofError("-j needs a positive number of workers", EXIT_USAGE)
@@ -116,22 +133,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.merge:
         if args.memcpy or args.rank:
             raise PyprofError("--merge copies records as they are: no --memcpy or --rank", EXIT_USAGE)
-        refuse_output_onto_input(args.output, args.input)
-        records, ranks = merge(args.input, args.output)
-        if not args.quiet:
-            span = f"ranks {ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else f"rank {ranks[0]}" if ranks else "no ranks"
-            print(f"{PROG}: {count(records, 'record')} merged from {count(len(args.input), 'file')} ({span})",
-                  file=sys.stderr)
-        return 0
+        refuse_output_onto_input(output, args.input)
+        records, ranks = merge(args.input, output)
+        span = f"ranks {ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else f"rank {ranks[0]}" if ranks else "no ranks"
+        return f"{PROG}: {count(records, 'record')} merged from {count(len(args.input), 'file')} ({span})"
     paths = parallel.inputs(args.input)
-    refuse_output_onto_input(args.output, paths)
+    refuse_output_onto_input(output, paths)
     ranked = args.rank or len(paths) > 1 or any(os.path.isdir(a) for a in args.input)
     groups = parallel.plan(paths, jobs, args.memcpy, ranked) if ranked or jobs > 1 else []
     if not ranked and (not groups or len(groups[0]) == 1):
-        stats = parse(paths[0], args.output, memcpy=args.memcpy, quiet=args.quiet, progress=progress)
+        stats = parse(paths[0], output, memcpy=args.memcpy, quiet=args.quiet, progress=progress)
         extra = ""
     else:
-        stats = parallel.run(groups, args.output, jobs, progress)
+        stats = parallel.run(groups, output, jobs, progress)
         extra = f" from {count(stats.exports, 'export')}"
         if stats.ranks:
             extra += ", " + parallel.note_ranks(stats)
@@ -139,9 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             extra += f", {stats.windows} windows ({stats.reparsed} parsed again)"
         if args.verbose:
             print(parallel.note_times(stats), file=sys.stderr)
-    if not args.quiet:
-        print(_summary(stats, args.memcpy, extra), file=sys.stderr)
-    return 0
+    return _summary(stats, args.memcpy, extra)
 
 
 def cli() -> NoReturn:

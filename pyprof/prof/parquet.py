@@ -6,7 +6,8 @@ from __future__ import annotations
 import contextlib
 from typing import IO, Any, Iterator
 
-from ..errors import EXIT_TOOL, PyprofError, cannot_write
+from ..errors import cannot_write
+from ..store import schema
 from .columns import Column, typed
 
 NEEDS = "--parquet needs pyarrow: pip install pyarrow (or pip install 'pyprof-nvtx[parquet]')"
@@ -15,12 +16,7 @@ ROW_GROUP = 65536  # rows held before a row group is written
 
 def require_pyarrow() -> Any:
     """pyarrow, or PyprofError naming the install (EXIT_TOOL, as --plot without matplotlib)."""
-    try:
-        import pyarrow
-        import pyarrow.parquet  # noqa: F401
-    except ImportError:
-        raise PyprofError(NEEDS, EXIT_TOOL) from None
-    return pyarrow
+    return schema.require_pyarrow(NEEDS)
 
 
 def _storable(name: str, kind: type, v: Any) -> Any:
@@ -43,11 +39,10 @@ class ParquetWriter:
 
     def __init__(self, out: IO[bytes], path: str, cols: list[Column]) -> None:
         pa = require_pyarrow()
-        arrow = {int: pa.int64(), float: pa.float64(), bool: pa.bool_(), str: pa.string()}
         self._pa = pa
         self._cols = cols
         self._kinds = [c.type for c in cols]
-        self._schema = pa.schema([(c.name, arrow[c.type]) for c in cols])
+        self._schema = pa.schema([(c.name, schema.arrow_type(c.type)) for c in cols])
         self._columns: list[list] = [[] for _ in cols]
         self._path = path
         with self._writing():

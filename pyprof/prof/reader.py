@@ -11,8 +11,9 @@ import sys
 from typing import BinaryIO, Iterator
 
 from ..errors import EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, EXIT_NO_INPUT, PyprofError
-from ..magic import SQLITE, compression, foreign_text
 from ..formats import V, VERSION
+from ..magic import SQLITE, compression, foreign_text
+from ..store import read as store
 from .legacy import from_legacy
 from .warnings_tally import Tally
 
@@ -40,6 +41,12 @@ def numbered(path: str | os.PathLike, tally: Tally, strict: bool = False,
     path = os.fspath(path)
     if path != "-" and path.endswith((".sqlite", ".nsys-rep")):
         yield from _parsed(path, tally, memcpy)
+        return
+    if store.is_store(path):  # parse -o X.parquet's record store: a folder, or one of its files
+        for n, rec in enumerate(store.records(path, shared=True), 1):
+            newer(rec, tally)
+            tally.records += 1
+            yield n, rec
         return
     with open_input(path) as stream:
         # Peeked, not read: a FIFO of records must lose no byte to the look.
@@ -89,6 +96,9 @@ def records(stream: BinaryIO, tally: Tally, strict: bool = False, name: str = "s
             if line.startswith(SQLITE):
                 raise PyprofError("the input is an nsys SQLite export: give its path (prof parses it) or run "
                                   "`python -m pyprof.parse` on it and give prof its output", EXIT_BAD_FORMAT)
+            if line.startswith(store.PARQUET):
+                raise PyprofError("the input is Parquet: give the record store's path (a folder written by "
+                                  "`python -m pyprof.parse -o X.parquet`), not stdin", EXIT_BAD_FORMAT)
             packed = compression(line)
             if packed:
                 raise PyprofError(f"{name} is {packed}-compressed: decompress it first ({_unpack_hint(packed, name)})",
@@ -123,16 +133,21 @@ def records(stream: BinaryIO, tally: Tally, strict: bool = False, name: str = "s
             first_bad = first_bad or f"line {lineno}: {reason}"
             bad_record(tally, strict, lineno, reason)
             continue
-        v = rec.get(V)
-        if type(v) is int and v > VERSION:
-            # Read as far as this pyprof knows the format (versions add keys); said, never silent.
-            tally.warn(f"records of format v{v}, newer than this pyprof reads (v{VERSION}): keys added since "
-                         "are ignored; upgrade pyprof", f"v{v}")
+        newer(rec, tally)
         tally.records += 1
         kept += 1
         yield lineno, rec
     if first_bad is not None and not kept:
         raise PyprofError(_no_records(name, first_bad, foreign_text(head)), EXIT_BAD_FORMAT)
+
+
+def newer(rec: dict, tally: Tally) -> None:
+    """Warn (once per version, in `tally`) for a record of a format newer than this pyprof's."""
+    v = rec.get(V)
+    if type(v) is int and v > VERSION:
+        # Read as far as this pyprof knows the format (versions add keys); said, never silent.
+        tally.warn(f"records of format v{v}, newer than this pyprof reads (v{VERSION}): keys added since "
+                   "are ignored; upgrade pyprof", f"v{v}")
 
 
 _HEAD = 4096  # bytes of the input kept to say what it is

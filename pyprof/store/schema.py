@@ -1,0 +1,82 @@
+"""Which Parquet column holds which record field, and how: the one definition of the record
+store's columns (docs/records.md, "Parquet"). Writer and reader both follow FIELDS.
+
+Encodings:
+- scalars (`int`, `str`): a typed column, null for a JSON null;
+- `list[int]`, `list[str]` (grid, block, altSeqId, layer, ranges): a list column;
+- STRUCT fields (`launch`, `gpu`): a struct column of their fixed keys (`None` when null);
+- JSON fields (`marker`, `fwd`, `torchOps`, `compiled`): free-form objects (a marker's
+  arguments are whatever the user passed), kept as their compact JSON text;
+- `rank`: not a column of the files but the dataset's partition (folder `rank=N`).
+
+Two columns make the round trip exact whatever a record holds: `_keys`, the record's keys in
+order (dictionary-encoded: a few distinct values per file), and `_extra`, the JSON text of every
+key whose value does not fit its column (a float where an int is due, text that is no UTF-8, a
+key a newer parse writes) or that has none; null for nearly every record.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import EXIT_TOOL, PyprofError
+
+NEEDS = "Parquet records need pyarrow: pip install pyarrow (or pip install 'pyprof-nvtx[parquet]')"
+
+JSON = "json"      # compact JSON text
+STRUCT = "struct"  # a struct column of the keys in STRUCT_KEYS
+
+STRUCT_KEYS: dict[str, dict[str, type]] = {
+    "launch": {"api": str, "start": int, "duration": int},
+    "gpu": {"name": str, "memoryBandwidth": int, "smCount": int, "clockRate": int},
+}
+
+# Record field -> encoding, in parse's key order (docs/records.md).
+FIELDS: dict[str, Any] = {
+    "v": int, "kind": str, "kShortName": str, "kLongName": str, "kDuration": int, "kStart": int, "kEnd": int,
+    "device": int, "stream": int, "grid": list[int], "block": list[int], "regs": int, "staticShared": int,
+    "dynamicShared": int, "pid": int, "tid": int, "correlationId": int, "launch": STRUCT, "graphNode": int,
+    "gpu": STRUCT, "bytes": int, "copyKind": str, "dir": str, "mod": str, "op": str, "marker": JSON, "fwd": JSON,
+    "torchOps": JSON, "seqId": int, "altSeqId": list[int], "subSeqId": int, "layer": list[str], "module": str,
+    "trace": str, "ranges": list[str], "compiled": JSON,
+}
+PARTITION = "rank"
+KEYS = "_keys"
+EXTRA = "_extra"
+
+
+def require_pyarrow(needs: str = NEEDS) -> Any:
+    """pyarrow (with its parquet and dataset modules), or PyprofError `needs` (EXIT_TOOL)."""
+    try:
+        import pyarrow
+        import pyarrow.dataset  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        raise PyprofError(needs, EXIT_TOOL) from None
+    return pyarrow
+
+
+def arrow_type(kind: Any) -> Any:
+    """The Arrow type of a value of `kind`: int, float, bool, str (prof's --parquet table types
+    its columns so too), list[int], list[str], or a record field's STRUCT / JSON encoding
+    (arrow_type(STRUCT) needs the field: use field_type)."""
+    pa = require_pyarrow()
+    scalar = {int: pa.int64(), float: pa.float64(), bool: pa.bool_(), str: pa.string(), JSON: pa.string()}
+    if kind in scalar:
+        return scalar[kind]
+    return pa.list_(scalar[kind.__args__[0]])
+
+
+def field_type(name: str) -> Any:
+    """The Arrow type of record field `name`'s column."""
+    kind = FIELDS[name]
+    if kind == STRUCT:
+        pa = require_pyarrow()
+        return pa.struct([(k, arrow_type(t)) for k, t in STRUCT_KEYS[name].items()])
+    return arrow_type(kind)
+
+
+def file_schema() -> Any:
+    """The schema of each Parquet file of the store (rank is the folder's, not a column)."""
+    pa = require_pyarrow()
+    return pa.schema([(name, field_type(name)) for name in FIELDS]
+                     + [(KEYS, pa.dictionary(pa.int32(), pa.string())), (EXTRA, pa.string())])
