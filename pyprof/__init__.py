@@ -9,12 +9,12 @@ from typing import Any, Callable, Optional
 
 __version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it from here)
 
-__all__ = ["__version__", "init", "restore", "wrap", "annotate", "profiled", "records", "rows", "dataframe", "summary",
+__all__ = ["__version__", "init", "restore", "wrap", "annotate", "profiled", "records", "rows", "dataframe", "table", "summary",
            "modules", "diff", "overlap", "stragglers", "roofline", "report", "trace", "ProfWarning",
            "register_cost"]
 
 # Notebook API (pyprof/api.py), loaded on first use: neither torch nor pandas is imported.
-_API = frozenset(("records", "rows", "dataframe", "summary", "modules", "diff", "overlap", "stragglers", "roofline",
+_API = frozenset(("records", "rows", "dataframe", "table", "summary", "modules", "diff", "overlap", "stragglers", "roofline",
                   "report", "trace", "ProfWarning"))
 
 _NEEDS_TORCH = "pyprof.init() annotates PyTorch programs and needs torch: pip install torch (or pyprof-nvtx[torch])"

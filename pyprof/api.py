@@ -5,6 +5,7 @@ prof as data: the same object its --json writes.
     for rec in pyprof.records("net.sqlite"): ...          # parse's records, one dict per kernel
     rows = list(pyprof.rows("net.dict", columns="op,kernel,sil,tc,flops"))
     df = pyprof.dataframe("net.sqlite")                   # needs pandas
+    t = pyprof.table("net.parquet", ["op", "kDuration"])  # record fields as a pyarrow Table
     pyprof.summary("net.sqlite", by="op")["rows"][0]      # the --summary --json object
     pyprof.summary("net.dict", by="call")["rows"]         # one row per op call: its honest rate
     pyprof.modules("net.dict")["rows"]                    # --modules
@@ -25,7 +26,7 @@ import os
 import warnings
 from typing import Any, Iterator
 
-__all__ = ["records", "rows", "dataframe", "summary", "modules", "diff", "overlap", "stragglers", "roofline",
+__all__ = ["records", "rows", "dataframe", "table", "summary", "modules", "diff", "overlap", "stragglers", "roofline",
            "report", "trace", "ProfWarning"]
 
 NEEDS_PANDAS = "pyprof.dataframe() needs pandas: pip install pandas (or pip install 'pyprof-nvtx[pandas]')"
@@ -63,7 +64,7 @@ def records(path: str | os.PathLike, *, memcpy: bool = False, strict: bool = Fal
     from pyprof.prof.reader import numbered
 
     tally = _tally()
-    for _n, rec in numbered(path, tally, strict, memcpy):
+    for _n, rec in numbered(path, tally, strict, memcpy, fresh=True):
         yield rec
     _warn(path, tally, 2)
 
@@ -110,17 +111,38 @@ def rows(path: str | os.PathLike, columns: str | list[str] | None = None, *, mem
     _warn(path, tally, 2)
 
 
-def dataframe(path: str | os.PathLike, columns: str | list[str] | None = None, *, memcpy: bool = False) -> Any:
+def table(path: str | os.PathLike, fields: list[str] | None = None, where: Any = None) -> Any:
+    """The records of `path` as a pyarrow Table of record fields (docs/records.md, "Parquet"):
+    `fields` (default: all; `rank` too where the records have it), `where` a filter such as
+    `pyarrow.dataset.field("op") == "linear"`. On a Parquet record store (`python -m pyprof.parse
+    -o net.parquet`) only those columns are read, the filter is applied by the Parquet reader
+    and no record becomes a Python object; a JSON Lines file is converted in memory first.
+    Raises PyprofError (pyarrow missing: status 8; a damaged store) and ValueError (unknown field)."""
+    from pyprof.store.read import table as read_table
+
+    return read_table(os.fspath(path), fields, where)
+
+
+def dataframe(path: str | os.PathLike, columns: str | list[str] | None = None, *, memcpy: bool = False,
+              fields: list[str] | None = None, where: Any = None) -> Any:
     """A pandas DataFrame of rows(path, columns): one row per kernel; integer and float columns
     numeric (float with NaN where a value is unknown), `tc` boolean (pandas' nullable dtype,
     <NA> where not applicable), text columns with None for `na` and `-`. The warnings tally is
     in `df.attrs["warnings"]` ({kind: {name: kernels}}, and "malformed lines") and comes as one
     ProfWarning. Raises ImportError naming the install when pandas is missing, and ValueError
-    for an unknown column, as rows() does."""
+    for an unknown column, as rows() does.
+
+    `fields` or `where` instead of `columns`: the record fields themselves, table(path, fields,
+    where).to_pandas(): on a Parquet store no record is made a Python dict (10M kernels fit)."""
     try:
         import pandas as pd
     except ImportError:
         raise ImportError(NEEDS_PANDAS) from None
+    if fields is not None or where is not None:
+        if columns is not None or memcpy:
+            raise ValueError("dataframe(): columns and memcpy are prof's analysed columns; fields and where "
+                             "are record fields: give one or the other")
+        return table(path, fields, where).to_pandas()
     cols = _columns(columns)
     tally = _tally()
     df = pd.DataFrame.from_records(list(_rows(path, cols, memcpy, True, tally)), columns=[c.name for c in cols])

@@ -34,16 +34,17 @@ _PARSE_FAILED = b"pyprof.parse: "  # the line parse writes after its records whe
 
 
 def numbered(path: str | os.PathLike, tally: Tally, strict: bool = False,
-             memcpy: bool = False) -> Iterator[tuple[int, dict]]:
+             memcpy: bool = False, fresh: bool = False) -> Iterator[tuple[int, dict]]:
     """(number, record) pairs of `path` (`-`: stdin), counted in `tally`: line numbers of a
     record file, record numbers of an nsys export (a `.sqlite` or `.nsys-rep` name, or a file
-    that is SQLite; parsed now, as `pyprof.parse [--memcpy]` would; `strict` is for record lines)."""
+    that is SQLite; parsed now, as `pyprof.parse [--memcpy]` would; `strict` is for record lines;
+    a Parquet record store's records share equal nested objects unless `fresh`: store.read.records)."""
     path = os.fspath(path)
     if path != "-" and path.endswith((".sqlite", ".nsys-rep")):
         yield from _parsed(path, tally, memcpy)
         return
     if store.is_store(path):  # parse -o X.parquet's record store: a folder, or one of its files
-        for n, rec in enumerate(store.records(path, shared=True), 1):
+        for n, rec in enumerate(store.records(path, shared=not fresh), 1):
             newer(rec, tally)
             tally.records += 1
             yield n, rec

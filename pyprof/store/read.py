@@ -12,12 +12,8 @@ from ..errors import EXIT_BAD_FORMAT, EXIT_CORRUPT, PyprofError
 from . import schema
 from .schema import EXTRA, FIELDS, JSON, KEYS, PARTITION
 
-try:  # optional (pyprof-nvtx[fast]); the same records either way
-    from orjson import loads as _loads
-except ImportError:
-    _loads = json.JSONDecoder().decode
-
 PARQUET = b"PAR1"  # a Parquet file's first (and last) four bytes
+BATCH = 4096  # records made into dicts at a time: their Python objects are most of the memory held
 
 
 def is_store(path: str) -> bool:
@@ -62,10 +58,7 @@ def _dataset(path: str) -> Any:
             raise PyprofError(f"{path}: a folder with no Parquet file in it (expected a record store written by "
                               "`python -m pyprof.parse -o X.parquet`)", EXIT_BAD_FORMAT)
         base = path if os.path.isdir(path) else None
-        # JSON texts repeat (one marker per op call and shape): read as dictionaries, decoded once each.
-        fmt = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(
-            dictionary_columns=[f for f, kind in FIELDS.items() if kind == JSON]))
-        return ds.dataset([f.path for f in frags], format=fmt, partitioning=part, partition_base_dir=base)
+        return ds.dataset([f.path for f in frags], format="parquet", partitioning=part, partition_base_dir=base)
     except (pa.ArrowException, OSError) as err:
         raise _bad(path, err) from None
 
@@ -75,15 +68,30 @@ def _rank(frag: Any) -> int | None:
     return schema.require_pyarrow().dataset.get_partition_keys(frag.partition_expression).get(PARTITION)
 
 
-def _decoded(column: Any, kind: Any, shared: bool) -> list:
-    """A column's values as the record holds them; a JSON column (read dictionary-encoded) is
-    decoded once per distinct text when `shared`, its objects then shared by the records."""
+_SHARED_MAX = 4096  # JSON texts whose decoded object is kept for the records after (shared=True)
+
+
+def _decoded(column: Any, kind: Any, shared: dict | None) -> list:
+    """A column's values as the record holds them. A JSON text is decoded once while it stays in
+    `shared` (a dict text -> object, bounded), its object then shared by the records; without it
+    each record gets its own."""
+    values = column.to_pylist()
     if kind != JSON:
-        return column.to_pylist()
-    texts = column.dictionary.to_pylist()
-    objs = [_loads(t) for t in texts] if shared else texts
-    picked = [None if i is None else objs[i] for i in column.indices.to_pylist()]
-    return picked if shared else [None if t is None else _loads(t) for t in picked]
+        return values
+    if shared is None:
+        return [None if t is None else schema.loads(t) for t in values]
+    if len(shared) > _SHARED_MAX:
+        shared.clear()
+    out = []
+    for t in values:
+        if t is None:
+            out.append(None)
+            continue
+        obj = shared.get(t)
+        if obj is None:
+            obj = shared[t] = schema.loads(t)
+        out.append(obj)
+    return out
 
 
 def records(path: str, fields: list[str] | None = None, shared: bool = False) -> Iterator[dict]:
@@ -94,16 +102,19 @@ def records(path: str, fields: list[str] | None = None, shared: bool = False) ->
     pa = schema.require_pyarrow()
     wanted = list(FIELDS) if fields is None else [f for f in FIELDS if f in fields]
     keep = None if fields is None else set(fields)
+    cache = {} if shared else None
     for frag in _dataset(path).get_fragments():
         try:
-            for batch in frag.to_batches(columns=wanted + [KEYS, EXTRA]):
-                yield from _batch_records(batch, wanted, _rank(frag), keep, shared)
+            # One file at a time, a batch at a time (the dataset scanner reads ahead: 3x the memory).
+            with pa.parquet.ParquetFile(frag.path) as file:
+                for batch in file.iter_batches(BATCH, columns=wanted + [KEYS, EXTRA]):
+                    yield from _batch_records(batch, wanted, _rank(frag), keep, cache)
         except (pa.ArrowException, OSError) as err:
             raise _bad(path, err) from None
 
 
 def _batch_records(batch: Any, wanted: list[str], rank: int | None, keep: set | None,
-                   shared: bool) -> Iterator[dict]:
+                   shared: dict | None) -> Iterator[dict]:
     n = batch.num_rows
     names = [*wanted, PARTITION, None]  # None: the column of a key held in _extra alone
     cols = [_decoded(batch.column(name), FIELDS[name], shared) for name in wanted]
@@ -121,23 +132,31 @@ def _batch_records(batch: Any, wanted: list[str], rank: int | None, keep: set | 
         ks, pick = picks[i]
         rec = dict(zip(ks, pick(row))) if pick is not None else {k: row[at.get(k, at[None])] for k in ks}
         if ext is not None:
-            for k, v in _loads(ext).items():
+            for k, v in schema.loads(ext).items():
                 if keep is None or k in keep:
                     rec[k] = v
         yield rec
 
 
 def table(path: str, fields: list[str] | None = None, where: Any = None) -> Any:
-    """An Arrow table of the store `path`: `fields` (record field names; default all), with
-    `rank` as an int64 column when the store is ranked, the JSON fields as their text; `where`,
-    a pyarrow.compute expression on those fields (pyarrow.dataset.field("op") == "linear"),
-    is applied by the Parquet reader: row groups whose statistics rule it out are skipped. Rows
-    in rank order, then in the order parse wrote them."""
+    """An Arrow table of the records at `path` (a store; or JSON Lines, built in memory): `fields`
+    (record field names, `rank` among them; default all but rank), the JSON fields as their text,
+    nothing decoded into Python objects; `where`, a pyarrow.compute expression on record fields
+    (pyarrow.dataset.field("op") == "linear"), is applied by the Parquet reader: row groups whose
+    statistics rule it out are skipped, as are the folders of ranks it rules out. Rows in rank
+    order, then in the order parse wrote them. ValueError for an unknown field."""
     pa = schema.require_pyarrow()
     names = list(FIELDS) if fields is None else list(fields)
     unknown = [f for f in names if f not in FIELDS and f != PARTITION]
     if unknown:
         raise ValueError(f"unknown record field {unknown[0]!r}; known: {', '.join([PARTITION, *FIELDS])}")
+    if not is_store(path):
+        from ..prof.reader import open_input
+        from .write import ranked_table
+
+        with open_input(path) as stream:
+            whole = pa.dataset.dataset(ranked_table(stream, path))
+        return whole.to_table(columns=names, filter=where)
     try:
         return _dataset(path).to_table(columns=names, filter=where)
     except (pa.ArrowException, OSError) as err:

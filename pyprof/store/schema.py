@@ -16,6 +16,8 @@ key a newer parse writes) or that has none; null for nearly every record.
 """
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from ..errors import EXIT_TOOL, PyprofError
@@ -42,6 +44,25 @@ FIELDS: dict[str, Any] = {
 PARTITION = "rank"
 KEYS = "_keys"
 EXTRA = "_extra"
+
+
+try:  # optional (pyprof-nvtx[fast]): 3x faster; loads() falls back to json where it is not exact
+    from orjson import loads as _fast_loads
+except ImportError:
+    _fast_loads = None
+_LONG = re.compile(r"\d{19}")  # digits of an integer that may not fit 64 bits
+_LONG_BYTES = re.compile(rb"\d{19}")
+
+
+def loads(text: str | bytes) -> Any:
+    """JSON `text` decoded exactly: orjson where installed, except where it is not exact (an
+    integer beyond 64 bits, which it makes a float; a lone surrogate's escape, which it refuses)."""
+    if _fast_loads is not None and not (_LONG if isinstance(text, str) else _LONG_BYTES).search(text):
+        try:
+            return _fast_loads(text)
+        except ValueError:
+            pass
+    return json.loads(text)
 
 
 def require_pyarrow(needs: str = NEEDS) -> Any:

@@ -14,17 +14,15 @@ from typing import Any, BinaryIO, Callable, Iterator
 
 from ..errors import EXIT_BAD_FORMAT, PyprofError, cannot_write
 from . import schema
-from .schema import EXTRA, FIELDS, JSON, KEYS, PARTITION, STRUCT, STRUCT_KEYS
+from .schema import FIELDS, JSON, PARTITION, STRUCT, STRUCT_KEYS
 
 try:  # optional (pyprof-nvtx[fast]); the same records either way
     from orjson import dumps as _fast_dumps
-    from orjson import loads as _loads
 except ImportError:
     _fast_dumps = None
-    _loads = json.JSONDecoder().decode
 
 BATCH = 8192          # records decoded at a time (their dicts are the largest thing held)
-ROW_GROUP = 131072    # rows per Parquet row group
+ROW_GROUP = 65536     # rows per Parquet row group
 SUFFIX = ".parquet"
 
 
@@ -113,7 +111,7 @@ def _column(name: str, values: list, extra: list) -> list:
 class _Store:
     """The dataset folder being written: one Parquet writer per rank, opened on its first record."""
 
-    def __init__(self, folder: str, path: str) -> None:
+    def __init__(self, folder: str | None, path: str) -> None:
         self.pa = schema.require_pyarrow()
         self.schema = schema.file_schema()
         self.folder = folder
@@ -132,6 +130,12 @@ class _Store:
 
     def add(self, rank: int | None, recs: list[dict]) -> None:
         """Convert `recs` (all of one rank, in order) and hold them, writing full row groups."""
+        self.held.setdefault(rank, []).append(self.batch(rank, recs))
+        if sum(b.num_rows for b in self.held[rank]) >= ROW_GROUP:
+            self.flush(rank)
+
+    def batch(self, rank: int | None, recs: list[dict]) -> Any:
+        """`recs` (all of rank `rank`) as an Arrow record batch of the store's file schema."""
         pa = self.pa
         extra: list[dict] = [{} for _ in recs]
         keys = []
@@ -154,9 +158,7 @@ class _Store:
                 arrays.append(pa.array(values, f.type))
         arrays.append(pa.array(keys, pa.string()).dictionary_encode())
         arrays.append(pa.array([_dumps(e) if e else None for e in extra], pa.string()))
-        self.held.setdefault(rank, []).append(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
-        if sum(b.num_rows for b in self.held[rank]) >= ROW_GROUP:
-            self.flush(rank)
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
     def flush(self, rank: int | None) -> None:
         """Write what is held for `rank` as one row group."""
@@ -185,6 +187,20 @@ class _Store:
                 raise cannot_write(self.path, err) from None
 
 
+def ranked_table(lines: BinaryIO, name: str) -> Any:
+    """The records of the JSON Lines stream `lines` as one Arrow table of the store's columns, with
+    `rank` (int64) when any record has one: what read.table gives for a store, built in memory."""
+    pa = schema.require_pyarrow()
+    conv = _Store(None, name)
+    parts = []
+    for rank, recs in _ranked(lines, name):
+        b = conv.batch(rank, recs)
+        parts.append(pa.Table.from_batches([b]).append_column(PARTITION, pa.array([rank] * b.num_rows, pa.int64())))
+    if not parts:
+        return conv.schema.empty_table().append_column(PARTITION, pa.array([], pa.int64()))
+    return pa.concat_tables(parts)
+
+
 def _ranked(lines: BinaryIO, name: str) -> Iterator[tuple[int | None, list[dict]]]:
     """(rank, records) batches of the record file `lines`, each of one rank (None: no rank, or
     one that cannot name a folder), in order."""
@@ -192,7 +208,7 @@ def _ranked(lines: BinaryIO, name: str) -> Iterator[tuple[int | None, list[dict]
     rank = None
     for n, line in enumerate(lines, 1):
         try:
-            rec = _loads(line)
+            rec = schema.loads(line)
         except ValueError:
             rec = None
         if not isinstance(rec, dict):
