@@ -54,9 +54,10 @@ STATUSES = {
     EXIT_NO_KERNELS: "no CUDA trace in the export (no kernel table) or an empty capture",
     EXIT_CORRUPT: "truncated or corrupted export, or a value of a type nsys never writes (records already "
                   "written are incomplete)",
-    EXIT_TOOL: ".nsys-rep input but nsys missing, or nsys export failed",
+    EXIT_TOOL: ".nsys-rep input but nsys missing, or nsys export failed; -o X.parquet without pyarrow",
     EXIT_INCOMPLETE: "--merge: an input ends where pyprof.parse failed",
-    EXIT_OUTPUT: "the output cannot be written (no such directory, a directory in the way, disk full)",
+    EXIT_OUTPUT: "the output cannot be written (no such directory, a directory in the way - for -o X.parquet, "
+                 "a folder that is no record store - disk full)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C) or terminated (SIGTERM); a worker process killed (out of memory?)",
 }
 

@@ -26,12 +26,13 @@ STATUSES = {
                 "--kernel REGEX, an output (-o, --plot, --parquet, --html, --trace) that names an input",
     EXIT_NO_INPUT: "input missing or unreadable (stdin too, when it is closed)",
     EXIT_BAD_FORMAT: "neither pyprof records nor an nsys export: no line of the input is a record (a text file, "
-                     "a compressed file), a .sqlite that is not an export, an export on stdin (give its path)",
+                     "a compressed file), a .sqlite that is not an export, an export or Parquet on stdin (give its "
+                     "path), Parquet that is no record store (prof --parquet's table)",
     EXIT_NO_KERNELS: "no kernels: an input of --diff holds no kernel records, or an nsys export has no CUDA trace",
-    EXIT_CORRUPT: "an nsys export given as input is truncated or corrupted",
+    EXIT_CORRUPT: "an nsys export or a Parquet record store given as input is truncated or corrupted",
     EXIT_BAD_LINE: "malformed line under --strict",
     EXIT_TOOL: "a program or library the run needs is missing: nsys for a .nsys-rep, matplotlib for --plot, "
-               "pyarrow for --parquet, plotly for --html",
+               "pyarrow for --parquet and a Parquet record store, plotly for --html",
     EXIT_INCOMPLETE: "the input ends where pyprof.parse failed (rows before it were printed)",
     EXIT_OUTPUT: "the output cannot be written: stdout (full, or closed), -o FILE, the --plot image, the --parquet "
                  "file, the --html page, the --trace file (a missing folder, a directory, a full disk)",
@@ -50,7 +51,8 @@ def parser() -> argparse.ArgumentParser:
                     "left out (said on stderr), long names cut in the middle; into a pipe the per-kernel rows are "
                     "space separated for awk and sort, and a view's names are not cut.",
         epilog=help_table() + "\n\n" + exit_statuses("pyprof.prof", STATUSES))
-    p.add_argument("file", nargs="?", help="record file (JSON Lines), or an nsys export (.sqlite, .nsys-rep: "
+    p.add_argument("file", nargs="?", help="record file (JSON Lines), a Parquet record store (pyprof.parse -o "
+                                            "X.parquet; needs pyarrow), or an nsys export (.sqlite, .nsys-rep: "
                                             "parsed on the fly); stdin when absent or - (absent with stdin a "
                                             "terminal: the usage, status 2)")
     table.add_arguments(p)

@@ -21,13 +21,27 @@ def is_store(path: str) -> bool:
     .parquet, or a file that starts as Parquet does."""
     if path == "-":
         return False
-    if os.path.isdir(path) or path.endswith(".parquet"):
+    if os.path.isdir(path):  # a folder without Parquet files stays what it was: no record file (status 3)
+        return any(_parquet_in(path))
+    if path.endswith(".parquet"):
         return True
     try:
         with open(path, "rb") as f:
             return f.read(4) == PARQUET
     except OSError:
         return False
+
+
+def _parquet_in(folder: str) -> Iterator[str]:
+    """The Parquet files of a store folder: at its top and in its `rank=N` folders."""
+    try:
+        for entry in os.scandir(folder):
+            if entry.name.endswith(".parquet") and entry.is_file():
+                yield entry.path
+            elif entry.name.startswith(PARTITION + "=") and entry.is_dir():
+                yield from (e.path for e in os.scandir(entry.path) if e.name.endswith(".parquet"))
+    except OSError:
+        return
 
 
 def _bad(path: str, err: Exception) -> PyprofError:
@@ -150,7 +164,7 @@ def table(path: str, fields: list[str] | None = None, where: Any = None) -> Any:
     unknown = [f for f in names if f not in FIELDS and f != PARTITION]
     if unknown:
         raise ValueError(f"unknown record field {unknown[0]!r}; known: {', '.join([PARTITION, *FIELDS])}")
-    if not is_store(path):
+    if not (os.path.isdir(path) or is_store(path)):
         from ..prof.reader import open_input
         from .write import ranked_table
 

@@ -17,7 +17,7 @@ import pyarrow.dataset as ds  # noqa: E402
 
 import pyprof  # noqa: E402
 from captures import unpacked  # noqa: E402
-from pyprof.errors import EXIT_BAD_FORMAT, EXIT_CORRUPT, EXIT_OUTPUT, PyprofError  # noqa: E402
+from pyprof.errors import EXIT_BAD_FORMAT, EXIT_CORRUPT, EXIT_NO_INPUT, EXIT_OUTPUT, PyprofError  # noqa: E402
 from pyprof.store import read, write  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -158,8 +158,10 @@ def test_parquet_that_is_not_records_is_status_4(ddp, tmp_path):
                    "writes)\n")
     empty = tmp_path / "empty"
     empty.mkdir()
-    status, err = _prof_error(empty)
-    assert status == EXIT_BAD_FORMAT and "a folder with no Parquet file in it" in err
+    status, err = _prof_error(empty)  # a folder without Parquet files is no record file, as before
+    assert (status, err) == (EXIT_NO_INPUT, f"pyprof.prof: error: cannot read {empty}: Is a directory\n")
+    with pytest.raises(PyprofError, match="a folder with no Parquet file in it"):
+        pyprof.table(empty)
     p = subprocess.run([sys.executable, "-m", "pyprof.prof"], input=(ddp[1] / "rank=0" / "part-0.parquet").read_bytes(),
                        capture_output=True, env=ENV)
     assert p.returncode == EXIT_BAD_FORMAT
