@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from concurrent.futures import Executor
 from typing import NoReturn, Sequence
 
 from pyprof.errors import EXIT_INTERRUPTED, interrupted_while_loading
@@ -12,7 +13,7 @@ with interrupted_while_loading("pyprof.parse"):
     from pyprof.cli import Parser, exit_statuses
     from pyprof.errors import (EXIT_BAD_FORMAT, EXIT_CORRUPT, EXIT_INCOMPLETE, EXIT_NO_INPUT, EXIT_NO_KERNELS,
                                EXIT_OUTPUT, EXIT_TOOL, EXIT_USAGE, PyprofError, refuse_output_onto_input, run_cli)
-    from pyprof.parse import Stats, parallel, parse
+    from pyprof.parse import Stats, dask, parallel, parse
     from pyprof.parse.merge import merge
     from pyprof.store import write as store
     from pyprof.text import count
@@ -87,6 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-j", "--jobs", type=int, metavar="N", default=None,
                    help="worker processes (default: the CPUs available, %(prog)s sees "
                         f"{parallel.default_jobs()}); 1: one process")
+    p.add_argument("--dask", nargs="?", const="", metavar="ADDRESS|SCHEDULER_FILE",
+                   help="run the exports and windows as tasks of a Dask cluster: a scheduler's address "
+                        "(tcp://host:8786), its scheduler file, or none for a LocalCluster of -j processes; the "
+                        "output is the same bytes (needs dask and distributed; the output's folder, and the "
+                        "exports, on a filesystem every worker sees)")
     p.add_argument("--rank", action="store_true", help="records carry the export's rank even when it is "
                                                        "the only one (implied by several exports or a folder)")
     p.add_argument("--merge", action="store_true", help="the inputs are record files whose records carry "
@@ -112,6 +118,10 @@ def _summary(stats: Stats, memcpy: bool, extra: str = "") -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; fatal problems raise PyprofError (run_cli turns them into exit codes)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    for i, arg in enumerate(argv[:-1]):
+        if arg == "--dask" and dask.is_input(argv[i + 1]):  # `--dask traces/*.sqlite`: no address given
+            argv[i] = "--dask="
     args = build_parser().parse_args(argv)
     if store.wants_store(args.output):
         refuse_output_onto_input(args.output, args.input)
@@ -132,21 +142,30 @@ def _run(args: argparse.Namespace, output: str | None) -> str:
         raise PyprofError("-j needs a positive number of workers", EXIT_USAGE)
     progress = sys.stderr.isatty() and not args.quiet
     if args.merge:
-        if args.memcpy or args.rank:
-            raise PyprofError("--merge copies records as they are: no --memcpy or --rank", EXIT_USAGE)
+        if args.memcpy or args.rank or args.dask is not None:
+            raise PyprofError("--merge copies records as they are: no --memcpy, --rank or --dask", EXIT_USAGE)
         refuse_output_onto_input(output, args.input)
         records, ranks = merge(args.input, output)
         span = f"ranks {ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else f"rank {ranks[0]}" if ranks else "no ranks"
         return f"{PROG}: {count(records, 'record')} merged from {count(len(args.input), 'file')} ({span})"
+    if args.dask is not None:
+        with dask.cluster(args.dask, jobs) as (executor, threads):
+            return _parse(args, output, threads, progress, executor)
+    return _parse(args, output, jobs, progress)
+
+
+def _parse(args: argparse.Namespace, output: str | None, jobs: int, progress: bool,
+           executor: Executor | None = None) -> str:
+    """Parse the inputs into `output` with `jobs` workers (on `executor`: --dask); the summary."""
     paths = parallel.inputs(args.input)
     refuse_output_onto_input(output, paths)
     ranked = args.rank or len(paths) > 1 or any(os.path.isdir(a) for a in args.input)
-    groups = parallel.plan(paths, jobs, args.memcpy, ranked) if ranked or jobs > 1 else []
-    if not ranked and (not groups or len(groups[0]) == 1):
+    groups = parallel.plan(paths, jobs, args.memcpy, ranked) if ranked or jobs > 1 or executor else []
+    if executor is None and not ranked and (not groups or len(groups[0]) == 1):
         stats = parse(paths[0], output, memcpy=args.memcpy, quiet=args.quiet, progress=progress)
         extra = ""
     else:
-        stats = parallel.run(groups, output, jobs, progress)
+        stats = parallel.run(groups, output, jobs, progress, executor)
         extra = f" from {count(stats.exports, 'export')}"
         if stats.ranks:
             extra += ", " + parallel.note_ranks(stats)

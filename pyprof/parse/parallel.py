@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 from bisect import bisect_left, bisect_right
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from typing import Iterable, Iterator, TextIO
@@ -536,11 +536,13 @@ class _Stream:
             raise interrupted[0]
 
 
-def run(groups: list[list[Part]], output: str | None, jobs: int, progress: bool = False) -> Result:
+def run(groups: list[list[Part]], output: str | None, jobs: int, progress: bool = False,
+        executor: Executor | None = None) -> Result:
     """Parse the parts of `groups` (plan()) with up to `jobs` workers into `output` (a file
     created only on success, or stdout), exports in rank order, each part written as soon as
-    those before it are. Raises PyprofError; after records went to stdout, a last line that is
-    not JSON says the output is incomplete."""
+    those before it are. `executor`: run the parts there (a Dask cluster's, dask.py) rather than
+    in worker processes of this one. Raises PyprofError; after records went to stdout, a last
+    line that is not JSON says the output is incomplete."""
     # Beside the output's file (through links): its .partial goes in there too, to be renamed.
     scratch = os.path.dirname(os.path.realpath(output)) if output else None
     try:
@@ -556,7 +558,8 @@ def run(groups: list[list[Part]], output: str | None, jobs: int, progress: bool 
     meter = Progress("pyprof.parse", len(parts), progress and (output is not None or not sys.stdout.isatty()),
                      unit="parts parsed")
     try:
-        with _pool(max(1, min(jobs, len(parts))), tmp) as ex, open_output(output, scratch=tmp) as out:
+        pool = contextlib.nullcontext(executor) if executor is not None else _pool(max(1, min(jobs, len(parts))), tmp)
+        with pool as ex, open_output(output, scratch=tmp) as out:
             try:
                 _Stream(ex, groups, out, result).run(meter)
             except BaseException as err:
