@@ -42,7 +42,10 @@ pyprof's torch.distributed markers, else the file name's last number, else the f
   python -m pyprof.parse --merge node0.dict node1.dict -o job.dict   # per-node outputs, by rank
 
 One large export is cut into time windows parsed by up to -j workers; the output is byte for
-byte what one process writes.
+byte what one process writes. --dask runs those parts on a Dask cluster instead (same bytes):
+
+  python -m pyprof.parse --dask tcp://node0:8786 traces/ -o job.parquet   # or a scheduler file;
+                                                                          # none: a LocalCluster
 """
 
 STATUSES = {
@@ -55,7 +58,8 @@ STATUSES = {
     EXIT_NO_KERNELS: "no CUDA trace in the export (no kernel table) or an empty capture",
     EXIT_CORRUPT: "truncated or corrupted export, or a value of a type nsys never writes (records already "
                   "written are incomplete)",
-    EXIT_TOOL: ".nsys-rep input but nsys missing, or nsys export failed; -o X.parquet without pyarrow",
+    EXIT_TOOL: ".nsys-rep input but nsys missing, or nsys export failed; -o X.parquet without pyarrow; --dask "
+               "without dask and distributed, or a cluster that cannot be reached",
     EXIT_INCOMPLETE: "--merge: an input ends where pyprof.parse failed",
     EXIT_OUTPUT: "the output cannot be written (no such directory, a directory in the way - for -o X.parquet, "
                  "a folder that is no record store - disk full)",
