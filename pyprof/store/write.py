@@ -97,6 +97,12 @@ def _column(name: str, values: list, extra: list) -> list:
     if kind in (list[int], list[str]) and {type(v) for v in values} <= {list, type(None)} and \
             {type(x) for v in values if v for x in v} <= _OK_TYPES[kind.__args__[0]]:
         return values
+    if kind == STRUCT:
+        inner = STRUCT_KEYS[name]
+        given = [v for v in values if v is not None]
+        if {type(v) for v in given} <= {dict} and {tuple(v) for v in given} <= {tuple(inner)} and \
+                all({type(v[k]) for v in given} <= _OK_TYPES[t] for k, t in inner.items()):
+            return values
     fits = _FITS[name]
     out = []
     for i, v in enumerate(values):
@@ -147,8 +153,10 @@ class _Store:
             if PARTITION in rec and rank is None:  # a rank that is no partition: kept as it is
                 ext[PARTITION] = rec[PARTITION]
         arrays = []
-        for name, f in zip(FIELDS, self.schema):
-            values = _column(name, [r.get(name) for r in recs], extra)
+        # Transposed in C: each record's values in FIELDS order, then the columns.
+        by_field = zip(*[tuple(map(r.get, FIELDS)) for r in recs])
+        for name, f, column in zip(FIELDS, self.schema, by_field):
+            values = _column(name, list(column), extra)
             try:
                 arrays.append(pa.array(values, f.type))
             except (pa.ArrowException, OverflowError, UnicodeEncodeError):  # what the column tests let pass
