@@ -1,12 +1,14 @@
 """Which Parquet column holds which record field, and how: the one definition of the record
-store's columns (docs/records.md, "Parquet"). Writer and reader both follow FIELDS.
+store's columns (docs/records.md, "Parquet"). Writer and reader both follow FIELDS, which takes
+the keys, their order and their JSON types from the record contract, pyprof/formats.py: a key
+added there gets a column here (JSON text unless its type says int or text).
 
 Encodings:
 - scalars (`int`, `str`): a typed column, null for a JSON null;
 - `list[int]`, `list[str]` (grid, block, altSeqId, layer, ranges): a list column;
 - STRUCT fields (`launch`, `gpu`): a struct column of their fixed keys (`None` when null);
-- JSON fields (`marker`, `fwd`, `torchOps`, `compiled`): free-form objects (a marker's
-  arguments are whatever the user passed), kept as their compact JSON text;
+- JSON fields (`marker`, `fwd`, `torchOps`, `nccl`, `compiled`): free-form objects (a
+  marker's arguments are whatever the user passed), kept as their compact JSON text;
 - `rank`: not a column of the files but the dataset's partition (folder `rank=N`).
 
 Two columns make the round trip exact whatever a record holds: `_keys`, the record's keys in
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .. import formats
 from ..errors import EXIT_TOOL, PyprofError
 
 NEEDS = "Parquet records need pyarrow: pip install pyarrow (or pip install 'pyprof-nvtx[parquet]')"
@@ -27,20 +30,29 @@ JSON = "json"      # compact JSON text
 STRUCT = "struct"  # a struct column of the keys in STRUCT_KEYS
 
 STRUCT_KEYS: dict[str, dict[str, type]] = {
-    "launch": {"api": str, "start": int, "duration": int},
-    "gpu": {"name": str, "memoryBandwidth": int, "smCount": int, "clockRate": int},
+    formats.LAUNCH: {"api": str, "start": int, "duration": int},
+    formats.GPU: {"name": str, "memoryBandwidth": int, "smCount": int, "clockRate": int},
 }
+# Lists whose items have one type (formats.FIELDS says only "list").
+_LISTS: dict[str, Any] = {formats.GRID: list[int], formats.BLOCK: list[int], formats.ALT_SEQ_ID: list[int],
+                          formats.LAYER: list[str], formats.RANGES: list[str]}
 
-# Record field -> encoding, in parse's key order (docs/records.md).
-FIELDS: dict[str, Any] = {
-    "v": int, "kind": str, "kShortName": str, "kLongName": str, "kDuration": int, "kStart": int, "kEnd": int,
-    "device": int, "stream": int, "grid": list[int], "block": list[int], "regs": int, "staticShared": int,
-    "dynamicShared": int, "pid": int, "tid": int, "correlationId": int, "launch": STRUCT, "graphNode": int,
-    "gpu": STRUCT, "bytes": int, "copyKind": str, "dir": str, "mod": str, "op": str, "marker": JSON, "fwd": JSON,
-    "torchOps": JSON, "seqId": int, "altSeqId": list[int], "subSeqId": int, "layer": list[str], "module": str,
-    "trace": str, "ranges": list[str], "compiled": JSON,
-}
-PARTITION = "rank"
+
+def _encoding(field: formats.Field) -> Any:
+    """How the store holds a record field of the contract: a struct or typed list where said
+    above, a typed column for an int or a text (null or not), else JSON text."""
+    if field.key in STRUCT_KEYS:
+        return STRUCT
+    if field.key in _LISTS:
+        return _LISTS[field.key]
+    types = set(field.types) - {formats.NULL}
+    return int if types == {formats.INT} else str if types == {formats.STR} else JSON
+
+
+# Record field -> encoding: every key of the record contract (pyprof/formats.py), in its order,
+# but rank, which is the partition.
+FIELDS: dict[str, Any] = {f.key: _encoding(f) for f in formats.FIELDS if f.key != formats.RANK}
+PARTITION = formats.RANK
 KEYS = "_keys"
 EXTRA = "_extra"
 
