@@ -1,6 +1,6 @@
 """Parse in parallel: many rank exports side by side, and one large export in time windows.
 
-    python benchmarks/parse_parallel.py ranks --ranks 64 --kernels 100000 --jobs 16
+    python benchmarks/parse_parallel.py ranks --ranks 64 --kernels 100000 --jobs 16 [--dask [--dask-at tcp://host:8786]]
     python benchmarks/parse_parallel.py huge --kernels 10000000 --jobs 16 [--single 1000000,2000000]
         [--single-limit 90 | --race 8]
 
@@ -92,12 +92,15 @@ _PEAK = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=T
          "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
 
 
-def parse(inputs: list, out: Path, jobs: int, digest: bool = True, keep: bool = False) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS (MB) of the parse and its workers, SHA-256 (when `digest`) and size
-    of the output (removed unless `keep`)."""
+def parse(inputs: list, out: Path, jobs: int, digest: bool = True, keep: bool = False,
+          extra: tuple = ()) -> tuple[float, float, str]:
+    """Wall seconds, peak RSS (MB) of the parse and its workers (a Dask cluster's workers are not
+    its children: not counted), SHA-256 (when `digest`) and size of the output (removed unless
+    `keep`); `extra`: more parse options (--dask)."""
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", _PEAK, sys.executable, "-m", "pyprof.parse", "-q", "-j", str(jobs),
-                           *map(str, inputs), "-o", str(out)], cwd=ROOT, check=True, capture_output=True, text=True)
+                           *extra, *map(str, inputs), "-o", str(out)], cwd=ROOT, check=True, capture_output=True,
+                          text=True)
     wall = time.perf_counter() - t0
     sha = hashlib.sha256()
     if digest:
@@ -286,6 +289,12 @@ def main() -> None:
     p.add_argument("--until", type=float, default=0, help="--race: stop -j 1 after this many seconds at the latest")
     p.add_argument("--apart", action="store_true", help="--race: start -j 1 when -j JOBS has finished (each alone)")
     p.add_argument("--together", action="store_true", help="ranks: also JOBS exports parsed by JOBS processes at once")
+    p.add_argument("--dask", action="store_true",
+                   help="ranks: also parse the folder on a Dask LocalCluster of JOBS worker processes (parse --dask), "
+                        "its output's SHA-256 against the -j JOBS one's")
+    p.add_argument("--dask-at", metavar="ADDRESS", default="",
+                   help="--dask: a running cluster's scheduler (tcp://host:8786) instead of a LocalCluster started "
+                        "by each run (its start then not timed)")
     p.add_argument("--base", type=int, default=100_000, help="huge: kernels of the export that is repeated")
     p.add_argument("--work", type=Path, default=Path("/tmp/pyprof-parallel-bench"))
     p.add_argument("--out", type=Path, help="where outputs are written (default: --work)")
@@ -301,12 +310,20 @@ def main() -> None:
         if args.gen_only:
             return
         files = sorted(folder.glob("trace_*.sqlite"), key=lambda f: f.stat().st_size)
-        wall_all, peak_all, digest = parse([folder], out, args.jobs, digest=False)
+        wall_all, peak_all, digest = parse([folder], out, args.jobs, digest=args.dask)
         print(f"{args.ranks} exports, -j {args.jobs}: {wall_all:.2f} s, peak {peak_all:.0f} MB, {digest}", flush=True)
         wall_one, peak_one, _ = parse([files[-1]], out, 1, digest=False)
         print(f"largest export alone, -j 1: {wall_one:.2f} s, peak {peak_one:.0f} MB", flush=True)
         print(f"ratio {wall_all / wall_one:.2f}x (goal <= 2x; {-(-args.ranks // args.jobs)}x is the floor with "
               f"{args.jobs} workers at the speed of one alone)", flush=True)
+        if args.dask:
+            extra = ("--dask", args.dask_at) if args.dask_at else ("--dask",)
+            where = f"the cluster at {args.dask_at}" if args.dask_at else \
+                f"a LocalCluster of {args.jobs} processes started by the run"
+            wall_dask, _, digest_dask = parse([folder], out, args.jobs, extra=extra)
+            print(f"{args.ranks} exports, --dask ({where}): "
+                  f"{wall_dask:.2f} s, {digest_dask}; ratio {wall_dask / wall_one:.2f}x; "
+                  f"{'same bytes as' if digest_dask == digest else 'DIFFERENT bytes from'} -j {args.jobs}", flush=True)
         if args.together:
             walls = together(files[-args.jobs:], out)
             print(f"{len(walls)} largest exports, each by a -j 1 process of its own, all at once: slowest "

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Issue 32's Dask goal on a 32-core device kind (nvidia-h100-x2 / nvidia-h200-x2): 64 synthetic
+# rank exports of 100k kernels parsed with `parse --dask` on a running LocalCluster of 32
+# single-threaded worker processes, against the largest export parsed alone (-j 1), its bytes
+# against -j 32's; then once more with the LocalCluster started by the parse itself.
+# The device has no dask: its wheels travel in .whl (pip download ... --python-version 3.12:
+# dask, distributed, partd, locket, tblib, zict, tornado).
+#   bash benchmarks/dask_run.sh        # carry: [".whl"]; writes $OUT/dask.txt
+set -uo pipefail
+out=${OUT:-gpu-out}; mkdir -p "$out"; work=/tmp/pyprof-dask
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+exec > >(tee -a "$out/dask.txt") 2>&1
+date -u; echo "$(nproc) CPUs"; python3 -c 'import dask, distributed; print("dask", dask.__version__, "distributed", distributed.__version__)'
+timeout 150 python3 benchmarks/parse_parallel.py ranks --ranks 64 --kernels 100000 --gen-procs "$(nproc)" --work "$work" --gen-only
+python3 - <<'PY' &
+import time
+from distributed import LocalCluster
+with LocalCluster(n_workers=32, threads_per_worker=1, processes=True, scheduler_port=8786, dashboard_address=None):
+    open("/tmp/cluster-ready", "w").close()
+    time.sleep(400)
+PY
+cluster=$!
+for _ in $(seq 120); do [ -f /tmp/cluster-ready ] && break; sleep 0.5; done
+echo "cluster up: $([ -f /tmp/cluster-ready ] && echo yes || echo no)"
+timeout 150 python3 benchmarks/parse_parallel.py ranks --ranks 64 --kernels 100000 --jobs 32 --work "$work" \
+  --dask --dask-at tcp://127.0.0.1:8786
+kill "$cluster" 2>/dev/null; wait "$cluster" 2>/dev/null
+timeout 150 python3 benchmarks/parse_parallel.py ranks --ranks 64 --kernels 100000 --jobs 32 --work "$work" --dask
+date -u
