@@ -4,7 +4,7 @@
 # single-threaded worker processes, against the largest export parsed alone (-j 1), its bytes
 # against -j 32's; then once more with the LocalCluster started by the parse itself.
 # The device has no dask: its wheels travel in .whl (pip download ... --python-version 3.12:
-# dask, distributed, partd, locket, tblib, zict, tornado).
+# dask, distributed, partd, locket, tblib, zict, tornado; and sqlalchemy, which parse needs).
 #   bash benchmarks/dask_run.sh        # carry: [".whl"]; writes $OUT/dask.txt
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"; work=/tmp/pyprof-dask
@@ -13,13 +13,16 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 exec > >(tee -a "$out/dask.txt") 2>&1
 date -u; echo "$(nproc) CPUs"; python3 -c 'import dask, distributed; print("dask", dask.__version__, "distributed", distributed.__version__)'
 timeout 150 python3 benchmarks/parse_parallel.py ranks --ranks 64 --kernels 100000 --gen-procs "$(nproc)" --work "$work" --gen-only
-python3 - <<'PY' &
+# A script file, not stdin: the cluster's worker processes start by importing the main module.
+cat > /tmp/cluster.py <<'PY'
 import time
 from distributed import LocalCluster
-with LocalCluster(n_workers=32, threads_per_worker=1, processes=True, scheduler_port=8786, dashboard_address=None):
-    open("/tmp/cluster-ready", "w").close()
-    time.sleep(400)
+if __name__ == "__main__":
+    with LocalCluster(n_workers=32, threads_per_worker=1, processes=True, scheduler_port=8786, dashboard_address=None):
+        open("/tmp/cluster-ready", "w").close()
+        time.sleep(400)
 PY
+python3 /tmp/cluster.py &
 cluster=$!
 for _ in $(seq 120); do [ -f /tmp/cluster-ready ] && break; sleep 0.5; done
 echo "cluster up: $([ -f /tmp/cluster-ready ] && echo yes || echo no)"

@@ -99,8 +99,9 @@ def parse(inputs: list, out: Path, jobs: int, digest: bool = True, keep: bool = 
     `keep`); `extra`: more parse options (--dask)."""
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", _PEAK, sys.executable, "-m", "pyprof.parse", "-q", "-j", str(jobs),
-                           *extra, *map(str, inputs), "-o", str(out)], cwd=ROOT, check=True, capture_output=True,
-                          text=True)
+                           *extra, *map(str, inputs), "-o", str(out)], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"parse_parallel: the parse failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
     wall = time.perf_counter() - t0
     sha = hashlib.sha256()
     if digest:
