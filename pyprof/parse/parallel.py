@@ -38,7 +38,8 @@ except ImportError:  # Windows: no fcntl, and nothing there is opened with O_APP
 from pyprof.errors import EXIT_INTERRUPTED, EXIT_NO_INPUT, EXIT_USAGE, PyprofError, cannot_write
 from pyprof.parse import queries, zones
 from pyprof.formats import VERSION
-from pyprof.parse.attribute import FWD_OPS_PER_PROCESS, Stats, lines
+from pyprof.parse.attribute import Stats, lines
+from pyprof.parse.intake import FWD_OPS_PER_PROCESS
 from pyprof.parse.compiled import CompiledStats, Tail, joined_lines
 from pyprof.parse.export import KERNEL, RUNTIME, Export, check_export
 from pyprof.parse.nsysrep import sqlite_path

@@ -7,7 +7,7 @@ when the op was called (the seq its first node gets), and g = p >> SEQ_BITS, the
 the thread since the previous payload op call returned by code no wrapper saw. So of two
 consecutive payload op ranges k, k+1 of one thread, op k created exactly the nodes with seq in
 [s_k, s_k+1 - g_k+1): its span. A span is "pending" until the thread's next payload range closes
-it; closing enters each of its seqs into the sweep's forward-op map (attribute.lines' fwd_ops),
+it; closing enters each of its seqs into the sweep's forward-op map (intake.Intake.fwd_ops),
 where node ranges look it up, and a node whose seq is in no closed span takes the pending span of
 a thread of its process that can hold it.
 
@@ -20,7 +20,7 @@ thread's latest call, by that thread's gap (unwrapped code) or by a thread whose
 lower, which cannot be told apart.
 
 Per thread one pending span is kept, and per process the forward-op map's bound
-(attribute.FWD_OPS_PER_PROCESS): memory does not grow with the trace.
+(intake.FWD_OPS_PER_PROCESS): memory does not grow with the trace.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ SEQ_MASK = (1 << SEQ_BITS) - 1
 # pushing every other op out of the bounded map.
 SPAN_CAP = 256
 
-# A forward op as attribute.lines' map holds it: (op marker's Label, torch op name or None, layer
+# A forward op as intake.Intake.fwd_ops holds it: (op marker's Label, torch op name or None, layer
 # names' JSON, the op range's start). A span's op has no torch op name (no aten range was seen).
 Fwd = tuple
 # globalPid -> globalTid -> (first seq, forward op or None) of the thread's latest payload range:

@@ -40,7 +40,7 @@ _PID_MASK_SQL = -16777216  # globalTid -> globalPid, as queries.PID_MASK_SQL
 @dataclass
 class Seed:
     """The sweep's carried state at a window's start. `fwd`: pid -> seq -> forward op, in
-    recency order (attribute.lines' map); `autograd`: globalTids that ran autograd ranges;
+    recency order (intake.Intake.fwd_ops); `autograd`: globalTids that ran autograd ranges;
     `open`: RangeKey -> (kernels owned so far, engine wrapper's node seq or None); `captured`:
     captured graph node -> its replays' attribution (attribute.lines' map); `tail`: what the
     compiled-graph join of the window before held (None: nothing); `pending`: the pending node
@@ -213,7 +213,7 @@ def compose(seed: Seed, report: Report, cap: int) -> Seed:
     (speculatively or not: what a window remembers does not depend on what it was seeded with,
     but for closing a pending span of the seed's, which makes it stale: then `report` holds the
     seeded run's fwd and pending, which hold the seed's). `cap`: forward ops kept per process
-    (attribute.FWD_OPS_PER_PROCESS)."""
+    (intake.FWD_OPS_PER_PROCESS)."""
     fwd = {pid: dict(ops) for pid, ops in seed.fwd.items()}
     for pid, ops in report.fwd.items():
         merged = fwd.setdefault(pid, {})

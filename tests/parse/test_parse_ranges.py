@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nsys_synth import SynthExport, torch_text
-from pyprof.parse import Export, Stats, attribute, records
+from pyprof.parse import Export, Stats, attribute, intake, records
 from pyprof.parse.ranges import LAYER, MALFORMED, MODULE, OP, OTHER, TORCH, UNKNOWN, classify, torch_op
 
 
@@ -116,7 +116,7 @@ def test_memory_does_not_grow_with_ranges_that_enclose_nothing(tmp_path: Path) -
 
 
 def test_forward_op_map_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(attribute, "FWD_OPS_PER_PROCESS", 100)
+    monkeypatch.setattr(intake, "FWD_OPS_PER_PROCESS", 100)
     syn = SynthExport(str(tmp_path / "fwd.sqlite"))
     main, grad = syn.thread(100, 100), syn.thread(100, 101)
     for seq in range(1000):
