@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from operator import itemgetter
 from typing import Any, Iterator
 
@@ -26,6 +27,10 @@ def is_store(path: str) -> bool:
     if path.endswith(".parquet"):
         return True
     try:
+        # Only a regular file is looked into: a read from a FIFO would take bytes the record
+        # reader needs (and Parquet cannot be read from one anyway: its footer is at the end).
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
         with open(path, "rb") as f:
             return f.read(4) == PARQUET
     except OSError:
