@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What issue 12 needs from a two-GPU machine (device kind nvidia-h200-x2), in one run, each step
 # under its own time limit and its results written to $OUT as soon as they exist:
-#   1. DDP and FSDP2 steps of examples/distributed.py (examples/gpt.py's model) on the two GPUs,
+#   1. DDP and FSDP2 steps of examples/data_parallel.py (examples/gpt.py's model) on the two GPUs,
 #      one nsys SQLite export per rank, xz-compressed ($OUT/ddp_0.sqlite.xz, ..., fsdp_1...)
 #   2. those exports parsed there (parse.txt: what pyprof.parse said)
 #   3. benchmarks/parse_parallel.py ranks: 64 synthetic rank exports of 100k kernels, -j 16
@@ -38,12 +38,12 @@ fi
 for mode in ddp fsdp; do
   echo "== capture $mode $(date -u +%T)" | tee -a "$logs"
   if [ -n "${DRY:-}" ]; then
-    timeout "${CAPTURE_S:-80}" torchrun --nproc-per-node 2 examples/distributed.py --mode "$mode" --steps 2 \
+    timeout "${CAPTURE_S:-80}" torchrun --nproc-per-node 2 examples/data_parallel.py --mode "$mode" --steps 2 \
       --layers 2 --dim 64 >> "$logs" 2>&1 || echo "capture $mode failed: $?" | tee -a "$logs"
     continue
   fi
   timeout "${CAPTURE_S:-80}" torchrun --nproc-per-node 2 --no-python "${profile[@]}" -o "$cap/${mode}_%q{RANK}" \
-    python3 examples/distributed.py --mode "$mode" --steps 2 >> "$logs" 2>&1 || echo "capture $mode failed: $?" | tee -a "$logs"
+    python3 examples/data_parallel.py --mode "$mode" --steps 2 >> "$logs" 2>&1 || echo "capture $mode failed: $?" | tee -a "$logs"
   for f in "$cap/${mode}"_*.sqlite; do [ -f "$f" ] && xz -9 -T4 -c "$f" > "$out/$(basename "$f").xz"; done
   ls -la "$cap" "$out" >> "$logs"
   timeout 30 python3 -m pyprof.parse "$cap/${mode}"_*.sqlite -o "$work/$mode.dict" >> "$out/parse.txt" 2>&1 &&

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 SQLITE = b"SQLite format 3\x00"
+PARQUET = b"PAR1"  # a Parquet file's first (and last) four bytes
 
 _COMPRESSED = ((b"\x1f\x8b", "gzip"), (b"\xfd7zXZ\x00", "xz"), (b"(\xb5/\xfd", "zstd"), (b"BZh", "bzip2"),
                (b"PK\x03\x04", "zip"))

@@ -12,7 +12,7 @@ from typing import BinaryIO, Iterator
 
 from ..errors import EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, EXIT_NO_INPUT, PyprofError
 from ..formats import V, VERSION
-from ..magic import SQLITE, compression, foreign_text
+from ..magic import PARQUET, SQLITE, compression, foreign_text
 from ..store import read as store
 from .legacy import from_legacy
 from .warnings_tally import Tally
@@ -97,7 +97,7 @@ def records(stream: BinaryIO, tally: Tally, strict: bool = False, name: str = "s
             if line.startswith(SQLITE):
                 raise PyprofError("the input is an nsys SQLite export: give its path (prof parses it) or run "
                                   "`python -m pyprof.parse` on it and give prof its output", EXIT_BAD_FORMAT)
-            if line.startswith(store.PARQUET):
+            if line.startswith(PARQUET):
                 raise PyprofError("the input is Parquet: give the record store's path (a folder written by "
                                   "`python -m pyprof.parse -o X.parquet`), not stdin", EXIT_BAD_FORMAT)
             packed = compression(line)

@@ -10,10 +10,10 @@ from operator import itemgetter
 from typing import Any, Iterator
 
 from ..errors import EXIT_BAD_FORMAT, EXIT_CORRUPT, PyprofError
+from ..magic import PARQUET
 from . import schema
 from .schema import EXTRA, FIELDS, JSON, KEYS, PARTITION
 
-PARQUET = b"PAR1"  # a Parquet file's first (and last) four bytes
 BATCH = 4096  # records made into dicts at a time: their Python objects are most of the memory held
 
 

@@ -24,7 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fuzz_harness import CANARY, CANARY_DIR, PAYLOADS, check_failure, examples, run_tool
-from pyprof.magic import SQLITE, compression
+from pyprof.magic import PARQUET, SQLITE, compression
 from pyprof.prof.columns import COLUMNS
 from pyprof.prof.groups import KEYS, SORTS
 
@@ -149,8 +149,9 @@ def streams(draw) -> list[bytes]:
 
 
 def _not_records(data: bytes) -> bool:
-    """Whether prof refuses `data` from its first bytes: an nsys export, a compressed file."""
-    return data.startswith(SQLITE) or compression(data) is not None
+    """Whether prof refuses `data` from its first bytes: an nsys export, Parquet (a record store's
+    file, which needs its path), a compressed file."""
+    return data.startswith((SQLITE, PARQUET)) or compression(data) is not None
 
 
 def _json_object(line: bytes) -> bool:

@@ -1,4 +1,4 @@
-"""Real two-rank captures: examples/distributed.py on two H200s (benchmarks/multigpu_run.sh: GPT,
+"""Real two-rank captures: examples/data_parallel.py on two H200s (benchmarks/multigpu_run.sh: GPT,
 4 blocks of 256, batch 4 x 128, two steps after three warm-up steps, torch 2.11, NCCL 2.28.9,
 NVLink multicast off), one nsys export per rank, shipped xz-compressed as
 tests/data/{ddp,fsdp}_{0,1}.sqlite.xz. Parsed side by side, then the collectives, the ranks'

@@ -4,7 +4,7 @@ The example behind tests/data/ddp_*.sqlite.xz and fsdp_*.sqlite.xz (two H200s). 
 per rank, under torchrun:
 
     torchrun --nproc-per-node 2 --no-python nsys profile -t cuda,nvtx -s none -c cudaProfilerApi \\
-        --capture-range-end=stop -f true --export sqlite -o ddp_%q{RANK} python examples/distributed.py --mode ddp
+        --capture-range-end=stop -f true --export sqlite -o ddp_%q{RANK} python examples/data_parallel.py --mode ddp
     python -m pyprof.parse ddp_*.sqlite -o ddp.dict
 
 Each step: forward and backward under bf16 autocast (DDP) or FSDP2's bf16 parameters with fp32
@@ -86,7 +86,7 @@ def main() -> None:
             with pyprof.annotate("train_step"):
                 step()
     dist.barrier()
-    print(f"distributed.py: rank {rank} of {dist.get_world_size()}: {args.steps} {args.mode} steps captured",
+    print(f"data_parallel.py: rank {rank} of {dist.get_world_size()}: {args.steps} {args.mode} steps captured",
           file=sys.stderr)
     dist.destroy_process_group()
 
