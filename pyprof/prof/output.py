@@ -9,16 +9,35 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import re
 import shutil
 import sys
 import textwrap
-from typing import Callable, Iterable, NamedTuple, Sequence, TextIO
+from typing import Any, Callable, Iterable, NamedTuple, Sequence, TextIO
 
 from ..errors import EXIT_USAGE, PyprofError
 
 # \s: spaces, tabs and every character str.splitlines() breaks a line at (\r, \x1c, \x85, \u2028, ...).
 _SPACE = re.compile(r"\s+")
+
+
+def finite(value: Any) -> Any:
+    """`value` with NaN and infinities as None (JSON has neither; a record may carry them), dict
+    keys as strings."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def write_json(value: Any, out: TextIO) -> None:
+    """A view's --json object, strict JSON (a NaN a record carried, a device say, is null)."""
+    json.dump(finite(value), out, indent=1, allow_nan=False)
+    out.write("\n")
 
 
 def flat(value: str, fill: str = " ") -> str:

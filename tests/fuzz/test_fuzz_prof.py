@@ -297,6 +297,11 @@ def test_diff(tmp_path_factory, base, new, by, form):
         elif res.status == 5:
             empty = a if f"{a} holds no kernel records" in res.err else b
             assert res.err_lines[-1] == f"pyprof.prof: error: --diff: {empty} holds no kernel records"
+        elif res.status == 6:  # a file that starts as Parquet is read as a record store: this one is none
+            side, path = (base, a) if res.err_lines[-1].startswith(f"pyprof.prof: error: {a}: ") else (new, b)
+            assert b"\n".join(side).startswith(PARQUET), res.err
+            assert res.err_lines[-1].startswith(f"pyprof.prof: error: {path}: the Parquet record store is truncated "
+                                                "or corrupted ("), res.err
         else:
             assert res.status == 9, res.err
         return

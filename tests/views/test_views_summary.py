@@ -218,3 +218,17 @@ def test_kernels_above_a_roof_are_explained():
     sgd = next(r for r in rep("resnet")["rows"] if r["group"] == "SGD.step")
     assert sgd["gbps"] / 3352.32 * 100 < 100  # the op's rate over all its kernels stays under the roof
     assert not any("above a roof" in n for n in rep("gpt")["notes"])
+
+
+@pytest.mark.parametrize("view", [["--summary"], ["--summary", "--by", "call"], ["--modules"], ["--overlap"],
+                                  ["--stragglers"]])
+def test_json_of_a_view_is_strict_json_whatever_a_record_carries(view):
+    """A NaN device (the fuzz suite drew it) reached --summary --json as `NaN`, which is no JSON:
+    every view's --json writes such a value as null."""
+    rec = {"v": 1, "kind": "kernel", "kShortName": "k", "kDuration": 3520, "kStart": 11850673, "kEnd": 11854193,
+           "device": float("nan"), "stream": 7, "pid": 1, "tid": 1, "dir": "fprop", "op": "x"}
+    status, out, err = prof(*view, "--json", "-", stdin=(json.dumps(rec) + "\n").encode())
+    assert status == 0, err
+    json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in --json output"))
+    if view[0] == "--summary":
+        assert json.loads(out)["header"]["devices"][0]["device"] is None

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import sys
 from types import ModuleType
 from typing import Iterable, TextIO
@@ -15,7 +14,7 @@ from ...errors import EXIT_NO_KERNELS, EXIT_USAGE, PyprofError
 from ...progress import on_terminal
 from ..analysis import Facts
 from ..groups import Groups
-from ..output import TextColumn, check_width, columnated_writer, csv_cell, text_width
+from ..output import TextColumn, write_json, check_width, columnated_writer, csv_cell, text_width
 from .. import filters
 from ..reader import numbered
 from ..scan import feed, time_field
@@ -152,8 +151,7 @@ def main(args: argparse.Namespace) -> int:
                               + (" that the filters keep" if keep else ""), EXIT_NO_KERNELS)
     d = compare(*sides)
     if args.json:
-        json.dump(d if not args.top else dict(d, rows=d["rows"][:args.top]), sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        write_json(d if not args.top else dict(d, rows=d["rows"][:args.top]), sys.stdout)
     elif args.csv:
         write_csv(d, sys.stdout, args.top)
     else:

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import sys
 from types import ModuleType
 from typing import TextIO
 
 from ..analysis import Facts
-from ..output import TextColumn, check_width, columnated_writer, csv_cell, text_width
+from ..output import TextColumn, write_json, check_width, columnated_writer, csv_cell, text_width
 from ..scan import time_field
 from ..units import duration, pct
 
@@ -133,8 +132,7 @@ def write(tree: Tree, args: argparse.Namespace) -> None:
     rep = report(tree)
     rows = rep["rows"]
     if args.json:
-        json.dump(rep, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        write_json(rep, sys.stdout)
     elif args.csv:
         w = csv.writer(sys.stdout, lineterminator="\n")
         w.writerow(KEYS)

@@ -4,13 +4,12 @@ rank go through one comms.Comms."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from types import ModuleType
 from typing import TextIO
 
 from ..comms import Comms
-from ..output import TextColumn, columnated_writer, csv_cell, csv_writer, text_width
+from ..output import TextColumn, write_json, columnated_writer, csv_cell, csv_writer, text_width
 from ..overlap import rank_text
 from ..units import duration, pct
 
@@ -72,8 +71,7 @@ def write(comms: Comms, args: argparse.Namespace) -> None:
     """Text, --csv (one row per rank and step, STEP_KEYS) or --json."""
     rep = report(comms)
     if args.json:
-        json.dump(rep, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        write_json(rep, sys.stdout)
     elif args.csv:
         w = csv_writer(sys.stdout, STEP_KEYS)
         for s in rep["steps"]:

@@ -4,13 +4,12 @@ slowest rank, the skew, the transfer and its bus bandwidth; then per rank its wa
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from types import ModuleType
 from typing import TextIO
 
 from ..comms import Comms
-from ..output import TextColumn, columnated_writer, csv_cell, csv_writer, text_width
+from ..output import TextColumn, write_json, columnated_writer, csv_cell, csv_writer, text_width
 from ..overlap import rank_text
 from ..units import duration, rate, si
 from ...text import count
@@ -93,8 +92,7 @@ def write(comms: Comms, args: argparse.Namespace) -> None:
     for unsized, n in sorted(comms.unsized.items()):
         print(f"pyprof.prof: warning: --stragglers: {count(n, 'NCCL kernel')}: {unsized}", file=sys.stderr)
     if args.json:
-        json.dump(rep, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        write_json(rep, sys.stdout)
     elif args.csv:
         w = csv_writer(sys.stdout, CSV_KEYS)
         for r in rep["instances"]:

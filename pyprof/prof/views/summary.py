@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import sys
 from types import ModuleType
 from typing import Iterable, TextIO
@@ -16,6 +15,7 @@ from ...text import count
 from ..analysis import LEVELS, Facts
 from ..groups import KEYS, SORTS, Group, Groups, by_keys
 from ..intervals import Timelines
+from ..output import write_json as write_json_object
 from ..output import TextColumn, check_width, columnated_writer, csv_cell, flat, terminal_width, text_width, wrapped
 from ..scan import feed, time_field
 from ..units import duration, group_column, group_label, pct, rate, si
@@ -182,8 +182,7 @@ def report(prof: Profile, sort: str = "time", top: int | None = None) -> dict:
 
 def write_json(rep: dict, out: TextIO) -> None:
     """The report as one JSON object."""
-    json.dump(rep, out, indent=1)
-    out.write("\n")
+    write_json_object(rep, out)
 
 
 CSV_KEYS = ["time_ns", "pct_time", "count", "avg_ns", "med_ns", "min_ns", "max_ns", "stddev_ns", "flops",
