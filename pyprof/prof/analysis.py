@@ -125,6 +125,7 @@ class Analyzer:
         self._costs: dict = {}
         self._compiled = CompiledPricer(self)
         self._numbers = CallNumbers()
+        self._ident: tuple | None = None  # calls.identity of the record facts() is deriving
 
     def cost(self, rec: dict) -> Cost | None:
         """The op cost of the marker behind a record (the forward op's, for a bprop kernel)."""
@@ -195,9 +196,12 @@ class Analyzer:
     def facts(self, rec: dict) -> Facts:
         """All derived values for one record: priced, numbered by op call (calls.py) and held
         to its GPU's peak (beyond_peak.py)."""
+        kernel = rec.get("kind", "kernel") == "kernel"
+        # The kernel's op call, named once: _first_of_call and the call numbers both read it.
+        self._ident = call_identity(rec) if kernel else None
         f = self._facts(rec)
-        if rec.get("kind", "kernel") == "kernel":
-            f.call = self._numbers.number(rec)
+        if kernel:
+            f.call = self._numbers.number(rec, self._ident)
             beyond_peak.guard(rec, f, self.tally)
         return f
 
@@ -245,7 +249,7 @@ class Analyzer:
         range does, and so does a launch of the engine between them outside every range (a
         gradient accumulated after the node: sub-sequence 0 of no range, not a new call); else the
         forward op's seq. (calls.identity: the same calls make the `call` key's groups.)"""
-        ident, starts = call_identity(rec)
+        ident, starts = self._ident or call_identity(rec)
         return self._first(("call", rec.get("pid"), rec.get("tid")), ident, counts, starts)
 
     def _first_in_range(self, rec: dict) -> bool:

@@ -46,9 +46,10 @@ class CallNumbers:
         self._open: dict = {}  # (pid, tid) -> [identity, number] of the thread's current call
         self._last = 0
 
-    def number(self, rec: dict) -> int:
-        """The number of the op call `rec` (a kernel record, given in launch order) belongs to."""
-        ident, starts = identity(rec)
+    def number(self, rec: dict, ident: tuple | None = None) -> int:
+        """The number of the op call `rec` (a kernel record, given in launch order) belongs to;
+        `ident`: its identity() when the caller has it already."""
+        ident, starts = ident or identity(rec)
         key = (rec.get("pid"), rec.get("tid"))
         current = self._open.get(key)
         if current is None or starts or current[0] != ident:
