@@ -39,7 +39,6 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional
 
-from pyprof.prof.beyond_peak import attributed
 
 # ---------------------------------------------------------------------------------------------
 # Models (torch only inside these functions: `table` runs without torch)
@@ -639,7 +638,7 @@ class ModelSums:
         if level in self.known:
             self.known[level] += dur
         kind = f.cost.kind if f.cost is not None else None
-        flops = attributed(f)[0]  # a model's sums keep what beyond_peak withheld from one kernel
+        flops = f.whole_work()[0]  # a model's sums keep what one kernel's own share leaves unknown
         if flops is not None and kind in MATRIX_KINDS:
             self.matrix_flops += flops
             if kind == "attn" and "causal=1" in f.cost.params.split(","):

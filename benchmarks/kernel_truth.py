@@ -58,6 +58,9 @@ def _unpacked(path: str, tmp: str) -> str:
     return out
 
 
+HELD: set = set()  # id() of the Facts whose FLOPs beyond_peak withheld (it warns once for each)
+
+
 def analysed_kernels(path: str, models: Tuple[str, ...]) -> Dict[str, list]:
     """{model: [(record, Facts), ...]} of an export, kernels in launch order. A kernel belongs to
     the model whose range (`layer`, `ranges`) is the innermost of `models` around it; kernels outside every
@@ -66,12 +69,18 @@ def analysed_kernels(path: str, models: Tuple[str, ...]) -> Dict[str, list]:
     from pyprof.prof.scan import analysed
     from pyprof.prof.warnings_tally import Tally
 
+    from pyprof.prof.beyond_peak import REASON
+
     out: Dict[str, list] = {}
     model: Optional[str] = None
     tally = Tally()
+    withheld = 0
     for rec, facts, _ in analysed(numbered(path, tally, False, False), tally):
         if rec.get("kind", "kernel") != "kernel":
             continue
+        before, withheld = withheld, sum(tally.warnings.get(REASON, {}).values())
+        if withheld > before:  # the guard warned for this kernel
+            HELD.add(id(facts))
         # pyprof.annotate's range (`layer`), or a plain NVTX range where pyprof did not run.
         named = [x for x in (rec.get("layer") or []) + (rec.get("ranges") or []) if x in models]
         model = named[-1] if named else model
@@ -131,7 +140,7 @@ def above_peak(kernels: list) -> Tuple[List[str], int]:
         dur = rec.get("kDuration")
         if f.flops and peak and dur and f.flops / dur / 1e3 > peak:
             over.append(f"{rec.get('op')}:{rec.get('kShortName')} {f.flops / dur / 1e3:.0f} > {peak:.0f} TFLOP/s")
-        held += getattr(f, "held_flops", None) is not None  # absent before the guard
+        held += id(f) in HELD
     return over, held
 
 

@@ -47,8 +47,7 @@ class Facts:
     on Tensor Cores, False for a matrix kernel that did not, None where the question does not
     apply (the tc column prints 1, 0 and -)."""
 
-    __slots__ = ("cost", "flops", "bytes", "tc", "dtype", "path", "peaks", "level", "call", "held_flops",
-                 "held_bytes")
+    __slots__ = ("cost", "flops", "bytes", "tc", "dtype", "path", "peaks", "level", "call", "call_work")
 
     def __init__(self) -> None:
         self.cost: Cost | None = None
@@ -60,10 +59,14 @@ class Facts:
         self.path: str | None = None
         self.peaks: peaks_mod.Peaks | None = None
         self.call: int | None = None  # the op call's number (calls.py); None for memcpy/memset
-        # What beyond_peak withheld from `flops` and `bytes`: the kernel's share as priced, which
-        # the call's total still holds (None: nothing withheld).
-        self.held_flops: int | None = None
-        self.held_bytes: int | None = None
+        # (FLOPs, bytes) the kernel adds to a sum over whole op calls where that differs from its
+        # own `flops` and `bytes` (None: it does not): a share beyond_peak withheld, the rest of
+        # its call's total that no kernel of it was given (Analyzer._rest).
+        self.call_work: tuple | None = None
+
+    def whole_work(self) -> tuple:
+        """(FLOPs, bytes) this kernel adds to a sum that keeps its op call whole."""
+        return (self.flops, self.bytes) if self.call_work is None else self.call_work
 
     @property
     def peak_tflops(self) -> float | None:
@@ -126,6 +129,7 @@ class Analyzer:
         self._compiled = CompiledPricer(self)
         self._numbers = CallNumbers()
         self._ident: tuple | None = None  # calls.identity of the record facts() is deriving
+        self._call_work: tuple | None = None  # Facts.call_work of the record facts() is deriving
 
     def cost(self, rec: dict) -> Cost | None:
         """The op cost of the marker behind a record (the forward op's, for a bprop kernel)."""
@@ -199,7 +203,9 @@ class Analyzer:
         kernel = rec.get("kind", "kernel") == "kernel"
         # The kernel's op call, named once: _first_of_call and the call numbers both read it.
         self._ident = call_identity(rec) if kernel else None
+        self._call_work = None
         f = self._facts(rec)
+        f.call_work = self._call_work
         if kernel:
             f.call = self._numbers.number(rec, self._ident)
             beyond_peak.guard(rec, f, self.tally)
@@ -404,7 +410,34 @@ class Analyzer:
             if part is not None:
                 return part.flops, part.bytes
         work = rnn_step(cost, name, rec.get("grid"), verdict in (MMA, SIMT), bprop)
-        return _UNKNOWN if work is None else work
+        # FLOPs only: each is done by one kernel, so the call's sum is the formula's; bytes are not,
+        # each step re-reads the weights the formula counts once, so a rest of them would be wrong.
+        return self._rest(rec, (cost.bwd_flops if bprop else cost.flops, None), _UNKNOWN if work is None else work)
+
+    def _rest(self, rec: dict, total: tuple, work: tuple) -> tuple:
+        """`work`, this kernel's own (flops, bytes) in the current op call whose total is `total`
+        (None: not known), returned as is; where a value is na, the first such kernel of the call
+        carries for whole-call sums the rest of the total not given to the kernels before it, and
+        every later kernel 0 (Facts.call_work): the call's sum is its total however its kernels
+        split it."""
+        key = ("rest", rec.get("pid"), rec.get("tid"))
+        call = self._calls.get(("call", rec.get("pid"), rec.get("tid")))
+        state = self._calls.get(key)
+        if state is None or state[0] is not call:
+            state = self._calls[key] = [call, list(total), [False, False]]
+        left, taken = state[1], state[2]
+        whole = list(work)
+        for i, v in enumerate(work):
+            if taken[i]:
+                whole[i] = 0  # in the rest an earlier kernel carries
+            elif v is None:
+                if left[i] is not None:
+                    whole[i], taken[i] = max(left[i], 0), True
+            elif left[i] is not None:
+                left[i] -= v
+        if tuple(whole) != tuple(work):
+            self._call_work = tuple(whole)
+        return work
 
     def _work(self, rec: dict, cost: Cost | None, verdict: str | None, dtype: str | None,
               name: str | None) -> tuple:

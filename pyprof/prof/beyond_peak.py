@@ -6,7 +6,7 @@ cost on one short step GEMM, a fused optimizer's on its first chunk. When the FL
 one kernel are more than its GPU could execute in the kernel's time at the peak of its math path
 (peaks.py: datasheet figures at boost clock, which no kernel exceeds), they cannot be that
 kernel's alone: its FLOPs are `na` with a warning, and so are its bytes (the same share of the
-op's cost). What was withheld stays in Facts (`held_flops`, `held_bytes`), so the groups that
+op's cost). What was withheld stays in Facts (`call_work`), so the groups that
 keep an op call whole (groups.WHOLE_CALL: by op, module, call, ...) still add up to the op's
 total, and `--summary --by call` gives the call's honest rate.
 
@@ -38,13 +38,8 @@ def guard(rec: dict, f: Facts, tally: Tally) -> None:
         return
     if f.flops <= dur * peak * 1e3:  # TFLOP/s = 1e3 FLOP/ns
         return
-    f.held_flops, f.held_bytes = f.flops, f.bytes
+    if f.call_work is None:
+        f.call_work = (f.flops, f.bytes)
     f.flops = f.bytes = None
     tally.warn(REASON, ".".join(str(x) for x in (rec.get("mod"), rec.get("op")) if x) or "?")
 
-
-def attributed(f: Facts) -> tuple:
-    """(FLOPs, bytes) the pricing gave the kernel, withheld or not: for sums over whole op calls."""
-    if f.held_flops is None:
-        return f.flops, f.bytes
-    return f.held_flops, f.held_bytes

@@ -5,12 +5,14 @@ A group's FLOPs and bytes are the sums over its kernels whose value is known; `f
 as a lower bound, never as if complete. Rates divide by the time of the kernels that have the
 value, so unknown kernels neither inflate nor deflate them.
 
-A kernel whose FLOPs were above its peak (beyond_peak.py) has them withheld: its share of its op
-call's work is unknown, but the call's total is not. A grouping that keeps every op call whole
-(its keys all in WHOLE_CALL: op, module, call, ...) counts the withheld FLOPs and bytes as known,
-so that its sums are the ops' totals and its rates the calls' honest ones; one that splits calls
-(by kernel, tc, ...) counts such a kernel as unknown. Each group keeps what was withheld apart
-(`held`), so that rolling a fine grouping up into a whole-call one (Groups.rolled_up) counts it.
+A kernel's own share of its op call's work may be unknown while the call's total is not: FLOPs
+above its peak (beyond_peak.py) are withheld, and kernels of a call whose split is not known
+(a cuDNN RNN's weight gradients) are na, the first of them carrying the rest of the call's total
+for whole-call sums (Facts.call_work). A grouping that keeps every op call whole (its keys all in
+WHOLE_CALL: op, module, call, ...) counts each kernel's whole-call work, so that its sums are the
+ops' totals and its rates the calls' honest ones; one that splits calls (by kernel, tc, ...)
+counts each kernel's own. Each group keeps both counts of such kernels apart (`both`), so that
+rolling a fine grouping up into a whole-call one (Groups.rolled_up) swaps one for the other.
 
 Kernel durations per group are nsys stats' (cuda_gpu_kern_sum): total, count, average, median,
 minimum, maximum and sample standard deviation. The median needs every duration: each group
@@ -99,17 +101,18 @@ CALL_WITH = ("call", "dir", "op", "module", "shape")
 class Group:
     """Totals of one group. Times in ns; `capacity` is what the kernels with known FLOPs and
     peak could have done at their math path's peak in their time (FLOP). `whole`: the grouping
-    keeps op calls whole, so withheld FLOPs and bytes count as known; `held`: the kernels whose
-    FLOPs were withheld, their withheld values counted as known (None: no such kernel)."""
+    keeps op calls whole, so each kernel counts its whole-call work (Facts.whole_work); `both`:
+    the kernels whose whole-call work differs from their own, counted each way (own, whole-call;
+    None: no such kernel)."""
 
-    __slots__ = ("name", "keys", "whole", "held", "time", "count", "durations", "flops", "flops_na", "flops_time",
+    __slots__ = ("name", "keys", "whole", "both", "time", "count", "durations", "flops", "flops_na", "flops_time",
                  "peak_flops", "capacity", "bytes", "bytes_na", "bytes_time", "tc_time")
 
     def __init__(self, name: str, keys: tuple[str, ...] = (), whole: bool = False) -> None:
         self.name = name
         self.keys = keys or (name,)  # one value per --by key
         self.whole = whole
-        self.held: Group | None = None
+        self.both: tuple[Group, Group] | None = None
         self.time = self.count = 0
         self.durations = array("q")
         self.flops = self.flops_na = self.flops_time = 0
@@ -124,14 +127,17 @@ class Group:
         self.count += 1
         self.durations.append(dur)
         peak = f.peak_tflops
-        if f.held_flops is None:
+        if f.call_work is None:
             self._work(dur, f.flops, f.bytes, peak)
         else:
-            if self.held is None:
-                self.held = Group(self.name, self.keys, True)
-            self.held.count += 1
-            self.held._work(dur, f.held_flops, f.held_bytes, peak)
-            self._work(dur, *((f.held_flops, f.held_bytes) if self.whole else (None, None)), peak)
+            if self.both is None:
+                self.both = (Group(self.name, self.keys), Group(self.name, self.keys, True))
+            own, whole = self.both
+            own.count += 1
+            own._work(dur, f.flops, f.bytes, peak)
+            whole.count += 1
+            whole._work(dur, *f.call_work, peak)
+            self._work(dur, *(f.call_work if self.whole else (f.flops, f.bytes)), peak)
         if f.tc:
             self.tc_time += dur
 
@@ -150,35 +156,29 @@ class Group:
             self.bytes += nbytes
             self.bytes_time += dur
 
+    _WORK = ("flops", "flops_na", "flops_time", "peak_flops", "capacity", "bytes", "bytes_na", "bytes_time")
+
+    def _shift(self, other: "Group", sign: int) -> None:
+        """Add (sign 1) or take away (-1) the work totals of `other`."""
+        for name in self._WORK:
+            setattr(self, name, getattr(self, name) + sign * getattr(other, name))
+
     def merge(self, other: "Group") -> None:
         """Add the kernels of `other` to this group."""
         self.time += other.time
         self.count += other.count
         self.durations.extend(other.durations)
-        self.flops += other.flops
-        self.flops_na += other.flops_na
-        self.flops_time += other.flops_time
-        self.peak_flops += other.peak_flops
-        self.capacity += other.capacity
-        self.bytes += other.bytes
-        self.bytes_na += other.bytes_na
-        self.bytes_time += other.bytes_time
+        self._shift(other, 1)
         self.tc_time += other.tc_time
-        h = other.held
-        if h is None:
+        if other.both is None:
             return
-        if self.held is None:
-            self.held = Group(self.name, self.keys, True)
-        self.held.merge(h)
-        if self.whole and not other.whole:  # what `other` counted unknown, this grouping knows
-            self.flops += h.flops
-            self.flops_na -= h.count
-            self.flops_time += h.flops_time
-            self.peak_flops += h.peak_flops
-            self.capacity += h.capacity
-            self.bytes += h.bytes
-            self.bytes_na -= h.count - h.bytes_na
-            self.bytes_time += h.bytes_time
+        if self.both is None:
+            self.both = (Group(self.name, self.keys), Group(self.name, self.keys, True))
+        for mine, theirs in zip(self.both, other.both):
+            mine.merge(theirs)
+        if self.whole and not other.whole:  # `other` counted those kernels' own work: count their whole-call work
+            self._shift(other.both[0], -1)
+            self._shift(other.both[1], 1)
 
     def stats(self) -> dict:
         """nsys stats' duration statistics (ns): avg, med, min, max, stddev (sample; 0 for one

@@ -3,7 +3,7 @@ a kernel could not have executed in its time are withheld (na, one warning), and
 withheld stays for the sums over whole op calls."""
 from __future__ import annotations
 
-from pyprof.prof.beyond_peak import REASON, attributed
+from pyprof.prof.beyond_peak import REASON
 from pyprof.prof.columns import pct_of_peak
 from test_prof_helpers import analyse, described, kernels, prof_text, tensor
 
@@ -29,15 +29,15 @@ def test_flops_beyond_the_peak_in_the_kernel_s_time_are_withheld_with_a_warning(
     # 200 ns at 494.5 TFLOP/s is 98.9 MFLOP: the call's 134 MFLOP cannot all be its GEMM's.
     assert FLOPS > 200 * TF32_PEAK * 1e3
     (gemm, add), tally = analyse(linear_call(200))
-    assert (gemm.flops, gemm.bytes, gemm.held_flops, gemm.held_bytes) == (None, None, FLOPS, BYTES)
-    assert attributed(gemm) == (FLOPS, BYTES) and pct_of_peak({"kDuration": 200}, gemm) is None
-    assert (add.flops, add.bytes, add.held_flops) == (0, ADD_BYTES, None)  # the helper keeps its own share
+    assert (gemm.flops, gemm.bytes, gemm.call_work) == (None, None, (FLOPS, BYTES))
+    assert gemm.whole_work() == (FLOPS, BYTES) and pct_of_peak({"kDuration": 200}, gemm) is None
+    assert (add.flops, add.bytes, add.call_work) == (0, ADD_BYTES, None)  # the helper keeps its own share
     assert tally.as_dict() == {REASON: {"torch.nn.functional.linear": 1}}
 
 
 def test_flops_within_the_peak_are_kept():
     (gemm, _add), tally = analyse(linear_call(1000))
-    assert (gemm.flops, gemm.bytes, gemm.held_flops) == (FLOPS, BYTES, None)
+    assert (gemm.flops, gemm.bytes, gemm.call_work) == (FLOPS, BYTES, None)
     assert pct_of_peak({"kDuration": 1000}, gemm) == FLOPS / 1000 / 1e3 / TF32_PEAK * 100 < 100
     assert not tally.warnings
 

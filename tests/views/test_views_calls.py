@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from pyprof.prof.beyond_peak import attributed
 from pyprof.prof.groups import Groups, by_keys
 from pyprof.prof.reader import records
 from pyprof.prof.scan import analysed
@@ -77,27 +76,44 @@ def test_call_brings_its_direction_op_module_and_shapes():
     assert by_keys("call,kernel") == ["call", "dir", "op", "module", "shape", "kernel"]
 
 
-def test_cudnn_gru_calls_sum_their_kernels_steps_on_a_real_capture(tmp_path):
+def test_cudnn_gru_calls_sum_to_the_formula_on_a_real_capture(tmp_path):
     """truth_gru (nn.GRU(256, 256), one step on an H100): each kernel carries its own step
-    (parts.rnn_step), so nothing is withheld; each call's FLOPs are the sum of its kernels' known
-    FLOPs: the forward's the formula's whole, the backward's its 16 recurrent GEMMs and cells,
-    with its weight-gradient, split-K and other kernels counted as unknown; no call is above its
-    peak."""
+    (parts.rnn_step), so nothing is withheld. The backward's weight-gradient, split-K and other
+    kernels are na on their own; the first of them carries, for whole-call sums, the rest of the
+    formula's FLOPs that the 16 recurrent GEMMs and cells before it did not do, and the later
+    ones 0: each call's FLOPs are the formula's, by call and by op alike, and a grouping by
+    kernel rolled up to op agrees. Bytes have no such rest (kernels re-read what the formula
+    counts once): the backward's stay a lower bound. No call is above its peak."""
     recs = captured("truth_gru", tmp_path)
     kernels = list(analysed(records(stream(recs), Tally()), Tally()))
-    assert [(rec["dir"], rec["op"]) for rec, f, _ in kernels if f.held_flops is not None] == []
+    assert [(rec["dir"], rec["op"]) for rec, f, _ in kernels if f.flops is None and f.call_work is None] == []
     sums: dict = {}
     for _rec, f, _ in kernels:
         s = sums.setdefault(str(f.call), [0, 0])
         s[0] += 1
-        s[1] += attributed(f)[0] or 0
+        s[1] += f.whole_work()[0] or 0
     by_call = rows(recs, "call").values()
     assert {r["call"]: [r["count"], r["flops"] or 0] for r in by_call} == sums
     gru = {r["dir"]: r for r in by_call if r["op"] == "gru"}
+    count = {d: sum(1 for r in recs if r["op"] == "gru" and r["dir"] == d) for d in ("fprop", "bprop")}
+    assert {d: (r["flops"], r["flops_na"], r["bytes_na"], r["count"]) for d, r in gru.items()} == {
+        "fprop": (TRUTH_GRU, 0, 0, count["fprop"]), "bprop": (2 * TRUTH_GRU, 0, 23, count["bprop"])}
+    backward = [f for rec, f, _ in kernels if rec["op"] == "gru" and rec["dir"] == "bprop"]
     step, cell = 2 * 64 * 768 * 256, 64 * 256 * 17
-    assert {d: (r["flops"], r["flops_na"], r["count"]) for d, r in gru.items()} == {
-        "fprop": (TRUTH_GRU, 0, sum(1 for r in recs if r["op"] == "gru" and r["dir"] == "fprop")),
-        "bprop": (16 * (step + 2 * cell), 23, sum(1 for r in recs if r["op"] == "gru" and r["dir"] == "bprop"))}
+    own = sum(f.flops for f in backward if f.flops is not None)
+    assert (own, sum(f.flops is None for f in backward)) == (16 * (step + 2 * cell), 23)
+    first_na = next(i for i, f in enumerate(backward) if f.flops is None)
+    rest = 2 * TRUTH_GRU - sum(f.flops for f in backward[:first_na])
+    later = backward[first_na + 1:]
+    assert backward[first_na].call_work == (rest, None)
+    assert [f.call_work for f in later] == [(0, f.bytes) for f in later]  # FLOPs in the rest, bytes their own
+    fine, direct = Groups("op,kernel"), Groups("op")
+    for rec, f, _ in kernels:
+        fine.add(rec, f, rec["kDuration"])
+        direct.add(rec, f, rec["kDuration"])
+    rolled, same = fine.rolled_up("op").groups["gru"], direct.groups["gru"]
+    assert [(g.flops, g.flops_na, g.flops_time, g.bytes, g.bytes_na) for g in (rolled, same)] == \
+        [(3 * TRUTH_GRU, 0, same.time, same.bytes, 23)] * 2
     assert max(r["pct_peak"] or 0 for r in by_call) < 100
 
 
