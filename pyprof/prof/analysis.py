@@ -315,8 +315,11 @@ class Analyzer:
         its place among the launches under its innermost PyTorch range, when it has one."""
         torch_ops = rec.get("torchOps")
         inner = torch_ops[-1] if torch_ops and isinstance(torch_ops[-1], dict) else None
-        return self._call_parts(rec, cost, bprop).launch(name, rec.get("grid"), inner and inner.get("sizes"),
+        work = self._call_parts(rec, cost, bprop).launch(name, rec.get("grid"), inner and inner.get("sizes"),
                                                          self._launch_index(rec, inner) if inner else 0)
+        if work is None:
+            return None
+        return self._rest(rec, cost.bwd_flops if bprop else cost.flops, work)
 
     def _launch_index(self, rec: dict, r: dict) -> int:
         """The place of this multi-tensor launch among those under PyTorch range `r` so far."""
@@ -410,33 +413,29 @@ class Analyzer:
             if part is not None:
                 return part.flops, part.bytes
         work = rnn_step(cost, name, rec.get("grid"), verdict in (MMA, SIMT), bprop)
-        # FLOPs only: each is done by one kernel, so the call's sum is the formula's; bytes are not,
-        # each step re-reads the weights the formula counts once, so a rest of them would be wrong.
-        return self._rest(rec, (cost.bwd_flops if bprop else cost.flops, None), _UNKNOWN if work is None else work)
+        return self._rest(rec, cost.bwd_flops if bprop else cost.flops, _UNKNOWN if work is None else work)
 
-    def _rest(self, rec: dict, total: tuple, work: tuple) -> tuple:
-        """`work`, this kernel's own (flops, bytes) in the current op call whose total is `total`
-        (None: not known), returned as is; where a value is na, the first such kernel of the call
-        carries for whole-call sums the rest of the total not given to the kernels before it, and
+    def _rest(self, rec: dict, total: int | None, work: tuple) -> tuple:
+        """`work`, this kernel's own (flops, bytes) in the current op call whose FLOPs are `total`
+        (None: not known), returned as is. Where its FLOPs are na, the first such kernel of the call
+        carries for whole-call sums the rest of `total` not given to the kernels before it, and
         every later kernel 0 (Facts.call_work): the call's sum is its total however its kernels
-        split it."""
+        split it. FLOPs only: each is done by one kernel, but kernels re-read what an op's formula
+        counts once (a cuDNN RNN's weights every step, an SGD step's parameters in each of its
+        passes), so the formula's bytes are less than its kernels' and a rest of them would be wrong."""
         key = ("rest", rec.get("pid"), rec.get("tid"))
         call = self._calls.get(("call", rec.get("pid"), rec.get("tid")))
         state = self._calls.get(key)
         if state is None or state[0] is not call:
-            state = self._calls[key] = [call, list(total), [False, False]]
-        left, taken = state[1], state[2]
-        whole = list(work)
-        for i, v in enumerate(work):
-            if taken[i]:
-                whole[i] = 0  # in the rest an earlier kernel carries
-            elif v is None:
-                if left[i] is not None:
-                    whole[i], taken[i] = max(left[i], 0), True
-            elif left[i] is not None:
-                left[i] -= v
-        if tuple(whole) != tuple(work):
-            self._call_work = tuple(whole)
+            state = self._calls[key] = [call, total]  # the FLOPs not yet given; None once a kernel took them
+        flops, nbytes = work
+        if state[1] is None:
+            if total is not None:  # an earlier kernel carries the rest
+                self._call_work = (0, nbytes)
+        elif flops is None:
+            self._call_work, state[1] = (max(state[1], 0), nbytes), None
+        else:
+            state[1] -= flops
         return work
 
     def _work(self, rec: dict, cost: Cost | None, verdict: str | None, dtype: str | None,

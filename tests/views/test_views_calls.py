@@ -117,6 +117,25 @@ def test_cudnn_gru_calls_sum_to_the_formula_on_a_real_capture(tmp_path):
     assert max(r["pct_peak"] or 0 for r in by_call) < 100
 
 
+def test_a_foreach_step_split_over_launches_sums_to_its_formula_on_a_real_capture(tmp_path):
+    """resnet_default (examples/resnet.py on an H100, default mode: no op ranges' sizes): SGD's
+    `_foreach_add` over all parameters runs as two launches whose split is na; the first carries
+    the rest of the step's FLOPs for whole-call sums, so the call's FLOPs are the formula's. Its
+    bytes stay the known launches' sum (each pass re-reads the parameters the formula counts
+    once: 374 MB against the formula's 234 MB)."""
+    recs = captured("default_mode/resnet_default", tmp_path)
+    kernels = [(rec, f) for rec, f, _ in analysed(records(stream(recs), Tally()), Tally()) if rec["op"] == "SGD.step"]
+    own = [f.flops for _rec, f in kernels]
+    assert own == [None, None, 11_689_512, 23_379_024, 23_379_024]
+    total = kernels[0][1].cost.flops
+    assert (total, kernels[0][1].call_work, [f.call_work for _rec, f in kernels[1:]]) == \
+        (70_137_072, (total, None), [(0, None)] + [(0, f.bytes) for _rec, f in kernels[2:]])
+    row = next(r for r in rows(recs, "call").values() if r["op"] == "SGD.step")
+    assert (row["flops"], row["flops_na"], row["bytes"], row["bytes_na"]) == \
+        (total, 0, sum(f.bytes for _rec, f in kernels[2:]), 2)
+    assert kernels[0][1].cost.bytes < row["bytes"]
+
+
 def test_the_command_line_prints_one_row_per_call(tmp_path):
     path = write_dict(tmp_path, "calls", two_calls())
     rc, out, err = prof("--summary", "--by", "call", "--json", path)
