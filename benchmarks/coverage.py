@@ -665,7 +665,7 @@ def sums(records_path: str) -> Dict[str, ModelSums]:
     to the model of its outermost layer range, or (a kernel without one, such as a backward
     kernel whose forward op is unknown) to the model of the kernel before it; models ran one
     after the other."""
-    from pyprof.prof.reader import records
+    from pyprof.prof.io.reader import records
     from pyprof.prof.scan import analysed
     from pyprof.prof.warnings_tally import Tally
     out: Dict[str, ModelSums] = {}
@@ -730,7 +730,7 @@ def rnn_truth(records_path: str, ncu_path: str) -> str:
     (Each kernel of the call carries its own part of that work, or na: parts.rnn_step.)"""
     from tc_truth import ncu_kernels, summarize
 
-    from pyprof.prof.reader import records
+    from pyprof.prof.io.reader import records
     from pyprof.prof.scan import analysed
     from pyprof.prof.warnings_tally import Tally
     opener = lzma.open if records_path.endswith(".xz") else open

@@ -17,7 +17,7 @@ Per mode and model it prints:
 - bytes vs ncu over kernels that moved >= 1 MB (zeros and unknowns counted as misses): the
   median of pyprof/ncu and the share within 0.5-2x (goals: median 0.9-1.1, >= 95% within);
 - kernels above their compute peak (`>peak`, goal 0; every kernel, with or without ncu) and the
-  kernels whose FLOPs prof withheld for being above it (`held`: pyprof/prof/beyond_peak.py; their
+  kernels whose FLOPs prof withheld for being above it (`held`: pyprof/prof/pricing/beyond_peak.py; their
   op calls keep the FLOPs);
 - matrix FLOPs above what ncu executed (kernels, goal 0).
 
@@ -65,11 +65,11 @@ def analysed_kernels(path: str, models: Tuple[str, ...]) -> Dict[str, list]:
     """{model: [(record, Facts), ...]} of an export, kernels in launch order. A kernel belongs to
     the model whose range (`layer`, `ranges`) is the innermost of `models` around it; kernels outside every
     model range (backward ones run on the autograd thread) belong to the model before them."""
-    from pyprof.prof.reader import numbered
+    from pyprof.prof.io.reader import numbered
     from pyprof.prof.scan import analysed
     from pyprof.prof.warnings_tally import Tally
 
-    from pyprof.prof.beyond_peak import REASON
+    from pyprof.prof.pricing.beyond_peak import REASON
 
     out: Dict[str, list] = {}
     model: Optional[str] = None

@@ -74,8 +74,8 @@ def __getattr__(name: str) -> Any:
         from pyprof.nvtx.capture import profiled
 
         return profiled
-    if name == "register_cost":  # pricing a user's ops (pyprof/prof/extend.py): no torch either
-        from pyprof.prof.extend import register_cost
+    if name == "register_cost":  # pricing a user's ops (pyprof/prof/pricing/extend.py): no torch either
+        from pyprof.prof.pricing.extend import register_cost
         return register_cost
     if name in _API:
         from pyprof import api

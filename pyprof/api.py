@@ -61,7 +61,7 @@ def records(path: str | os.PathLike, *, memcpy: bool = False, strict: bool = Fal
     strict: for record files, raise PyprofError on a malformed line instead of skipping it
         (skipped lines are reported as one ProfWarning at the end).
     """
-    from pyprof.prof.reader import numbered
+    from pyprof.prof.io.reader import numbered
 
     tally = _tally()
     for _n, rec in numbered(path, tally, strict, memcpy, fresh=True):
@@ -84,7 +84,7 @@ def _columns(columns: str | list[str] | None) -> list[Any]:
 
 def _rows(path: str | os.PathLike, cols: list[Any], memcpy: bool, typed: bool, tally: Any) -> Iterator[dict]:
     from pyprof.prof.columns import typed as as_type
-    from pyprof.prof.reader import numbered
+    from pyprof.prof.io.reader import numbered
     from pyprof.prof.scan import analysed
     from pyprof.prof.views.table import Cells
 
@@ -158,7 +158,7 @@ def dataframe(path: str | os.PathLike, columns: str | list[str] | None = None, *
 
 def _scan(path: str | os.PathLike, sinks: list[Any], memcpy: bool, stacklevel: int = 3) -> None:
     """One pass over the records of `path` into `sinks` (scan.Sink); the tally as one ProfWarning."""
-    from pyprof.prof.reader import numbered
+    from pyprof.prof.io.reader import numbered
     from pyprof.prof.scan import feed
 
     tally = _tally()
@@ -213,7 +213,7 @@ def overlap(path: str | os.PathLike) -> dict[str, Any]:
     """The `--overlap --json` object of `path` (records of one or several ranks): per rank and
     step compute, communication, both and exposed time; per rank and collective kind the
     exposed time (docs/prof.md, "Overlap")."""
-    from pyprof.prof.comms import Comms
+    from pyprof.prof.comms.passes import Comms
     from pyprof.prof.views.overlap import report
 
     comms = Comms()
@@ -224,7 +224,7 @@ def overlap(path: str | os.PathLike) -> dict[str, Any]:
 def stragglers(path: str | os.PathLike) -> dict[str, Any]:
     """The `--stragglers --json` object of `path`: every collective instance across the ranks
     (arrivals, skew, slowest rank, bus bandwidth), in time order, and per rank its waits."""
-    from pyprof.prof.comms import Comms
+    from pyprof.prof.comms.passes import Comms
     from pyprof.prof.views.stragglers import report
 
     comms = Comms()

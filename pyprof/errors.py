@@ -13,7 +13,7 @@ import signal
 import stat
 import sys
 import threading
-from typing import Callable, Iterable, Iterator, NoReturn, Sequence
+from typing import BinaryIO, Callable, Iterable, Iterator, NoReturn, Sequence
 
 # Exit statuses shared by the tools (each tool's --help lists its own; docs/parse.md, docs/prof.md).
 EXIT_USAGE = 2          # bad command line (argparse's own status)
@@ -147,7 +147,7 @@ def closed_streams() -> None:
     sets sys.stdin/stdout/stderr to None) fail in the documented way: its descriptor is taken by
     /dev/null, so that no file the tool opens gets it (a library writing to descriptor 1 would
     write into it); a closed stdout refuses writes (ClosedStdout), a closed stderr is /dev/null
-    (the status still tells), a closed stdin stays None (reader.open_input: status 3)."""
+    (the status still tells), a closed stdin stays None (open_input: status 3)."""
     for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
         if getattr(sys, name) is not None:
             continue
@@ -179,3 +179,15 @@ def _drop_stdout() -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except (OSError, ValueError):  # stdout without a file descriptor (in-process callers)
         pass
+
+
+def open_input(path: str) -> BinaryIO:
+    """The record file at `path` (stdin for `-`), binary; PyprofError when it cannot be read."""
+    if path == "-":
+        if sys.stdin is None:  # started with stdin closed (`<&-`)
+            raise PyprofError("cannot read stdin: it is closed (give a record file)", EXIT_NO_INPUT)
+        return sys.stdin.buffer
+    try:
+        return open(path, "rb")
+    except OSError as err:
+        raise PyprofError(f"cannot read {path}: {err.strerror}", EXIT_NO_INPUT) from None

@@ -1,6 +1,6 @@
 """The qualified names (`mod.op`) prof's op table prices, for `pyprof.init()`: a wrapped call of
 one of them hides the wrapped calls inside it (docs/annotation.md). Generated from
-pyprof/prof/registry.py by `python tests/prof/test_prof_priced.py`; tests/prof/test_prof_priced.py
+pyprof/prof/pricing/registry.py by `python tests/prof/test_prof_priced.py`; tests/prof/test_prof_priced.py
 fails while it differs from the registry. A copy rather than an import, so that what a capture
 holds does not depend on the analysis code installed beside it (docs/maintaining.md)."""
 PRICED = frozenset("""

@@ -14,7 +14,7 @@ from ..errors import (EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_CORRUPT, EXIT_INCOMPL
 from ..parse.output import open_output
 from . import views
 from .columns import help_table
-from .extend import load_costs
+from .pricing.extend import load_costs
 from .views import table
 
 MAX_WIDTH = 100000  # a row wider than any screen; beyond it padding alone would fill memory

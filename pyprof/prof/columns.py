@@ -14,9 +14,9 @@ from typing import Any, Callable, NamedTuple
 from ..formats import (ALT_SEQ_ID, BLOCK, BYTES, COPY_KIND, DEVICE, DIR, DURATION, DYNAMIC_SHARED, GRID, KERNEL, KIND,
                        LAUNCH, LAYER, LONG_NAME, MOD, MODULE, OP, PID, RANK, REGS, SEQ_ID, SHORT_NAME, START,
                        STATIC_SHARED, STREAM, SUB_SEQ_ID, TID, TRACE)
-from .registry import retype
+from .pricing.registry import retype
 
-from .collectives import Collective, of_record
+from .comms.collectives import Collective, of_record
 
 NA = "na"      # a value that cannot be known
 ABSENT = "-"   # a value that does not apply (no layer, no seq id, tc of an element-wise kernel)

@@ -14,7 +14,7 @@ import sys
 from typing import Callable
 
 from ..errors import EXIT_USAGE, PyprofError
-from .analysis import Facts
+from .pricing.analysis import Facts
 
 Keep = Callable[[dict], bool]
 

@@ -24,8 +24,8 @@ import math
 from array import array
 from typing import Callable
 
-from .analysis import Facts
-from .collectives import of_record
+from .pricing.analysis import Facts
+from .comms.collectives import of_record
 from .columns import kernel_name, tc_text
 
 

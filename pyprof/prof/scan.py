@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from ..progress import Progress
-from .analysis import Analyzer, Facts
-from .reader import bad_record
+from .pricing.analysis import Analyzer, Facts
+from .io.reader import bad_record
 from .warnings_tally import Tally
 
 # Valid JSON whose fields have the wrong types (or nest absurdly deep) surfaces as one of these

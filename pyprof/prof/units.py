@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from .groups import GROUP_WIDTH
-from .output import TextColumn
+from .io.output import TextColumn
 
 
 NA = "na"

@@ -9,7 +9,7 @@ import stat
 from operator import itemgetter
 from typing import Any, Iterator
 
-from ..errors import EXIT_BAD_FORMAT, EXIT_CORRUPT, PyprofError
+from ..errors import EXIT_BAD_FORMAT, EXIT_CORRUPT, PyprofError, open_input
 from ..magic import PARQUET
 from . import schema
 from .schema import EXTRA, FIELDS, JSON, KEYS, PARTITION
@@ -170,7 +170,6 @@ def table(path: str, fields: list[str] | None = None, where: Any = None) -> Any:
     if unknown:
         raise ValueError(f"unknown record field {unknown[0]!r}; known: {', '.join([PARTITION, *FIELDS])}")
     if not (os.path.isdir(path) or is_store(path)):
-        from ..prof.reader import open_input
         from .write import ranked_table
 
         with open_input(path) as stream:

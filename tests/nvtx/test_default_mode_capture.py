@@ -17,7 +17,7 @@ import attribution_compare  # noqa: E402
 from captures import unpacked  # noqa: E402
 
 import pyprof  # noqa: E402
-from pyprof.prof.aten import engine_accumulation  # noqa: E402
+from pyprof.prof.pricing.op_ranges import engine_accumulation  # noqa: E402
 
 
 def _unpacked(tmp_path: Path, name: str) -> str:

@@ -162,7 +162,7 @@ def test_backward_kernels(table) -> None:
 def test_compiled_optimizer_step(table) -> None:
     """torch.compile(opt.step) with foreach AdamW: one fused kernel of `aten._foreach_*` nodes,
     each priced as its element-wise op at every index of its lists."""
-    from pyprof.prof.compiled import KernelWork
+    from pyprof.prof.pricing.fx_nodes import KernelWork
 
     entries, _ = table
     [step] = [e for e in entries if e["kind"] == "kernel" and e["graph"] == 2]
@@ -184,7 +184,7 @@ def test_compiled_optimizer_step(table) -> None:
 def test_dynamic_shapes_recorded_by_their_hints(table) -> None:
     """torch.compile(dynamic=True): the batch size is a symbol; nodes carry the size the graph was
     compiled for (6) and say so, and are priced as the static graph's are."""
-    from pyprof.prof.compiled import KernelWork
+    from pyprof.prof.pricing.fx_nodes import KernelWork
 
     entries, _ = table
     dyn = [e for e in entries if e["kind"] == "kernel" and e["graph"] == 3]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pyprof.prof.collectives import ALLGATHER, ALLREDUCE, REDUCESCATTER, of_record
-from pyprof.prof.comms import Comms
+from pyprof.prof.comms.collectives import ALLGATHER, ALLREDUCE, REDUCESCATTER, of_record
+from pyprof.prof.comms.passes import Comms
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"

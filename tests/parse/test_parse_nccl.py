@@ -18,9 +18,9 @@ from pyprof.parse import parallel, parse
 from pyprof.parse.export import Export
 from pyprof.parse.nccl import Groups, Schemas
 from pyprof.parse.window import Window
-from pyprof.prof.collectives import (ALLREDUCE, NO_PAYLOADS, SENDRECV, from_marker, from_nccl_calls, of_record,
+from pyprof.prof.comms.collectives import (ALLREDUCE, NO_PAYLOADS, SENDRECV, from_marker, from_nccl_calls, of_record,
                                      size_warning)
-from pyprof.prof.comms import Comms
+from pyprof.prof.comms.passes import Comms
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"

@@ -11,7 +11,7 @@ import pytest
 
 from captures import unpacked
 from pyprof.parse import Export, Stats, records
-from pyprof.prof.analysis import Analyzer
+from pyprof.prof.pricing.analysis import Analyzer
 from pyprof.prof.views.advice import Evidence, advise
 from pyprof.prof.warnings_tally import Tally
 
@@ -276,7 +276,7 @@ def test_default_mode_gpt_and_resnet(tmp_path_factory, eager) -> None:
 def table_work(path: Path) -> list:
     """(entry, KernelWork) for every call site of the compile-time table in a trace."""
     from pyprof.parse.compiled import CompiledStats, load
-    from pyprof.prof.compiled import KernelWork
+    from pyprof.prof.pricing.fx_nodes import KernelWork
 
     with Export(str(path)) as exp:
         tables = load(exp, CompiledStats())

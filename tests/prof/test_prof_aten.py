@@ -1,4 +1,4 @@
-"""The aten level (pyprof/prof/aten.py, ops/aten.py): kernels priced from PyTorch's op ranges when
+"""The aten level (pyprof/prof/pricing/op_ranges.py, ops/aten.py): kernels priced from PyTorch's op ranges when
 the pyprof marker cannot, on a synthetic trace made without pyprof.init() (tests/nsys_synth.py),
 on records, and formula by formula. Every expected number is derived by hand."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from nsys_synth import SynthExport, torch_text
-from pyprof.prof.aten import AtenCall, template_dtype
-from pyprof.prof.registry import lookup_aten
+from pyprof.prof.pricing.op_ranges import AtenCall, template_dtype
+from pyprof.prof.pricing.registry import lookup_aten
 from test_parse_attribution import parse_all
 from test_prof_helpers import analyse, described, prof_text, record, tensor
 

@@ -2,7 +2,7 @@
 boundaries, backward attribution (docs/prof.md, "Attribution")."""
 from __future__ import annotations
 
-from pyprof.prof.ops import Call, lookup
+from pyprof.prof.pricing.ops import Call, lookup
 from test_prof_helpers import analyse, described, kernels, record, tensor
 
 FN = "torch.nn.functional"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyprof.prof.ops import Call, lookup
+from pyprof.prof.pricing.ops import Call, lookup
 from test_prof_helpers import described, dtype, kernels, prof_text
 from test_prof_helpers import tensor as t
 

@@ -1,9 +1,9 @@
-"""No kernel above its compute peak because of attribution (pyprof/prof/beyond_peak.py): FLOPs
+"""No kernel above its compute peak because of attribution (pyprof/prof/pricing/beyond_peak.py): FLOPs
 a kernel could not have executed in its time are withheld (na, one warning), and what was
 withheld stays for the sums over whole op calls."""
 from __future__ import annotations
 
-from pyprof.prof.beyond_peak import REASON
+from pyprof.prof.pricing.beyond_peak import REASON
 from pyprof.prof.columns import pct_of_peak
 from test_prof_helpers import analyse, described, kernels, prof_text, tensor
 

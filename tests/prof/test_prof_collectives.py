@@ -1,8 +1,8 @@
-"""NCCL kernels as collectives (pyprof/prof/collectives.py): identity from markers, kernel names and
+"""NCCL kernels as collectives (pyprof/prof/comms/collectives.py): identity from markers, kernel names and
 record_param_comms ranges; sizes and bus bandwidths by nccl-tests' conventions, exactly."""
 import pytest
 
-from pyprof.prof.collectives import (ALLGATHER, ALLREDUCE, ALLTOALL, BROADCAST, GATHER, RECV, REDUCE,
+from pyprof.prof.comms.collectives import (ALLGATHER, ALLREDUCE, ALLTOALL, BROADCAST, GATHER, RECV, REDUCE,
                                      REDUCESCATTER, SCATTER, SEND, SENDRECV, Collective, from_kernel_name,
                                      from_marker, is_nccl, of_record)
 

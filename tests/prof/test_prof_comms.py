@@ -1,5 +1,5 @@
 """Overlap of compute and communication, exposed collective time and stragglers
-(pyprof/prof/overlap.py, stragglers.py, comms.py), on hand-made records with hand-derived answers,
+(pyprof/prof/comms/shares.py, stragglers.py, comms.py), on hand-made records with hand-derived answers,
 and on the synthetic 64-rank job of tests/nsys_synth.py parsed end to end."""
 import json
 import subprocess
@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from nsys_synth import rank_set, step_delay
-from pyprof.prof.collectives import ALLREDUCE, Collective
-from pyprof.prof.comms import Comms
-from pyprof.prof.overlap import Overlap
-from pyprof.prof.stragglers import Instances
+from pyprof.prof.comms.collectives import ALLREDUCE, Collective
+from pyprof.prof.comms.passes import Comms
+from pyprof.prof.comms.shares import Overlap
+from pyprof.prof.comms.arrivals import Instances
 
 ROOT = Path(__file__).resolve().parents[2]
 AR = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"

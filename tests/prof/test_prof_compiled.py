@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pyprof.prof.analysis import Analyzer
-from pyprof.prof.compiled import KernelWork
+from pyprof.prof.pricing.analysis import Analyzer
+from pyprof.prof.pricing.fx_nodes import KernelWork
 from pyprof.prof.warnings_tally import Tally
 from test_parse_compiled import compiled_step, node, parse_all, t
 

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch", reason="compared with torch.utils.flop_coun
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from pyprof.nvtx.marker import encode  # noqa: E402
-from pyprof.prof.compiled import node_cost  # noqa: E402
+from pyprof.prof.pricing.fx_nodes import node_cost  # noqa: E402
 
 aten = torch.ops.aten
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import pyprof
-from pyprof.prof.analysis import Analyzer
-from pyprof.prof.compiled import KernelWork
+from pyprof.prof.pricing.analysis import Analyzer
+from pyprof.prof.pricing.fx_nodes import KernelWork
 from pyprof.prof.warnings_tally import Tally
 
 GELU_KERNEL = "void at::native::vectorized_elementwise_kernel<(int)8, mylib::fused_gelu_kernel<c10::BFloat16>>(int)"
@@ -47,14 +47,14 @@ def test_one_formula_prices_the_marker_the_fx_node_and_the_op_range():
 
 
 def test_a_cost_object_is_taken_as_it_is_and_a_priced_name_is_refused():
-    from pyprof.prof.registry import Cost, lookup
+    from pyprof.prof.pricing.registry import Cost, lookup
 
     @pyprof.register_cost("mylib.scale")
     def scale(c):
         x = c.tensor(0, "x")
         return Cost(x.numel, 2 * x.nbytes, f"n={x.numel}", x.dtype)
 
-    from pyprof.prof.registry import Call
+    from pyprof.prof.pricing.registry import Call
     cost = lookup("mylib", "scale")(Call({"args": [{"shape": [10], "dtype": "float32"}]}))
     assert (cost.flops, cost.bytes, cost.params) == (10, 80, "n=10")
     with pytest.raises(RuntimeError, match="two formulas for torch.nn.functional.gelu"):

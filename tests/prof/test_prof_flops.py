@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch", reason="compared with torch.utils.flop_coun
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count
 
-from pyprof.prof.ops import Call, lookup
+from pyprof.prof.pricing.ops import Call, lookup
 from test_prof_helpers import analyse, kernels, marker, total_flops
 
 FN = "torch.nn.functional"

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from pyprof.prof.columns import COLUMNS
-from pyprof.prof.output import MIN_ELASTIC, TextColumn, columnated_writer, layout
+from pyprof.prof.io.output import MIN_ELASTIC, TextColumn, columnated_writer, layout
 from pyprof.prof.views import table
 from test_views_common import ROOT, prof, trace_text, write_dict
 

@@ -13,9 +13,9 @@ import json
 from typing import Any, List, Optional
 
 from pyprof.prof.__main__ import main
-from pyprof.prof.analysis import Analyzer
+from pyprof.prof.pricing.analysis import Analyzer
 from pyprof.prof.columns import select
-from pyprof.prof.reader import records as read_records
+from pyprof.prof.io.reader import records as read_records
 from pyprof.prof.scan import feed
 from pyprof.prof.views.table import Table
 from pyprof.prof.warnings_tally import Tally

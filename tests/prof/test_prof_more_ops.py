@@ -112,7 +112,7 @@ def test_index_backward_adds_through_the_index():
 
 
 def test_reduction_the_call_does_not_pass_is_na():
-    from pyprof.prof.registry import Unknowable
+    from pyprof.prof.pricing.registry import Unknowable
     with pytest.raises(Unknowable, match="reduction not in the marker"):
         cost_of("torch", "binary_cross_entropy_with_logits", X, T)
 

@@ -8,9 +8,9 @@ torch = pytest.importorskip("torch", reason="bytes checked against the real torc
 
 import torch.nn.functional as F
 
-from pyprof.prof.ops import Call, lookup
-from pyprof.prof.registry import Unknowable
-from pyprof.prof.values import ITEMSIZE
+from pyprof.prof.pricing.ops import Call, lookup
+from pyprof.prof.pricing.registry import Unknowable
+from pyprof.prof.pricing.values import ITEMSIZE
 from test_prof_helpers import analyse, kernels, marker, record
 
 FN = "torch.nn.functional"
@@ -291,7 +291,7 @@ def test_views_cost_a_copy_when_a_kernel_runs_under_them():
     (lambda: 2, (3, 5)),
 ])
 def test_basic_getitem_is_a_view_and_setitem_writes_the_region(index, shape):
-    from pyprof.prof.ops.memory import _basic_index_shape
+    from pyprof.prof.pricing.ops.memory import _basic_index_shape
     x = t(4, 3, 5)
     idx = index()
     m = marker("Tensor", "__getitem__", x, idx)
@@ -333,8 +333,8 @@ ODD_ARGS = [[], [None], [3], ["x"], [{"shape": [0], "dtype": "float32"}] * 4,
 def test_no_formula_raises_on_odd_arguments(args):
     """Every formula in the table, fed arguments it does not expect: a cost, or na with a
     warning, never an exception out of the analysis."""
-    from pyprof.prof.analysis import Analyzer
-    from pyprof.prof.ops import registered
+    from pyprof.prof.pricing.analysis import Analyzer
+    from pyprof.prof.pricing.ops import registered
     for name in registered():
         optim = name.startswith("torch.optim.")  # op names like SGD.step contain a dot
         mod, op = ("torch.optim", name[len("torch.optim."):]) if optim else name.rsplit(".", 1)

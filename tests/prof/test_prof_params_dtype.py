@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import pyprof
-from pyprof.prof.registry import retype
-from pyprof.prof.values import short
+from pyprof.prof.pricing.registry import retype
+from pyprof.prof.pricing.values import short
 from test_views_common import ROOT
 
 

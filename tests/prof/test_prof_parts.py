@@ -1,4 +1,4 @@
-"""Helper kernels of an op call (pyprof/prof/parts.py): autocast's casts and their gradients'
+"""Helper kernels of an op call (pyprof/prof/pricing/parts.py): autocast's casts and their gradients'
 cast-backs carry the bytes they move, kernel by kernel, on synthetic calls and on real captures
 held against Nsight Compute."""
 from __future__ import annotations
@@ -9,9 +9,9 @@ import os
 import sys
 import tempfile
 
-import pyprof.prof.ops  # noqa: F401  (fills the op table)
-from pyprof.prof.parts import ADD, COPY, SUM, CallParts, Part, backward_parts, family, forward_parts
-from pyprof.prof.registry import Call, lookup
+import pyprof.prof.pricing.ops  # noqa: F401  (fills the op table)
+from pyprof.prof.pricing.parts import ADD, COPY, SUM, CallParts, Part, backward_parts, family, forward_parts
+from pyprof.prof.pricing.registry import Call, lookup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
@@ -225,8 +225,8 @@ def test_convolution_backward_from_pytorch_ranges_equals_the_markers():
 
 
 def test_convolution_backward_shapes_decide_plain_grouped_and_transposed():
-    from pyprof.prof.aten import AtenCall
-    from pyprof.prof.registry import lookup_aten
+    from pyprof.prof.pricing.op_ranges import AtenCall
+    from pyprof.prof.pricing.registry import lookup_aten
 
     f = lookup_aten("aten::convolution_backward")
     # conv2d 64 -> 128 channels, 3x3, stride 2: 8x128x16x16 out of 8x64x32x32.
@@ -300,7 +300,7 @@ ADAM_FOREACH = "void at::native::<unnamed>::multi_tensor_apply_kernel<at::native
 
 
 def test_a_multi_tensor_launch_reads_its_lists_from_the_name():
-    from pyprof.prof.multitensor import Launch, launch
+    from pyprof.prof.pricing.multitensor import Launch, launch
 
     assert launch(ADAM_FOREACH.format("TensorListMetadata<(int)3>, at::native::<unnamed>::BinaryOpListAlphaFunctor"
                                       "<float, (int)3, (int)2, (int)2>, std::plus<float>, float")) == Launch(3, 2, 4, False, 48)
@@ -318,7 +318,7 @@ def test_a_multi_tensor_launch_reads_its_lists_from_the_name():
 
 
 def test_launches_of_a_list_split_by_their_share_of_its_chunks_or_na():
-    from pyprof.prof.multitensor import Lists
+    from pyprof.prof.pricing.multitensor import Lists
 
     mul = ADAM_FOREACH.format("TensorListMetadata<(int)1>, at::native::<unnamed>::BinaryOpScalarFunctor<float, "
                               "(int)1, (int)1, (int)0>, std::multiplies<float>, float")
@@ -358,7 +358,7 @@ def test_split_launches_of_a_foreach_op_carry_their_own_elements():
     tensors a launch, so lerp runs as two launches. With PyTorch's op ranges (the aten capture)
     the tensors' sizes replay the packing: each launch's elements exactly, its bytes within 0.2%
     of what ncu counted; the whole op's elements add up over its launches."""
-    from pyprof.prof.multitensor import launch_elements
+    from pyprof.prof.pricing.multitensor import launch_elements
 
     import kernel_truth as kt
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from pyprof.prof.columns import bound
-from pyprof.prof.peaks import FP16_TC, FP32, FP64, FP64_TC, INT8_TC, TF32_TC, lookup, math_path
+from pyprof.prof.pricing.peaks import FP16_TC, FP32, FP64, FP64_TC, INT8_TC, TF32_TC, lookup, math_path
 from test_prof_helpers import H100, described, kernels, prof_text, tensor
 
 

@@ -18,7 +18,7 @@ TABLE = Path(__file__).resolve().parents[2] / "pyprof" / "nvtx" / "priced.py"
 def prof_names() -> list[str]:
     """The names prof's op table registers, in a fresh interpreter: here, other tests have added
     users' formulas (pyprof.register_cost) to the table."""
-    code = "from pyprof.prof.ops import registered; print(*registered(), sep=chr(10))"
+    code = "from pyprof.prof.pricing.ops import registered; print(*registered(), sep=chr(10))"
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
 
 
@@ -27,7 +27,7 @@ def table_text() -> str:
     names = "\n".join(prof_names())
     return f'''"""The qualified names (`mod.op`) prof's op table prices, for `pyprof.init()`: a wrapped call of
 one of them hides the wrapped calls inside it (docs/annotation.md). Generated from
-pyprof/prof/registry.py by `python tests/prof/test_prof_priced.py`; tests/prof/test_prof_priced.py
+pyprof/prof/pricing/registry.py by `python tests/prof/test_prof_priced.py`; tests/prof/test_prof_priced.py
 fails while it differs from the registry. A copy rather than an import, so that what a capture
 holds does not depend on the analysis code installed beside it (docs/maintaining.md)."""
 PRICED = frozenset("""

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pyprof.prof import reader
+from pyprof.prof.io import reader
 from pyprof.prof.warnings_tally import Tally
 from test_views_common import trace_text
 

@@ -12,7 +12,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import pyprof
 from pyprof.nvtx.emit import recording
-from pyprof.prof.ops import Call, lookup
+from pyprof.prof.pricing.ops import Call, lookup
 
 
 def recorded(fn) -> list:

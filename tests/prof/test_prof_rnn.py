@@ -11,8 +11,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import pyprof
 from pyprof.nvtx.emit import recording
-from pyprof.prof.ops import Call, lookup
-from pyprof.prof.registry import RNN
+from pyprof.prof.pricing.ops import Call, lookup
+from pyprof.prof.pricing.registry import RNN
 from test_prof_helpers import analyse, marker, record
 
 

@@ -56,7 +56,7 @@ def test_report_data_of_gpt():
 
 def test_timeline_merges_to_its_limit_and_keeps_the_longest_gaps():
     from pyprof.prof.report.data import Collector, report
-    from pyprof.prof.reader import numbered
+    from pyprof.prof.io.reader import numbered
     from pyprof.prof.scan import feed
     from pyprof.prof.warnings_tally import Tally
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from captures import unpacked
-from pyprof.prof.reader import numbered
+from pyprof.prof.io.reader import numbered
 from pyprof.prof.report.trace import TraceWriter, part_path
 from pyprof.prof.scan import feed
 from pyprof.prof.warnings_tally import Tally

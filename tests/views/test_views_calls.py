@@ -1,4 +1,4 @@
-"""`--summary --by call`: one row per op call (pyprof/prof/calls.py), with the call's whole work,
+"""`--summary --by call`: one row per op call (pyprof/prof/pricing/calls.py), with the call's whole work,
 including what beyond_peak withheld from a kernel that could not have done it in its time."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pyprof.prof.groups import Groups, by_keys
-from pyprof.prof.reader import records
+from pyprof.prof.io.reader import records
 from pyprof.prof.scan import analysed
 from pyprof.prof.views.summary import collect, report
 from pyprof.prof.warnings_tally import Tally

@@ -47,7 +47,7 @@ def stream(recs) -> io.BytesIO:
 
 def numbered(recs):
     """(line number, record) pairs of `recs` as prof reads them from a record file."""
-    from pyprof.prof.reader import records
+    from pyprof.prof.io.reader import records
     from pyprof.prof.warnings_tally import Tally
 
     return records(stream(recs), Tally())

@@ -16,7 +16,7 @@ from pyprof.prof.views import modules
 from pyprof.prof.views.summary import collect, report
 from pyprof.prof.warnings_tally import Tally
 from test_views_common import prof, stream, trace_records, write_dict
-from pyprof.prof.reader import records
+from pyprof.prof.io.reader import records
 
 
 def rep(name, by, **kw):

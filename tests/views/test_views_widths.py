@@ -16,7 +16,7 @@ import pytest
 
 from pyprof.prof.__main__ import main
 from pyprof.prof.groups import KEYS
-from pyprof.prof.output import TextColumn, columnated_writer, distinct, fit
+from pyprof.prof.io.output import TextColumn, columnated_writer, distinct, fit
 from pyprof.prof.units import group_label
 from test_views_common import ROOT, write_dict
 
@@ -151,7 +151,7 @@ def test_a_column_left_out_still_takes_its_value_from_each_row():
 def test_a_terminal_too_narrow_for_a_table_wraps_it_rather_than_failing(monkeypatch, gpt):
     """-w narrower than what a table never leaves out is a usage error; a terminal that narrow
     (a split pane) gets the narrowest table, wrapped, and status 0."""
-    from pyprof.prof import output
+    from pyprof.prof.io import output
     from pyprof.prof.views import summary, table
 
     for mod in (output, summary):

@@ -15,8 +15,8 @@ aggregated so that a million kernels make a report of a few megabytes:
 from __future__ import annotations
 
 from array import array
-from ..analysis import Facts
-from ..comms import Comms
+from ..pricing.analysis import Facts
+from ..comms.passes import Comms
 from ..groups import Group, Groups
 from ..units import kernel_label
 from ..views.diff import Totals, compare

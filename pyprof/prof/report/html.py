@@ -14,7 +14,7 @@ from ... import __version__
 from ...errors import EXIT_TOOL, PyprofError
 from ..units import duration, group_label, pct, rate, si
 from ..views.summary import advice_lines, header_lines
-from ..output import finite
+from ..io.output import finite
 from . import figures
 
 NEEDS = "--html needs plotly: pip install plotly (or pip install 'pyprof-nvtx[report]')"

@@ -31,12 +31,12 @@ import os
 from typing import Any, TextIO
 
 from ...errors import cannot_write
-from ..analysis import Facts
+from ..pricing.analysis import Facts
 from ..columns import pct_of_bandwidth, pct_of_peak, tc_text
 from ..groups import input_shapes
-from ..overlap import is_optimizer_step
+from ..comms.shares import is_optimizer_step
 from ..scan import time_field
-from ..output import finite
+from ..io.output import finite
 
 ORIGIN_MARGIN_NS = 1_000_000_000  # records of another rank may start before the first record seen
 COUNTER_BUCKETS = 4096           # counter samples per device and file, at most (buckets double in width)

@@ -28,7 +28,7 @@ from typing import Iterable
 
 from ...progress import on_terminal
 from .. import filters
-from ..reader import numbered
+from ..io.reader import numbered
 from ..scan import feed
 from ..warnings_tally import Tally
 from . import table

@@ -10,9 +10,9 @@ from collections import Counter
 from typing import NamedTuple
 
 from ...text import count
-from ..analysis import Facts
+from ..pricing.analysis import Facts
 from ..columns import over_roof, pct_of_bandwidth, pct_of_peak
-from ..registry import CONV, GEMM
+from ..pricing.registry import CONV, GEMM
 from ..units import duration, si
 
 # Thresholds (documented in docs/prof.md).

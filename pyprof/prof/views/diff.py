@@ -12,11 +12,11 @@ from typing import Iterable, TextIO
 
 from ...errors import EXIT_NO_KERNELS, EXIT_USAGE, PyprofError
 from ...progress import on_terminal
-from ..analysis import Facts
+from ..pricing.analysis import Facts
 from ..groups import Groups
-from ..output import TextColumn, write_json, check_width, columnated_writer, csv_cell, text_width
+from ..io.output import TextColumn, write_json, check_width, columnated_writer, csv_cell, text_width
 from .. import filters
-from ..reader import numbered
+from ..io.reader import numbered
 from ..scan import feed, time_field
 from ..units import duration, group_column, group_label
 from ..warnings_tally import Tally

@@ -10,7 +10,7 @@ from types import ModuleType
 from ...errors import EXIT_NO_KERNELS, EXIT_USAGE, PyprofError
 from ...parse.output import open_output
 from ...progress import on_terminal
-from ..reader import numbered
+from ..io.reader import numbered
 from ..scan import feed
 from ..warnings_tally import Tally
 

@@ -13,8 +13,8 @@ import sys
 from types import ModuleType
 from typing import TextIO
 
-from ..analysis import Facts
-from ..output import TextColumn, write_json, check_width, columnated_writer, csv_cell, text_width
+from ..pricing.analysis import Facts
+from ..io.output import TextColumn, write_json, check_width, columnated_writer, csv_cell, text_width
 from ..scan import time_field
 from ..units import duration, pct
 

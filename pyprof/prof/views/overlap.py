@@ -8,9 +8,9 @@ import sys
 from types import ModuleType
 from typing import TextIO
 
-from ..comms import Comms
-from ..output import TextColumn, write_json, columnated_writer, csv_cell, csv_writer, text_width
-from ..overlap import rank_text
+from ..comms.passes import Comms
+from ..io.output import TextColumn, write_json, columnated_writer, csv_cell, csv_writer, text_width
+from ..comms.shares import rank_text
 from ..units import duration, pct
 
 FLAG = "--overlap"

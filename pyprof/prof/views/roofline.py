@@ -25,10 +25,10 @@ from typing import Iterable, NamedTuple
 from ...errors import EXIT_TOOL, PyprofError, cannot_write, one_line
 from ...parse.output import open_output
 from ...text import count
-from ..analysis import Facts
+from ..pricing.analysis import Facts
 from ..columns import over_roof, pct_of_peak
 from ..groups import input_shapes
-from ..peaks import FP16_TC, FP32, FP64, FP64_TC, INT8_TC, TF32_TC, Peaks
+from ..pricing.peaks import FP16_TC, FP32, FP64, FP64_TC, INT8_TC, TF32_TC, Peaks
 
 FLAG = "--plot"
 ORDER = 2

@@ -12,11 +12,11 @@ from typing import Iterable, TextIO
 
 from ...errors import EXIT_USAGE, PyprofError
 from ...text import count
-from ..analysis import LEVELS, Facts
+from ..pricing.analysis import LEVELS, Facts
 from ..groups import KEYS, SORTS, Group, Groups, by_keys
 from ..intervals import Timelines
-from ..output import write_json as write_json_object
-from ..output import TextColumn, check_width, columnated_writer, csv_cell, flat, terminal_width, text_width, wrapped
+from ..io.output import write_json as write_json_object
+from ..io.output import TextColumn, check_width, columnated_writer, csv_cell, flat, terminal_width, text_width, wrapped
 from ..scan import feed, time_field
 from ..units import duration, group_column, group_label, pct, rate, si
 from ..warnings_tally import Tally

@@ -1,7 +1,7 @@
 """The default view: one row per kernel record, the columns that `-c` names (columns.py), written
-as each record is read. Forms (output.py): space separated when stdout is a pipe or a file (for
+as each record is read. Forms (io/output.py): space separated when stdout is a pipe or a file (for
 awk and sort), columnated to the terminal's width on a terminal or to `-w WIDTH`, `--csv`,
-`--json` (one object per line) and `--parquet FILE` (parquet.py). The machine-read forms are
+`--json` (one object per line) and `--parquet FILE` (io/parquet_table.py). The machine-read forms are
 keyed by column name and typed (columns.typed): `na` and `-` are empty in CSV, null in JSON."""
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from typing import Any, Callable, TextIO
 
 from ...errors import EXIT_USAGE, PyprofError
 from ...parse.output import open_output
-from ..analysis import Facts
+from ..pricing.analysis import Facts
 from ..columns import ABSENT, DEFAULT, NA, Column, select
-from ..output import (TextColumn, check_width, columnated_writer, csv_writer, json_lines_writer, narrowest,
+from ..io.output import (TextColumn, check_width, columnated_writer, csv_writer, json_lines_writer, narrowest,
                       space_writer, terminal_width)
 
 JSON = True
@@ -41,7 +41,7 @@ def check(args: argparse.Namespace, chosen: list[ModuleType]) -> None:
                               EXIT_USAGE)
         if args.width is not None or args.csv or args.json:
             raise PyprofError("--parquet is an output form of its own: no -w, --csv or --json with it", EXIT_USAGE)
-        from ..parquet import require_pyarrow
+        from ..io.parquet_table import require_pyarrow
         require_pyarrow()
     if not others and args.width is not None:
         check_width(text_columns(args.columns), args.width)
@@ -108,7 +108,7 @@ class Table:
         out, cols, width, as_csv, as_json, parquet, text = self._form
         names = [c.name for c in cols]
         if parquet is not None:
-            from ..parquet import ParquetWriter
+            from ..io.parquet_table import ParquetWriter
             writer = ParquetWriter(self._files.enter_context(open_output(parquet, binary=True)), parquet, cols)
             self._files.callback(writer.abort)  # before the file is closed and removed
             self._finish = writer.close

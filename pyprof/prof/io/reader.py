@@ -7,15 +7,14 @@ import ast
 import contextlib
 import json
 import os
-import sys
 from typing import BinaryIO, Iterator
 
-from ..errors import EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, EXIT_NO_INPUT, PyprofError
-from ..formats import V, VERSION
-from ..magic import PARQUET, SQLITE, compression, foreign_text
-from ..store import read as store
+from ...errors import EXIT_BAD_FORMAT, EXIT_BAD_LINE, EXIT_INCOMPLETE, PyprofError, open_input
+from ...formats import V, VERSION
+from ...magic import PARQUET, SQLITE, compression, foreign_text
+from ...store import read as store
 from .legacy import from_legacy
-from .warnings_tally import Tally
+from ..warnings_tally import Tally
 
 # Optional (pip install 'pyprof-nvtx[fast]'): prof takes 0.72x the CPU time with it
 # (benchmarks/results/prof_orjson_100k_cpu.txt). Records are the same but for integers beyond
@@ -58,10 +57,10 @@ def numbered(path: str | os.PathLike, tally: Tally, strict: bool = False,
 
 
 def _parsed(path: str, tally: Tally, memcpy: bool) -> Iterator[tuple[int, dict]]:
-    from ..parse import Export, Stats
-    from ..parse import records as parse_records
-    from ..parse.export import check_export
-    from ..parse.nsysrep import sqlite_path
+    from ...parse import Export, Stats
+    from ...parse import records as parse_records
+    from ...parse.export import check_export
+    from ...parse.nsysrep import sqlite_path
 
     with sqlite_path(path, True) as db, Export(db) as exp:
         check_export(exp, memcpy)
@@ -69,18 +68,6 @@ def _parsed(path: str, tally: Tally, memcpy: bool) -> Iterator[tuple[int, dict]]
             for n, rec in enumerate(recs, 1):
                 tally.records += 1
                 yield n, rec
-
-
-def open_input(path: str) -> BinaryIO:
-    """The record file at `path` (stdin for `-`), binary; PyprofError when it cannot be read."""
-    if path == "-":
-        if sys.stdin is None:  # started with stdin closed (`<&-`)
-            raise PyprofError("cannot read stdin: it is closed (give a record file)", EXIT_NO_INPUT)
-        return sys.stdin.buffer
-    try:
-        return open(path, "rb")
-    except OSError as err:
-        raise PyprofError(f"cannot read {path}: {err.strerror}", EXIT_NO_INPUT) from None
 
 
 def records(stream: BinaryIO, tally: Tally, strict: bool = False, name: str = "stdin") -> Iterator[tuple[int, dict]]:

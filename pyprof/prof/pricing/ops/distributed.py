@@ -4,7 +4,7 @@ bytes, so FLOPs and bytes are unknown (na) and `params` says what moved."""
 from __future__ import annotations
 
 
-from ..collectives import TABLE, from_marker
+from ...comms.collectives import TABLE, from_marker
 from ..registry import Call, Cost, register
 from ..values import short
 

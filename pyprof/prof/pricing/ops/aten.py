@@ -1,4 +1,4 @@
-"""Formulas over PyTorch's op ranges (the aten level, pyprof/prof/aten.py): one per leaf aten op,
+"""Formulas over PyTorch's op ranges (the aten level, pyprof/prof/pricing/op_ranges.py): one per leaf aten op,
 from the range's input shapes and the dtype the kernel ran in, reusing the families' formulas.
 
 What the sizes cannot tell is decided as documented in docs/prof.md ("The aten level"): scalar
@@ -22,7 +22,7 @@ from .elementwise import FLOPS_PER_ELEMENT, pointwise_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
 from .nn import norm_cost
 
-A = Any  # an AtenCall (pyprof/prof/aten.py); not imported: aten.py imports this package
+A = Any  # an AtenCall (pyprof/prof/pricing/op_ranges.py); not imported: aten.py imports this package
 
 
 # -- matrix products ------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from .collectives import Collective
-from .overlap import rank_key
+from .shares import rank_key
 
 Key = tuple[str, str, int]
 

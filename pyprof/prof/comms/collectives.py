@@ -25,9 +25,9 @@ from __future__ import annotations
 import re
 from typing import Callable, NamedTuple
 
-from ..formats import DIST_MOD
-from .registry import Call
-from .values import ITEMSIZE, Tensor, is_truncated
+from ...formats import DIST_MOD
+from ..pricing.registry import Call
+from ..pricing.values import ITEMSIZE, Tensor, is_truncated
 
 ALLREDUCE, ALLGATHER, REDUCESCATTER = "AllReduce", "AllGather", "ReduceScatter"
 BROADCAST, REDUCE, ALLTOALL = "Broadcast", "Reduce", "AllToAll"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import contextlib
 from typing import IO, Any, Iterator
 
-from ..errors import cannot_write
-from ..store import schema
-from .columns import Column, typed
+from ...errors import cannot_write
+from ...store import schema
+from ..columns import Column, typed
 
 NEEDS = "--parquet needs pyarrow: pip install pyarrow (or pip install 'pyprof-nvtx[parquet]')"
 ROW_GROUP = 65536  # rows held before a row group is written

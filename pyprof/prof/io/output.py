@@ -16,7 +16,7 @@ import sys
 import textwrap
 from typing import Any, Callable, Iterable, NamedTuple, Sequence, TextIO
 
-from ..errors import EXIT_USAGE, PyprofError
+from ...errors import EXIT_USAGE, PyprofError
 
 # \s: spaces, tabs and every character str.splitlines() breaks a line at (\r, \x1c, \x85, \u2028, ...).
 _SPACE = re.compile(r"\s+")
@@ -70,7 +70,7 @@ def csv_writer(out: TextIO, headers: list[str]) -> Callable[[list[str]], None]:
 
 def json_lines_writer(out: TextIO, names: list[str], kinds: list[type]) -> Callable[[list[str]], None]:
     """One JSON object per row, {name: typed value} (columns.typed: null for na and -)."""
-    from .columns import typed
+    from ..columns import typed
 
     dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
     write = out.write

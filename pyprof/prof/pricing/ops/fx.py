@@ -3,7 +3,7 @@
 Kernels of torch.compile'd graphs are described by the post-grad FX nodes they compute
 (pyprof/nvtx/compiled.py): ATen ops with their arguments in the ATen schema's order. Most share
 a torch function's positional arguments (`aten.mm` is `torch.mm`, `aten.add.Tensor` is
-`torch.add`) and are priced by that formula directly (prof/compiled.py looks `torch.<name>` up
+`torch.add`) and are priced by that formula directly (prof/pricing/fx_nodes.py looks `torch.<name>` up
 when no `aten.<name>` is registered here). The entries below map the others onto the existing
 formulas; `*_backward` ops carry their forward formula's backward numbers. The argument
 positions are the ATen schemas' (torch/_C/_VariableFunctions / native_functions.yaml).

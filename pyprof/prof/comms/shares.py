@@ -17,10 +17,10 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from typing import Any
 
-from ..formats import MOD, OPTIM_MOD
+from ...formats import MOD, OPTIM_MOD
 from .collectives import Collective
-from .intervals import Timeline
-from .scan import time_field
+from ..intervals import Timeline
+from ..scan import time_field
 
 
 def rank_key(rank: Any) -> tuple:

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import aten as aten_level
+from . import op_ranges as aten_level
 from . import beyond_peak
 from . import ops  # noqa: F401  (fills the op table)
 from .ops.gemm import aten_gemm
 from . import peaks as peaks_mod
 from .calls import CallNumbers, identity as call_identity
-from .collectives import of_record, size_warning
-from .compiled import LEVEL as COMPILED, CompiledPricer
+from ..comms.collectives import of_record, size_warning
+from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .parts import (COPY, FILL, LAUNCH, LAYOUT, CallParts, Part, backward_parts, family, forward_parts, layout_parts,
                     rnn_step, tensor_lists)
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost, Unknowable, lookup, retype
-from .warnings_tally import Tally
+from ..warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
 from .values import ITEMSIZE
 
@@ -156,7 +156,7 @@ class Analyzer:
         neither level can price it. The marker prices unless it cannot (no marker, no formula,
         no backward formula for a backward kernel), its op is a composite (each kernel priced
         from its own range), or the kernel is the engine's gradient accumulation; then the
-        innermost PyTorch range with a formula does (aten.py)."""
+        innermost PyTorch range with a formula does (op_ranges.py)."""
         cost, warning = self._marker_cost(rec)
         bprop = _backward_of(rec)
         # A backward kernel of an op with no backward formula is priced from its own range.

@@ -8,9 +8,9 @@ from typing import Any
 from collections import Counter
 
 from .collectives import of_record, size_warning
-from .overlap import Overlap, rank_key
-from .scan import time_field
-from .stragglers import Instances
+from .shares import Overlap, rank_key
+from ..scan import time_field
+from .arrivals import Instances
 
 
 class Comms:

@@ -51,7 +51,7 @@ class Cost:
     # math; an RNN may initialise its dropout state): the other kernels carry 0.
     main_op: tuple | None = None
     # The op is a sequence of PyTorch ops each launching its own kernels (a for-loop or foreach
-    # optimizer step): with emit_nvtx ranges, each kernel is priced from its own range (aten.py)
+    # optimizer step): with emit_nvtx ranges, each kernel is priced from its own range (op_ranges.py)
     # instead of the whole op landing on the first kernel.
     composite: bool = False
     # An RNN's shape (ops/rnn.py RnnShape): its per-step kernels carry their own work (parts.py).
@@ -150,7 +150,7 @@ def retype(params: str, dtype: str | None) -> str:
 
 
 # The second level: formulas over PyTorch's own op ranges (emit_nvtx with record_shapes), keyed by
-# the range name (`aten::mm`). A formula takes an `AtenCall` (aten.py: the range's `sizes` and the
+# the range name (`aten::mm`). A formula takes an `AtenCall` (op_ranges.py: the range's `sizes` and the
 # dtype the kernel ran in) and returns the Cost of that one aten op.
 # Optional, not `Cost | None`: this alias is evaluated at import, and Python 3.9 has no `|` on types.
 AtenFormula = Callable[[Any], Optional[Cost]]

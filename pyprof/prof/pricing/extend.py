@@ -6,7 +6,7 @@ One formula prices an op at every level that can see it: its pyprof marker (`pyp
 with emit_nvtx or `nsys --pytorch` (`mylib::fused_gelu`). The formula gets a `Call`: `c.tensor(pos,
 name)` (shape, dtype, numel, nbytes) and `c.get(pos, name)` for other arguments; from op ranges only
 tensor shapes are known (other arguments are None, the dtype is the kernel's). It returns a
-`Cost` (pyprof.prof.registry) or `(flops, bytes)`, either of them None where unknown.
+`Cost` (pyprof.prof.pricing.registry) or `(flops, bytes)`, either of them None where unknown.
 
     # mycosts.py
     import pyprof
@@ -25,7 +25,7 @@ import os
 import sys
 from typing import Any, Callable
 
-from ..errors import EXIT_USAGE, PyprofError
+from ...errors import EXIT_USAGE, PyprofError
 from .registry import SIMT, Call, Cost, fmt_params, register, register_aten
 
 UserFormula = Callable[[Call], Any]

@@ -18,19 +18,27 @@ what Nsight Compute counted), so a rate above it does not show a wrong share (do
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from .warnings_tally import Tally
+from ..warnings_tally import Tally
 
-if TYPE_CHECKING:
-    from .analysis import Facts
+
+class Priced(Protocol):
+    """What the guard reads and changes of a kernel's facts (analysis.Facts)."""
+
+    flops: int | None
+    bytes: int | None
+    call_work: tuple | None
+
+    @property
+    def peak_tflops(self) -> float | None: ...
 
 # The warning's kind (the tally groups kernels by it and names their ops).
 REASON = ("FLOPs beyond the GPU's peak in the kernel's time (the op's work is shared with other kernels of "
           "its call in a way not known: FLOPs and bytes na; --summary --by call has the call's rate)")
 
 
-def guard(rec: dict, f: Facts, tally: Tally) -> None:
+def guard(rec: dict, f: Priced, tally: Tally) -> None:
     """Withhold the FLOPs and bytes of kernel record `rec` (priced as `f`) when its FLOPs exceed
     what its math path's peak allows in its duration, counting one warning under REASON."""
     peak, dur = f.peak_tflops, rec.get("kDuration")

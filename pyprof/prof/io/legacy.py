@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from ..formats import MARKER_VERSION
+from ...formats import MARKER_VERSION
 
 
 def _first(v: Any) -> Any:
