@@ -2,7 +2,7 @@
 beside what Nsight Compute counted for the same kernels.
 
 Captures come from benchmarks/kernel_truth.sh on the GPU machine: the same training steps of a
-few benchmarks/coverage.py models captured under nsys in each pricing mode (`default`:
+few benchmarks/pricing_coverage.py models captured under nsys in each pricing mode (`default`:
 pyprof.init(); `aten`: with PyTorch's op ranges; `plain`: emit_nvtx alone; `nsyspt`: Nsight
 Systems' own `--pytorch=autograd-shapes-nvtx`) and once under ncu. Every run executes the same
 kernels in the same order, so a model's n-th kernel record is its n-th profiled kernel (names

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Per-kernel ground truth on the GPU machine (issue 27): the models of KERNEL_TRUTH_MODELS (cases
-# of benchmarks/coverage.py, none of them a shipped example) captured under nsys in the pricing
+# of benchmarks/pricing_coverage.py, none of them a shipped example) captured under nsys in the pricing
 # modes asked for, and once under Nsight Compute with the counters benchmarks/kernel_truth.py
 # compares pyprof's per-kernel bytes and matrix FLOPs with. Every run executes the same steps, so
 # the n-th kernel of each capture is the n-th kernel ncu profiled (kernel_truth.py checks names).
@@ -21,7 +21,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$logs
 python3 -c "import torch; print('torch', torch.__version__)" | tee -a "$logs"
 work=$(mktemp -d)
 here=$(cd "$(dirname "$0")" && pwd)
-run=(python3 "$here"/coverage.py capture --models "$models" --warmup 2)
+run=(python3 "$here"/pricing_coverage.py capture --models "$models" --warmup 2)
 # The counters: what the kernel read from DRAM (ncu flushes the caches before each kernel, so its
 # inputs come from DRAM once) and wrote (L2 write sectors: written bytes stay in L2), Tensor Core
 # ops (Hopper's warpgroup hgmma paths and the older hmma ones) and time. No SASS-counted FLOPs:

@@ -9,7 +9,7 @@ torch.compile. Five modes:
   pyprof         pyprof.init(): op/module markers, PyTorch's autograd node ranges (backward
                  node hooks without CUDA or where compiled graphs can run), and around each compiled-graph call
                  the numbered range with PyTorch's op ranges inside (pyprof.nvtx.graph_calls):
-                 pyprof.profiled()'s default (pyprof.nvtx.capture.attribution)
+                 pyprof.profiled()'s default (pyprof.nvtx.profiled.attribution)
   pyprof+emit    pyprof.init() + emit_nvtx(record_shapes=True) (pyprof.profiled(aten=True))
   torch.profiler torch.profiler.profile(record_shapes=True, activities CPU + CUDA)
 
@@ -129,7 +129,7 @@ def tool(mode: str, device) -> Iterator[None]:
     import torch
 
     if mode == "pyprof" and device.type == "cuda":  # as profiled(), which needs CUDA
-        from pyprof.nvtx.capture import attribution
+        from pyprof.nvtx.profiled import attribution
 
         with attribution():
             yield
@@ -184,7 +184,7 @@ def caches_off() -> None:
     """Inductor's FX-graph and AOTAutograd caches off, as pyprof.init() turns them (a cached graph's
     kernels are never generated, so never recorded): a process without pyprof then compiles afresh
     as pyprof's processes do, instead of loading graphs an earlier process tuned and stored."""
-    from pyprof.nvtx.compiled import cache_switches
+    from pyprof.nvtx.inductor import cache_switches
 
     for config, name in cache_switches():
         setattr(config, name, False)

@@ -40,9 +40,9 @@ def main() -> None:
     if not args.no_pyprof:
         pyprof.init()
         if args.no_record:
-            from pyprof.nvtx import compiled
+            from pyprof.nvtx import inductor
 
-            compiled.uninstall()
+            inductor.uninstall()
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     torch.manual_seed(0)
@@ -90,10 +90,10 @@ def main() -> None:
               "record": not (args.no_pyprof or args.no_record), "torch": torch.__version__,
               "first_step_s": round(first, 3)}
     if report["record"]:
-        from pyprof.nvtx import compiled
+        from pyprof.nvtx import inductor
 
-        report.update(record_s=round(compiled.record_ns / 1e9, 4), recorded_calls=sum(
-            1 for m in compiled.table() if m["kind"] == "kernel"), record_failures=compiled.failures)
+        report.update(record_s=round(inductor.record_ns / 1e9, 4), recorded_calls=sum(
+            1 for m in inductor.table() if m["kind"] == "kernel"), record_failures=inductor.failures)
     if args.time:
         sync()
         t0 = time.perf_counter()

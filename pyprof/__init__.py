@@ -71,7 +71,7 @@ def __getattr__(name: str) -> Any:
 
         return annotate
     if name == "profiled":
-        from pyprof.nvtx.capture import profiled
+        from pyprof.nvtx.profiled import profiled
 
         return profiled
     if name == "register_cost":  # pricing a user's ops (pyprof/prof/pricing/extend.py): no torch either

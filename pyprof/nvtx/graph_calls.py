@@ -2,7 +2,7 @@
 
 parse cuts a compiled program's kernels into runs of its graphs by the range PyTorch opens
 around each compiled-graph call (`## Call CompiledFxGraph <key> ##`, a `record_function`), and
-then joins each run's kernels to the graph's call sites (pyprof/parse/compiled.py). PyTorch
+then joins each run's kernels to the graph's call sites (pyprof/parse/compiled_kernels.py). PyTorch
 writes that range to NVTX only under `emit_nvtx`, which `profiled()` no longer turns on by
 default: without it a trace holds the kernels and the table but not where one run ends and the
 next begins. So while the capture is open and `emit_nvtx` is off, the graph's call opens the same
@@ -42,9 +42,9 @@ from .node_ranges import enable
 from .wrappers import module_name
 
 _MODULE = "torch._inductor.output_code"
-# parse reads the prefix (parse/compiled.py CALL_RANGE); the run number is opaque to it.
+# parse reads the prefix (parse/compiled_kernels.py CALL_RANGE); the run number is opaque to it.
 TEXT = "## Call CompiledFxGraph {key} ## run {n}"
-# parse reads what follows as the calling module's path (parse/compiled.py CALLER).
+# parse reads what follows as the calling module's path (parse/compiled_kernels.py CALLER).
 CALLER = " in {path}"
 # torch.compile's wrapper keeps the module it compiled as this child: paths are relative to it.
 _WRAPPED = "_orig_mod"

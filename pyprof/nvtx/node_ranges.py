@@ -17,7 +17,7 @@ gets no node ranges, and its kernels no forward op.
 When a profiler is already on for the thread (the user's, or emit_nvtx under
 `profiled(aten=True)`), or PyTorch cannot turn this one on (a build without CUDA), nothing
 changes: the hooks stay. profiled() keeps the hooks too in a program that can run compiled graphs
-(pyprof.nvtx.capture.attribution says why). A profiler the user starts inside the block on that
+(pyprof.nvtx.profiled.attribution says why). A profiler the user starts inside the block on that
 thread (torch.profiler, emit_nvtx) gets it: the node ranges step aside and the hooks come back.
 """
 from __future__ import annotations

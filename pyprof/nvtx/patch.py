@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import torch
 
-from . import compiled, distributed, emit, warnsite, wrappers
+from . import distributed, emit, inductor, warnsite, wrappers
 from .priced import PRICED
 from .wrappers import is_wrapper, module_call, op_wrapper, step_wrapper
 
@@ -237,7 +237,7 @@ def init(*, nested: bool = False, force: Optional[bool] = None) -> None:
             return
         _prepare()
         _patch()
-        compiled.install()
+        inductor.install()
         warnsite.install(wrappers.frame_codes, [wrappers, distributed])
         _initialized = True
 
@@ -247,7 +247,7 @@ def restore() -> None:
     global _initialized
     with _lock:
         _unpatch()
-        compiled.uninstall()
+        inductor.uninstall()
         warnsite.uninstall()
         _initialized = False
 

@@ -40,7 +40,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False) -> Iterator[str]:
     """Yield one record per kernel (and memcpy/memset with `memcpy`) as a line of compact JSON,
     in launch order, kernels of compiled graphs joined to the trace's compile-time table."""
     from pyprof.parse import attribute
-    from pyprof.parse.compiled import joined_lines
+    from pyprof.parse.compiled_kernels import joined_lines
 
     return joined_lines(exp, stats, memcpy, attribute.lines)
 

@@ -40,7 +40,7 @@ from pyprof.parse import queries, zones
 from pyprof.formats import VERSION
 from pyprof.parse.attribute import Stats, lines
 from pyprof.parse.intake import FWD_OPS_PER_PROCESS
-from pyprof.parse.compiled import CompiledStats, Tail, joined_lines
+from pyprof.parse.compiled_kernels import CompiledStats, Tail, joined_lines
 from pyprof.parse.export import KERNEL, RUNTIME, Export, check_export
 from pyprof.parse.nsysrep import sqlite_path
 from pyprof.parse.output import deferred_interrupt, mark_incomplete, open_output

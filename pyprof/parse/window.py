@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyprof.parse import spans
-from pyprof.parse.compiled import Tail
+from pyprof.parse.compiled_kernels import Tail
 from pyprof.parse.export import RUNTIME, Export
 from pyprof.parse.zones import Zones, rowid_terms
 

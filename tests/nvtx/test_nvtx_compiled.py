@@ -13,14 +13,14 @@ import pytest
 pytest.importorskip("torch", reason="records what Inductor generates: needs torch")
 
 import pyprof  # noqa: E402
-from pyprof.nvtx import compiled  # noqa: E402
+from pyprof.nvtx import inductor  # noqa: E402
 
 TINY = '''
 import json
 import torch
 import torch.nn as nn
 import pyprof
-from pyprof.nvtx import compiled
+from pyprof.nvtx import inductor
 
 
 class Tiny(nn.Module):
@@ -61,7 +61,7 @@ torch._logging.set_logs(dynamo=logging.ERROR)
 torch.compile(opt.step)()
 with torch.no_grad():
     torch.compile(Tiny(), dynamic=True)(torch.randn(6, 16))
-print(json.dumps(compiled.table()))
+print(json.dumps(inductor.table()))
 # A step of the compiled model recorded: the generated code's calls of wrapped torch functions
 # (extern_kernels.addmm) push nothing.
 from pyprof.nvtx.emit import recording
@@ -196,15 +196,15 @@ def test_dynamic_shapes_recorded_by_their_hints(table) -> None:
 
 
 def test_module_path_and_site() -> None:
-    assert compiled.module_path("L['self'].blocks.0.attn") == "blocks.0.attn"
-    assert compiled.module_path("L['self'].blocks[0].attn") == "blocks.0.attn"
-    assert compiled.module_path("L['self']._modules['blocks']._modules['0']") == "blocks.0"
-    assert compiled.module_path("G['model'].fc") == "fc"
-    assert compiled.module_path("L['self']") == ""
+    assert inductor.module_path("L['self'].blocks.0.attn") == "blocks.0.attn"
+    assert inductor.module_path("L['self'].blocks[0].attn") == "blocks.0.attn"
+    assert inductor.module_path("L['self']._modules['blocks']._modules['0']") == "blocks.0"
+    assert inductor.module_path("G['model'].fc") == "fc"
+    assert inductor.module_path("L['self']") == ""
     trace = ('  File "/x/train.py", line 9, in step\n    y = model(x)\n'
              f'  File "{os.path.dirname(pyprof.__file__)}/nvtx/wrappers.py", line 3, in w\n    pass\n')
-    assert compiled.user_site(trace) == "/x/train.py:9"
-    assert compiled.user_site(None) is None
+    assert inductor.user_site(trace) == "/x/train.py:9"
+    assert inductor.user_site(None) is None
 
 
 BREAK = '''
@@ -360,8 +360,8 @@ def test_emit_marks_the_table(monkeypatch) -> None:
 
     marked = []
     monkeypatch.setattr(nvtx, "mark", lambda message=None, domain=None, **kw: marked.append((message, domain)))
-    monkeypatch.setattr(compiled, "markers", lambda: ['{"v":1,"kind":"graph"}', '{"v":1,"kind":"kernel"}'])
-    assert compiled.emit() == 2
+    monkeypatch.setattr(inductor, "markers", lambda: ['{"v":1,"kind":"graph"}', '{"v":1,"kind":"kernel"}'])
+    assert inductor.emit() == 2
     assert marked == [('{"v":1,"kind":"graph"}', "pyprof"), ('{"v":1,"kind":"kernel"}', "pyprof")]
 
 
@@ -412,7 +412,7 @@ def test_foreach_kernel_schedule_unpacked() -> None:
     nodes fused into each (the H100 capture of compiled_more.py --variant break recorded none)."""
     from types import SimpleNamespace
 
-    from pyprof.nvtx.compiled import _fx_nodes
+    from pyprof.nvtx.inductor import _fx_nodes
 
     def snode(*origins: str) -> SimpleNamespace:
         me = SimpleNamespace(node=SimpleNamespace(origins=list(origins)))

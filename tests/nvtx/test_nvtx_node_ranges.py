@@ -142,7 +142,7 @@ def test_profiled_keeps_the_hooks_where_compiled_graphs_can_run(pyprof_on, monke
     import sys
     import types
 
-    from pyprof.nvtx.capture import attribution
+    from pyprof.nvtx.profiled import attribution
 
     calls: list = []
     enabled: list = []

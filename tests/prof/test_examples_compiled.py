@@ -275,7 +275,7 @@ def test_default_mode_gpt_and_resnet(tmp_path_factory, eager) -> None:
 
 def table_work(path: Path) -> list:
     """(entry, KernelWork) for every call site of the compile-time table in a trace."""
-    from pyprof.parse.compiled import CompiledStats, load
+    from pyprof.parse.compiled_kernels import CompiledStats, load
     from pyprof.prof.pricing.fx_nodes import KernelWork
 
     with Export(str(path)) as exp:

@@ -1,5 +1,5 @@
-"""Real H100 captures of benchmarks/coverage.py's small cases (tests/data/*.sqlite.xz, torch 2.11,
-made by benchmarks/coverage.sh and benchmarks/rnn_truth.sh): every kernel priced, the matrix
+"""Real H100 captures of benchmarks/pricing_coverage.py's small cases (tests/data/*.sqlite.xz, torch 2.11,
+made by benchmarks/pricing_coverage.sh and benchmarks/rnn_truth.sh): every kernel priced, the matrix
 FLOPs equal to the hand-derived count, the same numbers from a trace made without pyprof.init()
 (PyTorch's emit_nvtx ranges alone), and the RNN formulas against Nsight Compute's counters of
 the same step. Every expected number is derived by hand in the test."""
@@ -134,12 +134,12 @@ def test_a_trace_without_pyprof_init_is_priced_from_aten_ranges_alone(tmp_path):
 
 
 def rnn_truth(name: str, tmp_path: Path) -> list[list[str]]:
-    """benchmarks/coverage.py rnn-truth on the capture and its Nsight Compute counters."""
+    """benchmarks/pricing_coverage.py rnn-truth on the capture and its Nsight Compute counters."""
     records = tmp_path / f"{name}.jsonl"
     records.write_text("".join(json.dumps(r) + "\n" for r in captured(name, tmp_path)))
     ncu = unpacked(DATA / f"{name}_ncu.csv.xz", tmp_path)
     env = dict(os.environ, PYTHONPATH=ROOT)
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "coverage.py"), "rnn-truth", str(records),
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "pricing_coverage.py"), "rnn-truth", str(records),
                           str(ncu)], capture_output=True, text=True, env=env, check=True).stdout
     return [line.split() for line in out.splitlines()[1:]]
 

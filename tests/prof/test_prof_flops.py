@@ -136,7 +136,7 @@ def test_conv_backward_attribution_matches_flop_counter(op, fn, args, kwargs):
     assert total_flops(kernels(m, CONV_BWD, "bprop")) == fwd + bwd // (groups + 1)
 
 
-# Backward nodes as cuDNN and PyTorch launch them on the H100 (benchmarks/coverage.py's capture):
+# Backward nodes as cuDNN and PyTorch launch them on the H100 (benchmarks/pricing_coverage.py's capture):
 # a data and a weight gradient, each one forward's work, whatever the kernels are called.
 SLOTS = [
     # GEMM-lowered 1x1 convolution: two cuBLAS kernels, neither named dgrad nor wgrad.

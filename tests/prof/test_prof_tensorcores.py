@@ -58,7 +58,7 @@ NAMES = [
     ("void cudnn::cnn::wgrad_alg0_engine<float, 128, 5, 5, 3, 3, 3, false, 512>(...)", SIMT, None),
     ("void at::native::(anonymous namespace)::conv_depthwise2d_forward_kernel<3, float, int>(...)", SIMT, None),
     # cuDNN's direct (CUDA-core) depthwise and grouped convolutions on H100 (coverage capture,
-    # benchmarks/coverage.py): the names carry nothing but the pass and the layout
+    # benchmarks/pricing_coverage.py): the names carry nothing but the pass and the layout
     ("conv2d_c1_k1_nhwc_specialized", SIMT, None),
     ("dgrad2d_c1_k1_nchw_shmem_tiling", SIMT, None),
     ("wgrad2d_shmem_tiling", SIMT, None),

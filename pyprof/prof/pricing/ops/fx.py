@@ -1,7 +1,7 @@
 """ATen ops as the FX nodes of compiled graphs hold them, where the schema differs from the torch function.
 
 Kernels of torch.compile'd graphs are described by the post-grad FX nodes they compute
-(pyprof/nvtx/compiled.py): ATen ops with their arguments in the ATen schema's order. Most share
+(pyprof/nvtx/inductor.py): ATen ops with their arguments in the ATen schema's order. Most share
 a torch function's positional arguments (`aten.mm` is `torch.mm`, `aten.add.Tensor` is
 `torch.add`) and are priced by that formula directly (prof/pricing/fx_nodes.py looks `torch.<name>` up
 when no `aten.<name>` is registered here). The entries below map the others onto the existing

@@ -2,7 +2,7 @@
 
 `pyprof.profiled()` puts the table into the trace as NVTX marks in the pyprof domain: one `graph`
 marker per compiled graph and one `kernel` marker per call site of its generated code, in code
-order (docs/markers.md, pyprof/nvtx/compiled.py). Here the marks are read with one query, and
+order (docs/markers.md, pyprof/nvtx/inductor.py). Here the marks are read with one query, and
 each kernel record of a compiled graph is matched to its call site:
 
 1. Instances: the kernels of one run of a compiled graph are those of one CUDA graph launch (same

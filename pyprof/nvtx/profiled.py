@@ -4,7 +4,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-from . import compiled, graph_calls, node_ranges
+from . import graph_calls, inductor, node_ranges
 
 
 @contextlib.contextmanager
@@ -57,7 +57,7 @@ def profiled(aten: bool = False, record_shapes: bool = True) -> Iterator[bool]:
         torch.cuda.synchronize()
         torch.cuda.profiler.start()
         # Inside the capture range, so the trace carries what its compiled kernels compute.
-        compiled.emit()
+        inductor.emit()
         try:
             yield True
         finally:

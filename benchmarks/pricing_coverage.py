@@ -16,12 +16,12 @@ formula) are shown apart; `rnn-truth` holds them against Nsight Compute (benchma
 
 Two stages, so that the table can be recomputed from the same capture when prof changes:
 
-    # on the GPU machine (benchmarks/coverage.sh runs all of it):
+    # on the GPU machine (benchmarks/pricing_coverage.sh runs all of it):
     nsys profile -t cuda,nvtx -s none -c cudaProfilerApi --capture-range-end=stop -f true \\
-        --export sqlite -o coverage python benchmarks/coverage.py capture --flops flops.json
+        --export sqlite -o coverage python benchmarks/pricing_coverage.py capture --flops flops.json
     python -m pyprof.parse coverage.sqlite | xz > coverage.jsonl.xz
     # anywhere:
-    python benchmarks/coverage.py table coverage.jsonl.xz flops.json
+    python benchmarks/pricing_coverage.py table coverage.jsonl.xz flops.json
 
 All models live in one process and one capture: each is warmed up, its FlopCounterMode total
 taken on a step of its own, then one step of each runs inside the profiled range, in a

@@ -8,7 +8,7 @@ to its provenance hook (`torch._inductor.debug.set_kernel_post_grad_provenance_t
 observe that hook, call the original unchanged and keep one JSON line per call site (the
 `kernel` marker of docs/markers.md). `pyprof.profiled()` puts the lines into the trace as NVTX
 marks in the `pyprof` domain, so a trace explains its own compiled kernels; `pyprof.parse`
-joins kernels to them (pyprof/parse/compiled.py).
+joins kernels to them (pyprof/parse/compiled_kernels.py).
 
 At run time only a depth counter around each graph call runs: the torch functions the generated
 code calls (`extern_kernels.mm` is the wrapper of `torch.mm` when Inductor is imported after

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# benchmarks/coverage.py's GPU stage in one command (the device tool's machine; the kit of
+# benchmarks/pricing_coverage.py's GPU stage in one command (the device tool's machine; the kit of
 # ../shared/device carried, its path in KIT, default .devkit). Most important first, each step
 # under its own time limit and writing to $OUT as it goes, so that a slow step costs only itself:
 #   1. every model captured under nsys with pyprof.init() in one process, parsed to
@@ -9,7 +9,7 @@
 #      and Nsight Compute counters of the fixture LSTM step (fixture_lstm_ncu.csv)
 #   3. the table of step 1 (table.txt)
 #   4. a few models captured without pyprof.init() (plain.jsonl.xz, plain_flops.json)
-# usage (repo root, on the GPU machine): bash benchmarks/coverage.sh [models]
+# usage (repo root, on the GPU machine): bash benchmarks/pricing_coverage.sh [models]
 # Results go to $OUT (or ./gpu-out): 7 files (the device tool brings back at most 8).
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
@@ -26,7 +26,7 @@ step() { echo "== $(date +%T) $*" | tee -a "$logs"; }
 # nsys-capture.sh NAME; the export lands in $work as NAME.sqlite (decompressed when it was xz'd).
 capture() {
   local name=$1 limit=$2; shift 2
-  OUT=$work timeout "$limit" bash "$kit"/nsys-capture.sh "$name" -- python3 benchmarks/coverage.py capture "$@" \
+  OUT=$work timeout "$limit" bash "$kit"/nsys-capture.sh "$name" -- python3 benchmarks/pricing_coverage.py capture "$@" \
     >> "$logs" 2>&1 || echo "capture $name failed or timed out" | tee -a "$logs"
   [ -f "$work/$name.sqlite.xz" ] && xz -d "$work/$name.sqlite.xz"
   [ -f "$work/$name.sqlite" ]
@@ -47,12 +47,12 @@ ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -
 metrics=gpu__time_duration.sum,smsp__sass_thread_inst_executed_op_ffma_pred_on.sum,smsp__sass_thread_inst_executed_op_fadd_pred_on.sum,smsp__sass_thread_inst_executed_op_fmul_pred_on.sum,sm__ops_path_tensor_op_hgmma_src_tf32_dst_fp32.sum,sm__ops_path_tensor_op_hmma_src_tf32_dst_fp32.sum,dram__bytes_read.sum,dram__bytes_write.sum
 step "2b ncu fixture_lstm"
 timeout 90 "$ncu" --profile-from-start off --metrics "$metrics" --csv \
-  python3 benchmarks/coverage.py capture --models fixture_lstm > "$fix/fixture_lstm_ncu.csv" 2>> "$logs" \
+  python3 benchmarks/pricing_coverage.py capture --models fixture_lstm > "$fix/fixture_lstm_ncu.csv" 2>> "$logs" \
   || echo "ncu failed or timed out" | tee -a "$logs"
 (cd "$fix" && ls -la && tar cf "$out/fixtures.tar" .)
 
 step "3 table"
-[ -s "$out/coverage.jsonl.xz" ] && timeout 40 python3 benchmarks/coverage.py table "$out/coverage.jsonl.xz" \
+[ -s "$out/coverage.jsonl.xz" ] && timeout 40 python3 benchmarks/pricing_coverage.py table "$out/coverage.jsonl.xz" \
   "$out/flops.json" --missing 4 > "$out/table.txt" 2>> "$logs"
 cat "$out/table.txt" 2>/dev/null | head -45
 
