@@ -23,7 +23,7 @@ static PyObject *encode;          /* marker.encode(value) -> JSON text */
 static PyObject *any_autocast;    /* () -> bool, False outside every autocast region */
 static PyObject *autocast_region; /* () -> ',"autocast":"<dtype>"' or "" */
 static PyObject *tensor_type, *parameter_type, *dtype_type;
-static PyObject *s_shape, *s_stride, *s_dtype, *one;
+static PyObject *s_shape, *s_stride, *s_dtype, *s_requires_grad, *one;
 static PyObject *getframe;         /* sys._getframe */
 #define SEEN_SLOTS 64
 static PyObject *seen_code[SEEN_SLOTS];  /* code objects classified lately, held (is_user) */
@@ -188,21 +188,23 @@ static int kb_ints(keybuf *b, PyObject *seq)
     return 1;
 }
 
-/* A tensor's shape, strides and dtype through torch's getters. */
+/* A tensor's shape, strides, dtype and requires_grad through torch's getters. */
 static int kb_tensor(keybuf *b, PyObject *a)
 {
     PyObject *shape = PyObject_GetAttr(a, s_shape);
     PyObject *stride = shape ? PyObject_CallMethodNoArgs(a, s_stride) : NULL;
     PyObject *dtype = stride ? PyObject_GetAttr(a, s_dtype) : NULL;
+    PyObject *grad = dtype ? PyObject_GetAttr(a, s_requires_grad) : NULL;
     int r = -1, ints;
-    if (dtype == NULL)
+    if (grad == NULL)
         goto done;
     if (!PyTuple_Check(shape) || !PyTuple_Check(stride) || Py_TYPE(dtype) != (PyTypeObject *)dtype_type) {
         PyErr_SetString(PyExc_TypeError, "pyprof._hot: a tensor's shape, stride() or dtype is not torch's");
         goto done;
     }
-    /* dtypes are torch's own objects, alive as long as torch: one is its address */
-    if (kb_tag(b, 'G') < 0 || kb_int(b, (long long)(size_t)dtype) < 0)
+    /* dtypes are torch's own objects, alive as long as torch: one is its address; a tensor that
+       requires grad is tagged apart (its text says so) */
+    if (kb_tag(b, grad == Py_True ? 'R' : 'G') < 0 || kb_int(b, (long long)(size_t)dtype) < 0)
         goto done;
     ints = kb_ints(b, shape);
     if (ints == 1)
@@ -214,6 +216,7 @@ done:
     Py_XDECREF(shape);
     Py_XDECREF(stride);
     Py_XDECREF(dtype);
+    Py_XDECREF(grad);
     return r;
 }
 
@@ -458,8 +461,9 @@ PyMODINIT_FUNC PyInit__hot(void)
     s_shape = PyUnicode_InternFromString("shape");
     s_stride = PyUnicode_InternFromString("stride");
     s_dtype = PyUnicode_InternFromString("dtype");
+    s_requires_grad = PyUnicode_InternFromString("requires_grad");
     one = PyLong_FromLong(1);
-    if (!s_shape || !s_stride || !s_dtype || !one)
+    if (!s_shape || !s_stride || !s_dtype || !s_requires_grad || !one)
         return NULL;
     getframe = PySys_GetObject("_getframe");  /* borrowed */
     if (getframe == NULL) {  /* ImportError: pyprof.nvtx.memo then uses the Python path */

@@ -118,30 +118,36 @@ def _ints(values: Sequence[int]) -> str:
     return "[" + ",".join([int.__repr__(v) for v in values]) + "]"
 
 
+# A tensor that requires grad says so: prof prices only the gradients the backward computes.
+_GRAD = ',"grad":true}'
+
+
 def _tensor(t: torch.Tensor) -> str:
     try:
         shape = t.shape
         dtype = t.dtype
+        grad = t.requires_grad
         if t.is_contiguous():
-            key = (shape, dtype)
+            key = (shape, dtype, grad)
             s = _tensor_text.get(key)
             if s is None:
-                s = '{"shape":' + _ints(shape) + ',"dtype":' + _dtype_json(dtype) + "}"
+                s = '{"shape":' + _ints(shape) + ',"dtype":' + _dtype_json(dtype) + (_GRAD if grad else "}")
                 _tensor_text.put(key, s, _tensor_bytes(s, shape))
             return s
         if t.layout is not _strided:
             return _tensor_plain(t)
         strides = t.stride()
-        key = (shape, dtype, strides)
+        key = (shape, dtype, strides, grad)
         s = _tensor_text.get(key)
         if s is None:
             s = '{"shape":' + _ints(shape) + ',"dtype":' + _dtype_json(dtype)
             if len(shape) == 4 and t.is_contiguous(memory_format=_channels_last):
-                s += ',"format":"channels_last"}'
+                s += ',"format":"channels_last"'
             elif len(shape) == 5 and t.is_contiguous(memory_format=_channels_last_3d):
-                s += ',"format":"channels_last_3d"}'
+                s += ',"format":"channels_last_3d"'
             else:
-                s += ',"strides":' + _ints(strides) + "}"
+                s += ',"strides":' + _ints(strides)
+            s += _GRAD if grad else "}"
             _tensor_text.put(key, s, _tensor_bytes(s, shape))
         return s
     except Exception:
@@ -158,7 +164,7 @@ def _tensor_bytes(text: str, shape: Sequence[int]) -> int:
 
 def _tensor_plain(t: torch.Tensor) -> str:
     try:
-        return '{"shape":' + _ints(t.shape) + ',"dtype":' + _dtype_json(t.dtype) + "}"
+        return '{"shape":' + _ints(t.shape) + ',"dtype":' + _dtype_json(t.dtype) + (_GRAD if t.requires_grad else "}")
     except Exception:
         return '{"type":' + _quote(type(t).__name__) + "}"
 

@@ -3,7 +3,7 @@
 In steady-state training a call site sees the same argument signature every step. The key of a
 call is everything its marker text depends on - the call site (code object, by id, and instruction
 offset, which fix file and line), the enclosing module, the autocast dtype, and per argument its
-description: (shape, strides, dtype) for a plain tensor, (type, value) for an int, bool, str or
+description: (shape, strides, dtype, requires_grad) for a plain tensor, (type, value) for an int, bool, str or
 None, a float itself unless it is 0 or nan (float.hex() for those), the encoded text for anything else (encode() is exact by
 definition; a tuple of scalars it met before as the same object is read from its cache here,
 without calling it) - so equal keys give byte-identical markers (tests compare with
@@ -60,7 +60,7 @@ def _key(frame: Any, args: Sequence[Any], kwargs: Mapping[str, Any], mod: str, a
         t = type(a)
         # Strides, not is_contiguous(): the text (contiguous, channels_last or strided) is a
         # function of shape and strides; stride() raises for layouts without strides.
-        key.append((a.shape, a.stride(), a.dtype) if t is _Tensor or t is _Parameter else
+        key.append((a.shape, a.stride(), a.dtype, a.requires_grad) if t is _Tensor or t is _Parameter else
                    (t, a) if t in _PLAIN else (a if a and a == a else _hex(a)) if t is float else
                    hit[1] if t is tuple and (hit := _tuple_hit(id(a))) is not None and hit[0] is a else
                    encode(a))
@@ -69,7 +69,7 @@ def _key(frame: Any, args: Sequence[Any], kwargs: Mapping[str, Any], mod: str, a
         for k, v in kwargs.items():
             key.append(k)
             t = type(v)
-            key.append((v.shape, v.stride(), v.dtype) if t is _Tensor or t is _Parameter else
+            key.append((v.shape, v.stride(), v.dtype, v.requires_grad) if t is _Tensor or t is _Parameter else
                        (t, v) if t in _PLAIN else (v if v and v == v else _hex(v)) if t is float else
                        hit[1] if t is tuple and (hit := _tuple_hit(id(v))) is not None and hit[0] is v else
                        encode(v))

@@ -32,8 +32,13 @@ def tensors(draw: st.DrawFn) -> tuple:
     shape = draw(st.lists(st.integers(0, 4), max_size=4))
     dtype = draw(st.sampled_from(DTYPES))
     view = draw(st.sampled_from(["plain", "t", "step", "expand", "permute", "parameter"]))
+    grad = dtype.is_floating_point and draw(st.booleans())  # its text says so: the keys must tell it
 
     def make() -> torch.Tensor:
+        t = _made()
+        return t.requires_grad_() if grad and t.is_leaf and not t.requires_grad else t
+
+    def _made() -> torch.Tensor:
         t = torch.zeros(shape, dtype=dtype)
         if view == "t" and t.dim() >= 2:
             return t.transpose(0, 1)

@@ -337,14 +337,21 @@ def test_unknown_object_by_type_name():
 def test_backward():
     x = r(3, requires_grad=True)
     loss = (x * 2).sum()
-    expect(lambda: loss.backward(), "Tensor", "backward", [T()])
+    expect(lambda: loss.backward(), "Tensor", "backward", [T(grad=True)])
+
+
+def test_tensors_that_require_grad_say_so():
+    """Only they: prof prices the gradients a backward computes from it (a frozen bias, data
+    that needs no gradient)."""
+    x, w, b = r(2, 8), torch.nn.Parameter(r(8)), torch.nn.Parameter(r(8), requires_grad=False)
+    expect(lambda: F.layer_norm(x, (8,), w, b), FN, "layer_norm", [T(2, 8), [8], T(8, grad=True), T(8)])
 
 
 def test_autograd_backward_function():
     x = r(3, requires_grad=True)
     y = x.exp()
     g = torch.ones(3)
-    expect(lambda: torch.autograd.backward([y], [g]), "torch.autograd", "backward", [[T(3)], [T(3)]])
+    expect(lambda: torch.autograd.backward([y], [g]), "torch.autograd", "backward", [[T(3, grad=True)], [T(3)]])
 
 
 def test_optimizer_step():
@@ -392,15 +399,16 @@ def test_module_calls_carry_qualified_name_and_extra_repr():
         (3, {"v": 1, "kind": "module", "module": "layer1.0.conv1", "cls": "Conv2d",
              "repr": "3, 4, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=False"}),
         (4, {"v": 1, "kind": "op", "mod": FN, "op": "conv2d",
-             "args": [T(1, 3, 5, 5), T(4, 3, 3, 3), None, [1, 1], [1, 1], [1, 1], 1],
+             "args": [T(1, 3, 5, 5), T(4, 3, 3, 3, grad=True), None, [1, 1], [1, 1], [1, 1], 1],
              "site": relu_site, "module": "layer1.0.conv1"}),
-        (3, {"v": 1, "kind": "op", "mod": "torch", "op": "relu", "args": [T(1, 4, 5, 5)],
+        (3, {"v": 1, "kind": "op", "mod": "torch", "op": "relu", "args": [T(1, 4, 5, 5, grad=True)],
              "site": relu_site, "module": "layer1.0"}),
-        (1, {"v": 1, "kind": "op", "mod": "Tensor", "op": "mean", "args": [T(1, 4, 5, 5), [2, 3]],
+        (1, {"v": 1, "kind": "op", "mod": "Tensor", "op": "mean", "args": [T(1, 4, 5, 5, grad=True), [2, 3]],
              "site": net_site, "module": "Net"}),
         (1, {"v": 1, "kind": "module", "module": "fc", "cls": "Linear",
              "repr": "in_features=4, out_features=2, bias=True"}),
-        (2, {"v": 1, "kind": "op", "mod": FN, "op": "linear", "args": [T(1, 4), T(2, 4), T(2)],
+        (2, {"v": 1, "kind": "op", "mod": FN, "op": "linear",
+             "args": [T(1, 4, grad=True), T(2, 4, grad=True), T(2, grad=True)],
              "site": net_site, "module": "fc"}),
     ]
 

@@ -27,8 +27,8 @@ SITE, MODULE = "net.py:7", "net.fc"
 
 
 def tensor(*shape: int, dtype: str = "float32", **layout: Any) -> dict:
-    """A tensor argument as its marker describes it: shape, dtype, and `strides` or `format` when
-    it is not contiguous (docs/markers.md)."""
+    """A tensor argument as its marker describes it: shape, dtype, `strides` or `format` when it
+    is not contiguous, `grad=True` when it requires grad (docs/markers.md)."""
     return {"shape": list(shape), "dtype": dtype, **layout}
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
-from .values import Tensor, decode, short
+from .values import Tensor, decode, short, with_grads
 
 # Op kinds. GEMM, CONV and ATTN ops run matrix-multiply kernels that could use Tensor Cores;
 # their work goes to those kernels (analysis.py). SIMT ops never can. RNN ops (cuDNN's LSTM, GRU,
@@ -71,8 +71,8 @@ class Call:
 
     def __init__(self, marker: dict) -> None:
         self.marker = marker  # the whole marker, for formulas that read more than arguments (dist)
-        self.args = decode(marker.get("args") or [])
-        self.kwargs = {k: decode(v) for k, v in (marker.get("kwargs") or {}).items()}
+        self.args, self.kwargs = with_grads(decode(marker.get("args") or []),
+                                            {k: decode(v) for k, v in (marker.get("kwargs") or {}).items()})
 
     def get(self, pos: int | None, name: str, default: Any = None) -> Any:
         """Argument `name`, passed by keyword or at position `pos` (None: keyword-only)."""

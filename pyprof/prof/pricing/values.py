@@ -32,10 +32,13 @@ _COMPLEX_FOR = {"float16": "complex32", "bfloat16": "complex64", "float32": "com
 
 
 class Tensor(NamedTuple):
-    """A tensor argument of a marker: its shape and dtype name (None when the marker lacked one)."""
+    """A tensor argument of a marker: its shape and dtype name (None when the marker lacked one),
+    and whether it required grad: True, False, or None where the marker does not say (markers
+    of pyprof before it wrote `"grad":true`; Call settles it per marker, see with_grads)."""
 
     shape: tuple
     dtype: str | None
+    grad: bool | None = None
 
     @property
     def numel(self) -> int:
@@ -63,7 +66,7 @@ def decode(value: Any) -> Any:
         if "shape" in value:
             shape = value["shape"]
             if isinstance(shape, list) and all(type(d) is int for d in shape):
-                return Tensor(tuple(shape), value.get("dtype"))
+                return Tensor(tuple(shape), value.get("dtype"), True if value.get("grad") is True else None)
             return Unknown("tensor")
         if len(value) == 1:  # the one-key encodings; anything else (optimizer params) stays a dict
             if "dtype" in value:
@@ -77,6 +80,34 @@ def decode(value: Any) -> Any:
         return value
     if isinstance(value, list):
         return [decode(v) for v in value]
+    return value
+
+
+def with_grads(args: list, kwargs: dict) -> tuple[list, dict]:
+    """A marker's decoded arguments with every tensor's `grad` settled: where one tensor says it
+    required grad, the marker was written by a pyprof that says so of each, and the others did
+    not (False); where none says so, it is not known (None, priced as requiring grad): an old
+    marker, or an op with no backward, whose kernels are never priced as one."""
+    found: list = []
+    _tensors([args, list(kwargs.values())], found)
+    if not any(t.grad for t in found):
+        return args, kwargs
+    return _settled(args), {k: _settled(v) for k, v in kwargs.items()}
+
+
+def _tensors(value: Any, out: list) -> None:
+    if isinstance(value, Tensor):
+        out.append(value)
+    elif isinstance(value, list):
+        for v in value:
+            _tensors(v, out)
+
+
+def _settled(value: Any) -> Any:
+    if isinstance(value, Tensor):
+        return value if value.grad else value._replace(grad=False)
+    if isinstance(value, list):
+        return [_settled(v) for v in value]
     return value
 
 

@@ -4,8 +4,9 @@ Convention (the original PyProf's): FLOPs are per output element, 1 per element 
 below says more; a transcendental function counts as one operation, like an add. Bytes: every
 tensor operand read once, the result written once (a broadcast operand at its own size).
 Backward of a unary op (grad_out times f'(saved tensor)): 1 FLOP and 3 element accesses per
-element. Backward of add/sub/mul/div (markers do not record requires_grad, so every floating
-point or complex tensor operand gets a gradient): per gradient, its formula's FLOPs per output
+element. Backward of add/sub/mul/div: a gradient for every floating point or complex tensor
+operand that required grad (its marker says `"grad":true`; in markers that never say so, every
+one): per gradient, its formula's FLOPs per output
 element (_GRADS) plus the adds that sum it back over the dims its operand was broadcast along;
 bytes dY and the operands the formulas read, each once, plus every gradient written at its
 operand's size and dtype. Backward of a reduction: dY expanded back to the input's shape
@@ -183,7 +184,7 @@ def _binary_backward(operands: list, grads: tuple, n: int, dy_size: int) -> tupl
     flops, sizes, reads = 0, [], set()
     for i, (per_elem, needs) in enumerate(grads):
         t = operands[i] if i < len(operands) else None
-        if not isinstance(t, Tensor) or not is_floating(t.dtype):
+        if not isinstance(t, Tensor) or not is_floating(t.dtype) or t.grad is False:
             continue
         flops += per_elem * n + reduce_adds(n, t.numel)
         sizes.append(t.nbytes)  # the gradient, written

@@ -9,7 +9,9 @@ FLOPs per element (a convention, documented in docs/prof.md):
 - pooling: one comparison or add per window tap per output; interpolation: 2 per tap.
 Backward (the whole autograd node, on its first kernel): norms 2x the forward's FLOPs, bytes dY,
 X and the weight read, dX, dWeight and dBias written (per-row or per-channel statistics, O(rows),
-not counted); losses: below. Pooling and interpolation backward: dY read, dX written (max
+not counted), each gradient only where its tensor required grad (the marker's `"grad":true`):
+dX 2 FLOPs per forward normalizing FLOP (dY, X and the weight read, dX written), dWeight and dBias
+2 per element each (dY and X read, the gradient written); losses: below. Pooling and interpolation backward: dY read, dX written (max
 pooling: the int64 indices read too), so the forward's bytes; FLOPs: max pooling one add per dY
 element (scattered through the indices; overlapping windows add into one dX element), average
 pooling the forward's (dY / window, one add per tap), interpolation the forward's (weight times
@@ -38,10 +40,14 @@ def norm_cost(x: Tensor, per_elem: int, weight: Tensor | None, bias: Tensor | No
     n = x.numel
     flops = n * (per_elem + (weight is not None) + (bias is not None))
     size = x.itemsize
-    params = [p.nbytes for p in (weight, weight, bias) if p is not None]  # W read, dW and dB written
-    bwd_bytes = None if size is None or None in params else 3 * n * size + sum(params)
+    dx = x.grad is not False
+    dw, db = (p is not None and p.grad is not False for p in (weight, bias))
+    # W read for dX; dW and dB written
+    params = [p.nbytes for p, needed in ((weight, dx), (weight, dw), (bias, db)) if p is not None and needed]
+    elems = 1 + (dx or dw) + dx  # dY read; X read; dX written
+    bwd_bytes = None if size is None or None in params else elems * n * size + sum(params)
     return Cost(flops, _io(x, n, weight, bias, *extra), fmt_params(x.dtype, shape=dims(x.shape), **fields),
-                x.dtype, SIMT, bwd_flops=2 * flops, bwd_bytes=bwd_bytes)
+                x.dtype, SIMT, bwd_flops=2 * n * (per_elem * dx + dw + db), bwd_bytes=bwd_bytes)
 
 
 @register("torch.nn.functional.layer_norm", "torch.layer_norm")
