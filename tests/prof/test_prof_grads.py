@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pyprof.prof.pricing.registry import Call, lookup
 from pyprof.prof.pricing.values import Tensor
+from test_prof_captures import captured
 from test_prof_helpers import described, tensor
 
 FN = "torch.nn.functional"
@@ -56,3 +57,17 @@ def test_mul_by_a_tensor_that_needs_no_gradient():
     n = 16 * 32
     assert (said.bwd_flops, said.bwd_bytes) == (n, 3 * n * SIZE)
     assert (old.bwd_flops, old.bwd_bytes) == (2 * n, 5 * n * SIZE)
+
+
+def test_a_real_capture_says_which_tensors_required_grad(tmp_path):
+    """lenet_grads: examples/lenet.py on an H100 under pyprof.init() with these markers. The
+    image fed to conv1 and the loss's target needed no gradient, the weights and every
+    activation after conv1 did; prof reads them so."""
+    recs = captured("lenet_grads", tmp_path)
+    first = {}
+    for rec in recs:
+        if rec["dir"] == "fprop" and isinstance(rec.get("marker"), dict):
+            first.setdefault(rec["op"], Call(rec["marker"]))
+    grads = {op: [a.grad for a in c.args if isinstance(a, Tensor)] for op, c in first.items()}
+    assert grads == {"conv2d": [False, True, True], "relu": [True], "max_pool2d": [True],
+                     "linear": [True, True, True], "mse_loss": [True, False]}
