@@ -11,7 +11,7 @@ from pyprof.prof.io.reader import records
 from pyprof.prof.scan import analysed
 from pyprof.prof.views.summary import collect, report
 from pyprof.prof.warnings_tally import Tally
-from test_prof_beyond_peak import ADD_BYTES, BYTES, FLOPS, TF32_PEAK, linear_call
+from test_prof_beyond_peak import ADD_BYTES, ADD_FLOPS, BYTES, FLOPS, TF32_PEAK, linear_call
 from test_prof_captures import TRUTH_GRU, captured
 from test_views_common import prof, stream, write_dict
 
@@ -42,11 +42,11 @@ def test_a_call_carries_its_total_where_its_kernel_s_share_is_withheld():
     assert (first["call"], first["dir"], first["op"], first["module"], first["shape"]) == \
         ("1", "fprop", "linear", "net.fc", shapes)
     assert (first["count"], first["time_ns"], first["flops"], first["flops_na"], first["bytes"], first["bytes_na"]) \
-        == (2, 2200, FLOPS, 0, BYTES + ADD_BYTES, 0)
+        == (2, 2200, FLOPS + ADD_FLOPS, 0, BYTES + ADD_BYTES, 0)
     # The honest rate: the call's FLOPs over what both kernels could do at their own peaks.
     capacity = 200 * TF32_PEAK * 1e3 + 2000 * FP32_PEAK * 1e3
-    assert first["pct_peak"] == pytest.approx(FLOPS / capacity * 100) and first["pct_peak"] < 100
-    assert first["tflops"] == pytest.approx(FLOPS / 2200 * 1e-3)
+    assert first["pct_peak"] == pytest.approx((FLOPS + ADD_FLOPS) / capacity * 100) and first["pct_peak"] < 100
+    assert first["tflops"] == pytest.approx((FLOPS + ADD_FLOPS) / 2200 * 1e-3)
 
 
 def test_groupings_that_split_calls_count_the_withheld_kernel_unknown():
@@ -56,7 +56,7 @@ def test_groupings_that_split_calls_count_the_withheld_kernel_unknown():
     assert (gemm["count"], gemm["flops"], gemm["flops_na"], gemm["bytes_na"]) == (2, FLOPS, 1, 1)
     assert gemm["pct_peak"] == pytest.approx(FLOPS / (10_000 * TF32_PEAK * 1e3) * 100)
     linear = rows(recs, "op")["linear"]
-    assert (linear["flops"], linear["flops_na"], linear["bytes"]) == (2 * FLOPS, 0, 2 * (BYTES + ADD_BYTES))
+    assert (linear["flops"], linear["flops_na"], linear["bytes"]) == (2 * (FLOPS + ADD_FLOPS), 0, 2 * (BYTES + ADD_BYTES))
 
 
 def test_rolling_a_split_grouping_up_to_a_whole_one_counts_the_withheld_work():
@@ -67,7 +67,7 @@ def test_rolling_a_split_grouping_up_to_a_whole_one_counts_the_withheld_work():
         direct.add(rec, f, rec["kDuration"])
     rolled, same = fine.rolled_up("op").groups["linear"], direct.groups["linear"]
     assert [(g.flops, g.flops_na, g.flops_time, g.capacity, g.bytes, g.bytes_na, g.bytes_time) for g in (rolled, same)] \
-        == [(2 * FLOPS, 0, 14_200, same.capacity, 2 * (BYTES + ADD_BYTES), 0, 14_200)] * 2
+        == [(2 * (FLOPS + ADD_FLOPS), 0, 14_200, same.capacity, 2 * (BYTES + ADD_BYTES), 0, 14_200)] * 2
 
 
 def test_call_brings_its_direction_op_module_and_shapes():
@@ -78,8 +78,9 @@ def test_call_brings_its_direction_op_module_and_shapes():
 
 def test_cudnn_gru_calls_sum_to_the_formula_on_a_real_capture(tmp_path):
     """truth_gru (nn.GRU(256, 256), one step on an H100): each kernel carries its own step
-    (parts.rnn_step), so nothing is withheld. The backward's weight-gradient, split-K and other
-    kernels are na on their own; the first of them carries, for whole-call sums, the rest of the
+    (parts.rnn_step), so nothing is withheld; the backward's two zero fills (dh_n's and the flat
+    weight gradient buffer's) are parts, 0 FLOPs and their bytes. Its weight-gradient, split-K
+    and other kernels are na on their own; the first of them carries, for whole-call sums, the rest of the
     formula's FLOPs that the 16 recurrent GEMMs and cells before it did not do, and the later
     ones 0: each call's FLOPs are the formula's, by call and by op alike, and a grouping by
     kernel rolled up to op agrees. Bytes have no such rest (kernels re-read what the formula
@@ -97,11 +98,11 @@ def test_cudnn_gru_calls_sum_to_the_formula_on_a_real_capture(tmp_path):
     gru = {r["dir"]: r for r in by_call if r["op"] == "gru"}
     count = {d: sum(1 for r in recs if r["op"] == "gru" and r["dir"] == d) for d in ("fprop", "bprop")}
     assert {d: (r["flops"], r["flops_na"], r["bytes_na"], r["count"]) for d, r in gru.items()} == {
-        "fprop": (TRUTH_GRU, 0, 0, count["fprop"]), "bprop": (2 * TRUTH_GRU, 0, 23, count["bprop"])}
+        "fprop": (TRUTH_GRU, 0, 0, count["fprop"]), "bprop": (2 * TRUTH_GRU, 0, 21, count["bprop"])}
     backward = [f for rec, f, _ in kernels if rec["op"] == "gru" and rec["dir"] == "bprop"]
     step, cell = 2 * 64 * 768 * 256, 64 * 256 * 17
     own = sum(f.flops for f in backward if f.flops is not None)
-    assert (own, sum(f.flops is None for f in backward)) == (16 * (step + 2 * cell), 23)
+    assert (own, sum(f.flops is None for f in backward)) == (16 * (step + 2 * cell), 21)
     first_na = next(i for i, f in enumerate(backward) if f.flops is None)
     rest = 2 * TRUTH_GRU - sum(f.flops for f in backward[:first_na])
     later = backward[first_na + 1:]
@@ -113,7 +114,7 @@ def test_cudnn_gru_calls_sum_to_the_formula_on_a_real_capture(tmp_path):
         direct.add(rec, f, rec["kDuration"])
     rolled, same = fine.rolled_up("op").groups["gru"], direct.groups["gru"]
     assert [(g.flops, g.flops_na, g.flops_time, g.bytes, g.bytes_na) for g in (rolled, same)] == \
-        [(3 * TRUTH_GRU, 0, same.time, same.bytes, 23)] * 2
+        [(3 * TRUTH_GRU, 0, same.time, same.bytes, 21)] * 2
     assert max(r["pct_peak"] or 0 for r in by_call) < 100
 
 

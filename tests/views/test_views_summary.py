@@ -58,7 +58,7 @@ def test_gpt_rows():
     rows = rep("gpt")["rows"]
     top = rows[0]
     assert (top["group"], top["time_ns"], top["count"], top["flops"], top["flops_na"]) == \
-        ("linear", 262533, 79, 5637144576, 0)
+        ("linear", 262533, 79, 5637144576 + 2354688, 0)  # with the bias gradients' adds
     assert round(top["pct_time"], 1) == 51.5 and round(top["tc_pct"], 1) == 36.9
     assert [r["group"] for r in rows[:4]] == ["linear", "AdamW.step", "layer_norm", "scaled_dot_product_attention"]
     adam = rows[1]
@@ -212,7 +212,8 @@ def test_per_kernel_view_unchanged(tmp_path):
 
 def test_kernels_above_a_roof_are_explained():
     note = rep("resnet")["notes"][0]
-    assert note.startswith("9 kernels above a roof (%BW or %Peak over 100; highest 177.3%, max_pool2d; Bound says "
+    # max_pool2d's backward on max_pool_backward_nhwc, not on the zero fill before it: not above.
+    assert note.startswith("8 kernels above a roof (%BW or %Peak over 100; highest 126.6%, relu; Bound says "
                            "over): ")
     assert "L2 cache" in note and "the op's row is its honest rate" in note
     sgd = next(r for r in rep("resnet")["rows"] if r["group"] == "SGD.step")

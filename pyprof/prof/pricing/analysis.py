@@ -13,8 +13,8 @@ from . import peaks as peaks_mod
 from .calls import CallNumbers, identity as call_identity
 from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
-from .parts import (COPY, FILL, LAUNCH, LAYOUT, CallParts, Part, backward_parts, family, forward_parts, layout_parts,
-                    rnn_step, tensor_lists)
+from .parts import (ADD, COPY, FILL, LAUNCH, LAYOUT, SPLIT_K, CallParts, Part, backward_parts, family, forward_parts,
+                    layout_parts, rnn_step, split_k, tensor_lists)
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost, Unknowable, lookup, retype
 from ..warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
@@ -87,6 +87,11 @@ def _sizes_gemm(rec: dict) -> tuple | None:
     if not sizes:
         return None
     return aten_gemm(inner.get("name"), sizes)
+
+
+def _grid_z(rec: dict) -> int | None:
+    grid = rec.get("grid")
+    return grid[2] if isinstance(grid, list) and len(grid) == 3 and type(grid[2]) is int else None
 
 
 def _backward_of(rec: dict) -> bool:
@@ -236,6 +241,8 @@ class Analyzer:
         if verdict in (MMA, SIMT) and dtype in _OVERRIDABLE and (kind in MMA_KINDS or cost is None):
             dtype = kernel_dtype(name) or dtype
         f.dtype = dtype
+        if verdict in (MMA, SIMT):  # a split-K reduction after it sums its grid's z partial products
+            self._calls[("splits", rec.get("pid"), rec.get("tid"))] = _grid_z(rec)
         if aten_range is not None:
             f.flops, f.bytes = self._aten_work(rec, cost, verdict, aten_range, name)
         else:
@@ -307,7 +314,8 @@ class Analyzer:
             marker = rec["fwd"].get("marker") if bprop else rec.get("marker")
             ok = isinstance(marker, dict)
             parts = (backward_parts if bprop else forward_parts)(marker, cost) if ok else []
-            held = self._parts[key] = (call, CallParts(parts, tensor_lists(marker, cost) if ok and not bprop else None))
+            held = self._parts[key] = (call, CallParts(parts, tensor_lists(marker, cost) if ok and not bprop else None,
+                                                       cost.bwd_stages if bprop else cost.stages))
         return held[1]
 
     def _launch_work(self, rec: dict, cost: Cost, bprop: bool, name: str | None) -> tuple | None:
@@ -345,12 +353,14 @@ class Analyzer:
         return True
 
     @staticmethod
-    def _ran_in(nbytes: int | None, cost: Cost, rec: dict, name: str | None) -> int | None:
-        """An op's forward bytes in the dtype its kernel ran in: autocast runs some ops in float32
-        (norms, softmax, losses) on 16-bit arguments, which it casts up first; the kernel's name
-        says `float` where the marker's tensors said bfloat16 or float16. (A backward node mixes
-        dtypes, and the kernel carrying it may be a helper: left as the formula says.)"""
-        marker = None if _backward_of(rec) else rec.get("marker")
+    def _ran_in(nbytes: int | None, cost: Cost, rec: dict, name: str | None, staged: bool = False) -> int | None:
+        """An op's forward bytes, or one stage's (Cost.stages), in the dtype its kernel ran in:
+        autocast runs some ops in float32 (norms, softmax, losses) on 16-bit arguments, which it
+        casts up first; the kernel's name says `float` where the marker's tensors said bfloat16 or
+        float16. (A whole backward node mixes dtypes, and the kernel carrying it may be a helper:
+        left as the formula says.)"""
+        marker = rec["fwd"].get("marker") if staged and _backward_of(rec) else None if _backward_of(rec) \
+            else rec.get("marker")
         if nbytes is None or not isinstance(marker, dict) or marker.get("autocast") is None \
                 or ITEMSIZE.get(cost.dtype) != 2 or aten_level.template_dtype(name) != "float32":
             return nbytes
@@ -390,6 +400,9 @@ class Analyzer:
         depth = next(i for i, o in enumerate(torch_ops) if o is r)
         first = self._first(("aten", rec.get("pid"), rec.get("tid"), depth), (r.get("name"), r.get("opId")), counts,
                             depth == len(torch_ops) - 1 and rec.get("subSeqId") == 0)
+        if mma and verdict == NONE and family(name) == SPLIT_K:
+            sizes = aten_gemm(r.get("name"), r.get("sizes") or [])
+            return self._split_k(rec, name, [] if sizes is None else [(sizes[0] * sizes[1], sizes[2])], cost.dtype)
         if mma and verdict == NONE:
             # cuDNN's layout conversion of one of the range's tensors (parts.py), as with markers.
             size = ITEMSIZE.get(cost.dtype)
@@ -403,16 +416,38 @@ class Analyzer:
                 else _NO_WORK
         return (cost.flops, cost.bytes) if first else _NO_WORK
 
+    def _split_k(self, rec: dict, name: str | None, outputs: list, dtype: str | None) -> tuple:
+        """(flops, bytes) of a split-K reduction (parts.split_k) after the thread's last matrix
+        kernel, whose grid's z was its split count; na where not known."""
+        work = split_k(name or "", rec.get("grid"), self._calls.get(("splits", rec.get("pid"), rec.get("tid"))),
+                       outputs, ITEMSIZE.get(dtype))
+        return _UNKNOWN if work is None else work
+
+    @staticmethod
+    def _gemm_outputs(rec: dict, cost: Cost, bprop: bool) -> list:
+        """(rows, cols) the output of a GEMM call's kernel may be: its PyTorch range's, when it has
+        sizes; else forward the op's output, backward each tensor argument's gradient (a matrix
+        of its last dimension's columns)."""
+        sizes = _sizes_gemm(rec)
+        if sizes is not None:
+            b, m, n, _, _ = sizes
+            return [(b * m, n)]
+        if cost.kind != GEMM:
+            return []
+        if not bprop:
+            shape = cost.out_shape
+            return [(cost.out_elems // shape[-1], shape[-1])] if shape and shape[-1] else []
+        marker = rec["fwd"].get("marker") or {}
+        return [(t.numel // t.shape[-1], t.shape[-1]) for t in Call(marker).tensors() if t.shape and t.shape[-1]]
+
     def _rnn_work(self, rec: dict, cost: Cost, verdict: str | None, bprop: bool, name: str | None) -> tuple:
         """(flops, bytes) of a kernel of a cuDNN RNN call: a helper (autocast's casts, the flat
         weight buffer's fill) its part, a recurrent GEMM or cell kernel its step
         (parts.rnn_step); any other kernel na: the call's work is never put on one kernel."""
         self._first_of_call(rec, True)  # the call whose parts the helpers take
-        if family(name) is not None:
-            part = self._part(rec, cost, bprop, name)
-            if part is not None:
-                return part.flops, part.bytes
-        work = rnn_step(cost, name, rec.get("grid"), verdict in (MMA, SIMT), bprop)
+        part = self._part(rec, cost, bprop, name) if family(name) is not None else None
+        work = (part.flops, part.bytes) if part is not None else \
+            rnn_step(cost, name, rec.get("grid"), verdict in (MMA, SIMT), bprop)
         return self._rest(rec, cost.bwd_flops if bprop else cost.flops, _UNKNOWN if work is None else work)
 
     def _rest(self, rec: dict, total: int | None, work: tuple) -> tuple:
@@ -462,9 +497,10 @@ class Analyzer:
                     return _NO_WORK
             else:
                 # A copy or fill kernel of the call is a part (autocast's cast of an argument, a
-                # gradient's zero fill) when one fits (parts.py); one that does not may be the
-                # op's own kernel (`x.float()`, `torch.zeros`).
-                helper = family(name) in (COPY, FILL)
+                # gradient's zero fill; backward, an add: the engine's accumulation of a gradient)
+                # when one fits (parts.py); one that does not may be the op's own kernel
+                # (`x.float()`, `torch.zeros`).
+                helper = family(name) in ((COPY, FILL, ADD) if bprop else (COPY, FILL))
                 first = self._first_of_call(rec, not helper)
                 work = self._launch_work(rec, cost, bprop, name) if launch else None
                 if work is not None:
@@ -474,12 +510,20 @@ class Analyzer:
                     if part is not None:
                         return part.flops, part.bytes
                     first = self._claim(rec)
+                # An op run as stages (Cost.stages): each kernel that is not a part runs the next.
+                staged = self._call_parts(rec, cost, bprop).stage()
+                if staged is not None:  # its integer tensors' bytes (staged[2:]) in no float dtype
+                    nbytes = self._ran_in(staged[1], cost, rec, name, True)
+                    return self._rest(rec, cost.bwd_flops if bprop else cost.flops,
+                                      (staged[0], None if nbytes is None else nbytes + sum(staged[2:])))
                 if not first:
                     return _NO_WORK
             flops, nbytes = (cost.bwd_flops, cost.bwd_bytes) if bprop else (cost.flops, cost.bytes)
             return flops, self._ran_in(nbytes, cost, rec, name)
         math = verdict in (MMA, SIMT)
         first = self._first_of_call(rec, math)  # helper kernels never become the main kernel
+        if verdict == NONE and family(name) == SPLIT_K:
+            return self._split_k(rec, name, self._gemm_outputs(rec, cost, bprop), dtype)
         if verdict == NONE:
             part = self._part(rec, cost, bprop, name)
             return _NO_WORK if part is None else (part.flops, part.bytes)

@@ -1,4 +1,5 @@
-"""The helper kernels of an op call: work an op's formula does not count but its call launches.
+"""The helper kernels of an op call: work an op's formula does not count but its call launches;
+and the stages of an op PyTorch runs as a sequence of kernels (Cost.stages), taken in turn.
 
 An op's formula (registry.Cost) counts what the op computes; its main kernel carries that. The
 call may launch more kernels that move real bytes: under `torch.autocast`, a matrix op (GEMM,
@@ -29,14 +30,22 @@ import re
 from functools import lru_cache
 from typing import NamedTuple
 
+from .op_ranges import template_dtype
 from .multitensor import Lists, is_launch
 from .registry import CONV, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost
 from .values import ITEMSIZE, Tensor
 
-COPY, SUM, ADD, LAYOUT, LAUNCH, FILL = "copy", "sum", "add", "layout", "launch", "fill"
+COPY, SUM, ADD, LAYOUT, LAUNCH, FILL, SCALE, SPLIT_K = "copy", "sum", "add", "layout", "launch", "fill", "scale", "split-k"
 # PyTorch's copy kernels, which also cast: `bfloat16_copy_kernel_cuda`, `direct_copy_kernel_cuda`.
 _COPY_KERNEL = re.compile(r"\w+_copy_kernel_cuda")
-_SUM_KERNEL = re.compile(r"\breduce_kernel<.*\bsum_functor<")
+# PyTorch's sum and mean reductions (a bias gradient, a loss's closing reduction).
+_SUM_KERNEL = re.compile(r"\breduce_kernel<.*\b(?:sum_functor|MeanOps)<")
+# cuDNN's scaling of an output by beta before a kernel accumulates into it; PyTorch passes beta 0,
+# and cuDNN never reads an output scaled by 0 (its documented contract): the output zeroed.
+_SCALE_KERNEL = re.compile(r"\bscalePackedTensor_kernel<")
+# cuBLASLt's reduction of a split-K GEMM's partial products: splitKreduce_kernel<rows x cols
+# tile: (int)32, (int)16, int, partials' type, ...>, one block per 32 output columns and 16 rows.
+_SPLIT_K_KERNEL = re.compile(r"\bsplitKreduce_kernel<\(int\)(\d+), \(int\)(\d+)")
 _ADD_KERNEL = re.compile(r"elementwise_kernel<.*\bCUDAFunctor_add<")
 _LAYOUT_KERNEL = re.compile(r"\b(?:nchwToNhwc|nhwcToNchw)Kernel<")
 _FILL_KERNEL = re.compile(r"\bFillFunctor<")
@@ -47,7 +56,12 @@ _ELEMENTWISE = frozenset((COPY, ADD, FILL))
 # and vectorized_elementwise_kernel<vector width, ...>.
 _PER_THREAD = re.compile(r"\belementwise_kernel<\(int\)\d+, \(int\)(\d+)|vectorized_elementwise_kernel<\(int\)(\d+)")
 _MAX_PER_THREAD = 16
+# cuDNN's scaling kernel runs one thread per element.
+_ONE_PER_THREAD = frozenset((SCALE,))
 _DEFAULT_PER_THREAD = 4  # PyTorch's thread_work_size for the unrolled kernels
+# A vectorized kernel's thread handles at least 8 elements, in vectors of its width: relu's
+# vectorized<4> on fp32 runs 5 blocks of 128 threads for 4,704 elements (examples/lenet.sqlite).
+_VECTOR_PER_THREAD = 8
 _FLOATING = frozenset(("float64", "float32", "float16", "bfloat16"))
 
 
@@ -64,7 +78,7 @@ class Part(NamedTuple):
 
 @lru_cache(maxsize=4096)
 def family(kernel: str | None) -> str | None:
-    """The helper family of a kernel from its demangled name (COPY, SUM, ADD, LAYOUT, FILL,
+    """The helper family of a kernel from its demangled name (COPY, SUM, ADD, LAYOUT, FILL, SCALE,
     LAUNCH: a multi-tensor launch), or None."""
     if not kernel:
         return None
@@ -76,13 +90,19 @@ def family(kernel: str | None) -> str | None:
         return LAYOUT
     if _FILL_KERNEL.search(kernel):
         return FILL
+    if _SCALE_KERNEL.search(kernel):
+        return SCALE
+    if _SPLIT_K_KERNEL.search(kernel):
+        return SPLIT_K
     return SUM if _SUM_KERNEL.search(kernel) else ADD if _ADD_KERNEL.search(kernel) else None
 
 
 @lru_cache(maxsize=4096)
 def _per_thread(kernel: str) -> int:
     m = _PER_THREAD.search(kernel)
-    return int(m.group(1) or m.group(2)) if m else _DEFAULT_PER_THREAD
+    if m is None:
+        return _DEFAULT_PER_THREAD
+    return int(m.group(1)) if m.group(1) else max(int(m.group(2)), _VECTOR_PER_THREAD)
 
 
 def autocast_casts(marker: dict, cost: Cost | None) -> list[tuple[Tensor, str]]:
@@ -108,10 +128,14 @@ def _operands(call: Call) -> list[Tensor]:
     return out
 
 
-def _flat_weights(marker: dict, cost: Cost | None) -> list[Part]:
-    """An RNN under autocast: cuDNN's flat weight buffer, zeroed (a fill written once in the
-    autocast dtype) before the weights are cast into it; its gradient buffer too, in backward."""
+def _flat_weights(marker: dict, cost: Cost | None, bprop: bool = False) -> list[Part]:
+    """An RNN's flat weight buffer, zeroed (a fill written once): under autocast before the
+    weights are cast into it, in the autocast dtype, and its gradient buffer in backward
+    (_casts_back); without autocast (`bprop`) the gradient buffer alone, in the op's dtype,
+    before cuDNN accumulates the weight gradients into it."""
     low = marker.get("autocast")
+    if bprop:
+        low = None if low is not None or cost is None else cost.dtype
     if cost is None or cost.kind != RNN or low not in ITEMSIZE:
         return []
     weights = sum(t.numel for v in Call(marker).args if isinstance(v, list) for t in v if isinstance(t, Tensor))
@@ -119,16 +143,28 @@ def _flat_weights(marker: dict, cost: Cost | None) -> list[Part]:
 
 
 def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
-    """The helper kernels of an op call's forward: autocast's casts (source read, copy written)
-    and a bias added apart (output and bias read, output written). The adds count no FLOPs: the
+    """The helper kernels of an op call's forward: autocast's casts (source read, copy written),
+    a bias added apart (output and bias read, output written: one add per output element; the
     op's own formula counts none for its bias, as FlopCounterMode does, so that matrix FLOPs stay
-    its count."""
+    its count) and cuDNN's scaling of a convolution's output."""
     casts = [Part(COPY, t.numel, 0, t.numel * (ITEMSIZE[t.dtype] + ITEMSIZE[to])) for t, to in autocast_casts(marker, cost)]
     casts += _flat_weights(marker, cost)
     size = None if cost is None else ITEMSIZE.get(cost.dtype)
+    scaled = _scaled(marker, cost, False)
     if cost is None or cost.kind not in MMA_KINDS or not (cost.bias_elems and cost.out_elems and size):
-        return casts + _layouts(marker, cost)
-    return casts + [Part(ADD, cost.out_elems, 0, (2 * cost.out_elems + cost.bias_elems) * size)] + _layouts(marker, cost)
+        return casts + _layouts(marker, cost) + scaled
+    return casts + [Part(ADD, cost.out_elems, cost.out_elems, (2 * cost.out_elems + cost.bias_elems) * size)
+                    ] + _layouts(marker, cost) + scaled
+
+
+def _scaled(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
+    """cuDNN's scaling (by beta, 0: zeroed, written once) of what a convolution writes: forward its
+    output, backward the gradients of its input and weight, in the dtype the op ran in."""
+    size = None if cost is None else ITEMSIZE.get(cost.dtype)
+    if cost is None or cost.kind != CONV or not size:
+        return []
+    n = [t.numel for t in Call(marker).tensors()[:2]] if bprop else [cost.out_elems]
+    return [Part(SCALE, e, 0, e * size) for e in n if e]
 
 
 def _layouts(marker: dict, cost: Cost | None) -> list[Part]:
@@ -158,20 +194,57 @@ def _casts_back(marker: dict, cost: Cost | None) -> list[Part]:
     return [p for p in forward_parts(marker, cost) if p.family in (COPY, LAYOUT, FILL)]
 
 
-def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
-    """The helper kernels of the op's backward: a gradient's zero fill (`grad_fill`: written in
-    the op's dtype), the bias gradient (the output gradient summed: it read and the bias written,
-    in the dtype the op ran in; no FLOPs, as for the bias add) and each cast's gradient cast back
-    (ToCopyBackward), for the arguments that need a gradient. Which do is not in the marker; a
-    part that never ran is one no kernel takes."""
-    if cost is None or cost.kind not in MMA_KINDS:
-        size = None if cost is None else ITEMSIZE.get(cost.dtype)
-        fill = [Part(FILL, cost.grad_fill, 0, cost.grad_fill * size)] if cost is not None and cost.grad_fill and size else []
-        return fill + _casts_back(marker, cost)
+def _gradients(marker: dict, cost: Cost | None) -> list[Part]:
+    """What a backward may do to an argument's gradient besides computing it, one part per
+    floating-point tensor argument, of its shape and dtype, the kernel's launch picking which
+    (CallParts.take): its zero fill before a kernel scatters or accumulates into it (max
+    pooling's and mse_loss's dInput; `grad_fill`, written in the op's dtype, where the formula
+    declares the one), and the autograd engine's accumulation of it into the gradient an earlier
+    node left (an add per element: both read, the sum written)."""
+    if cost is None:
+        return []
+    args = [t for t in _operands(Call(marker)) if t.dtype in _FLOATING and t.numel]
     size = ITEMSIZE.get(cost.dtype)
-    bias = [Part(SUM, cost.out_elems, 0, (cost.out_elems + cost.bias_elems) * size)
+    fills = [Part(FILL, cost.grad_fill, 0, cost.grad_fill * size)] if cost.grad_fill and size else [
+        Part(FILL, t.numel, 0, t.numel * ITEMSIZE[t.dtype]) for t in args] + _flat_weights(marker, cost, True)
+    return fills + [Part(ADD, t.numel, t.numel, 3 * t.numel * ITEMSIZE[t.dtype]) for t in args]
+
+
+def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
+    """The helper kernels of the op's backward: a gradient's zero fill and accumulation (_gradients), the bias
+    gradient (the output gradient summed: it read and the bias written, in the dtype the op ran
+    in; E - O adds for E output elements into O bias elements), cuDNN's scaling of the gradients
+    (_scaled) and each cast's gradient cast back (ToCopyBackward), for the arguments that need a
+    gradient. Which do is not in the marker; a part that never ran is one no kernel takes."""
+    grads = _gradients(marker, cost)
+    if cost is None or cost.kind not in MMA_KINDS:
+        return grads + _casts_back(marker, cost)
+    size = ITEMSIZE.get(cost.dtype)
+    bias = [Part(SUM, cost.out_elems, cost.out_elems - cost.bias_elems, (cost.out_elems + cost.bias_elems) * size)
             ] if cost.bias_elems and cost.out_elems and size else []
-    return bias + _casts_back(marker, cost)
+    return bias + grads + _scaled(marker, cost, True) + _casts_back(marker, cost)
+
+
+def split_k(kernel: str, grid: object, splits: int | None, outputs: list, size: int | None) -> tuple | None:
+    """(FLOPs, bytes) of cuBLASLt's split-K reduction: `splits` partial products of the GEMM output
+    (read in the type its name states, the partials' third type argument), summed (splits - 1 adds
+    an element) and written once in `size`-byte elements. `outputs`: the (rows, cols) the output
+    may be (a backward's gradients); the one whose columns make the grid's x blocks and whose rows
+    its y blocks of 16 is taken, else the one whose rows need at least its y blocks (a long output
+    strides over a capped grid: 1000 rows in 21 blocks). None when the splits, the output or the
+    types are not known, or two outputs fit."""
+    m = _SPLIT_K_KERNEL.search(kernel)
+    partial = ITEMSIZE.get(template_dtype(kernel))
+    if m is None or not splits or splits < 2 or partial is None or size is None or not isinstance(grid, list) \
+            or len(grid) < 2 or not all(type(d) is int and d > 0 for d in grid):
+        return None
+    cols, rows = int(m.group(1)), int(m.group(2))
+    wide = [(r, c) for r, c in outputs if -(-c // cols) == grid[0]]
+    fits = {r * c for r, c in wide if grid[1] == -(-r // rows)} or {r * c for r, c in wide if grid[1] < -(-r // rows)}
+    if len(fits) != 1:
+        return None
+    out = fits.pop()
+    return (splits - 1) * out, splits * out * partial + out * size
 
 
 def tensor_lists(marker: dict, cost: Cost | None) -> Lists | None:
@@ -253,14 +326,22 @@ def rnn_step(cost: Cost, kernel: str | None, grid: object, matrix: bool, bprop: 
 
 
 class CallParts:
-    """The parts of one op call not yet taken by a kernel, and its tensor lists (an optimizer
-    step's multi-tensor launches), if any."""
+    """The parts of one op call not yet taken by a kernel, its tensor lists (an optimizer step's
+    multi-tensor launches), if any, and the stages (Cost.stages) its kernels have not run yet."""
 
-    __slots__ = ("left", "lists")
+    __slots__ = ("left", "lists", "stages")
 
-    def __init__(self, parts: list[Part], lists: Lists | None = None) -> None:
+    def __init__(self, parts: list[Part], lists: Lists | None = None, stages: tuple | None = None) -> None:
         self.left = list(parts)
         self.lists = lists
+        self.stages = None if stages is None else list(stages)
+
+    def stage(self) -> tuple | None:
+        """The call's next stage (Cost.stages), (None, None) once every stage has run (a kernel
+        the op's decomposition does not know); None when the op has no stages."""
+        if self.stages is None:
+            return None
+        return self.stages.pop(0) if self.stages else (None, None)
 
     def launch(self, kernel: str, grid: object, sizes: object = None, index: int = 0) -> tuple | None:
         """(FLOPs, bytes) of a multi-tensor launch of the call, the `index`-th under its PyTorch
@@ -281,20 +362,24 @@ class CallParts:
             return None
         # Only the element-wise kernels launch by PyTorch's per-thread rule; the bias gradient's
         # sum is one part a call, a layout conversion is told by its grid.
-        g, b = (_threads(grid), _threads(block)) if fam in _ELEMENTWISE else (None, None)
+        g, b = (_threads(grid), _threads(block)) if fam in _ELEMENTWISE or fam in _ONE_PER_THREAD else (None, None)
+        most = 1 if fam in _ONE_PER_THREAD else _MAX_PER_THREAD
         candidates = [p for p in self.left if p.family == fam and (g is None or b is None or
-                                                                  (g - 1) * b < p.numel <= g * b * _MAX_PER_THREAD)]
+                                                                  (g - 1) * b < p.numel <= g * b * most)]
         if fam == LAYOUT:  # kept for the next conversion: a tensor may be converted twice
             return next((p for p in candidates if isinstance(grid, list) and tuple(grid) == p.grid), None)
         if not candidates:
             return None
         if g is not None and b is not None:
-            guess = g * b * _per_thread(kernel or "")
+            guess = g * b * (most if most == 1 else _per_thread(kernel or ""))
             best = min(candidates, key=lambda p: abs(math.log(p.numel / guess)))
         else:
             best = candidates[0]
         self.left.remove(best)
-        return best
+        size = ITEMSIZE.get(template_dtype(kernel)) if fam == FILL else None
+        # A fill writes in the element type its name states (cross_entropy's float dLogProb of
+        # bf16 logits under autocast), whatever the argument's dtype.
+        return best if size is None else best._replace(bytes=best.numel * size)
 
 
 

@@ -44,7 +44,8 @@ class Cost:
     bias_elems: int = 0
     # Elements the op writes (MMA kinds): the bias gradient sums them (parts.py).
     out_elems: int = 0
-    # A convolution's output shape (N, K, spatial...): cuDNN converts its layout (parts.py).
+    # The output's shape: a convolution's (N, K, spatial...), whose layout cuDNN converts; a
+    # GEMM's (rows, cols), which a split-K reduction sums (parts.py).
     out_shape: tuple | None = None
     # The PyTorch ops (emit_nvtx range names) whose first kernel does the op's work, when the op
     # launches helpers first (a fused optimizer step increments its step counters before the
@@ -62,6 +63,13 @@ class Cost:
     # A foreach op's launches (multitensor.launch_elements): the elements each walks, in order;
     # the op's work is shared among its kernels in proportion.
     launches: tuple | None = None
+    # The kernels PyTorch runs the op as, in launch order, each its own (FLOPs, bytes of
+    # floating-point tensors in the op's dtype[, bytes of integer tensors]) (an element-wise loss,
+    # then its reduction; cross_entropy's log_softmax, then its nll_loss): the call's kernels take
+    # them in turn (analysis.py) instead of the first carrying the op. Their FLOPs add up to
+    # `flops` (`bwd_flops`); their bytes count what one writes and the next reads.
+    stages: tuple | None = None
+    bwd_stages: tuple | None = None
 
 
 class Call:

@@ -1,8 +1,9 @@
 """Element-wise losses beyond nn.py's (cross_entropy, nll, mse, l1): binary cross-entropy (on
 probabilities and on logits), smooth L1 and Huber, KL divergence.
 
-FLOPs per element (the element-wise convention: a log or exp is one operation), plus one per
-element for the sum when the loss is reduced (`reduction` mean or sum, the default):
+FLOPs per element (the element-wise convention: a log or exp is one operation), plus the
+reduction's when the loss is reduced (`reduction` mean or sum, the default): n - 1 adds, and one
+divide for a mean:
 - binary_cross_entropy: -(t·log(x) + (1 - t)·log(1 - x)): 2 logs, 2 subtractions, 2 products,
   1 add, the sign: 8; a `weight`: +1. Backward dY·(x - t) / (x·(1 - x)): 5.
 - binary_cross_entropy_with_logits, in PyTorch's stable form (1 - t)·x + log(1 + exp(-x)):
@@ -21,22 +22,32 @@ from ..registry import SIMT, Call, Cost, Unknowable, dims, fmt_params, register
 from ..values import Tensor
 
 
+def reduced_loss(n: int, per_elem: int, read: int, reduction: str, size: int, own_kernel: bool) -> tuple:
+    """(FLOPs, bytes, stages) of an element-wise loss over `n` elements, `per_elem` FLOPs each,
+    `read` bytes of operands, its `size`-byte result reduced by `reduction`: n - 1 adds into one
+    value and a divide for a mean (`batchmean` too). `own_kernel`: PyTorch runs it as one
+    element-wise kernel writing the n values, then a reduction kernel reading them (Cost.stages)."""
+    if reduction == "none":
+        return n * per_elem, read + n * size, None
+    red = n - 1 + (reduction != "sum")
+    stages = ((n * per_elem, read + n * size), (red, (n + 1) * size)) if own_kernel else None
+    return n * per_elem + red, read + size, stages
+
+
 def loss_cost(x: Tensor, t: Tensor, reduction: str, per_elem: int, bwd_per_elem: int,
-              extra: tuple = ()) -> Cost | None:
-    """An element-wise loss between `x` and `t` (same shape) with `extra` weight tensors."""
+              extra: tuple = (), own_kernel: bool = False) -> Cost | None:
+    """An element-wise loss between `x` and `t` (same shape) with `extra` weight tensors.
+    `own_kernel`: PyTorch runs it as one element-wise kernel and the reduction's (reduced_loss)."""
     parts = [x.nbytes, t.nbytes] + [w.nbytes for w in extra]
     if x.itemsize is None or None in parts:
         return None
-    n = x.numel
-    reduced = reduction != "none"
-    out = 1 if reduced else n
     read = sum(parts)
-    return Cost(n * (per_elem + reduced), read + out * x.itemsize,
-                fmt_params(x.dtype, shape=dims(x.shape), reduction=reduction), x.dtype, SIMT,
-                bwd_flops=n * bwd_per_elem, bwd_bytes=read + out * x.itemsize + x.nbytes)
+    flops, nbytes, stages = reduced_loss(x.numel, per_elem, read, reduction, x.itemsize, own_kernel)
+    return Cost(flops, nbytes, fmt_params(x.dtype, shape=dims(x.shape), reduction=reduction), x.dtype, SIMT,
+                bwd_flops=x.numel * bwd_per_elem, bwd_bytes=nbytes + x.nbytes, stages=stages)
 
 
-def _reduction(c: Call, pos: int) -> str:
+def reduction_arg(c: Call, pos: int) -> str:
     """`reduction`, or what the deprecated size_average/reduce flags (positions pos-2, pos-1) say."""
     if c.get(pos - 1, "reduce") is False:
         return "none"
@@ -46,7 +57,7 @@ def _reduction(c: Call, pos: int) -> str:
 @register("torch.nn.functional.binary_cross_entropy")
 def binary_cross_entropy(c: Call) -> Cost | None:
     w = c.tensor(2, "weight")
-    return loss_cost(c.get(0, "input"), c.get(1, "target"), _reduction(c, 5), 8 + (w is not None), 5,
+    return loss_cost(c.get(0, "input"), c.get(1, "target"), reduction_arg(c, 5), 8 + (w is not None), 5,
                      (w,) if w is not None else ())
 
 
@@ -59,7 +70,7 @@ def _with_logits(c: Call, w: Tensor | None, pw: Tensor | None, reduction: str) -
 @register("torch.nn.functional.binary_cross_entropy_with_logits")
 def bce_with_logits(c: Call) -> Cost | None:
     """(input, target, weight, size_average, reduce, reduction, pos_weight)."""
-    return _with_logits(c, c.tensor(2, "weight"), c.tensor(6, "pos_weight"), _reduction(c, 5))
+    return _with_logits(c, c.tensor(2, "weight"), c.tensor(6, "pos_weight"), reduction_arg(c, 5))
 
 
 @register("torch.binary_cross_entropy_with_logits")
@@ -75,14 +86,14 @@ def torch_bce_with_logits(c: Call) -> Cost | None:
 
 @register("torch.nn.functional.smooth_l1_loss")
 def smooth_l1_loss(c: Call) -> Cost | None:
-    return loss_cost(c.get(0, "input"), c.get(1, "target"), _reduction(c, 4), 5, 3)
+    return loss_cost(c.get(0, "input"), c.get(1, "target"), reduction_arg(c, 4), 5, 3, own_kernel=True)
 
 
 @register("torch.nn.functional.huber_loss")
 def huber_loss(c: Call) -> Cost | None:
-    return loss_cost(c.get(0, "input"), c.get(1, "target"), c.get(2, "reduction", "mean"), 5, 3)
+    return loss_cost(c.get(0, "input"), c.get(1, "target"), c.get(2, "reduction", "mean"), 5, 3, own_kernel=True)
 
 
 @register("torch.nn.functional.kl_div")
 def kl_div(c: Call) -> Cost | None:
-    return loss_cost(c.get(0, "input"), c.get(1, "target"), _reduction(c, 4), 3, 2)
+    return loss_cost(c.get(0, "input"), c.get(1, "target"), reduction_arg(c, 4), 3, 2)

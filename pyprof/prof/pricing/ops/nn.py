@@ -7,7 +7,8 @@ FLOPs per element (a convention, documented in docs/prof.md):
 - rms_norm: 3 (square 1, sum 1, scale 1), +1 for the weight.
 - softmax / log_softmax: 5 (max, subtract, exp, sum, divide or log-subtract); backward 4.
 - pooling: one comparison or add per window tap per output; interpolation: 2 per tap.
-Backward (the whole autograd node, on its first kernel): norms 2x the forward's FLOPs, bytes dY,
+Backward (the whole autograd node, on its first kernel, or split into the kernels PyTorch runs:
+group_norm, and layer/rms norm with a weight, Cost.stages): norms 2x the forward's FLOPs, bytes dY,
 X and the weight read, dX, dWeight and dBias written (per-row or per-channel statistics, O(rows),
 not counted), each gradient only where its tensor required grad (the marker's `"grad":true`):
 dX 2 FLOPs per forward normalizing FLOP (dY, X and the weight read, dX written), dWeight and dBias
@@ -24,6 +25,7 @@ from math import ceil, floor, prod
 
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
 from ..values import ITEMSIZE, Tensor, ntuple, promote
+from .loss import reduced_loss, reduction_arg
 
 
 def _io(x: Tensor, out_numel: int, *params: Tensor | None, out_dtype: str | None = None) -> int | None:
@@ -50,19 +52,62 @@ def norm_cost(x: Tensor, per_elem: int, weight: Tensor | None, bias: Tensor | No
                 x.dtype, SIMT, bwd_flops=2 * n * (per_elem * dx + dw + db), bwd_bytes=bwd_bytes)
 
 
+def _row_norm_backward(cost: Cost, x: Tensor, w: Tensor | None, b: Tensor | None, per_elem: int) -> Cost:
+    """A layer or RMS norm's backward as PyTorch's CUDA kernels run it, with an affine weight
+    (Cost.bwd_stages): dX (dY, X, the weight and each row's statistics read, dX written) then
+    dWeight and dBias (dY, X and the statistics read, the sums written): `per_elem` FLOPs per
+    element for dWeight = sum of dY·X̂ (X̂ recomputed), one more for dBias = sum of dY; dX
+    carries the rest of the formula's."""
+    size = x.itemsize
+    if w is None or not w.numel or size is None or cost.bwd_flops is None or x.numel % w.numel:
+        return cost
+    e, d = x.numel, w.numel
+    stats = 2 * (e // d) * size
+    sums = e * (per_elem + (b is not None))
+    return replace(cost, bwd_stages=((cost.bwd_flops - sums, (3 * e + d) * size + stats),
+                                     (sums, 2 * e * size + stats + d * size * (1 + (b is not None)))))
+
+
 @register("torch.nn.functional.layer_norm", "torch.layer_norm")
 def layer_norm(c: Call) -> Cost:
-    return norm_cost(c.get(0, "input"), 6, c.tensor(2, "weight"), c.tensor(3, "bias"))
+    """norm_cost's; backward _row_norm_backward's, X̂ = (X - mean)·rstd: 4 per element for dWeight."""
+    x, w, b = c.get(0, "input"), c.tensor(2, "weight"), c.tensor(3, "bias")
+    return _row_norm_backward(norm_cost(x, 6, w, b), x, w, b, 4)
 
 
 @register("torch.nn.functional.group_norm", "torch.group_norm")
 def group_norm(c: Call) -> Cost:
-    return norm_cost(c.get(0, "input"), 6, c.tensor(2, "weight"), c.tensor(3, "bias"), g=c.get(1, "num_groups"))
+    """norm_cost's; with an affine weight and bias, the kernels PyTorch's CUDA group norm runs
+    (Cost.stages), over E elements of N samples, C channels, G groups, all in the op's dtype:
+    forward the moments (X read, mean and rstd written per group), the fused parameters (a =
+    rstd·w, b = bias - mean·a: 3 per sample and channel; mean, rstd, w, bias read, a and b
+    written) and Y = a·X + b (2 per element; X, a, b read, Y written); backward the sums of dY·X
+    and dY per sample and channel (dY, X read), c1 = rstd·w (1 each), the fused parameters c2,
+    c3 (4 per sample and channel), dX = c1·dY + c2·X + c3 (4 per element; dY, X, c1, c2, c3 read,
+    dX written) and dWeight, dBias (4 per sample and channel). The kernel that reads every
+    element first (the moments; the sums) carries the rest of the formula's FLOPs."""
+    x, w, b, groups = c.get(0, "input"), c.tensor(2, "weight"), c.tensor(3, "bias"), c.get(1, "num_groups")
+    cost = norm_cost(x, 6, w, b, g=groups)
+    size = x.itemsize
+    if w is None or b is None or size is None or type(groups) is not int or groups <= 0 or len(x.shape) < 2 \
+            or cost.flops is None:
+        return cost
+    e, nc, ch = x.numel, x.shape[0] * x.shape[1], x.shape[1]
+    ng = x.shape[0] * groups
+    params, apply = (3 * nc, (2 * ng + 2 * ch + 2 * nc) * size), (2 * e, (2 * e + 2 * nc) * size)
+    moments = (cost.flops - params[0] - apply[0], (e + 2 * ng) * size)
+    sums = (2 * e + 2 * nc) * size
+    c1, fused = (nc, (ng + ch + nc) * size), (4 * nc, (2 * nc + 2 * ng + ch + 2 * ng) * size)
+    dx, dwb = (4 * e, (3 * e + nc + 2 * ng) * size), (4 * nc, (2 * nc + 2 * ng + 2 * ch) * size)
+    rest = cost.bwd_flops - c1[0] - fused[0] - dx[0] - dwb[0]
+    return replace(cost, stages=(moments, params, apply), bwd_stages=((rest, sums), c1, fused, dx, dwb))
 
 
 @register("torch.nn.functional.rms_norm", "torch.rms_norm")
 def rms_norm(c: Call) -> Cost:
-    return norm_cost(c.get(0, "input"), 3, c.tensor(2, "weight"), None)
+    """norm_cost's; backward _row_norm_backward's, X̂ = X·rstd: 3 per element for dWeight."""
+    x, w = c.get(0, "input"), c.tensor(2, "weight")
+    return _row_norm_backward(norm_cost(x, 3, w, None), x, w, None, 3)
 
 
 @register("torch.nn.functional.batch_norm", "torch.batch_norm")
@@ -95,8 +140,14 @@ def _loss_out(c: Call, pos: int, n: int) -> int:
 
 @register("torch.nn.functional.cross_entropy")
 def cross_entropy(c: Call) -> Cost | None:
-    """log_softmax over the class dim (5 per element) then nll_loss (1 per sample), fused in one
-    cost. Probability targets (same shape as the input) read the full target instead."""
+    """log_softmax over the class dim (5 per element) then nll_loss (1 per sample). Probability
+    targets (same shape as the input) read the full target instead.
+
+    With class-index targets and no label smoothing PyTorch runs the two as kernels of their own
+    (Cost.stages): log_softmax (the logits read, the log-probabilities written), nll_loss (the
+    targets and one log-probability per sample read, the loss written); backward nll_loss's
+    (the targets and dLoss read, one gradient per sample scattered into dLogProb: 1 per sample)
+    then log_softmax's (the log-probabilities and dLogProb read, dInput written: 4 per element)."""
     x, t = c.get(0, "input"), c.get(1, "target")
     classes = x.shape[1] if len(x.shape) > 1 else x.shape[0]
     samples = x.numel // classes
@@ -104,12 +155,16 @@ def cross_entropy(c: Call) -> Cost | None:
     if size is None or tb is None:
         return None
     out = _loss_out(c, 6, samples)
-    nbytes = 2 * x.numel * size + tb + samples * size + out * size
+    softmax, nll = 2 * x.numel * size, samples * size + out * size
     # Backward: the saved log-probabilities, the targets and dLoss read, dInput written; 4 FLOPs
     # per element (log_softmax backward) plus one per sample (nll backward).
-    return Cost(5 * x.numel + samples, nbytes,
+    staged = t.dtype in ("int64", "int32") and not c.get(7, "label_smoothing", 0.0)
+    return Cost(5 * x.numel + samples, softmax + nll + tb,
                 fmt_params(x.dtype, shape=dims(x.shape), target=dims(t.shape)), x.dtype, SIMT,
-                bwd_flops=4 * x.numel + samples, bwd_bytes=2 * x.numel * size + tb + out * size)
+                bwd_flops=4 * x.numel + samples, bwd_bytes=2 * x.numel * size + tb + out * size,
+                stages=((5 * x.numel, softmax), (samples, nll, tb)) if staged else None,
+                bwd_stages=((samples, out * size + samples * size, tb), (4 * x.numel, 3 * x.numel * size))
+                if staged else None)
 
 
 @register("torch.nn.functional.nll_loss")
@@ -126,16 +181,19 @@ def nll_loss(c: Call) -> Cost | None:
 
 @register("torch.nn.functional.mse_loss", "torch.nn.functional.l1_loss")
 def mse_loss(c: Call) -> Cost | None:
-    """Subtract, square (or abs) and sum: 3 per element. Backward: input, target and dLoss read,
-    dInput written, 2 per element (subtract, scale)."""
+    """Subtract and square (or abs): 2 per element, then the reduction's n - 1 adds (and its
+    divide for a mean). mse_loss runs the first two in one kernel and reduces in one of its own
+    (Cost.stages); l1_loss subtracts and takes abs in two. Backward: input, target and dLoss
+    read, dInput written, 2 per element (subtract, scale)."""
     x, t = c.get(0, "input"), c.get(1, "target")
     n = x.numel
-    out = _loss_out(c, 4, n)
     size = ITEMSIZE.get(promote([x.dtype, t.dtype]))
     if size is None or x.nbytes is None or t.nbytes is None:
         return None
-    return Cost(3 * n, x.nbytes + t.nbytes + out * size, fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT,
-                bwd_flops=2 * n, bwd_bytes=x.nbytes + t.nbytes + out * size + n * size)
+    flops, nbytes, stages = reduced_loss(n, 2, x.nbytes + t.nbytes, reduction_arg(c, 4), size,
+                                         c.marker.get("op") == "mse_loss")
+    return Cost(flops, nbytes, fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT,
+                bwd_flops=2 * n, bwd_bytes=nbytes + n * size, stages=stages)
 
 
 def _pool_out(i: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
