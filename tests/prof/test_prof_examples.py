@@ -100,7 +100,7 @@ def test_helper_kernels_carry_no_matrix_work(zoo):
     element, the 4 partial products read (fp32, fp32, bf16, as their names say) and the output
     written once (4, 2, 2 bytes): their reads are what Nsight Compute counted from DRAM, to 0.3%
     (the output stays in L2). cuDNN's layout conversions no FLOPs but the tensor they move, read
-    and written once (prof/parts.py): 1.3-2.1x the DRAM bytes Nsight Compute counted (it read the
+    and written once (pricing/parts.py): 1.3-2.1x the DRAM bytes Nsight Compute counted (it read the
     tensor from DRAM; the copy it wrote stayed in L2)."""
     recs, truth, facts, _ = zoo
     layouts, splits = 0, []
