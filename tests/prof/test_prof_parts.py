@@ -523,15 +523,15 @@ def test_group_norm_kernels_carry_their_stages_as_nsight_compute_counted():
 
 def test_row_norm_backward_runs_dx_then_the_weight_gradients():
     """llama_block's RMSNorm backward (4 x 256 x 512 fp32, weight 512; kernel_truth capture, H100):
-    dX (dY, X, the weight and 1,024 row statistics read, dX written; 5 per element: the formula's
-    8 less dWeight's 3) then dWeight (dY, X and the statistics read, 512 sums written); both
-    within 1% of the bytes ncu counted. fixture_encoder's LayerNorm(64) backward (2 x 16 rows):
-    dX 16 - 5 per element, dWeight and dBias 4 + 1."""
+    dX (dY, X, the weight and 1,024 row statistics read, dX written; the formula's 2 x 3 per
+    element for dX) then dWeight (dY, X and the statistics read, 512 sums written; 2 per
+    element); both within 1% of the bytes ncu counted. fixture_encoder's LayerNorm(64) backward
+    (2 x 16 rows): dX 2 x 6 per element, dWeight and dBias 2 + 2."""
     e, d, rows = 4 * 256 * 512, 512, 4 * 256
     rms = [(rec["kShortName"], f.flops, f.bytes, moved) for rec, f, moved, _ in measured("llama_block")
            if rec.get("op") == "rms_norm" and rec["dir"] == "bprop" and family(rec.get("kLongName")) is None][:2]
-    assert [r[:3] for r in rms] == [("layer_norm_grad_input_kernel_vectorized", 5 * e, (3 * e + d + 2 * rows) * 4),
-                                    ("GammaBetaBackwardCUDAKernelTemplate", 3 * e, (2 * e + 2 * rows + d) * 4)]
+    assert [r[:3] for r in rms] == [("layer_norm_grad_input_kernel_vectorized", 6 * e, (3 * e + d + 2 * rows) * 4),
+                                    ("GammaBetaBackwardCUDAKernelTemplate", 2 * e, (2 * e + 2 * rows + d) * 4)]
     assert all(0.99 <= b / moved <= 1.01 for _, _, b, moved in rms)
     from pathlib import Path
 
@@ -543,8 +543,8 @@ def test_row_norm_backward_runs_dx_then_the_weight_gradients():
     facts, _ = analyse(recs)
     ln = [(r["kShortName"], f.flops, f.bytes) for r, f in zip(recs, facts) if r["op"] == "layer_norm" and r["dir"] == "bprop"]
     e, d, rows = 2 * 16 * 64, 64, 32
-    assert ln[:2] == [("layer_norm_grad_input_kernel_vectorized", 11 * e, (3 * e + d + 2 * rows) * 4),
-                      ("GammaBetaBackwardCUDAKernelTemplate", 5 * e, (2 * e + 2 * rows + 2 * d) * 4)]
+    assert ln[:2] == [("layer_norm_grad_input_kernel_vectorized", 12 * e, (3 * e + d + 2 * rows) * 4),
+                      ("GammaBetaBackwardCUDAKernelTemplate", 4 * e, (2 * e + 2 * rows + 2 * d) * 4)]
 
 
 def test_split_k_reductions_sum_the_partials_their_gemm_left():
@@ -563,3 +563,20 @@ def test_split_k_reductions_sum_the_partials_their_gemm_left():
 
     want = [("fprop", *priced(256, 64)), ("bprop", *priced(256, 320)), ("bprop", *priced(64, 256))]
     assert reductions("default") == reductions("plain") == want
+
+
+def test_row_norm_backward_stages_only_where_it_runs_both_kernels():
+    """LayerNorm(64) over 32 rows, fp32: with dX, dWeight and dBias computed (the marker says which
+    tensors require grad) its backward runs two kernels, dX 2 x 6 per element then dWeight and
+    dBias 2 + 2; a frozen LayerNorm (no weight gradients) or one whose input needs none (dWeight
+    and dBias alone) runs one: no stages, the first kernel carries the node."""
+    def marker(x_grad: bool, w_grad: bool) -> dict:
+        x = {"shape": [32, 64], "dtype": "float32", **({"grad": True} if x_grad else {})}
+        w = {"shape": [64], "dtype": "float32", **({"grad": True} if w_grad else {})}
+        return {"v": 1, "kind": "op", "mod": "torch.nn.functional", "op": "layer_norm", "args": [x, [64], w, w]}
+
+    e = 32 * 64
+    assert cost_of(marker(True, True)).bwd_stages == (
+        (12 * e, (3 * e + 64 + 2 * 32) * 4), (4 * e, (2 * e + 2 * 32 + 2 * 64) * 4))
+    assert cost_of(marker(True, False)).bwd_stages is None
+    assert cost_of(marker(False, True)).bwd_stages is None

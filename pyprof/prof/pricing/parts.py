@@ -196,14 +196,15 @@ def _casts_back(marker: dict, cost: Cost | None) -> list[Part]:
 
 def _gradients(marker: dict, cost: Cost | None) -> list[Part]:
     """What a backward may do to an argument's gradient besides computing it, one part per
-    floating-point tensor argument, of its shape and dtype, the kernel's launch picking which
+    floating-point tensor argument that may require grad (the marker's `grad`), of its shape
+    and dtype, the kernel's launch picking which
     (CallParts.take): its zero fill before a kernel scatters or accumulates into it (max
     pooling's and mse_loss's dInput; `grad_fill`, written in the op's dtype, where the formula
     declares the one), and the autograd engine's accumulation of it into the gradient an earlier
     node left (an add per element: both read, the sum written)."""
     if cost is None:
         return []
-    args = [t for t in _operands(Call(marker)) if t.dtype in _FLOATING and t.numel]
+    args = [t for t in _operands(Call(marker)) if t.dtype in _FLOATING and t.numel and t.grad is not False]
     size = ITEMSIZE.get(cost.dtype)
     fills = [Part(FILL, cost.grad_fill, 0, cost.grad_fill * size)] if cost.grad_fill and size else [
         Part(FILL, t.numel, 0, t.numel * ITEMSIZE[t.dtype]) for t in args] + _flat_weights(marker, cost, True)

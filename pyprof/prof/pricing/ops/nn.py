@@ -53,26 +53,25 @@ def norm_cost(x: Tensor, per_elem: int, weight: Tensor | None, bias: Tensor | No
 
 
 def _row_norm_backward(cost: Cost, x: Tensor, w: Tensor | None, b: Tensor | None, per_elem: int) -> Cost:
-    """A layer or RMS norm's backward as PyTorch's CUDA kernels run it, with an affine weight
-    (Cost.bwd_stages): dX (dY, X, the weight and each row's statistics read, dX written) then
-    dWeight and dBias (dY, X and the statistics read, the sums written): `per_elem` FLOPs per
-    element for dWeight = sum of dY·X̂ (X̂ recomputed), one more for dBias = sum of dY; dX
-    carries the rest of the formula's."""
+    """A layer or RMS norm's backward as PyTorch's CUDA kernels run it when it computes dX and
+    dWeight or dBias (Cost.bwd_stages): dX (norm_cost's 2·per_elem per element; dY, X, the
+    weight and each row's statistics read, dX written), then dWeight and dBias (2 per element
+    each; dY, X and the statistics read, the sums written)."""
     size = x.itemsize
-    if w is None or not w.numel or size is None or cost.bwd_flops is None or x.numel % w.numel:
+    dw, db = (p is not None and p.grad is not False for p in (w, b))
+    if w is None or not w.numel or size is None or x.grad is False or not (dw or db) or x.numel % w.numel:
         return cost
     e, d = x.numel, w.numel
     stats = 2 * (e // d) * size
-    sums = e * (per_elem + (b is not None))
-    return replace(cost, bwd_stages=((cost.bwd_flops - sums, (3 * e + d) * size + stats),
-                                     (sums, 2 * e * size + stats + d * size * (1 + (b is not None)))))
+    return replace(cost, bwd_stages=((2 * e * per_elem, (3 * e + d) * size + stats),
+                                     (2 * e * (dw + db), 2 * e * size + stats + d * size * (dw + db))))
 
 
 @register("torch.nn.functional.layer_norm", "torch.layer_norm")
 def layer_norm(c: Call) -> Cost:
-    """norm_cost's; backward _row_norm_backward's, X̂ = (X - mean)·rstd: 4 per element for dWeight."""
+    """norm_cost's; backward _row_norm_backward's."""
     x, w, b = c.get(0, "input"), c.tensor(2, "weight"), c.tensor(3, "bias")
-    return _row_norm_backward(norm_cost(x, 6, w, b), x, w, b, 4)
+    return _row_norm_backward(norm_cost(x, 6, w, b), x, w, b, 6)
 
 
 @register("torch.nn.functional.group_norm", "torch.group_norm")
@@ -84,8 +83,9 @@ def group_norm(c: Call) -> Cost:
     written) and Y = a·X + b (2 per element; X, a, b read, Y written); backward the sums of dY·X
     and dY per sample and channel (dY, X read), c1 = rstd·w (1 each), the fused parameters c2,
     c3 (4 per sample and channel), dX = c1·dY + c2·X + c3 (4 per element; dY, X, c1, c2, c3 read,
-    dX written) and dWeight, dBias (4 per sample and channel). The kernel that reads every
-    element first (the moments; the sums) carries the rest of the formula's FLOPs."""
+    dX written) and dWeight, dBias (4 per sample and channel), when all three gradients are
+    computed. The kernel that reads every element first (the moments; the sums) carries the rest
+    of the formula's FLOPs."""
     x, w, b, groups = c.get(0, "input"), c.tensor(2, "weight"), c.tensor(3, "bias"), c.get(1, "num_groups")
     cost = norm_cost(x, 6, w, b, g=groups)
     size = x.itemsize
@@ -100,12 +100,14 @@ def group_norm(c: Call) -> Cost:
     c1, fused = (nc, (ng + ch + nc) * size), (4 * nc, (2 * nc + 2 * ng + ch + 2 * ng) * size)
     dx, dwb = (4 * e, (3 * e + nc + 2 * ng) * size), (4 * nc, (2 * nc + 2 * ng + 2 * ch) * size)
     rest = cost.bwd_flops - c1[0] - fused[0] - dx[0] - dwb[0]
-    return replace(cost, stages=(moments, params, apply), bwd_stages=((rest, sums), c1, fused, dx, dwb))
+    every = all(t.grad is not False for t in (x, w, b))
+    return replace(cost, stages=(moments, params, apply),
+                   bwd_stages=((rest, sums), c1, fused, dx, dwb) if every else None)
 
 
 @register("torch.nn.functional.rms_norm", "torch.rms_norm")
 def rms_norm(c: Call) -> Cost:
-    """norm_cost's; backward _row_norm_backward's, X̂ = X·rstd: 3 per element for dWeight."""
+    """norm_cost's; backward _row_norm_backward's."""
     x, w = c.get(0, "input"), c.tensor(2, "weight")
     return _row_norm_backward(norm_cost(x, 3, w, None), x, w, None, 3)
 
