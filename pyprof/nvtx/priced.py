@@ -295,6 +295,10 @@ Tensor.tensor_split
 Tensor.to
 Tensor.topk
 Tensor.transpose
+Tensor.tril
+Tensor.tril_
+Tensor.triu
+Tensor.triu_
 Tensor.true_divide
 Tensor.true_divide_
 Tensor.trunc
@@ -745,6 +749,10 @@ torch.tanh_
 torch.tensor_split
 torch.topk
 torch.transpose
+torch.tril
+torch.tril_
+torch.triu
+torch.triu_
 torch.true_divide
 torch.true_divide_
 torch.trunc

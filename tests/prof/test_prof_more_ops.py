@@ -1,5 +1,5 @@
 """Formulas added for the models people train (issue 9): losses, instance norm, glu, softmin,
-prelu, area interpolation, pad, roll/flip, scans and orderings, and the backward of embedding_bag,
+prelu, area interpolation, pad, roll/flip/tril/triu, scans and orderings, and the backward of embedding_bag,
 gather and index_select. Bytes checked against the real call (tensor arguments plus results),
 FLOPs and backward numbers derived by hand."""
 from __future__ import annotations
@@ -36,6 +36,8 @@ BYTES = [
     (FN, "pad", F.pad, (t(3, 4, 5, dtype=BF16), (2, 2)), {"mode": "replicate"}),
     ("torch", "roll", torch.roll, (t(4, 5), 2), {"dims": 1}),
     ("torch", "flip", torch.flip, (t(4, 5), (0,)), {}),
+    ("torch", "tril", torch.tril, (t(6, 6),), {}),
+    ("Tensor", "triu", torch.Tensor.triu, (t(2, 5, 5),), {"diagonal": 1}),
     ("torch", "cumsum", torch.cumsum, (t(4, 5),), {"dim": 1}),
     ("torch", "cumsum", torch.cumsum, (t(4, 5, dtype=BF16),), {"dim": 0, "dtype": torch.float32}),
     ("torch", "sort", torch.sort, (t(4, 5),), {"dim": 1}),

@@ -281,9 +281,10 @@ def pad(c: Call) -> Cost | None:
                 bwd_bytes=out + x.nbytes if adds else 2 * x.nbytes)
 
 
-@register(*names(["roll", "flip", "fliplr", "flipud", "rot90"]))
+@register(*names(["roll", "flip", "fliplr", "flipud", "rot90", "tril", "triu", "tril_", "triu_"]))
 def reorder(c: Call) -> Cost | None:
-    """A permuted copy: the input read and written once; backward the same on dY."""
+    """A permuted copy, or a masked one (tril/triu keep one triangle, zero the other): the input
+    read and written once; backward the same on dY."""
     x = c.get(0, "input")
     cost = copy_cost(x, x.dtype)
     return None if cost is None else Cost(0, cost.bytes, cost.params, x.dtype, SIMT, bwd_flops=0, bwd_bytes=cost.bytes)
