@@ -236,6 +236,9 @@ COLUMNS = [
     Column("level", "Priced", "what priced the kernel: marker (its pyprof op marker), aten (PyTorch's op ranges, "
            "when the marker cannot), compiled (its compiled graph's FX nodes), na (neither)", "", 7, True,
            lambda r, f, i: (f.level or NA) if r.get(KIND, KERNEL) == KERNEL else ABSENT),
+    Column("call", "Call", "the op call the kernel belongs to, numbered in launch order (a backward kernel: its "
+           "forward call's backward call; --summary --by call has one row per call); - for memcpy/memset", "", 6,
+           True, lambda r, f, i: ABSENT if f.call is None else str(f.call), int),
     Column("module", "ModulePath", "qualified name of the innermost nn.Module (for bprop: the forward op's)", "",
            24, False, _get(MODULE), elastic=True, middle=True),
     Column("pid", "PId", "process id", "", 8, False, _get(PID), int),
