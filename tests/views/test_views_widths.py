@@ -1,5 +1,5 @@
 """Every default table and view fits the line: at 80, 120 and 200 characters no line of the
-per-kernel table, --summary (each --by), --modules, --diff, --overlap and --stragglers is
+per-kernel table, --summary (each --by), --modules, --longest, --diff, --overlap and --stragglers is
 longer; columns that do not fit are left out (and said on stderr), names are cut in the middle
 and stay distinct."""
 from __future__ import annotations
@@ -100,8 +100,9 @@ def test_summary_by_kernel_at_120_shows_different_kernels_apart(gpt):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_modules_and_diff_fit(gpt, width):
-    for argv in (["--modules", gpt], ["--diff", gpt, gpt, "--by", "kernel"], ["--diff", gpt, gpt]):
+def test_modules_longest_and_diff_fit(gpt, width):
+    for argv in (["--modules", gpt], ["--longest", "20", gpt], ["--diff", gpt, gpt, "--by", "kernel"],
+                 ["--diff", gpt, gpt]):
         rc, out, err = run(*argv, "-w", str(width))
         assert rc == 0 and max(map(len, out.splitlines())) <= width, argv
         assert len(set(first_column(out))) == len(set(first_column(run(*argv)[1]))), argv  # as many as uncut
