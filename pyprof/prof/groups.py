@@ -268,13 +268,19 @@ class Groups:
 
     def add(self, rec: dict, f: Facts, dur: int) -> str | tuple:
         """Count one kernel record; returns its group's key."""
+        key = self.key_of(rec, f)
+        self.group(key).add(dur, f)
+        return key
+
+    def key_of(self, rec: dict, f: Facts) -> str | tuple:
+        """The key of the group of a kernel record."""
         key = self.key(rec, f)
         if type(key) is not str:  # a name of another JSON type (a number, a list) still names a group
             key = tuple(map(str, key)) if type(key) is tuple else str(key)
-        self._group(key).add(dur, f)
         return key
 
-    def _group(self, key: str | tuple) -> Group:
+    def group(self, key: str | tuple) -> Group:
+        """The group of `key` (key_of), made empty when new."""
         g = self.groups.get(key)
         if g is None:
             g = self.groups[key] = Group(key, (), self.whole) if isinstance(key, str) else \
@@ -288,7 +294,7 @@ class Groups:
         where = [self.keys.index(k) for k in out.keys]
         for key, g in self.groups.items():
             sub = tuple(key[i] for i in where) if len(self.keys) > 1 else (key,)
-            out._group(sub[0] if len(sub) == 1 else sub).merge(g)
+            out.group(sub[0] if len(sub) == 1 else sub).merge(g)
         return out
 
     def sorted(self, sort: str = "time") -> list[Group]:

@@ -118,18 +118,30 @@ def records(path: str, fields: list[str] | None = None, shared: bool = False) ->
     from (keys, order of keys, values). `fields`: only these keys (the others are not read).
     `shared`: records with equal `marker`, `fwd`, `torchOps` or `compiled` share one object
     (decoded once; for readers that never change a record, as prof's views)."""
-    pa = schema.require_pyarrow()
     wanted = list(FIELDS) if fields is None else [f for f in FIELDS if f in fields]
     keep = None if fields is None else set(fields)
     cache = {} if shared else None
+    for rank, batch in batches(path, wanted, BATCH):
+        yield from _batch_records(batch, wanted, rank, keep, cache)
+
+
+def batches(path: str, fields: list[str], size: int) -> Iterator[tuple[int | None, Any]]:
+    """(rank, Arrow record batch of `size` rows at most) of the store `path`, in the order of
+    records(): columns `fields` (in FIELDS' order) and the store's own two (_keys, _extra)."""
+    pa = schema.require_pyarrow()
     for frag in _dataset(path).get_fragments():
         try:
             # One file at a time, a batch at a time (the dataset scanner reads ahead: 3x the memory).
             with pa.parquet.ParquetFile(frag.path) as file:
-                for batch in file.iter_batches(BATCH, columns=wanted + [KEYS, EXTRA]):
-                    yield from _batch_records(batch, wanted, _rank(frag), keep, cache)
+                for batch in file.iter_batches(size, columns=fields + [KEYS, EXTRA]):
+                    yield _rank(frag), batch
         except (pa.ArrowException, OSError) as err:
             raise _bad(path, err) from None
+
+
+def record_at(batch: Any, row: int, fields: list[str], rank: int | None) -> dict:
+    """Row `row` of a batch of batches(path, fields, ...) as records() gives it with `fields`."""
+    return next(_batch_records(batch.slice(row, 1), fields, rank, {*fields, PARTITION}, None))
 
 
 def _batch_records(batch: Any, wanted: list[str], rank: int | None, keep: set | None,

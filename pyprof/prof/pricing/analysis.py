@@ -203,8 +203,16 @@ class Analyzer:
         return cost, None if cost is not None else ("op arguments not understood", f"{mod}.{op}")
 
     def facts(self, rec: dict) -> Facts:
-        """All derived values for one record: priced, numbered by op call (calls.py) and held
-        to its GPU's peak (beyond_peak.py)."""
+        """All derived values for one record: unguarded(), then held to its GPU's peak
+        (beyond_peak.py)."""
+        f = self.unguarded(rec)
+        if f.call is not None:  # a kernel
+            beyond_peak.guard(rec, f, self.tally)
+        return f
+
+    def unguarded(self, rec: dict) -> Facts:
+        """One record priced and numbered by op call (calls.py), before beyond_peak's guard: what
+        memo.py keeps per record content (the guard needs the kernel's own duration)."""
         kernel = rec.get("kind", "kernel") == "kernel"
         # The kernel's op call, named once: _first_of_call and the call numbers both read it.
         self._ident = call_identity(rec) if kernel else None
@@ -213,7 +221,6 @@ class Analyzer:
         f.call_work = self._call_work
         if kernel:
             f.call = self._numbers.number(rec, self._ident)
-            beyond_peak.guard(rec, f, self.tally)
         return f
 
     def _facts(self, rec: dict) -> Facts:

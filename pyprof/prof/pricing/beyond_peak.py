@@ -49,5 +49,10 @@ def guard(rec: dict, f: Priced, tally: Tally) -> None:
     if f.call_work is None:
         f.call_work = (f.flops, f.bytes)
     f.flops = f.bytes = None
-    tally.warn(REASON, ".".join(str(x) for x in (rec.get("mod"), rec.get("op")) if x) or "?")
+    tally.warn(REASON, op_name(rec))
+
+
+def op_name(rec: dict) -> str:
+    """The name the warning gives a kernel record's op."""
+    return ".".join(str(x) for x in (rec.get("mod"), rec.get("op")) if x) or "?"
 

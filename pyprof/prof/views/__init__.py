@@ -27,7 +27,7 @@ from types import ModuleType
 from typing import Iterable
 
 from ...progress import on_terminal
-from .. import filters
+from .. import fast_summary, filters
 from ..io.reader import numbered
 from ..scan import feed
 from ..warnings_tally import Tally
@@ -79,9 +79,13 @@ def run(args: argparse.Namespace, views: list[ModuleType]) -> int:
         census = None if keep is None else filters.Census(args, keep)
         fed = sinks if census is None else [filters.Filtered(s, keep) for s in sinks] + [census]
         tally = Tally()
-        # Only the table writes while it reads: a progress line would break into its rows.
-        progress = on_terminal("pyprof.prof", results_at_end=table not in views)
-        feed(numbered(args.file, tally, args.strict, args.memcpy), tally, fed, args.strict, progress)
+        fast = fast_summary.profile(args, views)  # --summary on a record store, from its columns
+        if fast is not None:
+            sinks, tally = [fast[0]], fast[1]
+        else:
+            # Only the table writes while it reads: a progress line would break into its rows.
+            progress = on_terminal("pyprof.prof", results_at_end=table not in views)
+            feed(numbered(args.file, tally, args.strict, args.memcpy), tally, fed, args.strict, progress)
         for view, sink in zip(views, sinks):
             view.write(sink, args)
     if census is not None:

@@ -87,42 +87,53 @@ class Evidence:
 
     def kernel(self, rec: dict, f: Facts, dur: int) -> None:
         """Look at one kernel record."""
+        over = over_roof(rec, f)
+        self.kernels(rec, f, 1, dur, int(dur < TINY_NS), int(over),
+                     max(pct_of_peak(rec, f) or 0, pct_of_bandwidth(rec, f) or 0) if over else None)
+
+    def kernels(self, rec: dict, f: Facts, n: int, time: int, tiny: int, over: int, highest: float | None) -> None:
+        """Look at `n` kernel records of the content of `rec` and facts `f` at once (memo.py),
+        `time` ns in all: `tiny` of them below TINY_NS, `over` above a roof, the highest of those
+        at `highest` % (None: none over)."""
         op = rec.get("op") or "-"
-        if over_roof(rec, f):
-            self.over_count += 1
-            self.over_max = max(self.over_max, (max(pct_of_peak(rec, f) or 0, pct_of_bandwidth(rec, f) or 0), op))
-        if dur < TINY_NS:
-            self.tiny += 1
+        if over:
+            self.over_count += over
+            self.over_max = max(self.over_max, (highest, op))
+        self.tiny += tiny
         if rec.get("compiled") is not None:
-            self.compiled += 1
+            self.compiled += n
         if rec.get("graphNode") is not None:
-            self.graphed += 1
+            self.graphed += n
         if f.tc is False and f.dtype == "float32":
-            self.fp32_time += dur
-            self.fp32_count += 1
-            self.fp32_ops[op] += dur
+            self.fp32_time += time
+            self.fp32_count += n
+            self.fp32_ops[op] += time
         dims = misaligned(f)
         if dims is not None:
-            self.align_time += dur
-            self.align_count += 1
+            self.align_time += time
+            self.align_count += n
             key = f"{op} {dims} {f.dtype}"
             if key in self.align_examples or len(self.align_examples) < _EXAMPLES:
-                self.align_examples[key] += dur
+                self.align_examples[key] += time
         name = (rec.get("kShortName") or "").lower()
         if any(t in name for t in LAYOUT_TOKENS):
-            self.layout_time += dur
-            self.layout_count += 1
-            self.layout_ops[op] += dur
+            self.layout_time += time
+            self.layout_count += n
+            self.layout_ops[op] += time
 
     def copy(self, rec: dict, dur: int) -> None:
         """Look at one memcpy/memset record."""
-        self.copy_records += 1
+        self.copies(rec, 1, dur)
+
+    def copies(self, rec: dict, n: int, time: int) -> None:
+        """Look at `n` memcpy/memset records of the content of `rec` at once, `time` ns in all."""
+        self.copy_records += n
         kind = rec.get("copyKind")
         if rec.get("kind") == "memcpy" and kind in HOST_COPIES:
-            self.host_count += 1
-            self.host_bytes += rec.get("bytes") or 0
-            self.host_time += dur
-            self.host_kinds[kind] += 1
+            self.host_count += n
+            self.host_bytes += (rec.get("bytes") or 0) * n
+            self.host_time += time
+            self.host_kinds[kind] += n
 
 
 def _top(c: Counter, n: int = 3) -> str:

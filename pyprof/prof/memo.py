@@ -1,0 +1,179 @@
+"""The analysis as a memoized transition: training repeats itself, so a kernel's Facts are looked
+up, not derived, once its step has been seen.
+
+analysis.Analyzer keeps per-thread state: the op call under way (calls.py), its helper parts,
+the PyTorch ranges a call's work was put on, the slots of a convolution's backward. A kernel's
+unguarded Facts (Analyzer.unguarded) and the warnings its analysis counts depend on the record
+and on that state. Memo keeps, per thread, the content of the current op call so far as a node of
+a trie (one node per distinct call prefix); a kernel moves its thread from node to child on
+(record content key, the record's volatile ids renamed in order of first appearance within the
+call). A child seen before carries the Facts and warnings; a new one is derived by replaying the
+call's records so far into a fresh Analyzer and analysing the kernel there.
+
+That replay is the real analysis only when nothing the Analyzer holds from earlier calls of the
+thread can matter to this one. It holds (see analysis.py):
+- the `call` state, its parts and convolution slots: looked up by the call's identity, always
+  refreshed by a kernel before it is read;
+- PyTorch-range states (`range`, `main`, `aten` per depth, `launch`, `aten slots`): looked up by
+  a range of the record's torchOps, by its opId (or the whole range, opId included);
+- CompiledPricer's per-thread state: by a compiled graph's run and call site;
+- caches of op costs: functions of the marker alone.
+So the memo requires, per thread (else NotMemoizable: the caller runs the record path instead):
+no range (name, opId) of a call among those of the thread's earlier calls (a range of an
+earlier call is never this call's; checked against the last WINDOW calls' ranges, and an opId
+above the highest of the calls before them); a call identity without an opId not equal to an earlier
+call's, unless the call starts at sub-sequence 0 without PyTorch ranges (its first kernel then
+resets the call state, and no range state is used); and no compiled kernels. Beyond-peak's guard
+needs a kernel's duration and is applied by the caller; call numbers are counted here.
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Callable, Hashable
+
+from .analysis import Analyzer, Facts
+from .scan import FIELD_ERRORS
+from .warnings_tally import Tally
+
+ROOT = -1  # the node of a thread before its call's first kernel
+WINDOW = 256  # a thread's last calls whose opIds are kept (older ones: only their highest)
+
+
+class NotMemoizable(Exception):
+    """The input breaks an assumption the memo is exact under (the message says which)."""
+
+
+class Node:
+    """What a record content in a call prefix derives: unguarded Facts (no call number), the
+    warnings its analysis counted, in order, and the first record that reached it."""
+
+    __slots__ = ("facts", "warnings", "rec")
+
+    def __init__(self, facts: Facts, warnings: tuple, rec: dict) -> None:
+        self.facts = facts
+        self.warnings = warnings
+        self.rec = rec
+
+
+class _Recorder(Tally):
+    """A Tally that keeps the warnings of one record, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said: list = []
+
+    def warn(self, kind: str, name: str) -> None:
+        self.said.append((kind, name))
+
+
+class _Thread:
+    __slots__ = ("node", "ident", "number", "names", "calls", "analyzer", "past", "opids", "recent", "window", "top")
+
+    def __init__(self) -> None:
+        self.node = ROOT
+        self.ident: Any = None
+        self.number = 0
+        self.names: dict = {}      # volatile value -> its number in the current call
+        self.calls: list = []      # where the current call's records are (for a replay)
+        self.analyzer: Analyzer | None = None  # in step with `calls` after a miss, else None
+        self.past: set = set()     # identities without an opId of the thread's earlier calls
+        self.opids: set = set()    # of the current call
+        self.recent: set = set()   # of the last WINDOW calls before it
+        self.window: deque = deque()  # their opIds, call by call
+        self.top = -1 << 63        # the highest opId of the calls before those
+
+
+class Memo:
+    """Per-thread memoized Analyzer.unguarded; `load(where)` gives the record at `where` (for a
+    replay after a new content)."""
+
+    def __init__(self, load: Callable[[Any], dict]) -> None:
+        self.nodes: list[Node] = []
+        self._load = load
+        self._edges: dict = {}
+        self._copies: dict = {}
+        self._threads: dict = {}
+        self._calls = 0
+        self.misses = 0
+
+    def copy(self, key: Hashable, where: Any) -> int:
+        """The node of a memcpy/memset record of content `key` (no per-thread state)."""
+        node = self._copies.get(key)
+        if node is None:
+            node = self._copies[key] = self._derive(Analyzer(Tally()), where)
+        return node
+
+    def kernel(self, thread: Hashable, ident: Hashable, starts: bool, ranged: bool, resets: bool,
+               key: Hashable, volatile: tuple, opids: tuple, where: Any) -> tuple[int, int]:
+        """(node, call number) of a kernel record: `ident` and `starts` as calls.identity gives them;
+        `ranged`: the identity holds an opId (fresh by the check on `opids`, so no earlier call's);
+        `resets`: a forward kernel without PyTorch ranges that starts its call (see the module's
+        docstring: its call cannot continue an earlier one's state); `key`: the record's content without its volatile ids, `volatile`:
+        those ids in order; `opids`: its ranges' (name, opId). NotMemoizable where the thread's earlier
+        calls could matter."""
+        t = self._threads.get(thread)
+        if t is None:
+            t = self._threads[thread] = _Thread()
+        if starts or t.node == ROOT or ident != t.ident:
+            self._new_call(t, ident, ranged, resets)
+        for r in opids:
+            if r[1] <= t.top or r in t.recent:
+                raise NotMemoizable("a range of an op call is one of its thread's earlier calls, or below them")
+            t.opids.add(r)
+        names = t.names
+        edge = (t.node, key, tuple([names.setdefault(v, len(names)) for v in volatile]))
+        node = self._edges.get(edge)
+        if node is None:
+            node = self._edges[edge] = self._miss(t, where)
+        else:
+            t.analyzer = None
+        t.calls.append(where)
+        t.node = node
+        return node, t.number
+
+    def _new_call(self, t: _Thread, ident: Hashable, ranged: bool, resets: bool) -> None:
+        if not ranged:
+            if ident in t.past and not resets:
+                raise NotMemoizable("an op call has the identity of an earlier call of its thread")
+            t.past.add(ident)
+        if t.opids:
+            t.window.append(t.opids)
+            t.recent |= t.opids
+            t.opids = set()
+            if len(t.window) > WINDOW:
+                old = t.window.popleft()
+                t.recent -= old
+                t.top = max(t.top, *[r[1] for r in old])
+        self._calls += 1
+        t.number = self._calls
+        t.ident = ident
+        t.node = ROOT
+        t.names = {}
+        t.calls = []
+        t.analyzer = None
+
+    def _miss(self, t: _Thread, where: Any) -> int:
+        self.misses += 1
+        if t.analyzer is None:
+            t.analyzer = Analyzer(Tally())
+            for earlier in t.calls:
+                self._unguarded(t.analyzer, self._load(earlier))
+        return self._derive(t.analyzer, where)
+
+    def _derive(self, analyzer: Analyzer, where: Any) -> int:
+        rec = self._load(where)
+        said = analyzer.tally = _Recorder()
+        facts = self._unguarded(analyzer, rec)
+        analyzer.tally = Tally()
+        facts.call = None  # numbered by the caller
+        self.nodes.append(Node(facts, tuple(said.said), rec))
+        return len(self.nodes) - 1
+
+    @staticmethod
+    def _unguarded(analyzer: Analyzer, rec: dict) -> Facts:
+        if isinstance(rec.get("compiled"), dict):
+            raise NotMemoizable("a kernel of a compiled graph (per-thread state keyed by its run)")
+        try:
+            return analyzer.unguarded(rec)
+        except FIELD_ERRORS as err:  # the record path skips the record, its state half changed
+            raise NotMemoizable(f"a record the analysis cannot read ({type(err).__name__})") from None
