@@ -101,15 +101,14 @@ class Inputs:
             if not k:
                 nodes[i] = memo.copy(s, where)
                 continue
-            rskel, rvol, opids, outer, ranged = ranges[r]
+            rskel, rvol, opids, outer = ranges[r]
             fskel, fvol, call, seq = fwds[f]
-            if b and call is not None:
-                ident, ranged = ("call", call), False
+            if b and call is not None:  # calls.identity
+                ident, starts = ("call", call), False
             else:
-                ident = ((seq if b else markers[m]), outer)
-            starts = outer is None and z
-            nodes[i], numbers[i] = memo.kernel(th, ident, starts, ranged, starts and not b, (s, rskel, fskel),
-                                               rvol + fvol, opids, where)
+                ident, starts = ((seq if b else markers[m]), outer), outer is None and z
+            nodes[i], numbers[i] = memo.kernel(th, ident, starts, starts and not b, (s, rskel, fskel), rvol + fvol,
+                                               opids, where)
         return nodes, numbers
 
     def _codes(self, column: Any) -> np.ndarray:
@@ -174,8 +173,8 @@ class Inputs:
         return self._frozen.setdefault(v, v)
 
     def _ranges(self, column: Any) -> tuple[list, list]:
-        """Per distinct torchOps text: (skeleton, volatile ids, opIds, the outer range as an
-        identity compares it, whether that holds an opId); and each record's index."""
+        """Per distinct torchOps text: (skeleton, volatile ids, the (name, opId) of the ranges a
+        range state may hold, the outer range as an identity compares it); each record's index."""
         import pyarrow.compute as pc
 
         enc = pc.dictionary_encode(column, null_encoding="encode")
@@ -190,20 +189,20 @@ class Inputs:
         out = []
         for j, s in enumerate(skel.to_pylist()):
             if s is None:
-                out.append((None, (), (), None, False))
+                out.append((None, (), (), None))
                 continue
             vol = tuple([v for v in values[offsets[j]:offsets[j + 1]] if v is not None])
-            sid, outer_at, opid_at, outer_skel, ranged, holes = self._shape(s, "torchOps")
+            sid, outer_at, opid_at, outer_skel, holes = self._shape(s, "torchOps")
             if len(vol) != len(holes):
                 raise NotMemoizable("torchOps ids not where their keys are")
             outer = None if outer_skel is None else (outer_skel, frozenset([(holes[p], vol[p]) for p in outer_at]))
-            out.append((sid, vol, tuple([(name, int(vol[p])) for p, name in opid_at]), outer, ranged))
+            out.append((sid, vol, tuple([(name, int(vol[p])) for p, name in opid_at]), outer))
         return out, enc.indices.to_numpy(zero_copy_only=False).tolist()
 
     def _shape(self, skel: str, field: str) -> tuple:
         """What a skeleton says, decoded once: (its id, positions of the outer range's ids, of the
-        opIds, the outer range without its ids (None: no range), whether it has an opId, the key
-        of each id)."""
+        opIds of the ranges a range state may hold with their names, the outer range without its
+        ids (None: no range), the key of each id)."""
         got = self._skeletons.get((field, skel))
         if got is not None:
             return got
@@ -233,17 +232,17 @@ class Inputs:
                 if v == _MARK:
                     if depth == 0:
                         outer_at.append(len(holes))
-                    if k == "opId":
+                    if k == "opId" and (depth == len(ops) - 1 or lookup_aten(r.get("name")) is not None):
                         opid_at.append((len(holes), r.get("name")))
                     holes.append(k)
                 elif k in _VOLATILE and not (v is None or isinstance(v, str) or _plain(v)):
                     raise NotMemoizable("a torchOps id that is no integer")
-            if r.get("opId") != _MARK and not (depth == 0 and len(ops) > 1 and lookup_aten(r.get("name")) is None):
-                raise NotMemoizable("a PyTorch range without an integer opId")
+            if r.get("opId") != _MARK and (depth == len(ops) - 1 or lookup_aten(r.get("name")) is not None):
+                raise NotMemoizable("a PyTorch range a range state may hold without an integer opId")
         outer = None
         if ops:
             outer = _freeze({k: (None if v == _MARK else v) for k, v in ops[0].items()})
-        return outer_at, opid_at, outer, bool(ops) and ops[0].get("opId") == _MARK
+        return outer_at, opid_at, outer
 
     def _fwds(self, column: Any) -> tuple[list, list]:
         """Per distinct fwd text: (skeleton, volatile ids, call, seq); each record's index."""

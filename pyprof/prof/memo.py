@@ -19,11 +19,14 @@ thread can matter to this one. It holds (see analysis.py):
 - CompiledPricer's per-thread state: by a compiled graph's run and call site;
 - caches of op costs: functions of the marker alone.
 So the memo requires, per thread (else NotMemoizable: the caller runs the record path instead):
-no range (name, opId) of a call among those of the thread's earlier calls (a range of an
-earlier call is never this call's; checked against the last WINDOW calls' ranges, and an opId
-above the highest of the calls before them); a call identity without an opId not equal to an earlier
-call's, unless the call starts at sub-sequence 0 without PyTorch ranges (its first kernel then
-resets the call state, and no range state is used); and no compiled kernels. Beyond-peak's guard
+- no range a range state can hold (the innermost, or one with an aten formula) of a call among
+  those of the thread's earlier calls, by (name, opId): checked against the last WINDOW calls'
+  ranges, and an opId above the highest of the calls before them;
+- a call's identity not that of the call whose kernels last set the thread's call state (each
+  node knows whether its call has set it), unless the call starts at sub-sequence 0 without
+  PyTorch ranges, a forward kernel: its kernels all set the call state or none does (one marker,
+  one cost, no range), and the first resets it;
+- no compiled kernels. Beyond-peak's guard
 needs a kernel's duration and is applied by the caller; call numbers are counted here.
 """
 from __future__ import annotations
@@ -47,12 +50,13 @@ class Node:
     """What a record content in a call prefix derives: unguarded Facts (no call number), the
     warnings its analysis counted, in order, and the first record that reached it."""
 
-    __slots__ = ("facts", "warnings", "rec")
+    __slots__ = ("facts", "warnings", "rec", "holds")
 
-    def __init__(self, facts: Facts, warnings: tuple, rec: dict) -> None:
+    def __init__(self, facts: Facts, warnings: tuple, rec: dict, holds: bool) -> None:
         self.facts = facts
         self.warnings = warnings
         self.rec = rec
+        self.holds = holds  # the call has set its thread's call state (Analyzer.holds_call)
 
 
 class _Recorder(Tally):
@@ -66,21 +70,33 @@ class _Recorder(Tally):
         self.said.append((kind, name))
 
 
-class _Thread:
-    __slots__ = ("node", "ident", "number", "names", "calls", "analyzer", "past", "opids", "recent", "window", "top")
+class _Episode:
+    """The records since a thread's call state was made: one op call, or a call continued by a
+    later one of the same identity (CallNumbers numbers them apart, the analysis does not)."""
+
+    __slots__ = ("node", "names", "calls", "analyzer", "opids")
 
     def __init__(self) -> None:
         self.node = ROOT
-        self.ident: Any = None
-        self.number = 0
-        self.names: dict = {}      # volatile value -> its number in the current call
-        self.calls: list = []      # where the current call's records are (for a replay)
+        self.names: dict = {}      # volatile value -> its number in the episode
+        self.calls: list = []      # where its records are (for a replay)
         self.analyzer: Analyzer | None = None  # in step with `calls` after a miss, else None
-        self.past: set = set()     # identities without an opId of the thread's earlier calls
-        self.opids: set = set()    # of the current call
-        self.recent: set = set()   # of the last WINDOW calls before it
-        self.window: deque = deque()  # their opIds, call by call
-        self.top = -1 << 63        # the highest opId of the calls before those
+        self.opids: set = set()    # (name, opId) of its ranges
+
+
+class _Thread:
+    __slots__ = ("ident", "number", "cur", "held", "holder", "clean", "recent", "window", "top")
+
+    def __init__(self) -> None:
+        self.ident: Any = None     # of the current call
+        self.number = 0
+        self.cur: _Episode | None = None
+        self.held: _Episode | None = None  # the episode whose call last set the call state
+        self.holder: Any = None    # the identity of that call
+        self.clean = True          # no call since it has had PyTorch ranges
+        self.recent: set = set()   # (name, opId) of the last WINDOW episodes before those
+        self.window: deque = deque()  # their ranges, episode by episode
+        self.top = -1 << 63        # the highest opId of the episodes before those
 
 
 class Memo:
@@ -103,62 +119,77 @@ class Memo:
             node = self._copies[key] = self._derive(Analyzer(Tally()), where)
         return node
 
-    def kernel(self, thread: Hashable, ident: Hashable, starts: bool, ranged: bool, resets: bool,
+    def kernel(self, thread: Hashable, ident: Hashable, starts: bool, resets: bool,
                key: Hashable, volatile: tuple, opids: tuple, where: Any) -> tuple[int, int]:
-        """(node, call number) of a kernel record: `ident` and `starts` as calls.identity gives them;
-        `ranged`: the identity holds an opId (fresh by the check on `opids`, so no earlier call's);
-        `resets`: a forward kernel without PyTorch ranges that starts its call (see the module's
-        docstring: its call cannot continue an earlier one's state); `key`: the record's content without its volatile ids, `volatile`:
-        those ids in order; `opids`: its ranges' (name, opId). NotMemoizable where the thread's earlier
-        calls could matter."""
+        """(node, call number) of a kernel record: `ident` and `starts` as calls.identity gives
+        them; `resets`: a forward kernel without PyTorch ranges that starts its call (see the
+        module's docstring); `key`: the record's content without its volatile ids, `volatile`:
+        those ids in order; `opids`: (name, opId) of its ranges a range state may hold.
+        NotMemoizable where the thread's earlier calls could matter."""
         t = self._threads.get(thread)
         if t is None:
             t = self._threads[thread] = _Thread()
-        if starts or t.node == ROOT or ident != t.ident:
-            self._new_call(t, ident, ranged, resets)
+        if starts or t.cur is None or ident != t.ident:
+            self._new_call(t, ident, resets)
+        ep = t.cur
         for r in opids:
-            if r[1] <= t.top or r in t.recent:
+            if r[1] <= t.top or r in t.recent or (t.held is not ep and t.held is not None and r in t.held.opids):
                 raise NotMemoizable("a range of an op call is one of its thread's earlier calls, or below them")
-            t.opids.add(r)
-        names = t.names
-        edge = (t.node, key, tuple([names.setdefault(v, len(names)) for v in volatile]))
+            ep.opids.add(r)
+        names = ep.names
+        edge = (ep.node, key, tuple([names.setdefault(v, len(names)) for v in volatile]))
         node = self._edges.get(edge)
         if node is None:
-            node = self._edges[edge] = self._miss(t, where)
+            node = self._edges[edge] = self._miss(ep, where)
         else:
-            t.analyzer = None
-        t.calls.append(where)
-        t.node = node
+            ep.analyzer = None
+        ep.calls.append(where)
+        ep.node = node
+        if self.nodes[node].holds:
+            if t.held is not ep:
+                if t.held is not None:
+                    self._retire(t, t.held)
+                t.held = ep
+            t.holder, t.clean = ident, True
+        elif opids and t.held is not ep:
+            t.clean = False
         return node, t.number
 
-    def _new_call(self, t: _Thread, ident: Hashable, ranged: bool, resets: bool) -> None:
-        if not ranged:
-            if ident in t.past and not resets:
-                raise NotMemoizable("an op call has the identity of an earlier call of its thread")
-            t.past.add(ident)
-        if t.opids:
-            t.window.append(t.opids)
-            t.recent |= t.opids
-            t.opids = set()
+    def _new_call(self, t: _Thread, ident: Hashable, resets: bool) -> None:
+        old = t.cur
+        if ident == t.holder and not resets:
+            # The analysis goes on with the call state of that call: its episode goes on, when
+            # nothing between has had ranges (range states then are as it left them).
+            if t.held is old or not t.clean:
+                raise NotMemoizable("an op call goes on with the call state of an earlier call of its thread")
+            self._retire(t, old)
+            t.cur = t.held
+        else:
+            if old is not None and old is not t.held:
+                self._retire(t, old)
+            t.cur = _Episode()
+        self._calls += 1
+        t.number = self._calls
+        t.ident = ident
+
+    @staticmethod
+    def _retire(t: _Thread, ep: _Episode) -> None:
+        """An episode over: its ranges join the thread's earlier ones."""
+        if ep.opids:
+            t.window.append(ep.opids)
+            t.recent |= ep.opids
             if len(t.window) > WINDOW:
                 old = t.window.popleft()
                 t.recent -= old
                 t.top = max(t.top, *[r[1] for r in old])
-        self._calls += 1
-        t.number = self._calls
-        t.ident = ident
-        t.node = ROOT
-        t.names = {}
-        t.calls = []
-        t.analyzer = None
 
-    def _miss(self, t: _Thread, where: Any) -> int:
+    def _miss(self, ep: _Episode, where: Any) -> int:
         self.misses += 1
-        if t.analyzer is None:
-            t.analyzer = Analyzer(Tally())
-            for earlier in t.calls:
-                self._unguarded(t.analyzer, self._load(earlier))
-        return self._derive(t.analyzer, where)
+        if ep.analyzer is None:
+            ep.analyzer = Analyzer(Tally())
+            for earlier in ep.calls:
+                self._unguarded(ep.analyzer, self._load(earlier))
+        return self._derive(ep.analyzer, where)
 
     def _derive(self, analyzer: Analyzer, where: Any) -> int:
         rec = self._load(where)
@@ -166,7 +197,7 @@ class Memo:
         facts = self._unguarded(analyzer, rec)
         analyzer.tally = Tally()
         facts.call = None  # numbered by the caller
-        self.nodes.append(Node(facts, tuple(said.said), rec))
+        self.nodes.append(Node(facts, tuple(said.said), rec, analyzer.holds_call(rec)))
         return len(self.nodes) - 1
 
     @staticmethod

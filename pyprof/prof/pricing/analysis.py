@@ -258,6 +258,10 @@ class Analyzer:
         f.path = peaks_mod.math_path(f.tc is True, dtype)
         return f
 
+    def holds_call(self, rec: dict) -> bool:
+        """Whether the op-call state of the record's thread is set (_first_of_call ran on it)."""
+        return ("call", rec.get("pid"), rec.get("tid")) in self._calls
+
     def _first_of_call(self, rec: dict, counts: bool) -> bool:
         """True for the first kernel of an op call that `counts` (is a main-kernel candidate).
 

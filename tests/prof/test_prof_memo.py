@@ -1,0 +1,202 @@
+"""The memoized, column-wise `--summary` on a Parquet record store (prof/memo.py, columnar.py,
+fast_summary.py) against the record path, its oracle: every kernel's Facts (every field, the
+call number and beyond-peak's guard included) and the warnings, record by record, on every
+shipped capture; the summary's report for every grouping and order; the command line's bytes.
+A capture the memo is not exact for falls back, and says why."""
+from __future__ import annotations
+
+import copy
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyarrow")
+
+from captures import unpacked  # noqa: E402
+from pyprof.prof import beyond_peak, fast_summary  # noqa: E402
+from pyprof.prof.analysis import Analyzer, Facts  # noqa: E402
+from pyprof.prof.columnar import Inputs  # noqa: E402
+from pyprof.prof.groups import KEYS, SORTS  # noqa: E402
+from pyprof.prof.memo import NotMemoizable  # noqa: E402
+from pyprof.prof.output import write_json  # noqa: E402
+from pyprof.prof.reader import newer, numbered  # noqa: E402
+from pyprof.prof.views import summary  # noqa: E402
+from pyprof.prof.warnings_tally import Tally  # noqa: E402
+from pyprof.store import read as store  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = dict(os.environ, PYTHONPATH=str(ROOT))
+DATA = ROOT / "tests" / "data"
+# Every shipped capture, and why the memo is not exact for it (None: it is).
+CAPTURES = {
+    "examples/lenet.sqlite": None,
+    "examples/resnet.sqlite": None,
+    "examples/gpt.sqlite": None,
+    "examples/gpt_graphs.sqlite": "compiled",
+    "examples/gpt_autotune.sqlite": "compiled",
+    "examples/gpt_compiled.sqlite": "compiled",
+    "tests/data/tc_zoo.sqlite": None,
+    "tests/data/fixture_plain.sqlite.xz": None,
+    "tests/data/fixture_encoder.sqlite.xz": None,
+    "tests/data/fixture_lstm.sqlite.xz": None,
+    "tests/data/truth_gru.sqlite.xz": None,
+    "tests/data/truth_lstm.sqlite.xz": None,
+    "tests/data/coll_0.sqlite.xz": None,
+    "tests/data/coll_blobs_0.sqlite.xz": None,
+    "tests/data/ddp_0.sqlite.xz": "goes on with the call state",
+    "tests/data/fsdp_0.sqlite.xz": None,
+}
+
+
+def _store(src: str, folder: Path) -> Path:
+    path = ROOT / src
+    if path.suffix == ".xz":
+        path = unpacked(path, folder)
+    out = folder / (path.stem + ".parquet")
+    p = subprocess.run([sys.executable, "-m", "pyprof.parse", "-q", "-j", "1", "--memcpy", str(path), "-o", str(out)],
+                       capture_output=True, env=ENV)
+    assert p.returncode == 0, p.stderr
+    return out
+
+
+@pytest.fixture(scope="module", params=list(CAPTURES))
+def capture(request, tmp_path_factory) -> tuple[Path, str | None]:
+    """A shipped capture as a record store, and why the memo falls back on it (None: it does not)."""
+    return _store(request.param, tmp_path_factory.mktemp("memo")), CAPTURES[request.param]
+
+
+def _plain(path: Path) -> tuple[list[Facts], Tally]:
+    tally = Tally()
+    analyzer = Analyzer(tally)
+    return [analyzer.facts(rec) for _, rec in numbered(str(path), tally)], tally
+
+
+def _memoized(path: Path) -> tuple[list[Facts], Tally]:
+    """Each record's Facts from its memo node, numbered and guarded as the record path does, and
+    the warnings: the format's, the node's, the guard's, record by record."""
+    inputs, tally = Inputs(), Tally()
+    out = []
+    for batch, nodes, numbers in inputs.run(str(path)):
+        durations = batch.column("kDuration").to_pylist()
+        for node, number, dur in zip(nodes.tolist(), numbers.tolist(), durations):
+            n = inputs.memo.nodes[node]
+            tally.records += 1
+            newer(n.rec, tally)
+            for warning in n.warnings:
+                tally.warn(*warning)
+            f = copy.copy(n.facts)
+            if n.rec.get("kind", "kernel") == "kernel":
+                f.call = number
+                beyond_peak.guard(dict(n.rec, kDuration=dur), f, tally)
+            out.append(f)
+    return out, tally
+
+
+def _fields(f: Facts) -> tuple:
+    return tuple(getattr(f, s) for s in Facts.__slots__)
+
+
+def test_memo_gives_the_facts_and_warnings_of_the_plain_analysis(capture):
+    path, why = capture
+    if why is not None:
+        with pytest.raises(NotMemoizable, match=why):
+            _memoized(path)
+        return
+    plain, plain_tally = _plain(path)
+    memo, memo_tally = _memoized(path)
+    assert len(memo) == len(plain) > 0
+    for i, (m, p) in enumerate(zip(memo, plain)):
+        assert _fields(m) == _fields(p), f"record {i + 1}"
+    assert memo_tally.records == plain_tally.records
+    assert [(k, list(c.items())) for k, c in memo_tally.warnings.items()] == \
+        [(k, list(c.items())) for k, c in plain_tally.warnings.items()]
+
+
+def _report(prof: summary.Profile, sort: str, top: int | None) -> str:
+    out = io.StringIO()
+    write_json(summary.report(prof, sort, top), out)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("by", [k for k in KEYS if k != "call"] + ["op,shape", "dir,kernel,tc"])
+def test_fast_summary_reports_what_the_record_path_does(capture, by):
+    path, why = capture
+    if why is not None:
+        with pytest.raises(NotMemoizable):
+            fast_summary.fill(str(path), by)
+        return
+    fast, fast_tally = fast_summary.fill(str(path), by)
+    slow, slow_tally = summary.Profile(by), Tally()
+    from pyprof.prof.scan import feed
+    feed(numbered(str(path), slow_tally), slow_tally, [slow])
+    for sort in SORTS:
+        assert _report(fast, sort, None) == _report(slow, sort, None), sort
+    assert _report(fast, "time", 2) == _report(slow, "time", 2)
+    assert fast_tally.lines() == slow_tally.lines()
+    assert [(k, list(c.items())) for k, c in fast_tally.warnings.items()] == \
+        [(k, list(c.items())) for k, c in slow_tally.warnings.items()]
+
+
+def _prof(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pyprof.prof", *args], capture_output=True, env=ENV)
+
+
+@pytest.fixture(scope="module")
+def resnet(tmp_path_factory) -> tuple[Path, Path]:
+    """examples/resnet.sqlite (memcpy records too) as JSON Lines and as a record store."""
+    tmp = tmp_path_factory.mktemp("resnet")
+    lines = tmp / "net.dict"
+    p = subprocess.run([sys.executable, "-m", "pyprof.parse", "-q", "--memcpy", str(ROOT / "examples" / "resnet.sqlite"),
+                        "-o", str(lines)], capture_output=True, env=ENV)
+    assert p.returncode == 0, p.stderr
+    return lines, _store("examples/resnet.sqlite", tmp)
+
+
+@pytest.mark.parametrize("options", [[], ["--json"], ["--csv"], ["-w", "80"], ["--by", "op,shape", "--sort", "name"],
+                                     ["--by", "kernel", "--top", "3", "--json"], ["--by", "call"],
+                                     ["--op", "conv2d"], ["--sort", "tflops", "--top", "5"]])
+def test_prof_summary_prints_the_same_bytes_from_the_store(resnet, options):
+    lines, parquet = resnet
+    a, b = _prof("--summary", *options, str(lines)), _prof("--summary", *options, str(parquet))
+    assert a.returncode == b.returncode == 0, b.stderr
+    assert a.stdout == b.stdout
+    assert a.stderr == b.stderr
+
+
+def test_the_fast_path_runs_where_it_applies(resnet, monkeypatch):
+    """--summary alone on a store takes the columns' path (no record is fed); with a filter, --by
+    call or another view it does not."""
+    from pyprof.prof import views
+    from pyprof.prof.__main__ import parser
+
+    fed = []
+    monkeypatch.setattr(views, "feed", lambda *a, **k: fed.append(1))
+    _, parquet = resnet
+    for argv, path in ((["--summary"], "fast"), (["--summary", "--by", "call"], "records"),
+                       (["--summary", "--op", "conv2d"], "records")):
+        args = parser().parse_args(argv + [str(parquet)])
+        chosen = views.chosen(args)
+        assert (fast_summary.profile(args, chosen) is not None) == (path == "fast"), argv
+
+
+@pytest.mark.skipif(not os.environ.get("PYPROF_MEMO_RECORDS"), reason="set PYPROF_MEMO_RECORDS to a record file "
+                    "(the synthetic workload of benchmarks/record_store.py)")
+@pytest.mark.slow
+def test_memo_on_the_synthetic_workload(tmp_path):
+    from pyprof.store.write import convert
+
+    src = os.environ["PYPROF_MEMO_RECORDS"]
+    out = tmp_path / "w.parquet"
+    with open(src, "rb") as stream:
+        convert(stream, src, str(out), str(out))
+    plain, plain_tally = _plain(out)
+    memo, memo_tally = _memoized(out)
+    assert [_fields(f) for f in memo] == [_fields(f) for f in plain]
+    assert memo_tally.lines() == plain_tally.lines()
+    a, b = _prof("--summary", "--json", src), _prof("--summary", "--json", str(out))
+    assert a.stdout == b.stdout and a.stderr == b.stderr
