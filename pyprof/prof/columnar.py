@@ -19,7 +19,7 @@ import numpy as np
 from ..store import read as store
 from ..store.schema import EXTRA, FIELDS, KEYS, loads
 from .aten import lookup_aten
-from .memo import Memo, NotMemoizable
+from .memo import Memo, NotMemoizable, fresh
 
 UNREAD = ("correlationId", "seqId", "altSeqId", "launch")  # read by no analysis and no summary
 FIELDS_READ = [f for f in FIELDS if f not in UNREAD]
@@ -31,7 +31,7 @@ _RANGE_IDS = r'([{,]"(?:opId|seq)":)-?\d+'
 _RANGE_LISTS = r'([{,]"inputOpIds":)\[[\[\],\d-]*\]'
 _SPLIT = r'[{,]"(?:opId|seq|inputOpIds)":'
 _VALUE = r'^(?P<v>-?\d+|\[[\[\],\d-]*\])'
-_FWD_SEQ, _FWD_CALL = r'^\{"seq":(-?\d+)', r',"call":(-?\d+)\}$'
+_FWD_SEQ, _FWD_CALL = r'^\{"seq":(?P<v>-?\d+)', r',"call":(?P<v>-?\d+)\}$'
 _MARK = "pyprof-volatile"
 _HOLE = re.compile(r'([{,]"(?:opId|seq|inputOpIds|call)":)#')
 _MINUS_ZERO = r'[:,\[]-0[,\]}]'  # -0 == 0 but not as text
@@ -63,12 +63,18 @@ class Inputs:
         self._static: dict = {}
         self._skeletons: dict = {}
         self._frozen: dict = {}
+        self._outer_keys: dict = {}
+        self._threads: dict = {}
+        self._names: dict = {}
+        self._ranges_held: list = []  # per batch: (thread, episode, name, opId) of stateful ranges
         self.memo = Memo(lambda where: store.record_at(where[0], where[1], FIELDS_READ, where[2]))
 
     def run(self, path: str) -> Iterator[tuple[Any, np.ndarray, np.ndarray]]:
-        """Per batch: (batch, node per record, call number per record (0: no kernel))."""
+        """Per batch: (batch, node per record, call number per record (0: no kernel)); at the end,
+        NotMemoizable unless memo.fresh holds."""
         for rank, batch in store.batches(path, FIELDS_READ, BATCH):
             yield batch, *self._batch(batch, rank)
+        fresh(*[np.concatenate(a) for a in zip(*self._ranges_held)] if self._ranges_held else [np.zeros(0)] * 4)
 
     def _batch(self, batch: Any, rank: int | None) -> tuple[np.ndarray, np.ndarray]:
         import pyarrow.compute as pc
@@ -88,28 +94,40 @@ class Inputs:
         kernel = pc.equal(kinds, "kernel").to_numpy(zero_copy_only=False)
         bprop = pc.fill_null(pc.equal(batch.column("dir"), "bprop"), False).to_numpy(zero_copy_only=False)
         sub0 = pc.fill_null(pc.equal(batch.column("subSeqId"), 0), False).to_numpy(zero_copy_only=False)
-        threads = self._values(batch, ("pid", "tid"))
-        ranges, rcode = self._ranges(batch.column("torchOps"))
+        threads = [self._threads.setdefault(t, len(self._threads)) for t in self._values(batch, ("pid", "tid"))]
+        ranges, rcode, held = self._ranges(batch.column("torchOps"))
         fwds, fcode = self._fwds(batch.column("fwd"))
         markers, mcode = self._markers(batch.column("marker"))
         nodes = np.empty(n, np.int32)
         numbers = np.zeros(n, np.int64)
+        episodes = np.zeros(n, np.int64)
         memo = self.memo
         for i, (k, s, th, b, z, r, f, m) in enumerate(zip(kernel.tolist(), statics, threads, bprop.tolist(),
-                                                           sub0.tolist(), rcode, fcode, mcode)):
+                                                           sub0.tolist(), rcode.tolist(), fcode, mcode)):
             where = (batch, i, rank)
             if not k:
                 nodes[i] = memo.copy(s, where)
                 continue
-            rskel, rvol, opids, outer = ranges[r]
+            rskel, rvol, outer = ranges[r]
             fskel, fvol, call, seq = fwds[f]
             if b and call is not None:  # calls.identity
                 ident, starts = ("call", call), False
             else:
                 ident, starts = ((seq if b else markers[m]), outer), outer is None and z
-            nodes[i], numbers[i] = memo.kernel(th, ident, starts, starts and not b, (s, rskel, fskel), rvol + fvol,
-                                               opids, where)
+            nodes[i], numbers[i], episodes[i] = memo.kernel(th, ident, starts, starts and not b, outer is not None,
+                                                            (s, rskel, fskel), rvol + fvol, where)
+        self._hold(held, np.asarray(rcode), kernel, np.asarray(threads), episodes)
         return nodes, numbers
+
+    def _hold(self, held: tuple, codes: np.ndarray, kernel: np.ndarray, threads: np.ndarray,
+              episodes: np.ndarray) -> None:
+        """Keep (thread, episode, name, opId) of each stateful range of each kernel record."""
+        count, names, opids = held
+        lengths = np.where(kernel, count[codes], 0)
+        rows = np.repeat(np.arange(len(codes)), lengths)
+        within = np.arange(len(rows)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        at = (np.cumsum(count) - count)[codes[rows]] + within
+        self._ranges_held.append((threads[rows], episodes[rows], names[at], opids[at]))
 
     def _codes(self, column: Any) -> np.ndarray:
         import pyarrow as pa
@@ -181,68 +199,86 @@ class Inputs:
         texts = enc.dictionary
         if pc.any(pc.match_substring_regex(texts, _MINUS_ZERO)).as_py():
             raise NotMemoizable("-0 in torchOps")
-        skel = pc.replace_substring_regex(pc.replace_substring_regex(texts, _RANGE_IDS, r"\1#"), _RANGE_LISTS, r"\1#")
+        skel = pc.dictionary_encode(pc.replace_substring_regex(pc.replace_substring_regex(texts, _RANGE_IDS, r"\1#"),
+                                                               _RANGE_LISTS, r"\1#"))
+        shapes = [None if t is None else self._shape(t, "torchOps") for t in skel.dictionary.to_pylist()]
         pieces = pc.list_slice(pc.split_pattern_regex(texts, _SPLIT), 1)
         flat = pc.struct_field(pc.extract_regex(pc.list_flatten(pieces), _VALUE), [0])
-        offsets = pieces.offsets.to_numpy()
+        held = flat.is_valid().to_numpy(zero_copy_only=False)
+        counts = np.add.reduceat(np.append(held, False).astype(np.int64), pieces.offsets.to_numpy()[:-1]) \
+            if len(texts) else np.zeros(0, np.int64)
+        counts[np.diff(pieces.offsets.to_numpy()) == 0] = 0
+        flat = flat.filter(held)
         values = flat.to_pylist()
-        out = []
-        for j, s in enumerate(skel.to_pylist()):
-            if s is None:
-                out.append((None, (), (), None))
+        ints = pc.cast(pc.if_else(pc.match_substring_regex(flat, r"^-?\d+$"), flat, "0"), "int64").to_pylist()
+        offsets = np.concatenate(([0], np.cumsum(counts))).tolist()
+        out, count, names, opids = [], [], [], []
+        for j, code in enumerate(skel.indices.to_pylist()):
+            shape = shapes[code] if code is not None else None
+            if shape is None:
+                out.append((None, (), None))
+                count.append(0)
                 continue
-            vol = tuple([v for v in values[offsets[j]:offsets[j + 1]] if v is not None])
-            sid, outer_at, opid_at, outer_skel, holes = self._shape(s, "torchOps")
-            if len(vol) != len(holes):
+            sid, opid_at, outer, k, holes = shape
+            a, b = offsets[j], offsets[j + 1]
+            if b - a != holes:
                 raise NotMemoizable("torchOps ids not where their keys are")
-            outer = None if outer_skel is None else (outer_skel, frozenset([(holes[p], vol[p]) for p in outer_at]))
-            out.append((sid, vol, tuple([(name, int(vol[p])) for p, name in opid_at]), outer))
-        return out, enc.indices.to_numpy(zero_copy_only=False).tolist()
+            vol = tuple(values[a:b])
+            out.append((sid, vol, None if outer is None else (outer, vol[:k])))
+            count.append(len(opid_at))
+            for p, name in opid_at:
+                names.append(name)
+                opids.append(ints[a + p])
+        held = (np.array(count, np.int64), np.array([self._names.setdefault(x, len(self._names)) for x in names],
+                                                    np.int64), np.array(opids, np.int64))
+        return out, enc.indices.to_numpy(zero_copy_only=False), held
 
     def _shape(self, skel: str, field: str) -> tuple:
-        """What a skeleton says, decoded once: (its id, positions of the outer range's ids, of the
-        opIds of the ranges a range state may hold with their names, the outer range without its
-        ids (None: no range), the key of each id)."""
+        """What a skeleton says, decoded once. torchOps: (its id, the positions of the opIds of the
+        ranges a range state may hold, with their names; the outer range without its ids (None:
+        no range), the number of its ids (they come first); the number of ids); fwd: (its id,
+        the object with its ids' keys holding a mark)."""
         got = self._skeletons.get((field, skel))
         if got is not None:
             return got
         if _MARK in skel:
             raise NotMemoizable(f"{field} text holding {_MARK}")
         value = loads(_HOLE.sub(rf'\g<1>"{_MARK}"', skel))
-        holes: list = []
         if field == "fwd":
             if value is not None and not isinstance(value, dict):
                 raise NotMemoizable("fwd is no object")
             got = (len(self._skeletons), value)
         else:
-            got = self._range_shape(value, holes)
-            got = (len(self._skeletons), *got, holes)
+            got = (len(self._skeletons), *self._range_shape(value))
         self._skeletons[(field, skel)] = got
         return got
 
-    @staticmethod
-    def _range_shape(ops: Any, holes: list) -> tuple:
+    def _range_shape(self, ops: Any) -> tuple:
         if not isinstance(ops, list):
             raise NotMemoizable("torchOps is no list")
-        outer_at, opid_at = [], []
+        opid_at, holes = [], []
         for depth, r in enumerate(ops):
             if not isinstance(r, dict) or any(isinstance(v, dict) for v in r.values()):
                 raise NotMemoizable("a torchOps range that is no flat object")
+            stateful = depth == len(ops) - 1 or lookup_aten(r.get("name")) is not None
             for k, v in r.items():
                 if v == _MARK:
-                    if depth == 0:
-                        outer_at.append(len(holes))
-                    if k == "opId" and (depth == len(ops) - 1 or lookup_aten(r.get("name")) is not None):
+                    if k == "opId" and stateful:
                         opid_at.append((len(holes), r.get("name")))
-                    holes.append(k)
+                    holes.append((depth, k))
                 elif k in _VOLATILE and not (v is None or isinstance(v, str) or _plain(v)):
                     raise NotMemoizable("a torchOps id that is no integer")
-            if r.get("opId") != _MARK and (depth == len(ops) - 1 or lookup_aten(r.get("name")) is not None):
+            if r.get("opId") != _MARK and stateful:
                 raise NotMemoizable("a PyTorch range a range state may hold without an integer opId")
-        outer = None
-        if ops:
-            outer = _freeze({k: (None if v == _MARK else v) for k, v in ops[0].items()})
-        return outer_at, opid_at, outer
+        if not ops:
+            return opid_at, None, 0, 0
+        outer = _freeze({k: (None if v == _MARK else v) for k, v in ops[0].items()})
+        keys = tuple(k for d, k in holes if d == 0)
+        # The outer range compares as (outer, its ids in order): exact while one outer range
+        # without its ids always has them in one order.
+        if self._outer_keys.setdefault(outer, keys) != keys:
+            raise NotMemoizable("PyTorch ranges with their ids in another order")
+        return opid_at, self._intern(outer), len(keys), len(holes)
 
     def _fwds(self, column: Any) -> tuple[list, list]:
         """Per distinct fwd text: (skeleton, volatile ids, call, seq); each record's index."""
@@ -250,26 +286,30 @@ class Inputs:
 
         enc = pc.dictionary_encode(column, null_encoding="encode")
         texts = enc.dictionary
-        skel = pc.replace_substring_regex(pc.replace_substring_regex(texts, _FWD_SEQ, '{"seq":#'),
-                                          _FWD_CALL, ',"call":#}')
-        seqs = pc.struct_field(pc.extract_regex(texts, r'^\{"seq":(?P<v>-?\d+)'), [0]).to_pylist()
-        calls = pc.struct_field(pc.extract_regex(texts, r',"call":(?P<v>-?\d+)\}$'), [0]).to_pylist()
+        skel = pc.dictionary_encode(pc.replace_substring_regex(pc.replace_substring_regex(texts, _FWD_SEQ, '{"seq":#'),
+                                                               _FWD_CALL, ',"call":#}'))
+        shapes = [None if t is None else self._shape(t, "fwd") for t in skel.dictionary.to_pylist()]
+        ids = []
+        for pattern in (_FWD_SEQ, _FWD_CALL):
+            got = pc.struct_field(pc.extract_regex(texts, pattern), [0])
+            if pc.any(pc.equal(got, "-0")).as_py():
+                raise NotMemoizable("-0 in fwd")
+            ids.append(pc.cast(got, "int64").to_pylist())
         out = []
-        for s, seq, call in zip(skel.to_pylist(), seqs, calls):
-            if s is None:
+        for code, seq, call in zip(skel.indices.to_pylist(), *ids):
+            if code is None:
                 out.append((None, (), None, None))
                 continue
-            sid, value = self._shape(s, "fwd")
-            got = []
-            for key, held in (("seq", seq), ("call", call)):
-                v = value.get(key) if isinstance(value, dict) else None
-                if held is not None:
-                    if held == "-0":
-                        raise NotMemoizable("-0 in fwd")
-                    got.append(int(held))
-                elif isinstance(v, (float, bool)):
-                    raise NotMemoizable(f"fwd.{key} that is no integer")
-                else:
-                    got.append(_freeze(v))
-            out.append((sid, tuple(h for h in (seq, call) if h is not None), got[1], got[0]))
+            sid, value = shapes[code]
+            out.append((sid, tuple(h for h in (seq, call) if h is not None),
+                        call if call is not None else self._unmarked(value, "call"),
+                        seq if seq is not None else self._unmarked(value, "seq")))
         return out, enc.indices.to_numpy(zero_copy_only=False).tolist()
+
+    @staticmethod
+    def _unmarked(value: Any, key: str) -> Any:
+        """fwd's `key` where the text did not give it as an integer (null, absent, a text)."""
+        v = value.get(key) if isinstance(value, dict) else None
+        if isinstance(v, (float, bool)):
+            raise NotMemoizable(f"fwd.{key} that is no integer")
+        return _freeze(v)

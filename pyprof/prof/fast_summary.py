@@ -19,6 +19,7 @@ import numpy as np
 from ..store import read as store
 from . import beyond_peak, filters
 from .groups import Group
+from .intervals import Timeline, Timelines
 from .columnar import Inputs
 from .memo import NotMemoizable
 from .reader import newer
@@ -143,12 +144,8 @@ class _Aggregate:
         prof.gpu_time = int(self.dur[kernel].sum())
         prof.tc_time = int(self.dur[kernel & tc].sum())
         prof.simt_time = int(self.dur[kernel & simt].sum())
-        devices = [n.rec.get("device") for n in self.nodes]
         rows = np.flatnonzero(kernel)
-        add = prof.timelines.add
-        for d, s, e in zip([devices[i] for i in self.node[rows].tolist()], self.start[rows].tolist(),
-                           self.end[rows].tolist()):
-            add(d, s, e)
+        self._timelines(prof.timelines, rows)
         group_of = np.full(len(self.nodes), -1, np.int64)
         keys: dict = {}
         for i in self.order:
@@ -163,6 +160,22 @@ class _Aggregate:
             group_of[i] = keys.setdefault(key, len(keys))
             self._evidence(prof, i)
         self._groups(prof, group_of[self.node[rows]], rows, list(keys))
+
+    def _timelines(self, timelines: Timelines, rows: np.ndarray) -> None:
+        """Each device's busy time from the kernels `rows`: computed from sorted intervals where
+        the streaming window of intervals.py finds no kernel late (then it is the exact union),
+        else added record by record."""
+        numbers: dict = {}
+        device_of = self._per_node([numbers.setdefault(n.rec.get("device"), len(numbers)) if k else -1
+                                    for n, k in zip(self.nodes, self.is_kernel)], np.int64)[self.node[rows]]
+        devices = list(numbers)
+        firsts = sorted(range(len(devices)), key=lambda d: int(rows[np.argmax(device_of == d)]))
+        for d in firsts:
+            at = rows[device_of == d]
+            tl = timelines.devices[devices[d]] = Timeline(timelines.window)
+            if not _union(tl, self.start[at], self.end[at]):
+                for s, e in zip(self.start[at].tolist(), self.end[at].tolist()):
+                    tl.add(s, e)
 
     def _evidence(self, prof: summary.Profile, i: int) -> None:
         """Evidence and the priced share of node `i`: %Peak and %BW per record, as columns.py
@@ -245,6 +258,31 @@ class _Aggregate:
         take = known[inverse] & (p != 0)
         terms = d[take].astype(np.float64) * p[take] * 1e3
         grp.capacity = float(np.cumsum(np.concatenate(([grp.capacity], terms)))[-1])
+
+
+def _union(tl: Timeline, starts: np.ndarray, ends: np.ndarray) -> bool:
+    """Fill the empty Timeline `tl` with the union of the intervals [starts, ends) as its add()
+    would, record by record; False (tl untouched) where add() might find one late: a kernel is
+    never late while it starts no earlier than every kernel but the last window - 1 before it
+    (the frontier is below the window-th latest start so far)."""
+    keep = ends > starts
+    s, e = starts[keep], ends[keep]
+    if not len(s):
+        return True
+    w = tl.window
+    if len(s) > w and (s[w:] < np.maximum.accumulate(s)[:-w]).any():
+        return False
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)
+    new = np.concatenate(([True], s[1:] > reach[:-1]))
+    begin = s[new]
+    end = reach[np.append(np.flatnonzero(new)[1:] - 1, len(s) - 1)]
+    gaps = begin[1:] - end[:-1]
+    tl.busy = int((end - begin).sum())
+    tl.gaps, tl.gap_total, tl.gap_max = len(gaps), int(gaps.sum()), int(gaps.max(initial=0))
+    tl.first, tl.last, tl.frontier = int(s[0]), int(reach[-1]), int(end[-1])
+    return True
 
 
 class _Said(Tally):

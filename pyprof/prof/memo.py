@@ -19,9 +19,9 @@ thread can matter to this one. It holds (see analysis.py):
 - CompiledPricer's per-thread state: by a compiled graph's run and call site;
 - caches of op costs: functions of the marker alone.
 So the memo requires, per thread (else NotMemoizable: the caller runs the record path instead):
-- no range a range state can hold (the innermost, or one with an aten formula) of a call among
-  those of the thread's earlier calls, by (name, opId): checked against the last WINDOW calls'
-  ranges, and an opId above the highest of the calls before them;
+- no range a range state can hold (the innermost, or one with an aten formula), by (name, opId),
+  in two episodes of a thread (an episode: the records since the thread's call state was made;
+  `fresh` checks it over the whole input, after the pass);
 - a call's identity not that of the call whose kernels last set the thread's call state (each
   node knows whether its call has set it), unless the call starts at sub-sequence 0 without
   PyTorch ranges, a forward kernel: its kernels all set the call state or none does (one marker,
@@ -31,15 +31,26 @@ needs a kernel's duration and is applied by the caller; call numbers are counted
 """
 from __future__ import annotations
 
-from collections import deque
 from typing import Any, Callable, Hashable
+
+import numpy as np
 
 from .analysis import Analyzer, Facts
 from .scan import FIELD_ERRORS
 from .warnings_tally import Tally
 
 ROOT = -1  # the node of a thread before its call's first kernel
-WINDOW = 256  # a thread's last calls whose opIds are kept (older ones: only their highest)
+
+
+def fresh(threads: np.ndarray, episodes: np.ndarray, names: np.ndarray, opids: np.ndarray) -> None:
+    """NotMemoizable unless each range a range state may hold, (thread, name, opId) per range of
+    each kernel record (names and threads as numbers), is in one episode of its thread."""
+    if not len(opids):
+        return
+    _, which = np.unique(np.stack([threads, names, opids]).T, axis=0, return_inverse=True)
+    which = which.reshape(-1)
+    if len(np.unique(np.stack([which, episodes]).T, axis=0)) != which.max() + 1:
+        raise NotMemoizable("a range of an op call is one of an earlier episode of its thread")
 
 
 class NotMemoizable(Exception):
@@ -74,18 +85,18 @@ class _Episode:
     """The records since a thread's call state was made: one op call, or a call continued by a
     later one of the same identity (CallNumbers numbers them apart, the analysis does not)."""
 
-    __slots__ = ("node", "names", "calls", "analyzer", "opids")
+    __slots__ = ("number", "node", "names", "calls", "analyzer")
 
-    def __init__(self) -> None:
+    def __init__(self, number: int) -> None:
+        self.number = number
         self.node = ROOT
         self.names: dict = {}      # volatile value -> its number in the episode
         self.calls: list = []      # where its records are (for a replay)
         self.analyzer: Analyzer | None = None  # in step with `calls` after a miss, else None
-        self.opids: set = set()    # (name, opId) of its ranges
 
 
 class _Thread:
-    __slots__ = ("ident", "number", "cur", "held", "holder", "clean", "recent", "window", "top")
+    __slots__ = ("ident", "number", "cur", "held", "holder", "clean")
 
     def __init__(self) -> None:
         self.ident: Any = None     # of the current call
@@ -94,9 +105,6 @@ class _Thread:
         self.held: _Episode | None = None  # the episode whose call last set the call state
         self.holder: Any = None    # the identity of that call
         self.clean = True          # no call since it has had PyTorch ranges
-        self.recent: set = set()   # (name, opId) of the last WINDOW episodes before those
-        self.window: deque = deque()  # their ranges, episode by episode
-        self.top = -1 << 63        # the highest opId of the episodes before those
 
 
 class Memo:
@@ -110,6 +118,7 @@ class Memo:
         self._copies: dict = {}
         self._threads: dict = {}
         self._calls = 0
+        self._episodes = 0
         self.misses = 0
 
     def copy(self, key: Hashable, where: Any) -> int:
@@ -119,23 +128,19 @@ class Memo:
             node = self._copies[key] = self._derive(Analyzer(Tally()), where)
         return node
 
-    def kernel(self, thread: Hashable, ident: Hashable, starts: bool, resets: bool,
-               key: Hashable, volatile: tuple, opids: tuple, where: Any) -> tuple[int, int]:
-        """(node, call number) of a kernel record: `ident` and `starts` as calls.identity gives
-        them; `resets`: a forward kernel without PyTorch ranges that starts its call (see the
-        module's docstring); `key`: the record's content without its volatile ids, `volatile`:
-        those ids in order; `opids`: (name, opId) of its ranges a range state may hold.
-        NotMemoizable where the thread's earlier calls could matter."""
+    def kernel(self, thread: Hashable, ident: Hashable, starts: bool, resets: bool, ranged: bool,
+               key: Hashable, volatile: tuple, where: Any) -> tuple[int, int, int]:
+        """(node, call number, episode number) of a kernel record: `ident` and `starts` as
+        calls.identity gives them; `resets`: a forward kernel without PyTorch ranges that starts
+        its call (see the module's docstring); `ranged`: it has PyTorch ranges; `key`: its
+        content without its volatile ids, `volatile`: those ids in order. NotMemoizable where the
+        thread's earlier calls could matter (and fresh() must hold for the episodes)."""
         t = self._threads.get(thread)
         if t is None:
             t = self._threads[thread] = _Thread()
         if starts or t.cur is None or ident != t.ident:
             self._new_call(t, ident, resets)
         ep = t.cur
-        for r in opids:
-            if r[1] <= t.top or r in t.recent or (t.held is not ep and t.held is not None and r in t.held.opids):
-                raise NotMemoizable("a range of an op call is one of its thread's earlier calls, or below them")
-            ep.opids.add(r)
         names = ep.names
         edge = (ep.node, key, tuple([names.setdefault(v, len(names)) for v in volatile]))
         node = self._edges.get(edge)
@@ -146,14 +151,10 @@ class Memo:
         ep.calls.append(where)
         ep.node = node
         if self.nodes[node].holds:
-            if t.held is not ep:
-                if t.held is not None:
-                    self._retire(t, t.held)
-                t.held = ep
-            t.holder, t.clean = ident, True
-        elif opids and t.held is not ep:
+            t.held, t.holder, t.clean = ep, ident, True
+        elif ranged and t.held is not ep:
             t.clean = False
-        return node, t.number
+        return node, t.number, ep.number
 
     def _new_call(self, t: _Thread, ident: Hashable, resets: bool) -> None:
         old = t.cur
@@ -162,26 +163,13 @@ class Memo:
             # nothing between has had ranges (range states then are as it left them).
             if t.held is old or not t.clean:
                 raise NotMemoizable("an op call goes on with the call state of an earlier call of its thread")
-            self._retire(t, old)
             t.cur = t.held
         else:
-            if old is not None and old is not t.held:
-                self._retire(t, old)
-            t.cur = _Episode()
+            self._episodes += 1
+            t.cur = _Episode(self._episodes)
         self._calls += 1
         t.number = self._calls
         t.ident = ident
-
-    @staticmethod
-    def _retire(t: _Thread, ep: _Episode) -> None:
-        """An episode over: its ranges join the thread's earlier ones."""
-        if ep.opids:
-            t.window.append(ep.opids)
-            t.recent |= ep.opids
-            if len(t.window) > WINDOW:
-                old = t.window.popleft()
-                t.recent -= old
-                t.top = max(t.top, *[r[1] for r in old])
 
     def _miss(self, ep: _Episode, where: Any) -> int:
         self.misses += 1
