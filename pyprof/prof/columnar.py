@@ -25,16 +25,16 @@ UNREAD = ("correlationId", "seqId", "altSeqId", "launch")  # read by no analysis
 FIELDS_READ = [f for f in FIELDS if f not in UNREAD]
 TIMES = ("kStart", "kEnd", "kDuration")
 STATIC = [f for f in FIELDS_READ if f not in TIMES + ("fwd", "torchOps")]
-BATCH = 65536
+BATCH = 16384  # records per Arrow batch: an episode's records keep theirs in memory
 _VOLATILE = ("opId", "seq", "inputOpIds")
-_RANGE_IDS = r'([{,]"(?:opId|seq)":)-?\d+'
-_RANGE_LISTS = r'([{,]"inputOpIds":)\[[\[\],\d-]*\]'
+_RANGE_IDS = r'([{,]"(?:opId|seq)":)-?\d+|([{,]"inputOpIds":)\[[\[\],\d-]*\]'
 _SPLIT = r'[{,]"(?:opId|seq|inputOpIds)":'
 _VALUE = r'^(?P<v>-?\d+|\[[\[\],\d-]*\])'
 _FWD_SEQ, _FWD_CALL = r'^\{"seq":(?P<v>-?\d+)', r',"call":(?P<v>-?\d+)\}$'
+_FWD_IDS = r'^(\{"seq":)-?\d+|(,"call":)-?\d+(\})$'
 _MARK = "pyprof-volatile"
 _HOLE = re.compile(r'([{,]"(?:opId|seq|inputOpIds|call)":)#')
-_MINUS_ZERO = r'[:,\[]-0[,\]}]'  # -0 == 0 but not as text
+_MINUS_ZERO = r'(^|[\[,])-0($|[,\]])'  # an id -0 == 0, but not as text
 _SEP = "\x1f"
 
 
@@ -197,10 +197,7 @@ class Inputs:
 
         enc = pc.dictionary_encode(column, null_encoding="encode")
         texts = enc.dictionary
-        if pc.any(pc.match_substring_regex(texts, _MINUS_ZERO)).as_py():
-            raise NotMemoizable("-0 in torchOps")
-        skel = pc.dictionary_encode(pc.replace_substring_regex(pc.replace_substring_regex(texts, _RANGE_IDS, r"\1#"),
-                                                               _RANGE_LISTS, r"\1#"))
+        skel = pc.dictionary_encode(pc.replace_substring_regex(texts, _RANGE_IDS, r"\1\2#"))
         shapes = [None if t is None else self._shape(t, "torchOps") for t in skel.dictionary.to_pylist()]
         pieces = pc.list_slice(pc.split_pattern_regex(texts, _SPLIT), 1)
         flat = pc.struct_field(pc.extract_regex(pc.list_flatten(pieces), _VALUE), [0])
@@ -209,6 +206,8 @@ class Inputs:
             if len(texts) else np.zeros(0, np.int64)
         counts[np.diff(pieces.offsets.to_numpy()) == 0] = 0
         flat = flat.filter(held)
+        if pc.any(pc.match_substring_regex(flat, _MINUS_ZERO)).as_py():
+            raise NotMemoizable("-0 among torchOps ids")
         values = flat.to_pylist()
         ints = pc.cast(pc.if_else(pc.match_substring_regex(flat, r"^-?\d+$"), flat, "0"), "int64").to_pylist()
         offsets = np.concatenate(([0], np.cumsum(counts))).tolist()
@@ -243,7 +242,10 @@ class Inputs:
             return got
         if _MARK in skel:
             raise NotMemoizable(f"{field} text holding {_MARK}")
-        value = loads(_HOLE.sub(rf'\g<1>"{_MARK}"', skel))
+        try:
+            value = loads(_HOLE.sub(rf'\g<1>"{_MARK}"', skel))
+        except ValueError:  # an id that is no integer, cut in two (1.5 leaves "#.5")
+            raise NotMemoizable(f"{field} ids that are no integers") from None
         if field == "fwd":
             if value is not None and not isinstance(value, dict):
                 raise NotMemoizable("fwd is no object")
@@ -286,8 +288,7 @@ class Inputs:
 
         enc = pc.dictionary_encode(column, null_encoding="encode")
         texts = enc.dictionary
-        skel = pc.dictionary_encode(pc.replace_substring_regex(pc.replace_substring_regex(texts, _FWD_SEQ, '{"seq":#'),
-                                                               _FWD_CALL, ',"call":#}'))
+        skel = pc.dictionary_encode(pc.replace_substring_regex(texts, _FWD_IDS, r"\1\2#\3"))
         shapes = [None if t is None else self._shape(t, "fwd") for t in skel.dictionary.to_pylist()]
         ids = []
         for pattern in (_FWD_SEQ, _FWD_CALL):

@@ -47,9 +47,10 @@ def fresh(threads: np.ndarray, episodes: np.ndarray, names: np.ndarray, opids: n
     each kernel record (names and threads as numbers), is in one episode of its thread."""
     if not len(opids):
         return
-    _, which = np.unique(np.stack([threads, names, opids]).T, axis=0, return_inverse=True)
-    which = which.reshape(-1)
-    if len(np.unique(np.stack([which, episodes]).T, axis=0)) != which.max() + 1:
+    order = np.lexsort((episodes, opids, names, threads))
+    t, n, o, e = threads[order], names[order], opids[order], episodes[order]
+    same = (t[1:] == t[:-1]) & (n[1:] == n[:-1]) & (o[1:] == o[:-1])
+    if (same & (e[1:] != e[:-1])).any():
         raise NotMemoizable("a range of an op call is one of an earlier episode of its thread")
 
 

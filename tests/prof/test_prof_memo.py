@@ -200,3 +200,18 @@ def test_memo_on_the_synthetic_workload(tmp_path):
     assert memo_tally.lines() == plain_tally.lines()
     a, b = _prof("--summary", "--json", src), _prof("--summary", "--json", str(out))
     assert a.stdout == b.stdout and a.stderr == b.stderr
+
+
+def test_fresh_refuses_a_range_in_two_episodes_of_one_thread():
+    """A range state of an earlier episode could meet a later one's range: the memo is not exact
+    there (memo.fresh). The same range on two threads, or twice in one episode, is fine."""
+    import numpy as np
+
+    from pyprof.prof.memo import fresh
+
+    a = np.array
+    fresh(a([0, 1]), a([1, 2]), a([5, 5]), a([7, 7]))   # two threads
+    fresh(a([0, 0]), a([1, 1]), a([5, 5]), a([7, 7]))   # one episode
+    fresh(a([0, 0]), a([1, 2]), a([5, 6]), a([7, 7]))   # another range name
+    with pytest.raises(NotMemoizable, match="earlier episode"):
+        fresh(a([0, 3, 0]), a([1, 1, 2]), a([5, 5, 5]), a([7, 7, 7]))
