@@ -21,7 +21,7 @@ from . import beyond_peak, filters
 from .groups import Group
 from .intervals import Timeline, Timelines
 from .columnar import Inputs
-from .memo import NotMemoizable
+from .memo import NotMemoizable, Recorder
 from .reader import newer
 from .views import summary
 from .views.advice import TINY_NS
@@ -125,7 +125,7 @@ class _Aggregate:
         said = []
         for i in self.order:
             n, rows = self.nodes[i], self.rows(i)
-            mine = _Said()
+            mine = Recorder()
             newer(n.rec, mine)
             for j, (kind, name) in enumerate(mine.said + list(n.warnings)):
                 said.append((int(self.first[i]), 0, j, kind, name, len(rows)))
@@ -283,14 +283,3 @@ def _union(tl: Timeline, starts: np.ndarray, ends: np.ndarray) -> bool:
     tl.gaps, tl.gap_total, tl.gap_max = len(gaps), int(gaps.sum()), int(gaps.max(initial=0))
     tl.first, tl.last, tl.frontier = int(s[0]), int(reach[-1]), int(end[-1])
     return True
-
-
-class _Said(Tally):
-    """A Tally that keeps what it is told, in order."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.said: list = []
-
-    def warn(self, kind: str, name: str) -> None:
-        self.said.append((kind, name))

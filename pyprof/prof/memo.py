@@ -71,8 +71,8 @@ class Node:
         self.holds = holds  # the call has set its thread's call state (Analyzer.holds_call)
 
 
-class _Recorder(Tally):
-    """A Tally that keeps the warnings of one record, in order."""
+class Recorder(Tally):
+    """A Tally that keeps the warnings it is told, in order (`said`)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -182,7 +182,7 @@ class Memo:
 
     def _derive(self, analyzer: Analyzer, where: Any) -> int:
         rec = self._load(where)
-        said = analyzer.tally = _Recorder()
+        said = analyzer.tally = Recorder()
         facts = self._unguarded(analyzer, rec)
         analyzer.tally = Tally()
         facts.call = None  # numbered by the caller
