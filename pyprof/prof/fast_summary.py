@@ -17,12 +17,13 @@ from types import ModuleType
 import numpy as np
 
 from ..store import read as store
-from . import beyond_peak, filters
+from . import filters
 from .groups import Group
 from .intervals import Timeline, Timelines
-from .columnar import Inputs
-from .memo import NotMemoizable, Recorder
-from .reader import newer
+from .io.columnar import Inputs
+from .pricing import beyond_peak
+from .pricing.memo import NotMemoizable, Recorder
+from .io.reader import newer
 from .views import summary
 from .views.advice import TINY_NS
 from .warnings_tally import Tally
@@ -204,59 +205,68 @@ class _Aggregate:
 
     def _groups(self, prof: summary.Profile, gid: np.ndarray, rows: np.ndarray, keys: list) -> None:
         """Each group's totals as Group.add makes them, record by record (`rows`: the kernels)."""
-        peaks = self._per_node([f.peak_tflops or 0.0 for f in self.facts], np.float64)
         tc = self._per_node([bool(f.tc) for f in self.facts], bool)
+        # A record's class: its node, and whether beyond_peak withheld its FLOPs.
+        own, call = {}, {}
+        for i, f in enumerate(self.facts):
+            own[2 * i] = (f.flops, f.bytes)
+            own[2 * i + 1] = (None, None)
+            call[2 * i] = f.call_work
+            call[2 * i + 1] = f.call_work if f.call_work is not None else (f.flops, f.bytes)
+        has_call = np.array([call[c] is not None for c in range(2 * len(self.facts))], bool)
         order = np.argsort(gid, kind="stable")
         bounds = np.searchsorted(gid[order], np.arange(len(keys) + 1))
         for g, key in enumerate(keys):
             at = rows[order[bounds[g]:bounds[g + 1]]]
             grp = prof.groups.groups[key]
-            n, d, h = self.node[at], self.dur[at], self.held[at]
+            n, d = self.node[at], self.dur[at]
+            cls = 2 * n.astype(np.int64) + self.held[at]
             grp.time = int(d.sum())
             grp.count = len(at)
             grp.durations = array("q", d.astype(np.int64).tobytes())
             grp.tc_time = int(d[tc[n]].sum())
-            # Withheld FLOPs and bytes are the kernel's own where the grouping keeps calls whole,
-            # else unknown (Group.add); the held group keeps them apart.
-            self._work(grp, n[~h | grp.whole], d[~h | grp.whole], peaks)
-            if not grp.whole:
-                grp.flops_na += int(h.sum())
-                grp.bytes_na += int(h.sum())
-            if h.any():
-                grp.held = Group(grp.name, grp.keys, True)
-                grp.held.count = int(h.sum())
-                self._work(grp.held, n[h], d[h], peaks)
+            # A kernel whose whole-call work is not its own counts the one the grouping asks
+            # for, and each in the group's `both` (Group.add).
+            main = {c: call[c] if call[c] is not None and grp.whole else own[c] for c in own}
+            self._work(grp, cls, d, main)
+            split = has_call[cls]
+            if split.any():
+                grp.both = (Group(grp.name, grp.keys), Group(grp.name, grp.keys, True))
+                for part, work in zip(grp.both, (own, call)):
+                    part.count = int(split.sum())
+                    self._work(part, cls[split], d[split], work)
 
-    def _work(self, grp: Group, n: np.ndarray, d: np.ndarray, peaks: np.ndarray) -> None:
-        """Group._work for records of nodes `n` and durations `d` (their unguarded FLOPs and
-        bytes), in input order: the capacity is a float sum, added in that order."""
-        if not len(n):
+    def _work(self, grp: Group, cls: np.ndarray, d: np.ndarray, work: dict) -> None:
+        """Group._work for records of classes `cls` (node and withheld, as _groups numbers them)
+        and durations `d`, each doing work[class] (FLOPs, bytes), in input order: the capacity
+        is a float sum, added in that order."""
+        if not len(cls):
             return
-        uniq, inverse = np.unique(n, return_inverse=True)
+        uniq, inverse = np.unique(cls, return_inverse=True)
         inverse = inverse.reshape(-1)
         times = np.zeros(len(uniq), np.int64)
         np.add.at(times, inverse, d)
         counts = np.bincount(inverse, minlength=len(uniq))
-        known = np.zeros(len(uniq), bool)
-        for j, u in enumerate(uniq.tolist()):
-            f = self.facts[u]
-            c, t = int(counts[j]), int(times[j])
-            if f.flops is None:
-                grp.flops_na += c
+        peak = np.zeros(len(uniq))
+        for j, c in enumerate(uniq.tolist()):
+            flops, nbytes = work[c]
+            count, time = int(counts[j]), int(times[j])
+            p = self.facts[c // 2].peak_tflops
+            if flops is None:
+                grp.flops_na += count
             else:
-                known[j] = True
-                grp.flops += f.flops * c
-                grp.flops_time += t
-                if f.peak_tflops:
-                    grp.peak_flops += f.flops * c
-            if f.bytes is None:
-                grp.bytes_na += c
+                grp.flops += flops * count
+                grp.flops_time += time
+                if p:
+                    grp.peak_flops += flops * count
+                    peak[j] = p
+            if nbytes is None:
+                grp.bytes_na += count
             else:
-                grp.bytes += f.bytes * c
-                grp.bytes_time += t
-        p = peaks[n]
-        take = known[inverse] & (p != 0)
-        terms = d[take].astype(np.float64) * p[take] * 1e3
+                grp.bytes += nbytes * count
+                grp.bytes_time += time
+        p = peak[inverse]
+        terms = d[p != 0].astype(np.float64) * p[p != 0] * 1e3
         grp.capacity = float(np.cumsum(np.concatenate(([grp.capacity], terms)))[-1])
 
 

@@ -18,13 +18,14 @@ import pytest
 pytest.importorskip("pyarrow")
 
 from captures import unpacked  # noqa: E402
-from pyprof.prof import beyond_peak, fast_summary  # noqa: E402
-from pyprof.prof.analysis import Analyzer, Facts  # noqa: E402
-from pyprof.prof.columnar import Inputs  # noqa: E402
+from pyprof.prof import fast_summary  # noqa: E402
+from pyprof.prof.pricing import beyond_peak  # noqa: E402
+from pyprof.prof.pricing.analysis import Analyzer, Facts  # noqa: E402
+from pyprof.prof.io.columnar import Inputs  # noqa: E402
 from pyprof.prof.groups import KEYS, SORTS  # noqa: E402
-from pyprof.prof.memo import NotMemoizable  # noqa: E402
-from pyprof.prof.output import write_json  # noqa: E402
-from pyprof.prof.reader import newer, numbered  # noqa: E402
+from pyprof.prof.pricing.memo import NotMemoizable  # noqa: E402
+from pyprof.prof.io.output import write_json  # noqa: E402
+from pyprof.prof.io.reader import newer, numbered  # noqa: E402
 from pyprof.prof.views import summary  # noqa: E402
 from pyprof.prof.warnings_tally import Tally  # noqa: E402
 from pyprof.store import read as store  # noqa: E402
@@ -207,7 +208,7 @@ def test_fresh_refuses_a_range_in_two_episodes_of_one_thread():
     there (memo.fresh). The same range on two threads, or twice in one episode, is fine."""
     import numpy as np
 
-    from pyprof.prof.memo import fresh
+    from pyprof.prof.pricing.memo import fresh
 
     a = np.array
     fresh(a([0, 1]), a([1, 2]), a([5, 5]), a([7, 7]))   # two threads

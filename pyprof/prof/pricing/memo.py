@@ -36,8 +36,8 @@ from typing import Any, Callable, Hashable
 import numpy as np
 
 from .analysis import Analyzer, Facts
-from .scan import FIELD_ERRORS
-from .warnings_tally import Tally
+from ..scan import FIELD_ERRORS
+from ..warnings_tally import Tally
 
 ROOT = -1  # the node of a thread before its call's first kernel
 

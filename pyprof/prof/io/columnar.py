@@ -16,10 +16,10 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ..store import read as store
-from ..store.schema import EXTRA, FIELDS, KEYS, loads
-from .aten import lookup_aten
-from .memo import Memo, NotMemoizable, fresh
+from ...store import read as store
+from ...store.schema import EXTRA, FIELDS, KEYS, loads
+from ..pricing.registry import lookup_aten
+from ..pricing.memo import Memo, NotMemoizable, fresh
 
 UNREAD = ("correlationId", "seqId", "altSeqId", "launch")  # read by no analysis and no summary
 FIELDS_READ = [f for f in FIELDS if f not in UNREAD]
