@@ -21,15 +21,14 @@ from ...store.schema import EXTRA, FIELDS, KEYS, loads
 from ..pricing.registry import lookup_aten
 from ..pricing.memo import Memo, NotMemoizable, fresh
 
-UNREAD = ("correlationId", "seqId", "altSeqId", "launch")  # read by no analysis and no summary
+# Read by no analysis and no summary (columns.py's per-kernel table alone reads them).
+UNREAD = ("correlationId", "seqId", "altSeqId", "launch", "regs", "staticShared", "dynamicShared", "trace")
 FIELDS_READ = [f for f in FIELDS if f not in UNREAD]
 TIMES = ("kStart", "kEnd", "kDuration")
 STATIC = [f for f in FIELDS_READ if f not in TIMES + ("fwd", "torchOps")]
 BATCH = 16384  # records per Arrow batch: an episode's records keep theirs in memory
 _VOLATILE = ("opId", "seq", "inputOpIds")
-_RANGE_IDS = r'([{,]"(?:opId|seq)":)-?\d+|([{,]"inputOpIds":)\[[\[\],\d-]*\]'
-_SPLIT = r'[{,]"(?:opId|seq|inputOpIds)":'
-_VALUE = r'^(?P<v>-?\d+|\[[\[\],\d-]*\])'
+_RANGE_IDS = r'([{,]"(?:opId|seq)":)(-?\d+)|([{,]"inputOpIds":)(\[[\[\],\d-]*\])'
 _FWD_SEQ, _FWD_CALL = r'^\{"seq":(?P<v>-?\d+)', r',"call":(?P<v>-?\d+)\}$'
 _FWD_IDS = r'^(\{"seq":)-?\d+|(,"call":)-?\d+(\})$'
 _MARK = "pyprof-volatile"
@@ -98,15 +97,14 @@ class Inputs:
         ranges, rcode, held = self._ranges(batch.column("torchOps"))
         fwds, fcode = self._fwds(batch.column("fwd"))
         markers, mcode = self._markers(batch.column("marker"))
-        nodes = np.empty(n, np.int32)
-        numbers = np.zeros(n, np.int64)
-        episodes = np.zeros(n, np.int64)
+        nodes, numbers, episodes = [0] * n, [0] * n, [0] * n
         memo = self.memo
+        copy, kernel_of = memo.copy, memo.kernel
         for i, (k, s, th, b, z, r, f, m) in enumerate(zip(kernel.tolist(), statics, threads, bprop.tolist(),
                                                            sub0.tolist(), rcode.tolist(), fcode, mcode)):
             where = (batch, i, rank)
             if not k:
-                nodes[i] = memo.copy(s, where)
+                nodes[i] = copy(s, where)
                 continue
             rskel, rvol, outer = ranges[r]
             fskel, fvol, call, seq = fwds[f]
@@ -114,10 +112,10 @@ class Inputs:
                 ident, starts = ("call", call), False
             else:
                 ident, starts = ((seq if b else markers[m]), outer), outer is None and z
-            nodes[i], numbers[i], episodes[i] = memo.kernel(th, ident, starts, starts and not b, outer is not None,
-                                                            (s, rskel, fskel), rvol + fvol, where)
-        self._hold(held, np.asarray(rcode), kernel, np.asarray(threads), episodes)
-        return nodes, numbers
+            nodes[i], numbers[i], episodes[i] = kernel_of(th, ident, starts, starts and not b, outer is not None,
+                                                          (s, rskel, fskel), rvol + fvol, where)
+        self._hold(held, np.asarray(rcode), kernel, np.asarray(threads), np.array(episodes, np.int64))
+        return np.array(nodes, np.int32), np.array(numbers, np.int64)
 
     def _hold(self, held: tuple, codes: np.ndarray, kernel: np.ndarray, threads: np.ndarray,
               episodes: np.ndarray) -> None:
@@ -197,15 +195,14 @@ class Inputs:
 
         enc = pc.dictionary_encode(column, null_encoding="encode")
         texts = enc.dictionary
-        skel = pc.dictionary_encode(pc.replace_substring_regex(texts, _RANGE_IDS, r"\1\2#"))
+        # Each id between two NULs (no JSON text holds one), so that one split gives the
+        # skeleton's pieces and the ids, in turn.
+        pieces = pc.split_pattern(pc.replace_substring_regex(texts, _RANGE_IDS, "\\1\\3\0\\2\\4\0"), "\0")
+        skel = pc.dictionary_encode(pc.binary_join(pc.list_slice(pieces, 0, None, 2), "#"))
         shapes = [None if t is None else self._shape(t, "torchOps") for t in skel.dictionary.to_pylist()]
-        pieces = pc.list_slice(pc.split_pattern_regex(texts, _SPLIT), 1)
-        flat = pc.struct_field(pc.extract_regex(pc.list_flatten(pieces), _VALUE), [0])
-        held = flat.is_valid().to_numpy(zero_copy_only=False)
-        counts = np.add.reduceat(np.append(held, False).astype(np.int64), pieces.offsets.to_numpy()[:-1]) \
-            if len(texts) else np.zeros(0, np.int64)
-        counts[np.diff(pieces.offsets.to_numpy()) == 0] = 0
-        flat = flat.filter(held)
+        ids = pc.list_slice(pieces, 1, None, 2)
+        counts = pc.fill_null(pc.list_value_length(ids), 0).to_numpy(zero_copy_only=False)
+        flat = pc.list_flatten(ids)
         if pc.any(pc.match_substring_regex(flat, _MINUS_ZERO)).as_py():
             raise NotMemoizable("-0 among torchOps ids")
         values = flat.to_pylist()
