@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from concurrent.futures import Executor
-from typing import Iterator
+from concurrent.futures import Executor, Future
+from typing import Any, Callable, Iterator
 
-from pyprof.errors import EXIT_TOOL, PyprofError
+from pyprof.errors import EXIT_INTERRUPTED, EXIT_TOOL, PyprofError
 
 NEEDS = "--dask needs dask and distributed: pip install 'dask[distributed]' (or pip install 'pyprof-nvtx[dask]')"
 
@@ -49,4 +49,41 @@ def cluster(where: str, workers: int) -> Iterator[tuple[Executor, int]]:
         if not threads:
             raise PyprofError(f"--dask {where}: the cluster has no workers", EXIT_TOOL)
         # pure=False: a part parsed again (a window seeded) is a new task, not the cached first run.
-        yield client.get_executor(pure=False), threads
+        yield Settled(client.get_executor(pure=False), where), threads
+
+
+class Settled(Executor):
+    """A cluster's executor whose futures fail with one line where the cluster lost the work: a
+    worker that died running a part (distributed's KilledWorker, after its retries: out of memory,
+    most often) or a scheduler gone (CommClosedError), as parallel.run reports a local worker
+    killed; any other outcome passes through."""
+
+    def __init__(self, inner: Executor, where: str) -> None:
+        from distributed import KilledWorker
+        from distributed.comm import CommClosedError
+
+        self._inner, self._where = inner, where or "(a LocalCluster)"
+        self._lost = (KilledWorker, CommClosedError)
+
+    def submit(self, fn: Callable, /, *args: Any, **kwargs: Any) -> Future:
+        """Run fn(*args, **kwargs) on the cluster."""
+        out: Future = Future()
+        out.set_running_or_notify_cancel()
+
+        def settle(done: Any) -> None:
+            try:
+                out.set_result(done.result())
+            except self._lost as err:
+                why = (str(err).strip().splitlines() or [type(err).__name__])[0]
+                out.set_exception(PyprofError(f"--dask {self._where}: the cluster lost a part ({type(err).__name__}: "
+                                              f"{why}); a worker that died running it was most often out of "
+                                              "memory: give workers more", EXIT_INTERRUPTED))
+            except BaseException as err:
+                out.set_exception(err)
+
+        self._inner.submit(fn, *args, **kwargs).add_done_callback(settle)
+        return out
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Shut the cluster's executor down."""
+        self._inner.shutdown(wait=wait)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 from array import array
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -57,7 +58,9 @@ def fill(path: str, by: str) -> tuple[summary.Profile, Tally]:
         durs.append(batch.column("kDuration").to_numpy())
         starts.append(batch.column("kStart").to_numpy())
         ends.append(batch.column("kEnd").to_numpy())
-    cat = (lambda xs, t: np.concatenate(xs) if xs else np.zeros(0, t))
+    def cat(xs: list, t: Any) -> Any:
+        return np.concatenate(xs) if xs else np.zeros(0, t)
+
     return _Aggregate(inputs.memo.nodes, cat(nodes, np.int32), cat(durs, np.int64), cat(starts, np.int64),
                       cat(ends, np.int64)).profile(by)
 

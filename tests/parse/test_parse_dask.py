@@ -68,3 +68,27 @@ def test_a_cluster_that_cannot_be_reached_is_one_line_and_status_8(tmp_path):
     err = p.stderr.decode()
     assert err.startswith("pyprof.parse: error: --dask tcp://127.0.0.1:9: cannot reach the cluster (")
     assert err.count("\n") == 1 and p.stdout == b""
+
+
+def _die() -> None:
+    import os
+    os._exit(1)
+
+
+def test_a_worker_that_dies_running_a_part_is_one_line_and_status_130():
+    """A part whose worker dies (out of memory, most often) fails its future with one line, as a
+    local worker killed does (parallel.run), not with distributed's KilledWorker traceback."""
+    import dask
+
+    from pyprof.errors import EXIT_INTERRUPTED, PyprofError
+    from pyprof.parse.dask import cluster
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), cluster("", 1) as (ex, threads):
+        assert threads == 1
+        assert ex.submit(sum, [1, 2]).result() == 3
+        with pytest.raises(PyprofError) as lost:
+            ex.submit(_die).result(timeout=120)
+    assert lost.value.status == EXIT_INTERRUPTED
+    assert str(lost.value).startswith("--dask (a LocalCluster): the cluster lost a part (KilledWorker: ")
+    assert str(lost.value).endswith("; a worker that died running it was most often out of memory: give workers more")
+    assert "\n" not in str(lost.value)

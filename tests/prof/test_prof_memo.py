@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import io
-import json
 import os
 import subprocess
 import sys
@@ -28,7 +27,6 @@ from pyprof.prof.io.output import write_json  # noqa: E402
 from pyprof.prof.io.reader import newer, numbered  # noqa: E402
 from pyprof.prof.views import summary  # noqa: E402
 from pyprof.prof.warnings_tally import Tally  # noqa: E402
-from pyprof.store import read as store  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -167,6 +165,17 @@ def test_prof_summary_prints_the_same_bytes_from_the_store(resnet, options):
     assert a.returncode == b.returncode == 0, b.stderr
     assert a.stdout == b.stdout
     assert a.stderr == b.stderr
+
+
+def test_prof_needs_no_numpy(resnet):
+    """numpy is the fast path's, not prof's: without it (numpy blocked in the child) --summary on
+    JSON Lines prints what it prints with it."""
+    lines, _ = resnet
+    blocked = ("import runpy, sys; sys.modules['numpy'] = None; sys.argv[0] = 'pyprof.prof'; "
+               "runpy.run_module('pyprof.prof', run_name='__main__')")
+    without = subprocess.run([sys.executable, "-c", blocked, "--summary", str(lines)], capture_output=True, env=ENV)
+    assert without.returncode == 0, without.stderr
+    assert without.stdout == _prof("--summary", str(lines)).stdout
 
 
 def test_the_fast_path_runs_where_it_applies(resnet, monkeypatch):

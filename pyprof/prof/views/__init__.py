@@ -27,8 +27,9 @@ from types import ModuleType
 from typing import Iterable
 
 from ...progress import on_terminal
-from .. import fast_summary, filters
+from .. import filters
 from ..io.reader import numbered
+from ...store import read as store
 from ..scan import feed
 from ..warnings_tally import Tally
 from . import table
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace, views: list[ModuleType]) -> int:
         census = None if keep is None else filters.Census(args, keep)
         fed = sinks if census is None else [filters.Filtered(s, keep) for s in sinks] + [census]
         tally = Tally()
-        fast = fast_summary.profile(args, views)  # --summary on a record store, from its columns
+        fast = _fast_summary(args, views)
         if fast is not None:
             sinks, tally = [fast[0]], fast[1]
         else:
@@ -92,3 +93,15 @@ def run(args: argparse.Namespace, views: list[ModuleType]) -> int:
         census.report()
     tally.report()
     return 0
+
+
+def _fast_summary(args: argparse.Namespace, views: list[ModuleType]) -> tuple | None:
+    """--summary on a record store, from its columns (fast_summary.py: (Profile, Tally)); None
+    where it does not apply, or where numpy, which it needs and prof does not, is missing."""
+    if args.file == "-" or not store.is_store(args.file):
+        return None
+    try:
+        from .. import fast_summary
+    except ImportError:
+        return None
+    return fast_summary.profile(args, views)
