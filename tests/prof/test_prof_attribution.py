@@ -19,7 +19,8 @@ def test_simt_op_work_goes_to_its_first_kernel():
     m = described(FN, "batch_norm", x, tensor(3), tensor(3), training=True)
     cost = lookup(FN, "batch_norm")(Call(m))
     got, _ = work(kernels(m, ["batch_norm_collect_statistics_kernel", "batch_norm_elemt_kernel"]))
-    assert got == [(cost.flops, cost.bytes), (0, 0)]
+    # the later kernel did work the formula does not split off: na, never 0
+    assert got == [(cost.flops, cost.bytes), (None, None)]
 
 
 def test_repeated_identical_calls_are_separate_calls():
@@ -45,16 +46,19 @@ def test_conv_helpers_get_nothing_and_the_conv_kernel_everything():
                    torchOps=ops)
     recs.append(record(m, EW, subSeqId=0, torchOps=ops[:1] + [{"name": "aten::add_", "opId": 9}]))
     got, summary = work(recs)
-    assert got == [(0, 0), (cost.flops, cost.bytes), (0, 0), (0, 0)]
+    # the layout conversions and the bias add fit no part of these shapes: na, not 0
+    assert got == [(None, None), (cost.flops, cost.bytes), (None, None), (None, None)]
     assert not summary.warnings
-    assert sum(f for f, _ in got) == cost.flops  # the call's kernels sum to the op
+    facts, _ = analyse(recs)
+    assert sum(f.whole_work()[0] for f in facts) == cost.flops  # the call's kernels sum to the op
 
 
 def test_gemm_with_split_k_reduce():
     a, b = tensor(64, 4096), tensor(4096, 64)
     m = described("torch", "mm", a, b)
     got, _ = work(kernels(m, ["ampere_sgemm_32x32_sliced1x4_nn", "splitKreduce_kernel"]))
-    assert got == [(2 * 64 * 64 * 4096, 4 * (2 * 64 * 4096 + 64 * 64)), (0, 0)]
+    # the GEMM's grid splits nothing (z 1): the reduction's work is not known
+    assert got == [(2 * 64 * 64 * 4096, 4 * (2 * 64 * 4096 + 64 * 64)), (None, None)]
 
 
 def test_gemm_kernel_work_from_torch_op_sizes():
@@ -73,8 +77,8 @@ def test_backward_of_unary_and_binary_ops():
     assert got == [(16, 3 * 64)]
     got, _ = work(kernels(described("torch", "mul", x, x), [EW, EW], "bprop"))
     # dX = dY·W and dW = dY·X: 16 multiplies each; dY, X, W read and dX, dW written, 64 B each;
-    # the whole node on the first kernel of the backward
-    assert got == [(2 * 16, 5 * 64), (0, 0)]
+    # the whole node on the first kernel of the backward; the second did work not known: na
+    assert got == [(2 * 16, 5 * 64), (None, None)]
 
 
 def test_backward_gemm_kernels_each_carry_one_forward():
@@ -87,7 +91,7 @@ def test_backward_gemm_kernels_each_carry_one_forward():
     got, _ = work(kernels(m, names, "bprop"))
     # dX = dY·W and dW = dYᵀ·X each touch the three matrices (2 bytes each), not the bias
     grad_bytes = 2 * (32 * 64 + 16 * 64 + 32 * 16)
-    assert got == [(cost.flops, grad_bytes)] * 2 + [(0, 0)]
+    assert got == [(cost.flops, grad_bytes)] * 2 + [(None, None)]  # a bias gradient of no part's grid: na
     assert cost.bytes == grad_bytes + 2 * 16
 
 
@@ -96,7 +100,7 @@ def test_threads_keep_their_own_calls():
     a = kernels(m1, [EW, EW], tid=1)
     b = kernels(m2, [EW, EW], tid=2)
     got, _ = work([a[0], b[0], a[1], b[1]])
-    assert got == [(4, 32), (8, 64), (0, 0), (0, 0)]
+    assert got == [(4, 32), (8, 64), (None, None), (None, None)]  # second kernels of each call
 
 
 def test_kernel_without_marker_is_na():
@@ -108,6 +112,22 @@ def test_bprop_without_forward_marker_is_na():
     rec = record(None, EW, "bprop", mod="aten", op="ReluBackward0")
     got, summary = work([rec])
     assert got == [(None, None)]
+
+
+def test_flash_backward_helpers_carry_their_own_work():
+    """Flash attention's backward over 2x4 heads of 16 query rows (R = 128), E = 8, Ev = 4, fp16:
+    D = rowsum(dO * O) first (2 FLOPs an element of O; dO and O read, D written in fp32), the main
+    kernel the backward formula, dQ's cast from fp32 last (R x E read in fp32, written in fp16)."""
+    q, v = tensor(2, 4, 16, 8, dtype="float16"), tensor(2, 4, 16, 4, dtype="float16")
+    m = described(FN, "scaled_dot_product_attention", q, q, v)
+    cost = lookup(FN, "scaled_dot_product_attention")(Call(m))
+    got, summary = work(kernels(m, ["void flash_bwd_dot_do_o_kernel<Flash_bwd_kernel_traits<...>>(params)",
+                                    "void flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<...>(params)",
+                                    "void flash_bwd_convert_dq_kernel<Flash_bwd_kernel_traits<...>>(params)"], "bprop"))
+    rows = 2 * 4 * 16
+    assert got == [(2 * rows * 4, 2 * rows * 4 * 2 + rows * 4), (cost.bwd_flops, cost.bwd_bytes),
+                   (0, rows * 8 * (4 + 2))]
+    assert not summary.warnings
 
 
 def test_sdpa_forward_work_on_the_attention_kernel():

@@ -174,7 +174,8 @@ def test_pooling_and_interpolation_backward(args, kwargs, expected):
 
 def test_backward_kernels_print_numbers_not_na():
     """End to end: the bprop kernels of these ops print the backward formula on the first kernel
-    of the node (the others 0), where they printed na before."""
+    of the node, where they printed na before; the node's other kernels, whose share is not
+    known here, print na (never a guessed 0)."""
     ops = [
         (described("Tensor", "__add__", t(4, 5), t(5)), ["elementwise_kernel", "reduce_kernel"], "15", "180"),
         (described("torch", "sum", t(4, 5, 6), 1), ["elementwise_kernel"], "0", "576"),
@@ -186,7 +187,7 @@ def test_backward_kernels_print_numbers_not_na():
     recs, expected = [], []
     for tid, (m, names, flops, nbytes) in enumerate(ops):
         recs += kernels(m, names, direction="bprop", tid=tid)
-        expected += [["bprop", m["op"], flops, nbytes]] + [["bprop", m["op"], "0", "0"]] * (len(names) - 1)
+        expected += [["bprop", m["op"], flops, nbytes]] + [["bprop", m["op"], "na", "na"]] * (len(names) - 1)
     out, err = prof_text(recs, "dir,op,flops,bytes")
     assert [line.split() for line in out.splitlines()[1:]] == expected
-    assert "na" not in out and err.strip() == ""
+    assert err.strip() == ""

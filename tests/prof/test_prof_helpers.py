@@ -85,8 +85,10 @@ def analyse(records: List[dict]) -> tuple:
 
 
 def total_flops(records: List[dict]) -> Optional[int]:
+    """The kernels' FLOPs as a sum over whole op calls counts them (Facts.whole_work: a kernel whose
+    own share is na adds what its call's total leaves to it); None where one is unknown even so."""
     facts, _ = analyse(records)
-    vals = [f.flops for f in facts]
+    vals = [f.whole_work()[0] for f in facts]
     return None if None in vals else sum(vals)
 
 

@@ -40,8 +40,9 @@ def test_report_data_of_gpt():
     assert (tl["kernels"], len(tl["blocks"]), tl["merged_below_ns"]) == (139, 139, 0)
     points = rep["roofline"]["points"]
     # One point per call signature; together they are --plot's kernels (with the bias gradients'
-    # sums and layer_norm's dWeight/dBias kernels, which carry their own work).
-    assert len(points) == 71 and sum(p["count"] for p in points) == len(pyprof.roofline(GPT)["points"]) == 73
+    # sums, layer_norm's dWeight/dBias kernels and flash attention's D = rowsum(dO * O) kernels,
+    # which carry their own work).
+    assert len(points) == 73 and sum(p["count"] for p in points) == len(pyprof.roofline(GPT)["points"]) == 75
     # One op-call point per call signature, holding every kernel of its calls: the totals of
     # --summary --by op,shape,module,dir,rank where FLOPs and bytes are known.
     rows = {(r["op"], r["shape"], r["module"], r["dir"]): r
@@ -184,10 +185,10 @@ def test_gpt_report_in_the_browser(browser, tmp_path):
     assert got["sections"] == ["answers", "header", "tables", "modules", "roofline", "timeline"]
     assert got["rows"] == 11 and got["first"][:4] == ["linear", "262.5 us", "51.5", "79"]
     assert got["answers"][0] == "blocks.1.qkv: 33.0 us of its own kernels (6.5% of GPU time)"
-    assert got["svgPoints"] == 71 + 45  # kernel points and op-call diamonds
+    assert got["svgPoints"] == 73 + 45  # kernel points and op-call diamonds
     plots = got["plots"]
     assert plots["plot-modules"] == [22]                    # 21 modules and the root
-    assert sum(plots["plot-roofline"][:2]) == 71             # kernel points, then op calls, then roof lines
+    assert sum(plots["plot-roofline"][:2]) == 73             # kernel points, then op calls, then roof lines
     assert plots["plot-roofline"][2] == 45
     assert sum(plots["plot-timeline"][:-1]) // 2 == 139      # two ends per kernel; then the gaps
     # Sorting and filtering work in the page.

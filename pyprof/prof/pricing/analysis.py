@@ -14,7 +14,7 @@ from .calls import CallNumbers, identity as call_identity
 from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .parts import (ADD, COPY, FILL, LAUNCH, LAYOUT, SPLIT_K, CallParts, Part, backward_parts, family, forward_parts,
-                    layout_parts, rnn_step, split_k, tensor_lists)
+                    layout_parts, rnn_step, split_k, split_pass, tensor_lists)
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost, Unknowable, lookup, retype
 from ..warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
@@ -23,7 +23,6 @@ from .values import ITEMSIZE
 # RecursionError: marker args nested deeper than decode() can follow (valid JSON, never ours).
 _FORMULA_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError, RecursionError)
 _GRAD_TOKENS = ("dgrad", "wgrad")
-_NO_WORK = (0, 0)
 _UNKNOWN = (None, None)
 # Triton template GEMMs use MMA for these (tl.dot lowers to MMA for them from Ampere on).
 _TRITON_MMA_DTYPES = frozenset(("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8"))
@@ -248,7 +247,7 @@ class Analyzer:
         if verdict in (MMA, SIMT) and dtype in _OVERRIDABLE and (kind in MMA_KINDS or cost is None):
             dtype = kernel_dtype(name) or dtype
         f.dtype = dtype
-        if verdict in (MMA, SIMT):  # a split-K reduction after it sums its grid's z partial products
+        if verdict in (MMA, SIMT) and not split_pass(name):  # a split-K reduction after it sums its grid's z partials
             self._calls[("splits", rec.get("pid"), rec.get("tid"))] = _grid_z(rec)
         if aten_range is not None:
             f.flops, f.bytes = self._aten_work(rec, cost, verdict, aten_range, name)
@@ -419,13 +418,13 @@ class Analyzer:
             size = ITEMSIZE.get(cost.dtype)
             layout = [p for p in layout_parts((r.get("sizes") or [])[:3], size) if isinstance(rec.get("grid"), list)
                       and tuple(rec["grid"]) == p.grid] if cost.kind == CONV and size and family(name) == LAYOUT else []
-            return (layout[0].flops, layout[0].bytes) if layout else _NO_WORK
+            return (layout[0].flops, layout[0].bytes) if layout else self._unclaimed()
         if mma and not counts:  # not recognised: facts() counted it
             return _UNKNOWN
         if cost.kind == CONV and rec.get("dir") == "bprop":
             return (cost.flops, cost.bytes) if self._gradient_slot(rec, name, (r.get("name"), r.get("opId"))) \
-                else _NO_WORK
-        return (cost.flops, cost.bytes) if first else _NO_WORK
+                else self._unclaimed()
+        return (cost.flops, cost.bytes) if first else self._unclaimed()
 
     def _split_k(self, rec: dict, name: str | None, outputs: list, dtype: str | None) -> tuple:
         """(flops, bytes) of a split-K reduction (parts.split_k) after the thread's last matrix
@@ -433,6 +432,18 @@ class Analyzer:
         work = split_k(name or "", rec.get("grid"), self._calls.get(("splits", rec.get("pid"), rec.get("tid"))),
                        outputs, ITEMSIZE.get(dtype))
         return _UNKNOWN if work is None else work
+
+    def _split_pass(self, rec: dict, cost: Cost, bprop: bool, size: int | None) -> tuple:
+        """(flops, bytes) of cuBLAS's split-K pass after the thread's last GEMM kernel (parts.split_pass):
+        its grid's z partial products of the output summed, (z - 1) adds an element, the partials
+        read in fp32 (the accumulator of every such GEMM's name) and the output written once; na
+        where the GEMM split nothing or the output is not one known shape."""
+        splits = self._calls.get(("splits", rec.get("pid"), rec.get("tid")))
+        outputs = self._gemm_outputs(rec, cost, bprop)
+        if not splits or splits < 2 or len(outputs) != 1:
+            return self._unclaimed()
+        out = outputs[0][0] * outputs[0][1]
+        return (splits - 1) * out, None if size is None else splits * out * 4 + out * size
 
     @staticmethod
     def _gemm_outputs(rec: dict, cost: Cost, bprop: bool) -> list:
@@ -460,6 +471,14 @@ class Analyzer:
         work = (part.flops, part.bytes) if part is not None else \
             rnn_step(cost, name, rec.get("grid"), verdict in (MMA, SIMT), bprop)
         return self._rest(rec, cost.bwd_flops if bprop else cost.flops, _UNKNOWN if work is None else work)
+
+    def _unclaimed(self) -> tuple:
+        """(na, na) for a kernel of an op call that carries none of its formula's work and no part
+        of it that is known (a second kernel of a split gradient, a library's helper): it did work,
+        but how much is not known, so never 0. For sums over whole calls it adds 0 FLOPs (the
+        formula's are on the call's main kernel) and unknown bytes (Facts.call_work)."""
+        self._call_work = (0, None)
+        return _UNKNOWN
 
     def _rest(self, rec: dict, total: int | None, work: tuple) -> tuple:
         """`work`, this kernel's own (flops, bytes) in the current op call whose FLOPs are `total`
@@ -505,7 +524,7 @@ class Analyzer:
                 inner = torch_ops[-1]
                 if inner.get("name") not in cost.main_op or not self._first(
                         ("main", rec.get("pid"), rec.get("tid")), inner, True, rec.get("subSeqId") == 0):
-                    return _NO_WORK
+                    return self._unclaimed()
             else:
                 # A copy or fill kernel of the call is a part (autocast's cast of an argument, a
                 # gradient's zero fill; backward, an add: the engine's accumulation of a gradient)
@@ -528,16 +547,18 @@ class Analyzer:
                     return self._rest(rec, cost.bwd_flops if bprop else cost.flops,
                                       (staged[0], None if nbytes is None else nbytes + sum(staged[2:])))
                 if not first:
-                    return _NO_WORK
+                    return self._unclaimed()
             flops, nbytes = (cost.bwd_flops, cost.bwd_bytes) if bprop else (cost.flops, cost.bytes)
             return flops, self._ran_in(nbytes, cost, rec, name)
         math = verdict in (MMA, SIMT)
         first = self._first_of_call(rec, math)  # helper kernels never become the main kernel
+        if verdict == NONE and kind == GEMM and split_pass(name):
+            return self._split_pass(rec, cost, bprop, ITEMSIZE.get(dtype))
         if verdict == NONE and family(name) == SPLIT_K:
             return self._split_k(rec, name, self._gemm_outputs(rec, cost, bprop), dtype)
         if verdict == NONE:
             part = self._part(rec, cost, bprop, name)
-            return _NO_WORK if part is None else (part.flops, part.bytes)
+            return self._unclaimed() if part is None else (part.flops, part.bytes)
         if not math:
             return _UNKNOWN
         size = ITEMSIZE.get(dtype)
@@ -545,21 +566,21 @@ class Analyzer:
             sizes = _sizes_gemm(rec)
             if sizes is not None:
                 if not self._first_in_range(rec):
-                    return _NO_WORK
+                    return self._unclaimed()
                 b, m, n, k, extra = sizes
                 elems = b * (m * k + k * n + m * n) + extra
                 return 2 * b * m * n * k, None if size is None else elems * size
         if not bprop:
             if not first:
-                return _NO_WORK
+                return self._unclaimed()
             return cost.flops, None if size is None or cost.elems is None else (cost.elems + cost.bias_elems) * size
         grad = (cost.flops, None if size is None or cost.elems is None else cost.elems * size)
         if kind == GEMM:
             return grad  # data- and weight-gradient GEMMs each do one forward's work
         if kind == CONV:
-            return grad if self._gradient_slot(rec, name) else _NO_WORK
+            return grad if self._gradient_slot(rec, name) else self._unclaimed()
         if not first:  # ATTN backward: the whole node's work on its main kernel
-            return _NO_WORK
+            return self._unclaimed()
         if cost.bwd_bytes is None or size is None or cost.dtype is None:
             return cost.bwd_flops, cost.bwd_bytes
         return cost.bwd_flops, cost.bwd_bytes * size // ITEMSIZE[cost.dtype]

@@ -32,10 +32,16 @@ from typing import NamedTuple
 
 from .op_ranges import template_dtype
 from .multitensor import Lists, is_launch
-from .registry import CONV, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost
+from .registry import ATTN, CONV, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost
 from .values import ITEMSIZE, Tensor
 
 COPY, SUM, ADD, LAYOUT, LAUNCH, FILL, SCALE, SPLIT_K = "copy", "sum", "add", "layout", "launch", "fill", "scale", "split-k"
+DOT_DO_O, CAST_DQ = "dot-do-o", "cast-dq"
+# Flash attention's backward (PyTorch's flash_bwd_*, cuDNN's fusion::*) runs its main kernel
+# between two helpers: one takes D = rowsum(dO * O) per query row, one casts dQ, accumulated in
+# fp32, down to the op's dtype.
+_DOT_DO_O_KERNEL = re.compile(r"dot_do_o")
+_CAST_DQ_KERNEL = re.compile(r"convert_dq")
 # PyTorch's copy kernels, which also cast: `bfloat16_copy_kernel_cuda`, `direct_copy_kernel_cuda`.
 _COPY_KERNEL = re.compile(r"\w+_copy_kernel_cuda")
 # PyTorch's sum and mean reductions (a bias gradient, a loss's closing reduction).
@@ -94,6 +100,10 @@ def family(kernel: str | None) -> str | None:
         return SCALE
     if _SPLIT_K_KERNEL.search(kernel):
         return SPLIT_K
+    if _DOT_DO_O_KERNEL.search(kernel):
+        return DOT_DO_O
+    if _CAST_DQ_KERNEL.search(kernel):
+        return CAST_DQ
     return SUM if _SUM_KERNEL.search(kernel) else ADD if _ADD_KERNEL.search(kernel) else None
 
 
@@ -221,9 +231,33 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     if cost is None or cost.kind not in MMA_KINDS:
         return grads + _casts_back(marker, cost)
     size = ITEMSIZE.get(cost.dtype)
+    if cost.kind == ATTN:
+        return _flash_helpers(marker, size) + grads + _casts_back(marker, cost)
     bias = [Part(SUM, cost.out_elems, cost.out_elems - cost.bias_elems, (cost.out_elems + cost.bias_elems) * size)
             ] if cost.bias_elems and cost.out_elems and size else []
     return bias + grads + _scaled(marker, cost, True) + _casts_back(marker, cost)
+
+
+def _flash_helpers(marker: dict, size: int | None) -> list[Part]:
+    """Flash attention's backward helpers over R = batch x heads x L query rows: D = rowsum(dO * O)
+    (2 FLOPs an element of O; dO and O read, D written in fp32) and dQ's cast from its fp32
+    accumulator (R x E read in fp32, written in the op's dtype). None when the query or value is not
+    in the marker."""
+    c = Call(marker)
+    q, v = c.tensor(0, "query"), c.tensor(2, "value")
+    if q is None or v is None or not q.shape or not v.shape or size is None:
+        return []
+    rows = math.prod(q.shape[:-1])
+    out = rows * v.shape[-1]
+    dq = rows * q.shape[-1]
+    return [Part(DOT_DO_O, out, 2 * out, 2 * out * size + rows * 4), Part(CAST_DQ, dq, 0, dq * (4 + size))]
+
+
+def split_pass(kernel: str | None) -> bool:
+    """Whether a kernel with a GEMM's name is cuBLAS's split-K pass after the GEMM (xmma's
+    `..._cute_split_k_kernel__5x_cublas`, `..._execute_split_k_kernel`): it sums the partial
+    products the GEMM's grid z left, it computes no product."""
+    return "split_k_kernel" in (kernel or "")
 
 
 def split_k(kernel: str, grid: object, splits: int | None, outputs: list, size: int | None) -> tuple | None:
