@@ -407,7 +407,7 @@ def test_plot_is_written_to_exactly_the_name_given(tmp_path):
     small.write_bytes(b"\n".join(lenet_records()) + b"\n")
     for name, head in [("roof", b"\x89PNG"), ("roof.svg", b"<?xml"), ("roof.pdf", b"%PDF"), ("roof.x", b"\x89PNG")]:
         res = run_tool("prof", ["--plot", str(tmp_path / name), str(small)])
-        assert res.status == 0 and res.err_lines[-1] == f"pyprof.prof: roofline of 17 kernels written to {tmp_path / name}"
+        assert res.status == 0 and res.err_lines[-1] == f"pyprof.prof: roofline of 19 kernels written to {tmp_path / name}"
         assert (tmp_path / name).read_bytes().startswith(head)
     assert sorted(os.listdir(tmp_path)) == ["in.dict", "roof", "roof.pdf", "roof.svg", "roof.x"]
 
@@ -562,7 +562,7 @@ def test_names_parquet_and_the_plot_cannot_encode_are_written_escaped(tmp_path):
     assert table.column("kernel").to_pylist() == ["k\\udcff"] * len(recs)
     assert table.column("op").to_pylist()[0] == "o\\ud800p"
     res = run_tool("prof", ["--plot", str(tmp_path / "roof.png"), str(path)])
-    assert (res.status, res.err_lines[-1]) == (0, f"pyprof.prof: roofline of 17 kernels written to {tmp_path / 'roof.png'}")
+    assert (res.status, res.err_lines[-1]) == (0, f"pyprof.prof: roofline of 19 kernels written to {tmp_path / 'roof.png'}")
 
 
 def test_names_with_line_breaks_keep_each_row_on_its_line():
