@@ -100,6 +100,7 @@ def _fields(f: Facts) -> tuple:
     return tuple(getattr(f, s) for s in Facts.__slots__)
 
 
+@pytest.mark.slow  # every shipped capture, record by record (CI runs it; the quick run the store's bytes below)
 def test_memo_gives_the_facts_and_warnings_of_the_plain_analysis(capture):
     path, why = capture
     if why is not None:
@@ -122,6 +123,7 @@ def _report(prof: summary.Profile, sort: str, top: int | None) -> str:
     return out.getvalue()
 
 
+@pytest.mark.slow  # every capture by every key: the quick run keeps the per-record oracle above
 @pytest.mark.parametrize("by", [k for k in KEYS if k != "call"] + ["op,shape", "dir,kernel,tc"])
 def test_fast_summary_reports_what_the_record_path_does(capture, by):
     path, why = capture
