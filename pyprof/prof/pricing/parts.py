@@ -82,29 +82,21 @@ class Part(NamedTuple):
     grid: tuple | None = None
 
 
+# The helper families by their kernels' names, the first match winning (a name can hold two).
+_FAMILIES = ((COPY, _COPY_KERNEL), (LAYOUT, _LAYOUT_KERNEL), (FILL, _FILL_KERNEL), (SCALE, _SCALE_KERNEL),
+             (SPLIT_K, _SPLIT_K_KERNEL), (DOT_DO_O, _DOT_DO_O_KERNEL), (CAST_DQ, _CAST_DQ_KERNEL),
+             (SUM, _SUM_KERNEL), (ADD, _ADD_KERNEL))
+
+
 @lru_cache(maxsize=4096)
 def family(kernel: str | None) -> str | None:
-    """The helper family of a kernel from its demangled name (COPY, SUM, ADD, LAYOUT, FILL, SCALE,
-    LAUNCH: a multi-tensor launch), or None."""
+    """The helper family of a kernel from its demangled name (_FAMILIES; LAUNCH: a multi-tensor
+    launch), or None."""
     if not kernel:
         return None
     if is_launch(kernel):
         return LAUNCH
-    if _COPY_KERNEL.search(kernel):
-        return COPY
-    if _LAYOUT_KERNEL.search(kernel):
-        return LAYOUT
-    if _FILL_KERNEL.search(kernel):
-        return FILL
-    if _SCALE_KERNEL.search(kernel):
-        return SCALE
-    if _SPLIT_K_KERNEL.search(kernel):
-        return SPLIT_K
-    if _DOT_DO_O_KERNEL.search(kernel):
-        return DOT_DO_O
-    if _CAST_DQ_KERNEL.search(kernel):
-        return CAST_DQ
-    return SUM if _SUM_KERNEL.search(kernel) else ADD if _ADD_KERNEL.search(kernel) else None
+    return next((fam for fam, pattern in _FAMILIES if pattern.search(kernel)), None)
 
 
 @lru_cache(maxsize=4096)
