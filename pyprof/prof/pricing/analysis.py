@@ -247,7 +247,7 @@ class Analyzer:
         if verdict in (MMA, SIMT) and dtype in _OVERRIDABLE and (kind in MMA_KINDS or cost is None):
             dtype = kernel_dtype(name) or dtype
         f.dtype = dtype
-        if verdict in (MMA, SIMT) and not split_pass(name):  # a split-K reduction after it sums its grid's z partials
+        if verdict in (MMA, SIMT):  # a split-K reduction after it sums its grid's z partial products
             self._calls[("splits", rec.get("pid"), rec.get("tid"))] = _grid_z(rec)
         if aten_range is not None:
             f.flops, f.bytes = self._aten_work(rec, cost, verdict, aten_range, name)
