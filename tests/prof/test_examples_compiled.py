@@ -147,7 +147,9 @@ def test_resnet(resnet) -> None:
     # A 3x3 convolution's backward: dgrad and wgrad kernels, one forward's work each.
     grads = [(r["kShortName"].split("_")[2], f.flops) for r, f in find(rows, "sm90_xmma", "layer4.1.conv2", "bprop")]
     assert grads == [("dgrad", 2 * 8 * 512 * 7 * 7 * 512 * 9), ("wgrad", 2 * 8 * 512 * 7 * 7 * 512 * 9)]
-    assert time_share(rows, lambda r, f: f.flops is not None) >= 0.97
+    # cuDNN's helpers of no known part (nhwcAddPaddingKernel, init_device_workspace_kernel, `Kernel`)
+    # and the wgrad's split-K pass are na, as in eager: never a guessed 0.
+    assert round(time_share(rows, lambda r, f: f.flops is not None), 3) == 0.962
     eager, _ = analysed(EXAMPLES / "resnet.sqlite")
     assert abs(total_flops(rows) / total_flops(eager) - 1) < 0.005
 
@@ -238,7 +240,7 @@ def test_reduce_overhead_in_default_mode(tmp_path_factory, eager) -> None:
         2, 4, 109, 2)
     assert round(time_share(rows, explained), 3) == 0.968
     # The step's FLOPs and its fused AdamW's counter launch (29 1-element adds).
-    assert total_flops(rows) == 5949689984 + 29 and abs(total_flops(rows) / total_flops(eager[0]) - 1) < 0.005
+    assert total_flops(rows) == 5949689984 + 29 + 524288 and abs(total_flops(rows) / total_flops(eager[0]) - 1) < 0.005
     copies = [r for r, f in rows if r["op"] in ("_foreach_copy_", "view") and f.flops is None]
     assert [[o["name"] for o in r["torchOps"]] for r in copies] == [["aten::_foreach_copy_"]] * 2
 
@@ -258,16 +260,25 @@ def test_default_mode_gpt_and_resnet(tmp_path_factory, eager) -> None:
     assert (stats.compiled.graphs, stats.compiled.instances, stats.compiled.joined, stats.compiled.unexplained) == (
         2, 2, 109, 0)
     assert round(time_share(rows, explained), 3) == 0.997
-    assert total_flops(rows) == 5949689984 + 29 and matrix_flops(rows) == matrix_flops(eager[0]) == 5872025600
+    assert total_flops(rows) == 5949689984 + 29 + 524288 and matrix_flops(rows) == matrix_flops(eager[0]) == 5872025600
     bwd = find(rows, "cudnn_generated_fort_native_sdpa_sm90_flash_bprop", "blocks.0", "bprop")
     assert [(r["op"], f.flops) for r, f in bwd] == [("_scaled_dot_product_cudnn_attention_backward",
                                                    16 * (6 * 128 * 128 * 64 + 4 * 128 * 128 * 64) // 2)]
+    # The library call's helpers carry the parts an eager call of the op has (parts.py): D =
+    # rowsum(dO * O) over 4 x 4 x 128 rows of 64 (dO and O read in bf16, D written in fp32), and dQ
+    # cast from its fp32 accumulator.
+    rows_, out = 4 * 4 * 128, 4 * 4 * 128 * 64
+    helpers = [(r["kShortName"], f.flops, f.bytes) for r, f in find(rows, "", "blocks.0", "bprop")
+               if r["kShortName"] in ("compute_dot_do_o_specialized", "convert_dq_to_16bits")]
+    assert helpers == [("compute_dot_do_o_specialized", 2 * out, 2 * out * 2 + rows_ * 4),
+                       ("convert_dq_to_16bits", 0, out * (4 + 2))]
     rows, stats = analysed(example(tmp_path_factory, "resnet_compiled_default"))
     assert (stats.compiled.graphs, stats.compiled.instances, stats.compiled.joined, stats.compiled.unexplained) == (
         2, 2, 285, 0)
     # The eager SGD step's first op (the weight decay, 3 lists, 48 tensors a launch) runs as two
-    # launches before any launch holds the whole list: without op ranges their shares are na.
-    assert round(time_share(rows, explained), 3) == 0.935
+    # launches before any launch holds the whole list: without op ranges their shares are na; so
+    # are cuDNN's helpers of no known part and the wgrad's split-K passes (4.1% of the time).
+    assert round(time_share(rows, explained), 3) == 0.894
     resnet_eager, _ = analysed(EXAMPLES / "resnet.sqlite")
     assert matrix_flops(rows) == matrix_flops(resnet_eager) == 85187297280
     # A convolution's backward: one call, its data-gradient and weight-gradient kernels.
@@ -307,7 +318,7 @@ def test_dynamic_shapes_priced_by_hints(tmp_path_factory, eager) -> None:
     assert (stats.compiled.graphs, stats.compiled.instances, stats.compiled.joined, stats.compiled.unexplained) == (
         2, 2, 113, 0)
     assert round(time_share(rows, explained), 3) == 0.998
-    assert total_flops(rows) == 5949689984 - 2137088 and matrix_flops(rows) == matrix_flops(eager[0])
+    assert total_flops(rows) == 5949689984 - 2137088 + 524288 and matrix_flops(rows) == matrix_flops(eager[0])
 
 
 def test_graph_breaks_priced_by_hints(tmp_path_factory, eager) -> None:
@@ -334,4 +345,4 @@ def test_graph_breaks_priced_by_hints(tmp_path_factory, eager) -> None:
                                                                             ("out", 1024))] + [("head", 2 * 512 * 256 * 1024)]
     assert [r["op"] for r, f in rows if not explained(r, f)] == ["arange", "__add__", "__add__"] + [
         "embedding_dense_backward"] * 4
-    assert total_flops(rows) == 5953171205 and matrix_flops(rows) == matrix_flops(eager[0])
+    assert total_flops(rows) == 5953171205 + 524288 and matrix_flops(rows) == matrix_flops(eager[0])

@@ -8,8 +8,11 @@ nodes' work once. Its bytes are Inductor's own estimate of what the fused kernel
 writes (buffers produced and consumed inside it are not counted); a library call (cuBLAS,
 cuDNN, flash attention) has none, and its nodes' formula bytes are used. A node the table does
 not know makes the kernel's FLOPs `na`. GEMM, convolution and attention nodes make the kernel a
-matrix kernel: Tensor Cores from its name, as for eager kernels, and a library call's helper
-kernels carry 0.
+matrix kernel: Tensor Cores from its name, as for eager kernels. A library call's helper kernels
+carry the parts (parts.py) its matrix node would have as an eager op call (flash attention's
+backward helpers, a split-K reduction of the matrix kernel's partials, cuDNN's layout
+conversions, ...), from the same definitions; a helper no part fits, and a kernel of a gradient
+already carried, are na (never a guessed 0), adding 0 FLOPs to sums over whole calls.
 """
 from __future__ import annotations
 
@@ -18,7 +21,9 @@ from typing import Any
 from . import peaks as peaks_mod
 from .ops import lookup
 from .ops.fx import foreach
-from .registry import MMA_KINDS, Call, Cost, Formula, Unknowable
+from .parts import SPLIT_K, CallParts, backward_parts, family, forward_parts, split_k
+from .registry import GEMM, MMA_KINDS, Call, Cost, Formula, Unknowable
+from .values import ITEMSIZE
 from .tensorcores import MMA, NONE, SIMT, classify
 
 # The `level` column's word for a kernel priced from its graph's FX nodes (analysis.LEVELS).
@@ -72,13 +77,14 @@ def node_cost(node: dict) -> tuple:
 class KernelWork:
     """The priced nodes of one call site: totals, the matrix node (if any) and the warnings."""
 
-    __slots__ = ("flops", "bytes", "main", "last", "warnings", "parts")
+    __slots__ = ("flops", "bytes", "main", "node", "last", "warnings", "parts")
 
     def __init__(self, entry: dict) -> None:
         nodes = entry.get("nodes")
         nodes = [n for n in nodes if isinstance(n, dict)] if isinstance(nodes, list) else []
         own = [n for n in nodes if not n.get("again")]
         self.main: Cost | None = None
+        self.node: dict | None = None  # the node of `main`
         # Matrix kernels the work is spread over: a convolution backward launches one per
         # gradient (dgrad, wgrad), each doing one forward's work (docs/prof.md).
         self.parts = 1
@@ -93,7 +99,7 @@ class KernelWork:
                 flops = nbytes = None
                 continue
             if cost.kind in MMA_KINDS and self.main is None:
-                self.main = cost
+                self.main, self.node = cost, node
                 if str(node.get("op")).startswith("aten.convolution_backward."):
                     mask = (node.get("args") or [None] * 11)[10]
                     self.parts = max(1, sum(1 for m in mask[:2] if m)) if isinstance(mask, list) else 1
@@ -112,7 +118,9 @@ class CompiledPricer:
     def __init__(self, analyzer: Any) -> None:
         self.analyzer = analyzer
         self._work: dict = {}
-        self._seen: dict = {}  # (pid, tid) -> [(run, call) of its last library kernel, matrix kernels so far]
+        # (pid, tid) -> [(run, call) of its last library kernel, matrix kernels so far, the grid z
+        # of the last one (a split-K count), the call's helper parts not yet taken (or None)]
+        self._seen: dict = {}
 
     def work(self, entry: dict) -> KernelWork:
         """The call site's priced nodes (cached: every step repeats them)."""
@@ -124,18 +132,45 @@ class CompiledPricer:
             w = self._work[key] = KernelWork(entry)
         return w
 
-    def _part(self, rec: dict, entry: dict, counts: bool) -> int:
-        """How many matrix kernels of this library call (this run of its graph) came before this
-        one on its thread; counts this one when `counts`."""
+    def _state(self, rec: dict, entry: dict) -> list:
+        """The thread's state for this library call (this run of its graph): _seen's entry."""
         key = (rec.get("pid"), rec.get("tid"))
         ident = (entry.get("run"), entry.get("call"))
         state = self._seen.get(key)
         if state is None or state[0] != ident:
-            state = self._seen[key] = [ident, 0]
+            state = self._seen[key] = [ident, 0, None, None]
+        return state
+
+    def _part(self, rec: dict, entry: dict, counts: bool) -> int:
+        """How many matrix kernels of this library call came before this one on its thread;
+        counts this one (and keeps its grid's z) when `counts`."""
+        state = self._state(rec, entry)
         n = state[1]
         if counts:
             state[1] = n + 1
+            grid = rec.get("grid")
+            state[2] = grid[2] if isinstance(grid, list) and len(grid) == 3 and type(grid[2]) is int else None
         return n
+
+    def _helper(self, rec: dict, entry: dict, w: KernelWork, name: str | None) -> tuple:
+        """(FLOPs, bytes) of a library call's helper kernel: a split-K reduction of its last
+        matrix kernel's partials, or the helper part (parts.py) its launch fits among those the
+        call's matrix node has, as an eager call of the op has them: a `*_backward` node's
+        arguments are the forward's after grad_output (ATen's convention). Else na."""
+        state = self._state(rec, entry)
+        main, node = w.main, w.node or {}
+        if family(name) == SPLIT_K:
+            shape = main.out_shape if main.kind == GEMM else None
+            work = split_k(name or "", rec.get("grid"), state[2], [shape] if shape and len(shape) == 2 else [],
+                           ITEMSIZE.get(main.dtype))
+            return work if work is not None else self.analyzer._unclaimed()
+        if state[3] is None:
+            args = node.get("args") if isinstance(node.get("args"), list) else []
+            op = str(node.get("op")).split(".")
+            bwd = len(op) > 1 and op[1].endswith("_backward")
+            state[3] = CallParts((backward_parts if bwd else forward_parts)({"args": args[1:] if bwd else args}, main))
+        part = state[3].take(name, rec.get("grid"), rec.get("block"))
+        return (part.flops, part.bytes) if part is not None else self.analyzer._unclaimed()
 
     def facts(self, rec: dict, facts: Any) -> Any:
         """Fill `facts` (an analysis.Facts) for a record with `compiled`."""
@@ -158,8 +193,10 @@ class CompiledPricer:
         facts.dtype = (main or w.last).dtype if (main or w.last) is not None else None
         if main is not None:
             part = self._part(rec, entry, verdict in (MMA, SIMT))
-            if verdict == NONE or (verdict in (MMA, SIMT) and part >= w.parts):
-                facts.flops, facts.bytes = 0, 0
+            if verdict == NONE:
+                facts.flops, facts.bytes = self._helper(rec, entry, w, name)
+            elif verdict in (MMA, SIMT) and part >= w.parts:  # a gradient's second kernel
+                facts.flops, facts.bytes = self.analyzer._unclaimed()
             elif w.parts > 1 and verdict in (MMA, SIMT):
                 facts.flops = None if w.flops is None else w.flops // w.parts + (w.flops % w.parts if part == 0 else 0)
                 facts.bytes = None if w.bytes is None else w.bytes // w.parts + (w.bytes % w.parts if part == 0 else 0)
@@ -168,8 +205,8 @@ class CompiledPricer:
                 facts.flops = facts.bytes = None
             else:
                 facts.flops, facts.bytes = w.flops, w.bytes
-        elif entry.get("sub"):
-            facts.flops, facts.bytes = 0, 0  # a later kernel of one library call: the first carries it
+        elif entry.get("sub"):  # a later kernel of one library call: the first carries its work
+            facts.flops, facts.bytes = self.analyzer._unclaimed()
         else:
             facts.flops, facts.bytes = w.flops, w.bytes
         if facts.flops is not None:
