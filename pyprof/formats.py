@@ -50,10 +50,12 @@ MARKERS: dict[str, MarkerKind] = {
 }
 
 
-# Op markers' `mod` for the calls parse and prof single out: torch.distributed's (rank, collectives)
-# and optimizer steps (`<Class>.step`, direction `optim`).
+# Op markers' `mod` for the calls parse and prof single out: torch.distributed's (rank, collectives),
+# optimizer steps (`<Class>.step`) and GradScaler's unscale and update (`GradScaler.unscale_`), the
+# last two direction `optim`.
 DIST_MOD = "torch.distributed"
 OPTIM_MOD = "torch.optim"
+AMP_MOD = "torch.amp"
 
 
 def op_marker_head(mod: str) -> str:

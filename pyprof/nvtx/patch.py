@@ -8,7 +8,8 @@ switches in `_SKIP` and names starting with `is_`, `get_`, `set_`, `sym_`. On `t
 every public method minus `_TENSOR_SKIP` and `is_*`, plus the operator dunders in
 `_TENSOR_DUNDERS`; never properties, classmethods or other dunders. Plus `torch.autograd.backward`
 and `grad`, the collectives and point-to-point calls of `torch.distributed` (distributed.py),
-`nn.Module.__call__` and the `step` of every optimizer class, present and future. `torch._VF`
+`nn.Module.__call__`, the `step` of every optimizer class, present and future, and GradScaler's
+`unscale_` and `update` (whose kernels run in private ops). `torch._VF`
 (through which `nn.LSTM` and co. call `torch.lstm`, `torch.gru`, ...) hands out the same
 wrappers as `torch`.
 
@@ -29,7 +30,7 @@ import torch
 
 from . import distributed, emit, inductor, warnsite, wrappers
 from .priced import PRICED
-from .wrappers import is_wrapper, module_call, op_wrapper, step_wrapper
+from .wrappers import is_wrapper, module_call, op_wrapper, scaler_wrapper, step_wrapper
 
 _FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType)
 _METHOD_TYPES = (types.FunctionType, types.MethodDescriptorType, types.WrapperDescriptorType)
@@ -197,6 +198,8 @@ def _patch() -> None:
     for cls in _all_subclasses(torch.optim.Optimizer):
         _wrap_step(cls)
     _set(torch.optim.Optimizer, "__init_subclass__", classmethod(_optimizer_init_subclass))
+    for name in ("unscale_", "update"):  # torch.cuda.amp's and torch.cpu.amp's GradScaler inherit them
+        _set(torch.amp.GradScaler, name, scaler_wrapper(vars(torch.amp.GradScaler)[name], name))
     _set(torch.jit, "script", _script)
 
 

@@ -394,6 +394,8 @@ torch.addmm_
 torch.all
 torch.amax
 torch.amin
+torch.amp.GradScaler.unscale_
+torch.amp.GradScaler.update
 torch.angle
 torch.angle_
 torch.any

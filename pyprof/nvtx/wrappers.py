@@ -1,4 +1,5 @@
-"""The wrappers pyprof installs: one per torch callable, `nn.Module.__call__`, optimizer steps.
+"""The wrappers pyprof installs: one per torch callable, `nn.Module.__call__`, optimizer steps,
+GradScaler's unscale_ and update.
 
 Hot path. Per call of a wrapped op: one attribute test when markers are off; otherwise a
 thread-local depth check, the marker text (a call key and one look-up in the wrapper's own cache,
@@ -16,7 +17,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ..formats import OPTIM_MOD
+from ..formats import AMP_MOD, OPTIM_MOD
 from . import backward as _backward
 from . import memo as _memo
 from .emit import state as _state
@@ -131,7 +132,7 @@ def _dress(wrapper: Callable, orig: Callable, home: str, qualname: str) -> None:
 
 
 def is_wrapper(obj: Any) -> bool:
-    """True for functions made by op_wrapper, module_call or step_wrapper."""
+    """True for functions made by op_wrapper, module_call, step_wrapper or scaler_wrapper."""
     return getattr(obj, "__code__", None) in _WRAPPER_CODES
 
 
@@ -289,10 +290,11 @@ def _step_marker(opt: torch.optim.Optimizer, args: tuple, kwargs: dict, tail: st
     return _build(prefix, args, kwargs, tail, extra)
 
 
-def step_wrapper(orig: Callable) -> Callable:
-    """A wrapper of one optimizer class's `step` (op `<Class>.step`, mod `torch.optim`)."""
+def _phase_wrapper(orig: Callable, marker: Callable[[Any, tuple, dict, str], str]) -> Callable:
+    """A wrapper of a method of the optimizer phase whose marker `marker(self, args, kwargs,
+    tail)` builds: the calls it makes are inside its range and emit nothing (unless nested)."""
 
-    def step(self: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> Any:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         if not _state.on or _is_compiling():
             return orig(self, *args, **kwargs)
         tl = _threads.s
@@ -301,7 +303,7 @@ def step_wrapper(orig: Callable) -> Callable:
             return orig(self, *args, **kwargs)
         tl.depth = depth + 1
         try:
-            _state.push(_step_marker(self, args, kwargs, _site() + tl.mod))
+            _state.push(marker(self, args, kwargs, _site() + tl.mod))
             try:
                 return orig(self, *args, **kwargs)
             finally:
@@ -310,8 +312,42 @@ def step_wrapper(orig: Callable) -> Callable:
             tl.depth = depth
 
     # update_wrapper copies torch's `hooked` flag: Optimizer then does not wrap the step again.
-    functools.update_wrapper(step, orig)
-    return step
+    functools.update_wrapper(method, orig)
+    return method
+
+
+def step_wrapper(orig: Callable) -> Callable:
+    """A wrapper of one optimizer class's `step` (op `<Class>.step`, mod `torch.optim`)."""
+    return _phase_wrapper(orig, _step_marker)
+
+
+def scaler_wrapper(orig: Callable, name: str) -> Callable:
+    """A wrapper of GradScaler's `unscale_` or `update` (op `GradScaler.<name>`, mod `torch.amp`):
+    PyTorch runs their kernels through private ops (`torch._amp_foreach_non_finite_check_and_unscale_`,
+    `torch._amp_update_scale_`), which pyprof does not wrap. unscale_'s marker describes the
+    optimizer's gradients as a step's describes its parameters (`kwargs.params`); a disabled
+    scaler launches nothing and gets no marker."""
+    prefix = op_prefix(AMP_MOD, "GradScaler." + name)
+
+    def marker(scaler: Any, args: tuple, kwargs: dict, tail: str) -> str:
+        opt = args[0] if args else kwargs.get("optimizer")
+        if not isinstance(opt, torch.optim.Optimizer):
+            return _build(prefix, args, kwargs, tail)
+        try:
+            extra = '"params":' + optimizer_params(opt)
+        except Exception:
+            extra = '"params":{"type":"unencodable"}'
+        return _build(prefix, (), None, tail, extra)
+
+    wrapped = _phase_wrapper(orig, marker)
+
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not getattr(self, "_enabled", True):
+            return orig(self, *args, **kwargs)
+        return wrapped(self, *args, **kwargs)
+
+    functools.update_wrapper(method, orig)
+    return method
 
 
 def hiding(fn: Callable) -> Callable:
@@ -335,7 +371,8 @@ def hiding(fn: Callable) -> Callable:
 
 
 _WRAPPER_CODES = frozenset(
-    f.__code__ for f in (op_wrapper(len, "", "", "", "x"), module_call(len), step_wrapper(len))
+    f.__code__ for f in (op_wrapper(len, "", "", "", "x"), module_call(len), step_wrapper(len),
+                         scaler_wrapper(len, "x"))
 )
 
 

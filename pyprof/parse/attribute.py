@@ -30,7 +30,7 @@ import heapq
 import itertools
 from typing import Any, Iterator
 
-from pyprof.formats import OPTIM_MOD
+from pyprof.formats import AMP_MOD, OPTIM_MOD
 from pyprof.formats import VERSION as SCHEMA_VERSION
 from pyprof.parse import nccl, queries
 from pyprof.parse.export import Export
@@ -54,9 +54,10 @@ _BYTES, _COPY_KIND = queries.MEMCPY_AT["bytes"], queries.MEMCPY_AT["copy_kind"]
 _NODE = queries.CAPTURED_AT["node"]
 # Appended to a window's activities: takes in the ranges left before the window's end.
 _DRAIN = (OPEN_END,)
-# The JSON `mod` of an optimizer step's marker (`torch.optim`, `SGD.step`): its kernels are
-# neither forward nor backward work, direction `optim` (docs/records.md).
-_OPTIM = encode_str(OPTIM_MOD)
+# The JSON `mod` of an optimizer step's marker (`torch.optim`, `SGD.step`) and of GradScaler's
+# (`torch.amp`, `GradScaler.unscale_`): their kernels are neither forward nor backward work,
+# direction `optim` (docs/records.md).
+_OPTIM = (encode_str(OPTIM_MOD), encode_str(AMP_MOD))
 
 
 class Stats:
@@ -223,7 +224,7 @@ class _Attribution:
                 mod, op = _split_op(innermost_torch.name)
             else:
                 mod = op = "null"
-        return (f'"dir":"{"bprop" if bwd else "optim" if mod == _OPTIM else "fprop"}","mod":{mod},"op":{op},'
+        return (f'"dir":"{"bprop" if bwd else "optim" if mod in _OPTIM else "fprop"}","mod":{mod},"op":{op},'
                 f'"marker":{marker.js if marker is not None else "null"},'
                 f'"fwd":{_fwd_js(bseq, fwd) if fwd is not None else node.js if node is not None else "null"},'
                 f'"torchOps":[{",".join(torch_ops)}],'

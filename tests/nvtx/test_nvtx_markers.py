@@ -367,6 +367,24 @@ def test_optimizer_step():
             "momentum": 0.9, "dampening": 0, "nesterov": False, "weight_decay": [0.0001, 0.0], "maximize": False})
 
 
+def test_grad_scaler_unscale_and_update():
+    """Their kernels run in private ops, which get no marker: the public methods do. unscale_
+    describes the optimizer's gradients as a step describes its parameters; a disabled scaler
+    launches nothing and gets no marker."""
+    w, b = torch.nn.Parameter(r(4, 3)), torch.nn.Parameter(r(5))
+    opt = torch.optim.SGD([w, b], lr=0.1)
+    scaler = torch.amp.GradScaler("cpu")
+    scaler.scale(w.sum() + b.sum()).backward()
+    expect(lambda: scaler.unscale_(opt), "torch.amp", "GradScaler.unscale_", [],
+           {"params": {"count": 2, "numel": 17, "dtype": "float32"}})
+    expect(lambda: scaler.update(), "torch.amp", "GradScaler.update", [])
+    off = torch.amp.GradScaler("cpu", enabled=False)
+    with recording() as rec:
+        off.unscale_(opt)
+        off.update()
+    assert rec.ranges == []
+
+
 def test_module_calls_carry_qualified_name_and_extra_repr():
     class Block(torch.nn.Module):
         def __init__(self):

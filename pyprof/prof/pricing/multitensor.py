@@ -122,8 +122,9 @@ def launch_elements(numels: list[int], max_tensors: int) -> list[int]:
 
 class Lists:
     """The tensor lists of one multi-tensor call (an optimizer step over `count` parameters of
-    `numel` elements), launch by launch. `flops_per`: the fused math's FLOPs per element (the
-    optimizer formula's); `fused`: the step's other launches walk its 1-element step counters."""
+    `numel` elements, GradScaler's unscale of their gradients), launch by launch. `flops_per`: the
+    FLOPs per element of a call that is one op over its lists (a fused step's math, the unscale),
+    else None; `fused`: the step's other launches walk its 1-element step counters."""
 
     __slots__ = ("numel", "count", "flops_per", "fused", "chunks")
 
@@ -152,5 +153,7 @@ class Lists:
             elems = self.numel * blocks // self.chunks
         else:
             return None
-        per = self.flops_per if spec.fused else spec.flops
+        # The name's operation where it tells one, else the call's per element (a functor whose
+        # lambda the name does not spell: GradScaler's unscale).
+        per = self.flops_per if spec.fused or spec.flops is None else spec.flops
         return (None if per is None else elems * per), elems * spec.lists * spec.size

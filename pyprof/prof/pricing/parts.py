@@ -276,8 +276,8 @@ def split_k(kernel: str, grid: object, splits: int | None, outputs: list, size: 
 
 def tensor_lists(marker: dict, cost: Cost | None) -> Lists | None:
     """The tensor lists of an optimizer step's marker (`kwargs.params`: count and numel) for its
-    multi-tensor launches (multitensor.py); None for any other call. A fused step's math runs
-    the formula's FLOPs per element."""
+    multi-tensor launches (multitensor.py), or of GradScaler's unscale (the gradients); None for
+    any other call."""
     params = (marker.get("kwargs") or {}).get("params")
     if cost is None or not isinstance(params, dict):
         return None
@@ -285,7 +285,9 @@ def tensor_lists(marker: dict, cost: Cost | None) -> Lists | None:
     if type(numel) is not int or type(count) is not int or numel <= 0 or count <= 0:
         return None
     fused = bool((marker.get("kwargs") or {}).get("fused"))
-    per = cost.flops // numel if fused and cost.flops is not None else None
+    # One op over the lists (a fused step, GradScaler's unscale), not a sequence of foreach ops:
+    # every launch does the formula's FLOPs per element.
+    per = cost.flops // numel if not cost.composite and cost.flops is not None else None
     return Lists(numel, count, per, fused)
 
 

@@ -21,6 +21,7 @@ from .attention import sdpa_cost
 from .elementwise import FLOPS_PER_ELEMENT, pointwise_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
 from .nn import norm_cost
+from .optim import UNSCALE_FLOPS, update_scale_cost
 
 A = Any  # an AtenCall (pyprof/prof/pricing/op_ranges.py); not imported: aten.py imports this package
 
@@ -294,7 +295,8 @@ def embedding_backward(a: A) -> Cost | None:
 # -- multi-tensor (foreach) ops: tensor lists flattened, the list count from the kernel's name ----
 
 _DEPTH = re.compile(r"tensorlist(?:scalarlist)?metadata<(?:[^,<>]+, )?\(int\)(\d+)>")
-_FOREACH_FLOPS = {**FLOPS_PER_ELEMENT, "zero": 0, "copy": 0, "norm": 2, "amp_foreach_non_finite_check_and_unscale": 2}
+_FOREACH_FLOPS = {**FLOPS_PER_ELEMENT, "zero": 0, "copy": 0, "norm": 2,
+                  "amp_foreach_non_finite_check_and_unscale": UNSCALE_FLOPS}
 
 
 # Foreach ops whose only operands are the tensor lists; the others take one scalar besides.
@@ -349,8 +351,8 @@ register_aten(*sorted({f"aten::_foreach_{o}{s}" for o in _FOREACH for s in ("", 
 
 @register_aten("aten::_amp_update_scale_")
 def amp_update_scale(a: A) -> Cost:
-    """GradScaler's one-thread update: scale, growth tracker and found_inf read, the first two written."""
-    return Cost(0, 5 * 4, fmt_params("float32"), "float32", SIMT)
+    """GradScaler's one-thread update (ops/optim.py)."""
+    return update_scale_cost()
 
 
 # -- dropout, mse_loss ------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Optimizer steps (SGD, Adam, AdamW; for-loop, foreach and fused kernels alike).
+"""Optimizer steps (SGD, Adam, AdamW; for-loop, foreach and fused kernels alike), and GradScaler's
+unscale and update around them.
 
 The marker carries `kwargs.params = {"count", "numel", "dtype"}` over all parameter groups
 (docs/markers.md). Per parameter element, FLOPs and state tensors touched:
@@ -89,3 +90,37 @@ def _adam(decoupled: bool):
 
 register("torch.optim.Adam.step")(_adam(False))
 register("torch.optim.AdamW.step")(_adam(True))
+
+
+# GradScaler.unscale_ before its multi-tensor launches: inv_scale = scale.double().reciprocal().float()
+# (a cast, a reciprocal, a cast of one element) and found_inf = torch.full((), 0.0), each a kernel
+# (Cost.stages: FLOPs, bytes).
+_UNSCALE_STAGES = ((0, 4 + 8), (1, 8 + 8), (0, 8 + 4), (0, 4))
+# The unscale of every gradient element: a multiply by inv_scale and a finiteness test.
+UNSCALE_FLOPS = 2
+
+
+@register("torch.amp.GradScaler.unscale_")
+def unscale(c: Call) -> Cost | None:
+    """GradScaler's unscale of the optimizer's gradients (`kwargs.params`, as a step's): every
+    element read and written once; its launches carry their own lists (multitensor.py), the
+    one-element kernels before them the stages."""
+    numel, count, dtype = _params(c)
+    size = ITEMSIZE.get(dtype) if isinstance(dtype, str) else None
+    if size is None:
+        return None
+    stages = sum(f for f, _ in _UNSCALE_STAGES), sum(b for _, b in _UNSCALE_STAGES)
+    return Cost(UNSCALE_FLOPS * numel + stages[0], 2 * numel * size + stages[1],
+                fmt_params(dtype, count=count, numel=numel), dtype, SIMT, stages=_UNSCALE_STAGES)
+
+
+def update_scale_cost() -> Cost:
+    """GradScaler's one-thread update of its scale: the scale, growth tracker and found_inf read,
+    the first two written (4 bytes each)."""
+    return Cost(0, 5 * 4, fmt_params("float32"), "float32", SIMT)
+
+
+@register("torch.amp.GradScaler.update")
+def update(c: Call) -> Cost | None:
+    """GradScaler.update(): its one update kernel (a new_scale given is a fill or copy instead)."""
+    return update_scale_cost() if c.get(0, "new_scale") is None else None

@@ -1,0 +1,56 @@
+"""GradScaler's unscale_ and update, priced from their markers (pyprof.init() wraps both: their
+kernels run in private ops, which get no marker). tests/data/gradscaler_resnet.sqlite.xz: one
+step of examples/resnet.py (ResNet-18, batch 2, 64 x 64, fp16 AMP, foreach SGD, GradScaler)
+captured on an H100 in pyprof's default mode."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from captures import unpacked
+from pyprof.parse import Export, Stats, records
+from pyprof.prof.pricing.analysis import Analyzer
+from pyprof.prof.warnings_tally import Tally
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+NUMEL = 11689512  # ResNet-18's 62 parameters, every one with a gradient
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    path = unpacked(DATA / "gradscaler_resnet.sqlite.xz", tmp_path_factory.mktemp("gs"))
+    with Export(str(path)) as exp:
+        recs = list(records(exp, Stats()))
+    an = Analyzer(Tally())
+    return [(r, an.facts(r)) for r in recs]
+
+
+def test_unscale_stages_and_launch_carry_their_own_work_adding_up_to_the_formula(rows):
+    unscale = [(r, f) for r, f in rows if r["op"] == "GradScaler.unscale_"]
+    assert {(r["dir"], r["mod"]) for r, _ in unscale} == {("optim", "torch.amp")}
+    assert unscale[0][0]["marker"]["kwargs"] == {"params": {"count": 62, "numel": NUMEL, "dtype": "float32"}}
+    # scale.double() (fp32 read, fp64 written), .reciprocal() (1 FLOP), .float(), full((), 0.);
+    # then one launch over every gradient element (read and written once; a multiply and a
+    # finiteness test each).
+    assert [(r["kShortName"], f.flops, f.bytes) for r, f in unscale] == [
+        ("unrolled_elementwise_kernel", 0, 12), ("vectorized_elementwise_kernel", 1, 16),
+        ("unrolled_elementwise_kernel", 0, 12), ("vectorized_elementwise_kernel", 0, 4),
+        ("multi_tensor_apply_kernel", 2 * NUMEL, 2 * NUMEL * 4)]
+    cost = unscale[0][1].cost
+    assert (cost.flops, cost.bytes) == (sum(f.flops for _, f in unscale), sum(f.bytes for _, f in unscale))
+    assert len({f.call for _, f in unscale}) == 1
+
+
+def test_update_is_its_one_kernel(rows):
+    [(r, f)] = [(r, f) for r, f in rows if r["op"] == "GradScaler.update"]
+    assert (r["kShortName"], r["dir"], f.flops, f.bytes) == ("amp_update_scale_cuda_kernel", "optim", 0, 20)
+
+
+def test_update_with_a_scale_given_is_not_priced():
+    """update(new_scale) fills or copies the scale instead of running the update kernel."""
+    marker = {"v": 1, "kind": "op", "mod": "torch.amp", "op": "GradScaler.update", "args": [1024.0]}
+    f = Analyzer(Tally()).facts({"kind": "kernel", "kShortName": "vectorized_elementwise_kernel", "marker": marker,
+                                 "mod": "torch.amp", "op": "GradScaler.update", "dir": "optim", "grid": [1, 1, 1],
+                                 "block": [128, 1, 1], "pid": 1, "tid": 1})
+    assert (f.flops, f.bytes) == (None, None)
