@@ -60,10 +60,33 @@ def test_ddp_bucket_all_reduces_carry_ddps_own_bucket_bytes_in_order(blobs):
     _, recs = blobs
     for truth in TRUTH:
         ddp = [r for r in nccl_kernels(recs, truth["rank"]) if r["marker"] is None and r["dir"] == "bprop"]
-        assert [r["nccl"] for r in ddp] == [[{"call": "ncclAllReduce", "bytes": b, "comm": COMM}]
+        assert [r["nccl"] for r in ddp] == [[{"call": "ncclAllReduce", "bytes": b, "comm": COMM, "ranks": 2}]
                                             for b in truth["bucket_bytes"]]
-        assert [(c.kind, c.size, c.via) for c in map(of_record, ddp)] == [(ALLREDUCE, b, "nccl")
-                                                                          for b in truth["bucket_bytes"]]
+        assert [(c.kind, c.size, c.ranks, c.via) for c in map(of_record, ddp)] == [
+            (ALLREDUCE, b, 2, "nccl") for b in truth["bucket_bytes"]]
+
+
+def test_ddp_buckets_take_the_size_of_their_communicator_from_the_marked_collectives_on_it(blobs):
+    """No marker encloses DDP's bucket all-reduces; the marked collectives of the default group
+    ran on the same communicator and said its size (2): so their busbw is known, per kernel."""
+    _, recs = blobs
+    first = next(r for r in nccl_kernels(recs, 0) if r["marker"] is None and r["dir"] == "bprop")
+    assert (first["kDuration"], first["nccl"][0]["bytes"]) == (31329, 2099200)
+    assert of_record(first).busbw(first["kDuration"]) == pytest.approx(2099200 / 31329 * 2 * 1 / 2)
+    # The p2p pair's own communicator taught nothing (a marker's group size is not its size).
+    assert [r["nccl"] for r in nccl_kernels(recs) if r["marker"] and r["marker"]["op"] in ("send", "recv")] == [
+        [{"call": "ncclSend", "bytes": 65536, "comm": "46e972d16d48837a"}],
+        [{"call": "ncclRecv", "bytes": 65536, "comm": "46e972d16d48837a"}]]
+
+
+@pytest.mark.parametrize("name, bus", [("coll_blobs", 24), ("coll", 16)])
+def test_nccl_kernels_with_bus_bandwidth_per_capture(exports, tmp_path_factory, name, bus):
+    """Of the 24 NCCL kernels, all have busbw with NCCL's payloads; without them, DDP's 6 bucket
+    all-reduces and the 2 kernels of the send/receive batch have no size (nothing in the export
+    says it), so no busbw."""
+    _, recs = parsed(exports, name, tmp_path_factory)
+    kernels = nccl_kernels(recs)
+    assert (len(kernels), sum(of_record(r).busbw(r["kDuration"]) is not None for r in kernels)) == (24, bus)
 
 
 def test_the_batch_of_a_send_and_a_receive_carries_both_messages(blobs):
@@ -71,8 +94,8 @@ def test_the_batch_of_a_send_and_a_receive_carries_both_messages(blobs):
     for rank in (0, 1):
         batch = [r for r in nccl_kernels(recs, rank) if r["marker"] is None and r["dir"] == "fprop"]
         assert len(batch) == 1 and batch[0]["ranges"] == ["NCCL:ncclGroupEnd"]
-        assert batch[0]["nccl"] == [{"call": "ncclSend", "bytes": 12000, "comm": COMM},
-                                    {"call": "ncclRecv", "bytes": 12000, "comm": COMM}]
+        assert batch[0]["nccl"] == [{"call": "ncclSend", "bytes": 12000, "comm": COMM, "ranks": 2},
+                                    {"call": "ncclRecv", "bytes": 12000, "comm": COMM, "ranks": 2}]
         coll = of_record(batch[0])
         assert (coll.kind, coll.size, coll.busbw(batch[0]["kDuration"])) == (
             SENDRECV, 24000, 24000 / batch[0]["kDuration"])

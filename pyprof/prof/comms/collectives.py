@@ -279,13 +279,14 @@ NO_PAYLOADS = ("collective size unknown: the export has NCCL's ranges without th
                "(export the report with `nsys export --type sqlite --include-blobs=true`)")
 
 
-def from_nccl_calls(calls: object, ranks: int | None) -> tuple[str, int | None, int | None] | None:
-    """(kind, S in bytes, S / n) of the NCCL calls a kernel ran (a record's `nccl`); None where
-    they do not say (not a list of calls of one known kind, or of one send/receive batch, on
-    one communicator). S is None where it scales with an unknown group size."""
+def from_nccl_calls(calls: object, ranks: int | None) -> tuple[str, int | None, int | None, int | None] | None:
+    """(kind, S in bytes, S / n, n) of the NCCL calls a kernel ran (a record's `nccl`); None
+    where they do not say (not a list of calls of one known kind, or of one send/receive batch,
+    on one communicator). n is `ranks`, else the communicator's size parse wrote with the calls
+    (their `ranks`), else None; S is None where it scales with an unknown n."""
     if not isinstance(calls, list) or not calls:
         return None
-    kinds, comms, whole, part = set(), set(), 0, 0
+    kinds, comms, sizes, whole, part = set(), set(), set(), 0, 0
     for c in calls:
         known = NCCL_CALLS.get(c.get("call")) if isinstance(c, dict) and isinstance(c.get("call"), str) else None
         size = c.get("bytes") if known is not None else None
@@ -293,6 +294,8 @@ def from_nccl_calls(calls: object, ranks: int | None) -> tuple[str, int | None, 
             return None
         kinds.add(known[0])
         comms.add(repr(c.get("comm")))
+        n = c.get("ranks")
+        sizes.add(n if type(n) is int and n > 0 else None)
         if known[1]:
             part += size
         else:
@@ -302,9 +305,11 @@ def from_nccl_calls(calls: object, ranks: int | None) -> tuple[str, int | None, 
     kind = SENDRECV if kinds == {SEND, RECV} else kinds.pop() if len(kinds) == 1 else None
     if kind is None or (part and whole):
         return None
+    if ranks is None and len(sizes) == 1:
+        ranks = sizes.pop()
     if not part:
-        return kind, whole, None
-    return kind, None if ranks is None else part * ranks, part
+        return kind, whole, None, ranks
+    return kind, None if ranks is None else part * ranks, part, ranks
 
 
 def _param_comms_elems(rec: dict) -> int | None:
@@ -347,7 +352,7 @@ def of_record(rec: dict, ranks: int | None = None) -> Collective | None:
         ranks, kind, dtype = coll.ranks, coll.kind or kind, coll.dtype or dtype
     called = from_nccl_calls(rec["nccl"], ranks) if "nccl" in rec else None
     if called is not None:
-        return Collective(called[0], dtype, called[1], ranks, "nccl", coll.group if coll else None, called[2])
+        return Collective(called[0], dtype, called[1], called[3], "nccl", coll.group if coll else None, called[2])
     if coll is not None:
         return coll
     elems = _param_comms_elems(rec)
