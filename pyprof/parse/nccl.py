@@ -39,7 +39,10 @@ ENUMS = "NVTX_PAYLOAD_ENUMS"
 # The entries read, by the name NCCL gives them.
 BYTES_ENTRY = "Message size [bytes]"
 COMM_ENTRY = "NCCL communicator ID"
-RANKS_ENTRY = "No. of ranks"   # ncclCommInitRank's payload: the communicator's size
+RANKS_ENTRY = "No. of ranks"   # ncclCommInitRank's (and ncclCommDestroy's) payload: the communicator's size
+# ncclCommSplit's payload pairs the new communicator's id with the *parent's* size (NCCL 2.28's
+# init.cc): a schema with this entry says no communicator's size.
+PARENT_ENTRY = "Parent NCCL communicator ID"
 # NCCL's point-to-point calls: PyTorch runs them on a communicator of the two peers, whatever
 # the size of the group the call named, so they teach no group size.
 P2P_CALLS = frozenset({"ncclSend", "ncclRecv"})
@@ -87,7 +90,7 @@ class Schemas:
             for dom, sid, size in exp.rows(f"SELECT domainId, schemaId, size FROM {ENUMS}"):
                 enums[(dom, sid)] = size if enums.get((dom, sid), size) == size else None
         rows = exp.rows(f"SELECT domainId, schemaId, idx, type, offset, name FROM {SCHEMA_ENTRIES} "
-                        "WHERE name IN (?, ?, ?)", (BYTES_ENTRY, COMM_ENTRY, RANKS_ENTRY))
+                        "WHERE name IN (?, ?, ?, ?)", (BYTES_ENTRY, COMM_ENTRY, RANKS_ENTRY, PARENT_ENTRY))
         for dom, sid, idx, etype, offset, name in rows:
             key = (dom, sid)
             width = _INTEGERS.get(etype)
@@ -100,10 +103,11 @@ class Schemas:
             # The same schema registered by several processes of one export: equal, or unreadable.
             fields[name] = field if fields.get(name, field) == field else None
 
-    def _payload(self, domain_id: int | None, blob: object, entry: str) -> tuple[int, str | None] | None:
+    def _payload(self, domain_id: int | None, blob: object, entry: str,
+                 unless: str | None = None) -> tuple[int, str | None] | None:
         """(the value of `entry`, communicator id) of the first payload in `blob` whose schema
-        has `entry`; None when there is none or its value is no non-negative integer (a
-        malformed blob, an unknown schema)."""
+        has `entry` (and not `unless`); None when there is none or its value is no non-negative
+        integer (a malformed blob, an unknown schema)."""
         if not isinstance(blob, bytes) or len(blob) < _HEAD.size:
             return None
         (count,) = _HEAD.unpack_from(blob)
@@ -112,7 +116,7 @@ class Schemas:
         for i in range(count):
             sid, size, offset = _ENTRY.unpack_from(blob, _HEAD.size + i * _ENTRY.size)
             fields = self.fields.get((domain_id, sid))
-            if fields is None or entry not in fields:
+            if fields is None or entry not in fields or unless in fields:
                 continue
             data = blob[offset:offset + size] if offset + size <= len(blob) else b""
             value = _integer(data, fields[entry])
@@ -127,8 +131,9 @@ class Schemas:
         return self._payload(domain_id, blob, BYTES_ENTRY)
 
     def comm_size(self, domain_id: int | None, blob: object) -> tuple[int, str | None] | None:
-        """(number of ranks, communicator id) of a communicator creation's payload, or None."""
-        return self._payload(domain_id, blob, RANKS_ENTRY)
+        """(number of ranks, communicator id) of a communicator creation's (or destruction's)
+        payload, or None (also for a split's, whose size is its parent's)."""
+        return self._payload(domain_id, blob, RANKS_ENTRY, PARENT_ENTRY)
 
 
 def _integer(data: bytes, field: tuple[int, int, bool] | None) -> int | None:
@@ -181,8 +186,9 @@ def _comm_sizes(exp: Export) -> dict[str, int]:
     learnt: dict[str, int | None] = {}
 
     def learn(comm: str | None, n: int) -> None:
-        if comm is not None:
-            # Two sizes for one communicator: something is not what it seems; say neither.
+        # Id 0 is no communicator's (a payload filled before the communicator existed). Two
+        # sizes for one communicator: something is not what it seems; say neither.
+        if comm is not None and int(comm, 16) and n > 0:
             learnt[comm] = n if learnt.get(comm, n) == n else None
 
     calls = nvtx_sql(exp, ("global_tid", "start", "end", "domain_id", "text", "blob"), "n.binaryData IS NOT NULL")

@@ -218,3 +218,57 @@ def test_schemas_defined_twice_differently_are_not_read(tmp_path):
         schemas = Schemas(exp)
     data = struct.pack("<QQ", 1, 64)
     assert [schemas.decode(2, blob(s, data)) for s in (5, 6, 7, 8)] == [None, (64, None), None, None]
+
+
+def test_communicator_sizes_from_nccls_creation_and_from_markers_around_calls(tmp_path):
+    """comm_sizes: NCCL's communicator creation says its size (a split's payload says its
+    parent's: not read); a marker with a group size says it for the collective calls it
+    encloses (the innermost such marker; not a point-to-point call or marker, whose
+    communicator is the two peers'); a communicator given two sizes gets none."""
+    import sqlite3
+
+    from pyprof.parse.nccl import comm_sizes
+
+    db = tmp_path / "c.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE NVTX_PAYLOAD_SCHEMA_ENTRIES (domainId, schemaId, idx, flags, type, name, description, "
+                "arrayOrUnionDetail, offset)")
+    con.executemany("INSERT INTO NVTX_PAYLOAD_SCHEMA_ENTRIES VALUES (2, ?, ?, NULL, ?, ?, NULL, NULL, ?)", [
+        (1, 0, 18, "NCCL communicator ID", None), (1, 1, 5, "No. of ranks", 8),                  # ncclCommInitRank
+        (2, 0, 18, "NCCL communicator ID", None), (2, 1, 18, "Parent NCCL communicator ID", 8),
+        (2, 2, 5, "No. of ranks", 16),                                                             # ncclCommSplit
+        (3, 0, 18, "NCCL communicator ID", None), (3, 1, 22, "Message size [bytes]", 8)])         # a collective
+    con.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)")
+    con.execute("CREATE TABLE NVTX_EVENTS (start, end, eventType, globalTid, domainId, text, textId, binaryData, "
+                "int64Value)")
+
+    def op(name, n):
+        return ('{"v":1,"kind":"op","mod":"torch.distributed","op":"%s","args":[],"dist":{"rank":0,"world":8,'
+                '"group":"g","groupRank":0,"groupSize":%d}}' % (name, n))
+
+    module = ('{"v":1,"kind":"module","module":"DistributedDataParallel","cls":"DistributedDataParallel","repr":"",'
+              '"dist":{"rank":0,"world":8,"group":"0","groupRank":0,"groupSize":8}}')
+    con.execute("INSERT INTO StringIds VALUES (1, ?)", (module,))
+    init = blob(1, struct.pack("<Qi4x", 0xA, 4))
+    split = blob(2, struct.pack("<QQi4x", 0xB, 0xA, 4))
+
+    def call(comm):
+        return blob(3, struct.pack("<QQ", comm, 64))
+
+    ranges = [  # start, end, text (or a StringIds id), payload
+        (0, 10, "ncclCommInitRankConfig", init), (20, 30, "ncclCommSplit", split),
+        (40, 60, op("all_reduce", 2), None), (45, 50, "ncclAllReduce", call(0xB)),     # B: 2
+        (70, 90, op("send", 2), None), (75, 80, "ncclSend", call(0xC)),                # p2p marker: nothing
+        (100, 120, op("all_reduce", 2), None), (105, 110, "ncclSend", call(0xC)),      # p2p call: nothing
+        (130, 150, op("all_reduce", 2), None), (135, 140, "ncclAllReduce", call(0xD)),
+        (160, 180, op("all_reduce", 4), None), (165, 170, "ncclAllReduce", call(0xD)),  # D: 2 and 4: none
+        (200, 300, 1, None), (210, 220, "ncclBroadcast", call(0xE)),                    # E: the module's 8
+        (230, 260, op("all_reduce", 2), None), (240, 250, "ncclAllReduce", call(0xF)),  # F: the innermost's 2
+        (400, 410, "ncclAllReduce", call(0x1)),                                          # no marker: nothing
+    ]
+    con.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, 7, 2, ?, ?, ?, NULL)",
+                    [(s, e, None if type(t) is int else t, t if type(t) is int else None, b) for s, e, t, b in ranges])
+    con.commit()
+    con.close()
+    with Export(str(db)) as exp:
+        assert comm_sizes(exp) == {f"{c:016x}": n for c, n in ((0xA, 4), (0xB, 2), (0xE, 8), (0xF, 2))}
