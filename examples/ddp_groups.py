@@ -43,7 +43,7 @@ def buckets(model: torch.nn.parallel.DistributedDataParallel) -> list[int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--early-mb", type=float, default=2.0)
+    parser.add_argument("--early-mb", type=float, default=5.0)
     parser.add_argument("--late-mb", type=float, default=0.25)
     parser.add_argument("--steps", type=int, default=2, help="steps captured (after 3 warm-up steps)")
     parser.add_argument("--truth", help="write DDP's bucket sizes of rank R to this file (%%r: R)")
@@ -90,7 +90,7 @@ def main() -> None:
         step([early])
     dist.barrier()
     with pyprof.profiled():
-        late = torch.nn.parallel.DistributedDataParallel(mlp([256, 512, 512, 256], False, device),
+        late = torch.nn.parallel.DistributedDataParallel(mlp([256, 512, 512, 512, 256], False, device),
                                                          device_ids=[device.index], process_group=late_group,
                                                          bucket_cap_mb=args.late_mb)
         for _ in range(args.steps):
