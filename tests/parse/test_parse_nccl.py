@@ -110,8 +110,15 @@ def test_every_nccl_kernel_has_bytes_and_every_instance_bus_bandwidth_and_transf
     for r in recs:
         comms.add(r)
     rows = comms.report()["instances"]
-    assert len(rows) == 13 and not comms.unsized
+    assert len(rows) == 12 and not comms.unsized
     assert all(row[k] is not None for row in rows for k in ("size", "transfer_ns", "busbw"))
+    # The send and its receive are one instance: the receive was posted 235 us before the send
+    # came; the transfer runs from the send's start to the first end after it, not the
+    # receive's whole wait (it was one rank's instance each, 242.5 us for the receive).
+    (p2p,) = [row for row in rows if row["kind"] == "Send 0->1"]
+    send, recv = (next(r for r in kernels if r["marker"] and r["marker"]["op"] == op) for op in ("send", "recv"))
+    assert (send["rank"], recv["rank"], p2p["ranks"], p2p["slowest"]) == (0, 1, 2, 0)
+    assert p2p["transfer_ns"] == min(send["kEnd"], recv["kEnd"]) - send["kStart"] < 7_000 < recv["kDuration"]
     # The reduce's non-root rank ends before the root arrives (NCCL buffers what it sends): the
     # transfer is the root's, from the last arrival to its end.
     reduce = next(row for row in rows if row["kind"] == "Reduce")

@@ -265,6 +265,24 @@ def from_marker(marker: dict) -> Collective | None:
                       group if isinstance(group, str) else None)
 
 
+def p2p_route(marker: object) -> tuple[int, int] | None:
+    """(source, destination) global ranks of a pyprof send/recv marker (its `dist.rank` and
+    its `dst` or `src` argument); None for any other marker or one that does not say."""
+    if not isinstance(marker, dict) or marker.get("mod") != DIST_MOD:
+        return None
+    op, dist = marker.get("op"), marker.get("dist")
+    me = dist.get("rank") if isinstance(dist, dict) else None
+    if op in ("send", "isend"):
+        peer = Call(marker).get(1, "dst")
+        route = (me, peer)
+    elif op in ("recv", "irecv"):
+        peer = Call(marker).get(1, "src")
+        route = (peer, me)
+    else:
+        return None
+    return route if type(me) is int and type(peer) is int and peer >= 0 else None
+
+
 # NCCL's API calls (a record's `nccl` entries) -> nccl-tests' kind, and whether NCCL's message
 # size is one rank's share of S (S = n x message): an all-gather's send buffer, a reduce-scatter's
 # result, an all-to-all's message to one peer, a gather's send and a scatter's receive buffer.
