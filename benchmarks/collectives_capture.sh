@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# The two-rank capture behind tests/data/coll_*.sqlite.xz (issue 32), on a two-GPU device kind
-# (nvidia-h100-x2 / nvidia-h200-x2), the device kit carried as KIT (default .devkit):
-#   bash benchmarks/collectives_capture.sh
-# writes $OUT/coll_{0,1}.sqlite.xz (nsys's default export), $OUT/coll_blobs_{0,1}.sqlite.xz (the
+# The two-rank captures behind tests/data/coll_*.sqlite.xz and ddp_groups_*.sqlite.xz (issue 32),
+# on a two-GPU device kind (nvidia-h100-x2 / nvidia-h200-x2), the device kit carried as KIT
+# (default .devkit):
+#   bash benchmarks/collectives_capture.sh                                   # coll_*
+#   NAME=ddp_groups SCRIPT=examples/ddp_groups.py ARGS= bash benchmarks/collectives_capture.sh
+# writes $OUT/NAME_{0,1}.sqlite.xz (nsys's default export), $OUT/NAME_blobs_{0,1}.sqlite.xz (the
 # same reports exported with --include-blobs: NVTX extended payloads, NCCL's message sizes among
-# them), $OUT/coll_truth_{0,1}.json (DDP's own bucket sizes) and $OUT/log.txt (versions, the
+# them), $OUT/NAME_truth_{0,1}.json (DDP's own bucket sizes) and $OUT/log.txt (versions, the
 # payloads seen, pyprof's views of the capture).
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"; kit=${KIT:-.devkit}; work=/tmp/coll; mkdir -p "$work"
+name=${NAME:-coll}; script=${SCRIPT:-examples/collectives.py}; args=${ARGS---bucket-mb ${BUCKET_MB:-1}}
 python3 -m pip install -q --no-index --no-deps --target /tmp/site "$kit"/wheels/*.whl
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -17,19 +20,20 @@ nsys=$(command -v nsys || ls /opt/nvidia/nsight-compute/*/host/target-linux-x64/
 exec > >(tee -a "$out/log.txt") 2>&1
 date -u; "$nsys" --version; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'
-timeout 300 torchrun --nproc-per-node 2 --no-python "$nsys" profile -t cuda,nvtx -s none --cpuctxsw=none \
-  -c cudaProfilerApi --capture-range-end=stop -f true --export sqlite -o "$work/coll_%q{RANK}" \
-  python3 examples/collectives.py --bucket-mb "${BUCKET_MB:-1}" --truth "$out/coll_truth_%r.json"
+timeout "${CAPTURE_S:-300}" torchrun --nproc-per-node 2 --no-python "$nsys" profile -t cuda,nvtx -s none --cpuctxsw=none \
+  -c cudaProfilerApi --capture-range-end=stop -f true --export sqlite -o "$work/${name}_%q{RANK}" \
+  python3 "$script" $args --truth "$out/${name}_truth_%r.json"
 # NCCL's own NVTX ranges carry their message size as an extended payload, exported only on request.
 for r in 0 1; do
-  "$nsys" export --type sqlite --include-blobs=true -f true -o "$work/coll_blobs_$r.sqlite" "$work/coll_$r.nsys-rep" >/dev/null
-  xz -T0 -9 -c "$work/coll_blobs_$r.sqlite" > "$out/coll_blobs_$r.sqlite.xz"
+  "$nsys" export --type sqlite --include-blobs=true -f true -o "$work/${name}_blobs_$r.sqlite" "$work/${name}_$r.nsys-rep" >/dev/null
+  xz -T0 -9 -c "$work/${name}_blobs_$r.sqlite" > "$out/${name}_blobs_$r.sqlite.xz"
 done
-python3 - "$work/coll_blobs_0.sqlite" <<'PY'
+python3 - "$work/${name}_blobs_0.sqlite" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 for row in db.execute("SELECT s.value, n.domainId, hex(n.binaryData), n.uint64Value FROM NVTX_EVENTS n "
-                      "LEFT JOIN StringIds s ON s.id = n.textId WHERE n.binaryData IS NOT NULL LIMIT 12"):
+                      "LEFT JOIN StringIds s ON s.id = n.textId WHERE n.binaryData IS NOT NULL "
+                      "ORDER BY s.value LIKE 'ncclComm%' DESC LIMIT 16"):
     print(row)
 for row in db.execute("SELECT * FROM NVTX_PAYLOAD_SCHEMAS"):
     print(row)
@@ -37,7 +41,7 @@ for row in db.execute("SELECT * FROM NVTX_PAYLOAD_SCHEMA_ENTRIES"):
     print(row)
 PY
 echo "== NCCL ranges and payload columns in the export"
-python3 - "$work/coll_0.sqlite" <<'PY'
+python3 - "$work/${name}_0.sqlite" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 q = ("SELECT coalesce(n.text, s.value), count(*), count(n.binaryData), count(n.jsonText), count(n.uint64Value), "
@@ -50,11 +54,16 @@ for t in ("NVTX_PAYLOAD_SCHEMAS", "NVTX_PAYLOAD_SCHEMA_ENTRIES"):
 print([r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table' AND name LIKE '%NVTX%'")])
 PY
 for r in 0 1; do
-  python3 -m pyprof.parse "$work/coll_$r.sqlite" -o "$work/coll_$r.dict"
-  xz -T0 -9 -c "$work/coll_$r.sqlite" > "$out/coll_$r.sqlite.xz"
-  ls -la "$work/coll_$r".*
+  python3 -m pyprof.parse "$work/${name}_$r.sqlite" -o "$work/${name}_$r.dict"
+  xz -T0 -9 -c "$work/${name}_$r.sqlite" > "$out/${name}_$r.sqlite.xz"
+  ls -la "$work/${name}_$r".*
 done
-python3 -m pyprof.parse "$work"/coll_0.sqlite "$work"/coll_1.sqlite -o "$work/coll.dict"
-python3 -m pyprof.prof --summary --by coll "$work/coll.dict"
-python3 -m pyprof.prof --stragglers "$work/coll.dict"
-cat "$out"/coll_truth_*.json
+for kind in "" _blobs; do
+  python3 -m pyprof.parse "$work/${name}${kind}_0.sqlite" "$work/${name}${kind}_1.sqlite" -o "$work/${name}${kind}.dict"
+  python3 -c 'import sys; from pyprof.parse.export import Export; from pyprof.parse.nccl import comm_sizes
+for p in sys.argv[1:]:
+    with Export(p) as exp: print(p, "communicator sizes", comm_sizes(exp))' "$work/${name}${kind}"_[01].sqlite
+  python3 -m pyprof.prof -c rank,op,kernel,coll,collbytes,ranks,busbw "$work/${name}${kind}.dict" | grep -i nccl
+  python3 -m pyprof.prof --stragglers "$work/${name}${kind}.dict"
+done
+cat "$out"/"${name}"_truth_*.json

@@ -25,10 +25,14 @@ import torch.distributed as dist
 import pyprof
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bucket-mb", type=float, default=1.0)
-    parser.add_argument("--steps", type=int, default=1, help="steps captured (after 3 warm-up steps)")
+def start(description: str, steps: int, caps: dict[str, float]) -> tuple[argparse.Namespace, int, int, torch.device]:
+    """The command line (--steps, --truth and a DDP bucket cap in MB per option of `caps`),
+    pyprof.init(), the NCCL process group (no device_id: each group's communicator is made at
+    its first collective, by ncclCommInitRankConfig) and this rank's GPU: (args, rank, world, device)."""
+    parser = argparse.ArgumentParser(description=description)
+    for option, default in caps.items():
+        parser.add_argument(option, type=float, default=default)
+    parser.add_argument("--steps", type=int, default=steps, help="steps captured (after 3 warm-up steps)")
     parser.add_argument("--truth", help="write DDP's bucket sizes of rank R to this file (%%r: R)")
     args = parser.parse_args()
 
@@ -38,33 +42,57 @@ def main() -> None:
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     torch.cuda.set_device(device)
     torch.manual_seed(0)
+    return args, rank, world, device
+
+
+def default_group_calls(rank: int, world: int, device: torch.device, flag: int, spread: tuple[int, torch.dtype],
+                        message: tuple[int, torch.dtype], ring: int) -> torch.Tensor:
+    """On the default group: a broadcast of `flag` float32 elements from rank 0, an
+    all_to_all_single of `spread` (elements per rank, dtype), a send of `message` (elements,
+    dtype) from rank 0 to 1, and a batch_isend_irecv of `ring` float32 elements around the ranks.
+    Returns the broadcast tensor."""
+    flags = torch.full((flag,), float(rank), device=device)
+    dist.broadcast(flags, src=0)
+    scattered = torch.arange(world * spread[0], device=device, dtype=spread[1])
+    gathered = torch.empty_like(scattered)
+    dist.all_to_all_single(gathered, scattered)
+    sent = torch.full((message[0],), float(rank), device=device, dtype=message[1])
+    if rank == 0:
+        dist.send(sent, dst=1)
+    elif rank == 1:
+        dist.recv(sent, src=0)
+    ring_out = torch.full((ring,), float(rank), device=device)
+    ring_in = torch.empty_like(ring_out)
+    for work in dist.batch_isend_irecv([dist.P2POp(dist.isend, ring_out, (rank + 1) % world),
+                                        dist.P2POp(dist.irecv, ring_in, (rank - 1) % world)]):
+        work.wait()
+    return flags
+
+
+def finish(args: argparse.Namespace, rank: int, world: int, script: str, truth: dict) -> None:
+    """Write `truth` (with the versions) to --truth, say the steps were captured, end the group."""
+    if args.truth:
+        truth = {"rank": rank, **truth, "nccl": ".".join(map(str, torch.cuda.nccl.version())), "torch": torch.__version__}
+        with open(args.truth.replace("%r", str(rank)), "w") as f:
+            json.dump(truth, f, indent=1)
+    print(f"{script}: rank {rank} of {world}: {args.steps} steps captured", file=sys.stderr)
+    dist.destroy_process_group()
+
+
+def main() -> None:
+    args, rank, world, device = start(__doc__.splitlines()[0], 1, {"--bucket-mb": 1.0})
     mlp = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 1024),
                               torch.nn.GELU(), torch.nn.Linear(1024, 512)).to(device)
     model = torch.nn.parallel.DistributedDataParallel(mlp, device_ids=[device.index], bucket_cap_mb=args.bucket_mb)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     x = torch.randn(64, 512, device=device)
-    peer_next, peer_prev = (rank + 1) % world, (rank - 1) % world
 
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)
         loss = model(x).pow(2).mean()
         loss.backward()
         optimizer.step()
-        flag = torch.full((1 << 16,), float(rank), device=device)
-        dist.broadcast(flag, src=0)
-        scattered = torch.arange(world * 4096, device=device, dtype=torch.bfloat16)
-        gathered = torch.empty_like(scattered)
-        dist.all_to_all_single(gathered, scattered)
-        message = torch.full((1 << 15,), float(rank), device=device, dtype=torch.float16)
-        if rank == 0:
-            dist.send(message, dst=1)
-        elif rank == 1:
-            dist.recv(message, src=0)
-        ring_out = torch.full((3000,), float(rank), device=device)
-        ring_in = torch.empty_like(ring_out)
-        for work in dist.batch_isend_irecv([dist.P2POp(dist.isend, ring_out, peer_next),
-                                            dist.P2POp(dist.irecv, ring_in, peer_prev)]):
-            work.wait()
+        flag = default_group_calls(rank, world, device, 1 << 16, (4096, torch.bfloat16), (1 << 15, torch.float16), 3000)
         shards = torch.ones(world * 8192, device=device)
         shard = torch.empty(8192, device=device)
         dist.reduce_scatter_tensor(shard, shards)
@@ -83,17 +111,12 @@ def main() -> None:
             with pyprof.annotate("train_step"):
                 step()
     dist.barrier()
-    if args.truth:
-        buckets = model.reducer._get_zeros_like_grad_buckets()
-        logged = model._get_ddp_logging_data()
-        truth = {"rank": rank, "bucket_bytes": [b.buffer().numel() * b.buffer().element_size() for b in buckets],
-                 "bucket_dtypes": [str(b.buffer().dtype) for b in buckets],
-                 "rebuilt_bucket_sizes": logged.get("rebuilt_bucket_sizes"), "bucket_sizes": logged.get("bucket_sizes"),
-                 "nccl": ".".join(map(str, torch.cuda.nccl.version())), "torch": torch.__version__}
-        with open(args.truth.replace("%r", str(rank)), "w") as f:
-            json.dump(truth, f, indent=1)
-    print(f"collectives.py: rank {rank} of {world}: {args.steps} steps captured", file=sys.stderr)
-    dist.destroy_process_group()
+    buckets = model.reducer._get_zeros_like_grad_buckets()
+    logged = model._get_ddp_logging_data()
+    finish(args, rank, world, "collectives.py", {
+        "bucket_bytes": [b.buffer().numel() * b.buffer().element_size() for b in buckets],
+        "bucket_dtypes": [str(b.buffer().dtype) for b in buckets],
+        "rebuilt_bucket_sizes": logged.get("rebuilt_bucket_sizes"), "bucket_sizes": logged.get("bucket_sizes")})
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ class MarkerKind(NamedTuple):
 MARKERS: dict[str, MarkerKind] = {
     "op": MarkerKind(MARKER_VERSION, ("v", "kind", "mod", "op", "args"),
                      ("kwargs", "site", "module", "autocast", "dist")),
-    "module": MarkerKind(MARKER_VERSION, ("v", "kind", "module", "cls", "repr")),
+    "module": MarkerKind(MARKER_VERSION, ("v", "kind", "module", "cls", "repr"), ("dist",)),
     "layer": MarkerKind(MARKER_VERSION, ("v", "kind", "name")),
     "bwd": MarkerKind(BWD_MARKER_VERSION, ("v", "kind", "node", "fwd")),
     # NVTX marks, not ranges: the compile-time table of torch.compile'd graphs.

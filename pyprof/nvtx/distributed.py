@@ -12,7 +12,8 @@ distributed_c10d's: c10d checks P2POp's op by identity and calls collectives by 
 
 The wrapper is op_wrapper's, with the marker's tail extended by
 `"dist":{"rank":R,"world":W,"group":NAME,"groupRank":r,"groupSize":n}`, read from the process
-group at the call: prof needs the group size for bus bandwidth, parse reads the rank.
+group at the call: prof needs the group size for bus bandwidth, parse reads the rank. A module
+that owns a process group (DDP, FSDP) carries the same `dist` in its module marker (module_dist).
 """
 from __future__ import annotations
 
@@ -80,6 +81,21 @@ def dist_json(args: tuple, kwargs: dict, group_at: Optional[int]) -> str:
                 f'"groupRank":{d.get_rank(group)},"groupSize":{d.get_world_size(group)}}}')
     except Exception:  # a marker never breaks the call it describes
         return ""
+
+
+def module_dist(m: Any) -> str:
+    """`,"dist":{...}` for the module marker of a module that owns a process group (its
+    `process_group`: DistributedDataParallel, FSDP), else "": the collectives it launches from
+    C++ (DDP's reducer) have no marker of their own, and parse learns their communicator's size
+    from the module's. Called once per module (its marker is built once)."""
+    try:
+        pg = getattr(m, "process_group", None)
+        d = torch.distributed
+        if pg is None or not d.is_available() or not isinstance(pg, d.ProcessGroup):
+            return ""
+    except Exception:  # a module's own __getattr__ may raise anything
+        return ""
+    return dist_json((), {"group": pg}, None)
 
 
 def collective_wrapper(orig: Callable, name: str) -> Callable:

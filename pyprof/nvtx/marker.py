@@ -343,12 +343,14 @@ def op_marker(
     return build(op_prefix(mod, op), args, kwargs, tail(site, module))
 
 
-def module_marker(name: str, cls: str, extra_repr: str) -> str:
-    """The marker of an `nn.Module` call (`kind: "module"`)."""
-    return json.dumps(
+def module_marker(name: str, cls: str, extra_repr: str, dist: str = "") -> str:
+    """The marker of an `nn.Module` call (`kind: "module"`); `dist`: `,"dist":{...}` of a module
+    that owns a process group (distributed.module_dist), else ""."""
+    text = json.dumps(
         {"v": MARKER_VERSION, "kind": "module", "module": name, "cls": cls, "repr": extra_repr},
         separators=(",", ":"),
     )
+    return text[:-1] + dist + "}" if dist else text
 
 
 _is_autocast = torch.is_autocast_enabled

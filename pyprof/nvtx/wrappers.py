@@ -175,7 +175,9 @@ def _entry(m: torch.nn.Module, name: str, names: _Names, qualified: str) -> tupl
             rep = str(rep)
     except Exception:
         rep = ""
-    return (module_marker(name, type(m).__name__, rep), ',"module":' + _quote(name), weakref.ref(m), names, qualified)
+    from .distributed import module_dist  # it imports this module
+    return (module_marker(name, type(m).__name__, rep, module_dist(m)), ',"module":' + _quote(name), weakref.ref(m),
+            names, qualified)
 
 
 def _fill(names: _Names, root: torch.nn.Module) -> None:

@@ -1,5 +1,7 @@
 """torch.distributed under pyprof.init(): which calls are wrapped, and the `dist` member of their
 markers (docs/markers.md), on a single-process gloo group (no GPU needed)."""
+import json
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="the annotation wraps torch: needs torch")
@@ -82,3 +84,35 @@ def test_p2p_ops_of_a_batch_are_torch_s_own(world):
     assert c10d.isend is dist.isend and c10d.irecv is dist.irecv and is_wrapper(c10d.isend)
     ops = [dist.P2POp(dist.isend, torch.arange(4.0), 0), dist.P2POp(dist.irecv, torch.zeros(4), 0)]
     assert ops[0].op is c10d.isend and ops[1].op is c10d.irecv
+
+
+def _module_markers(rec):
+    return [json.loads(r.text) for r in rec.ranges if '"kind":"module"' in r.text]
+
+
+def test_a_module_that_owns_a_process_group_says_its_group_in_its_marker(world):
+    """DDP's reducer all-reduces from C++, under no marker of its own: DDP's module marker says
+    the group (docs/markers.md, module `dist`), and its submodules' markers stay as they were."""
+    ddp = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(2, 2))
+    with recording() as rec:
+        ddp(torch.ones(1, 2))
+    outer, inner = _module_markers(rec)
+    assert outer == {"v": 1, "kind": "module", "module": "DistributedDataParallel", "cls": "DistributedDataParallel",
+                     "repr": "", "dist": {"rank": 0, "world": 1, "group": dist.group.WORLD.group_name,
+                                          "groupRank": 0, "groupSize": 1}}
+    assert inner == {"v": 1, "kind": "module", "module": "module", "cls": "Linear",
+                     "repr": "in_features=2, out_features=2, bias=True"}
+
+
+def test_a_process_group_attribute_that_is_no_process_group_says_nothing(world):
+    class Holder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.process_group = "not a group"
+
+        def forward(self, x):
+            return x
+
+    with recording() as rec:
+        Holder()(torch.ones(1))
+    assert _module_markers(rec) == [{"v": 1, "kind": "module", "module": "Holder", "cls": "Holder", "repr": ""}]

@@ -60,10 +60,33 @@ def test_ddp_bucket_all_reduces_carry_ddps_own_bucket_bytes_in_order(blobs):
     _, recs = blobs
     for truth in TRUTH:
         ddp = [r for r in nccl_kernels(recs, truth["rank"]) if r["marker"] is None and r["dir"] == "bprop"]
-        assert [r["nccl"] for r in ddp] == [[{"call": "ncclAllReduce", "bytes": b, "comm": COMM}]
+        assert [r["nccl"] for r in ddp] == [[{"call": "ncclAllReduce", "bytes": b, "comm": COMM, "ranks": 2}]
                                             for b in truth["bucket_bytes"]]
-        assert [(c.kind, c.size, c.via) for c in map(of_record, ddp)] == [(ALLREDUCE, b, "nccl")
-                                                                          for b in truth["bucket_bytes"]]
+        assert [(c.kind, c.size, c.ranks, c.via) for c in map(of_record, ddp)] == [
+            (ALLREDUCE, b, 2, "nccl") for b in truth["bucket_bytes"]]
+
+
+def test_ddp_buckets_take_the_size_of_their_communicator_from_the_marked_collectives_on_it(blobs):
+    """No marker encloses DDP's bucket all-reduces; the marked collectives of the default group
+    ran on the same communicator and said its size (2): so their busbw is known, per kernel."""
+    _, recs = blobs
+    first = next(r for r in nccl_kernels(recs, 0) if r["marker"] is None and r["dir"] == "bprop")
+    assert (first["kDuration"], first["nccl"][0]["bytes"]) == (31329, 2099200)
+    assert of_record(first).busbw(first["kDuration"]) == pytest.approx(2099200 / 31329 * 2 * 1 / 2)
+    # The p2p pair's own communicator taught nothing (a marker's group size is not its size).
+    assert [r["nccl"] for r in nccl_kernels(recs) if r["marker"] and r["marker"]["op"] in ("send", "recv")] == [
+        [{"call": "ncclSend", "bytes": 65536, "comm": "46e972d16d48837a"}],
+        [{"call": "ncclRecv", "bytes": 65536, "comm": "46e972d16d48837a"}]]
+
+
+@pytest.mark.parametrize("name, bus", [("coll_blobs", 24), ("coll", 16)])
+def test_nccl_kernels_with_bus_bandwidth_per_capture(exports, tmp_path_factory, name, bus):
+    """Of the 24 NCCL kernels, all have busbw with NCCL's payloads; without them, DDP's 6 bucket
+    all-reduces and the 2 kernels of the send/receive batch have no size (nothing in the export
+    says it), so no busbw."""
+    _, recs = parsed(exports, name, tmp_path_factory)
+    kernels = nccl_kernels(recs)
+    assert (len(kernels), sum(of_record(r).busbw(r["kDuration"]) is not None for r in kernels)) == (24, bus)
 
 
 def test_the_batch_of_a_send_and_a_receive_carries_both_messages(blobs):
@@ -71,8 +94,8 @@ def test_the_batch_of_a_send_and_a_receive_carries_both_messages(blobs):
     for rank in (0, 1):
         batch = [r for r in nccl_kernels(recs, rank) if r["marker"] is None and r["dir"] == "fprop"]
         assert len(batch) == 1 and batch[0]["ranges"] == ["NCCL:ncclGroupEnd"]
-        assert batch[0]["nccl"] == [{"call": "ncclSend", "bytes": 12000, "comm": COMM},
-                                    {"call": "ncclRecv", "bytes": 12000, "comm": COMM}]
+        assert batch[0]["nccl"] == [{"call": "ncclSend", "bytes": 12000, "comm": COMM, "ranks": 2},
+                                    {"call": "ncclRecv", "bytes": 12000, "comm": COMM, "ranks": 2}]
         coll = of_record(batch[0])
         assert (coll.kind, coll.size, coll.busbw(batch[0]["kDuration"])) == (
             SENDRECV, 24000, 24000 / batch[0]["kDuration"])
@@ -87,8 +110,15 @@ def test_every_nccl_kernel_has_bytes_and_every_instance_bus_bandwidth_and_transf
     for r in recs:
         comms.add(r)
     rows = comms.report()["instances"]
-    assert len(rows) == 13 and not comms.unsized
+    assert len(rows) == 12 and not comms.unsized
     assert all(row[k] is not None for row in rows for k in ("size", "transfer_ns", "busbw"))
+    # The send and its receive are one instance: the receive was posted 235 us before the send
+    # came; the transfer runs from the send's start to the first end after it, not the
+    # receive's whole wait (it was one rank's instance each, 242.5 us for the receive).
+    (p2p,) = [row for row in rows if row["kind"] == "Send 0->1"]
+    send, recv = (next(r for r in kernels if r["marker"] and r["marker"]["op"] == op) for op in ("send", "recv"))
+    assert (send["rank"], recv["rank"], p2p["ranks"], p2p["slowest"]) == (0, 1, 2, 0)
+    assert p2p["transfer_ns"] == min(send["kEnd"], recv["kEnd"]) - send["kStart"] < 7_000 < recv["kDuration"]
     # The reduce's non-root rank ends before the root arrives (NCCL buffers what it sends): the
     # transfer is the root's, from the last arrival to its end.
     reduce = next(row for row in rows if row["kind"] == "Reduce")
@@ -195,3 +225,57 @@ def test_schemas_defined_twice_differently_are_not_read(tmp_path):
         schemas = Schemas(exp)
     data = struct.pack("<QQ", 1, 64)
     assert [schemas.decode(2, blob(s, data)) for s in (5, 6, 7, 8)] == [None, (64, None), None, None]
+
+
+def test_communicator_sizes_from_nccls_creation_and_from_markers_around_calls(tmp_path):
+    """comm_sizes: NCCL's communicator creation says its size (a split's payload says its
+    parent's: not read); a marker with a group size says it for the collective calls it
+    encloses (the innermost such marker; not a point-to-point call or marker, whose
+    communicator is the two peers'); a communicator given two sizes gets none."""
+    import sqlite3
+
+    from pyprof.parse.nccl import comm_sizes
+
+    db = tmp_path / "c.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE NVTX_PAYLOAD_SCHEMA_ENTRIES (domainId, schemaId, idx, flags, type, name, description, "
+                "arrayOrUnionDetail, offset)")
+    con.executemany("INSERT INTO NVTX_PAYLOAD_SCHEMA_ENTRIES VALUES (2, ?, ?, NULL, ?, ?, NULL, NULL, ?)", [
+        (1, 0, 18, "NCCL communicator ID", None), (1, 1, 5, "No. of ranks", 8),                  # ncclCommInitRank
+        (2, 0, 18, "NCCL communicator ID", None), (2, 1, 18, "Parent NCCL communicator ID", 8),
+        (2, 2, 5, "No. of ranks", 16),                                                             # ncclCommSplit
+        (3, 0, 18, "NCCL communicator ID", None), (3, 1, 22, "Message size [bytes]", 8)])         # a collective
+    con.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)")
+    con.execute("CREATE TABLE NVTX_EVENTS (start, end, eventType, globalTid, domainId, text, textId, binaryData, "
+                "int64Value)")
+
+    def op(name, n):
+        return ('{"v":1,"kind":"op","mod":"torch.distributed","op":"%s","args":[],"dist":{"rank":0,"world":8,'
+                '"group":"g","groupRank":0,"groupSize":%d}}' % (name, n))
+
+    module = ('{"v":1,"kind":"module","module":"DistributedDataParallel","cls":"DistributedDataParallel","repr":"",'
+              '"dist":{"rank":0,"world":8,"group":"0","groupRank":0,"groupSize":8}}')
+    con.execute("INSERT INTO StringIds VALUES (1, ?)", (module,))
+    init = blob(1, struct.pack("<Qi4x", 0xA, 4))
+    split = blob(2, struct.pack("<QQi4x", 0xB, 0xA, 4))
+
+    def call(comm):
+        return blob(3, struct.pack("<QQ", comm, 64))
+
+    ranges = [  # start, end, text (or a StringIds id), payload
+        (0, 10, "ncclCommInitRankConfig", init), (20, 30, "ncclCommSplit", split),
+        (40, 60, op("all_reduce", 2), None), (45, 50, "ncclAllReduce", call(0xB)),     # B: 2
+        (70, 90, op("send", 2), None), (75, 80, "ncclSend", call(0xC)),                # p2p marker: nothing
+        (100, 120, op("all_reduce", 2), None), (105, 110, "ncclSend", call(0xC)),      # p2p call: nothing
+        (130, 150, op("all_reduce", 2), None), (135, 140, "ncclAllReduce", call(0xD)),
+        (160, 180, op("all_reduce", 4), None), (165, 170, "ncclAllReduce", call(0xD)),  # D: 2 and 4: none
+        (200, 300, 1, None), (210, 220, "ncclBroadcast", call(0xE)),                    # E: the module's 8
+        (230, 260, op("all_reduce", 2), None), (240, 250, "ncclAllReduce", call(0xF)),  # F: the innermost's 2
+        (400, 410, "ncclAllReduce", call(0x1)),                                          # no marker: nothing
+    ]
+    con.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, 7, 2, ?, ?, ?, NULL)",
+                    [(s, e, None if type(t) is int else t, t if type(t) is int else None, b) for s, e, t, b in ranges])
+    con.commit()
+    con.close()
+    with Export(str(db)) as exp:
+        assert comm_sizes(exp) == {f"{c:016x}": n for c, n in ((0xA, 4), (0xB, 2), (0xE, 8), (0xF, 2))}

@@ -87,6 +87,26 @@ def test_instances_match_by_group_kind_and_order():
         (ALLREDUCE, 0, 2, 0, None), ("AllGather", 0, 2, 0, None), (ALLREDUCE, 1, 2, 1, 1)]
 
 
+def test_a_send_and_its_receive_are_one_instance_per_direction():
+    """Ranks 0 and 1 send to each other at once: each send pairs with the receive of its own
+    direction (the markers' dst and src), and the transfer starts when the later of the two arrives."""
+    from pyprof.prof.comms.collectives import RECV, SEND
+
+    def marker(op, rank, peer, by_keyword):
+        return {"v": 1, "kind": "op", "mod": "torch.distributed", "op": op,
+                "args": [{"shape": [8], "dtype": "float32"}] + ([] if by_keyword else [peer]),
+                "kwargs": {("dst" if op == "send" else "src"): peer} if by_keyword else {},
+                "dist": {"rank": rank, "world": 2, "group": "0", "groupRank": rank, "groupSize": 2}}
+
+    ins = Instances()
+    send, recv = Collective(SEND, "float32", 32, 2, "marker", "0"), Collective(RECV, "float32", 32, 2, "marker", "0")
+    for rank, peer, start in ((0, 1, 10), (1, 0, 12)):
+        ins.add(k(start, 100, start, rank=rank, marker=marker("send", rank, peer, rank == 0)), send)
+        ins.add(k(start + 100, 200, start, rank=rank, marker=marker("recv", rank, peer, rank == 1)), recv)
+    assert [(r["kind"], r["index"], r["ranks"], r["first_ns"], r["last_ns"], r["transfer_ns"]) for r in ins.rows()] == [
+        ("Send 0->1", 0, 2, 10, 112, 88), ("Send 1->0", 0, 2, 12, 110, 90)]
+
+
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
     folder = tmp_path_factory.mktemp("job")

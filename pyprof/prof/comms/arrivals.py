@@ -5,7 +5,9 @@ slowest rank and the skew (last arrival minus first).
 An NCCL communicator runs its collectives in the same order on every rank, so the k-th
 collective of a kind in a process group on one rank is the k-th on the others: an instance is
 keyed by (group, kind, k). The group is the process group's name from pyprof's marker, or `-`
-for collectives launched inside PyTorch (DDP, FSDP), which run in the job's default order.
+for collectives launched inside PyTorch (DDP, FSDP), which run in the job's default order. A
+send and its receive are one instance, `Send S->D` (source and destination ranks from their
+markers): the k-th send from S to D is the k-th receive at D from S.
 
 Ranks on one host share the clock nsys stamps kernels with; across hosts the skew also holds the
 hosts' clock offset.
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .collectives import Collective
+from .collectives import RECV, SEND, Collective, p2p_route
 from .shares import rank_key
 
 Key = tuple[str, str, int]
@@ -33,6 +35,9 @@ class Instances:
         """Record one collective kernel; returns its instance key."""
         rank = rec.get("rank")
         group, kind = coll.group or "-", coll.kind or "?"
+        route = p2p_route(rec.get("marker")) if kind in (SEND, RECV) else None
+        if route is not None:
+            kind = f"{SEND} {route[0]}->{route[1]}"
         k = self._count.get((rank, group, kind), 0)
         self._count[(rank, group, kind)] = k + 1
         key = (group, kind, k)

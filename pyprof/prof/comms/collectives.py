@@ -265,6 +265,24 @@ def from_marker(marker: dict) -> Collective | None:
                       group if isinstance(group, str) else None)
 
 
+def p2p_route(marker: object) -> tuple[int, int] | None:
+    """(source, destination) global ranks of a pyprof send/recv marker (its `dist.rank` and
+    its `dst` or `src` argument); None for any other marker or one that does not say."""
+    if not isinstance(marker, dict) or marker.get("mod") != DIST_MOD:
+        return None
+    op, dist = marker.get("op"), marker.get("dist")
+    me = dist.get("rank") if isinstance(dist, dict) else None
+    if op in ("send", "isend"):
+        peer = Call(marker).get(1, "dst")
+        route = (me, peer)
+    elif op in ("recv", "irecv"):
+        peer = Call(marker).get(1, "src")
+        route = (peer, me)
+    else:
+        return None
+    return route if type(me) is int and type(peer) is int and peer >= 0 else None
+
+
 # NCCL's API calls (a record's `nccl` entries) -> nccl-tests' kind, and whether NCCL's message
 # size is one rank's share of S (S = n x message): an all-gather's send buffer, a reduce-scatter's
 # result, an all-to-all's message to one peer, a gather's send and a scatter's receive buffer.
@@ -279,13 +297,14 @@ NO_PAYLOADS = ("collective size unknown: the export has NCCL's ranges without th
                "(export the report with `nsys export --type sqlite --include-blobs=true`)")
 
 
-def from_nccl_calls(calls: object, ranks: int | None) -> tuple[str, int | None, int | None] | None:
-    """(kind, S in bytes, S / n) of the NCCL calls a kernel ran (a record's `nccl`); None where
-    they do not say (not a list of calls of one known kind, or of one send/receive batch, on
-    one communicator). S is None where it scales with an unknown group size."""
+def from_nccl_calls(calls: object, ranks: int | None) -> tuple[str, int | None, int | None, int | None] | None:
+    """(kind, S in bytes, S / n, n) of the NCCL calls a kernel ran (a record's `nccl`); None
+    where they do not say (not a list of calls of one known kind, or of one send/receive batch,
+    on one communicator). n is `ranks`, else the communicator's size parse wrote with the calls
+    (their `ranks`), else None; S is None where it scales with an unknown n."""
     if not isinstance(calls, list) or not calls:
         return None
-    kinds, comms, whole, part = set(), set(), 0, 0
+    kinds, comms, sizes, whole, part = set(), set(), set(), 0, 0
     for c in calls:
         known = NCCL_CALLS.get(c.get("call")) if isinstance(c, dict) and isinstance(c.get("call"), str) else None
         size = c.get("bytes") if known is not None else None
@@ -293,6 +312,8 @@ def from_nccl_calls(calls: object, ranks: int | None) -> tuple[str, int | None, 
             return None
         kinds.add(known[0])
         comms.add(repr(c.get("comm")))
+        n = c.get("ranks")
+        sizes.add(n if type(n) is int and n > 0 else None)
         if known[1]:
             part += size
         else:
@@ -302,9 +323,11 @@ def from_nccl_calls(calls: object, ranks: int | None) -> tuple[str, int | None, 
     kind = SENDRECV if kinds == {SEND, RECV} else kinds.pop() if len(kinds) == 1 else None
     if kind is None or (part and whole):
         return None
+    if ranks is None and len(sizes) == 1:
+        ranks = sizes.pop()
     if not part:
-        return kind, whole, None
-    return kind, None if ranks is None else part * ranks, part
+        return kind, whole, None, ranks
+    return kind, None if ranks is None else part * ranks, part, ranks
 
 
 def _param_comms_elems(rec: dict) -> int | None:
@@ -347,7 +370,7 @@ def of_record(rec: dict, ranks: int | None = None) -> Collective | None:
         ranks, kind, dtype = coll.ranks, coll.kind or kind, coll.dtype or dtype
     called = from_nccl_calls(rec["nccl"], ranks) if "nccl" in rec else None
     if called is not None:
-        return Collective(called[0], dtype, called[1], ranks, "nccl", coll.group if coll else None, called[2])
+        return Collective(called[0], dtype, called[1], called[3], "nccl", coll.group if coll else None, called[2])
     if coll is not None:
         return coll
     elems = _param_comms_elems(rec)
