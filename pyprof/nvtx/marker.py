@@ -404,22 +404,31 @@ def optimizer_knobs(optimizer: torch.optim.Optimizer) -> str:
 
 def optimizer_params(optimizer: torch.optim.Optimizer) -> str:
     """`{"count":..,"numel":..,"dtype":..}` over the parameters the step updates (those with a
-    gradient) in all parameter groups; `dtype` is a list of names when they differ."""
+    gradient) in all parameter groups; `dtype` is a list of names when they differ. With one such
+    group and one dtype, also `"numels"`: each tensor's elements in the group's order, the lists
+    a foreach step packs into its launches (prof replays the packing)."""
     count = numel = 0
     dtypes: list = []
+    numels: list = []
+    groups = 0
     for group in optimizer.param_groups:
+        had = count
         for p in group["params"]:
             if p.grad is None:
                 continue
             count += 1
-            numel += p.numel()
+            n = p.numel()
+            numel += n
+            numels.append(n)
             if p.dtype not in dtypes:
                 dtypes.append(p.dtype)
+        groups += count > had
     if len(dtypes) == 1:
         dt = _dtype_json(dtypes[0])
     else:
         dt = "[" + ",".join([_dtype_json(d) for d in dtypes]) + "]"
-    return '{"count":' + str(count) + ',"numel":' + str(numel) + ',"dtype":' + dt + "}"
+    sizes = ',"numels":[' + ",".join(map(str, numels)) + "]" if groups == 1 and len(dtypes) == 1 else ""
+    return '{"count":' + str(count) + ',"numel":' + str(numel) + ',"dtype":' + dt + sizes + "}"
 
 
 __all__ = ["op_marker", "module_marker", "layer_marker", "encode", "dtype_name", "optimizer_params",

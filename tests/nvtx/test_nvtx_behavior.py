@@ -274,7 +274,7 @@ def test_optimizer_inner_ops_are_suppressed(pyprof_on):
     with recording() as rec:
         opt.step()
     assert ops(rec) == [(0, "torch.optim", "Adam.step")]
-    assert rec.markers[0]["kwargs"] == {"params": {"count": 1, "numel": 3, "dtype": "float32"},
+    assert rec.markers[0]["kwargs"] == {"params": {"count": 1, "numel": 3, "dtype": "float32", "numels": [3]},
                                         "foreach": False, "fused": None, "weight_decay": 0, "amsgrad": False,
                                         "maximize": False}
 

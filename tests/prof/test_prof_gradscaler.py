@@ -1,7 +1,8 @@
-"""GradScaler's unscale_ and update, priced from their markers (pyprof.init() wraps both: their
-kernels run in private ops, which get no marker). tests/data/gradscaler_resnet.sqlite.xz: one
-step of examples/resnet.py (ResNet-18, batch 2, 64 x 64, fp16 AMP, foreach SGD, GradScaler)
-captured on an H100 in pyprof's default mode."""
+"""The optimizer phase without PyTorch's op ranges: GradScaler's unscale_ and update, priced from
+their markers (pyprof.init() wraps both: their kernels run in private ops, which get no marker),
+and a foreach step's launches from the marker's per-tensor sizes. tests/data/gradscaler_resnet
+.sqlite.xz: one step of examples/resnet.py (ResNet-18, batch 2, 64 x 64, fp16 AMP, foreach SGD
+with momentum and weight decay, GradScaler) captured on an H100 in pyprof's default mode."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,7 +30,8 @@ def rows(tmp_path_factory):
 def test_unscale_stages_and_launch_carry_their_own_work_adding_up_to_the_formula(rows):
     unscale = [(r, f) for r, f in rows if r["op"] == "GradScaler.unscale_"]
     assert {(r["dir"], r["mod"]) for r, _ in unscale} == {("optim", "torch.amp")}
-    assert unscale[0][0]["marker"]["kwargs"] == {"params": {"count": 62, "numel": NUMEL, "dtype": "float32"}}
+    params = unscale[0][0]["marker"]["kwargs"]["params"]
+    assert (params["count"], params["numel"], params["dtype"], sum(params["numels"])) == (62, NUMEL, "float32", NUMEL)
     # scale.double() (fp32 read, fp64 written), .reciprocal() (1 FLOP), .float(), full((), 0.);
     # then one launch over every gradient element (read and written once; a multiply and a
     # finiteness test each).
@@ -54,3 +56,16 @@ def test_update_with_a_scale_given_is_not_priced():
                                  "mod": "torch.amp", "op": "GradScaler.update", "dir": "optim", "grid": [1, 1, 1],
                                  "block": [128, 1, 1], "pid": 1, "tid": 1})
     assert (f.flops, f.bytes) == (None, None)
+
+
+def test_foreach_step_launches_carry_their_own_elements(rows):
+    """SGD's weight decay (grad + wd * param into a new list: 3 lists, 48 tensors a launch) runs
+    as two launches of 62 tensors (grad and param read, the sum written); the marker's `numels` replays the packing (multitensor.py),
+    each launch checked against its grid. Then the momentum buffer's mul_ and add_, and the
+    parameter's add_: one launch each, the whole list."""
+    step = [(r, f) for r, f in rows if r["op"] == "SGD.step"]
+    first, second = 7926912 // 2, 15452112 // 2  # elements: 2 FLOPs each (a multiply and an add)
+    assert first + second == NUMEL
+    assert [(r["grid"][0], f.flops, f.bytes) for r, f in step] == [
+        (100, 2 * first, 3 * first * 4), (127, 2 * second, 3 * second * 4),
+        (227, NUMEL, 2 * NUMEL * 4), (227, 2 * NUMEL, 3 * NUMEL * 4), (227, 2 * NUMEL, 3 * NUMEL * 4)]

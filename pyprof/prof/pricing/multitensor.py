@@ -101,7 +101,12 @@ def launch_elements(numels: list[int], max_tensors: int) -> list[int]:
     """Elements of each launch ATen's multi_tensor_apply makes of a list of tensors of `numels`
     elements (empty tensors skipped): a launch ends when it holds `max_tensors` whole tensors or
     320 blocks, a tensor cut there going on in the next."""
-    out: list[int] = []
+    return [elems for elems, _ in launch_chunks(numels, max_tensors)]
+
+
+def launch_chunks(numels: list[int], max_tensors: int) -> list[tuple[int, int]]:
+    """(elements, blocks) of each launch of launch_elements."""
+    out: list[tuple[int, int]] = []
     tensors = blocks = elems = 0
     for n in numels:
         if n <= 0:
@@ -112,11 +117,11 @@ def launch_elements(numels: list[int], max_tensors: int) -> list[int]:
             blocks += 1
             elems += min(CHUNK, n - c * CHUNK)
             if (tensors == max_tensors and c == chunks - 1) or blocks == MAX_BLOCKS:
-                out.append(elems)
+                out.append((elems, blocks))
                 blocks = elems = 0
                 tensors = 0 if c == chunks - 1 else 1
     if blocks:
-        out.append(elems)
+        out.append((elems, blocks))
     return out
 
 
@@ -124,18 +129,25 @@ class Lists:
     """The tensor lists of one multi-tensor call (an optimizer step over `count` parameters of
     `numel` elements, GradScaler's unscale of their gradients), launch by launch. `flops_per`: the
     FLOPs per element of a call that is one op over its lists (a fused step's math, the unscale),
-    else None; `fused`: the step's other launches walk its 1-element step counters."""
+    else None; `fused`: the step's other launches walk its 1-element step counters; `numels`:
+    each tensor's elements, in order, where the marker lists them (one parameter group)."""
 
-    __slots__ = ("numel", "count", "flops_per", "fused", "chunks")
+    __slots__ = ("numel", "count", "flops_per", "fused", "chunks", "numels", "_next")
 
-    def __init__(self, numel: int, count: int, flops_per: int | None, fused: bool) -> None:
+    def __init__(self, numel: int, count: int, flops_per: int | None, fused: bool,
+                 numels: list[int] | None = None) -> None:
         self.numel, self.count, self.flops_per, self.fused = numel, count, flops_per, fused
         self.chunks: int | None = None  # blocks of a launch that held the whole list
+        self.numels = numels
+        self._next: dict = {}  # kernel name -> the place of its next launch in its op's packing
 
     def work(self, kernel: str, blocks: int | None, numels: list[int] | None = None, index: int = 0) -> tuple | None:
         """(FLOPs, bytes) of this launch of `blocks` blocks; None when not known. `numels`: the
         list's tensor sizes where the trace has them (the op's PyTorch range) and `index` the
-        launch's place among the op's launches: its elements exactly (launch_elements)."""
+        launch's place among the op's launches: its elements exactly (launch_elements). Else,
+        with the marker's `numels`, the launches of one kernel name are its ops' packings in turn
+        (an op's launches run back to back; each op of the step packs the same list), each
+        checked against its grid."""
         spec = launch(kernel)
         if spec is None or blocks is None:
             return None
@@ -149,11 +161,24 @@ class Lists:
             elems = self.numel
         elif index < len(exact):
             elems = exact[index]
+        elif self.numels:
+            elems = self._packed(kernel, spec.max_tensors, blocks)
         elif self.chunks:
             elems = self.numel * blocks // self.chunks
         else:
+            return None
+        if elems is None:
             return None
         # The name's operation where it tells one, else the call's per element (a functor whose
         # lambda the name does not spell: GradScaler's unscale).
         per = self.flops_per if spec.fused or spec.flops is None else spec.flops
         return (None if per is None else elems * per), elems * spec.lists * spec.size
+
+    def _packed(self, kernel: str, max_tensors: int, blocks: int) -> int | None:
+        """The elements of this launch of `kernel` from the marker's `numels`: the next launch of
+        the packing (launch_elements) its op makes, None when its blocks are not that launch's."""
+        launches = launch_chunks(self.numels or [], max_tensors)
+        at = self._next.get(kernel, 0) % len(launches)
+        self._next[kernel] = at + 1
+        elems, chunks = launches[at]
+        return elems if chunks == blocks else None

@@ -288,7 +288,10 @@ def tensor_lists(marker: dict, cost: Cost | None) -> Lists | None:
     # One op over the lists (a fused step, GradScaler's unscale), not a sequence of foreach ops:
     # every launch does the formula's FLOPs per element.
     per = cost.flops // numel if not cost.composite and cost.flops is not None else None
-    return Lists(numel, count, per, fused)
+    sizes = params.get("numels")
+    ok = isinstance(sizes, list) and len(sizes) == count and all(type(n) is int and n >= 0 for n in sizes) \
+        and sum(sizes) == numel
+    return Lists(numel, count, per, fused, sizes if ok else None)
 
 
 # cuDNN's RNN kernels: per time step, layer and direction a recurrent GEMM and a cell kernel
