@@ -198,7 +198,9 @@ def _patch() -> None:
     for cls in _all_subclasses(torch.optim.Optimizer):
         _wrap_step(cls)
     _set(torch.optim.Optimizer, "__init_subclass__", classmethod(_optimizer_init_subclass))
-    for name in ("unscale_", "update"):  # torch.cuda.amp's and torch.cpu.amp's GradScaler inherit them
+    # torch.cuda.amp's and torch.cpu.amp's GradScaler inherit them. step() runs the private
+    # _check_inf_per_device instead of unscale_ for an optimizer that unscales in its own kernels.
+    for name in ("unscale_", "_check_inf_per_device", "update"):
         _set(torch.amp.GradScaler, name, scaler_wrapper(vars(torch.amp.GradScaler)[name], name))
     _set(torch.jit, "script", _script)
 

@@ -394,6 +394,7 @@ torch.addmm_
 torch.all
 torch.amax
 torch.amin
+torch.amp.GradScaler._check_inf_per_device
 torch.amp.GradScaler.unscale_
 torch.amp.GradScaler.update
 torch.angle

@@ -324,11 +324,12 @@ def step_wrapper(orig: Callable) -> Callable:
 
 
 def scaler_wrapper(orig: Callable, name: str) -> Callable:
-    """A wrapper of GradScaler's `unscale_` or `update` (op `GradScaler.<name>`, mod `torch.amp`):
-    PyTorch runs their kernels through private ops (`torch._amp_foreach_non_finite_check_and_unscale_`,
-    `torch._amp_update_scale_`), which pyprof does not wrap. unscale_'s marker describes the
-    optimizer's gradients as a step's describes its parameters (`kwargs.params`); a disabled
-    scaler launches nothing and gets no marker."""
+    """A wrapper of GradScaler's `unscale_`, `_check_inf_per_device` or `update` (op
+    `GradScaler.<name>`, mod `torch.amp`): PyTorch runs their kernels through private ops
+    (`torch._amp_foreach_non_finite_check_and_unscale_`, `torch._amp_update_scale_`), which pyprof
+    does not wrap. The marker of a method taking the optimizer describes its gradients as a step's
+    describes its parameters (`kwargs.params`); a disabled scaler launches nothing and gets no
+    marker."""
     prefix = op_prefix(AMP_MOD, "GradScaler." + name)
 
     def marker(scaler: Any, args: tuple, kwargs: dict, tail: str) -> str:

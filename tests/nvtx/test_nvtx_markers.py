@@ -379,6 +379,10 @@ def test_grad_scaler_unscale_and_update():
     expect(lambda: scaler.unscale_(opt), "torch.amp", "GradScaler.unscale_", [],
            {"params": {"count": 2, "numel": 17, "dtype": "float32", "numels": [12, 5]}})
     expect(lambda: scaler.update(), "torch.amp", "GradScaler.update", [])
+    # GradScaler.step's check for an optimizer that unscales in its own kernels (fused Adam).
+    scaler.scale(w.sum() + b.sum()).backward()
+    expect(lambda: scaler._check_inf_per_device(opt), "torch.amp", "GradScaler._check_inf_per_device", [],
+           {"params": {"count": 2, "numel": 17, "dtype": "float32", "numels": [12, 5]}})
     off = torch.amp.GradScaler("cpu", enabled=False)
     with recording() as rec:
         off.unscale_(opt)

@@ -15,6 +15,22 @@ from pyprof.prof.pricing.analysis import Analyzer
 from pyprof.prof.warnings_tally import Tally
 
 DATA = Path(__file__).resolve().parents[1] / "data"
+# The capture's one-element fill and its unscale launch (grid given per test).
+KERNELS = [
+    ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::FillFunctor<float>, std::array<char *, "
+     "(unsigned long)1>>(int, T2, T3)", [1, 1, 1]),
+    ("void at::native::<unnamed>::multi_tensor_apply_kernel<at::native::<unnamed>::TensorListMetadata<(int)1>, "
+     "at::native::<unnamed>::UnaryOpFunctor<float, (int)1, (int)1, (int)0>, at::native::_amp_foreach_non_finite_check_"
+     "and_unscale_cuda_(c10::ArrayRef<at::Tensor>, at::Tensor &, const at::Tensor &)::[lambda() (instance 1)]::"
+     "operator ()() const::[lambda() (instance 2)]::operator ()() const::[lambda(float) (instance 1)]>(T1, T2, T3...)",
+     [227, 1, 1]),
+]
+
+
+def _record(name: str, grid: list, marker: dict) -> dict:
+    return {"kind": "kernel", "kLongName": name, "kShortName": name.split("<")[0].split("::")[-1], "grid": grid,
+            "block": [512, 1, 1], "dir": "optim", "mod": marker["mod"], "op": marker["op"], "marker": marker,
+            "torchOps": [], "pid": 1, "tid": 1}
 NUMEL = 11689512  # ResNet-18's 62 parameters, every one with a gradient
 
 
@@ -52,9 +68,7 @@ def test_update_is_its_one_kernel(rows):
 def test_update_with_a_scale_given_is_not_priced():
     """update(new_scale) fills or copies the scale instead of running the update kernel."""
     marker = {"v": 1, "kind": "op", "mod": "torch.amp", "op": "GradScaler.update", "args": [1024.0]}
-    f = Analyzer(Tally()).facts({"kind": "kernel", "kShortName": "vectorized_elementwise_kernel", "marker": marker,
-                                 "mod": "torch.amp", "op": "GradScaler.update", "dir": "optim", "grid": [1, 1, 1],
-                                 "block": [128, 1, 1], "pid": 1, "tid": 1})
+    f = Analyzer(Tally()).facts(_record(KERNELS[0][0], [1, 1, 1], marker))
     assert (f.flops, f.bytes) == (None, None)
 
 
@@ -69,3 +83,16 @@ def test_foreach_step_launches_carry_their_own_elements(rows):
     assert [(r["grid"][0], f.flops, f.bytes) for r, f in step] == [
         (100, 2 * first, 3 * first * 4), (127, 2 * second, 3 * second * 4),
         (227, NUMEL, 2 * NUMEL * 4), (227, 2 * NUMEL, 3 * NUMEL * 4), (227, 2 * NUMEL, 3 * NUMEL * 4)]
+
+
+def test_the_check_of_a_self_unscaling_optimizer_splits_its_launches_by_the_packing():
+    """GradScaler.step's _check_inf_per_device (an optimizer that unscales in its own kernels,
+    fused Adam): inv_scale = 1 and found_inf filled, then the finiteness test over every gradient,
+    written back. 120 gradients of 1,000 elements: launches of 110 and 10 tensors (one block each)."""
+    [*fills, launch] = [(n, g) for n, g in KERNELS if "FillFunctor" in n or "multi_tensor" in n]
+    marker = {"v": 1, "kind": "op", "mod": "torch.amp", "op": "GradScaler._check_inf_per_device", "args": [],
+              "kwargs": {"params": {"count": 120, "numel": 120000, "dtype": "float32", "numels": [1000] * 120}}}
+    an = Analyzer(Tally())
+    kernels = [fills[0], fills[0], (launch[0], [110, 1, 1]), (launch[0], [10, 1, 1])]
+    got = [an.facts(_record(name, grid, marker)) for name, grid in kernels]
+    assert [(f.flops, f.bytes) for f in got] == [(0, 4), (0, 4), (110000, 110000 * 8), (10000, 10000 * 8)]

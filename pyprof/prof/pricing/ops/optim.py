@@ -94,24 +94,31 @@ register("torch.optim.AdamW.step")(_adam(True))
 
 # GradScaler.unscale_ before its multi-tensor launches: inv_scale = scale.double().reciprocal().float()
 # (a cast, a reciprocal, a cast of one element) and found_inf = torch.full((), 0.0), each a kernel
-# (Cost.stages: FLOPs, bytes).
+# (Cost.stages: FLOPs, bytes); _check_inf_per_device (GradScaler.step's, for an optimizer that
+# unscales in its own kernels) fills inv_scale = 1 and found_inf instead.
 _UNSCALE_STAGES = ((0, 4 + 8), (1, 8 + 8), (0, 8 + 4), (0, 4))
-# The unscale of every gradient element: a multiply by inv_scale and a finiteness test.
+_CHECK_STAGES = ((0, 4), (0, 4))
+# The unscale of every gradient element: a multiply by inv_scale and a finiteness test; with
+# inv_scale 1 (the check) the multiply is skipped, the element still written back.
 UNSCALE_FLOPS = 2
 
 
-@register("torch.amp.GradScaler.unscale_")
-def unscale(c: Call) -> Cost | None:
-    """GradScaler's unscale of the optimizer's gradients (`kwargs.params`, as a step's): every
-    element read and written once; its launches carry their own lists (multitensor.py), the
-    one-element kernels before them the stages."""
-    numel, count, dtype = _params(c)
-    size = ITEMSIZE.get(dtype) if isinstance(dtype, str) else None
-    if size is None:
-        return None
-    stages = sum(f for f, _ in _UNSCALE_STAGES), sum(b for _, b in _UNSCALE_STAGES)
-    return Cost(UNSCALE_FLOPS * numel + stages[0], 2 * numel * size + stages[1],
-                fmt_params(dtype, count=count, numel=numel), dtype, SIMT, stages=_UNSCALE_STAGES)
+def _unscale(per: int, stages: tuple):
+    def formula(c: Call) -> Cost | None:
+        """GradScaler's pass over the optimizer's gradients (`kwargs.params`, as a step's): every
+        element read and written once; its launches carry their own lists (multitensor.py), the
+        one-element kernels before them the stages."""
+        numel, count, dtype = _params(c)
+        size = ITEMSIZE.get(dtype) if isinstance(dtype, str) else None
+        if size is None:
+            return None
+        return Cost(per * numel + sum(f for f, _ in stages), 2 * numel * size + sum(b for _, b in stages),
+                    fmt_params(dtype, count=count, numel=numel), dtype, SIMT, stages=stages)
+    return formula
+
+
+register("torch.amp.GradScaler.unscale_")(_unscale(UNSCALE_FLOPS, _UNSCALE_STAGES))
+register("torch.amp.GradScaler._check_inf_per_device")(_unscale(1, _CHECK_STAGES))
 
 
 def update_scale_cost() -> Cost:
