@@ -541,7 +541,7 @@ class Analyzer:
                         return part.flops, part.bytes
                     first = self._claim(rec)
                 # An op run as stages (Cost.stages): each kernel that is not a part runs the next.
-                staged = self._call_parts(rec, cost, bprop).stage()
+                staged = self._call_parts(rec, cost, bprop).stage(name)
                 if staged is not None:  # its integer tensors' bytes (staged[2:]) in no float dtype
                     nbytes = self._ran_in(staged[1], cost, rec, name, True)
                     return self._rest(rec, cost.bwd_flops if bprop else cost.flops,

@@ -368,11 +368,16 @@ class CallParts:
         self.lists = lists
         self.stages = None if stages is None else list(stages)
 
-    def stage(self) -> tuple | None:
-        """The call's next stage (Cost.stages), (None, None) once every stage has run (a kernel
-        the op's decomposition does not know); None when the op has no stages."""
+    def stage(self, kernel: str | None = None) -> tuple | None:
+        """The stage (Cost.stages) this kernel runs: the call's next one, or where the stages are
+        named (each led by a piece of its kernel's name), the first left whose name is in
+        `kernel`'s; (None, None) when none is (a kernel the op's decomposition does not know);
+        None when the op has no stages."""
         if self.stages is None:
             return None
+        if self.stages and isinstance(self.stages[0][0], str):
+            at = next((i for i, s in enumerate(self.stages) if s[0] in (kernel or "")), None)
+            return (None, None) if at is None else self.stages.pop(at)[1:]
         return self.stages.pop(0) if self.stages else (None, None)
 
     def launch(self, kernel: str, grid: object, sizes: object = None, index: int = 0) -> tuple | None:

@@ -67,7 +67,10 @@ class Cost:
     # floating-point tensors in the op's dtype[, bytes of integer tensors]) (an element-wise loss,
     # then its reduction; cross_entropy's log_softmax, then its nll_loss): the call's kernels take
     # them in turn (analysis.py) instead of the first carrying the op. Their FLOPs add up to
-    # `flops` (`bwd_flops`); their bytes count what one writes and the next reads.
+    # `flops` (`bwd_flops`); their bytes count what one writes and the next reads. Stages led by a
+    # piece of a kernel's name (a str) are taken by the kernel whose name holds it, in any order,
+    # for an op whose kernels depend on its data (embedding_bag's backward: a copy that runs only
+    # for a strided dOut); their third and later numbers: bytes that do not follow the op's dtype.
     stages: tuple | None = None
     bwd_stages: tuple | None = None
 

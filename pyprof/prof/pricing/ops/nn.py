@@ -16,7 +16,7 @@ dX 2 FLOPs per forward normalizing FLOP (dY, X and the weight read, dX written),
 pooling: the int64 indices read too), so the forward's bytes; FLOPs: max pooling one add per dY
 element (scattered through the indices; overlapping windows add into one dX element), average
 pooling the forward's (dY / window, one add per tap), interpolation the forward's (weight times
-dY added into each tap) and for nearest one add per dY element. embedding_bag backward: na.
+dY added into each tap) and for nearest one add per dY element. embedding_bag backward: below.
 """
 from __future__ import annotations
 
@@ -311,12 +311,14 @@ def embedding_bag(c: Call) -> Cost | None:
     gradient added into the rows it gathered, one add per gathered element (and one scale each
     for mean or per-sample weights; max: into the winning rows, one per output element); the
     indices, offsets, weights and dOut read, the rows added into read and written, after dWeight's
-    zero fill (a kernel of its own: `grad_fill`)."""
+    zero fill (a kernel of its own: `grad_fill`). Sum and mean run as named stages
+    (_bag_backward_stages)."""
     idx, w, offsets = c.get(0, "input"), c.get(1, "weight"), c.tensor(2, "offsets")
-    mode = c.get(None, "mode", "mean")
-    psw = c.tensor(None, "per_sample_weights")
+    mode = c.get(6, "mode", "mean")
+    psw = c.tensor(8, "per_sample_weights")
     dim = w.shape[-1]
-    bags = idx.shape[0] if len(idx.shape) == 2 else (offsets.numel if offsets else None)
+    last = offsets is not None and c.get(9, "include_last_offset", False)
+    bags = idx.shape[0] if len(idx.shape) == 2 else (offsets.numel - last if offsets else None)
     if bags is None or w.itemsize is None or idx.nbytes is None:
         return None
     gathered = idx.numel * dim
@@ -325,10 +327,37 @@ def embedding_bag(c: Call) -> Cost | None:
     meta = idx.nbytes + (offsets.nbytes if offsets else 0) + (psw.nbytes if psw else 0)
     nbytes = meta + gathered * w.itemsize + out * w.itemsize
     scaled = mode == "mean" or psw is not None
+    bwd_flops = out if mode == "max" else gathered * (2 if scaled else 1)
+    dense = mode != "max" and not c.get(5, "scale_grad_by_freq", False) and not c.get(7, "sparse", False)
     return Cost(flops, nbytes, fmt_params(w.dtype, idx=dims(idx.shape), weight=dims(w.shape), mode=mode), w.dtype, SIMT,
-                bwd_flops=out if mode == "max" else gathered * (2 if scaled else 1),
+                bwd_flops=bwd_flops,
                 bwd_bytes=meta + out * w.itemsize + 2 * (out if mode == "max" else gathered) * w.itemsize,
-                grad_fill=w.numel)
+                grad_fill=w.numel,
+                bwd_stages=_bag_backward_stages(idx, w, bags, bwd_flops, mode, psw) if dense else None)
+
+
+def _bag_backward_stages(idx: Tensor, w: Tensor, bags: int, flops: int, mode: str, psw: Tensor | None) -> tuple:
+    """The kernels of embedding_bag's dense sum/mean backward (PyTorch's
+    embedding_backward_cuda_kernel), each named, over n indices of d features: dOut made
+    contiguous where it is strided (a copy: read and written), the indices' positions (arange:
+    n written), the indices sorted with them (cub's radix sort: n keys and n values read and
+    written), the sorted indices' segments (cub's unique-by-key: n read, starts and keys
+    written), each segment's partials and their offsets (a count per segment, cub's scan, one
+    thread's total, the offsets), then compute_grad_weight_bags sums each partial segment's dOut
+    rows (the op's FLOPs; dOut read once, the bag and position of every index, mean's bag sizes,
+    the per-sample weights read; the partial sums written in the accumulate type) and
+    sum_and_scatter adds the partials into dWeight's rows. The segments depend on the data: each
+    index counted its own (the most), as the op's bytes count every gathered row."""
+    n, d, size, i = idx.numel, w.shape[-1], w.itemsize, idx.itemsize
+    acc = 8 if w.dtype == "float64" else 4
+    partials = n * d * acc
+    ints = (3 + (mode == "mean")) * n * i
+    return (("direct_copy_kernel_cuda", 0, 2 * bags * d * size), ("arange_cuda_out", 0, 0, n * i),
+            ("DeviceRadixSort", 0, 0, 4 * n * i), ("DeviceUniqueByKeySweepKernel", 0, 0, 3 * n * i),
+            ("krn_partials_per_segment", 0, 0, 2 * n * i), ("DeviceScanKernel", 0, 0, 2 * n * i),
+            ("compute_num_of_partial_segments", 0, 0, 3 * i), ("krn_partial_segment_offset", 0, 0, 4 * n * i),
+            ("compute_grad_weight_bags", flops, bags * d * size + (psw.nbytes if psw else 0), partials + ints),
+            ("sum_and_scatter", 0, n * d * size, partials + 2 * n * i))
 
 
 @register("torch.nn.functional.instance_norm")

@@ -1,0 +1,49 @@
+"""Each kernel of an op call its own FLOPs and bytes (issue 27), on the real H100 captures of
+tests/data/kernel_truth/ held against Nsight Compute: the kernels of an op's decomposition
+(Cost.stages, parts.py) that the op's formula alone put on one kernel or left na."""
+from __future__ import annotations
+
+from test_prof_parts import analysed_capture, cost_of, measured
+
+
+def test_embedding_bag_backward_kernels_carry_their_named_stages():
+    """recommender's EmbeddingBag(50000, 64, mode="sum") backward, 1,022 int64 indices in 256
+    bags (kernel_truth capture, H100): each kernel of PyTorch's dense backward its own work, the
+    segments counted as if every index were its own row (the most): dOut's copy (256 x 64 fp32 read
+    and written), the positions' arange, cub's sort, unique-by-key and scan, the partial segments'
+    bookkeeping, compute_grad_weight_bags (the 65,408 adds; dOut, the indices' bags and positions
+    read, the fp32 partial sums written) and sum_and_scatter (the partials read, the rows
+    written). The two big ones within 6% of ncu's bytes; cub's init kernels stay na; the FLOPs add
+    up to the backward's; the same in aten mode."""
+    n, d, b = 1022, 64, 256
+    want = [("elementwise_kernel", 0, 2 * b * d * 4), ("elementwise_kernel_with_index", 0, n * 8),
+            ("DeviceRadixSortSingleTileKernel", 0, 4 * n * 8), ("vectorized_elementwise_kernel", 0, 50000 * d * 4),
+            ("DeviceCompactInitKernel", None, None), ("DeviceUniqueByKeySweepKernel", 0, 3 * n * 8),
+            ("krn_partials_per_segment", 0, 2 * n * 8), ("DeviceScanInitKernel", None, None),
+            ("DeviceScanKernel", 0, 2 * n * 8), ("compute_num_of_partial_segments", 0, 24),
+            ("krn_partial_segment_offset", 0, 4 * n * 8),
+            ("compute_grad_weight_bags", n * d, b * d * 4 + n * d * 4 + 3 * n * 8),
+            ("sum_and_scatter", 0, n * d * 4 + n * d * 4 + 2 * n * 8)]
+    rows = [(r["kShortName"], f.flops, f.bytes, moved) for r, f, moved, _ in measured("recommender")
+            if r["op"] == "embedding_bag" and r["dir"] == "bprop"]
+    assert [r[:3] for r in rows] == want * 4
+    assert all(0.94 <= nb / moved <= 1.0 for name, _, nb, moved in rows if name in ("compute_grad_weight_bags", "sum_and_scatter"))
+    fwd = next(f.cost for r, f in analysed_capture("default")["recommender"] if r["op"] == "embedding_bag")
+    assert fwd.bwd_flops == n * d and fwd.flops == n * d  # mode "sum" passed by position: no mean's divides
+    aten = [(r["kShortName"], f.flops, f.bytes) for r, f in analysed_capture("aten")["recommender"]
+            if r["op"] == "embedding_bag" and r["dir"] == "bprop"]
+    assert aten == want * 4
+
+
+def test_embedding_bag_backward_stages_only_where_the_dense_kernels_run():
+    """mean reads each index's bag size too; max, scale_grad_by_freq and sparse run other kernels:
+    no stages (the first kernel carries the node, as before)."""
+    idx, w, off = {"shape": [12], "dtype": "int64"}, {"shape": [50, 4], "dtype": "float32"}, {"shape": [3], "dtype": "int64"}
+    m = {"v": 1, "kind": "op", "mod": "torch.nn.functional", "op": "embedding_bag", "args": [idx, w, off],
+         "kwargs": {"mode": "mean"}}
+    stages = dict((s[0], s[1:]) for s in cost_of(m).bwd_stages)
+    assert stages["compute_grad_weight_bags"] == (96, 3 * 4 * 4, 12 * 4 * 4 + 4 * 12 * 8)
+    assert sum(s[0] for s in stages.values()) == cost_of(m).bwd_flops == 96
+    for kw in ({"mode": "max"}, {"mode": "sum", "scale_grad_by_freq": True}, {"mode": "sum", "sparse": True}):
+        m["kwargs"] = kw
+        assert cost_of(m).bwd_stages is None, kw
