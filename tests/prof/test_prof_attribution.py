@@ -76,9 +76,9 @@ def test_backward_of_unary_and_binary_ops():
     got, _ = work(kernels(described(FN, "gelu", x), [EW], "bprop"))
     assert got == [(16, 3 * 64)]
     got, _ = work(kernels(described("torch", "mul", x, x), [EW, EW], "bprop"))
-    # dX = dY·W and dW = dY·X: 16 multiplies each; dY, X, W read and dX, dW written, 64 B each;
-    # the whole node on the first kernel of the backward; the second did work not known: na
-    assert got == [(2 * 16, 5 * 64), (None, None)]
+    # dX = dY·W and dW = dY·X, a kernel each (the last operand's first): 16 multiplies, dY and
+    # the other operand read, the gradient written, 64 B each; together the node's 32 FLOPs
+    assert got == [(16, 3 * 64), (16, 3 * 64)]
 
 
 def test_backward_gemm_kernels_each_carry_one_forward():

@@ -90,13 +90,13 @@ def pointwise_cost(op: str, operands: list, out_dtype: str | None = None,
     nbytes = None if out_size is None or None in in_bytes else sum(in_bytes) + n * out_size
     flops = n * FLOPS_PER_ELEMENT.get(base, 1)
     dtype = out_dtype if inplace else promote(t.dtype for t in tensors)
-    bwd_flops = bwd_bytes = None
+    bwd_flops = bwd_bytes = stages = None
     if bwd and out_size is not None:
         bwd_flops, bwd_bytes = n, 3 * n * out_size
     if grads is not None and out_size is not None:
-        bwd_flops, bwd_bytes = _binary_backward(operands, grads, n, out_size)
+        bwd_flops, bwd_bytes, stages = _binary_backward(operands, grads, n, out_size)
     return Cost(flops, nbytes, fmt_params(dtype, shape=dims(shape), **fields), dtype, SIMT,
-                bwd_flops=bwd_flops, bwd_bytes=bwd_bytes)
+                bwd_flops=bwd_flops, bwd_bytes=bwd_bytes, bwd_stages=stages)
 
 
 def _unary(op: str):
@@ -180,7 +180,8 @@ def _operands(op: str, c: Call) -> list:
 
 
 def _binary_backward(operands: list, grads: tuple, n: int, dy_size: int) -> tuple:
-    """(flops, bytes) of the backward of a binary op over `n` output elements (module docstring)."""
+    """(flops, bytes, stages) of the backward of a binary op over `n` output elements (module
+    docstring); the stages: _gradient_kernels'."""
     flops, sizes, reads = 0, [], set()
     for i, (per_elem, needs) in enumerate(grads):
         t = operands[i] if i < len(operands) else None
@@ -190,9 +191,36 @@ def _binary_backward(operands: list, grads: tuple, n: int, dy_size: int) -> tupl
         sizes.append(t.nbytes)  # the gradient, written
         reads.update(j for j in needs if j < len(operands) and isinstance(operands[j], Tensor))
     if not sizes:
-        return None, None  # no operand takes a gradient: no backward node
+        return None, None, None  # no operand takes a gradient: no backward node
     sizes += [operands[j].nbytes for j in sorted(reads)]
-    return flops, None if None in sizes else n * dy_size + sum(sizes)
+    return flops, None if None in sizes else n * dy_size + sum(sizes), _gradient_kernels(operands, grads, n, dy_size)
+
+
+def _gradient_kernels(operands: list, grads: tuple, n: int, dy_size: int) -> tuple | None:
+    """The kernels of a binary op's backward as named stages (Cost.stages): the autograd node
+    computes each gradient whose formula does math (_GRADS: FLOPs > 0) in one element-wise
+    kernel over the n output elements, the last operand's first (PyTorch's generated code), dY
+    and the operands the formula reads read, the gradient written at its operand's size, or at n
+    where the operand was broadcast; then the engine sums each broadcast operand's gradient down
+    to its shape (a sum reduction: the n read, the gradient written), in operand order. None
+    where an operand's dtype is not dY's (a cast kernel would run too) or no kernel runs."""
+    if len({t.dtype for t in operands if isinstance(t, Tensor) and is_floating(t.dtype)}) > 1:
+        return None
+    math, sums = [], []
+    for i, (per_elem, needs) in reversed(list(enumerate(grads))):
+        t = operands[i] if i < len(operands) else None
+        if not isinstance(t, Tensor) or not is_floating(t.dtype) or t.grad is False:
+            continue
+        read = [operands[j] for j in needs if j < len(operands) and isinstance(operands[j], Tensor)]
+        if t.itemsize != dy_size or t.nbytes is None or any(r.nbytes is None for r in read):
+            return None
+        broadcast_to = t.numel < n
+        if per_elem:
+            math.append(("elementwise_kernel", per_elem * n,
+                         n * dy_size + sum(r.nbytes for r in read) + (n * dy_size if broadcast_to else t.nbytes)))
+        if broadcast_to:
+            sums.insert(0, ("reduce_kernel", reduce_adds(n, t.numel), n * dy_size + t.nbytes))
+    return tuple(math + sums) or None
 
 
 def _binary(op: str):
