@@ -47,3 +47,33 @@ def test_embedding_bag_backward_stages_only_where_the_dense_kernels_run():
     for kw in ({"mode": "max"}, {"mode": "sum", "scale_grad_by_freq": True}, {"mode": "sum", "sparse": True}):
         m["kwargs"] = kw
         assert cost_of(m).bwd_stages is None, kw
+
+
+def test_broadcast_multiply_backward_kernels_carry_their_gradients():
+    """efficientnet_b0's squeeze-excite scale, [8, 1152, 1, 1] * [8, 1152, 4, 4] in fp16 (kernel_truth
+    default capture, H100): the backward's three kernels each their own work, where the first
+    carried the node and the other two were na: dOther = dY·a (dY and a read, n written), the
+    full-size dY·b (dY and b read, n written) and its sum down to a's 9,216 elements (n - m adds,
+    n read, m written). Their FLOPs add up to the node's."""
+    n, m = 8 * 1152 * 16, 8 * 1152
+    rows = [(r["kShortName"], f.flops, f.bytes) for r, f in analysed_capture("default")["efficientnet_b0"]
+            if r["op"] == "__mul__" and r["dir"] == "bprop"
+            and [a.get("shape") for a in r["fwd"]["marker"]["args"]] == [[8, 1152, 1, 1], [8, 1152, 4, 4]]]
+    assert rows == [("elementwise_kernel", n, (2 * n + m) * 2), ("vectorized_elementwise_kernel", n, 3 * n * 2),
+                    ("reduce_kernel", n - m, (n + m) * 2)] * 4
+    cost = next(f.cost for r, f in analysed_capture("default")["efficientnet_b0"] if r["op"] == "__mul__"
+                and r["dir"] == "bprop" and r["fwd"]["marker"]["args"][0].get("shape") == [8, 1152, 1, 1])
+    assert cost.bwd_flops == 3 * n - m
+
+
+def test_gru_backward_bias_gradient_kernels_carry_their_sums():
+    """gru's 3-layer GRU(128, 256) over 50 x 16 rows under fp16 autocast (kernel_truth capture,
+    H100): each layer's GRU_elementWise_bp2 sums its 800 rows of 768 gate gradients twice (b_ih,
+    b_hh), both read, the two bias gradients written: within 1% of ncu's bytes, default and aten."""
+    rows, gh = 800, 768
+    want = (2 * (rows - 1) * gh, (2 * rows * gh + 2 * gh) * 2)
+    got = [(f.flops, f.bytes, moved) for r, f, moved, _ in measured("gru") if r["kShortName"] == "GRU_elementWise_bp2"]
+    assert [g[:2] for g in got] == [want] * 6
+    assert all(0.99 <= b / moved <= 1.0 for _, b, moved in got)
+    aten = [(f.flops, f.bytes) for r, f in analysed_capture("aten")["gru"] if r["kShortName"] == "GRU_elementWise_bp2"]
+    assert aten == [want] * 6
