@@ -77,3 +77,24 @@ def test_gru_backward_bias_gradient_kernels_carry_their_sums():
     assert all(0.99 <= b / moved <= 1.0 for _, b, moved in got)
     aten = [(f.flops, f.bytes) for r, f in analysed_capture("aten")["gru"] if r["kShortName"] == "GRU_elementWise_bp2"]
     assert aten == [want] * 3
+
+
+def test_cudnn_weight_gradient_sums_carry_their_partials():
+    """cuDNN's weight-gradient helpers (kernel_truth captures, H100): unet's 1x1 convolutions (bf16
+    autocast, batch 8) sum their 8 per-sample fp32 weight gradients in reduce_wgrad_nchw_helper
+    (7 adds an element, the bf16 gradient written; within 2% of ncu's bytes), and
+    efficientnet_b0's CUTLASS wgrad kernels, split K-wise over their grid's z, are followed by a
+    ReduceSplitK that sums the z fp32 partial gradients into the fp16 weight gradient (the
+    [40, 240] weight of features.3.1: z 12)."""
+    helpers = [(r["fwd"]["marker"]["args"][1]["shape"], f.flops, f.bytes, moved) for r, f, moved, _ in measured("unet")
+               if r["kShortName"] == "reduce_wgrad_nchw_helper"]
+    w = 64 * 192
+    assert helpers[0][:3] == ([64, 192, 1, 1], 7 * w, 8 * w * 4 + w * 2)
+    assert len(helpers) == 7 and all(0.98 <= b / moved <= 1.0 for _, _, b, moved in helpers)
+    reduce = [(f.flops, f.bytes) for r, f in analysed_capture("default")["efficientnet_b0"]
+              if "ReduceSplitK" in r["kLongName"] and r["fwd"]["marker"]["args"][1]["shape"] == [40, 240, 1, 1]]
+    w = 40 * 240
+    assert reduce == [(11 * w, 12 * w * 4 + w * 2)]
+    aten = [(f.flops, f.bytes) for r, f in analysed_capture("aten")["efficientnet_b0"]
+            if "ReduceSplitK" in r["kLongName"] and r["fwd"]["marker"]["args"][1]["shape"] == [40, 240, 1, 1]]
+    assert aten == reduce

@@ -14,7 +14,7 @@ from .calls import CallNumbers, identity as call_identity
 from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .parts import (ADD, COPY, FILL, LAUNCH, LAYOUT, SPLIT_K, CallParts, Part, backward_parts, family, forward_parts,
-                    layout_parts, rnn_step, split_k, split_pass, tensor_lists)
+                    conv_outputs, layout_parts, rnn_step, split_k, split_pass, tensor_lists)
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost, Unknowable, lookup, retype
 from ..warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
@@ -454,6 +454,9 @@ class Analyzer:
         if sizes is not None:
             b, m, n, _, _ = sizes
             return [(b * m, n)]
+        if cost.kind == CONV:
+            shapes = [t.shape for t in Call((rec["fwd"] if bprop else rec).get("marker") or {}).tensors()[:2]]
+            return conv_outputs(*(shapes + [None, None])[:2], cost.out_shape, bprop)
         if cost.kind != GEMM:
             return []
         if not bprop:

@@ -36,6 +36,7 @@ from .registry import ATTN, CONV, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost
 from .values import ITEMSIZE, Tensor
 
 COPY, SUM, ADD, LAYOUT, LAUNCH, FILL, SCALE, SPLIT_K = "copy", "sum", "add", "layout", "launch", "fill", "scale", "split-k"
+WGRAD_SUM = "wgrad-sum"
 DOT_DO_O, CAST_DQ = "dot-do-o", "cast-dq"
 # Flash attention's backward (PyTorch's flash_bwd_*, cuDNN's fusion::*) runs its main kernel
 # between two helpers: one takes D = rowsum(dO * O) per query row, one casts dQ, accumulated in
@@ -52,6 +53,13 @@ _SCALE_KERNEL = re.compile(r"\bscalePackedTensor_kernel<")
 # cuBLASLt's reduction of a split-K GEMM's partial products: splitKreduce_kernel<rows x cols
 # tile: (int)32, (int)16, int, partials' type, ...>, one block per 32 output columns and 16 rows.
 _SPLIT_K_KERNEL = re.compile(r"\bsplitKreduce_kernel<\(int\)(\d+), \(int\)(\d+)")
+# CUTLASS's (cuDNN's cutlass kernels') reduction of a split-K convolution's partial products:
+# ReduceSplitK<MatrixShape<rows, cols>, ..., ReduceAdd<partials' type, ...>>, one block per rows x
+# cols tile of the output, the grid's x over its rows and y over its columns.
+_CUTLASS_SPLIT_K = re.compile(r"\bReduceSplitK<[\w:]*MatrixShape<\(int\)(\d+), \(int\)(\d+)>.*?\bReduceAdd<([\w:]+),")
+# cuDNN's sum of the per-sample weight gradients of an NCHW convolution's GEMM (one thread per
+# weight element): reduce_wgrad_nchw_helper<partials' type, weight's type>.
+_WGRAD_SUM_KERNEL = re.compile(r"\breduce_wgrad_nchw_helper<")
 _ADD_KERNEL = re.compile(r"elementwise_kernel<.*\bCUDAFunctor_add<")
 _LAYOUT_KERNEL = re.compile(r"\b(?:nchwToNhwc|nhwcToNchw)Kernel<")
 _FILL_KERNEL = re.compile(r"\bFillFunctor<")
@@ -84,7 +92,7 @@ class Part(NamedTuple):
 
 # The helper families by their kernels' names, the first match winning (a name can hold two).
 _FAMILIES = ((COPY, _COPY_KERNEL), (LAYOUT, _LAYOUT_KERNEL), (FILL, _FILL_KERNEL), (SCALE, _SCALE_KERNEL),
-             (SPLIT_K, _SPLIT_K_KERNEL), (DOT_DO_O, _DOT_DO_O_KERNEL), (CAST_DQ, _CAST_DQ_KERNEL),
+             (SPLIT_K, _SPLIT_K_KERNEL), (SPLIT_K, _CUTLASS_SPLIT_K), (WGRAD_SUM, _WGRAD_SUM_KERNEL), (DOT_DO_O, _DOT_DO_O_KERNEL), (CAST_DQ, _CAST_DQ_KERNEL),
              (SUM, _SUM_KERNEL), (ADD, _ADD_KERNEL))
 
 
@@ -227,7 +235,21 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
         return _flash_helpers(marker, size) + grads + _casts_back(marker, cost)
     bias = [Part(SUM, cost.out_elems, cost.out_elems - cost.bias_elems, (cost.out_elems + cost.bias_elems) * size)
             ] if cost.bias_elems and cost.out_elems and size else []
-    return bias + grads + _scaled(marker, cost, True) + _casts_back(marker, cost)
+    return bias + grads + _scaled(marker, cost, True) + _wgrad_sum(marker, cost) + _casts_back(marker, cost)
+
+
+def _wgrad_sum(marker: dict, cost: Cost) -> list[Part]:
+    """cuDNN's sum of an NCHW convolution's per-sample weight gradients (reduce_wgrad_nchw_helper,
+    after a GEMM that wrote one per sample): N partials of the W weight elements read in fp32 (fp64
+    for a float64 op: cuDNN's accumulator), N - 1 adds each, the gradient written in the dtype
+    the op ran in (unet's 1x1 convolutions under bf16 autocast: within 2% of ncu's bytes)."""
+    size = ITEMSIZE.get(cost.dtype)
+    tensors = Call(marker).tensors()
+    if cost.kind != CONV or not size or len(tensors) < 2 or not tensors[0].shape or not tensors[1].numel:
+        return []
+    n, w = tensors[0].shape[0], tensors[1].numel
+    partial = 8 if cost.dtype == "float64" else 4
+    return [Part(WGRAD_SUM, w, (n - 1) * w, n * w * partial + w * size)]
 
 
 def _flash_helpers(marker: dict, size: int | None) -> list[Part]:
@@ -253,25 +275,44 @@ def split_pass(kernel: str | None) -> bool:
 
 
 def split_k(kernel: str, grid: object, splits: int | None, outputs: list, size: int | None) -> tuple | None:
-    """(FLOPs, bytes) of cuBLASLt's split-K reduction: `splits` partial products of the GEMM output
-    (read in the type its name states, the partials' third type argument), summed (splits - 1 adds
-    an element) and written once in `size`-byte elements. `outputs`: the (rows, cols) the output
-    may be (a backward's gradients); the one whose columns make the grid's x blocks and whose rows
-    its y blocks of 16 is taken, else the one whose rows need at least its y blocks (a long output
-    strides over a capped grid: 1000 rows in 21 blocks). None when the splits, the output or the
-    types are not known, or two outputs fit."""
-    m = _SPLIT_K_KERNEL.search(kernel)
-    partial = ITEMSIZE.get(template_dtype(kernel))
-    if m is None or not splits or splits < 2 or partial is None or size is None or not isinstance(grid, list) \
-            or len(grid) < 2 or not all(type(d) is int and d > 0 for d in grid):
+    """(FLOPs, bytes) of a split-K reduction: `splits` partial products of the GEMM output (read
+    in the type its name states: cuBLASLt's partials' third type argument, CUTLASS's ReduceAdd's
+    first), summed (splits - 1 adds an element) and written once in `size`-byte elements.
+    `outputs`: the (rows, cols) the output may be (a backward's gradients); the one whose tiles
+    make the grid is taken: cuBLASLt's splitKreduce_kernel<cols, rows> one block per 32 columns
+    (x) and 16 rows (y), else the one whose rows need at least its y blocks (a long output strides
+    over a capped grid: 1000 rows in 21 blocks); CUTLASS's ReduceSplitK<MatrixShape<rows, cols>>
+    its rows in x and its columns in y. None when the splits, the output or the types are not
+    known, or two outputs fit."""
+    cublas, cutlass = _SPLIT_K_KERNEL.search(kernel), _CUTLASS_SPLIT_K.search(kernel)
+    partial = ITEMSIZE.get(template_dtype(kernel) if cutlass is None else template_dtype(cutlass.group(3)))
+    if cublas is None and cutlass is None or not splits or splits < 2 or partial is None or size is None \
+            or not isinstance(grid, list) or len(grid) < 2 or not all(type(d) is int and d > 0 for d in grid):
         return None
-    cols, rows = int(m.group(1)), int(m.group(2))
-    wide = [(r, c) for r, c in outputs if -(-c // cols) == grid[0]]
-    fits = {r * c for r, c in wide if grid[1] == -(-r // rows)} or {r * c for r, c in wide if grid[1] < -(-r // rows)}
+    if cublas is not None:
+        cols, rows = int(cublas.group(1)), int(cublas.group(2))
+        wide = [(r, c) for r, c in outputs if -(-c // cols) == grid[0]]
+        fits = {r * c for r, c in wide if grid[1] == -(-r // rows)} or \
+            {r * c for r, c in wide if grid[1] < -(-r // rows)}
+    else:
+        rows, cols = int(cutlass.group(1)), int(cutlass.group(2))
+        fits = {r * c for r, c in outputs if (-(-r // rows), -(-c // cols)) == (grid[0], grid[1])}
     if len(fits) != 1:
         return None
     out = fits.pop()
     return (splits - 1) * out, splits * out * partial + out * size
+
+
+def conv_outputs(input_shape: object, weight_shape: object, out_shape: object, bprop: bool) -> list:
+    """(rows, cols) of the matrices a convolution's implicit GEMMs write: forward the output as
+    (N·spatial, K); backward the input's gradient (N·spatial, C) and the weight's (K, C/g·taps).
+    Shapes that are not lists of positive ints are left out."""
+    def ok(s: object) -> bool:
+        return isinstance(s, (list, tuple)) and len(s) >= 3 and all(type(d) is int and d > 0 for d in s)
+    if not bprop:
+        return [(math.prod(out_shape) // out_shape[1], out_shape[1])] if ok(out_shape) else []
+    out = [(math.prod(input_shape) // input_shape[1], input_shape[1])] if ok(input_shape) else []
+    return out + ([(weight_shape[0], math.prod(weight_shape[1:]))] if ok(weight_shape) else [])
 
 
 def tensor_lists(marker: dict, cost: Cost | None) -> Lists | None:
