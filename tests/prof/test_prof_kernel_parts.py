@@ -98,3 +98,30 @@ def test_cudnn_weight_gradient_sums_carry_their_partials():
     aten = [(f.flops, f.bytes) for r, f in analysed_capture("aten")["efficientnet_b0"]
             if "ReduceSplitK" in r["kLongName"] and r["fwd"]["marker"]["args"][1]["shape"] == [40, 240, 1, 1]]
     assert aten == reduce
+
+
+def test_math_attention_path_kernels_carry_their_own_work():
+    """unet's attention at 16 x 16 (bf16 [8, 4, 256, 32] query, key and value; PyTorch ran the math
+    path: kernel_truth captures, H100): every kernel of the forward and backward its own work,
+    in fp32 after Q, K, V are cast up: the casts, Q and Kᵀ scaled, Q·Kᵀ, softmax and
+    _safe_softmax's isneginf / all / where, the casts back, P·V; backward dO cast up, dV, dP,
+    dP·P, softmax's backward, dK, dQ, their scaling and casts back, the same in default and aten
+    mode; each kernel of the model's attention that moved >= 1 MB within 5% of ncu's bytes; the GEMMs' FLOPs are flop_counter's
+    products."""
+    n, ns, rows = 8 * 4 * 256 * 32, 32 * 256 * 256, 32 * 256
+    gemm = (2 * ns * 32, (2 * n + ns) * 4)
+    cast, scale = (0, n * 6), (n, n * 8)
+    fwd = [cast] * 3 + [scale] * 2 + [gemm, (5 * ns, 8 * ns), (ns, 5 * ns), (ns - rows, ns + rows), (0, 4),
+                                      (ns, rows + 8 * ns), (0, ns * 6), gemm, cast]
+    bwd = [cast, gemm, gemm, (ns, 12 * ns), (4 * ns, 12 * ns), gemm, gemm, scale, scale, cast, cast, cast]
+    for mode in ("default", "aten"):
+        calls = {}
+        for r, f in analysed_capture(mode)["unet"]:
+            if r["op"] == "scaled_dot_product_attention":
+                m = r["fwd"]["marker"] if r["dir"] == "bprop" else r["marker"]
+                if m["args"][0]["shape"] == [8, 4, 256, 32]:
+                    calls.setdefault(r["dir"], []).append((f.flops, f.bytes))
+        assert calls == {"fprop": fwd, "bprop": bwd}, mode
+    big = [f.bytes / moved for r, f, moved, _ in measured("unet") if r["op"] == "scaled_dot_product_attention"
+           and moved >= 1 << 20]
+    assert len(big) == 35 and all(0.95 <= x <= 1.0 for x in big)

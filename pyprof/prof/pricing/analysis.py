@@ -14,7 +14,8 @@ from .calls import CallNumbers, identity as call_identity
 from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .parts import (ADD, COPY, FILL, LAUNCH, LAYOUT, SPLIT_K, CallParts, Part, backward_parts, family, forward_parts,
-                    conv_outputs, layout_parts, rnn_step, split_k, split_pass, tensor_lists)
+                    conv_outputs, layout_parts, math_attention_gemm, rnn_step, split_k, split_pass,
+                    tensor_lists)
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost, Unknowable, lookup, retype
 from ..warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
@@ -565,6 +566,8 @@ class Analyzer:
         if not math:
             return _UNKNOWN
         size = ITEMSIZE.get(dtype)
+        # The math attention path's GEMMs run in fp32 (ops/attention.py), each its product.
+        math_path = kind == ATTN and cost.stages is not None and math_attention_gemm(name)
         if kind in (GEMM, ATTN):
             sizes = _sizes_gemm(rec)
             if sizes is not None:
@@ -572,7 +575,12 @@ class Analyzer:
                     return self._unclaimed()
                 b, m, n, k, extra = sizes
                 elems = b * (m * k + k * n + m * n) + extra
+                if math_path and size is not None:
+                    size = max(size, 4)
                 return 2 * b * m * n * k, None if size is None else elems * size
+        if math_path:
+            staged = self._call_parts(rec, cost, bprop).stage()
+            return self._unclaimed() if staged[0] is None else staged
         if not bprop:
             if not first:
                 return self._unclaimed()

@@ -37,6 +37,8 @@ from .values import ITEMSIZE, Tensor
 
 COPY, SUM, ADD, LAYOUT, LAUNCH, FILL, SCALE, SPLIT_K = "copy", "sum", "add", "layout", "launch", "fill", "scale", "split-k"
 WGRAD_SUM = "wgrad-sum"
+# The math attention path's element-wise and softmax kernels (_math_attention).
+SCALAR_MUL, MUL, SOFTMAX, NEGINF, ALL, WHERE = "scalar-mul", "mul", "softmax", "isneginf", "all", "where"
 DOT_DO_O, CAST_DQ = "dot-do-o", "cast-dq"
 # Flash attention's backward (PyTorch's flash_bwd_*, cuDNN's fusion::*) runs its main kernel
 # between two helpers: one takes D = rowsum(dO * O) per query row, one casts dQ, accumulated in
@@ -64,8 +66,16 @@ _ADD_KERNEL = re.compile(r"elementwise_kernel<.*\bCUDAFunctor_add<")
 _LAYOUT_KERNEL = re.compile(r"\b(?:nchwToNhwc|nhwcToNchw)Kernel<")
 _FILL_KERNEL = re.compile(r"\bFillFunctor<")
 _LAYOUT_TILE = 32
+_SCALAR_MUL_KERNEL = re.compile(r"\b[AB]UnaryFunctor<[^<>]*\bMulFunctor<")
+_MUL_KERNEL = re.compile(r"\bBinaryFunctor<[^<>]*\bMulFunctor<")
+_SOFTMAX_KERNEL = re.compile(r"\bsoftmax_warp_(?:forward|backward)<|\bcunn_SoftMax(?:Forward|Backward)")
+_NEGINF_KERNEL = re.compile(r"\bisneginf_kernel_impl\b")
+_ALL_KERNEL = re.compile(r"\breduce_kernel<.*\band_kernel_cuda\b")
+_WHERE_KERNEL = re.compile(r"\bwhere_kernel_impl\b")
+# A fused attention kernel (flash, memory-efficient, cuDNN's): not one of the math path's GEMMs.
+_FUSED_ATTENTION = re.compile(r"fmha|flash|attention|sdpa|attn|_mha", re.IGNORECASE)
 # The families PyTorch launches by its per-thread rule (TensorIterator element-wise kernels).
-_ELEMENTWISE = frozenset((COPY, ADD, FILL))
+_ELEMENTWISE = frozenset((COPY, ADD, FILL, SCALAR_MUL, MUL, NEGINF, WHERE))
 # Elements per thread that a TensorIterator kernel's name states: elementwise_kernel<threads, k>
 # and vectorized_elementwise_kernel<vector width, ...>.
 _PER_THREAD = re.compile(r"\belementwise_kernel<\(int\)\d+, \(int\)(\d+)|vectorized_elementwise_kernel<\(int\)(\d+)")
@@ -93,7 +103,8 @@ class Part(NamedTuple):
 # The helper families by their kernels' names, the first match winning (a name can hold two).
 _FAMILIES = ((COPY, _COPY_KERNEL), (LAYOUT, _LAYOUT_KERNEL), (FILL, _FILL_KERNEL), (SCALE, _SCALE_KERNEL),
              (SPLIT_K, _SPLIT_K_KERNEL), (SPLIT_K, _CUTLASS_SPLIT_K), (WGRAD_SUM, _WGRAD_SUM_KERNEL), (DOT_DO_O, _DOT_DO_O_KERNEL), (CAST_DQ, _CAST_DQ_KERNEL),
-             (SUM, _SUM_KERNEL), (ADD, _ADD_KERNEL))
+             (SUM, _SUM_KERNEL), (ADD, _ADD_KERNEL), (SCALAR_MUL, _SCALAR_MUL_KERNEL), (MUL, _MUL_KERNEL),
+             (SOFTMAX, _SOFTMAX_KERNEL), (NEGINF, _NEGINF_KERNEL), (ALL, _ALL_KERNEL), (WHERE, _WHERE_KERNEL))
 
 
 @lru_cache(maxsize=4096)
@@ -158,7 +169,7 @@ def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     op's own formula counts none for its bias, as FlopCounterMode does, so that matrix FLOPs stay
     its count) and cuDNN's scaling of a convolution's output."""
     casts = [Part(COPY, t.numel, 0, t.numel * (ITEMSIZE[t.dtype] + ITEMSIZE[to])) for t, to in autocast_casts(marker, cost)]
-    casts += _flat_weights(marker, cost)
+    casts += _flat_weights(marker, cost) + _math_attention(marker, cost, False)
     size = None if cost is None else ITEMSIZE.get(cost.dtype)
     scaled = _scaled(marker, cost, False)
     if cost is None or cost.kind not in MMA_KINDS or not (cost.bias_elems and cost.out_elems and size):
@@ -232,7 +243,7 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
         return grads + _casts_back(marker, cost)
     size = ITEMSIZE.get(cost.dtype)
     if cost.kind == ATTN:
-        return _flash_helpers(marker, size) + grads + _casts_back(marker, cost)
+        return _flash_helpers(marker, size) + _math_attention(marker, cost, True) + grads + _casts_back(marker, cost)
     bias = [Part(SUM, cost.out_elems, cost.out_elems - cost.bias_elems, (cost.out_elems + cost.bias_elems) * size)
             ] if cost.bias_elems and cost.out_elems and size else []
     return bias + grads + _scaled(marker, cost, True) + _wgrad_sum(marker, cost) + _casts_back(marker, cost)
@@ -265,6 +276,47 @@ def _flash_helpers(marker: dict, size: int | None) -> list[Part]:
     out = rows * v.shape[-1]
     dq = rows * q.shape[-1]
     return [Part(DOT_DO_O, out, 2 * out, 2 * out * size + rows * 4), Part(CAST_DQ, dq, 0, dq * (4 + size))]
+
+
+def _math_attention(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
+    """The math attention path's kernels besides its GEMMs (where the op's formula defines the
+    path: ops/attention.py's stages), over Q, K, V (n each), the B·H·L x S scores (ns) and the
+    output (no), in fp32 (fp64 for a float64 op): a 16-bit op's Q, K and V cast up first (read in
+    its dtype, written in fp32); Q and Kᵀ each scaled by √scale (1 FLOP an element, read and
+    written); softmax over the scores (5 an element, read and written), then _safe_softmax's
+    isneginf of the scores (read, a bool written: 1 an element), their all() per row (the bools
+    read, (ns - rows) ands, a bool per row written), a 0-d zero (a fill) and the where (1 an
+    element: the row bools and the probabilities read, ns written); the probabilities and the output
+    cast back to the op's dtype. Backward: dO cast up, dP·P (1 an element: two read, one
+    written), softmax's backward (4 an element: two read, one written), dK and dQ scaled by √scale,
+    and dQ, dK, dV cast back."""
+    if cost is None or cost.kind != ATTN or cost.stages is None:
+        return []
+    c = Call(marker)
+    q, k, v = c.tensor(0, "query"), c.tensor(1, "key"), c.tensor(2, "value")
+    size = ITEMSIZE.get(cost.dtype)
+    if q is None or k is None or v is None or not q.shape or size is None:
+        return []
+    acc = 8 if cost.dtype == "float64" else 4
+    rows = q.numel // q.shape[-1]
+    ns, no = rows * k.shape[-2], rows * v.shape[-1]
+    up = size == 2  # 16-bit inputs run in fp32
+
+    def casts(*ns_: int) -> list[Part]:
+        return [Part(COPY, n, 0, n * (size + acc)) for n in ns_] if up else []
+    if bprop:
+        return casts(no) + [Part(MUL, ns, ns, 3 * ns * acc), Part(SOFTMAX, ns, 4 * ns, 3 * ns * acc)] + [
+            Part(SCALAR_MUL, t.numel, t.numel, 2 * t.numel * acc) for t in (k, q)] + casts(q.numel, k.numel, v.numel)
+    return casts(q.numel, k.numel, v.numel) + [Part(SCALAR_MUL, t.numel, t.numel, 2 * t.numel * acc) for t in (q, k)] + [
+        Part(SOFTMAX, ns, 5 * ns, 2 * ns * acc), Part(NEGINF, ns, ns, ns * (acc + 1)),
+        Part(ALL, ns, ns - rows, ns + rows), Part(FILL, 1, 0, acc), Part(WHERE, ns, ns, rows + 2 * ns * acc)
+    ] + casts(ns, no)
+
+
+def math_attention_gemm(kernel: str | None) -> bool:
+    """Whether an attention call's matrix kernel is one of the math path's batched GEMMs, not a
+    fused attention kernel (flash, memory-efficient, cuDNN's)."""
+    return _FUSED_ATTENTION.search(kernel or "") is None
 
 
 def split_pass(kernel: str | None) -> bool:

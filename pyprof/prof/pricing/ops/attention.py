@@ -4,9 +4,15 @@ Forward: Q K^T and P V, 2*L*S*E + 2*L*S*Ev per batch-head (torch.utils.flop_coun
 Backward: the recomputed Q K^T plus the four gradient products (dV, dP, dQ, dK), as flop_counter
 counts them. is_causal halves all of it: only the lower triangle of the L x S scores is computed.
 Grouped-query attention: K and V may have fewer heads; the work follows the query heads.
+The math path (PyTorch's _scaled_dot_product_attention_math: no mask, not causal, no dropout, as
+many key heads as query heads) runs its products as batched GEMMs, each its own (Cost.stages):
+forward Q·Kᵀ then P·V, backward dV = Pᵀ·dO, dP = dO·Vᵀ, dK = dSᵀ·Q, dQ = dS·K, in fp32 (16-bit
+inputs are cast up first; parts.py prices those casts and the softmax between): no recomputed
+Q·Kᵀ, so its backward kernels add up to the formula's less that product.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from math import prod
 
 from ..registry import ATTN, Call, Cost, fmt_params, register
@@ -15,8 +21,25 @@ from ..values import ITEMSIZE, Tensor, promote
 
 @register("torch.nn.functional.scaled_dot_product_attention")
 def sdpa(c: Call) -> Cost | None:
-    return sdpa_cost(c.tensor(0, "query"), c.tensor(1, "key"), c.tensor(2, "value"), c.tensor(3, "attn_mask"),
-                     bool(c.get(5, "is_causal", False)))
+    q, k, v, mask = c.tensor(0, "query"), c.tensor(1, "key"), c.tensor(2, "value"), c.tensor(3, "attn_mask")
+    causal = bool(c.get(5, "is_causal", False))
+    cost = sdpa_cost(q, k, v, mask, causal)
+    plain = mask is None and not causal and not c.get(4, "dropout_p", 0.0) and k.shape[:-2] == q.shape[:-2]
+    return replace(cost, **math_products(q, k, v, cost.dtype)) if plain else cost
+
+
+def math_products(q: Tensor, k: Tensor, v: Tensor, dtype: str | None) -> dict:
+    """The math path's batched GEMMs (module docstring) as Cost.stages and bwd_stages: each its
+    2·m·n·k FLOPs and its three matrices' bytes in fp32 (fp64 for a float64 op)."""
+    bh = prod(q.shape[:-2])
+    L, e = q.shape[-2:]
+    s, ev = k.shape[-2], v.shape[-1]
+    size = 8 if dtype == "float64" else 4
+    nq, nk, nv, ns, no = bh * L * e, bh * s * e, bh * s * ev, bh * L * s, bh * L * ev
+    qk, pv = 2 * ns * e, 2 * ns * ev
+    return {"stages": ((qk, (nq + nk + ns) * size), (pv, (ns + nv + no) * size)),
+            "bwd_stages": ((pv, (ns + no + nv) * size), (pv, (no + nv + ns) * size), (qk, (ns + nq + nk) * size),
+                           (qk, (ns + nk + nq) * size))}
 
 
 def sdpa_cost(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool) -> Cost:
