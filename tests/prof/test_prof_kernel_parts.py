@@ -125,3 +125,17 @@ def test_math_attention_path_kernels_carry_their_own_work():
     big = [f.bytes / moved for r, f, moved, _ in measured("unet") if r["op"] == "scaled_dot_product_attention"
            and moved >= 1 << 20]
     assert len(big) == 35 and all(0.95 <= x <= 1.0 for x in big)
+
+
+def test_interpolate_backward_copy_and_kernel_carry_their_own_work():
+    """unet's bilinear x2 upsampling of [8, 128, 16, 16] under bf16 autocast (run in fp32; kernel_truth
+    captures, H100): backward dX's zero fill, dY made contiguous (a copy of [8, 128, 32, 32] fp32,
+    which carried the node before), upsample_bilinear2d_backward_out_frame (4 taps x 2 FLOPs per
+    dY element: dY read, dX written, in fp32) and the cast back, each within 1% of ncu's bytes."""
+    x, y = 8 * 128 * 16 * 16, 8 * 128 * 32 * 32
+    want = [(0, x * 4), (0, y * 8), (8 * y, (x + y) * 4), (0, x * 6)]
+    rows = [(f.flops, f.bytes, moved) for r, f, moved, _ in measured("unet")
+            if r["op"] == "interpolate" and r["dir"] == "bprop"]
+    assert [r[:2] for r in rows] == want and all(0.99 <= b / moved <= 1.0 for _, b, moved in rows)
+    aten = [(f.flops, f.bytes) for r, f in analysed_capture("aten")["unet"] if r["op"] == "interpolate" and r["dir"] == "bprop"]
+    assert aten == want

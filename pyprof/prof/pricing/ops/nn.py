@@ -269,7 +269,9 @@ def interpolate(c: Call) -> Cost | None:
     """2 FLOPs (multiply-add) per interpolation tap per output element; nearest copies (0).
     `area` mode is adaptive average pooling (its formula); antialiasing widens the taps by a
     scale-dependent amount: na. Backward: the same taps (dY times each weight added into dX;
-    nearest: one add per dY element), dY read and dX written."""
+    nearest: one add per dY element), dY read and dX written, after dX's zero fill (a part); as
+    named stages: dY made contiguous where it is strided (a copy: read and written), then the
+    upsample backward kernel carrying the node."""
     x = c.get(0, "input")
     mode = c.get(3, "mode", "nearest")
     if mode not in _TAPS and mode != "area" or c.get(None, "antialias", False):
@@ -285,7 +287,9 @@ def interpolate(c: Call) -> Cost | None:
     if mode == "area":
         return replace(adaptive_cost(x, out_sp, "avg"), params=params)
     flops, nbytes = 2 * _TAPS[mode] * out, _io(x, out)
-    return Cost(flops, nbytes, params, x.dtype, SIMT, bwd_flops=flops or out, bwd_bytes=nbytes)
+    stages = None if nbytes is None else (("direct_copy_kernel_cuda", 0, 2 * out * x.itemsize),
+                                          ("upsample", flops or out, nbytes))
+    return Cost(flops, nbytes, params, x.dtype, SIMT, bwd_flops=flops or out, bwd_bytes=nbytes, bwd_stages=stages)
 
 
 @register("torch.nn.functional.embedding", "torch.embedding")
