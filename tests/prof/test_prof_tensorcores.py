@@ -86,6 +86,7 @@ NAMES = [
     ("flash_bwd_dot_do_o_kernel", NONE, None),
     ("void cudnn::fusion::compute_dot_do_o_specialized<(bool)0, (int)64, __nv_bfloat16>(...)", NONE, None),
     ("void cudnn::fusion::convert_dq_to_16bits<(int)64, __nv_bfloat16>(...)", NONE, None),
+    ("void cudnn::fusion::fmha_reduce_head<(bool)1>(const void *, void *, unsigned int)", NONE, None),
     ("void cudnn::winograd_nonfused::winogradWgradData4x4<float, float>(...)", NONE, None),
     ("void cudnn::engines_precompiled::scalePackedTensor_kernel<float, float>(long, T1 *, T2)", NONE, None),
     ("void wgrad2d_grouped_direct_kernel<float, float, float, float, 5, 5>(...)", SIMT, None),

@@ -33,7 +33,8 @@ RULES = [
     (r"winograd_nonfused|winograd(?:forward|wgrad|dgrad)(?:data|filter|delta|output)|scalepackedtensor",
      NONE, "cuDNN Winograd transform or tensor scaling (the GEMM between the transforms is separate)"),
     (r"flash_bwd_dot_do_o|flash_bwd_convert_dq|flash_bwd_clear|flash_fwd_splitkv_combine|"
-     r"compute_dot_do_o|convert_dq_to_16bits", NONE, "FlashAttention / cuDNN SDPA backward pre/post-processing"),
+     r"compute_dot_do_o|convert_dq_to_16bits|fmha_reduce_head", NONE,
+     "FlashAttention / cuDNN SDPA backward pre/post-processing (fmha_reduce_head: grouped-query dK/dV sums)"),
     (r"elementwise_kernel|vectorized_elementwise|unrolled_elementwise|reduce_kernel|fill_kernel|"
      r"fillfunctor|cunn_softmax|softmax_warp|layer_norm|layernorm|batch_norm|bn_fw|bn_bw|"
      r"rmsnorm|rms_norm|groupnorm|group_norm|\bcatarraybatched|index_elementwise|scatter_gather|"
