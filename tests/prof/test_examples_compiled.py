@@ -265,12 +265,12 @@ def test_default_mode_gpt_and_resnet(tmp_path_factory, eager) -> None:
     assert [(r["op"], f.flops) for r, f in bwd] == [("_scaled_dot_product_cudnn_attention_backward",
                                                    16 * (6 * 128 * 128 * 64 + 4 * 128 * 128 * 64) // 2)]
     # The library call's helpers carry the parts an eager call of the op has (parts.py): D =
-    # rowsum(dO * O) over 4 x 4 x 128 rows of 64 (dO and O read in bf16, D written in fp32), and dQ
-    # cast from its fp32 accumulator.
+    # rowsum(dO * O) over 4 x 4 x 128 rows of 64 (dO and O read in bf16, D written in fp32, dQ's
+    # fp32 accumulator zeroed), and dQ cast from that accumulator.
     rows_, out = 4 * 4 * 128, 4 * 4 * 128 * 64
     helpers = [(r["kShortName"], f.flops, f.bytes) for r, f in find(rows, "", "blocks.0", "bprop")
                if r["kShortName"] in ("compute_dot_do_o_specialized", "convert_dq_to_16bits")]
-    assert helpers == [("compute_dot_do_o_specialized", 2 * out, 2 * out * 2 + rows_ * 4),
+    assert helpers == [("compute_dot_do_o_specialized", 2 * out, 2 * out * 2 + rows_ * 4 + out * 4),
                        ("convert_dq_to_16bits", 0, out * (4 + 2))]
     rows, stats = analysed(example(tmp_path_factory, "resnet_compiled_default"))
     assert (stats.compiled.graphs, stats.compiled.instances, stats.compiled.joined, stats.compiled.unexplained) == (
