@@ -67,12 +67,6 @@ _ADD_KERNEL = re.compile(r"elementwise_kernel<.*\bCUDAFunctor_add<")
 _LAYOUT_KERNEL = re.compile(r"\b(?:nchwToNhwc|nhwcToNchw)Kernel<")
 _FILL_KERNEL = re.compile(r"\bFillFunctor<")
 _LAYOUT_TILE = 32
-_SCALAR_MUL_KERNEL = re.compile(r"\b[AB]UnaryFunctor<[^<>]*\bMulFunctor<")
-_MUL_KERNEL = re.compile(r"\bBinaryFunctor<[^<>]*\bMulFunctor<")
-_SOFTMAX_KERNEL = re.compile(r"\bsoftmax_warp_(?:forward|backward)<|\bcunn_SoftMax(?:Forward|Backward)")
-_NEGINF_KERNEL = re.compile(r"\bisneginf_kernel_impl\b")
-_ALL_KERNEL = re.compile(r"\breduce_kernel<.*\band_kernel_cuda\b")
-_WHERE_KERNEL = re.compile(r"\bwhere_kernel_impl\b")
 # A fused attention kernel (flash, memory-efficient, cuDNN's): not one of the math path's GEMMs.
 _FUSED_ATTENTION = re.compile(r"fmha|flash|attention|sdpa|attn|_mha", re.IGNORECASE)
 # The families PyTorch launches by its per-thread rule (TensorIterator element-wise kernels).
@@ -103,10 +97,15 @@ class Part(NamedTuple):
 
 # The helper families by their kernels' names, the first match winning (a name can hold two).
 _FAMILIES = ((COPY, _COPY_KERNEL), (LAYOUT, _LAYOUT_KERNEL), (FILL, _FILL_KERNEL), (SCALE, _SCALE_KERNEL),
-             (SPLIT_K, _SPLIT_K_KERNEL), (SPLIT_K, _CUTLASS_SPLIT_K), (WGRAD_SUM, _WGRAD_SUM_KERNEL), (DOT_DO_O, _DOT_DO_O_KERNEL), (CAST_DQ, _CAST_DQ_KERNEL),
-             (REDUCE_HEAD, _REDUCE_HEAD_KERNEL),
-             (SUM, _SUM_KERNEL), (ADD, _ADD_KERNEL), (SCALAR_MUL, _SCALAR_MUL_KERNEL), (MUL, _MUL_KERNEL),
-             (SOFTMAX, _SOFTMAX_KERNEL), (NEGINF, _NEGINF_KERNEL), (ALL, _ALL_KERNEL), (WHERE, _WHERE_KERNEL))
+             (SPLIT_K, _SPLIT_K_KERNEL), (SPLIT_K, _CUTLASS_SPLIT_K), (WGRAD_SUM, _WGRAD_SUM_KERNEL),
+             (DOT_DO_O, _DOT_DO_O_KERNEL), (CAST_DQ, _CAST_DQ_KERNEL), (REDUCE_HEAD, _REDUCE_HEAD_KERNEL),
+             (SUM, _SUM_KERNEL), (ADD, _ADD_KERNEL)) + tuple((fam, re.compile(pattern)) for fam, pattern in (
+                 # The math attention path's: a tensor times a scalar, times a tensor, softmax and
+                 # _safe_softmax's isneginf, all() and where.
+                 (SCALAR_MUL, r"\b[AB]UnaryFunctor<[^<>]*\bMulFunctor<"), (MUL, r"\bBinaryFunctor<[^<>]*\bMulFunctor<"),
+                 (SOFTMAX, r"\bsoftmax_warp_(?:forward|backward)<|\bcunn_SoftMax(?:Forward|Backward)"),
+                 (NEGINF, r"\bisneginf_kernel_impl\b"), (ALL, r"\breduce_kernel<.*\band_kernel_cuda\b"),
+                 (WHERE, r"\bwhere_kernel_impl\b")))
 
 
 @lru_cache(maxsize=4096)
