@@ -154,3 +154,25 @@ def test_grouped_query_attention_backward_helpers_carry_their_work():
                                      2 * rows * 64 * 2 + rows * 4 + rows * 64 * 4)] + [
         ("fmha_reduce_head", 3 * kv, 5 * kv * 2)] * 2) * 2
     assert all(0.96 <= b / moved <= 1.0 for _, _, b, moved in got)
+
+
+def test_instance_norm_kernels_carry_their_stages():
+    """unet's affine InstanceNorm2d(64) on bf16 [8, 64, 32, 32] (kernel_truth captures, H100), run as
+    batch norm over 512 planes: the weight's and bias's repeats, the statistics, the inverse
+    standard deviations and the normalized output, each its own work (the two >= 1 MB within 4% of
+    ncu's bytes), adding up to the formula's 8 FLOPs an element; backward batch_norm_backward_kernel
+    and the repeats' two sums over the 8 samples, adding up to the node's FLOPs."""
+    e, planes, c = 8 * 64 * 32 * 32, 512, 64
+    want = {"fprop": [(0, (c + planes) * 4)] * 2 + [(4 * e - planes, e * 2 + 2 * planes * 4), (planes, 2 * planes * 4),
+                                                   (4 * e, 2 * e * 2 + 4 * planes * 4)],
+            "bprop": [(2 * e * 8 - 2 * 7 * c, 3 * e * 2 + 5 * planes * 4)] + [(7 * c, (planes + c) * 4)] * 2}
+    for mode in ("default", "aten"):
+        got: dict = {}
+        for r, f in analysed_capture(mode)["unet"]:
+            if r["op"] == "instance_norm":
+                got.setdefault(r["dir"], []).append((f.flops, f.bytes))
+        assert got == want, mode
+    cost = next(f.cost for r, f in analysed_capture("default")["unet"] if r["op"] == "instance_norm")
+    assert (cost.flops, cost.bwd_flops) == (8 * e, 16 * e)
+    big = [f.bytes / moved for r, f, moved, _ in measured("unet") if r["op"] == "instance_norm" and moved >= 1 << 20]
+    assert len(big) == 3 and all(0.96 <= x <= 1.0 for x in big)

@@ -368,10 +368,40 @@ def _bag_backward_stages(idx: Tensor, w: Tensor, bags: int, flops: int, mode: st
 def instance_norm(c: Call) -> Cost:
     """F.instance_norm(input, running_mean, running_var, weight, bias, use_input_stats, ...):
     statistics per sample and channel, as layer_norm's; running statistics (when given and
-    updated) read and written."""
+    updated) read and written. Without running statistics, as the kernels PyTorch runs it as
+    (_instance_norm_stages)."""
     rm, rv = c.tensor(1, "running_mean"), c.tensor(2, "running_var")
-    stats = tuple(s for s in (rm, rv) if s is not None) * 2 if c.get(5, "use_input_stats", True) else ()
-    return norm_cost(c.get(0, "input"), 6, c.tensor(3, "weight"), c.tensor(4, "bias"), stats)
+    use_stats = c.get(5, "use_input_stats", True)
+    stats = tuple(s for s in (rm, rv) if s is not None) * 2 if use_stats else ()
+    x, w, b = c.get(0, "input"), c.tensor(3, "weight"), c.tensor(4, "bias")
+    cost = norm_cost(x, 6, w, b, stats)
+    return _instance_norm_stages(cost, x, w, b) if use_stats and rm is None and rv is None else cost
+
+
+def _instance_norm_stages(cost: Cost, x: Tensor, w: Tensor | None, b: Tensor | None) -> Cost:
+    """instance_norm as PyTorch runs it, batch norm over the N·C planes of one sample, its kernels
+    named (Cost.stages), statistics in fp32: the weight and bias repeated N times (a copy each:
+    C read, N·C written), the planes' statistics (X read, mean and variance written: 4 FLOPs an
+    element less one a plane), their inverse standard deviations (1 a plane), then the normalized
+    output (2 an element, +1 each for the weight and bias; X, the statistics and the repeated
+    parameters read, the output written). Backward: batch_norm_backward_kernel (dX and each
+    plane's dWeight and dBias: the node's FLOPs less the sums after it; dY, X, the statistics and
+    the repeated weight read, dX and the planes' gradients written), then the repeats' gradients
+    summed over the N samples (a reduction each: N·C read, C written)."""
+    size = x.itemsize
+    if size is None or len(x.shape) < 3 or cost.bwd_flops is None:
+        return cost
+    e, planes, c = x.numel, x.shape[0] * x.shape[1], x.shape[1]
+    affine = [p for p in (w, b) if p is not None]
+    psize = [ITEMSIZE.get(p.dtype) or 4 for p in affine]
+    repeats = tuple(("direct_copy_kernel_cuda", 0, 0, (c + planes) * ps) for ps in psize)
+    fwd = repeats + (("batch_norm_collect_statistics", 4 * e - planes, e * size, 2 * planes * 4),
+                     ("batch_norm_calc_invstd", planes, 0, 2 * planes * 4),
+                     ("batch_norm_transform_input", (2 + len(affine)) * e, 2 * e * size, (2 + len(affine)) * planes * 4))
+    sums = tuple(("reduce_kernel", (x.shape[0] - 1) * c, 0, (planes + c) * ps) for ps in psize)
+    bwd = (("batch_norm_backward_kernel", cost.bwd_flops - sum(s[1] for s in sums), 3 * e * size,
+            (3 + len(affine)) * planes * 4),) + sums
+    return replace(cost, stages=fwd, bwd_stages=bwd)
 
 
 @register("torch.instance_norm")
