@@ -16,7 +16,8 @@ dX 2 FLOPs per forward normalizing FLOP (dY, X and the weight read, dX written),
 pooling: the int64 indices read too), so the forward's bytes; FLOPs: max pooling one add per dY
 element (scattered through the indices; overlapping windows add into one dX element), average
 pooling the forward's (dY / window, one add per tap), interpolation the forward's (weight times
-dY added into each tap) and for nearest one add per dY element. embedding_bag backward: below.
+dY added into each tap) and for nearest one add per dY element. embedding_bag backward: its
+formula's docstring, kernel by kernel (_bag_backward_stages).
 """
 from __future__ import annotations
 
