@@ -64,6 +64,8 @@ def analysed(numbered: Iterable[tuple[int, dict]], tally: Tally, strict: bool = 
     shows the records read.
     """
     analyzer = Analyzer(tally) if analyse else None
+    if analyzer is not None:  # the aten level reads an output's shape from its consumers
+        numbered = analyzer.flow.ahead(numbered)
     blank = Facts()
     shown = progress is not None and progress.enabled
     for lineno, rec in numbered:

@@ -13,6 +13,7 @@ from . import peaks as peaks_mod
 from .calls import CallNumbers, identity as call_identity
 from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
+from .tensor_flow import TensorFlow
 from .parts import (ADD, COPY, FILL, LAUNCH, LAYOUT, SPLIT_K, CallParts, Part, backward_parts, family, forward_parts,
                     conv_outputs, layout_parts, math_attention_gemm, rnn_step, split_k, split_pass,
                     tensor_lists)
@@ -135,6 +136,7 @@ class Analyzer:
         self._numbers = CallNumbers()
         self._ident: tuple | None = None  # calls.identity of the record facts() is deriving
         self._call_work: tuple | None = None  # Facts.call_work of the record facts() is deriving
+        self.flow = TensorFlow()  # the dtypes kernels wrote, the shapes consumers read (read ahead: scan.py)
 
     def cost(self, rec: dict) -> Cost | None:
         """The op cost of the marker behind a record (the forward op's, for a bprop kernel)."""
@@ -169,7 +171,7 @@ class Analyzer:
             and cost.bwd_bytes is None
         accumulation = bprop and aten_level.engine_accumulation(rec)
         if rec.get("torchOps") and (cost is None or cost.composite or no_backward or accumulation):
-            priced = aten_level.price(rec, name, verdict)
+            priced = aten_level.price(rec, name, verdict, self.flow)
             if priced is not None:
                 return priced[0], ATEN, priced[1]
             if cost is not None and cost.composite:  # its whole on one kernel would double count
@@ -234,6 +236,7 @@ class Analyzer:
         name = rec.get("kLongName") or rec.get("kShortName")
         verdict = classify(name)
         cost, f.level, aten_range = self._priced(rec, name, verdict)
+        self.flow.wrote(rec, aten_level.written_dtype(name, verdict))
         f.cost = cost
         kind = cost.kind if cost else None
         dtype = cost.dtype if cost else None

@@ -23,6 +23,7 @@ from typing import Any
 
 from . import ops  # noqa: F401  (fills both tables)
 from .registry import Cost, lookup_aten
+from .tensor_flow import TensorFlow, node_range, producers
 from .tensorcores import MMA, SIMT, kernel_dtype
 from .values import Tensor
 
@@ -64,16 +65,71 @@ def kernel_element_dtype(name: str | None, verdict: str | None) -> str | None:
     return template_dtype(name)
 
 
+# PyTorch's copy kernels into a 16-bit tensor are instantiated with the source's element type.
+_SIXTEEN_BIT_DST = re.compile(r"\b(bfloat16|float16)_copy_kernel_cuda")
+
+
+def written_dtype(name: str | None, verdict: str | None) -> str | None:
+    """The dtype a kernel's output is in, as far as its name tells: its element type
+    (kernel_element_dtype), but the destination's for a copy into a 16-bit tensor."""
+    sixteen = _SIXTEEN_BIT_DST.search(name) if name else None
+    return sixteen.group(1) if sixteen else kernel_element_dtype(name, verdict)
+
+
 class AtenCall:
-    """One PyTorch op range as a formula sees it: positional input shapes and the kernel's dtype."""
+    """One PyTorch op range as a formula sees it: positional input shapes and the kernel's dtype;
+    with a TensorFlow, what other ranges of the trace tell of its inputs' dtypes and its output."""
 
-    __slots__ = ("name", "sizes", "dtype", "kernel")
+    __slots__ = ("name", "sizes", "dtype", "written", "kernel", "_ranges", "_depth", "_pid", "_flow")
 
-    def __init__(self, name: str, sizes: list[Any], dtype: str | None, kernel: str | None) -> None:
+    def __init__(self, name: str, sizes: list[Any], dtype: str | None, kernel: str | None,
+                 ranges: list | None = None, depth: int = 0, pid: Any = None, flow: TensorFlow | None = None) -> None:
         self.name = name
         self.sizes = sizes
         self.dtype = dtype
+        self.written = dtype if kernel is None else written_dtype(kernel, None) or dtype  # the output's dtype
         self.kernel = (kernel or "").lower()
+        self._ranges = ranges or []  # the record's torchOps, this range at `depth`
+        self._depth = depth
+        self._pid = pid
+        self._flow = flow
+
+    def input_dtype(self, pos: int) -> str | None:
+        """The dtype of input `pos` (tensor_flow.py): for the gradient an enclosing autograd node
+        was called with, its forward op's output's; else what its producer's kernel wrote;
+        None when not known."""
+        if self._flow is None or self._depth >= len(self._ranges):
+            return None
+        ps = producers(self._ranges[self._depth])
+        p = ps[pos] if pos < len(ps) else None
+        if p is None:
+            return None
+        for r in self._ranges[:self._depth]:
+            if isinstance(r, dict) and node_range(r) and p in producers(r):
+                got = self._flow.grad_dtype(self._pid, r["seq"])
+                if got is not None:
+                    return got
+        return self._flow.dtype_of(self._pid, p)
+
+    def output_shape(self) -> tuple | None:
+        """The shape of the op's output as a consumer's range gives it (tensor_flow.py): of this
+        range's op, else of an enclosing one that returns it (the same op name: an overload or
+        autocast dispatching again; or the same first input: a wrapper passing it through);
+        None when no consumer was read ahead."""
+        if self._flow is None or self._depth >= len(self._ranges):
+            return None
+        inner = self._ranges[self._depth]
+        first = producers(inner)[:1]
+        for r in reversed(self._ranges[:self._depth + 1]):
+            if not isinstance(r, dict):
+                return None
+            if r is not inner and r.get("name") != inner.get("name") and (
+                    not first or producers(r)[:1] != first or (r.get("sizes") or [None])[0] != self.sizes[0]):
+                return None
+            got = self._flow.shape_of(self._pid, r.get("opId"))
+            if got is not None:
+                return got
+        return None
 
     def shape(self, pos: int) -> tuple | None:
         """The shape at input `pos`; None when absent or not a list of ints."""
@@ -94,13 +150,16 @@ class AtenCall:
                 if isinstance(s, list) and s and all(type(d) is int for d in s)]
 
 
-def price(rec: dict, kernel: str | None, verdict: str | None) -> tuple[Cost, dict] | None:
+def price(rec: dict, kernel: str | None, verdict: str | None,
+          flow: TensorFlow | None = None) -> tuple[Cost, dict] | None:
     """(cost, range) of the innermost PyTorch range of `rec` with a formula, when that formula
-    prices it; None otherwise (no range with a formula, no sizes, or a formula that cannot)."""
+    prices it; None otherwise (no range with a formula, no sizes, or a formula that cannot).
+    `flow`: what the trace has told of other ops' outputs (tensor_flow.py)."""
     torch_ops = rec.get("torchOps")
     if not torch_ops:
         return None
-    for r in reversed(torch_ops):
+    for depth in range(len(torch_ops) - 1, -1, -1):
+        r = torch_ops[depth]
         name = r.get("name") if isinstance(r, dict) else None
         formula = lookup_aten(name)
         if formula is None:
@@ -109,7 +168,8 @@ def price(rec: dict, kernel: str | None, verdict: str | None) -> tuple[Cost, dic
         if not isinstance(sizes, list):
             return None
         try:
-            cost = formula(AtenCall(name, sizes, kernel_element_dtype(kernel, verdict), kernel))
+            cost = formula(AtenCall(name, sizes, kernel_element_dtype(kernel, verdict), kernel, torch_ops, depth,
+                                    rec.get("pid"), flow))
         except _ERRORS:
             return None
         return None if cost is None else (cost, r)

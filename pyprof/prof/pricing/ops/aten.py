@@ -18,9 +18,10 @@ from ..multitensor import launch, launch_elements
 from ..registry import ATTN, SIMT, Cost, dims, fmt_params, register_aten
 from ..values import ITEMSIZE, Tensor
 from .attention import sdpa_cost
-from .elementwise import FLOPS_PER_ELEMENT, pointwise_cost
+from .elementwise import FLOPS_PER_ELEMENT, pointwise_cost, reduce_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
-from .nn import norm_cost
+from .memory import copy_cost
+from .nn import interpolate_cost, norm_cost
 from .optim import UNSCALE_FLOPS, update_scale_cost
 
 A = Any  # an AtenCall (pyprof/prof/pricing/op_ranges.py); not imported: aten.py imports this package
@@ -123,21 +124,18 @@ _CAST_KERNEL = re.compile(r"withcast|(?<!direct)_copy_kernel_cuda")
 
 @register_aten("aten::copy_")
 def copy_(a: A) -> Cost | None:
-    """dst.copy_(src): src read, dst written. A casting kernel's source dtype is not in the trace
-    (na), but for `bfloat16_copy_kernel_cuda` and `float16_copy_kernel_cuda` (a 16-bit
-    destination), whose element type is the source's."""
+    """dst.copy_(src): src read, dst written. The destination's dtype is the one the kernel
+    writes; the source's the kernel's element type, but for a casting kernel its producer's
+    (tensor_flow.py): na when not known."""
     dst = a.shape(0)
-    size = ITEMSIZE.get(a.dtype)
-    if dst is None or size is None:
+    if dst is None:
         return None
-    n = prod(dst)
-    if "float16_copy_kernel_cuda" in a.kernel:
-        nbytes = n * (size + 2)
-    elif _CAST_KERNEL.search(a.kernel):
-        return None
-    else:
-        nbytes = 2 * n * size
-    return Cost(0, nbytes, fmt_params(a.dtype, shape=dims(dst)), a.dtype, SIMT)
+    src_dtype = a.dtype
+    if a.written == a.dtype and _CAST_KERNEL.search(a.kernel):
+        src_dtype = a.input_dtype(1)
+        if src_dtype == a.dtype:  # a cast between equal dtypes: one of the two is wrong
+            return None
+    return copy_cost(Tensor(dst, src_dtype), a.written)
 
 
 _OPAQUE = re.compile(r"opaquetype<\(unsigned int\)(\d+)>")
@@ -156,23 +154,51 @@ def movement(a: A) -> Cost | None:
     return Cost(0, 2 * n * size, fmt_params(a.dtype, n=len(ts), numel=n, elem=size), a.dtype, SIMT)
 
 
-# -- reductions: the output size is known only without dims (input 0 and at most a dtype) ----------
+# -- reductions: the output size is known without dims (input 0 and at most a dtype), else from a
+# consumer's range (tensor_flow.py) ------------------------------------------------------------
 
-_REDUCE = {"sum": 1, "mean": 1, "prod": 1, "amax": 1, "amin": 1, "max": 1, "min": 1, "norm": 2,
-           "linalg_vector_norm": 2, "var": 3, "std": 3, "logsumexp": 3, "any": 1, "all": 1, "argmax": 1,
-           "argmin": 1}
+_REDUCE = {"sum": "sum", "mean": "mean", "prod": "prod", "amax": "amax", "amin": "amin", "max": "max", "min": "min",
+           "norm": "norm", "linalg_vector_norm": "norm", "var": "var", "std": "std", "logsumexp": "logsumexp",
+           "any": "any", "all": "all", "argmax": "argmax", "argmin": "argmin"}
 
 
 def _reduce(a: A) -> Cost | None:
+    """elementwise.reduce_cost: over every element (input 0 and at most a dtype: one output
+    element), else over dims the range does not carry: the output's size from a consumer."""
     x = a.tensor(0)
-    if x is None or x.nbytes is None:
+    if x is None:
         return None
-    nbytes = x.nbytes + x.itemsize if len(a.sizes) <= 2 else None
-    return Cost(x.numel * _REDUCE[a.name.partition("::")[2]], nbytes, fmt_params(a.dtype, shape=dims(x.shape)),
-                a.dtype, SIMT)
+    op = _REDUCE[a.name.partition("::")[2]]
+    whole = len(a.sizes) <= 2
+    out = () if whole else a.output_shape()
+    return reduce_cost(op, x, None if out is None else prod(out), None,
+                       "all" if whole else "?", not whole)
 
 
 register_aten(*[f"aten::{o}" for o in _REDUCE])(_reduce)
+
+
+# -- interpolation: the output size is an int list (no sizes): from a consumer's range -----------
+
+_UPSAMPLE = re.compile(r"aten::(_?upsample_(nearest_exact|nearest|bilinear|bicubic|linear|trilinear)\dd)(_backward)?$")
+
+
+@register_aten(*[f"aten::{u}{m}{d}d{b}" for u in ("upsample_", "_upsample_") for m in
+                 ("nearest", "nearest_exact", "bilinear", "bicubic", "linear", "trilinear") for d in (1, 2, 3)
+                 for b in ("", "_backward")])
+def upsample(a: A) -> Cost | None:
+    """nn.interpolate's formula: forward (input, output_size, ...), its output from a consumer;
+    backward (grad_output, output_size, input_size, ...) the forward's backward, the gradient's
+    shape (the forward's input) from a consumer."""
+    m = _UPSAMPLE.match(a.name)
+    y, other = a.tensor(0), a.output_shape()
+    if m is None or y is None or other is None or len(other) != len(y.shape):
+        return None
+    mode = m.group(2).replace("_", "-")
+    if not m.group(3):
+        return interpolate_cost(y, other[2:], mode)
+    c = interpolate_cost(Tensor(other, a.dtype), y.shape[2:], mode)
+    return Cost(c.bwd_flops, c.bwd_bytes, c.params, c.dtype, SIMT)
 
 
 # -- normalization, softmax -------------------------------------------------------------------------

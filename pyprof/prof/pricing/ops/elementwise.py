@@ -306,6 +306,22 @@ def _reduce_backward(op: str, x: Tensor, out_n: int, out_size: int, indices: boo
     return per_in * x.numel + per_out * out_n, nbytes
 
 
+def reduce_cost(op: str, x: Tensor, out_n: int | None, out_dtype: str | None, dim: str, by_dim: bool,
+                p=None) -> Cost:
+    """Reduction `op` of `x` to `out_n` elements (None: not known, bytes na) of `out_dtype` (None:
+    the op's own, x's but for the index and bool ones), over `dim` (as params show it); `by_dim`:
+    max/min then write their int64 indices too."""
+    out_dtype = out_dtype or _REDUCE_INT_OUT.get(op, x.dtype)
+    extra = 8 * out_n if op in ("max", "min") and by_dim and out_n is not None else 0
+    out_size = ITEMSIZE.get(out_dtype)
+    nbytes, bwd = None, (None, None)
+    if x.nbytes is not None and out_size is not None and out_n is not None:
+        nbytes = x.nbytes + out_n * out_size + extra
+        bwd = _reduce_backward(op, x, out_n, out_size, bool(extra), p)
+    return Cost(x.numel * _REDUCE_FLOPS.get(op, 1), nbytes, fmt_params(x.dtype, shape=dims(x.shape), dim=dim),
+                x.dtype, SIMT, bwd_flops=bwd[0], bwd_bytes=bwd[1])
+
+
 def reduce_formula(op: str):
     def formula(c: Call) -> Cost:
         """1 FLOP per input element (std/var/norm/logsumexp: see _REDUCE_FLOPS); result at reduced size."""
@@ -317,17 +333,8 @@ def reduce_formula(op: str):
             dim = [dim]
         keep = [d for i, d in enumerate(x.shape)
                 if dim is not None and i not in {d % max(len(x.shape), 1) for d in dim}]
-        out_n = prod(keep)
-        out_dtype = c.get(None, "dtype") or _REDUCE_INT_OUT.get(op, x.dtype)
-        extra = 8 * out_n if op in ("max", "min") and dim is not None else 0  # the int64 indices
-        out_size = ITEMSIZE.get(out_dtype)
-        nbytes, bwd = None, (None, None)
-        if x.nbytes is not None and out_size is not None:
-            nbytes = x.nbytes + out_n * out_size + extra
-            bwd = _reduce_backward(op, x, out_n, out_size, bool(extra), c.get(1, "p", "fro"))
-        return Cost(x.numel * _REDUCE_FLOPS.get(op, 1), nbytes,
-                    fmt_params(x.dtype, shape=dims(x.shape), dim=dims(dim) if dim else "all"), x.dtype, SIMT,
-                    bwd_flops=bwd[0], bwd_bytes=bwd[1])
+        return reduce_cost(op, x, prod(keep), c.get(None, "dtype"), dims(dim) if dim else "all", dim is not None,
+                           c.get(1, "p", "fro"))
     return formula
 
 

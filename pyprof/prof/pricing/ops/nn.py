@@ -283,6 +283,11 @@ def interpolate(c: Call) -> Cost | None:
         out_sp = ntuple(size, nd)
     else:
         out_sp = tuple(floor(i * f) for i, f in zip(x.shape[2:], ntuple(scale, nd)))
+    return interpolate_cost(x, out_sp, mode)
+
+
+def interpolate_cost(x: Tensor, out_sp: tuple, mode: str) -> Cost:
+    """`x` (N, C, *spatial) interpolated to spatial size `out_sp` in `mode` (_TAPS, or area)."""
     out = x.shape[0] * x.shape[1] * prod(out_sp)
     params = fmt_params(x.dtype, shape=dims(x.shape), out=out_sp, mode=mode)
     if mode == "area":

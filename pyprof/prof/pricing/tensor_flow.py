@@ -1,0 +1,169 @@
+"""Tensor flow between PyTorch's op ranges: what the trace tells about an op's outputs, for the
+aten level's formulas (op_ranges.py), whose own range carries input shapes only.
+
+Every range of `emit_nvtx(record_shapes=True)` (and of `nsys --pytorch=autograd-shapes-nvtx`)
+names, per input, the op that produced it: `inputOpIds` holds (producer's opId, output index),
+(0, -1) for a tensor no recorded op made (a parameter, an input) or a scalar. PyTorch records the
+producer when an op returns, so an op nested in another one that returns its output unchanged
+(aten::linear around aten::addmm) is overwritten by the outer one: consumers name the outermost.
+Two facts flow from that:
+
+- an output's dtype, backward (`TensorFlow.dtype_of`): each kernel's record tells the dtype its
+  kernel wrote (op_ranges.kernel_element_dtype: a cast kernel's store type, a GEMM's dtype token,
+  the first element type of an element-wise kernel's template), kept for every range around it,
+  the last kernel of a range winning (an op's last kernel writes its result). A formula reads an
+  input's dtype from its producer (a cast's source dtype). Kept for the last HELD ops, least
+  recently written dropped first, so memory stays flat however long the trace.
+- an output's shape, forward (`TensorFlow.shape_of`): the sizes a consumer's range gives for it.
+  The records are read AHEAD records ahead of the one analysed (`TensorFlow.ahead`), and a
+  consumer among them gives the shape of an output of an op still waiting in the window (an
+  upsample's output size, a reduction's over dims the range does not carry). An op whose first
+  consumer is further away than the window stays unknown.
+
+Both are asked for by a formula only; `asked` says whether one asked for what this flow could not
+answer, so that an analysis replaying part of a trace (the memo, pricing/memo.py) knows that the
+whole trace might have answered otherwise.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from typing import Any, Iterable, Iterator
+
+HELD = 1 << 16  # ops whose output dtype is kept (a training step of a large model has ~10^4)
+AHEAD = 32      # records read ahead: 95% of the shipped H100 captures' consumers come within it
+
+
+def _int_list(v: Any) -> bool:
+    return isinstance(v, list) and all(type(d) is int for d in v)
+
+
+def node_range(r: dict) -> bool:
+    """True for an autograd node's range (`MulBackward0`, seq = its forward op's): no
+    dispatcher op (`aten::`, `mylib::`), no engine range (`autograd::engine::...`)."""
+    name = r.get("name")
+    return type(r.get("seq")) is int and isinstance(name, str) and "::" not in name
+
+
+def producers(r: dict) -> list:
+    """(opId, output index) of each input of range `r`, None where the range does not name one."""
+    ids = r.get("inputOpIds")
+    if not isinstance(ids, list):
+        return []
+    return [(p[0], p[1]) if isinstance(p, list) and len(p) == 2 and type(p[0]) is int and type(p[1]) is int
+            and p[0] > 0 and p[1] >= 0 else None for p in ids]
+
+
+class TensorFlow:
+    """Output dtypes by producer (written in launch order) and output shapes by consumer (read
+    AHEAD records ahead), per process."""
+
+    def __init__(self, held: int = HELD) -> None:
+        self._held = held
+        self._dtypes: OrderedDict = OrderedDict()  # (pid, opId) -> the dtype its last kernel wrote
+        self._forward: OrderedDict = OrderedDict()  # (pid, seq) of a forward op -> its output's dtype
+        # (pid, opId) of the ops in the window -> [their records there, {output index: the
+        # shape its first consumer read ahead gives}]
+        self._waiting: dict = {}
+        self.asked = False  # a formula asked for something this flow did not hold
+
+    def wrote(self, rec: dict, dtype: str | None) -> None:
+        """Record that the kernel of `rec` wrote `dtype`, for every range around it (by opId,
+        and by seq for a forward op's). A kernel whose name tells no dtype (cuDNN's
+        `wgrad2d_shmem_tiling`) leaves a range it is the first of with the dtype of the range's
+        first input whose producer is known: an op's output is in its inputs' dtype unless a
+        kernel (a cast) says otherwise."""
+        pid = rec.get("pid")
+        for r in reversed(rec.get("torchOps") or ()):
+            op = r.get("opId") if isinstance(r, dict) else None
+            if type(op) is not int:
+                continue
+            key = (pid, op)
+            if dtype is not None:
+                self._dtypes[key] = dtype
+            elif key not in self._dtypes:
+                inferred = next((d for d in (self._dtypes.get((pid, p[0])) for p in producers(r) if p) if d), None)
+                if inferred is None:
+                    continue
+                self._dtypes[key] = inferred
+            self._dtypes.move_to_end(key)
+            seq = r.get("seq")
+            if type(seq) is int and not node_range(r):
+                self._forward[(pid, seq)] = self._dtypes[key]
+                self._forward.move_to_end((pid, seq))
+        for table in (self._dtypes, self._forward):
+            while len(table) > self._held:
+                table.popitem(last=False)
+
+    def dtype_of(self, pid: Any, producer: tuple | None) -> str | None:
+        """The dtype the last kernel of op `producer` ((opId, output index)) wrote; None when no
+        kernel of it was seen (a view launches none) or it was dropped."""
+        if producer is None:
+            return None
+        got = self._dtypes.get((pid, producer[0]))
+        if got is None:
+            self.asked = True
+        return got
+
+    def grad_dtype(self, pid: Any, seq: int) -> str | None:
+        """The dtype of the gradient an autograd node of sequence number `seq` is called with:
+        its forward op's output's (the last forward range of that seq a kernel ran in)."""
+        got = self._forward.get((pid, seq))
+        if got is None:
+            self.asked = True
+        return got
+
+    def shape_of(self, pid: Any, op: Any, index: int = 0) -> tuple | None:
+        """Output `index` of op `op` (an opId) as its first consumer read ahead gives it; None
+        when none came within the window (or the records are not read ahead)."""
+        waiting = self._waiting.get((pid, op))
+        got = waiting[1].get(index) if waiting is not None else None
+        if got is None:
+            self.asked = True
+        return got
+
+    def ahead(self, numbered: Iterable[tuple[int, Any]], window: int = AHEAD) -> Iterator[tuple[int, Any]]:
+        """`numbered` ((line, record) pairs) again, in order, each yielded once the `window`
+        records after it have been read for the consumers they name; what the window held for a
+        record is dropped when the next one is asked for (its analysis is done by then)."""
+        pending: deque = deque()
+        for item in numbered:
+            pending.append((item, self._enter(item[1])))
+            if len(pending) > window:
+                item, mine = pending.popleft()
+                yield item
+                self._leave(mine)
+        while pending:
+            item, mine = pending.popleft()
+            yield item
+            self._leave(mine)
+
+    def _enter(self, rec: Any) -> list:
+        """Note the ops of `rec` as waiting, and the shapes it gives of waiting ops' outputs;
+        the ops noted."""
+        if not isinstance(rec, dict) or not isinstance(rec.get("torchOps"), list):
+            return []
+        pid = rec.get("pid")
+        mine = []
+        for r in rec["torchOps"]:
+            if not isinstance(r, dict):
+                continue
+            sizes = r.get("sizes")
+            if isinstance(sizes, list):
+                for pos, p in enumerate(producers(r)):
+                    waiting = self._waiting.get((pid, p[0])) if p is not None else None
+                    if waiting is not None and pos < len(sizes) and _int_list(sizes[pos]):
+                        waiting[1].setdefault(p[1], tuple(sizes[pos]))
+            op = r.get("opId")
+            if type(op) is int:
+                key = (pid, op)
+                waiting = self._waiting.setdefault(key, [0, {}])
+                waiting[0] += 1
+                mine.append(key)
+        return mine
+
+    def _leave(self, mine: list) -> None:
+        for key in mine:
+            waiting = self._waiting[key]
+            waiting[0] -= 1
+            if not waiting[0]:
+                del self._waiting[key]
