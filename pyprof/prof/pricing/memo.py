@@ -26,6 +26,9 @@ So the memo requires, per thread (else NotMemoizable: the caller runs the record
   node knows whether its call has set it), unless the call starts at sub-sequence 0 without
   PyTorch ranges, a forward kernel: its kernels all set the call state or none does (one marker,
   one cost, no range), and the first resets it;
+- no formula reading what the tensor flow of the whole trace might know and the call's replay
+  does not (an input's dtype from an earlier call, an output's shape from a later one:
+  tensor_flow.py);
 - no compiled kernels. Beyond-peak's guard
 needs a kernel's duration and is applied by the caller; call numbers are counted here.
 """
@@ -183,7 +186,10 @@ class Memo:
     def _derive(self, analyzer: Analyzer, where: Any) -> int:
         rec = self._load(where)
         said = analyzer.tally = Recorder()
+        analyzer.flow.asked = False
         facts = self._unguarded(analyzer, rec)
+        if analyzer.flow.asked:
+            raise NotMemoizable("a formula read another op call's output (tensor_flow.py)")
         analyzer.tally = Tally()
         facts.call = None  # numbered by the caller
         self.nodes.append(Node(facts, tuple(said.said), rec, analyzer.holds_call(rec)))
