@@ -22,7 +22,7 @@ from .elementwise import FLOPS_PER_ELEMENT, pointwise_cost, reduce_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
 from .memory import copy_cost
 from .nn import interpolate_cost, norm_cost
-from .optim import UNSCALE_FLOPS, update_scale_cost
+from .optim import UNSCALE_FLOPS, adam_flops, update_scale_cost
 
 A = Any  # an AtenCall (pyprof/prof/pricing/op_ranges.py); not imported: aten.py imports this package
 
@@ -373,6 +373,30 @@ _FOREACH = ["add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "sqrt", "n
             "sigmoid", "tanh", "log", "rsqrt"]
 register_aten(*sorted({f"aten::_foreach_{o}{s}" for o in _FOREACH for s in ("", "_") if o != "zero" or s}),
               "aten::_amp_foreach_non_finite_check_and_unscale_")(_foreach)
+
+
+_FUSED_ADAM = re.compile(r"fusedadammathfunctor<[^,]+, \(int\)(\d+), \(at::native::adam_mode\)(\d), \(bool\)([01])")
+
+
+@register_aten("aten::_fused_adam_", "aten::_fused_adamw_")
+def fused_adam(a: A) -> Cost | None:
+    """The fused step (params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps,
+    scalars...): the kernel's `FusedAdamMathFunctor<T, D, mode, amsgrad>` says the D lists it walks
+    (the parameters first; the 0-dim step counters are not among the sizes' tensors), AdamW or
+    Adam and amsgrad; optim.adam_flops per element, the launch's 2D - 1 lists moved
+    (multitensor.launch). Weight decay is a scalar the range does not carry: counted for AdamW,
+    not for Adam (their defaults, 1e-2 and 0)."""
+    spec, m = launch(a.kernel), _FUSED_ADAM.search(a.kernel)
+    ts = a.tensors()
+    if spec is None or not spec.fused or m is None or not ts or len(ts) % int(m.group(1)):
+        return None
+    params = ts[:len(ts) // int(m.group(1))]
+    numels = [t.numel for t in params]
+    n = sum(numels)
+    adamw = m.group(2) == "1"
+    return Cost(n * adam_flops(m.group(3) == "1", adamw, adamw), n * spec.lists * spec.size,
+                fmt_params(a.dtype, tensors=len(params), numel=n), a.dtype, SIMT,
+                launches=tuple(launch_elements(numels, spec.max_tensors)))
 
 
 @register_aten("aten::_amp_update_scale_")

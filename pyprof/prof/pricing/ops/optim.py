@@ -77,12 +77,17 @@ def sgd(c: Call) -> Cost | None:
     return _step_cost(c, flops, 1 if momentum else 0, dtype, numel, count, "aten::_fused_sgd_")
 
 
+def adam_flops(amsgrad: bool, decoupled: bool, weight_decay: bool) -> int:
+    """Adam's FLOPs per parameter element (the module docstring)."""
+    decay = ("mul",) if decoupled else ("add", "add")  # add(param, alpha=wd): a multiply-add
+    return per_element(_ADAM + (("maximum",) if amsgrad else ()) + (decay if weight_decay else ()))
+
+
 def _adam(decoupled: bool):
     def formula(c: Call) -> Cost | None:
         amsgrad, wd = _knobs(c, "amsgrad", "weight_decay")
         numel, count, dtype = _params(c)
-        decay = ("mul",) if decoupled else ("add", "add")  # add(param, alpha=wd): a multiply-add
-        flops = per_element(_ADAM + (("maximum",) if amsgrad else ()) + (decay if wd else ()))
+        flops = adam_flops(bool(amsgrad), decoupled, bool(wd))
         return _step_cost(c, flops, 3 if amsgrad else 2, dtype, numel, count,
                           "aten::_fused_adamw_" if decoupled else "aten::_fused_adam_")
     return formula
