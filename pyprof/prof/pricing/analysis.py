@@ -420,7 +420,10 @@ class Analyzer:
         if mma and verdict == NONE:
             # cuDNN's layout conversion of one of the range's tensors (parts.py), as with markers.
             size = ITEMSIZE.get(cost.dtype)
-            layout = [p for p in layout_parts((r.get("sizes") or [])[:3], size) if isinstance(rec.get("grid"), list)
+            # The range's tensors (forward: input, weight; backward: dY, input, weight) and the
+            # forward's output, whose shape the formula had from a consumer.
+            shapes = (r.get("sizes") or [])[:3] + ([cost.out_shape] if cost.out_shape else [])
+            layout = [p for p in layout_parts(shapes, size) if isinstance(rec.get("grid"), list)
                       and tuple(rec["grid"]) == p.grid] if cost.kind == CONV and size and family(name) == LAYOUT else []
             return (layout[0].flops, layout[0].bytes) if layout else self._unclaimed()
         if mma and not counts:  # not recognised: facts() counted it

@@ -168,8 +168,11 @@ def price(rec: dict, kernel: str | None, verdict: str | None,
         if not isinstance(sizes, list):
             return None
         try:
-            cost = formula(AtenCall(name, sizes, kernel_element_dtype(kernel, verdict), kernel, torch_ops, depth,
-                                    rec.get("pid"), flow))
+            call = AtenCall(name, sizes, kernel_element_dtype(kernel, verdict), kernel, torch_ops, depth,
+                            rec.get("pid"), flow)
+            if call.dtype is None:  # a name without types (cuDNN's `conv2d_c1_k1_nchw_shmem_tiling`)
+                call.dtype = call.written = next((call.input_dtype(i) for i, s in enumerate(sizes) if s), None)
+            cost = formula(call)
         except _ERRORS:
             return None
         return None if cost is None else (cost, r)

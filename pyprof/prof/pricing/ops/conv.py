@@ -73,23 +73,53 @@ for _nd in (1, 2, 3):
 
 
 
+def shape_flops(out: tuple | None, x: tuple | None, w: tuple | None) -> int | None:
+    """A convolution's FLOPs from the shapes of its output, input and weight alone (PyTorch's
+    op ranges carry no scalars): groups follow from the weight's second dimension, and a weight
+    whose first dimension is the input's channels with an output no smaller than the input is a
+    transposed convolution's (its taps run over the input). None for shapes that are neither."""
+    if not (out and x and w and len(out) == len(x) == len(w) >= 3):
+        return None
+    n, k, out_sp = out[0], out[1], out[2:]
+    c, spatial, taps = x[1], x[2:], w[2:]
+    if w[0] == k and prod(out_sp) <= prod(spatial):
+        return 2 * n * prod(out_sp) * prod(taps) * k * w[1]
+    if w[0] == c:
+        return 2 * n * prod(spatial) * prod(taps) * c * w[1]
+    return None
+
+
+# The backends' ops (input, weight, ...); the depthwise one's bias at position 3.
+_FORWARD_BIAS = {"aten::cudnn_convolution": None, "aten::cudnn_convolution_transpose": None,
+                 "aten::_conv_depthwise2d": 3}
+
+
+@register_aten(*_FORWARD_BIAS)
+def convolution_forward(a) -> Cost | None:
+    """A convolution backend's forward: its output's shape (stride and padding are not in the
+    range) from a consumer's range (tensor_flow.py), FLOPs by shape_flops; input, weight, bias
+    read and the output written."""
+    x, w, out = a.shape(0), a.shape(1), a.output_shape()
+    flops = shape_flops(out, x, w)
+    if flops is None:
+        return None
+    pos = _FORWARD_BIAS[a.name]
+    bias = prod(a.shape(pos) or ()) if pos is not None and a.shape(pos) else 0
+    elems = prod(x) + prod(w) + prod(out)
+    size = ITEMSIZE.get(a.dtype)
+    return Cost(flops, None if size is None else (elems + bias) * size,
+                fmt_params(a.dtype, input=dims(x), weight=dims(w), out=dims(out)), a.dtype, CONV, elems,
+                bias_elems=bias, out_elems=prod(out), out_shape=tuple(out))
+
+
 @register_aten("aten::convolution_backward")
 def convolution_backward(a) -> Cost | None:
-    """One gradient's work (data or weight: each one forward's FLOPs on the three tensors) from
-    the shapes of grad_output, input and weight; each matrix kernel of the backward carries one
-    (analysis.py's gradient slots). A range's sizes carry no scalars: groups follow from the
-    weight's second dimension, and a weight whose first dimension is the input's channels with an
-    output no smaller than the input is a transposed convolution's (its taps run over the input)."""
+    """One gradient's work (data or weight: each one forward's FLOPs on the three tensors,
+    shape_flops) from the shapes of grad_output, input and weight; each matrix kernel of the
+    backward carries one (analysis.py's gradient slots)."""
     g, x, w = a.shape(0), a.shape(1), a.shape(2)
-    if not (g and x and w and len(g) == len(x) == len(w) >= 3):
-        return None
-    n, k, out = g[0], g[1], g[2:]
-    c, spatial, taps = x[1], x[2:], w[2:]
-    if w[0] == k and prod(out) <= prod(spatial):
-        flops = 2 * n * prod(out) * prod(taps) * k * w[1]
-    elif w[0] == c:
-        flops = 2 * n * prod(spatial) * prod(taps) * c * w[1]
-    else:
+    flops = shape_flops(g, x, w)
+    if flops is None:
         return None
     elems = prod(g) + prod(x) + prod(w)
     size = ITEMSIZE.get(a.dtype)
