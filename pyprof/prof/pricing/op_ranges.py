@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable
 
 from . import ops  # noqa: F401  (fills both tables)
 from .registry import Cost, lookup_aten
@@ -111,25 +111,30 @@ class AtenCall:
                     return got
         return self._flow.dtype_of(self._pid, p)
 
-    def output_shape(self) -> tuple | None:
+    def output_shape(self, gradient: Callable[[tuple], bool] | None = None) -> tuple | None:
         """The shape of the op's output as a consumer's range gives it (tensor_flow.py): of this
         range's op, else of an enclosing one that returns it (the same op name: an overload or
-        autocast dispatching again; or the same first input: a wrapper passing it through);
-        None when no consumer was read ahead."""
+        autocast dispatching again; or the same first input: a wrapper passing it through).
+        Else, with `gradient` and inside an autograd node, the one shape among the node's forward
+        op's inputs that `gradient` accepts: the output is the gradient of one of them. None when
+        neither tells."""
         if self._flow is None or self._depth >= len(self._ranges):
             return None
         inner = self._ranges[self._depth]
         first = producers(inner)[:1]
         for r in reversed(self._ranges[:self._depth + 1]):
-            if not isinstance(r, dict):
-                return None
-            if r is not inner and r.get("name") != inner.get("name") and (
+            if not isinstance(r, dict) or r is not inner and r.get("name") != inner.get("name") and (
                     not first or producers(r)[:1] != first or (r.get("sizes") or [None])[0] != self.sizes[0]):
-                return None
+                break
             got = self._flow.shape_of(self._pid, r.get("opId"))
             if got is not None:
                 return got
-        return None
+        node = next((r for r in reversed(self._ranges[:self._depth]) if isinstance(r, dict) and node_range(r)), None)
+        if gradient is None or node is None:
+            return None
+        fits = {tuple(s) for s in self._flow.forward_sizes(self._pid, node["seq"])
+                if isinstance(s, list) and s and all(type(d) is int for d in s) and gradient(tuple(s))}
+        return fits.pop() if len(fits) == 1 else None
 
     def shape(self, pos: int) -> tuple | None:
         """The shape at input `pos`; None when absent or not a list of ints."""

@@ -60,7 +60,8 @@ class TensorFlow:
     def __init__(self, held: int = HELD) -> None:
         self._held = held
         self._dtypes: OrderedDict = OrderedDict()  # (pid, opId) -> the dtype its last kernel wrote
-        self._forward: OrderedDict = OrderedDict()  # (pid, seq) of a forward op -> its output's dtype
+        # (pid, seq) of a forward op -> (its output's dtype, its inputs' sizes)
+        self._forward: OrderedDict = OrderedDict()
         # (pid, opId) of the ops in the window -> [their records there, {output index: the
         # shape its first consumer read ahead gives}]
         self._waiting: dict = {}
@@ -88,7 +89,7 @@ class TensorFlow:
             self._dtypes.move_to_end(key)
             seq = r.get("seq")
             if type(seq) is int and not node_range(r):
-                self._forward[(pid, seq)] = self._dtypes[key]
+                self._forward[(pid, seq)] = (self._dtypes[key], r.get("sizes"))
                 self._forward.move_to_end((pid, seq))
         for table in (self._dtypes, self._forward):
             while len(table) > self._held:
@@ -110,7 +111,15 @@ class TensorFlow:
         got = self._forward.get((pid, seq))
         if got is None:
             self.asked = True
-        return got
+        return None if got is None else got[0]
+
+    def forward_sizes(self, pid: Any, seq: int) -> list:
+        """The input sizes of the forward op of sequence number `seq`: the shapes of the gradients
+        its autograd node computes; [] when not known."""
+        got = self._forward.get((pid, seq))
+        if got is None:
+            self.asked = True
+        return got[1] if got is not None and isinstance(got[1], list) else []
 
     def shape_of(self, pid: Any, op: Any, index: int = 0) -> tuple | None:
         """Output `index` of op `op` (an opId) as its first consumer read ahead gives it; None

@@ -197,3 +197,15 @@ def short(dtype: str | None) -> str:
     if dtype is None:
         return "na"
     return SHORT.get(dtype, dtype)
+
+
+def reduces_to(x: tuple, out: tuple) -> bool:
+    """Whether a reduction of a tensor of shape `x` can give one of shape `out`: dims dropped
+    (out is x without some), or kept as 1 (`keepdim`, sum_to_size: out right-aligned with x,
+    each dim x's or 1); not x itself."""
+    if out == x or len(out) > len(x):
+        return False
+    it = iter(x)
+    if all(any(d == e for e in it) for d in out):
+        return True
+    return all(o in (1, i) for o, i in zip(reversed(out), reversed(x)))

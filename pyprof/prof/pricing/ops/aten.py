@@ -16,7 +16,7 @@ from typing import Any
 
 from ..multitensor import launch, launch_elements
 from ..registry import ATTN, SIMT, Cost, dims, fmt_params, register_aten
-from ..values import ITEMSIZE, Tensor
+from ..values import ITEMSIZE, Tensor, reduces_to
 from .attention import sdpa_cost
 from .elementwise import FLOPS_PER_ELEMENT, pointwise_cost, reduce_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
@@ -164,13 +164,15 @@ _REDUCE = {"sum": "sum", "mean": "mean", "prod": "prod", "amax": "amax", "amin":
 
 def _reduce(a: A) -> Cost | None:
     """elementwise.reduce_cost: over every element (input 0 and at most a dtype: one output
-    element), else over dims the range does not carry: the output's size from a consumer."""
+    element), else over dims the range does not carry: the output's size from a consumer, or
+    inside an autograd node (a bias's gradient) the one input shape of its forward op that the
+    input reduces to (values.reduces_to)."""
     x = a.tensor(0)
     if x is None:
         return None
     op = _REDUCE[a.name.partition("::")[2]]
     whole = len(a.sizes) <= 2
-    out = () if whole else a.output_shape()
+    out = () if whole else a.output_shape(lambda s: reduces_to(x.shape, s))
     return reduce_cost(op, x, None if out is None else prod(out), None,
                        "all" if whole else "?", not whole)
 
@@ -191,7 +193,8 @@ def upsample(a: A) -> Cost | None:
     backward (grad_output, output_size, input_size, ...) the forward's backward, the gradient's
     shape (the forward's input) from a consumer."""
     m = _UPSAMPLE.match(a.name)
-    y, other = a.tensor(0), a.output_shape()
+    y = a.tensor(0)
+    other = a.output_shape(lambda s: len(s) == len(y.shape) and s[:2] == y.shape[:2]) if y else None
     if m is None or y is None or other is None or len(other) != len(y.shape):
         return None
     mode = m.group(2).replace("_", "-")
