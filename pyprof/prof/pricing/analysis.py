@@ -405,6 +405,8 @@ class Analyzer:
             share = cost.launches[index]
             return (None if cost.flops is None else cost.flops * share // total,
                     None if cost.bytes is None else cost.bytes * share // total)
+        if cost.stages is not None or self._stages_of(rec, r) is not None:
+            return self._aten_stage(rec, r, cost)
         if cost.kind == RNN and cost.rnn is not None:  # each kernel its step, as with markers
             work = rnn_step(cost, name, rec.get("grid"), verdict in (MMA, SIMT), rec.get("dir") == "bprop")
             return _UNKNOWN if work is None else work
@@ -432,6 +434,26 @@ class Analyzer:
             return (cost.flops, cost.bytes) if self._gradient_slot(rec, name, (r.get("name"), r.get("opId"))) \
                 else self._unclaimed()
         return (cost.flops, cost.bytes) if first else self._unclaimed()
+
+    def _stages_of(self, rec: dict, r: dict) -> tuple | None:
+        """The stages the first kernel of PyTorch range `r` had, while its kernels run."""
+        state = self._calls.get(("stage", rec.get("pid"), rec.get("tid")))
+        return state[2] if state is not None and state[0] == (r.get("name"), r.get("opId")) else None
+
+    def _aten_stage(self, rec: dict, r: dict, cost: Cost) -> tuple:
+        """(flops, bytes) of the next stage (Cost.stages) of an op run as a sequence of kernels,
+        priced from its PyTorch range `r`: the stages of the range's first kernel's cost, in turn
+        (a later kernel's formula may know less: group norm's groups are its first kernel's
+        grid); na past the last."""
+        key = ("stage", rec.get("pid"), rec.get("tid"))
+        ident = (r.get("name"), r.get("opId"))
+        state = self._calls.get(key)
+        if state is None or state[0] != ident:
+            state = self._calls[key] = [ident, 0, cost.stages]
+        index = state[1]
+        state[1] += 1
+        stages = state[2]
+        return stages[index] if stages is not None and index < len(stages) else self._unclaimed()
 
     def _split_k(self, rec: dict, name: str | None, outputs: list, dtype: str | None) -> tuple:
         """(flops, bytes) of a split-K reduction (parts.split_k) after the thread's last matrix

@@ -21,7 +21,7 @@ from .attention import sdpa_cost
 from .elementwise import FLOPS_PER_ELEMENT, pointwise_cost, reduce_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
 from .memory import copy_cost
-from .nn import interpolate_cost, norm_cost
+from .nn import group_norm_cost, interpolate_cost, norm_cost, row_norm_cost
 from .optim import UNSCALE_FLOPS, adam_flops, update_scale_cost
 
 A = Any  # an AtenCall (pyprof/prof/pricing/op_ranges.py); not imported: aten.py imports this package
@@ -206,26 +206,52 @@ def upsample(a: A) -> Cost | None:
 
 # -- normalization, softmax -------------------------------------------------------------------------
 
-def _norm_op(x_pos: int, w_pos: int | None, b_pos: int | None, per_elem: int, backward: bool):
+def _backward(c: Cost) -> Cost:
+    """The backward of a family formula's Cost as the Cost of a backward op's own range."""
+    return Cost(c.bwd_flops, c.bwd_bytes, c.params, c.dtype, SIMT, stages=c.bwd_stages)
+
+
+def _row_norm(x_pos: int, w_pos: int, b_pos: int | None, per_elem: int, backward: bool):
+    """nn.row_norm_cost over the range's tensors (a backward op's: its output_mask is a scalar
+    the range does not carry: every gradient counted)."""
     def formula(a: A) -> Cost:
-        x = a.tensor(x_pos)
-        w = a.tensor(w_pos) if w_pos is not None else None
-        b = a.tensor(b_pos) if b_pos is not None else None
-        c = norm_cost(x, per_elem, w, b)
-        return Cost(c.bwd_flops, c.bwd_bytes, c.params, c.dtype, SIMT) if backward else c
+        c = row_norm_cost(a.tensor(x_pos), per_elem, a.tensor(w_pos), None if b_pos is None else a.tensor(b_pos))
+        return _backward(c) if backward else c
     return formula
 
 
 # Backward schemas carry the weight but not the bias, whose gradient is written too when the
 # norm is affine: the weight stands in for it (same shape).
-register_aten("aten::native_layer_norm")(_norm_op(0, 2, 3, 6, False))
-register_aten("aten::native_layer_norm_backward")(_norm_op(1, 5, 6, 6, True))
-register_aten("aten::native_group_norm")(_norm_op(0, 1, 2, 6, False))
-register_aten("aten::native_group_norm_backward")(_norm_op(1, 4, 4, 6, True))
-register_aten("aten::_fused_rms_norm")(_norm_op(0, 2, None, 3, False))
-register_aten("aten::_fused_rms_norm_backward")(_norm_op(1, 4, None, 3, True))
-register_aten("aten::cudnn_batch_norm_backward")(_norm_op(0, 2, 2, 6, True))
-register_aten("aten::native_batch_norm_backward", "aten::batch_norm_backward")(_norm_op(1, 2, 2, 6, True))
+register_aten("aten::native_layer_norm")(_row_norm(0, 2, 3, 6, False))
+register_aten("aten::native_layer_norm_backward")(_row_norm(1, 5, 6, 6, True))
+register_aten("aten::_fused_rms_norm")(_row_norm(0, 2, None, 3, False))
+register_aten("aten::_fused_rms_norm_backward")(_row_norm(1, 4, None, 3, True))
+
+
+@register_aten("aten::native_group_norm")
+def native_group_norm(a: A) -> Cost:
+    """nn.group_norm_cost over (input, weight, bias, N, C, HxW, group, eps): the group count is a
+    scalar the range does not carry; its first kernel, the moments', runs one block per sample
+    and group (N·G: its grid tells G). Its stages go on from the range's first kernel."""
+    x, w, b = a.tensor(0), a.tensor(1), a.tensor(2)
+    grid = a.grid[0] if a.grid else None
+    n, ch = (x.shape[0], x.shape[1]) if x is not None and len(x.shape) >= 2 else (0, 0)
+    groups = grid // n if type(grid) is int and n and grid % n == 0 and ch % (grid // n) == 0 else None
+    return group_norm_cost(x, w, b, groups)
+
+
+@register_aten("aten::native_group_norm_backward")
+def native_group_norm_backward(a: A) -> Cost:
+    """(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask): the group count from
+    mean's (N, G); the weight stands in for the bias (same shape)."""
+    mean, w = a.shape(2), a.tensor(4)
+    return _backward(group_norm_cost(a.tensor(1), w, w, mean[1] if mean and len(mean) == 2 else None))
+
+
+# Batch norm: the weight stands in for the bias likewise.
+register_aten("aten::cudnn_batch_norm_backward")(lambda a: _backward(norm_cost(a.tensor(0), 6, a.tensor(2), a.tensor(2))))
+register_aten("aten::native_batch_norm_backward", "aten::batch_norm_backward")(
+    lambda a: _backward(norm_cost(a.tensor(1), 6, a.tensor(2), a.tensor(2))))
 
 _BN_TRAINING = re.compile(r"fw_?tr|collect_statistics")
 _BN_EVAL = re.compile(r"fw_?inf")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from math import ceil, floor, prod
+from typing import Any
 
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
 from ..values import ITEMSIZE, Tensor, ntuple, promote
@@ -68,11 +69,16 @@ def _row_norm_backward(cost: Cost, x: Tensor, w: Tensor | None, b: Tensor | None
                                      (2 * e * (dw + db), 2 * e * size + stats + d * size * (dw + db))))
 
 
+def row_norm_cost(x: Tensor, per_elem: int, w: Tensor | None, b: Tensor | None) -> Cost:
+    """A layer norm (`per_elem` 6) or RMS norm (3) over the last dims of `x`: norm_cost's;
+    backward _row_norm_backward's."""
+    return _row_norm_backward(norm_cost(x, per_elem, w, b), x, w, b, per_elem)
+
+
 @register("torch.nn.functional.layer_norm", "torch.layer_norm")
 def layer_norm(c: Call) -> Cost:
-    """norm_cost's; backward _row_norm_backward's."""
-    x, w, b = c.get(0, "input"), c.tensor(2, "weight"), c.tensor(3, "bias")
-    return _row_norm_backward(norm_cost(x, 6, w, b), x, w, b, 6)
+    """row_norm_cost's."""
+    return row_norm_cost(c.get(0, "input"), 6, c.tensor(2, "weight"), c.tensor(3, "bias"))
 
 
 @register("torch.nn.functional.group_norm", "torch.group_norm")
@@ -87,7 +93,11 @@ def group_norm(c: Call) -> Cost:
     dX written) and dWeight, dBias (4 per sample and channel), when all three gradients are
     computed. The kernel that reads every element first (the moments; the sums) carries the rest
     of the formula's FLOPs."""
-    x, w, b, groups = c.get(0, "input"), c.tensor(2, "weight"), c.tensor(3, "bias"), c.get(1, "num_groups")
+    return group_norm_cost(c.get(0, "input"), c.tensor(2, "weight"), c.tensor(3, "bias"), c.get(1, "num_groups"))
+
+
+def group_norm_cost(x: Tensor, w: Tensor | None, b: Tensor | None, groups: Any) -> Cost:
+    """group_norm's formula over input `x`, affine `w` and `b`, `groups` groups."""
     cost = norm_cost(x, 6, w, b, g=groups)
     size = x.itemsize
     if w is None or b is None or size is None or type(groups) is not int or groups <= 0 or len(x.shape) < 2 \
@@ -108,9 +118,8 @@ def group_norm(c: Call) -> Cost:
 
 @register("torch.nn.functional.rms_norm", "torch.rms_norm")
 def rms_norm(c: Call) -> Cost:
-    """norm_cost's; backward _row_norm_backward's."""
-    x, w = c.get(0, "input"), c.tensor(2, "weight")
-    return _row_norm_backward(norm_cost(x, 3, w, None), x, w, None, 3)
+    """row_norm_cost's."""
+    return row_norm_cost(c.get(0, "input"), 3, c.tensor(2, "weight"), None)
 
 
 @register("torch.nn.functional.batch_norm", "torch.batch_norm")
