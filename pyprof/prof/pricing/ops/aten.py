@@ -11,6 +11,7 @@ attention path, clone) are not registered: their inner ops are.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from math import prod
 from typing import Any
 
@@ -21,7 +22,7 @@ from .attention import sdpa_cost
 from .elementwise import FLOPS_PER_ELEMENT, pointwise_cost, reduce_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
 from .memory import copy_cost
-from .nn import group_norm_cost, interpolate_cost, norm_cost, row_norm_cost
+from .nn import group_norm_cost, interpolate_cost, norm_cost, row_norm_cost, softmax_cost
 from .optim import UNSCALE_FLOPS, adam_flops, update_scale_cost
 
 A = Any  # an AtenCall (pyprof/prof/pricing/op_ranges.py); not imported: aten.py imports this package
@@ -278,26 +279,26 @@ def batch_norm(a: A) -> Cost | None:
 
 @register_aten("aten::_softmax", "aten::_log_softmax")
 def softmax(a: A) -> Cost | None:
+    """nn.softmax_cost over (self, dim, half_to_float), in the kernel's dtype."""
     x = a.tensor(0)
-    return None if x.nbytes is None else Cost(5 * x.numel, 2 * x.nbytes, fmt_params(a.dtype, shape=dims(x.shape)),
-                                              a.dtype, SIMT)
+    return None if x is None else softmax_cost(x, a.dtype)
 
 
 @register_aten("aten::_softmax_backward_data", "aten::_log_softmax_backward_data")
 def softmax_backward(a: A) -> Cost | None:
+    """nn.softmax_cost's backward over (grad_output, output, dim, input_dtype)."""
     y = a.tensor(1)
-    return None if y.nbytes is None else Cost(4 * y.numel, 3 * y.nbytes, fmt_params(a.dtype, shape=dims(y.shape)),
-                                              a.dtype, SIMT)
+    return None if y is None else _backward(softmax_cost(y, a.dtype))
 
 
 @register_aten("aten::_masked_softmax")
 def masked_softmax(a: A) -> Cost | None:
-    """softmax's 5 per element, plus the bool mask read."""
+    """nn.softmax_cost, plus the bool mask read."""
     x, mask = a.tensor(0), a.tensor(1, "bool")
-    if x.nbytes is None:
+    if x is None:
         return None
-    return Cost(5 * x.numel, 2 * x.nbytes + (mask.nbytes if mask else 0), fmt_params(a.dtype, shape=dims(x.shape)),
-                a.dtype, SIMT)
+    c = softmax_cost(x, a.dtype)
+    return c if c.bytes is None or mask is None else replace(c, bytes=c.bytes + mask.nbytes)
 
 
 # -- losses, embeddings -----------------------------------------------------------------------------

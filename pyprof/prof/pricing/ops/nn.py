@@ -140,9 +140,15 @@ def softmax(c: Call) -> Cost:
     x, dim = c.get(0, "input"), c.get(1, "dim")
     # dtype is positional 2 in torch.softmax but keyword-only in F.softmax (after _stacklevel)
     out_dtype = c.get(None, "dtype") or next((a for a in c.args[2:] if isinstance(a, str) and a in ITEMSIZE), x.dtype)
+    return softmax_cost(x, out_dtype, dim=dim)
+
+
+def softmax_cost(x: Tensor, out_dtype: str | None, **fields: Any) -> Cost:
+    """softmax or log_softmax of `x` into `out_dtype`: 5 FLOPs per element, x read and the result
+    written; backward 4 per element, dY and Y read, dX written."""
     n = x.numel
     size = ITEMSIZE.get(out_dtype)
-    return Cost(5 * n, _io(x, n, out_dtype=out_dtype), fmt_params(x.dtype, shape=dims(x.shape), dim=dim),
+    return Cost(5 * n, _io(x, n, out_dtype=out_dtype), fmt_params(x.dtype, shape=dims(x.shape), **fields),
                 x.dtype, SIMT, bwd_flops=4 * n, bwd_bytes=None if size is None else 3 * n * size)
 
 
