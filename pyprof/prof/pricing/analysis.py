@@ -4,6 +4,7 @@ use, dtype, math path and peaks. The attribution rules are documented in docs/pr
 from __future__ import annotations
 
 from dataclasses import replace
+from math import prod
 
 from . import op_ranges as aten_level
 from . import beyond_peak
@@ -14,9 +15,9 @@ from .calls import CallNumbers, identity as call_identity
 from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .tensor_flow import TensorFlow
-from .parts import (ADD, COPY, FILL, LAUNCH, LAYOUT, SPLIT_K, CallParts, Part, backward_parts, family, forward_parts,
-                    conv_outputs, layout_parts, math_attention_gemm, rnn_step, split_k, split_pass,
-                    tensor_lists)
+from .parts import (ADD, COPY, FILL, LAUNCH, LAYOUT, SPLIT_K, WGRAD_SUM, CallParts, Part, backward_parts, family,
+                    forward_parts, conv_outputs, layout_parts, math_attention_gemm, rnn_step, split_k, split_pass,
+                    tensor_lists, wgrad_sum, wgrad_sum_dtype)
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost, Unknowable, lookup, retype
 from ..warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
@@ -88,6 +89,11 @@ def _sizes_gemm(rec: dict) -> tuple | None:
     if not sizes:
         return None
     return aten_gemm(inner.get("name"), sizes)
+
+
+def _shape(s: object) -> bool:
+    """Whether `s` is a tensor's sizes in a PyTorch range: a non-empty list of ints."""
+    return isinstance(s, list) and bool(s) and all(type(d) is int for d in s)
 
 
 def _grid_z(rec: dict) -> int | None:
@@ -419,6 +425,11 @@ class Analyzer:
         if mma and verdict == NONE and family(name) == SPLIT_K:
             sizes = aten_gemm(r.get("name"), r.get("sizes") or [])
             return self._split_k(rec, name, [] if sizes is None else [(sizes[0] * sizes[1], sizes[2])], cost.dtype)
+        if mma and verdict == NONE and cost.kind == CONV and family(name) == WGRAD_SUM:
+            x, w = ((r.get("sizes") or []) + [None, None, None])[1:3]
+            part = wgrad_sum(x[0], prod(w), wgrad_sum_dtype(name)) if rec.get("dir") == "bprop" and _shape(x) \
+                and _shape(w) else None
+            return self._unclaimed() if part is None else (part.flops, part.bytes)
         if mma and verdict == NONE:
             # cuDNN's layout conversion of one of the range's tensors (parts.py), as with markers.
             size = ITEMSIZE.get(cost.dtype)

@@ -62,7 +62,7 @@ _SPLIT_K_KERNEL = re.compile(r"\bsplitKreduce_kernel<\(int\)(\d+), \(int\)(\d+)"
 _CUTLASS_SPLIT_K = re.compile(r"\bReduceSplitK<[\w:]*MatrixShape<\(int\)(\d+), \(int\)(\d+)>.*?\bReduceAdd<([\w:]+),")
 # cuDNN's sum of the per-sample weight gradients of an NCHW convolution's GEMM (one thread per
 # weight element): reduce_wgrad_nchw_helper<partials' type, weight's type>.
-_WGRAD_SUM_KERNEL = re.compile(r"\breduce_wgrad_nchw_helper<")
+_WGRAD_SUM_KERNEL = re.compile(r"\breduce_wgrad_nchw_helper<([^,<>]+), ([^,<>]+)>")
 _ADD_KERNEL = re.compile(r"elementwise_kernel<.*\bCUDAFunctor_add<")
 _LAYOUT_KERNEL = re.compile(r"\b(?:nchwToNhwc|nhwcToNchw)Kernel<")
 _FILL_KERNEL = re.compile(r"\bFillFunctor<")
@@ -251,17 +251,32 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
 
 
 def _wgrad_sum(marker: dict, cost: Cost) -> list[Part]:
+    """wgrad_sum's part of a convolution's backward from its marker: the input's batch, the
+    weight's elements, the op's dtype."""
+    tensors = Call(marker).tensors()
+    if cost.kind != CONV or len(tensors) < 2 or not tensors[0].shape or not tensors[1].numel:
+        return []
+    part = wgrad_sum(tensors[0].shape[0], tensors[1].numel, cost.dtype)
+    return [] if part is None else [part]
+
+
+def wgrad_sum(n: int, w: int, dtype: str | None) -> Part | None:
     """cuDNN's sum of an NCHW convolution's per-sample weight gradients (reduce_wgrad_nchw_helper,
     after a GEMM that wrote one per sample): N partials of the W weight elements read in fp32 (fp64
-    for a float64 op: cuDNN's accumulator), N - 1 adds each, the gradient written in the dtype
-    the op ran in (unet's 1x1 convolutions under bf16 autocast: within 2% of ncu's bytes)."""
-    size = ITEMSIZE.get(cost.dtype)
-    tensors = Call(marker).tensors()
-    if cost.kind != CONV or not size or len(tensors) < 2 or not tensors[0].shape or not tensors[1].numel:
-        return []
-    n, w = tensors[0].shape[0], tensors[1].numel
-    partial = 8 if cost.dtype == "float64" else 4
-    return [Part(WGRAD_SUM, w, (n - 1) * w, n * w * partial + w * size)]
+    for a float64 op: cuDNN's accumulator), N - 1 adds each, the gradient written in `dtype`, the
+    dtype the op ran in (unet's 1x1 convolutions under bf16 autocast: within 2% of ncu's bytes);
+    None where its size is not known."""
+    size = ITEMSIZE.get(dtype)
+    if not size or n < 1:
+        return None
+    partial = 8 if dtype == "float64" else 4
+    return Part(WGRAD_SUM, w, (n - 1) * w, n * w * partial + w * size)
+
+
+def wgrad_sum_dtype(kernel: str) -> str | None:
+    """The gradient's dtype a reduce_wgrad_nchw_helper<partials' type, weight's type> writes."""
+    m = _WGRAD_SUM_KERNEL.search(kernel)
+    return template_dtype(m.group(2)) if m else None
 
 
 def _flash_helpers(marker: dict, size: int | None) -> list[Part]:
