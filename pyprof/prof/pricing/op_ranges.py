@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from . import ops  # noqa: F401  (fills both tables)
 from .registry import Cost, lookup_aten
-from .tensor_flow import TensorFlow, node_range, producers
+from .tensor_flow import ENGINE, TensorFlow, node_range, producers
 from .tensorcores import MMA, SIMT, kernel_dtype
 from .values import Tensor
 
@@ -131,12 +131,24 @@ class AtenCall:
             got = self._flow.shape_of(self._pid, r.get("opId"))
             if got is not None:
                 return got
-        node = next((r for r in reversed(self._ranges[:self._depth]) if isinstance(r, dict) and node_range(r)), None)
-        if gradient is None or node is None:
+        if gradient is None:
             return None
-        fits = {tuple(s) for s in self._flow.forward_sizes(self._pid, node["seq"])
+        seq = self._node_seq()
+        if seq is None:
+            return None
+        fits = {tuple(s) for s in self._flow.forward_sizes(self._pid, seq)
                 if isinstance(s, list) and s and all(type(d) is int for d in s) and gradient(tuple(s))}
         return fits.pop() if len(fits) == 1 else None
+
+    def _node_seq(self) -> int | None:
+        """The seq of the autograd node this range runs in: of its range, else of the engine's
+        range around it (tensor_flow.node_seq); None outside any."""
+        for r in reversed(self._ranges[:self._depth]):
+            if isinstance(r, dict) and node_range(r):
+                return r["seq"]
+            if isinstance(r, dict) and str(r.get("name")).startswith(ENGINE):
+                return self._flow.node_seq(self._pid, r.get("opId"))
+        return None
 
     def shape(self, pos: int) -> tuple | None:
         """The shape at input `pos`; None when absent or not a list of ints."""

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from typing import Any, Iterable, Iterator
 
+ENGINE = "autograd::engine::evaluate_function"  # the engine's range around a node's work
 HELD = 1 << 16  # ops whose output dtype is kept (a training step of a large model has ~10^4)
 AHEAD = 32      # records read ahead: 95% of the shipped H100 captures' consumers come within it
 
@@ -38,10 +39,11 @@ def _int_list(v: Any) -> bool:
 
 
 def node_range(r: dict) -> bool:
-    """True for an autograd node's range (`MulBackward0`, seq = its forward op's): no
-    dispatcher op (`aten::`, `mylib::`), no engine range (`autograd::engine::...`)."""
+    """True for an autograd node's range (`MulBackward0`, `torch::autograd::CopyBackwards`; its
+    seq is its forward op's): no dispatcher op (`aten::`, `mylib::`), no engine range."""
     name = r.get("name")
-    return type(r.get("seq")) is int and isinstance(name, str) and "::" not in name
+    return type(r.get("seq")) is int and isinstance(name, str) and ("::" not in name
+                                                                   or name.startswith("torch::autograd::"))
 
 
 def producers(r: dict) -> list:
@@ -62,6 +64,8 @@ class TensorFlow:
         self._dtypes: OrderedDict = OrderedDict()  # (pid, opId) -> the dtype its last kernel wrote
         # (pid, seq) of a forward op -> (its output's dtype, its inputs' sizes)
         self._forward: OrderedDict = OrderedDict()
+        # (pid, opId) of the engine's `evaluate_function` range -> the seq of the node it runs
+        self._nodes: OrderedDict = OrderedDict()
         # (pid, opId) of the ops in the window -> [their records there, {output index: the
         # shape its first consumer read ahead gives}]
         self._waiting: dict = {}
@@ -74,7 +78,13 @@ class TensorFlow:
         first input whose producer is known: an op's output is in its inputs' dtype unless a
         kernel (a cast) says otherwise."""
         pid = rec.get("pid")
-        for r in reversed(rec.get("torchOps") or ()):
+        ranges = rec.get("torchOps") or ()
+        for outer, r in zip(ranges, ranges[1:]):
+            if isinstance(outer, dict) and isinstance(r, dict) and node_range(r) and type(outer.get("opId")) is int \
+                    and str(outer.get("name")).startswith(ENGINE):
+                self._nodes[(pid, outer["opId"])] = r["seq"]
+                self._nodes.move_to_end((pid, outer["opId"]))
+        for r in reversed(ranges):
             op = r.get("opId") if isinstance(r, dict) else None
             if type(op) is not int:
                 continue
@@ -91,7 +101,7 @@ class TensorFlow:
             if type(seq) is int and not node_range(r):
                 self._forward[(pid, seq)] = (self._dtypes[key], r.get("sizes"))
                 self._forward.move_to_end((pid, seq))
-        for table in (self._dtypes, self._forward):
+        for table in (self._dtypes, self._forward, self._nodes):
             while len(table) > self._held:
                 table.popitem(last=False)
 
@@ -112,6 +122,14 @@ class TensorFlow:
         if got is None:
             self.asked = True
         return None if got is None else got[0]
+
+    def node_seq(self, pid: Any, engine: Any) -> int | None:
+        """The seq of the node the engine's range of opId `engine` runs, as a kernel inside the
+        node's own range told (a node's kernel may run outside it: AddmmBackward0's bias sum)."""
+        got = self._nodes.get((pid, engine))
+        if got is None:
+            self.asked = True
+        return got
 
     def forward_sizes(self, pid: Any, seq: int) -> list:
         """The input sizes of the forward op of sequence number `seq`: the shapes of the gradients
