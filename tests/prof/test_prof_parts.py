@@ -27,11 +27,11 @@ def analysed_capture(mode: str) -> dict:
         return kt.analysed_kernels(kt._unpacked(os.path.join(DATA, f"kt_{mode}.sqlite.xz"), tmp), kt.SHIPPED_MODELS)
 
 
-def measured(model: str) -> list:
-    """(record, Facts, bytes ncu counted, MMA ops) per kernel of `model` in the default capture."""
+def measured(model: str, mode: str = "default") -> list:
+    """(record, Facts, bytes ncu counted, MMA ops) per kernel of `model` in the `mode` capture."""
     import kernel_truth as kt
 
-    per_model = analysed_capture("default")
+    per_model = analysed_capture(mode)
     truths = kt.truth([(os.path.join(DATA, f), models) for f, models in kt.SHIPPED_NCU],
                       {m: len(k) for m, k in per_model.items()})
     return list(kt._rows(per_model[model], truths[model]))
