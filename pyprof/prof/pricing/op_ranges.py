@@ -88,7 +88,7 @@ class AtenCall:
         self.name = name
         self.sizes = sizes
         self.dtype = dtype
-        self.written = dtype if kernel is None else written_dtype(kernel, None) or dtype  # the output's dtype
+        self.written = dtype  # the dtype of the output the kernel writes, where it is not `dtype`: price()
         self.kernel = (kernel or "").lower()
         self.grid = grid if isinstance(grid, list) else None  # the kernel's launch grid
         self._ranges = ranges or []  # the record's torchOps, this range at `depth`
@@ -190,7 +190,8 @@ def price(rec: dict, kernel: str | None, verdict: str | None,
             call = AtenCall(name, sizes, kernel_element_dtype(kernel, verdict), kernel, torch_ops, depth,
                             rec.get("pid"), flow, rec.get("grid"))
             if call.dtype is None:  # a name without types (cuDNN's `conv2d_c1_k1_nchw_shmem_tiling`)
-                call.dtype = call.written = next((call.input_dtype(i) for i, s in enumerate(sizes) if s), None)
+                call.dtype = next((call.input_dtype(i) for i, s in enumerate(sizes) if s), None)
+            call.written = written_dtype(kernel, verdict) or call.dtype
             cost = formula(call)
         except _ERRORS:
             return None

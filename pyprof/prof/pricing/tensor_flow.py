@@ -66,8 +66,8 @@ class TensorFlow:
         self._forward: OrderedDict = OrderedDict()
         # (pid, opId) of the engine's `evaluate_function` range -> the seq of the node it runs
         self._nodes: OrderedDict = OrderedDict()
-        # (pid, opId) of the ops in the window -> [their records there, {output index: the
-        # shape its first consumer read ahead gives}]
+        # pid -> {opId of an op in the window: [its records there, {output index: the shape its
+        # first consumer read ahead gives}]}
         self._waiting: dict = {}
         self.asked = False  # a formula asked for something this flow did not hold
 
@@ -79,31 +79,37 @@ class TensorFlow:
         kernel (a cast) says otherwise."""
         pid = rec.get("pid")
         ranges = rec.get("torchOps") or ()
-        for outer, r in zip(ranges, ranges[1:]):
-            if isinstance(outer, dict) and isinstance(r, dict) and node_range(r) and type(outer.get("opId")) is int \
-                    and str(outer.get("name")).startswith(ENGINE):
-                self._nodes[(pid, outer["opId"])] = r["seq"]
-                self._nodes.move_to_end((pid, outer["opId"]))
+        dtypes = self._dtypes
+        engine = None
+        for r in ranges:  # the node an engine range runs: the node range right inside it
+            if not isinstance(r, dict):
+                engine = None
+                continue
+            if engine is not None and node_range(r):
+                self._remember(self._nodes, (pid, engine), r["seq"])
+            name = r.get("name")
+            engine = r.get("opId") if isinstance(name, str) and name.startswith(ENGINE) else None
         for r in reversed(ranges):
             op = r.get("opId") if isinstance(r, dict) else None
             if type(op) is not int:
                 continue
             key = (pid, op)
-            if dtype is not None:
-                self._dtypes[key] = dtype
-            elif key not in self._dtypes:
-                inferred = next((d for d in (self._dtypes.get((pid, p[0])) for p in producers(r) if p) if d), None)
-                if inferred is None:
+            got = dtype if dtype is not None else dtypes.get(key)
+            if got is None:  # no kernel of the op told one: its first input's whose producer did
+                got = next((d for d in (dtypes.get((pid, p[0])) for p in producers(r) if p) if d), None)
+                if got is None:
                     continue
-                self._dtypes[key] = inferred
-            self._dtypes.move_to_end(key)
+            self._remember(dtypes, key, got)
             seq = r.get("seq")
             if type(seq) is int and not node_range(r):
-                self._forward[(pid, seq)] = (self._dtypes[key], r.get("sizes"))
-                self._forward.move_to_end((pid, seq))
-        for table in (self._dtypes, self._forward, self._nodes):
-            while len(table) > self._held:
-                table.popitem(last=False)
+                self._remember(self._forward, (pid, seq), (got, r.get("sizes")))
+
+    def _remember(self, table: OrderedDict, key: tuple, value: Any) -> None:
+        """`table[key] = value` as its most recent entry, the least recent dropped past HELD."""
+        table[key] = value
+        table.move_to_end(key)
+        if len(table) > self._held:
+            table.popitem(last=False)
 
     def dtype_of(self, pid: Any, producer: tuple | None) -> str | None:
         """The dtype the last kernel of op `producer` ((opId, output index)) wrote; None when no
@@ -142,7 +148,7 @@ class TensorFlow:
     def shape_of(self, pid: Any, op: Any, index: int = 0) -> tuple | None:
         """Output `index` of op `op` (an opId) as its first consumer read ahead gives it; None
         when none came within the window (or the records are not read ahead)."""
-        waiting = self._waiting.get((pid, op))
+        waiting = self._waiting.get(pid, {}).get(op)
         got = waiting[1].get(index) if waiting is not None else None
         if got is None:
             self.asked = True
@@ -167,30 +173,41 @@ class TensorFlow:
     def _enter(self, rec: Any) -> list:
         """Note the ops of `rec` as waiting, and the shapes it gives of waiting ops' outputs;
         the ops noted."""
-        if not isinstance(rec, dict) or not isinstance(rec.get("torchOps"), list):
+        ranges = rec.get("torchOps") if isinstance(rec, dict) else None
+        if not isinstance(ranges, list):
             return []
         pid = rec.get("pid")
+        waiting = self._waiting.get(pid)
+        if waiting is None:
+            waiting = self._waiting[pid] = {}
         mine = []
-        for r in rec["torchOps"]:
+        for r in ranges:
             if not isinstance(r, dict):
                 continue
-            sizes = r.get("sizes")
-            if isinstance(sizes, list):
-                for pos, p in enumerate(producers(r)):
-                    waiting = self._waiting.get((pid, p[0])) if p is not None else None
-                    if waiting is not None and pos < len(sizes) and _int_list(sizes[pos]):
-                        waiting[1].setdefault(p[1], tuple(sizes[pos]))
+            ids, sizes = r.get("inputOpIds"), r.get("sizes")
+            if waiting and isinstance(ids, list) and isinstance(sizes, list):
+                for p, s in zip(ids, sizes):
+                    if s and type(p) is list and len(p) == 2 and type(p[0]) is int:  # not a scalar's []
+                        w = waiting.get(p[0])
+                        if w is not None and type(p[1]) is int and _int_list(s):
+                            w[1].setdefault(p[1], tuple(s))
             op = r.get("opId")
             if type(op) is int:
-                key = (pid, op)
-                waiting = self._waiting.setdefault(key, [0, {}])
-                waiting[0] += 1
-                mine.append(key)
+                w = waiting.get(op)
+                if w is None:
+                    w = waiting[op] = [0, {}]
+                w[0] += 1
+                mine.append(w)
+                mine.append(op)
+        mine.append(waiting)
         return mine
 
     def _leave(self, mine: list) -> None:
-        for key in mine:
-            waiting = self._waiting[key]
-            waiting[0] -= 1
-            if not waiting[0]:
-                del self._waiting[key]
+        if not mine:
+            return
+        waiting = mine[-1]
+        for i in range(0, len(mine) - 1, 2):
+            w = mine[i]
+            w[0] -= 1
+            if not w[0]:
+                waiting.pop(mine[i + 1], None)
