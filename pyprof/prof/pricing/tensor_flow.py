@@ -78,31 +78,27 @@ class TensorFlow:
         first input whose producer is known: an op's output is in its inputs' dtype unless a
         kernel (a cast) says otherwise."""
         pid = rec.get("pid")
-        ranges = rec.get("torchOps") or ()
         dtypes = self._dtypes
-        engine = None
-        for r in ranges:  # the node an engine range runs: the node range right inside it
-            if not isinstance(r, dict):
-                engine = None
+        inner = None  # the range inside the one at hand
+        for r in reversed(rec.get("torchOps") or ()):
+            if type(r) is not dict:
+                inner = None
                 continue
-            if engine is not None and node_range(r):
-                self._remember(self._nodes, (pid, engine), r["seq"])
-            name = r.get("name")
-            engine = r.get("opId") if isinstance(name, str) and name.startswith(ENGINE) else None
-        for r in reversed(ranges):
-            op = r.get("opId") if isinstance(r, dict) else None
-            if type(op) is not int:
-                continue
-            key = (pid, op)
-            got = dtype if dtype is not None else dtypes.get(key)
-            if got is None:  # no kernel of the op told one: its first input's whose producer did
-                got = next((d for d in (dtypes.get((pid, p[0])) for p in producers(r) if p) if d), None)
-                if got is None:
-                    continue
-            self._remember(dtypes, key, got)
-            seq = r.get("seq")
-            if type(seq) is int and not node_range(r):
-                self._remember(self._forward, (pid, seq), (got, r.get("sizes")))
+            op = r.get("opId")
+            if type(op) is int:
+                key = (pid, op)
+                got = dtype or dtypes.get(key)
+                if got is None:  # no kernel of the op told one: its first input's whose producer did
+                    got = next((d for d in (dtypes.get((pid, p[0])) for p in producers(r) if p) if d), None)
+                if got is not None:
+                    self._remember(dtypes, key, got)
+                    seq = r.get("seq")
+                    if type(seq) is int and not node_range(r):
+                        self._remember(self._forward, (pid, seq), (got, r.get("sizes")))
+                name = r.get("name")
+                if inner is not None and node_range(inner) and isinstance(name, str) and name.startswith(ENGINE):
+                    self._remember(self._nodes, key, inner["seq"])
+            inner = r
 
     def _remember(self, table: OrderedDict, key: tuple, value: Any) -> None:
         """`table[key] = value` as its most recent entry, the least recent dropped past HELD."""
