@@ -149,7 +149,7 @@ def call(name: str, sizes: list, kernel: str, dtype: str | None = None):
 
 
 @pytest.mark.parametrize("name,sizes,kernel,expected", [
-    # Casts: the source dtype is not in the trace...
+    # Casts: the source dtype is not in the range (its producer's, tensor_flow.py, is not given here)...
     ("aten::copy_", [[4, 5], [4, 5], []], "unrolled_elementwise_kernel<direct_copy_kernel_cuda...lambda(float)..., "
      "LoadWithCast<1>, StoreWithCast<1>>", None),
     # ... but for bfloat16_copy_kernel_cuda, whose lambda's type is the source's: 20·(4 + 2).
@@ -163,7 +163,8 @@ def call(name: str, sizes: list, kernel: str, dtype: str | None = None):
     # cat of opaque 2-byte elements: [4,64,32,32] and [4,32,32,32], 393,216 elements read and written.
     ("aten::cat", [[4, 64, 32, 32], [4, 32, 32, 32], []], "CatArrayBatchedCopy_vectorized<OpaqueType<(unsigned int)2>, "
      "unsigned int, (int)2>", (0, 2 * 393216 * 2)),
-    # A full reduction (self, dtype) writes one element; over dims the output size is unknown.
+    # A full reduction (self, dtype) writes one element; over dims the output size is unknown
+    # (without a consumer's range or the node's forward op: tensor_flow.py).
     ("aten::sum", [[8, 16], []], "reduce_kernel<ReduceOp<float, ...>>", (128, 516)),
     ("aten::sum", [[8, 16], [], [], []], "reduce_kernel<ReduceOp<float, ...>>", (128, None)),
     # Batch norm: training told by cuDNN's kernel name: 6 + 2 per element; running stats read and

@@ -69,11 +69,16 @@ def kernel_element_dtype(name: str | None, verdict: str | None) -> str | None:
 _SIXTEEN_BIT_DST = re.compile(r"\b(bfloat16|float16)_copy_kernel_cuda")
 
 
+def _copy_destination(name: str | None) -> str | None:
+    """The destination's dtype of a copy into a 16-bit tensor, whose element type is the source's."""
+    sixteen = _SIXTEEN_BIT_DST.search(name) if name else None
+    return sixteen.group(1) if sixteen else None
+
+
 def written_dtype(name: str | None, verdict: str | None) -> str | None:
     """The dtype a kernel's output is in, as far as its name tells: its element type
     (kernel_element_dtype), but the destination's for a copy into a 16-bit tensor."""
-    sixteen = _SIXTEEN_BIT_DST.search(name) if name else None
-    return sixteen.group(1) if sixteen else kernel_element_dtype(name, verdict)
+    return _copy_destination(name) or kernel_element_dtype(name, verdict)
 
 
 class AtenCall:
@@ -88,7 +93,7 @@ class AtenCall:
         self.name = name
         self.sizes = sizes
         self.dtype = dtype
-        self.written = dtype  # the dtype of the output the kernel writes, where it is not `dtype`: price()
+        self.written = _copy_destination(kernel) or dtype  # the dtype of the output the kernel writes
         self.kernel = (kernel or "").lower()
         self.grid = grid if isinstance(grid, list) else None  # the kernel's launch grid
         self._ranges = ranges or []  # the record's torchOps, this range at `depth`
@@ -190,8 +195,7 @@ def price(rec: dict, kernel: str | None, verdict: str | None,
             call = AtenCall(name, sizes, kernel_element_dtype(kernel, verdict), kernel, torch_ops, depth,
                             rec.get("pid"), flow, rec.get("grid"))
             if call.dtype is None:  # a name without types (cuDNN's `conv2d_c1_k1_nchw_shmem_tiling`)
-                call.dtype = next((call.input_dtype(i) for i, s in enumerate(sizes) if s), None)
-            call.written = written_dtype(kernel, verdict) or call.dtype
+                call.dtype = call.written = next((call.input_dtype(i) for i, s in enumerate(sizes) if s), None)
             cost = formula(call)
         except _ERRORS:
             return None
