@@ -175,3 +175,13 @@ def test_group_norm_kernels_run_the_family_formulas_stages(plain):
                           (2 * e, (2 * e + 2 * nc) * 4)]
     bwd = _kernels(plain, "unet", "aten::native_group_norm_backward")[:5]
     assert sum(f.flops for _, f in bwd) == 2 * e * 8
+
+
+def test_a_record_whose_pid_is_no_key_is_left_out_of_the_flow():
+    """Valid JSON parse never writes (the fuzzer's `"pid": []`): the flow neither keeps nor reads
+    ahead for it, and the scan goes on."""
+    odd = dict(_rec(3, sizes=[[2]], inputs=[[1, 0]]), pid=[])
+    flow = TensorFlow()
+    flow.wrote(odd, "float32")
+    assert [r for _, r in flow.ahead(enumerate([_rec(1), odd]))] == [_rec(1), odd]
+    assert flow._dtypes == {}

@@ -38,6 +38,15 @@ def _int_list(v: Any) -> bool:
     return isinstance(v, list) and all(type(d) is int for d in v)
 
 
+def _process(rec: dict) -> Any:
+    """The record's pid as a dict key; _NO_KEY where it can be none (valid JSON, never parse's: a list)."""
+    pid = rec.get("pid")
+    return pid if pid is None or type(pid) in (int, str) else _NO_KEY
+
+
+_NO_KEY = object()
+
+
 def node_range(r: dict) -> bool:
     """True for an autograd node's range (`MulBackward0`, `torch::autograd::CopyBackwards`; its
     seq is its forward op's): no dispatcher op (`aten::`, `mylib::`), no engine range."""
@@ -77,7 +86,9 @@ class TensorFlow:
         `wgrad2d_shmem_tiling`) leaves a range it is the first of with the dtype of the range's
         first input whose producer is known: an op's output is in its inputs' dtype unless a
         kernel (a cast) says otherwise."""
-        pid = rec.get("pid")
+        pid = _process(rec)
+        if pid is _NO_KEY:
+            return
         dtypes = self._dtypes
         inner = None  # the range inside the one at hand
         for r in reversed(rec.get("torchOps") or ()):
@@ -170,9 +181,9 @@ class TensorFlow:
         """Note the ops of `rec` as waiting, and the shapes it gives of waiting ops' outputs;
         the ops noted."""
         ranges = rec.get("torchOps") if isinstance(rec, dict) else None
-        if not isinstance(ranges, list):
+        pid = _process(rec) if isinstance(ranges, list) else _NO_KEY
+        if pid is _NO_KEY:
             return []
-        pid = rec.get("pid")
         waiting = self._waiting.get(pid)
         if waiting is None:
             waiting = self._waiting[pid] = {}
