@@ -185,3 +185,14 @@ def test_a_record_whose_pid_is_no_key_is_left_out_of_the_flow():
     flow.wrote(odd, "float32")
     assert [r for _, r in flow.ahead(enumerate([_rec(1), odd]))] == [_rec(1), odd]
     assert flow._dtypes == {}
+
+
+def test_an_embedding_bag_counts_its_adds_and_its_bags_from_the_consumer(plain):
+    """aten::_embedding_bag (mode a scalar the range does not carry; the kernel's name says
+    sum_mean): 1022 indices into 64-wide float32 rows, 256 bags (the consumer's (256, 64)): one
+    add per gathered element; indices, offsets, the rows read and the bags written."""
+    bags = _kernels(plain, "recommender", "aten::_embedding_bag", "EmbeddingBag")
+    gathered = 1022 * 64
+    assert _work(bags) == [(gathered, 1022 * 8 + 256 * 8 + (gathered + 256 * 64) * 4)] * 4
+    ncu = [m for r, _, m, _ in measured("recommender", "plain") if "EmbeddingBag" in r["kShortName"]]
+    assert [round(337392 / m, 2) for m in ncu] == [0.82, 0.83, 0.83, 0.83]

@@ -22,7 +22,7 @@ from .attention import sdpa_cost
 from .elementwise import FLOPS_PER_ELEMENT, pointwise_cost, reduce_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
 from .memory import copy_cost
-from .nn import group_norm_cost, interpolate_cost, norm_cost, row_norm_cost, softmax_cost
+from .nn import embedding_bag_cost, group_norm_cost, interpolate_cost, norm_cost, row_norm_cost, softmax_cost
 from .optim import UNSCALE_FLOPS, adam_flops, update_scale_cost
 
 A = Any  # an AtenCall (pyprof/prof/pricing/op_ranges.py); not imported: aten.py imports this package
@@ -346,6 +346,22 @@ def embedding_backward(a: A) -> Cost | None:
     if dy is None or idx is None or dy.nbytes is None:
         return None
     return Cost(dy.numel, idx.nbytes + 3 * dy.nbytes, fmt_params(a.dtype, shape=dims(dy.shape)), a.dtype, SIMT)
+
+
+_BAG_MAX = re.compile(r"embeddingbag_updateoutputkernel_max")
+
+
+@register_aten("aten::_embedding_bag", "aten::_embedding_bag_forward_only")
+def embedding_bag(a: A) -> Cost | None:
+    """(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, ...):
+    nn.embedding_bag_cost; the bags from the output's shape a consumer gives, else one per
+    offset; the mode is a scalar: max where the kernel's name says it, else the adds alone."""
+    w, idx, offsets, psw = a.tensor(0), a.tensor(1, "int64"), a.tensor(2, "int64"), a.tensor(6)
+    if w is None or idx is None:
+        return None
+    out = a.output_shape()
+    bags = out[0] if out and len(out) == 2 else (offsets.numel if offsets else None)
+    return embedding_bag_cost(idx, w, offsets, psw, bags, "max" if _BAG_MAX.search(a.kernel) else None)
 
 
 # -- multi-tensor (foreach) ops: tensor lists flattened, the list count from the kernel's name ----

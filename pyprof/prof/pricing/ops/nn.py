@@ -340,10 +340,18 @@ def embedding_bag(c: Call) -> Cost | None:
     (_bag_backward_stages)."""
     idx, w, offsets = c.get(0, "input"), c.get(1, "weight"), c.tensor(2, "offsets")
     mode = c.get(6, "mode", "mean")
-    psw = c.tensor(8, "per_sample_weights")
-    dim = w.shape[-1]
     last = offsets is not None and c.get(9, "include_last_offset", False)
     bags = idx.shape[0] if len(idx.shape) == 2 else (offsets.numel - last if offsets else None)
+    dense = mode != "max" and not c.get(5, "scale_grad_by_freq", False) and not c.get(7, "sparse", False)
+    return embedding_bag_cost(idx, w, offsets, c.tensor(8, "per_sample_weights"), bags, mode, dense)
+
+
+def embedding_bag_cost(idx: Tensor, w: Tensor, offsets: Tensor | None, psw: Tensor | None, bags: int | None,
+                       mode: str | None, dense: bool = False) -> Cost | None:
+    """embedding_bag's formula: `bags` bags of rows of `w` gathered by `idx`; `mode` None where
+    it is not known to be max (the aten level: a scalar): the adds alone, a mean's divides not
+    counted; `dense`: the backward's named stages."""
+    dim = w.shape[-1]
     if bags is None or w.itemsize is None or idx.nbytes is None:
         return None
     gathered = idx.numel * dim
@@ -353,7 +361,6 @@ def embedding_bag(c: Call) -> Cost | None:
     nbytes = meta + gathered * w.itemsize + out * w.itemsize
     scaled = mode == "mean" or psw is not None
     bwd_flops = out if mode == "max" else gathered * (2 if scaled else 1)
-    dense = mode != "max" and not c.get(5, "scale_grad_by_freq", False) and not c.get(7, "sparse", False)
     return Cost(flops, nbytes, fmt_params(w.dtype, idx=dims(idx.shape), weight=dims(w.shape), mode=mode), w.dtype, SIMT,
                 bwd_flops=bwd_flops,
                 bwd_bytes=meta + out * w.itemsize + 2 * (out if mode == "max" else gathered) * w.itemsize,
@@ -361,7 +368,8 @@ def embedding_bag(c: Call) -> Cost | None:
                 bwd_stages=_bag_backward_stages(idx, w, bags, bwd_flops, mode, psw) if dense else None)
 
 
-def _bag_backward_stages(idx: Tensor, w: Tensor, bags: int, flops: int, mode: str, psw: Tensor | None) -> tuple:
+def _bag_backward_stages(idx: Tensor, w: Tensor, bags: int, flops: int, mode: str | None,
+                         psw: Tensor | None) -> tuple:
     """The kernels of embedding_bag's dense sum/mean backward (PyTorch's
     embedding_backward_cuda_kernel), each named, over n indices of d features: dOut made
     contiguous where it is strided (a copy: read and written), the indices' positions (arange:
