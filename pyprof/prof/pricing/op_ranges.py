@@ -69,6 +69,7 @@ def kernel_element_dtype(name: str | None, verdict: str | None) -> str | None:
 _SIXTEEN_BIT_DST = re.compile(r"\b(bfloat16|float16)_copy_kernel_cuda")
 
 
+@lru_cache(maxsize=65536)
 def _copy_destination(name: str | None) -> str | None:
     """The destination's dtype of a copy into a 16-bit tensor, whose element type is the source's."""
     sixteen = _SIXTEEN_BIT_DST.search(name) if name else None
