@@ -12,8 +12,8 @@ Two facts flow from that:
   kernel wrote (op_ranges.kernel_element_dtype: a cast kernel's store type, a GEMM's dtype token,
   the first element type of an element-wise kernel's template), kept for every range around it,
   the last kernel of a range winning (an op's last kernel writes its result). A formula reads an
-  input's dtype from its producer (a cast's source dtype). Kept for the last HELD ops, least
-  recently written dropped first, so memory stays flat however long the trace.
+  input's dtype from its producer (a cast's source dtype). Kept for the last HELD ops, the least
+  recently changed dropped first, so memory stays flat however long the trace.
 - an output's shape, forward (`TensorFlow.shape_of`): the sizes a consumer's range gives for it.
   The records are read AHEAD records ahead of the one analysed (`TensorFlow.ahead`), and a
   consumer among them gives the shape of an output of an op still waiting in the window (an
@@ -98,13 +98,14 @@ class TensorFlow:
             op = r.get("opId")
             if type(op) is int:
                 key = (pid, op)
-                got = dtype or dtypes.get(key)
+                known = dtypes.get(key)  # "": looked for in its inputs already, none found
+                got = dtype or known
                 if got is None:  # no kernel of the op told one: its first input's whose producer did
-                    got = next((d for d in (dtypes.get((pid, p[0])) for p in producers(r) if p) if d), None)
-                if got is not None:
+                    got = next((d for d in (dtypes.get((pid, p[0])) for p in producers(r) if p) if d), "")
+                if got != known:  # an op's later kernels mostly repeat it
                     self._remember(dtypes, key, got)
                     seq = r.get("seq")
-                    if type(seq) is int and not node_range(r):
+                    if got and type(seq) is int and not node_range(r):
                         self._remember(self._forward, (pid, seq), (got, r.get("sizes")))
                 name = r.get("name")
                 if inner is not None and node_range(inner) and isinstance(name, str) and name.startswith(ENGINE):
@@ -124,8 +125,9 @@ class TensorFlow:
         if producer is None:
             return None
         got = self._dtypes.get((pid, producer[0]))
-        if got is None:
+        if not got:
             self.asked = True
+            return None
         return got
 
     def grad_dtype(self, pid: Any, seq: int) -> str | None:
@@ -156,7 +158,7 @@ class TensorFlow:
         """Output `index` of op `op` (an opId) as its first consumer read ahead gives it; None
         when none came within the window (or the records are not read ahead)."""
         waiting = self._waiting.get(pid, {}).get(op)
-        got = waiting[1].get(index) if waiting is not None else None
+        got = waiting[1].get(index) if waiting is not None and waiting[1] is not None else None
         if got is None:
             self.asked = True
         return got
@@ -197,12 +199,14 @@ class TensorFlow:
                     if s and type(p) is list and len(p) == 2 and type(p[0]) is int:  # not a scalar's []
                         w = waiting.get(p[0])
                         if w is not None and type(p[1]) is int and _int_list(s):
+                            if w[1] is None:
+                                w[1] = {}
                             w[1].setdefault(p[1], tuple(s))
             op = r.get("opId")
             if type(op) is int:
                 w = waiting.get(op)
                 if w is None:
-                    w = waiting[op] = [0, {}]
+                    w = waiting[op] = [0, None]  # its shapes, made when a consumer gives one
                 w[0] += 1
                 mine.append(w)
                 mine.append(op)
