@@ -33,10 +33,13 @@ def test_an_op_output_dtype_is_what_its_last_kernel_wrote_else_its_inputs():
 
 
 def test_the_flow_keeps_the_last_ops_only():
+    """Past 2 x held ops, the oldest are dropped down to `held`."""
     flow = TensorFlow(held=2)
-    for op in (1, 2, 3):
+    for op in (1, 2, 3, 4):
         flow.wrote(_rec(op), "float16")
-    assert [flow.dtype_of(1, (op, 0)) for op in (1, 2, 3)] == [None, "float16", "float16"]
+    assert [flow.dtype_of(1, (op, 0)) for op in (1, 2, 3, 4)] == ["float16"] * 4
+    flow.wrote(_rec(5), "float16")
+    assert [flow.dtype_of(1, (op, 0)) for op in (1, 2, 3, 4, 5)] == [None, None, None, "float16", "float16"]
 
 
 def test_a_forward_op_gives_its_node_the_gradient_dtype_and_the_input_shapes():
@@ -66,7 +69,7 @@ def test_a_consumer_read_ahead_within_the_window_gives_an_output_shape():
         seen[op] = flow.shape_of(1, op)
     # 13's consumer comes 3 records after it: past the window.
     assert seen == {10: (2, 6), 11: (5,), 12: None, 13: None, 14: None, 15: None, 16: None}
-    assert not any(flow._waiting.values())  # nothing held once every record went by
+    assert not flow._window  # nothing held once every record went by
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ Two facts flow from that:
   kernel wrote (op_ranges.kernel_element_dtype: a cast kernel's store type, a GEMM's dtype token,
   the first element type of an element-wise kernel's template), kept for every range around it,
   the last kernel of a range winning (an op's last kernel writes its result). A formula reads an
-  input's dtype from its producer (a cast's source dtype). Kept for the last HELD ops, the least
-  recently changed dropped first, so memory stays flat however long the trace.
+  input's dtype from its producer (a cast's source dtype). Kept for the last HELD to 2 x HELD ops,
+  the oldest dropped first, so memory stays flat however long the trace.
 - an output's shape, forward (`TensorFlow.shape_of`): the sizes a consumer's range gives for it.
   The records are read AHEAD records ahead of the one analysed (`TensorFlow.ahead`), and a
   consumer among them gives the shape of an output of an op still waiting in the window (an
@@ -26,7 +26,8 @@ whole trace might have answered otherwise.
 """
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import deque
+from itertools import islice
 from typing import Any, Iterable, Iterator
 
 ENGINE = "autograd::engine::evaluate_function"  # the engine's range around a node's work
@@ -70,14 +71,13 @@ class TensorFlow:
 
     def __init__(self, held: int = HELD) -> None:
         self._held = held
-        self._dtypes: OrderedDict = OrderedDict()  # (pid, opId) -> the dtype its last kernel wrote
+        self._dtypes: dict = {}  # (pid, opId) -> the dtype its last kernel wrote
         # (pid, seq) of a forward op -> (its output's dtype, its inputs' sizes)
-        self._forward: OrderedDict = OrderedDict()
+        self._forward: dict = {}
         # (pid, opId) of the engine's `evaluate_function` range -> the seq of the node it runs
-        self._nodes: OrderedDict = OrderedDict()
-        # pid -> {opId of an op in the window: [its records there, {output index: the shape its
-        # first consumer read ahead gives}]}
-        self._waiting: dict = {}
+        self._nodes: dict = {}
+        # The records read ahead of the one analysed (ahead), in order: shape_of looks there.
+        self._window: deque = deque()
         self.asked = False  # a formula asked for something this flow did not hold
 
     def wrote(self, rec: dict, dtype: str | None) -> None:
@@ -85,13 +85,16 @@ class TensorFlow:
         and by seq for a forward op's). A kernel whose name tells no dtype (cuDNN's
         `wgrad2d_shmem_tiling`) leaves a range it is the first of with the dtype of the range's
         first input whose producer is known: an op's output is in its inputs' dtype unless a
-        kernel (a cast) says otherwise."""
+        kernel (a cast) says otherwise. Every kernel record with ranges comes here: kept lean."""
+        ranges = rec.get("torchOps")
+        if not ranges:
+            return
         pid = _process(rec)
         if pid is _NO_KEY:
             return
-        dtypes = self._dtypes
+        dtypes, forward = self._dtypes, self._forward
         inner = None  # the range inside the one at hand
-        for r in reversed(rec.get("torchOps") or ()):
+        for r in reversed(ranges):
             if type(r) is not dict:
                 inner = None
                 continue
@@ -103,21 +106,25 @@ class TensorFlow:
                 if got is None:  # no kernel of the op told one: its first input's whose producer did
                     got = next((d for d in (dtypes.get((pid, p[0])) for p in producers(r) if p) if d), "")
                 if got != known:  # an op's later kernels mostly repeat it
-                    self._remember(dtypes, key, got)
+                    dtypes[key] = got
                     seq = r.get("seq")
                     if got and type(seq) is int and not node_range(r):
-                        self._remember(self._forward, (pid, seq), (got, r.get("sizes")))
-                name = r.get("name")
-                if inner is not None and node_range(inner) and isinstance(name, str) and name.startswith(ENGINE):
-                    self._remember(self._nodes, key, inner["seq"])
+                        forward[(pid, seq)] = (got, r.get("sizes"))
+                if inner is not None:
+                    name = r.get("name")
+                    if type(name) is str and name.startswith(ENGINE) and node_range(inner):
+                        self._nodes[key] = inner["seq"]
             inner = r
+        if len(dtypes) > 2 * self._held:
+            self._trim()
 
-    def _remember(self, table: OrderedDict, key: tuple, value: Any) -> None:
-        """`table[key] = value` as its most recent entry, the least recent dropped past HELD."""
-        table[key] = value
-        table.move_to_end(key)
-        if len(table) > self._held:
-            table.popitem(last=False)
+    def _trim(self) -> None:
+        """Each table down to its HELD newest entries (in the order first written): memory stays
+        flat however long the trace, and trimming in bulk costs nothing per record."""
+        for table in (self._dtypes, self._forward, self._nodes):
+            if len(table) > self._held:
+                for key in list(islice(table, len(table) - self._held)):
+                    del table[key]
 
     def dtype_of(self, pid: Any, producer: tuple | None) -> str | None:
         """The dtype the last kernel of op `producer` ((opId, output index)) wrote; None when no
@@ -155,70 +162,30 @@ class TensorFlow:
         return got[1] if got is not None and isinstance(got[1], list) else []
 
     def shape_of(self, pid: Any, op: Any, index: int = 0) -> tuple | None:
-        """Output `index` of op `op` (an opId) as its first consumer read ahead gives it; None
-        when none came within the window (or the records are not read ahead)."""
-        waiting = self._waiting.get(pid, {}).get(op)
-        got = waiting[1].get(index) if waiting is not None and waiting[1] is not None else None
-        if got is None:
-            self.asked = True
-        return got
+        """Output `index` of op `op` (an opId) as its first consumer among the records read ahead
+        gives it; None when none came within the window (or the records are not read ahead).
+        Looked for only when a formula asks (few do: an upsample, a reduction over dims), so
+        reading ahead costs the other records nothing but their place in the window."""
+        for _, rec in self._window:
+            if not isinstance(rec, dict) or _process(rec) != pid:
+                continue
+            for r in rec.get("torchOps") or ():
+                ids, sizes = (r.get("inputOpIds"), r.get("sizes")) if type(r) is dict else (None, None)
+                if not isinstance(ids, list) or not isinstance(sizes, list):
+                    continue
+                for p, s in zip(ids, sizes):
+                    if type(p) is list and len(p) == 2 and p[0] == op and p[1] == index and s and _int_list(s):
+                        return tuple(s)
+        self.asked = True
+        return None
 
     def ahead(self, numbered: Iterable[tuple[int, Any]], window: int = AHEAD) -> Iterator[tuple[int, Any]]:
         """`numbered` ((line, record) pairs) again, in order, each yielded once the `window`
-        records after it have been read for the consumers they name; what the window held for a
-        record is dropped when the next one is asked for (its analysis is done by then)."""
-        pending: deque = deque()
+        records after it have been read: those shape_of looks among while it is analysed."""
+        pending = self._window = deque()
         for item in numbered:
-            pending.append((item, self._enter(item[1])))
+            pending.append(item)
             if len(pending) > window:
-                item, mine = pending.popleft()
-                yield item
-                self._leave(mine)
+                yield pending.popleft()
         while pending:
-            item, mine = pending.popleft()
-            yield item
-            self._leave(mine)
-
-    def _enter(self, rec: Any) -> list:
-        """Note the ops of `rec` as waiting, and the shapes it gives of waiting ops' outputs;
-        the ops noted."""
-        ranges = rec.get("torchOps") if isinstance(rec, dict) else None
-        pid = _process(rec) if isinstance(ranges, list) else _NO_KEY
-        if pid is _NO_KEY:
-            return []
-        waiting = self._waiting.get(pid)
-        if waiting is None:
-            waiting = self._waiting[pid] = {}
-        mine = []
-        for r in ranges:
-            if not isinstance(r, dict):
-                continue
-            ids, sizes = r.get("inputOpIds"), r.get("sizes")
-            if waiting and isinstance(ids, list) and isinstance(sizes, list):
-                for p, s in zip(ids, sizes):
-                    if s and type(p) is list and len(p) == 2 and type(p[0]) is int:  # not a scalar's []
-                        w = waiting.get(p[0])
-                        if w is not None and type(p[1]) is int and _int_list(s):
-                            if w[1] is None:
-                                w[1] = {}
-                            w[1].setdefault(p[1], tuple(s))
-            op = r.get("opId")
-            if type(op) is int:
-                w = waiting.get(op)
-                if w is None:
-                    w = waiting[op] = [0, None]  # its shapes, made when a consumer gives one
-                w[0] += 1
-                mine.append(w)
-                mine.append(op)
-        mine.append(waiting)
-        return mine
-
-    def _leave(self, mine: list) -> None:
-        if not mine:
-            return
-        waiting = mine[-1]
-        for i in range(0, len(mine) - 1, 2):
-            w = mine[i]
-            w[0] -= 1
-            if not w[0]:
-                waiting.pop(mine[i + 1], None)
+            yield pending.popleft()
