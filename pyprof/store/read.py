@@ -125,14 +125,16 @@ def records(path: str, fields: list[str] | None = None, shared: bool = False) ->
         yield from _batch_records(batch, wanted, rank, keep, cache)
 
 
-def batches(path: str, fields: list[str], size: int) -> Iterator[tuple[int | None, Any]]:
+def batches(path: str, fields: list[str], size: int, dictionary: tuple = ()) -> Iterator[tuple[int | None, Any]]:
     """(rank, Arrow record batch of `size` rows at most) of the store `path`, in the order of
-    records(): columns `fields` (in FIELDS' order) and the store's own two (_keys, _extra)."""
+    records(): columns `fields` (in FIELDS' order) and the store's own two (_keys, _extra); the
+    text columns named in `dictionary` as dictionary arrays (the file's own dictionary, read as
+    it is: its values are not made into strings row by row)."""
     pa = schema.require_pyarrow()
     for frag in _dataset(path).get_fragments():
         try:
             # One file at a time, a batch at a time (the dataset scanner reads ahead: 3x the memory).
-            with pa.parquet.ParquetFile(frag.path) as file:
+            with pa.parquet.ParquetFile(frag.path, read_dictionary=list(dictionary)) as file:
                 for batch in file.iter_batches(size, columns=fields + [KEYS, EXTRA]):
                     yield _rank(frag), batch
         except (pa.ArrowException, OSError) as err:

@@ -17,7 +17,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from ...store import read as store
-from ...store.schema import EXTRA, FIELDS, KEYS, loads
+from ...store.schema import EXTRA, FIELDS, JSON, KEYS, loads
 from ..pricing.registry import lookup_aten
 from ..pricing.memo import Memo, NotMemoizable, fresh
 
@@ -26,6 +26,8 @@ UNREAD = ("correlationId", "seqId", "altSeqId", "launch", "regs", "staticShared"
 FIELDS_READ = [f for f in FIELDS if f not in UNREAD]
 TIMES = ("kStart", "kEnd", "kDuration")
 STATIC = [f for f in FIELDS_READ if f not in TIMES + ("fwd", "torchOps")]
+# Text columns of few values, read as the file's dictionary (fwd and torchOps: nearly one a record).
+DICTIONARY = tuple(f for f in STATIC if FIELDS[f] in (str, JSON))
 BATCH = 16384  # records per Arrow batch: an episode's records keep theirs in memory
 _VOLATILE = ("opId", "seq", "inputOpIds")
 _RANGE_IDS = r'([{,]"(?:opId|seq)":)(-?\d+)|([{,]"inputOpIds":)(\[[\[\],\d-]*\])'
@@ -34,7 +36,6 @@ _FWD_IDS = r'^(\{"seq":)-?\d+|(,"call":)-?\d+(\})$'
 _MARK = "pyprof-volatile"
 _HOLE = re.compile(r'([{,]"(?:opId|seq|inputOpIds|call)":)#')
 _MINUS_ZERO = r'(^|[\[,])-0($|[,\]])'  # an id -0 == 0, but not as text
-_SEP = "\x1f"
 
 
 def _freeze(v: Any) -> Any:
@@ -55,6 +56,21 @@ def _plain(v: Any) -> bool:
     return all(_plain(x) for x in v) if isinstance(v, (list, tuple)) else True
 
 
+def _dictionary(column: Any) -> tuple[Any, np.ndarray]:
+    """A column's values as an Arrow array (a dictionary column's own: its values may be more
+    than the rows use) and per row the index of its value there; a null row's index is the
+    array's length."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not pa.types.is_dictionary(column.type):
+        column = pc.dictionary_encode(column)
+    indices = column.indices
+    if indices.null_count:
+        indices = pc.fill_null(indices, len(column.dictionary))
+    return column.dictionary, indices.to_numpy(zero_copy_only=False)
+
+
 class Inputs:
     """Per-batch memo inputs of a store's records, with the caches that span batches."""
 
@@ -71,7 +87,7 @@ class Inputs:
     def run(self, path: str) -> Iterator[tuple[Any, np.ndarray, np.ndarray]]:
         """Per batch: (batch, node per record, call number per record (0: no kernel)); at the end,
         NotMemoizable unless memo.fresh holds."""
-        for rank, batch in store.batches(path, FIELDS_READ, BATCH):
+        for rank, batch in store.batches(path, FIELDS_READ, BATCH, DICTIONARY):
             yield batch, *self._batch(batch, rank)
         fresh(*[np.concatenate(a) for a in zip(*self._ranges_held)] if self._ranges_held else [np.zeros(0)] * 4)
 
@@ -128,6 +144,7 @@ class Inputs:
         self._ranges_held.append((threads[rows], episodes[rows], names[at], opids[at]))
 
     def _codes(self, column: Any) -> np.ndarray:
+        """Per row, a number equal for equal values of `column` (null a value of its own)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -136,13 +153,22 @@ class Inputs:
             parts = [column.is_null()] + [column.field(i) for i in range(t.num_fields)]
             return self._combine([self._codes(p) for p in parts])
         if pa.types.is_list(t):
-            if pa.types.is_string(t.value_type) and pc.any(pc.match_substring(pc.list_flatten(column), _SEP)).as_py():
-                raise NotMemoizable("a list item holding the separator")
-            text = pc.binary_join(pc.cast(column, pa.list_(pa.string())), _SEP)
-            return self._combine([self._codes(text), self._codes(pc.fill_null(pc.list_value_length(column), -1))])
-        if pa.types.is_dictionary(t):
-            return column.indices.to_numpy(zero_copy_only=False)
-        return pc.dictionary_encode(column, null_encoding="encode").indices.to_numpy(zero_copy_only=False)
+            return self._list_codes(column)
+        return _dictionary(column)[1]
+
+    def _list_codes(self, column: Any) -> np.ndarray:
+        """_codes of a list column: its length (-1: null) and its items' codes, each row's codes
+        as one binary value (4 bytes an item) encoded as any column is."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        lengths = pc.fill_null(pc.list_value_length(column), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        items = self._codes(pc.list_flatten(column)).astype(np.int32)
+        ends = np.cumsum(np.maximum(lengths, 0) * 4)
+        offsets = np.concatenate(([0], ends)).astype(np.int32)
+        rows = pa.Array.from_buffers(pa.binary(), len(lengths), [None, pa.py_buffer(offsets), pa.py_buffer(items.tobytes())])
+        codes = _dictionary(rows)[1]
+        return self._combine([lengths + 1, codes]) if (lengths < 0).any() else codes
 
     @staticmethod
     def _combine(codes: list) -> np.ndarray:
@@ -181,9 +207,8 @@ class Inputs:
         """The markers as call identities use them (equal when ==), and each record's index."""
         import pyarrow.compute as pc
 
-        enc = pc.dictionary_encode(column, null_encoding="encode")
-        out = [None if t is None else self._intern(_freeze(loads(t))) for t in enc.dictionary.to_pylist()]
-        return out, enc.indices.to_numpy(zero_copy_only=False).tolist()
+        values, codes = _dictionary(column)
+        return [self._intern(_freeze(loads(t))) for t in values.to_pylist()] + [None], codes.tolist()
 
     def _intern(self, v: Any) -> Any:
         return self._frozen.setdefault(v, v)
