@@ -228,31 +228,34 @@ class Inputs:
         ids = pc.list_slice(pieces, 1, None, 2)
         counts = pc.fill_null(pc.list_value_length(ids), 0).to_numpy(zero_copy_only=False)
         flat = pc.list_flatten(ids)
-        if pc.any(pc.match_substring_regex(flat, _MINUS_ZERO)).as_py():
+        if pc.any(pc.match_substring(flat, "-0")).as_py() and pc.any(pc.match_substring_regex(flat, _MINUS_ZERO)).as_py():
             raise NotMemoizable("-0 among torchOps ids")
+        shapes.append(None)  # a null text's
+        codes = pc.fill_null(skel.indices, len(shapes) - 1).to_numpy(zero_copy_only=False)
+        if (counts != np.array([0 if x is None else x[4] for x in shapes])[codes]).any():
+            raise NotMemoizable("torchOps ids not where their keys are")
+        offsets = np.concatenate(([0], np.cumsum(counts)))
+        # The opIds of the ranges a range state may hold, text by text: where each is among the
+        # ids (its skeleton says) and its name, as numbers.
+        stateful = [x[1] if x is not None else [] for x in shapes]
+        count = np.array([len(at) for at in stateful], np.int64)
+        place = np.array([p for at in stateful for p, _ in at], np.int64)
+        name = np.array([self._names.setdefault(x, len(self._names)) for at in stateful for _, x in at], np.int64)
+        per_text = count[codes]
+        rows = np.repeat(np.arange(len(codes)), per_text)
+        at = (np.cumsum(count) - count)[codes[rows]] + np.arange(len(rows)) - np.repeat(np.cumsum(per_text) - per_text, per_text)
+        opids = pc.cast(flat.take(offsets[rows] + place[at]), "int64").to_numpy(zero_copy_only=False)
         values = flat.to_pylist()
-        ints = pc.cast(pc.if_else(pc.match_substring_regex(flat, r"^-?\d+$"), flat, "0"), "int64").to_pylist()
-        offsets = np.concatenate(([0], np.cumsum(counts))).tolist()
-        out, count, names, opids = [], [], [], []
-        for j, code in enumerate(skel.indices.to_pylist()):
-            shape = shapes[code] if code is not None else None
+        out = []
+        for code, a, b in zip(codes.tolist(), offsets[:-1].tolist(), offsets[1:].tolist()):
+            shape = shapes[code]
             if shape is None:
                 out.append((None, (), None))
-                count.append(0)
                 continue
-            sid, opid_at, outer, k, holes = shape
-            a, b = offsets[j], offsets[j + 1]
-            if b - a != holes:
-                raise NotMemoizable("torchOps ids not where their keys are")
             vol = tuple(values[a:b])
-            out.append((sid, vol, None if outer is None else (outer, vol[:k])))
-            count.append(len(opid_at))
-            for p, name in opid_at:
-                names.append(name)
-                opids.append(ints[a + p])
-        held = (np.array(count, np.int64), np.array([self._names.setdefault(x, len(self._names)) for x in names],
-                                                    np.int64), np.array(opids, np.int64))
-        return out, enc.indices.to_numpy(zero_copy_only=False), held
+            outer = shape[2]
+            out.append((shape[0], vol, None if outer is None else (outer, vol[:shape[3]])))
+        return out, enc.indices.to_numpy(zero_copy_only=False), (per_text, name[at], opids)
 
     def _shape(self, skel: str, field: str) -> tuple:
         """What a skeleton says, decoded once. torchOps: (its id, the positions of the opIds of the
@@ -324,9 +327,12 @@ class Inputs:
                 out.append((None, (), None, None))
                 continue
             sid, value = shapes[code]
-            out.append((sid, tuple(h for h in (seq, call) if h is not None),
-                        call if call is not None else self._unmarked(value, "call"),
-                        seq if seq is not None else self._unmarked(value, "seq")))
+            if seq is not None and call is not None:
+                out.append((sid, (seq, call), call, seq))
+            else:
+                out.append((sid, tuple(h for h in (seq, call) if h is not None),
+                            call if call is not None else self._unmarked(value, "call"),
+                            seq if seq is not None else self._unmarked(value, "seq")))
         return out, enc.indices.to_numpy(zero_copy_only=False).tolist()
 
     @staticmethod

@@ -34,6 +34,7 @@ needs a kernel's duration and is applied by the caller; call numbers are counted
 """
 from __future__ import annotations
 
+from itertools import count
 from typing import Any, Callable, Hashable
 
 import numpy as np
@@ -146,7 +147,12 @@ class Memo:
             self._new_call(t, ident, resets)
         ep = t.cur
         names = ep.names
-        edge = (ep.node, key, tuple([names.setdefault(v, len(names)) for v in volatile]))
+        if names:
+            renamed = tuple([names.setdefault(v, len(names)) for v in volatile])
+        else:  # the episode's first kernel: its ids numbered in order of first appearance
+            names.update(zip(dict.fromkeys(volatile), count()))
+            renamed = tuple(map(names.__getitem__, volatile))
+        edge = (ep.node, key, renamed)
         node = self._edges.get(edge)
         if node is None:
             node = self._edges[edge] = self._miss(ep, where)
