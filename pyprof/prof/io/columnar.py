@@ -32,7 +32,8 @@ BATCH = 16384  # records per Arrow batch: an episode's records keep theirs in me
 _VOLATILE = ("opId", "seq", "inputOpIds")
 _RANGE_IDS = r'([{,]"(?:opId|seq)":)(-?\d+)|([{,]"inputOpIds":)(\[[\[\],\d-]*\])'
 _FWD_SEQ, _FWD_CALL = r'^\{"seq":(?P<v>-?\d+)', r',"call":(?P<v>-?\d+)\}$'
-_FWD_IDS = r'^(\{"seq":)-?\d+|(,"call":)-?\d+(\})$'
+# fwd's two ids cut in two passes, each anchored and without groups (RE2 rewrites faster so)
+_FWD_IDS = ((r'^\{"seq":-?\d+', '{"seq":#'), (r',"call":-?\d+\}$', ',"call":#}'))
 _MARK = "pyprof-volatile"
 _HOLE = re.compile(r'([{,]"(?:opId|seq|inputOpIds|call)":)#')
 _MINUS_ZERO = r'(^|[\[,])-0($|[,\]])'  # an id -0 == 0, but not as text
@@ -109,14 +110,15 @@ class Inputs:
         kernel = pc.equal(kinds, "kernel").to_numpy(zero_copy_only=False)
         bprop = pc.fill_null(pc.equal(batch.column("dir"), "bprop"), False).to_numpy(zero_copy_only=False)
         sub0 = pc.fill_null(pc.equal(batch.column("subSeqId"), 0), False).to_numpy(zero_copy_only=False)
-        threads = [self._threads.setdefault(t, len(self._threads)) for t in self._values(batch, ("pid", "tid"))]
+        reps, codes = self._values(batch, ("pid", "tid"))
+        threads = np.array([self._threads.setdefault(t, len(self._threads)) for t in reps], np.int64)[codes]
         ranges, rcode, held = self._ranges(batch.column("torchOps"))
         fwds, fcode = self._fwds(batch.column("fwd"))
         markers, mcode = self._markers(batch.column("marker"))
         nodes, numbers, episodes = [0] * n, [0] * n, [0] * n
         memo = self.memo
         copy, kernel_of = memo.copy, memo.kernel
-        for i, (k, s, th, b, z, r, f, m) in enumerate(zip(kernel.tolist(), statics, threads, bprop.tolist(),
+        for i, (k, s, th, b, z, r, f, m) in enumerate(zip(kernel.tolist(), statics, threads.tolist(), bprop.tolist(),
                                                            sub0.tolist(), rcode.tolist(), fcode, mcode)):
             where = (batch, i, rank)
             if not k:
@@ -130,7 +132,7 @@ class Inputs:
                 ident, starts = ((seq if b else markers[m]), outer), outer is None and z
             nodes[i], numbers[i], episodes[i] = kernel_of(th, ident, starts, starts and not b, outer is not None,
                                                           (s, rskel, fskel), rvol + fvol, where)
-        self._hold(held, np.asarray(rcode), kernel, np.asarray(threads), np.array(episodes, np.int64))
+        self._hold(held, np.asarray(rcode), kernel, threads, np.array(episodes, np.int64))
         return np.array(nodes, np.int32), np.array(numbers, np.int64)
 
     def _hold(self, held: tuple, codes: np.ndarray, kernel: np.ndarray, threads: np.ndarray,
@@ -180,12 +182,11 @@ class Inputs:
             acc = acc * card + c
         return np.unique(acc, return_inverse=True)[1].reshape(-1)
 
-    def _values(self, batch: Any, names: tuple) -> list:
-        """Per record, the tuple of its values of columns `names` (one object per distinct tuple)."""
+    def _values(self, batch: Any, names: tuple) -> tuple[list, np.ndarray]:
+        """The distinct tuples of values of columns `names`, and per record the index of its own."""
         codes = self._combine([self._codes(batch.column(name)) for name in names])
         _, first = np.unique(codes, return_index=True)
-        reps = list(zip(*[batch.column(name).take(first).to_pylist() for name in names]))
-        return [reps[c] for c in codes.tolist()]
+        return list(zip(*[batch.column(name).take(first).to_pylist() for name in names])), codes
 
     def _statics(self, batch: Any, rank: int | None) -> list:
         """Per record, a number naming its content but for the times, fwd and torchOps."""
@@ -201,7 +202,7 @@ class Inputs:
             key = (rank, *[tuple(v.items()) if isinstance(v, dict) else tuple(v) if isinstance(v, list) else v
                            for v in values])
             ids.append(self._static.setdefault(key, len(self._static)))
-        return [ids[c] for c in codes.tolist()]
+        return np.array(ids, np.int64)[codes].tolist()
 
     def _markers(self, column: Any) -> tuple[list, list]:
         """The markers as call identities use them (equal when ==), and each record's index."""
@@ -245,16 +246,15 @@ class Inputs:
         rows = np.repeat(np.arange(len(codes)), per_text)
         at = (np.cumsum(count) - count)[codes[rows]] + np.arange(len(rows)) - np.repeat(np.cumsum(per_text) - per_text, per_text)
         opids = pc.cast(flat.take(offsets[rows] + place[at]), "int64").to_numpy(zero_copy_only=False)
-        values = flat.to_pylist()
-        out = []
-        for code, a, b in zip(codes.tolist(), offsets[:-1].tolist(), offsets[1:].tolist()):
-            shape = shapes[code]
-            if shape is None:
-                out.append((None, (), None))
-                continue
-            vol = tuple(values[a:b])
-            outer = shape[2]
-            out.append((shape[0], vol, None if outer is None else (outer, vol[:shape[3]])))
+        vols = ids.to_pylist()
+        if ids.null_count:
+            vols = [v or [] for v in vols]
+        sid = [None if x is None else x[0] for x in shapes]
+        outer = [None if x is None or x[2] is None else (x[2], x[3]) for x in shapes]
+        cl = codes.tolist()
+        # The outer range as an identity compares it: without its ids, then its ids (they come first).
+        outers = [None if o is None else (o[0], v[:o[1]]) for o, v in zip(map(outer.__getitem__, cl), vols)]
+        out = list(zip(map(sid.__getitem__, cl), vols, outers))
         return out, enc.indices.to_numpy(zero_copy_only=False), (per_text, name[at], opids)
 
     def _shape(self, skel: str, field: str) -> tuple:
@@ -313,7 +313,10 @@ class Inputs:
 
         enc = pc.dictionary_encode(column, null_encoding="encode")
         texts = enc.dictionary
-        skel = pc.dictionary_encode(pc.replace_substring_regex(texts, _FWD_IDS, r"\1\2#\3"))
+        skel = texts
+        for pattern, hole in _FWD_IDS:
+            skel = pc.replace_substring_regex(skel, pattern, hole)
+        skel = pc.dictionary_encode(skel)
         shapes = [None if t is None else self._shape(t, "fwd") for t in skel.dictionary.to_pylist()]
         ids = []
         for pattern in (_FWD_SEQ, _FWD_CALL):
@@ -321,19 +324,18 @@ class Inputs:
             if pc.any(pc.equal(got, "-0")).as_py():
                 raise NotMemoizable("-0 in fwd")
             ids.append(pc.cast(got, "int64").to_pylist())
-        out = []
-        for code, seq, call in zip(skel.indices.to_pylist(), *ids):
-            if code is None:
-                out.append((None, (), None, None))
-                continue
-            sid, value = shapes[code]
-            if seq is not None and call is not None:
-                out.append((sid, (seq, call), call, seq))
-            else:
-                out.append((sid, tuple(h for h in (seq, call) if h is not None),
-                            call if call is not None else self._unmarked(value, "call"),
-                            seq if seq is not None else self._unmarked(value, "seq")))
+        sid = [None if x is None else x[0] for x in shapes]
+        out = [(sid[code], [seq, call], call, seq) if code is not None and seq is not None and call is not None
+               else self._fwd(shapes, code, seq, call) for code, seq, call in zip(skel.indices.to_pylist(), *ids)]
         return out, enc.indices.to_numpy(zero_copy_only=False).tolist()
+
+    def _fwd(self, shapes: list, code: int | None, seq: int | None, call: int | None) -> tuple:
+        """(skeleton, volatile ids, call, seq) of a fwd text without its two ids as integers."""
+        if code is None:
+            return None, [], None, None
+        sid, value = shapes[code]
+        return (sid, [h for h in (seq, call) if h is not None], call if call is not None else self._unmarked(value, "call"),
+                seq if seq is not None else self._unmarked(value, "seq"))
 
     @staticmethod
     def _unmarked(value: Any, key: str) -> Any:

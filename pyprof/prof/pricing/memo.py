@@ -34,8 +34,7 @@ needs a kernel's duration and is applied by the caller; call numbers are counted
 """
 from __future__ import annotations
 
-from itertools import count
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
@@ -118,6 +117,7 @@ class Memo:
 
     def __init__(self, load: Callable[[Any], dict]) -> None:
         self.nodes: list[Node] = []
+        self._holds: list[bool] = []  # per node, its holds (looked up per kernel)
         self._load = load
         self._edges: dict = {}
         self._copies: dict = {}
@@ -134,7 +134,7 @@ class Memo:
         return node
 
     def kernel(self, thread: Hashable, ident: Hashable, starts: bool, resets: bool, ranged: bool,
-               key: Hashable, volatile: tuple, where: Any) -> tuple[int, int, int]:
+               key: Hashable, volatile: Sequence, where: Any) -> tuple[int, int, int]:
         """(node, call number, episode number) of a kernel record: `ident` and `starts` as
         calls.identity gives them; `resets`: a forward kernel without PyTorch ranges that starts
         its call (see the module's docstring); `ranged`: it has PyTorch ranges; `key`: its
@@ -147,12 +147,7 @@ class Memo:
             self._new_call(t, ident, resets)
         ep = t.cur
         names = ep.names
-        if names:
-            renamed = tuple([names.setdefault(v, len(names)) for v in volatile])
-        else:  # the episode's first kernel: its ids numbered in order of first appearance
-            names.update(zip(dict.fromkeys(volatile), count()))
-            renamed = tuple(map(names.__getitem__, volatile))
-        edge = (ep.node, key, renamed)
+        edge = (ep.node, key, tuple([names.setdefault(v, len(names)) for v in volatile]))
         node = self._edges.get(edge)
         if node is None:
             node = self._edges[edge] = self._miss(ep, where)
@@ -160,7 +155,7 @@ class Memo:
             ep.analyzer = None
         ep.calls.append(where)
         ep.node = node
-        if self.nodes[node].holds:
+        if self._holds[node]:
             t.held, t.holder, t.clean = ep, ident, True
         elif ranged and t.held is not ep:
             t.clean = False
@@ -199,6 +194,7 @@ class Memo:
         analyzer.tally = Tally()
         facts.call = None  # numbered by the caller
         self.nodes.append(Node(facts, tuple(said.said), rec, analyzer.holds_call(rec)))
+        self._holds.append(self.nodes[-1].holds)
         return len(self.nodes) - 1
 
     @staticmethod
