@@ -228,3 +228,31 @@ def test_fresh_refuses_a_range_in_two_episodes_of_one_thread():
     fresh(a([0, 0]), a([1, 2]), a([5, 6]), a([7, 7]))   # another range name
     with pytest.raises(NotMemoizable, match="earlier episode"):
         fresh(a([0, 3, 0]), a([1, 1, 2]), a([5, 5, 5]), a([7, 7, 7]))
+
+
+def _classes(codes) -> list:
+    """Row numbers grouped by equal code, in order: equal codes exactly where the values are equal."""
+    seen: dict = {}
+    return [seen.setdefault(int(c), len(seen)) for c in codes]
+
+
+def test_list_codes_are_equal_exactly_where_the_lists_are():
+    """A list column's codes (grid, layer, ranges): null, empty, and items that once would have
+    needed a separator (a text item holding \\x1f, which sent the run to the record path)."""
+    import pyarrow as pa
+
+    texts = pa.array([["a", "b"], None, [], ["a\x1fb"], ["a", "b"], [""], ["a\x1fb"], None, ["ab"], []],
+                     pa.list_(pa.string()))
+    assert _classes(Inputs()._codes(texts)) == [0, 1, 2, 3, 0, 4, 3, 1, 5, 2]
+    ints = pa.array([[8, 4, 1], [8, 4], [8, 4, 1], None, [4, 8, 1], [], [8, 4]], pa.list_(pa.int64()))
+    assert _classes(Inputs()._codes(ints)) == [0, 1, 0, 2, 3, 4, 1]
+    assert _classes(Inputs()._codes(ints.slice(1))) == [0, 1, 2, 3, 4, 0]
+
+
+def test_dictionary_codes_keep_null_apart():
+    """A text column read as the file's dictionary (store.batches(dictionary=...)): a null row has
+    a code of its own, and values the rows do not use change nothing."""
+    import pyarrow as pa
+
+    column = pa.DictionaryArray.from_arrays(pa.array([1, None, 1, 0, None], pa.int32()), pa.array(["b", "a", "unused"]))
+    assert _classes(Inputs()._codes(column)) == [0, 1, 0, 2, 1]
