@@ -72,6 +72,24 @@ def _dictionary(column: Any) -> tuple[Any, np.ndarray]:
     return column.dictionary, indices.to_numpy(zero_copy_only=False)
 
 
+class _Joined(dict):
+    """4 * (the number of a torchOps text's numbering, Inputs._numberings) + (how fwd's ids number)
+    -> the numbering of the two texts' ids together (fwd's come after: an int is never equal to
+    a torchOps id, which is text)."""
+
+    _FWD = ((), (0,), (0, 1), (0, 0))
+
+    def __init__(self, numberings: list) -> None:
+        super().__init__()
+        self._numberings = numberings
+
+    def __missing__(self, key: int) -> tuple:
+        ranges = self._numberings[key // 4]
+        after = len(set(ranges))
+        got = self[key] = ranges + tuple(after + x for x in self._FWD[key % 4])
+        return got
+
+
 class Inputs:
     """Per-batch memo inputs of a store's records, with the caches that span batches."""
 
@@ -83,6 +101,9 @@ class Inputs:
         self._threads: dict = {}
         self._names: dict = {}
         self._ranges_held: list = []  # per batch: (thread, episode, name, opId) of stateful ranges
+        self._numbered: dict = {}  # a torchOps text's ids numbered by first appearance -> its number
+        self._numberings: list = []  # and back
+        self._joined = _Joined(self._numberings)
         self.memo = Memo(lambda where: store.record_at(where[0], where[1], FIELDS_READ, where[2]))
 
     def run(self, path: str) -> Iterator[tuple[Any, np.ndarray, np.ndarray]]:
@@ -118,20 +139,21 @@ class Inputs:
         nodes, numbers, episodes = [0] * n, [0] * n, [0] * n
         memo = self.memo
         copy, kernel_of = memo.copy, memo.kernel
+        joined = self._joined
         for i, (k, s, th, b, z, r, f, m) in enumerate(zip(kernel.tolist(), statics, threads.tolist(), bprop.tolist(),
                                                            sub0.tolist(), rcode.tolist(), fcode, mcode)):
             where = (batch, i, rank)
             if not k:
                 nodes[i] = copy(s, where)
                 continue
-            rskel, rvol, outer = ranges[r]
-            fskel, fvol, call, seq = fwds[f]
+            rskel, rvol, outer, rnum = ranges[r]
+            fskel, fvol, call, seq, fnum = fwds[f]
             if b and call is not None:  # calls.identity
                 ident, starts = ("call", call), False
             else:
                 ident, starts = ((seq if b else markers[m]), outer), outer is None and z
             nodes[i], numbers[i], episodes[i] = kernel_of(th, ident, starts, starts and not b, outer is not None,
-                                                          (s, rskel, fskel), rvol + fvol, where)
+                                                          (s, rskel, fskel), rvol + fvol, where, joined[4 * rnum + fnum])
         self._hold(held, np.asarray(rcode), kernel, threads, np.array(episodes, np.int64))
         return np.array(nodes, np.int32), np.array(numbers, np.int64)
 
@@ -254,8 +276,39 @@ class Inputs:
         cl = codes.tolist()
         # The outer range as an identity compares it: without its ids, then its ids (they come first).
         outers = [None if o is None else (o[0], v[:o[1]]) for o, v in zip(map(outer.__getitem__, cl), vols)]
-        out = list(zip(map(sid.__getitem__, cl), vols, outers))
+        out = list(zip(map(sid.__getitem__, cl), vols, outers, self._patterns(flat, counts)))
         return out, enc.indices.to_numpy(zero_copy_only=False), (per_text, name[at], opids)
+
+    def _patterns(self, flat: Any, counts: np.ndarray) -> list:
+        """Per text, its ids (`counts` of `flat`, text by text) numbered by first appearance among
+        themselves, as the number of that numbering (self._numberings)."""
+        import pyarrow as pa
+
+        if not len(flat):
+            return [self._number(())] * len(counts)
+        code = _dictionary(flat)[1].astype(np.int64)
+        text = np.repeat(np.arange(len(counts)), counts)
+        key = text * (int(code.max()) + 1) + code
+        _, first, group = np.unique(key, return_index=True, return_inverse=True)
+        group = group.reshape(-1)
+        group_text = text[first]
+        order = np.lexsort((first, group_text))
+        ordered = group_text[order]
+        rank = np.empty(len(first), np.int64)
+        rank[order] = np.arange(len(order)) - np.searchsorted(ordered, ordered)
+        numbers = rank[group].astype(np.int32)
+        offsets = np.concatenate(([0], np.cumsum(counts) * 4)).astype(np.int32)
+        rows = pa.Array.from_buffers(pa.binary(), len(counts), [None, pa.py_buffer(offsets), pa.py_buffer(numbers.tobytes())])
+        values, which = _dictionary(rows)
+        ids = [self._number(tuple(np.frombuffer(v, np.int32).tolist())) for v in values.to_pylist()]
+        return np.array(ids, np.int64)[which].tolist()
+
+    def _number(self, numbering: tuple) -> int:
+        got = self._numbered.get(numbering)
+        if got is None:
+            got = self._numbered[numbering] = len(self._numberings)
+            self._numberings.append(numbering)
+        return got
 
     def _shape(self, skel: str, field: str) -> tuple:
         """What a skeleton says, decoded once. torchOps: (its id, the positions of the opIds of the
@@ -308,7 +361,8 @@ class Inputs:
         return opid_at, self._intern(outer), len(keys), len(holes)
 
     def _fwds(self, column: Any) -> tuple[list, list]:
-        """Per distinct fwd text: (skeleton, volatile ids, call, seq); each record's index."""
+        """Per distinct fwd text: (skeleton, volatile ids, call, seq, how its ids number: 0 none,
+        1 one, 2 two apart, 3 two equal); each record's index."""
         import pyarrow.compute as pc
 
         enc = pc.dictionary_encode(column, null_encoding="encode")
@@ -325,17 +379,20 @@ class Inputs:
                 raise NotMemoizable("-0 in fwd")
             ids.append(pc.cast(got, "int64").to_pylist())
         sid = [None if x is None else x[0] for x in shapes]
-        out = [(sid[code], [seq, call], call, seq) if code is not None and seq is not None and call is not None
-               else self._fwd(shapes, code, seq, call) for code, seq, call in zip(skel.indices.to_pylist(), *ids)]
+        out = [(sid[code], [seq, call], call, seq, 2 + (seq == call)) if code is not None and seq is not None
+               and call is not None else self._fwd(shapes, code, seq, call)
+               for code, seq, call in zip(skel.indices.to_pylist(), *ids)]
         return out, enc.indices.to_numpy(zero_copy_only=False).tolist()
 
     def _fwd(self, shapes: list, code: int | None, seq: int | None, call: int | None) -> tuple:
-        """(skeleton, volatile ids, call, seq) of a fwd text without its two ids as integers."""
+        """(skeleton, volatile ids, call, seq, how its ids number) of a fwd text without its two
+        ids as integers."""
         if code is None:
-            return None, [], None, None
+            return None, [], None, None, 0
         sid, value = shapes[code]
-        return (sid, [h for h in (seq, call) if h is not None], call if call is not None else self._unmarked(value, "call"),
-                seq if seq is not None else self._unmarked(value, "seq"))
+        ids = [h for h in (seq, call) if h is not None]  # one at most: _fwds takes the texts with both
+        return (sid, ids, call if call is not None else self._unmarked(value, "call"),
+                seq if seq is not None else self._unmarked(value, "seq"), len(ids))
 
     @staticmethod
     def _unmarked(value: Any, key: str) -> Any:

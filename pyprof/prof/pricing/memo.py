@@ -94,7 +94,7 @@ class _Episode:
     def __init__(self, number: int) -> None:
         self.number = number
         self.node = ROOT
-        self.names: dict = {}      # volatile value -> its number in the episode
+        self.names: Any = None     # volatile value -> its number in the episode (the first kernel's ids till a second)
         self.calls: list = []      # where its records are (for a replay)
         self.analyzer: Analyzer | None = None  # in step with `calls` after a miss, else None
 
@@ -134,11 +134,13 @@ class Memo:
         return node
 
     def kernel(self, thread: Hashable, ident: Hashable, starts: bool, resets: bool, ranged: bool,
-               key: Hashable, volatile: Sequence, where: Any) -> tuple[int, int, int]:
+               key: Hashable, volatile: Sequence, where: Any, pattern: tuple) -> tuple[int, int, int]:
         """(node, call number, episode number) of a kernel record: `ident` and `starts` as
         calls.identity gives them; `resets`: a forward kernel without PyTorch ranges that starts
         its call (see the module's docstring); `ranged`: it has PyTorch ranges; `key`: its
-        content without its volatile ids, `volatile`: those ids in order. NotMemoizable where the
+        content without its volatile ids, `volatile`: those ids in order, `pattern`: each numbered
+        by its first appearance among them (what they are renamed to where the kernel starts its
+        episode). NotMemoizable where the
         thread's earlier calls could matter (and fresh() must hold for the episodes)."""
         t = self._threads.get(thread)
         if t is None:
@@ -147,7 +149,16 @@ class Memo:
             self._new_call(t, ident, resets)
         ep = t.cur
         names = ep.names
-        edge = (ep.node, key, tuple([names.setdefault(v, len(names)) for v in volatile]))
+        if names is None:  # the episode's first kernel: numbered when a second one comes
+            ep.names = volatile
+            edge = (ROOT, key, pattern)
+        else:
+            if names.__class__ is not dict:
+                first, names = names, {}
+                for v in first:
+                    names.setdefault(v, len(names))
+                ep.names = names
+            edge = (ep.node, key, tuple([names.setdefault(v, len(names)) for v in volatile]))
         node = self._edges.get(edge)
         if node is None:
             node = self._edges[edge] = self._miss(ep, where)
