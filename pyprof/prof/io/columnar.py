@@ -170,7 +170,6 @@ class Inputs:
     def _codes(self, column: Any) -> np.ndarray:
         """Per row, a number equal for equal values of `column` (null a value of its own)."""
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         t = column.type
         if pa.types.is_struct(t):
@@ -228,8 +227,6 @@ class Inputs:
 
     def _markers(self, column: Any) -> tuple[list, list]:
         """The markers as call identities use them (equal when ==), and each record's index."""
-        import pyarrow.compute as pc
-
         values, codes = _dictionary(column)
         return [self._intern(_freeze(loads(t))) for t in values.to_pylist()] + [None], codes.tolist()
 
