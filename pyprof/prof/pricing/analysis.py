@@ -242,7 +242,8 @@ class Analyzer:
         name = rec.get("kLongName") or rec.get("kShortName")
         verdict = classify(name)
         cost, f.level, aten_range = self._priced(rec, name, verdict)
-        self.flow.wrote(rec, aten_level.written_dtype(name, verdict))
+        if rec.get("torchOps"):  # the flow is between PyTorch's ranges: nothing to learn without them
+            self.flow.wrote(rec, aten_level.written_dtype(name, verdict))
         f.cost = cost
         kind = cost.kind if cost else None
         dtype = cost.dtype if cost else None

@@ -132,7 +132,7 @@ class Lists:
     else None; `fused`: the step's other launches walk its 1-element step counters; `numels`:
     each tensor's elements, in order, where the marker lists them (one parameter group)."""
 
-    __slots__ = ("numel", "count", "flops_per", "fused", "chunks", "numels", "_next")
+    __slots__ = ("numel", "count", "flops_per", "fused", "chunks", "numels", "_next", "_packings")
 
     def __init__(self, numel: int, count: int, flops_per: int | None, fused: bool,
                  numels: list[int] | None = None) -> None:
@@ -140,6 +140,7 @@ class Lists:
         self.chunks: int | None = None  # blocks of a launch that held the whole list
         self.numels = numels
         self._next: dict = {}  # kernel name -> the place of its next launch in its op's packing
+        self._packings: dict = {}  # max tensors a launch -> launch_chunks of `numels`
 
     def work(self, kernel: str, blocks: int | None, numels: list[int] | None = None, index: int = 0) -> tuple | None:
         """(FLOPs, bytes) of this launch of `blocks` blocks; None when not known. `numels`: the
@@ -177,7 +178,9 @@ class Lists:
     def _packed(self, kernel: str, max_tensors: int, blocks: int) -> int | None:
         """The elements of this launch of `kernel` from the marker's `numels`: the next launch of
         the packing (launch_elements) its op makes, None when its blocks are not that launch's."""
-        launches = launch_chunks(self.numels or [], max_tensors)
+        launches = self._packings.get(max_tensors)
+        if launches is None:  # every op of one depth packs the same list: replayed once
+            launches = self._packings[max_tensors] = launch_chunks(self.numels or [], max_tensors)
         at = self._next.get(kernel, 0) % len(launches)
         self._next[kernel] = at + 1
         elems, chunks = launches[at]
