@@ -132,7 +132,8 @@ def _dress(wrapper: Callable, orig: Callable, home: str, qualname: str) -> None:
 
 
 def is_wrapper(obj: Any) -> bool:
-    """True for functions made by op_wrapper, module_call, step_wrapper or scaler_wrapper."""
+    """True for functions made by op_wrapper, module_call, step_wrapper or scaler_wrapper (whose
+    code is step_wrapper's)."""
     return getattr(obj, "__code__", None) in _WRAPPER_CODES
 
 
@@ -274,13 +275,21 @@ def module_call(orig: Callable) -> Callable:
 _step_prefix: dict = {}  # optimizer class -> op prefix "torch.optim", "<Class>.step"
 
 
+def _params_json(opt: torch.optim.Optimizer) -> str:
+    """`"params":{...}` (optimizer_params) of an optimizer; unencodable where reading it fails."""
+    try:
+        return '"params":' + optimizer_params(opt)
+    except Exception:
+        return '"params":{"type":"unencodable"}'
+
+
 def _step_marker(opt: torch.optim.Optimizer, args: tuple, kwargs: dict, tail: str) -> str:
     cls = type(opt)
     prefix = _step_prefix.get(cls)
     if prefix is None:
         prefix = _step_prefix[cls] = op_prefix(OPTIM_MOD, cls.__name__ + ".step")
     try:
-        extra = '"params":' + optimizer_params(opt)
+        extra = _params_json(opt)
         for flag in ("foreach", "fused"):
             if flag in opt.defaults:
                 extra += ',"' + flag + '":' + _encode(opt.defaults[flag])
@@ -292,12 +301,14 @@ def _step_marker(opt: torch.optim.Optimizer, args: tuple, kwargs: dict, tail: st
     return _build(prefix, args, kwargs, tail, extra)
 
 
-def _phase_wrapper(orig: Callable, marker: Callable[[Any, tuple, dict, str], str]) -> Callable:
+def _phase_wrapper(orig: Callable, marker: Callable[[Any, tuple, dict, str], str],
+                   attr: Optional[str] = None) -> Callable:
     """A wrapper of a method of the optimizer phase whose marker `marker(self, args, kwargs,
-    tail)` builds: the calls it makes are inside its range and emit nothing (unless nested)."""
+    tail)` builds: the calls it makes are inside its range and emit nothing (unless nested).
+    `attr`: an attribute of the instance that, false, means the call launches nothing (no marker)."""
 
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not _state.on or _is_compiling():
+        if not _state.on or _is_compiling() or (attr is not None and not getattr(self, attr, True)):
             return orig(self, *args, **kwargs)
         tl = _threads.s
         depth = tl.depth
@@ -336,21 +347,9 @@ def scaler_wrapper(orig: Callable, name: str) -> Callable:
         opt = args[0] if args else kwargs.get("optimizer")
         if not isinstance(opt, torch.optim.Optimizer):
             return _build(prefix, args, kwargs, tail)
-        try:
-            extra = '"params":' + optimizer_params(opt)
-        except Exception:
-            extra = '"params":{"type":"unencodable"}'
-        return _build(prefix, (), None, tail, extra)
+        return _build(prefix, (), None, tail, _params_json(opt))
 
-    wrapped = _phase_wrapper(orig, marker)
-
-    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not getattr(self, "_enabled", True):
-            return orig(self, *args, **kwargs)
-        return wrapped(self, *args, **kwargs)
-
-    functools.update_wrapper(method, orig)
-    return method
+    return _phase_wrapper(orig, marker, "_enabled")
 
 
 def hiding(fn: Callable) -> Callable:
@@ -374,8 +373,7 @@ def hiding(fn: Callable) -> Callable:
 
 
 _WRAPPER_CODES = frozenset(
-    f.__code__ for f in (op_wrapper(len, "", "", "", "x"), module_call(len), step_wrapper(len),
-                         scaler_wrapper(len, "x"))
+    f.__code__ for f in (op_wrapper(len, "", "", "", "x"), module_call(len), step_wrapper(len))
 )
 
 
