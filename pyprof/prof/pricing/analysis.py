@@ -16,7 +16,7 @@ from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .tensor_flow import TensorFlow
 from .parts import (ADD, COPY, FILL, LAUNCH, LAYOUT, SPLIT_K, WGRAD_SUM, CallParts, Part, backward_parts, family,
-                    forward_parts, conv_outputs, layout_parts, math_attention_gemm, rnn_step, split_k, split_pass,
+                    forward_parts, conv_outputs, grid_z, layout_parts, math_attention_gemm, rnn_step, split_k, split_pass,
                     tensor_lists, wgrad_sum, wgrad_sum_dtype)
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost, Unknowable, lookup, retype
 from ..warnings_tally import Tally
@@ -94,11 +94,6 @@ def _sizes_gemm(rec: dict) -> tuple | None:
 def _shape(s: object) -> bool:
     """Whether `s` is a tensor's sizes in a PyTorch range: a non-empty list of ints."""
     return isinstance(s, list) and bool(s) and all(type(d) is int for d in s)
-
-
-def _grid_z(rec: dict) -> int | None:
-    grid = rec.get("grid")
-    return grid[2] if isinstance(grid, list) and len(grid) == 3 and type(grid[2]) is int else None
 
 
 def _backward_of(rec: dict) -> bool:
@@ -259,7 +254,7 @@ class Analyzer:
             dtype = kernel_dtype(name) or dtype
         f.dtype = dtype
         if verdict in (MMA, SIMT):  # a split-K reduction after it sums its grid's z partial products
-            self._calls[("splits", rec.get("pid"), rec.get("tid"))] = _grid_z(rec)
+            self._calls[("splits", rec.get("pid"), rec.get("tid"))] = grid_z(rec.get("grid"))
         if aten_range is not None:
             f.flops, f.bytes = self._aten_work(rec, cost, verdict, aten_range, name)
         else:
@@ -430,7 +425,7 @@ class Analyzer:
             x, w = ((r.get("sizes") or []) + [None, None, None])[1:3]
             part = wgrad_sum(x[0], prod(w), wgrad_sum_dtype(name)) if rec.get("dir") == "bprop" and _shape(x) \
                 and _shape(w) else None
-            return self._unclaimed() if part is None else (part.flops, part.bytes)
+            return self.unclaimed() if part is None else (part.flops, part.bytes)
         if mma and verdict == NONE:
             # cuDNN's layout conversion of one of the range's tensors (parts.py), as with markers.
             size = ITEMSIZE.get(cost.dtype)
@@ -439,13 +434,13 @@ class Analyzer:
             shapes = (r.get("sizes") or [])[:3] + ([cost.out_shape] if cost.out_shape else [])
             layout = [p for p in layout_parts(shapes, size) if isinstance(rec.get("grid"), list)
                       and tuple(rec["grid"]) == p.grid] if cost.kind == CONV and size and family(name) == LAYOUT else []
-            return (layout[0].flops, layout[0].bytes) if layout else self._unclaimed()
+            return (layout[0].flops, layout[0].bytes) if layout else self.unclaimed()
         if mma and not counts:  # not recognised: facts() counted it
             return _UNKNOWN
         if cost.kind == CONV and rec.get("dir") == "bprop":
             return (cost.flops, cost.bytes) if self._gradient_slot(rec, name, (r.get("name"), r.get("opId"))) \
-                else self._unclaimed()
-        return (cost.flops, cost.bytes) if first else self._unclaimed()
+                else self.unclaimed()
+        return (cost.flops, cost.bytes) if first else self.unclaimed()
 
     def _stages_of(self, rec: dict, r: dict) -> tuple | None:
         """The stages the first kernel of PyTorch range `r` had, while its kernels run."""
@@ -465,7 +460,7 @@ class Analyzer:
         index = state[1]
         state[1] += 1
         stages = state[2]
-        return stages[index] if stages is not None and index < len(stages) else self._unclaimed()
+        return stages[index] if stages is not None and index < len(stages) else self.unclaimed()
 
     def _split_k(self, rec: dict, name: str | None, outputs: list, dtype: str | None) -> tuple:
         """(flops, bytes) of a split-K reduction (parts.split_k) after the thread's last matrix
@@ -482,7 +477,7 @@ class Analyzer:
         splits = self._calls.get(("splits", rec.get("pid"), rec.get("tid")))
         outputs = self._gemm_outputs(rec, cost, bprop)
         if not splits or splits < 2 or len(outputs) != 1:
-            return self._unclaimed()
+            return self.unclaimed()
         out = outputs[0][0] * outputs[0][1]
         return (splits - 1) * out, None if size is None else splits * out * 4 + out * size
 
@@ -516,7 +511,7 @@ class Analyzer:
             rnn_step(cost, name, rec.get("grid"), verdict in (MMA, SIMT), bprop)
         return self._rest(rec, cost.bwd_flops if bprop else cost.flops, _UNKNOWN if work is None else work)
 
-    def _unclaimed(self) -> tuple:
+    def unclaimed(self) -> tuple:
         """(na, na) for a kernel of an op call that carries none of its formula's work and no part
         of it that is known (a second kernel of a split gradient, a library's helper): it did work,
         but how much is not known, so never 0. For sums over whole calls it adds 0 FLOPs (the
@@ -568,7 +563,7 @@ class Analyzer:
                 inner = torch_ops[-1]
                 if inner.get("name") not in cost.main_op or not self._first(
                         ("main", rec.get("pid"), rec.get("tid")), inner, True, rec.get("subSeqId") == 0):
-                    return self._unclaimed()
+                    return self.unclaimed()
             else:
                 # A copy or fill kernel of the call is a part (autocast's cast of an argument, a
                 # gradient's zero fill; backward, an add: the engine's accumulation of a gradient)
@@ -591,7 +586,7 @@ class Analyzer:
                     return self._rest(rec, cost.bwd_flops if bprop else cost.flops,
                                       (staged[0], None if nbytes is None else nbytes + sum(staged[2:])))
                 if not first:
-                    return self._unclaimed()
+                    return self.unclaimed()
             flops, nbytes = (cost.bwd_flops, cost.bwd_bytes) if bprop else (cost.flops, cost.bytes)
             return flops, self._ran_in(nbytes, cost, rec, name)
         math = verdict in (MMA, SIMT)
@@ -602,7 +597,7 @@ class Analyzer:
             return self._split_k(rec, name, self._gemm_outputs(rec, cost, bprop), dtype)
         if verdict == NONE:
             part = self._part(rec, cost, bprop, name)
-            return self._unclaimed() if part is None else (part.flops, part.bytes)
+            return self.unclaimed() if part is None else (part.flops, part.bytes)
         if not math:
             return _UNKNOWN
         size = ITEMSIZE.get(dtype)
@@ -612,7 +607,7 @@ class Analyzer:
             sizes = _sizes_gemm(rec)
             if sizes is not None:
                 if not self._first_in_range(rec):
-                    return self._unclaimed()
+                    return self.unclaimed()
                 b, m, n, k, extra = sizes
                 elems = b * (m * k + k * n + m * n) + extra
                 if math_path and size is not None:
@@ -620,18 +615,18 @@ class Analyzer:
                 return 2 * b * m * n * k, None if size is None else elems * size
         if math_path:
             staged = self._call_parts(rec, cost, bprop).stage()
-            return self._unclaimed() if staged[0] is None else staged
+            return self.unclaimed() if staged[0] is None else staged
         if not bprop:
             if not first:
-                return self._unclaimed()
+                return self.unclaimed()
             return cost.flops, None if size is None or cost.elems is None else (cost.elems + cost.bias_elems) * size
         grad = (cost.flops, None if size is None or cost.elems is None else cost.elems * size)
         if kind == GEMM:
             return grad  # data- and weight-gradient GEMMs each do one forward's work
         if kind == CONV:
-            return grad if self._gradient_slot(rec, name) else self._unclaimed()
+            return grad if self._gradient_slot(rec, name) else self.unclaimed()
         if not first:  # ATTN backward: the whole node's work on its main kernel
-            return self._unclaimed()
+            return self.unclaimed()
         if cost.bwd_bytes is None or size is None or cost.dtype is None:
             return cost.bwd_flops, cost.bwd_bytes
         return cost.bwd_flops, cost.bwd_bytes * size // ITEMSIZE[cost.dtype]

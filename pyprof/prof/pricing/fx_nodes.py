@@ -21,7 +21,7 @@ from typing import Any
 from . import peaks as peaks_mod
 from .ops import lookup
 from .ops.fx import foreach
-from .parts import SPLIT_K, CallParts, backward_parts, family, forward_parts, split_k
+from .parts import SPLIT_K, CallParts, backward_parts, family, forward_parts, grid_z, split_k
 from .registry import GEMM, MMA_KINDS, Call, Cost, Formula, Unknowable
 from .values import ITEMSIZE
 from .tensorcores import MMA, NONE, SIMT, classify
@@ -148,8 +148,7 @@ class CompiledPricer:
         n = state[1]
         if counts:
             state[1] = n + 1
-            grid = rec.get("grid")
-            state[2] = grid[2] if isinstance(grid, list) and len(grid) == 3 and type(grid[2]) is int else None
+            state[2] = grid_z(rec.get("grid"))
         return n
 
     def _helper(self, rec: dict, entry: dict, w: KernelWork, name: str | None) -> tuple:
@@ -163,14 +162,14 @@ class CompiledPricer:
             shape = main.out_shape if main.kind == GEMM else None
             work = split_k(name or "", rec.get("grid"), state[2], [shape] if shape and len(shape) == 2 else [],
                            ITEMSIZE.get(main.dtype))
-            return work if work is not None else self.analyzer._unclaimed()
+            return work if work is not None else self.analyzer.unclaimed()
         if state[3] is None:
             args = node.get("args") if isinstance(node.get("args"), list) else []
             op = str(node.get("op")).split(".")
             bwd = len(op) > 1 and op[1].endswith("_backward")
             state[3] = CallParts((backward_parts if bwd else forward_parts)({"args": args[1:] if bwd else args}, main))
         part = state[3].take(name, rec.get("grid"), rec.get("block"))
-        return (part.flops, part.bytes) if part is not None else self.analyzer._unclaimed()
+        return (part.flops, part.bytes) if part is not None else self.analyzer.unclaimed()
 
     def facts(self, rec: dict, facts: Any) -> Any:
         """Fill `facts` (an analysis.Facts) for a record with `compiled`."""
@@ -196,7 +195,7 @@ class CompiledPricer:
             if verdict == NONE:
                 facts.flops, facts.bytes = self._helper(rec, entry, w, name)
             elif verdict in (MMA, SIMT) and part >= w.parts:  # a gradient's second kernel
-                facts.flops, facts.bytes = self.analyzer._unclaimed()
+                facts.flops, facts.bytes = self.analyzer.unclaimed()
             elif w.parts > 1 and verdict in (MMA, SIMT):
                 facts.flops = None if w.flops is None else w.flops // w.parts + (w.flops % w.parts if part == 0 else 0)
                 facts.bytes = None if w.bytes is None else w.bytes // w.parts + (w.bytes % w.parts if part == 0 else 0)
@@ -206,7 +205,7 @@ class CompiledPricer:
             else:
                 facts.flops, facts.bytes = w.flops, w.bytes
         elif entry.get("sub"):  # a later kernel of one library call: the first carries its work
-            facts.flops, facts.bytes = self.analyzer._unclaimed()
+            facts.flops, facts.bytes = self.analyzer.unclaimed()
         else:
             facts.flops, facts.bytes = w.flops, w.bytes
         if facts.flops is not None:

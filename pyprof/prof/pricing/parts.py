@@ -558,3 +558,8 @@ def _threads(dims: object) -> int | None:
     if not isinstance(dims, list) or not dims or not all(type(d) is int and d > 0 for d in dims):
         return None
     return math.prod(dims)
+
+
+def grid_z(grid: object) -> int | None:
+    """A launch grid's z (a split-K GEMM's split count), None where the record's grid is not 3 ints."""
+    return grid[2] if isinstance(grid, list) and len(grid) == 3 and type(grid[2]) is int else None
