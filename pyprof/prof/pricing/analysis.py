@@ -16,8 +16,9 @@ from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .tensor_flow import TensorFlow
 from .parts import (ADD, COPY, FILL, LAUNCH, LAYOUT, SPLIT_K, WGRAD_SUM, CallParts, Part, backward_parts, family,
-                    forward_parts, conv_outputs, grid_z, layout_parts, math_attention_gemm, rnn_step, split_k, split_pass,
+                    forward_parts, conv_outputs, grid_z, layout_parts, math_attention_gemm, split_k, split_pass,
                     tensor_lists, wgrad_sum, wgrad_sum_dtype)
+from .rnn_kernels import RnnCall
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost, Unknowable, lookup, retype
 from ..warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
@@ -409,8 +410,9 @@ class Analyzer:
                     None if cost.bytes is None else cost.bytes * share // total)
         if cost.stages is not None or self._stages_of(rec, r) is not None:
             return self._aten_stage(rec, r, cost)
-        if cost.kind == RNN and cost.rnn is not None:  # each kernel its step, as with markers
-            work = rnn_step(cost, name, rec.get("grid"), verdict in (MMA, SIMT), rec.get("dir") == "bprop")
+        if cost.kind == RNN and cost.rnn is not None:  # each kernel its own work, as with markers
+            work = self._rnn_call(rec, cost, rec.get("dir") == "bprop").work(
+                name, rec.get("grid"), verdict in (MMA, SIMT), lambda: self._upcoming(rec))
             return _UNKNOWN if work is None else work
         mma = cost.kind in MMA_KINDS
         counts = verdict in (MMA, SIMT) if mma else True
@@ -503,13 +505,40 @@ class Analyzer:
 
     def _rnn_work(self, rec: dict, cost: Cost, verdict: str | None, bprop: bool, name: str | None) -> tuple:
         """(flops, bytes) of a kernel of a cuDNN RNN call: a helper (autocast's casts, the flat
-        weight buffer's fill) its part, a recurrent GEMM or cell kernel its step
-        (parts.rnn_step); any other kernel na: the call's work is never put on one kernel."""
+        weight buffer's fill) its part, a GEMM or cell kernel its own work (rnn_kernels.py); any
+        other kernel na: the call's work is never put on one kernel."""
         self._first_of_call(rec, True)  # the call whose parts the helpers take
         part = self._part(rec, cost, bprop, name) if family(name) is not None else None
-        work = (part.flops, part.bytes) if part is not None else \
-            rnn_step(cost, name, rec.get("grid"), verdict in (MMA, SIMT), bprop)
+        work = (part.flops, part.bytes) if part is not None else self._rnn_call(rec, cost, bprop).work(
+            name, rec.get("grid"), verdict in (MMA, SIMT), lambda: self._upcoming(rec))
         return self._rest(rec, cost.bwd_flops if bprop else cost.flops, _UNKNOWN if work is None else work)
+
+    def _rnn_call(self, rec: dict, cost: Cost, bprop: bool) -> RnnCall:
+        """The cuDNN RNN call this kernel belongs to (its kernels so far), by the call's identity."""
+        ident, starts = self._ident or call_identity(rec)
+        key = ("rnn", rec.get("pid"), rec.get("tid"))
+        state = self._calls.get(key)
+        if state is None or state[0] != ident or starts:
+            state = self._calls[key] = [ident, RnnCall(cost, bprop)]
+        return state[1]
+
+    def _upcoming(self, rec: dict) -> tuple[list, bool]:
+        """The kernel names of `rec`'s op call read ahead of it (tensor_flow's window), and whether
+        the call ended there; a reading that does not reach the call's end is one the whole trace
+        might have answered otherwise (the memo's replay reads none ahead: TensorFlow.asked)."""
+        ident = (self._ident or call_identity(rec))[0]
+        thread = (rec.get("pid"), rec.get("tid"))
+        names = []
+        for later in self.flow.upcoming():
+            if not isinstance(later, dict) or later.get("kind", "kernel") != "kernel" \
+                    or (later.get("pid"), later.get("tid")) != thread:
+                continue
+            other, starts = call_identity(later)
+            if starts or other != ident:
+                return names, True
+            names.append(later.get("kLongName") or later.get("kShortName"))
+        self.flow.asked = True
+        return names, False
 
     def unclaimed(self) -> tuple:
         """(na, na) for a kernel of an op call that carries none of its formula's work and no part

@@ -164,6 +164,18 @@ def _flat_weights(marker: dict, cost: Cost | None, bprop: bool = False) -> list[
     return [Part(FILL, weights, 0, weights * ITEMSIZE[low])] if weights else []
 
 
+def _final_state_grads(cost: Cost) -> list[Part]:
+    """An RNN backward's zeroed gradients of the final states h_n (and LSTM's c_n), layers x
+    directions x N x R (H), written in the op's dtype: _cudnn_rnn_backward makes them where the
+    loss did not use the states (kernel_truth's gru: a 12,288-element fp16 fill), whether or not
+    h0 required grad."""
+    s, size = cost.rnn, ITEMSIZE.get(cost.dtype)
+    if cost.kind != RNN or s is None or size is None:
+        return []
+    units = s.layers * s.dirs * s.batch
+    return [Part(FILL, units * n, 0, units * n * size) for n in ((s.rec, s.hidden) if s.gates == 4 else (s.rec,))]
+
+
 def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     """The helper kernels of an op call's forward: autocast's casts (source read, copy written),
     a bias added apart (output and bias read, output written: one add per output element; the
@@ -229,7 +241,8 @@ def _gradients(marker: dict, cost: Cost | None) -> list[Part]:
     args = [t for t in _operands(Call(marker)) if t.dtype in _FLOATING and t.numel and t.grad is not False]
     size = ITEMSIZE.get(cost.dtype)
     fills = [Part(FILL, cost.grad_fill, 0, cost.grad_fill * size)] if cost.grad_fill and size else [
-        Part(FILL, t.numel, 0, t.numel * ITEMSIZE[t.dtype]) for t in args] + _flat_weights(marker, cost, True)
+        Part(FILL, t.numel, 0, t.numel * ITEMSIZE[t.dtype]) for t in args] + _flat_weights(marker, cost, True) \
+        + _final_state_grads(cost)
     return fills + [Part(ADD, t.numel, t.numel, 3 * t.numel * ITEMSIZE[t.dtype]) for t in args]
 
 
@@ -409,85 +422,6 @@ def tensor_lists(marker: dict, cost: Cost | None) -> Lists | None:
     ok = isinstance(sizes, list) and len(sizes) == count and all(type(n) is int and n >= 0 for n in sizes) \
         and sum(sizes) == numel
     return Lists(numel, count, per, fused, sizes if ok else None)
-
-
-# cuDNN's RNN kernels: per time step, layer and direction a recurrent GEMM and a cell kernel
-# (forward `elemWiseRNNcell` or `<MODE>_elementWise_fp`, backward `<MODE>_elementWise_bp1`).
-_RNN_CELL = re.compile(r"\belemWiseRNNcell\b|_elementWise_(?:fp|bp1)\b")
-# After its steps, cuDNN's GRU backward sums each layer's gate gradients into its bias gradients.
-_GRU_BIAS_GRAD = re.compile(r"\bGRU_elementWise_bp2\b")
-# A GEMM kernel's tile (M x N) as cuBLAS, cuBLASLt and CUTLASS names spell it: nvjet_sm90_hsh_64x8_...,
-# ..._tilesize64x64x8_..., cutlass_80_simt_sgemm_64x64_8x5_...
-_TILE = re.compile(r"(?:tilesize|_)(\d+)x(\d+)(?:x\d+)?_")
-
-
-def _rows_tiled(kernel: str | None, grid: object, cols: int, step: int, most: int) -> list[int]:
-    """The row counts (multiples of `step` up to `most`) whose rows x `cols` output a GEMM
-    launch's tiles cover exactly: its grid's x * y blocks (z splits K or batches) are
-    ceil(rows / tile M) * ceil(cols / tile N), the tile M x N read from the name, either way round."""
-    m = _TILE.search(kernel or "")
-    if m is None or not isinstance(grid, list) or len(grid) < 2 or not all(type(d) is int and d > 0 for d in grid):
-        return []
-    blocks = grid[0] * grid[1]
-    found = set()
-    for a, b in ((int(m.group(1)), int(m.group(2))), (int(m.group(2)), int(m.group(1)))):
-        q, left = divmod(blocks, -(-cols // b))
-        if left or not q:
-            continue
-        low, high = (q - 1) * a + 1, min(q * a, most)  # ceil(rows / a) == q
-        found.update(range(-(-low // step) * step, high + 1, step))
-    return sorted(found)
-
-
-def rnn_step(cost: Cost, kernel: str | None, grid: object, matrix: bool, bprop: bool) -> tuple | None:
-    """(FLOPs, bytes) of one kernel of a cuDNN RNN call, or None where the trace cannot say it.
-
-    A GEMM kernel's rows are those its tiles cover (_rows_tiled). One step's rows (N) make a
-    recurrent GEMM (forward: h·W_hhᵀ into N x G·H; backward: dgates·W_hh into N x R): 2·N·G·H·R
-    FLOPs, W_hh, its input and its output moved. Forward, more whole steps' rows make a chunk of
-    a layer's input projection (rows x G·H) with K the layer's input size, known when every layer
-    reads as many features; backward, the input-gradient chunks and the weight gradients are not
-    told apart (None), nor is any GEMM whose tiles fit more than one row count. A cell kernel does
-    one step's cell math (ops/rnn.py), backward twice it: the gates, states and biases read, the
-    new state written (backward: the gates' and states' gradients). With a projection (LSTM
-    proj_size) each step runs one more GEMM, which the tiles do not tell from the recurrent
-    one: every GEMM None."""
-    shape = cost.rnn
-    size = ITEMSIZE.get(cost.dtype)
-    if shape is None or size is None:
-        return None
-    n, gh, h, r = shape.batch, shape.gates * shape.hidden, shape.hidden, shape.rec
-    c = n * h if shape.gates == 4 else 0  # LSTM's cell state
-    if matrix and shape.proj:
-        return None
-    if matrix:
-        rows = _rows_tiled(kernel, grid, r if bprop else gh, n, shape.rows)
-        if rows == [n]:
-            return 2 * n * gh * r, (gh * r + n * r + n * gh) * size
-        k = shape.in_size if shape.layers == 1 or shape.in_size == shape.dirs * r else None
-        if bprop or k is None or len(rows) != 1:
-            return None
-        return 2 * rows[0] * gh * k, (rows[0] * k + gh * k + rows[0] * gh) * size
-    if bprop and _GRU_BIAS_GRAD.search(kernel or ""):
-        return _gru_bias_grad(shape, size)
-    if not _RNN_CELL.search(kernel or ""):
-        return None
-    flops = n * h * shape.cell
-    if bprop:
-        return 2 * flops, (2 * n * gh + 3 * n * h + 3 * c) * size
-    return flops, (2 * n * gh + n * r + 2 * c + 2 * gh * shape.bias + n * h) * size
-
-
-def _gru_bias_grad(shape, size: int) -> tuple | None:
-    """(FLOPs, bytes) of cuDNN's GRU_elementWise_bp2, one a layer: the layer's G·H gate gradients
-    of every input row summed twice, for b_ih and for b_hh (the hidden path's n gate has its own:
-    r·dn), both read, the two bias gradients written (ncu: 2,475,136 bytes against these
-    2,460,672 for 800 rows of 768 gates in fp16). None without biases or with two directions
-    (a launch per direction or one for both: not seen)."""
-    if not shape.bias or shape.dirs != 1:
-        return None
-    gh = shape.gates * shape.hidden
-    return 2 * (shape.rows - 1) * gh, (2 * shape.rows * gh + 2 * gh) * size
 
 
 class CallParts:

@@ -179,6 +179,10 @@ class TensorFlow:
         self.asked = True
         return None
 
+    def upcoming(self) -> Iterator[Any]:
+        """The records read ahead of the one analysed, in order (none where they are not read ahead)."""
+        return (rec for _, rec in self._window)
+
     def ahead(self, numbered: Iterable[tuple[int, Any]], window: int = AHEAD) -> Iterator[tuple[int, Any]]:
         """`numbered` ((line, record) pairs) again, in order, each yielded once the `window`
         records after it have been read: those shape_of looks among while it is analysed."""

@@ -1,0 +1,275 @@
+"""The kernels of one cuDNN RNN call, each its own work (issue 27): which GEMM of the call a
+matrix kernel is, from the call's shape (ops/rnn.py RnnShape), the kernel's tiles and grid, and
+the order cuDNN launches its kernels in.
+
+What cuDNN runs (CUDNN_RNN_ALGO_STANDARD, as torch.lstm/gru/rnn_* call it; H100 captures of
+tests/data/kernel_truth/ (3-layer GRU, fp16, nvjet GEMMs), tests/data/truth_gru and truth_lstm
+(fp32, 1-layer GRU and 2-layer bidirectional LSTM, xmma and CUTLASS GEMMs), every GEMM's FLOPs
+checked against Nsight Compute's executed matrix ops or FP32 instructions of the same kernel):
+
+- forward, per layer and direction: the input projection x·W_ihᵀ (rows x G·H, K = the layer's
+  input size: the input's features for layer 0, D·R above) as one GEMM or as chunks of whole
+  steps, each chunk launched before its steps; per step the recurrent GEMM h·W_hhᵀ (N x G·H,
+  K = R) and the cell kernel. With several layers the chunks run as a wavefront: chunk c of layer
+  l in wave c + l, a wave's chunks from the lowest layer up, a layer's chunk only once the layer
+  below has run the steps it reads (bidirectional: all of them); both directions of a layer
+  launch their chunks back to back;
+- backward, layers from the top: per step the cell kernel (`_bp1`), then the recurrent GEMM
+  dgates·W_hh (N x R, K = G·H); after a run of steps, the input-gradient chunk dgates·W_ih over
+  those steps (rows x I_l, K = G·H; one per direction, back to back); then the flat weight
+  gradient's fill, the bias gradients, and per layer and direction the weight gradients
+  dgatesᵀ·[h0; y] in three GEMMs: the first step's against h0 (G·H x R, K = N), the other
+  steps' against the layer's output (K = (T - 1)·N), and dW_ih (G·H x I_l, K = T·N).
+
+A GEMM's output rows are those its tiles cover (_rows_tiled). A forward chunk whose tiles fit
+more than one row count takes its steps from the records read ahead (tensor_flow's window): the
+cell kernels that follow it up to the next chunk or the call's end; where the window ends first
+(or a memo replay reads none), na. The GEMM's bytes: both operands read and the output written
+once (within 3% of Nsight Compute's). A 1-step forward chunk reads as a recurrent GEMM (same
+output shape); a projection (LSTM proj_size: two GEMMs a step the tiles do not tell apart) makes
+every GEMM na.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from .parts import SPLIT_K, family, split_pass
+from .registry import Cost
+from .tensorcores import MMA, SIMT, classify
+from .values import ITEMSIZE
+
+# cuDNN's RNN kernels: per time step, layer and direction a recurrent GEMM and a cell kernel
+# (forward `elemWiseRNNcell` or `<MODE>_elementWise_fp`, backward `<MODE>_elementWise_bp1`).
+_RNN_CELL = re.compile(r"\belemWiseRNNcell\b|_elementWise_(?:fp|bp1)\b")
+# After its steps, cuDNN's GRU backward sums each layer's gate gradients into its bias gradients.
+_GRU_BIAS_GRAD = re.compile(r"\bGRU_elementWise_bp2\b")
+# A GEMM kernel's tile (M x N) as cuBLAS, cuBLASLt and CUTLASS names spell it: nvjet_sm90_hsh_64x8_...,
+# ..._tilesize64x64x8_..., cutlass_80_simt_sgemm_64x64_8x5_...
+_TILE = re.compile(r"(?:tilesize|_)(\d+)x(\d+)(?:x\d+)?_")
+
+# What the records read ahead say of the call's next kernels: their names, and whether the call
+# ended among them (else the window ended first).
+Ahead = Callable[[], "tuple[list, bool]"]
+
+
+def _rows_tiled(kernel: str | None, grid: object, cols: int, step: int, most: int) -> list[int]:
+    """The row counts (multiples of `step` up to `most`) whose rows x `cols` output a GEMM
+    launch's tiles cover exactly: its grid's x * y blocks (z splits K or batches) are
+    ceil(rows / tile M) * ceil(cols / tile N), the tile M x N read from the name, either way round."""
+    m = _TILE.search(kernel or "")
+    if m is None or not isinstance(grid, list) or len(grid) < 2 or not all(type(d) is int and d > 0 for d in grid):
+        return []
+    blocks = grid[0] * grid[1]
+    found = set()
+    for a, b in ((int(m.group(1)), int(m.group(2))), (int(m.group(2)), int(m.group(1)))):
+        q, left = divmod(blocks, -(-cols // b))
+        if left or not q:
+            continue
+        low, high = (q - 1) * a + 1, min(q * a, most)  # ceil(rows / a) == q
+        found.update(range(-(-low // step) * step, high + 1, step))
+    return sorted(found)
+
+
+def _fits(kernel: str | None, grid: object, rows: int, cols: int) -> bool:
+    """Whether the launch's tiles cover a rows x cols output exactly."""
+    return rows > 0 and _rows_tiled(kernel, grid, cols, rows, rows) == [rows]
+
+
+def _gemm(m: int, n: int, k: int, size: int) -> tuple:
+    """(FLOPs, bytes) of an m x n output over K = k: both operands read, the output written once."""
+    return 2 * m * n * k, (m * k + k * n + m * n) * size
+
+
+def _steps_ahead(names: list, ended: bool, dirs: int) -> tuple | None:
+    """From the names of the call's kernels after a forward GEMM: (the GEMMs from it to the next
+    cell kernel, itself included; the cell kernels from there to the next chunk run (more GEMMs
+    between two cells than directions) or the call's end). None where the window ends first or
+    a kernel that is neither comes (split-K reductions aside)."""
+    group, cells, gemms = 1, 0, 0
+    for name in names:
+        if _RNN_CELL.search(name or ""):
+            cells, gemms = cells + 1, 0
+        elif classify(name) in (MMA, SIMT) and not split_pass(name):
+            if not cells:
+                group += 1
+                continue
+            gemms += 1
+            if gemms > dirs:
+                return group, cells
+        elif family(name) != SPLIT_K:
+            return None
+    return (group, cells) if ended else None
+
+
+class RnnCall:
+    """One cuDNN RNN call (forward or backward) as its kernels come: each kernel's own work
+    (`work`), from what the call's kernels before it ran."""
+
+    __slots__ = ("shape", "size", "bprop", "steps", "cells", "after_cell", "pending", "run", "covered", "chunks",
+                 "lost", "wgrad")
+
+    def __init__(self, cost: Cost, bprop: bool) -> None:
+        shape = self.shape = cost.rnn
+        self.size = ITEMSIZE.get(cost.dtype)
+        self.bprop = bprop
+        n = shape.batch
+        self.steps = shape.rows // n if n and shape.rows % n == 0 else None  # T, per layer and direction
+        self.cells = 0  # cell kernels so far
+        self.after_cell = False  # the call's last cell or GEMM kernel was a cell
+        self.pending = 0  # backward: cell kernels since the last input-gradient chunk
+        self.run: list | None = None  # [steps, chunks left] of a run of chunks, one per direction
+        units = shape.layers * shape.dirs
+        self.covered = [0] * units  # steps each layer and direction's chunks covered
+        self.chunks = [0] * units  # chunks each layer and direction ran
+        self.lost = False  # a chunk's steps or layer was not known, so no later chunk's layer is
+        self.wgrad: list | None = None  # backward: the weight gradients to come, (K, output columns)
+
+    def work(self, kernel: str | None, grid: object, matrix: bool, ahead: Ahead) -> tuple | None:
+        """(FLOPs, bytes) of the call's next kernel, or None where the trace cannot say it.
+        `matrix`: a GEMM by its name; `ahead`: the call's kernels read ahead of this one."""
+        shape, size = self.shape, self.size
+        if shape is None or size is None:
+            return None
+        if matrix:
+            after, self.after_cell = self.after_cell, False
+            if shape.proj or self.steps is None:
+                return None
+            return self._backward_gemm(kernel, grid, after) if self.bprop else self._forward_gemm(kernel, grid, ahead)
+        if self.bprop and _GRU_BIAS_GRAD.search(kernel or ""):
+            return _gru_bias_grad(shape, size)
+        if not _RNN_CELL.search(kernel or ""):
+            return None
+        self.cells += 1
+        self.after_cell = True
+        self.pending += self.bprop
+        self.run = None  # a run of chunks is launched back to back
+        return _cell(shape, size, self.bprop)
+
+    def _inputs(self) -> list[int]:
+        """Each layer's input size: the input's features, D·R above."""
+        s = self.shape
+        return [s.in_size] + [s.dirs * s.rec] * (s.layers - 1)
+
+    def _forward_gemm(self, kernel: str | None, grid: object, ahead: Ahead) -> tuple | None:
+        s = self.shape
+        n, gh = s.batch, s.gates * s.hidden
+        rows = _rows_tiled(kernel, grid, gh, n, n * self.steps)
+        if rows == [n]:
+            self.run = None
+            return _gemm(n, gh, s.rec, self.size)
+        if self.run is not None and self.run[1] > 0 and self.run[0] * n in rows:
+            steps = self.run[0]  # the next direction's chunk of the run
+            self.run[1] -= 1
+        elif len(rows) == 1:
+            steps = rows[0] // n
+            self.run = [steps, s.dirs - 1]
+        else:
+            seen = _steps_ahead(*ahead(), s.dirs)
+            if seen is not None and seen[0] <= s.dirs and n in rows:  # the step's recurrent GEMM
+                self.run = None
+                return _gemm(n, gh, s.rec, self.size)
+            if seen is None or seen[0] <= s.dirs:
+                self.lost = True
+                return None
+            steps = seen[1] // s.dirs if seen[1] % s.dirs == 0 else 0
+            if steps * n not in rows:
+                self.lost = True
+                return None
+            self.run = [steps, s.dirs - 1]
+        k = self._layer_input(steps)
+        return None if k is None else _gemm(steps * n, gh, k, self.size)
+
+    def _unit(self, steps: int) -> int | None:
+        """The layer and direction (l·D + d) a chunk of `steps` steps belongs to: of those with
+        that many steps left whose layer before it (forward the one below, backward the one
+        above) has covered the steps it reads (all of them with two directions), the one of the
+        lowest wave (chunks run + the layer's place in that order), then place, then direction."""
+        s = self.shape
+        best = None
+        for u in range(s.layers * s.dirs):
+            layer, d = divmod(u, s.dirs)
+            place = s.layers - 1 - layer if self.bprop else layer
+            if self.covered[u] + steps > self.steps:
+                continue
+            need = self.steps if s.dirs == 2 else self.covered[u] + steps
+            before = layer + 1 if self.bprop else layer - 1
+            if place and any(self.covered[before * s.dirs + e] < need for e in range(s.dirs)):
+                continue
+            key = (self.chunks[u] + place, place, d)
+            if best is None or key < best[0]:
+                best = (key, u)
+        return None if best is None else best[1]
+
+    def _layer_input(self, steps: int) -> int | None:
+        """The input size of the layer whose chunk of `steps` steps this is (_unit), that chunk
+        counted; where the layer is not known, the input size all layers share, else None."""
+        inputs = self._inputs()
+        unit = None if self.lost else self._unit(steps)
+        if unit is None:
+            self.lost = True
+            return inputs[0] if len(set(inputs)) == 1 else None
+        self.covered[unit] += steps
+        self.chunks[unit] += 1
+        return inputs[unit // self.shape.dirs]
+
+    def _backward_gemm(self, kernel: str | None, grid: object, after_cell: bool) -> tuple | None:
+        s = self.shape
+        n, gh, r = s.batch, s.gates * s.hidden, s.rec
+        if after_cell:  # a step's recurrent GEMM follows its cell kernel
+            return _gemm(n, r, gh, self.size) if n in _rows_tiled(kernel, grid, r, n, n * self.steps) else None
+        if self.pending:  # an input-gradient chunk after its steps, one per direction
+            steps, odd = divmod(self.pending, s.dirs)
+            self.pending, self.run = 0, (None if odd else [steps, s.dirs - 1])
+        elif self.run is not None and self.run[1] > 0:
+            self.run[1] -= 1
+        elif self.cells == s.layers * s.dirs * self.steps:
+            return self._weight_gradient(kernel, grid)
+        else:
+            return None
+        if self.run is None:
+            self.lost = True
+            return None
+        k = self._layer_input(self.run[0])
+        rows = self.run[0] * n
+        return _gemm(rows, k, gh, self.size) if k is not None and _fits(kernel, grid, rows, k) else None
+
+    def _weight_gradient(self, kernel: str | None, grid: object) -> tuple | None:
+        """The next weight-gradient GEMM (G·H x R or G·H x I_l, K its rows), in cuDNN's order;
+        one whose tiles do not fit the output expected ends the reading (all later ones na)."""
+        s = self.shape
+        n, gh, t = s.batch, s.gates * s.hidden, self.steps
+        if self.wgrad is None:
+            self.wgrad = [(k, cols) for i in self._inputs() for _ in range(s.dirs)
+                          for k, cols in ((n, s.rec), ((t - 1) * n, s.rec), (t * n, i)) if k]
+            self.wgrad.reverse()
+        if not self.wgrad:
+            return None
+        k, cols = self.wgrad.pop()
+        if not _fits(kernel, grid, gh, cols):
+            self.wgrad = []
+            return None
+        return _gemm(gh, cols, k, self.size)
+
+
+def _cell(shape, size: int, bprop: bool) -> tuple:
+    """A cell kernel does one step's cell math (ops/rnn.py), backward twice it: the gates, states
+    and biases read, the new state written (backward: the gates' and states' gradients)."""
+    n, gh, h, r = shape.batch, shape.gates * shape.hidden, shape.hidden, shape.rec
+    c = n * h if shape.gates == 4 else 0  # LSTM's cell state
+    flops = n * h * shape.cell
+    if bprop:
+        return 2 * flops, (2 * n * gh + 3 * n * h + 3 * c) * size
+    return flops, (2 * n * gh + n * r + 2 * c + 2 * gh * shape.bias + n * h) * size
+
+
+def _gru_bias_grad(shape, size: int) -> tuple | None:
+    """(FLOPs, bytes) of cuDNN's GRU_elementWise_bp2, one a layer: the layer's G·H gate gradients
+    of every input row summed twice, for b_ih and for b_hh (the hidden path's n gate has its own:
+    r·dn), both read, the two bias gradients written (ncu: 2,475,136 bytes against these
+    2,460,672 for 800 rows of 768 gates in fp16). None without biases or with two directions
+    (a launch per direction or one for both: not seen)."""
+    if not shape.bias or shape.dirs != 1:
+        return None
+    gh = shape.gates * shape.hidden
+    return 2 * (shape.rows - 1) * gh, (2 * shape.rows * gh + 2 * gh) * size
