@@ -79,6 +79,59 @@ def test_gru_backward_bias_gradient_kernels_carry_their_sums():
     assert aten == [want] * 3
 
 
+# gru's cuDNN chunks, (layer, steps) in launch order: forward each layer's input projection in
+# chunks of 12 steps and a last one of 2, a wavefront over the layers; backward the input
+# gradient in runs of 8 steps (then 2), top layer first.
+GRU_FWD_CHUNKS = [(0, 12), (0, 12), (1, 12), (0, 12), (1, 12), (2, 12), (0, 12), (1, 12), (2, 12), (0, 2), (1, 12),
+                  (2, 12), (1, 2), (2, 12), (2, 2)]
+GRU_BWD_CHUNKS = [(2, 8), (2, 8), (1, 8), (2, 8), (1, 8), (0, 8), (2, 8), (1, 8), (0, 8), (2, 8), (1, 8), (0, 8), (2, 8),
+                  (1, 8), (0, 8), (2, 2), (1, 8), (0, 8), (1, 2), (0, 8), (0, 2)]
+# The one-step GEMMs: forward h·W_hhᵀ, backward dgates·W_hh.
+GRU_RECURRENT = ("nvjet_sm90_hsh_64x8_64x16_4x2_h_bz_TNT", "nvjet_sm90_hsh_64x8_64x16_4x2_h_badd_NNT")
+
+
+def gru_gemms(kernels: list) -> list:
+    """(dir, FLOPs, bytes) of the gru capture's GEMMs but the recurrent ones, in launch order."""
+    return [(r["dir"], f.flops, f.bytes) for r, f in kernels
+            if r["kShortName"].startswith("nvjet") and r["kShortName"] not in GRU_RECURRENT]
+
+
+def test_gru_input_projection_chunks_and_weight_gradients_carry_their_own_rows():
+    """gru's 3-layer GRU(128, 256) over 50 x 16 rows under fp16 autocast (kernel_truth captures,
+    H100; rnn_kernels.py): each forward chunk of the input projection 2·rows·768·K, K 128 in
+    layer 0 and 256 above, its rows the steps whose cell kernels follow it (the records read
+    ahead), its layer the wavefront's; each backward input-gradient chunk dgates·W_ih over the
+    steps run since the last one (rows x K, K 768); per layer the weight gradients, the first
+    step's against h0 (K 16), the other 49 steps' (K 784), dW_ih (K 800); dh_n's zero fill (3 x 16
+    x 256 fp16). The chunks' FLOPs are what ncu's Tensor Core counters executed, the weight
+    gradients' at most it (ncu pads K to 64), every one within 6% of ncu's bytes; the same in all
+    four modes. Every kernel of both calls is known: the forward's add up to the call's
+    formula, the backward's to it and the bias gradients' sums."""
+    n, gh, ks = 16, 768, (128, 256, 256)
+    want = [("fprop", 2 * s * n * gh * ks[lay], (s * n * ks[lay] + gh * ks[lay] + s * n * gh) * 2)
+            for lay, s in GRU_FWD_CHUNKS]
+    want += [("bprop", 2 * s * n * ks[lay] * gh, (s * n * gh + gh * ks[lay] + s * n * ks[lay]) * 2)
+             for lay, s in GRU_BWD_CHUNKS]
+    want += [("bprop", 2 * gh * cols * k, (k * gh + k * cols + gh * cols) * 2)
+             for lay in range(3) for k, cols in ((16, 256), (49 * 16, 256), (50 * 16, ks[lay]))]
+    rows = [(r, f, moved, mma) for r, f, moved, mma in measured("gru")
+            if r["kShortName"].startswith("nvjet") and r["kShortName"] not in GRU_RECURRENT]
+    assert [(r["dir"], f.flops, f.bytes) for r, f, _, _ in rows] == want
+    assert all(f.flops == mma for r, f, _, mma in rows if "_NTN" not in r["kShortName"])
+    assert all(f.flops <= mma for r, f, _, mma in rows)
+    assert all(0.94 <= f.bytes / moved <= 1.0 for r, f, moved, _ in rows)
+    for mode in ("aten", "plain", "nsyspt"):
+        assert gru_gemms(analysed_capture(mode)["gru"]) == want, mode
+    kernels = [(r, f) for r, f in analysed_capture("default")["gru"] if r["op"] == "gru"]
+    assert all(f.flops is not None and f.bytes for r, f in kernels)
+    fill = next((f.flops, f.bytes) for r, f in kernels if r["dir"] == "bprop")
+    assert fill == (0, 3 * 16 * 256 * 2)
+    cost = kernels[0][1].cost
+    assert sum(f.flops for r, f in kernels if r["dir"] == "fprop") == cost.flops == 1740595200
+    sums = sum(f.flops for r, f in kernels if r["kShortName"] == "GRU_elementWise_bp2")
+    assert sum(f.flops for r, f in kernels if r["dir"] == "bprop") - sums == cost.bwd_flops
+
+
 def test_cudnn_weight_gradient_sums_carry_their_partials():
     """cuDNN's weight-gradient helpers (kernel_truth captures, H100): unet's 1x1 convolutions (bf16
     autocast, batch 8) sum their 8 per-sample fp32 weight gradients in reduce_wgrad_nchw_helper
