@@ -727,7 +727,7 @@ def rnn_truth(records_path: str, ncu_path: str) -> str:
     nsys (parsed records) and once under `ncu --profile-from-start off` (same kernels, same
     order; names checked), the call's FLOPs and bytes as prof's formula counts them beside the
     counted ones: CUDA-core FLOPs (FMA 2) plus Tensor Core ops, and DRAM bytes read and written.
-    (Each kernel of the call carries its own part of that work, or na: parts.rnn_step.)"""
+    (Each kernel of the call carries its own part of that work, or na: pricing/rnn_kernels.py.)"""
     from tc_truth import ncu_kernels, summarize
 
     from pyprof.prof.io.reader import records

@@ -28,7 +28,7 @@ So the memo requires, per thread (else NotMemoizable: the caller runs the record
   one cost, no range), and the first resets it;
 - no formula reading what the tensor flow of the whole trace might know and the call's replay
   does not (an input's dtype from an earlier call, an output's shape from a later one:
-  tensor_flow.py);
+  tensor_flow.py; a cuDNN RNN chunk's steps from the kernels after it: rnn_kernels.py);
 - no compiled kernels. Beyond-peak's guard
 needs a kernel's duration and is applied by the caller; call numbers are counted here.
 """
@@ -201,7 +201,7 @@ class Memo:
         analyzer.flow.asked = False
         facts = self._unguarded(analyzer, rec)
         if analyzer.flow.asked:
-            raise NotMemoizable("a formula read another op call's output (tensor_flow.py)")
+            raise NotMemoizable("a formula read another op call's output or the kernels after its own (tensor_flow.py)")
         analyzer.tally = Tally()
         facts.call = None  # numbered by the caller
         self.nodes.append(Node(facts, tuple(said.said), rec, analyzer.holds_call(rec)))
