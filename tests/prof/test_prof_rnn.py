@@ -103,3 +103,17 @@ def test_each_kernel_under_the_cudnn_range_carries_its_own_step_or_na():
     facts, summary = analyse(recs)
     assert [f.flops for f in facts] == [None, None, 8, None, 16]
     assert not summary.warnings
+
+
+def test_a_packed_sequence_leaves_its_gemms_na():
+    """Lengths 3, 5, 2, 2 (12 packed rows, batch 4: as many rows as 3 whole steps): a step's GEMM
+    runs as many rows as its sequences still running, which the trace does not say, so even a
+    GEMM whose tiles cover one step of 4 rows (4 x 18: tile 4 x 8, 3 blocks) is na; the cell
+    kernel keeps its step. The same padded (3 steps of 4) is a recurrent GEMM, 2·4·18·6."""
+    gru = torch.nn.GRU(5, 6)
+    seq = torch.nn.utils.rnn.pack_padded_sequence(torch.randn(5, 4, 5), [3, 5, 2, 2], enforce_sorted=False)
+    gemm = "nvjet_sm90_sss_4x8_64x16_4x2_h_bz_TNT"
+    for x, want in ((seq, None), (torch.randn(3, 4, 5), 2 * 4 * 18 * 6)):
+        (m,) = rnn_markers(gru, x)
+        facts, _ = analyse([record(m, gemm, grid=[1, 3, 1]), record(m, "elemWiseRNNcell", subSeqId=1)])
+        assert [f.flops for f in facts] == [want, 4 * 6 * 17]

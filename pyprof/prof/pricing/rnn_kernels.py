@@ -27,7 +27,8 @@ cell kernels that follow it up to the next chunk or the call's end; where the wi
 (or a memo replay reads none), na. The GEMM's bytes: both operands read and the output written
 once (within 3% of Nsight Compute's). A 1-step forward chunk reads as a recurrent GEMM (same
 output shape); a projection (LSTM proj_size: two GEMMs a step the tiles do not tell apart) makes
-every GEMM na.
+every GEMM na, and so does a packed sequence (a step runs as many rows as its sequences still
+running, which the trace does not say).
 """
 from __future__ import annotations
 
@@ -114,7 +115,8 @@ class RnnCall:
         self.size = ITEMSIZE.get(cost.dtype)
         self.bprop = bprop
         n = shape.batch
-        self.steps = shape.rows // n if n and shape.rows % n == 0 else None  # T, per layer and direction
+        # T, per layer and direction; none for a packed sequence, whose steps' rows shrink
+        self.steps = shape.rows // n if n and shape.rows % n == 0 and not shape.packed else None
         self.cells = 0  # cell kernels so far
         self.after_cell = False  # the call's last cell or GEMM kernel was a cell
         self.pending = 0  # backward: cell kernels since the last input-gradient chunk

@@ -40,7 +40,8 @@ MAIN_OPS = ("aten::_cudnn_rnn", "aten::_cudnn_rnn_backward")
 class RnnShape(NamedTuple):
     """What an RNN call's per-step kernels depend on: gates G, batch N (rows of h0), hidden H,
     recurrent size R, layers, directions, input features, bias, input rows, projection P
-    (0 for none), and the cell's FLOPs per row and hidden unit."""
+    (0 for none), the cell's FLOPs per row and hidden unit, and whether the input is a packed
+    sequence (a step's rows then as many as its sequences still running, not N)."""
 
     gates: int
     batch: int
@@ -53,12 +54,13 @@ class RnnShape(NamedTuple):
     rows: int
     proj: int
     cell: int
+    packed: bool = False
 
 
 def rnn_cost(mode: str, x_rows: int, in_size: int, hidden: int, proj: int, layers: int, dirs: int, bias: bool,
-             state_rows: int, dtype: str | None) -> Cost:
+             state_rows: int, dtype: str | None, packed: bool = False) -> Cost:
     """Forward and backward of a multi-layer RNN over `x_rows` input rows of `in_size` features;
-    `proj` 0 for none; `state_rows`: the batch (rows of h0)."""
+    `proj` 0 for none; `state_rows`: the batch (rows of h0); `packed`: a packed sequence's rows."""
     g = _GATES[mode]
     r = proj or hidden
     gemm = cell = weights = 0
@@ -76,7 +78,8 @@ def rnn_cost(mode: str, x_rows: int, in_size: int, hidden: int, proj: int, layer
         bwd = (2 * (x + weights + states + y) + states + 3 * inter) * size
     params = fmt_params(dtype, mode=mode, rows=x_rows, I=in_size, H=hidden, P=proj, layers=layers, dirs=dirs,
                         bias=int(bias))
-    shape = RnnShape(g, state_rows, hidden, r, layers, dirs, in_size, bias, x_rows, proj, g * (1 + 2 * bias) + _CELL[mode])
+    shape = RnnShape(g, state_rows, hidden, r, layers, dirs, in_size, bias, x_rows, proj, g * (1 + 2 * bias) + _CELL[mode],
+                     packed)
     return Cost(gemm + cell, fwd, params, dtype, RNN, bwd_flops=2 * (gemm + cell), bwd_bytes=bwd, main_op=MAIN_OPS,
                 rnn=shape)
 
@@ -98,7 +101,7 @@ def _rnn(mode: str):
             return None  # not the weight layout this formula reads
         rows = x.shape[0] if packed else x.numel // in_size
         return rnn_cost(mode, rows, in_size, hidden, proj, layers, 2 if bidirectional else 1, bool(bias),
-                        h0.shape[-2] if len(h0.shape) == 3 else 1, x.dtype)
+                        h0.shape[-2] if len(h0.shape) == 3 else 1, x.dtype, packed)
     return formula
 
 
@@ -171,8 +174,9 @@ def _cudnn_rnn(backward: bool):
         in_size = x[-1]
         group_in = [weights[k * per_group][1] for k in range(groups)]
         dirs = 2 if groups % 2 == 0 and group_in[1] == in_size and (groups == 2 or group_in[2] == 2 * r) else 1
+        # A 2-D input with a batch of states is a packed sequence's data (unbatched input has one).
         cost = rnn_cost(mode, prod(x) // in_size, in_size, hidden, proj, groups // dirs, dirs, per_group >= 4,
-                        state_rows, a.dtype)
+                        state_rows, a.dtype, len(x) == 2 and state_rows > 1)
         ambiguous = groups == 2 and in_size == r
         if backward:
             cost = replace(cost, flops=cost.bwd_flops, bytes=cost.bwd_bytes)
