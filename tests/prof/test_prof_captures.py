@@ -94,6 +94,8 @@ def test_transformer_encoder_training_and_eval_fast_path(tmp_path):
 # Its cells, per step, layer and direction (12 x 2 x 2 = 48 kernels each way): 4·64·21 FLOPs
 # forward, twice that backward.
 LSTM_CELL = 4 * 64 * 21
+# Its bias gradients' sums (GENERIC_elementWise_bp2), per layer and direction: 48 rows of 256 gates.
+LSTM_BIAS_GRAD = 47 * 256
 
 
 def lstm_kernels(recs: list[dict], facts: list) -> list[tuple]:
@@ -104,13 +106,16 @@ def lstm_kernels(recs: list[dict], facts: list) -> list[tuple]:
 
 def check_lstm_with_projection(recs: list[dict], facts: list, launched: int) -> None:
     """With a projection each step runs two GEMMs the tiles do not tell apart: every GEMM of the
-    calls is na; each cell kernel carries its step; no kernel carries the whole call, and the
-    call's formula (the op total) is intact. The backward's zero fills (the absent dh_n and dc_n,
-    the flat weight gradient buffer) are parts where the op marker prices the call: 0 FLOPs."""
+    calls is na; each cell kernel carries its step, each bias gradient kernel its sum; no kernel
+    carries the whole call, and the call's formula (the op total) is intact. The backward's zero
+    fills (the absent dh_n and dc_n, the flat weight gradient buffer) are parts where the op
+    marker prices the call: 0 FLOPs."""
     kernels = lstm_kernels(recs, facts)
     assert len(kernels) == launched
     cells = [(d, k, x) for d, k, x in kernels if k in ("elemWiseRNNcell", "LSTM_elementWise_bp1")]
     assert cells == [("fprop", "elemWiseRNNcell", LSTM_CELL)] * 48 + [("bprop", "LSTM_elementWise_bp1", 2 * LSTM_CELL)] * 48
+    cells += [(d, k, x) for d, k, x in kernels if k == "GENERIC_elementWise_bp2"]
+    assert cells[96:] == [("bprop", "GENERIC_elementWise_bp2", LSTM_BIAS_GRAD)] * 4
     fills = [(d, k, x) for d, k, x in kernels if k == "vectorized_elementwise_kernel" and x is not None]
     assert fills in ([], [("bprop", "vectorized_elementwise_kernel", 0)] * 3)
     assert all(x is None for d, k, x in kernels if (d, k, x) not in cells + fills)
@@ -123,7 +128,8 @@ def test_lstm_stack_kernels_carry_their_own_steps(tmp_path):
     step, the GEMMs na (a projection: check_lstm_with_projection)."""
     recs = captured("fixture_lstm", tmp_path)
     sums, facts, tally = matrix_flops(recs)
-    assert sums == {("fixture_lstm", "fprop", "rnn"): 48 * LSTM_CELL, ("fixture_lstm", "bprop", "rnn"): 96 * LSTM_CELL,
+    assert sums == {("fixture_lstm", "fprop", "rnn"): 48 * LSTM_CELL,
+                    ("fixture_lstm", "bprop", "rnn"): 96 * LSTM_CELL + 4 * LSTM_BIAS_GRAD,
                     ("fixture_lstm", "fprop", "gemm"): HEAD, ("fixture_lstm", "bprop", "gemm"): 2 * HEAD}
     check_lstm_with_projection(recs, facts, 157 + 228)
     assert not tally.warnings
@@ -143,7 +149,8 @@ def test_a_trace_without_pyprof_init_is_priced_from_aten_ranges_alone(tmp_path):
     assert sums == {("fixture_encoder", "fprop", "gemm"): ENC_FWD_GEMM, ("fixture_encoder", "fprop", "attn"): ENC_ATTN,
                     ("fixture_encoder", "bprop", "gemm"): ENC_BWD_GEMM,
                     ("fixture_encoder", "bprop", "attn"): ENC_BWD_ATTN,
-                    ("fixture_lstm", "fprop", "rnn"): 48 * LSTM_CELL, ("fixture_lstm", "bprop", "rnn"): 96 * LSTM_CELL,
+                    ("fixture_lstm", "fprop", "rnn"): 48 * LSTM_CELL,
+                    ("fixture_lstm", "bprop", "rnn"): 96 * LSTM_CELL + 4 * LSTM_BIAS_GRAD,
                     ("fixture_lstm", "fprop", "gemm"): HEAD, ("fixture_lstm", "bprop", "gemm"): 2 * HEAD}
     # The dropout and accumulation kernels inside the calls are priced from their own ranges.
     check_lstm_with_projection(recs, facts, 157 + 228 - 7)

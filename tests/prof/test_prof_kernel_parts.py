@@ -84,8 +84,8 @@ def test_gru_backward_bias_gradient_kernels_carry_their_sums():
 # gradient in runs of 8 steps (then 2), top layer first.
 GRU_FWD_CHUNKS = [(0, 12), (0, 12), (1, 12), (0, 12), (1, 12), (2, 12), (0, 12), (1, 12), (2, 12), (0, 2), (1, 12),
                   (2, 12), (1, 2), (2, 12), (2, 2)]
-GRU_BWD_CHUNKS = [(2, 8), (2, 8), (1, 8), (2, 8), (1, 8), (0, 8), (2, 8), (1, 8), (0, 8), (2, 8), (1, 8), (0, 8), (2, 8),
-                  (1, 8), (0, 8), (2, 2), (1, 8), (0, 8), (1, 2), (0, 8), (0, 2)]
+GRU_BWD_CHUNKS = [(2, 8), (2, 8), (1, 8), (2, 8), (1, 8), (0, 8), (2, 8), (1, 8), (0, 8), (2, 8), (1, 8), (0, 8),
+                  (2, 8), (1, 8), (0, 8), (2, 2), (1, 8), (0, 8), (1, 2), (0, 8), (0, 2)]
 # The one-step GEMMs: forward h·W_hhᵀ, backward dgates·W_hh.
 GRU_RECURRENT = ("nvjet_sm90_hsh_64x8_64x16_4x2_h_bz_TNT", "nvjet_sm90_hsh_64x8_64x16_4x2_h_badd_NNT")
 

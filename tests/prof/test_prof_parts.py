@@ -296,6 +296,36 @@ def test_gru_kernels_carry_their_own_steps_and_add_up_to_the_call():
     assert sum(x for k, x in bwd if x is not None) - bias_grad == kernels[0][4].bwd_flops
 
 
+def test_bidirectional_lstm_chunks_weight_gradients_and_direction_sums_carry_their_own_work():
+    """truth_lstm (nn.LSTM(256, 256, 2 layers, bidirectional), fp32, 16 steps of 64 rows; H100):
+    forward, layer 0's input projection per direction 2·1024·1024·256; layer 1's (K 512) fit 960
+    or 1024 rows and its 32 steps run past the records read ahead: na. Backward, from the top:
+    the zeroed dh_n and dc_n, each direction's input gradient after its layer's steps (1024 x 512,
+    then 1024 x 256, K 1024) and the two directions' sum (one add an element), the flat weight
+    gradient's fill, the four bias gradients (GENERIC_elementWise_bp2: 1024 rows of 1024 gates
+    summed once) and per layer and direction the weight gradients (1024 x 256 against h0, K 64,
+    and the other 15 steps, K 960; 1024 x I_l, K 1024). Nsight Compute's FP32 count of each GEMM
+    is 1.001 to 1.031 times these. The GEMMs and cells add up to the backward's formula."""
+    kernels = rnn_kernels("truth_lstm")
+    step = 2 * 64 * 1024 * 256
+    chunks = [x for d, k, x, _, _ in kernels if d == "fprop" and k.startswith("sm80") and x != step]
+    assert chunks == [2 * 1024 * 1024 * 256] * 2 + [None] * 2
+    bwd = [(k, x) for d, k, x, _, _ in kernels if d == "bprop"
+           and k not in ("LSTM_elementWise_bp1", "splitKreduce_kernel") and not (k == "Kernel2" and x == step)]
+    fill, wgrad = "vectorized_elementwise_kernel", "sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize"
+    dx = ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4_alignc4_"
+          "execute_kernel__5x_cublas")
+    want = [(fill, 0)] * 2 + [(dx, 2 * 1024 * 512 * 1024)] * 2
+    want += [("RNN_bidirectional_accum_bp1_2", 1024 * 512)] + [("Kernel2", 2 * 1024 * 256 * 1024)] * 2
+    want += [("RNN_bidirectional_accum_bp1_1", 1024 * 256), (fill, 0)] + [("GENERIC_elementWise_bp2", 1023 * 1024)] * 4
+    want += [(wgrad, 2 * 1024 * cols * k) for i in (256, 512) for _ in range(2)
+             for k, cols in ((64, 256), (960, 256), (1024, i))]
+    assert [(k if not k.startswith(wgrad) else wgrad, x) for k, x in bwd] == want
+    cost = kernels[0][4]
+    beyond = 4 * 1023 * 1024 + 1024 * 512 + 1024 * 256  # the bias gradients' sums, the directions' sums
+    assert sum(x for d, k, x, _, _ in kernels if d == "bprop" and x is not None) - beyond == cost.bwd_flops
+
+
 def test_gru_recurrent_gemms_match_the_tensor_core_ops_nsight_compute_counted():
     """The 3-layer fp16 GRU of the kernel_truth capture (50 steps of 16 rows, H 256): each of its
     150 forward and 150 backward recurrent GEMMs carries 2·16·768·256 FLOPs, what ncu's Tensor

@@ -14,12 +14,13 @@ checked against Nsight Compute's executed matrix ops or FP32 instructions of the
   l in wave c + l, a wave's chunks from the lowest layer up, a layer's chunk only once the layer
   below has run the steps it reads (bidirectional: all of them); both directions of a layer
   launch their chunks back to back;
-- backward, layers from the top: per step the cell kernel (`_bp1`), then the recurrent GEMM
-  dgates·W_hh (N x R, K = G·H); after a run of steps, the input-gradient chunk dgates·W_ih over
-  those steps (rows x I_l, K = G·H; one per direction, back to back); then the flat weight
-  gradient's fill, the bias gradients, and per layer and direction the weight gradients
-  dgatesᵀ·[h0; y] in three GEMMs: the first step's against h0 (G·H x R, K = N), the other
-  steps' against the layer's output (K = (T - 1)·N), and dW_ih (G·H x I_l, K = T·N).
+- backward, layers from the top (the chunks in the same wavefront, from the top layer down): per
+  step the cell kernel (`_bp1`), then the recurrent GEMM dgates·W_hh (N x R, K = G·H); after a
+  run of steps, the input-gradient chunk dgates·W_ih over those steps (rows x I_l, K = G·H; one
+  per direction, back to back, then the directions' sum); then the flat weight gradient's fill,
+  the bias gradients, and per layer and direction the weight gradients dgatesᵀ·[h0; y] in three
+  GEMMs: the first step's against h0 (G·H x R, K = N), the other steps' against the layer's
+  output (K = (T - 1)·N), and dW_ih (G·H x I_l, K = T·N).
 
 A GEMM's output rows are those its tiles cover (_rows_tiled). A forward chunk whose tiles fit
 more than one row count takes its steps from the records read ahead (tensor_flow's window): the
@@ -45,6 +46,10 @@ from .values import ITEMSIZE
 _RNN_CELL = re.compile(r"\belemWiseRNNcell\b|_elementWise_(?:fp|bp1)\b")
 # After its steps, cuDNN's GRU backward sums each layer's gate gradients into its bias gradients.
 _GRU_BIAS_GRAD = re.compile(r"\bGRU_elementWise_bp2\b")
+# LSTM's and the plain RNN's: one per layer and direction.
+_BIAS_GRAD = re.compile(r"\bGENERIC_elementWise_bp2\b")
+# A bidirectional backward's sum of the two directions' input gradients, after a layer's chunks.
+_DIRECTIONS_SUM = re.compile(r"\bRNN_bidirectional_accum_bp1")
 # A GEMM kernel's tile (M x N) as cuBLAS, cuBLASLt and CUTLASS names spell it: nvjet_sm90_hsh_64x8_...,
 # ..._tilesize64x64x8_..., cutlass_80_simt_sgemm_64x64_8x5_...
 _TILE = re.compile(r"(?:tilesize|_)(\d+)x(\d+)(?:x\d+)?_")
@@ -108,7 +113,7 @@ class RnnCall:
     (`work`), from what the call's kernels before it ran."""
 
     __slots__ = ("shape", "size", "bprop", "steps", "cells", "after_cell", "pending", "run", "covered", "chunks",
-                 "lost", "wgrad")
+                 "lost", "wgrad", "layer")
 
     def __init__(self, cost: Cost, bprop: bool) -> None:
         shape = self.shape = cost.rnn
@@ -126,6 +131,7 @@ class RnnCall:
         self.chunks = [0] * units  # chunks each layer and direction ran
         self.lost = False  # a chunk's steps or layer was not known, so no later chunk's layer is
         self.wgrad: list | None = None  # backward: the weight gradients to come, (K, output columns)
+        self.layer: int | None = None  # the layer of the last chunk
 
     def work(self, kernel: str | None, grid: object, matrix: bool, ahead: Ahead) -> tuple | None:
         """(FLOPs, bytes) of the call's next kernel, or None where the trace cannot say it.
@@ -140,6 +146,10 @@ class RnnCall:
             return self._backward_gemm(kernel, grid, after) if self.bprop else self._forward_gemm(kernel, grid, ahead)
         if self.bprop and _GRU_BIAS_GRAD.search(kernel or ""):
             return _gru_bias_grad(shape, size)
+        if self.bprop and _BIAS_GRAD.search(kernel or ""):
+            return _bias_grad(shape, size)
+        if self.bprop and _DIRECTIONS_SUM.search(kernel or ""):
+            return self._directions_sum()
         if not _RNN_CELL.search(kernel or ""):
             return None
         self.cells += 1
@@ -213,7 +223,20 @@ class RnnCall:
             return inputs[0] if len(set(inputs)) == 1 else None
         self.covered[unit] += steps
         self.chunks[unit] += 1
-        return inputs[unit // self.shape.dirs]
+        self.layer = unit // self.shape.dirs
+        return inputs[self.layer]
+
+    def _directions_sum(self) -> tuple | None:
+        """(FLOPs, bytes) of RNN_bidirectional_accum_bp1_*: after a layer's input-gradient chunks
+        both directions' T·N x I_l gradients added (one add an element; both read, the sum
+        written): truth_lstm's 1024 x 512 and 1024 x 256, Nsight Compute's FP32 adds exactly, its
+        DRAM reads both operands. Known where the layer's chunks covered all its steps."""
+        s = self.shape
+        if self.layer is None or self.lost or any(self.covered[self.layer * s.dirs + d] != self.steps
+                                                  for d in range(s.dirs)):
+            return None
+        n = s.rows * self._inputs()[self.layer]
+        return n, 3 * n * self.size
 
     def _backward_gemm(self, kernel: str | None, grid: object, after_cell: bool) -> tuple | None:
         s = self.shape
@@ -263,6 +286,17 @@ def _cell(shape, size: int, bprop: bool) -> tuple:
     if bprop:
         return 2 * flops, (2 * n * gh + 3 * n * h + 3 * c) * size
     return flops, (2 * n * gh + n * r + 2 * c + 2 * gh * shape.bias + n * h) * size
+
+
+def _bias_grad(shape, size: int) -> tuple | None:
+    """(FLOPs, bytes) of cuDNN's GENERIC_elementWise_bp2 (LSTM, RNN), one a layer and direction:
+    its rows of G·H gate gradients summed once (b_ih's and b_hh's gradients are the same sum),
+    read once, both gradients written (truth_lstm, 1024 rows of 1024 gates in fp32: within 0.2%
+    of Nsight Compute's DRAM bytes, its FP32 instructions 1.13x these adds). None without biases."""
+    if not shape.bias:
+        return None
+    gh = shape.gates * shape.hidden
+    return (shape.rows - 1) * gh, (shape.rows * gh + 2 * gh) * size
 
 
 def _gru_bias_grad(shape, size: int) -> tuple | None:

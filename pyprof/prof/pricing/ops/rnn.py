@@ -78,8 +78,8 @@ def rnn_cost(mode: str, x_rows: int, in_size: int, hidden: int, proj: int, layer
         bwd = (2 * (x + weights + states + y) + states + 3 * inter) * size
     params = fmt_params(dtype, mode=mode, rows=x_rows, I=in_size, H=hidden, P=proj, layers=layers, dirs=dirs,
                         bias=int(bias))
-    shape = RnnShape(g, state_rows, hidden, r, layers, dirs, in_size, bias, x_rows, proj, g * (1 + 2 * bias) + _CELL[mode],
-                     packed)
+    shape = RnnShape(g, state_rows, hidden, r, layers, dirs, in_size, bias, x_rows, proj,
+                     g * (1 + 2 * bias) + _CELL[mode], packed)
     return Cost(gemm + cell, fwd, params, dtype, RNN, bwd_flops=2 * (gemm + cell), bwd_bytes=bwd, main_op=MAIN_OPS,
                 rnn=shape)
 
