@@ -107,13 +107,31 @@ def test_each_kernel_under_the_cudnn_range_carries_its_own_step_or_na():
 
 def test_a_packed_sequence_leaves_its_gemms_na():
     """Lengths 3, 5, 2, 2 (12 packed rows, batch 4: as many rows as 3 whole steps): a step's GEMM
-    runs as many rows as its sequences still running, which the trace does not say, so even a
-    GEMM whose tiles cover one step of 4 rows (4 x 18: tile 4 x 8, 3 blocks) is na; the cell
-    kernel keeps its step. The same padded (3 steps of 4) is a recurrent GEMM, 2·4·18·6."""
+    runs as many rows as its sequences still running, which the trace does not say, so even
+    GEMMs whose tiles cover the 12 rows of the input projection (12 x 18: tile 4 x 8, 9 blocks)
+    and one step of 4 rows (3 blocks) are na; the cell kernel keeps its step. The same padded
+    (3 steps of 4): the input projection 2·12·18·5, then the recurrent GEMM 2·4·18·6."""
     gru = torch.nn.GRU(5, 6)
     seq = torch.nn.utils.rnn.pack_padded_sequence(torch.randn(5, 4, 5), [3, 5, 2, 2], enforce_sorted=False)
     gemm = "nvjet_sm90_sss_4x8_64x16_4x2_h_bz_TNT"
-    for x, want in ((seq, None), (torch.randn(3, 4, 5), 2 * 4 * 18 * 6)):
+    for x, want in ((seq, [None, None]), (torch.randn(3, 4, 5), [2 * 12 * 18 * 5, 2 * 4 * 18 * 6])):
         (m,) = rnn_markers(gru, x)
-        facts, _ = analyse([record(m, gemm, grid=[1, 3, 1]), record(m, "elemWiseRNNcell", subSeqId=1)])
-        assert [f.flops for f in facts] == [want, 4 * 6 * 17]
+        facts, _ = analyse([record(m, gemm, grid=[3, 3, 1]), record(m, gemm, grid=[1, 3, 1], subSeqId=1),
+                            record(m, "elemWiseRNNcell", subSeqId=2)])
+        assert [f.flops for f in facts] == want + [4 * 6 * 17]
+
+
+def test_a_one_step_chunk_is_told_from_a_recurrent_gemm_by_order():
+    """GRU(5, 6) over 3 steps of 4: cuDNN projects the input in chunks before their steps. The
+    first chunk's tiles say 8 rows (2 steps, 2·8·18·5); after its two steps (recurrent GEMM 2·4·18·6
+    and cell each) the next GEMM is the next chunk although its tiles, like a recurrent GEMM's,
+    say 4 rows: 1 step, K the input's 5 features. The kernels add up to the call's formula."""
+    gru = torch.nn.GRU(5, 6)
+    (m,) = rnn_markers(gru, torch.randn(3, 4, 5))
+    gemm = "nvjet_sm90_sss_4x8_64x16_4x2_h_bz_TNT"
+    kernels = [(gemm, [2, 3, 1])] + [(gemm, [1, 3, 1]), ("elemWiseRNNcell", [4, 1, 1])] * 2 + [(gemm, [1, 3, 1])] + [
+        (gemm, [1, 3, 1]), ("elemWiseRNNcell", [4, 1, 1])]
+    facts, _ = analyse([record(m, k, grid=g, subSeqId=i) for i, (k, g) in enumerate(kernels)])
+    step, cell = 2 * 4 * 18 * 6, 4 * 6 * 17
+    assert [f.flops for f in facts] == [2 * 8 * 18 * 5, step, cell, step, cell, 2 * 4 * 18 * 5, step, cell]
+    assert sum(f.flops for f in facts) == lookup("torch", "gru")(Call(m)).flops == 5976

@@ -22,12 +22,15 @@ checked against Nsight Compute's executed matrix ops or FP32 instructions of the
   GEMMs: the first step's against h0 (G·H x R, K = N), the other steps' against the layer's
   output (K = (T - 1)·N), and dW_ih (G·H x I_l, K = T·N).
 
-A GEMM's output rows are those its tiles cover (_rows_tiled). A forward chunk whose tiles fit
-more than one row count takes its steps from the records read ahead (tensor_flow's window): the
-cell kernels that follow it up to the next chunk or the call's end; where the window ends first
-(or a memo replay reads none), na. The GEMM's bytes: both operands read and the output written
-once (within 3% of Nsight Compute's). A 1-step forward chunk reads as a recurrent GEMM (same
-output shape); a projection (LSTM proj_size: two GEMMs a step the tiles do not tell apart) makes
+Which GEMM a kernel is follows from the order: forward, a GEMM is a chunk when the last chunk
+run's steps have all run (the call starts with one), else a step's recurrent GEMM; backward, the
+GEMM right after a cell kernel is the step's, one after cell kernels since the last chunk a
+chunk, one after every step a weight gradient. A GEMM's output rows are those its tiles cover
+(_rows_tiled), which must fit what the order says. A forward chunk whose tiles fit more than one
+row count takes its steps from the records read ahead (tensor_flow's window): the cell kernels
+that follow it up to the next chunk or the call's end; where the window ends first (or a memo
+replay reads none), na, and from there the tiles alone tell a recurrent GEMM. The GEMM's bytes:
+both operands read and the output written once (within 3% of Nsight Compute's). A projection (LSTM proj_size: two GEMMs a step the tiles do not tell apart) makes
 every GEMM na, and so does a packed sequence (a step runs as many rows as its sequences still
 running, which the trace does not say).
 """
@@ -113,7 +116,7 @@ class RnnCall:
     (`work`), from what the call's kernels before it ran."""
 
     __slots__ = ("shape", "size", "bprop", "steps", "cells", "after_cell", "pending", "run", "covered", "chunks",
-                 "lost", "wgrad", "layer")
+                 "lost", "wgrad", "layer", "left")
 
     def __init__(self, cost: Cost, bprop: bool) -> None:
         shape = self.shape = cost.rnn
@@ -132,6 +135,9 @@ class RnnCall:
         self.lost = False  # a chunk's steps or layer was not known, so no later chunk's layer is
         self.wgrad: list | None = None  # backward: the weight gradients to come, (K, output columns)
         self.layer: int | None = None  # the layer of the last chunk
+        # forward: cell kernels still to run on the last chunk run's rows (a new run comes at 0;
+        # the call starts with one); None once a GEMM was not told
+        self.left: int | None = 0
 
     def work(self, kernel: str | None, grid: object, matrix: bool, ahead: Ahead) -> tuple | None:
         """(FLOPs, bytes) of the call's next kernel, or None where the trace cannot say it.
@@ -155,7 +161,11 @@ class RnnCall:
         self.cells += 1
         self.after_cell = True
         self.pending += self.bprop
-        self.run = None  # a run of chunks is launched back to back
+        if self.bprop:
+            self.run = None  # a run of chunks is launched back to back
+        elif self.left:
+            self.run[1] = 0
+            self.left -= 1
         return _cell(shape, size, self.bprop)
 
     def _inputs(self) -> list[int]:
@@ -164,33 +174,42 @@ class RnnCall:
         return [s.in_size] + [s.dirs * s.rec] * (s.layers - 1)
 
     def _forward_gemm(self, kernel: str | None, grid: object, ahead: Ahead) -> tuple | None:
+        """While the last chunk run's steps run, a step's recurrent GEMM (its tiles must fit N
+        rows) or, right after a run's first chunk, the next direction's; else the first chunk of
+        a new run, its steps those its tiles say, else the records read ahead. Once a GEMM was
+        not told (`left` None), the tiles alone: N rows a recurrent GEMM, one other row count a
+        chunk."""
         s = self.shape
         n, gh = s.batch, s.gates * s.hidden
         rows = _rows_tiled(kernel, grid, gh, n, n * self.steps)
-        if rows == [n]:
-            self.run = None
-            return _gemm(n, gh, s.rec, self.size)
-        if self.run is not None and self.run[1] > 0 and self.run[0] * n in rows:
-            steps = self.run[0]  # the next direction's chunk of the run
-            self.run[1] -= 1
-        elif len(rows) == 1:
-            steps = rows[0] // n
-            self.run = [steps, s.dirs - 1]
-        else:
-            seen = _steps_ahead(*ahead(), s.dirs)
-            if seen is not None and seen[0] <= s.dirs and n in rows:  # the step's recurrent GEMM
-                self.run = None
+        if self.left is None:
+            if rows == [n]:
                 return _gemm(n, gh, s.rec, self.size)
-            if seen is None or seen[0] <= s.dirs:
-                self.lost = True
-                return None
-            steps = seen[1] // s.dirs if seen[1] % s.dirs == 0 else 0
-            if steps * n not in rows:
-                self.lost = True
-                return None
-            self.run = [steps, s.dirs - 1]
+            steps = rows[0] // n if len(rows) == 1 else None
+        elif self.left and self.run[1] > 0:  # the next direction's chunk of the run
+            steps = self.run[0] if self.run[0] * n in rows else None
+            self.run[1] -= 1
+        elif self.left:
+            return _gemm(n, gh, s.rec, self.size) if n in rows else self._lose()
+        else:
+            if len(rows) == 1:
+                steps = rows[0] // n
+            else:
+                seen = _steps_ahead(*ahead(), s.dirs)
+                steps = seen[1] // s.dirs if seen is not None and seen[0] > s.dirs and seen[1] % s.dirs == 0 else 0
+                steps = steps if steps * n in rows else None
+            if steps:
+                self.run, self.left = [steps, s.dirs - 1], steps * s.dirs
+        if not steps:
+            return self._lose()
         k = self._layer_input(steps)
         return None if k is None else _gemm(steps * n, gh, k, self.size)
+
+    def _lose(self) -> None:
+        """A forward GEMM not told: from here which GEMM is a chunk is told by its tiles alone,
+        and no later chunk's layer (where layers read different feature counts)."""
+        self.lost, self.left, self.run = True, None, None
+        return None
 
     def _unit(self, steps: int) -> int | None:
         """The layer and direction (l·D + d) a chunk of `steps` steps belongs to: of those with
