@@ -39,10 +39,12 @@ def test_lstm_two_layers_bidirectional_projection_batch_first():
     Weights per layer and direction 4·20·15 + 2·4·20 + 5·20 = 1,460 (5,840 in all); h and c at
     one end 2·2·3·(5 + 20) = 300; x 210, y 21·2·5 = 210, between layers 210.
     Bytes fwd (210 + 5,840 + 2·300 + 210 + 2·210)·4 = 29,120; bwd (2·(210 + 5,840 + 300 + 210) +
-    300 + 3·210)·4 = 56,200; bwd FLOPs twice the forward's."""
+    300 + 3·210)·4 = 56,200; bwd FLOPs twice the forward's, plus the bias gradients' sums over the
+    rows, 2·2·20·80 = 6,400, and each layer's input gradient summed over the two directions,
+    2·21·10 = 420: 514,180."""
     lstm = torch.nn.LSTM(10, 20, 2, bidirectional=True, proj_size=5, batch_first=True)
     c = cost_of(lstm, torch.randn(3, 7, 10))
-    assert (c.flops, c.bytes, c.bwd_flops, c.bwd_bytes) == (253680, 29120, 507360, 56200)
+    assert (c.flops, c.bytes, c.bwd_flops, c.bwd_bytes) == (253680, 29120, 514180, 56200)
     assert c.kind == RNN and c.params == "mode=lstm,rows=21,I=10,H=20,P=5,layers=2,dirs=2,bias=1,type=fp32"
 
 

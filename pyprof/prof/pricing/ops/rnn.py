@@ -13,7 +13,10 @@ layer input size I_l (the input's features for layer 0, D·R above it; D = 2 whe
 Bytes: the input, all weights, h0 (and c0) read; the output, h_n (and c_n) written; each
 activation between layers written once and read once.
 Backward (cuDNN computes every gradient, the first layer's input gradient included): twice the
-forward's GEMM FLOPs (data and weight gradients), twice its cell FLOPs; bytes: the input, the
+forward's GEMM FLOPs (data and weight gradients), twice its cell FLOPs, plus each bias
+gradient's sum over the rows (one per layer and direction; GRU two, its n gate's hidden bias
+having a gradient of its own) and, bidirectional, each layer's input gradient summed over the
+two directions (T·N·I_l adds); bytes: the input, the
 weights, the output, h0/c0 and dOutput read, dInput, dWeights and dh0/dc0 written (twice each of
 those), dh_n/dc_n read, each activation between layers read and its gradient written and read.
 
@@ -63,12 +66,17 @@ def rnn_cost(mode: str, x_rows: int, in_size: int, hidden: int, proj: int, layer
     `proj` 0 for none; `state_rows`: the batch (rows of h0); `packed`: a packed sequence's rows."""
     g = _GATES[mode]
     r = proj or hidden
-    gemm = cell = weights = 0
+    gemm = cell = weights = sums = 0
     for layer in range(layers):
         i = in_size if layer == 0 else dirs * r
         gemm += dirs * 2 * x_rows * (g * hidden * (i + r) + (hidden * proj if proj else 0))
         cell += dirs * x_rows * hidden * (g * (1 + 2 * bias) + _CELL[mode])
         weights += dirs * (g * hidden * (i + r) + 2 * g * hidden * bias + proj * hidden)
+        # The backward's adds beside its GEMMs and cells: a bias gradient is its gates' gradients
+        # summed over the rows (LSTM's and RNN's two biases share one; GRU's hidden n gate, r·dn,
+        # has its own), and with two directions the layer's input gradient is their sum.
+        sums += dirs * (x_rows - 1) * g * hidden * (2 if mode == "gru" else 1) if bias else 0
+        sums += x_rows * i if dirs == 2 else 0
     states = layers * dirs * state_rows * (r + (hidden if mode == "lstm" else 0))  # h (and c), one end
     x, y, inter = x_rows * in_size, x_rows * dirs * r, x_rows * dirs * r * (layers - 1)
     size = ITEMSIZE.get(dtype)
@@ -80,7 +88,7 @@ def rnn_cost(mode: str, x_rows: int, in_size: int, hidden: int, proj: int, layer
                         bias=int(bias))
     shape = RnnShape(g, state_rows, hidden, r, layers, dirs, in_size, bias, x_rows, proj,
                      g * (1 + 2 * bias) + _CELL[mode], packed)
-    return Cost(gemm + cell, fwd, params, dtype, RNN, bwd_flops=2 * (gemm + cell), bwd_bytes=bwd, main_op=MAIN_OPS,
+    return Cost(gemm + cell, fwd, params, dtype, RNN, bwd_flops=2 * (gemm + cell) + sums, bwd_bytes=bwd, main_op=MAIN_OPS,
                 rnn=shape)
 
 
