@@ -78,10 +78,11 @@ def kernels(m: Optional[dict], names: List[str], direction: str = "fprop", **ext
 
 
 def analyse(records: List[dict]) -> tuple:
-    """(list of Facts, Tally) for records fed in order through one Analyzer."""
+    """(list of Facts, Tally) for records fed in order through one Analyzer, read ahead as prof
+    reads them (scan.analysed)."""
     summary = Tally()
     a = Analyzer(summary)
-    return [a.facts(r) for r in records], summary
+    return [a.facts(r) for _, r in a.flow.ahead(enumerate(records, 1))], summary
 
 
 def total_flops(records: List[dict]) -> Optional[int]:

@@ -299,7 +299,7 @@ def test_gru_kernels_carry_their_own_steps_and_add_up_to_the_call():
 def test_bidirectional_lstm_chunks_weight_gradients_and_direction_sums_carry_their_own_work():
     """truth_lstm (nn.LSTM(256, 256, 2 layers, bidirectional), fp32, 16 steps of 64 rows; H100):
     forward, layer 0's input projection per direction 2·1024·1024·256; layer 1's (K 512) fit 960
-    or 1024 rows and its 32 steps run past the records read ahead: na. Backward, from the top:
+    or 1024 rows, and the records read ahead (its 32 steps, both directions) tell 1024. Backward, from the top:
     the zeroed dh_n and dc_n, each direction's input gradient after its layer's steps (1024 x 512,
     then 1024 x 256, K 1024) and the two directions' sum (one add an element), the flat weight
     gradient's fill, the four bias gradients (GENERIC_elementWise_bp2: 1024 rows of 1024 gates
@@ -309,7 +309,7 @@ def test_bidirectional_lstm_chunks_weight_gradients_and_direction_sums_carry_the
     kernels = rnn_kernels("truth_lstm")
     step = 2 * 64 * 1024 * 256
     chunks = [x for d, k, x, _, _ in kernels if d == "fprop" and k.startswith("sm80") and x != step]
-    assert chunks == [2 * 1024 * 1024 * 256] * 2 + [None] * 2
+    assert chunks == [2 * 1024 * 1024 * 256] * 2 + [2 * 1024 * 1024 * 512] * 2
     bwd = [(k, x) for d, k, x, _, _ in kernels if d == "bprop"
            and k not in ("LSTM_elementWise_bp1", "splitKreduce_kernel") and not (k == "Kernel2" and x == step)]
     fill, wgrad = "vectorized_elementwise_kernel", "sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize"

@@ -17,8 +17,11 @@ Two facts flow from that:
 - an output's shape, forward (`TensorFlow.shape_of`): the sizes a consumer's range gives for it.
   The records are read AHEAD records ahead of the one analysed (`TensorFlow.ahead`), and a
   consumer among them gives the shape of an output of an op still waiting in the window (an
-  upsample's output size, a reduction's over dims the range does not carry). An op whose first
-  consumer is further away than the window stays unknown.
+  upsample's output size, a reduction's over dims the range does not carry; the rest of a cuDNN
+  RNN chunk's steps, rnn_kernels.py). An op whose first consumer is further away than the window
+  stays unknown. 128 records: 95% of the shipped H100 captures' consumers come within 32, and a
+  2-layer bidirectional LSTM's chunk of 16 steps needs 64; the window costs a record's place in
+  a deque, its scans are made only when a formula asks.
 
 Both are asked for by a formula only; `asked` says whether one asked for what this flow could not
 answer, so that an analysis replaying part of a trace (the memo, pricing/memo.py) knows that the
@@ -32,7 +35,7 @@ from typing import Any, Iterable, Iterator
 
 ENGINE = "autograd::engine::evaluate_function"  # the engine's range around a node's work
 HELD = 1 << 16  # ops whose output dtype is kept (a training step of a large model has ~10^4)
-AHEAD = 32      # records read ahead: 95% of the shipped H100 captures' consumers come within it
+AHEAD = 128     # records read ahead (the docstring says why so many)
 
 
 def _int_list(v: Any) -> bool:
