@@ -61,12 +61,11 @@ class Settled(Executor):
     most often) or a scheduler gone (CommClosedError), as parallel.run reports a local worker
     killed; any other outcome passes through.
 
-    Parts submitted all at once are placed by the scheduler when they come, a fixed queue per
-    worker (64 parts on 32 workers: two each), and parts of the same size take from 0.8 to 1.7
-    times as long when every core parses: the worker whose two are slow ends last while others
-    idle, and parts end out of rank order, so the output waits for the copy of many at the end.
-    Handed out as workers free up, the parts balance and end about in the order they are
-    written, as with -j's local workers."""
+    Parts submitted all at once are placed by the scheduler as they come, a fixed queue per
+    worker (64 parts on 32 workers: two each), and parts of one size take from 0.8 to 1.7 times
+    as long as one alone when every core parses: the worker whose two run slow ends last while
+    others idle. Handed out as workers free up, they balance as -j's local workers do. Workers
+    that join later get no more parts than the threads there were at the start."""
 
     def __init__(self, inner: Executor, where: str, threads: int) -> None:
         from distributed import KilledWorker
