@@ -5,7 +5,8 @@
 # against -j 32's; then once more with the LocalCluster started by the parse itself.
 # The device has no dask: its wheels travel in .whl (pip download ... --python-version 3.12:
 # dask, distributed, partd, locket, tblib, zict, tornado; and sqlalchemy, which parse needs).
-#   bash benchmarks/dask_run.sh        # carry: [".whl"]; writes $OUT/dask.txt
+#   bash benchmarks/dask_run.sh        # carry: [".whl"]; writes $OUT/dask.txt, and -v's per-part
+#                                      # times of -j 32 and --dask in $OUT/running/, $OUT/own/
 # PARSE_OUT: where the parses write their records (default the work folder; /dev/shm/... takes the
 # machine's disk out of the ratio: 64 parts write 7 GB and the output is a copy of them).
 # lscpu first: whether the 32 CPUs are 32 cores or 16 with two hyperthreads each. The last run's
@@ -33,8 +34,8 @@ cluster=$!
 for _ in $(seq 120); do [ -f /tmp/cluster-ready ] && break; sleep 0.5; done
 echo "cluster up: $([ -f /tmp/cluster-ready ] && echo yes || echo no)"
 timeout 150 python3 benchmarks/parse_parallel.py ranks --ranks 64 --kernels 100000 --jobs 32 --work "$work" \
-  --out "$parse_out" --dask --dask-at tcp://127.0.0.1:8786
+  --out "$parse_out" --dask --dask-at tcp://127.0.0.1:8786 --notes "$out/running"
 kill "$cluster" 2>/dev/null; wait "$cluster" 2>/dev/null
 timeout 150 python3 benchmarks/parse_parallel.py ranks --ranks 64 --kernels 100000 --jobs 32 --work "$work" \
-  --out "$parse_out" --dask --together
+  --out "$parse_out" --dask --together --notes "$out/own"
 date -u
