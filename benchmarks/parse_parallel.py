@@ -93,16 +93,19 @@ _PEAK = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=T
 
 
 def parse(inputs: list, out: Path, jobs: int, digest: bool = True, keep: bool = False,
-          extra: tuple = ()) -> tuple[float, float, str]:
+          extra: tuple = (), notes: Path | None = None) -> tuple[float, float, str]:
     """Wall seconds, peak RSS (MB) of the parse and its workers (a Dask cluster's workers are not
     its children: not counted), SHA-256 (when `digest`) and size of the output (removed unless
-    `keep`); `extra`: more parse options (--dask)."""
+    `keep`); `extra`: more parse options (--dask); `notes`: a file for its -v notes."""
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", _PEAK, sys.executable, "-m", "pyprof.parse", "-q", "-j", str(jobs),
-                           *extra, *map(str, inputs), "-o", str(out)], cwd=ROOT, capture_output=True, text=True)
+                           *(("-v",) if notes else ()), *extra, *map(str, inputs), "-o", str(out)],
+                          cwd=ROOT, capture_output=True, text=True)
     if done.returncode:
         raise SystemExit(f"parse_parallel: the parse failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
     wall = time.perf_counter() - t0
+    if notes:
+        notes.write_text(done.stderr)
     sha = hashlib.sha256()
     if digest:
         with open(out, "rb") as f:
@@ -296,6 +299,9 @@ def main() -> None:
     p.add_argument("--dask-at", metavar="ADDRESS", default="",
                    help="--dask: a running cluster's scheduler (tcp://host:8786) instead of a LocalCluster started "
                         "by each run (its start then not timed)")
+    p.add_argument("--notes", type=Path, metavar="DIR",
+                   help="ranks: write each parse's -v notes (per part: started, first record, ended, CPU s) "
+                        "to DIR/j<JOBS>.v, DIR/dask.v")
     p.add_argument("--base", type=int, default=100_000, help="huge: kernels of the export that is repeated")
     p.add_argument("--work", type=Path, default=Path("/tmp/pyprof-parallel-bench"))
     p.add_argument("--out", type=Path, help="where outputs are written (default: --work)")
@@ -311,7 +317,10 @@ def main() -> None:
         if args.gen_only:
             return
         files = sorted(folder.glob("trace_*.sqlite"), key=lambda f: f.stat().st_size)
-        wall_all, peak_all, digest = parse([folder], out, args.jobs, digest=args.dask)
+        if args.notes:
+            args.notes.mkdir(parents=True, exist_ok=True)
+        note = (lambda name: args.notes / name) if args.notes else (lambda name: None)
+        wall_all, peak_all, digest = parse([folder], out, args.jobs, digest=args.dask, notes=note(f"j{args.jobs}.v"))
         print(f"{args.ranks} exports, -j {args.jobs}: {wall_all:.2f} s, peak {peak_all:.0f} MB, {digest}", flush=True)
         wall_one, peak_one, _ = parse([files[-1]], out, 1, digest=False)
         print(f"largest export alone, -j 1: {wall_one:.2f} s, peak {peak_one:.0f} MB", flush=True)
@@ -321,7 +330,7 @@ def main() -> None:
             extra = ("--dask", args.dask_at) if args.dask_at else ("--dask",)
             where = f"the cluster at {args.dask_at}" if args.dask_at else \
                 f"a LocalCluster of {args.jobs} processes started by the run"
-            wall_dask, _, digest_dask = parse([folder], out, args.jobs, extra=extra)
+            wall_dask, _, digest_dask = parse([folder], out, args.jobs, extra=extra, notes=note("dask.v"))
             print(f"{args.ranks} exports, --dask ({where}): "
                   f"{wall_dask:.2f} s, {digest_dask}; ratio {wall_dask / wall_one:.2f}x; "
                   f"{'same bytes as' if digest_dask == digest else 'DIFFERENT bytes from'} -j {args.jobs}", flush=True)

@@ -1,8 +1,12 @@
 """`--dask`: the parts of a parse run as tasks of a Dask cluster (pyprof/parse/dask.py) and give
 the bytes -j 1 writes: rank exports side by side, and one export cut into windows that are
 parsed again seeded. Skipped where dask and distributed are not installed (an optional extra)."""
+import pickle
 import subprocess
 import sys
+import threading
+import time
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -59,6 +63,56 @@ def test_ranks_through_the_command_line_are_the_bytes_of_j1(cluster, tmp_path):
     local = _parse("--dask", *exports, "-j", "2")
     assert local.returncode == 0, local.stderr
     assert local.stdout == (tmp_path / "j1.dict").read_bytes()
+
+
+def test_workers_write_the_parts_and_send_back_only_counts(cluster, tmp_path):
+    """Each worker writes its part beside the output and returns counts, never records (the
+    pickled results are a few hundred bytes each, the parts megabytes); the output is -j 1's
+    bytes."""
+    _, client = cluster
+    exports = [rank_export(str(tmp_path / f"trace_{r}.sqlite"), r, 3, steps=20) for r in range(3)]
+    assert _parse("-j", "1", *exports, "-o", tmp_path / "j1.dict").returncode == 0
+    returned = []
+
+    class Measured(Executor):
+        def submit(self, fn, /, *args, **kwargs):
+            fut = client.get_executor(pure=False).submit(fn, *args, **kwargs)
+            fut.add_done_callback(lambda f: returned.append(len(pickle.dumps(f.result()))))
+            return fut
+
+    out = tmp_path / "dask.dict"
+    parallel.run(parallel.plan(exports, 2, False, True), str(out), 2, executor=Measured())
+    assert out.read_bytes() == (tmp_path / "j1.dict").read_bytes()
+    assert len(returned) == 3 and max(returned) < 2_000 and out.stat().st_size > 3 * 100_000
+
+
+def test_parts_are_handed_out_as_worker_threads_free_up():
+    """--dask keeps as many parts on the cluster as it has worker threads, the next one, in the
+    order submitted, as soon as one ends (a pool of 8 threads stands for a cluster that would
+    take all 8 at once)."""
+    from pyprof.parse.dask import Settled
+
+    lock, running, most, handed = threading.Lock(), [0], [0], []
+
+    def part(i):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.02 * (i % 3))
+        with lock:
+            running[0] -= 1
+        return i
+
+    class Recorded(ThreadPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):
+            handed.append(args[0])
+            return super().submit(fn, *args, **kwargs)
+
+    ex = Settled(Recorded(8), "tcp://node0:8786", 3)
+    futures = [ex.submit(part, i) for i in range(12)]
+    assert [f.result(timeout=30) for f in futures] == list(range(12))
+    assert (most[0], handed) == (3, list(range(12)))
+    ex.shutdown()
 
 
 def test_a_cluster_that_cannot_be_reached_is_one_line_and_status_8(tmp_path):

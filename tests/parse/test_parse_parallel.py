@@ -14,6 +14,7 @@ import pytest
 
 from fuzz_harness import signal_parse
 from nsys_synth import SynthExport, marker, payload_steps, rank_export, torch_text, workload
+from pyprof.errors import PyprofError
 from pyprof.parse import Stats, lines, parallel
 from pyprof.parse.export import Export
 from pyprof.parse.window import Seed, Window, compose, stale
@@ -344,6 +345,81 @@ def test_parts_copied_into_a_file_opened_for_appending_land_in_order(tmp_path, m
         parallel._copy([str(s) for s in srcs], out)
         out.write("tail\n")
     assert (tmp_path / "out").read_bytes() == b"old\nhead\nAAABBBBB" + b"C" * (1 << 20) + b"tail\n"
+
+
+def _parts(tmp_path, sizes):
+    srcs = []
+    for i, size in enumerate(sizes):
+        srcs.append(tmp_path / f"p{i}")
+        srcs[-1].write_bytes(bytes(65 + (i + j) % 26 for j in range(size)))
+    return [str(s) for s in srcs], b"".join(s.read_bytes() for s in [Path(x) for x in srcs])
+
+
+def _no_write_copy(src, offset, fd):
+    raise AssertionError("copied by write, not through the mapping")
+
+
+def test_parts_mapped_side_by_side_land_in_order_after_what_was_written(tmp_path, monkeypatch):
+    """With spare cores the parts are copied through a shared mapping of the output, in slices
+    (here 1000 bytes: slices start inside pages and parts end inside slices), by threads: the
+    bytes are the parts' in order, after what was written before and before what comes after."""
+    monkeypatch.setattr(parallel, "SLICE", 1000)
+    monkeypatch.setattr(parallel, "_copy_at", _no_write_copy)
+    srcs, body = _parts(tmp_path, [0, 5, 3 * 4096 + 7, 1, 20_000])
+    with open(tmp_path / "out", "w+", encoding="utf-8") as out:  # -o's file is open for reading too
+        out.write("head\n")
+        parallel._copy(srcs, out, spare=4)
+        out.write("tail\n")
+    assert (tmp_path / "out").read_bytes() == b"head\n" + body + b"tail\n"
+
+
+@pytest.mark.parametrize("why", ["write-only", "no shared mapping", "busy cores"])
+def test_parts_that_cannot_or_need_not_be_mapped_are_copied_by_write(why, tmp_path, monkeypatch):
+    """A file open for writing only (`> job.dict`), a filesystem that refuses a shared mapping
+    (ENODEV: its slices already mapped are written again), and cores all parsing (spare 1): the
+    copy by write, the same bytes."""
+    copied = []
+    copy_at = parallel._copy_at
+
+    def counted(src, offset, fd):
+        copied.append(src)
+        copy_at(src, offset, fd)
+
+    monkeypatch.setattr(parallel, "_copy_at", counted)
+    monkeypatch.setattr(parallel, "SLICE", 4096)
+    if why == "no shared mapping":
+        place = parallel._place
+
+        def refused(piece, fd):
+            if piece[0].endswith("p2") and piece[1]:
+                raise OSError(19, "No such device")
+            place(piece, fd)
+
+        monkeypatch.setattr(parallel, "_place", refused)
+    srcs, body = _parts(tmp_path, [10, 3 * 4096 + 7, 5 * 4096])
+    with open(tmp_path / "out", "w" if why == "write-only" else "w+", encoding="utf-8") as out:
+        out.write("head\n")
+        parallel._copy(srcs, out, spare=1 if why == "busy cores" else 4)
+        out.write("tail\n")
+    assert (tmp_path / "out").read_bytes() == b"head\n" + body + b"tail\n"
+    assert sorted(copied) == srcs
+
+
+def test_a_full_disk_while_placing_parts_is_the_outputs_error(tmp_path, monkeypatch):
+    """The space for the mapped parts is reserved first: a full disk is the output's one line
+    (status 10), not a SIGBUS on a mapped page, and no output file is left."""
+    def full(fd, offset, size):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(parallel.os, "posix_fallocate", full, raising=False)
+    monkeypatch.setattr(parallel, "default_jobs", lambda: 8)
+    exports = [rank_export(str(tmp_path / f"trace_{r}.sqlite"), r, 2) for r in range(2)]
+    out = tmp_path / "o.dict"
+    groups = parallel.plan(exports, 2, False, True)
+    with pytest.raises(PyprofError) as err:
+        parallel.run(groups, str(out), 2)
+    assert (str(err.value), err.value.status) == (f"{out}: cannot write (No space left on device)", 10)
+    assert sorted(os.listdir(tmp_path)) == ["trace_0.sqlite", "trace_1.sqlite"]
 
 
 @pytest.mark.slow
