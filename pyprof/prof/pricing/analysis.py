@@ -409,7 +409,7 @@ class Analyzer:
             return (None if cost.flops is None else cost.flops * share // total,
                     None if cost.bytes is None else cost.bytes * share // total)
         if cost.stages is not None or self._stages_of(rec, r) is not None:
-            return self._aten_stage(rec, r, cost)
+            return self._aten_stage(rec, r, cost, name)
         if cost.kind == RNN and cost.rnn is not None:  # each kernel its own work, as with markers
             work = self._rnn_call(rec, cost, rec.get("dir") == "bprop").work(
                 name, rec.get("grid"), verdict in (MMA, SIMT), lambda: self._upcoming(rec))
@@ -444,25 +444,26 @@ class Analyzer:
                 else self.unclaimed()
         return (cost.flops, cost.bytes) if first else self.unclaimed()
 
-    def _stages_of(self, rec: dict, r: dict) -> tuple | None:
-        """The stages the first kernel of PyTorch range `r` had, while its kernels run."""
+    def _stages_of(self, rec: dict, r: dict) -> CallParts | None:
+        """The stages left of PyTorch range `r`, taken from its first kernel's cost, while its
+        kernels run."""
         state = self._calls.get(("stage", rec.get("pid"), rec.get("tid")))
-        return state[2] if state is not None and state[0] == (r.get("name"), r.get("opId")) else None
+        return state[1] if state is not None and state[0] == (r.get("name"), r.get("opId")) else None
 
-    def _aten_stage(self, rec: dict, r: dict, cost: Cost) -> tuple:
-        """(flops, bytes) of the next stage (Cost.stages) of an op run as a sequence of kernels,
-        priced from its PyTorch range `r`: the stages of the range's first kernel's cost, in turn
-        (a later kernel's formula may know less: group norm's groups are its first kernel's
-        grid); na past the last."""
-        key = ("stage", rec.get("pid"), rec.get("tid"))
-        ident = (r.get("name"), r.get("opId"))
-        state = self._calls.get(key)
-        if state is None or state[0] != ident:
-            state = self._calls[key] = [ident, 0, cost.stages]
-        index = state[1]
-        state[1] += 1
-        stages = state[2]
-        return stages[index] if stages is not None and index < len(stages) else self.unclaimed()
+    def _aten_stage(self, rec: dict, r: dict, cost: Cost, name: str | None) -> tuple:
+        """(flops, bytes) of the stage (Cost.stages) this kernel runs of an op run as a sequence
+        of kernels, priced from its PyTorch range `r`: the stages of the range's first kernel's
+        cost (a later kernel's formula may know less: group norm's groups are its first kernel's
+        grid), taken as with markers (CallParts.stage: in turn, or by name); na past the last or
+        for a kernel no named stage is."""
+        staged = self._stages_of(rec, r)
+        if staged is None:
+            staged = CallParts([], stages=cost.stages)
+            self._calls[("stage", rec.get("pid"), rec.get("tid"))] = [(r.get("name"), r.get("opId")), staged]
+        work = staged.stage(name)
+        if work is None or work[0] is None and work[1] is None:
+            return self.unclaimed()
+        return work[0], None if work[1] is None else work[1] + sum(work[2:])
 
     def _split_k(self, rec: dict, name: str | None, outputs: list, dtype: str | None) -> tuple:
         """(flops, bytes) of a split-K reduction (parts.split_k) after the thread's last matrix

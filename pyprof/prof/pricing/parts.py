@@ -33,7 +33,7 @@ from typing import NamedTuple
 from .op_ranges import template_dtype
 from .multitensor import Lists, is_launch
 from .registry import ATTN, CONV, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost
-from .values import ITEMSIZE, Tensor
+from .values import FLOATING, ITEMSIZE, Tensor
 
 COPY, SUM, ADD, LAYOUT, LAUNCH, FILL, SCALE, SPLIT_K = "copy", "sum", "add", "layout", "launch", "fill", "scale", "split-k"
 WGRAD_SUM = "wgrad-sum"
@@ -81,7 +81,6 @@ _DEFAULT_PER_THREAD = 4  # PyTorch's thread_work_size for the unrolled kernels
 # A vectorized kernel's thread handles at least 8 elements, in vectors of its width: relu's
 # vectorized<4> on fp32 runs 5 blocks of 128 threads for 4,704 elements (examples/lenet.sqlite).
 _VECTOR_PER_THREAD = 8
-_FLOATING = frozenset(("float64", "float32", "float16", "bfloat16"))
 
 
 class Part(NamedTuple):
@@ -136,7 +135,7 @@ def autocast_casts(marker: dict, cost: Cost | None) -> list[tuple[Tensor, str]]:
     low = marker.get("autocast")
     if cost is None or low not in ITEMSIZE:
         return []
-    floating = [t for t in _operands(Call(marker)) if t.dtype in _FLOATING and t.numel]
+    floating = [t for t in _operands(Call(marker)) if t.dtype in FLOATING and t.numel]
     if cost.kind in MATRIX_KINDS:
         return [(t, low) for t in floating if t.dtype != low]
     return [(t, "float32") for t in floating if t.dtype == low]
@@ -238,7 +237,7 @@ def _gradients(marker: dict, cost: Cost | None) -> list[Part]:
     node left (an add per element: both read, the sum written)."""
     if cost is None:
         return []
-    args = [t for t in _operands(Call(marker)) if t.dtype in _FLOATING and t.numel and t.grad is not False]
+    args = [t for t in _operands(Call(marker)) if t.dtype in FLOATING and t.numel and t.grad is not False]
     size = ITEMSIZE.get(cost.dtype)
     fills = [Part(FILL, cost.grad_fill, 0, cost.grad_fill * size)] if cost.grad_fill and size else [
         Part(FILL, t.numel, 0, t.numel * ITEMSIZE[t.dtype]) for t in args] + _flat_weights(marker, cost, True) \

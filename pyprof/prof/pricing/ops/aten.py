@@ -17,7 +17,7 @@ from typing import Any
 
 from ..multitensor import launch, launch_elements
 from ..registry import ATTN, SIMT, Cost, dims, fmt_params, register_aten
-from ..values import ITEMSIZE, Tensor, reduces_to
+from ..values import FLOATING, ITEMSIZE, Tensor, reduces_to
 from .attention import sdpa_cost
 from .elementwise import FLOPS_PER_ELEMENT, pointwise_cost, reduce_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
@@ -362,6 +362,26 @@ def embedding_bag(a: A) -> Cost | None:
     out = a.output_shape()
     bags = out[0] if out and len(out) == 2 else (offsets.numel if offsets else None)
     return embedding_bag_cost(idx, w, offsets, psw, bags, "max" if _BAG_MAX.search(a.kernel) else None)
+
+
+@register_aten("aten::_embedding_bag_dense_backward")
+def embedding_bag_dense_backward(a: A) -> Cost | None:
+    """(grad, indices, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq,
+    mode, per_sample_weights, ...): nn.embedding_bag_cost's dense backward, kernel by kernel
+    (its named stages); the bags and features from grad's shape. The mode is a scalar: max where
+    maximum_indices has elements (PyTorch's max kernel, no stages), else the adds alone, a mean's
+    scaling not counted (as the forward's aten formula); num_weights (dWeight's rows) is a scalar
+    too, but only its zero fill, a kernel of its own range, reads it."""
+    dy, idx, most = a.tensor(0), a.tensor(1, "int64"), a.tensor(4, "int64")
+    if dy is None or idx is None or len(dy.shape) != 2:
+        return None
+    # Its first kernel (arange's, cub's) may be typed by the indices: dWeight's dtype is dY's.
+    dtype = a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None)
+    w = Tensor((0, dy.shape[1]), dtype)
+    bags = dy.shape[0]
+    maximum = most is not None and most.numel > 0
+    c = embedding_bag_cost(idx, w, None, a.tensor(8), bags, "max" if maximum else None, dense=not maximum)
+    return None if c is None else _backward(c)
 
 
 # -- multi-tensor (foreach) ops: tensor lists flattened, the list count from the kernel's name ----
