@@ -16,7 +16,7 @@ from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .tensor_flow import TensorFlow
 from .parts import (ADD, COPY, FILL, LAUNCH, LAYOUT, SPLIT_K, WGRAD_SUM, CallParts, Part, backward_parts, family,
-                    forward_parts, conv_outputs, grid_z, layout_parts, math_attention_gemm, split_k, split_pass,
+                    forward_parts, conv_outputs, grid_z, layout_parts, tile_init, math_attention_gemm, split_k, split_pass,
                     tensor_lists, wgrad_sum, wgrad_sum_dtype)
 from .rnn_kernels import RnnCall
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost, Unknowable, lookup, retype
@@ -256,7 +256,10 @@ class Analyzer:
         f.dtype = dtype
         if verdict in (MMA, SIMT):  # a split-K reduction after it sums its grid's z partial products
             self._calls[("splits", rec.get("pid"), rec.get("tid"))] = grid_z(rec.get("grid"))
-        if aten_range is not None:
+        own = tile_init(name, rec.get("grid"), rec.get("block"))  # a kernel whose launch states its work
+        if own is not None:
+            f.flops, f.bytes = own
+        elif aten_range is not None:
             f.flops, f.bytes = self._aten_work(rec, cost, verdict, aten_range, name)
         else:
             f.flops, f.bytes = self._work(rec, cost, verdict, dtype, name)

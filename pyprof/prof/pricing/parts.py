@@ -391,6 +391,32 @@ def split_k(kernel: str, grid: object, splits: int | None, outputs: list, size: 
     return (splits - 1) * out, splits * out * partial + out * size
 
 
+# cub's single-pass scans (DeviceScan, unique-by-key, select) first initialise their tile-status
+# array: DeviceScanInitKernel<ScanTileState<T, (bool)1>> and DeviceCompactInitKernel<ScanTileState<T,
+# (bool)1>, counter type *>, which also zeroes the count of selected items.
+_TILE_INIT = re.compile(r"\bDevice(Scan|Compact)InitKernel<[\w:]*ScanTileState<([^<>]+), \(bool\)1>(?:, ([^<>]+?) \*>)?")
+_TILE_STATUS_PADDING = 32  # cub's warp of out-of-bounds descriptors before the first tile's
+
+
+def tile_init(kernel: str | None, grid: object, block: object) -> tuple | None:
+    """(FLOPs, bytes) of cub's tile-status initialisation, which its launch alone states: one
+    thread per tile writes its descriptor (T's status word and value: 2 x sizeof(T), the one
+    transaction word of a primitive T), and 32 padding descriptors before them; the compaction's
+    kernel writes its selected-item counter too. cub launches ceil(tiles / block) blocks, so the
+    tiles are told to within the last block: counted the fewest the grid implies,
+    (grid - 1) x block + 1 (the padding dominates a one-block grid: 528 bytes for ncu's 544 with
+    two tiles, exact with one). Nothing is read. None for any other kernel or a type not known."""
+    m = _TILE_INIT.search(kernel or "") if kernel and "InitKernel<" in kernel else None
+    g, b = _threads(grid), _threads(block)
+    if m is None or g is None or b is None:
+        return None
+    value = ITEMSIZE.get(template_dtype(f"<{m.group(2)}>"))  # as a template argument
+    counter = ITEMSIZE.get(template_dtype(f"<{m.group(3)}>")) if m.group(1) == "Compact" else 0
+    if not value or counter is None:
+        return None
+    return 0, ((g - 1) * b + 1 + _TILE_STATUS_PADDING) * 2 * value + counter
+
+
 def conv_outputs(input_shape: object, weight_shape: object, out_shape: object, bprop: bool) -> list:
     """(rows, cols) of the matrices a convolution's implicit GEMMs write: forward the output as
     (N·spatial, K); backward the input's gradient (N·spatial, C) and the weight's (K, C/g·taps).
