@@ -16,7 +16,8 @@ from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .tensor_flow import TensorFlow
 from .parts import (ADD, COPY, FILL, LAUNCH, LAYOUT, SPLIT_K, WGRAD_SUM, CallParts, Part, backward_parts, family,
-                    forward_parts, conv_outputs, grid_z, layout_parts, tile_init, math_attention_gemm, split_k, split_pass,
+                    forward_parts, conv_outputs, grid_z, layout_parts, tile_init, tiled_outputs, math_attention_gemm, split_k,
+                    split_pass,
                     tensor_lists, wgrad_sum, wgrad_sum_dtype)
 from .rnn_kernels import RnnCall
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost, Unknowable, lookup, retype
@@ -475,13 +476,14 @@ class Analyzer:
                        outputs, ITEMSIZE.get(dtype))
         return _UNKNOWN if work is None else work
 
-    def _split_pass(self, rec: dict, cost: Cost, bprop: bool, size: int | None) -> tuple:
+    def _split_pass(self, rec: dict, cost: Cost, bprop: bool, size: int | None, name: str | None) -> tuple:
         """(flops, bytes) of cuBLAS's split-K pass after the thread's last GEMM kernel (parts.split_pass):
         its grid's z partial products of the output summed, (z - 1) adds an element, the partials
         read in fp32 (the accumulator of every such GEMM's name) and the output written once; na
-        where the GEMM split nothing or the output is not one known shape."""
+        where the GEMM split nothing or the output is not one known shape (of those its tiles
+        cover: parts.tiled_outputs)."""
         splits = self._calls.get(("splits", rec.get("pid"), rec.get("tid")))
-        outputs = self._gemm_outputs(rec, cost, bprop)
+        outputs = tiled_outputs(name, rec.get("grid"), self._gemm_outputs(rec, cost, bprop))
         if not splits or splits < 2 or len(outputs) != 1:
             return self.unclaimed()
         out = outputs[0][0] * outputs[0][1]
@@ -625,7 +627,7 @@ class Analyzer:
         math = verdict in (MMA, SIMT)
         first = self._first_of_call(rec, math)  # helper kernels never become the main kernel
         if verdict == NONE and kind == GEMM and split_pass(name):
-            return self._split_pass(rec, cost, bprop, ITEMSIZE.get(dtype))
+            return self._split_pass(rec, cost, bprop, ITEMSIZE.get(dtype), name)
         if verdict == NONE and family(name) == SPLIT_K:
             return self._split_k(rec, name, self._gemm_outputs(rec, cost, bprop), dtype)
         if verdict == NONE:

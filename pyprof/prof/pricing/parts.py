@@ -449,6 +449,27 @@ def tensor_lists(marker: dict, cost: Cost | None) -> Lists | None:
     return Lists(numel, count, per, fused, sizes if ok else None)
 
 
+# A GEMM kernel's tile (M x N) as cuBLAS, cuBLASLt and CUTLASS names spell it: nvjet_sm90_hsh_64x8_...,
+# ..._tilesize64x64x8_..., cutlass_80_simt_sgemm_64x64_8x5_...
+TILE = re.compile(r"(?:tilesize|_)(\d+)x(\d+)(?:x\d+)?_")
+
+
+def tiled_outputs(kernel: str | None, grid: object, outputs: list) -> list:
+    """The distinct (rows, cols) among `outputs` (the matrices a GEMM call may write) whose tiles,
+    M x N as the kernel's name states them (either way round), make its grid's x * y blocks (z
+    splits K): a backward's input and weight gradients of one shape are one output, its bias
+    gradient not a tiled one. All of them, distinct, where the name states no tile or the grid is
+    not 3 ints."""
+    distinct = list(dict.fromkeys(outputs))
+    m = TILE.search(kernel or "")
+    if m is None or _threads(grid) is None or len(grid) < 2:
+        return distinct
+    blocks = grid[0] * grid[1]
+    a, b = int(m.group(1)), int(m.group(2))
+    return [(r, c) for r, c in distinct
+            if blocks in (-(-r // a) * -(-c // b), -(-r // b) * -(-c // a))]
+
+
 class CallParts:
     """The parts of one op call not yet taken by a kernel, its tensor lists (an optimizer step's
     multi-tensor launches), if any, and the stages (Cost.stages) its kernels have not run yet."""
