@@ -32,10 +32,11 @@ from typing import NamedTuple
 
 from .op_ranges import template_dtype
 from .multitensor import Lists, is_launch
-from .registry import ATTN, CONV, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost
+from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost
 from .values import FLOATING, ITEMSIZE, Tensor
 
 COPY, SUM, ADD, LAYOUT, LAUNCH, FILL, SCALE, SPLIT_K = "copy", "sum", "add", "layout", "launch", "fill", "scale", "split-k"
+BETA, EPILOGUE = "beta", "epilogue"
 WGRAD_SUM = "wgrad-sum"
 # The math attention path's element-wise and softmax kernels (_math_attention).
 SCALAR_MUL, MUL, SOFTMAX, NEGINF, ALL, WHERE = "scalar-mul", "mul", "softmax", "isneginf", "all", "where"
@@ -64,6 +65,12 @@ _CUTLASS_SPLIT_K = re.compile(r"\bReduceSplitK<[\w:]*MatrixShape<\(int\)(\d+), \
 # weight element): reduce_wgrad_nchw_helper<partials' type, weight's type>.
 _WGRAD_SUM_KERNEL = re.compile(r"\breduce_wgrad_nchw_helper<([^,<>]+), ([^,<>]+)>")
 _ADD_KERNEL = re.compile(r"elementwise_kernel<.*\bCUDAFunctor_add<")
+# cuBLAS's scaling of a GEMM's output by beta (scal_kernel) before a split-K kernel accumulates
+# into it (sgemm_largek's grid z); PyTorch passes beta 0: the output zeroed, written once.
+_BETA_KERNEL = re.compile(r"\bscal_kernel<")
+# cuBLASLt's epilogue run as a kernel of its own after a GEMM kernel that cannot fuse it: the bias
+# PyTorch's addmm hands it (CUBLASLT_EPILOGUE_BIAS) added to every output element.
+_EPILOGUE_KERNEL = re.compile(r"\bcublasLt::epilogue::impl::globalKernel<")
 _LAYOUT_KERNEL = re.compile(r"\b(?:nchwToNhwc|nhwcToNchw)Kernel<")
 _FILL_KERNEL = re.compile(r"\bFillFunctor<")
 _LAYOUT_TILE = 32
@@ -98,7 +105,7 @@ class Part(NamedTuple):
 _FAMILIES = ((COPY, _COPY_KERNEL), (LAYOUT, _LAYOUT_KERNEL), (FILL, _FILL_KERNEL), (SCALE, _SCALE_KERNEL),
              (SPLIT_K, _SPLIT_K_KERNEL), (SPLIT_K, _CUTLASS_SPLIT_K), (WGRAD_SUM, _WGRAD_SUM_KERNEL),
              (DOT_DO_O, _DOT_DO_O_KERNEL), (CAST_DQ, _CAST_DQ_KERNEL), (REDUCE_HEAD, _REDUCE_HEAD_KERNEL),
-             (SUM, _SUM_KERNEL), (ADD, _ADD_KERNEL)) + tuple((fam, re.compile(pattern)) for fam, pattern in (
+             (SUM, _SUM_KERNEL), (ADD, _ADD_KERNEL), (BETA, _BETA_KERNEL), (EPILOGUE, _EPILOGUE_KERNEL)) + tuple((fam, re.compile(pattern)) for fam, pattern in (
                  # The math attention path's: a tensor times a scalar, times a tensor, softmax and
                  # _safe_softmax's isneginf, all() and where.
                  (SCALAR_MUL, r"\b[AB]UnaryFunctor<[^<>]*\bMulFunctor<"), (MUL, r"\bBinaryFunctor<[^<>]*\bMulFunctor<"),
@@ -182,12 +189,26 @@ def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     its count) and cuDNN's scaling of a convolution's output."""
     casts = [Part(COPY, t.numel, 0, t.numel * (ITEMSIZE[t.dtype] + ITEMSIZE[to])) for t, to in autocast_casts(marker, cost)]
     casts += _flat_weights(marker, cost) + _math_attention(marker, cost, False)
+    return casts + output_parts(cost) + _layouts(marker, cost) + _scaled(marker, cost, False)
+
+
+def output_parts(cost: Cost | None) -> list[Part]:
+    """What a matrix op's forward call may do to its output besides computing it, in the dtype the
+    op ran in: a bias added apart (output and bias read, output written: one add per output
+    element), by PyTorch (an add kernel) or by cuBLASLt's epilogue kernel; for a GEMM, also the
+    bias broadcast into the output before a GEMM with beta 1 (PyTorch's addmm off cuBLASLt's bias
+    epilogue: the bias read, the output written) and cuBLAS's zeroing of the output before a
+    split-K kernel accumulates into it (written once). From the op's Cost alone: a marker's or
+    an aten range's (aten::addmm)."""
     size = None if cost is None else ITEMSIZE.get(cost.dtype)
-    scaled = _scaled(marker, cost, False)
-    if cost is None or cost.kind not in MMA_KINDS or not (cost.bias_elems and cost.out_elems and size):
-        return casts + _layouts(marker, cost) + scaled
-    return casts + [Part(ADD, cost.out_elems, cost.out_elems, (2 * cost.out_elems + cost.bias_elems) * size)
-                    ] + _layouts(marker, cost) + scaled
+    if cost is None or cost.kind not in MMA_KINDS or not cost.out_elems or not size:
+        return []
+    out, bias = cost.out_elems, cost.bias_elems
+    parts = [Part(BETA, out, 0, out * size)] if cost.kind == GEMM else []
+    if not bias:
+        return parts
+    added = [Part(fam, out, out, (2 * out + bias) * size) for fam in ((ADD, EPILOGUE) if cost.kind == GEMM else (ADD,))]
+    return added + parts + ([Part(COPY, out, 0, (out + bias) * size)] if cost.kind == GEMM else [])
 
 
 def _scaled(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
