@@ -16,14 +16,14 @@ from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .tensor_flow import TensorFlow
 from .parts import (ADD, COPY, FILL, LAUNCH, LAYOUT, SPLIT_K, WGRAD_SUM, CallParts, Part, backward_parts, family,
-                    forward_parts, conv_outputs, grid_z, layout_parts, tile_init, tiled_outputs, math_attention_gemm, split_k,
-                    split_pass,
+                    flash_helpers, forward_parts, conv_outputs, grid_z, layout_parts, math_attention_gemm, output_parts,
+                    split_k, split_pass, tile_init, tiled_outputs,
                     tensor_lists, wgrad_sum, wgrad_sum_dtype)
 from .rnn_kernels import RnnCall
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost, Unknowable, lookup, retype
 from ..warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
-from .values import ITEMSIZE
+from .values import ITEMSIZE, Tensor
 
 # RecursionError: marker args nested deeper than decode() can follow (valid JSON, never ours).
 _FORMULA_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError, RecursionError)
@@ -424,6 +424,8 @@ class Analyzer:
         depth = next(i for i, o in enumerate(torch_ops) if o is r)
         first = self._first(("aten", rec.get("pid"), rec.get("tid"), depth), (r.get("name"), r.get("opId")), counts,
                             depth == len(torch_ops) - 1 and rec.get("subSeqId") == 0)
+        if mma and verdict == NONE and cost.kind == GEMM and split_pass(name):
+            return self._split_pass(rec, cost, rec.get("dir") == "bprop", ITEMSIZE.get(cost.dtype), name)
         if mma and verdict == NONE and family(name) == SPLIT_K:
             sizes = aten_gemm(r.get("name"), r.get("sizes") or [])
             return self._split_k(rec, name, [] if sizes is None else [(sizes[0] * sizes[1], sizes[2])], cost.dtype)
@@ -432,6 +434,10 @@ class Analyzer:
             part = wgrad_sum(x[0], prod(w), wgrad_sum_dtype(name)) if rec.get("dir") == "bprop" and _shape(x) \
                 and _shape(w) else None
             return self.unclaimed() if part is None else (part.flops, part.bytes)
+        if mma and verdict == NONE and cost.kind in (GEMM, ATTN):
+            part = self._aten_parts(rec, r, cost).take(name, rec.get("grid"), rec.get("block"))
+            if part is not None:
+                return part.flops, part.bytes
         if mma and verdict == NONE:
             # cuDNN's layout conversion of one of the range's tensors (parts.py), as with markers.
             size = ITEMSIZE.get(cost.dtype)
@@ -447,6 +453,25 @@ class Analyzer:
             return (cost.flops, cost.bytes) if self._gradient_slot(rec, name, (r.get("name"), r.get("opId"))) \
                 else self.unclaimed()
         return (cost.flops, cost.bytes) if first else self.unclaimed()
+
+    def _aten_parts(self, rec: dict, r: dict, cost: Cost) -> CallParts:
+        """The helper parts (parts.py) of a matrix op's PyTorch range `r` not yet taken, made from
+        the range when its first helper comes, as a marker's are: a GEMM's forward output
+        (output_parts), an attention backward's flash helpers (its query, key and value are
+        inputs 1 to 3 of every backend's backward op)."""
+        key = ("aten parts", rec.get("pid"), rec.get("tid"))
+        ident = (r.get("name"), r.get("opId"))
+        state = self._calls.get(key)
+        if state is None or state[0] != ident:
+            bprop = rec.get("dir") == "bprop"
+            if cost.kind == ATTN:
+                sizes = (r.get("sizes") or []) + [None] * 4
+                q, k, v = (Tensor(tuple(s), cost.dtype) if _shape(s) else None for s in sizes[1:4])
+                parts = flash_helpers(q, k, v, ITEMSIZE.get(cost.dtype)) if bprop else []
+            else:
+                parts = [] if bprop else output_parts(cost)
+            state = self._calls[key] = [ident, CallParts(parts)]
+        return state[1]
 
     def _stages_of(self, rec: dict, r: dict) -> CallParts | None:
         """The stages left of PyTorch range `r`, taken from its first kernel's cost, while its

@@ -277,7 +277,9 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
         return grads + _casts_back(marker, cost)
     size = ITEMSIZE.get(cost.dtype)
     if cost.kind == ATTN:
-        return _flash_helpers(marker, size) + _math_attention(marker, cost, True) + grads + _casts_back(marker, cost)
+        c = Call(marker)
+        return flash_helpers(c.tensor(0, "query"), c.tensor(1, "key"), c.tensor(2, "value"), size) + \
+            _math_attention(marker, cost, True) + grads + _casts_back(marker, cost)
     bias = [Part(SUM, cost.out_elems, cost.out_elems - cost.bias_elems, (cost.out_elems + cost.bias_elems) * size)
             ] if cost.bias_elems and cost.out_elems and size else []
     return bias + grads + _scaled(marker, cost, True) + _wgrad_sum(marker, cost) + _casts_back(marker, cost)
@@ -312,16 +314,16 @@ def wgrad_sum_dtype(kernel: str) -> str | None:
     return template_dtype(m.group(2)) if m else None
 
 
-def _flash_helpers(marker: dict, size: int | None) -> list[Part]:
+def flash_helpers(q: Tensor | None, k: Tensor | None, v: Tensor | None, size: int | None) -> list[Part]:
     """Flash attention's backward helpers over R = batch x heads x L query rows: D = rowsum(dO * O)
     (2 FLOPs an element of O; dO and O read, D written in fp32), which also zeroes dQ's fp32
     accumulator (R x E written: FlashAttention-2's Clear_dQaccum; cuDNN's counted bytes, within 3%
     of ncu's on llama_block), and dQ's cast from that accumulator (read in fp32, written in the
     op's dtype); with fewer key/value heads than query heads (grouped-query attention), cuDNN's
     fmha_reduce_head sums dK's and dV's per-query-head copies into their heads (the copies read,
-    the sums written in the op's dtype). None when the query or value is not in the marker."""
-    c = Call(marker)
-    q, k, v = c.tensor(0, "query"), c.tensor(1, "key"), c.tensor(2, "value")
+    the sums written in the op's dtype). From the query, key and value of a marker or of the
+    backward op's range (aten::_scaled_dot_product_*_attention_backward); none when the query or
+    value is not known."""
     if q is None or v is None or not q.shape or not v.shape or size is None:
         return []
     rows = math.prod(q.shape[:-1])

@@ -58,9 +58,13 @@ def sdpa_forward(a: A) -> Cost:
 
 @register_aten(*_SDPA_BWD_MASK)
 def sdpa_backward(a: A) -> Cost:
-    """The backward op's own work: the forward formula's backward (grad_out is input 0)."""
+    """The backward op's own work: the forward formula's backward (grad_out is input 0), in the
+    query's dtype where its producer's kernel told it (cuDNN's helpers take `void *` tensors: a
+    `float` in their names is a scale), else the kernel's."""
     pos = _SDPA_BWD_MASK[a.name]
-    c = sdpa_cost(a.tensor(1), a.tensor(2), a.tensor(3), None if pos is None else a.tensor(pos), False)
+    dtype = a.input_dtype(1) or a.dtype
+    c = sdpa_cost(a.tensor(1, dtype), a.tensor(2, dtype), a.tensor(3, dtype),
+                  None if pos is None else a.tensor(pos), False)
     return Cost(c.bwd_flops, c.bwd_bytes, c.params, c.dtype, ATTN)
 
 
@@ -165,14 +169,15 @@ _REDUCE = {"sum": "sum", "mean": "mean", "prod": "prod", "amax": "amax", "amin":
 
 def _reduce(a: A) -> Cost | None:
     """elementwise.reduce_cost: over every element (input 0 and at most a dtype: one output
-    element), else over dims the range does not carry: the output's size from a consumer, or
+    element; or an overload called by one that takes no dims: AtenCall.redispatched), else over
+    dims the range does not carry: the output's size from a consumer, or
     inside an autograd node (a bias's gradient) the one input shape of its forward op that the
     input reduces to (values.reduces_to)."""
     x = a.tensor(0)
     if x is None:
         return None
     op = _REDUCE[a.name.partition("::")[2]]
-    whole = len(a.sizes) <= 2
+    whole = any(len(s) <= 2 for s in [a.sizes] + a.redispatched())
     out = () if whole else a.output_shape(lambda s: reduces_to(x.shape, s))
     return reduce_cost(op, x, None if out is None else prod(out), None,
                        "all" if whole else "?", not whole)
