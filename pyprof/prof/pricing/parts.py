@@ -184,12 +184,18 @@ def _final_state_grads(cost: Cost) -> list[Part]:
 
 def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     """The helper kernels of an op call's forward: autocast's casts (source read, copy written),
-    a bias added apart (output and bias read, output written: one add per output element; the
-    op's own formula counts none for its bias, as FlopCounterMode does, so that matrix FLOPs stay
-    its count) and cuDNN's scaling of a convolution's output."""
+    what a matrix op's call does to its output besides computing it (output_parts: a bias added
+    apart, one add per output element; the op's own formula counts none for its bias, as
+    FlopCounterMode does, so that matrix FLOPs stay its count), cuDNN's layout conversions and
+    its scaling of a convolution's output."""
+    return _inputs(marker, cost) + output_parts(cost) + _layouts(marker, cost) + _scaled(marker, cost, False)
+
+
+def _inputs(marker: dict, cost: Cost | None) -> list[Part]:
+    """What a forward call does to its inputs before computing: autocast's casts (source read, copy
+    written), an RNN's flat weight buffer, the math attention path's kernels."""
     casts = [Part(COPY, t.numel, 0, t.numel * (ITEMSIZE[t.dtype] + ITEMSIZE[to])) for t, to in autocast_casts(marker, cost)]
-    casts += _flat_weights(marker, cost) + _math_attention(marker, cost, False)
-    return casts + output_parts(cost) + _layouts(marker, cost) + _scaled(marker, cost, False)
+    return casts + _flat_weights(marker, cost) + _math_attention(marker, cost, False)
 
 
 def output_parts(cost: Cost | None) -> list[Part]:
@@ -245,7 +251,7 @@ def _layout_grid(shape: tuple) -> tuple:
 
 
 def _casts_back(marker: dict, cost: Cost | None) -> list[Part]:
-    return [p for p in forward_parts(marker, cost) if p.family in (COPY, LAYOUT, FILL)]
+    return [p for p in _inputs(marker, cost) + _layouts(marker, cost) if p.family in (COPY, LAYOUT, FILL)]
 
 
 def _gradients(marker: dict, cost: Cost | None) -> list[Part]:
