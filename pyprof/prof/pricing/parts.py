@@ -126,6 +126,14 @@ def family(kernel: str | None) -> str | None:
 
 
 @lru_cache(maxsize=4096)
+def _legacy_per_thread(kernel: str | None) -> int | None:
+    """k of PyTorch's legacy elementwise_kernel<threads, k> (not the vectorized or unrolled ones,
+    whose elements per thread vary with the dtypes), else None."""
+    m = _PER_THREAD.search(kernel or "")
+    return int(m.group(1)) if m is not None and m.group(1) else None
+
+
+@lru_cache(maxsize=4096)
 def _per_thread(kernel: str) -> int:
     m = _PER_THREAD.search(kernel)
     if m is None:
@@ -543,8 +551,11 @@ class CallParts:
         # sum is one part a call, a layout conversion is told by its grid.
         g, b = (_threads(grid), _threads(block)) if fam in _ELEMENTWISE or fam in _ONE_PER_THREAD else (None, None)
         most = 1 if fam in _ONE_PER_THREAD else _MAX_PER_THREAD
+        # PyTorch's legacy elementwise_kernel<threads, k> runs ceil(n / (threads x k)) blocks: exact.
+        each = _legacy_per_thread(kernel) if most > 1 else None
+        low, high = (each, each) if each else (1, most)
         candidates = [p for p in self.left if p.family == fam and (g is None or b is None or
-                                                                  (g - 1) * b < p.numel <= g * b * most)]
+                                                                  (g - 1) * b * low < p.numel <= g * b * high)]
         if fam == LAYOUT:  # kept for the next conversion: a tensor may be converted twice
             return next((p for p in candidates if isinstance(grid, list) and tuple(grid) == p.grid), None)
         if not candidates:
