@@ -246,15 +246,16 @@ def test_linear_output_helpers_carry_their_work():
     bias into the 256-row output before a beta-1 GEMV (the bias read, the output written: ncu wrote
     1,024 bytes). The same numbers from the marker and from aten::addmm's range."""
     out = 256 * 256
-    want = [("scal_kernel", 0, out * 4), ("globalKernel", out, (2 * out + 256) * 4), ("elementwise_kernel", 0, (256 + 1) * 4)]
+    names = ("scal_kernel", "globalKernel", "elementwise_kernel")
+    want = [("scal_kernel", 0, out * 4), ("globalKernel", out, (2 * out + 256) * 4),
+            ("elementwise_kernel", 0, (256 + 1) * 4)]
     got = [(r["kShortName"], f.flops, f.bytes, moved) for r, f, moved, _ in measured("recommender")
-           if r["dir"] == "fprop" and r["op"] == "linear" and r["kShortName"] in ("scal_kernel", "globalKernel", "elementwise_kernel")]
+           if r["dir"] == "fprop" and r["op"] == "linear" and r["kShortName"] in names]
     assert [g[:3] for g in got] == want
     assert all(0.98 <= nb / moved <= 1.0 for _, _, nb, moved in got[:2])
     for mode in ("plain", "nsyspt"):
         ranges = [(r["kShortName"], f.flops, f.bytes) for r, f in analysed_capture(mode)["recommender"]
-                  if r["dir"] == "fprop" and r["op"] == "addmm"
-                  and r["kShortName"] in ("scal_kernel", "globalKernel", "elementwise_kernel")]
+                  if r["dir"] == "fprop" and r["op"] == "addmm" and r["kShortName"] in names]
         assert ranges == want, mode
 
 
@@ -289,7 +290,8 @@ def test_bce_with_logits_kernels_carry_their_stages():
     rows = [(r["dir"], f.flops, f.bytes) for r, f in analysed_capture("default")["recommender"]
             if r["op"] == "binary_cross_entropy_with_logits"]
     assert rows == [("fprop",) + w for w in fwd] + [("bprop",) + w for w in bwd]
-    cost = next(f.cost for r, f in analysed_capture("default")["recommender"] if r["op"] == "binary_cross_entropy_with_logits")
+    cost = next(f.cost for r, f in analysed_capture("default")["recommender"]
+                if r["op"] == "binary_cross_entropy_with_logits")
     assert cost.flops == sum(w[0] for w in fwd) == 7 * n + n and cost.bwd_flops == sum(w[0] for w in bwd) == 4 * n
     mean = [(f.flops, f.bytes) for r, f in analysed_capture("plain")["recommender"] if r["op"] == "mean"]
     assert mean == [(n, (n + 1) * s)]

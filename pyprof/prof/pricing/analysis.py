@@ -17,8 +17,7 @@ from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .tensor_flow import TensorFlow
 from .parts import (ADD, COPY, FILL, LAUNCH, LAYOUT, SPLIT_K, WGRAD_SUM, CallParts, Part, backward_parts, family,
                     flash_helpers, forward_parts, conv_outputs, grid_z, layout_parts, math_attention_gemm, output_parts,
-                    split_k, split_pass, tile_init, tiled_outputs,
-                    tensor_lists, wgrad_sum, wgrad_sum_dtype)
+                    split_k, split_pass, tensor_lists, tile_init, tiled_outputs, wgrad_sum, wgrad_sum_dtype)
 from .rnn_kernels import RnnCall
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost, Unknowable, lookup, retype
 from ..warnings_tally import Tally

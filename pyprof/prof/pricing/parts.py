@@ -105,7 +105,8 @@ class Part(NamedTuple):
 _FAMILIES = ((COPY, _COPY_KERNEL), (LAYOUT, _LAYOUT_KERNEL), (FILL, _FILL_KERNEL), (SCALE, _SCALE_KERNEL),
              (SPLIT_K, _SPLIT_K_KERNEL), (SPLIT_K, _CUTLASS_SPLIT_K), (WGRAD_SUM, _WGRAD_SUM_KERNEL),
              (DOT_DO_O, _DOT_DO_O_KERNEL), (CAST_DQ, _CAST_DQ_KERNEL), (REDUCE_HEAD, _REDUCE_HEAD_KERNEL),
-             (SUM, _SUM_KERNEL), (ADD, _ADD_KERNEL), (BETA, _BETA_KERNEL), (EPILOGUE, _EPILOGUE_KERNEL)) + tuple((fam, re.compile(pattern)) for fam, pattern in (
+             (SUM, _SUM_KERNEL), (ADD, _ADD_KERNEL), (BETA, _BETA_KERNEL), (EPILOGUE, _EPILOGUE_KERNEL)
+             ) + tuple((fam, re.compile(pattern)) for fam, pattern in (
                  # The math attention path's: a tensor times a scalar, times a tensor, softmax and
                  # _safe_softmax's isneginf, all() and where.
                  (SCALAR_MUL, r"\b[AB]UnaryFunctor<[^<>]*\bMulFunctor<"), (MUL, r"\bBinaryFunctor<[^<>]*\bMulFunctor<"),
@@ -431,7 +432,8 @@ def split_k(kernel: str, grid: object, splits: int | None, outputs: list, size: 
 # cub's single-pass scans (DeviceScan, unique-by-key, select) first initialise their tile-status
 # array: DeviceScanInitKernel<ScanTileState<T, (bool)1>> and DeviceCompactInitKernel<ScanTileState<T,
 # (bool)1>, counter type *>, which also zeroes the count of selected items.
-_TILE_INIT = re.compile(r"\bDevice(Scan|Compact)InitKernel<[\w:]*ScanTileState<([^<>]+), \(bool\)1>(?:, ([^<>]+?) \*>)?")
+_TILE_INIT = re.compile(r"\bDevice(Scan|Compact)InitKernel<[\w:]*ScanTileState<([^<>]+), \(bool\)1>"
+                        r"(?:, ([^<>]+?) \*>)?")
 _TILE_STATUS_PADDING = 32  # cub's warp of out-of-bounds descriptors before the first tile's
 
 
