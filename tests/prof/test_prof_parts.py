@@ -10,7 +10,7 @@ import sys
 import tempfile
 
 import pyprof.prof.pricing.ops  # noqa: F401  (fills the op table)
-from pyprof.prof.pricing.parts import (ADD, BETA, COPY, EPILOGUE, FILL, SUM, CallParts, Part, backward_parts, family,
+from pyprof.prof.pricing.parts import (ADD, BETA, BROADCAST, COPY, EPILOGUE, FILL, SUM, CallParts, Part, backward_parts, family,
                                       forward_parts)
 from pyprof.prof.pricing.registry import Call, lookup
 
@@ -68,7 +68,7 @@ BIAS_GRAD = Part(SUM, 393216, 393216 - 768, (393216 + 768) * 4)
 # epilogue kernel, the output zeroed by cuBLAS before split-K kernels accumulate into it (written
 # once), the bias broadcast into the output before a beta-1 GEMM (the bias read, the output written).
 OUTPUT = [BIAS_ADD, Part(EPILOGUE, 393216, 393216, (2 * 393216 + 768) * 4), Part(BETA, 393216, 0, 393216 * 4),
-          Part(COPY, 393216, 0, (393216 + 768) * 4)]
+          Part(BROADCAST, 393216, 0, (393216 + 768) * 4)]
 # The zero fills a backward may run before accumulating into an argument's gradient, one per
 # floating-point argument (input, weight, bias), written in its dtype; then the engine's
 # accumulations of each gradient, one add per element, two read and one written.

@@ -36,7 +36,7 @@ from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost
 from .values import FLOATING, ITEMSIZE, Tensor
 
 COPY, SUM, ADD, LAYOUT, LAUNCH, FILL, SCALE, SPLIT_K = "copy", "sum", "add", "layout", "launch", "fill", "scale", "split-k"
-BETA, EPILOGUE = "beta", "epilogue"
+BETA, EPILOGUE, BROADCAST = "beta", "epilogue", "broadcast"
 WGRAD_SUM = "wgrad-sum"
 # The math attention path's element-wise and softmax kernels (_math_attention).
 SCALAR_MUL, MUL, SOFTMAX, NEGINF, ALL, WHERE = "scalar-mul", "mul", "softmax", "isneginf", "all", "where"
@@ -49,6 +49,8 @@ _CAST_DQ_KERNEL = re.compile(r"convert_dq")
 _REDUCE_HEAD_KERNEL = re.compile(r"\bfmha_reduce_head<")
 # PyTorch's copy kernels, which also cast: `bfloat16_copy_kernel_cuda`, `direct_copy_kernel_cuda`.
 _COPY_KERNEL = re.compile(r"\w+_copy_kernel_cuda")
+# Of those, the one a copy between tensors of one dtype runs (a cast into 16 bits runs its own).
+_DIRECT_COPY = re.compile(r"\bdirect_copy_kernel_cuda\b")
 # PyTorch's sum and mean reductions (a bias gradient, a loss's closing reduction).
 _SUM_KERNEL = re.compile(r"\breduce_kernel<.*\b(?:sum_functor|MeanOps)<")
 # cuDNN's scaling of an output by beta before a kernel accumulates into it; PyTorch passes beta 0,
@@ -77,7 +79,7 @@ _LAYOUT_TILE = 32
 # A fused attention kernel (flash, memory-efficient, cuDNN's): not one of the math path's GEMMs.
 _FUSED_ATTENTION = re.compile(r"fmha|flash|attention|sdpa|attn|_mha", re.IGNORECASE)
 # The families PyTorch launches by its per-thread rule (TensorIterator element-wise kernels).
-_ELEMENTWISE = frozenset((COPY, ADD, FILL, SCALAR_MUL, MUL, NEGINF, WHERE))
+_ELEMENTWISE = frozenset((COPY, BROADCAST, ADD, FILL, SCALAR_MUL, MUL, NEGINF, WHERE))
 # Elements per thread that a TensorIterator kernel's name states: elementwise_kernel<threads, k>
 # and vectorized_elementwise_kernel<vector width, ...>.
 _PER_THREAD = re.compile(r"\belementwise_kernel<\(int\)\d+, \(int\)(\d+)|vectorized_elementwise_kernel<\(int\)(\d+)")
@@ -212,7 +214,8 @@ def output_parts(cost: Cost | None) -> list[Part]:
     op ran in: a bias added apart (output and bias read, output written: one add per output
     element), by PyTorch (an add kernel) or by cuBLASLt's epilogue kernel; for a GEMM, also the
     bias broadcast into the output before a GEMM with beta 1 (PyTorch's addmm off cuBLASLt's bias
-    epilogue: the bias read, the output written) and cuBLAS's zeroing of the output before a
+    epilogue: the bias read, the output written; a copy in one dtype, taken by
+    `direct_copy_kernel_cuda` only, not by autocast's casts) and cuBLAS's zeroing of the output before a
     split-K kernel accumulates into it (written once). From the op's Cost alone: a marker's or
     an aten range's (aten::addmm)."""
     size = None if cost is None else ITEMSIZE.get(cost.dtype)
@@ -223,7 +226,7 @@ def output_parts(cost: Cost | None) -> list[Part]:
     if not bias:
         return parts
     added = [Part(fam, out, out, (2 * out + bias) * size) for fam in ((ADD, EPILOGUE) if cost.kind == GEMM else (ADD,))]
-    return added + parts + ([Part(COPY, out, 0, (out + bias) * size)] if cost.kind == GEMM else [])
+    return added + parts + ([Part(BROADCAST, out, 0, (out + bias) * size)] if cost.kind == GEMM else [])
 
 
 def _scaled(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
@@ -556,8 +559,10 @@ class CallParts:
         # PyTorch's legacy elementwise_kernel<threads, k> runs ceil(n / (threads x k)) blocks: exact.
         each = _legacy_per_thread(kernel) if most > 1 else None
         low, high = (each, each) if each else (1, most)
-        candidates = [p for p in self.left if p.family == fam and (g is None or b is None or
-                                                                  (g - 1) * b * low < p.numel <= g * b * high)]
+        # A copy in one dtype may be a cast's or a broadcast's; a cast into 16 bits only a cast's.
+        fams = (COPY, BROADCAST) if fam == COPY and _DIRECT_COPY.search(kernel or "") else (fam,)
+        candidates = [p for p in self.left if p.family in fams and (g is None or b is None or
+                                                                   (g - 1) * b * low < p.numel <= g * b * high)]
         if fam == LAYOUT:  # kept for the next conversion: a tensor may be converted twice
             return next((p for p in candidates if isinstance(grid, list) and tuple(grid) == p.grid), None)
         if not candidates:
