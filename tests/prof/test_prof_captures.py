@@ -76,13 +76,17 @@ def test_transformer_encoder_training_and_eval_fast_path(tmp_path):
                     ("fixture_encoder", "bprop", "attn"): ENC_BWD_ATTN,
                     ("fixture_encoder_eval", "fprop", "gemm"): ENC_FWD_GEMM,
                     ("fixture_encoder_eval", "fprop", "attn"): ENC_ATTN}
-    # Every kernel is priced but the calls' helpers whose share is not known (cuBLAS's scal and
-    # init kernels, the bias add under linear, SDPA backward's pre and post kernels): na on their
-    # own, 0 FLOPs in their calls' sums.
+    # Every kernel is priced but the calls' helpers whose share is not known (the input's copy
+    # under linear, SDPA backward's pre and post kernels): na on their own, 0 FLOPs in their
+    # calls' sums. cuBLAS's zeroing of a linear's output before its split-K GEMM and cuBLASLt's
+    # bias epilogue are parts (parts.output_parts): 32 x 64, 32 x 256 and 32 x 64 fp32 outputs.
     assert all(f.whole_work()[0] is not None for f in facts)
+    helpers = [(r["kShortName"], f.flops, f.bytes) for r, f in zip(recs, facts)
+               if r["kShortName"] in ("scal_kernel", "globalKernel")]
+    assert helpers == [x for out, bias in ((2048, 64), (8192, 256), (2048, 64))
+                       for x in (("scal_kernel", 0, out * 4), ("globalKernel", out, (2 * out + bias) * 4))]
     unclaimed = Counter((r["dir"], r["op"], r["kShortName"]) for r, f in zip(recs, facts) if f.flops is None)
-    assert unclaimed == {("fprop", "linear", "scal_kernel"): 3, ("fprop", "linear", "globalKernel"): 3,
-                         ("fprop", "linear", "elementwise_kernel"): 1,
+    assert unclaimed == {("fprop", "linear", "elementwise_kernel"): 1,
                          ("bprop", "scaled_dot_product_attention", "elementwise_kernel"): 2,
                          ("bprop", "scaled_dot_product_attention", "vectorized_elementwise_kernel"): 1,
                          ("bprop", "scaled_dot_product_attention", "reduce_kernel"): 1}
@@ -159,11 +163,14 @@ def test_a_trace_without_pyprof_init_is_priced_from_aten_ranges_alone(tmp_path):
     rest = [(r, f) for r, f in zip(recs, facts) if f.cost is None or f.cost.kind != "rnn"]
     assert {f.level for f in facts} == {"aten"} and all(f.whole_work()[0] is not None for r, f in rest)
     unknown = Counter((r["op"], r["kShortName"]) for r, f in rest if f.bytes is None)
-    # cuBLAS's scal and init kernels: shares not known here (LayerNorm's weight-gradient kernel
-    # runs the second stage of aten::native_layer_norm_backward's formula, nn.row_norm_cost)
+    # (LayerNorm's weight-gradient kernel runs the second stage of aten::native_layer_norm_backward's
+    # formula, nn.row_norm_cost); cuBLAS's zeroing and cuBLASLt's bias epilogue are aten::addmm's
+    # output parts, as with markers (parts.output_parts)
     assert unknown == {("mean", "reduce_kernel"): 1,
-                       ("_scaled_dot_product_efficient_attention", "reduce_kernel"): 1, ("add_", "reduce_kernel"): 1,
-                       ("addmm", "scal_kernel"): 3, ("addmm", "globalKernel"): 3}
+                       ("_scaled_dot_product_efficient_attention", "reduce_kernel"): 1, ("add_", "reduce_kernel"): 1}
+    helpers = [(r["kShortName"], f.flops, f.bytes) for r, f in rest if r["kShortName"] in ("scal_kernel", "globalKernel")]
+    assert helpers == [x for out, bias in ((2048, 64), (8192, 256), (2048, 64))
+                       for x in (("scal_kernel", 0, out * 4), ("globalKernel", out, (2 * out + bias) * 4))]
     assert not tally.warnings
 
 

@@ -13,13 +13,16 @@ def test_embedding_bag_backward_kernels_carry_their_named_stages():
     and written), the positions' arange, cub's sort, unique-by-key and scan, the partial segments'
     bookkeeping, compute_grad_weight_bags (the 65,408 adds; dOut, the indices' bags and positions
     read, the fp32 partial sums written) and sum_and_scatter (the partials read, the rows
-    written). The two big ones within 6% of ncu's bytes; cub's init kernels stay na; the FLOPs add
-    up to the backward's; the same in aten mode."""
+    written). The two big ones within 6% of ncu's bytes; cub's init kernels their tile-status
+    arrays (parts.tile_init: one 16-byte descriptor a tile, 32 of padding, the unique-by-key's
+    8-byte counter; ncu wrote 576 and 544 bytes, whole 32-byte sectors); the FLOPs add up to the
+    backward's; the same in aten mode, and from the op's own range (aten::_embedding_bag_dense_backward)
+    in the captures without pyprof's markers (plain emit_nvtx, nsys --pytorch)."""
     n, d, b = 1022, 64, 256
     want = [("elementwise_kernel", 0, 2 * b * d * 4), ("elementwise_kernel_with_index", 0, n * 8),
             ("DeviceRadixSortSingleTileKernel", 0, 4 * n * 8), ("vectorized_elementwise_kernel", 0, 50000 * d * 4),
-            ("DeviceCompactInitKernel", None, None), ("DeviceUniqueByKeySweepKernel", 0, 3 * n * 8),
-            ("krn_partials_per_segment", 0, 2 * n * 8), ("DeviceScanInitKernel", None, None),
+            ("DeviceCompactInitKernel", 0, (1 + 32) * 16 + 8), ("DeviceUniqueByKeySweepKernel", 0, 3 * n * 8),
+            ("krn_partials_per_segment", 0, 2 * n * 8), ("DeviceScanInitKernel", 0, (1 + 32) * 16),
             ("DeviceScanKernel", 0, 2 * n * 8), ("compute_num_of_partial_segments", 0, 24),
             ("krn_partial_segment_offset", 0, 4 * n * 8),
             ("compute_grad_weight_bags", n * d, b * d * 4 + n * d * 4 + 3 * n * 8),
@@ -33,6 +36,11 @@ def test_embedding_bag_backward_kernels_carry_their_named_stages():
     aten = [(r["kShortName"], f.flops, f.bytes) for r, f in analysed_capture("aten")["recommender"]
             if r["op"] == "embedding_bag" and r["dir"] == "bprop"]
     assert aten == want * 4
+    for mode in ("plain", "nsyspt"):
+        ranges = [(r["kShortName"], f.flops, f.bytes, f.level) for r, f in analysed_capture(mode)["recommender"]
+                  if r["op"] == "_embedding_bag" and r["dir"] == "bprop"]
+        assert [g[:3] for g in ranges] == want * 4, mode
+        assert {g[3] for g in ranges} == {"aten"}, mode
 
 
 def test_embedding_bag_backward_stages_only_where_the_dense_kernels_run():
@@ -228,3 +236,94 @@ def test_instance_norm_kernels_carry_their_stages():
     assert (cost.flops, cost.bwd_flops) == (8 * e, 16 * e)
     big = [f.bytes / moved for r, f, moved, _ in measured("unet") if r["op"] == "instance_norm" and moved >= 1 << 20]
     assert len(big) == 3 and all(0.96 <= x <= 1.0 for x in big)
+
+
+def test_linear_output_helpers_carry_their_work():
+    """recommender's fp32 linears (kernel_truth captures, H100): nn.Linear(13, 256) on 256 rows runs
+    cuBLAS's scal_kernel zeroing the 256 x 256 output (written once: ncu wrote 262,144 bytes and
+    read none), a split-K GEMM accumulating into it, and cuBLASLt's epilogue kernel adding the bias
+    (output and bias read, output written: within 2% of ncu's); nn.Linear(256, 1) broadcasts its
+    bias into the 256-row output before a beta-1 GEMV (the bias read, the output written: ncu wrote
+    1,024 bytes). The same numbers from the marker and from aten::addmm's range."""
+    out = 256 * 256
+    names = ("scal_kernel", "globalKernel", "elementwise_kernel")
+    want = [("scal_kernel", 0, out * 4), ("globalKernel", out, (2 * out + 256) * 4),
+            ("elementwise_kernel", 0, (256 + 1) * 4)]
+    got = [(r["kShortName"], f.flops, f.bytes, moved) for r, f, moved, _ in measured("recommender")
+           if r["dir"] == "fprop" and r["op"] == "linear" and r["kShortName"] in names]
+    assert [g[:3] for g in got] == want
+    assert all(0.98 <= nb / moved <= 1.0 for _, _, nb, moved in got[:2])
+    for mode in ("plain", "nsyspt"):
+        ranges = [(r["kShortName"], f.flops, f.bytes) for r, f in analysed_capture(mode)["recommender"]
+                  if r["dir"] == "fprop" and r["op"] == "addmm" and r["kShortName"] in names]
+        assert ranges == want, mode
+
+
+def test_split_k_pass_of_a_backward_with_gradients_of_one_shape():
+    """recommender's nn.Linear(320, 256) backward (kernel_truth captures, H100): the input gradient's
+    split-K GEMM ([8, 10, 4] blocks of 32 x 32 tiles) and cuBLAS's split-K pass after it, whose
+    output, 256 x 320, is the shape of the input's and of the weight's gradient alike (one
+    output: the bias gradient is no tiled one): 4 partials read in fp32, 3 adds an element, the
+    gradient written (ncu: within 2%). Was na from the marker; the same from the range."""
+    out = 256 * 320
+    want = (3 * out, 4 * out * 4 + out * 4)
+    got = [(f.flops, f.bytes, moved) for r, f, moved, _ in measured("recommender")
+           if r["dir"] == "bprop" and "execute_split_k_kernel" in r["kLongName"]]
+    assert [g[:2] for g in got] == [want]
+    assert 0.98 <= got[0][1] / got[0][2] <= 1.0
+    for mode in ("aten", "plain", "nsyspt"):
+        assert [(f.flops, f.bytes) for r, f in analysed_capture(mode)["recommender"]
+                if r["dir"] == "bprop" and "execute_split_k_kernel" in r["kLongName"]] == [want], mode
+
+
+def test_bce_with_logits_kernels_carry_their_stages():
+    """recommender's F.binary_cross_entropy_with_logits on 256 fp32 logits, mean (kernel_truth
+    captures, H100): each of PyTorch's kernels its own step (named stages), where the first carried
+    the op and the others were na: log_sigmoid (4 an element), the fill and subtraction of 1 - t,
+    the product with x, the log-sigmoid subtracted, the mean (ncu wrote 1,024 bytes for each
+    element-wise step, 32 for the mean); backward sigmoid, minus t, times dY (one element), the
+    mean's divide by 256. Their FLOPs add up to the op's. From the ranges (plain emit_nvtx),
+    aten::mean under aten::mean(self, dtype) is a whole-tensor mean: its bytes known."""
+    n, s = 256, 4
+    fwd = [(4 * n, 2 * n * s), (0, n * s), (n, 3 * n * s), (n, 3 * n * s), (n, 3 * n * s), (n, (n + 1) * s)]
+    bwd = [(n, 2 * n * s), (n, 3 * n * s), (n, 2 * n * s + s), (n, 2 * n * s)]
+    rows = [(r["dir"], f.flops, f.bytes) for r, f in analysed_capture("default")["recommender"]
+            if r["op"] == "binary_cross_entropy_with_logits"]
+    assert rows == [("fprop",) + w for w in fwd] + [("bprop",) + w for w in bwd]
+    cost = next(f.cost for r, f in analysed_capture("default")["recommender"]
+                if r["op"] == "binary_cross_entropy_with_logits")
+    assert cost.flops == sum(w[0] for w in fwd) == 7 * n + n and cost.bwd_flops == sum(w[0] for w in bwd) == 4 * n
+    mean = [(f.flops, f.bytes) for r, f in analysed_capture("plain")["recommender"] if r["op"] == "mean"]
+    assert mean == [(n, (n + 1) * s)]
+
+
+def test_cudnn_attention_backward_helpers_from_the_range():
+    """llama_block's cuDNN attention backward without pyprof's markers (plain emit_nvtx and nsys
+    --pytorch captures, H100): compute_dot_do_o, convert_dq and the two fmha_reduce_head kernels
+    take the helpers of aten::_scaled_dot_product_cudnn_attention_backward's query, key and value,
+    in the query's dtype (bf16, as its producer wrote it; their names say `float` for a scale):
+    the marker level's numbers, kernel for kernel."""
+    names = ("compute_dot_do_o_specialized", "convert_dq_to_16bits", "fmha_reduce_head")
+    want = [(r["kShortName"], f.flops, f.bytes) for r, f in analysed_capture("default")["llama_block"]
+            if r["kShortName"] in names]
+    assert len(want) == 8 and all(w[2] for w in want)
+    for mode in ("plain", "nsyspt"):
+        assert [(r["kShortName"], f.flops, f.bytes) for r, f in analysed_capture(mode)["llama_block"]
+                if r["kShortName"] in names] == want, mode
+
+
+def test_legacy_elementwise_launch_is_exact():
+    """unet's torch.cat of an fp32 [8, 128, 32, 32] and a bf16 [8, 64, 32, 32] under bf16 autocast
+    (kernel_truth capture, H100): PyTorch's legacy elementwise_kernel<128, k> launches exactly
+    ceil(n / (128 x k)) blocks, so the fp32 input's copy (k 2, 4,096 blocks: 1,048,576 elements)
+    is not the bf16 input's cast up (524,288 elements), which it took before; the copy that casts
+    (k 4, 1,024 blocks) takes it (2 bytes read, 4 written: within 2% of ncu's bytes) and the other
+    carries the cat."""
+    def first_shape(r: dict) -> list | None:
+        args = (r.get("marker") or {}).get("args") or [[{}]]
+        return args[0][0].get("shape") if isinstance(args[0], list) and args[0] else None
+    got = [(r["kLongName"].split("(int)")[2][:1], f.flops, f.bytes, moved) for r, f, moved, _ in measured("unet")
+           if r["op"] == "cat" and r["dir"] == "fprop" and first_shape(r) == [8, 128, 32, 32]]
+    big, cast = 8 * 128 * 32 * 32, 8 * 64 * 32 * 32
+    assert [g[:3] for g in got] == [("2", 0, big * 4 + cast * 2 + (big + cast) * 4), ("4", 0, cast * 6)]
+    assert 0.98 <= got[1][2] / got[1][3] <= 1.0

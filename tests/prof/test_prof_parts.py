@@ -10,7 +10,8 @@ import sys
 import tempfile
 
 import pyprof.prof.pricing.ops  # noqa: F401  (fills the op table)
-from pyprof.prof.pricing.parts import ADD, COPY, FILL, SUM, CallParts, Part, backward_parts, family, forward_parts
+from pyprof.prof.pricing.parts import (ADD, BETA, BROADCAST, COPY, EPILOGUE, FILL, SUM, CallParts, Part, backward_parts, family,
+                                      forward_parts)
 from pyprof.prof.pricing.registry import Call, lookup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -63,6 +64,11 @@ def cost_of(marker: dict):
 # adds.
 BIAS_ADD = Part(ADD, 393216, 393216, (2 * 393216 + 768) * 4)
 BIAS_GRAD = Part(SUM, 393216, 393216 - 768, (393216 + 768) * 4)
+# What else a GEMM's call may do to its output (parts.output_parts): the bias added by cuBLASLt's
+# epilogue kernel, the output zeroed by cuBLAS before split-K kernels accumulate into it (written
+# once), the bias broadcast into the output before a beta-1 GEMM (the bias read, the output written).
+OUTPUT = [BIAS_ADD, Part(EPILOGUE, 393216, 393216, (2 * 393216 + 768) * 4), Part(BETA, 393216, 0, 393216 * 4),
+          Part(BROADCAST, 393216, 0, (393216 + 768) * 4)]
 # The zero fills a backward may run before accumulating into an argument's gradient, one per
 # floating-point argument (input, weight, bias), written in its dtype; then the engine's
 # accumulations of each gradient, one add per element, two read and one written.
@@ -73,10 +79,10 @@ FILLS = [Part(FILL, 131072, 0, 131072 * 4), Part(FILL, 196608, 0, 196608 * 4), P
 def test_forward_parts_are_the_casts_of_every_floating_argument_not_in_the_autocast_dtype():
     m = linear_marker()
     assert forward_parts(m, cost_of(m)) == [
-        Part(COPY, 131072, 0, 131072 * 6), Part(COPY, 196608, 0, 196608 * 6), Part(COPY, 768, 0, 768 * 6), BIAS_ADD]
+        Part(COPY, 131072, 0, 131072 * 6), Part(COPY, 196608, 0, 196608 * 6), Part(COPY, 768, 0, 768 * 6)] + OUTPUT
     # An input already in bf16 (the output of an earlier autocast op) is not cast again.
     m = linear_marker("bfloat16")
-    assert [p.numel for p in forward_parts(m, cost_of(m))] == [196608, 768, 393216]
+    assert [p.numel for p in forward_parts(m, cost_of(m))] == [196608, 768] + [393216] * 4
     # float16 autocast: 4 bytes read, 2 written.
     m = linear_marker(autocast="float16")
     assert forward_parts(m, cost_of(m))[1] == Part(COPY, 196608, 0, 196608 * 6)
@@ -87,12 +93,12 @@ def test_backward_parts_are_the_bias_gradient_and_the_casts_back():
     assert backward_parts(m, cost_of(m)) == [BIAS_GRAD] + FILLS + forward_parts(m, cost_of(m))[:3]
     m["args"] = m["args"][:2]  # no bias: nothing to sum or add
     assert [p.family for p in backward_parts(m, cost_of(m))] == [FILL, FILL, ADD, ADD, COPY, COPY]
-    assert [p.family for p in forward_parts(m, cost_of(m))] == [COPY, COPY]
+    assert [p.family for p in forward_parts(m, cost_of(m))] == [COPY, COPY, BETA]
 
 
 def test_no_casts_without_autocast_or_for_ops_autocast_does_not_lower():
     m = linear_marker(autocast=None)
-    assert forward_parts(m, cost_of(m)) == [BIAS_ADD]
+    assert forward_parts(m, cost_of(m)) == OUTPUT
     gelu = {"v": 1, "kind": "op", "mod": "torch.nn.functional", "op": "gelu",
             "args": [{"shape": [4, 128], "dtype": "float32"}], "autocast": "bfloat16"}
     assert forward_parts(gelu, cost_of(gelu)) == []

@@ -16,13 +16,13 @@ from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .tensor_flow import TensorFlow
 from .parts import (ADD, COPY, FILL, LAUNCH, LAYOUT, SPLIT_K, WGRAD_SUM, CallParts, Part, backward_parts, family,
-                    forward_parts, conv_outputs, grid_z, layout_parts, math_attention_gemm, split_k, split_pass,
-                    tensor_lists, wgrad_sum, wgrad_sum_dtype)
+                    flash_helpers, forward_parts, conv_outputs, grid_z, layout_parts, math_attention_gemm, output_parts,
+                    split_k, split_pass, tensor_lists, tile_init, tiled_outputs, wgrad_sum, wgrad_sum_dtype)
 from .rnn_kernels import RnnCall
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost, Unknowable, lookup, retype
 from ..warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
-from .values import ITEMSIZE
+from .values import ITEMSIZE, Tensor
 
 # RecursionError: marker args nested deeper than decode() can follow (valid JSON, never ours).
 _FORMULA_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError, RecursionError)
@@ -256,7 +256,10 @@ class Analyzer:
         f.dtype = dtype
         if verdict in (MMA, SIMT):  # a split-K reduction after it sums its grid's z partial products
             self._calls[("splits", rec.get("pid"), rec.get("tid"))] = grid_z(rec.get("grid"))
-        if aten_range is not None:
+        own = tile_init(name, rec.get("grid"), rec.get("block"))  # a kernel whose launch states its work
+        if own is not None:
+            f.flops, f.bytes = own
+        elif aten_range is not None:
             f.flops, f.bytes = self._aten_work(rec, cost, verdict, aten_range, name)
         else:
             f.flops, f.bytes = self._work(rec, cost, verdict, dtype, name)
@@ -409,7 +412,7 @@ class Analyzer:
             return (None if cost.flops is None else cost.flops * share // total,
                     None if cost.bytes is None else cost.bytes * share // total)
         if cost.stages is not None or self._stages_of(rec, r) is not None:
-            return self._aten_stage(rec, r, cost)
+            return self._aten_stage(rec, r, cost, name)
         if cost.kind == RNN and cost.rnn is not None:  # each kernel its own work, as with markers
             work = self._rnn_call(rec, cost, rec.get("dir") == "bprop").work(
                 name, rec.get("grid"), verdict in (MMA, SIMT), lambda: self._upcoming(rec))
@@ -420,6 +423,8 @@ class Analyzer:
         depth = next(i for i, o in enumerate(torch_ops) if o is r)
         first = self._first(("aten", rec.get("pid"), rec.get("tid"), depth), (r.get("name"), r.get("opId")), counts,
                             depth == len(torch_ops) - 1 and rec.get("subSeqId") == 0)
+        if mma and verdict == NONE and cost.kind == GEMM and split_pass(name):
+            return self._split_pass(rec, cost, rec.get("dir") == "bprop", ITEMSIZE.get(cost.dtype), name)
         if mma and verdict == NONE and family(name) == SPLIT_K:
             sizes = aten_gemm(r.get("name"), r.get("sizes") or [])
             return self._split_k(rec, name, [] if sizes is None else [(sizes[0] * sizes[1], sizes[2])], cost.dtype)
@@ -428,6 +433,10 @@ class Analyzer:
             part = wgrad_sum(x[0], prod(w), wgrad_sum_dtype(name)) if rec.get("dir") == "bprop" and _shape(x) \
                 and _shape(w) else None
             return self.unclaimed() if part is None else (part.flops, part.bytes)
+        if mma and verdict == NONE and cost.kind in (GEMM, ATTN):
+            part = self._aten_parts(rec, r, cost).take(name, rec.get("grid"), rec.get("block"))
+            if part is not None:
+                return part.flops, part.bytes
         if mma and verdict == NONE:
             # cuDNN's layout conversion of one of the range's tensors (parts.py), as with markers.
             size = ITEMSIZE.get(cost.dtype)
@@ -444,25 +453,45 @@ class Analyzer:
                 else self.unclaimed()
         return (cost.flops, cost.bytes) if first else self.unclaimed()
 
-    def _stages_of(self, rec: dict, r: dict) -> tuple | None:
-        """The stages the first kernel of PyTorch range `r` had, while its kernels run."""
-        state = self._calls.get(("stage", rec.get("pid"), rec.get("tid")))
-        return state[2] if state is not None and state[0] == (r.get("name"), r.get("opId")) else None
-
-    def _aten_stage(self, rec: dict, r: dict, cost: Cost) -> tuple:
-        """(flops, bytes) of the next stage (Cost.stages) of an op run as a sequence of kernels,
-        priced from its PyTorch range `r`: the stages of the range's first kernel's cost, in turn
-        (a later kernel's formula may know less: group norm's groups are its first kernel's
-        grid); na past the last."""
-        key = ("stage", rec.get("pid"), rec.get("tid"))
+    def _aten_parts(self, rec: dict, r: dict, cost: Cost) -> CallParts:
+        """The helper parts (parts.py) of a matrix op's PyTorch range `r` not yet taken, made from
+        the range when its first helper comes, as a marker's are: a GEMM's forward output
+        (output_parts), an attention backward's flash helpers (its query, key and value are
+        inputs 1 to 3 of every backend's backward op)."""
+        key = ("aten parts", rec.get("pid"), rec.get("tid"))
         ident = (r.get("name"), r.get("opId"))
         state = self._calls.get(key)
         if state is None or state[0] != ident:
-            state = self._calls[key] = [ident, 0, cost.stages]
-        index = state[1]
-        state[1] += 1
-        stages = state[2]
-        return stages[index] if stages is not None and index < len(stages) else self.unclaimed()
+            bprop = rec.get("dir") == "bprop"
+            if cost.kind == ATTN:
+                sizes = (r.get("sizes") or []) + [None] * 4
+                q, k, v = (Tensor(tuple(s), cost.dtype) if _shape(s) else None for s in sizes[1:4])
+                parts = flash_helpers(q, k, v, ITEMSIZE.get(cost.dtype)) if bprop else []
+            else:
+                parts = [] if bprop else output_parts(cost)
+            state = self._calls[key] = [ident, CallParts(parts)]
+        return state[1]
+
+    def _stages_of(self, rec: dict, r: dict) -> CallParts | None:
+        """The stages left of PyTorch range `r`, taken from its first kernel's cost, while its
+        kernels run."""
+        state = self._calls.get(("stage", rec.get("pid"), rec.get("tid")))
+        return state[1] if state is not None and state[0] == (r.get("name"), r.get("opId")) else None
+
+    def _aten_stage(self, rec: dict, r: dict, cost: Cost, name: str | None) -> tuple:
+        """(flops, bytes) of the stage (Cost.stages) this kernel runs of an op run as a sequence
+        of kernels, priced from its PyTorch range `r`: the stages of the range's first kernel's
+        cost (a later kernel's formula may know less: group norm's groups are its first kernel's
+        grid), taken as with markers (CallParts.stage: in turn, or by name); na past the last or
+        for a kernel no named stage is."""
+        staged = self._stages_of(rec, r)
+        if staged is None:
+            staged = CallParts([], stages=cost.stages)
+            self._calls[("stage", rec.get("pid"), rec.get("tid"))] = [(r.get("name"), r.get("opId")), staged]
+        work = staged.stage(name)
+        if work is None or work[0] is None and work[1] is None:
+            return self.unclaimed()
+        return work[0], None if work[1] is None else work[1] + sum(work[2:])
 
     def _split_k(self, rec: dict, name: str | None, outputs: list, dtype: str | None) -> tuple:
         """(flops, bytes) of a split-K reduction (parts.split_k) after the thread's last matrix
@@ -471,13 +500,14 @@ class Analyzer:
                        outputs, ITEMSIZE.get(dtype))
         return _UNKNOWN if work is None else work
 
-    def _split_pass(self, rec: dict, cost: Cost, bprop: bool, size: int | None) -> tuple:
+    def _split_pass(self, rec: dict, cost: Cost, bprop: bool, size: int | None, name: str | None) -> tuple:
         """(flops, bytes) of cuBLAS's split-K pass after the thread's last GEMM kernel (parts.split_pass):
         its grid's z partial products of the output summed, (z - 1) adds an element, the partials
         read in fp32 (the accumulator of every such GEMM's name) and the output written once; na
-        where the GEMM split nothing or the output is not one known shape."""
+        where the GEMM split nothing or the output is not one known shape (of those its tiles
+        cover: parts.tiled_outputs)."""
         splits = self._calls.get(("splits", rec.get("pid"), rec.get("tid")))
-        outputs = self._gemm_outputs(rec, cost, bprop)
+        outputs = tiled_outputs(name, rec.get("grid"), self._gemm_outputs(rec, cost, bprop))
         if not splits or splits < 2 or len(outputs) != 1:
             return self.unclaimed()
         out = outputs[0][0] * outputs[0][1]
@@ -621,7 +651,7 @@ class Analyzer:
         math = verdict in (MMA, SIMT)
         first = self._first_of_call(rec, math)  # helper kernels never become the main kernel
         if verdict == NONE and kind == GEMM and split_pass(name):
-            return self._split_pass(rec, cost, bprop, ITEMSIZE.get(dtype))
+            return self._split_pass(rec, cost, bprop, ITEMSIZE.get(dtype), name)
         if verdict == NONE and family(name) == SPLIT_K:
             return self._split_k(rec, name, self._gemm_outputs(rec, cost, bprop), dtype)
         if verdict == NONE:

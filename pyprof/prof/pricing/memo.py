@@ -14,8 +14,9 @@ That replay is the real analysis only when nothing the Analyzer holds from earli
 thread can matter to this one. It holds (see analysis.py):
 - the `call` state, its parts and convolution slots: looked up by the call's identity, always
   refreshed by a kernel before it is read;
-- PyTorch-range states (`range`, `main`, `aten` per depth, `launch`, `aten slots`): looked up by
-  a range of the record's torchOps, by its opId (or the whole range, opId included);
+- PyTorch-range states (`range`, `main`, `aten` per depth, `launch`, `aten slots`, `stage`,
+  `aten parts`): looked up by a range of the record's torchOps, by its opId (or the whole range,
+  opId included);
 - CompiledPricer's per-thread state: by a compiled graph's run and call site;
 - caches of op costs: functions of the marker alone.
 So the memo requires, per thread (else NotMemoizable: the caller runs the record path instead):

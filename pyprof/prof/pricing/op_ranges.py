@@ -146,6 +146,18 @@ class AtenCall:
                 if isinstance(s, list) and s and all(type(d) is int for d in s) and gradient(tuple(s))}
         return fits.pop() if len(fits) == 1 else None
 
+    def redispatched(self) -> list:
+        """The sizes of the ranges directly around this one that are the same op called again
+        (an overload dispatching to another: aten::mean(self, dtype) to mean.dim), innermost
+        first: the same name and the same first input."""
+        out = []
+        for r in reversed(self._ranges[:self._depth]):
+            sizes = r.get("sizes") if isinstance(r, dict) and r.get("name") == self.name else None
+            if not isinstance(sizes, list) or not sizes or sizes[0] != (self.sizes or [None])[0]:
+                break
+            out.append(sizes)
+        return out
+
     def _node_seq(self) -> int | None:
         """The seq of the autograd node this range runs in: of its range, else of the engine's
         range around it (tensor_flow.node_seq); None outside any."""

@@ -32,10 +32,11 @@ from typing import NamedTuple
 
 from .op_ranges import template_dtype
 from .multitensor import Lists, is_launch
-from .registry import ATTN, CONV, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost
-from .values import ITEMSIZE, Tensor
+from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost
+from .values import FLOATING, ITEMSIZE, Tensor
 
 COPY, SUM, ADD, LAYOUT, LAUNCH, FILL, SCALE, SPLIT_K = "copy", "sum", "add", "layout", "launch", "fill", "scale", "split-k"
+BETA, EPILOGUE, BROADCAST = "beta", "epilogue", "broadcast"
 WGRAD_SUM = "wgrad-sum"
 # The math attention path's element-wise and softmax kernels (_math_attention).
 SCALAR_MUL, MUL, SOFTMAX, NEGINF, ALL, WHERE = "scalar-mul", "mul", "softmax", "isneginf", "all", "where"
@@ -48,6 +49,8 @@ _CAST_DQ_KERNEL = re.compile(r"convert_dq")
 _REDUCE_HEAD_KERNEL = re.compile(r"\bfmha_reduce_head<")
 # PyTorch's copy kernels, which also cast: `bfloat16_copy_kernel_cuda`, `direct_copy_kernel_cuda`.
 _COPY_KERNEL = re.compile(r"\w+_copy_kernel_cuda")
+# Of those, the one a copy between tensors of one dtype runs (a cast into 16 bits runs its own).
+_DIRECT_COPY = re.compile(r"\bdirect_copy_kernel_cuda\b")
 # PyTorch's sum and mean reductions (a bias gradient, a loss's closing reduction).
 _SUM_KERNEL = re.compile(r"\breduce_kernel<.*\b(?:sum_functor|MeanOps)<")
 # cuDNN's scaling of an output by beta before a kernel accumulates into it; PyTorch passes beta 0,
@@ -64,13 +67,19 @@ _CUTLASS_SPLIT_K = re.compile(r"\bReduceSplitK<[\w:]*MatrixShape<\(int\)(\d+), \
 # weight element): reduce_wgrad_nchw_helper<partials' type, weight's type>.
 _WGRAD_SUM_KERNEL = re.compile(r"\breduce_wgrad_nchw_helper<([^,<>]+), ([^,<>]+)>")
 _ADD_KERNEL = re.compile(r"elementwise_kernel<.*\bCUDAFunctor_add<")
+# cuBLAS's scaling of a GEMM's output by beta (scal_kernel) before a split-K kernel accumulates
+# into it (sgemm_largek's grid z); PyTorch passes beta 0: the output zeroed, written once.
+_BETA_KERNEL = re.compile(r"\bscal_kernel<")
+# cuBLASLt's epilogue run as a kernel of its own after a GEMM kernel that cannot fuse it: the bias
+# PyTorch's addmm hands it (CUBLASLT_EPILOGUE_BIAS) added to every output element.
+_EPILOGUE_KERNEL = re.compile(r"\bcublasLt::epilogue::impl::globalKernel<")
 _LAYOUT_KERNEL = re.compile(r"\b(?:nchwToNhwc|nhwcToNchw)Kernel<")
 _FILL_KERNEL = re.compile(r"\bFillFunctor<")
 _LAYOUT_TILE = 32
 # A fused attention kernel (flash, memory-efficient, cuDNN's): not one of the math path's GEMMs.
 _FUSED_ATTENTION = re.compile(r"fmha|flash|attention|sdpa|attn|_mha", re.IGNORECASE)
 # The families PyTorch launches by its per-thread rule (TensorIterator element-wise kernels).
-_ELEMENTWISE = frozenset((COPY, ADD, FILL, SCALAR_MUL, MUL, NEGINF, WHERE))
+_ELEMENTWISE = frozenset((COPY, BROADCAST, ADD, FILL, SCALAR_MUL, MUL, NEGINF, WHERE))
 # Elements per thread that a TensorIterator kernel's name states: elementwise_kernel<threads, k>
 # and vectorized_elementwise_kernel<vector width, ...>.
 _PER_THREAD = re.compile(r"\belementwise_kernel<\(int\)\d+, \(int\)(\d+)|vectorized_elementwise_kernel<\(int\)(\d+)")
@@ -81,7 +90,6 @@ _DEFAULT_PER_THREAD = 4  # PyTorch's thread_work_size for the unrolled kernels
 # A vectorized kernel's thread handles at least 8 elements, in vectors of its width: relu's
 # vectorized<4> on fp32 runs 5 blocks of 128 threads for 4,704 elements (examples/lenet.sqlite).
 _VECTOR_PER_THREAD = 8
-_FLOATING = frozenset(("float64", "float32", "float16", "bfloat16"))
 
 
 class Part(NamedTuple):
@@ -99,7 +107,8 @@ class Part(NamedTuple):
 _FAMILIES = ((COPY, _COPY_KERNEL), (LAYOUT, _LAYOUT_KERNEL), (FILL, _FILL_KERNEL), (SCALE, _SCALE_KERNEL),
              (SPLIT_K, _SPLIT_K_KERNEL), (SPLIT_K, _CUTLASS_SPLIT_K), (WGRAD_SUM, _WGRAD_SUM_KERNEL),
              (DOT_DO_O, _DOT_DO_O_KERNEL), (CAST_DQ, _CAST_DQ_KERNEL), (REDUCE_HEAD, _REDUCE_HEAD_KERNEL),
-             (SUM, _SUM_KERNEL), (ADD, _ADD_KERNEL)) + tuple((fam, re.compile(pattern)) for fam, pattern in (
+             (SUM, _SUM_KERNEL), (ADD, _ADD_KERNEL), (BETA, _BETA_KERNEL), (EPILOGUE, _EPILOGUE_KERNEL)
+             ) + tuple((fam, re.compile(pattern)) for fam, pattern in (
                  # The math attention path's: a tensor times a scalar, times a tensor, softmax and
                  # _safe_softmax's isneginf, all() and where.
                  (SCALAR_MUL, r"\b[AB]UnaryFunctor<[^<>]*\bMulFunctor<"), (MUL, r"\bBinaryFunctor<[^<>]*\bMulFunctor<"),
@@ -120,6 +129,14 @@ def family(kernel: str | None) -> str | None:
 
 
 @lru_cache(maxsize=4096)
+def _legacy_per_thread(kernel: str | None) -> int | None:
+    """k of PyTorch's legacy elementwise_kernel<threads, k> (not the vectorized or unrolled ones,
+    whose elements per thread vary with the dtypes), else None."""
+    m = _PER_THREAD.search(kernel or "")
+    return int(m.group(1)) if m is not None and m.group(1) else None
+
+
+@lru_cache(maxsize=4096)
 def _per_thread(kernel: str) -> int:
     m = _PER_THREAD.search(kernel)
     if m is None:
@@ -136,7 +153,7 @@ def autocast_casts(marker: dict, cost: Cost | None) -> list[tuple[Tensor, str]]:
     low = marker.get("autocast")
     if cost is None or low not in ITEMSIZE:
         return []
-    floating = [t for t in _operands(Call(marker)) if t.dtype in _FLOATING and t.numel]
+    floating = [t for t in _operands(Call(marker)) if t.dtype in FLOATING and t.numel]
     if cost.kind in MATRIX_KINDS:
         return [(t, low) for t in floating if t.dtype != low]
     return [(t, "float32") for t in floating if t.dtype == low]
@@ -178,17 +195,38 @@ def _final_state_grads(cost: Cost) -> list[Part]:
 
 def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     """The helper kernels of an op call's forward: autocast's casts (source read, copy written),
-    a bias added apart (output and bias read, output written: one add per output element; the
-    op's own formula counts none for its bias, as FlopCounterMode does, so that matrix FLOPs stay
-    its count) and cuDNN's scaling of a convolution's output."""
+    what a matrix op's call does to its output besides computing it (output_parts: a bias added
+    apart, one add per output element; the op's own formula counts none for its bias, as
+    FlopCounterMode does, so that matrix FLOPs stay its count), cuDNN's layout conversions and
+    its scaling of a convolution's output."""
+    return _inputs(marker, cost) + output_parts(cost) + _layouts(marker, cost) + _scaled(marker, cost, False)
+
+
+def _inputs(marker: dict, cost: Cost | None) -> list[Part]:
+    """What a forward call does to its inputs before computing: autocast's casts (source read, copy
+    written), an RNN's flat weight buffer, the math attention path's kernels."""
     casts = [Part(COPY, t.numel, 0, t.numel * (ITEMSIZE[t.dtype] + ITEMSIZE[to])) for t, to in autocast_casts(marker, cost)]
-    casts += _flat_weights(marker, cost) + _math_attention(marker, cost, False)
+    return casts + _flat_weights(marker, cost) + _math_attention(marker, cost, False)
+
+
+def output_parts(cost: Cost | None) -> list[Part]:
+    """What a matrix op's forward call may do to its output besides computing it, in the dtype the
+    op ran in: a bias added apart (output and bias read, output written: one add per output
+    element), by PyTorch (an add kernel) or by cuBLASLt's epilogue kernel; for a GEMM, also the
+    bias broadcast into the output before a GEMM with beta 1 (PyTorch's addmm off cuBLASLt's bias
+    epilogue: the bias read, the output written; a copy in one dtype, taken by
+    `direct_copy_kernel_cuda` only, not by autocast's casts) and cuBLAS's zeroing of the output before a
+    split-K kernel accumulates into it (written once). From the op's Cost alone: a marker's or
+    an aten range's (aten::addmm)."""
     size = None if cost is None else ITEMSIZE.get(cost.dtype)
-    scaled = _scaled(marker, cost, False)
-    if cost is None or cost.kind not in MMA_KINDS or not (cost.bias_elems and cost.out_elems and size):
-        return casts + _layouts(marker, cost) + scaled
-    return casts + [Part(ADD, cost.out_elems, cost.out_elems, (2 * cost.out_elems + cost.bias_elems) * size)
-                    ] + _layouts(marker, cost) + scaled
+    if cost is None or cost.kind not in MMA_KINDS or not cost.out_elems or not size:
+        return []
+    out, bias = cost.out_elems, cost.bias_elems
+    parts = [Part(BETA, out, 0, out * size)] if cost.kind == GEMM else []
+    if not bias:
+        return parts
+    added = [Part(fam, out, out, (2 * out + bias) * size) for fam in ((ADD, EPILOGUE) if cost.kind == GEMM else (ADD,))]
+    return added + parts + ([Part(BROADCAST, out, 0, (out + bias) * size)] if cost.kind == GEMM else [])
 
 
 def _scaled(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
@@ -225,7 +263,7 @@ def _layout_grid(shape: tuple) -> tuple:
 
 
 def _casts_back(marker: dict, cost: Cost | None) -> list[Part]:
-    return [p for p in forward_parts(marker, cost) if p.family in (COPY, LAYOUT, FILL)]
+    return [p for p in _inputs(marker, cost) + _layouts(marker, cost) if p.family in (COPY, LAYOUT, FILL)]
 
 
 def _gradients(marker: dict, cost: Cost | None) -> list[Part]:
@@ -238,7 +276,7 @@ def _gradients(marker: dict, cost: Cost | None) -> list[Part]:
     node left (an add per element: both read, the sum written)."""
     if cost is None:
         return []
-    args = [t for t in _operands(Call(marker)) if t.dtype in _FLOATING and t.numel and t.grad is not False]
+    args = [t for t in _operands(Call(marker)) if t.dtype in FLOATING and t.numel and t.grad is not False]
     size = ITEMSIZE.get(cost.dtype)
     fills = [Part(FILL, cost.grad_fill, 0, cost.grad_fill * size)] if cost.grad_fill and size else [
         Part(FILL, t.numel, 0, t.numel * ITEMSIZE[t.dtype]) for t in args] + _flat_weights(marker, cost, True) \
@@ -257,7 +295,9 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
         return grads + _casts_back(marker, cost)
     size = ITEMSIZE.get(cost.dtype)
     if cost.kind == ATTN:
-        return _flash_helpers(marker, size) + _math_attention(marker, cost, True) + grads + _casts_back(marker, cost)
+        c = Call(marker)
+        return flash_helpers(c.tensor(0, "query"), c.tensor(1, "key"), c.tensor(2, "value"), size) + \
+            _math_attention(marker, cost, True) + grads + _casts_back(marker, cost)
     bias = [Part(SUM, cost.out_elems, cost.out_elems - cost.bias_elems, (cost.out_elems + cost.bias_elems) * size)
             ] if cost.bias_elems and cost.out_elems and size else []
     return bias + grads + _scaled(marker, cost, True) + _wgrad_sum(marker, cost) + _casts_back(marker, cost)
@@ -292,16 +332,16 @@ def wgrad_sum_dtype(kernel: str) -> str | None:
     return template_dtype(m.group(2)) if m else None
 
 
-def _flash_helpers(marker: dict, size: int | None) -> list[Part]:
+def flash_helpers(q: Tensor | None, k: Tensor | None, v: Tensor | None, size: int | None) -> list[Part]:
     """Flash attention's backward helpers over R = batch x heads x L query rows: D = rowsum(dO * O)
     (2 FLOPs an element of O; dO and O read, D written in fp32), which also zeroes dQ's fp32
     accumulator (R x E written: FlashAttention-2's Clear_dQaccum; cuDNN's counted bytes, within 3%
     of ncu's on llama_block), and dQ's cast from that accumulator (read in fp32, written in the
     op's dtype); with fewer key/value heads than query heads (grouped-query attention), cuDNN's
     fmha_reduce_head sums dK's and dV's per-query-head copies into their heads (the copies read,
-    the sums written in the op's dtype). None when the query or value is not in the marker."""
-    c = Call(marker)
-    q, k, v = c.tensor(0, "query"), c.tensor(1, "key"), c.tensor(2, "value")
+    the sums written in the op's dtype). From the query, key and value of a marker or of the
+    backward op's range (aten::_scaled_dot_product_*_attention_backward); none when the query or
+    value is not known."""
     if q is None or v is None or not q.shape or not v.shape or size is None:
         return []
     rows = math.prod(q.shape[:-1])
@@ -392,6 +432,33 @@ def split_k(kernel: str, grid: object, splits: int | None, outputs: list, size: 
     return (splits - 1) * out, splits * out * partial + out * size
 
 
+# cub's single-pass scans (DeviceScan, unique-by-key, select) first initialise their tile-status
+# array: DeviceScanInitKernel<ScanTileState<T, (bool)1>> and DeviceCompactInitKernel<ScanTileState<T,
+# (bool)1>, counter type *>, which also zeroes the count of selected items.
+_TILE_INIT = re.compile(r"\bDevice(Scan|Compact)InitKernel<[\w:]*ScanTileState<([^<>]+), \(bool\)1>"
+                        r"(?:, ([^<>]+?) \*>)?")
+_TILE_STATUS_PADDING = 32  # cub's warp of out-of-bounds descriptors before the first tile's
+
+
+def tile_init(kernel: str | None, grid: object, block: object) -> tuple | None:
+    """(FLOPs, bytes) of cub's tile-status initialisation, which its launch alone states: one
+    thread per tile writes its descriptor (T's status word and value: 2 x sizeof(T), the one
+    transaction word of a primitive T), and 32 padding descriptors before them; the compaction's
+    kernel writes its selected-item counter too. cub launches ceil(tiles / block) blocks, so the
+    tiles are told to within the last block: counted the fewest the grid implies,
+    (grid - 1) x block + 1 (the padding dominates a one-block grid: 528 bytes for ncu's 544 with
+    two tiles, exact with one). Nothing is read. None for any other kernel or a type not known."""
+    m = _TILE_INIT.search(kernel or "") if kernel and "InitKernel<" in kernel else None
+    g, b = _threads(grid), _threads(block)
+    if m is None or g is None or b is None:
+        return None
+    value = ITEMSIZE.get(template_dtype(f"<{m.group(2)}>"))  # as a template argument
+    counter = ITEMSIZE.get(template_dtype(f"<{m.group(3)}>")) if m.group(1) == "Compact" else 0
+    if not value or counter is None:
+        return None
+    return 0, ((g - 1) * b + 1 + _TILE_STATUS_PADDING) * 2 * value + counter
+
+
 def conv_outputs(input_shape: object, weight_shape: object, out_shape: object, bprop: bool) -> list:
     """(rows, cols) of the matrices a convolution's implicit GEMMs write: forward the output as
     (N·spatial, K); backward the input's gradient (N·spatial, C) and the weight's (K, C/g·taps).
@@ -422,6 +489,27 @@ def tensor_lists(marker: dict, cost: Cost | None) -> Lists | None:
     ok = isinstance(sizes, list) and len(sizes) == count and all(type(n) is int and n >= 0 for n in sizes) \
         and sum(sizes) == numel
     return Lists(numel, count, per, fused, sizes if ok else None)
+
+
+# A GEMM kernel's tile (M x N) as cuBLAS, cuBLASLt and CUTLASS names spell it: nvjet_sm90_hsh_64x8_...,
+# ..._tilesize64x64x8_..., cutlass_80_simt_sgemm_64x64_8x5_...
+TILE = re.compile(r"(?:tilesize|_)(\d+)x(\d+)(?:x\d+)?_")
+
+
+def tiled_outputs(kernel: str | None, grid: object, outputs: list) -> list:
+    """The distinct (rows, cols) among `outputs` (the matrices a GEMM call may write) whose tiles,
+    M x N as the kernel's name states them (either way round), make its grid's x * y blocks (z
+    splits K): a backward's input and weight gradients of one shape are one output, its bias
+    gradient not a tiled one. All of them, distinct, where the name states no tile or the grid is
+    not 3 ints."""
+    distinct = list(dict.fromkeys(outputs))
+    m = TILE.search(kernel or "")
+    if m is None or _threads(grid) is None or len(grid) < 2:
+        return distinct
+    blocks = grid[0] * grid[1]
+    a, b = int(m.group(1)), int(m.group(2))
+    return [(r, c) for r, c in distinct
+            if blocks in (-(-r // a) * -(-c // b), -(-r // b) * -(-c // a))]
 
 
 class CallParts:
@@ -468,8 +556,13 @@ class CallParts:
         # sum is one part a call, a layout conversion is told by its grid.
         g, b = (_threads(grid), _threads(block)) if fam in _ELEMENTWISE or fam in _ONE_PER_THREAD else (None, None)
         most = 1 if fam in _ONE_PER_THREAD else _MAX_PER_THREAD
-        candidates = [p for p in self.left if p.family == fam and (g is None or b is None or
-                                                                  (g - 1) * b < p.numel <= g * b * most)]
+        # PyTorch's legacy elementwise_kernel<threads, k> runs ceil(n / (threads x k)) blocks: exact.
+        each = _legacy_per_thread(kernel) if most > 1 else None
+        low, high = (each, each) if each else (1, most)
+        # A copy in one dtype may be a cast's or a broadcast's; a cast into 16 bits only a cast's.
+        fams = (COPY, BROADCAST) if fam == COPY and _DIRECT_COPY.search(kernel or "") else (fam,)
+        candidates = [p for p in self.left if p.family in fams and (g is None or b is None or
+                                                                   (g - 1) * b * low < p.numel <= g * b * high)]
         if fam == LAYOUT:  # kept for the next conversion: a tensor may be converted twice
             return next((p for p in candidates if isinstance(grid, list) and tuple(grid) == p.grid), None)
         if not candidates:

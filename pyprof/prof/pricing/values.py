@@ -18,6 +18,8 @@ ITEMSIZE = {
     "uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1, "bool": 1,
     "qint8": 1, "quint8": 1, "qint32": 4, "quint4x2": 1,
 }
+# The floating-point dtypes (a gradient is in one of them).
+FLOATING = frozenset(("float64", "float32", "float16", "bfloat16"))
 
 # The short names the original PyProf printed in `params` (type=fp16).
 SHORT = {

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..multitensor import launch, launch_elements
 from ..registry import ATTN, SIMT, Cost, dims, fmt_params, register_aten
-from ..values import ITEMSIZE, Tensor, reduces_to
+from ..values import FLOATING, ITEMSIZE, Tensor, reduces_to
 from .attention import sdpa_cost
 from .elementwise import FLOPS_PER_ELEMENT, pointwise_cost, reduce_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
@@ -58,9 +58,13 @@ def sdpa_forward(a: A) -> Cost:
 
 @register_aten(*_SDPA_BWD_MASK)
 def sdpa_backward(a: A) -> Cost:
-    """The backward op's own work: the forward formula's backward (grad_out is input 0)."""
+    """The backward op's own work: the forward formula's backward (grad_out is input 0), in the
+    query's dtype where its producer's kernel told it (cuDNN's helpers take `void *` tensors: a
+    `float` in their names is a scale), else the kernel's."""
     pos = _SDPA_BWD_MASK[a.name]
-    c = sdpa_cost(a.tensor(1), a.tensor(2), a.tensor(3), None if pos is None else a.tensor(pos), False)
+    dtype = a.input_dtype(1) or a.dtype
+    c = sdpa_cost(a.tensor(1, dtype), a.tensor(2, dtype), a.tensor(3, dtype),
+                  None if pos is None else a.tensor(pos), False)
     return Cost(c.bwd_flops, c.bwd_bytes, c.params, c.dtype, ATTN)
 
 
@@ -165,14 +169,15 @@ _REDUCE = {"sum": "sum", "mean": "mean", "prod": "prod", "amax": "amax", "amin":
 
 def _reduce(a: A) -> Cost | None:
     """elementwise.reduce_cost: over every element (input 0 and at most a dtype: one output
-    element), else over dims the range does not carry: the output's size from a consumer, or
+    element; or an overload called by one that takes no dims: AtenCall.redispatched), else over
+    dims the range does not carry: the output's size from a consumer, or
     inside an autograd node (a bias's gradient) the one input shape of its forward op that the
     input reduces to (values.reduces_to)."""
     x = a.tensor(0)
     if x is None:
         return None
     op = _REDUCE[a.name.partition("::")[2]]
-    whole = len(a.sizes) <= 2
+    whole = any(len(s) <= 2 for s in [a.sizes] + a.redispatched())
     out = () if whole else a.output_shape(lambda s: reduces_to(x.shape, s))
     return reduce_cost(op, x, None if out is None else prod(out), None,
                        "all" if whole else "?", not whole)
@@ -362,6 +367,26 @@ def embedding_bag(a: A) -> Cost | None:
     out = a.output_shape()
     bags = out[0] if out and len(out) == 2 else (offsets.numel if offsets else None)
     return embedding_bag_cost(idx, w, offsets, psw, bags, "max" if _BAG_MAX.search(a.kernel) else None)
+
+
+@register_aten("aten::_embedding_bag_dense_backward")
+def embedding_bag_dense_backward(a: A) -> Cost | None:
+    """(grad, indices, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq,
+    mode, per_sample_weights, ...): nn.embedding_bag_cost's dense backward, kernel by kernel
+    (its named stages); the bags and features from grad's shape. The mode is a scalar: max where
+    maximum_indices has elements (PyTorch's max kernel, no stages), else the adds alone, a mean's
+    scaling not counted (as the forward's aten formula); num_weights (dWeight's rows) is a scalar
+    too, but only its zero fill, a kernel of its own range, reads it."""
+    dy, idx, most = a.tensor(0), a.tensor(1, "int64"), a.tensor(4, "int64")
+    if dy is None or idx is None or len(dy.shape) != 2:
+        return None
+    # Its first kernel (arange's, cub's) may be typed by the indices: dWeight's dtype is dY's.
+    dtype = a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None)
+    w = Tensor((0, dy.shape[1]), dtype)
+    bags = dy.shape[0]
+    maximum = most is not None and most.numel > 0
+    c = embedding_bag_cost(idx, w, None, a.tensor(8), bags, "max" if maximum else None, dense=not maximum)
+    return None if c is None else _backward(c)
 
 
 # -- multi-tensor (foreach) ops: tensor lists flattened, the list count from the kernel's name ----

@@ -8,7 +8,8 @@ divide for a mean:
   1 add, the sign: 8; a `weight`: +1. Backward dY·(x - t) / (x·(1 - x)): 5.
 - binary_cross_entropy_with_logits, in PyTorch's stable form (1 - t)·x + log(1 + exp(-x)):
   subtract, product, negate, exp, add, log, add: 7; `pos_weight`: +2, `weight`: +1. Backward
-  dY·(sigmoid(x) - t): 3.
+  dY·(sigmoid(x) - t): 3, and for a mean the divide by N: +1. Without weights PyTorch runs it as
+  a kernel per step (named stages: _with_logits_stages).
 - smooth_l1_loss / huber_loss: the difference, its absolute value, the comparison with beta,
   the square and scale (or the shift): 5. Backward: the difference, the clamp, the scale: 3.
 - kl_div: t·(log(t) - x) (log_target: exp(t)·(t - x)): 3. Backward: -t·dY (-exp(t)·dY): 2.
@@ -17,6 +18,7 @@ Backward: input, target (and weights) and dLoss read, dInput written.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 
 from ..registry import SIMT, Call, Cost, Unknowable, dims, fmt_params, register
 from ..values import Tensor
@@ -63,8 +65,28 @@ def binary_cross_entropy(c: Call) -> Cost | None:
 
 def _with_logits(c: Call, w: Tensor | None, pw: Tensor | None, reduction: str) -> Cost | None:
     extra = tuple(v for v in (w, pw) if v is not None)
-    return loss_cost(c.get(0, "input"), c.get(1, "target"), reduction, 7 + 2 * (pw is not None) + (w is not None),
-                     3, extra)
+    x = c.get(0, "input")
+    cost = loss_cost(x, c.get(1, "target"), reduction, 7 + 2 * (pw is not None) + (w is not None),
+                     3 + (reduction == "mean"), extra)
+    return cost if cost is None or extra else replace(cost, **_with_logits_stages(x.numel, x.itemsize, reduction))
+
+
+def _with_logits_stages(n: int, size: int, reduction: str) -> dict:
+    """The kernels PyTorch runs binary_cross_entropy_with_logits as without weights (named
+    stages, Cost.stages), over n elements of `size` bytes: log_sigmoid(x) (4 an element: read,
+    written), 1 - t as a fill of ones and a subtraction, its product with x, the log-sigmoid
+    subtracted (1 each: two read, one written), then the reduction (reduced_loss's). Backward:
+    sigmoid(x) (1: read, written), minus t, times dY (read and written, dY one element when
+    reduced, else n), and a mean's divide by N (read and written)."""
+    two, three = 2 * n * size, 3 * n * size
+    red = n - 1 + (reduction != "sum")
+    reduced = reduction != "none"
+    fwd = (("log_sigmoid_forward", 4 * n, two), ("FillFunctor", 0, n * size), ("CUDAFunctor_add", n, three),
+           ("MulFunctor", n, three), ("CUDAFunctor_add", n, three)) + (
+        (("reduce_kernel", red, (n + 1) * size),) if reduced else ())
+    bwd = (("sigmoid", n, two), ("CUDAFunctor_add", n, three), ("MulFunctor", n, two + size if reduced else three)
+           ) + ((("MulFunctor", n, two),) if reduction == "mean" else ())
+    return {"stages": fwd, "bwd_stages": bwd}
 
 
 @register("torch.nn.functional.binary_cross_entropy_with_logits")
