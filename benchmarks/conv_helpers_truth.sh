@@ -7,6 +7,7 @@
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 kit=${KIT:-.devkit}
+here=$(cd "$(dirname "$0")" && pwd)
 python3 -m pip install -q --no-index --no-deps --target /tmp/site "$kit"/wheels/*.whl
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
@@ -24,5 +25,5 @@ run() {  # NAME COMMAND...
   tail -3 "$out/$name.log"
 }
 run conv_ncu_resnet python3 examples/resnet.py
-run conv_ncu_cases python3 benchmarks/conv_helpers.py
+run conv_ncu_cases python3 "$here"/conv_helpers.py
 ls -la "$out"
