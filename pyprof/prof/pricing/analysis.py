@@ -17,7 +17,7 @@ from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .tensor_flow import TensorFlow
 from .parts import (ADD, COPY, FILL, LAUNCH, LAYOUT, SPLIT_K, WGRAD_SUM, CallParts, Part, backward_parts, family,
                     forward_parts, conv_outputs, grid_z, layout_parts, math_attention_gemm, split_k, split_pass,
-                    tensor_lists, wgrad_sum, wgrad_sum_dtype)
+                    split_sum, tensor_lists, wgrad_segments, wgrad_sum, wgrad_sum_dtype)
 from .rnn_kernels import RnnCall
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost, Unknowable, lookup, retype
 from ..warnings_tally import Tally
@@ -475,13 +475,35 @@ class Analyzer:
         """(flops, bytes) of cuBLAS's split-K pass after the thread's last GEMM kernel (parts.split_pass):
         its grid's z partial products of the output summed, (z - 1) adds an element, the partials
         read in fp32 (the accumulator of every such GEMM's name) and the output written once; na
-        where the GEMM split nothing or the output is not one known shape."""
+        where the GEMM split nothing or the output is not one known shape. After a convolution's
+        segment-K weight gradient (_segmented) the same of its segments of the weight's gradient
+        (ncu on ResNet-18's 64x64x3x3 weights, 13 segments: 2,161,664 bytes, these 1,990,656;
+        its writes are 3x the fp16 gradient's, not told apart further)."""
         splits = self._calls.get(("splits", rec.get("pid"), rec.get("tid")))
-        outputs = self._gemm_outputs(rec, cost, bprop)
-        if not splits or splits < 2 or len(outputs) != 1:
-            return self.unclaimed()
-        out = outputs[0][0] * outputs[0][1]
-        return (splits - 1) * out, None if size is None else splits * out * 4 + out * size
+        outputs = self._gemm_outputs(rec, cost, bprop) if cost.kind != CONV else self._weight_output(rec, bprop)
+        work = split_sum(splits, outputs[0][0] * outputs[0][1], size) if len(outputs) == 1 else None
+        return self.unclaimed() if work is None else work
+
+    def _segmented(self, rec: dict, cost: Cost, name: str | None, size: int | None) -> tuple | None:
+        """(flops, bytes) of xmma's segment-K weight-gradient kernel (parts.wgrad_segments), which
+        writes its segments' fp32 partials in place of the gradient: the formula's bytes less the
+        weight's, plus segments x weight x 4 (ncu on ResNet-18's 64x64x3x3 weights: 8,390,912
+        bytes, these 8,339,456); the segments kept as the thread's split count for the split-K
+        kernel after it (_split_pass). None for any other kernel."""
+        weights = [t for t in Call(rec["fwd"].get("marker") or {}).tensors()[1:2] if t.shape]
+        segments = wgrad_segments(name, rec.get("grid"), weights[0].shape) if weights else None
+        if segments is None or size is None or cost.elems is None:
+            return None
+        self._calls[("splits", rec.get("pid"), rec.get("tid"))] = segments
+        w = weights[0].numel
+        return cost.flops, (cost.elems - w) * size + segments * w * 4
+
+    @staticmethod
+    def _weight_output(rec: dict, bprop: bool) -> list:
+        """[(1, the weight's elements)]: the one output of a convolution's split-K pass, which sums
+        a weight gradient's segments (_segmented); [] forward or without the weight's shape."""
+        weights = Call(rec["fwd"].get("marker") or {}).tensors()[1:2] if bprop else []
+        return [(1, weights[0].numel)] if weights and weights[0].numel else []
 
     @staticmethod
     def _gemm_outputs(rec: dict, cost: Cost, bprop: bool) -> list:
@@ -494,7 +516,7 @@ class Analyzer:
             return [(b * m, n)]
         if cost.kind == CONV:
             shapes = [t.shape for t in Call((rec["fwd"] if bprop else rec).get("marker") or {}).tensors()[:2]]
-            return conv_outputs(*(shapes + [None, None])[:2], cost.out_shape, bprop)
+            return conv_outputs(*(shapes + [None, None])[:2], cost.out_shape, bprop, ITEMSIZE.get(cost.dtype))
         if cost.kind != GEMM:
             return []
         if not bprop:
@@ -620,7 +642,7 @@ class Analyzer:
             return flops, self._ran_in(nbytes, cost, rec, name)
         math = verdict in (MMA, SIMT)
         first = self._first_of_call(rec, math)  # helper kernels never become the main kernel
-        if verdict == NONE and kind == GEMM and split_pass(name):
+        if verdict == NONE and kind in (GEMM, CONV) and split_pass(name):
             return self._split_pass(rec, cost, bprop, ITEMSIZE.get(dtype))
         if verdict == NONE and family(name) == SPLIT_K:
             return self._split_k(rec, name, self._gemm_outputs(rec, cost, bprop), dtype)
@@ -653,7 +675,9 @@ class Analyzer:
         if kind == GEMM:
             return grad  # data- and weight-gradient GEMMs each do one forward's work
         if kind == CONV:
-            return grad if self._gradient_slot(rec, name) else self.unclaimed()
+            if not self._gradient_slot(rec, name):
+                return self.unclaimed()
+            return self._segmented(rec, cost, name, size) or grad
         if not first:  # ATTN backward: the whole node's work on its main kernel
             return self.unclaimed()
         if cost.bwd_bytes is None or size is None or cost.dtype is None:

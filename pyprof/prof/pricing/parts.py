@@ -37,6 +37,7 @@ from .values import ITEMSIZE, Tensor
 
 COPY, SUM, ADD, LAYOUT, LAUNCH, FILL, SCALE, SPLIT_K = "copy", "sum", "add", "layout", "launch", "fill", "scale", "split-k"
 WGRAD_SUM = "wgrad-sum"
+PAD = "channel-pad"
 # The math attention path's element-wise and softmax kernels (_math_attention).
 SCALAR_MUL, MUL, SOFTMAX, NEGINF, ALL, WHERE = "scalar-mul", "mul", "softmax", "isneginf", "all", "where"
 DOT_DO_O, CAST_DQ, REDUCE_HEAD = "dot-do-o", "cast-dq", "reduce-head"
@@ -63,6 +64,9 @@ _CUTLASS_SPLIT_K = re.compile(r"\bReduceSplitK<[\w:]*MatrixShape<\(int\)(\d+), \
 # cuDNN's sum of the per-sample weight gradients of an NCHW convolution's GEMM (one thread per
 # weight element): reduce_wgrad_nchw_helper<partials' type, weight's type>.
 _WGRAD_SUM_KERNEL = re.compile(r"\breduce_wgrad_nchw_helper<([^,<>]+), ([^,<>]+)>")
+# cuDNN's copy of an NHWC tensor between its C channels and C padded up for a Tensor Core kernel
+# (either way: the same kernel strips the padding off a gradient).
+_PAD_KERNEL = re.compile(r"\bnhwcAddPaddingKernel<")
 _ADD_KERNEL = re.compile(r"elementwise_kernel<.*\bCUDAFunctor_add<")
 _LAYOUT_KERNEL = re.compile(r"\b(?:nchwToNhwc|nhwcToNchw)Kernel<")
 _FILL_KERNEL = re.compile(r"\bFillFunctor<")
@@ -97,7 +101,7 @@ class Part(NamedTuple):
 
 # The helper families by their kernels' names, the first match winning (a name can hold two).
 _FAMILIES = ((COPY, _COPY_KERNEL), (LAYOUT, _LAYOUT_KERNEL), (FILL, _FILL_KERNEL), (SCALE, _SCALE_KERNEL),
-             (SPLIT_K, _SPLIT_K_KERNEL), (SPLIT_K, _CUTLASS_SPLIT_K), (WGRAD_SUM, _WGRAD_SUM_KERNEL),
+             (SPLIT_K, _SPLIT_K_KERNEL), (SPLIT_K, _CUTLASS_SPLIT_K), (WGRAD_SUM, _WGRAD_SUM_KERNEL), (PAD, _PAD_KERNEL),
              (DOT_DO_O, _DOT_DO_O_KERNEL), (CAST_DQ, _CAST_DQ_KERNEL), (REDUCE_HEAD, _REDUCE_HEAD_KERNEL),
              (SUM, _SUM_KERNEL), (ADD, _ADD_KERNEL)) + tuple((fam, re.compile(pattern)) for fam, pattern in (
                  # The math attention path's: a tensor times a scalar, times a tensor, softmax and
@@ -184,11 +188,11 @@ def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     casts = [Part(COPY, t.numel, 0, t.numel * (ITEMSIZE[t.dtype] + ITEMSIZE[to])) for t, to in autocast_casts(marker, cost)]
     casts += _flat_weights(marker, cost) + _math_attention(marker, cost, False)
     size = None if cost is None else ITEMSIZE.get(cost.dtype)
-    scaled = _scaled(marker, cost, False)
+    cudnn = _layouts(marker, cost) + _scaled(marker, cost, False) + channel_pads(marker, cost, False)
     if cost is None or cost.kind not in MMA_KINDS or not (cost.bias_elems and cost.out_elems and size):
-        return casts + _layouts(marker, cost) + scaled
+        return casts + cudnn
     return casts + [Part(ADD, cost.out_elems, cost.out_elems, (2 * cost.out_elems + cost.bias_elems) * size)
-                    ] + _layouts(marker, cost) + scaled
+                    ] + cudnn
 
 
 def _scaled(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
@@ -260,7 +264,47 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
         return _flash_helpers(marker, size) + _math_attention(marker, cost, True) + grads + _casts_back(marker, cost)
     bias = [Part(SUM, cost.out_elems, cost.out_elems - cost.bias_elems, (cost.out_elems + cost.bias_elems) * size)
             ] if cost.bias_elems and cost.out_elems and size else []
-    return bias + grads + _scaled(marker, cost, True) + _wgrad_sum(marker, cost) + _casts_back(marker, cost)
+    return bias + grads + _scaled(marker, cost, True) + _wgrad_sum(marker, cost) + _casts_back(marker, cost) \
+        + channel_pads(marker, cost, True)
+
+
+# The channel multiple cuDNN pads a 16-bit convolution's NHWC tensors to (nhwcAddPaddingKernel):
+# forward 4, for sm90's image_first_layer fprop kernel (`k64c4r7s7`: 4 channels); backward 8, the
+# 16-byte vectors of the dgrad and CUTLASS wgrad kernels (AlignedArray<half_t, 8>). ncu on
+# ResNet-18's 3-channel stem (tests/data/kernel_truth/conv_ncu_resnet.csv.xz): the forward's image
+# read 2,408,448 bytes (8x3x224x224 fp16), wrote 3.9 MB (8x4x224x224: 3,211,264; the write
+# sectors over-count partial writes by 1.1-1.2x); the backward's wrote 7.1 MB (8 channels:
+# 6,422,528), and the CUTLASS wgrad's split-K partials are 64 x 7·7·8 fp32 (2,910,208 bytes, exact).
+_PAD_MULTIPLE = {False: 4, True: 8}
+
+
+def channel_pads(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
+    """cuDNN's channel padding of a 16-bit convolution whose channels C are not a multiple of
+    _PAD_MULTIPLE, in launch order (CallParts.take gives each such kernel the first left): each
+    copy reads the tensor in one channel count and writes it in the other (C·rest + C'·rest
+    elements, no FLOPs). Forward the input, then the weight. Backward the weight padded and the
+    input's gradient stripped around the data-gradient kernel where the input requires grad, then
+    the input padded and the weight's gradient stripped around the weight-gradient kernel where
+    the weight does; none where the marker does not say which require grad (an old marker: the
+    first kernel could be either). The launch grid (2 blocks per SM, grid-stride) tells none
+    apart. Grouped convolutions: none (not seen)."""
+    size = None if cost is None else ITEMSIZE.get(cost.dtype)
+    tensors = Call(marker).tensors()[:2] if cost is not None and cost.kind == CONV and size == 2 else []
+    if len(tensors) < 2 or any(len(t.shape or ()) < 3 or not t.numel for t in tensors) \
+            or tensors[0].shape[1] != tensors[1].shape[1]:
+        return []
+    x, w = tensors
+    multiple = _PAD_MULTIPLE[bprop]
+    c = x.shape[1]
+    wide = -(-c // multiple) * multiple
+    if wide == c:
+        return []
+    px, pw = (Part(PAD, t.numel, 0, (t.numel + t.numel // c * wide) * size) for t in tensors)
+    if not bprop:
+        return [px, pw]
+    if x.grad is None or w.grad is None:
+        return []
+    return ([pw, px] if x.grad else []) + ([px, pw] if w.grad else [])
 
 
 def _wgrad_sum(marker: dict, cost: Cost) -> list[Part]:
@@ -392,16 +436,57 @@ def split_k(kernel: str, grid: object, splits: int | None, outputs: list, size: 
     return (splits - 1) * out, splits * out * partial + out * size
 
 
-def conv_outputs(input_shape: object, weight_shape: object, out_shape: object, bprop: bool) -> list:
+def split_sum(splits: int | None, out: int, size: int | None) -> tuple | None:
+    """(FLOPs, bytes) of a pass summing `splits` fp32 partials of an `out`-element output (xmma's
+    split-K pass after a GEMM or a segment-K weight gradient): splits - 1 adds an element, the
+    partials read, the output written once in `size`-byte elements (bytes None where `size` is);
+    None where nothing was split."""
+    if not splits or splits < 2:
+        return None
+    return (splits - 1) * out, None if size is None else splits * out * 4 + out * size
+
+
+def conv_outputs(input_shape: object, weight_shape: object, out_shape: object, bprop: bool,
+                 size: int | None = None) -> list:
     """(rows, cols) of the matrices a convolution's implicit GEMMs write: forward the output as
-    (N·spatial, K); backward the input's gradient (N·spatial, C) and the weight's (K, C/g·taps).
-    Shapes that are not lists of positive ints are left out."""
+    (N·spatial, K); backward the input's gradient (N·spatial, C) and the weight's (K, C/g·taps),
+    and for a 16-bit op (`size` 2) whose C is no multiple of 8 also the weight's with C padded to
+    8 (channel_pads: CUTLASS's split-K wgrad of ResNet-18's 3-channel stem wrote 29 partials of
+    64 x 7·7·8, ncu). Shapes that are not lists of positive ints are left out."""
     def ok(s: object) -> bool:
         return isinstance(s, (list, tuple)) and len(s) >= 3 and all(type(d) is int and d > 0 for d in s)
     if not bprop:
         return [(math.prod(out_shape) // out_shape[1], out_shape[1])] if ok(out_shape) else []
     out = [(math.prod(input_shape) // input_shape[1], input_shape[1])] if ok(input_shape) else []
-    return out + ([(weight_shape[0], math.prod(weight_shape[1:]))] if ok(weight_shape) else [])
+    if not ok(weight_shape):
+        return out
+    k, c, taps = weight_shape[0], weight_shape[1], math.prod(weight_shape[2:])
+    wide = -(-c // _PAD_MULTIPLE[True]) * _PAD_MULTIPLE[True]
+    return out + [(k, c * taps)] + ([(k, wide * taps)] if size == 2 and wide != c else [])
+
+
+# xmma's segment-K weight gradient: `..._wgrad_..._execute_segment_k_on_kernel` computes the
+# gradient's GEMM (K x C·taps over N·spatial) in segments of the reduction, each tile's segments one
+# block apiece, and writes every segment's partial tile in fp32; `..._execute_split_k_kernel` then
+# sums them into the gradient (split_pass).
+_SEGMENT_K = re.compile(r"_wgrad_\w*_execute_segment_k_on_kernel")
+
+
+def wgrad_segments(kernel: str | None, grid: object, weight_shape: object) -> int | None:
+    """The reduction segments of an xmma segment-K weight-gradient kernel (_SEGMENT_K): its grid's
+    blocks over the gradient's tiles (tile M x N from the name, over K rows and C·taps columns;
+    ResNet-18's 64x64x3x3 weights in 64x64 tiles: 9 tiles, grid 117, 13 segments, and ncu saw it
+    write 13 x 64 x 576 fp32 partials, 1,916,928 bytes, exact). None for any other kernel, and
+    where the blocks are no whole number (2 or more) of segments a tile: a grid of 48 for those 9
+    tiles (batch 2) wrote no such partials and ran no split-K kernel after it (ncu)."""
+    m = _TILE.search(kernel or "") if _SEGMENT_K.search(kernel or "") else None
+    blocks = _threads(grid)
+    if m is None or blocks is None or not isinstance(weight_shape, (list, tuple)) or len(weight_shape) < 3 \
+            or not all(type(d) is int and d > 0 for d in weight_shape):
+        return None
+    tiles = -(-weight_shape[0] // int(m.group(1))) * -(-math.prod(weight_shape[1:]) // int(m.group(2)))
+    segments, left = divmod(blocks, tiles)
+    return segments if not left and segments >= 2 else None
 
 
 def tensor_lists(marker: dict, cost: Cost | None) -> Lists | None:
