@@ -450,9 +450,10 @@ def conv_outputs(input_shape: object, weight_shape: object, out_shape: object, b
                  size: int | None = None) -> list:
     """(rows, cols) of the matrices a convolution's implicit GEMMs write: forward the output as
     (N·spatial, K); backward the input's gradient (N·spatial, C) and the weight's (K, C/g·taps),
-    and for a 16-bit op (`size` 2) whose C is no multiple of 8 also the weight's with C padded to
-    8 (channel_pads: CUTLASS's split-K wgrad of ResNet-18's 3-channel stem wrote 29 partials of
-    64 x 7·7·8, ncu). Shapes that are not lists of positive ints are left out."""
+    for a 16-bit op (`size` 2) whose C is no multiple of 8 with C padded to 8 (channel_pads: the
+    weight gradient is computed on the padded tensors; CUTLASS's split-K wgrad of a 3-channel stem
+    wrote 29 partials of 64 x 7·7·8 for ResNet-18's, 23 of 64 x 3·3·8 for a CIFAR one: ncu). Shapes
+    that are not lists of positive ints are left out."""
     def ok(s: object) -> bool:
         return isinstance(s, (list, tuple)) and len(s) >= 3 and all(type(d) is int and d > 0 for d in s)
     if not bprop:
@@ -462,7 +463,7 @@ def conv_outputs(input_shape: object, weight_shape: object, out_shape: object, b
         return out
     k, c, taps = weight_shape[0], weight_shape[1], math.prod(weight_shape[2:])
     wide = -(-c // _PAD_MULTIPLE[True]) * _PAD_MULTIPLE[True]
-    return out + [(k, c * taps)] + ([(k, wide * taps)] if size == 2 and wide != c else [])
+    return out + [(k, (wide if size == 2 else c) * taps)]
 
 
 # xmma's segment-K weight gradient: `..._wgrad_..._execute_segment_k_on_kernel` computes the
