@@ -184,7 +184,8 @@ def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     """The helper kernels of an op call's forward: autocast's casts (source read, copy written),
     a bias added apart (output and bias read, output written: one add per output element; the
     op's own formula counts none for its bias, as FlopCounterMode does, so that matrix FLOPs stay
-    its count) and cuDNN's scaling of a convolution's output."""
+    its count) and cuDNN's layout conversions, scaling of a convolution's output and channel
+    padding."""
     casts = [Part(COPY, t.numel, 0, t.numel * (ITEMSIZE[t.dtype] + ITEMSIZE[to])) for t, to in autocast_casts(marker, cost)]
     casts += _flat_weights(marker, cost) + _math_attention(marker, cost, False)
     size = None if cost is None else ITEMSIZE.get(cost.dtype)
@@ -254,8 +255,8 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     """The helper kernels of the op's backward: a gradient's zero fill and accumulation (_gradients), the bias
     gradient (the output gradient summed: it read and the bias written, in the dtype the op ran
     in; E - O adds for E output elements into O bias elements), cuDNN's scaling of the gradients
-    (_scaled) and each cast's gradient cast back (ToCopyBackward), for the arguments that need a
-    gradient. Which do is not in the marker; a part that never ran is one no kernel takes."""
+    (_scaled), each cast's gradient cast back (ToCopyBackward) and cuDNN's channel padding
+    (channel_pads), for the arguments that need a gradient. Which do is not in the marker; a part that never ran is one no kernel takes."""
     grads = _gradients(marker, cost)
     if cost is None or cost.kind not in MMA_KINDS:
         return grads + _casts_back(marker, cost)
