@@ -151,3 +151,28 @@ def test_unseen_convolutions_helpers_match_nsight_compute(case: int, conv: tuple
     work = split_k(name, grid, splits, conv_outputs(xs, ws, None, True, 2), 2)
     wide = ws[0] * ws[2] * ws[3] * 8
     assert work == ((splits - 1) * wide, splits * wide * 4 + wide * 2) and 0.98 <= work[1] / moved(c) <= 1.0
+
+
+def test_aten_level_prices_the_weight_gradient_splits_as_markers_do(tmp_path, resnet) -> None:
+    """The same capture without pyprof's markers (PyTorch's op ranges alone, as emit_nvtx or
+    nsys's own ranges give): aten::convolution_backward's shapes (dY, input, weight) price the
+    segment-K wgrad, its split-K pass and the stem's ReduceSplitK as the markers do; the channel
+    padding, whose order needs the marker's gradients, is na."""
+    import json
+
+    path = tmp_path / "resnet_ranges.json"
+    with open(path, "w") as f:
+        for r in pyprof.records(os.path.join(ROOT, "examples", "resnet.sqlite")):
+            r = {k: v for k, v in r.items() if k != "marker"}
+            if isinstance(r.get("fwd"), dict):
+                r["fwd"] = {k: v for k, v in r["fwd"].items() if k != "marker"}
+            f.write(json.dumps(r) + "\n")
+    splits = lambda r: ("segment_k_on" in r["kLongName"] or "split_k_kernel" in r["kLongName"]  # noqa: E731
+                        or "ReduceSplitK" in r["kLongName"])
+    want = [(row["flops"], row["bytes"]) for r, row, _ in resnet if splits(r)]
+    got = [(row["flops"], row["bytes"]) for r, row in zip(pyprof.records(str(path)), pyprof.rows(str(path), columns="flops,bytes"))
+           if splits(r)]
+    assert got == want and len(got) == 10 and None not in [b for _, b in got]
+    pads = [row["bytes"] for r, row in zip(pyprof.records(str(path)), pyprof.rows(str(path), columns="bytes"))
+            if r.get("kShortName") == "nhwcAddPaddingKernel"]
+    assert pads == [None] * 4

@@ -422,7 +422,16 @@ class Analyzer:
                             depth == len(torch_ops) - 1 and rec.get("subSeqId") == 0)
         if mma and verdict == NONE and family(name) == SPLIT_K:
             sizes = aten_gemm(r.get("name"), r.get("sizes") or [])
-            return self._split_k(rec, name, [] if sizes is None else [(sizes[0] * sizes[1], sizes[2])], cost.dtype)
+            outputs = [] if sizes is None else [(sizes[0] * sizes[1], sizes[2])]
+            if cost.kind == CONV:  # forward (input, weight, ...), backward (dY, input, weight, ...)
+                shapes = ((r.get("sizes") or []) + [None] * 3)[:3]
+                bprop = rec.get("dir") == "bprop"
+                outputs = conv_outputs(*(shapes[1:3] if bprop else shapes[:2]), cost.out_shape, bprop,
+                                       ITEMSIZE.get(cost.dtype))
+            return self._split_k(rec, name, outputs, cost.dtype)
+        weight = ((r.get("sizes") or []) + [None, None, None])[2] if cost.kind == CONV else None
+        if mma and verdict == NONE and cost.kind == CONV and rec.get("dir") == "bprop" and split_pass(name):
+            return self._wgrad_split(rec, weight, ITEMSIZE.get(cost.dtype))
         if mma and verdict == NONE and cost.kind == CONV and family(name) == WGRAD_SUM:
             x, w = ((r.get("sizes") or []) + [None, None, None])[1:3]
             part = wgrad_sum(x[0], prod(w), wgrad_sum_dtype(name)) if rec.get("dir") == "bprop" and _shape(x) \
@@ -440,8 +449,10 @@ class Analyzer:
         if mma and not counts:  # not recognised: facts() counted it
             return _UNKNOWN
         if cost.kind == CONV and rec.get("dir") == "bprop":
-            return (cost.flops, cost.bytes) if self._gradient_slot(rec, name, (r.get("name"), r.get("opId"))) \
-                else self.unclaimed()
+            if not self._gradient_slot(rec, name, (r.get("name"), r.get("opId"))):
+                return self.unclaimed()
+            segmented = self._segmented(rec, cost, name, ITEMSIZE.get(cost.dtype), weight) if _shape(weight) else None
+            return segmented or (cost.flops, cost.bytes)
         return (cost.flops, cost.bytes) if first else self.unclaimed()
 
     def _stages_of(self, rec: dict, r: dict) -> tuple | None:
@@ -475,35 +486,40 @@ class Analyzer:
         """(flops, bytes) of cuBLAS's split-K pass after the thread's last GEMM kernel (parts.split_pass):
         its grid's z partial products of the output summed, (z - 1) adds an element, the partials
         read in fp32 (the accumulator of every such GEMM's name) and the output written once; na
-        where the GEMM split nothing or the output is not one known shape. After a convolution's
-        segment-K weight gradient (_segmented) the same of its segments of the weight's gradient
-        (ncu on ResNet-18's 64x64x3x3 weights, 13 segments: 2,161,664 bytes, these 1,990,656;
-        its writes are 3x the fp16 gradient's, not told apart further)."""
+        where the GEMM split nothing or the output is not one known shape."""
         splits = self._calls.get(("splits", rec.get("pid"), rec.get("tid")))
-        outputs = self._gemm_outputs(rec, cost, bprop) if cost.kind != CONV else self._weight_output(rec, bprop)
+        outputs = self._gemm_outputs(rec, cost, bprop)
         work = split_sum(splits, outputs[0][0] * outputs[0][1], size) if len(outputs) == 1 else None
         return self.unclaimed() if work is None else work
 
-    def _segmented(self, rec: dict, cost: Cost, name: str | None, size: int | None) -> tuple | None:
-        """(flops, bytes) of xmma's segment-K weight-gradient kernel (parts.wgrad_segments), which
-        writes its segments' fp32 partials in place of the gradient: the formula's bytes less the
-        weight's, plus segments x weight x 4 (ncu on ResNet-18's 64x64x3x3 weights: 8,390,912
-        bytes, these 8,339,456); the segments kept as the thread's split count for the split-K
-        kernel after it (_split_pass). None for any other kernel."""
-        weights = [t for t in Call(rec["fwd"].get("marker") or {}).tensors()[1:2] if t.shape]
-        segments = wgrad_segments(name, rec.get("grid"), weights[0].shape) if weights else None
+    def _segmented(self, rec: dict, cost: Cost, name: str | None, size: int | None, weight: object) -> tuple | None:
+        """(flops, bytes) of xmma's segment-K weight-gradient kernel (parts.wgrad_segments) for a
+        weight of shape `weight`, which writes its segments' fp32 partials in place of the
+        gradient: the formula's bytes (the gradient's three tensors) less the weight's, plus
+        segments x weight x 4 (ncu on ResNet-18's 64x64x3x3 weights: 8,390,912 bytes, these
+        8,339,456); the segments kept as the thread's split count for the split-K pass after it
+        (_wgrad_split). None for any other kernel."""
+        segments = wgrad_segments(name, rec.get("grid"), weight)
         if segments is None or size is None or cost.elems is None:
             return None
         self._calls[("splits", rec.get("pid"), rec.get("tid"))] = segments
-        w = weights[0].numel
+        w = prod(weight)
         return cost.flops, (cost.elems - w) * size + segments * w * 4
 
     @staticmethod
-    def _weight_output(rec: dict, bprop: bool) -> list:
-        """[(1, the weight's elements)]: the one output of a convolution's split-K pass, which sums
-        a weight gradient's segments (_segmented); [] forward or without the weight's shape."""
-        weights = Call(rec["fwd"].get("marker") or {}).tensors()[1:2] if bprop else []
-        return [(1, weights[0].numel)] if weights and weights[0].numel else []
+    def _marker_weight(rec: dict) -> tuple | None:
+        """The weight's shape in the forward marker of a convolution's backward kernel."""
+        weights = Call(rec["fwd"].get("marker") or {}).tensors()[1:2]
+        return weights[0].shape if weights and weights[0].shape else None
+
+    def _wgrad_split(self, rec: dict, weight: object, size: int | None) -> tuple:
+        """(flops, bytes) of the split-K pass after a convolution's segment-K weight gradient
+        (_segmented) of a weight of shape `weight`: its segments summed (parts.split_sum; ncu on
+        ResNet-18's 64x64x3x3 weights, 13 segments: 2,161,664 bytes, these 1,990,656: its writes
+        are 3x the fp16 gradient's, not told apart further); na without a segment count."""
+        splits = self._calls.get(("splits", rec.get("pid"), rec.get("tid")))
+        work = split_sum(splits, prod(weight), size) if _shape(list(weight or ())) else None
+        return self.unclaimed() if work is None else work
 
     @staticmethod
     def _gemm_outputs(rec: dict, cost: Cost, bprop: bool) -> list:
@@ -642,8 +658,10 @@ class Analyzer:
             return flops, self._ran_in(nbytes, cost, rec, name)
         math = verdict in (MMA, SIMT)
         first = self._first_of_call(rec, math)  # helper kernels never become the main kernel
-        if verdict == NONE and kind in (GEMM, CONV) and split_pass(name):
+        if verdict == NONE and kind == GEMM and split_pass(name):
             return self._split_pass(rec, cost, bprop, ITEMSIZE.get(dtype))
+        if verdict == NONE and kind == CONV and bprop and split_pass(name):
+            return self._wgrad_split(rec, self._marker_weight(rec), ITEMSIZE.get(dtype))
         if verdict == NONE and family(name) == SPLIT_K:
             return self._split_k(rec, name, self._gemm_outputs(rec, cost, bprop), dtype)
         if verdict == NONE:
@@ -677,7 +695,7 @@ class Analyzer:
         if kind == CONV:
             if not self._gradient_slot(rec, name):
                 return self.unclaimed()
-            return self._segmented(rec, cost, name, size) or grad
+            return self._segmented(rec, cost, name, size, self._marker_weight(rec)) or grad
         if not first:  # ATTN backward: the whole node's work on its main kernel
             return self.unclaimed()
         if cost.bwd_bytes is None or size is None or cost.dtype is None:
