@@ -158,21 +158,47 @@ def test_aten_level_prices_the_weight_gradient_splits_as_markers_do(tmp_path, re
     nsys's own ranges give): aten::convolution_backward's shapes (dY, input, weight) price the
     segment-K wgrad, its split-K pass and the stem's ReduceSplitK as the markers do; the channel
     padding, whose order needs the marker's gradients, is na."""
-    import json
-
-    path = tmp_path / "resnet_ranges.json"
-    with open(path, "w") as f:
-        for r in pyprof.records(os.path.join(ROOT, "examples", "resnet.sqlite")):
-            r = {k: v for k, v in r.items() if k != "marker"}
-            if isinstance(r.get("fwd"), dict):
-                r["fwd"] = {k: v for k, v in r["fwd"].items() if k != "marker"}
-            f.write(json.dumps(r) + "\n")
+    def edit(r: dict) -> dict:
+        r = {k: v for k, v in r.items() if k != "marker"}
+        if isinstance(r.get("fwd"), dict):
+            r["fwd"] = {k: v for k, v in r["fwd"].items() if k != "marker"}
+        return r
+    path = _rewritten(tmp_path, edit)
     splits = lambda r: ("segment_k_on" in r["kLongName"] or "split_k_kernel" in r["kLongName"]  # noqa: E731
                         or "ReduceSplitK" in r["kLongName"])
     want = [(row["flops"], row["bytes"]) for r, row, _ in resnet if splits(r)]
-    got = [(row["flops"], row["bytes"]) for r, row in zip(pyprof.records(str(path)), pyprof.rows(str(path), columns="flops,bytes"))
+    got = [(row["flops"], row["bytes"]) for r, row in zip(pyprof.records(path), pyprof.rows(path, columns="flops,bytes"))
            if splits(r)]
     assert got == want and len(got) == 10 and None not in [b for _, b in got]
-    pads = [row["bytes"] for r, row in zip(pyprof.records(str(path)), pyprof.rows(str(path), columns="bytes"))
+    pads = [row["bytes"] for r, row in zip(pyprof.records(path), pyprof.rows(path, columns="bytes"))
             if r.get("kShortName") == "nhwcAddPaddingKernel"]
     assert pads == [None] * 4
+
+
+def _rewritten(tmp_path, edit) -> str:
+    """examples/resnet.sqlite's records as a JSON file, each passed through `edit` first."""
+    import json
+
+    path = tmp_path / "resnet.json"
+    with open(path, "w") as f:
+        for r in pyprof.records(os.path.join(ROOT, "examples", "resnet.sqlite")):
+            f.write(json.dumps(edit(r)) + "\n")
+    return str(path)
+
+
+def test_backward_padding_where_the_markers_say_which_arguments_required_grad(tmp_path, resnet) -> None:
+    """The shipped capture with the stem's markers as today's pyprof writes them (`grad` on the
+    weight, not on the image): the backward's two padding kernels take the image padded to 8
+    channels and dW stripped back to 3, in launch order around CUTLASS's wgrad (0.89 and 0.77 of
+    ncu's bytes)."""
+    def edit(r: dict) -> dict:
+        for m in (r.get("marker"), (r.get("fwd") or {}).get("marker")):
+            if isinstance(m, dict) and m.get("module") == "conv1" and m.get("op") == "conv2d":
+                m["args"][1]["grad"] = True
+        return r
+    path = _rewritten(tmp_path, edit)
+    got = [row["bytes"] for r, row in zip(pyprof.records(path), pyprof.rows(path, columns="dir,bytes"))
+           if r.get("kShortName") == "nhwcAddPaddingKernel" and row["dir"] == "bprop"]
+    measured = [moved(c) for r, row, c in resnet if r["kShortName"] == "nhwcAddPaddingKernel" and row["dir"] == "bprop"]
+    assert got == [(8 * 3 + 8 * 8) * 224 * 224 * 2, (64 * 3 + 64 * 8) * 49 * 2]
+    assert [round(g / m, 3) for g, m in zip(got, measured)] == [0.894, 0.768]
