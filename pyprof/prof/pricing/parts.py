@@ -467,6 +467,9 @@ def conv_outputs(input_shape: object, weight_shape: object, out_shape: object, b
     return out + [(k, (wide if size == 2 else c) * taps)]
 
 
+# A GEMM kernel's tile (M x N) as cuBLAS, cuBLASLt, CUTLASS and xmma names spell it: nvjet_sm90_hsh_64x8_...,
+# ..._tilesize64x64x8_..., cutlass_80_simt_sgemm_64x64_8x5_...
+GEMM_TILE = re.compile(r"(?:tilesize|_)(\d+)x(\d+)(?:x\d+)?_")
 # xmma's segment-K weight gradient: `..._wgrad_..._execute_segment_k_on_kernel` computes the
 # gradient's GEMM (K x C·taps over N·spatial) in segments of the reduction, each tile's segments one
 # block apiece, and writes every segment's partial tile in fp32; `..._execute_split_k_kernel` then
@@ -481,7 +484,7 @@ def wgrad_segments(kernel: str | None, grid: object, weight_shape: object) -> in
     write 13 x 64 x 576 fp32 partials, 1,916,928 bytes, exact). None for any other kernel, and
     where the blocks are no whole number (2 or more) of segments a tile: a grid of 48 for those 9
     tiles (batch 2) wrote no such partials and ran no split-K kernel after it (ncu)."""
-    m = _TILE.search(kernel or "") if _SEGMENT_K.search(kernel or "") else None
+    m = GEMM_TILE.search(kernel or "") if _SEGMENT_K.search(kernel or "") else None
     blocks = _threads(grid)
     if m is None or blocks is None or not isinstance(weight_shape, (list, tuple)) or len(weight_shape) < 3 \
             or not all(type(d) is int and d > 0 for d in weight_shape):

@@ -39,7 +39,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from .parts import SPLIT_K, family, split_pass
+from .parts import GEMM_TILE, SPLIT_K, family, split_pass
 from .registry import Cost
 from .tensorcores import MMA, SIMT, classify
 from .values import ITEMSIZE
@@ -53,9 +53,6 @@ _GRU_BIAS_GRAD = re.compile(r"\bGRU_elementWise_bp2\b")
 _BIAS_GRAD = re.compile(r"\bGENERIC_elementWise_bp2\b")
 # A bidirectional backward's sum of the two directions' input gradients, after a layer's chunks.
 _DIRECTIONS_SUM = re.compile(r"\bRNN_bidirectional_accum_bp1")
-# A GEMM kernel's tile (M x N) as cuBLAS, cuBLASLt and CUTLASS names spell it: nvjet_sm90_hsh_64x8_...,
-# ..._tilesize64x64x8_..., cutlass_80_simt_sgemm_64x64_8x5_...
-_TILE = re.compile(r"(?:tilesize|_)(\d+)x(\d+)(?:x\d+)?_")
 
 # What the records read ahead say of the call's next kernels: their names, and whether the call
 # ended among them (else the window ended first).
@@ -66,7 +63,7 @@ def _rows_tiled(kernel: str | None, grid: object, cols: int, step: int, most: in
     """The row counts (multiples of `step` up to `most`) whose rows x `cols` output a GEMM
     launch's tiles cover exactly: its grid's x * y blocks (z splits K or batches) are
     ceil(rows / tile M) * ceil(cols / tile N), the tile M x N read from the name, either way round."""
-    m = _TILE.search(kernel or "")
+    m = GEMM_TILE.search(kernel or "")
     if m is None or not isinstance(grid, list) or len(grid) < 2 or not all(type(d) is int and d > 0 for d in grid):
         return []
     blocks = grid[0] * grid[1]
