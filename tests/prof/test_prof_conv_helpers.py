@@ -202,3 +202,17 @@ def test_backward_padding_where_the_markers_say_which_arguments_required_grad(tm
     measured = [moved(c) for r, row, c in resnet if r["kShortName"] == "nhwcAddPaddingKernel" and row["dir"] == "bprop"]
     assert got == [(8 * 3 + 8 * 8) * 224 * 224 * 2, (64 * 3 + 64 * 8) * 49 * 2]
     assert [round(g / m, 3) for g, m in zip(got, measured)] == [0.894, 0.768]
+
+
+@pytest.mark.parametrize("mode", ["default", "plain"])
+def test_unet_stem_reduce_split_k_sums_the_weight_padded_to_8_channels(mode: str) -> None:
+    """unet's 3-channel bf16 stem (kernel_truth capture, H100): CUTLASS's wgrad split K over 23
+    partials of its 64x3x3x3 weight padded to 8 channels; ReduceSplitK sums them: 22 adds and
+    23 fp32 reads per element of 64 x 3*3*8, the bf16 gradient written: 0.986 of ncu's bytes (as
+    64 x 3*3*3 it read 0.37), from the marker and from aten::convolution_backward's shapes alike."""
+    from test_prof_parts import measured as measured_capture
+
+    [(flops, nbytes, ratio)] = [(f.flops, f.bytes, round(f.bytes / moved_, 3)) for r, f, moved_, _ in measured_capture("unet", mode)
+                                if "ReduceSplitK" in (r.get("kLongName") or "")]
+    wide = 64 * 3 * 3 * 8
+    assert (flops, nbytes, ratio) == (22 * wide, 23 * wide * 4 + wide * 2, 0.986)
