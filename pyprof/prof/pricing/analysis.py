@@ -518,7 +518,8 @@ class Analyzer:
         ResNet-18's 64x64x3x3 weights, 13 segments: 2,161,664 bytes, these 1,990,656: its writes
         are 3x the fp16 gradient's, not told apart further); na without a segment count."""
         splits = self._calls.get(("splits", rec.get("pid"), rec.get("tid")))
-        work = split_sum(splits, prod(weight), size) if _shape(list(weight or ())) else None
+        work = split_sum(splits, prod(weight), size) if isinstance(weight, (list, tuple)) and _shape(list(weight)) \
+            else None
         return self.unclaimed() if work is None else work
 
     @staticmethod
