@@ -52,15 +52,15 @@ def test_first_conv_under_autocast_runs_fp16_on_tensor_cores(resnet):
 
 def test_conv_backward_data_and_weight_gradients_each_carry_one_forward(resnet):
     """layer1.0.conv1 (8x64x56x56, 64 3x3 filters): dgrad and wgrad carry 2*N*K*P*Q*C*R*S each;
-    the wgrad's split-K pass sums the partial products of a segment-K split (grid (117,1,1): how
-    many partials the trace does not say): its work is na, never a guessed 0."""
+    the wgrad's split-K pass sums the partials of its segment-K split (grid (117,1,1) over the
+    weight's 9 64x64 tiles: 13 segments): 12 adds per weight element."""
     recs, facts, _ = resnet
     rows = [(r["kShortName"], f.tc, f.flops) for r, f in zip(recs, facts)
             if r["module"] == "layer1.0.conv1" and r["dir"] == "bprop" and ("grad" in r["kShortName"])]
     work = conv_flops(8, 64, 64, 56, 56, 3, 3)
     assert work == 1849688064
     assert [(name.split("_implicit")[0], tc, flops) for name, tc, flops in rows] == [
-        ("sm90_xmma_dgrad", True, work), ("sm90_xmma_wgrad_indexed", True, work), ("sm90_xmma_wgrad_indexed", None, None)]
+        ("sm90_xmma_dgrad", True, work), ("sm90_xmma_wgrad_indexed", True, work), ("sm90_xmma_wgrad_indexed", None, 12 * 64 * 64 * 9)]
     assert rows[2][0].endswith("execute_split_k_kernel__5x_cudnn")
 
 

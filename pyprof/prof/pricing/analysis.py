@@ -17,7 +17,8 @@ from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .tensor_flow import TensorFlow
 from .parts import (ADD, COPY, FILL, LAUNCH, LAYOUT, SPLIT_K, WGRAD_SUM, CallParts, Part, backward_parts, family,
                     flash_helpers, forward_parts, conv_outputs, grid_z, layout_parts, math_attention_gemm, output_parts,
-                    split_k, split_pass, tensor_lists, tile_init, tiled_outputs, wgrad_sum, wgrad_sum_dtype)
+                    split_k, split_pass, split_sum, tensor_lists, tile_init, tiled_outputs, wgrad_segments, wgrad_sum,
+                    wgrad_sum_dtype)
 from .rnn_kernels import RnnCall
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost, Unknowable, lookup, retype
 from ..warnings_tally import Tally
@@ -427,7 +428,16 @@ class Analyzer:
             return self._split_pass(rec, cost, rec.get("dir") == "bprop", ITEMSIZE.get(cost.dtype), name)
         if mma and verdict == NONE and family(name) == SPLIT_K:
             sizes = aten_gemm(r.get("name"), r.get("sizes") or [])
-            return self._split_k(rec, name, [] if sizes is None else [(sizes[0] * sizes[1], sizes[2])], cost.dtype)
+            outputs = [] if sizes is None else [(sizes[0] * sizes[1], sizes[2])]
+            if cost.kind == CONV:  # forward (input, weight, ...), backward (dY, input, weight, ...)
+                shapes = ((r.get("sizes") or []) + [None] * 3)[:3]
+                bprop = rec.get("dir") == "bprop"
+                outputs = conv_outputs(*(shapes[1:3] if bprop else shapes[:2]), cost.out_shape, bprop,
+                                       ITEMSIZE.get(cost.dtype))
+            return self._split_k(rec, name, outputs, cost.dtype)
+        weight = ((r.get("sizes") or []) + [None, None, None])[2] if cost.kind == CONV else None
+        if mma and verdict == NONE and cost.kind == CONV and rec.get("dir") == "bprop" and split_pass(name):
+            return self._wgrad_split(rec, weight, ITEMSIZE.get(cost.dtype))
         if mma and verdict == NONE and cost.kind == CONV and family(name) == WGRAD_SUM:
             x, w = ((r.get("sizes") or []) + [None, None, None])[1:3]
             part = wgrad_sum(x[0], prod(w), wgrad_sum_dtype(name)) if rec.get("dir") == "bprop" and _shape(x) \
@@ -449,8 +459,10 @@ class Analyzer:
         if mma and not counts:  # not recognised: facts() counted it
             return _UNKNOWN
         if cost.kind == CONV and rec.get("dir") == "bprop":
-            return (cost.flops, cost.bytes) if self._gradient_slot(rec, name, (r.get("name"), r.get("opId"))) \
-                else self.unclaimed()
+            if not self._gradient_slot(rec, name, (r.get("name"), r.get("opId"))):
+                return self.unclaimed()
+            segmented = self._segmented(rec, cost, name, ITEMSIZE.get(cost.dtype), weight) if _shape(weight) else None
+            return segmented or (cost.flops, cost.bytes)
         return (cost.flops, cost.bytes) if first else self.unclaimed()
 
     def _aten_parts(self, rec: dict, r: dict, cost: Cost) -> CallParts:
@@ -508,10 +520,38 @@ class Analyzer:
         cover: parts.tiled_outputs)."""
         splits = self._calls.get(("splits", rec.get("pid"), rec.get("tid")))
         outputs = tiled_outputs(name, rec.get("grid"), self._gemm_outputs(rec, cost, bprop))
-        if not splits or splits < 2 or len(outputs) != 1:
-            return self.unclaimed()
-        out = outputs[0][0] * outputs[0][1]
-        return (splits - 1) * out, None if size is None else splits * out * 4 + out * size
+        work = split_sum(splits, outputs[0][0] * outputs[0][1], size) if len(outputs) == 1 else None
+        return self.unclaimed() if work is None else work
+
+    def _segmented(self, rec: dict, cost: Cost, name: str | None, size: int | None, weight: object) -> tuple | None:
+        """(flops, bytes) of xmma's segment-K weight-gradient kernel (parts.wgrad_segments) for a
+        weight of shape `weight`, which writes its segments' fp32 partials in place of the
+        gradient: the formula's bytes (the gradient's three tensors) less the weight's, plus
+        segments x weight x 4 (ncu on ResNet-18's 64x64x3x3 weights: 8,390,912 bytes, these
+        8,339,456); the segments kept as the thread's split count for the split-K pass after it
+        (_wgrad_split). None for any other kernel."""
+        segments = wgrad_segments(name, rec.get("grid"), weight)
+        if segments is None or size is None or cost.elems is None:
+            return None
+        self._calls[("splits", rec.get("pid"), rec.get("tid"))] = segments
+        w = prod(weight)
+        return cost.flops, (cost.elems - w) * size + segments * w * 4
+
+    @staticmethod
+    def _marker_weight(rec: dict) -> tuple | None:
+        """The weight's shape in the forward marker of a convolution's backward kernel."""
+        weights = Call(rec["fwd"].get("marker") or {}).tensors()[1:2]
+        return weights[0].shape if weights and weights[0].shape else None
+
+    def _wgrad_split(self, rec: dict, weight: object, size: int | None) -> tuple:
+        """(flops, bytes) of the split-K pass after a convolution's segment-K weight gradient
+        (_segmented) of a weight of shape `weight`: its segments summed (parts.split_sum; ncu on
+        ResNet-18's 64x64x3x3 weights, 13 segments: 2,161,664 bytes, these 1,990,656: its writes
+        are 3x the fp16 gradient's, not told apart further); na without a segment count."""
+        splits = self._calls.get(("splits", rec.get("pid"), rec.get("tid")))
+        work = split_sum(splits, prod(weight), size) if isinstance(weight, (list, tuple)) and _shape(list(weight)) \
+            else None
+        return self.unclaimed() if work is None else work
 
     @staticmethod
     def _gemm_outputs(rec: dict, cost: Cost, bprop: bool) -> list:
@@ -524,7 +564,7 @@ class Analyzer:
             return [(b * m, n)]
         if cost.kind == CONV:
             shapes = [t.shape for t in Call((rec["fwd"] if bprop else rec).get("marker") or {}).tensors()[:2]]
-            return conv_outputs(*(shapes + [None, None])[:2], cost.out_shape, bprop)
+            return conv_outputs(*(shapes + [None, None])[:2], cost.out_shape, bprop, ITEMSIZE.get(cost.dtype))
         if cost.kind != GEMM:
             return []
         if not bprop:
@@ -652,6 +692,8 @@ class Analyzer:
         first = self._first_of_call(rec, math)  # helper kernels never become the main kernel
         if verdict == NONE and kind == GEMM and split_pass(name):
             return self._split_pass(rec, cost, bprop, ITEMSIZE.get(dtype), name)
+        if verdict == NONE and kind == CONV and bprop and split_pass(name):
+            return self._wgrad_split(rec, self._marker_weight(rec), ITEMSIZE.get(dtype))
         if verdict == NONE and family(name) == SPLIT_K:
             return self._split_k(rec, name, self._gemm_outputs(rec, cost, bprop), dtype)
         if verdict == NONE:
@@ -683,7 +725,9 @@ class Analyzer:
         if kind == GEMM:
             return grad  # data- and weight-gradient GEMMs each do one forward's work
         if kind == CONV:
-            return grad if self._gradient_slot(rec, name) else self.unclaimed()
+            if not self._gradient_slot(rec, name):
+                return self.unclaimed()
+            return self._segmented(rec, cost, name, size, self._marker_weight(rec)) or grad
         if not first:  # ATTN backward: the whole node's work on its main kernel
             return self.unclaimed()
         if cost.bwd_bytes is None or size is None or cost.dtype is None:

@@ -21,8 +21,9 @@ from typing import Any
 from . import peaks as peaks_mod
 from .ops import lookup
 from .ops.fx import foreach
-from .parts import SPLIT_K, CallParts, backward_parts, family, forward_parts, grid_z, split_k
-from .registry import GEMM, MMA_KINDS, Call, Cost, Formula, Unknowable
+from .parts import (SPLIT_K, CallParts, backward_parts, conv_outputs, family, forward_parts, grid_z, split_k,
+                    split_pass, split_sum, wgrad_segments)
+from .registry import CONV, GEMM, MMA_KINDS, Call, Cost, Formula, Unknowable
 from .values import ITEMSIZE
 from .tensorcores import MMA, NONE, SIMT, classify
 
@@ -111,6 +112,39 @@ class KernelWork:
         self.bytes = recorded if type(recorded) is int else nbytes
 
 
+def _conv_tensors(node: dict) -> tuple:
+    """(input, weight) argument dicts of a convolution node (forward or backward: after
+    grad_output), (None, None) for any other node."""
+    op, args = str(node.get("op")), node.get("args")
+    at = 1 if op.startswith("aten.convolution_backward.") else 0 if op.startswith("aten.convolution.") else None
+    if at is None or not isinstance(args, list) or len(args) < at + 2:
+        return None, None
+    return tuple(a if isinstance(a, dict) else None for a in args[at:at + 2])
+
+
+def _outputs(node: dict, main: Cost, bwd: bool, size: int | None) -> list:
+    """(rows, cols) the matrix node's kernels may write (parts.split_k): a GEMM's 2-D output, a
+    convolution's (parts.conv_outputs)."""
+    if main.kind == CONV:
+        x, w = _conv_tensors(node)
+        return conv_outputs(x and x.get("shape"), w and w.get("shape"), main.out_shape, bwd, size)
+    shape = main.out_shape if main.kind == GEMM else None
+    return [shape] if shape and len(shape) == 2 else []
+
+
+def _masked(node: dict) -> list:
+    """A `*_backward` node's arguments after grad_output, as an eager marker's: for
+    convolution_backward, its output_mask (args[10]) saying which of input and weight need a
+    gradient (`grad`, parts.channel_pads reads it)."""
+    args = node.get("args") if isinstance(node.get("args"), list) else []
+    conv = _conv_tensors(node)[0] is not None
+    mask = args[10] if conv and len(args) > 10 and isinstance(args[10], list) else None
+    rest = args[1:]
+    if mask is None or len(mask) < 2 or not any(mask[:2]):
+        return rest
+    return [dict(a, grad=True) if i < 2 and mask[i] is True and isinstance(a, dict) else a for i, a in enumerate(rest)]
+
+
 class CompiledPricer:
     """Facts for records joined to a compile-time table; one per Analyzer (its warnings and
     per-thread call state)."""
@@ -148,7 +182,10 @@ class CompiledPricer:
         n = state[1]
         if counts:
             state[1] = n + 1
-            state[2] = grid_z(rec.get("grid"))
+            # A segment-K weight gradient's segments (parts.wgrad_segments), else a split-K grid's z.
+            weight = _conv_tensors(self.work(entry).node or {})[1]
+            state[2] = wgrad_segments(rec.get("kLongName") or rec.get("kShortName"), rec.get("grid"),
+                                      weight and weight.get("shape")) or grid_z(rec.get("grid"))
         return n
 
     def _helper(self, rec: dict, entry: dict, w: KernelWork, name: str | None) -> tuple:
@@ -158,16 +195,21 @@ class CompiledPricer:
         arguments are the forward's after grad_output (ATen's convention). Else na."""
         state = self._state(rec, entry)
         main, node = w.main, w.node or {}
+        args = node.get("args") if isinstance(node.get("args"), list) else []
+        op = str(node.get("op")).split(".")
+        bwd = len(op) > 1 and op[1].endswith("_backward")
+        size = ITEMSIZE.get(main.dtype)
         if family(name) == SPLIT_K:
-            shape = main.out_shape if main.kind == GEMM else None
-            work = split_k(name or "", rec.get("grid"), state[2], [shape] if shape and len(shape) == 2 else [],
-                           ITEMSIZE.get(main.dtype))
+            work = split_k(name or "", rec.get("grid"), state[2], _outputs(node, main, bwd, size), size)
+            return work if work is not None else self.analyzer.unclaimed()
+        weight = _conv_tensors(node)[1]
+        if main.kind == CONV and bwd and split_pass(name) and weight and isinstance(weight.get("shape"), list):
+            # A segment-K weight gradient's split-K pass: the weight's gradient from its segments.
+            work = split_sum(state[2], Call({"args": [weight]}).tensors()[0].numel, size)
             return work if work is not None else self.analyzer.unclaimed()
         if state[3] is None:
-            args = node.get("args") if isinstance(node.get("args"), list) else []
-            op = str(node.get("op")).split(".")
-            bwd = len(op) > 1 and op[1].endswith("_backward")
-            state[3] = CallParts((backward_parts if bwd else forward_parts)({"args": args[1:] if bwd else args}, main))
+            state[3] = CallParts((backward_parts if bwd else forward_parts)({"args": _masked(node) if bwd else args},
+                                                                            main))
         part = state[3].take(name, rec.get("grid"), rec.get("block"))
         return (part.flops, part.bytes) if part is not None else self.analyzer.unclaimed()
 

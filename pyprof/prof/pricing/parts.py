@@ -38,6 +38,7 @@ from .values import FLOATING, ITEMSIZE, Tensor
 COPY, SUM, ADD, LAYOUT, LAUNCH, FILL, SCALE, SPLIT_K = "copy", "sum", "add", "layout", "launch", "fill", "scale", "split-k"
 BETA, EPILOGUE, BROADCAST = "beta", "epilogue", "broadcast"
 WGRAD_SUM = "wgrad-sum"
+PAD = "channel-pad"
 # The math attention path's element-wise and softmax kernels (_math_attention).
 SCALAR_MUL, MUL, SOFTMAX, NEGINF, ALL, WHERE = "scalar-mul", "mul", "softmax", "isneginf", "all", "where"
 DOT_DO_O, CAST_DQ, REDUCE_HEAD = "dot-do-o", "cast-dq", "reduce-head"
@@ -66,6 +67,9 @@ _CUTLASS_SPLIT_K = re.compile(r"\bReduceSplitK<[\w:]*MatrixShape<\(int\)(\d+), \
 # cuDNN's sum of the per-sample weight gradients of an NCHW convolution's GEMM (one thread per
 # weight element): reduce_wgrad_nchw_helper<partials' type, weight's type>.
 _WGRAD_SUM_KERNEL = re.compile(r"\breduce_wgrad_nchw_helper<([^,<>]+), ([^,<>]+)>")
+# cuDNN's copy of an NHWC tensor between its C channels and C padded up for a Tensor Core kernel
+# (either way: the same kernel strips the padding off a gradient).
+_PAD_KERNEL = re.compile(r"\bnhwcAddPaddingKernel<")
 _ADD_KERNEL = re.compile(r"elementwise_kernel<.*\bCUDAFunctor_add<")
 # cuBLAS's scaling of a GEMM's output by beta (scal_kernel) before a split-K kernel accumulates
 # into it (sgemm_largek's grid z); PyTorch passes beta 0: the output zeroed, written once.
@@ -105,7 +109,7 @@ class Part(NamedTuple):
 
 # The helper families by their kernels' names, the first match winning (a name can hold two).
 _FAMILIES = ((COPY, _COPY_KERNEL), (LAYOUT, _LAYOUT_KERNEL), (FILL, _FILL_KERNEL), (SCALE, _SCALE_KERNEL),
-             (SPLIT_K, _SPLIT_K_KERNEL), (SPLIT_K, _CUTLASS_SPLIT_K), (WGRAD_SUM, _WGRAD_SUM_KERNEL),
+             (SPLIT_K, _SPLIT_K_KERNEL), (SPLIT_K, _CUTLASS_SPLIT_K), (WGRAD_SUM, _WGRAD_SUM_KERNEL), (PAD, _PAD_KERNEL),
              (DOT_DO_O, _DOT_DO_O_KERNEL), (CAST_DQ, _CAST_DQ_KERNEL), (REDUCE_HEAD, _REDUCE_HEAD_KERNEL),
              (SUM, _SUM_KERNEL), (ADD, _ADD_KERNEL), (BETA, _BETA_KERNEL), (EPILOGUE, _EPILOGUE_KERNEL)
              ) + tuple((fam, re.compile(pattern)) for fam, pattern in (
@@ -197,9 +201,10 @@ def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     """The helper kernels of an op call's forward: autocast's casts (source read, copy written),
     what a matrix op's call does to its output besides computing it (output_parts: a bias added
     apart, one add per output element; the op's own formula counts none for its bias, as
-    FlopCounterMode does, so that matrix FLOPs stay its count), cuDNN's layout conversions and
-    its scaling of a convolution's output."""
-    return _inputs(marker, cost) + output_parts(cost) + _layouts(marker, cost) + _scaled(marker, cost, False)
+    FlopCounterMode does, so that matrix FLOPs stay its count), cuDNN's layout conversions, its
+    scaling of a convolution's output and its channel padding."""
+    return (_inputs(marker, cost) + output_parts(cost) + _layouts(marker, cost) + _scaled(marker, cost, False)
+            + channel_pads(marker, cost, False))
 
 
 def _inputs(marker: dict, cost: Cost | None) -> list[Part]:
@@ -288,8 +293,8 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     """The helper kernels of the op's backward: a gradient's zero fill and accumulation (_gradients), the bias
     gradient (the output gradient summed: it read and the bias written, in the dtype the op ran
     in; E - O adds for E output elements into O bias elements), cuDNN's scaling of the gradients
-    (_scaled) and each cast's gradient cast back (ToCopyBackward), for the arguments that need a
-    gradient. Which do is not in the marker; a part that never ran is one no kernel takes."""
+    (_scaled), each cast's gradient cast back (ToCopyBackward) and cuDNN's channel padding
+    (channel_pads), for the arguments that need a gradient. Which do is not in the marker; a part that never ran is one no kernel takes."""
     grads = _gradients(marker, cost)
     if cost is None or cost.kind not in MMA_KINDS:
         return grads + _casts_back(marker, cost)
@@ -300,7 +305,47 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
             _math_attention(marker, cost, True) + grads + _casts_back(marker, cost)
     bias = [Part(SUM, cost.out_elems, cost.out_elems - cost.bias_elems, (cost.out_elems + cost.bias_elems) * size)
             ] if cost.bias_elems and cost.out_elems and size else []
-    return bias + grads + _scaled(marker, cost, True) + _wgrad_sum(marker, cost) + _casts_back(marker, cost)
+    return bias + grads + _scaled(marker, cost, True) + _wgrad_sum(marker, cost) + _casts_back(marker, cost) \
+        + channel_pads(marker, cost, True)
+
+
+# The channel multiple cuDNN pads a 16-bit convolution's NHWC tensors to (nhwcAddPaddingKernel):
+# forward 4, for sm90's image_first_layer fprop kernel (`k64c4r7s7`: 4 channels); backward 8, the
+# 16-byte vectors of the dgrad and CUTLASS wgrad kernels (AlignedArray<half_t, 8>). ncu on
+# ResNet-18's 3-channel stem (tests/data/kernel_truth/conv_ncu_resnet.csv.xz): the forward's image
+# read 2,408,448 bytes (8x3x224x224 fp16), wrote 3.9 MB (8x4x224x224: 3,211,264; the write
+# sectors over-count partial writes by 1.1-1.2x); the backward's wrote 7.1 MB (8 channels:
+# 6,422,528), and the CUTLASS wgrad's split-K partials are 64 x 7·7·8 fp32 (2,910,208 bytes, exact).
+_PAD_MULTIPLE = {False: 4, True: 8}
+
+
+def channel_pads(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
+    """cuDNN's channel padding of a 16-bit convolution whose channels C are not a multiple of
+    _PAD_MULTIPLE, in launch order (CallParts.take gives each such kernel the first left): each
+    copy reads the tensor in one channel count and writes it in the other (C·rest + C'·rest
+    elements, no FLOPs). Forward the input, then the weight. Backward the weight padded and the
+    input's gradient stripped around the data-gradient kernel where the input requires grad, then
+    the input padded and the weight's gradient stripped around the weight-gradient kernel where
+    the weight does; none where the marker does not say which require grad (an old marker: the
+    first kernel could be either). The launch grid (2 blocks per SM, grid-stride) tells none
+    apart. Grouped convolutions: none (not seen)."""
+    size = None if cost is None else ITEMSIZE.get(cost.dtype)
+    tensors = Call(marker).tensors()[:2] if cost is not None and cost.kind == CONV and size == 2 else []
+    if len(tensors) < 2 or any(len(t.shape or ()) < 3 or not t.numel for t in tensors) \
+            or tensors[0].shape[1] != tensors[1].shape[1]:
+        return []
+    x, w = tensors
+    multiple = _PAD_MULTIPLE[bprop]
+    c = x.shape[1]
+    wide = -(-c // multiple) * multiple
+    if wide == c:
+        return []
+    px, pw = (Part(PAD, t.numel, 0, (t.numel + t.numel // c * wide) * size) for t in tensors)
+    if not bprop:
+        return [px, pw]
+    if x.grad is None or w.grad is None:
+        return []
+    return ([pw, px] if x.grad else []) + ([px, pw] if w.grad else [])
 
 
 def _wgrad_sum(marker: dict, cost: Cost) -> list[Part]:
@@ -459,16 +504,61 @@ def tile_init(kernel: str | None, grid: object, block: object) -> tuple | None:
     return 0, ((g - 1) * b + 1 + _TILE_STATUS_PADDING) * 2 * value + counter
 
 
-def conv_outputs(input_shape: object, weight_shape: object, out_shape: object, bprop: bool) -> list:
+def split_sum(splits: int | None, out: int, size: int | None) -> tuple | None:
+    """(FLOPs, bytes) of a pass summing `splits` fp32 partials of an `out`-element output (xmma's
+    split-K pass after a GEMM or a segment-K weight gradient): splits - 1 adds an element, the
+    partials read, the output written once in `size`-byte elements (bytes None where `size` is);
+    None where nothing was split."""
+    if not splits or splits < 2:
+        return None
+    return (splits - 1) * out, None if size is None else splits * out * 4 + out * size
+
+
+def conv_outputs(input_shape: object, weight_shape: object, out_shape: object, bprop: bool,
+                 size: int | None = None) -> list:
     """(rows, cols) of the matrices a convolution's implicit GEMMs write: forward the output as
-    (N·spatial, K); backward the input's gradient (N·spatial, C) and the weight's (K, C/g·taps).
-    Shapes that are not lists of positive ints are left out."""
+    (N·spatial, K); backward the input's gradient (N·spatial, C) and the weight's (K, C/g·taps),
+    for a 16-bit op (`size` 2) whose C is no multiple of 8 with C padded to 8 (channel_pads: the
+    weight gradient is computed on the padded tensors; CUTLASS's split-K wgrad of a 3-channel stem
+    wrote 29 partials of 64 x 7·7·8 for ResNet-18's, 23 of 64 x 3·3·8 for a CIFAR one: ncu). Shapes
+    that are not lists of positive ints are left out."""
     def ok(s: object) -> bool:
         return isinstance(s, (list, tuple)) and len(s) >= 3 and all(type(d) is int and d > 0 for d in s)
     if not bprop:
         return [(math.prod(out_shape) // out_shape[1], out_shape[1])] if ok(out_shape) else []
     out = [(math.prod(input_shape) // input_shape[1], input_shape[1])] if ok(input_shape) else []
-    return out + ([(weight_shape[0], math.prod(weight_shape[1:]))] if ok(weight_shape) else [])
+    if not ok(weight_shape):
+        return out
+    k, c, taps = weight_shape[0], weight_shape[1], math.prod(weight_shape[2:])
+    wide = -(-c // _PAD_MULTIPLE[True]) * _PAD_MULTIPLE[True]
+    return out + [(k, (wide if size == 2 else c) * taps)]
+
+
+# A GEMM kernel's tile (M x N) as cuBLAS, cuBLASLt, CUTLASS and xmma names spell it: nvjet_sm90_hsh_64x8_...,
+# ..._tilesize64x64x8_..., cutlass_80_simt_sgemm_64x64_8x5_...
+GEMM_TILE = re.compile(r"(?:tilesize|_)(\d+)x(\d+)(?:x\d+)?_")
+# xmma's segment-K weight gradient: `..._wgrad_..._execute_segment_k_on_kernel` computes the
+# gradient's GEMM (K x C·taps over N·spatial) in segments of the reduction, each tile's segments one
+# block apiece, and writes every segment's partial tile in fp32; `..._execute_split_k_kernel` then
+# sums them into the gradient (split_pass).
+_SEGMENT_K = re.compile(r"_wgrad_\w*_execute_segment_k_on_kernel")
+
+
+def wgrad_segments(kernel: str | None, grid: object, weight_shape: object) -> int | None:
+    """The reduction segments of an xmma segment-K weight-gradient kernel (_SEGMENT_K): its grid's
+    blocks over the gradient's tiles (tile M x N from the name, over K rows and C·taps columns;
+    ResNet-18's 64x64x3x3 weights in 64x64 tiles: 9 tiles, grid 117, 13 segments, and ncu saw it
+    write 13 x 64 x 576 fp32 partials, 1,916,928 bytes, exact). None for any other kernel, and
+    where the blocks are no whole number (2 or more) of segments a tile: a grid of 48 for those 9
+    tiles (batch 2) wrote no such partials and ran no split-K kernel after it (ncu)."""
+    m = GEMM_TILE.search(kernel or "") if _SEGMENT_K.search(kernel or "") else None
+    blocks = _threads(grid)
+    if m is None or blocks is None or not isinstance(weight_shape, (list, tuple)) or len(weight_shape) < 3 \
+            or not all(type(d) is int and d > 0 for d in weight_shape):
+        return None
+    tiles = -(-weight_shape[0] // int(m.group(1))) * -(-math.prod(weight_shape[1:]) // int(m.group(2)))
+    segments, left = divmod(blocks, tiles)
+    return segments if not left and segments >= 2 else None
 
 
 def tensor_lists(marker: dict, cost: Cost | None) -> Lists | None:
@@ -491,10 +581,6 @@ def tensor_lists(marker: dict, cost: Cost | None) -> Lists | None:
     return Lists(numel, count, per, fused, sizes if ok else None)
 
 
-# A GEMM kernel's tile (M x N) as cuBLAS, cuBLASLt and CUTLASS names spell it: nvjet_sm90_hsh_64x8_...,
-# ..._tilesize64x64x8_..., cutlass_80_simt_sgemm_64x64_8x5_...
-TILE = re.compile(r"(?:tilesize|_)(\d+)x(\d+)(?:x\d+)?_")
-
 
 def tiled_outputs(kernel: str | None, grid: object, outputs: list) -> list:
     """The distinct (rows, cols) among `outputs` (the matrices a GEMM call may write) whose tiles,
@@ -503,7 +589,7 @@ def tiled_outputs(kernel: str | None, grid: object, outputs: list) -> list:
     gradient not a tiled one. All of them, distinct, where the name states no tile or the grid is
     not 3 ints."""
     distinct = list(dict.fromkeys(outputs))
-    m = TILE.search(kernel or "")
+    m = GEMM_TILE.search(kernel or "")
     if m is None or _threads(grid) is None or len(grid) < 2:
         return distinct
     blocks = grid[0] * grid[1]

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Nsight Compute on cuDNN's convolution helper kernels (issue 27): examples/resnet.py's training
+# step and benchmarks/conv_helpers.py's cases, with kernel_truth.sh's counters (plus L2 read
+# sectors), filtered to the helpers and the convolution kernels they serve.
+# usage (repo root, on the GPU machine, the kit of ../shared/device carried as .devkit):
+#   bash benchmarks/conv_helpers_truth.sh      # $OUT/conv_ncu_resnet.csv.xz, conv_ncu_cases.csv.xz
+set -uo pipefail
+out=${OUT:-gpu-out}; mkdir -p "$out"
+kit=${KIT:-.devkit}
+here=$(cd "$(dirname "$0")" && pwd)
+python3 -m pip install -q --no-index --no-deps --target /tmp/site "$kit"/wheels/*.whl
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_srcunit_tex_op_write.sum
+metrics=$metrics,lts__t_sectors_srcunit_tex_op_read.sum
+for p in hgmma_src_fp16 hgmma_src_bf16_dst_fp32 hgmma_src_tf32_dst_fp32 hmma_src_fp16 hmma_src_bf16_dst_fp32 hmma_src_tf32_dst_fp32; do
+  metrics=$metrics,sm__ops_path_tensor_op_$p.sum
+done
+kernels='regex:nhwcAddPadding|init_device_workspace|wgrad|ReduceSplitK|ImplicitGemmConvolution|first_layer|splitK|split_k|spin_kernel'
+ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
+run() {  # NAME COMMAND...
+  local name=$1; shift
+  timeout "${NCU_LIMIT:-170}" "$ncu" --profile-from-start off --kernel-name-base demangled -k "$kernels" \
+    --metrics "$metrics" --csv "$@" 2> "$out/$name.log" | xz -T0 -9 > "$out/$name.csv.xz" || echo "$name: ncu failed or timed out"
+  tail -3 "$out/$name.log"
+}
+run conv_ncu_resnet python3 examples/resnet.py
+run conv_ncu_cases python3 "$here"/conv_helpers.py
+ls -la "$out"
