@@ -126,6 +126,23 @@ def _no_marker(rec: dict) -> tuple[str, str] | None:
     return None if _private_call(rec) else ("no op marker", f"{rec.get('mod')}.{rec.get('op')}")
 
 
+try:  # optional (pyprof-nvtx[fast]), as for reading records: half repr's time for a marker's key
+    from orjson import dumps as _json_bytes
+except ImportError:
+    _json_bytes = None
+
+
+def _marker_key(marker: dict) -> object:
+    """An exact key of a marker's contents (equal markers have equal costs): its JSON bytes, else
+    (no orjson, or an integer beyond 64 bits, which json's reader keeps) its repr."""
+    if _json_bytes is not None:
+        try:
+            return _json_bytes(marker)
+        except TypeError:
+            pass
+    return repr(marker)
+
+
 class Analyzer:
     """Derives Facts per record. Keeps one entry per (pid, tid): the call its last kernel
     belonged to, so that an op's work goes to its first (main) kernel only."""
@@ -153,7 +170,7 @@ class Analyzer:
         marker = rec["fwd"].get("marker") if _backward_of(rec) else rec.get("marker")
         if not isinstance(marker, dict) or marker.get("kind") != "op":
             return None, _no_marker(rec)
-        key = repr(marker)  # equal markers have equal costs; repr is the cheapest exact key
+        key = _marker_key(marker)
         hit = self._costs.get(key)
         if hit is None:
             if len(self._costs) >= _COST_CACHE:
