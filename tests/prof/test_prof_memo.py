@@ -258,3 +258,21 @@ def test_dictionary_codes_keep_null_apart():
 
     column = pa.DictionaryArray.from_arrays(pa.array([1, None, 1, 0, None], pa.int32()), pa.array(["b", "a", "unused"]))
     assert _classes(Inputs()._codes(column)) == [0, 1, 0, 2, 1]
+
+
+def test_markers_are_cached_by_their_exact_contents():
+    """Analyzer's cost cache keys a marker by its JSON bytes (orjson) or, for an integer beyond 64
+    bits that json's reader keeps and orjson cannot write, by its repr: equal contents one key,
+    any difference (key order included, as in the record) another."""
+    import json
+
+    from pyprof.prof.pricing import analysis
+
+    a = {"kind": "op", "mod": "torch", "op": "add", "args": [{"shape": [2, 3], "dtype": "float32"}]}
+    same = json.loads(json.dumps(a))
+    reordered = dict(reversed(list(a.items())))
+    assert analysis._marker_key(a) == analysis._marker_key(same) != analysis._marker_key(reordered)
+    huge = dict(a, scalar=2 ** 70)
+    assert analysis._marker_key(huge) == repr(huge)
+    if analysis._json_bytes is not None:
+        assert analysis._marker_key(a) == analysis._json_bytes(a)
