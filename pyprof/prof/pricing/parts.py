@@ -256,9 +256,37 @@ def _layouts(marker: dict, cost: Cost | None) -> list[Part]:
 def layout_parts(shapes: list, size: int) -> list[Part]:
     """The layout conversions of a convolution's (N, C, spatial...) tensors of `shapes`, each read
     and written once in `size`-byte elements: from a marker, or from the shapes of a PyTorch range
-    (aten::convolution_backward: dY, input, weight)."""
+    (range_parts)."""
     return [Part(LAYOUT, math.prod(s), 0, 2 * math.prod(s) * size, _layout_grid(tuple(s))) for s in shapes
-            if isinstance(s, (list, tuple)) and len(s) >= 3 and all(type(d) is int and d > 0 for d in s)]
+            if _conv_shape(s)]
+
+
+def _conv_shape(s: object) -> bool:
+    """Whether `s` is an (N, C, spatial...) shape: a list of 3 or more positive ints."""
+    return isinstance(s, (list, tuple)) and len(s) >= 3 and all(type(d) is int and d > 0 for d in s)
+
+
+def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool) -> list[Part]:
+    """The helper parts of a convolution priced from its PyTorch range (op_ranges.py) rather than
+    a marker, from the range's shapes (forward: input, weight; backward, aten::convolution_backward:
+    dY, input, weight) and the forward's output, whose shape the formula had from a consumer: their
+    layout conversions and, backward, cuDNN's sum of the per-sample weight gradients, written in the
+    weight's type `kernel`'s name states (a range's cost is priced per kernel: from this one's
+    name, the partials' type). Taken as a marker's parts are (CallParts.take)."""
+    size = None if cost is None else ITEMSIZE.get(cost.dtype)
+    if cost is None or cost.kind != CONV or not size:
+        return []
+    shapes = sizes[:3] + ([cost.out_shape] if cost.out_shape else [])
+    x, w = ((sizes[1:3] if bprop else sizes[:2]) + [None, None])[:2]
+    wgrad = wgrad_sum(x[0], math.prod(w), wgrad_sum_dtype(kernel or "") or cost.dtype) \
+        if bprop and _conv_shape(x) and _conv_shape(w) else None
+    return layout_parts(shapes, size) + ([] if wgrad is None else [wgrad])
+
+
+def range_outputs(sizes: list, cost: Cost, bprop: bool) -> list:
+    """conv_outputs of a convolution priced from its PyTorch range (range_parts' shapes)."""
+    x, w = ((sizes[1:3] if bprop else sizes[:2]) + [None, None])[:2]
+    return conv_outputs(x, w, cost.out_shape, bprop, ITEMSIZE.get(cost.dtype))
 
 
 def _layout_grid(shape: tuple) -> tuple:
@@ -522,12 +550,10 @@ def conv_outputs(input_shape: object, weight_shape: object, out_shape: object, b
     weight gradient is computed on the padded tensors; CUTLASS's split-K wgrad of a 3-channel stem
     wrote 29 partials of 64 x 7·7·8 for ResNet-18's, 23 of 64 x 3·3·8 for a CIFAR one: ncu). Shapes
     that are not lists of positive ints are left out."""
-    def ok(s: object) -> bool:
-        return isinstance(s, (list, tuple)) and len(s) >= 3 and all(type(d) is int and d > 0 for d in s)
     if not bprop:
-        return [(math.prod(out_shape) // out_shape[1], out_shape[1])] if ok(out_shape) else []
-    out = [(math.prod(input_shape) // input_shape[1], input_shape[1])] if ok(input_shape) else []
-    if not ok(weight_shape):
+        return [(math.prod(out_shape) // out_shape[1], out_shape[1])] if _conv_shape(out_shape) else []
+    out = [(math.prod(input_shape) // input_shape[1], input_shape[1])] if _conv_shape(input_shape) else []
+    if not _conv_shape(weight_shape):
         return out
     k, c, taps = weight_shape[0], weight_shape[1], math.prod(weight_shape[2:])
     wide = -(-c // _PAD_MULTIPLE[True]) * _PAD_MULTIPLE[True]
