@@ -86,7 +86,7 @@ _UNARY = ["abs", "neg", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
           "tan", "tanh", "sigmoid", "erf", "erfinv", "reciprocal", "sign", "floor", "ceil", "round", "trunc",
           "relu", "gelu", "silu", "mish", "hardswish", "hardsigmoid", "hardtanh", "leaky_relu", "elu", "celu",
           "selu", "softplus", "log_sigmoid_forward", "clamp", "clamp_min", "clamp_max", "threshold", "pow",
-          "logical_not", "bitwise_not", "nan_to_num", "square", "frac"]
+          "logical_not", "bitwise_not", "nan_to_num", "square", "frac", "isneginf", "isposinf"]
 _BINARY = ["add", "sub", "rsub", "mul", "div", "maximum", "minimum", "fmax", "fmin", "remainder", "fmod",
            "atan2", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
            "bitwise_and", "bitwise_or", "bitwise_xor", "lerp", "addcmul", "addcdiv", "copysign", "xlogy",
@@ -144,19 +144,30 @@ def copy_(a: A) -> Cost | None:
 
 
 _OPAQUE = re.compile(r"opaquetype<\(unsigned int\)(\d+)>")
+# PyTorch's element-wise copy kernels (direct_copy_kernel_cuda, bfloat16_copy_kernel_cuda, ...).
+_COPY = re.compile(r"_copy_kernel_cuda")
 
 
 @register_aten("aten::cat", "aten::roll")
 def movement(a: A) -> Cost | None:
     """Every input tensor read once and its elements written once. A copy kernel moving opaque
-    N-byte elements (`OpaqueType<N>`) says their size, not their type."""
+    N-byte elements (`OpaqueType<N>`) says their size, not their type. A cat PyTorch runs as one
+    copy per non-empty input (inputs of other dtypes or layouts than its batched kernel takes: an
+    element-wise copy kernel, `direct_copy_kernel_cuda`) runs them in turn (Cost.stages), each its
+    input read in its producer's dtype (tensor_flow.py; else the kernel's) and written in the
+    output's, the copy's element type."""
     ts = a.tensors()
     opaque = _OPAQUE.search(a.kernel)
     size = int(opaque.group(1)) if opaque else ITEMSIZE.get(a.dtype)
     if not ts or size is None:
         return None
     n = sum(t.numel for t in ts)
-    return Cost(0, 2 * n * size, fmt_params(a.dtype, n=len(ts), numel=n, elem=size), a.dtype, SIMT)
+    cost = Cost(0, 2 * n * size, fmt_params(a.dtype, n=len(ts), numel=n, elem=size), a.dtype, SIMT)
+    if a.name != "aten::cat" or opaque or not _COPY.search(a.kernel):
+        return cost
+    sizes = [ITEMSIZE.get(a.input_dtype(i) or a.dtype) for i, s in enumerate(a.sizes) if a.tensor(i)]
+    stages = tuple((0, t.numel * (s + size)) for t, s in zip(ts, sizes) if t.numel)
+    return replace(cost, stages=stages) if len(sizes) == len(ts) and None not in sizes else cost
 
 
 # -- reductions: the output size is known without dims (input 0 and at most a dtype), else from a

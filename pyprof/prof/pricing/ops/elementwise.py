@@ -43,7 +43,8 @@ BINARY = ["add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_di
 DUNDERS = ["add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv", "floordiv",
            "rfloordiv", "pow", "rpow", "mod", "and", "or", "xor", "eq", "ne", "lt", "le", "gt", "ge"]
 INPLACE_DUNDERS = ["add", "sub", "mul", "truediv", "floordiv", "pow", "mod", "and", "or", "xor"]
-_COMPARE = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not"}
+_COMPARE = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
+            "isneginf", "isposinf"}
 TERNARY = ["where", "lerp", "addcmul", "addcdiv"]
 # lerp(x, end, w) = x + w·(end - x): a subtract and a multiply-add, as Inductor decomposes it
 # (sub, mul, add), so an eager lerp kernel and a compiled graph's lerp nodes count alike.
