@@ -22,7 +22,7 @@ from .attention import sdpa_cost
 from .elementwise import FLOPS_PER_ELEMENT, pointwise_cost, reduce_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
 from .memory import copy_cost
-from .nn import embedding_bag_cost, group_norm_cost, interpolate_cost, norm_cost, row_norm_cost, softmax_cost
+from .nn import batch_norm_stages, embedding_bag_cost, group_norm_cost, interpolate_cost, norm_cost, row_norm_cost, softmax_cost
 from .optim import UNSCALE_FLOPS, adam_flops, update_scale_cost
 
 A = Any  # an AtenCall (pyprof/prof/pricing/op_ranges.py); not imported: aten.py imports this package
@@ -270,8 +270,10 @@ register_aten("aten::cudnn_batch_norm_backward")(lambda a: _backward(norm_cost(a
 register_aten("aten::native_batch_norm_backward", "aten::batch_norm_backward")(
     lambda a: _backward(norm_cost(a.tensor(1), 6, a.tensor(2), a.tensor(2))))
 
-_BN_TRAINING = re.compile(r"fw_?tr|collect_statistics")
-_BN_EVAL = re.compile(r"fw_?inf")
+# The statistics' inverse runs in training only; the native transform kernel runs alone in eval
+# (in training it is a later stage of the range: Cost.stages of its first kernel's cost).
+_BN_TRAINING = re.compile(r"fw_?tr|collect_statistics|calc_invstd")
+_BN_EVAL = re.compile(r"fw_?inf|batch_norm_transform_input")
 
 
 @register_aten("aten::cudnn_batch_norm", "aten::native_batch_norm", "aten::_batch_norm_with_update",
@@ -290,7 +292,13 @@ def batch_norm(a: A) -> Cost | None:
         return None
     rm, rv = a.tensor(3), a.tensor(4)
     stats = tuple(s for s in (rm, rv) if s is not None) * (2 if training else 1)
-    return norm_cost(a.tensor(0), 6 if training else 2, a.tensor(1), a.tensor(2), stats, training=int(training))
+    x, affine = a.tensor(0), [p for p in (a.tensor(1), a.tensor(2)) if p is not None]
+    cost = norm_cost(x, 6 if training else 2, a.tensor(1), a.tensor(2), stats, training=int(training))
+    if not training or stats or "collect_statistics" not in a.kernel or x is None or len(x.shape) < 2 or not x.itemsize:
+        return cost
+    # The native kernels without running statistics (instance_norm's), each its stage.
+    stages = batch_norm_stages(x.numel, x.shape[1], x.itemsize, len(affine))
+    return replace(cost, stages=tuple((f, b + sum(extra)) for _, f, b, *extra in stages))
 
 
 @register_aten("aten::_softmax", "aten::_log_softmax")
