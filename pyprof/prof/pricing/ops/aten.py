@@ -507,6 +507,18 @@ def native_dropout(a: A) -> Cost | None:
     return Cost(x.numel, 2 * x.nbytes + x.numel, fmt_params(a.dtype, shape=dims(x.shape)), a.dtype, SIMT)
 
 
+@register_aten(*[f"aten::{m}_pad{d}d" for m in ("reflection", "replication") for d in (1, 2, 3)])
+def edge_pad(a: A) -> Cost | None:
+    """F.pad's reflect and replicate modes (input, padding): each output element a copy of one input
+    element (no FLOPs); the input read and the output, its shape from a consumer's range
+    (tensor_flow.py), written."""
+    x, out = a.tensor(0), a.output_shape()
+    if x is None or x.itemsize is None or not out or len(out) != len(x.shape):
+        return None
+    return Cost(0, (x.numel + prod(out)) * x.itemsize, fmt_params(a.dtype, shape=dims(x.shape), out=dims(out)),
+                a.dtype, SIMT)
+
+
 @register_aten("aten::mse_loss")
 def mse_loss(a: A) -> Cost | None:
     """The element-wise kernel of mse_loss (self, target, reduction): a difference and a square
