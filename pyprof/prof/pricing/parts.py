@@ -37,7 +37,7 @@ from .values import FLOATING, ITEMSIZE, Tensor
 
 COPY, SUM, ADD, LAYOUT, LAUNCH, FILL, SCALE, SPLIT_K = "copy", "sum", "add", "layout", "launch", "fill", "scale", "split-k"
 BETA, EPILOGUE, BROADCAST = "beta", "epilogue", "broadcast"
-WGRAD_SUM = "wgrad-sum"
+WGRAD_SUM, CONTIGUOUS = "wgrad-sum", "contiguous"
 PAD = "channel-pad"
 # The math attention path's element-wise and softmax kernels (_math_attention).
 SCALAR_MUL, MUL, SOFTMAX, NEGINF, ALL, WHERE = "scalar-mul", "mul", "softmax", "isneginf", "all", "where"
@@ -52,6 +52,10 @@ _REDUCE_HEAD_KERNEL = re.compile(r"\bfmha_reduce_head<")
 _COPY_KERNEL = re.compile(r"\w+_copy_kernel_cuda")
 # Of those, the one a copy between tensors of one dtype runs (a cast into 16 bits runs its own).
 _DIRECT_COPY = re.compile(r"\bdirect_copy_kernel_cuda\b")
+# Its copies that cast nothing (CONTIGUOUS): a strided tensor made contiguous in its own dtype. PyTorch
+# runs a copy between two dtypes through LoadWithCast/StoreWithCast or gpu_kernel_impl (dynamic
+# casting); a vectorized kernel or gpu_kernel_impl_nocast only where the dtypes are the same.
+_SAME_DTYPE_COPY = re.compile(r"\b(?:gpu_kernel_impl_nocast|vectorized_elementwise_kernel)<[^<>]*?\bdirect_copy_kernel_cuda")
 # PyTorch's sum and mean reductions (a bias gradient, a loss's closing reduction).
 _SUM_KERNEL = re.compile(r"\breduce_kernel<.*\b(?:sum_functor|MeanOps)<")
 # cuDNN's scaling of an output by beta before a kernel accumulates into it; PyTorch passes beta 0,
@@ -83,7 +87,7 @@ _LAYOUT_TILE = 32
 # A fused attention kernel (flash, memory-efficient, cuDNN's): not one of the math path's GEMMs.
 _FUSED_ATTENTION = re.compile(r"fmha|flash|attention|sdpa|attn|_mha", re.IGNORECASE)
 # The families PyTorch launches by its per-thread rule (TensorIterator element-wise kernels).
-_ELEMENTWISE = frozenset((COPY, BROADCAST, ADD, FILL, SCALAR_MUL, MUL, NEGINF, WHERE))
+_ELEMENTWISE = frozenset((COPY, CONTIGUOUS, BROADCAST, ADD, FILL, SCALAR_MUL, MUL, NEGINF, WHERE))
 # Elements per thread that a TensorIterator kernel's name states: elementwise_kernel<threads, k>
 # and vectorized_elementwise_kernel<vector width, ...>.
 _PER_THREAD = re.compile(r"\belementwise_kernel<\(int\)\d+, \(int\)(\d+)|vectorized_elementwise_kernel<\(int\)(\d+)")
@@ -108,8 +112,9 @@ class Part(NamedTuple):
 
 
 # The helper families by their kernels' names, the first match winning (a name can hold two).
-_FAMILIES = ((COPY, _COPY_KERNEL), (LAYOUT, _LAYOUT_KERNEL), (FILL, _FILL_KERNEL), (SCALE, _SCALE_KERNEL),
-             (SPLIT_K, _SPLIT_K_KERNEL), (SPLIT_K, _CUTLASS_SPLIT_K), (WGRAD_SUM, _WGRAD_SUM_KERNEL), (PAD, _PAD_KERNEL),
+_FAMILIES = ((CONTIGUOUS, _SAME_DTYPE_COPY), (COPY, _COPY_KERNEL), (LAYOUT, _LAYOUT_KERNEL), (FILL, _FILL_KERNEL),
+             (SCALE, _SCALE_KERNEL), (SPLIT_K, _SPLIT_K_KERNEL), (SPLIT_K, _CUTLASS_SPLIT_K),
+             (WGRAD_SUM, _WGRAD_SUM_KERNEL), (PAD, _PAD_KERNEL),
              (DOT_DO_O, _DOT_DO_O_KERNEL), (CAST_DQ, _CAST_DQ_KERNEL), (REDUCE_HEAD, _REDUCE_HEAD_KERNEL),
              (SUM, _SUM_KERNEL), (ADD, _ADD_KERNEL), (BETA, _BETA_KERNEL), (EPILOGUE, _EPILOGUE_KERNEL)
              ) + tuple((fam, re.compile(pattern)) for fam, pattern in (
@@ -321,8 +326,10 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     """The helper kernels of the op's backward: a gradient's zero fill and accumulation (_gradients), the bias
     gradient (the output gradient summed: it read and the bias written, in the dtype the op ran
     in; E - O adds for E output elements into O bias elements), cuDNN's scaling of the gradients
-    (_scaled), each cast's gradient cast back (ToCopyBackward) and cuDNN's channel padding
-    (channel_pads), for the arguments that need a gradient. Which do is not in the marker; a part that never ran is one no kernel takes."""
+    (_scaled), a convolution's output gradient made contiguous (_contiguous_grad), each cast's
+    gradient cast back (ToCopyBackward) and cuDNN's channel padding (channel_pads), for the
+    arguments that need a gradient. Which do is not in the marker; a part that never ran is one no
+    kernel takes."""
     grads = _gradients(marker, cost)
     if cost is None or cost.kind not in MMA_KINDS:
         return grads + _casts_back(marker, cost)
@@ -333,8 +340,16 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
             _math_attention(marker, cost, True) + grads + _casts_back(marker, cost)
     bias = [Part(SUM, cost.out_elems, cost.out_elems - cost.bias_elems, (cost.out_elems + cost.bias_elems) * size)
             ] if cost.bias_elems and cost.out_elems and size else []
-    return bias + grads + _scaled(marker, cost, True) + _wgrad_sum(marker, cost) + _casts_back(marker, cost) \
-        + channel_pads(marker, cost, True)
+    return bias + grads + _scaled(marker, cost, True) + _wgrad_sum(marker, cost) + _contiguous_grad(cost, size) \
+        + _casts_back(marker, cost) + channel_pads(marker, cost, True)
+
+
+def _contiguous_grad(cost: Cost, size: int | None) -> list[Part]:
+    """A convolution's output gradient copied into a contiguous tensor (read and written in the
+    op's dtype) before cuDNN reads it, where it arrives as a strided view (the gradient of a
+    slice of a cat's output: a U-Net's skip connections)."""
+    n = cost.out_elems
+    return [Part(CONTIGUOUS, n, 0, 2 * n * size)] if cost.kind == CONV and n and size else []
 
 
 # The channel multiple cuDNN pads a 16-bit convolution's NHWC tensors to (nhwcAddPaddingKernel):
@@ -671,8 +686,10 @@ class CallParts:
         # PyTorch's legacy elementwise_kernel<threads, k> runs ceil(n / (threads x k)) blocks: exact.
         each = _legacy_per_thread(kernel) if most > 1 else None
         low, high = (each, each) if each else (1, most)
-        # A copy in one dtype may be a cast's or a broadcast's; a cast into 16 bits only a cast's.
-        fams = (COPY, BROADCAST) if fam == COPY and _DIRECT_COPY.search(kernel or "") else (fam,)
+        # A copy in one dtype may be a cast's or a broadcast's; a cast into 16 bits only a cast's;
+        # one that casts nothing (CONTIGUOUS) a broadcast's or a strided tensor's, never a cast's.
+        fams = (COPY, BROADCAST) if fam == COPY and _DIRECT_COPY.search(kernel or "") else \
+            (CONTIGUOUS, BROADCAST) if fam == CONTIGUOUS else (fam,)
         candidates = [p for p in self.left if p.family in fams and (g is None or b is None or
                                                                    (g - 1) * b * low < p.numel <= g * b * high)]
         if fam == LAYOUT:  # kept for the next conversion: a tensor may be converted twice
@@ -680,8 +697,12 @@ class CallParts:
         if not candidates:
             return None
         if g is not None and b is not None:
-            guess = g * b * (most if most == 1 else _per_thread(kernel or ""))
-            best = min(candidates, key=lambda p: abs(math.log(p.numel / guess)))
+            k = most if most == 1 else _per_thread(kernel or "")
+            guess = g * b * k
+            # A part whose launch is this grid exactly first: a 1,728-element weight and a 64-element
+            # bias both fit one block of 1,024, but the weight's cast runs two.
+            exact = [p for p in candidates if -(-p.numel // (b * k)) == g]
+            best = min(exact or candidates, key=lambda p: abs(math.log(p.numel / guess)))
         else:
             best = candidates[0]
         self.left.remove(best)
