@@ -399,7 +399,7 @@ class Analyzer:
         marker = rec["fwd"].get("marker") if staged and _backward_of(rec) else None if _backward_of(rec) \
             else rec.get("marker")
         if nbytes is None or not isinstance(marker, dict) or marker.get("autocast") is None \
-                or ITEMSIZE.get(cost.dtype) != 2 or aten_level.template_dtype(name) != "float32":
+                or ITEMSIZE.get(cost.dtype) != 2 or aten_level.written_dtype(name, None) != "float32":
             return nbytes
         return nbytes * 2
 

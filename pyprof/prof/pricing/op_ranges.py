@@ -67,19 +67,26 @@ def kernel_element_dtype(name: str | None, verdict: str | None) -> str | None:
 
 # PyTorch's copy kernels into a 16-bit tensor are instantiated with the source's element type.
 _SIXTEEN_BIT_DST = re.compile(r"\b(bfloat16|float16)_copy_kernel_cuda")
+# Its random fills with the accumulate type: distribution_elementwise_grid_stride_kernel<float, 4,
+# ... uniform_and_transform<c10::Half, float, ...>: the tensor's type is the transform's first.
+_RANDOM_FILL = re.compile(r"_and_transform<([\w:]+),")
 
 
 @lru_cache(maxsize=65536)
-def _copy_destination(name: str | None) -> str | None:
-    """The destination's dtype of a copy into a 16-bit tensor, whose element type is the source's."""
+def _destination(name: str | None) -> str | None:
+    """The dtype of what a kernel whose first element type is not its output's writes: a copy
+    into a 16-bit tensor (the source's type first), a random fill (the accumulate type first)."""
     sixteen = _SIXTEEN_BIT_DST.search(name) if name else None
-    return sixteen.group(1) if sixteen else None
+    if sixteen:
+        return sixteen.group(1)
+    fill = _RANDOM_FILL.search(name) if name else None
+    return template_dtype(fill.group(1)) if fill else None
 
 
 def written_dtype(name: str | None, verdict: str | None) -> str | None:
     """The dtype a kernel's output is in, as far as its name tells: its element type
-    (kernel_element_dtype), but the destination's for a copy into a 16-bit tensor."""
-    return _copy_destination(name) or kernel_element_dtype(name, verdict)
+    (kernel_element_dtype), but the destination's for a copy into a 16-bit tensor or a random fill."""
+    return _destination(name) or kernel_element_dtype(name, verdict)
 
 
 class AtenCall:
@@ -94,7 +101,7 @@ class AtenCall:
         self.name = name
         self.sizes = sizes
         self.dtype = dtype
-        self.written = _copy_destination(kernel) or dtype  # the dtype of the output the kernel writes
+        self.written = _destination(kernel) or dtype  # the dtype of the output the kernel writes
         self.kernel = (kernel or "").lower()
         self.grid = grid if isinstance(grid, list) else None  # the kernel's launch grid
         self._ranges = ranges or []  # the record's torchOps, this range at `depth`

@@ -250,7 +250,11 @@ for _op in INPLACE_DUNDERS:
 @register("torch.nn.functional.dropout", "torch.dropout", "Tensor.dropout",
           "torch.nn.functional.dropout1d", "torch.nn.functional.dropout2d", "torch.nn.functional.dropout3d")
 def dropout(c: Call) -> Cost | None:
-    """Training: the output and a bool keep-mask are written. Backward: grad times mask."""
+    """Training: the output and a bool keep-mask are written (PyTorch's fused kernel). Backward:
+    grad times mask. In place (F.dropout's `inplace`), PyTorch runs three kernels instead
+    (Cost.stages): the noise drawn, a tensor of the input's dtype written (bernoulli_), scaled by
+    1 / (1 - p) (a multiply an element, read and written) and the input multiplied by it in place
+    (a multiply an element, both read, the input written)."""
     x, p = c.get(0, "input"), c.get(1, "p", 0.5)
     training = c.get(2, "training", True)
     size = x.itemsize
@@ -258,8 +262,11 @@ def dropout(c: Call) -> Cost | None:
         # Identity: no kernel normally runs; if one does it is a copy.
         return pointwise_cost("dropout", [x], p=p)
     n = x.numel
-    return Cost(n, 2 * n * size + n, fmt_params(x.dtype, shape=dims(x.shape), p=p), x.dtype, SIMT,
-                bwd_flops=n, bwd_bytes=2 * n * size + n)
+    params = fmt_params(x.dtype, shape=dims(x.shape), p=p)
+    if c.get(3, "inplace", False) is True and p != 1:
+        stages = ((0, n * size), (n, 2 * n * size), (n, 3 * n * size))
+        return Cost(2 * n, 6 * n * size, params, x.dtype, SIMT, bwd_flops=n, bwd_bytes=2 * n * size + n, stages=stages)
+    return Cost(n, 2 * n * size + n, params, x.dtype, SIMT, bwd_flops=n, bwd_bytes=2 * n * size + n)
 
 
 REDUCTIONS = ["sum", "mean", "nansum", "nanmean", "prod", "amax", "amin", "max", "min", "std", "var",
