@@ -20,8 +20,8 @@ block x 16`; of the parts that fit, the one nearest `grid x block x k` for the k
 sizes go to their own casts whatever the order the kernels run in. A layout conversion of an
 (N, C, spatial...) tensor runs one block per 32 x 32 tile of (spatial, channel) elements per
 sample, a grid of [ceil(spatial / 32), ceil(C / 32), N]: the tensor whose grid is the kernel's is
-the one converted. The same tensor (or a gradient of its shape) may be converted more than once,
-so those parts are never used up.
+the one converted (none where tensors of different sizes share the grid: na). The same tensor (or
+a gradient of its shape) may be converted more than once, so those parts are never used up.
 """
 from __future__ import annotations
 
@@ -693,7 +693,9 @@ class CallParts:
         candidates = [p for p in self.left if p.family in fams and (g is None or b is None or
                                                                    (g - 1) * b * low < p.numel <= g * b * high)]
         if fam == LAYOUT:  # kept for the next conversion: a tensor may be converted twice
-            return next((p for p in candidates if isinstance(grid, list) and tuple(grid) == p.grid), None)
+            fits = {p for p in candidates if isinstance(grid, list) and tuple(grid) == p.grid}
+            # Tensors of other sizes on one grid (C 16 and 32 both one tile of channels): not known which.
+            return fits.pop() if len({p.numel for p in fits}) == 1 else None
         if not candidates:
             return None
         if g is not None and b is not None:
