@@ -93,17 +93,19 @@ class AtenCall:
     """One PyTorch op range as a formula sees it: positional input shapes and the kernel's dtype;
     with a TensorFlow, what other ranges of the trace tell of its inputs' dtypes and its output."""
 
-    __slots__ = ("name", "sizes", "dtype", "written", "kernel", "grid", "_ranges", "_depth", "_pid", "_flow", "_node")
+    __slots__ = ("name", "sizes", "dtype", "written", "kernel", "grid", "block", "_ranges", "_depth", "_pid", "_flow",
+                 "_node")
 
     def __init__(self, name: str, sizes: list[Any], dtype: str | None, kernel: str | None,
                  ranges: list | None = None, depth: int = 0, pid: Any = None, flow: TensorFlow | None = None,
-                 grid: Any = None, node: int | None = None) -> None:
+                 grid: Any = None, node: int | None = None, block: Any = None) -> None:
         self.name = name
         self.sizes = sizes
         self.dtype = dtype
         self.written = _destination(kernel) or dtype  # the dtype of the output the kernel writes
         self.kernel = (kernel or "").lower()
         self.grid = grid if isinstance(grid, list) else None  # the kernel's launch grid
+        self.block = block if isinstance(block, list) else None  # and its blocks' threads
         self._ranges = ranges or []  # the record's torchOps, this range at `depth`
         self._depth = depth
         self._pid = pid
@@ -220,7 +222,7 @@ def price(rec: dict, kernel: str | None, verdict: str | None,
             return None
         try:
             call = AtenCall(name, sizes, kernel_element_dtype(kernel, verdict), kernel, torch_ops, depth,
-                            rec.get("pid"), flow, rec.get("grid"), _fwd_seq(rec))
+                            rec.get("pid"), flow, rec.get("grid"), _fwd_seq(rec), rec.get("block"))
             if call.dtype is None:  # a name without types (cuDNN's `conv2d_c1_k1_nchw_shmem_tiling`)
                 call.dtype = call.written = next((call.input_dtype(i) for i, s in enumerate(sizes) if s), None)
             cost = formula(call)
