@@ -15,9 +15,10 @@ from .calls import CallNumbers, identity as call_identity
 from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .tensor_flow import TensorFlow
-from .parts import (ADD, COPY, FILL, LAUNCH, SPLIT_K, CallParts, Part, backward_parts, family, flash_helpers,
-                    forward_parts, conv_outputs, grid_z, math_attention_gemm, output_parts, range_outputs, range_parts,
-                    split_k, split_pass, split_sum, tensor_lists, tile_init, tiled_outputs, wgrad_segments)
+from .parts import (ADD, CONTIGUOUS, COPY, FILL, LAUNCH, SPLIT_K, CallParts, Part, backward_parts, family,
+                    flash_helpers, forward_parts, conv_outputs, grid_z, math_attention_gemm, output_parts,
+                    range_outputs, range_parts, split_k, split_pass, split_sum, tensor_lists, tile_init, tiled_outputs,
+                    wgrad_segments)
 from .rnn_kernels import RnnCall
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost, Unknowable, lookup, retype
 from ..warnings_tally import Tally
@@ -669,10 +670,10 @@ class Analyzer:
                     return self.unclaimed()
             else:
                 # A copy or fill kernel of the call is a part (autocast's cast of an argument, a
-                # gradient's zero fill; backward, an add: the engine's accumulation of a gradient)
-                # when one fits (parts.py); one that does not may be the op's own kernel
+                # gradient's zero fill; backward, an add: the engine's accumulation of a gradient,
+                # and a view's strided gradient made contiguous) when one fits (parts.py); one that does not may be the op's own kernel
                 # (`x.float()`, `torch.zeros`).
-                helper = family(name) in ((COPY, FILL, ADD) if bprop else (COPY, FILL))
+                helper = family(name) in ((COPY, CONTIGUOUS, FILL, ADD) if bprop else (COPY, FILL))
                 first = self._first_of_call(rec, not helper)
                 work = self._launch_work(rec, cost, bprop, name) if launch else None
                 if work is not None:

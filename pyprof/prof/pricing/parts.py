@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 from .op_ranges import template_dtype
 from .multitensor import Lists, is_launch
+from .ops.memory import REVIEWED
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost
 from .values import FLOATING, ITEMSIZE, Tensor
 
@@ -326,13 +327,13 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     """The helper kernels of the op's backward: a gradient's zero fill and accumulation (_gradients), the bias
     gradient (the output gradient summed: it read and the bias written, in the dtype the op ran
     in; E - O adds for E output elements into O bias elements), cuDNN's scaling of the gradients
-    (_scaled), a convolution's output gradient made contiguous (_contiguous_grad), each cast's
-    gradient cast back (ToCopyBackward) and cuDNN's channel padding (channel_pads), for the
-    arguments that need a gradient. Which do is not in the marker; a part that never ran is one no
-    kernel takes."""
+    (_scaled), a convolution's output gradient or a view's made contiguous (_contiguous_grad,
+    _view_grad_copy), each cast's gradient cast back (ToCopyBackward) and cuDNN's channel padding
+    (channel_pads), for the arguments that need a gradient. Which do is not in the marker; a part
+    that never ran is one no kernel takes."""
     grads = _gradients(marker, cost)
     if cost is None or cost.kind not in MMA_KINDS:
-        return grads + _casts_back(marker, cost)
+        return grads + _casts_back(marker, cost) + _view_grad_copy(marker)
     size = ITEMSIZE.get(cost.dtype)
     if cost.kind == ATTN:
         c = Call(marker)
@@ -342,6 +343,16 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
             ] if cost.bias_elems and cost.out_elems and size else []
     return bias + grads + _scaled(marker, cost, True) + _wgrad_sum(marker, cost) + _contiguous_grad(cost, size) \
         + _casts_back(marker, cost) + channel_pads(marker, cost, True)
+
+
+def _view_grad_copy(marker: dict) -> list[Part]:
+    """A view's backward, the gradient viewed back to the input's shape (memory.REVIEWED), copied
+    where it arrives strided (a reshape's): the input's elements read and written in its dtype."""
+    if marker.get("mod") not in ("torch", "Tensor") or marker.get("op") not in REVIEWED:
+        return []
+    x = Call(marker).tensor(0, "input")
+    size = None if x is None else ITEMSIZE.get(x.dtype)
+    return [Part(CONTIGUOUS, x.numel, 0, 2 * x.numel * size)] if size and x.numel else []
 
 
 def _contiguous_grad(cost: Cost, size: int | None) -> list[Part]:

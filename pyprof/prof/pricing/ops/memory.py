@@ -4,7 +4,6 @@ bytes as everywhere: read once, write once.
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from math import ceil, prod
 
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
@@ -194,24 +193,18 @@ VIEWS = ["view", "reshape", "flatten", "unflatten", "permute", "transpose", "t",
          "unfold", "swapaxes", "diagonal"]
 
 
-# The views whose backward is the gradient viewed back to the input's shape (no kernel, or the
-# gradient's materialising copy where it arrives strided); narrow's, select's... scatter it into
-# zeros instead.
-_REVIEWED = frozenset(("view", "reshape", "flatten", "unflatten", "permute", "transpose", "t", "squeeze",
-                       "unsqueeze", "movedim", "view_as", "reshape_as", "swapaxes"))
+# The views whose backward is the gradient viewed back to the input's shape: no kernel, or, where
+# it arrives strided, its materialising copy (parts.py); narrow's, select's... scatter it into zeros.
+REVIEWED = frozenset(("view", "reshape", "flatten", "unflatten", "permute", "transpose", "t", "squeeze",
+                      "unsqueeze", "movedim", "view_as", "reshape_as", "swapaxes"))
 
 
 def _view(c: Call) -> Cost | None:
     """Views launch no kernel; a kernel under one is a materialising copy (reshape of a
-    non-contiguous tensor): the input read and written once; so is one under the backward of a
-    view whose gradient is viewed back (_REVIEWED: the gradient, of the input's shape and dtype,
-    read and written once). An expand that gets copied writes more than it reads: na rather than
-    a guess at the result size."""
+    non-contiguous tensor): the input read and written once. An expand that gets copied writes
+    more than it reads: na rather than a guess at the result size."""
     x = c.get(0, "input")
-    cost = copy_cost(x, x.dtype)
-    if cost is None or c.marker.get("op") not in _REVIEWED:
-        return cost
-    return replace(cost, bwd_flops=0, bwd_bytes=cost.bytes)
+    return copy_cost(x, x.dtype)
 
 
 register(*names([v for v in VIEWS if not v.startswith("expand")]))(_view)
