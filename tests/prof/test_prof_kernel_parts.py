@@ -365,7 +365,8 @@ def test_broadcast_add_backward_sum_knows_its_operand():
     outside the node's, whose range says nothing of the operand; the record's fwd.seq names the
     forward add, whose inputs' shapes tell the one dY reduces to: dY read, the [8, C] sum written
     (within 0.89 of ncu's bytes; they were na)."""
-    want = [(8 * c * hw, (8 * c * hw + 8 * c) * 2) for c, hw in ((64, 1024), (128, 256), (128, 64), (128, 256), (64, 1024))]
+    want = [(8 * c * hw, (8 * c * hw + 8 * c) * 2)
+            for c, hw in ((64, 1024), (128, 256), (128, 64), (128, 256), (64, 1024))]
     for mode in ("plain", "nsyspt"):
         got = [(f.flops, f.bytes, moved) for r, f, moved, _ in measured("unet", mode)
                if r["op"] == "add" and r["dir"] == "bprop" and r["kShortName"] == "reduce_kernel"]

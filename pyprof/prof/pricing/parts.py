@@ -56,7 +56,8 @@ _DIRECT_COPY = re.compile(r"\bdirect_copy_kernel_cuda\b")
 # Its copies that cast nothing (CONTIGUOUS): a strided tensor made contiguous in its own dtype. PyTorch
 # runs a copy between two dtypes through LoadWithCast/StoreWithCast or gpu_kernel_impl (dynamic
 # casting); a vectorized kernel or gpu_kernel_impl_nocast only where the dtypes are the same.
-_SAME_DTYPE_COPY = re.compile(r"\b(?:gpu_kernel_impl_nocast|vectorized_elementwise_kernel)<[^<>]*?\bdirect_copy_kernel_cuda")
+_SAME_DTYPE_COPY = re.compile(
+    r"\b(?:gpu_kernel_impl_nocast|vectorized_elementwise_kernel)<[^<>]*?\bdirect_copy_kernel_cuda")
 # PyTorch's sum and mean reductions (a bias gradient, a loss's closing reduction).
 _SUM_KERNEL = re.compile(r"\breduce_kernel<.*\b(?:sum_functor|MeanOps)<")
 # cuDNN's scaling of an output by beta before a kernel accumulates into it; PyTorch passes beta 0,

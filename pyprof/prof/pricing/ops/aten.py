@@ -22,7 +22,8 @@ from .attention import sdpa_cost
 from .elementwise import FLOPS_PER_ELEMENT, pointwise_cost, reduce_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
 from .memory import copy_cost
-from .nn import batch_norm_stages, embedding_bag_cost, group_norm_cost, interpolate_cost, norm_cost, row_norm_cost, softmax_cost
+from .nn import (batch_norm_stages, embedding_bag_cost, group_norm_cost, interpolate_cost, norm_cost, row_norm_cost,
+                 softmax_cost)
 from .optim import UNSCALE_FLOPS, adam_flops, update_scale_cost
 
 A = Any  # an AtenCall (pyprof/prof/pricing/op_ranges.py); not imported: aten.py imports this package
@@ -178,7 +179,7 @@ def movement(a: A) -> Cost | None:
     cost = Cost(0, 2 * n * size, fmt_params(a.dtype, n=len(ts), numel=n, elem=size), a.dtype, SIMT)
     if a.name != "aten::cat" or opaque or not _COPY.search(a.kernel):
         return cost
-    sizes = [ITEMSIZE.get(a.input_dtype(i) or a.dtype) for i, s in enumerate(a.sizes) if a.tensor(i)]
+    sizes = [ITEMSIZE.get(a.input_dtype(i) or a.dtype) for i in range(len(a.sizes)) if a.tensor(i)]
     stages = tuple((0, t.numel * (s + size)) for t, s in zip(ts, sizes) if t.numel)
     return replace(cost, stages=stages) if len(sizes) == len(ts) and None not in sizes else cost
 
@@ -317,12 +318,13 @@ def batch_norm(a: A) -> Cost | None:
         return None
     rm, rv = a.tensor(3), a.tensor(4)
     stats = tuple(s for s in (rm, rv) if s is not None) * (2 if training else 1)
-    x, affine = a.tensor(0), [p for p in (a.tensor(1), a.tensor(2)) if p is not None]
-    cost = norm_cost(x, 6 if training else 2, a.tensor(1), a.tensor(2), stats, training=int(training))
-    if not training or stats or "collect_statistics" not in a.kernel or x is None or len(x.shape) < 2 or not x.itemsize:
+    x, w, b = a.tensor(0), a.tensor(1), a.tensor(2)
+    cost = norm_cost(x, 6 if training else 2, w, b, stats, training=int(training))
+    if not training or stats or "collect_statistics" not in a.kernel or x is None or len(x.shape) < 2 \
+            or not x.itemsize:
         return cost
     # The native kernels without running statistics (instance_norm's), each its stage.
-    stages = batch_norm_stages(x.numel, x.shape[1], x.itemsize, len(affine))
+    stages = batch_norm_stages(x.numel, x.shape[1], x.itemsize, (w is not None) + (b is not None))
     return replace(cost, stages=tuple((f, b + sum(extra)) for _, f, b, *extra in stages))
 
 
