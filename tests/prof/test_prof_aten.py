@@ -71,8 +71,10 @@ def test_a_trace_without_pyprof_markers_is_priced_from_its_aten_ranges(tmp_path)
     and O 4·524,288 B. Layer norm over 131,072 elements, 6 + weight + bias each: 1,048,576;
     x and y 262,144 B each, weight and bias 512 each. gelu 393,216 elements: 1 each, read and
     written in bf16. The backward GEMMs each 201,326,592 (no bias: 1,441,792 B); the bias
-    gradient's sum 393,216 adds
-    (its reduced dims are not in the range: bytes na). Flash backward
+    gradient's sum 393,216 adds, dY read and the [768] bias gradient written: (393,216 + 768)·2 =
+    787,968 B (its reduced dims are not in the range: the bias's shape is the forward addmm's
+    input the sum reduces to, its node told by the record's fwd.seq, the engine's range having no
+    opId). Flash backward
     32·(6·128·128·64 + 4·128·128·64) = 335,544,320 on its main kernel, 2·(Q + K + V) + 2·O
     = 8·524,288 B; its pre and post kernels na (their work is not known)."""
     recs, _ = parse_all(aten_only_step(tmp_path / "aten.sqlite"))
@@ -85,7 +87,7 @@ def test_a_trace_without_pyprof_markers_is_priced_from_its_aten_ranges(tmp_path)
         ["fprop", "gelu", "393216", "1572864", "aten"],
         ["bprop", "addmm", "201326592", "1441792", "aten"],
         ["bprop", "addmm", "201326592", "1441792", "aten"],
-        ["bprop", "addmm", "393216", "na", "aten"],
+        ["bprop", "addmm", "393216", "787968", "aten"],
         ["bprop", "_scaled_dot_product_flash_attention", "na", "na", "aten"],
         ["bprop", "_scaled_dot_product_flash_attention", "335544320", "4194304", "aten"],
         ["bprop", "_scaled_dot_product_flash_attention", "na", "na", "aten"],

@@ -327,3 +327,132 @@ def test_legacy_elementwise_launch_is_exact():
     big, cast = 8 * 128 * 32 * 32, 8 * 64 * 32 * 32
     assert [g[:3] for g in got] == [("2", 0, big * 4 + cast * 2 + (big + cast) * 4), ("4", 0, cast * 6)]
     assert 0.98 <= got[1][2] / got[1][3] <= 1.0
+
+
+def _rows(mode: str, model: str, keep) -> list:
+    """(kernel short name, FLOPs, bytes) of the `model` kernels of the `mode` capture that `keep` takes."""
+    return [(r["kShortName"], f.flops, f.bytes) for r, f in analysed_capture(mode)[model] if keep(r)]
+
+
+def test_aten_level_convolution_helpers_are_the_marker_level_parts():
+    """Without markers (plain emit_nvtx, nsys --pytorch; kernel_truth captures, H100) a convolution's
+    helpers are its marker's parts, made from its ranges' shapes (parts.range_parts): efficientnet_b0's
+    six CUTLASS ReduceSplitK kernels sum their wgrad's grid-z fp32 partials into the fp16 weight
+    gradient (the [40, 240] weight: z 12, as with markers; they were na); unet's seven
+    reduce_wgrad_nchw_helper sums and 126 layout conversions and efficientnet_b0's 66 carry what they
+    carry with markers (na at both levels for the two conversions of the [8, 32, 64, 64] input and the
+    [8, 16, 64, 64] dY of a 1x1 convolution's backward: one grid for both, one tile of channels each,
+    so which is which is not known; with markers both took the input's); and
+    efficientnet_b0's first convolution (autocast's aten::conv2d around the cast input's: its
+    consumer names the outer one) its 2·8·32·64·64·27 FLOPs."""
+    w = 40 * 240
+    first = ("implicit_convolve_sgemm", 2 * 8 * 32 * 64 * 64 * 27, (8 * 3 * 128 * 128 + 32 * 27 + 8 * 32 * 64 * 64) * 2)
+
+    def helper(r):
+        return any(k in r["kLongName"] for k in ("ReduceSplitK", "reduce_wgrad_nchw_helper", "Nhwc", "Nchw"))
+    default = _rows("default", "unet", helper) + _rows("default", "efficientnet_b0", helper)
+    assert len(default) == 7 + 126 + 6 + 66 and sum(1 for _, _, b in default if b is None) == 2
+    for mode in ("plain", "nsyspt"):
+        eff = _rows(mode, "efficientnet_b0", lambda r: "ReduceSplitK" in r["kLongName"])
+        assert len(eff) == 6 and eff[0][1:] == (11 * w, 12 * w * 4 + w * 2), mode
+        assert _rows(mode, "unet", helper) + _rows(mode, "efficientnet_b0", helper) == default, mode
+        assert _rows(mode, "efficientnet_b0", lambda r: "implicit_convolve_sgemm" in r["kLongName"]) == [first], mode
+
+
+def test_broadcast_add_backward_sum_knows_its_operand():
+    """unet's time embedding added to [8, C, H, W] feature maps as [8, C, 1, 1] (bf16, plain
+    emit_nvtx): AddBackward0's sum of dY down to the broadcast operand runs in the engine's range,
+    outside the node's, whose range says nothing of the operand; the record's fwd.seq names the
+    forward add, whose inputs' shapes tell the one dY reduces to: dY read, the [8, C] sum written
+    (within 0.89 of ncu's bytes; they were na)."""
+    want = [(8 * c * hw, (8 * c * hw + 8 * c) * 2)
+            for c, hw in ((64, 1024), (128, 256), (128, 64), (128, 256), (64, 1024))]
+    for mode in ("plain", "nsyspt"):
+        got = [(f.flops, f.bytes, moved) for r, f, moved, _ in measured("unet", mode)
+               if r["op"] == "add" and r["dir"] == "bprop" and r["kShortName"] == "reduce_kernel"]
+        assert [g[:2] for g in got] == want, mode
+        assert all(0.66 <= b / moved <= 1.0 for _, b, moved in got)
+
+
+def test_aten_level_unet_ops_each_kernel_its_work():
+    """unet without markers (plain emit_nvtx, nsys --pytorch; kernel_truth captures, H100), each
+    within 8% of ncu's bytes where it moved >= 1 MB: the cat of an fp32 [8, 128, 32, 32] and a bf16
+    [8, 64, 32, 32] PyTorch runs as one copy per input (each its input read in its dtype, written
+    in fp32); the math attention's isneginf (the fp32 scores read, a bool written); instance norm's
+    native batch norm over 512 planes without running statistics, its three kernels their stages
+    (as with markers); the reflection pad of [8, 3, 32, 32] to [8, 3, 34, 34] in fp32; mse_loss's
+    mean of its 24,576 fp32 squares, whose dims the range does not carry, to the one element its
+    reduce_kernel's launch of one block of one row of threads writes (as with markers). All were na
+    but the statistics kernel, which carried the whole norm (and the mean's FLOPs)."""
+    a, b, e, planes = 8 * 128 * 1024, 8 * 64 * 1024, 8 * 64 * 1024, 512
+    want = [("reflection_pad2d_out_kernel", 0, (8 * 3 * 32 * 32 + 8 * 3 * 34 * 34) * 4),
+            ("batch_norm_collect_statistics_kernel", 4 * e - planes, e * 2 + 2 * planes * 4),
+            ("vectorized_elementwise_kernel", planes, 2 * planes * 4),
+            ("batch_norm_transform_input_kernel", 4 * e, 2 * e * 2 + 4 * planes * 4),
+            ("vectorized_elementwise_kernel", 32 * 256 * 256, 32 * 256 * 256 * 5),
+            ("vectorized_elementwise_kernel", 32 * 64 * 64, 32 * 64 * 64 * 5),
+            ("elementwise_kernel", 0, a * 8), ("elementwise_kernel", 0, b * 6), ("reduce_kernel", 24576, 24576 * 4 + 4)]
+    ops = ("reflection_pad2d", "native_batch_norm", "isneginf", "cat", "mean")
+    for mode in ("plain", "nsyspt"):
+        got = [(r["kShortName"], f.flops, f.bytes, moved) for r, f, moved, _ in measured("unet", mode)
+               if r["op"] in ops and r["dir"] == "fprop" and "CatArray" not in r["kShortName"]]
+        assert [g[:3] for g in got] == want, mode
+        assert all(0.92 <= nb / moved <= 1.0 for _, _, nb, moved in got if moved >= 1 << 20)
+
+
+def test_cast_parts_go_to_kernels_that_cast():
+    """unet under bf16 autocast (kernel_truth captures, H100). A conv_transpose2d backward whose dY
+    arrives strided (the gradient of a cat's slice) copies it contiguous in bf16 first (a same-dtype
+    copy: gpu_kernel_impl_nocast), then casts the [128, 128, 4, 4] weight gradient back to fp32:
+    the copy took the weight's cast-back part (same element count) and the cast was na. The first
+    conv2d's bias (64) and weight (1,728) casts, one block and two: the nearest-size rule gave the
+    one block the weight. A reshape's backward copy of a strided bf16 gradient is the gradient read
+    and written (it took a cast part). Each within 4% of ncu's bytes but the tiny ones."""
+    y, w = 8 * 128 * 16 * 16, 128 * 128 * 16
+    for mode in ("default", "aten"):
+        rows = [(r["op"], f.flops, f.bytes, moved) for r, f, moved, _ in measured("unet", mode)
+                if r["dir"] == "bprop" and "direct_copy_kernel_cuda" in r["kLongName"] and r["op"] in (
+                    "conv_transpose2d", "reshape")]
+        assert [g[:3] for g in rows] == [("conv_transpose2d", 0, y * 4), ("conv_transpose2d", 0, w * 6),
+                                         ("conv_transpose2d", 0, 128 * 6), ("reshape", 0, 8 * 384 * 64 * 4),
+                                         ("reshape", 0, 8 * 384 * 256 * 4)], mode
+        assert all(0.96 <= b / moved <= 1.0 for _, _, b, moved in rows if moved >= 1 << 20)
+    casts = [(f.flops, f.bytes) for r, f in analysed_capture("default")["unet"][:30]
+             if r["op"] == "conv2d" and "bfloat16_copy_kernel_cuda" in r["kLongName"]]
+    assert casts[:3] == [(0, 64 * 6), (0, 1728 * 6), (0, 8 * 3 * 34 * 34 * 6)]
+
+
+def test_in_place_dropout_kernels_carry_their_stages():
+    """efficientnet_b0's classifier Dropout(0.2, inplace=True) on fp16 [8, 1280] (kernel_truth
+    captures, H100): PyTorch draws the noise (bernoulli_: an fp16 tensor written, its kernel's first
+    type the float accumulator), scales it by 1 / 0.8 and multiplies the input by it in place: each
+    kernel its own work, the same with markers and without (the fused kernel's formula put all on
+    the first and left two na; without markers bernoulli_ was na); stochastic depth's bernoulli_ on
+    [8, 1, 1, 1] fp16 writes 16 bytes (autocast's float32 rule read the accumulator and doubled it)."""
+    n = 8 * 1280
+    want = [("distribution_elementwise_grid_stride_kernel", 0, n * 2), ("vectorized_elementwise_kernel", n, 2 * n * 2),
+            ("vectorized_elementwise_kernel", n, 3 * n * 2)]
+    for mode in ("default", "aten", "plain", "nsyspt"):
+        eff = analysed_capture(mode)["efficientnet_b0"]
+        got = [(r["kShortName"], f.flops, f.bytes) for r, f in eff if r["dir"] == "fprop" and (
+            r["op"] == "dropout" or any(o.get("name") == "aten::dropout_" for o in r.get("torchOps") or []))]
+        assert got == want, mode
+        noise = [f.bytes for r, f in eff if r["dir"] == "fprop" and r["op"] == "bernoulli_"
+                 and "dropout" not in str(r.get("torchOps"))]
+        assert noise == [16] * 9, mode
+
+
+def test_cutlass_split_k_partials_are_channel_padded():
+    """unet's 3-channel 3x3 convolution in bf16 (kernel_truth captures, H100): cuDNN's CUTLASS
+    wgrad kernel splits K over its grid's 23 z, then ReduceSplitK sums the fp32 partials of the
+    [64, 3, 3, 3] weight gradient padded to 8 channels (parts.conv_outputs): 64 x 72 read 23 times,
+    22 adds each, written in bf16, within 2% of ncu's bytes; the same without markers, from the
+    convolution's range (it was na there); efficientnet_b0's 3-channel stem ([32, 3, 3, 3], z 97)
+    likewise."""
+    w, stem = 64 * 72, 32 * 72
+    for mode in ("default", "plain"):
+        got = [(f.flops, f.bytes, moved) for r, f, moved, _ in measured("unet", mode) if "ReduceSplitK" in r["kLongName"]]
+        assert [g[:2] for g in got] == [(22 * w, 23 * w * 4 + w * 2)], mode
+        assert 0.98 <= got[0][1] / got[0][2] <= 1.0
+        eff = _rows(mode, "efficientnet_b0", lambda r: "ReduceSplitK" in r["kLongName"])
+        assert eff[-1][1:] == (96 * stem, 97 * stem * 4 + stem * 2), mode

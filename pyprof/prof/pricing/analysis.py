@@ -15,10 +15,10 @@ from .calls import CallNumbers, identity as call_identity
 from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .tensor_flow import TensorFlow
-from .parts import (ADD, COPY, FILL, LAUNCH, LAYOUT, SPLIT_K, WGRAD_SUM, CallParts, Part, backward_parts, family,
-                    flash_helpers, forward_parts, conv_outputs, grid_z, layout_parts, math_attention_gemm, output_parts,
-                    split_k, split_pass, split_sum, tensor_lists, tile_init, tiled_outputs, wgrad_segments, wgrad_sum,
-                    wgrad_sum_dtype)
+from .parts import (ADD, CONTIGUOUS, COPY, FILL, LAUNCH, SPLIT_K, CallParts, Part, backward_parts, family,
+                    flash_helpers, forward_parts, conv_outputs, grid_z, math_attention_gemm, output_parts,
+                    range_outputs, range_parts, split_k, split_pass, split_sum, tensor_lists, tile_init, tiled_outputs,
+                    wgrad_segments)
 from .rnn_kernels import RnnCall
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost, Unknowable, lookup, retype
 from ..warnings_tally import Tally
@@ -400,7 +400,7 @@ class Analyzer:
         marker = rec["fwd"].get("marker") if staged and _backward_of(rec) else None if _backward_of(rec) \
             else rec.get("marker")
         if nbytes is None or not isinstance(marker, dict) or marker.get("autocast") is None \
-                or ITEMSIZE.get(cost.dtype) != 2 or aten_level.template_dtype(name) != "float32":
+                or ITEMSIZE.get(cost.dtype) != 2 or aten_level.written_dtype(name, None) != "float32":
             return nbytes
         return nbytes * 2
 
@@ -441,38 +441,23 @@ class Analyzer:
         depth = next(i for i, o in enumerate(torch_ops) if o is r)
         first = self._first(("aten", rec.get("pid"), rec.get("tid"), depth), (r.get("name"), r.get("opId")), counts,
                             depth == len(torch_ops) - 1 and rec.get("subSeqId") == 0)
+        sizes = r.get("sizes") if isinstance(r.get("sizes"), list) else []
+        bprop = rec.get("dir") == "bprop"
         if mma and verdict == NONE and cost.kind == GEMM and split_pass(name):
-            return self._split_pass(rec, cost, rec.get("dir") == "bprop", ITEMSIZE.get(cost.dtype), name)
+            return self._split_pass(rec, cost, bprop, ITEMSIZE.get(cost.dtype), name)
         if mma and verdict == NONE and family(name) == SPLIT_K:
-            sizes = aten_gemm(r.get("name"), r.get("sizes") or [])
-            outputs = [] if sizes is None else [(sizes[0] * sizes[1], sizes[2])]
             if cost.kind == CONV:  # forward (input, weight, ...), backward (dY, input, weight, ...)
-                shapes = ((r.get("sizes") or []) + [None] * 3)[:3]
-                bprop = rec.get("dir") == "bprop"
-                outputs = conv_outputs(*(shapes[1:3] if bprop else shapes[:2]), cost.out_shape, bprop,
-                                       ITEMSIZE.get(cost.dtype))
-            return self._split_k(rec, name, outputs, cost.dtype)
-        weight = ((r.get("sizes") or []) + [None, None, None])[2] if cost.kind == CONV else None
-        if mma and verdict == NONE and cost.kind == CONV and rec.get("dir") == "bprop" and split_pass(name):
+                return self._split_k(rec, name, range_outputs(sizes, cost, bprop), cost.dtype)
+            gemm = aten_gemm(r.get("name"), sizes)
+            return self._split_k(rec, name, [] if gemm is None else [(gemm[0] * gemm[1], gemm[2])], cost.dtype)
+        weight = (sizes + [None, None, None])[2] if cost.kind == CONV else None
+        if mma and verdict == NONE and cost.kind == CONV and bprop and split_pass(name):
             return self._wgrad_split(rec, weight, ITEMSIZE.get(cost.dtype))
-        if mma and verdict == NONE and cost.kind == CONV and family(name) == WGRAD_SUM:
-            x, w = ((r.get("sizes") or []) + [None, None, None])[1:3]
-            part = wgrad_sum(x[0], prod(w), wgrad_sum_dtype(name)) if rec.get("dir") == "bprop" and _shape(x) \
-                and _shape(w) else None
-            return self.unclaimed() if part is None else (part.flops, part.bytes)
-        if mma and verdict == NONE and cost.kind in (GEMM, ATTN):
-            part = self._aten_parts(rec, r, cost).take(name, rec.get("grid"), rec.get("block"))
-            if part is not None:
-                return part.flops, part.bytes
         if mma and verdict == NONE:
-            # cuDNN's layout conversion of one of the range's tensors (parts.py), as with markers.
-            size = ITEMSIZE.get(cost.dtype)
-            # The range's tensors (forward: input, weight; backward: dY, input, weight) and the
-            # forward's output, whose shape the formula had from a consumer.
-            shapes = (r.get("sizes") or [])[:3] + ([cost.out_shape] if cost.out_shape else [])
-            layout = [p for p in layout_parts(shapes, size) if isinstance(rec.get("grid"), list)
-                      and tuple(rec["grid"]) == p.grid] if cost.kind == CONV and size and family(name) == LAYOUT else []
-            return (layout[0].flops, layout[0].bytes) if layout else self.unclaimed()
+            # A helper of the range's call (a GEMM's output helpers, attention's flash helpers, a
+            # convolution's layout conversions and weight gradients' sum), as with markers.
+            part = self._aten_parts(rec, r, cost, name).take(name, rec.get("grid"), rec.get("block"))
+            return self.unclaimed() if part is None else (part.flops, part.bytes)
         if mma and not counts:  # not recognised: facts() counted it
             return _UNKNOWN
         if cost.kind == CONV and rec.get("dir") == "bprop":
@@ -482,11 +467,12 @@ class Analyzer:
             return segmented or (cost.flops, cost.bytes)
         return (cost.flops, cost.bytes) if first else self.unclaimed()
 
-    def _aten_parts(self, rec: dict, r: dict, cost: Cost) -> CallParts:
+    def _aten_parts(self, rec: dict, r: dict, cost: Cost, name: str | None) -> CallParts:
         """The helper parts (parts.py) of a matrix op's PyTorch range `r` not yet taken, made from
-        the range when its first helper comes, as a marker's are: a GEMM's forward output
-        (output_parts), an attention backward's flash helpers (its query, key and value are
-        inputs 1 to 3 of every backend's backward op)."""
+        the range when its first helper (kernel `name`) comes, as a marker's are: a GEMM's forward
+        output (output_parts), an attention backward's flash helpers (its query, key and value are
+        inputs 1 to 3 of every backend's backward op), a convolution's layout conversions and
+        weight gradients' sum (range_parts)."""
         key = ("aten parts", rec.get("pid"), rec.get("tid"))
         ident = (r.get("name"), r.get("opId"))
         state = self._calls.get(key)
@@ -496,6 +482,8 @@ class Analyzer:
                 sizes = (r.get("sizes") or []) + [None] * 4
                 q, k, v = (Tensor(tuple(s), cost.dtype) if _shape(s) else None for s in sizes[1:4])
                 parts = flash_helpers(q, k, v, ITEMSIZE.get(cost.dtype)) if bprop else []
+            elif cost.kind == CONV:
+                parts = range_parts(r.get("sizes") if isinstance(r.get("sizes"), list) else [], cost, name, bprop)
             else:
                 parts = [] if bprop else output_parts(cost)
             state = self._calls[key] = [ident, CallParts(parts)]
@@ -682,10 +670,10 @@ class Analyzer:
                     return self.unclaimed()
             else:
                 # A copy or fill kernel of the call is a part (autocast's cast of an argument, a
-                # gradient's zero fill; backward, an add: the engine's accumulation of a gradient)
-                # when one fits (parts.py); one that does not may be the op's own kernel
-                # (`x.float()`, `torch.zeros`).
-                helper = family(name) in ((COPY, FILL, ADD) if bprop else (COPY, FILL))
+                # gradient's zero fill; backward, an add: the engine's accumulation of a gradient,
+                # and a view's strided gradient made contiguous) when one fits (parts.py); one that
+                # does not may be the op's own kernel (`x.float()`, `torch.zeros`).
+                helper = family(name) in ((COPY, CONTIGUOUS, FILL, ADD) if bprop else (COPY, FILL))
                 first = self._first_of_call(rec, not helper)
                 work = self._launch_work(rec, cost, bprop, name) if launch else None
                 if work is not None:

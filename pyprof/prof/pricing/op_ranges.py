@@ -67,40 +67,50 @@ def kernel_element_dtype(name: str | None, verdict: str | None) -> str | None:
 
 # PyTorch's copy kernels into a 16-bit tensor are instantiated with the source's element type.
 _SIXTEEN_BIT_DST = re.compile(r"\b(bfloat16|float16)_copy_kernel_cuda")
+# Its random fills with the accumulate type: distribution_elementwise_grid_stride_kernel<float, 4,
+# ... uniform_and_transform<c10::Half, float, ...>: the tensor's type is the transform's first.
+_RANDOM_FILL = re.compile(r"_and_transform<([\w:]+),")
 
 
 @lru_cache(maxsize=65536)
-def _copy_destination(name: str | None) -> str | None:
-    """The destination's dtype of a copy into a 16-bit tensor, whose element type is the source's."""
+def _destination(name: str | None) -> str | None:
+    """The dtype of what a kernel whose first element type is not its output's writes: a copy
+    into a 16-bit tensor (the source's type first), a random fill (the accumulate type first)."""
     sixteen = _SIXTEEN_BIT_DST.search(name) if name else None
-    return sixteen.group(1) if sixteen else None
+    if sixteen:
+        return sixteen.group(1)
+    fill = _RANDOM_FILL.search(name) if name else None
+    return template_dtype(fill.group(1)) if fill else None
 
 
 def written_dtype(name: str | None, verdict: str | None) -> str | None:
     """The dtype a kernel's output is in, as far as its name tells: its element type
-    (kernel_element_dtype), but the destination's for a copy into a 16-bit tensor."""
-    return _copy_destination(name) or kernel_element_dtype(name, verdict)
+    (kernel_element_dtype), but the destination's for a copy into a 16-bit tensor or a random fill."""
+    return _destination(name) or kernel_element_dtype(name, verdict)
 
 
 class AtenCall:
     """One PyTorch op range as a formula sees it: positional input shapes and the kernel's dtype;
     with a TensorFlow, what other ranges of the trace tell of its inputs' dtypes and its output."""
 
-    __slots__ = ("name", "sizes", "dtype", "written", "kernel", "grid", "_ranges", "_depth", "_pid", "_flow")
+    __slots__ = ("name", "sizes", "dtype", "written", "kernel", "grid", "block", "_ranges", "_depth", "_pid", "_flow",
+                 "_node")
 
     def __init__(self, name: str, sizes: list[Any], dtype: str | None, kernel: str | None,
                  ranges: list | None = None, depth: int = 0, pid: Any = None, flow: TensorFlow | None = None,
-                 grid: Any = None) -> None:
+                 grid: Any = None, node: int | None = None, block: Any = None) -> None:
         self.name = name
         self.sizes = sizes
         self.dtype = dtype
-        self.written = _copy_destination(kernel) or dtype  # the dtype of the output the kernel writes
+        self.written = _destination(kernel) or dtype  # the dtype of the output the kernel writes
         self.kernel = (kernel or "").lower()
         self.grid = grid if isinstance(grid, list) else None  # the kernel's launch grid
+        self.block = block if isinstance(block, list) else None  # and its blocks' threads
         self._ranges = ranges or []  # the record's torchOps, this range at `depth`
         self._depth = depth
         self._pid = pid
         self._flow = flow
+        self._node = node  # the seq of the node whose backward the record ran in (its `fwd.seq`)
 
     def input_dtype(self, pos: int) -> str | None:
         """The dtype of input `pos` (tensor_flow.py): for the gradient an enclosing autograd node
@@ -125,15 +135,18 @@ class AtenCall:
         autocast dispatching again; or the same first input: a wrapper passing it through).
         Else, with `gradient` and inside an autograd node, the one shape among the node's forward
         op's inputs that `gradient` accepts: the output is the gradient of one of them. None when
-        neither tells."""
+        neither tells. (An enclosing range of the same name as the one inside it is that op
+        dispatched again: autocast's aten::conv2d around the aten::conv2d of the cast input, the
+        outer one the op its consumers name.)"""
         if self._flow is None or self._depth >= len(self._ranges):
             return None
-        inner = self._ranges[self._depth]
+        inner = within = self._ranges[self._depth]
         first = producers(inner)[:1]
         for r in reversed(self._ranges[:self._depth + 1]):
-            if not isinstance(r, dict) or r is not inner and r.get("name") != inner.get("name") and (
+            if not isinstance(r, dict) or r is not inner and r.get("name") != within.get("name") and (
                     not first or producers(r)[:1] != first or (r.get("sizes") or [None])[0] != self.sizes[0]):
                 break
+            within = r
             got = self._flow.shape_of(self._pid, r.get("opId"))
             if got is not None:
                 return got
@@ -160,12 +173,15 @@ class AtenCall:
 
     def _node_seq(self) -> int | None:
         """The seq of the autograd node this range runs in: of its range, else of the engine's
-        range around it (tensor_flow.node_seq); None outside any."""
+        range around it (tensor_flow.node_seq), else, where no kernel inside the node's own range
+        told that (the engine's sum_to of a broadcast input's gradient, AddBackward0's, runs
+        outside it), the record's `fwd.seq` (parse's); None outside any."""
         for r in reversed(self._ranges[:self._depth]):
             if isinstance(r, dict) and node_range(r):
                 return r["seq"]
             if isinstance(r, dict) and str(r.get("name")).startswith(ENGINE):
-                return self._flow.node_seq(self._pid, r.get("opId"))
+                got = self._flow.node_seq(self._pid, r.get("opId"))
+                return self._node if got is None else got
         return None
 
     def shape(self, pos: int) -> tuple | None:
@@ -206,7 +222,7 @@ def price(rec: dict, kernel: str | None, verdict: str | None,
             return None
         try:
             call = AtenCall(name, sizes, kernel_element_dtype(kernel, verdict), kernel, torch_ops, depth,
-                            rec.get("pid"), flow, rec.get("grid"))
+                            rec.get("pid"), flow, rec.get("grid"), _fwd_seq(rec), rec.get("block"))
             if call.dtype is None:  # a name without types (cuDNN's `conv2d_c1_k1_nchw_shmem_tiling`)
                 call.dtype = call.written = next((call.input_dtype(i) for i, s in enumerate(sizes) if s), None)
             cost = formula(call)
@@ -214,6 +230,13 @@ def price(rec: dict, kernel: str | None, verdict: str | None,
             return None
         return None if cost is None else (cost, r)
     return None
+
+
+def _fwd_seq(rec: dict) -> int | None:
+    """The seq of the forward op whose autograd node a backward record ran in (`fwd.seq`)."""
+    fwd = rec.get("fwd")
+    seq = fwd.get("seq") if isinstance(fwd, dict) else None
+    return seq if type(seq) is int else None
 
 
 def engine_accumulation(rec: dict) -> bool:

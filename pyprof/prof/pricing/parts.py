@@ -20,8 +20,8 @@ block x 16`; of the parts that fit, the one nearest `grid x block x k` for the k
 sizes go to their own casts whatever the order the kernels run in. A layout conversion of an
 (N, C, spatial...) tensor runs one block per 32 x 32 tile of (spatial, channel) elements per
 sample, a grid of [ceil(spatial / 32), ceil(C / 32), N]: the tensor whose grid is the kernel's is
-the one converted. The same tensor (or a gradient of its shape) may be converted more than once,
-so those parts are never used up.
+the one converted (none where tensors of different sizes share the grid: na). The same tensor (or
+a gradient of its shape) may be converted more than once, so those parts are never used up.
 """
 from __future__ import annotations
 
@@ -32,12 +32,13 @@ from typing import NamedTuple
 
 from .op_ranges import template_dtype
 from .multitensor import Lists, is_launch
+from .ops.memory import REVIEWED
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost
 from .values import FLOATING, ITEMSIZE, Tensor
 
 COPY, SUM, ADD, LAYOUT, LAUNCH, FILL, SCALE, SPLIT_K = "copy", "sum", "add", "layout", "launch", "fill", "scale", "split-k"
 BETA, EPILOGUE, BROADCAST = "beta", "epilogue", "broadcast"
-WGRAD_SUM = "wgrad-sum"
+WGRAD_SUM, CONTIGUOUS = "wgrad-sum", "contiguous"
 PAD = "channel-pad"
 # The math attention path's element-wise and softmax kernels (_math_attention).
 SCALAR_MUL, MUL, SOFTMAX, NEGINF, ALL, WHERE = "scalar-mul", "mul", "softmax", "isneginf", "all", "where"
@@ -52,6 +53,11 @@ _REDUCE_HEAD_KERNEL = re.compile(r"\bfmha_reduce_head<")
 _COPY_KERNEL = re.compile(r"\w+_copy_kernel_cuda")
 # Of those, the one a copy between tensors of one dtype runs (a cast into 16 bits runs its own).
 _DIRECT_COPY = re.compile(r"\bdirect_copy_kernel_cuda\b")
+# Its copies that cast nothing (CONTIGUOUS): a strided tensor made contiguous in its own dtype. PyTorch
+# runs a copy between two dtypes through LoadWithCast/StoreWithCast or gpu_kernel_impl (dynamic
+# casting); a vectorized kernel or gpu_kernel_impl_nocast only where the dtypes are the same.
+_SAME_DTYPE_COPY = re.compile(
+    r"\b(?:gpu_kernel_impl_nocast|vectorized_elementwise_kernel)<[^<>]*?\bdirect_copy_kernel_cuda")
 # PyTorch's sum and mean reductions (a bias gradient, a loss's closing reduction).
 _SUM_KERNEL = re.compile(r"\breduce_kernel<.*\b(?:sum_functor|MeanOps)<")
 # cuDNN's scaling of an output by beta before a kernel accumulates into it; PyTorch passes beta 0,
@@ -83,7 +89,7 @@ _LAYOUT_TILE = 32
 # A fused attention kernel (flash, memory-efficient, cuDNN's): not one of the math path's GEMMs.
 _FUSED_ATTENTION = re.compile(r"fmha|flash|attention|sdpa|attn|_mha", re.IGNORECASE)
 # The families PyTorch launches by its per-thread rule (TensorIterator element-wise kernels).
-_ELEMENTWISE = frozenset((COPY, BROADCAST, ADD, FILL, SCALAR_MUL, MUL, NEGINF, WHERE))
+_ELEMENTWISE = frozenset((COPY, CONTIGUOUS, BROADCAST, ADD, FILL, SCALAR_MUL, MUL, NEGINF, WHERE))
 # Elements per thread that a TensorIterator kernel's name states: elementwise_kernel<threads, k>
 # and vectorized_elementwise_kernel<vector width, ...>.
 _PER_THREAD = re.compile(r"\belementwise_kernel<\(int\)\d+, \(int\)(\d+)|vectorized_elementwise_kernel<\(int\)(\d+)")
@@ -108,8 +114,9 @@ class Part(NamedTuple):
 
 
 # The helper families by their kernels' names, the first match winning (a name can hold two).
-_FAMILIES = ((COPY, _COPY_KERNEL), (LAYOUT, _LAYOUT_KERNEL), (FILL, _FILL_KERNEL), (SCALE, _SCALE_KERNEL),
-             (SPLIT_K, _SPLIT_K_KERNEL), (SPLIT_K, _CUTLASS_SPLIT_K), (WGRAD_SUM, _WGRAD_SUM_KERNEL), (PAD, _PAD_KERNEL),
+_FAMILIES = ((CONTIGUOUS, _SAME_DTYPE_COPY), (COPY, _COPY_KERNEL), (LAYOUT, _LAYOUT_KERNEL), (FILL, _FILL_KERNEL),
+             (SCALE, _SCALE_KERNEL), (SPLIT_K, _SPLIT_K_KERNEL), (SPLIT_K, _CUTLASS_SPLIT_K),
+             (WGRAD_SUM, _WGRAD_SUM_KERNEL), (PAD, _PAD_KERNEL),
              (DOT_DO_O, _DOT_DO_O_KERNEL), (CAST_DQ, _CAST_DQ_KERNEL), (REDUCE_HEAD, _REDUCE_HEAD_KERNEL),
              (SUM, _SUM_KERNEL), (ADD, _ADD_KERNEL), (BETA, _BETA_KERNEL), (EPILOGUE, _EPILOGUE_KERNEL)
              ) + tuple((fam, re.compile(pattern)) for fam, pattern in (
@@ -256,9 +263,37 @@ def _layouts(marker: dict, cost: Cost | None) -> list[Part]:
 def layout_parts(shapes: list, size: int) -> list[Part]:
     """The layout conversions of a convolution's (N, C, spatial...) tensors of `shapes`, each read
     and written once in `size`-byte elements: from a marker, or from the shapes of a PyTorch range
-    (aten::convolution_backward: dY, input, weight)."""
+    (range_parts)."""
     return [Part(LAYOUT, math.prod(s), 0, 2 * math.prod(s) * size, _layout_grid(tuple(s))) for s in shapes
-            if isinstance(s, (list, tuple)) and len(s) >= 3 and all(type(d) is int and d > 0 for d in s)]
+            if _conv_shape(s)]
+
+
+def _conv_shape(s: object) -> bool:
+    """Whether `s` is an (N, C, spatial...) shape: a list of 3 or more positive ints."""
+    return isinstance(s, (list, tuple)) and len(s) >= 3 and all(type(d) is int and d > 0 for d in s)
+
+
+def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool) -> list[Part]:
+    """The helper parts of a convolution priced from its PyTorch range (op_ranges.py) rather than
+    a marker, from the range's shapes (forward: input, weight; backward, aten::convolution_backward:
+    dY, input, weight) and the forward's output, whose shape the formula had from a consumer: their
+    layout conversions and, backward, cuDNN's sum of the per-sample weight gradients, written in the
+    weight's type `kernel`'s name states (a range's cost is priced per kernel: from this one's
+    name, the partials' type). Taken as a marker's parts are (CallParts.take)."""
+    size = None if cost is None else ITEMSIZE.get(cost.dtype)
+    if cost is None or cost.kind != CONV or not size:
+        return []
+    shapes = sizes[:3] + ([cost.out_shape] if cost.out_shape else [])
+    x, w = ((sizes[1:3] if bprop else sizes[:2]) + [None, None])[:2]
+    wgrad = wgrad_sum(x[0], math.prod(w), wgrad_sum_dtype(kernel or "") or cost.dtype) \
+        if bprop and _conv_shape(x) and _conv_shape(w) else None
+    return layout_parts(shapes, size) + ([] if wgrad is None else [wgrad])
+
+
+def range_outputs(sizes: list, cost: Cost, bprop: bool) -> list:
+    """conv_outputs of a convolution priced from its PyTorch range (range_parts' shapes)."""
+    x, w = ((sizes[1:3] if bprop else sizes[:2]) + [None, None])[:2]
+    return conv_outputs(x, w, cost.out_shape, bprop, ITEMSIZE.get(cost.dtype))
 
 
 def _layout_grid(shape: tuple) -> tuple:
@@ -293,11 +328,13 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     """The helper kernels of the op's backward: a gradient's zero fill and accumulation (_gradients), the bias
     gradient (the output gradient summed: it read and the bias written, in the dtype the op ran
     in; E - O adds for E output elements into O bias elements), cuDNN's scaling of the gradients
-    (_scaled), each cast's gradient cast back (ToCopyBackward) and cuDNN's channel padding
-    (channel_pads), for the arguments that need a gradient. Which do is not in the marker; a part that never ran is one no kernel takes."""
+    (_scaled), a convolution's output gradient or a view's made contiguous (_contiguous_grad,
+    _view_grad_copy), each cast's gradient cast back (ToCopyBackward) and cuDNN's channel padding
+    (channel_pads), for the arguments that need a gradient. Which do is not in the marker; a part
+    that never ran is one no kernel takes."""
     grads = _gradients(marker, cost)
     if cost is None or cost.kind not in MMA_KINDS:
-        return grads + _casts_back(marker, cost)
+        return grads + _casts_back(marker, cost) + _view_grad_copy(marker)
     size = ITEMSIZE.get(cost.dtype)
     if cost.kind == ATTN:
         c = Call(marker)
@@ -305,8 +342,26 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
             _math_attention(marker, cost, True) + grads + _casts_back(marker, cost)
     bias = [Part(SUM, cost.out_elems, cost.out_elems - cost.bias_elems, (cost.out_elems + cost.bias_elems) * size)
             ] if cost.bias_elems and cost.out_elems and size else []
-    return bias + grads + _scaled(marker, cost, True) + _wgrad_sum(marker, cost) + _casts_back(marker, cost) \
-        + channel_pads(marker, cost, True)
+    return bias + grads + _scaled(marker, cost, True) + _wgrad_sum(marker, cost) + _contiguous_grad(cost, size) \
+        + _casts_back(marker, cost) + channel_pads(marker, cost, True)
+
+
+def _view_grad_copy(marker: dict) -> list[Part]:
+    """A view's backward, the gradient viewed back to the input's shape (memory.REVIEWED), copied
+    where it arrives strided (a reshape's): the input's elements read and written in its dtype."""
+    if marker.get("mod") not in ("torch", "Tensor") or marker.get("op") not in REVIEWED:
+        return []
+    x = Call(marker).tensor(0, "input")
+    size = None if x is None else ITEMSIZE.get(x.dtype)
+    return [Part(CONTIGUOUS, x.numel, 0, 2 * x.numel * size)] if size and x.numel else []
+
+
+def _contiguous_grad(cost: Cost, size: int | None) -> list[Part]:
+    """A convolution's output gradient copied into a contiguous tensor (read and written in the
+    op's dtype) before cuDNN reads it, where it arrives as a strided view (the gradient of a
+    slice of a cat's output: a U-Net's skip connections)."""
+    n = cost.out_elems
+    return [Part(CONTIGUOUS, n, 0, 2 * n * size)] if cost.kind == CONV and n and size else []
 
 
 # The channel multiple cuDNN pads a 16-bit convolution's NHWC tensors to (nhwcAddPaddingKernel):
@@ -522,12 +577,10 @@ def conv_outputs(input_shape: object, weight_shape: object, out_shape: object, b
     weight gradient is computed on the padded tensors; CUTLASS's split-K wgrad of a 3-channel stem
     wrote 29 partials of 64 x 7·7·8 for ResNet-18's, 23 of 64 x 3·3·8 for a CIFAR one: ncu). Shapes
     that are not lists of positive ints are left out."""
-    def ok(s: object) -> bool:
-        return isinstance(s, (list, tuple)) and len(s) >= 3 and all(type(d) is int and d > 0 for d in s)
     if not bprop:
-        return [(math.prod(out_shape) // out_shape[1], out_shape[1])] if ok(out_shape) else []
-    out = [(math.prod(input_shape) // input_shape[1], input_shape[1])] if ok(input_shape) else []
-    if not ok(weight_shape):
+        return [(math.prod(out_shape) // out_shape[1], out_shape[1])] if _conv_shape(out_shape) else []
+    out = [(math.prod(input_shape) // input_shape[1], input_shape[1])] if _conv_shape(input_shape) else []
+    if not _conv_shape(weight_shape):
         return out
     k, c, taps = weight_shape[0], weight_shape[1], math.prod(weight_shape[2:])
     wide = -(-c // _PAD_MULTIPLE[True]) * _PAD_MULTIPLE[True]
@@ -645,17 +698,25 @@ class CallParts:
         # PyTorch's legacy elementwise_kernel<threads, k> runs ceil(n / (threads x k)) blocks: exact.
         each = _legacy_per_thread(kernel) if most > 1 else None
         low, high = (each, each) if each else (1, most)
-        # A copy in one dtype may be a cast's or a broadcast's; a cast into 16 bits only a cast's.
-        fams = (COPY, BROADCAST) if fam == COPY and _DIRECT_COPY.search(kernel or "") else (fam,)
+        # A copy in one dtype may be a cast's or a broadcast's; a cast into 16 bits only a cast's;
+        # one that casts nothing (CONTIGUOUS) a broadcast's or a strided tensor's, never a cast's.
+        fams = (COPY, BROADCAST) if fam == COPY and _DIRECT_COPY.search(kernel or "") else \
+            (CONTIGUOUS, BROADCAST) if fam == CONTIGUOUS else (fam,)
         candidates = [p for p in self.left if p.family in fams and (g is None or b is None or
                                                                    (g - 1) * b * low < p.numel <= g * b * high)]
         if fam == LAYOUT:  # kept for the next conversion: a tensor may be converted twice
-            return next((p for p in candidates if isinstance(grid, list) and tuple(grid) == p.grid), None)
+            fits = {p for p in candidates if isinstance(grid, list) and tuple(grid) == p.grid}
+            # Tensors of other sizes on one grid (C 16 and 32 both one tile of channels): not known which.
+            return fits.pop() if len({p.numel for p in fits}) == 1 else None
         if not candidates:
             return None
         if g is not None and b is not None:
-            guess = g * b * (most if most == 1 else _per_thread(kernel or ""))
-            best = min(candidates, key=lambda p: abs(math.log(p.numel / guess)))
+            k = most if most == 1 else _per_thread(kernel or "")
+            guess = g * b * k
+            # A part whose launch is this grid exactly first: a 1,728-element weight and a 64-element
+            # bias both fit one block of 1,024, but the weight's cast runs two.
+            exact = [p for p in candidates if -(-p.numel // (b * k)) == g]
+            best = min(exact or candidates, key=lambda p: abs(math.log(p.numel / guess)))
         else:
             best = candidates[0]
         self.left.remove(best)

@@ -166,7 +166,8 @@ class TensorFlow:
 
     def shape_of(self, pid: Any, op: Any, index: int = 0) -> tuple | None:
         """Output `index` of op `op` (an opId) as its first consumer among the records read ahead
-        gives it; None when none came within the window (or the records are not read ahead).
+        gives it (`[]`: a 0-dim tensor, a producer naming a tensor, never a scalar); None when none
+        came within the window (or the records are not read ahead).
         Looked for only when a formula asks (few do: an upsample, a reduction over dims), so
         reading ahead costs the other records nothing but their place in the window."""
         for _, rec in self._window:
@@ -177,7 +178,7 @@ class TensorFlow:
                 if not isinstance(ids, list) or not isinstance(sizes, list):
                     continue
                 for p, s in zip(ids, sizes):
-                    if type(p) is list and len(p) == 2 and p[0] == op and p[1] == index and s and _int_list(s):
+                    if type(p) is list and len(p) == 2 and p[0] == op and p[1] == index and _int_list(s):
                         return tuple(s)
         self.asked = True
         return None

@@ -22,7 +22,8 @@ from .attention import sdpa_cost
 from .elementwise import FLOPS_PER_ELEMENT, pointwise_cost, reduce_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
 from .memory import copy_cost
-from .nn import embedding_bag_cost, group_norm_cost, interpolate_cost, norm_cost, row_norm_cost, softmax_cost
+from .nn import (batch_norm_stages, embedding_bag_cost, group_norm_cost, interpolate_cost, norm_cost, row_norm_cost,
+                 softmax_cost)
 from .optim import UNSCALE_FLOPS, adam_flops, update_scale_cost
 
 A = Any  # an AtenCall (pyprof/prof/pricing/op_ranges.py); not imported: aten.py imports this package
@@ -86,7 +87,7 @@ _UNARY = ["abs", "neg", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
           "tan", "tanh", "sigmoid", "erf", "erfinv", "reciprocal", "sign", "floor", "ceil", "round", "trunc",
           "relu", "gelu", "silu", "mish", "hardswish", "hardsigmoid", "hardtanh", "leaky_relu", "elu", "celu",
           "selu", "softplus", "log_sigmoid_forward", "clamp", "clamp_min", "clamp_max", "threshold", "pow",
-          "logical_not", "bitwise_not", "nan_to_num", "square", "frac"]
+          "logical_not", "bitwise_not", "nan_to_num", "square", "frac", "isneginf", "isposinf"]
 _BINARY = ["add", "sub", "rsub", "mul", "div", "maximum", "minimum", "fmax", "fmin", "remainder", "fmod",
            "atan2", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
            "bitwise_and", "bitwise_or", "bitwise_xor", "lerp", "addcmul", "addcdiv", "copysign", "xlogy",
@@ -124,6 +125,19 @@ def fill(a: A) -> Cost | None:
     return None if size is None else Cost(0, prod(shape) * size, fmt_params(a.dtype, shape=dims(shape)), a.dtype, SIMT)
 
 
+@register_aten("aten::uniform_", "aten::normal_", "aten::bernoulli_", "aten::exponential_")
+def random_fill(a: A) -> Cost | None:
+    """A random fill (memory._fill's at the marker level): the tensor written once, in the type it
+    is (op_ranges.written_dtype: the kernel's first type is the accumulate type); no FLOPs; a
+    probability tensor (bernoulli_'s) read too."""
+    shape, size = a.shape(0), ITEMSIZE.get(a.written)
+    if not shape or size is None:
+        return None
+    p = a.tensor(1, a.input_dtype(1) or a.written)
+    return Cost(0, prod(shape) * size + (p.nbytes if p is not None and p.nbytes else 0),
+                fmt_params(a.written, shape=dims(shape)), a.written, SIMT)
+
+
 _CAST_KERNEL = re.compile(r"withcast|(?<!direct)_copy_kernel_cuda")
 
 
@@ -144,19 +158,30 @@ def copy_(a: A) -> Cost | None:
 
 
 _OPAQUE = re.compile(r"opaquetype<\(unsigned int\)(\d+)>")
+# PyTorch's element-wise copy kernels (direct_copy_kernel_cuda, bfloat16_copy_kernel_cuda, ...).
+_COPY = re.compile(r"_copy_kernel_cuda")
 
 
 @register_aten("aten::cat", "aten::roll")
 def movement(a: A) -> Cost | None:
     """Every input tensor read once and its elements written once. A copy kernel moving opaque
-    N-byte elements (`OpaqueType<N>`) says their size, not their type."""
+    N-byte elements (`OpaqueType<N>`) says their size, not their type. A cat PyTorch runs as one
+    copy per non-empty input (inputs of other dtypes or layouts than its batched kernel takes: an
+    element-wise copy kernel, `direct_copy_kernel_cuda`) runs them in turn (Cost.stages), each its
+    input read in its producer's dtype (tensor_flow.py; else the kernel's) and written in the
+    output's, the copy's element type."""
     ts = a.tensors()
     opaque = _OPAQUE.search(a.kernel)
     size = int(opaque.group(1)) if opaque else ITEMSIZE.get(a.dtype)
     if not ts or size is None:
         return None
     n = sum(t.numel for t in ts)
-    return Cost(0, 2 * n * size, fmt_params(a.dtype, n=len(ts), numel=n, elem=size), a.dtype, SIMT)
+    cost = Cost(0, 2 * n * size, fmt_params(a.dtype, n=len(ts), numel=n, elem=size), a.dtype, SIMT)
+    if a.name != "aten::cat" or opaque or not _COPY.search(a.kernel):
+        return cost
+    sizes = [ITEMSIZE.get(a.input_dtype(i) or a.dtype) for i in range(len(a.sizes)) if a.tensor(i)]
+    stages = tuple((0, t.numel * (s + size)) for t, s in zip(ts, sizes) if t.numel)
+    return replace(cost, stages=stages) if len(sizes) == len(ts) and None not in sizes else cost
 
 
 # -- reductions: the output size is known without dims (input 0 and at most a dtype), else from a
@@ -172,18 +197,30 @@ def _reduce(a: A) -> Cost | None:
     element; or an overload called by one that takes no dims: AtenCall.redispatched), else over
     dims the range does not carry: the output's size from a consumer, or
     inside an autograd node (a bias's gradient) the one input shape of its forward op that the
-    input reduces to (values.reduces_to)."""
+    input reduces to (values.reduces_to), or one element where the kernel's launch says so
+    (_one_output)."""
     x = a.tensor(0)
     if x is None:
         return None
     op = _REDUCE[a.name.partition("::")[2]]
     whole = any(len(s) <= 2 for s in [a.sizes] + a.redispatched())
     out = () if whole else a.output_shape(lambda s: reduces_to(x.shape, s))
+    if out is None and _one_output(a, x.numel):
+        out = ()
     return reduce_cost(op, x, None if out is None else prod(out), None,
                        "all" if whole else "?", not whole)
 
 
 register_aten(*[f"aten::{o}" for o in _REDUCE])(_reduce)
+
+
+def _one_output(a: A, n: int) -> bool:
+    """Whether PyTorch's reduce_kernel reduced `n` elements to one, by its launch (Reduce.cuh's
+    ReduceConfig): a block of one row of threads (block.y 1) reduces along x to one output per
+    block, or, along y, reduces nothing (an output per input, over more than one block past 512
+    inputs); so a grid of one such block over more than 512 inputs wrote one element."""
+    return "reduce_kernel<" in a.kernel and a.grid == [1, 1, 1] and isinstance(a.block, list) \
+        and len(a.block) == 3 and a.block[1:] == [1, 1] and n > 512
 
 
 # -- interpolation: the output size is an int list (no sizes): from a consumer's range -----------
@@ -259,8 +296,10 @@ register_aten("aten::cudnn_batch_norm_backward")(lambda a: _backward(norm_cost(a
 register_aten("aten::native_batch_norm_backward", "aten::batch_norm_backward")(
     lambda a: _backward(norm_cost(a.tensor(1), 6, a.tensor(2), a.tensor(2))))
 
-_BN_TRAINING = re.compile(r"fw_?tr|collect_statistics")
-_BN_EVAL = re.compile(r"fw_?inf")
+# The statistics' inverse runs in training only; the native transform kernel runs alone in eval
+# (in training it is a later stage of the range: Cost.stages of its first kernel's cost).
+_BN_TRAINING = re.compile(r"fw_?tr|collect_statistics|calc_invstd")
+_BN_EVAL = re.compile(r"fw_?inf|batch_norm_transform_input")
 
 
 @register_aten("aten::cudnn_batch_norm", "aten::native_batch_norm", "aten::_batch_norm_with_update",
@@ -279,7 +318,14 @@ def batch_norm(a: A) -> Cost | None:
         return None
     rm, rv = a.tensor(3), a.tensor(4)
     stats = tuple(s for s in (rm, rv) if s is not None) * (2 if training else 1)
-    return norm_cost(a.tensor(0), 6 if training else 2, a.tensor(1), a.tensor(2), stats, training=int(training))
+    x, w, b = a.tensor(0), a.tensor(1), a.tensor(2)
+    cost = norm_cost(x, 6 if training else 2, w, b, stats, training=int(training))
+    if not training or stats or "collect_statistics" not in a.kernel or x is None or len(x.shape) < 2 \
+            or not x.itemsize:
+        return cost
+    # The native kernels without running statistics (instance_norm's), each its stage.
+    stages = batch_norm_stages(x.numel, x.shape[1], x.itemsize, (w is not None) + (b is not None))
+    return replace(cost, stages=tuple((f, b + sum(extra)) for _, f, b, *extra in stages))
 
 
 @register_aten("aten::_softmax", "aten::_log_softmax")
@@ -486,6 +532,18 @@ def native_dropout(a: A) -> Cost | None:
     if x is None or x.nbytes is None:
         return None
     return Cost(x.numel, 2 * x.nbytes + x.numel, fmt_params(a.dtype, shape=dims(x.shape)), a.dtype, SIMT)
+
+
+@register_aten(*[f"aten::{m}_pad{d}d" for m in ("reflection", "replication") for d in (1, 2, 3)])
+def edge_pad(a: A) -> Cost | None:
+    """F.pad's reflect and replicate modes (input, padding): each output element a copy of one input
+    element (no FLOPs); the input read and the output, its shape from a consumer's range
+    (tensor_flow.py), written."""
+    x, out = a.tensor(0), a.output_shape()
+    if x is None or x.itemsize is None or not out or len(out) != len(x.shape):
+        return None
+    return Cost(0, (x.numel + prod(out)) * x.itemsize, fmt_params(a.dtype, shape=dims(x.shape), out=dims(out)),
+                a.dtype, SIMT)
 
 
 @register_aten("aten::mse_loss")

@@ -43,7 +43,8 @@ BINARY = ["add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_di
 DUNDERS = ["add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv", "floordiv",
            "rfloordiv", "pow", "rpow", "mod", "and", "or", "xor", "eq", "ne", "lt", "le", "gt", "ge"]
 INPLACE_DUNDERS = ["add", "sub", "mul", "truediv", "floordiv", "pow", "mod", "and", "or", "xor"]
-_COMPARE = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not"}
+_COMPARE = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
+            "isneginf", "isposinf"}
 TERNARY = ["where", "lerp", "addcmul", "addcdiv"]
 # lerp(x, end, w) = x + w·(end - x): a subtract and a multiply-add, as Inductor decomposes it
 # (sub, mul, add), so an eager lerp kernel and a compiled graph's lerp nodes count alike.
@@ -249,7 +250,11 @@ for _op in INPLACE_DUNDERS:
 @register("torch.nn.functional.dropout", "torch.dropout", "Tensor.dropout",
           "torch.nn.functional.dropout1d", "torch.nn.functional.dropout2d", "torch.nn.functional.dropout3d")
 def dropout(c: Call) -> Cost | None:
-    """Training: the output and a bool keep-mask are written. Backward: grad times mask."""
+    """Training: the output and a bool keep-mask are written (PyTorch's fused kernel). Backward:
+    grad times mask. In place (F.dropout's `inplace`), PyTorch runs three kernels instead
+    (Cost.stages): the noise drawn, a tensor of the input's dtype written (bernoulli_), scaled by
+    1 / (1 - p) (a multiply an element, read and written) and the input multiplied by it in place
+    (a multiply an element, both read, the input written)."""
     x, p = c.get(0, "input"), c.get(1, "p", 0.5)
     training = c.get(2, "training", True)
     size = x.itemsize
@@ -257,8 +262,11 @@ def dropout(c: Call) -> Cost | None:
         # Identity: no kernel normally runs; if one does it is a copy.
         return pointwise_cost("dropout", [x], p=p)
     n = x.numel
-    return Cost(n, 2 * n * size + n, fmt_params(x.dtype, shape=dims(x.shape), p=p), x.dtype, SIMT,
-                bwd_flops=n, bwd_bytes=2 * n * size + n)
+    params = fmt_params(x.dtype, shape=dims(x.shape), p=p)
+    if c.get(3, "inplace", False) is True and p != 1:
+        stages = ((0, n * size), (n, 2 * n * size), (n, 3 * n * size))
+        return Cost(2 * n, 6 * n * size, params, x.dtype, SIMT, bwd_flops=n, bwd_bytes=2 * n * size + n, stages=stages)
+    return Cost(n, 2 * n * size + n, params, x.dtype, SIMT, bwd_flops=n, bwd_bytes=2 * n * size + n)
 
 
 REDUCTIONS = ["sum", "mean", "nansum", "nanmean", "prod", "amax", "amin", "max", "min", "std", "var",

@@ -193,6 +193,12 @@ VIEWS = ["view", "reshape", "flatten", "unflatten", "permute", "transpose", "t",
          "unfold", "swapaxes", "diagonal"]
 
 
+# The views whose backward is the gradient viewed back to the input's shape: no kernel, or, where
+# it arrives strided, its materialising copy (parts.py); narrow's, select's... scatter it into zeros.
+REVIEWED = frozenset(("view", "reshape", "flatten", "unflatten", "permute", "transpose", "t", "squeeze",
+                      "unsqueeze", "movedim", "view_as", "reshape_as", "swapaxes"))
+
+
 def _view(c: Call) -> Cost | None:
     """Views launch no kernel; a kernel under one is a materialising copy (reshape of a
     non-contiguous tensor): the input read and written once. An expand that gets copied writes

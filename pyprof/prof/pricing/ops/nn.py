@@ -407,6 +407,17 @@ def instance_norm(c: Call) -> Cost:
     return _instance_norm_stages(cost, x, w, b) if use_stats and rm is None and rv is None else cost
 
 
+def batch_norm_stages(e: int, planes: int, size: int, affine: int) -> tuple:
+    """The kernels of PyTorch's CUDA batch norm in training without running statistics, named
+    (Cost.stages: FLOPs, bytes in the op's dtype, fp32 bytes) over E elements of `planes` channels
+    and `affine` parameters: the statistics (X read, mean and variance written: 4 FLOPs an element
+    less one a plane), their inverse standard deviations (1 a plane), the normalized output (2 an
+    element, +1 a parameter; X, the statistics and the parameters read, the output written)."""
+    return (("batch_norm_collect_statistics", 4 * e - planes, e * size, 2 * planes * 4),
+            ("batch_norm_calc_invstd", planes, 0, 2 * planes * 4),
+            ("batch_norm_transform_input", (2 + affine) * e, 2 * e * size, (2 + affine) * planes * 4))
+
+
 def _instance_norm_stages(cost: Cost, x: Tensor, w: Tensor | None, b: Tensor | None) -> Cost:
     """instance_norm as PyTorch runs it, batch norm over the N·C planes of one sample, its kernels
     named (Cost.stages), statistics in fp32: the weight and bias repeated N times (a copy each:
@@ -424,9 +435,7 @@ def _instance_norm_stages(cost: Cost, x: Tensor, w: Tensor | None, b: Tensor | N
     affine = [p for p in (w, b) if p is not None]
     psize = [ITEMSIZE.get(p.dtype) or 4 for p in affine]
     repeats = tuple(("direct_copy_kernel_cuda", 0, 0, (c + planes) * ps) for ps in psize)
-    fwd = repeats + (("batch_norm_collect_statistics", 4 * e - planes, e * size, 2 * planes * 4),
-                     ("batch_norm_calc_invstd", planes, 0, 2 * planes * 4),
-                     ("batch_norm_transform_input", (2 + len(affine)) * e, 2 * e * size, (2 + len(affine)) * planes * 4))
+    fwd = repeats + batch_norm_stages(e, planes, size, len(affine))
     sums = tuple(("reduce_kernel", (x.shape[0] - 1) * c, 0, (planes + c) * ps) for ps in psize)
     bwd = (("batch_norm_backward_kernel", cost.bwd_flops - sum(s[1] for s in sums), 3 * e * size,
             (3 + len(affine)) * planes * 4),) + sums
