@@ -22,7 +22,7 @@ thread can matter to this one. It holds (see analysis.py):
 So the memo requires, per thread (else NotMemoizable: the caller runs the record path instead):
 - no range a range state can hold (the innermost, or one with an aten formula), by (name, opId),
   in two episodes of a thread (an episode: the records since the thread's call state was made;
-  `fresh` checks it over the whole input, after the pass);
+  `Fresh` checks it batch by batch);
 - a call's identity not that of the call whose kernels last set the thread's call state (each
   node knows whether its call has set it), unless the call starts at sub-sequence 0 without
   PyTorch ranges, a forward kernel: its kernels all set the call state or none does (one marker,
@@ -46,16 +46,67 @@ from ..warnings_tally import Tally
 ROOT = -1  # the node of a thread before its call's first kernel
 
 
-def fresh(threads: np.ndarray, episodes: np.ndarray, names: np.ndarray, opids: np.ndarray) -> None:
-    """NotMemoizable unless each range a range state may hold, (thread, name, opId) per range of
-    each kernel record (names and threads as numbers), is in one episode of its thread."""
-    if not len(opids):
-        return
-    order = np.lexsort((episodes, opids, names, threads))
-    t, n, o, e = threads[order], names[order], opids[order], episodes[order]
-    same = (t[1:] == t[:-1]) & (n[1:] == n[:-1]) & (o[1:] == o[:-1])
-    if (same & (e[1:] != e[:-1])).any():
-        raise NotMemoizable("a range of an op call is one of an earlier episode of its thread")
+class Fresh:
+    """memo's assumption on ranges, checked batch by batch (`add`): each range a range state may
+    hold, (thread, name, opId) per range of each kernel record (threads and names as numbers), is
+    in one episode of its thread. Only an episode that is a thread's current one or the one holding
+    its call state gets records later (Memo.open_episodes): the ranges of those are kept with their
+    episode; those of the others, closed for good, as numbers in sorted arrays (one number a range:
+    its (thread, name) pair's and its opId), which any later range must not be among. Memory grows
+    with distinct ranges (8 bytes each), not with records."""
+
+    _OPID_BITS = 40
+
+    def __init__(self) -> None:
+        self._pairs: dict = {}          # (thread << 32 | name) -> its number
+        self._keys = np.zeros(0, np.int64)      # ranges of open episodes, and their episodes
+        self._episodes = np.zeros(0, np.int64)
+        self._closed: list[np.ndarray] = []      # sorted, sizes halving: a log-structured set
+
+    def add(self, threads: np.ndarray, episodes: np.ndarray, names: np.ndarray, opids: np.ndarray,
+            open_episodes: np.ndarray) -> None:
+        """The ranges of one batch; `open_episodes`: those that can get records after it.
+        NotMemoizable where a range is in two episodes of its thread (or an opId or a count is
+        beyond what a range's number holds)."""
+        keys = self._numbers(threads, names, opids)
+        for level in self._closed:
+            at = np.searchsorted(level, keys)
+            if (level[np.minimum(at, len(level) - 1)] == keys).any():
+                raise NotMemoizable("a range of an op call is one of an earlier episode of its thread")
+        k, e = np.concatenate((self._keys, keys)), np.concatenate((self._episodes, episodes))
+        order = np.lexsort((e, k))
+        k, e = k[order], e[order]
+        same = k[1:] == k[:-1]
+        if (same & (e[1:] != e[:-1])).any():
+            raise NotMemoizable("a range of an op call is one of an earlier episode of its thread")
+        first = np.ones(len(k), bool)
+        first[1:] = ~same
+        k, e = k[first], e[first]
+        held = np.isin(e, open_episodes)
+        self._keys, self._episodes = k[held], e[held]
+        self._close(k[~held])
+
+    def _numbers(self, threads: np.ndarray, names: np.ndarray, opids: np.ndarray) -> np.ndarray:
+        """(thread, name, opId) as one int64: the pair's number, then the opId in the low bits."""
+        if not len(opids):
+            return np.zeros(0, np.int64)
+        if opids.min() < 0 or opids.max() >= 1 << self._OPID_BITS or threads.max() >= 1 << 31 or names.max() >= 1 << 32:
+            raise NotMemoizable(f"an opId below 0 or from 2**{self._OPID_BITS}")
+        pair = (threads.astype(np.int64) << 32) | names
+        uniq, which = np.unique(pair, return_inverse=True)
+        number = np.array([self._pairs.setdefault(int(p), len(self._pairs)) for p in uniq], np.int64)
+        if len(self._pairs) >= 1 << (63 - self._OPID_BITS):
+            raise NotMemoizable("more (thread, range name) pairs than a range's number holds")
+        return (number[which.reshape(-1)] << self._OPID_BITS) | opids
+
+    def _close(self, keys: np.ndarray) -> None:
+        """Add sorted distinct `keys` to the closed set, merging levels of no greater size."""
+        if not len(keys):
+            return
+        while self._closed and len(self._closed[-1]) <= len(keys):
+            level = self._closed.pop()
+            keys = np.insert(level, np.searchsorted(level, keys), keys)
+        self._closed.append(keys)
 
 
 class NotMemoizable(Exception):
@@ -142,7 +193,7 @@ class Memo:
         content without its volatile ids, `volatile`: those ids in order, `pattern`: each numbered
         by its first appearance among them (what they are renamed to where the kernel starts its
         episode). NotMemoizable where the
-        thread's earlier calls could matter (and fresh() must hold for the episodes)."""
+        thread's earlier calls could matter (and Fresh must hold for the episodes)."""
         t = self._threads.get(thread)
         if t is None:
             t = self._threads[thread] = _Thread()
@@ -172,6 +223,12 @@ class Memo:
         elif ranged and t.held is not ep:
             t.clean = False
         return node, t.number, ep.number
+
+    def open_episodes(self) -> np.ndarray:
+        """The numbers of the episodes that can get records later: each thread's current one and
+        the one whose call last set its call state (_new_call goes on with no other)."""
+        return np.array([ep.number for t in self._threads.values() for ep in (t.cur, t.held) if ep is not None],
+                        np.int64)
 
     def _new_call(self, t: _Thread, ident: Hashable, resets: bool) -> None:
         old = t.cur
