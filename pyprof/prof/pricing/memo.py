@@ -51,62 +51,53 @@ class Fresh:
     hold, (thread, name, opId) per range of each kernel record (threads and names as numbers), is
     in one episode of its thread. Only an episode that is a thread's current one or the one holding
     its call state gets records later (Memo.open_episodes): the ranges of those are kept with their
-    episode; those of the others, closed for good, as numbers in sorted arrays (one number a range:
-    its (thread, name) pair's and its opId), which any later range must not be among. Memory grows
-    with distinct ranges (8 bytes each), not with records."""
-
-    _OPID_BITS = 40
+    episode, and checked exactly. Of the others, closed for good, only the highest opId per
+    (thread, name) is kept: a later range of that pair must be above it (opIds grow as PyTorch
+    starts ops, and a thread's records come in the order it launched them), else the memo is not
+    sure and says NotMemoizable. Memory grows with the open episodes' ranges and the pairs, not
+    with records."""
 
     def __init__(self) -> None:
-        self._pairs: dict = {}          # (thread << 32 | name) -> its number
-        self._keys = np.zeros(0, np.int64)      # ranges of open episodes, and their episodes
-        self._episodes = np.zeros(0, np.int64)
-        self._closed: list[np.ndarray] = []      # sorted, sizes halving: a log-structured set
+        self._pairs: dict = {}                   # (thread, name) -> its number
+        self._highest = np.zeros(0, np.int64)    # per pair, the highest opId of a closed episode
+        self._open = [np.zeros(0, np.int64)] * 3  # pair, opId and episode of open episodes' ranges
 
     def add(self, threads: np.ndarray, episodes: np.ndarray, names: np.ndarray, opids: np.ndarray,
             open_episodes: np.ndarray) -> None:
         """The ranges of one batch; `open_episodes`: those that can get records after it.
-        NotMemoizable where a range is in two episodes of its thread (or an opId or a count is
-        beyond what a range's number holds)."""
-        keys = self._numbers(threads, names, opids)
-        for level in self._closed:
-            at = np.searchsorted(level, keys)
-            if (level[np.minimum(at, len(level) - 1)] == keys).any():
-                raise NotMemoizable("a range of an op call is one of an earlier episode of its thread")
-        k, e = np.concatenate((self._keys, keys)), np.concatenate((self._episodes, episodes))
-        order = np.lexsort((e, k))
-        k, e = k[order], e[order]
-        same = k[1:] == k[:-1]
+        NotMemoizable where a range is in two episodes of its thread, or may be."""
+        pair = self._numbers(threads, names)
+        held = len(self._open[0])
+        p, o, e = (np.concatenate((a, b)) for a, b in zip(self._open, (pair, opids.astype(np.int64), episodes)))
+        order = np.lexsort((e, o, p))
+        p, o, e = p[order], o[order], e[order]
+        same = (p[1:] == p[:-1]) & (o[1:] == o[:-1])
         if (same & (e[1:] != e[:-1])).any():
             raise NotMemoizable("a range of an op call is one of an earlier episode of its thread")
-        first = np.ones(len(k), bool)
+        first = np.ones(len(p), bool)
         first[1:] = ~same
-        k, e = k[first], e[first]
-        held = np.isin(e, open_episodes)
-        self._keys, self._episodes = k[held], e[held]
-        self._close(k[~held])
+        # A range of an open episode was checked when it came first; a new one, against the closed.
+        seen = np.zeros(len(p), bool)
+        seen[order < held] = True
+        group = np.cumsum(first) - 1
+        new = ~np.bincount(group, seen, len(group) and group[-1] + 1).astype(bool)
+        p, o, e = p[first], o[first], e[first]
+        if (o[new] <= self._highest[p[new]]).any():
+            raise NotMemoizable("a range whose opId is not above those of its name's closed episodes on its thread")
+        still = np.isin(e, open_episodes)
+        self._open = [p[still], o[still], e[still]]
+        np.maximum.at(self._highest, p[~still], o[~still])
 
-    def _numbers(self, threads: np.ndarray, names: np.ndarray, opids: np.ndarray) -> np.ndarray:
-        """(thread, name, opId) as one int64: the pair's number, then the opId in the low bits."""
-        if not len(opids):
+    def _numbers(self, threads: np.ndarray, names: np.ndarray) -> np.ndarray:
+        """Each (thread, name)'s number (the pairs met so far get theirs)."""
+        if not len(threads):
             return np.zeros(0, np.int64)
-        if opids.min() < 0 or opids.max() >= 1 << self._OPID_BITS or threads.max() >= 1 << 31 or names.max() >= 1 << 32:
-            raise NotMemoizable(f"an opId below 0 or from 2**{self._OPID_BITS}")
-        pair = (threads.astype(np.int64) << 32) | names
-        uniq, which = np.unique(pair, return_inverse=True)
-        number = np.array([self._pairs.setdefault(int(p), len(self._pairs)) for p in uniq], np.int64)
-        if len(self._pairs) >= 1 << (63 - self._OPID_BITS):
-            raise NotMemoizable("more (thread, range name) pairs than a range's number holds")
-        return (number[which.reshape(-1)] << self._OPID_BITS) | opids
-
-    def _close(self, keys: np.ndarray) -> None:
-        """Add sorted distinct `keys` to the closed set, merging levels of no greater size."""
-        if not len(keys):
-            return
-        while self._closed and len(self._closed[-1]) <= len(keys):
-            level = self._closed.pop()
-            keys = np.insert(level, np.searchsorted(level, keys), keys)
-        self._closed.append(keys)
+        uniq, which = np.unique(np.stack((threads, names)), axis=1, return_inverse=True)
+        number = np.array([self._pairs.setdefault(pair, len(self._pairs)) for pair in zip(*uniq.tolist())], np.int64)
+        if len(self._highest) < len(self._pairs):
+            self._highest = np.concatenate((self._highest, np.full(len(self._pairs) - len(self._highest),
+                                                                   np.iinfo(np.int64).min)))
+        return number[which.reshape(-1)]
 
 
 class NotMemoizable(Exception):
