@@ -61,6 +61,7 @@ def fill(path: str, by: str, batch: int = BATCH) -> tuple[summary.Profile, Tally
 
 
 def _grown(a: np.ndarray, n: int, fill: Any) -> np.ndarray:
+    """`a` with room for `n` values (at least doubled when it grows), the new ones `fill`."""
     return a if len(a) >= n else np.concatenate((a, np.full(max(n, 2 * len(a)) - len(a), fill, a.dtype)))
 
 

@@ -77,10 +77,7 @@ class Fresh:
         first = np.ones(len(p), bool)
         first[1:] = ~same
         # A range of an open episode was checked when it came first; a new one, against the closed.
-        seen = np.zeros(len(p), bool)
-        seen[order < held] = True
-        group = np.cumsum(first) - 1
-        new = ~np.bincount(group, seen, len(group) and group[-1] + 1).astype(bool)
+        new = ~np.logical_or.reduceat(order < held, np.flatnonzero(first)) if len(p) else first
         p, o, e = p[first], o[first], e[first]
         if (o[new] <= self._highest[p[new]]).any():
             raise NotMemoizable("a range whose opId is not above those of its name's closed episodes on its thread")
