@@ -1,8 +1,10 @@
 """`--summary` on a Parquet record store from columns: the memoized analysis (memo.py) over
 column-wise inputs (columnar.py) names each record's node (its content and unguarded Facts);
-what the summary adds up is then added per node and per group with numpy, in the order the
-record path adds it where order matters (float sums, first appearances), so the Profile and the
-warnings are those of the record path exactly.
+what the summary adds up is then added per node and per group with numpy, batch by batch, in
+the order the record path adds it where order matters (float sums, first appearances), so the
+Profile and the warnings are those of the record path exactly. Nothing is kept per record past
+its batch: memory grows with distinct nodes and groups (and each group's durations, which the
+record path keeps too), not with records.
 
 It applies to --summary alone (no other view in the run), without filters, --by call or --costs,
 on a record store; any record the memo is not exact for (memo.NotMemoizable) sends the whole run
@@ -11,7 +13,6 @@ back to the record path, before anything is written.
 from __future__ import annotations
 
 import argparse
-from array import array
 from types import ModuleType
 from typing import Any
 
@@ -20,8 +21,8 @@ import numpy as np
 from ..store import read as store
 from . import filters
 from .groups import Group
-from .intervals import Timeline, Timelines
-from .io.columnar import Inputs
+from .intervals import Timeline
+from .io.columnar import BATCH, Inputs
 from .pricing import beyond_peak
 from .pricing.memo import NotMemoizable, Recorder
 from .io.reader import newer
@@ -49,200 +50,190 @@ def profile(args: argparse.Namespace, views: list[ModuleType]) -> tuple[summary.
         return None
 
 
-def fill(path: str, by: str) -> tuple[summary.Profile, Tally]:
-    """Profile (grouped `by`) and Tally of the store `path`; NotMemoizable where not exact."""
+def fill(path: str, by: str, batch: int = BATCH) -> tuple[summary.Profile, Tally]:
+    """Profile (grouped `by`) and Tally of the store `path`, read `batch` records at a time;
+    NotMemoizable where not exact."""
     inputs = Inputs()
-    nodes, durs, starts, ends = [], [], [], []
-    for batch, node, _ in inputs.run(path):
-        nodes.append(node)
-        durs.append(batch.column("kDuration").to_numpy())
-        starts.append(batch.column("kStart").to_numpy())
-        ends.append(batch.column("kEnd").to_numpy())
-    def cat(xs: list, t: Any) -> Any:
-        return np.concatenate(xs) if xs else np.zeros(0, t)
+    total = _Aggregate(inputs.memo.nodes, by)
+    for records, node, _ in inputs.run(path, batch):
+        total.add(node, *[records.column(t).to_numpy() for t in ("kDuration", "kStart", "kEnd")])
+    return total.profile()
 
-    return _Aggregate(inputs.memo.nodes, cat(nodes, np.int32), cat(durs, np.int64), cat(starts, np.int64),
-                      cat(ends, np.int64)).profile(by)
+
+def _grown(a: np.ndarray, n: int, fill: Any) -> np.ndarray:
+    """`a` with room for `n` values (at least doubled when it grows), the new ones `fill`."""
+    return a if len(a) >= n else np.concatenate((a, np.full(max(n, 2 * len(a)) - len(a), fill, a.dtype)))
 
 
 class _Aggregate:
-    """Per-record arrays (node, duration, start, end) added up as Profile.add would."""
+    """What Profile.add would add up, per node (its records' count, time, first record ...) and
+    per group, batch by batch (add), made into the Profile at the end (profile)."""
 
-    def __init__(self, nodes: list, node: np.ndarray, dur: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
+    # Arrays indexed by node, and their value before it is met: what its Facts say (a kernel
+    # node's), then what is added up.
+    _PER_NODE = {"kernel": False, "tc": False, "simt": False, "tc_group": False, "has_call": False,
+                 "guard_flops": np.nan, "guard_peak": np.nan, "flops": np.nan, "peak": np.nan,
+                 "bytes": np.nan, "gbps": np.nan, "device": -1, "group": -1,
+                 "count": 0, "time": 0, "first": -1, "held": 0, "first_held": -1, "tiny": 0, "over": 0,
+                 "highest": -np.inf}
+
+    def __init__(self, nodes: list, by: str) -> None:
         self.nodes = nodes
-        self.facts = [n.facts for n in nodes]
-        self.node, self.dur, self.start, self.end = node, dur, start, end
-        if np.abs(dur).max(initial=0) >= _EXACT:
+        self.prof = summary.Profile(by)
+        self.records = 0
+        self.keys: list = []        # group number -> its key
+        self.numbers: dict = {}     # and back
+        self.devices: dict = {}     # device -> its number
+        self.busy: list[_Busy] = []
+        for name, v in self._PER_NODE.items():
+            setattr(self, name, np.zeros(0, np.float64 if isinstance(v, float) else type(v) if isinstance(v, bool)
+                                     else np.int64))
+
+    def add(self, node: np.ndarray, dur: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
+        """Add a batch: per record its node, duration, start and end."""
+        if not len(node):
+            return
+        if np.abs(dur).max() >= _EXACT:
             raise NotMemoizable("a duration beyond 2**53 ns")
-        self.by_node = np.argsort(node, kind="stable")  # each node's records, in input order
-        self.bounds = np.searchsorted(node[self.by_node], np.arange(len(nodes) + 1))
-        firsts = np.full(len(nodes), len(node), np.int64)
-        used = self.bounds[1:] > self.bounds[:-1]
-        firsts[used] = self.by_node[self.bounds[:-1][used]]
-        self.first = firsts
-        # nodes by their first record: the order the record path first meets each
-        self.order = [int(i) for i in np.argsort(firsts, kind="stable") if used[i]]
-        self.is_kernel = [n.rec.get("kind", "kernel") == "kernel" for n in nodes]
-        self.held = self._guard()
-
-    def rows(self, i: int) -> np.ndarray:
-        """The records of node `i`, in input order."""
-        return self.by_node[self.bounds[i]:self.bounds[i + 1]]
-
-    def _per_node(self, values: list, dtype: type) -> np.ndarray:
-        return np.array(values, dtype) if values else np.zeros(0, dtype)
-
-    def _guard(self) -> np.ndarray:
-        """Per record: whether beyond_peak.guard withholds its FLOPs (its comparison, exactly)."""
-        flops, peak = [], []
-        for f, kernel in zip(self.facts, self.is_kernel):
-            p = f.peak_tflops
-            if f.flops and p and kernel:
-                if abs(f.flops) >= _EXACT:
-                    raise NotMemoizable("FLOPs beyond 2**53 (inexact as float64)")
-                flops.append(float(f.flops))
-                peak.append(p)
-            else:
-                flops.append(np.nan)
-                peak.append(np.nan)
-        fl, pk = self._per_node(flops, np.float64)[self.node], self._per_node(peak, np.float64)[self.node]
-        with np.errstate(invalid="ignore"):
-            return (self.dur > 0) & ~np.isnan(fl) & (fl > self.dur.astype(np.float64) * pk * 1e3)
-
-    def profile(self, by: str) -> tuple[summary.Profile, Tally]:
-        prof, tally = summary.Profile(by), Tally()
-        self._warnings(tally)
-        for i in self.order:
-            if not self.is_kernel[i]:
-                rows = self.rows(i)
-                time = int(self.dur[rows].sum())
-                prof.copies += len(rows)
-                prof.copy_time += time
-                prof.evidence.copies(self.nodes[i].rec, len(rows), time)
-        self._kernels(prof)
-        tally.records = len(self.node)
-        return prof, tally
-
-    def _warnings(self, tally: Tally) -> None:
-        """The warnings of every record, each (kind, name) counted first where the record path
-        first gives it: the format's (reader.newer), the analysis', then beyond_peak's."""
-        said = []
-        for i in self.order:
-            n, rows = self.nodes[i], self.rows(i)
-            mine = Recorder()
-            newer(n.rec, mine)
-            for j, (kind, name) in enumerate(mine.said + list(n.warnings)):
-                said.append((int(self.first[i]), 0, j, kind, name, len(rows)))
-            held = rows[self.held[rows]]
-            if len(held):
-                said.append((int(held[0]), 1, 0, beyond_peak.REASON, beyond_peak.op_name(n.rec), len(held)))
-        for _, _, _, kind, name, c in sorted(said, key=lambda s: s[:3]):
-            tally.warn(kind, name)
-            tally.warnings[kind][name] += c - 1
-
-    def _kernels(self, prof: summary.Profile) -> None:
-        kernel = self._per_node(self.is_kernel, bool)[self.node] if len(self.node) else np.zeros(0, bool)
-        tc = self._per_node([f.tc is True for f in self.facts], bool)[self.node]
-        simt = self._per_node([f.tc is False for f in self.facts], bool)[self.node]
-        prof.kernels = int(kernel.sum())
-        prof.gpu_time = int(self.dur[kernel].sum())
-        prof.tc_time = int(self.dur[kernel & tc].sum())
-        prof.simt_time = int(self.dur[kernel & simt].sum())
+        base, self.records = self.records, self.records + len(node)
+        for name, v in self._PER_NODE.items():
+            setattr(self, name, _grown(getattr(self, name), len(self.nodes), v))
+        self._meet(node, base)
+        kernel = self.kernel[node]
+        durf = dur.astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            # beyond_peak.guard's comparison, exactly
+            held = (dur > 0) & (self.guard_flops[node] > durf * self.guard_peak[node] * 1e3)
+            self._per_node(node, dur, held, kernel, durf, base)
         rows = np.flatnonzero(kernel)
-        self._timelines(prof.timelines, rows)
-        group_of = np.full(len(self.nodes), -1, np.int64)
-        keys: dict = {}
-        for i in self.order:
-            if not self.is_kernel[i]:
+        prof = self.prof
+        kd = dur[rows]
+        prof.kernels += len(rows)
+        prof.gpu_time += int(kd.sum())
+        prof.tc_time += int(kd[self.tc[node[rows]]].sum())
+        prof.simt_time += int(kd[self.simt[node[rows]]].sum())
+        device = self.device[node[rows]]
+        for d in np.unique(device).tolist():
+            at = rows[device == d]
+            self.busy[d].add(start[at], end[at])
+        self._groups(node[rows], kd, held[rows])
+
+    def _meet(self, node: np.ndarray, base: int) -> None:
+        """Note the nodes first met in this batch, in the order of their first records: their
+        first record, what their Facts say, their device's Timeline and group (made in that order,
+        as the record path makes them)."""
+        uniq, first = np.unique(node, return_index=True)
+        new = self.first[uniq] < 0
+        uniq, first = uniq[new], first[new]
+        prof = self.prof
+        for row, i in sorted(zip(first.tolist(), uniq.tolist())):
+            self.first[i] = base + row
+            n = self.nodes[i]
+            if n.rec.get("kind", "kernel") != "kernel":
                 continue
-            n, f = self.nodes[i], self.facts[i]
-            gpu, device = n.rec.get("gpu"), n.rec.get("device")
+            f = n.facts
+            self._describe(i, f)
+            device, gpu = n.rec.get("device"), n.rec.get("gpu")
+            if device not in self.devices:
+                self.devices[device] = len(self.busy)
+                self.busy.append(_Busy(prof.timelines.devices.setdefault(device, Timeline(prof.timelines.window))))
+            self.device[i] = self.devices[device]
             if device not in prof.gpus and isinstance(gpu, dict) and gpu.get("name"):
                 prof.gpus[device] = gpu["name"]
             key = prof.groups.key_of(n.rec, f)
             prof.groups.group(key)
-            group_of[i] = keys.setdefault(key, len(keys))
-            self._evidence(prof, i)
-        self._groups(prof, group_of[self.node[rows]], rows, list(keys))
+            if key not in self.numbers:
+                self.numbers[key] = len(self.keys)
+                self.keys.append(key)
+            self.group[i] = self.numbers[key]
 
-    def _timelines(self, timelines: Timelines, rows: np.ndarray) -> None:
-        """Each device's busy time from the kernels `rows`: computed from sorted intervals where
-        the streaming window of intervals.py finds no kernel late (then it is the exact union),
-        else added record by record."""
-        numbers: dict = {}
-        device_of = self._per_node([numbers.setdefault(n.rec.get("device"), len(numbers)) if k else -1
-                                    for n, k in zip(self.nodes, self.is_kernel)], np.int64)[self.node[rows]]
-        devices = list(numbers)
-        firsts = sorted(range(len(devices)), key=lambda d: int(rows[np.argmax(device_of == d)]))
-        for d in firsts:
-            at = rows[device_of == d]
-            tl = timelines.devices[devices[d]] = Timeline(timelines.window)
-            if not _union(tl, self.start[at], self.end[at]):
-                for s, e in zip(self.start[at].tolist(), self.end[at].tolist()):
-                    tl.add(s, e)
+    def _describe(self, i: int, f: Any) -> None:
+        """What the Facts `f` of kernel node `i` say to the guard, the evidence and the groups;
+        NotMemoizable for a value float64 would not hold exactly."""
+        self.kernel[i] = True
+        self.tc[i], self.simt[i], self.tc_group[i] = f.tc is True, f.tc is False, bool(f.tc)
+        self.has_call[i] = f.call_work is not None
+        peak = f.peak_tflops
+        if f.flops and peak:
+            if abs(f.flops) >= _EXACT:
+                raise NotMemoizable("FLOPs beyond 2**53 (inexact as float64)")
+            self.guard_flops[i], self.guard_peak[i] = float(f.flops), peak
+        if peak is not None and f.flops is not None:
+            if peak == 0 or abs(f.flops) >= _EXACT:
+                raise NotMemoizable("a peak of 0, or FLOPs beyond 2**53")
+            self.flops[i], self.peak[i] = float(f.flops), peak
+        if f.peaks is not None and f.peaks.gbps and f.bytes is not None:
+            if abs(f.bytes) >= _EXACT:
+                raise NotMemoizable("bytes beyond 2**53")
+            self.bytes[i], self.gbps[i] = float(f.bytes), f.peaks.gbps
 
-    def _evidence(self, prof: summary.Profile, i: int) -> None:
-        """Evidence and the priced share of node `i`: %Peak and %BW per record, as columns.py
-        computes them on the guarded Facts."""
-        n, f, rows = self.nodes[i], self.facts[i], self.rows(i)
-        dur = self.dur[rows]
-        time = int(dur.sum())
-        prof.priced[f.level] = prof.priced.get(f.level, 0) + time
-        durf = dur.astype(np.float64)
-        known = (dur != 0) & ~self.held[rows]
-        pp = np.zeros(len(rows))
-        pb = np.zeros(len(rows))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            peak = f.peak_tflops
-            if peak is not None and f.flops is not None:
-                if peak == 0 or abs(f.flops) >= _EXACT:
-                    raise NotMemoizable("a peak of 0, or FLOPs beyond 2**53")
-                pp[known] = float(f.flops) / durf[known] * 1e-3 / peak * 100
-            if f.peaks is not None and f.peaks.gbps and f.bytes is not None:
-                if abs(f.bytes) >= _EXACT:
-                    raise NotMemoizable("bytes beyond 2**53")
-                pb[known] = float(f.bytes) / durf[known] / f.peaks.gbps * 100
-        over = (pp > 100) | (pb > 100)
-        highest = float(np.maximum(pp, pb)[over].max()) if over.any() else None
-        prof.evidence.kernels(n.rec, f, len(rows), time, int((dur < TINY_NS).sum()), int(over.sum()), highest)
+    def _per_node(self, node: np.ndarray, dur: np.ndarray, held: np.ndarray, kernel: np.ndarray,
+                  durf: np.ndarray, base: int) -> None:
+        """Add the batch to each node's count, time, guarded records, tiny ones, and the %Peak and
+        %BW above 100 (columns.py's, on the guarded Facts)."""
+        n = len(self.first)
+        self.count[:] += np.bincount(node, minlength=n)
+        np.add.at(self.time, node, dur)
+        self.held[:] += np.bincount(node[held], minlength=n)
+        rows = np.flatnonzero(held)
+        uniq, at = np.unique(node[rows], return_index=True)
+        unset = self.first_held[uniq] < 0
+        self.first_held[uniq[unset]] = base + rows[at[unset]]
+        self.tiny[:] += np.bincount(node[dur < TINY_NS], minlength=n)
+        known = (dur != 0) & ~held
+        pp, pb = np.zeros(len(node)), np.zeros(len(node))
+        # columns.py's float operations, in its order
+        at = known & ~np.isnan(self.flops[node])
+        pp[at] = self.flops[node[at]] / durf[at] * 1e-3 / self.peak[node[at]] * 100
+        at = known & ~np.isnan(self.bytes[node])
+        pb[at] = self.bytes[node[at]] / durf[at] / self.gbps[node[at]] * 100
+        over = ((pp > 100) | (pb > 100)) & kernel
+        self.over[:] += np.bincount(node[over], minlength=n)
+        np.maximum.at(self.highest, node[over], np.maximum(pp, pb)[over])
 
-    def _groups(self, prof: summary.Profile, gid: np.ndarray, rows: np.ndarray, keys: list) -> None:
-        """Each group's totals as Group.add makes them, record by record (`rows`: the kernels)."""
-        tc = self._per_node([bool(f.tc) for f in self.facts], bool)
-        # A record's class: its node, and whether beyond_peak withheld its FLOPs.
-        own, call = {}, {}
-        for i, f in enumerate(self.facts):
-            own[2 * i] = (f.flops, f.bytes)
-            own[2 * i + 1] = (None, None)
-            call[2 * i] = f.call_work
-            call[2 * i + 1] = f.call_work if f.call_work is not None else (f.flops, f.bytes)
-        has_call = np.array([call[c] is not None for c in range(2 * len(self.facts))], bool)
+    def _groups(self, node: np.ndarray, dur: np.ndarray, held: np.ndarray) -> None:
+        """Each group's totals as Group.add makes them, kernel by kernel (`node`, `dur` and `held`
+        per kernel of the batch, in input order)."""
+        gid = self.group[node]
         order = np.argsort(gid, kind="stable")
-        bounds = np.searchsorted(gid[order], np.arange(len(keys) + 1))
-        for g, key in enumerate(keys):
-            at = rows[order[bounds[g]:bounds[g + 1]]]
-            grp = prof.groups.groups[key]
-            n, d = self.node[at], self.dur[at]
-            cls = 2 * n.astype(np.int64) + self.held[at]
-            grp.time = int(d.sum())
-            grp.count = len(at)
-            grp.durations = array("q", d.astype(np.int64).tobytes())
-            grp.tc_time = int(d[tc[n]].sum())
+        present = np.unique(gid)
+        bounds = np.searchsorted(gid[order], np.append(present, present[-1] + 1)) if len(present) else []
+        groups = self.prof.groups.groups
+        for g, lo, hi in zip(present.tolist(), bounds[:-1], bounds[1:]):
+            at = order[lo:hi]
+            grp = groups[self.keys[g]]
+            n, d = node[at], dur[at]
+            # A record's class: its node, and whether beyond_peak withheld its FLOPs.
+            cls = 2 * n.astype(np.int64) + held[at]
+            grp.time += int(d.sum())
+            grp.count += len(at)
+            grp.durations.frombytes(d.astype(np.int64).tobytes())
+            grp.tc_time += int(d[self.tc_group[n]].sum())
             # A kernel whose whole-call work is not its own counts the one the grouping asks
             # for, and each in the group's `both` (Group.add).
-            main = {c: call[c] if call[c] is not None and grp.whole else own[c] for c in own}
-            self._work(grp, cls, d, main)
-            split = has_call[cls]
+            self._work(grp, cls, d, "whole" if grp.whole else "own")
+            split = self.has_call[n] | held[at]
             if split.any():
-                grp.both = (Group(grp.name, grp.keys), Group(grp.name, grp.keys, True))
-                for part, work in zip(grp.both, (own, call)):
-                    part.count = int(split.sum())
+                if grp.both is None:
+                    grp.both = (Group(grp.name, grp.keys), Group(grp.name, grp.keys, True))
+                for part, work in zip(grp.both, ("own", "call")):
+                    part.count += int(split.sum())
                     self._work(part, cls[split], d[split], work)
 
-    def _work(self, grp: Group, cls: np.ndarray, d: np.ndarray, work: dict) -> None:
+    def _of(self, c: int, work: str) -> tuple:
+        """(FLOPs, bytes) a record of class `c` does: its own, its call's share, or the whole
+        grouping's (its call's where it has one)."""
+        f = self.nodes[c // 2].facts
+        own = (f.flops, f.bytes) if c % 2 == 0 else (None, None)
+        if work == "own":
+            return own
+        call = f.call_work if c % 2 == 0 or f.call_work is not None else (f.flops, f.bytes)
+        return call if work == "call" or call is not None else own
+
+    def _work(self, grp: Group, cls: np.ndarray, d: np.ndarray, work: str) -> None:
         """Group._work for records of classes `cls` (node and withheld, as _groups numbers them)
-        and durations `d`, each doing work[class] (FLOPs, bytes), in input order: the capacity
-        is a float sum, added in that order."""
+        and durations `d`, each doing _of(class, work), in input order: the capacity is a float
+        sum, added in that order (after the batches before)."""
         if not len(cls):
             return
         uniq, inverse = np.unique(cls, return_inverse=True)
@@ -252,9 +243,9 @@ class _Aggregate:
         counts = np.bincount(inverse, minlength=len(uniq))
         peak = np.zeros(len(uniq))
         for j, c in enumerate(uniq.tolist()):
-            flops, nbytes = work[c]
+            flops, nbytes = self._of(c, work)
             count, time = int(counts[j]), int(times[j])
-            p = self.facts[c // 2].peak_tflops
+            p = self.nodes[c // 2].facts.peak_tflops
             if flops is None:
                 grp.flops_na += count
             else:
@@ -272,27 +263,108 @@ class _Aggregate:
         terms = d[p != 0].astype(np.float64) * p[p != 0] * 1e3
         grp.capacity = float(np.cumsum(np.concatenate(([grp.capacity], terms)))[-1])
 
+    def profile(self) -> tuple[summary.Profile, Tally]:
+        """The Profile and Tally of the records added."""
+        prof, tally = self.prof, Tally()
+        first = self.first[:len(self.nodes)]
+        order = [i for i in np.argsort(first, kind="stable").tolist() if first[i] >= 0]
+        self._warnings(tally, order)
+        for i in order:
+            n, count, time = self.nodes[i], int(self.count[i]), int(self.time[i])
+            if not self.kernel[i]:
+                prof.copies += count
+                prof.copy_time += time
+                prof.evidence.copies(n.rec, count, time)
+        for i in order:
+            n, count, time = self.nodes[i], int(self.count[i]), int(self.time[i])
+            if self.kernel[i]:
+                f = n.facts
+                prof.priced[f.level] = prof.priced.get(f.level, 0) + time
+                over = int(self.over[i])
+                prof.evidence.kernels(n.rec, f, count, time, int(self.tiny[i]), over,
+                                      float(self.highest[i]) if over else None)
+        for busy in self.busy:
+            busy.finish()
+        tally.records = self.records
+        return prof, tally
 
-def _union(tl: Timeline, starts: np.ndarray, ends: np.ndarray) -> bool:
-    """Fill the empty Timeline `tl` with the union of the intervals [starts, ends) as its add()
-    would, record by record; False (tl untouched) where add() might find one late: a kernel is
-    never late while it starts no earlier than every kernel but the last window - 1 before it
-    (the frontier is below the window-th latest start so far)."""
-    keep = ends > starts
-    s, e = starts[keep], ends[keep]
-    if not len(s):
-        return True
-    w = tl.window
-    if len(s) > w and (s[w:] < np.maximum.accumulate(s)[:-w]).any():
-        return False
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
-    reach = np.maximum.accumulate(e)
-    new = np.concatenate(([True], s[1:] > reach[:-1]))
-    begin = s[new]
-    end = reach[np.append(np.flatnonzero(new)[1:] - 1, len(s) - 1)]
-    gaps = begin[1:] - end[:-1]
-    tl.busy = int((end - begin).sum())
-    tl.gaps, tl.gap_total, tl.gap_max = len(gaps), int(gaps.sum()), int(gaps.max(initial=0))
-    tl.first, tl.last, tl.frontier = int(s[0]), int(reach[-1]), int(end[-1])
-    return True
+    def _warnings(self, tally: Tally, order: list) -> None:
+        """The warnings of every record, each (kind, name) counted first where the record path
+        first gives it: the format's (reader.newer), the analysis', then beyond_peak's."""
+        said = []
+        for i in order:
+            n, count = self.nodes[i], int(self.count[i])
+            mine = Recorder()
+            newer(n.rec, mine)
+            for j, (kind, name) in enumerate(mine.said + list(n.warnings)):
+                said.append((int(self.first[i]), 0, j, kind, name, count))
+            if self.held[i]:
+                said.append((int(self.first_held[i]), 1, 0, beyond_peak.REASON, beyond_peak.op_name(n.rec),
+                             int(self.held[i])))
+        for _, _, _, kind, name, c in sorted(said, key=lambda s: s[:3]):
+            tally.warn(kind, name)
+            tally.warnings[kind][name] += c - 1
+
+
+class _Busy:
+    """One device's busy time from its kernels' intervals, batch by batch, as intervals.py's
+    Timeline adds them record by record. While no kernel starts before a kernel `window` kernels
+    earlier started, Timeline's result is the exact union of the intervals: merged intervals are
+    final once they end before any later kernel may start (no later than the window-th latest
+    start so far), the others are carried into the next batch. A kernel that could be late sends
+    the run to the record path (NotMemoizable): Timeline's answer then depends on its window."""
+
+    def __init__(self, tl: Timeline) -> None:
+        self.tl = tl
+        self.tail = np.zeros(0, np.int64)  # the latest `window` starts, in input order
+        self.before = np.iinfo(np.int64).min  # the latest start of those before them
+        self.begin = np.zeros(0, np.int64)  # open merged intervals, sorted
+        self.end = np.zeros(0, np.int64)
+
+    def add(self, starts: np.ndarray, ends: np.ndarray) -> None:
+        """Add the intervals [starts, ends) of kernels in input order (empty ones add nothing)."""
+        keep = ends > starts
+        s, e = starts[keep].astype(np.int64), ends[keep].astype(np.int64)
+        if not len(s):
+            return
+        w, tl = self.tl.window, self.tl
+        ext = np.concatenate((self.tail, s))
+        reach = np.maximum.accumulate(np.concatenate(([self.before], ext)))
+        # ext[p] (p >= w: a kernel of this batch) must start no earlier than every kernel w before it
+        if len(ext) > w and (ext[w:] < reach[1:len(ext) - w + 1]).any():
+            raise NotMemoizable("a kernel starting before one a window of kernels earlier (intervals.py)")
+        bound = int(reach[len(ext) - w + 1]) if len(ext) >= w else None
+        if len(ext) > w:
+            self.before, self.tail = int(reach[len(ext) - w]), ext[len(ext) - w:]
+        else:
+            self.tail = ext
+        tl.first = int(s.min()) if tl.first is None else min(tl.first, int(s.min()))
+        tl.last = int(e.max()) if tl.last is None else max(tl.last, int(e.max()))
+        b, e = np.concatenate((self.begin, s)), np.concatenate((self.end, e))
+        order = np.argsort(b, kind="stable")
+        b, r = b[order], np.maximum.accumulate(e[order])
+        new = np.concatenate(([True], b[1:] > r[:-1]))
+        begin = b[new]
+        end = r[np.append(np.flatnonzero(new)[1:] - 1, len(b) - 1)]
+        done = 0 if bound is None else int(np.searchsorted(end, bound))  # those ending before it
+        self._finalise(begin[:done], end[:done])
+        self.begin, self.end = begin[done:], end[done:]
+
+    def _finalise(self, begin: np.ndarray, end: np.ndarray) -> None:
+        """Count merged intervals no later kernel can touch: busy time and the gaps before them."""
+        if not len(begin):
+            return
+        tl = self.tl
+        gaps = begin[1:] - end[:-1]
+        if tl.frontier is not None:
+            gaps = np.concatenate(([int(begin[0]) - tl.frontier], gaps))
+        tl.busy += int((end - begin).sum())
+        tl.gaps += len(gaps)
+        tl.gap_total += int(gaps.sum())
+        tl.gap_max = max(tl.gap_max, int(gaps.max(initial=0)))
+        tl.frontier = int(end[-1])
+
+    def finish(self) -> None:
+        """Count the intervals still open."""
+        self._finalise(self.begin, self.end)
+        self.begin = self.end = np.zeros(0, np.int64)

@@ -133,8 +133,9 @@ def batches(path: str, fields: list[str], size: int, dictionary: tuple = ()) -> 
     pa = schema.require_pyarrow()
     for frag in _dataset(path).get_fragments():
         try:
-            # One file at a time, a batch at a time (the dataset scanner reads ahead: 3x the memory).
-            with pa.parquet.ParquetFile(frag.path, read_dictionary=list(dictionary)) as file:
+            # One file at a time, a batch at a time (the dataset scanner reads ahead: 3x the memory),
+            # without pre-buffering: its cache keeps every column chunk read till the file is done.
+            with pa.parquet.ParquetFile(frag.path, read_dictionary=list(dictionary), pre_buffer=False) as file:
                 for batch in file.iter_batches(size, columns=fields + [KEYS, EXTRA]):
                     yield _rank(frag), batch
         except (pa.ArrowException, OSError) as err:

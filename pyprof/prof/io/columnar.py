@@ -19,7 +19,7 @@ import numpy as np
 from ...store import read as store
 from ...store.schema import EXTRA, FIELDS, JSON, KEYS, loads
 from ..pricing.registry import lookup_aten
-from ..pricing.memo import Memo, NotMemoizable, fresh
+from ..pricing.memo import Fresh, Memo, NotMemoizable
 
 # Read by no analysis and no summary (columns.py's per-kernel table alone reads them).
 UNREAD = ("correlationId", "seqId", "altSeqId", "launch", "regs", "staticShared", "dynamicShared", "trace")
@@ -100,18 +100,17 @@ class Inputs:
         self._outer_keys: dict = {}
         self._threads: dict = {}
         self._names: dict = {}
-        self._ranges_held: list = []  # per batch: (thread, episode, name, opId) of stateful ranges
+        self._fresh = Fresh()  # (thread, episode, name, opId) of stateful ranges, checked per batch
         self._numbered: dict = {}  # a torchOps text's ids numbered by first appearance -> its number
         self._numberings: list = []  # and back
         self._joined = _Joined(self._numberings)
         self.memo = Memo(lambda where: store.record_at(where[0], where[1], FIELDS_READ, where[2]))
 
-    def run(self, path: str) -> Iterator[tuple[Any, np.ndarray, np.ndarray]]:
-        """Per batch: (batch, node per record, call number per record (0: no kernel)); at the end,
-        NotMemoizable unless memo.fresh holds."""
-        for rank, batch in store.batches(path, FIELDS_READ, BATCH, DICTIONARY):
+    def run(self, path: str, size: int = BATCH) -> Iterator[tuple[Any, np.ndarray, np.ndarray]]:
+        """Per batch of `size` records: (batch, node per record, call number per record (0: no
+        kernel)); NotMemoizable, before a batch is given, unless memo.Fresh holds up to it."""
+        for rank, batch in store.batches(path, FIELDS_READ, size, DICTIONARY):
             yield batch, *self._batch(batch, rank)
-        fresh(*[np.concatenate(a) for a in zip(*self._ranges_held)] if self._ranges_held else [np.zeros(0)] * 4)
 
     def _batch(self, batch: Any, rank: int | None) -> tuple[np.ndarray, np.ndarray]:
         import pyarrow.compute as pc
@@ -159,13 +158,13 @@ class Inputs:
 
     def _hold(self, held: tuple, codes: np.ndarray, kernel: np.ndarray, threads: np.ndarray,
               episodes: np.ndarray) -> None:
-        """Keep (thread, episode, name, opId) of each stateful range of each kernel record."""
+        """Check (thread, episode, name, opId) of each stateful range of each kernel record (Fresh)."""
         count, names, opids = held
         lengths = np.where(kernel, count[codes], 0)
         rows = np.repeat(np.arange(len(codes)), lengths)
         within = np.arange(len(rows)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
         at = (np.cumsum(count) - count)[codes[rows]] + within
-        self._ranges_held.append((threads[rows], episodes[rows], names[at], opids[at]))
+        self._fresh.add(threads[rows], episodes[rows], names[at], opids[at], self.memo.open_episodes())
 
     def _codes(self, column: Any) -> np.ndarray:
         """Per row, a number equal for equal values of `column` (null a value of its own)."""

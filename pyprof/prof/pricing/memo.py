@@ -22,7 +22,7 @@ thread can matter to this one. It holds (see analysis.py):
 So the memo requires, per thread (else NotMemoizable: the caller runs the record path instead):
 - no range a range state can hold (the innermost, or one with an aten formula), by (name, opId),
   in two episodes of a thread (an episode: the records since the thread's call state was made;
-  `fresh` checks it over the whole input, after the pass);
+  `Fresh` checks it batch by batch);
 - a call's identity not that of the call whose kernels last set the thread's call state (each
   node knows whether its call has set it), unless the call starts at sub-sequence 0 without
   PyTorch ranges, a forward kernel: its kernels all set the call state or none does (one marker,
@@ -46,16 +46,55 @@ from ..warnings_tally import Tally
 ROOT = -1  # the node of a thread before its call's first kernel
 
 
-def fresh(threads: np.ndarray, episodes: np.ndarray, names: np.ndarray, opids: np.ndarray) -> None:
-    """NotMemoizable unless each range a range state may hold, (thread, name, opId) per range of
-    each kernel record (names and threads as numbers), is in one episode of its thread."""
-    if not len(opids):
-        return
-    order = np.lexsort((episodes, opids, names, threads))
-    t, n, o, e = threads[order], names[order], opids[order], episodes[order]
-    same = (t[1:] == t[:-1]) & (n[1:] == n[:-1]) & (o[1:] == o[:-1])
-    if (same & (e[1:] != e[:-1])).any():
-        raise NotMemoizable("a range of an op call is one of an earlier episode of its thread")
+class Fresh:
+    """memo's assumption on ranges, checked batch by batch (`add`): each range a range state may
+    hold, (thread, name, opId) per range of each kernel record (threads and names as numbers), is
+    in one episode of its thread. Only an episode that is a thread's current one or the one holding
+    its call state gets records later (Memo.open_episodes): the ranges of those are kept with their
+    episode, and checked exactly. Of the others, closed for good, only the highest opId per
+    (thread, name) is kept: a later range of that pair must be above it (opIds grow as PyTorch
+    starts ops, and a thread's records come in the order it launched them), else the memo is not
+    sure and says NotMemoizable. Memory grows with the open episodes' ranges and the pairs, not
+    with records."""
+
+    def __init__(self) -> None:
+        self._pairs: dict = {}                   # (thread, name) -> its number
+        self._highest = np.zeros(0, np.int64)    # per pair, the highest opId of a closed episode
+        self._open = [np.zeros(0, np.int64)] * 3  # pair, opId and episode of open episodes' ranges
+
+    def add(self, threads: np.ndarray, episodes: np.ndarray, names: np.ndarray, opids: np.ndarray,
+            open_episodes: np.ndarray) -> None:
+        """The ranges of one batch; `open_episodes`: those that can get records after it.
+        NotMemoizable where a range is in two episodes of its thread, or may be."""
+        pair = self._numbers(threads, names)
+        held = len(self._open[0])
+        p, o, e = (np.concatenate((a, b)) for a, b in zip(self._open, (pair, opids.astype(np.int64), episodes)))
+        order = np.lexsort((e, o, p))
+        p, o, e = p[order], o[order], e[order]
+        same = (p[1:] == p[:-1]) & (o[1:] == o[:-1])
+        if (same & (e[1:] != e[:-1])).any():
+            raise NotMemoizable("a range of an op call is one of an earlier episode of its thread")
+        first = np.ones(len(p), bool)
+        first[1:] = ~same
+        # A range of an open episode was checked when it came first; a new one, against the closed.
+        new = ~np.logical_or.reduceat(order < held, np.flatnonzero(first)) if len(p) else first
+        p, o, e = p[first], o[first], e[first]
+        if (o[new] <= self._highest[p[new]]).any():
+            raise NotMemoizable("a range whose opId is not above those of its name's closed episodes on its thread")
+        still = np.isin(e, open_episodes)
+        self._open = [p[still], o[still], e[still]]
+        np.maximum.at(self._highest, p[~still], o[~still])
+
+    def _numbers(self, threads: np.ndarray, names: np.ndarray) -> np.ndarray:
+        """Each (thread, name)'s number (the pairs met so far get theirs)."""
+        if not len(threads):
+            return np.zeros(0, np.int64)
+        uniq, which = np.unique(np.stack((threads, names)), axis=1, return_inverse=True)
+        number = np.array([self._pairs.setdefault(pair, len(self._pairs)) for pair in zip(*uniq.tolist())], np.int64)
+        if len(self._highest) < len(self._pairs):
+            self._highest = np.concatenate((self._highest, np.full(len(self._pairs) - len(self._highest),
+                                                                   np.iinfo(np.int64).min)))
+        return number[which.reshape(-1)]
 
 
 class NotMemoizable(Exception):
@@ -142,7 +181,7 @@ class Memo:
         content without its volatile ids, `volatile`: those ids in order, `pattern`: each numbered
         by its first appearance among them (what they are renamed to where the kernel starts its
         episode). NotMemoizable where the
-        thread's earlier calls could matter (and fresh() must hold for the episodes)."""
+        thread's earlier calls could matter (and Fresh must hold for the episodes)."""
         t = self._threads.get(thread)
         if t is None:
             t = self._threads[thread] = _Thread()
@@ -172,6 +211,12 @@ class Memo:
         elif ranged and t.held is not ep:
             t.clean = False
         return node, t.number, ep.number
+
+    def open_episodes(self) -> np.ndarray:
+        """The numbers of the episodes that can get records later: each thread's current one and
+        the one whose call last set its call state (_new_call goes on with no other)."""
+        return np.array([ep.number for t in self._threads.values() for ep in (t.cur, t.held) if ep is not None],
+                        np.int64)
 
     def _new_call(self, t: _Thread, ident: Hashable, resets: bool) -> None:
         old = t.cur
