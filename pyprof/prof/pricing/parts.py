@@ -728,7 +728,12 @@ class CallParts:
 
 
 def _threads(dims: object) -> int | None:
-    """grid or block dimensions as one count; None when the record's value is not 3 positive ints."""
+    """grid or block dimensions as one count; None when the record's value is not a list of
+    positive ints (parse writes 3: that case is unpacked, not iterated, as it runs per kernel)."""
+    if type(dims) is list and len(dims) == 3:
+        x, y, z = dims
+        return x * y * z if type(x) is int and type(y) is int and type(z) is int and x > 0 and y > 0 and z > 0 \
+            else None
     if not isinstance(dims, list) or not dims or not all(type(d) is int and d > 0 for d in dims):
         return None
     return math.prod(dims)
