@@ -17,8 +17,8 @@ from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .tensor_flow import TensorFlow
 from .parts import (ADD, CONTIGUOUS, COPY, FILL, LAUNCH, SPLIT_K, CallParts, Part, backward_parts, family,
                     flash_helpers, forward_parts, conv_outputs, grid_z, math_attention_gemm, output_parts,
-                    range_outputs, range_parts, split_k, split_pass, split_sum, tensor_lists, tile_init, tiled_outputs,
-                    wgrad_segments)
+                    range_conv_tensors, range_outputs, range_parts, split_k, split_pass, split_sum, tensor_lists,
+                    tile_init, tiled_outputs, wgrad_segments)
 from .rnn_kernels import RnnCall
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost, Unknowable, lookup, retype
 from ..warnings_tally import Tally
@@ -450,7 +450,7 @@ class Analyzer:
                 return self._split_k(rec, name, range_outputs(sizes, cost, bprop), cost.dtype)
             gemm = aten_gemm(r.get("name"), sizes)
             return self._split_k(rec, name, [] if gemm is None else [(gemm[0] * gemm[1], gemm[2])], cost.dtype)
-        weight = (sizes + [None, None, None])[2] if cost.kind == CONV else None
+        weight = range_conv_tensors(sizes, True)[1] if cost.kind == CONV and bprop else None  # the wgrad's weight
         if mma and verdict == NONE and cost.kind == CONV and bprop and split_pass(name):
             return self._wgrad_split(rec, weight, ITEMSIZE.get(cost.dtype))
         if mma and verdict == NONE:

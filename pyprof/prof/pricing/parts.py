@@ -284,15 +284,22 @@ def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool)
     if cost is None or cost.kind != CONV or not size:
         return []
     shapes = sizes[:3] + ([cost.out_shape] if cost.out_shape else [])
-    x, w = ((sizes[1:3] if bprop else sizes[:2]) + [None, None])[:2]
+    x, w = range_conv_tensors(sizes, bprop)
     wgrad = wgrad_sum(x[0], math.prod(w), wgrad_sum_dtype(kernel or "") or cost.dtype) \
         if bprop and _conv_shape(x) and _conv_shape(w) else None
     return layout_parts(shapes, size) + ([] if wgrad is None else [wgrad])
 
 
+def range_conv_tensors(sizes: list, bprop: bool) -> tuple:
+    """(input, weight) shapes of a convolution's PyTorch range (forward: input, weight, ...;
+    aten::convolution_backward: dY, input, weight, ...), None where the range has fewer."""
+    x, w = ((sizes[1:3] if bprop else sizes[:2]) + [None, None])[:2]
+    return x, w
+
+
 def range_outputs(sizes: list, cost: Cost, bprop: bool) -> list:
     """conv_outputs of a convolution priced from its PyTorch range (range_parts' shapes)."""
-    x, w = ((sizes[1:3] if bprop else sizes[:2]) + [None, None])[:2]
+    x, w = range_conv_tensors(sizes, bprop)
     return conv_outputs(x, w, cost.out_shape, bprop, ITEMSIZE.get(cost.dtype))
 
 
@@ -548,9 +555,11 @@ def tile_init(kernel: str | None, grid: object, block: object) -> tuple | None:
     tiles are told to within the last block: counted the fewest the grid implies,
     (grid - 1) x block + 1 (the padding dominates a one-block grid: 528 bytes for ncu's 544 with
     two tiles, exact with one). Nothing is read. None for any other kernel or a type not known."""
-    m = _TILE_INIT.search(kernel or "") if kernel and "InitKernel<" in kernel else None
+    m = _TILE_INIT.search(kernel) if kernel and "InitKernel<" in kernel else None
+    if m is None:  # every kernel comes here: the name first, the launch only for cub's
+        return None
     g, b = _threads(grid), _threads(block)
-    if m is None or g is None or b is None:
+    if g is None or b is None:
         return None
     value = ITEMSIZE.get(template_dtype(f"<{m.group(2)}>"))  # as a template argument
     counter = ITEMSIZE.get(template_dtype(f"<{m.group(3)}>")) if m.group(1) == "Compact" else 0
@@ -606,8 +615,7 @@ def wgrad_segments(kernel: str | None, grid: object, weight_shape: object) -> in
     tiles (batch 2) wrote no such partials and ran no split-K kernel after it (ncu)."""
     m = GEMM_TILE.search(kernel or "") if _SEGMENT_K.search(kernel or "") else None
     blocks = _threads(grid)
-    if m is None or blocks is None or not isinstance(weight_shape, (list, tuple)) or len(weight_shape) < 3 \
-            or not all(type(d) is int and d > 0 for d in weight_shape):
+    if m is None or blocks is None or not _conv_shape(weight_shape):
         return None
     tiles = -(-weight_shape[0] // int(m.group(1))) * -(-math.prod(weight_shape[1:]) // int(m.group(2)))
     segments, left = divmod(blocks, tiles)
