@@ -598,7 +598,7 @@ def conv_outputs(input_shape: object, weight_shape: object, out_shape: object, b
 
 # A GEMM kernel's tile (M x N) as cuBLAS, cuBLASLt, CUTLASS and xmma names spell it: nvjet_sm90_hsh_64x8_...,
 # ..._tilesize64x64x8_..., cutlass_80_simt_sgemm_64x64_8x5_...
-GEMM_TILE = re.compile(r"(?:tilesize|_)(\d+)x(\d+)(?:x\d+)?_")
+_GEMM_TILE = re.compile(r"(?:tilesize|_)(\d+)x(\d+)(?:x\d+)?_")
 # xmma's segment-K weight gradient: `..._wgrad_..._execute_segment_k_on_kernel` computes the
 # gradient's GEMM (K x C·taps over N·spatial) in segments of the reduction, each tile's segments one
 # block apiece, and writes every segment's partial tile in fp32; `..._execute_split_k_kernel` then
@@ -613,7 +613,7 @@ def wgrad_segments(kernel: str | None, grid: object, weight_shape: object) -> in
     write 13 x 64 x 576 fp32 partials, 1,916,928 bytes, exact). None for any other kernel, and
     where the blocks are no whole number (2 or more) of segments a tile: a grid of 48 for those 9
     tiles (batch 2) wrote no such partials and ran no split-K kernel after it (ncu)."""
-    m = GEMM_TILE.search(kernel or "") if _SEGMENT_K.search(kernel or "") else None
+    m = _GEMM_TILE.search(kernel or "") if _SEGMENT_K.search(kernel or "") else None
     blocks = _threads(grid)
     if m is None or blocks is None or not _conv_shape(weight_shape):
         return None
@@ -643,6 +643,16 @@ def tensor_lists(marker: dict, cost: Cost | None) -> Lists | None:
 
 
 
+def gemm_tiles(kernel: str | None, grid: object) -> tuple | None:
+    """(tile M, tile N, the grid's x * y blocks) of a GEMM launch whose name states its tile
+    (_GEMM_TILE; z splits K or batches); None where the name states none or the grid is not
+    positive ints."""
+    m = _GEMM_TILE.search(kernel or "")
+    if m is None or _threads(grid) is None or len(grid) < 2:
+        return None
+    return int(m.group(1)), int(m.group(2)), grid[0] * grid[1]
+
+
 def tiled_outputs(kernel: str | None, grid: object, outputs: list) -> list:
     """The distinct (rows, cols) among `outputs` (the matrices a GEMM call may write) whose tiles,
     M x N as the kernel's name states them (either way round), make its grid's x * y blocks (z
@@ -650,11 +660,10 @@ def tiled_outputs(kernel: str | None, grid: object, outputs: list) -> list:
     gradient not a tiled one. All of them, distinct, where the name states no tile or the grid is
     not 3 ints."""
     distinct = list(dict.fromkeys(outputs))
-    m = GEMM_TILE.search(kernel or "")
-    if m is None or _threads(grid) is None or len(grid) < 2:
+    tiles = gemm_tiles(kernel, grid)
+    if tiles is None:
         return distinct
-    blocks = grid[0] * grid[1]
-    a, b = int(m.group(1)), int(m.group(2))
+    a, b, blocks = tiles
     return [(r, c) for r, c in distinct
             if blocks in (-(-r // a) * -(-c // b), -(-r // b) * -(-c // a))]
 

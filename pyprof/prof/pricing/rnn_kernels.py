@@ -39,7 +39,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from .parts import GEMM_TILE, SPLIT_K, family, split_pass
+from .parts import SPLIT_K, family, gemm_tiles, split_pass
 from .registry import Cost
 from .tensorcores import MMA, SIMT, classify
 from .values import ITEMSIZE
@@ -63,12 +63,12 @@ def _rows_tiled(kernel: str | None, grid: object, cols: int, step: int, most: in
     """The row counts (multiples of `step` up to `most`) whose rows x `cols` output a GEMM
     launch's tiles cover exactly: its grid's x * y blocks (z splits K or batches) are
     ceil(rows / tile M) * ceil(cols / tile N), the tile M x N read from the name, either way round."""
-    m = GEMM_TILE.search(kernel or "")
-    if m is None or not isinstance(grid, list) or len(grid) < 2 or not all(type(d) is int and d > 0 for d in grid):
+    tiles = gemm_tiles(kernel, grid)
+    if tiles is None:
         return []
-    blocks = grid[0] * grid[1]
+    tile_m, tile_n, blocks = tiles
     found = set()
-    for a, b in ((int(m.group(1)), int(m.group(2))), (int(m.group(2)), int(m.group(1)))):
+    for a, b in ((tile_m, tile_n), (tile_n, tile_m)):
         q, left = divmod(blocks, -(-cols // b))
         if left or not q:
             continue
