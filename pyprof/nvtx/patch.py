@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import torch
 
-from . import distributed, emit, inductor, warnsite, wrappers
+from . import ddp_buckets, distributed, emit, inductor, warnsite, wrappers
 from .priced import PRICED
 from .wrappers import is_wrapper, module_call, op_wrapper, scaler_wrapper, step_wrapper
 
@@ -195,6 +195,9 @@ def _patch() -> None:
         if getattr(c10d, name, None) is fn:
             _set(c10d, name, w)
     _set(torch.nn.Module, "__call__", module_call(torch.nn.Module.__call__))
+    ddp = ddp_buckets.target()
+    if ddp is not None:
+        _set(ddp[0], "forward", ddp_buckets.forward_wrapper(ddp[1]))
     for cls in _all_subclasses(torch.optim.Optimizer):
         _wrap_step(cls)
     _set(torch.optim.Optimizer, "__init_subclass__", classmethod(_optimizer_init_subclass))

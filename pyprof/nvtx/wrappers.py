@@ -176,9 +176,10 @@ def _entry(m: torch.nn.Module, name: str, names: _Names, qualified: str) -> tupl
             rep = str(rep)
     except Exception:
         rep = ""
-    from .distributed import module_dist  # it imports this module
-    return (module_marker(name, type(m).__name__, rep, module_dist(m)), ',"module":' + _quote(name), weakref.ref(m),
-            names, qualified)
+    from .ddp_buckets import module_json  # both import this module
+    from .distributed import module_dist
+    return (module_marker(name, type(m).__name__, rep, module_dist(m) + module_json(m)), ',"module":' + _quote(name),
+            weakref.ref(m), names, qualified)
 
 
 def _fill(names: _Names, root: torch.nn.Module) -> None:
@@ -214,6 +215,15 @@ def _names_of(root: torch.nn.Module) -> _Names:
         t[key] = _entry(root, type(root).__name__, t, "")
     _roots[key] = t
     return t
+
+
+def forget_module(m: torch.nn.Module) -> None:
+    """Drop the tables that hold `m`'s marker: its next call builds them, and its marker, again
+    (a marker that says what changed in the module: ddp_buckets)."""
+    for key, t in list(_roots.items()):
+        e = t.get(id(m))
+        if e is not None and e[2]() is m:
+            del _roots[key]
 
 
 def _miss(names: _Names, m: torch.nn.Module) -> tuple:

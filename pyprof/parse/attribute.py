@@ -32,7 +32,7 @@ from typing import Any, Iterator
 
 from pyprof.formats import AMP_MOD, OPTIM_MOD
 from pyprof.formats import VERSION as SCHEMA_VERSION
-from pyprof.parse import nccl, queries
+from pyprof.parse import ddp_buckets, nccl, queries
 from pyprof.parse.export import Export
 from pyprof.parse.gpu import GpuInfo
 from pyprof.parse.intake import COUNT, DOMAIN, END, KEY, LABEL, NCCL, NODE_SEQ, NVTX_FIELDS, START, TEXT, Intake, Range
@@ -107,13 +107,15 @@ class _Attribution:
     speculative window), notes what an earlier window may have set (window.Report)."""
 
     __slots__ = ("threads", "procs", "autograd", "tops", "calls", "fwd_ops", "guessed", "spans", "report",
-                 "fresh", "stats")
+                 "fresh", "stats", "ddp")
 
-    def __init__(self, intake: Intake, report: Report | None, stats: Stats) -> None:
+    def __init__(self, intake: Intake, report: Report | None, stats: Stats,
+                 ddp: dict[tuple[int, int], nccl.Call]) -> None:
         self.threads, self.procs, self.autograd = intake.threads, intake.procs, intake.autograd
         self.tops, self.calls, self.spans = intake.tops, intake.calls, intake.spans
         self.fwd_ops, self.guessed = intake.fwd_ops, intake.guessed
         self.report, self.fresh, self.stats = report, intake.fresh, stats
+        self.ddp = ddp  # DDP's bucket all-reduces sized from its marker (ddp_buckets)
 
     def of(self, row: tuple, t: int) -> tuple[str, str]:
         """(the attribution fields of activity `row`'s record as JSON text, closing brace
@@ -197,6 +199,10 @@ class _Attribution:
             if report is not None and owner[START] < fresh:
                 report.owners.add(owner[KEY])
 
+        if nccl_calls is None and self.ddp:
+            bucket = self.ddp.get((gpid, row[_CORR]))
+            if bucket is not None:
+                nccl_calls = (bucket,)
         fwd = None if bseq is None else self._forward(gpid, bseq)
         source = marker
         if fwd is not None:
@@ -406,6 +412,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
         gpus = GpuInfo(exp)
         copy_kinds = {k: encode_str(v) for k, v in queries.copy_kinds(exp).items()} if memcpy else {}
         groups = nccl.Groups(exp, window.seed.nccl if window is not None and window.seed is not None else None)
+        ddp = ddp_buckets.ddp_calls(exp)
     streams, merged, nvtx = _open_streams(exp, memcpy, window)
     activities = merged
     if window is not None and window.end is not None:
@@ -419,7 +426,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
     try:
         with exp.errors():
             intake = Intake(nvtx, domains, stats, window, groups)
-            take, attribute = intake.take, _Attribution(intake, report, stats).of
+            take, attribute = intake.take, _Attribution(intake, report, stats, ddp).of
             for row in activities:
                 t = row[_SORT]
                 if t >= intake.due:

@@ -28,8 +28,8 @@ from typing import NamedTuple
 import json
 
 from pyprof.formats import DIST_MOD, NCCL
-from pyprof.parse.export import NVTX, STRINGS, Export
-from pyprof.parse.queries import nvtx_sql
+from pyprof.parse.export import NVTX, Export
+from pyprof.parse.queries import marker_sql, nvtx_sql
 from pyprof.parse.ranges import encode_str
 
 NCCL_DOMAIN = "NCCL"
@@ -165,20 +165,6 @@ def _group_size(text: object) -> int | None:
     return n if type(n) is int and n > 0 else None
 
 
-def _marker_sql(exp: Export) -> tuple[str, tuple] | None:
-    """The ranges whose text may be a marker with a group size, by start (outer first)."""
-    parts, params = [], ()
-    if exp.has(NVTX, "textId") and exp.has(STRINGS, "id", "value"):
-        parts.append(f"n.textId IN (SELECT id FROM {STRINGS} WHERE value LIKE ?)")
-        params += (_GROUP_SIZE,)
-    if exp.has(NVTX, "text"):
-        parts.append("n.text LIKE ?")
-        params += (_GROUP_SIZE,)
-    if not parts:
-        return None
-    return nvtx_sql(exp, ("global_tid", "start", "end", "text"), f"({' OR '.join(parts)})", params)
-
-
 def _comm_sizes(exp: Export) -> dict[str, int]:
     schemas = exp.once(Schemas)
     if not schemas.fields or not exp.has(NVTX, "binaryData", "globalTid", "domainId"):
@@ -202,7 +188,7 @@ def _comm_sizes(exp: Export) -> dict[str, int]:
                 called = schemas.decode(dom, blob)
                 if called is not None and called[1] is not None:
                     found.append((gtid, start, end, called[1]))
-        markers = _marker_sql(exp) if found else None
+        markers = marker_sql(exp, _GROUP_SIZE) if found else None
         if markers is None:
             return {c: n for c, n in learnt.items() if n}
         # One sweep of both by start: each thread's stack of open markers (push/pop ranges nest).

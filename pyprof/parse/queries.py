@@ -203,6 +203,22 @@ def nvtx_sql(exp: Export, fields: Sequence[str] = NVTX_FIELDS, where: str = "",
             "ORDER BY n.start, n.end IS NULL DESC, n.end DESC, n.rowid", params)
 
 
+def marker_sql(exp: Export, pattern: str) -> tuple[str, tuple] | None:
+    """(global_tid, start, end, text) of the ranges whose text is LIKE `pattern` (bound), by
+    start, outer first: the few markers a pass before the sweep reads (nccl.comm_sizes,
+    ddp_buckets). None when the export has no range texts."""
+    parts, params = [], ()
+    if exp.has(NVTX, "textId") and exp.has(STRINGS, "id", "value"):
+        parts.append(f"n.textId IN (SELECT id FROM {STRINGS} WHERE value LIKE ?)")
+        params += (pattern,)
+    if exp.has(NVTX, "text"):
+        parts.append("n.text LIKE ?")
+        params += (pattern,)
+    if not parts:
+        return None
+    return nvtx_sql(exp, ("global_tid", "start", "end", "text"), f"({' OR '.join(parts)})", params)
+
+
 def domain_rows(exp: Export, rowids: tuple[int, int] | None = None) -> list[tuple]:
     """The NVTX rows domain_events reads (of those with rowid in `rowids`, inclusive, when given),
     as (eventType, globalTid, domainId, text, rowid, start) for domain_events_of. Call inside

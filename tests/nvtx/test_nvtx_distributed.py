@@ -99,9 +99,59 @@ def test_a_module_that_owns_a_process_group_says_its_group_in_its_marker(world):
     outer, inner = _module_markers(rec)
     assert outer == {"v": 1, "kind": "module", "module": "DistributedDataParallel", "cls": "DistributedDataParallel",
                      "repr": "", "dist": {"rank": 0, "world": 1, "group": dist.group.WORLD.group_name,
-                                          "groupRank": 0, "groupSize": 1}}
+                                          "groupRank": 0, "groupSize": 1}, "ddp": None}
     assert inner == {"v": 1, "kind": "module", "module": "module", "cls": "Linear",
                      "repr": "in_features=2, out_features=2, bias=True"}
+
+
+def _ddp_members(ddp, calls, *, backward=True):
+    """The `ddp` member of DDP's module marker at each of `calls` training steps."""
+    seen = []
+    for _ in range(calls):
+        with recording() as rec:
+            out = ddp(torch.ones(4, 64))
+        if backward:
+            out.sum().backward()
+        seen.append(_module_markers(rec)[0].get("ddp", "absent"))
+    return seen
+
+
+def _reducer_buckets(ddp):
+    """DDP's buckets in bytes, in launch order, as its reducer holds them (a copy per bucket)."""
+    return [b.buffer().numel() * b.buffer().element_size() for b in ddp.reducer._get_zeros_like_grad_buckets()]
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512),
+                               torch.nn.Linear(512, 8))
+
+
+def test_ddp_marker_gives_the_reducer_s_buckets_once_they_are_final(world):
+    """DDP's bucket all-reduces have no marker: its module marker carries their bytes in launch
+    order (docs/markers.md, module `ddp`), null until the reducer has rebuilt its buckets, from
+    the call after the one that saw them final; the same layout the reducer itself holds."""
+    ddp = torch.nn.parallel.DistributedDataParallel(_mlp(), bucket_cap_mb=1)
+    seen = _ddp_members(ddp, 6)
+    assert seen[:4] == [None] * 4
+    assert seen[4] == seen[5] == {"bucketBytes": _reducer_buckets(ddp)}
+    assert seen[4] == {"bucketBytes": [1067040, 133120]}
+
+
+def test_ddp_without_rebuilt_buckets_gives_its_first_layout(world):
+    # find_unused_parameters without a static graph: the reducer never rebuilds its buckets.
+    ddp = torch.nn.parallel.DistributedDataParallel(_mlp(), bucket_cap_mb=1, find_unused_parameters=True)
+    seen = _ddp_members(ddp, 3)
+    assert seen == [None, {"bucketBytes": _reducer_buckets(ddp)}, {"bucketBytes": _reducer_buckets(ddp)}]
+
+
+def test_ddp_with_a_comm_hook_gives_no_layout(world):
+    # A hook decides what is sent: the buckets' bytes no longer size the all-reduces.
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    ddp = torch.nn.parallel.DistributedDataParallel(_mlp(), bucket_cap_mb=1)
+    ddp.register_comm_hook(None, default_hooks.allreduce_hook)
+    assert _ddp_members(ddp, 6) == [None] * 6
 
 
 def test_a_process_group_attribute_that_is_no_process_group_says_nothing(world):

@@ -1,0 +1,123 @@
+"""DDP's bucket all-reduces sized from DDP's module marker, where NCCL's payloads are absent.
+
+DDP's reducer all-reduces gradient buckets from C++, under no pyprof marker; an export made
+without `--include-blobs=true` (`nsys profile --export sqlite`) has NCCL's ranges but not their
+payloads, so nothing sizes those kernels (docs/parse.md, "NCCL's calls"). pyprof.init() writes
+the reducer's bucket layout into DDP's module marker (`ddp`: each bucket's elements and dtype, in
+each bucket's bytes in the order the reducer launches them; pyprof/nvtx/ddp_buckets.py). The reducer launches bucket i
+only after buckets 0..i-1, so after the start of a DDP call, the k-th NCCL all-reduce kernel its
+process launches under no torch.distributed marker is bucket k's, up to the last bucket and until
+that process's next DDP call. A later one (find_unused_parameters' all-reduce of which
+parameters were used) and those after a DDP call whose marker gives no layout (`"ddp":null`) get
+none.
+
+Each such kernel's record gets the call as NCCL's payload would have said it (`nccl`:
+`ncclAllReduce`, the bucket's bytes, no communicator id, the group size of DDP's marker), so prof
+prices it as it prices one from a payload. Read once per export before the sweep, from three
+small queries: the DDP markers, the torch.distributed markers, and the launches of NCCL
+all-reduce kernels.
+"""
+from __future__ import annotations
+
+import bisect
+import json
+
+from pyprof.parse.export import KERNEL, STRINGS, Export
+from pyprof.parse.nccl import Call
+from pyprof.parse.queries import KERNEL_AT, PID_MASK_SQL, SRC_KERNEL, activity_sql, marker_sql
+
+_DDP = '%"ddp":%'
+_DIST_OP = '%"kind":"op","mod":"torch.distributed"%'
+# NCCL's all-reduce kernels: 2.19+ and older names.
+_ALLREDUCE = ("ncclDevKernel_AllReduce%", "ncclKernel_AllReduce%")
+ALLREDUCE_CALL = "ncclAllReduce"
+
+
+def _layout(text: object) -> tuple[list[int], int | None] | None:
+    """(each bucket's bytes, the group size) of a DDP module marker; None for any other text or
+    a DDP marker without a layout."""
+    try:
+        m = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    if not isinstance(m, dict) or m.get("kind") != "module" or not isinstance(m.get("ddp"), dict):
+        return None
+    buckets = m["ddp"].get("bucketBytes")
+    if not isinstance(buckets, list) or not buckets or not all(type(b) is int and b > 0 for b in buckets):
+        return None
+    dist = m.get("dist")
+    n = dist.get("groupSize") if isinstance(dist, dict) else None
+    return buckets, n if type(n) is int and n > 0 else None
+
+
+def _ddp_calls(exp: Export) -> dict[tuple[int, int], Call]:
+    ddp = marker_sql(exp, _DDP)
+    if ddp is None:
+        return {}
+    # Process -> its DDP calls' starts and layouts (None: a DDP call that gives none).
+    starts: dict[int, list[int]] = {}
+    layouts: dict[int, list[tuple[list[int], int | None] | None]] = {}
+    with exp.errors():
+        for gtid, start, _end, text in exp.rows(*ddp):
+            if gtid is None or '"kind":"module"' not in text:
+                continue
+            pid = gtid & PID_MASK_SQL
+            starts.setdefault(pid, []).append(start)
+            layouts.setdefault(pid, []).append(_layout(text))
+        if not any(any(v) for v in layouts.values()):
+            return {}
+        # Thread -> the outermost torch.distributed markers' (start, end), by start.
+        marked: dict[int, list[tuple[int, int]]] = {}
+        dist = marker_sql(exp, _DIST_OP)
+        for gtid, start, end, _text in exp.rows(*dist) if dist else ():
+            spans = marked.setdefault(gtid, [])
+            if end is not None and not (spans and spans[-1][1] >= end):
+                spans.append((start, end))
+        kernels = _allreduce_sql(exp)
+        if kernels is None:
+            return {}
+        at_launch, at_tid = KERNEL_AT["launch_start"], KERNEL_AT["launch_tid"]
+        at_pid, at_corr = KERNEL_AT["global_pid"], KERNEL_AT["correlation_id"]
+        taken: dict[tuple[int, int], int] = {}  # (process, DDP call) -> buckets given so far
+        calls: dict[tuple[int, int], Call] = {}
+        for row in exp.rows(*kernels):
+            t, tid, pid = row[at_launch], row[at_tid], row[at_pid]
+            if t is None or tid is None or pid not in starts or _inside(marked.get(tid), t):
+                continue
+            i = bisect.bisect_right(starts[pid], t) - 1
+            if i < 0:
+                continue
+            k = taken.get((pid, i), 0)
+            taken[(pid, i)] = k + 1
+            layout = layouts[pid][i]
+            if layout is not None and k < len(layout[0]):
+                calls[(pid, row[at_corr])] = Call(ALLREDUCE_CALL, layout[0][k], None, layout[1])
+    return calls
+
+
+def _inside(spans: list[tuple[int, int]] | None, t: int) -> bool:
+    if not spans:
+        return False
+    i = bisect.bisect_right(spans, (t, float("inf"))) - 1
+    return i >= 0 and spans[i][1] >= t
+
+
+def _allreduce_sql(exp: Export) -> tuple[str, tuple] | None:
+    """The launches of NCCL all-reduce kernels (KERNEL_ROW rows, in launch order)."""
+    if not exp.has(KERNEL, "shortName"):
+        return None
+    name = exp.col(KERNEL, "x", "shortName")
+    likes = " OR ".join("value LIKE ?" for _ in _ALLREDUCE)
+    cond = " OR ".join(f"{name} LIKE ?" for _ in _ALLREDUCE)
+    params = _ALLREDUCE
+    if exp.has(STRINGS, "id", "value"):
+        cond = f"{name} IN (SELECT id FROM {STRINGS} WHERE {likes}) OR {cond}"
+        params = _ALLREDUCE + _ALLREDUCE
+    return activity_sql(exp, KERNEL, SRC_KERNEL, where=f"({cond})"), params
+
+
+def ddp_calls(exp: Export) -> dict[tuple[int, int], Call]:
+    """(global pid, correlation id) of each DDP bucket all-reduce kernel the layout in DDP's
+    marker sizes (the module docstring) -> its call, as a record's `nccl` says it. Empty for an
+    export without such markers. Made once per export."""
+    return exp.once(_ddp_calls)
