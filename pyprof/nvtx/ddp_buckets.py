@@ -13,7 +13,8 @@ training), or from the start where it never rebuilds (find_unused_parameters wit
 graph). Until then the marker says `"ddp":null`, and so it does for good where the layout does
 not size what is sent: a comm hook (a Python hook's collectives carry markers of their own) or
 mixed precision. The marker is built once per module, so the
-layout appears from the DDP call after the one that found it final.
+layout appears from the DDP call after the one that found it final: the reducer rebuilds its
+buckets in its second forward and logs them in its third, so the fourth has them.
 """
 from __future__ import annotations
 
@@ -65,16 +66,18 @@ def module_json(m: Any) -> str:
 
 
 def forward_wrapper(orig: Callable) -> Callable:
-    """DDP.forward that, until its module's layout is final, looks whether it now is; once it
-    is, the module's marker is built again with it."""
+    """DDP.forward that, until its module's layout is final, looks after each call whether it
+    now is (DDP's forward logs the rebuilt buckets); once it is, the module's marker is built
+    again with it."""
 
     def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = orig(self, *args, **kwargs)
         if _state.on and self not in _final:
             layout = _layout(self)
             if layout is not None:
                 _final[self] = layout
                 forget_module(self)
-        return orig(self, *args, **kwargs)
+        return out
 
     forward.__wrapped__ = orig  # type: ignore[attr-defined]
     return forward

@@ -7,6 +7,10 @@ them: `all_gather_into_tensor` and 2.13's `all_gather_single` alike) or a first 
 `tensor` (send, recv, isend, irecv). Queries (`get_rank(group)`) take neither; the `*_object`
 helpers take neither and call the wrapped collectives, which are then the outermost call.
 
+A batch of point-to-point ops (`batch_isend_irecv(p2p_op_list)`) is wrapped too: its marker
+describes each P2POp as `[op name, tensor, peer]` (a P2POp is no value a marker can hold) and
+takes `dist` from the first op's group.
+
 Each wrapper replaces the function under both its names, torch.distributed's and
 distributed_c10d's: c10d checks P2POp's op by identity and calls collectives by their module names.
 
@@ -34,6 +38,10 @@ from .site import site_json as _site
 from .wrappers import _dress, _threads, is_wrapper, recognise
 
 _is_compiling = torch.compiler.is_compiling
+# The first parameter of a call that runs a batch of point-to-point ops (batch_isend_irecv): its
+# sends and receives run as one NCCL group whose kernel starts inside this call, after the
+# inner isend/irecv calls returned, so only this call's marker encloses it.
+_BATCH = "p2p_op_list"
 
 
 def _group_at(fn: Callable) -> tuple[Optional[int], bool]:
@@ -43,6 +51,8 @@ def _group_at(fn: Callable) -> tuple[Optional[int], bool]:
     except (TypeError, ValueError):
         return None, False
     names = [p.name for p in params]
+    if names[:1] == [_BATCH]:
+        return None, True
     if "group" not in names or not params:
         return None, False
     wanted = "async_op" in names or names[0] == "tensor"
@@ -98,11 +108,31 @@ def module_dist(m: Any) -> str:
     return dist_json((), {"group": pg}, None)
 
 
+def _first_param(fn: Callable) -> Optional[str]:
+    try:
+        return next(iter(inspect.signature(fn).parameters), None)
+    except (TypeError, ValueError):
+        return None
+
+
+def _batch(args: tuple, kwargs: dict) -> tuple[tuple, str]:
+    """(the marker's arguments, its `dist`) of a batch_isend_irecv call: each P2POp as
+    [op name, tensor, peer]; the first op's group."""
+    ops = args[0] if args else kwargs.get(_BATCH)
+    try:
+        shown = [[getattr(op.op, "__name__", None), op.tensor, op.peer] for op in ops]
+        group = ops[0].group if ops else None
+    except Exception:  # not a list of P2POps: torch will say so; the marker just says less
+        return (), ""
+    return (shown,), dist_json((), {"group": group}, None)
+
+
 def collective_wrapper(orig: Callable, name: str) -> Callable:
     """A wrapper of torch.distributed.`name` that pushes an op marker with `dist` around each
     outermost call (nested ones, as op_wrapper, only with pyprof.init(nested=True))."""
     prefix = op_prefix(DIST_MOD, name)
     group_at = _group_at(orig)[0]
+    describe = _batch if _first_param(orig) == _BATCH else None
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if not _state.on or _is_compiling():
@@ -113,7 +143,11 @@ def collective_wrapper(orig: Callable, name: str) -> Callable:
             return orig(*args, **kwargs)
         tl.depth = depth + 1
         try:
-            _state.push(_build(prefix, args, kwargs, _site() + tl.mod + _autocast() + dist_json(args, kwargs, group_at)))
+            if describe is None:
+                shown, dist = args, dist_json(args, kwargs, group_at)
+            else:
+                shown, dist = describe(args, kwargs)
+            _state.push(_build(prefix, shown, {} if describe else kwargs, _site() + tl.mod + _autocast() + dist))
             try:
                 return orig(*args, **kwargs)
             finally:

@@ -30,7 +30,8 @@ def world():
 def test_every_collective_and_p2p_call_is_wrapped_and_nothing_else():
     wrapped = {name for name in vars(dist) if is_wrapper(vars(dist)[name])}
     for name in ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast",
-                 "reduce", "all_to_all_single", "gather", "scatter", "barrier", "send", "recv", "isend", "irecv"):
+                 "reduce", "all_to_all_single", "gather", "scatter", "barrier", "send", "recv", "isend", "irecv",
+                 "batch_isend_irecv"):
         assert name in wrapped, name
     for name in ("get_rank", "get_world_size", "new_group", "broadcast_object_list", "all_gather_object",
                  "destroy_process_group", "is_initialized"):
@@ -86,6 +87,23 @@ def test_p2p_ops_of_a_batch_are_torch_s_own(world):
     assert ops[0].op is c10d.isend and ops[1].op is c10d.irecv
 
 
+def test_a_batch_of_p2p_ops_is_described_op_by_op(world):
+    """batch_isend_irecv's kernel starts inside it, after its isend/irecv calls returned: its
+    marker says each op as [name, tensor, peer] (docs/markers.md) and the first op's group."""
+    ops = [dist.P2POp(dist.isend, torch.arange(4.0), 0), dist.P2POp(dist.irecv, torch.zeros(2, 3, dtype=torch.half), 0)]
+    with recording() as rec:
+        try:
+            for req in dist.batch_isend_irecv(ops):
+                req.wait()
+        except RuntimeError:
+            pass  # gloo sends to no peer of a one-rank group; the marker was pushed before
+    (marker,) = [json.loads(r.text) for r in rec.ranges if '"batch_isend_irecv"' in r.text]
+    assert marker["args"] == [[["isend", {"shape": [4], "dtype": "float32"}, 0],
+                               ["irecv", {"shape": [2, 3], "dtype": "float16"}, 0]]]
+    assert marker["dist"] == {"rank": 0, "world": 1, "group": dist.group.WORLD.group_name, "groupRank": 0,
+                              "groupSize": 1}
+
+
 def _module_markers(rec):
     return [json.loads(r.text) for r in rec.ranges if '"kind":"module"' in r.text]
 
@@ -133,9 +151,9 @@ def test_ddp_marker_gives_the_reducer_s_buckets_once_they_are_final(world):
     the call after the one that saw them final; the same layout the reducer itself holds."""
     ddp = torch.nn.parallel.DistributedDataParallel(_mlp(), bucket_cap_mb=1)
     seen = _ddp_members(ddp, 6)
-    assert seen[:4] == [None] * 4
-    assert seen[4] == seen[5] == {"bucketBytes": _reducer_buckets(ddp)}
-    assert seen[4] == {"bucketBytes": [1067040, 133120]}
+    assert seen[:3] == [None] * 3
+    assert seen[3] == seen[4] == seen[5] == {"bucketBytes": _reducer_buckets(ddp)}
+    assert seen[3] == {"bucketBytes": [1067040, 133120]}
 
 
 def test_ddp_without_rebuilt_buckets_gives_its_first_layout(world):
@@ -143,6 +161,7 @@ def test_ddp_without_rebuilt_buckets_gives_its_first_layout(world):
     ddp = torch.nn.parallel.DistributedDataParallel(_mlp(), bucket_cap_mb=1, find_unused_parameters=True)
     seen = _ddp_members(ddp, 3)
     assert seen == [None, {"bucketBytes": _reducer_buckets(ddp)}, {"bucketBytes": _reducer_buckets(ddp)}]
+    assert seen[1] == {"bucketBytes": [18464, 1181696]}  # the first bucket capped small (1 MiB), as DDP does
 
 
 def test_ddp_with_a_comm_hook_gives_no_layout(world):

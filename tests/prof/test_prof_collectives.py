@@ -54,10 +54,19 @@ def test_unknown_size_group_or_duration_gives_none():
     ("scatter", [T([2]), [T([2])] * 4, 0], None, SCATTER, "float32", 32),
     ("send", [T([9]), 1], None, SEND, "float32", 36),
     ("irecv", [T([9], "uint8"), 0], None, RECV, "uint8", 9),
+    # a batch of P2POps: one kernel moving every send and receive
+    ("batch_isend_irecv", [[["isend", T([5000]), 1], ["irecv", T([5000]), 3]]], None, SENDRECV, "float32", 40000),
+    ("batch_isend_irecv", [[["isend", T([8], "float16"), 1], ["isend", T([4], "float16"), 2]]], None, SEND,
+     "float16", 24),
 ])
 def test_marker_formulas(op, args, kwargs, kind, dtype, size):
     c = from_marker(dist_marker(op, args, kwargs))
     assert c == Collective(kind, dtype, size, 4, "marker", "0")
+
+
+def test_a_batch_of_several_dtypes_has_no_size():
+    c = from_marker(dist_marker("batch_isend_irecv", [[["isend", T([8], "float16"), 1], ["irecv", T([8]), 1]]], None))
+    assert c == Collective(SENDRECV, "float16", None, 4, "marker", "0")
 
 
 def test_marker_without_dist_or_of_another_module():

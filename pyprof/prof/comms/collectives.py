@@ -238,6 +238,27 @@ def _recv(call: Call, n: int | None) -> tuple | None:
     return RECV, t, t and t.numel
 
 
+@collective("batch_isend_irecv")
+def _batch_isend_irecv(call: Call, n: int | None) -> tuple | None:
+    # Each op as the marker describes it, [op name, tensor, peer]: one NCCL group, one kernel
+    # moving every send and receive, as NCCL's calls of the group sum them (from_nccl_calls).
+    ops = call.get(0, "p2p_op_list")
+    if not isinstance(ops, list) or is_truncated(ops) or not ops:
+        return None
+    names, tensors = set(), []
+    for op in ops:
+        if not (isinstance(op, list) and len(op) == 3 and isinstance(op[1], Tensor)):
+            return None
+        names.add(op[0])
+        tensors.append(op[1])
+    kind = _BATCH_KINDS.get(frozenset(names))
+    one_dtype = len({t.dtype for t in tensors}) == 1
+    return kind, tensors[0], sum(t.numel for t in tensors) if one_dtype else None
+
+
+_BATCH_KINDS = {frozenset({"isend", "irecv"}): SENDRECV, frozenset({"isend"}): SEND, frozenset({"irecv"}): RECV}
+
+
 @collective("barrier", "monitored_barrier")
 def _barrier(call: Call, n: int | None) -> tuple | None:
     return BARRIER, None, None
