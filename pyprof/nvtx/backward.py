@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import threading
 from json.encoder import encode_basestring_ascii as _quote
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -114,38 +114,26 @@ def _hook(t: Any, node: Any, fwd: str) -> None:
         node.register_prehook(h)
 
 
-def attach(out: Any, args: Sequence[Any], fwd: str, inplace: bool) -> None:
-    """Hook the autograd node(s) of a wrapped call's output `out` with its marker `fwd`.
+def attach(out: Any, fwd: str, since: int, end: int) -> None:
+    """Hook the autograd node(s) that a wrapped call gave its output `out` with its marker `fwd`.
 
-    An output that is one of the arguments (`x.contiguous()` of a contiguous x) keeps the node
-    of the op that made it, which that op hooked already: skipped, unless the op is `inplace`
-    (`add_`, `__iadd__`, or called with `inplace=True` as `F.relu`), which gives its argument a
-    node of its own. Never raises.
+    A node is the call's when its sequence number is one the call's thread handed out during the
+    call, `since` <= seq < `end`: an in-place op's (`add_`, `F.leaky_relu(x, 0.1, True)`, any
+    spelling) gives its argument a node of its own; an output with an older node (`x.contiguous()`
+    of a contiguous x returns x) keeps the node of the op that made it and hooked it. Never raises.
     """
     try:
         if type(out) is _Tensor:
             node = out.grad_fn
-            if node is not None and (inplace or not _among(out, args)):
+            if node is not None and since <= node._sequence_nr() < end:
                 _hook(out, node, fwd)
         elif type(out) is tuple or type(out) is list:
             seen = []
             for o in out:
                 if type(o) is _Tensor:
                     node = o.grad_fn
-                    if node is not None and node not in seen and (inplace or not _among(o, args)):
+                    if node is not None and node not in seen and since <= node._sequence_nr() < end:
                         seen.append(node)
                         _hook(o, node, fwd)
     except Exception:
         pass
-
-
-def is_inplace(op: str) -> bool:
-    """Whether an op name is PyTorch's in-place form (`add_`, `__iadd__`)."""
-    return op.startswith("__i") if op.startswith("__") else op.endswith("_")
-
-
-def _among(t: Any, args: Sequence[Any]) -> bool:
-    for a in args:
-        if a is t:
-            return True
-    return False
