@@ -120,20 +120,38 @@ def attach(out: Any, fwd: str, since: int, end: int) -> None:
     A node is the call's when its sequence number is one the call's thread handed out during the
     call, `since` <= seq < `end`: an in-place op's (`add_`, `F.leaky_relu(x, 0.1, True)`, any
     spelling) gives its argument a node of its own; an output with an older node (`x.contiguous()`
-    of a contiguous x returns x) keeps the node of the op that made it and hooked it. Never raises.
+    of a contiguous x returns x) keeps the node of the op that made it and hooked it. An in-place
+    op on a view also gives the view's base a node (CopySlices), which runs the op's backward:
+    hooked too. Never raises.
     """
     try:
         if type(out) is _Tensor:
             node = out.grad_fn
-            if node is not None and since <= node._sequence_nr() < end:
-                _hook(out, node, fwd)
+            if node is not None:
+                if since <= node._sequence_nr() < end:
+                    _hook(out, node, fwd)
+                if end - since > 1:  # more than one node made: perhaps an in-place op on a view
+                    _hook_base(out, fwd, since, end, [node])
         elif type(out) is tuple or type(out) is list:
             seen = []
             for o in out:
                 if type(o) is _Tensor:
                     node = o.grad_fn
-                    if node is not None and node not in seen and since <= node._sequence_nr() < end:
+                    if node is not None and node not in seen:
                         seen.append(node)
-                        _hook(o, node, fwd)
+                        if since <= node._sequence_nr() < end:
+                            _hook(o, node, fwd)
+                        if end - since > 1:
+                            _hook_base(o, fwd, since, end, seen)
     except Exception:
         pass
+
+
+def _hook_base(view: Any, fwd: str, since: int, end: int, seen: list) -> None:
+    """Hook the node of `view`'s base if the call made it (CopySlices, of an in-place op on the view)."""
+    base = view._base
+    if base is not None:
+        node = base.grad_fn
+        if node is not None and node not in seen and since <= node._sequence_nr() < end:
+            seen.append(node)
+            _hook(base, node, fwd)

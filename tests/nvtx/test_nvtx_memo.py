@@ -287,6 +287,24 @@ def test_in_place_calls_hook_their_node_however_inplace_is_spelled(on) -> None:
         ("SumBackward0", "sum"), ("AddBackward0", "__iadd__"), ("ConvolutionBackward0", "conv2d")]
 
 
+def test_an_in_place_op_on_a_view_hooks_the_base_s_new_node(on) -> None:
+    """`y[0].relu_()` gives y a CopySlices node that runs relu's backward on the slice: relu_'s
+    range, not that of y's consumer (the view's own new node, unused here, never runs)."""
+    w = torch.randn(2, 3, requires_grad=True)
+    with recording() as rec:
+        y = w * 2
+        y[0].relu_()
+        s = (y * 3).sum()
+        with _AtenInRange(rec) as log:
+            s.backward()
+    assert [c for c in log.calls if c[0] != "detach"] == [
+        ("ones_like", None, None), ("expand", "SumBackward0", "sum"), ("mul", "MulBackward0", "__mul__"),
+        ("new_empty_strided", "CopySlices", "relu_"), ("copy_", "CopySlices", "relu_"),
+        ("as_strided", "CopySlices", "relu_"), ("clone", "CopySlices", "relu_"),
+        ("threshold_backward", "CopySlices", "relu_"), ("copy_", "CopySlices", "relu_"),
+        ("mul", "MulBackward0", "__mul__")]
+
+
 def test_no_hooks_without_markers() -> None:
     pyprof.init()
     try:
