@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import threading
 from json.encoder import encode_basestring_ascii as _quote
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -114,7 +114,7 @@ def _hook(t: Any, node: Any, fwd: str) -> None:
         node.register_prehook(h)
 
 
-def attach(out: Any, fwd: str, since: int, end: int) -> None:
+def attach(out: Any, args: Sequence[Any], fwd: str, since: int, end: int) -> None:
     """Hook the autograd node(s) that a wrapped call gave its output `out` with its marker `fwd`.
 
     A node is the call's when its sequence number is one the call's thread handed out during the
@@ -122,7 +122,8 @@ def attach(out: Any, fwd: str, since: int, end: int) -> None:
     spelling) gives its argument a node of its own; an output with an older node (`x.contiguous()`
     of a contiguous x returns x) keeps the node of the op that made it and hooked it. An in-place
     op on a view also gives the view's base a node (CopySlices), which runs the op's backward:
-    hooked too. Never raises.
+    hooked too. A call that returns nothing but made nodes (`x[i] = v`) gave them to its tensor
+    arguments (`args`): theirs are hooked. Never raises.
     """
     try:
         if type(out) is _Tensor:
@@ -133,18 +134,25 @@ def attach(out: Any, fwd: str, since: int, end: int) -> None:
                 if end - since > 1:  # more than one node made: perhaps an in-place op on a view
                     _hook_base(out, fwd, since, end, [node])
         elif type(out) is tuple or type(out) is list:
-            seen = []
-            for o in out:
-                if type(o) is _Tensor:
-                    node = o.grad_fn
-                    if node is not None and node not in seen:
-                        seen.append(node)
-                        if since <= node._sequence_nr() < end:
-                            _hook(o, node, fwd)
-                        if end - since > 1:
-                            _hook_base(o, fwd, since, end, seen)
+            _hook_all(out, fwd, since, end)
+        elif out is None and end > since:
+            _hook_all(args, fwd, since, end)
     except Exception:
         pass
+
+
+def _hook_all(tensors: Sequence[Any], fwd: str, since: int, end: int) -> None:
+    """Hook each distinct node among `tensors`' (and their bases') that the call made."""
+    seen: list = []
+    for t in tensors:
+        if type(t) is _Tensor:
+            node = t.grad_fn
+            if node is not None and node not in seen:
+                seen.append(node)
+                if since <= node._sequence_nr() < end:
+                    _hook(t, node, fwd)
+                if end - since > 1:
+                    _hook_base(t, fwd, since, end, seen)
 
 
 def _hook_base(view: Any, fwd: str, since: int, end: int, seen: list) -> None:

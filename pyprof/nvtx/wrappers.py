@@ -101,7 +101,7 @@ def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str, opaq
                     _backward.close()
                 _state.pop()
             if _state.hooks:
-                _backward.attach(out, text, seq, tl.seq_end)
+                _backward.attach(out, args, text, seq, tl.seq_end)
             return out
         finally:
             tl.depth = depth

@@ -197,7 +197,7 @@ def test_an_output_with_a_hook_dict_of_its_own_gets_a_node_pre_hook(on) -> None:
     text = op_marker("torch", "mul", (w, 2))
     node = y.grad_fn._sequence_nr()
     with recording() as rec:
-        backward.attach(y, text, node, node + 1)
+        backward.attach(y, (w, 2), text, node, node + 1)
         y.sum().backward()
     assert seen == ["user"]
     assert [r.text for r in rec.ranges if r.marker["kind"] == "bwd"][-1] == bwd_marker("MulBackward0", text)
@@ -303,6 +303,25 @@ def test_an_in_place_op_on_a_view_hooks_the_base_s_new_node(on) -> None:
         ("as_strided", "CopySlices", "relu_"), ("clone", "CopySlices", "relu_"),
         ("threshold_backward", "CopySlices", "relu_"), ("copy_", "CopySlices", "relu_"),
         ("mul", "MulBackward0", "__mul__")]
+
+
+def test_an_assignment_into_a_tensor_hooks_the_node_it_gives_the_tensor(on) -> None:
+    """`y[0] = v` returns nothing but gives y a CopySlices node, whose backward (the gradient
+    split between y's old values and v) runs in `__setitem__`'s range."""
+    w = torch.randn(2, 3, requires_grad=True)
+    v = torch.randn(3, requires_grad=True)
+    with recording() as rec:
+        y = w * 2
+        y[0] = v * 5
+        s = (y * 3).sum()
+        with _AtenInRange(rec) as log:
+            s.backward()
+    setitem = ("CopySlices", "__setitem__")
+    assert [c for c in log.calls if c[0] != "detach"] == [
+        ("ones_like", None, None), ("expand", "SumBackward0", "sum"), ("mul", "MulBackward0", "__mul__"),
+        ("new_empty_strided", *setitem), ("copy_", *setitem), ("as_strided", *setitem), ("clone", *setitem),
+        ("zeros_like", *setitem), ("copy_", *setitem),
+        ("mul", "MulBackward0", "__mul__"), ("mul", "MulBackward0", "__mul__")]
 
 
 def test_no_hooks_without_markers() -> None:
