@@ -114,38 +114,52 @@ def _hook(t: Any, node: Any, fwd: str) -> None:
         node.register_prehook(h)
 
 
-def attach(out: Any, args: Sequence[Any], fwd: str, inplace: bool) -> None:
-    """Hook the autograd node(s) of a wrapped call's output `out` with its marker `fwd`.
+def attach(out: Any, args: Sequence[Any], fwd: str, since: int, end: int) -> None:
+    """Hook the autograd node(s) that a wrapped call gave its output `out` with its marker `fwd`.
 
-    An output that is one of the arguments (`x.contiguous()` of a contiguous x) keeps the node
-    of the op that made it, which that op hooked already: skipped, unless the op is `inplace`
-    (`add_`, `__iadd__`, or called with `inplace=True` as `F.relu`), which gives its argument a
-    node of its own. Never raises.
+    A node is the call's when its sequence number is one the call's thread handed out during the
+    call, `since` <= seq < `end`: an in-place op's (`add_`, `F.leaky_relu(x, 0.1, True)`, any
+    spelling) gives its argument a node of its own; an output with an older node (`x.contiguous()`
+    of a contiguous x returns x) keeps the node of the op that made it and hooked it. An in-place
+    op on a view also gives the view's base a node (CopySlices), which runs the op's backward:
+    hooked too. A call that returns nothing but made nodes (`x[i] = v`) gave them to its tensor
+    arguments (`args`): theirs are hooked. Never raises.
     """
     try:
         if type(out) is _Tensor:
             node = out.grad_fn
-            if node is not None and (inplace or not _among(out, args)):
-                _hook(out, node, fwd)
+            if node is not None:
+                if since <= node._sequence_nr() < end:
+                    _hook(out, node, fwd)
+                if end - since > 1:  # more than one node made: perhaps an in-place op on a view
+                    _hook_base(out, fwd, since, end, [node])
         elif type(out) is tuple or type(out) is list:
-            seen = []
-            for o in out:
-                if type(o) is _Tensor:
-                    node = o.grad_fn
-                    if node is not None and node not in seen and (inplace or not _among(o, args)):
-                        seen.append(node)
-                        _hook(o, node, fwd)
+            _hook_all(out, fwd, since, end)
+        elif out is None and end > since:
+            _hook_all(args, fwd, since, end)
     except Exception:
         pass
 
 
-def is_inplace(op: str) -> bool:
-    """Whether an op name is PyTorch's in-place form (`add_`, `__iadd__`)."""
-    return op.startswith("__i") if op.startswith("__") else op.endswith("_")
+def _hook_all(tensors: Sequence[Any], fwd: str, since: int, end: int) -> None:
+    """Hook each distinct node among `tensors`' (and their bases') that the call made."""
+    seen: list = []
+    for t in tensors:
+        if type(t) is _Tensor:
+            node = t.grad_fn
+            if node is not None and node not in seen:
+                seen.append(node)
+                if since <= node._sequence_nr() < end:
+                    _hook(t, node, fwd)
+                if end - since > 1:
+                    _hook_base(t, fwd, since, end, seen)
 
 
-def _among(t: Any, args: Sequence[Any]) -> bool:
-    for a in args:
-        if a is t:
-            return True
-    return False
+def _hook_base(view: Any, fwd: str, since: int, end: int, seen: list) -> None:
+    """Hook the node of `view`'s base if the call made it (CopySlices, of an in-place op on the view)."""
+    base = view._base
+    if base is not None:
+        node = base.grad_fn
+        if node is not None and node not in seen and since <= node._sequence_nr() < end:
+            seen.append(node)
+            _hook(base, node, fwd)

@@ -5,7 +5,7 @@ Hot path. Per call of a wrapped op: one attribute test when markers are off; oth
 thread-local depth check, the marker text (a call key and one look-up in the wrapper's own cache,
 pyprof.nvtx.memo, in C where built; encoded only for a new key), one NVTX push carrying the autograd sequence number
 as its payload and one pop, and - unless PyTorch's own node ranges are on (pyprof.nvtx.node_ranges)
-- a pre-hook on the output's autograd node (pyprof.nvtx.backward) when it has one.
+- a pre-hook on the autograd node the call gave its output (pyprof.nvtx.backward), if any.
 """
 from __future__ import annotations
 
@@ -73,7 +73,6 @@ def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str, opaq
     prefix = op_prefix(mod, op)
     hides = 1 if opaque else 0  # added to the depth: chosen here, so the call path has no branch
     texts = _memo.new_cache()  # call key -> marker text (pyprof.nvtx.memo)
-    inplace = _backward.is_inplace(op)
     # A backward call may leave a bwd range open on this thread (CPU autograd runs here).
     runs_backward = (mod, op) in _BACKWARD_CALLS
 
@@ -102,7 +101,7 @@ def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str, opaq
                     _backward.close()
                 _state.pop()
             if _state.hooks:
-                _backward.attach(out, args, text, inplace or (kwargs.get("inplace") is True if kwargs else False))
+                _backward.attach(out, args, text, seq, tl.seq_end)
             return out
         finally:
             tl.depth = depth

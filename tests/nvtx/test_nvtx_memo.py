@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 
 import pytest
 
@@ -12,6 +13,7 @@ import pyprof  # noqa: E402
 from pyprof.nvtx import memo, recording, wrappers  # noqa: E402
 from pyprof.nvtx.backward import bwd_marker  # noqa: E402
 from pyprof.nvtx.marker import op_marker  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 HERE = __file__
 
@@ -193,8 +195,9 @@ def test_an_output_with_a_hook_dict_of_its_own_gets_a_node_pre_hook(on) -> None:
     y = w * 2  # made outside any recording: not hooked by the wrapper
     y.register_hook(lambda g: seen.append("user"))
     text = op_marker("torch", "mul", (w, 2))
+    node = y.grad_fn._sequence_nr()
     with recording() as rec:
-        backward.attach(y, (w, 2), text, False)
+        backward.attach(y, (w, 2), text, node, node + 1)
         y.sum().backward()
     assert seen == ["user"]
     assert [r.text for r in rec.ranges if r.marker["kind"] == "bwd"][-1] == bwd_marker("MulBackward0", text)
@@ -225,6 +228,100 @@ def test_calls_with_inplace_true_hook_the_node_they_give_their_argument(on) -> N
     assert [(r.marker["node"], r.marker["fwd"]["op"]) for r in rec.ranges if r.marker["kind"] == "bwd"] == [
         ("SumBackward0", "sum"), ("AddBackward0", "__add__"), ("ReluBackward0", "relu"), ("AddBackward0", "__add__"),
         ("ReluBackward0", "relu"), ("MulBackward0", "__mul__")]
+
+
+class _AtenInRange(TorchDispatchMode):
+    """Each aten op run, with the node and forward op of the innermost recorded bwd range open
+    on its thread: the range its kernels would fall in."""
+
+    def __init__(self, rec) -> None:
+        super().__init__()
+        self.rec, self.calls = rec, []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        stack = self.rec._stacks.get(threading.get_ident())
+        m = self.rec.ranges[stack[-1]].marker if stack else {}
+        self.calls.append((func.overloadpacket.__name__, m.get("node"), m.get("fwd", {}).get("op")))
+        return func(*args, **(kwargs or {}))
+
+
+class _InPlaceNet(torch.nn.Module):
+    """Activations and a dropout that torch's modules call in place with `inplace` passed by
+    position (F.leaky_relu(x, 0.1, True), F.hardtanh for ReLU6, F.hardswish, F.dropout), and a
+    residual `+=`, each after a convolution."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.convs = torch.nn.ModuleList(torch.nn.Conv2d(2, 2, 3, padding=1) for _ in range(5))
+        self.acts = torch.nn.ModuleList([torch.nn.LeakyReLU(0.1, True), torch.nn.ReLU6(True),
+                                         torch.nn.Hardswish(True), torch.nn.Dropout(0.5, True)])
+
+    def forward(self, x):
+        for conv, act in zip(self.convs, self.acts):
+            x = act(conv(x))
+        y = self.convs[4](x)
+        y += x
+        return y
+
+
+def test_in_place_calls_hook_their_node_however_inplace_is_spelled(on) -> None:
+    """The backward of an in-place op runs in that op's bwd range, whatever says it is in place:
+    nn.LeakyReLU(inplace=True) and its kin pass `inplace` by position (before, their backward ran
+    in the range of the convolution that follows them in the forward pass)."""
+    torch.manual_seed(0)
+    net = _InPlaceNet()
+    with recording() as rec:
+        y = net(torch.randn(1, 2, 4, 4)).sum()
+        with _AtenInRange(rec) as log:
+            y.backward()
+    got = [c for c in log.calls if c[0] != "detach"]  # AccumulateGrad's, of the parameters
+    conv = ("convolution_backward", "ConvolutionBackward0", "conv2d")
+    assert got == [
+        ("ones_like", None, None), ("expand", "SumBackward0", "sum"),
+        conv, ("add", "ConvolutionBackward0", "conv2d"),  # the residual's gradients meet
+        ("mul", "MulBackward0", "dropout"), conv,  # the dropout mask's product
+        ("hardswish_backward", "HardswishBackward0", "hardswish"), conv,
+        ("hardtanh_backward", "HardtanhBackward0", "hardtanh"), conv,
+        ("leaky_relu_backward", "LeakyReluBackward1", "leaky_relu"), conv]
+    assert [(r.marker["node"], r.marker["fwd"]["op"]) for r in rec.ranges if r.marker["kind"] == "bwd"][:3] == [
+        ("SumBackward0", "sum"), ("AddBackward0", "__iadd__"), ("ConvolutionBackward0", "conv2d")]
+
+
+def test_an_in_place_op_on_a_view_hooks_the_base_s_new_node(on) -> None:
+    """`y[0].relu_()` gives y a CopySlices node that runs relu's backward on the slice: relu_'s
+    range, not that of y's consumer (the view's own new node, unused here, never runs)."""
+    w = torch.randn(2, 3, requires_grad=True)
+    with recording() as rec:
+        y = w * 2
+        y[0].relu_()
+        s = (y * 3).sum()
+        with _AtenInRange(rec) as log:
+            s.backward()
+    assert [c for c in log.calls if c[0] != "detach"] == [
+        ("ones_like", None, None), ("expand", "SumBackward0", "sum"), ("mul", "MulBackward0", "__mul__"),
+        ("new_empty_strided", "CopySlices", "relu_"), ("copy_", "CopySlices", "relu_"),
+        ("as_strided", "CopySlices", "relu_"), ("clone", "CopySlices", "relu_"),
+        ("threshold_backward", "CopySlices", "relu_"), ("copy_", "CopySlices", "relu_"),
+        ("mul", "MulBackward0", "__mul__")]
+
+
+def test_an_assignment_into_a_tensor_hooks_the_node_it_gives_the_tensor(on) -> None:
+    """`y[0] = v` returns nothing but gives y a CopySlices node, whose backward (the gradient
+    split between y's old values and v) runs in `__setitem__`'s range."""
+    w = torch.randn(2, 3, requires_grad=True)
+    v = torch.randn(3, requires_grad=True)
+    with recording() as rec:
+        y = w * 2
+        y[0] = v * 5
+        s = (y * 3).sum()
+        with _AtenInRange(rec) as log:
+            s.backward()
+    setitem = ("CopySlices", "__setitem__")
+    assert [c for c in log.calls if c[0] != "detach"] == [
+        ("ones_like", None, None), ("expand", "SumBackward0", "sum"), ("mul", "MulBackward0", "__mul__"),
+        ("new_empty_strided", *setitem), ("copy_", *setitem), ("as_strided", *setitem), ("clone", *setitem),
+        ("zeros_like", *setitem), ("copy_", *setitem),
+        ("mul", "MulBackward0", "__mul__"), ("mul", "MulBackward0", "__mul__")]
 
 
 def test_no_hooks_without_markers() -> None:
