@@ -1,15 +1,12 @@
-"""DDP's bucket all-reduces sized from DDP's module marker in exports without NCCL's payloads
-(parse/ddp_buckets.py, docs/parse.md "DDP's buckets").
-
-The real two-rank capture of tests/parse/test_parse_ddp_groups.py, made to be what a plain
-`nsys profile --export sqlite` of a current pyprof writes: its NCCL payloads dropped, and each
-DDP module marker given the `ddp` member the annotation writes (nvtx/ddp_buckets.py): null at the
-module's first captured call, then its reducer's buckets as DDP reported them at the capture
-(ddp_groups_truth.json). Every bucket all-reduce then gets the bytes and group size NCCL's own
-payloads gave it in the original export, and those of a null call get none."""
+"""Collectives sized in exports without NCCL's payloads, on real two-rank captures made with
+this pyprof (tests/data/bare_exports: two H100s, torch 2.11, NCCL 2.28.9, nsys 2025.3.1;
+benchmarks/collectives_capture.sh with NAME=coll ARGS="--bucket-mb 1 --steps 3" and NAME=ddp_groups
+SCRIPT=examples/ddp_groups.py ARGS="--steps 6"). NAME_{0,1} is nsys's default export (no
+payloads: what `nsys profile --export sqlite` writes), NAME_blobs_{0,1} the same report exported
+with --include-blobs, where NCCL's own payloads size every kernel: the truth each sized kernel of
+the bare export is held to. DDP's bucket all-reduces are sized from DDP's module marker
+(parse/ddp_buckets.py), batch_isend_irecv from its own marker (nvtx/distributed.py)."""
 import json
-import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -17,11 +14,10 @@ from pathlib import Path
 import pytest
 
 from captures import unpacked
+from pyprof.prof.comms.collectives import ALLREDUCE, SENDRECV, of_record
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "tests" / "data"
-TRUTH = {t["rank"]: t for t in json.loads((DATA / "ddp_groups_truth.json").read_text())}
-GROUP_BUCKETS = {"1": "early_bucket_bytes", "2": "late_bucket_bytes"}  # DDP's process group -> its model
+DATA = ROOT / "tests" / "data" / "bare_exports"
 
 
 def _parse(paths, out):
@@ -31,55 +27,76 @@ def _parse(paths, out):
     return [json.loads(line) for line in out.read_text().splitlines()]
 
 
-def _without_payloads(src, dst, rank):
-    """`src` as an export of a pyprof with DDP layouts and without NCCL's payloads."""
-    shutil.copy(src, dst)
-    db = sqlite3.connect(dst)
-    db.execute("UPDATE NVTX_EVENTS SET binaryData = NULL")
-    for sid, text in db.execute("SELECT id, value FROM StringIds WHERE value LIKE ?",
-                                ('%"cls":"DistributedDataParallel"%',)).fetchall():
-        marker = json.loads(text)
-        first = dict(marker, ddp=None)
-        later = dict(marker, ddp={"bucketBytes": TRUTH[rank][GROUP_BUCKETS[marker["dist"]["group"]]]})
-        db.execute("UPDATE StringIds SET value = ? WHERE id = ?", (json.dumps(first, separators=(",", ":")), sid))
-        new = db.execute("SELECT max(id) + 1 FROM StringIds").fetchone()[0]
-        db.execute("INSERT INTO StringIds (id, value) VALUES (?, ?)", (new, json.dumps(later, separators=(",", ":"))))
-        calls = [r[0] for r in db.execute("SELECT rowid FROM NVTX_EVENTS WHERE textId = ? ORDER BY start", (sid,))]
-        db.executemany("UPDATE NVTX_EVENTS SET textId = ? WHERE rowid = ?", [(new, c) for c in calls[1:]])
-    db.commit()
-    db.close()
-    return dst
+def _nccl(recs):
+    """(rank, correlation id) -> (record, its collective) of every NCCL kernel."""
+    return {(r["rank"], r["correlationId"]): (r, c) for r in recs for c in [of_record(r)] if c is not None}
+
+
+_PARSED = {}
+
+
+def _twins(name, tmp_path_factory):
+    """(name, bare export's NCCL kernels, blobs export's, DDP's own bucket sizes), parsed once."""
+    if name in _PARSED:
+        return _PARSED[name]
+    folder = tmp_path_factory.mktemp(name)
+    bare = [unpacked(DATA / f"{name}_{r}.sqlite.xz", folder) for r in (0, 1)]
+    blobs = [unpacked(DATA / f"{name}_blobs_{r}.sqlite.xz", folder) for r in (0, 1)]
+    truth = json.loads((DATA / f"{name}_truth.json").read_text())
+    _PARSED[name] = name, _nccl(_parse(bare, folder / "bare.dict")), _nccl(_parse(blobs, folder / "blobs.dict")), truth
+    return _PARSED[name]
+
+
+@pytest.fixture(scope="module", params=["coll", "ddp_groups"])
+def twins(request, tmp_path_factory):
+    return _twins(request.param, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
-def both(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("ddp_buckets")
-    blobs = [unpacked(DATA / f"ddp_groups_blobs_{r}.sqlite.xz", folder) for r in (0, 1)]
-    bare = [_without_payloads(p, folder / f"bare_{r}.sqlite", r) for r, p in enumerate(blobs)]
-    return _parse(blobs, folder / "blobs.dict"), _parse(bare, folder / "bare.dict")
+def coll(tmp_path_factory):
+    return _twins("coll", tmp_path_factory)
 
 
-def _allreduces(recs):
-    return [r for r in recs if r["kShortName"].startswith("ncclDevKernel_AllReduce")]
+@pytest.fixture(scope="module")
+def ddp_groups(tmp_path_factory):
+    return _twins("ddp_groups", tmp_path_factory)
 
 
-def test_bucket_allreduces_get_what_nccl_s_payloads_said(both):
-    with_payloads, without = both
-    a, b = _allreduces(with_payloads), _allreduces(without)
-    assert [r["correlationId"] for r in a] == [r["correlationId"] for r in b] and len(a) == 18
-    sized = [(x["nccl"], y.get("nccl")) for x, y in zip(a, b) if "nccl" in y]
-    # Per rank: early's 2 buckets and late's 4 of the second step; the first step's calls say null.
-    assert len(sized) == 12
-    for x, y in sized:
-        assert [(c["call"], c["bytes"], c["ranks"]) for c in x] == [(c["call"], c["bytes"], c["ranks"]) for c in y]
-        assert y[0]["comm"] is None
-    unsized = [x["nccl"][0]["bytes"] for x, y in zip(a, b) if "nccl" not in y]
-    # The first step: early's buckets as rebuilt, late's first backward on its one first bucket.
-    assert sorted(unsized) == sorted([6297600, 2109440, 3152896] * 2)
+def test_what_the_bare_export_sizes_is_what_nccl_s_payloads_said(twins):
+    _, bare, blobs, _ = twins
+    assert bare.keys() == blobs.keys()
+    sized = [k for k, (_, c) in bare.items() if c.size is not None]
+    assert sized
+    for k in sized:
+        (r, c), (_, truth) = bare[k], blobs[k]
+        assert (c.kind, c.size, c.ranks) == (truth.kind, truth.size, truth.ranks), r["kShortName"]
+        assert c.busbw(r["kDuration"]) == pytest.approx(truth.busbw(r["kDuration"]))
 
 
-def test_every_bucket_of_the_layout_is_given_in_launch_order(both):
-    _, without = both
+def test_coll_every_nccl_kernel_has_bytes_and_bus_bandwidth_without_payloads(coll):
+    """examples/collectives.py warms its DDP up before the capture: all 72 kernels are sized."""
+    _, bare, _, truth = coll
+    assert len(bare) == 72
+    assert all(c.size is not None and c.busbw(r["kDuration"]) is not None for r, c in bare.values())
+    # Its three DDP buckets, all-reduced in each of the 3 captured steps on each rank, in launch order.
     for rank in (0, 1):
-        got = [r["nccl"][0]["bytes"] for r in _allreduces(without) if r["rank"] == rank and "nccl" in r]
-        assert got == TRUTH[rank]["early_bucket_bytes"] + TRUTH[rank]["late_bucket_bytes"]
+        buckets = [c.size for (rk, _), (r, c) in sorted(bare.items()) if rk == rank and c.kind == ALLREDUCE
+                   and r["op"] is None]
+        assert buckets == truth[rank]["bucket_bytes"] * 3
+    batches = [c for r, c in bare.values() if r["op"] == "batch_isend_irecv"]
+    assert len(batches) == 6 and {(c.kind, c.size) for c in batches} == {(SENDRECV, 2 * 3000 * 4)}  # a send and a receive of 3000 float32
+
+
+def test_ddp_groups_unsized_kernels_are_those_no_marker_can_say(ddp_groups):
+    """DDP `late` is built inside the capture: its reducer rebuilds its buckets in its second
+    forward and logs them in its third, so the marker gives them from the fourth step on, and
+    the first three steps' all-reduces (1 initial bucket, then 4 and 4) stay unsized. DDP's
+    other C++ collectives (its construction's parameter broadcast and shape check, `early`'s
+    BatchNorm buffer broadcast at each forward) have no marker and no layout: unsized too."""
+    _, bare, blobs, truth = ddp_groups
+    unsized = [(blobs[k][1].kind, blobs[k][1].size) for k, (_, c) in sorted(bare.items()) if c.size is None]
+    allreduces = sorted(s for kind, s in unsized if kind == ALLREDUCE)
+    late = truth[0]["late_bucket_bytes"]
+    assert allreduces == sorted(([sum(late)] + late + late) * 2)
+    assert {kind for kind, _ in unsized} == {ALLREDUCE, "Broadcast", "AllGather"}
+    assert (len(bare), len(unsized)) == (148, 52)
