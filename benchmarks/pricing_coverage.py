@@ -13,6 +13,8 @@ its own total over the corrected one). prof counts causal attention as half the 
 FlopCounterMode as all of it: `+causal/FCM` adds the masked half back (prof's causal attention
 FLOPs once more) before dividing. RNN FLOPs (cuDNN's LSTM/GRU/RNN: FlopCounterMode has no
 formula) are shown apart; `rnn-truth` holds them against Nsight Compute (benchmarks/rnn_truth.sh).
+`kernel%` is issue 27's per-kernel measure: the share of GPU time in kernels whose own FLOPs are
+known and whose own bytes are known and > 0 (`flops%` and `bytes%` count a kernel's 0 as known).
 
 Two stages, so that the table can be recomputed from the same capture when prof changes:
 
@@ -613,7 +615,7 @@ class ModelSums:
     def __init__(self) -> None:
         self.kernels = 0
         self.time = 0
-        self.known = {"flops": 0, "bytes": 0, "op": 0, "module": 0, "marker": 0, "aten": 0}
+        self.known = {"flops": 0, "bytes": 0, "op": 0, "module": 0, "marker": 0, "aten": 0, "kernel": 0}
         self.outside = 0  # ns in ops the user called outside any module (optimizer, loss)
         self.matrix_flops = 0
         self.causal_flops = 0  # of matrix_flops: causal attention, counted half (FlopCounterMode: whole)
@@ -628,6 +630,8 @@ class ModelSums:
             self.known["flops"] += dur
         if f.bytes is not None:
             self.known["bytes"] += dur
+        if f.flops is not None and f.bytes:
+            self.known["kernel"] += dur  # issue 27's per-kernel measure: FLOPs known, bytes known and > 0
         if rec.get("op") is not None:
             self.known["op"] += dur
         if rec.get("module") is not None:
@@ -639,13 +643,15 @@ class ModelSums:
             self.known[level] += dur
         kind = f.cost.kind if f.cost is not None else None
         flops = f.whole_work()[0]  # a model's sums keep what one kernel's own share leaves unknown
-        if flops is not None and kind in MATRIX_KINDS:
+        # Only the matrix kernels (tc known): a GEMM's or convolution's helpers (bias-gradient sums,
+        # split-K passes, casts) carry their own FLOPs, which FlopCounterMode does not count.
+        if flops is not None and kind in MATRIX_KINDS and f.tc is not None:
             self.matrix_flops += flops
             if kind == "attn" and "causal=1" in f.cost.params.split(","):
                 self.causal_flops += flops
         if flops is not None and kind == "rnn":
             self.rnn_flops += flops
-        if f.flops is None or f.bytes is None:
+        if f.flops is None or not f.bytes:
             key = f"{rec.get('dir')} {rec.get('mod')}.{rec.get('op')} | {rec.get('kShortName')}"
             self.missing[key] = self.missing.get(key, 0) + dur
 
@@ -694,7 +700,7 @@ def table(records_path: str, flops_path: str, missing: int) -> str:
     tallies = sums(records_path)
     head = (f"{'model':<26}{'kernels':>8}{'GPU ms':>9}{'flops%':>8}{'bytes%':>8}{'op%':>7}{'module%':>9}"
             f"{'outside%':>9}{'marker%':>9}{'aten%':>7}{'matrix/FCM':>12}{'+causal/FCM':>12}{'FCM raw/corr':>13}"
-            f"{'rnn GFLOP':>10}")
+            f"{'rnn GFLOP':>10}{'kernel%':>9}")
     lines = [f"device: {meta.get('device')}, torch {meta.get('torch')}", head]
     for name, t in tallies.items():
         ref, unfixed = fixed.get(name), raw.get(name)
@@ -708,12 +714,12 @@ def table(records_path: str, flops_path: str, missing: int) -> str:
                      f"{_pct(t.known['bytes'], t.time):>8}{_pct(t.known['op'], t.time):>7}"
                      f"{module:>9}{outside:>9}"
                      f"{_pct(t.known['marker'], t.time):>9}{_pct(t.known['aten'], t.time):>7}{ratio:>12}{whole:>12}{fcm:>13}"
-                     f"{t.rnn_flops / 1e9:>10.3f}")
+                     f"{t.rnn_flops / 1e9:>10.3f}{_pct(t.known['kernel'], t.time):>9}")
     for name, why in (meta.get("failed") or {}).items():
         lines.append(f"{name:<26} not captured: {why}")
     if missing:
         lines.append("")
-        lines.append("largest GPU time without FLOPs or bytes, per model (dir op | kernel: share of the model's time):")
+        lines.append("largest GPU time without FLOPs or without bytes > 0, per model (dir op | kernel: share of the model's time):")
         for name, t in tallies.items():
             top = sorted(t.missing.items(), key=lambda kv: -kv[1])[:missing]
             for key, ns in top:
