@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Nsight Compute on cuDNN's convolution helper kernels (issue 27): examples/resnet.py's training
-# step and benchmarks/conv_helpers.py's cases, with kernel_truth.sh's counters (plus L2 read
-# sectors), filtered to the helpers and the convolution kernels they serve.
+# step, benchmarks/conv_helpers.py's cases and conv_workspace.py's weight gradients, with
+# kernel_truth.sh's counters (plus L2 read sectors and the bytes the kernels' stores wrote),
+# filtered to the helpers and the convolution kernels they serve.
 # usage (repo root, on the GPU machine, the kit of ../shared/device carried as .devkit):
-#   bash benchmarks/conv_helpers_truth.sh      # $OUT/conv_ncu_resnet.csv.xz, conv_ncu_cases.csv.xz
+#   bash benchmarks/conv_helpers_truth.sh      # $OUT/conv_ncu_{resnet,cases,workspace}.csv.xz
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 kit=${KIT:-.devkit}
@@ -12,7 +13,7 @@ python3 -m pip install -q --no-index --no-deps --target /tmp/site "$kit"/wheels/
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_srcunit_tex_op_write.sum
-metrics=$metrics,lts__t_sectors_srcunit_tex_op_read.sum
+metrics=$metrics,lts__t_sectors_srcunit_tex_op_read.sum,smsp__sass_data_bytes_mem_global_op_st.sum
 for p in hgmma_src_fp16 hgmma_src_bf16_dst_fp32 hgmma_src_tf32_dst_fp32 hmma_src_fp16 hmma_src_bf16_dst_fp32 hmma_src_tf32_dst_fp32; do
   metrics=$metrics,sm__ops_path_tensor_op_$p.sum
 done
@@ -26,4 +27,5 @@ run() {  # NAME COMMAND...
 }
 run conv_ncu_resnet python3 examples/resnet.py
 run conv_ncu_cases python3 "$here"/conv_helpers.py
+run conv_ncu_workspace python3 "$here"/conv_workspace.py
 ls -la "$out"

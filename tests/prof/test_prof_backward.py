@@ -155,6 +155,9 @@ POOLING = [
     # adaptive_avg_pool2d [2,3,10,7] -> (3,4): windows 4+4+4 rows, 2+3+3+2 columns, so 12·10 taps
     # per plane (6 planes: 720) plus a divide per output (72); dY 288, dX 1680.
     ((FN, "adaptive_avg_pool2d", t(2, 3, 10, 7)), {"output_size": (3, 4)}, (792, 288 + 1680)),
+    # to 1x1, a global average: PyTorch's mean, whose backward multiplies dY expanded by 1/70:
+    # one multiply per dX element (420); dY 24, dX 1680.
+    ((FN, "adaptive_avg_pool2d", t(2, 3, 10, 7)), {"output_size": 1}, (420, 24 + 1680)),
     # adaptive_max_pool1d [2,4,10] -> 3: 24 outputs, one add each; dY 96, indices 192, dX 320.
     ((FN, "adaptive_max_pool1d", t(2, 4, 10)), {"output_size": 3}, (24, 96 + 192 + 320)),
     # bilinear [1,3,5,6] x2 -> 3·10·12 = 360 outputs, 4 taps each, dY·w added into each: 2·4·360;

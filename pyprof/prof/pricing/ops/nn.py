@@ -15,7 +15,7 @@ dX 2 FLOPs per forward normalizing FLOP (dY, X and the weight read, dX written),
 2 per element each (dY and X read, the gradient written); losses: below. Pooling and interpolation backward: dY read, dX written (max
 pooling: the int64 indices read too), so the forward's bytes; FLOPs: max pooling one add per dY
 element (scattered through the indices; overlapping windows add into one dX element), average
-pooling the forward's (dY / window, one add per tap), interpolation the forward's (weight times
+pooling the forward's (dY / window, one add per tap; a global average one multiply per dX element), interpolation the forward's (weight times
 dY added into each tap) and for nearest one add per dY element. embedding_bag backward: its
 formula's docstring, kernel by kernel (_bag_backward_stages).
 """
@@ -261,8 +261,15 @@ def adaptive_cost(x: Tensor, out_sp: tuple, kind: str) -> Cost:
     lead = prod(x.shape[:-nd])
     out = lead * prod(out_sp)
     taps = lead * prod(_windows(i, o) for i, o in zip(x.shape[-nd:], out_sp))
-    return _pool_cost(x, kind, out, taps + (out if kind == "avg" else 0),
+    cost = _pool_cost(x, kind, out, taps + (out if kind == "avg" else 0),
                       fmt_params(x.dtype, shape=dims(x.shape), out=out_sp))
+    if kind == "avg" and out == lead:
+        # A global average: PyTorch takes the mean, whose backward is dY expanded and divided by
+        # the window (one multiply per dX element, dY read, dX written); on a channels_last input
+        # the mean's output is restrided in place (as_strided_), whose backward zero-fills a
+        # buffer of the output's elements first (its own kernel).
+        return replace(cost, bwd_flops=x.numel, grad_fill=out)
+    return cost
 
 
 def _adaptive(nd: int, kind: str):
