@@ -475,6 +475,7 @@ torch.distributed.all_reduce_coalesced
 torch.distributed.all_to_all
 torch.distributed.all_to_all_single
 torch.distributed.barrier
+torch.distributed.batch_isend_irecv
 torch.distributed.broadcast
 torch.distributed.gather
 torch.distributed.irecv

@@ -199,10 +199,8 @@ class _Attribution:
             if report is not None and owner[START] < fresh:
                 report.owners.add(owner[KEY])
 
-        if nccl_calls is None and self.ddp:
-            bucket = self.ddp.get((gpid, row[_CORR]))
-            if bucket is not None:
-                nccl_calls = (bucket,)
+        if nccl_calls is None and self.ddp and (gpid, row[_CORR]) in self.ddp:
+            nccl_calls = (self.ddp[(gpid, row[_CORR])],)
         fwd = None if bseq is None else self._forward(gpid, bseq)
         source = marker
         if fwd is not None:
