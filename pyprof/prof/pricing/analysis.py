@@ -15,10 +15,13 @@ from .calls import CallNumbers, identity as call_identity
 from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .tensor_flow import TensorFlow
-from .parts import (ADD, CONTIGUOUS, COPY, FILL, LAUNCH, SPLIT_K, CallParts, Part, backward_parts, family,
-                    flash_helpers, forward_parts, conv_outputs, grid_z, math_attention_gemm, output_parts,
-                    range_conv_tensors, range_outputs, range_parts, split_k, split_pass, split_sum, tensor_lists,
-                    tile_init, tiled_outputs, wgrad_segments)
+from .attention_parts import flash_helpers, math_attention_gemm
+from .conv_parts import conv_outputs, range_conv_tensors, range_outputs, range_parts, wgrad_segments
+from .cub_init import tile_init
+from .gemm_parts import SPLIT_K, grid_z, output_parts, split_k, split_pass, split_sum, tiled_outputs
+from .multitensor import tensor_lists
+from .part import ADD, CONTIGUOUS, COPY, FILL, Part
+from .parts import LAUNCH, CallParts, backward_parts, family, forward_parts
 from .rnn_kernels import RnnCall
 from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost, Unknowable, lookup, retype
 from ..warnings_tally import Tally
@@ -511,25 +514,25 @@ class Analyzer:
         return work[0], None if work[1] is None else work[1] + sum(work[2:])
 
     def _split_k(self, rec: dict, name: str | None, outputs: list, dtype: str | None) -> tuple:
-        """(flops, bytes) of a split-K reduction (parts.split_k) after the thread's last matrix
+        """(flops, bytes) of a split-K reduction (gemm_parts.split_k) after the thread's last matrix
         kernel, whose grid's z was its split count; na where not known."""
         work = split_k(name or "", rec.get("grid"), self._calls.get(("splits", rec.get("pid"), rec.get("tid"))),
                        outputs, ITEMSIZE.get(dtype))
         return _UNKNOWN if work is None else work
 
     def _split_pass(self, rec: dict, cost: Cost, bprop: bool, size: int | None, name: str | None) -> tuple:
-        """(flops, bytes) of cuBLAS's split-K pass after the thread's last GEMM kernel (parts.split_pass):
+        """(flops, bytes) of cuBLAS's split-K pass after the thread's last GEMM kernel (gemm_parts.split_pass):
         its grid's z partial products of the output summed, (z - 1) adds an element, the partials
         read in fp32 (the accumulator of every such GEMM's name) and the output written once; na
         where the GEMM split nothing or the output is not one known shape (of those its tiles
-        cover: parts.tiled_outputs)."""
+        cover: gemm_parts.tiled_outputs)."""
         splits = self._calls.get(("splits", rec.get("pid"), rec.get("tid")))
         outputs = tiled_outputs(name, rec.get("grid"), self._gemm_outputs(rec, cost, bprop))
         work = split_sum(splits, outputs[0][0] * outputs[0][1], size) if len(outputs) == 1 else None
         return self.unclaimed() if work is None else work
 
     def _segmented(self, rec: dict, cost: Cost, name: str | None, size: int | None, weight: object) -> tuple | None:
-        """(flops, bytes) of xmma's segment-K weight-gradient kernel (parts.wgrad_segments) for a
+        """(flops, bytes) of xmma's segment-K weight-gradient kernel (conv_parts.wgrad_segments) for a
         weight of shape `weight`, which writes its segments' fp32 partials in place of the
         gradient: the formula's bytes (the gradient's three tensors) less the weight's, plus
         segments x weight x 4 (ncu on ResNet-18's 64x64x3x3 weights: 8,390,912 bytes, these
@@ -550,7 +553,7 @@ class Analyzer:
 
     def _wgrad_split(self, rec: dict, weight: object, size: int | None) -> tuple:
         """(flops, bytes) of the split-K pass after a convolution's segment-K weight gradient
-        (_segmented) of a weight of shape `weight`: its segments summed (parts.split_sum; ncu on
+        (_segmented) of a weight of shape `weight`: its segments summed (gemm_parts.split_sum; ncu on
         ResNet-18's 64x64x3x3 weights, 13 segments: 2,161,664 bytes, these 1,990,656: its writes
         are 3x the fp16 gradient's, not told apart further); na without a segment count."""
         splits = self._calls.get(("splits", rec.get("pid"), rec.get("tid")))
