@@ -58,7 +58,7 @@ def _marker(x: dict, w: dict, stride: int, pad: int) -> dict:
 
 
 def _cost(marker: dict):
-    """The formula's cost as the analysis has it under fp16 autocast (Analyzer._compute)."""
+    """The formula's cost as the analysis has it under fp16 autocast (marker_costs.MarkerCosts)."""
     return replace(lookup("torch.nn.functional", "conv2d")(Call(marker)), dtype="float16")
 
 

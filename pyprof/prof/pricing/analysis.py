@@ -3,7 +3,6 @@ use, dtype, math path and peaks. The attribution rules are documented in docs/pr
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from math import prod
 
 from . import op_ranges as aten_level
@@ -22,14 +21,13 @@ from .gemm_parts import SPLIT_K, grid_z, output_parts, split_k, split_pass, spli
 from .multitensor import tensor_lists
 from .part import ADD, CONTIGUOUS, COPY, FILL, Part
 from .parts import LAUNCH, CallParts, backward_parts, family, forward_parts
+from .marker_costs import MarkerCosts
 from .rnn_kernels import RnnCall
-from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost, Unknowable, lookup, retype
+from .registry import ATTN, CONV, GEMM, MMA_KINDS, RNN, Call, Cost
 from ..warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
 from .values import ITEMSIZE, Tensor
 
-# RecursionError: marker args nested deeper than decode() can follow (valid JSON, never ours).
-_FORMULA_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError, RecursionError)
 _GRAD_TOKENS = ("dgrad", "wgrad")
 _UNKNOWN = (None, None)
 # Triton template GEMMs use MMA for these (tl.dot lowers to MMA for them from Ampere on).
@@ -37,16 +35,10 @@ _TRITON_MMA_DTYPES = frozenset(("float16", "bfloat16", "float8_e4m3fn", "float8_
 # Marker dtypes a matrix kernel's name may replace: fp32 (autocast ran the kernel in 16 bits) or
 # unknown. A 16-bit marker dtype stays: cuDNN's SDPA kernels say `f16` for bf16 inputs too.
 _OVERRIDABLE = frozenset((None, "float32"))
-_COST_CACHE = 8192  # distinct markers kept; a training step has far fewer, so memory stays flat
 # Which level priced a kernel (the `level` column): its pyprof op marker, PyTorch's op ranges, or
 # the FX nodes of the compiled graph that launched it.
 MARKER, ATEN = "marker", "aten"
 LEVELS = (MARKER, ATEN, COMPILED)
-
-
-def _scaled(nbytes: int | None, dtype: str) -> int | None:
-    """fp32 bytes counted again in `dtype`."""
-    return None if nbytes is None else nbytes * ITEMSIZE[dtype] // 4
 
 
 class Facts:
@@ -129,23 +121,6 @@ def _no_marker(rec: dict) -> tuple[str, str] | None:
     return None if _private_call(rec) else ("no op marker", f"{rec.get('mod')}.{rec.get('op')}")
 
 
-try:  # optional (pyprof-nvtx[fast]), as for reading records: half repr's time for a marker's key
-    from orjson import dumps as _json_bytes
-except ImportError:
-    _json_bytes = None
-
-
-def _marker_key(marker: dict) -> object:
-    """An exact key of a marker's contents (equal markers have equal costs): its JSON bytes, else
-    (no orjson, or an integer beyond 64 bits, which json's reader keeps) its repr."""
-    if _json_bytes is not None:
-        try:
-            return _json_bytes(marker)
-        except TypeError:
-            pass
-    return repr(marker)
-
-
 class Analyzer:
     """Derives Facts per record. Keeps one entry per (pid, tid): the call its last kernel
     belonged to, so that an op's work goes to its first (main) kernel only."""
@@ -154,7 +129,7 @@ class Analyzer:
         self.tally = tally
         self._calls: dict = {}
         self._parts: dict = {}  # (pid, tid) -> (the call state of _calls, its CallParts)
-        self._costs: dict = {}
+        self._costs = MarkerCosts()
         self._compiled = CompiledPricer(self)
         self._numbers = CallNumbers()
         self._ident: tuple | None = None  # calls.identity of the record facts() is deriving
@@ -173,13 +148,7 @@ class Analyzer:
         marker = rec["fwd"].get("marker") if _backward_of(rec) else rec.get("marker")
         if not isinstance(marker, dict) or marker.get("kind") != "op":
             return None, _no_marker(rec)
-        key = _marker_key(marker)
-        hit = self._costs.get(key)
-        if hit is None:
-            if len(self._costs) >= _COST_CACHE:
-                self._costs.clear()
-            hit = self._costs[key] = self._compute(marker)
-        return hit
+        return self._costs.of(marker)
 
     def _priced(self, rec: dict, name: str | None, verdict: str | None) -> tuple:
         """(cost, level, the PyTorch range that priced it or None) of a record, warning when
@@ -205,27 +174,6 @@ class Analyzer:
         if warning:
             self.tally.warn(*warning)
         return cost, (MARKER if cost is not None else None), None
-
-    @staticmethod
-    def _compute(marker: dict) -> tuple:
-        """(cost, None) or (None, (warning kind, op name))."""
-        mod, op = marker.get("mod"), marker.get("op")
-        formula = lookup(mod, op)
-        if formula is None:
-            return None, ("unknown op", f"{mod}.{op}")
-        try:
-            cost = formula(Call(marker))
-        except Unknowable as why:
-            return None, (str(why), f"{mod}.{op}")
-        except _FORMULA_ERRORS:
-            cost = None
-        autocast = marker.get("autocast")
-        if cost is not None and cost.kind in MATRIX_KINDS and cost.dtype == "float32" and autocast in ITEMSIZE:
-            # Under autocast the arguments are fp32 but the matrix kernel runs in `autocast`.
-            cost = replace(cost, dtype=autocast, params=retype(cost.params, autocast))
-            if cost.kind not in MMA_KINDS:  # an RNN: every tensor it reads or writes is cast
-                cost = replace(cost, bytes=_scaled(cost.bytes, autocast), bwd_bytes=_scaled(cost.bwd_bytes, autocast))
-        return cost, None if cost is not None else ("op arguments not understood", f"{mod}.{op}")
 
     def facts(self, rec: dict) -> Facts:
         """All derived values for one record: unguarded(), then held to its GPU's peak

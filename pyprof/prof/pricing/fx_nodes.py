@@ -24,7 +24,7 @@ from .ops.fx import foreach
 from .conv_parts import conv_outputs, wgrad_segments
 from .gemm_parts import SPLIT_K, grid_z, split_k, split_pass, split_sum
 from .parts import CallParts, backward_parts, family, forward_parts
-from .registry import CONV, GEMM, MMA_KINDS, Call, Cost, Formula, Unknowable
+from .registry import CONV, FORMULA_ERRORS, GEMM, MMA_KINDS, Call, Cost, Formula, Unknowable
 from .values import ITEMSIZE
 from .tensorcores import MMA, NONE, SIMT, classify
 
@@ -37,7 +37,6 @@ _CACHE = 4096
 _HOMES = ("torch", "Tensor", "torch.nn.functional")
 # A compiled optimizer step's `aten._foreach_<op>` nodes: <op> over each index of their lists.
 _FOREACH = "_foreach_"
-_FORMULA_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError, RecursionError)
 _TRITON_MMA_DTYPES = frozenset(("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8"))
 
 
@@ -71,7 +70,7 @@ def node_cost(node: dict) -> tuple:
         cost = formula(Call(node))
     except Unknowable as why:
         return None, (str(why), op)
-    except _FORMULA_ERRORS:
+    except FORMULA_ERRORS:
         cost = None
     return cost, None if cost is not None else ("op arguments not understood", op)
 
