@@ -147,7 +147,7 @@ def test_resnet(resnet) -> None:
     # A 3x3 convolution's backward: dgrad and wgrad kernels, one forward's work each.
     grads = [(r["kShortName"].split("_")[2], f.flops) for r, f in find(rows, "sm90_xmma", "layer4.1.conv2", "bprop")]
     assert grads == [("dgrad", 2 * 8 * 512 * 7 * 7 * 512 * 9), ("wgrad", 2 * 8 * 512 * 7 * 7 * 512 * 9)]
-    # cuDNN's helpers as in eager (parts.py): the stem's channel padding (3 -> 4 forward, x and w;
+    # cuDNN's helpers as in eager (conv_parts.py): the stem's channel padding (3 -> 4 forward, x and w;
     # backward, output_mask [False, True, False]: x padded to 8, dW's 8 stripped to 3), CUTLASS's
     # split-K wgrad of the padded weight and its ReduceSplitK (29 partials of 64 x 7*7*8), and
     # layer1's segment-K wgrad's split-K pass (13 segments of 64 x 64*3*3).
@@ -278,7 +278,7 @@ def test_default_mode_gpt_and_resnet(tmp_path_factory, eager) -> None:
     bwd = find(rows, "cudnn_generated_fort_native_sdpa_sm90_flash_bprop", "blocks.0", "bprop")
     assert [(r["op"], f.flops) for r, f in bwd] == [("_scaled_dot_product_cudnn_attention_backward",
                                                    16 * (6 * 128 * 128 * 64 + 4 * 128 * 128 * 64) // 2)]
-    # The library call's helpers carry the parts an eager call of the op has (parts.py): D =
+    # The library call's helpers carry the parts an eager call of the op has (attention_parts.py): D =
     # rowsum(dO * O) over 4 x 4 x 128 rows of 64 (dO and O read in bf16, D written in fp32, dQ's
     # fp32 accumulator zeroed), and dQ cast from that accumulator.
     rows_, out = 4 * 4 * 128, 4 * 4 * 128 * 64

@@ -79,7 +79,7 @@ def test_transformer_encoder_training_and_eval_fast_path(tmp_path):
     # Every kernel is priced but the calls' helpers whose share is not known (the input's copy
     # under linear, SDPA backward's pre and post kernels): na on their own, 0 FLOPs in their
     # calls' sums. cuBLAS's zeroing of a linear's output before its split-K GEMM and cuBLASLt's
-    # bias epilogue are parts (parts.output_parts): 32 x 64, 32 x 256 and 32 x 64 fp32 outputs.
+    # bias epilogue are parts (gemm_parts.output_parts): 32 x 64, 32 x 256 and 32 x 64 fp32 outputs.
     assert all(f.whole_work()[0] is not None for f in facts)
     helpers = [(r["kShortName"], f.flops, f.bytes) for r, f in zip(recs, facts)
                if r["kShortName"] in ("scal_kernel", "globalKernel")]
@@ -167,7 +167,7 @@ def test_a_trace_without_pyprof_init_is_priced_from_aten_ranges_alone(tmp_path):
     unknown = Counter((r["op"], r["kShortName"]) for r, f in rest if f.bytes is None)
     # (LayerNorm's weight-gradient kernel runs the second stage of aten::native_layer_norm_backward's
     # formula, nn.row_norm_cost); cuBLAS's zeroing and cuBLASLt's bias epilogue are aten::addmm's
-    # output parts, as with markers (parts.output_parts)
+    # output parts, as with markers (gemm_parts.output_parts)
     assert unknown == {("_scaled_dot_product_efficient_attention", "reduce_kernel"): 1}
     helpers = [(r["kShortName"], f.flops, f.bytes) for r, f in rest if r["kShortName"] in ("scal_kernel", "globalKernel")]
     assert helpers == [x for out, bias in ((2048, 64), (8192, 256), (2048, 64))

@@ -12,7 +12,9 @@ import pytest
 
 import pyprof
 import pyprof.prof.pricing.ops  # noqa: F401  (fills the op table)
-from pyprof.prof.pricing.parts import PAD, CallParts, backward_parts, conv_outputs, forward_parts, split_k, wgrad_segments
+from pyprof.prof.pricing.conv_parts import PAD, conv_outputs, wgrad_segments
+from pyprof.prof.pricing.gemm_parts import split_k
+from pyprof.prof.pricing.parts import CallParts, backward_parts, forward_parts
 from pyprof.prof.pricing.registry import Call, lookup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -56,7 +58,7 @@ def _marker(x: dict, w: dict, stride: int, pad: int) -> dict:
 
 
 def _cost(marker: dict):
-    """The formula's cost as the analysis has it under fp16 autocast (Analyzer._compute)."""
+    """The formula's cost as the analysis has it under fp16 autocast (marker_costs.MarkerCosts)."""
     return replace(lookup("torch.nn.functional", "conv2d")(Call(marker)), dtype="float16")
 
 

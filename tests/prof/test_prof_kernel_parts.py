@@ -14,7 +14,7 @@ def test_embedding_bag_backward_kernels_carry_their_named_stages():
     bookkeeping, compute_grad_weight_bags (the 65,408 adds; dOut, the indices' bags and positions
     read, the fp32 partial sums written) and sum_and_scatter (the partials read, the rows
     written). The two big ones within 6% of ncu's bytes; cub's init kernels their tile-status
-    arrays (parts.tile_init: one 16-byte descriptor a tile, 32 of padding, the unique-by-key's
+    arrays (cub_init.tile_init: one 16-byte descriptor a tile, 32 of padding, the unique-by-key's
     8-byte counter; ncu wrote 576 and 544 bytes, whole 32-byte sectors); the FLOPs add up to the
     backward's; the same in aten mode, and from the op's own range (aten::_embedding_bag_dense_backward)
     in the captures without pyprof's markers (plain emit_nvtx, nsys --pytorch)."""
@@ -336,7 +336,7 @@ def _rows(mode: str, model: str, keep) -> list:
 
 def test_aten_level_convolution_helpers_are_the_marker_level_parts():
     """Without markers (plain emit_nvtx, nsys --pytorch; kernel_truth captures, H100) a convolution's
-    helpers are its marker's parts, made from its ranges' shapes (parts.range_parts): efficientnet_b0's
+    helpers are its marker's parts, made from its ranges' shapes (conv_parts.range_parts): efficientnet_b0's
     six CUTLASS ReduceSplitK kernels sum their wgrad's grid-z fp32 partials into the fp16 weight
     gradient (the [40, 240] weight: z 12, as with markers; they were na); unet's seven
     reduce_wgrad_nchw_helper sums and 126 layout conversions and efficientnet_b0's 66 carry what they
@@ -445,7 +445,7 @@ def test_in_place_dropout_kernels_carry_their_stages():
 def test_cutlass_split_k_partials_are_channel_padded():
     """unet's 3-channel 3x3 convolution in bf16 (kernel_truth captures, H100): cuDNN's CUTLASS
     wgrad kernel splits K over its grid's 23 z, then ReduceSplitK sums the fp32 partials of the
-    [64, 3, 3, 3] weight gradient padded to 8 channels (parts.conv_outputs): 64 x 72 read 23 times,
+    [64, 3, 3, 3] weight gradient padded to 8 channels (conv_parts.conv_outputs): 64 x 72 read 23 times,
     22 adds each, written in bf16, within 2% of ncu's bytes; the same without markers, from the
     convolution's range (it was na there); efficientnet_b0's 3-channel stem ([32, 3, 3, 3], z 97)
     likewise."""

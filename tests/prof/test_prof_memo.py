@@ -385,18 +385,18 @@ def test_dictionary_codes_keep_null_apart():
 
 
 def test_markers_are_cached_by_their_exact_contents():
-    """Analyzer's cost cache keys a marker by its JSON bytes (orjson) or, for an integer beyond 64
-    bits that json's reader keeps and orjson cannot write, by its repr: equal contents one key,
-    any difference (key order included, as in the record) another."""
+    """The marker cost cache (marker_costs.py) keys a marker by its JSON bytes (orjson) or, for an
+    integer beyond 64 bits that json's reader keeps and orjson cannot write, by its repr: equal
+    contents one key, any difference (key order included, as in the record) another."""
     import json
 
-    from pyprof.prof.pricing import analysis
+    from pyprof.prof.pricing import marker_costs
 
     a = {"kind": "op", "mod": "torch", "op": "add", "args": [{"shape": [2, 3], "dtype": "float32"}]}
     same = json.loads(json.dumps(a))
     reordered = dict(reversed(list(a.items())))
-    assert analysis._marker_key(a) == analysis._marker_key(same) != analysis._marker_key(reordered)
+    assert marker_costs._marker_key(a) == marker_costs._marker_key(same) != marker_costs._marker_key(reordered)
     huge = dict(a, scalar=2 ** 70)
-    assert analysis._marker_key(huge) == repr(huge)
-    if analysis._json_bytes is not None:
-        assert analysis._marker_key(a) == analysis._json_bytes(a)
+    assert marker_costs._marker_key(huge) == repr(huge)
+    if marker_costs._json_bytes is not None:
+        assert marker_costs._marker_key(a) == marker_costs._json_bytes(a)

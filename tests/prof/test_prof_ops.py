@@ -333,12 +333,13 @@ ODD_ARGS = [[], [None], [3], ["x"], [{"shape": [0], "dtype": "float32"}] * 4,
 def test_no_formula_raises_on_odd_arguments(args):
     """Every formula in the table, fed arguments it does not expect: a cost, or na with a
     warning, never an exception out of the analysis."""
-    from pyprof.prof.pricing.analysis import Analyzer
+    from pyprof.prof.pricing.marker_costs import MarkerCosts
     from pyprof.prof.pricing.ops import registered
+    costs = MarkerCosts()
     for name in registered():
         optim = name.startswith("torch.optim.")  # op names like SGD.step contain a dot
         mod, op = ("torch.optim", name[len("torch.optim."):]) if optim else name.rsplit(".", 1)
-        Analyzer._compute({"v": 1, "kind": "op", "mod": mod, "op": op, "args": args})
+        costs.of({"v": 1, "kind": "op", "mod": mod, "op": op, "args": args})
 
 
 def test_fused_optimizer_work_goes_to_the_fused_kernel_not_the_step_counter():

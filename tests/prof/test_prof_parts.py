@@ -10,8 +10,9 @@ import sys
 import tempfile
 
 import pyprof.prof.pricing.ops  # noqa: F401  (fills the op table)
-from pyprof.prof.pricing.parts import (ADD, BETA, BROADCAST, COPY, EPILOGUE, FILL, SUM, CallParts, Part, backward_parts, family,
-                                      forward_parts)
+from pyprof.prof.pricing.gemm_parts import BETA, BROADCAST, EPILOGUE
+from pyprof.prof.pricing.part import ADD, COPY, FILL, Part
+from pyprof.prof.pricing.parts import SUM, CallParts, backward_parts, family, forward_parts
 from pyprof.prof.pricing.registry import Call, lookup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -64,7 +65,7 @@ def cost_of(marker: dict):
 # adds.
 BIAS_ADD = Part(ADD, 393216, 393216, (2 * 393216 + 768) * 4)
 BIAS_GRAD = Part(SUM, 393216, 393216 - 768, (393216 + 768) * 4)
-# What else a GEMM's call may do to its output (parts.output_parts): the bias added by cuBLASLt's
+# What else a GEMM's call may do to its output (gemm_parts.output_parts): the bias added by cuBLASLt's
 # epilogue kernel, the output zeroed by cuBLAS before split-K kernels accumulate into it (written
 # once), the bias broadcast into the output before a beta-1 GEMM (the bias read, the output written).
 OUTPUT = [BIAS_ADD, Part(EPILOGUE, 393216, 393216, (2 * 393216 + 768) * 4), Part(BETA, 393216, 0, 393216 * 4),

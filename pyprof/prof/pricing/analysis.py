@@ -3,7 +3,6 @@ use, dtype, math path and peaks. The attribution rules are documented in docs/pr
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from math import prod
 
 from . import op_ranges as aten_level
@@ -15,18 +14,20 @@ from .calls import CallNumbers, identity as call_identity
 from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .tensor_flow import TensorFlow
-from .parts import (ADD, CONTIGUOUS, COPY, FILL, LAUNCH, SPLIT_K, CallParts, Part, backward_parts, family,
-                    flash_helpers, forward_parts, conv_outputs, grid_z, math_attention_gemm, output_parts,
-                    range_conv_tensors, range_outputs, range_parts, split_k, split_pass, split_sum, tensor_lists,
-                    tile_init, tiled_outputs, wgrad_segments)
+from .attention_parts import flash_helpers, math_attention_gemm
+from .conv_parts import conv_outputs, range_conv_tensors, range_outputs, range_parts, wgrad_segments
+from .cub_init import tile_init
+from .gemm_parts import SPLIT_K, grid_z, output_parts, split_k, split_pass, split_sum, tiled_outputs
+from .multitensor import tensor_lists
+from .part import ADD, CONTIGUOUS, COPY, FILL, Part
+from .parts import LAUNCH, CallParts, backward_parts, family, forward_parts
+from .marker_costs import MarkerCosts
 from .rnn_kernels import RnnCall
-from .registry import ATTN, CONV, GEMM, MATRIX_KINDS, MMA_KINDS, RNN, Call, Cost, Unknowable, lookup, retype
+from .registry import ATTN, CONV, GEMM, MMA_KINDS, RNN, Call, Cost
 from ..warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
 from .values import ITEMSIZE, Tensor
 
-# RecursionError: marker args nested deeper than decode() can follow (valid JSON, never ours).
-_FORMULA_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError, RecursionError)
 _GRAD_TOKENS = ("dgrad", "wgrad")
 _UNKNOWN = (None, None)
 # Triton template GEMMs use MMA for these (tl.dot lowers to MMA for them from Ampere on).
@@ -34,16 +35,10 @@ _TRITON_MMA_DTYPES = frozenset(("float16", "bfloat16", "float8_e4m3fn", "float8_
 # Marker dtypes a matrix kernel's name may replace: fp32 (autocast ran the kernel in 16 bits) or
 # unknown. A 16-bit marker dtype stays: cuDNN's SDPA kernels say `f16` for bf16 inputs too.
 _OVERRIDABLE = frozenset((None, "float32"))
-_COST_CACHE = 8192  # distinct markers kept; a training step has far fewer, so memory stays flat
 # Which level priced a kernel (the `level` column): its pyprof op marker, PyTorch's op ranges, or
 # the FX nodes of the compiled graph that launched it.
 MARKER, ATEN = "marker", "aten"
 LEVELS = (MARKER, ATEN, COMPILED)
-
-
-def _scaled(nbytes: int | None, dtype: str) -> int | None:
-    """fp32 bytes counted again in `dtype`."""
-    return None if nbytes is None else nbytes * ITEMSIZE[dtype] // 4
 
 
 class Facts:
@@ -126,23 +121,6 @@ def _no_marker(rec: dict) -> tuple[str, str] | None:
     return None if _private_call(rec) else ("no op marker", f"{rec.get('mod')}.{rec.get('op')}")
 
 
-try:  # optional (pyprof-nvtx[fast]), as for reading records: half repr's time for a marker's key
-    from orjson import dumps as _json_bytes
-except ImportError:
-    _json_bytes = None
-
-
-def _marker_key(marker: dict) -> object:
-    """An exact key of a marker's contents (equal markers have equal costs): its JSON bytes, else
-    (no orjson, or an integer beyond 64 bits, which json's reader keeps) its repr."""
-    if _json_bytes is not None:
-        try:
-            return _json_bytes(marker)
-        except TypeError:
-            pass
-    return repr(marker)
-
-
 class Analyzer:
     """Derives Facts per record. Keeps one entry per (pid, tid): the call its last kernel
     belonged to, so that an op's work goes to its first (main) kernel only."""
@@ -151,7 +129,7 @@ class Analyzer:
         self.tally = tally
         self._calls: dict = {}
         self._parts: dict = {}  # (pid, tid) -> (the call state of _calls, its CallParts)
-        self._costs: dict = {}
+        self._costs = MarkerCosts()
         self._compiled = CompiledPricer(self)
         self._numbers = CallNumbers()
         self._ident: tuple | None = None  # calls.identity of the record facts() is deriving
@@ -170,13 +148,7 @@ class Analyzer:
         marker = rec["fwd"].get("marker") if _backward_of(rec) else rec.get("marker")
         if not isinstance(marker, dict) or marker.get("kind") != "op":
             return None, _no_marker(rec)
-        key = _marker_key(marker)
-        hit = self._costs.get(key)
-        if hit is None:
-            if len(self._costs) >= _COST_CACHE:
-                self._costs.clear()
-            hit = self._costs[key] = self._compute(marker)
-        return hit
+        return self._costs.of(marker)
 
     def _priced(self, rec: dict, name: str | None, verdict: str | None) -> tuple:
         """(cost, level, the PyTorch range that priced it or None) of a record, warning when
@@ -202,27 +174,6 @@ class Analyzer:
         if warning:
             self.tally.warn(*warning)
         return cost, (MARKER if cost is not None else None), None
-
-    @staticmethod
-    def _compute(marker: dict) -> tuple:
-        """(cost, None) or (None, (warning kind, op name))."""
-        mod, op = marker.get("mod"), marker.get("op")
-        formula = lookup(mod, op)
-        if formula is None:
-            return None, ("unknown op", f"{mod}.{op}")
-        try:
-            cost = formula(Call(marker))
-        except Unknowable as why:
-            return None, (str(why), f"{mod}.{op}")
-        except _FORMULA_ERRORS:
-            cost = None
-        autocast = marker.get("autocast")
-        if cost is not None and cost.kind in MATRIX_KINDS and cost.dtype == "float32" and autocast in ITEMSIZE:
-            # Under autocast the arguments are fp32 but the matrix kernel runs in `autocast`.
-            cost = replace(cost, dtype=autocast, params=retype(cost.params, autocast))
-            if cost.kind not in MMA_KINDS:  # an RNN: every tensor it reads or writes is cast
-                cost = replace(cost, bytes=_scaled(cost.bytes, autocast), bwd_bytes=_scaled(cost.bwd_bytes, autocast))
-        return cost, None if cost is not None else ("op arguments not understood", f"{mod}.{op}")
 
     def facts(self, rec: dict) -> Facts:
         """All derived values for one record: unguarded(), then held to its GPU's peak
@@ -511,25 +462,25 @@ class Analyzer:
         return work[0], None if work[1] is None else work[1] + sum(work[2:])
 
     def _split_k(self, rec: dict, name: str | None, outputs: list, dtype: str | None) -> tuple:
-        """(flops, bytes) of a split-K reduction (parts.split_k) after the thread's last matrix
+        """(flops, bytes) of a split-K reduction (gemm_parts.split_k) after the thread's last matrix
         kernel, whose grid's z was its split count; na where not known."""
         work = split_k(name or "", rec.get("grid"), self._calls.get(("splits", rec.get("pid"), rec.get("tid"))),
                        outputs, ITEMSIZE.get(dtype))
         return _UNKNOWN if work is None else work
 
     def _split_pass(self, rec: dict, cost: Cost, bprop: bool, size: int | None, name: str | None) -> tuple:
-        """(flops, bytes) of cuBLAS's split-K pass after the thread's last GEMM kernel (parts.split_pass):
+        """(flops, bytes) of cuBLAS's split-K pass after the thread's last GEMM kernel (gemm_parts.split_pass):
         its grid's z partial products of the output summed, (z - 1) adds an element, the partials
         read in fp32 (the accumulator of every such GEMM's name) and the output written once; na
         where the GEMM split nothing or the output is not one known shape (of those its tiles
-        cover: parts.tiled_outputs)."""
+        cover: gemm_parts.tiled_outputs)."""
         splits = self._calls.get(("splits", rec.get("pid"), rec.get("tid")))
         outputs = tiled_outputs(name, rec.get("grid"), self._gemm_outputs(rec, cost, bprop))
         work = split_sum(splits, outputs[0][0] * outputs[0][1], size) if len(outputs) == 1 else None
         return self.unclaimed() if work is None else work
 
     def _segmented(self, rec: dict, cost: Cost, name: str | None, size: int | None, weight: object) -> tuple | None:
-        """(flops, bytes) of xmma's segment-K weight-gradient kernel (parts.wgrad_segments) for a
+        """(flops, bytes) of xmma's segment-K weight-gradient kernel (conv_parts.wgrad_segments) for a
         weight of shape `weight`, which writes its segments' fp32 partials in place of the
         gradient: the formula's bytes (the gradient's three tensors) less the weight's, plus
         segments x weight x 4 (ncu on ResNet-18's 64x64x3x3 weights: 8,390,912 bytes, these
@@ -550,7 +501,7 @@ class Analyzer:
 
     def _wgrad_split(self, rec: dict, weight: object, size: int | None) -> tuple:
         """(flops, bytes) of the split-K pass after a convolution's segment-K weight gradient
-        (_segmented) of a weight of shape `weight`: its segments summed (parts.split_sum; ncu on
+        (_segmented) of a weight of shape `weight`: its segments summed (gemm_parts.split_sum; ncu on
         ResNet-18's 64x64x3x3 weights, 13 segments: 2,161,664 bytes, these 1,990,656: its writes
         are 3x the fp16 gradient's, not told apart further); na without a segment count."""
         splits = self._calls.get(("splits", rec.get("pid"), rec.get("tid")))

@@ -21,9 +21,10 @@ from typing import Any
 from . import peaks as peaks_mod
 from .ops import lookup
 from .ops.fx import foreach
-from .parts import (SPLIT_K, CallParts, backward_parts, conv_outputs, family, forward_parts, grid_z, split_k,
-                    split_pass, split_sum, wgrad_segments)
-from .registry import CONV, GEMM, MMA_KINDS, Call, Cost, Formula, Unknowable
+from .conv_parts import conv_outputs, wgrad_segments
+from .gemm_parts import SPLIT_K, grid_z, split_k, split_pass, split_sum
+from .parts import CallParts, backward_parts, family, forward_parts
+from .registry import CONV, FORMULA_ERRORS, GEMM, MMA_KINDS, Call, Cost, Formula, Unknowable
 from .values import ITEMSIZE
 from .tensorcores import MMA, NONE, SIMT, classify
 
@@ -36,7 +37,6 @@ _CACHE = 4096
 _HOMES = ("torch", "Tensor", "torch.nn.functional")
 # A compiled optimizer step's `aten._foreach_<op>` nodes: <op> over each index of their lists.
 _FOREACH = "_foreach_"
-_FORMULA_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError, RecursionError)
 _TRITON_MMA_DTYPES = frozenset(("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8"))
 
 
@@ -70,7 +70,7 @@ def node_cost(node: dict) -> tuple:
         cost = formula(Call(node))
     except Unknowable as why:
         return None, (str(why), op)
-    except _FORMULA_ERRORS:
+    except FORMULA_ERRORS:
         cost = None
     return cost, None if cost is not None else ("op arguments not understood", op)
 
@@ -123,8 +123,8 @@ def _conv_tensors(node: dict) -> tuple:
 
 
 def _outputs(node: dict, main: Cost, bwd: bool, size: int | None) -> list:
-    """(rows, cols) the matrix node's kernels may write (parts.split_k): a GEMM's 2-D output, a
-    convolution's (parts.conv_outputs)."""
+    """(rows, cols) the matrix node's kernels may write (gemm_parts.split_k): a GEMM's 2-D output, a
+    convolution's (conv_parts.conv_outputs)."""
     if main.kind == CONV:
         x, w = _conv_tensors(node)
         return conv_outputs(x and x.get("shape"), w and w.get("shape"), main.out_shape, bwd, size)
@@ -135,7 +135,7 @@ def _outputs(node: dict, main: Cost, bwd: bool, size: int | None) -> list:
 def _masked(node: dict) -> list:
     """A `*_backward` node's arguments after grad_output, as an eager marker's: for
     convolution_backward, its output_mask (args[10]) saying which of input and weight need a
-    gradient (`grad`, parts.channel_pads reads it)."""
+    gradient (`grad`, conv_parts.channel_pads reads it)."""
     args = node.get("args") if isinstance(node.get("args"), list) else []
     conv = _conv_tensors(node)[0] is not None
     mask = args[10] if conv and len(args) > 10 and isinstance(args[10], list) else None
@@ -182,7 +182,7 @@ class CompiledPricer:
         n = state[1]
         if counts:
             state[1] = n + 1
-            # A segment-K weight gradient's segments (parts.wgrad_segments), else a split-K grid's z.
+            # A segment-K weight gradient's segments (conv_parts.wgrad_segments), else a split-K grid's z.
             weight = _conv_tensors(self.work(entry).node or {})[1]
             state[2] = wgrad_segments(rec.get("kLongName") or rec.get("kShortName"), rec.get("grid"),
                                       weight and weight.get("shape")) or grid_z(rec.get("grid"))

@@ -19,6 +19,9 @@ max_tensors(D) and fewer than 320 blocks); else, where the op's PyTorch range gi
 size, the launch's own (launch_elements replays the packing); else the launch's share of the
 list's chunks, its grid over the chunks of a launch that held the whole list earlier in the same
 call (a foreach step's first, one-list op), and unknown (na) when no launch did.
+
+An optimizer step's or GradScaler's unscale's marker names its lists (tensor_lists); the op call
+holds them (parts.CallParts.launch) for its launches.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import re
 from functools import lru_cache
 from typing import NamedTuple
 
+from .registry import Cost
 from .values import ITEMSIZE
 
 CHUNK = 65536  # kChunkSize: elements one block walks
@@ -185,3 +189,23 @@ class Lists:
         self._next[kernel] = at + 1
         elems, chunks = launches[at]
         return elems if chunks == blocks else None
+
+
+def tensor_lists(marker: dict, cost: Cost | None) -> Lists | None:
+    """The tensor lists of an optimizer step's marker (`kwargs.params`: count and numel) for its
+    multi-tensor launches (Lists.work), or of GradScaler's unscale (the gradients); None for
+    any other call."""
+    params = (marker.get("kwargs") or {}).get("params")
+    if cost is None or not isinstance(params, dict):
+        return None
+    numel, count = params.get("numel"), params.get("count")
+    if type(numel) is not int or type(count) is not int or numel <= 0 or count <= 0:
+        return None
+    fused = bool((marker.get("kwargs") or {}).get("fused"))
+    # One op over the lists (a fused step, GradScaler's unscale), not a sequence of foreach ops:
+    # every launch does the formula's FLOPs per element.
+    per = cost.flops // numel if not cost.composite and cost.flops is not None else None
+    sizes = params.get("numels")
+    ok = isinstance(sizes, list) and len(sizes) == count and all(type(n) is int and n >= 0 for n in sizes) \
+        and sum(sizes) == numel
+    return Lists(numel, count, per, fused, sizes if ok else None)

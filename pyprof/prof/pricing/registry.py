@@ -109,6 +109,12 @@ class Unknowable(Exception):
     (it becomes the warning's kind in the closing summary)."""
 
 
+# What a formula raises on arguments it does not understand (its cost: none, "op arguments not
+# understood"). RecursionError: marker args nested deeper than decode() can follow (valid JSON,
+# never ours).
+FORMULA_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError, RecursionError)
+
+
 Formula = Callable[[Call], "Cost | None"]  # a string: evaluated at import, where 3.9 has no `|`
 _TABLE: dict[str, Formula] = {}
 

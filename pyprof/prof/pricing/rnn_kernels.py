@@ -39,7 +39,8 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from .parts import SPLIT_K, family, gemm_tiles, split_pass
+from .gemm_parts import SPLIT_K, gemm_tiles, split_pass
+from .parts import family
 from .registry import Cost
 from .tensorcores import MMA, SIMT, classify
 from .values import ITEMSIZE

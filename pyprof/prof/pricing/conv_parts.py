@@ -1,0 +1,217 @@
+"""The helper kernels cuDNN launches around a convolution's own: its layout conversions (NCHW to
+NHWC and back), its scaling of what the convolution writes by beta, its channel padding of a
+16-bit convolution's tensors, its sum of the per-sample weight gradients, a strided output
+gradient made contiguous, and xmma's segment-K weight gradient; with the matrices a convolution's
+implicit GEMMs write (conv_outputs), which tell a split-K reduction after it (gemm_parts.split_k)
+which output it sums. From a marker's tensors or from a PyTorch range's shapes (range_parts).
+
+A layout conversion of an (N, C, spatial...) tensor runs one block per 32 x 32 tile of (spatial,
+channel) elements per sample, a grid of [ceil(spatial / 32), ceil(C / 32), N]: the tensor whose
+grid is the kernel's is the one converted (none where tensors of different sizes share the grid:
+na). The same tensor (or a gradient of its shape) may be converted more than once, so those parts
+are never used up (parts.CallParts.take).
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from .gemm_parts import gemm_tile
+from .op_ranges import template_dtype
+from .part import CONTIGUOUS, Part, launch_count
+from .registry import CONV, Call, Cost
+from .values import ITEMSIZE
+
+LAYOUT, SCALE, WGRAD_SUM, PAD = "layout", "scale", "wgrad-sum", "channel-pad"
+# cuDNN's scaling of an output by beta before a kernel accumulates into it; PyTorch passes beta 0,
+# and cuDNN never reads an output scaled by 0 (its documented contract): the output zeroed.
+SCALE_KERNEL = re.compile(r"\bscalePackedTensor_kernel<")
+# cuDNN's sum of the per-sample weight gradients of an NCHW convolution's GEMM (one thread per
+# weight element): reduce_wgrad_nchw_helper<partials' type, weight's type>.
+WGRAD_SUM_KERNEL = re.compile(r"\breduce_wgrad_nchw_helper<([^,<>]+), ([^,<>]+)>")
+# cuDNN's copy of an NHWC tensor between its C channels and C padded up for a Tensor Core kernel
+# (either way: the same kernel strips the padding off a gradient).
+PAD_KERNEL = re.compile(r"\bnhwcAddPaddingKernel<")
+LAYOUT_KERNEL = re.compile(r"\b(?:nchwToNhwc|nhwcToNchw)Kernel<")
+_LAYOUT_TILE = 32
+# The channel multiple cuDNN pads a 16-bit convolution's NHWC tensors to (nhwcAddPaddingKernel):
+# forward 4, for sm90's image_first_layer fprop kernel (`k64c4r7s7`: 4 channels); backward 8, the
+# 16-byte vectors of the dgrad and CUTLASS wgrad kernels (AlignedArray<half_t, 8>). ncu on
+# ResNet-18's 3-channel stem (tests/data/kernel_truth/conv_ncu_resnet.csv.xz): the forward's image
+# read 2,408,448 bytes (8x3x224x224 fp16), wrote 3.9 MB (8x4x224x224: 3,211,264; the write
+# sectors over-count partial writes by 1.1-1.2x); the backward's wrote 7.1 MB (8 channels:
+# 6,422,528), and the CUTLASS wgrad's split-K partials are 64 x 7·7·8 fp32 (2,910,208 bytes, exact).
+_PAD_MULTIPLE = {False: 4, True: 8}
+# xmma's segment-K weight gradient: `..._wgrad_..._execute_segment_k_on_kernel` computes the
+# gradient's GEMM (K x C·taps over N·spatial) in segments of the reduction, each tile's segments one
+# block apiece, and writes every segment's partial tile in fp32; `..._execute_split_k_kernel` then
+# sums them into the gradient (gemm_parts.split_pass).
+_SEGMENT_K = re.compile(r"_wgrad_\w*_execute_segment_k_on_kernel")
+
+
+def scaled_outputs(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
+    """cuDNN's scaling (by beta, 0: zeroed, written once) of what a convolution writes: forward its
+    output, backward the gradients of its input and weight, in the dtype the op ran in."""
+    size = None if cost is None else ITEMSIZE.get(cost.dtype)
+    if cost is None or cost.kind != CONV or not size:
+        return []
+    n = [t.numel for t in Call(marker).tensors()[:2]] if bprop else [cost.out_elems]
+    return [Part(SCALE, e, 0, e * size) for e in n if e]
+
+
+def marker_layouts(marker: dict, cost: Cost | None) -> list[Part]:
+    """A convolution's tensors as cuDNN's layout conversions move them: input, weight, output
+    (or gradients of their shapes), each read and written once in the dtype the op ran in."""
+    size = None if cost is None else ITEMSIZE.get(cost.dtype)
+    if cost is None or cost.kind != CONV or not size or not cost.out_shape:
+        return []
+    return layout_parts([t.shape for t in Call(marker).tensors()[:2]] + [cost.out_shape], size)
+
+
+def layout_parts(shapes: list, size: int) -> list[Part]:
+    """The layout conversions of a convolution's (N, C, spatial...) tensors of `shapes`, each read
+    and written once in `size`-byte elements: from a marker, or from the shapes of a PyTorch range
+    (range_parts)."""
+    return [Part(LAYOUT, math.prod(s), 0, 2 * math.prod(s) * size, _layout_grid(tuple(s))) for s in shapes
+            if _conv_shape(s)]
+
+
+def _conv_shape(s: object) -> bool:
+    """Whether `s` is an (N, C, spatial...) shape: a list of 3 or more positive ints."""
+    return isinstance(s, (list, tuple)) and len(s) >= 3 and all(type(d) is int and d > 0 for d in s)
+
+
+def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool) -> list[Part]:
+    """The helper parts of a convolution priced from its PyTorch range (op_ranges.py) rather than
+    a marker, from the range's shapes (forward: input, weight; backward, aten::convolution_backward:
+    dY, input, weight) and the forward's output, whose shape the formula had from a consumer: their
+    layout conversions and, backward, cuDNN's sum of the per-sample weight gradients, written in the
+    weight's type `kernel`'s name states (a range's cost is priced per kernel: from this one's
+    name, the partials' type). Taken as a marker's parts are (CallParts.take)."""
+    size = None if cost is None else ITEMSIZE.get(cost.dtype)
+    if cost is None or cost.kind != CONV or not size:
+        return []
+    shapes = sizes[:3] + ([cost.out_shape] if cost.out_shape else [])
+    x, w = range_conv_tensors(sizes, bprop)
+    wgrad = wgrad_sum(x[0], math.prod(w), wgrad_sum_dtype(kernel or "") or cost.dtype) \
+        if bprop and _conv_shape(x) and _conv_shape(w) else None
+    return layout_parts(shapes, size) + ([] if wgrad is None else [wgrad])
+
+
+def range_conv_tensors(sizes: list, bprop: bool) -> tuple:
+    """(input, weight) shapes of a convolution's PyTorch range (forward: input, weight, ...;
+    aten::convolution_backward: dY, input, weight, ...), None where the range has fewer."""
+    x, w = ((sizes[1:3] if bprop else sizes[:2]) + [None, None])[:2]
+    return x, w
+
+
+def range_outputs(sizes: list, cost: Cost, bprop: bool) -> list:
+    """conv_outputs of a convolution priced from its PyTorch range (range_parts' shapes)."""
+    x, w = range_conv_tensors(sizes, bprop)
+    return conv_outputs(x, w, cost.out_shape, bprop, ITEMSIZE.get(cost.dtype))
+
+
+def _layout_grid(shape: tuple) -> tuple:
+    """cuDNN's grid converting an (N, C, spatial...) tensor: one block per 32 x 32 tile."""
+    n, c, spatial = shape[0], shape[1], math.prod(shape[2:])
+    return (-(-spatial // _LAYOUT_TILE), -(-c // _LAYOUT_TILE), n)
+
+
+def contiguous_grad(cost: Cost, size: int | None) -> list[Part]:
+    """A convolution's output gradient copied into a contiguous tensor (read and written in the
+    op's dtype) before cuDNN reads it, where it arrives as a strided view (the gradient of a
+    slice of a cat's output: a U-Net's skip connections)."""
+    n = cost.out_elems
+    return [Part(CONTIGUOUS, n, 0, 2 * n * size)] if cost.kind == CONV and n and size else []
+
+
+def channel_pads(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
+    """cuDNN's channel padding of a 16-bit convolution whose channels C are not a multiple of
+    _PAD_MULTIPLE, in launch order (CallParts.take gives each such kernel the first left): each
+    copy reads the tensor in one channel count and writes it in the other (C·rest + C'·rest
+    elements, no FLOPs). Forward the input, then the weight. Backward the weight padded and the
+    input's gradient stripped around the data-gradient kernel where the input requires grad, then
+    the input padded and the weight's gradient stripped around the weight-gradient kernel where
+    the weight does; none where the marker does not say which require grad (an old marker: the
+    first kernel could be either). The launch grid (2 blocks per SM, grid-stride) tells none
+    apart. Grouped convolutions: none (not seen)."""
+    size = None if cost is None else ITEMSIZE.get(cost.dtype)
+    tensors = Call(marker).tensors()[:2] if cost is not None and cost.kind == CONV and size == 2 else []
+    if len(tensors) < 2 or any(len(t.shape or ()) < 3 or not t.numel for t in tensors) \
+            or tensors[0].shape[1] != tensors[1].shape[1]:
+        return []
+    x, w = tensors
+    multiple = _PAD_MULTIPLE[bprop]
+    c = x.shape[1]
+    wide = -(-c // multiple) * multiple
+    if wide == c:
+        return []
+    px, pw = (Part(PAD, t.numel, 0, (t.numel + t.numel // c * wide) * size) for t in tensors)
+    if not bprop:
+        return [px, pw]
+    if x.grad is None or w.grad is None:
+        return []
+    return ([pw, px] if x.grad else []) + ([px, pw] if w.grad else [])
+
+
+def marker_wgrad_sum(marker: dict, cost: Cost) -> list[Part]:
+    """wgrad_sum's part of a convolution's backward from its marker: the input's batch, the
+    weight's elements, the op's dtype."""
+    tensors = Call(marker).tensors()
+    if cost.kind != CONV or len(tensors) < 2 or not tensors[0].shape or not tensors[1].numel:
+        return []
+    part = wgrad_sum(tensors[0].shape[0], tensors[1].numel, cost.dtype)
+    return [] if part is None else [part]
+
+
+def wgrad_sum(n: int, w: int, dtype: str | None) -> Part | None:
+    """cuDNN's sum of an NCHW convolution's per-sample weight gradients (reduce_wgrad_nchw_helper,
+    after a GEMM that wrote one per sample): N partials of the W weight elements read in fp32 (fp64
+    for a float64 op: cuDNN's accumulator), N - 1 adds each, the gradient written in `dtype`, the
+    dtype the op ran in (unet's 1x1 convolutions under bf16 autocast: within 2% of ncu's bytes);
+    None where its size is not known."""
+    size = ITEMSIZE.get(dtype)
+    if not size or n < 1:
+        return None
+    partial = 8 if dtype == "float64" else 4
+    return Part(WGRAD_SUM, w, (n - 1) * w, n * w * partial + w * size)
+
+
+def wgrad_sum_dtype(kernel: str) -> str | None:
+    """The gradient's dtype a reduce_wgrad_nchw_helper<partials' type, weight's type> writes."""
+    m = WGRAD_SUM_KERNEL.search(kernel)
+    return template_dtype(m.group(2)) if m else None
+
+
+def conv_outputs(input_shape: object, weight_shape: object, out_shape: object, bprop: bool,
+                 size: int | None = None) -> list:
+    """(rows, cols) of the matrices a convolution's implicit GEMMs write: forward the output as
+    (N·spatial, K); backward the input's gradient (N·spatial, C) and the weight's (K, C/g·taps),
+    for a 16-bit op (`size` 2) whose C is no multiple of 8 with C padded to 8 (channel_pads: the
+    weight gradient is computed on the padded tensors; CUTLASS's split-K wgrad of a 3-channel stem
+    wrote 29 partials of 64 x 7·7·8 for ResNet-18's, 23 of 64 x 3·3·8 for a CIFAR one: ncu). Shapes
+    that are not lists of positive ints are left out."""
+    if not bprop:
+        return [(math.prod(out_shape) // out_shape[1], out_shape[1])] if _conv_shape(out_shape) else []
+    out = [(math.prod(input_shape) // input_shape[1], input_shape[1])] if _conv_shape(input_shape) else []
+    if not _conv_shape(weight_shape):
+        return out
+    k, c, taps = weight_shape[0], weight_shape[1], math.prod(weight_shape[2:])
+    wide = -(-c // _PAD_MULTIPLE[True]) * _PAD_MULTIPLE[True]
+    return out + [(k, (wide if size == 2 else c) * taps)]
+
+
+def wgrad_segments(kernel: str | None, grid: object, weight_shape: object) -> int | None:
+    """The reduction segments of an xmma segment-K weight-gradient kernel (_SEGMENT_K): its grid's
+    blocks over the gradient's tiles (tile M x N from the name: gemm_parts.gemm_tile; over K rows
+    and C·taps columns; ResNet-18's 64x64x3x3 weights in 64x64 tiles: 9 tiles, grid 117, 13 segments, and ncu saw it
+    write 13 x 64 x 576 fp32 partials, 1,916,928 bytes, exact). None for any other kernel, and
+    where the blocks are no whole number (2 or more) of segments a tile: a grid of 48 for those 9
+    tiles (batch 2) wrote no such partials and ran no split-K kernel after it (ncu)."""
+    tile = gemm_tile(kernel) if _SEGMENT_K.search(kernel or "") else None
+    blocks = launch_count(grid)
+    if tile is None or blocks is None or not _conv_shape(weight_shape):
+        return None
+    tiles = -(-weight_shape[0] // tile[0]) * -(-math.prod(weight_shape[1:]) // tile[1])
+    segments, left = divmod(blocks, tiles)
+    return segments if not left and segments >= 2 else None

@@ -1,0 +1,137 @@
+"""The helper kernels of a matrix product's call (a GEMM, and a convolution's implicit GEMM): what
+cuBLAS, cuBLASLt and PyTorch do to its output besides computing it (beta's zeroing, the bias added
+apart, by an add kernel or cuBLASLt's epilogue, or broadcast before the GEMM), the split-K
+reductions and passes that sum its partial products, and the tile (M x N) its kernel's name
+states, which tells which output a launch's grid covers.
+
+The families and kernel patterns here are read by parts.family(); the parts are put together with
+the other kinds' in parts.forward_parts and taken by parts.CallParts.
+"""
+from __future__ import annotations
+
+import re
+
+from .op_ranges import template_dtype
+from .part import ADD, Part, launch_count
+from .registry import GEMM, MMA_KINDS, Cost
+from .values import ITEMSIZE
+
+SPLIT_K, BETA, EPILOGUE, BROADCAST = "split-k", "beta", "epilogue", "broadcast"
+# cuBLASLt's reduction of a split-K GEMM's partial products: splitKreduce_kernel<rows x cols
+# tile: (int)32, (int)16, int, partials' type, ...>, one block per 32 output columns and 16 rows.
+SPLIT_K_KERNEL = re.compile(r"\bsplitKreduce_kernel<\(int\)(\d+), \(int\)(\d+)")
+# CUTLASS's (cuDNN's cutlass kernels') reduction of a split-K convolution's partial products:
+# ReduceSplitK<MatrixShape<rows, cols>, ..., ReduceAdd<partials' type, ...>>, one block per rows x
+# cols tile of the output, the grid's x over its rows and y over its columns.
+CUTLASS_SPLIT_K = re.compile(r"\bReduceSplitK<[\w:]*MatrixShape<\(int\)(\d+), \(int\)(\d+)>.*?\bReduceAdd<([\w:]+),")
+# cuBLAS's scaling of a GEMM's output by beta (scal_kernel) before a split-K kernel accumulates
+# into it (sgemm_largek's grid z); PyTorch passes beta 0: the output zeroed, written once.
+BETA_KERNEL = re.compile(r"\bscal_kernel<")
+# cuBLASLt's epilogue run as a kernel of its own after a GEMM kernel that cannot fuse it: the bias
+# PyTorch's addmm hands it (CUBLASLT_EPILOGUE_BIAS) added to every output element.
+EPILOGUE_KERNEL = re.compile(r"\bcublasLt::epilogue::impl::globalKernel<")
+# A GEMM kernel's tile (M x N) as cuBLAS, cuBLASLt, CUTLASS and xmma names spell it: nvjet_sm90_hsh_64x8_...,
+# ..._tilesize64x64x8_..., cutlass_80_simt_sgemm_64x64_8x5_...
+_GEMM_TILE = re.compile(r"(?:tilesize|_)(\d+)x(\d+)(?:x\d+)?_")
+
+
+def output_parts(cost: Cost | None) -> list[Part]:
+    """What a matrix op's forward call may do to its output besides computing it, in the dtype the
+    op ran in: a bias added apart (output and bias read, output written: one add per output
+    element), by PyTorch (an add kernel) or by cuBLASLt's epilogue kernel; for a GEMM, also the
+    bias broadcast into the output before a GEMM with beta 1 (PyTorch's addmm off cuBLASLt's bias
+    epilogue: the bias read, the output written; a copy in one dtype, taken by
+    `direct_copy_kernel_cuda` only, not by autocast's casts) and cuBLAS's zeroing of the output before a
+    split-K kernel accumulates into it (written once). From the op's Cost alone: a marker's or
+    an aten range's (aten::addmm)."""
+    size = None if cost is None else ITEMSIZE.get(cost.dtype)
+    if cost is None or cost.kind not in MMA_KINDS or not cost.out_elems or not size:
+        return []
+    out, bias = cost.out_elems, cost.bias_elems
+    parts = [Part(BETA, out, 0, out * size)] if cost.kind == GEMM else []
+    if not bias:
+        return parts
+    added = [Part(fam, out, out, (2 * out + bias) * size) for fam in ((ADD, EPILOGUE) if cost.kind == GEMM else (ADD,))]
+    return added + parts + ([Part(BROADCAST, out, 0, (out + bias) * size)] if cost.kind == GEMM else [])
+
+
+def split_pass(kernel: str | None) -> bool:
+    """Whether a kernel with a GEMM's name is cuBLAS's split-K pass after the GEMM (xmma's
+    `..._cute_split_k_kernel__5x_cublas`, `..._execute_split_k_kernel`): it sums the partial
+    products the GEMM's grid z left, it computes no product."""
+    return "split_k_kernel" in (kernel or "")
+
+
+def split_k(kernel: str, grid: object, splits: int | None, outputs: list, size: int | None) -> tuple | None:
+    """(FLOPs, bytes) of a split-K reduction: `splits` partial products of the GEMM output (read
+    in the type its name states: cuBLASLt's partials' third type argument, CUTLASS's ReduceAdd's
+    first), summed (splits - 1 adds an element) and written once in `size`-byte elements.
+    `outputs`: the (rows, cols) the output may be (a backward's gradients); the one whose tiles
+    make the grid is taken: cuBLASLt's splitKreduce_kernel<cols, rows> one block per 32 columns
+    (x) and 16 rows (y), else the one whose rows need at least its y blocks (a long output strides
+    over a capped grid: 1000 rows in 21 blocks); CUTLASS's ReduceSplitK<MatrixShape<rows, cols>>
+    its rows in x and its columns in y. None when the splits, the output or the types are not
+    known, or two outputs fit."""
+    cublas, cutlass = SPLIT_K_KERNEL.search(kernel), CUTLASS_SPLIT_K.search(kernel)
+    partial = ITEMSIZE.get(template_dtype(kernel) if cutlass is None else template_dtype(cutlass.group(3)))
+    if cublas is None and cutlass is None or not splits or splits < 2 or partial is None or size is None \
+            or not isinstance(grid, list) or len(grid) < 2 or not all(type(d) is int and d > 0 for d in grid):
+        return None
+    if cublas is not None:
+        cols, rows = int(cublas.group(1)), int(cublas.group(2))
+        wide = [(r, c) for r, c in outputs if -(-c // cols) == grid[0]]
+        fits = {r * c for r, c in wide if grid[1] == -(-r // rows)} or \
+            {r * c for r, c in wide if grid[1] < -(-r // rows)}
+    else:
+        rows, cols = int(cutlass.group(1)), int(cutlass.group(2))
+        fits = {r * c for r, c in outputs if (-(-r // rows), -(-c // cols)) == (grid[0], grid[1])}
+    if len(fits) != 1:
+        return None
+    out = fits.pop()
+    return (splits - 1) * out, splits * out * partial + out * size
+
+
+def split_sum(splits: int | None, out: int, size: int | None) -> tuple | None:
+    """(FLOPs, bytes) of a pass summing `splits` fp32 partials of an `out`-element output (xmma's
+    split-K pass after a GEMM or a segment-K weight gradient): splits - 1 adds an element, the
+    partials read, the output written once in `size`-byte elements (bytes None where `size` is);
+    None where nothing was split."""
+    if not splits or splits < 2:
+        return None
+    return (splits - 1) * out, None if size is None else splits * out * 4 + out * size
+
+
+def gemm_tile(kernel: str | None) -> tuple | None:
+    """(M, N) of the tile a GEMM kernel's name states (_GEMM_TILE), None where it states none."""
+    m = _GEMM_TILE.search(kernel or "")
+    return None if m is None else (int(m.group(1)), int(m.group(2)))
+
+
+def gemm_tiles(kernel: str | None, grid: object) -> tuple | None:
+    """(tile M, tile N, the grid's x * y blocks) of a GEMM launch whose name states its tile
+    (_GEMM_TILE; z splits K or batches); None where the name states none or the grid is not
+    positive ints."""
+    tile = gemm_tile(kernel)
+    if tile is None or launch_count(grid) is None or len(grid) < 2:
+        return None
+    return tile[0], tile[1], grid[0] * grid[1]
+
+
+def tiled_outputs(kernel: str | None, grid: object, outputs: list) -> list:
+    """The distinct (rows, cols) among `outputs` (the matrices a GEMM call may write) whose tiles,
+    M x N as the kernel's name states them (either way round), make its grid's x * y blocks (z
+    splits K): a backward's input and weight gradients of one shape are one output, its bias
+    gradient not a tiled one. All of them, distinct, where the name states no tile or the grid is
+    not 3 ints."""
+    distinct = list(dict.fromkeys(outputs))
+    tiles = gemm_tiles(kernel, grid)
+    if tiles is None:
+        return distinct
+    a, b, blocks = tiles
+    return [(r, c) for r, c in distinct
+            if blocks in (-(-r // a) * -(-c // b), -(-r // b) * -(-c // a))]
+
+
+def grid_z(grid: object) -> int | None:
+    """A launch grid's z (a split-K GEMM's split count), None where the record's grid is not 3 ints."""
+    return grid[2] if isinstance(grid, list) and len(grid) == 3 and type(grid[2]) is int else None

@@ -1,0 +1,37 @@
+"""The helper kernels of a cuDNN RNN call that move its weights' and states' buffers: the flat
+weight buffer zeroed (under autocast before the weights are cast into it; backward, its gradient's)
+and a backward's zeroed gradients of the final states. The call's GEMMs and cell kernels are
+rnn_kernels.py's; these parts are put together with the others in parts.forward_parts and
+parts.backward_parts.
+"""
+from __future__ import annotations
+
+from .part import FILL, Part
+from .registry import RNN, Call, Cost
+from .values import ITEMSIZE, Tensor
+
+
+def flat_weights(marker: dict, cost: Cost | None, bprop: bool = False) -> list[Part]:
+    """An RNN's flat weight buffer, zeroed (a fill written once): under autocast before the
+    weights are cast into it, in the autocast dtype, and its gradient buffer in backward (among the
+    casts back of parts.backward_parts); without autocast (`bprop`) the gradient buffer alone, in
+    the op's dtype, before cuDNN accumulates the weight gradients into it."""
+    low = marker.get("autocast")
+    if bprop:
+        low = None if low is not None or cost is None else cost.dtype
+    if cost is None or cost.kind != RNN or low not in ITEMSIZE:
+        return []
+    weights = sum(t.numel for v in Call(marker).args if isinstance(v, list) for t in v if isinstance(t, Tensor))
+    return [Part(FILL, weights, 0, weights * ITEMSIZE[low])] if weights else []
+
+
+def final_state_grads(cost: Cost) -> list[Part]:
+    """An RNN backward's zeroed gradients of the final states h_n (and LSTM's c_n), layers x
+    directions x N x R (H), written in the op's dtype: _cudnn_rnn_backward makes them where the
+    loss did not use the states (kernel_truth's gru: a 12,288-element fp16 fill), whether or not
+    h0 required grad."""
+    s, size = cost.rnn, ITEMSIZE.get(cost.dtype)
+    if cost.kind != RNN or s is None or size is None:
+        return []
+    units = s.layers * s.dirs * s.batch
+    return [Part(FILL, units * n, 0, units * n * size) for n in ((s.rec, s.hidden) if s.gates == 4 else (s.rec,))]
