@@ -93,6 +93,11 @@ def test_a_trace_without_pyprof_markers_is_priced_from_its_aten_ranges(tmp_path)
         ["bprop", "_scaled_dot_product_flash_attention", "na", "na", "aten"],
     ]
     assert "no op marker" not in err
+    # Attention's FLOPs from PyTorch's ranges are an upper bound (no is_causal there): the two
+    # kernels that carry them are counted.
+    assert ("  attention FLOPs an upper bound (is_causal is not in PyTorch's ranges: the whole score matrix is "
+            "counted): 2 kernels: aten._flash_attention_forward (1), aten._scaled_dot_product_flash_attention (1)\n"
+            in err)
 
 
 def test_the_marker_prices_first_and_an_unknown_op_falls_back_to_its_ranges():

@@ -232,6 +232,8 @@ class Analyzer:
             f.flops, f.bytes = self._aten_work(rec, cost, verdict, aten_range, name)
         else:
             f.flops, f.bytes = self._work(rec, cost, verdict, dtype, name)
+        if f.flops and cost is not None and cost.upper_bound:
+            self.tally.warn(cost.upper_bound, beyond_peak.op_name(rec))
         f.peaks = peaks_mod.lookup(rec.get("gpu"))
         f.path = peaks_mod.math_path(f.tc is True, dtype)
         return f

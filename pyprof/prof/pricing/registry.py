@@ -73,6 +73,14 @@ class Cost:
     # for a strided dOut); their third and later numbers: bytes that do not follow the op's dtype.
     stages: tuple | None = None
     bwd_stages: tuple | None = None
+    # Why the FLOPs are only an upper bound, where what decides them is not in the trace
+    # (attention priced from PyTorch's ranges, which carry no `is_causal`): prof counts each
+    # kernel so priced in a closing warning of this text.
+    upper_bound: str | None = None
+
+
+# The upper bound of attention priced from PyTorch's ranges (ops/aten.py).
+CAUSAL_UNKNOWN = "attention FLOPs an upper bound (is_causal is not in PyTorch's ranges: the whole score matrix is counted)"
 
 
 class Call:

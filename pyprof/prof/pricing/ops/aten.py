@@ -16,7 +16,7 @@ from math import prod
 from typing import Any
 
 from ..multitensor import launch, launch_elements
-from ..registry import ATTN, SIMT, Cost, dims, fmt_params, register_aten
+from ..registry import ATTN, CAUSAL_UNKNOWN, SIMT, Cost, dims, fmt_params, register_aten
 from ..values import FLOATING, ITEMSIZE, Tensor, reduces_to
 from .attention import sdpa_cost
 from .elementwise import FLOPS_PER_ELEMENT, pointwise_cost, reduce_cost
@@ -54,7 +54,8 @@ _SDPA_BWD_MASK = {"aten::_scaled_dot_product_flash_attention_backward": None,
 @register_aten(*_SDPA_FWD_MASK)
 def sdpa_forward(a: A) -> Cost:
     pos = _SDPA_FWD_MASK[a.name]
-    return sdpa_cost(a.tensor(0), a.tensor(1), a.tensor(2), None if pos is None else a.tensor(pos), False)
+    c = sdpa_cost(a.tensor(0), a.tensor(1), a.tensor(2), None if pos is None else a.tensor(pos), False)
+    return replace(c, upper_bound=CAUSAL_UNKNOWN)
 
 
 @register_aten(*_SDPA_BWD_MASK)
@@ -66,7 +67,7 @@ def sdpa_backward(a: A) -> Cost:
     dtype = a.input_dtype(1) or a.dtype
     c = sdpa_cost(a.tensor(1, dtype), a.tensor(2, dtype), a.tensor(3, dtype),
                   None if pos is None else a.tensor(pos), False)
-    return Cost(c.bwd_flops, c.bwd_bytes, c.params, c.dtype, ATTN)
+    return Cost(c.bwd_flops, c.bwd_bytes, c.params, c.dtype, ATTN, upper_bound=CAUSAL_UNKNOWN)
 
 
 @register_aten("aten::_transform_bias_rescale_qkv")
