@@ -291,11 +291,11 @@ def test_views_cost_a_copy_when_a_kernel_runs_under_them():
     (lambda: 2, (3, 5)),
 ])
 def test_basic_getitem_is_a_view_and_setitem_writes_the_region(index, shape):
-    from pyprof.prof.pricing.ops.memory import _basic_index_shape
+    from pyprof.prof.pricing.ops.memory import basic_index_steps
     x = t(4, 3, 5)
     idx = index()
     m = marker("Tensor", "__getitem__", x, idx)
-    assert _basic_index_shape((4, 3, 5), Call(m).args[1]) == tuple(x[idx].shape) == shape
+    assert basic_index_steps((4, 3, 5), Call(m).args[1])[0] == tuple(x[idx].shape) == shape
     assert lookup("Tensor", "__getitem__")(Call(m)).bytes == 0
     s = lookup("Tensor", "__setitem__")(Call(marker("Tensor", "__setitem__", x, idx, 0.0)))
     assert s.bytes == x[idx].numel() * 4

@@ -37,6 +37,7 @@ from .attention_parts import (CAST_DQ, CAST_DQ_KERNEL, DOT_DO_O, DOT_DO_O_KERNEL
                               REDUCE_HEAD, REDUCE_HEAD_KERNEL, SCALAR_MUL, WHERE, flash_helpers, math_attention)
 from .conv_parts import (LAYOUT, LAYOUT_KERNEL, PAD, PAD_KERNEL, SCALE, SCALE_KERNEL, WGRAD_SUM, WGRAD_SUM_KERNEL,
                          channel_pads, contiguous_grad, marker_layouts, marker_wgrad_sum, scaled_outputs)
+from .index_parts import index_grads
 from .gemm_parts import (BETA, BETA_KERNEL, BROADCAST, CUTLASS_SPLIT_K, EPILOGUE, EPILOGUE_KERNEL, SPLIT_K,
                          SPLIT_K_KERNEL, output_parts)
 from .multitensor import Lists, is_launch
@@ -184,7 +185,7 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     that never ran is one no kernel takes."""
     grads = _gradients(marker, cost)
     if cost is None or cost.kind not in MMA_KINDS:
-        return grads + _casts_back(marker, cost) + _view_grad_copy(marker)
+        return grads + _casts_back(marker, cost) + _view_grad_copy(marker) + index_grads(marker)
     size = ITEMSIZE.get(cost.dtype)
     if cost.kind == ATTN:
         c = Call(marker)

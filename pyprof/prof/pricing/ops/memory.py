@@ -4,8 +4,10 @@ bytes as everywhere: read once, write once.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from math import ceil, prod
 
+from ..cub_sort import num_bits, radix_sort_pairs
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
 from ..values import ITEMSIZE, Tensor, Unknown, is_truncated, promote, short
 
@@ -210,15 +212,19 @@ def _view(c: Call) -> Cost | None:
 register(*names([v for v in VIEWS if not v.startswith("expand")]))(_view)
 
 
-def _basic_index_shape(shape: tuple, index) -> tuple | None:
-    """Result shape of x[index] for ints, slices, None and Ellipsis; None for advanced indexing."""
+def basic_index_steps(shape: tuple, index) -> tuple | None:
+    """(result shape, steps) of x[index] for ints, slices, None and Ellipsis; None for advanced
+    indexing. The steps: each select (an int) and each slice that is not its whole dimension,
+    as (its input's elements, its output's elements), in the order PyTorch applies them (a whole
+    slice, None and Ellipsis are views of no step)."""
     items = list(index) if isinstance(index, list) else [index]
     if any(isinstance(i, (Tensor, list, Unknown, bool)) for i in items):
         return None
     n_ell = sum(1 for i in items if isinstance(i, dict) and i.get("ellipsis"))
     used = sum(1 for i in items if not (i is None or (isinstance(i, dict) and i.get("ellipsis"))))
-    out, dim = [], 0
+    out, dim, steps = [], 0, []
     for i in items:
+        before = prod(out) * prod(shape[dim:])
         if isinstance(i, dict) and i.get("ellipsis"):
             take = len(shape) - used
             out.extend(shape[dim:dim + take])
@@ -227,39 +233,64 @@ def _basic_index_shape(shape: tuple, index) -> tuple | None:
             out.append(1)
         elif isinstance(i, int):
             dim += 1
+            steps.append((before, prod(out) * prod(shape[dim:])))
         elif isinstance(i, dict) and "slice" in i:
-            start, stop, step = i["slice"]
-            out.append(len(range(*slice(start, stop, step).indices(shape[dim]))))
+            kept = range(*slice(*i["slice"]).indices(shape[dim]))
+            out.append(len(kept))
             dim += 1
+            if kept.step != 1 or len(kept) != shape[dim - 1]:
+                steps.append((before, prod(out) * prod(shape[dim:])))
         else:
             return None
     if n_ell > 1:
         return None
-    return tuple(out) + tuple(shape[dim:])
+    return tuple(out) + tuple(shape[dim:]), steps
 
 
 @register("Tensor.__getitem__")
 def getitem(c: Call) -> Cost | None:
-    """Basic indexing is a view (no kernel). Advanced indexing by one integer tensor on the first
-    dimension gathers whole rows: the index, the rows read and written. Boolean masks and other
-    advanced forms have data-dependent results: na."""
+    """Basic indexing is a view (no kernel; its backward's kernels are parts: index_parts.py).
+    Advanced indexing by one integer tensor on the first dimension gathers whole rows: the index,
+    the rows read and written; backward, PyTorch's index_put with accumulate (_index_put_stages).
+    Boolean masks and other advanced forms have data-dependent results: na."""
     x, index = c.args[0], c.args[1]
-    if _basic_index_shape(x.shape, index) is not None:
+    if basic_index_steps(x.shape, index) is not None:
         return Cost(0, 0, fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT)
     if isinstance(index, Tensor) and index.dtype in ("int64", "int32") and x.shape:
         rows = index.numel * (x.numel // max(x.shape[0], 1))
-        return _indexed(rows, index, x.dtype, False, shape=dims(x.shape), idx=dims(index.shape))
+        cost = _index_backward(_indexed(rows, index, x.dtype, False, shape=dims(x.shape), idx=dims(index.shape)),
+                               x, index, rows)
+        return cost if cost is None or not x.numel else replace(cost, bwd_stages=_index_put_stages(x, index))
     return None
+
+
+def _index_put_stages(x: Tensor, index: Tensor) -> tuple:
+    """The kernels of x[index]'s backward (index_put_ with accumulate into dX, PyTorch's
+    index_put_with_sort_kernel), index n integers into x's R rows of S elements, named: an int32
+    index cast to int64 (read, written), the rows' linear index (its remainder by R, times S, then
+    divided by S: n int64 read and written each), their positions (arange: n written), cub's sort
+    of the linear index with them (cub_sort.py: on the bits of R - 1), then indexing_backward_kernel
+    adds dY's n·S elements into dX's rows (the node's FLOPs; both index arrays read, dY read, each
+    row of dX it touches read and written: min(n, R) of them, the most). dX's zero fill and dY
+    made contiguous where it arrives strided: parts (index_parts.py). Integer arithmetic counts
+    no FLOPs."""
+    n, rows = index.numel, x.shape[0]
+    per_row = x.numel // rows
+    cast = (("copy_kernel_cuda", 0, 0, n * (index.itemsize + 8)),) if index.dtype == "int32" else ()
+    linear = tuple((name, 0, 0, 2 * n * 8) for name in ("remainder_kernel_cuda", "MulFunctor", "div_trunc_kernel_cuda"))
+    return cast + linear + (("arange_cuda_out", 0, 0, n * 8),) + radix_sort_pairs(n, 8, 8, num_bits(rows - 1)) + (
+        ("indexing_backward_kernel", n * per_row, (n + 2 * min(n, rows)) * per_row * x.itemsize, 2 * n * 8),)
 
 
 @register("Tensor.__setitem__")
 def setitem(c: Call) -> Cost | None:
     """x[basic index] = value: the region written once, a tensor value read once (broadcast to it)."""
     x, index, value = c.args[0], c.args[1], c.args[2]
-    region = _basic_index_shape(x.shape, index)
+    steps = basic_index_steps(x.shape, index)
     size = x.itemsize
-    if region is None or size is None:
+    if steps is None or size is None:
         return None
+    region = steps[0]
     n = prod(region)
     read = value.nbytes if isinstance(value, Tensor) else 0
     if read is None:
