@@ -9,12 +9,13 @@ the other kinds' in parts.forward_parts and taken by parts.CallParts.
 """
 from __future__ import annotations
 
+import math
 import re
 
 from .op_ranges import template_dtype
-from .part import ADD, Part, launch_count
+from .part import ADD, CONTIGUOUS, Part, launch_count
 from .registry import GEMM, MMA_KINDS, Cost
-from .values import ITEMSIZE
+from .values import FLOATING, ITEMSIZE
 
 SPLIT_K, BETA, EPILOGUE, BROADCAST = "split-k", "beta", "epilogue", "broadcast"
 # cuBLASLt's reduction of a split-K GEMM's partial products: splitKreduce_kernel<rows x cols
@@ -53,6 +54,38 @@ def output_parts(cost: Cost | None) -> list[Part]:
         return parts
     added = [Part(fam, out, out, (2 * out + bias) * size) for fam in ((ADD, EPILOGUE) if cost.kind == GEMM else (ADD,))]
     return added + parts + ([Part(BROADCAST, out, 0, (out + bias) * size)] if cost.kind == GEMM else [])
+
+
+def strided_operands(marker: dict, cost: Cost | None) -> list[Part]:
+    """A GEMM's operands made contiguous before it: torch.matmul, einsum and linear fold an
+    operand's batch dimensions into one with reshape, which copies one whose strides cannot be
+    viewed so (swin's q @ k.transpose(-2, -1) on the permuted qkv: both copied), and cuBLAS takes
+    a matrix only with a unit stride in one of its last two dimensions. For each tensor argument
+    the marker says is laid out otherwise than contiguous (`strides`, `format`), a copy of its
+    elements (read and written; `direct_copy_kernel_cuda`, one dtype) in the dtype the GEMM runs
+    in (autocast's cast keeps a permuted layout). Whether it is copied depends on the strides:
+    a part no kernel takes costs nothing."""
+    if cost is None or cost.kind != GEMM:
+        return []
+    low = marker.get("autocast")
+    parts = []
+    for arg in _tensor_args(marker.get("args") or []) + _tensor_args(list((marker.get("kwargs") or {}).values())):
+        if "strides" not in arg and "format" not in arg or not isinstance(arg.get("shape"), list):
+            continue
+        dtype = low if low in ITEMSIZE and arg.get("dtype") in FLOATING else arg.get("dtype")
+        size, numel = ITEMSIZE.get(dtype), math.prod(arg["shape"])
+        if size and numel:
+            parts.append(Part(CONTIGUOUS, numel, 0, 2 * numel * size))
+    return parts
+
+
+def _tensor_args(values: list) -> list[dict]:
+    """The tensors (their encoded dicts) among a marker's argument values, those in a list too."""
+    out = []
+    for v in values:
+        out += [t for t in v if isinstance(t, dict) and "shape" in t] if isinstance(v, list) else \
+            [v] if isinstance(v, dict) and "shape" in v else []
+    return out
 
 
 def split_pass(kernel: str | None) -> bool:

@@ -39,7 +39,7 @@ from .conv_parts import (LAYOUT, LAYOUT_KERNEL, PAD, PAD_KERNEL, SCALE, SCALE_KE
                          channel_pads, contiguous_grad, marker_layouts, marker_wgrad_sum, scaled_outputs)
 from .index_parts import index_grads
 from .gemm_parts import (BETA, BETA_KERNEL, BROADCAST, CUTLASS_SPLIT_K, EPILOGUE, EPILOGUE_KERNEL, SPLIT_K,
-                         SPLIT_K_KERNEL, output_parts)
+                         SPLIT_K_KERNEL, output_parts, strided_operands)
 from .multitensor import Lists, is_launch
 from .op_ranges import template_dtype
 from .ops.memory import REVIEWED
@@ -142,7 +142,7 @@ def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     apart, one add per output element; the op's own formula counts none for its bias, as
     FlopCounterMode does, so that matrix FLOPs stay its count), cuDNN's layout conversions, its
     scaling of a convolution's output and its channel padding."""
-    return (_inputs(marker, cost) + output_parts(cost) + marker_layouts(marker, cost)
+    return (_inputs(marker, cost) + output_parts(cost) + strided_operands(marker, cost) + marker_layouts(marker, cost)
             + scaled_outputs(marker, cost, False) + channel_pads(marker, cost, False))
 
 
