@@ -19,7 +19,7 @@ import re
 from .gemm_parts import gemm_tile
 from .op_ranges import template_dtype
 from .part import CONTIGUOUS, Part, launch_count
-from .registry import CONV, Call, Cost
+from .registry import CONV, GEMM, Call, Cost
 from .values import ITEMSIZE
 
 LAYOUT, SCALE, WGRAD_SUM, PAD = "layout", "scale", "wgrad-sum", "channel-pad"
@@ -118,11 +118,12 @@ def _layout_grid(shape: tuple) -> tuple:
 
 
 def contiguous_grad(cost: Cost, size: int | None) -> list[Part]:
-    """A convolution's output gradient copied into a contiguous tensor (read and written in the
-    op's dtype) before cuDNN reads it, where it arrives as a strided view (the gradient of a
-    slice of a cat's output: a U-Net's skip connections)."""
+    """A convolution's or a GEMM's output gradient copied into a contiguous tensor (read and
+    written in the op's dtype) before cuDNN or cuBLAS reads it, where it arrives as a strided view
+    (the gradient of a slice of a cat's output: a U-Net's skip connections; of a matmul's output
+    transposed after it: swin's attention @ v, its UnsafeViewBackward0's reshape)."""
     n = cost.out_elems
-    return [Part(CONTIGUOUS, n, 0, 2 * n * size)] if cost.kind == CONV and n and size else []
+    return [Part(CONTIGUOUS, n, 0, 2 * n * size)] if cost.kind in (CONV, GEMM) and n and size else []
 
 
 def channel_pads(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:

@@ -191,4 +191,4 @@ def einsum(c: Call) -> Cost | None:
     work = prod(size[ch] for ch in kept)
     if not contracted:  # an outer or element-wise product: PyTorch multiplies, no GEMM
         return Cost(work, nbytes, params, dtype, SIMT)
-    return Cost(2 * work, nbytes, params, dtype, GEMM, elems)
+    return Cost(2 * work, nbytes, params, dtype, GEMM, elems, out_elems=out_numel)
