@@ -59,9 +59,17 @@ def copy_(c: Call) -> Cost | None:
 @register(*names(["cat", "concat", "concatenate", "stack", "hstack", "vstack"], ("torch",)))
 def cat(c: Call) -> Cost | None:
     """Every input read once, the result (their sum) written once. More than 16 inputs: the
-    marker keeps only 16 (docs/markers.md), so the total is not known: na."""
+    marker keeps only 16 (docs/markers.md), so the bytes are not known (na), but no FLOPs are
+    done and the 16 it keeps are known: their gradients' accumulations are parts of the backward
+    (parts.py; densenet's dense blocks' cats)."""
     ts = c.get(0, "tensors")
-    if not isinstance(ts, list) or is_truncated(ts) or not all(isinstance(t, Tensor) for t in ts):
+    if not isinstance(ts, list):
+        return None
+    known = [t for t in ts if isinstance(t, Tensor)]
+    if is_truncated(ts) and known and len(known) == len(ts) - 1:
+        dtype = promote(t.dtype for t in known)
+        return Cost(0, None, fmt_params(dtype, n=f"{len(known)}+", numel="na"), dtype, SIMT)
+    if len(known) != len(ts):
         return None
     dtype = promote(t.dtype for t in ts)
     size = ITEMSIZE.get(dtype)
