@@ -184,6 +184,10 @@ class AtenCall:
                 return self._node if got is None else got
         return None
 
+    def within(self, name: str) -> bool:
+        """Whether a range around this one is `name` (an autograd node's: IndexBackward0)."""
+        return any(isinstance(r, dict) and r.get("name") == name for r in self._ranges[:self._depth])
+
     def shape(self, pos: int) -> tuple | None:
         """The shape at input `pos`; None when absent or not a list of ints."""
         if pos >= len(self.sizes):

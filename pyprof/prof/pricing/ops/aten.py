@@ -21,7 +21,7 @@ from ..values import FLOATING, ITEMSIZE, Tensor, reduces_to
 from .attention import sdpa_cost
 from .elementwise import FLOPS_PER_ELEMENT, pointwise_cost, reduce_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
-from .memory import copy_cost
+from .memory import copy_cost, index_rows
 from .nn import (batch_norm_stages, embedding_bag_cost, group_norm_cost, interpolate_cost, norm_cost, row_norm_cost,
                  softmax_cost)
 from .optim import UNSCALE_FLOPS, adam_flops, update_scale_cost
@@ -433,6 +433,36 @@ def embedding_bag_dense_backward(a: A) -> Cost | None:
     bags = dy.shape[0]
     maximum = most is not None and most.numel > 0
     c = embedding_bag_cost(idx, w, None, a.tensor(8), bags, "max" if maximum else None, dense=not maximum)
+    return None if c is None else _backward(c)
+
+
+def _row_index(a: A) -> tuple | None:
+    """(x, index) of a range indexing x's first dimension by one 1-D tensor (aten::index's and
+    aten::_index_put_impl_'s self and indices), x in the dtype its producer wrote or the kernel
+    ran in, the index int64 (its sort and kernels read it so); None where the index could be a
+    boolean mask (as long as that dimension: the sizes carry no dtype) or is not one tensor."""
+    shape, idx = a.shape(0), a.shape(1)
+    dtype = a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None)
+    if not shape or idx is None or len(idx) != 1 or idx[0] == shape[0] or dtype is None:
+        return None
+    return Tensor(shape, dtype), Tensor(idx, "int64")
+
+
+@register_aten("aten::index")
+def index(a: A) -> Cost | None:
+    """x[index], one integer index on the first dimension: memory.index_rows' gather."""
+    got = _row_index(a)
+    return None if got is None else index_rows(*got)
+
+
+@register_aten("aten::_index_put_impl_")
+def index_put_impl(a: A) -> Cost | None:
+    """(self, indices, values, accumulate, unsafe) in an advanced index's backward (IndexBackward0:
+    accumulate; the range's sizes carry no scalar, so elsewhere na): memory.index_rows' backward,
+    kernel by kernel (its named stages; the linear index's arithmetic, arange and the copies run
+    under ranges of their own)."""
+    got = _row_index(a) if a.within("IndexBackward0") else None
+    c = None if got is None else index_rows(*got)
     return None if c is None else _backward(c)
 
 

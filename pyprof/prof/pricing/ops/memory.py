@@ -264,12 +264,20 @@ def getitem(c: Call) -> Cost | None:
     x, index = c.args[0], c.args[1]
     if basic_index_steps(x.shape, index) is not None:
         return Cost(0, 0, fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT)
-    if isinstance(index, Tensor) and index.dtype in ("int64", "int32") and x.shape:
-        rows = index.numel * (x.numel // max(x.shape[0], 1))
-        cost = _index_backward(_indexed(rows, index, x.dtype, False, shape=dims(x.shape), idx=dims(index.shape)),
-                               x, index, rows)
-        return cost if cost is None or not x.numel else replace(cost, bwd_stages=_index_put_stages(x, index))
+    if isinstance(index, Tensor) and index.dtype in ("int64", "int32"):
+        return index_rows(x, index)
     return None
+
+
+def index_rows(x: Tensor, index: Tensor) -> Cost | None:
+    """x[index] for one integer index tensor on x's first dimension (getitem, aten::index): the
+    rows gathered; backward, their index_put with accumulate kernel by kernel (_index_put_stages)."""
+    if not x.shape or not x.numel:
+        return None
+    rows = index.numel * (x.numel // x.shape[0])
+    cost = _index_backward(_indexed(rows, index, x.dtype, False, shape=dims(x.shape), idx=dims(index.shape)),
+                           x, index, rows)
+    return None if cost is None else replace(cost, bwd_stages=_index_put_stages(x, index))
 
 
 def _index_put_stages(x: Tensor, index: Tensor) -> tuple:
