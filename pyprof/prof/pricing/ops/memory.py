@@ -277,7 +277,10 @@ def index_rows(x: Tensor, index: Tensor) -> Cost | None:
     rows = index.numel * (x.numel // x.shape[0])
     cost = _index_backward(_indexed(rows, index, x.dtype, False, shape=dims(x.shape), idx=dims(index.shape)),
                            x, index, rows)
-    return None if cost is None else replace(cost, bwd_stages=_index_put_stages(x, index))
+    if cost is None:
+        return None
+    stages = _index_put_stages(x, index)
+    return replace(cost, bwd_flops=sum(s[1] for s in stages), bwd_stages=stages)
 
 
 def _index_put_stages(x: Tensor, index: Tensor) -> tuple:
@@ -286,14 +289,14 @@ def _index_put_stages(x: Tensor, index: Tensor) -> tuple:
     index cast to int64 (read, written), the rows' linear index (its remainder by R, times S, then
     divided by S: n int64 read and written each), their positions (arange: n written), cub's sort
     of the linear index with them (cub_sort.py: on the bits of R - 1), then indexing_backward_kernel
-    adds dY's n·S elements into dX's rows (the node's FLOPs; both index arrays read, dY read, each
-    row of dX it touches read and written: min(n, R) of them, the most). dX's zero fill and dY
-    made contiguous where it arrives strided: parts (index_parts.py). Integer arithmetic counts
-    no FLOPs."""
+    adds dY's n·S elements into dX's rows (n·S FLOPs; both index arrays read, dY read, each row of
+    dX it touches read and written: min(n, R) of them, the most). The linear index's arithmetic
+    counts one operation an element, as element-wise ops on integers do (aten::remainder's). dX's
+    zero fill and dY made contiguous where it arrives strided: parts (index_parts.py)."""
     n, rows = index.numel, x.shape[0]
     per_row = x.numel // rows
     cast = (("copy_kernel_cuda", 0, 0, n * (index.itemsize + 8)),) if index.dtype == "int32" else ()
-    linear = tuple((name, 0, 0, 2 * n * 8) for name in ("remainder_kernel_cuda", "MulFunctor", "div_trunc_kernel_cuda"))
+    linear = tuple((name, n, 0, 2 * n * 8) for name in ("remainder_kernel_cuda", "MulFunctor", "div_trunc_kernel_cuda"))
     return cast + linear + (("arange_cuda_out", 0, 0, n * 8),) + radix_sort_pairs(n, 8, 8, num_bits(rows - 1)) + (
         ("indexing_backward_kernel", n * per_row, (n + 2 * min(n, rows)) * per_row * x.itemsize, 2 * n * 8),)
 
