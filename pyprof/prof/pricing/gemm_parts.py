@@ -1,6 +1,7 @@
 """The helper kernels of a matrix product's call (a GEMM, and a convolution's implicit GEMM): what
 cuBLAS, cuBLASLt and PyTorch do to its output besides computing it (beta's zeroing, the bias added
-apart, by an add kernel or cuBLASLt's epilogue, or broadcast before the GEMM), the split-K
+apart, by an add kernel or cuBLASLt's epilogue, or broadcast before the GEMM), its strided
+operands made contiguous before it, the split-K
 reductions and passes that sum its partial products, and the tile (M x N) its kernel's name
 states, which tells which output a launch's grid covers.
 

@@ -22,7 +22,8 @@ sizes go to their own casts whatever the order the kernels run in.
 Each kind of op builds its own parts: a matrix product's output and split-K reductions
 (gemm_parts.py), cuDNN's convolution helpers (conv_parts.py: its layout conversions are told by
 their grid, not by this rule), attention's (attention_parts.py), an RNN's weight buffers
-(rnn_parts.py), an optimizer step's tensor lists (multitensor.py); the words they share are
+(rnn_parts.py), `[]` indexing's backward fills and copies (index_parts.py), an optimizer step's
+tensor lists (multitensor.py); the words they share are
 part.py's. This module puts them together for an op call (forward_parts, backward_parts), with
 the parts every op may have (autocast's casts, a gradient's zero fill and accumulation), and
 tells a kernel's family from its name (family) and which part a kernel takes (CallParts).
