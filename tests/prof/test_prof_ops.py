@@ -245,9 +245,14 @@ def test_dtypes_edge_cases():
 
 
 def test_truncated_lists_are_na():
+    """cat of 20 tensors, the marker keeping 16: its bytes na; its FLOPs 0 whatever the 4 others
+    are, so that its backward's parts (the 16 known gradients' accumulations) are priced."""
     ts = [t(1, 2)] * 20
     m = marker("torch", "cat", ts)
     assert m["args"][0][-1] == {"more": 4}
+    cost = lookup("torch", "cat")(Call(m))
+    assert (cost.flops, cost.bytes, cost.params) == (0, None, "n=16+,numel=na,type=fp32")
+    m["args"][0][3] = {"type": "object"}  # an element the marker could not encode: not a tensor
     assert lookup("torch", "cat")(Call(m)) is None
 
 

@@ -11,7 +11,7 @@ import tempfile
 
 import pyprof.prof.pricing.ops  # noqa: F401  (fills the op table)
 from pyprof.prof.pricing.gemm_parts import BETA, BROADCAST, EPILOGUE
-from pyprof.prof.pricing.part import ADD, COPY, FILL, Part
+from pyprof.prof.pricing.part import ADD, CONTIGUOUS, COPY, FILL, Part
 from pyprof.prof.pricing.parts import SUM, CallParts, backward_parts, family, forward_parts
 from pyprof.prof.pricing.registry import Call, lookup
 
@@ -91,9 +91,11 @@ def test_forward_parts_are_the_casts_of_every_floating_argument_not_in_the_autoc
 
 def test_backward_parts_are_the_bias_gradient_and_the_casts_back():
     m = linear_marker()
-    assert backward_parts(m, cost_of(m)) == [BIAS_GRAD] + FILLS + forward_parts(m, cost_of(m))[:3]
+    # The output gradient made contiguous where it arrives strided: 512 x 768 read and written.
+    assert backward_parts(m, cost_of(m)) == [BIAS_GRAD] + FILLS + [Part(CONTIGUOUS, 393216, 0, 393216 * 8)] \
+        + forward_parts(m, cost_of(m))[:3]
     m["args"] = m["args"][:2]  # no bias: nothing to sum or add
-    assert [p.family for p in backward_parts(m, cost_of(m))] == [FILL, FILL, ADD, ADD, COPY, COPY]
+    assert [p.family for p in backward_parts(m, cost_of(m))] == [FILL, FILL, ADD, ADD, CONTIGUOUS, COPY, COPY]
     assert [p.family for p in forward_parts(m, cost_of(m))] == [COPY, COPY, BETA]
 
 
