@@ -11,6 +11,11 @@ A batch of point-to-point ops (`batch_isend_irecv(p2p_op_list)`) is wrapped too:
 describes each P2POp as `[op name, tensor, peer]` (a P2POp is no value a marker can hold) and
 takes `dist` from the first op's group.
 
+So is `torch.distributed._broadcast_coalesced(group, tensors, buffer_size, src)`, through which
+DDP broadcasts its parameters and buffers: its marker gives `bucketBytes`, the bytes of each
+NCCL broadcast it launches, in order (parse sizes those kernels from it where NCCL's payloads are
+not exported: pyprof/parse/ddp_buckets.py).
+
 Each wrapper replaces the function under both its names, torch.distributed's and
 distributed_c10d's: c10d checks P2POp's op by identity and calls collectives by their module names.
 
@@ -42,6 +47,9 @@ _is_compiling = torch.compiler.is_compiling
 # sends and receives run as one NCCL group whose kernel starts inside this call, after the
 # inner isend/irecv calls returned, so only this call's marker encloses it.
 _BATCH = "p2p_op_list"
+# DDP broadcasts its parameters (at construction) and buffers (each forward, BatchNorm's running
+# statistics) through this C++ binding: one NCCL broadcast per bucket, under no other marker.
+_COALESCED = "_broadcast_coalesced"
 
 
 def _group_at(fn: Callable) -> tuple[Optional[int], bool]:
@@ -115,16 +123,43 @@ def _first_param(fn: Callable) -> Optional[str]:
         return None
 
 
-def _batch(args: tuple, kwargs: dict) -> tuple[tuple, str]:
-    """(the marker's arguments, its `dist`) of a batch_isend_irecv call: each P2POp as
-    [op name, tensor, peer]; the first op's group."""
+def _batch(args: tuple, kwargs: dict) -> tuple[tuple, dict, str]:
+    """(the marker's arguments, keyword arguments, `dist`) of a batch_isend_irecv call: each
+    P2POp as [op name, tensor, peer]; the first op's group."""
     ops = args[0] if args else kwargs.get(_BATCH)
     try:
         shown = [[getattr(op.op, "__name__", None), op.tensor, op.peer] for op in ops]
         group = ops[0].group if ops else None
     except Exception:  # not a list of P2POps: torch will say so; the marker just says less
-        return (), ""
-    return (shown,), dist_json((), {"group": group}, None)
+        return (), {}, ""
+    return (shown,), {}, dist_json((), {"group": group}, None)
+
+
+def _coalesced(args: tuple, kwargs: dict) -> tuple[tuple, dict, str]:
+    """(the marker's arguments, keyword arguments, `dist`) of a `_broadcast_coalesced(group,
+    tensors, buffer_size, src)` call: the bytes of each flat tensor it broadcasts, in order
+    (`bucketBytes`), and `src`. c10d's broadcast_coalesced groups the tensors with
+    compute_bucket_assignment_by_size(tensors, [buffer_size]) and broadcasts each group
+    flattened, one NCCL broadcast per group in that order; the grouping is asked of the same
+    function."""
+    try:
+        group, tensors, size = args[:3]
+        src = args[3] if len(args) > 3 else kwargs.get("rank", kwargs.get("src"))
+        buckets = torch.distributed._compute_bucket_assignment_by_size(list(tensors), [size])[0]
+        nbytes = [sum(tensors[i].numel() * tensors[i].element_size() for i in b) for b in buckets]
+    except Exception:  # arguments torch itself will refuse, or a binding that moved
+        return (), {}, ""
+    return (), {"bucketBytes": nbytes, "src": src}, dist_json((), {"group": group}, None)
+
+
+def coalesced_target() -> Optional[Callable]:
+    """torch.distributed._broadcast_coalesced (DDP's parameter and buffer broadcasts, launched
+    from Python into C++), None where this torch has none."""
+    if not torch.distributed.is_available():
+        return None
+    fn = getattr(torch.distributed, _COALESCED, None)
+    return fn if callable(fn) and not is_wrapper(fn) and hasattr(torch.distributed, "_compute_bucket_assignment_by_size") \
+        else None
 
 
 def collective_wrapper(orig: Callable, name: str) -> Callable:
@@ -132,7 +167,7 @@ def collective_wrapper(orig: Callable, name: str) -> Callable:
     outermost call (nested ones, as op_wrapper, only with pyprof.init(nested=True))."""
     prefix = op_prefix(DIST_MOD, name)
     group_at = _group_at(orig)[0]
-    describe = _batch if _first_param(orig) == _BATCH else None
+    describe = _batch if _first_param(orig) == _BATCH else _coalesced if name == _COALESCED else None
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if not _state.on or _is_compiling():
@@ -144,10 +179,10 @@ def collective_wrapper(orig: Callable, name: str) -> Callable:
         tl.depth = depth + 1
         try:
             if describe is None:
-                shown, dist = args, dist_json(args, kwargs, group_at)
+                shown, named, dist = args, kwargs, dist_json(args, kwargs, group_at)
             else:
-                shown, dist = describe(args, kwargs)
-            _state.push(_build(prefix, shown, {} if describe else kwargs, _site() + tl.mod + _autocast() + dist))
+                shown, named, dist = describe(args, kwargs)
+            _state.push(_build(prefix, shown, named, _site() + tl.mod + _autocast() + dist))
             try:
                 return orig(*args, **kwargs)
             finally:

@@ -194,6 +194,9 @@ def _patch() -> None:
         c10d = torch.distributed.distributed_c10d
         if getattr(c10d, name, None) is fn:
             _set(c10d, name, w)
+    coalesced = distributed.coalesced_target()
+    if coalesced is not None:
+        _set(torch.distributed, "_broadcast_coalesced", distributed.collective_wrapper(coalesced, "_broadcast_coalesced"))
     _set(torch.nn.Module, "__call__", module_call(torch.nn.Module.__call__))
     ddp = ddp_buckets.target()
     if ddp is not None:

@@ -104,6 +104,21 @@ def test_a_batch_of_p2p_ops_is_described_op_by_op(world):
                               "groupSize": 1}
 
 
+def test_ddp_s_coalesced_broadcasts_say_each_bucket_s_bytes(world):
+    """DDP broadcasts its parameters and buffers through _broadcast_coalesced, one NCCL broadcast
+    per bucket of one dtype: the marker lists their bytes in launch order (docs/markers.md)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(10, 20), torch.nn.BatchNorm1d(20), torch.nn.Linear(20, 3))
+    with recording() as rec:
+        ddp = torch.nn.parallel.DistributedDataParallel(model)
+        ddp(torch.ones(4, 10))
+    calls = [json.loads(r.text) for r in rec.ranges if '"_broadcast_coalesced"' in r.text]
+    # Construction: the float32 parameters and running statistics ((200 + 20 + 20 + 20 + 60 + 3) +
+    # 2 x 20 elements), then the int64 num_batches_tracked; the forward: the buffers alone.
+    assert [(c["kwargs"], c["dist"]["groupSize"]) for c in calls] == [
+        ({"bucketBytes": [363 * 4, 8], "src": 0}, 1), ({"bucketBytes": [40 * 4, 8], "src": 0}, 1)]
+
+
 def _module_markers(rec):
     return [json.loads(r.text) for r in rec.ranges if '"kind":"module"' in r.text]
 
