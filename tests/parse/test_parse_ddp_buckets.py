@@ -7,6 +7,8 @@ with --include-blobs, where NCCL's own payloads size every kernel: the truth eac
 the bare export is held to. DDP's bucket all-reduces are sized from DDP's module marker
 (parse/ddp_buckets.py), batch_isend_irecv from its own marker (nvtx/distributed.py)."""
 import json
+import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +31,7 @@ def _parse(paths, out):
 
 def _nccl(recs):
     """(rank, correlation id) -> (record, its collective) of every NCCL kernel."""
-    return {(r["rank"], r["correlationId"]): (r, c) for r in recs for c in [of_record(r)] if c is not None}
+    return {(r.get("rank"), r["correlationId"]): (r, c) for r in recs for c in [of_record(r)] if c is not None}
 
 
 _PARSED = {}
@@ -100,3 +102,38 @@ def test_ddp_groups_unsized_kernels_are_those_no_marker_can_say(ddp_groups):
     assert allreduces == sorted(([sum(late)] + late + late) * 2)
     assert {kind for kind, _ in unsized} == {ALLREDUCE, "Broadcast", "AllGather"}
     assert (len(bare), len(unsized)) == (148, 52)
+
+
+def _with_coalesced_markers(src, dst):
+    """`src` with a `_broadcast_coalesced` marker around each forward of DDP `early` (the one with
+    a BatchNorm), as pyprof.init() now writes one around DDP's buffer broadcast: its float32
+    running statistics (2 x 1024 x 4 B), then its int64 num_batches_tracked. The capture predates
+    that marker; its broadcasts' launches and NCCL's payloads in the blobs twin are real."""
+    shutil.copy(src, dst)
+    db = sqlite3.connect(dst)
+    marker = json.dumps({"v": 1, "kind": "op", "mod": "torch.distributed", "op": "_broadcast_coalesced", "args": [],
+                         "kwargs": {"bucketBytes": [8192, 8], "src": 0},
+                         "dist": {"rank": 0, "world": 2, "group": "1", "groupRank": 0, "groupSize": 2}},
+                        separators=(",", ":"))
+    new = db.execute("SELECT max(id) + 1 FROM StringIds").fetchone()[0]
+    db.execute("INSERT INTO StringIds (id, value) VALUES (?, ?)", (new, marker))
+    forwards = db.execute("SELECT n.start, n.end, n.globalTid, n.eventType, n.domainId FROM NVTX_EVENTS n "
+                          "JOIN StringIds s ON s.id = n.textId WHERE s.value LIKE ?",
+                          ('%"cls":"DistributedDataParallel"%"group":"1"%',)).fetchall()
+    db.executemany("INSERT INTO NVTX_EVENTS (start, end, globalTid, eventType, domainId, textId) VALUES (?, ?, ?, ?, ?, ?)",
+                   [(start + 1, end - 1, tid, kind, dom, new) for start, end, tid, kind, dom in forwards])
+    db.commit()
+    db.close()
+    return dst, len(forwards)
+
+
+def test_ddp_s_buffer_broadcasts_are_sized_from_the_coalesced_marker(tmp_path):
+    bare = unpacked(DATA / "ddp_groups_0.sqlite.xz", tmp_path)
+    blobs = unpacked(DATA / "ddp_groups_blobs_0.sqlite.xz", tmp_path)
+    marked, calls = _with_coalesced_markers(bare, tmp_path / "marked_0.sqlite")
+    got = _nccl(_parse([marked], tmp_path / "marked.dict"))
+    truth = _nccl(_parse([blobs], tmp_path / "blobs.dict"))
+    inside = [(got[k][1].size, truth[k][1].size) for k in sorted(got)
+              if got[k][1].kind == "Broadcast" and got[k][0]["module"] == "DistributedDataParallel"
+              and got[k][1].size is not None]
+    assert calls == 6 and inside == [(8192, 8192), (8, 8)] * 6
