@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 
 from .gemm_parts import gemm_tile
 from .op_ranges import template_dtype
@@ -216,3 +217,67 @@ def wgrad_segments(kernel: str | None, grid: object, weight_shape: object) -> in
     tiles = -(-weight_shape[0] // tile[0]) * -(-math.prod(weight_shape[1:]) // tile[1])
     segments, left = divmod(blocks, tiles)
     return segments if not left and segments >= 2 else None
+
+
+# cuDNN's non-fused Winograd F(4x4, 3x3) of a 3x3 convolution (stride 1): transform kernels, each
+# reading one tensor and writing its transformed tile set in T1 (the compute type; T2: the
+# tensors'), around a batched GEMM (grid z 36: one product per element of a 6x6 tile).
+# winograd<Forward|Wgrad><Data|Filter|Delta|Output>4x4<T1, T2>.
+WINOGRAD_KERNEL = re.compile(r"\bwinograd(Forward|Wgrad)(Data|Filter|Delta|Output)4x4<([^,<>]+), ([^,<>]+)>")
+_WINOGRAD_TILE = 36  # 6x6 elements a tile, each tile over 4x4 output elements
+_WINOGRAD_OUT = 4
+
+
+def _winograd_tiles(shape: object) -> int | None:
+    """N x the 4x4 tiles over an (N, C, H, W) tensor's H x W, None for another shape."""
+    if not _conv_shape(shape) or len(shape) != 4:
+        return None
+    n, _, h, w = shape
+    return n * -(-h // _WINOGRAD_OUT) * -(-w // _WINOGRAD_OUT)
+
+
+@lru_cache(maxsize=1024)
+def winograd_stage(kernel: str | None) -> tuple | None:
+    """(Forward or Wgrad, Data/Filter/Delta/Output, the tiles' item size, the tensors' item size) of a
+    Winograd transform kernel (WINOGRAD_KERNEL), None for any other kernel or type."""
+    m = WINOGRAD_KERNEL.search(kernel or "")
+    if m is None:
+        return None
+    tile, size = ITEMSIZE.get(template_dtype(m.group(3))), ITEMSIZE.get(template_dtype(m.group(4)))
+    return None if tile is None or size is None else (m.group(1), m.group(2), tile, size)
+
+
+def winograd_transform(kernel: str | None, x: object, w: object, y: object) -> tuple | None:
+    """(FLOPs, bytes) of one of cuDNN's Winograd transforms for a 3x3 convolution of input `x`,
+    weight `w` and output `y` (shapes; backward: y is dY's): the tensor it reads once in T2 and its
+    tile set written in T1, 36 elements a tile. FLOPs 0: the convolution's FLOPs are on its GEMM
+    (winograd_gemm), as with every helper. The weight gradient (Wgrad: dW = X correlated with dY,
+    over dY's N x 4x4 tiles): Data reads X and writes C rows a tile, Delta reads dY and writes K,
+    Output reads the GEMM's 36 K x C products and writes dW. A forward convolution's (Forward;
+    backward: the data gradient, dY to dX run as one) Filter reads W and writes 36 x K x C. ncu
+    (conv_ncu_winograd.csv.xz): the writes to the byte, the reads of X 1.0-1.17x these
+    (overlapping tiles). None where the shapes do not say it: a Forward Data or Output (a 4-tile
+    data gradient's tile sets were of 16 tiles: the rule is not known from one shape), a filter
+    that is not 3x3."""
+    stage = winograd_stage(kernel)
+    if stage is None or not all(_conv_shape(s) and len(s) == 4 for s in (x, w, y)) or tuple(w[2:]) != (3, 3):
+        return None
+    kind, part, tile, size = stage
+    k, c, t = w[0], w[1], _winograd_tiles(y)
+    read, rows = {("Wgrad", "Data"): (math.prod(x), c * t), ("Wgrad", "Delta"): (math.prod(y), k * t),
+                  ("Forward", "Filter"): (math.prod(w), k * c)}.get((kind, part), (None, None))
+    if kind == "Wgrad" and part == "Output":
+        return 0, _WINOGRAD_TILE * k * c * tile + math.prod(w) * size
+    return None if read is None else (0, read * size + _WINOGRAD_TILE * rows * tile)
+
+
+def winograd_gemm(x: object, w: object, y: object, tile: int) -> tuple | None:
+    """(FLOPs, bytes) of the batched GEMM between a weight gradient's Winograd transforms
+    (winograd_transform): for each of the 36 tile elements a K x C product over the N x 4x4 tiles
+    of dY (2 x 36 x K x C x tiles FLOPs: what it executes, a quarter of the convolution's count
+    for a 3x3 filter), reading both tile sets and writing the products, in `tile`-byte elements.
+    ncu: its stores to the byte, its FFMAs 36 x K x C x (tiles + 0-1)."""
+    if not all(_conv_shape(s) and len(s) == 4 for s in (x, w, y)):
+        return None
+    k, c, t = w[0], w[1], _winograd_tiles(y)
+    return 2 * _WINOGRAD_TILE * k * c * t, _WINOGRAD_TILE * ((k + c) * t + k * c) * tile
