@@ -16,8 +16,8 @@ from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .tensor_flow import TensorFlow
 from .attention_parts import flash_helpers, math_attention_gemm
-from .conv_parts import (conv_outputs, range_conv_tensors, range_outputs, range_parts, wgrad_segments, winograd_gemm,
-                         winograd_stage, winograd_transform)
+from .conv_parts import (conv_outputs, one_group_wgrad, range_conv_tensors, range_outputs, range_parts, wgrad_segments,
+                         winograd_gemm, winograd_stage, winograd_transform)
 from .cub_init import tile_init
 from .gemm_parts import SPLIT_K, grid_z, output_parts, split_k, split_pass, split_sum, tiled_outputs
 from .multitensor import tensor_lists
@@ -423,6 +423,9 @@ class Analyzer:
         if mma and not counts:  # not recognised: facts() counted it
             return _UNKNOWN
         if cost.kind == CONV and rec.get("dir") == "bprop":
+            group = self._one_group(rec, cost, name, (x, w, sizes[0] if sizes else None), node)
+            if group is not None:
+                return group
             if not self._gradient_slot(rec, name, node):
                 return self.unclaimed()
             segmented = self._segmented(rec, cost, name, ITEMSIZE.get(cost.dtype), weight) if _shape(weight) else None
@@ -540,6 +543,25 @@ class Analyzer:
             return self.unclaimed()
         self._call_work = (cost.flops, work[1])
         return work
+
+    def _one_group(self, rec: dict, cost: Cost, name: str | None, shapes: tuple, node: tuple | None = None) -> tuple | None:
+        """(flops, bytes) of a CUTLASS weight-gradient kernel cuDNN launches once per group of a
+        grouped convolution of (input, weight, dY) `shapes` (conv_parts.one_group_wgrad): the first
+        takes the weight gradient's slot (_gradient_slot), it and the next groups - 1 a group's
+        share each, any more na. None for any other kernel. `node`: as _gradient_slot's."""
+        x, w, y = (tuple(shapes) + (None, None, None))[:3]
+        work = one_group_wgrad(name, rec.get("grid"), x, w, y, cost.flops, ITEMSIZE.get(cost.dtype))
+        if work is None:
+            return None
+        key = ("groups", rec.get("pid"), rec.get("tid"))
+        call = self._calls.get(("call", rec.get("pid"), rec.get("tid"))) if node is None else node
+        state = self._calls.get(key)
+        if state is None or not (state[0] is call or node is not None and state[0] == node):
+            if not self._gradient_slot(rec, "wgrad", node):
+                return self.unclaimed()
+            state = self._calls[key] = [call, 0]
+        state[1] += 1
+        return work if state[1] <= x[1] // w[1] else self.unclaimed()
 
     def _wgrad_split(self, rec: dict, weight: object, size: int | None) -> tuple:
         """(flops, bytes) of the split-K pass after a convolution's segment-K weight gradient
@@ -729,6 +751,10 @@ class Analyzer:
         if kind == GEMM:
             return grad  # data- and weight-gradient GEMMs each do one forward's work
         if kind == CONV:
+            marker = rec["fwd"].get("marker") or {}
+            group = self._one_group(rec, cost, name, tuple(t.shape for t in Call(marker).tensors()[:2]) + (cost.out_shape,))
+            if group is not None:
+                return group
             if not self._gradient_slot(rec, name):
                 return self.unclaimed()
             return self._segmented(rec, cost, name, size, self._marker_weight(rec)) or grad

@@ -62,11 +62,23 @@ def scaled_outputs(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
 
 def marker_layouts(marker: dict, cost: Cost | None) -> list[Part]:
     """A convolution's tensors as cuDNN's layout conversions move them: input, weight, output
-    (or gradients of their shapes), each read and written once in the dtype the op ran in."""
+    (or gradients of their shapes), and for a grouped one a group's slices (group_slices), each
+    read and written once in the dtype the op ran in."""
     size = None if cost is None else ITEMSIZE.get(cost.dtype)
     if cost is None or cost.kind != CONV or not size or not cost.out_shape:
         return []
-    return layout_parts([t.shape for t in Call(marker).tensors()[:2]] + [cost.out_shape], size)
+    x, w = ([t.shape for t in Call(marker).tensors()[:2]] + [None, None])[:2]
+    return layout_parts([x, w, cost.out_shape] + group_slices(x, w, cost.out_shape), size)
+
+
+def group_slices(x: object, w: object, y: object) -> list:
+    """One group's slices of a grouped convolution's input, weight and output (or their
+    gradients'), which cuDNN converts apart around a kernel run a group at a time
+    (one_group_wgrad): [N, C/g, ...], [K/g, C/g, ...], [N, K/g, ...]; none for one group."""
+    g = _groups(x, w)
+    if g < 2 or not _conv_shape(y):
+        return []
+    return [(x[0], x[1] // g, *x[2:]), (w[0] // g, *w[1:]), (y[0], y[1] // g, *y[2:])]
 
 
 def layout_parts(shapes: list, size: int) -> list[Part]:
@@ -92,8 +104,9 @@ def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool)
     size = None if cost is None else ITEMSIZE.get(cost.dtype)
     if cost is None or cost.kind != CONV or not size:
         return []
-    shapes = sizes[:3] + ([cost.out_shape] if cost.out_shape else [])
     x, w = range_conv_tensors(sizes, bprop)
+    shapes = sizes[:3] + ([cost.out_shape] if cost.out_shape else []) + \
+        group_slices(x, w, sizes[0] if bprop and sizes else cost.out_shape)
     wgrad = wgrad_sum(x[0], math.prod(w), wgrad_sum_dtype(kernel or "") or cost.dtype) \
         if bprop and _conv_shape(x) and _conv_shape(w) else None
     return layout_parts(shapes, size) + ([] if wgrad is None else [wgrad])
@@ -116,6 +129,18 @@ def _layout_grid(shape: tuple) -> tuple:
     """cuDNN's grid converting an (N, C, spatial...) tensor: one block per 32 x 32 tile."""
     n, c, spatial = shape[0], shape[1], math.prod(shape[2:])
     return (-(-spatial // _LAYOUT_TILE), -(-c // _LAYOUT_TILE), n)
+
+
+def strided_input(marker: dict, cost: Cost | None) -> list[Part]:
+    """A convolution's input copied into a contiguous tensor before cuDNN reads it, where the
+    marker says it is contiguous in no memory format (its `strides`: ShuffleNet's channel split)
+    and it is already in the dtype the op runs in (else autocast's cast writes it contiguous):
+    read and written once."""
+    args = marker.get("args") if cost is not None and cost.kind == CONV else None
+    x = args[0] if isinstance(args, list) and args and isinstance(args[0], dict) else None
+    size = None if x is None or "strides" not in x or x.get("dtype") != cost.dtype else ITEMSIZE.get(cost.dtype)
+    n = math.prod(x["shape"]) if size and _conv_shape(x.get("shape")) else 0
+    return [Part(CONTIGUOUS, n, 0, 2 * n * size)] if n else []
 
 
 def contiguous_grad(cost: Cost, size: int | None) -> list[Part]:
@@ -189,18 +214,30 @@ def conv_outputs(input_shape: object, weight_shape: object, out_shape: object, b
                  size: int | None = None) -> list:
     """(rows, cols) of the matrices a convolution's implicit GEMMs write: forward the output as
     (N·spatial, K); backward the input's gradient (N·spatial, C) and the weight's (K, C/g·taps),
-    for a 16-bit op (`size` 2) whose C is no multiple of 8 with C padded to 8 (channel_pads: the
+    and for g groups one group's (K/g, C/g·taps) (cuDNN's CUTLASS kernels run a group at a time:
+    one_group_wgrad),
+    for a 16-bit op (`size` 2) with K and C each padded to a multiple of 8 (channel_pads: the
     weight gradient is computed on the padded tensors; CUTLASS's split-K wgrad of a 3-channel stem
-    wrote 29 partials of 64 x 7·7·8 for ResNet-18's, 23 of 64 x 3·3·8 for a CIFAR one: ncu). Shapes
-    that are not lists of positive ints are left out."""
+    wrote 29 partials of 64 x 7·7·8 for ResNet-18's, 23 of 64 x 3·3·8 for a CIFAR one, of
+    ShuffleNet's 58-filter 1x1 convolutions 9 of 64 x 64 and 9 of 64 x 24, and the reduction after
+    them the 64 x 64 bf16 gradient: ncu). Shapes that are not lists of positive ints are left out."""
     if not bprop:
         return [(math.prod(out_shape) // out_shape[1], out_shape[1])] if _conv_shape(out_shape) else []
     out = [(math.prod(input_shape) // input_shape[1], input_shape[1])] if _conv_shape(input_shape) else []
     if not _conv_shape(weight_shape):
         return out
     k, c, taps = weight_shape[0], weight_shape[1], math.prod(weight_shape[2:])
-    wide = -(-c // _PAD_MULTIPLE[True]) * _PAD_MULTIPLE[True]
-    return out + [(k, (wide if size == 2 else c) * taps)]
+    if size == 2:
+        k, c = (-(-d // _PAD_MULTIPLE[True]) * _PAD_MULTIPLE[True] for d in (k, c))
+    g = _groups(input_shape, weight_shape)
+    return out + [(k, c * taps)] + ([(k // g, c * taps)] if g > 1 else [])
+
+
+def _groups(x: object, w: object) -> int:
+    """A convolution's groups from its input's channels over its weight's (1 where not known)."""
+    if not _conv_shape(x) or not _conv_shape(w) or x[1] % w[1] or w[0] % (x[1] // w[1]):
+        return 1
+    return x[1] // w[1]
 
 
 def wgrad_segments(kernel: str | None, grid: object, weight_shape: object) -> int | None:
@@ -281,3 +318,28 @@ def winograd_gemm(x: object, w: object, y: object, tile: int) -> tuple | None:
         return None
     k, c, t = w[0], w[1], _winograd_tiles(y)
     return 2 * _WINOGRAD_TILE * k * c * t, _WINOGRAD_TILE * ((k + c) * t + k * c) * tile
+
+
+# CUTLASS's implicit-GEMM convolution as cuDNN builds it: ImplicitGemmConvolution<..., Operator (0
+# fprop, 1 dgrad, 2 wgrad), ..., GroupMode (0: none, the kernel convolves one group)>.
+_CUTLASS_CONV = re.compile(r"\bImplicitGemmConvolution<.*\bconv::Operator\)(\d), .*\bconv::GroupMode\)(\d)>")
+
+
+def one_group_wgrad(kernel: str | None, grid: object, x: object, w: object, y: object, flops: int | None,
+                    size: int | None) -> tuple | None:
+    """(FLOPs, bytes) of a CUTLASS weight-gradient kernel of no group mode (_CUTLASS_CONV: Operator
+    2, GroupMode 0) for a convolution of g > 1 groups, input `x`, weight `w` and dY `y`: cuDNN
+    launches one a group, each a group's share of the gradient's FLOPs `flops`, reading its
+    slices of X and dY in `size`-byte elements and writing, split K over its grid's z, that many
+    fp32 partials of the group's K/g x C/g·taps gradient (else the gradient once). ncu on
+    RegNetY-400MF's 6-group 48-channel 3x3 convolution: 6 launches of grid z 13, each wrote
+    13 x 8 x 72 fp32 (29,952 bytes), then a ReduceSplitK of 8 x 72. None for any other kernel or
+    shape."""
+    m = _CUTLASS_CONV.search(kernel or "")
+    g = _groups(x, w)
+    if m is None or m.groups() != ("2", "0") or g < 2 or flops is None or size is None or not _conv_shape(y) \
+            or launch_count(grid) is None:
+        return None
+    part = math.prod(w) // g
+    splits = grid[2] if len(grid) == 3 else 1
+    return flops // g, (math.prod(x) + math.prod(y)) // g * size + (splits * part * 4 if splits > 1 else part * size)
