@@ -56,8 +56,12 @@ def scaled_outputs(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
     size = None if cost is None else ITEMSIZE.get(cost.dtype)
     if cost is None or cost.kind != CONV or not size:
         return []
-    n = [t.numel for t in Call(marker).tensors()[:2]] if bprop else [cost.out_elems]
-    return [Part(SCALE, e, 0, e * size) for e in n if e]
+    return scale_parts([t.numel for t in Call(marker).tensors()[:2]] if bprop else [cost.out_elems], size)
+
+
+def scale_parts(numels: list, size: int) -> list[Part]:
+    """cuDNN's scaling by 0 of tensors of `numels` elements: each written once in `size` bytes."""
+    return [Part(SCALE, e, 0, e * size) for e in numels if e]
 
 
 def marker_layouts(marker: dict, cost: Cost | None) -> list[Part]:
@@ -98,7 +102,8 @@ def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool)
     """The helper parts of a convolution priced from its PyTorch range (op_ranges.py) rather than
     a marker, from the range's shapes (forward: input, weight; backward, aten::convolution_backward:
     dY, input, weight) and the forward's output, whose shape the formula had from a consumer: their
-    layout conversions and, backward, cuDNN's sum of the per-sample weight gradients, written in the
+    layout conversions, cuDNN's scaling of what it writes (scaled_outputs) and, backward, cuDNN's
+    sum of the per-sample weight gradients, written in the
     weight's type `kernel`'s name states (a range's cost is priced per kernel: from this one's
     name, the partials' type). Taken as a marker's parts are (CallParts.take)."""
     size = None if cost is None else ITEMSIZE.get(cost.dtype)
@@ -109,7 +114,8 @@ def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool)
         group_slices(x, w, sizes[0] if bprop and sizes else cost.out_shape)
     wgrad = wgrad_sum(x[0], math.prod(w), wgrad_sum_dtype(kernel or "") or cost.dtype) \
         if bprop and _conv_shape(x) and _conv_shape(w) else None
-    return layout_parts(shapes, size) + ([] if wgrad is None else [wgrad])
+    scaled = [math.prod(s) for s in ((x, w) if bprop else (cost.out_shape,)) if _conv_shape(s)]
+    return layout_parts(shapes, size) + ([] if wgrad is None else [wgrad]) + scale_parts(scaled, size)
 
 
 def range_conv_tensors(sizes: list, bprop: bool) -> tuple:
