@@ -56,7 +56,8 @@ def test_winograd_weight_gradient_each_kernel_its_tensors(calls, ncu) -> None:
     64 and Output reads them and writes dW: each equal to what ncu's loads and stores moved. The
     GEMM's FLOPs are the 36 products it runs (a quarter of the convolution's 115,605,504, which
     whole-call sums keep), its reads the two tile sets (ncu's loads are asynchronous copies, not
-    counted there), its stores to the byte. Markers and plain ranges alike."""
+    counted there), its stores to the byte. Markers and plain ranges alike (the plain ranges' dX
+    zeroing too, priced from the range's shapes)."""
     gemm = 2 * 36 * 256 * 64 * 32
     tiles_read = 36 * (256 + 64) * 32 * 4
     want = [("winogradWgradData4x4", 0, 395264, None), ("winogradWgradDelta4x4", 0, 1581056, None),
@@ -65,6 +66,8 @@ def test_winograd_weight_gradient_each_kernel_its_tensors(calls, ncu) -> None:
             ("winogradWgradOutput4x4", 0, 2949120, None)]
     for start in (2, 9):
         assert [(c[2], c[4], c[5], c[6]) for c in calls[start:start + 4]] == want
+    # cuDNN's zeroing of dX before its dgrad kernel: from the marker, and from the plain range's shapes.
+    assert calls[0][2:6] == calls[7][2:6] == ("scalePackedTensor_kernel", [98, 1, 1], 0, 8 * 64 * 49 * 4)
     assert _moved(ncu, range(3, 7)) == [("(2, 8, 1)", 395264), ("(8, 8, 1)", 1581056), ("(8, 2, 36)", 2359296),
                                         ("(2, 32, 1)", 2949120)]
     assert ncu[5][2][LD] == 0 and ncu[5][2][ST] == 36 * 256 * 64 * 4
