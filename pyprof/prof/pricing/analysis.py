@@ -16,8 +16,8 @@ from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .tensor_flow import TensorFlow
 from .attention_parts import flash_helpers, math_attention_gemm
-from .conv_parts import (conv_outputs, one_group_wgrad, range_conv_tensors, range_outputs, range_parts, wgrad_segments,
-                         winograd_gemm, winograd_stage, winograd_transform)
+from .conv_parts import (conv_outputs, one_group_wgrad, range_conv_tensors, range_outputs, range_parts, ungrouped_wgrad,
+                         wgrad_segments, winograd_gemm, winograd_stage, winograd_transform)
 from .cub_init import tile_init
 from .gemm_parts import SPLIT_K, grid_z, output_parts, split_k, split_pass, split_sum, tiled_outputs
 from .multitensor import tensor_lists
@@ -423,7 +423,7 @@ class Analyzer:
         if mma and not counts:  # not recognised: facts() counted it
             return _UNKNOWN
         if cost.kind == CONV and rec.get("dir") == "bprop":
-            group = self._one_group(rec, cost, name, (x, w, sizes[0] if sizes else None), node)
+            group = self._one_group(rec, cost, name, lambda: (x, w, sizes[0] if sizes else None), node)
             if group is not None:
                 return group
             if not self._gradient_slot(rec, name, node):
@@ -516,12 +516,13 @@ class Analyzer:
     def _winograd(self, rec: dict, cost: Cost, name: str | None, verdict: str | None, shapes: Callable[[], tuple],
                   node: tuple | None = None) -> tuple | None:
         """(flops, bytes) of a kernel of a convolution's Winograd path, the convolution's (input,
-        weight, output or dY) shapes `shapes()` gives: a transform its own (conv_parts.winograd_transform; na
-        where the shapes do not say it); the GEMM (grid z 36) after a weight gradient's transforms
-        in the same call what it executes (conv_parts.winograd_gemm), the weight gradient's slot
-        (_gradient_slot) taken, and the convolution's FLOPs and the GEMM's bytes for whole-call
-        sums (Facts.call_work): its own FLOPs are a quarter of the convolution's, above its
-        peak in its time for wide ones. None for any other kernel. `node`: as _gradient_slot's."""
+        weight, output or dY) shapes `shapes()` gives: a transform its own
+        (conv_parts.winograd_transform; na where the shapes do not say it); the GEMM (grid z 36)
+        after a weight gradient's transforms in the same call what it executes
+        (conv_parts.winograd_gemm), the weight gradient's slot (_gradient_slot) taken, and the
+        convolution's FLOPs and the GEMM's bytes for whole-call sums (Facts.call_work): its own
+        FLOPs are a quarter of the convolution's, which are above its peak in its time for wide
+        ones. None for any other kernel. `node`: as _gradient_slot's."""
         key = ("winograd", rec.get("pid"), rec.get("tid"))
         stage = winograd_stage(name)
         if stage is None and key not in self._calls:
@@ -544,12 +545,16 @@ class Analyzer:
         self._call_work = (cost.flops, work[1])
         return work
 
-    def _one_group(self, rec: dict, cost: Cost, name: str | None, shapes: tuple, node: tuple | None = None) -> tuple | None:
+    def _one_group(self, rec: dict, cost: Cost, name: str | None, shapes: Callable[[], tuple],
+                   node: tuple | None = None) -> tuple | None:
         """(flops, bytes) of a CUTLASS weight-gradient kernel cuDNN launches once per group of a
-        grouped convolution of (input, weight, dY) `shapes` (conv_parts.one_group_wgrad): the first
-        takes the weight gradient's slot (_gradient_slot), it and the next groups - 1 a group's
-        share each, any more na. None for any other kernel. `node`: as _gradient_slot's."""
-        x, w, y = (tuple(shapes) + (None, None, None))[:3]
+        grouped convolution of (input, weight, dY) shapes `shapes()` gives
+        (conv_parts.one_group_wgrad): the first takes the weight gradient's slot (_gradient_slot),
+        it and the next groups - 1 a group's share each, any more na. None for any other kernel.
+        `node`: as _gradient_slot's."""
+        if not ungrouped_wgrad(name):
+            return None
+        x, w, y = (tuple(shapes()) + (None, None, None))[:3]
         work = one_group_wgrad(name, rec.get("grid"), x, w, y, cost.flops, ITEMSIZE.get(cost.dtype))
         if work is None:
             return None
@@ -752,7 +757,8 @@ class Analyzer:
             return grad  # data- and weight-gradient GEMMs each do one forward's work
         if kind == CONV:
             marker = rec["fwd"].get("marker") or {}
-            group = self._one_group(rec, cost, name, tuple(t.shape for t in Call(marker).tensors()[:2]) + (cost.out_shape,))
+            group = self._one_group(rec, cost, name,
+                                    lambda: tuple(t.shape for t in Call(marker).tensors()[:2]) + (cost.out_shape,))
             if group is not None:
                 return group
             if not self._gradient_slot(rec, name):

@@ -331,6 +331,14 @@ def winograd_gemm(x: object, w: object, y: object, tile: int) -> tuple | None:
 _CUTLASS_CONV = re.compile(r"\bImplicitGemmConvolution<.*\bconv::Operator\)(\d), .*\bconv::GroupMode\)(\d)>")
 
 
+@lru_cache(maxsize=1024)
+def ungrouped_wgrad(kernel: str | None) -> bool:
+    """Whether a kernel is CUTLASS's weight gradient of no group mode (_CUTLASS_CONV: Operator 2,
+    GroupMode 0)."""
+    m = _CUTLASS_CONV.search(kernel or "")
+    return m is not None and m.groups() == ("2", "0")
+
+
 def one_group_wgrad(kernel: str | None, grid: object, x: object, w: object, y: object, flops: int | None,
                     size: int | None) -> tuple | None:
     """(FLOPs, bytes) of a CUTLASS weight-gradient kernel of no group mode (_CUTLASS_CONV: Operator
@@ -341,9 +349,8 @@ def one_group_wgrad(kernel: str | None, grid: object, x: object, w: object, y: o
     RegNetY-400MF's 6-group 48-channel 3x3 convolution: 6 launches of grid z 13, each wrote
     13 x 8 x 72 fp32 (29,952 bytes), then a ReduceSplitK of 8 x 72. None for any other kernel or
     shape."""
-    m = _CUTLASS_CONV.search(kernel or "")
     g = _groups(x, w)
-    if m is None or m.groups() != ("2", "0") or g < 2 or flops is None or size is None or not _conv_shape(y) \
+    if not ungrouped_wgrad(kernel) or g < 2 or flops is None or size is None or not _conv_shape(y) \
             or launch_count(grid) is None:
         return None
     part = math.prod(w) // g
