@@ -90,13 +90,16 @@ def test_winograd_forward_path_of_a_data_gradient(calls, ncu) -> None:
     """DenseNet-121's 4x128x4x4 fp16 data gradient run as a Winograd forward of dY: the filter
     transform reads the fp16 32x128x3x3 weight and writes 36 x 32 x 128 fp32 (ncu's to the byte);
     the data transform and the output transform stay na: their tile sets held 16 tiles where dX
-    has 4 (ncu), a rule one shape does not tell."""
+    has 4 (ncu), a rule one shape does not tell. dY's two contiguous copies each their own."""
     assert [(c[2], c[4], c[5]) for c in calls[23:27]] == [
         ("winogradForwardData4x4", None, None), ("winogradForwardFilter4x4", 0, 73728 + 589824),
         ("sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_"
          "kernel__5x_cublas", 4718592, 94208), ("winogradForwardOutput4x4", None, None)]
     assert [(ncu[i][2][LD], ncu[i][2][ST]) for i in (972, 973, 975)] == [(4096, 36 * 32 * 16 * 4),
                                                                          (73728, 589824), (36 * 128 * 16 * 4, 16384)]
+    # dY arrives strided (a slice of a cat's gradient): the data and the weight gradient's cuDNN
+    # calls each copy it contiguous, 4x32x4x4 fp16 read and written.
+    assert calls[22][2:6] == calls[27][2:6] == ("elementwise_kernel", [4, 1, 1], 0, 2 * 4 * 32 * 16 * 2)
 
 
 def test_grouped_weight_gradient_run_a_group_at_a_time(calls, ncu) -> None:

@@ -153,9 +153,13 @@ def contiguous_grad(cost: Cost, size: int | None) -> list[Part]:
     """A convolution's or a GEMM's output gradient copied into a contiguous tensor (read and
     written in the op's dtype) before cuDNN or cuBLAS reads it, where it arrives as a strided view
     (the gradient of a slice of a cat's output: a U-Net's skip connections; of a matmul's output
-    transposed after it: swin's attention @ v, its UnsafeViewBackward0's reshape)."""
+    transposed after it: swin's attention @ v, its UnsafeViewBackward0's reshape). A
+    convolution's once for each gradient, as PyTorch's cuDNN data- and weight-gradient calls each
+    make their own copy (DenseNet-121's 4x4 dgrad and wgrad: one such copy before each); a copy
+    no kernel takes (one gradient) costs nothing."""
     n = cost.out_elems
-    return [Part(CONTIGUOUS, n, 0, 2 * n * size)] if cost.kind in (CONV, GEMM) and n and size else []
+    copies = 2 if cost.kind == CONV else 1 if cost.kind == GEMM else 0
+    return [Part(CONTIGUOUS, n, 0, 2 * n * size)] * copies if n and size else []
 
 
 def channel_pads(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
