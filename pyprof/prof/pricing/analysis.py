@@ -530,7 +530,7 @@ class Analyzer:
         call = self._calls.get(("call", rec.get("pid"), rec.get("tid"))) if node is None else node
         x, w, y = (shapes() + (None, None, None))[:3]
         if stage is not None:
-            if stage[0] == "Wgrad":
+            if stage[:2] in (("Wgrad", "Data"), ("Wgrad", "Delta")):  # the GEMM's inputs: it comes next
                 self._calls[key] = (call, stage[2])
             work = winograd_transform(name, x, w, y)
             return self.unclaimed() if work is None else work
