@@ -4,6 +4,7 @@ use, dtype, math path and peaks. The attribution rules are documented in docs/pr
 from __future__ import annotations
 
 from math import prod
+from typing import Callable
 
 from . import op_ranges as aten_level
 from . import beyond_peak
@@ -15,7 +16,8 @@ from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .tensor_flow import TensorFlow
 from .attention_parts import flash_helpers, math_attention_gemm
-from .conv_parts import conv_outputs, range_conv_tensors, range_outputs, range_parts, wgrad_segments
+from .conv_parts import (conv_outputs, one_group_wgrad, range_conv_tensors, range_outputs, range_parts, ungrouped_wgrad,
+                         wgrad_segments, winograd_gemm, winograd_stage, winograd_transform)
 from .cub_init import tile_init
 from .gemm_parts import SPLIT_K, grid_z, output_parts, split_k, split_pass, split_sum, tiled_outputs
 from .multitensor import tensor_lists
@@ -406,6 +408,13 @@ class Analyzer:
         weight = range_conv_tensors(sizes, True)[1] if cost.kind == CONV and bprop else None  # the wgrad's weight
         if mma and verdict == NONE and cost.kind == CONV and bprop and split_pass(name):
             return self._wgrad_split(rec, weight, ITEMSIZE.get(cost.dtype))
+        node = (r.get("name"), r.get("opId"))
+        if cost.kind == CONV:
+            x, w = range_conv_tensors(sizes, bprop)
+            winograd = self._winograd(rec, cost, name, verdict,
+                                      lambda: (x, w, sizes[0] if bprop and sizes else cost.out_shape), node)
+            if winograd is not None:
+                return winograd
         if mma and verdict == NONE:
             # A helper of the range's call (a GEMM's output helpers, attention's flash helpers, a
             # convolution's layout conversions and weight gradients' sum), as with markers.
@@ -414,7 +423,10 @@ class Analyzer:
         if mma and not counts:  # not recognised: facts() counted it
             return _UNKNOWN
         if cost.kind == CONV and rec.get("dir") == "bprop":
-            if not self._gradient_slot(rec, name, (r.get("name"), r.get("opId"))):
+            group = self._one_group(rec, cost, name, lambda: (x, w, sizes[0] if sizes else None), node)
+            if group is not None:
+                return group
+            if not self._gradient_slot(rec, name, node):
                 return self.unclaimed()
             segmented = self._segmented(rec, cost, name, ITEMSIZE.get(cost.dtype), weight) if _shape(weight) else None
             return segmented or (cost.flops, cost.bytes)
@@ -500,6 +512,61 @@ class Analyzer:
         """The weight's shape in the forward marker of a convolution's backward kernel."""
         weights = Call(rec["fwd"].get("marker") or {}).tensors()[1:2]
         return weights[0].shape if weights and weights[0].shape else None
+
+    def _winograd(self, rec: dict, cost: Cost, name: str | None, verdict: str | None, shapes: Callable[[], tuple],
+                  node: tuple | None = None) -> tuple | None:
+        """(flops, bytes) of a kernel of a convolution's Winograd path, the convolution's (input,
+        weight, output or dY) shapes `shapes()` gives: a transform its own
+        (conv_parts.winograd_transform; na where the shapes do not say it); the GEMM (grid z 36)
+        after a weight gradient's transforms in the same call what it executes
+        (conv_parts.winograd_gemm), the weight gradient's slot (_gradient_slot) taken, and the
+        convolution's FLOPs and the GEMM's bytes for whole-call sums (Facts.call_work): its own
+        FLOPs are a quarter of the convolution's, which are above its peak in its time for wide
+        ones. None for any other kernel. `node`: as _gradient_slot's."""
+        key = ("winograd", rec.get("pid"), rec.get("tid"))
+        stage = winograd_stage(name)
+        if stage is None and key not in self._calls:
+            return None
+        call = self._calls.get(("call", rec.get("pid"), rec.get("tid"))) if node is None else node
+        x, w, y = (shapes() + (None, None, None))[:3]
+        if stage is not None:
+            if stage[:2] in (("Wgrad", "Data"), ("Wgrad", "Delta")):  # the GEMM's inputs: it comes next
+                self._calls[key] = (call, stage[2])
+            work = winograd_transform(name, x, w, y)
+            return self.unclaimed() if work is None else work
+        held = self._calls.get(key)
+        if verdict not in (MMA, SIMT) or held is None or not (held[0] is call or node is not None and held[0] == node) \
+                or grid_z(rec.get("grid")) != 36:
+            return None
+        del self._calls[key]
+        work = winograd_gemm(x, w, y, held[1])
+        if work is None or not self._gradient_slot(rec, "wgrad", node):
+            return self.unclaimed()
+        self._call_work = (cost.flops, work[1])
+        return work
+
+    def _one_group(self, rec: dict, cost: Cost, name: str | None, shapes: Callable[[], tuple],
+                   node: tuple | None = None) -> tuple | None:
+        """(flops, bytes) of a CUTLASS weight-gradient kernel cuDNN launches once per group of a
+        grouped convolution of (input, weight, dY) shapes `shapes()` gives
+        (conv_parts.one_group_wgrad): the first takes the weight gradient's slot (_gradient_slot),
+        it and the next groups - 1 a group's share each, any more na. None for any other kernel.
+        `node`: as _gradient_slot's."""
+        if not ungrouped_wgrad(name):
+            return None
+        x, w, y = (tuple(shapes()) + (None, None, None))[:3]
+        work = one_group_wgrad(name, rec.get("grid"), x, w, y, cost.flops, ITEMSIZE.get(cost.dtype))
+        if work is None:
+            return None
+        key = ("groups", rec.get("pid"), rec.get("tid"))
+        call = self._calls.get(("call", rec.get("pid"), rec.get("tid"))) if node is None else node
+        state = self._calls.get(key)
+        if state is None or not (state[0] is call or node is not None and state[0] == node):
+            if not self._gradient_slot(rec, "wgrad", node):
+                return self.unclaimed()
+            state = self._calls[key] = [call, 0]
+        state[1] += 1
+        return work if state[1] <= x[1] // w[1] else self.unclaimed()
 
     def _wgrad_split(self, rec: dict, weight: object, size: int | None) -> tuple:
         """(flops, bytes) of the split-K pass after a convolution's segment-K weight gradient
@@ -654,6 +721,12 @@ class Analyzer:
             return self._wgrad_split(rec, self._marker_weight(rec), ITEMSIZE.get(dtype))
         if verdict == NONE and family(name) == SPLIT_K:
             return self._split_k(rec, name, self._gemm_outputs(rec, cost, bprop), dtype)
+        if kind == CONV:
+            marker = (rec["fwd"] if bprop else rec).get("marker") or {}
+            winograd = self._winograd(rec, cost, name, verdict,
+                                      lambda: tuple(t.shape for t in Call(marker).tensors()[:2]) + (cost.out_shape,))
+            if winograd is not None:
+                return winograd
         if verdict == NONE:
             part = self._part(rec, cost, bprop, name)
             return self.unclaimed() if part is None else (part.flops, part.bytes)
@@ -683,6 +756,11 @@ class Analyzer:
         if kind == GEMM:
             return grad  # data- and weight-gradient GEMMs each do one forward's work
         if kind == CONV:
+            marker = rec["fwd"].get("marker") or {}
+            group = self._one_group(rec, cost, name,
+                                    lambda: tuple(t.shape for t in Call(marker).tensors()[:2]) + (cost.out_shape,))
+            if group is not None:
+                return group
             if not self._gradient_slot(rec, name):
                 return self.unclaimed()
             return self._segmented(rec, cost, name, size, self._marker_weight(rec)) or grad

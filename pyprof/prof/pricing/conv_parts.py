@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 
 from .gemm_parts import gemm_tile
 from .op_ranges import template_dtype
@@ -55,17 +56,33 @@ def scaled_outputs(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
     size = None if cost is None else ITEMSIZE.get(cost.dtype)
     if cost is None or cost.kind != CONV or not size:
         return []
-    n = [t.numel for t in Call(marker).tensors()[:2]] if bprop else [cost.out_elems]
-    return [Part(SCALE, e, 0, e * size) for e in n if e]
+    return scale_parts([t.numel for t in Call(marker).tensors()[:2]] if bprop else [cost.out_elems], size)
+
+
+def scale_parts(numels: list, size: int) -> list[Part]:
+    """cuDNN's scaling by 0 of tensors of `numels` elements: each written once in `size` bytes."""
+    return [Part(SCALE, e, 0, e * size) for e in numels if e]
 
 
 def marker_layouts(marker: dict, cost: Cost | None) -> list[Part]:
     """A convolution's tensors as cuDNN's layout conversions move them: input, weight, output
-    (or gradients of their shapes), each read and written once in the dtype the op ran in."""
+    (or gradients of their shapes), and for a grouped one a group's slices (group_slices), each
+    read and written once in the dtype the op ran in."""
     size = None if cost is None else ITEMSIZE.get(cost.dtype)
     if cost is None or cost.kind != CONV or not size or not cost.out_shape:
         return []
-    return layout_parts([t.shape for t in Call(marker).tensors()[:2]] + [cost.out_shape], size)
+    x, w = ([t.shape for t in Call(marker).tensors()[:2]] + [None, None])[:2]
+    return layout_parts([x, w, cost.out_shape] + group_slices(x, w, cost.out_shape), size)
+
+
+def group_slices(x: object, w: object, y: object) -> list:
+    """One group's slices of a grouped convolution's input, weight and output (or their
+    gradients'), which cuDNN converts apart around a kernel run a group at a time
+    (one_group_wgrad): [N, C/g, ...], [K/g, C/g, ...], [N, K/g, ...]; none for one group."""
+    g = _groups(x, w)
+    if g < 2 or not _conv_shape(y):
+        return []
+    return [(x[0], x[1] // g, *x[2:]), (w[0] // g, *w[1:]), (y[0], y[1] // g, *y[2:])]
 
 
 def layout_parts(shapes: list, size: int) -> list[Part]:
@@ -85,17 +102,20 @@ def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool)
     """The helper parts of a convolution priced from its PyTorch range (op_ranges.py) rather than
     a marker, from the range's shapes (forward: input, weight; backward, aten::convolution_backward:
     dY, input, weight) and the forward's output, whose shape the formula had from a consumer: their
-    layout conversions and, backward, cuDNN's sum of the per-sample weight gradients, written in the
+    layout conversions, cuDNN's scaling of what it writes (scaled_outputs) and, backward, cuDNN's
+    sum of the per-sample weight gradients, written in the
     weight's type `kernel`'s name states (a range's cost is priced per kernel: from this one's
     name, the partials' type). Taken as a marker's parts are (CallParts.take)."""
     size = None if cost is None else ITEMSIZE.get(cost.dtype)
     if cost is None or cost.kind != CONV or not size:
         return []
-    shapes = sizes[:3] + ([cost.out_shape] if cost.out_shape else [])
     x, w = range_conv_tensors(sizes, bprop)
+    shapes = sizes[:3] + ([cost.out_shape] if cost.out_shape else []) + \
+        group_slices(x, w, sizes[0] if bprop and sizes else cost.out_shape)
     wgrad = wgrad_sum(x[0], math.prod(w), wgrad_sum_dtype(kernel or "") or cost.dtype) \
         if bprop and _conv_shape(x) and _conv_shape(w) else None
-    return layout_parts(shapes, size) + ([] if wgrad is None else [wgrad])
+    scaled = [math.prod(s) for s in ((x, w) if bprop else (cost.out_shape,)) if _conv_shape(s)]
+    return layout_parts(shapes, size) + ([] if wgrad is None else [wgrad]) + scale_parts(scaled, size)
 
 
 def range_conv_tensors(sizes: list, bprop: bool) -> tuple:
@@ -117,13 +137,29 @@ def _layout_grid(shape: tuple) -> tuple:
     return (-(-spatial // _LAYOUT_TILE), -(-c // _LAYOUT_TILE), n)
 
 
+def strided_input(marker: dict, cost: Cost | None) -> list[Part]:
+    """A convolution's input copied into a contiguous tensor before cuDNN reads it, where the
+    marker says it is contiguous in no memory format (its `strides`: ShuffleNet's channel split)
+    and it is already in the dtype the op runs in (else autocast's cast writes it contiguous):
+    read and written once."""
+    args = marker.get("args") if cost is not None and cost.kind == CONV else None
+    x = args[0] if isinstance(args, list) and args and isinstance(args[0], dict) else None
+    size = None if x is None or "strides" not in x or x.get("dtype") != cost.dtype else ITEMSIZE.get(cost.dtype)
+    n = math.prod(x["shape"]) if size and _conv_shape(x.get("shape")) else 0
+    return [Part(CONTIGUOUS, n, 0, 2 * n * size)] if n else []
+
+
 def contiguous_grad(cost: Cost, size: int | None) -> list[Part]:
     """A convolution's or a GEMM's output gradient copied into a contiguous tensor (read and
     written in the op's dtype) before cuDNN or cuBLAS reads it, where it arrives as a strided view
     (the gradient of a slice of a cat's output: a U-Net's skip connections; of a matmul's output
-    transposed after it: swin's attention @ v, its UnsafeViewBackward0's reshape)."""
+    transposed after it: swin's attention @ v, its UnsafeViewBackward0's reshape). A
+    convolution's once for each gradient, as PyTorch's cuDNN data- and weight-gradient calls each
+    make their own copy (DenseNet-121's 4x4 dgrad and wgrad: one such copy before each); a copy
+    no kernel takes (one gradient) costs nothing."""
     n = cost.out_elems
-    return [Part(CONTIGUOUS, n, 0, 2 * n * size)] if cost.kind in (CONV, GEMM) and n and size else []
+    copies = 2 if cost.kind == CONV else 1 if cost.kind == GEMM else 0
+    return [Part(CONTIGUOUS, n, 0, 2 * n * size)] * copies if n and size else []
 
 
 def channel_pads(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
@@ -188,18 +224,30 @@ def conv_outputs(input_shape: object, weight_shape: object, out_shape: object, b
                  size: int | None = None) -> list:
     """(rows, cols) of the matrices a convolution's implicit GEMMs write: forward the output as
     (N·spatial, K); backward the input's gradient (N·spatial, C) and the weight's (K, C/g·taps),
-    for a 16-bit op (`size` 2) whose C is no multiple of 8 with C padded to 8 (channel_pads: the
+    and for g groups one group's (K/g, C/g·taps) (cuDNN's CUTLASS kernels run a group at a time:
+    one_group_wgrad),
+    for a 16-bit op (`size` 2) with K and C each padded to a multiple of 8 (channel_pads: the
     weight gradient is computed on the padded tensors; CUTLASS's split-K wgrad of a 3-channel stem
-    wrote 29 partials of 64 x 7·7·8 for ResNet-18's, 23 of 64 x 3·3·8 for a CIFAR one: ncu). Shapes
-    that are not lists of positive ints are left out."""
+    wrote 29 partials of 64 x 7·7·8 for ResNet-18's, 23 of 64 x 3·3·8 for a CIFAR one, of
+    ShuffleNet's 58-filter 1x1 convolutions 9 of 64 x 64 and 9 of 64 x 24, and the reduction after
+    them the 64 x 64 bf16 gradient: ncu). Shapes that are not lists of positive ints are left out."""
     if not bprop:
         return [(math.prod(out_shape) // out_shape[1], out_shape[1])] if _conv_shape(out_shape) else []
     out = [(math.prod(input_shape) // input_shape[1], input_shape[1])] if _conv_shape(input_shape) else []
     if not _conv_shape(weight_shape):
         return out
     k, c, taps = weight_shape[0], weight_shape[1], math.prod(weight_shape[2:])
-    wide = -(-c // _PAD_MULTIPLE[True]) * _PAD_MULTIPLE[True]
-    return out + [(k, (wide if size == 2 else c) * taps)]
+    if size == 2:
+        k, c = (-(-d // _PAD_MULTIPLE[True]) * _PAD_MULTIPLE[True] for d in (k, c))
+    g = _groups(input_shape, weight_shape)
+    return out + [(k, c * taps)] + ([(k // g, c * taps)] if g > 1 else [])
+
+
+def _groups(x: object, w: object) -> int:
+    """A convolution's groups from its input's channels over its weight's (1 where not known)."""
+    if not _conv_shape(x) or not _conv_shape(w) or x[1] % w[1] or w[0] % (x[1] // w[1]):
+        return 1
+    return x[1] // w[1]
 
 
 def wgrad_segments(kernel: str | None, grid: object, weight_shape: object) -> int | None:
@@ -216,3 +264,99 @@ def wgrad_segments(kernel: str | None, grid: object, weight_shape: object) -> in
     tiles = -(-weight_shape[0] // tile[0]) * -(-math.prod(weight_shape[1:]) // tile[1])
     segments, left = divmod(blocks, tiles)
     return segments if not left and segments >= 2 else None
+
+
+# cuDNN's non-fused Winograd F(4x4, 3x3) of a 3x3 convolution (stride 1): transform kernels, each
+# reading one tensor and writing its transformed tile set in T1 (the compute type; T2: the
+# tensors'), around a batched GEMM (grid z 36: one product per element of a 6x6 tile).
+# winograd<Forward|Wgrad><Data|Filter|Delta|Output>4x4<T1, T2>.
+WINOGRAD_KERNEL = re.compile(r"\bwinograd(Forward|Wgrad)(Data|Filter|Delta|Output)4x4<([^,<>]+), ([^,<>]+)>")
+_WINOGRAD_TILE = 36  # 6x6 elements a tile, each tile over 4x4 output elements
+_WINOGRAD_OUT = 4
+
+
+def _winograd_tiles(shape: object) -> int | None:
+    """N x the 4x4 tiles over an (N, C, H, W) tensor's H x W, None for another shape."""
+    if not _conv_shape(shape) or len(shape) != 4:
+        return None
+    n, _, h, w = shape
+    return n * -(-h // _WINOGRAD_OUT) * -(-w // _WINOGRAD_OUT)
+
+
+@lru_cache(maxsize=1024)
+def winograd_stage(kernel: str | None) -> tuple | None:
+    """(Forward or Wgrad, Data/Filter/Delta/Output, the tiles' item size, the tensors' item size) of a
+    Winograd transform kernel (WINOGRAD_KERNEL), None for any other kernel or type."""
+    m = WINOGRAD_KERNEL.search(kernel or "")
+    if m is None:
+        return None
+    tile, size = ITEMSIZE.get(template_dtype(m.group(3))), ITEMSIZE.get(template_dtype(m.group(4)))
+    return None if tile is None or size is None else (m.group(1), m.group(2), tile, size)
+
+
+def winograd_transform(kernel: str | None, x: object, w: object, y: object) -> tuple | None:
+    """(FLOPs, bytes) of one of cuDNN's Winograd transforms for a 3x3 convolution of input `x`,
+    weight `w` and output `y` (shapes; backward: y is dY's): the tensor it reads once in T2 and its
+    tile set written in T1, 36 elements a tile. FLOPs 0: the convolution's FLOPs are on its GEMM
+    (winograd_gemm), as with every helper. The weight gradient (Wgrad: dW = X correlated with dY,
+    over dY's N x 4x4 tiles): Data reads X and writes C rows a tile, Delta reads dY and writes K,
+    Output reads the GEMM's 36 K x C products and writes dW. A forward convolution's (Forward;
+    backward: the data gradient, dY to dX run as one) Filter reads W and writes 36 x K x C. ncu
+    (conv_ncu_winograd.csv.xz): the writes to the byte, the reads of X 1.0-1.17x these
+    (overlapping tiles). None where the shapes do not say it: a Forward Data or Output (a 4-tile
+    data gradient's tile sets were of 16 tiles: the rule is not known from one shape), a filter
+    that is not 3x3."""
+    stage = winograd_stage(kernel)
+    if stage is None or not all(_conv_shape(s) and len(s) == 4 for s in (x, w, y)) or tuple(w[2:]) != (3, 3):
+        return None
+    kind, part, tile, size = stage
+    k, c, t = w[0], w[1], _winograd_tiles(y)
+    read, rows = {("Wgrad", "Data"): (math.prod(x), c * t), ("Wgrad", "Delta"): (math.prod(y), k * t),
+                  ("Forward", "Filter"): (math.prod(w), k * c)}.get((kind, part), (None, None))
+    if kind == "Wgrad" and part == "Output":
+        return 0, _WINOGRAD_TILE * k * c * tile + math.prod(w) * size
+    return None if read is None else (0, read * size + _WINOGRAD_TILE * rows * tile)
+
+
+def winograd_gemm(x: object, w: object, y: object, tile: int) -> tuple | None:
+    """(FLOPs, bytes) of the batched GEMM between a weight gradient's Winograd transforms
+    (winograd_transform): for each of the 36 tile elements a K x C product over the N x 4x4 tiles
+    of dY (2 x 36 x K x C x tiles FLOPs: what it executes, a quarter of the convolution's count
+    for a 3x3 filter), reading both tile sets and writing the products, in `tile`-byte elements.
+    ncu: its stores to the byte, its FFMAs 36 x K x C x (tiles + 0-1)."""
+    if not all(_conv_shape(s) and len(s) == 4 for s in (x, w, y)):
+        return None
+    k, c, t = w[0], w[1], _winograd_tiles(y)
+    return 2 * _WINOGRAD_TILE * k * c * t, _WINOGRAD_TILE * ((k + c) * t + k * c) * tile
+
+
+# CUTLASS's implicit-GEMM convolution as cuDNN builds it: ImplicitGemmConvolution<..., Operator (0
+# fprop, 1 dgrad, 2 wgrad), ..., GroupMode (0: none, the kernel convolves one group)>.
+_CUTLASS_CONV = re.compile(r"\bImplicitGemmConvolution<.*\bconv::Operator\)(\d), .*\bconv::GroupMode\)(\d)>")
+
+
+@lru_cache(maxsize=1024)
+def ungrouped_wgrad(kernel: str | None) -> bool:
+    """Whether a kernel is CUTLASS's weight gradient of no group mode (_CUTLASS_CONV: Operator 2,
+    GroupMode 0)."""
+    m = _CUTLASS_CONV.search(kernel or "")
+    return m is not None and m.groups() == ("2", "0")
+
+
+def one_group_wgrad(kernel: str | None, grid: object, x: object, w: object, y: object, flops: int | None,
+                    size: int | None) -> tuple | None:
+    """(FLOPs, bytes) of a CUTLASS weight-gradient kernel of no group mode (_CUTLASS_CONV: Operator
+    2, GroupMode 0) for a convolution of g > 1 groups, input `x`, weight `w` and dY `y`: cuDNN
+    launches one a group, each a group's share of the gradient's FLOPs `flops`, reading its
+    slices of X and dY in `size`-byte elements and writing, split K over its grid's z, that many
+    fp32 partials of the group's K/g x C/g·taps gradient (else the gradient once). ncu on
+    RegNetY-400MF's 6-group 48-channel 3x3 convolution: 6 launches of grid z 13, each wrote
+    13 x 8 x 72 fp32 (29,952 bytes), then a ReduceSplitK of 8 x 72. None for any other kernel or
+    shape."""
+    g = _groups(x, w)
+    if not ungrouped_wgrad(kernel) or g < 2 or flops is None or size is None or not _conv_shape(y) \
+            or launch_count(grid) is None:
+        return None
+    part = math.prod(w) // g
+    splits = grid[2] if len(grid) == 3 else 1
+    return flops // g, (math.prod(x) + math.prod(y)) // g * size + (splits * part * 4 if splits > 1 else part * size)

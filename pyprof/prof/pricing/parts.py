@@ -37,7 +37,8 @@ from functools import lru_cache
 from .attention_parts import (CAST_DQ, CAST_DQ_KERNEL, DOT_DO_O, DOT_DO_O_KERNEL, MATH_KERNELS, MUL, NEGINF,
                               REDUCE_HEAD, REDUCE_HEAD_KERNEL, SCALAR_MUL, WHERE, flash_helpers, math_attention)
 from .conv_parts import (LAYOUT, LAYOUT_KERNEL, PAD, PAD_KERNEL, SCALE, SCALE_KERNEL, WGRAD_SUM, WGRAD_SUM_KERNEL,
-                         channel_pads, contiguous_grad, marker_layouts, marker_wgrad_sum, scaled_outputs)
+                         channel_pads, contiguous_grad, marker_layouts, marker_wgrad_sum, scaled_outputs,
+                         strided_input)
 from .index_parts import index_grads
 from .gemm_parts import (BETA, BETA_KERNEL, BROADCAST, CUTLASS_SPLIT_K, EPILOGUE, EPILOGUE_KERNEL, SPLIT_K,
                          SPLIT_K_KERNEL, output_parts, strided_operands)
@@ -142,9 +143,10 @@ def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     what a matrix op's call does to its output besides computing it (output_parts: a bias added
     apart, one add per output element; the op's own formula counts none for its bias, as
     FlopCounterMode does, so that matrix FLOPs stay its count), cuDNN's layout conversions, its
-    scaling of a convolution's output and its channel padding."""
+    scaling of a convolution's output and its channel padding, a strided convolution input made
+    contiguous."""
     return (_inputs(marker, cost) + output_parts(cost) + strided_operands(marker, cost) + marker_layouts(marker, cost)
-            + scaled_outputs(marker, cost, False) + channel_pads(marker, cost, False))
+            + scaled_outputs(marker, cost, False) + channel_pads(marker, cost, False) + strided_input(marker, cost))
 
 
 def _inputs(marker: dict, cost: Cost | None) -> list[Part]:
