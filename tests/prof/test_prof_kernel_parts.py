@@ -380,7 +380,8 @@ def test_aten_level_unet_ops_each_kernel_its_work():
     [8, 64, 32, 32] PyTorch runs as one copy per input (each its input read in its dtype, written
     in fp32); the math attention's isneginf (the fp32 scores read, a bool written); instance norm's
     native batch norm over 512 planes without running statistics, its three kernels their stages
-    (as with markers); the reflection pad of [8, 3, 32, 32] to [8, 3, 34, 34] in fp32; mse_loss's
+    (as with markers, but the repeated weight and bias in the kernel's bf16: the range does not say
+    theirs); the reflection pad of [8, 3, 32, 32] to [8, 3, 34, 34] in fp32; mse_loss's
     mean of its 24,576 fp32 squares, whose dims the range does not carry, to the one element its
     reduce_kernel's launch of one block of one row of threads writes (as with markers). All were na
     but the statistics kernel, which carried the whole norm (and the mean's FLOPs)."""
@@ -388,7 +389,7 @@ def test_aten_level_unet_ops_each_kernel_its_work():
     want = [("reflection_pad2d_out_kernel", 0, (8 * 3 * 32 * 32 + 8 * 3 * 34 * 34) * 4),
             ("batch_norm_collect_statistics_kernel", 4 * e - planes, e * 2 + 2 * planes * 4),
             ("vectorized_elementwise_kernel", planes, 2 * planes * 4),
-            ("batch_norm_transform_input_kernel", 4 * e, 2 * e * 2 + 4 * planes * 4),
+            ("batch_norm_transform_input_kernel", 4 * e, 2 * e * 2 + 2 * planes * 4 + 2 * planes * 2),
             ("vectorized_elementwise_kernel", 32 * 256 * 256, 32 * 256 * 256 * 5),
             ("vectorized_elementwise_kernel", 32 * 64 * 64, 32 * 64 * 64 * 5),
             ("elementwise_kernel", 0, a * 8), ("elementwise_kernel", 0, b * 6), ("reduce_kernel", 24576, 24576 * 4 + 4)]

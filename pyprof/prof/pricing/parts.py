@@ -233,6 +233,10 @@ class CallParts:
             return (None, None) if at is None else self.stages.pop(at)[1:]
         return self.stages.pop(0) if self.stages else (None, None)
 
+    def _named(self, kernel: str | None) -> bool:
+        return bool(self.stages) and isinstance(self.stages[0][0], str) and any(
+            s[0] in (kernel or "") for s in self.stages)
+
     def launch(self, kernel: str, grid: object, sizes: object = None, index: int = 0) -> tuple | None:
         """(FLOPs, bytes) of a multi-tensor launch of the call, the `index`-th under its PyTorch
         range with `sizes` (the range's, whose first `count` entries are the parameters' shapes);
@@ -246,9 +250,11 @@ class CallParts:
         return (None, None) if work is None else work
 
     def take(self, kernel: str | None, grid: object, block: object) -> Part | None:
-        """The part this kernel does, removed from the call's; None when none fits."""
+        """The part this kernel does, removed from the call's; None when none fits, or when a
+        named stage of the call names the kernel (batch norm's semaphores zeroed: its stage, not a
+        gradient's zero fill)."""
         fam = family(kernel)
-        if fam is None or not self.left:
+        if fam is None or not self.left or self._named(kernel):
             return None
         # Only the element-wise kernels launch by PyTorch's per-thread rule; the bias gradient's
         # sum is one part a call, a layout conversion is told by its grid.

@@ -19,10 +19,11 @@ from ..multitensor import launch, launch_elements
 from ..registry import ATTN, CAUSAL_UNKNOWN, SIMT, Cost, dims, fmt_params, register_aten
 from ..values import FLOATING, ITEMSIZE, Tensor, reduces_to
 from .attention import sdpa_cost
+from .batch_norm import batch_norm_kernels
 from .elementwise import FLOPS_PER_ELEMENT, pointwise_cost, reduce_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
 from .memory import copy_cost, index_rows
-from .nn import (batch_norm_stages, embedding_bag_cost, group_norm_cost, interpolate_cost, norm_cost, row_norm_cost,
+from .nn import (embedding_bag_cost, group_norm_cost, interpolate_cost, norm_cost, row_norm_cost,
                  softmax_cost)
 from .optim import UNSCALE_FLOPS, adam_flops, update_scale_cost
 
@@ -294,13 +295,23 @@ def native_group_norm_backward(a: A) -> Cost:
 
 # Batch norm: the weight stands in for the bias likewise.
 register_aten("aten::cudnn_batch_norm_backward")(lambda a: _backward(norm_cost(a.tensor(0), 6, a.tensor(2), a.tensor(2))))
-register_aten("aten::native_batch_norm_backward", "aten::batch_norm_backward")(
-    lambda a: _backward(norm_cost(a.tensor(1), 6, a.tensor(2), a.tensor(2))))
 
-# The statistics' inverse runs in training only; the native transform kernel runs alone in eval
-# (in training it is a later stage of the range: Cost.stages of its first kernel's cost).
-_BN_TRAINING = re.compile(r"fw_?tr|collect_statistics|calc_invstd")
-_BN_EVAL = re.compile(r"fw_?inf|batch_norm_transform_input")
+
+@register_aten("aten::native_batch_norm_backward", "aten::batch_norm_backward")
+def native_batch_norm_backward(a: A) -> Cost:
+    """(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, ...):
+    training's backward kernels, each its stage (batch_norm.py); the running statistics are not
+    read."""
+    x, w = a.tensor(1), a.tensor(2)
+    cost = norm_cost(x, 6, w, w)
+    return _backward(cost if x is None else batch_norm_kernels(cost, x, w, w, None, None, True))
+
+
+# A range's first kernel: the statistics (and the running ones' update) run in training only; the running variance's inverse
+# (after the running mean's copy, a range of its own) leads in eval (in training it follows the
+# statistics: a later stage of the range, Cost.stages of its first kernel's cost).
+_BN_TRAINING = re.compile(r"fw_?tr|collect_statistics|update_stats")
+_BN_EVAL = re.compile(r"fw_?inf|calc_invstd|batch_norm_transform_input")
 
 
 @register_aten("aten::cudnn_batch_norm", "aten::native_batch_norm", "aten::_batch_norm_with_update",
@@ -308,7 +319,8 @@ _BN_EVAL = re.compile(r"fw_?inf|batch_norm_transform_input")
 def batch_norm(a: A) -> Cost | None:
     """(input, weight, bias, running_mean, running_var, ...): training or not is in the op's name
     (with/no_update) or its kernel's (cuDNN's `bn_fw_tr`/`bn_fw_inf`, the native statistics kernel);
-    else na. Training reads and writes the running statistics."""
+    else na. Training reads and writes the running statistics; the native kernels each their
+    stage (batch_norm.py)."""
     if a.name.endswith(("with_update", "no_update")):
         training = a.name.endswith("with_update")
     elif _BN_TRAINING.search(a.kernel):
@@ -321,12 +333,7 @@ def batch_norm(a: A) -> Cost | None:
     stats = tuple(s for s in (rm, rv) if s is not None) * (2 if training else 1)
     x, w, b = a.tensor(0), a.tensor(1), a.tensor(2)
     cost = norm_cost(x, 6 if training else 2, w, b, stats, training=int(training))
-    if not training or stats or "collect_statistics" not in a.kernel or x is None or len(x.shape) < 2 \
-            or not x.itemsize:
-        return cost
-    # The native kernels without running statistics (instance_norm's), each its stage.
-    stages = batch_norm_stages(x.numel, x.shape[1], x.itemsize, (w is not None) + (b is not None))
-    return replace(cost, stages=tuple((f, b + sum(extra)) for _, f, b, *extra in stages))
+    return cost if x is None else batch_norm_kernels(cost, x, w, b, rm, rv, training)
 
 
 @register_aten("aten::_softmax", "aten::_log_softmax")

@@ -27,6 +27,7 @@ from typing import Any
 
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
 from ..values import ITEMSIZE, Tensor, ntuple, promote
+from .batch_norm import batch_norm_kernels, batch_norm_stages
 from .loss import reduced_loss, reduction_arg
 
 
@@ -124,13 +125,15 @@ def rms_norm(c: Call) -> Cost:
 
 @register("torch.nn.functional.batch_norm", "torch.batch_norm")
 def batch_norm(c: Call) -> Cost:
-    """Training also reads and writes the running statistics (when given)."""
+    """Training also reads and writes the running statistics (when given); the kernels PyTorch
+    runs it as, each its stage (batch_norm.py)."""
     x = c.get(0, "input")
     rm, rv = c.tensor(1, "running_mean"), c.tensor(2, "running_var")
     w, b = c.tensor(3, "weight"), c.tensor(4, "bias")
     training = bool(c.get(5, "training", False))
     stats = (rm, rv, rm, rv) if training else (rm, rv)
-    return norm_cost(x, 6 if training else 2, w, b, stats, training=int(training))
+    return batch_norm_kernels(norm_cost(x, 6 if training else 2, w, b, stats, training=int(training)),
+                              x, w, b, rm, rv, training)
 
 
 @register("torch.nn.functional.softmax", *names(["softmax", "_softmax"]),
@@ -414,17 +417,6 @@ def instance_norm(c: Call) -> Cost:
     return _instance_norm_stages(cost, x, w, b) if use_stats and rm is None and rv is None else cost
 
 
-def batch_norm_stages(e: int, planes: int, size: int, affine: int) -> tuple:
-    """The kernels of PyTorch's CUDA batch norm in training without running statistics, named
-    (Cost.stages: FLOPs, bytes in the op's dtype, fp32 bytes) over E elements of `planes` channels
-    and `affine` parameters: the statistics (X read, mean and variance written: 4 FLOPs an element
-    less one a plane), their inverse standard deviations (1 a plane), the normalized output (2 an
-    element, +1 a parameter; X, the statistics and the parameters read, the output written)."""
-    return (("batch_norm_collect_statistics", 4 * e - planes, e * size, 2 * planes * 4),
-            ("batch_norm_calc_invstd", planes, 0, 2 * planes * 4),
-            ("batch_norm_transform_input", (2 + affine) * e, 2 * e * size, (2 + affine) * planes * 4))
-
-
 def _instance_norm_stages(cost: Cost, x: Tensor, w: Tensor | None, b: Tensor | None) -> Cost:
     """instance_norm as PyTorch runs it, batch norm over the N·C planes of one sample, its kernels
     named (Cost.stages), statistics in fp32: the weight and bias repeated N times (a copy each:
@@ -442,7 +434,7 @@ def _instance_norm_stages(cost: Cost, x: Tensor, w: Tensor | None, b: Tensor | N
     affine = [p for p in (w, b) if p is not None]
     psize = [ITEMSIZE.get(p.dtype) or 4 for p in affine]
     repeats = tuple(("direct_copy_kernel_cuda", 0, 0, (c + planes) * ps) for ps in psize)
-    fwd = repeats + batch_norm_stages(e, planes, size, len(affine))
+    fwd = repeats + batch_norm_stages(e, planes, size, len(affine), sum(planes * ps for ps in psize))
     sums = tuple(("reduce_kernel", (x.shape[0] - 1) * c, 0, (planes + c) * ps) for ps in psize)
     bwd = (("batch_norm_backward_kernel", cost.bwd_flops - sum(s[1] for s in sums), 3 * e * size,
             (3 + len(affine)) * planes * 4),) + sums
