@@ -71,6 +71,8 @@ class Cost:
     # piece of a kernel's name (a str) are taken by the kernel whose name holds it, in any order,
     # for an op whose kernels depend on its data (embedding_bag's backward: a copy that runs only
     # for a strided dOut); their third and later numbers: bytes that do not follow the op's dtype.
+    # Named stages may be alternatives, one per path the op may take (batch norm's layouts and
+    # cuDNN): the FLOPs of each path's stages add up, and a stage no kernel takes costs nothing.
     stages: tuple | None = None
     bwd_stages: tuple | None = None
     # Why the FLOPs are only an upper bound, where what decides them is not in the trace
