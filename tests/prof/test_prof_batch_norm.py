@@ -85,6 +85,24 @@ def test_nchw_kernels_each_their_stage():
     assert got == [(16 * e, 6 * e + 2 * c * 4 + 3 * c * 4)]
 
 
+def test_strided_input_kernels_each_their_stage():
+    """A strided input (neither contiguous nor channels-last: PyTorch's General path) runs
+    at::var_mean's Welford reduction for the statistics and an element-wise kernel for the
+    transform (kernel names as PyTorch's source builds them: no capture has this path); they take
+    the statistics' and the transform's stages."""
+    e, c = 8 * 16 * 10 * 10, 16
+    m = _call((8, 16, 10, 10), strides=[1600, 1, 16, 160])
+    got, _ = _work(m, ["void at::native::reduce_kernel<(int)512, (int)1, at::native::ReduceOp<c10::BFloat16, "
+                       "at::native::WelfordOps<c10::BFloat16, float, int, thrust::pair<float, float>>, unsigned int, "
+                       "float, (int)2, (int)4>>(T3)", UPDATE,
+                       "void at::native::elementwise_kernel<(int)128, (int)4, at::native::gpu_kernel_impl_nocast<"
+                       "at::native::<unnamed>::batch_norm_elementwise(const at::Tensor &, const at::Tensor &, "
+                       "const std::optional<at::Tensor> &, const std::optional<at::Tensor> &, const at::Tensor &, "
+                       "const at::Tensor &)::[lambda() (instance 3)]>(at::TensorIteratorBase &, const T1 &)::"
+                       "[lambda(int) (instance 1)]>(int, T3)"])
+    assert got == [(4 * e - c, 2 * e + 2 * c * 4), (c, 7 * c * 4), (4 * e, 4 * e + 4 * c * 4)]
+
+
 def test_cudnn_runs_the_op_as_one_kernel():
     """fp16 and fp32 batch norm run cuDNN's one kernel each way (efficientnet_b0, resnext50's NHWC):
     it carries the op's formula as before."""

@@ -9,7 +9,8 @@ channels; batch_norm_calc_invstd without running statistics), then the normalize
 (batch_norm_transform_input: X, the statistics and the affine parameters read, Y written). The
 channels-last statistics kernel reduces across its blocks when its grid has more than one row:
 PyTorch zeroes one int semaphore per column of blocks first (at::zeros, a FillFunctor<int>
-kernel). Eval: the running mean copied as the mean, calc_invstd of the running variance, the
+kernel). A strided input (neither layout) runs at::var_mean's Welford reduction for the
+statistics and an element-wise kernel for the transform. Eval: the running mean copied as the mean, calc_invstd of the running variance, the
 transform. Backward (training): contiguous NCHW input runs one fused kernel
 (batch_norm_backward_kernel: dY, X, the statistics and the weight read, dX, dWeight and dBias
 written); channels-last input (or a gradient in another layout) the per-channel sums
@@ -64,6 +65,17 @@ def _semaphores(e: int, planes: int) -> tuple:
     return ((SEMAPHORES, 0, 0, 4 * columns),) if rows > 1 else ()
 
 
+def _either(names: tuple, *work: int) -> tuple:
+    """One stage of `work` for each kernel that may run it (the one that runs takes it)."""
+    return tuple((name,) + work for name in names)
+
+
+# The statistics and the transform of a strided input (neither contiguous nor channels-last):
+# at::var_mean's Welford reduction and an element-wise kernel of batch_norm_elementwise's.
+_STATISTICS = ("batch_norm_collect_statistics", "WelfordOps")
+_TRANSFORM = ("batch_norm_transform_input", "batch_norm_elementwise")
+
+
 def batch_norm_stages(e: int, planes: int, size: int, affine: int, params: int, running: int | None = None,
                       acc: int = 4) -> tuple:
     """The forward kernels in training over E elements of `size` bytes in `planes` channels (the
@@ -72,10 +84,8 @@ def batch_norm_stages(e: int, planes: int, size: int, affine: int, params: int, 
     running mean and variance together (read and written), None without them."""
     invert = (("batch_norm_calc_invstd", planes, 0, 2 * planes * acc) if running is None else
               ("batch_norm_update_stats_and_invert", planes, 0, 3 * planes * acc + 2 * running))
-    return _semaphores(e, planes) + (("batch_norm_collect_statistics", 4 * e - planes, e * size, 2 * planes * acc),
-                                     invert,
-                                     ("batch_norm_transform_input", (2 + affine) * e, 2 * e * size,
-                                      2 * planes * acc + params))
+    return (_semaphores(e, planes) + _either(_STATISTICS, 4 * e - planes, e * size, 2 * planes * acc) + (invert,)
+            + _either(_TRANSFORM, (2 + affine) * e, 2 * e * size, 2 * planes * acc + params))
 
 
 def _eval_stages(e: int, planes: int, size: int, affine: int, params: int, rm: Tensor, rv: Tensor,
@@ -83,8 +93,8 @@ def _eval_stages(e: int, planes: int, size: int, affine: int, params: int, rm: T
     """Eval's kernels: the running mean copied as the mean, the inverse of the running variance
     (1 a channel), the transform (the formula's 2 an element +1 a parameter, less the inverse's)."""
     return (("direct_copy_kernel_cuda", 0, 0, rm.nbytes + planes * acc),
-            ("batch_norm_calc_invstd", planes, 0, rv.nbytes + planes * acc),
-            ("batch_norm_transform_input", (2 + affine) * e - planes, 2 * e * size, 2 * planes * acc + params))
+            ("batch_norm_calc_invstd", planes, 0, rv.nbytes + planes * acc)) + _either(
+        _TRANSFORM, (2 + affine) * e - planes, 2 * e * size, 2 * planes * acc + params)
 
 
 def _backward_stages(cost: Cost, x: Tensor, planes: int, size: int, w: Tensor | None, b: Tensor | None,
@@ -98,8 +108,8 @@ def _backward_stages(cost: Cost, x: Tensor, planes: int, size: int, w: Tensor | 
     fused = ("batch_norm_backward_kernel", cost.bwd_flops, 3 * e * size,
              2 * planes * acc + weight * (1 + dw) + bias * db)
     reduce = ("batch_norm_backward_reduce", sums, 2 * e * size, 4 * planes * acc + (weight + bias if w else 0))
-    elemt = tuple((name, cost.bwd_flops - sums, 3 * e * size, 4 * planes * acc + weight)
-                  for name in ("batch_norm_backward_elemt", "batch_norm_elementwise_backward_train")) if dx else ()
+    elemt = _either(("batch_norm_backward_elemt", "batch_norm_elementwise_backward_train"), cost.bwd_flops - sums,
+                    3 * e * size, 4 * planes * acc + weight) if dx else ()
     return (fused,) + _semaphores(e, planes) + (reduce,) + elemt
 
 
@@ -114,12 +124,12 @@ def batch_norm_kernels(cost: Cost, x: Tensor, w: Tensor | None, b: Tensor | None
             or cost.bytes is None or (not training and len(running) != 2):
         return cost
     e, planes, acc = x.numel, x.shape[1], 8 if x.dtype == "float64" else 4
-    cudnn = tuple((name, cost.flops, cost.bytes) for name in _CUDNN_FORWARD)
+    cudnn = _either(_CUDNN_FORWARD, cost.flops, cost.bytes)
     if not training:
         return replace(cost, stages=_eval_stages(e, planes, size, len(params), sum(params), rm, rv, acc) + cudnn)
     stages = batch_norm_stages(e, planes, size, len(params), sum(params), sum(running) if running else None, acc)
     bwd = None
     if cost.bwd_flops is not None and cost.bwd_bytes is not None:
-        bwd = _backward_stages(cost, x, planes, size, w, b, acc) + tuple(
-            (name, cost.bwd_flops, cost.bwd_bytes) for name in _CUDNN_BACKWARD)
+        bwd = _backward_stages(cost, x, planes, size, w, b, acc) + _either(_CUDNN_BACKWARD, cost.bwd_flops,
+                                                                             cost.bwd_bytes)
     return replace(cost, stages=stages + cudnn, bwd_stages=bwd)
