@@ -307,9 +307,10 @@ def native_batch_norm_backward(a: A) -> Cost:
     return _backward(cost if x is None else batch_norm_kernels(cost, x, w, w, None, None, True))
 
 
-# A range's first kernel: the statistics (and the running ones' update) run in training only; the running variance's inverse
-# (after the running mean's copy, a range of its own) leads in eval (in training it follows the
-# statistics: a later stage of the range, Cost.stages of its first kernel's cost).
+# A range's first kernel: the statistics (and the running ones' update) run in training only;
+# the running variance's inverse (after the running mean's copy, a range of its own) leads in
+# eval (in training it follows the statistics: a later stage of the range, Cost.stages of its
+# first kernel's cost).
 _BN_TRAINING = re.compile(r"fw_?tr|collect_statistics|update_stats")
 _BN_EVAL = re.compile(r"fw_?inf|calc_invstd|batch_norm_transform_input")
 

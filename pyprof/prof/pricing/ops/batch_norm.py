@@ -10,8 +10,8 @@ channels; batch_norm_calc_invstd without running statistics), then the normalize
 channels-last statistics kernel reduces across its blocks when its grid has more than one row:
 PyTorch zeroes one int semaphore per column of blocks first (at::zeros, a FillFunctor<int>
 kernel). A strided input (neither layout) runs at::var_mean's Welford reduction for the
-statistics and an element-wise kernel for the transform. Eval: the running mean copied as the mean, calc_invstd of the running variance, the
-transform. Backward (training): contiguous NCHW input runs one fused kernel
+statistics and an element-wise kernel for the transform. Eval: the running mean copied as the
+mean, calc_invstd of the running variance, the transform. Backward (training): contiguous NCHW input runs one fused kernel
 (batch_norm_backward_kernel: dY, X, the statistics and the weight read, dX, dWeight and dBias
 written); channels-last input (or a gradient in another layout) the per-channel sums
 (batch_norm_backward_reduce: dY and X read, sum dY and sum dY·(X - mean), dWeight and dBias
