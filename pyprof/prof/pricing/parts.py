@@ -234,6 +234,7 @@ class CallParts:
         return self.stages.pop(0) if self.stages else (None, None)
 
     def _named(self, kernel: str | None) -> bool:
+        """Whether a named stage left (Cost.stages) is the one `kernel` runs."""
         return bool(self.stages) and isinstance(self.stages[0][0], str) and any(
             s[0] in (kernel or "") for s in self.stages)
 
@@ -250,11 +251,11 @@ class CallParts:
         return (None, None) if work is None else work
 
     def take(self, kernel: str | None, grid: object, block: object) -> Part | None:
-        """The part this kernel does, removed from the call's; None when none fits, or when a
-        named stage of the call names the kernel (batch norm's semaphores zeroed: its stage, not a
+        """The part this kernel does, removed from the call's; None when none fits, or for a fill
+        a named stage of the call names (batch norm's semaphores zeroed: that stage, not a
         gradient's zero fill)."""
         fam = family(kernel)
-        if fam is None or not self.left or self._named(kernel):
+        if fam is None or not self.left or fam == FILL and self._named(kernel):
             return None
         # Only the element-wise kernels launch by PyTorch's per-thread rule; the bias gradient's
         # sum is one part a call, a layout conversion is told by its grid.
