@@ -136,3 +136,16 @@ def test_channels_last_grid_is_pytorchs_launch():
     assert channels_last_grid(8 * 16 * 16, 256) == (8, 8)
     assert channels_last_grid(8 * 4 * 4, 2048) == (32, 1)
     assert channels_last_grid(8 * 4 * 4, 512) == (8, 1)
+
+
+def test_torch_batch_norm_reads_its_own_argument_order():
+    """torch.batch_norm(input, weight, bias, running_mean, running_var, training, ...) is
+    F.batch_norm(input, running_mean, running_var, weight, bias, training, ...) reordered: the
+    same call priced either way, here without running statistics (no update kernel)."""
+    x, w, b = tensor(8, 32, 16, 16, grad=True), tensor(32, grad=True), tensor(32, grad=True)
+    f = lookup(FN, "batch_norm")(Call(described(FN, "batch_norm", x, None, None, w, b, True, 0.1, 1e-5)))
+    t = lookup("torch", "batch_norm")(Call(described("torch", "batch_norm", x, w, b, None, None, True, 0.1, 1e-5,
+                                                     True)))
+    assert (t.flops, t.bytes, t.bwd_flops, t.bwd_bytes, t.stages) == (f.flops, f.bytes, f.bwd_flops, f.bwd_bytes,
+                                                                      f.stages)
+    assert "stats" not in f.params

@@ -123,13 +123,24 @@ def rms_norm(c: Call) -> Cost:
     return row_norm_cost(c.get(0, "input"), 3, c.tensor(2, "weight"), None)
 
 
-@register("torch.nn.functional.batch_norm", "torch.batch_norm")
+@register("torch.nn.functional.batch_norm")
 def batch_norm(c: Call) -> Cost:
     """Training also reads and writes the running statistics (when given); the kernels PyTorch
     runs it as, each its stage (batch_norm.py)."""
+    return _batch_norm(c, (1, 2, 3, 4))
+
+
+@register("torch.batch_norm")
+def torch_batch_norm(c: Call) -> Cost:
+    """batch_norm's, with torch.batch_norm's order: input, weight, bias, running_mean, running_var."""
+    return _batch_norm(c, (3, 4, 1, 2))
+
+
+def _batch_norm(c: Call, at: tuple[int, int, int, int]) -> Cost:
+    """F.batch_norm's cost with running_mean, running_var, weight and bias at positions `at`."""
     x = c.get(0, "input")
-    rm, rv = c.tensor(1, "running_mean"), c.tensor(2, "running_var")
-    w, b = c.tensor(3, "weight"), c.tensor(4, "bias")
+    rm, rv = c.tensor(at[0], "running_mean"), c.tensor(at[1], "running_var")
+    w, b = c.tensor(at[2], "weight"), c.tensor(at[3], "bias")
     training = bool(c.get(5, "training", False))
     stats = (rm, rv, rm, rv) if training else (rm, rv)
     return batch_norm_kernels(norm_cost(x, 6 if training else 2, w, b, stats, training=int(training)),
