@@ -14,7 +14,7 @@ from . import peaks as peaks_mod
 from .calls import CallNumbers, identity as call_identity
 from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
-from .tensor_flow import TensorFlow
+from .tensor_flow import FURTHER, TensorFlow
 from .attention_parts import flash_helpers, math_attention_gemm
 from .conv_parts import (conv_outputs, one_group_wgrad, range_conv_tensors, range_outputs, range_parts, ungrouped_wgrad,
                          wgrad_segments, winograd_gemm, winograd_stage, winograd_transform)
@@ -618,13 +618,14 @@ class Analyzer:
         return state[1]
 
     def _upcoming(self, rec: dict) -> tuple[list, bool]:
-        """The kernel names of `rec`'s op call read ahead of it (tensor_flow's window), and whether
-        the call ended there; a reading that does not reach the call's end is one the whole trace
-        might have answered otherwise (the memo's replay reads none ahead: TensorFlow.asked)."""
+        """The kernel names of `rec`'s op call read ahead of it (tensor_flow's window, read on up to
+        FURTHER records: a layer's steps may run past the window), and whether the call ended
+        there; a reading that does not reach the call's end is one the whole trace might have
+        answered otherwise (the memo's replay reads none ahead: TensorFlow.asked)."""
         ident = (self._ident or call_identity(rec))[0]
         thread = (rec.get("pid"), rec.get("tid"))
         names = []
-        for later in self.flow.upcoming():
+        for later in self.flow.upcoming(FURTHER):
             if not isinstance(later, dict) or later.get("kind", "kernel") != "kernel" \
                     or (later.get("pid"), later.get("tid")) != thread:
                 continue
