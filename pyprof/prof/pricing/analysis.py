@@ -25,6 +25,7 @@ from .part import ADD, CONTIGUOUS, COPY, FILL, Part
 from .parts import LAUNCH, CallParts, backward_parts, family, forward_parts
 from .marker_costs import MarkerCosts
 from .rnn_kernels import RnnCall
+from .rnn_parts import dropout_states
 from .registry import ATTN, CONV, GEMM, MMA_KINDS, RNN, Call, Cost
 from ..warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
@@ -227,7 +228,8 @@ class Analyzer:
         f.dtype = dtype
         if verdict in (MMA, SIMT):  # a split-K reduction after it sums its grid's z partial products
             self._calls[("splits", rec.get("pid"), rec.get("tid"))] = grid_z(rec.get("grid"))
-        own = tile_init(name, rec.get("grid"), rec.get("block"))  # a kernel whose launch states its work
+        # a kernel whose launch states its work
+        own = tile_init(name, rec.get("grid"), rec.get("block")) or dropout_states(name, rec.get("grid"), rec.get("block"))
         if own is not None:
             f.flops, f.bytes = own
         elif aten_range is not None:

@@ -20,19 +20,31 @@ checked against Nsight Compute's executed matrix ops or FP32 instructions of the
   per direction, back to back, then the directions' sum); then the flat weight gradient's fill,
   the bias gradients, and per layer and direction the weight gradients dgatesᵀ·[h0; y] in three
   GEMMs: the first step's against h0 (G·H x R, K = N), the other steps' against the layer's
-  output (K = (T - 1)·N), and dW_ih (G·H x I_l, K = T·N).
+  output (K = (T - 1)·N), and dW_ih (G·H x I_l, K = T·N);
+- with a projection (LSTM proj_size P; fixture_lstm's Nsight Compute rows and the coverage
+  capture's 2-layer bidirectional LSTM): forward, right after each cell kernel the step's
+  projection h·W_hrᵀ (N x P, K = H); backward, first in each step the sum of the step's output
+  gradient and the recurrent one (LSTM_dgrad_combine_dh_di, N x P adds), then the projection's
+  gradient (N x H, K = P), the cell kernel and the recurrent GEMM; after dW_ih each layer and
+  direction's dW_hr (P x H, K = T·N). Dropout between layers (cuDNN's generate and apply mask
+  kernels) runs between a layer's steps and the next layer's chunks.
 
 Which GEMM a kernel is follows from the order: forward, a GEMM is a chunk when the last chunk
 run's steps have all run (the call starts with one), else a step's recurrent GEMM; backward, the
-GEMM right after a cell kernel is the step's, one after cell kernels since the last chunk a
-chunk, one after every step a weight gradient. A GEMM's output rows are those its tiles cover
-(_rows_tiled), which must fit what the order says. A forward chunk whose tiles fit more than one
-row count takes its steps from the records read ahead (tensor_flow's window): the cell kernels
-that follow it up to the next chunk or the call's end; where the window ends first (or a memo
-replay reads none), na, and from there the tiles alone tell a recurrent GEMM. The GEMM's bytes:
-both operands read and the output written once (within 3% of Nsight Compute's). A projection (LSTM proj_size: two GEMMs a step the tiles do not tell apart) makes
-every GEMM na, and so does a packed sequence (a step runs as many rows as its sequences still
-running, which the trace does not say).
+GEMM right after a cell kernel is the step's, one after cell kernels since the last chunk a chunk,
+one after every step a weight gradient; with a projection, the GEMM right after a cell (forward)
+or the gradients' sum (backward) is the projection's. A GEMM's output rows are those its tiles
+cover (_rows_tiled), which must fit what the order says; cuBLAS's small-N gemmSN kernels state no
+tile, and the order alone places them. A forward chunk whose tiles fit more than one row count (or
+state none) takes its steps from the records read ahead (tensor_flow's window, read on up to
+FURTHER records): the cell kernels that follow it up to the next chunk or the call's end; where
+the reading ends first (or a memo replay reads none), na, and from there the tiles alone tell a
+recurrent GEMM. The GEMM's bytes: both operands read and the output written once (within 3% of
+Nsight Compute's). A packed sequence makes every GEMM na (a step runs as many rows as its
+sequences still running, which the trace does not say: the marker and the aten ranges carry the
+PackedSequence's batch_sizes as a shape, [T], not its values), and every cell kernel but the
+forward's first (its N rows: the batch_sizes' first; bidirectional, the first cell might be the
+reverse direction's).
 """
 from __future__ import annotations
 
@@ -194,6 +206,8 @@ class RnnCall:
         elif self.left:
             self.run[1] = 0
             self.left -= 1
+        if shape.packed and (self.bprop or self.cells > 1 or shape.dirs != 1):
+            return None  # a packed step's rows: only the first step's, N, are known
         return _cell(shape, size, self.bprop)
 
     def _projection(self, kernel: str | None, grid: object) -> tuple | None:
