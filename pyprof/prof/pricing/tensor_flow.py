@@ -21,7 +21,9 @@ Two facts flow from that:
   RNN chunk's steps, rnn_kernels.py). An op whose first consumer is further away than the window
   stays unknown. 128 records: 95% of the shipped H100 captures' consumers come within 32, and a
   2-layer bidirectional LSTM's chunk of 16 steps needs 64; the window costs a record's place in
-  a deque, its scans are made only when a formula asks.
+  a deque, its scans are made only when a formula asks. A reading that needs more (a chunk of
+  50 steps: `upcoming(further)`) reads on from the input, up to FURTHER records, which then wait
+  in the window: memory is bounded by what such a reading asks.
 
 Both are asked for by a formula only; `asked` says whether one asked for what this flow could not
 answer, so that an analysis replaying part of a trace (the memo, pricing/memo.py) knows that the
