@@ -225,10 +225,10 @@ class RnnCall:
 
     def _forward_gemm(self, kernel: str | None, grid: object, ahead: Ahead) -> tuple | None:
         """While the last chunk run's steps run, a step's recurrent GEMM (its tiles must fit N
-        rows) or, right after a run's first chunk, the next direction's; else the first chunk of
-        a new run, its steps those its tiles say, else the records read ahead. Once a GEMM was
-        not told (`left` None), the tiles alone: N rows a recurrent GEMM, one other row count a
-        chunk."""
+        rows, where its name states any) or, right after a run's first chunk, the next
+        direction's; else the first chunk of a new run, its steps those its tiles say, else the
+        records read ahead. Once a GEMM was not told (`left` None), the tiles alone: N rows a
+        recurrent GEMM, one other row count a chunk."""
         s = self.shape
         n, gh = s.batch, s.gates * s.hidden
         rows = _rows_tiled(kernel, grid, gh, n, n * self.steps)
@@ -312,8 +312,7 @@ class RnnCall:
         s = self.shape
         n, gh, r = s.batch, s.gates * s.hidden, s.rec
         if after_cell:  # a step's recurrent GEMM follows its cell kernel
-            return _gemm(n, r, gh, self.size) if _untiled(kernel) or n in _rows_tiled(kernel, grid, r, n, n * self.steps) \
-                else None
+            return _gemm(n, r, gh, self.size) if _may_write(kernel, grid, n, r) else None
         if self.pending:  # an input-gradient chunk after its steps, one per direction
             steps, odd = divmod(self.pending, s.dirs)
             self.pending, self.run = 0, (None if odd else [steps, s.dirs - 1])
