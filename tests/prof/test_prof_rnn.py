@@ -90,8 +90,9 @@ def test_autocast_counts_bytes_in_the_cast_dtype():
 
 
 def test_each_kernel_under_the_cudnn_range_carries_its_own_step_or_na():
-    """No kernel carries the call: cuDNN's dropout-state initialisation writes its launch's 528 x
-    256 curandStateXORWOW states (48 bytes each, 0 FLOPs); the GEMMs the order does not place are
+    """No kernel carries the call: torch draws the dropout states' seed (one int64 written) and
+    cuDNN's dropout-state initialisation writes its launch's 528 x 256 curandStateXORWOW states
+    (48 bytes each), 0 FLOPs each; the GEMMs the order does not place are
     na (cuBLAS's gemmSN, no tile in its name: forward the call's first, a chunk whose steps no
     record read ahead tells; backward one before any cell); each cell kernel its step (N 1, H 4:
     8 FLOPs forward, 16 backward), whether under aten::_cudnn_rnn or _cudnn_rnn_backward."""
@@ -101,13 +102,17 @@ def test_each_kernel_under_the_cudnn_range_carries_its_own_step_or_na():
     init = [outer, {"name": "aten::_cudnn_init_dropout_state", "opId": 2}]
     fwd = [outer, {"name": "aten::_cudnn_rnn", "opId": 3}]
     bwd = [{"name": "CudnnRnnBackward0"}, {"name": "aten::_cudnn_rnn_backward", "opId": 9}]
-    recs = [record(m, "cudnn::initstates(unsigned long long, curandStateXORWOW *)", torchOps=init,
+    seed = ("distribution_elementwise_grid_stride_kernel<unsigned long, (int)2, void random_kernel<at::CUDAGeneratorImpl"
+            " *>(...)::[lambda(curandStatePhilox4_32_10 *)], void distribution_nullary_kernel<long, unsigned long, ...>")
+    recs = [record(m, seed),
+            record(m, "cudnn::initstates(unsigned long long, curandStateXORWOW *)", torchOps=init,
                    grid=[528, 1, 1], block=[256, 1, 1]),
             record(m, "gemmSN_TN_kernel", torchOps=fwd), record(m, "elemWiseRNNcell", torchOps=fwd, subSeqId=1),
             record(m, "gemmSN_NN_kernel", "bprop", torchOps=bwd), record(m, "RNN_elementWise_bp1", "bprop",
                                                                         torchOps=bwd, subSeqId=1)]
     facts, summary = analyse(recs)
-    assert [f.flops for f in facts] == [0, None, 8, None, 16] and facts[0].bytes == 528 * 256 * 48
+    assert [f.flops for f in facts] == [0, 0, None, 8, None, 16]
+    assert [f.bytes for f in facts[:2]] == [8, 528 * 256 * 48]
     assert not summary.warnings
 
 

@@ -52,6 +52,7 @@ import re
 from typing import Callable
 
 from .gemm_parts import BETA, SPLIT_K, gemm_tile, gemm_tiles, split_pass
+from .op_ranges import written_dtype
 from .parts import family
 from .registry import Cost
 from .tensorcores import MMA, SIMT, classify
@@ -72,6 +73,9 @@ _COMBINE = re.compile(r"\bLSTM_dgrad_combine_dh_di\b")
 # Dropout between layers (cuDNN's own: a mask drawn and applied; backward applied again): kernels
 # of the call between a layer's steps and the next layer's chunks, neither GEMMs nor cells.
 _DROPOUT = re.compile(r"\bdropout_(?:generate|apply)_mask\b")
+# Where torch (re)makes the dropout states (get_dropout_state, aten/src/ATen/native/cudnn/RNN.cpp)
+# it first draws their seed on the device: a 0-dim int64 tensor's random_().
+_DROPOUT_SEED = re.compile(r"\brandom_kernel<")
 
 # What the records read ahead say of the call's next kernels: their names, and whether the call
 # ended among them (else the window ended first).
@@ -190,6 +194,9 @@ class RnnCall:
         if self.bprop and shape.proj and _COMBINE.search(kernel or ""):
             self.after_combine = True
             return _combine(shape, size)
+        if not self.bprop and _DROPOUT_SEED.search(kernel or ""):  # one element written, 0 FLOPs
+            seed = ITEMSIZE.get(written_dtype(kernel, None))
+            return None if seed is None else (0, seed)
         if self.bprop and _GRU_BIAS_GRAD.search(kernel or ""):
             return _gru_bias_grad(shape, size)
         if self.bprop and _BIAS_GRAD.search(kernel or ""):
