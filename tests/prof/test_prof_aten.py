@@ -167,6 +167,11 @@ def call(name: str, sizes: list, kernel: str, dtype: str | None = None):
      "...lambda(c10::Half)>>", (0, 80)),
     # Tensor.backward's seed: a 0-dim fill, one fp32 element written.
     ("aten::fill_", [[], []], "vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>", (0, 4)),
+    # A cuDNN RNN's dropout seed (torch's get_dropout_state): a 0-dim int64 tensor's random_(), its
+    # integers drawn as unsigned long, the tensor's type distribution_nullary_kernel's first.
+    ("aten::random_", [[], []], "distribution_elementwise_grid_stride_kernel<unsigned long, (int)2, void "
+     "random_kernel<at::CUDAGeneratorImpl *>(...)::[lambda(curandStatePhilox4_32_10 *)], void distribution_nullary_"
+     "kernel<long, unsigned long, ulonglong2, at::CUDAGeneratorImpl *, ...>(...)", (0, 8)),
     # cat of opaque 2-byte elements: [4,64,32,32] and [4,32,32,32], 393,216 elements read and written.
     ("aten::cat", [[4, 64, 32, 32], [4, 32, 32, 32], []], "CatArrayBatchedCopy_vectorized<OpaqueType<(unsigned int)2>, "
      "unsigned int, (int)2>", (0, 2 * 393216 * 2)),

@@ -43,7 +43,9 @@ CAPTURES = {
     # Its bias gradients' sums over dims read their output's size from a later call (tensor_flow.py).
     "tests/data/fixture_plain.sqlite.xz": "another op call's output",
     "tests/data/fixture_encoder.sqlite.xz": None,
-    "tests/data/fixture_lstm.sqlite.xz": None,
+    # Its input-projection GEMMs (cuBLAS's sgemm_largek) state no tile: the kernels after them say
+    # their steps (rnn_kernels.py).
+    "tests/data/fixture_lstm.sqlite.xz": "the kernels after its own",
     "tests/data/truth_gru.sqlite.xz": None,
     # Its second layer's input-projection GEMMs fit 960 or 1024 rows: the kernels after them would
     # say which (rnn_kernels.py), more than the records read ahead hold.

@@ -40,11 +40,12 @@ def test_lstm_two_layers_bidirectional_projection_batch_first():
     one end 2·2·3·(5 + 20) = 300; x 210, y 21·2·5 = 210, between layers 210.
     Bytes fwd (210 + 5,840 + 2·300 + 210 + 2·210)·4 = 29,120; bwd (2·(210 + 5,840 + 300 + 210) +
     300 + 3·210)·4 = 56,200; bwd FLOPs twice the forward's, plus the bias gradients' sums over the
-    rows, 2·2·20·80 = 6,400, and each layer's input gradient summed over the two directions,
-    2·21·10 = 420: 514,180."""
+    rows, 2·2·20·80 = 6,400, each layer's input gradient summed over the two directions,
+    2·21·10 = 420, and per layer and direction each step's output and recurrent gradients summed
+    before the projection's backward, 2·2·21·5 = 420: 514,600."""
     lstm = torch.nn.LSTM(10, 20, 2, bidirectional=True, proj_size=5, batch_first=True)
     c = cost_of(lstm, torch.randn(3, 7, 10))
-    assert (c.flops, c.bytes, c.bwd_flops, c.bwd_bytes) == (253680, 29120, 514180, 56200)
+    assert (c.flops, c.bytes, c.bwd_flops, c.bwd_bytes) == (253680, 29120, 514600, 56200)
     assert c.kind == RNN and c.params == "mode=lstm,rows=21,I=10,H=20,P=5,layers=2,dirs=2,bias=1,type=fp32"
 
 
@@ -89,21 +90,29 @@ def test_autocast_counts_bytes_in_the_cast_dtype():
 
 
 def test_each_kernel_under_the_cudnn_range_carries_its_own_step_or_na():
-    """No kernel carries the call: the dropout-state initialisation and the GEMMs whose names
-    say no tile (cuBLAS's gemmSN) are na; each cell kernel its step (N 1, H 4: 8 FLOPs forward,
-    16 backward), whether under aten::_cudnn_rnn or _cudnn_rnn_backward."""
+    """No kernel carries the call: torch draws the dropout states' seed (one int64 written) and
+    cuDNN's dropout-state initialisation writes its launch's 528 x 256 curandStateXORWOW states
+    (48 bytes each), 0 FLOPs each; the GEMMs the order does not place are
+    na (cuBLAS's gemmSN, no tile in its name: forward the call's first, a chunk whose steps no
+    record read ahead tells; backward one before any cell); each cell kernel its step (N 1, H 4:
+    8 FLOPs forward, 16 backward), whether under aten::_cudnn_rnn or _cudnn_rnn_backward."""
     m = marker("torch", "rnn_tanh", torch.randn(5, 3), torch.zeros(1, 4), [torch.randn(4, 3), torch.randn(4, 4)],
                False, 1, 0.0, False, False, False)
     outer = {"name": "aten::rnn_tanh", "opId": 1}
     init = [outer, {"name": "aten::_cudnn_init_dropout_state", "opId": 2}]
     fwd = [outer, {"name": "aten::_cudnn_rnn", "opId": 3}]
     bwd = [{"name": "CudnnRnnBackward0"}, {"name": "aten::_cudnn_rnn_backward", "opId": 9}]
-    recs = [record(m, "initstates", torchOps=init),
+    seed = ("distribution_elementwise_grid_stride_kernel<unsigned long, (int)2, void random_kernel<at::CUDAGeneratorImpl"
+            " *>(...)::[lambda(curandStatePhilox4_32_10 *)], void distribution_nullary_kernel<long, unsigned long, ...>")
+    recs = [record(m, seed),
+            record(m, "cudnn::initstates(unsigned long long, curandStateXORWOW *)", torchOps=init,
+                   grid=[528, 1, 1], block=[256, 1, 1]),
             record(m, "gemmSN_TN_kernel", torchOps=fwd), record(m, "elemWiseRNNcell", torchOps=fwd, subSeqId=1),
             record(m, "gemmSN_NN_kernel", "bprop", torchOps=bwd), record(m, "RNN_elementWise_bp1", "bprop",
                                                                         torchOps=bwd, subSeqId=1)]
     facts, summary = analyse(recs)
-    assert [f.flops for f in facts] == [None, None, 8, None, 16]
+    assert [f.flops for f in facts] == [0, 0, None, 8, None, 16]
+    assert [f.bytes for f in facts[:2]] == [8, 528 * 256 * 48]
     assert not summary.warnings
 
 
@@ -111,16 +120,20 @@ def test_a_packed_sequence_leaves_its_gemms_na():
     """Lengths 3, 5, 2, 2 (12 packed rows, batch 4: as many rows as 3 whole steps): a step's GEMM
     runs as many rows as its sequences still running, which the trace does not say, so even
     GEMMs whose tiles cover the 12 rows of the input projection (12 x 18: tile 4 x 8, 9 blocks)
-    and one step of 4 rows (3 blocks) are na; the cell kernel keeps its step. The same padded
-    (3 steps of 4): the input projection 2·12·18·5, then the recurrent GEMM 2·4·18·6."""
+    and one step of 4 rows (3 blocks) are na; so are the cell kernels but the first, whose step
+    runs the batch's 4 rows (the second step here runs 3, the backward's first 2). The same
+    padded (3 steps of 4): the input projection 2·12·18·5, the recurrent GEMM 2·4·18·6, and
+    every cell its 4 rows."""
     gru = torch.nn.GRU(5, 6)
     seq = torch.nn.utils.rnn.pack_padded_sequence(torch.randn(5, 4, 5), [3, 5, 2, 2], enforce_sorted=False)
     gemm = "nvjet_sm90_sss_4x8_64x16_4x2_h_bz_TNT"
     for x, want in ((seq, [None, None]), (torch.randn(3, 4, 5), [2 * 12 * 18 * 5, 2 * 4 * 18 * 6])):
         (m,) = rnn_markers(gru, x)
-        facts, _ = analyse([record(m, gemm, grid=[3, 3, 1]), record(m, gemm, grid=[1, 3, 1], subSeqId=1),
-                            record(m, "elemWiseRNNcell", subSeqId=2)])
-        assert [f.flops for f in facts] == want + [4 * 6 * 17]
+        cells = [record(m, "elemWiseRNNcell", subSeqId=2), record(m, "elemWiseRNNcell", subSeqId=3),
+                 record(m, "GRU_elementWise_bp1", "bprop", torchOps=[{"name": "aten::_cudnn_rnn_backward", "opId": 9}])]
+        facts, _ = analyse([record(m, gemm, grid=[3, 3, 1]), record(m, gemm, grid=[1, 3, 1], subSeqId=1)] + cells)
+        cell = 4 * 6 * 17
+        assert [f.flops for f in facts] == want + ([cell, None, None] if x is seq else [cell, cell, 2 * cell])
 
 
 def test_a_one_step_chunk_is_told_from_a_recurrent_gemm_by_order():

@@ -72,6 +72,26 @@ def test_a_consumer_read_ahead_within_the_window_gives_an_output_shape():
     assert not flow._window  # nothing held once every record went by
 
 
+def test_a_reading_that_asks_for_more_reads_on_past_the_window_and_every_record_comes_once_in_order():
+    """upcoming(further) reads records past the window from the input (a cuDNN RNN chunk's steps,
+    rnn_kernels.py), up to `further` in all; those stay in the window, so the records still come
+    one by one in their order, each once."""
+    recs = [_rec(op) for op in range(10, 20)]
+    flow = TensorFlow()
+    came, seen = [], {}
+    for _, rec in flow.ahead(enumerate(recs), window=2):
+        op = rec["torchOps"][-1]["opId"]
+        came.append(op)
+        if op in (10, 17):
+            seen[op] = [r["torchOps"][-1]["opId"] for r in flow.upcoming(5)]
+        if op == 11:
+            seen[op] = [r["torchOps"][-1]["opId"] for r in flow.upcoming()]
+    assert came == list(range(10, 20))
+    # 10 sees 5 ahead (3 read past its window of 2); 11 sees its window, now those 4; 17, the last 2.
+    assert seen == {10: [11, 12, 13, 14, 15], 11: [12, 13, 14, 15], 17: [18, 19]}
+    assert not flow._window
+
+
 @pytest.fixture(scope="module")
 def plain():
     return analysed_capture("plain")

@@ -14,7 +14,7 @@ from . import peaks as peaks_mod
 from .calls import CallNumbers, identity as call_identity
 from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
-from .tensor_flow import TensorFlow
+from .tensor_flow import FURTHER, TensorFlow
 from .attention_parts import flash_helpers, math_attention_gemm
 from .conv_parts import (conv_outputs, one_group_wgrad, range_conv_tensors, range_outputs, range_parts, ungrouped_wgrad,
                          wgrad_segments, winograd_gemm, winograd_stage, winograd_transform)
@@ -25,6 +25,7 @@ from .part import ADD, CONTIGUOUS, COPY, FILL, Part
 from .parts import LAUNCH, CallParts, backward_parts, family, forward_parts
 from .marker_costs import MarkerCosts
 from .rnn_kernels import RnnCall
+from .rnn_parts import dropout_states
 from .registry import ATTN, CONV, GEMM, MMA_KINDS, RNN, Call, Cost
 from ..warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
@@ -227,7 +228,8 @@ class Analyzer:
         f.dtype = dtype
         if verdict in (MMA, SIMT):  # a split-K reduction after it sums its grid's z partial products
             self._calls[("splits", rec.get("pid"), rec.get("tid"))] = grid_z(rec.get("grid"))
-        own = tile_init(name, rec.get("grid"), rec.get("block"))  # a kernel whose launch states its work
+        # a kernel whose launch states its work
+        own = tile_init(name, rec.get("grid"), rec.get("block")) or dropout_states(name, rec.get("grid"), rec.get("block"))
         if own is not None:
             f.flops, f.bytes = own
         elif aten_range is not None:
@@ -618,13 +620,14 @@ class Analyzer:
         return state[1]
 
     def _upcoming(self, rec: dict) -> tuple[list, bool]:
-        """The kernel names of `rec`'s op call read ahead of it (tensor_flow's window), and whether
-        the call ended there; a reading that does not reach the call's end is one the whole trace
-        might have answered otherwise (the memo's replay reads none ahead: TensorFlow.asked)."""
+        """The kernel names of `rec`'s op call read ahead of it (tensor_flow's window, read on up to
+        FURTHER records: a layer's steps may run past the window), and whether the call ended
+        there; a reading that does not reach the call's end is one the whole trace might have
+        answered otherwise (the memo's replay reads none ahead: TensorFlow.asked)."""
         ident = (self._ident or call_identity(rec))[0]
         thread = (rec.get("pid"), rec.get("tid"))
         names = []
-        for later in self.flow.upcoming():
+        for later in self.flow.upcoming(FURTHER):
             if not isinstance(later, dict) or later.get("kind", "kernel") != "kernel" \
                     or (later.get("pid"), later.get("tid")) != thread:
                 continue

@@ -68,8 +68,9 @@ def kernel_element_dtype(name: str | None, verdict: str | None) -> str | None:
 # PyTorch's copy kernels into a 16-bit tensor are instantiated with the source's element type.
 _SIXTEEN_BIT_DST = re.compile(r"\b(bfloat16|float16)_copy_kernel_cuda")
 # Its random fills with the accumulate type: distribution_elementwise_grid_stride_kernel<float, 4,
-# ... uniform_and_transform<c10::Half, float, ...>: the tensor's type is the transform's first.
-_RANDOM_FILL = re.compile(r"_and_transform<([\w:]+),")
+# ... uniform_and_transform<c10::Half, float, ...>: the tensor's type is the transform's first;
+# random_'s (integers drawn as unsigned long) its distribution_nullary_kernel<long, ...>'s first.
+_RANDOM_FILL = re.compile(r"(?:_and_transform|\bdistribution_nullary_kernel)<([\w:]+),")
 
 
 @lru_cache(maxsize=65536)
@@ -80,7 +81,7 @@ def _destination(name: str | None) -> str | None:
     if sixteen:
         return sixteen.group(1)
     fill = _RANDOM_FILL.search(name) if name else None
-    return template_dtype(fill.group(1)) if fill else None
+    return template_dtype(f"<{fill.group(1)}>") if fill else None
 
 
 def written_dtype(name: str | None, verdict: str | None) -> str | None:

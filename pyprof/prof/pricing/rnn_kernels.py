@@ -20,26 +20,39 @@ checked against Nsight Compute's executed matrix ops or FP32 instructions of the
   per direction, back to back, then the directions' sum); then the flat weight gradient's fill,
   the bias gradients, and per layer and direction the weight gradients dgatesᵀ·[h0; y] in three
   GEMMs: the first step's against h0 (G·H x R, K = N), the other steps' against the layer's
-  output (K = (T - 1)·N), and dW_ih (G·H x I_l, K = T·N).
+  output (K = (T - 1)·N), and dW_ih (G·H x I_l, K = T·N);
+- with a projection (LSTM proj_size P; fixture_lstm's Nsight Compute rows and the coverage
+  capture's 2-layer bidirectional LSTM): forward, right after each cell kernel the step's
+  projection h·W_hrᵀ (N x P, K = H); backward, first in each step the sum of the step's output
+  gradient and the recurrent one (LSTM_dgrad_combine_dh_di, N x P adds), then the projection's
+  gradient (N x H, K = P), the cell kernel and the recurrent GEMM; after dW_ih each layer and
+  direction's dW_hr (P x H, K = T·N). Dropout between layers (cuDNN's generate and apply mask
+  kernels) runs between a layer's steps and the next layer's chunks.
 
 Which GEMM a kernel is follows from the order: forward, a GEMM is a chunk when the last chunk
 run's steps have all run (the call starts with one), else a step's recurrent GEMM; backward, the
-GEMM right after a cell kernel is the step's, one after cell kernels since the last chunk a
-chunk, one after every step a weight gradient. A GEMM's output rows are those its tiles cover
-(_rows_tiled), which must fit what the order says. A forward chunk whose tiles fit more than one
-row count takes its steps from the records read ahead (tensor_flow's window): the cell kernels
-that follow it up to the next chunk or the call's end; where the window ends first (or a memo
-replay reads none), na, and from there the tiles alone tell a recurrent GEMM. The GEMM's bytes:
-both operands read and the output written once (within 3% of Nsight Compute's). A projection (LSTM proj_size: two GEMMs a step the tiles do not tell apart) makes
-every GEMM na, and so does a packed sequence (a step runs as many rows as its sequences still
-running, which the trace does not say).
+GEMM right after a cell kernel is the step's, one after cell kernels since the last chunk a chunk,
+one after every step a weight gradient; with a projection, the GEMM right after a cell (forward)
+or the gradients' sum (backward) is the projection's. A GEMM's output rows are those its tiles
+cover (_rows_tiled), which must fit what the order says; cuBLAS's small-N gemmSN kernels state no
+tile, and the order alone places them. A forward chunk whose tiles fit more than one row count (or
+state none) takes its steps from the records read ahead (tensor_flow's window, read on up to
+FURTHER records): the cell kernels that follow it up to the next chunk or the call's end; where
+the reading ends first (or a memo replay reads none), na, and from there the tiles alone tell a
+recurrent GEMM. The GEMM's bytes: both operands read and the output written once (within 3% of
+Nsight Compute's). A packed sequence makes every GEMM na (a step runs as many rows as its
+sequences still running, which the trace does not say: the marker and the aten ranges carry the
+PackedSequence's batch_sizes as a shape, [T], not its values), and every cell kernel but the
+forward's first (its N rows: the batch_sizes' first; bidirectional, the first cell might be the
+reverse direction's).
 """
 from __future__ import annotations
 
 import re
 from typing import Callable
 
-from .gemm_parts import SPLIT_K, gemm_tiles, split_pass
+from .gemm_parts import BETA, SPLIT_K, gemm_tile, gemm_tiles, split_pass
+from .op_ranges import written_dtype
 from .parts import family
 from .registry import Cost
 from .tensorcores import MMA, SIMT, classify
@@ -54,6 +67,15 @@ _GRU_BIAS_GRAD = re.compile(r"\bGRU_elementWise_bp2\b")
 _BIAS_GRAD = re.compile(r"\bGENERIC_elementWise_bp2\b")
 # A bidirectional backward's sum of the two directions' input gradients, after a layer's chunks.
 _DIRECTIONS_SUM = re.compile(r"\bRNN_bidirectional_accum_bp1")
+# With a projection (LSTM proj_size), backward, first in each step: the step's output gradient and
+# the recurrent one from the step after it summed, before the projection's GEMM.
+_COMBINE = re.compile(r"\bLSTM_dgrad_combine_dh_di\b")
+# Dropout between layers (cuDNN's own: a mask drawn and applied; backward applied again): kernels
+# of the call between a layer's steps and the next layer's chunks, neither GEMMs nor cells.
+_DROPOUT = re.compile(r"\bdropout_(?:generate|apply)_mask\b")
+# Where torch (re)makes the dropout states (get_dropout_state, aten/src/ATen/native/cudnn/RNN.cpp)
+# it first draws their seed on the device: a 0-dim int64 tensor's random_().
+_DROPOUT_SEED = re.compile(r"\brandom_kernel<")
 
 # What the records read ahead say of the call's next kernels: their names, and whether the call
 # ended among them (else the window ended first).
@@ -83,28 +105,45 @@ def _fits(kernel: str | None, grid: object, rows: int, cols: int) -> bool:
     return rows > 0 and _rows_tiled(kernel, grid, cols, rows, rows) == [rows]
 
 
+def _untiled(kernel: str | None) -> bool:
+    """A GEMM whose name states no tile (cuBLAS's small-N `gemmSN_*` kernels, which cuDNN runs
+    for a step's GEMMs of few rows): which GEMM of the call it is, the order alone tells."""
+    return gemm_tile(kernel) is None
+
+
+def _may_write(kernel: str | None, grid: object, rows: int, cols: int) -> bool:
+    """Whether a GEMM the order places may be it: its tiles cover rows x cols exactly, or its
+    name states none."""
+    return _untiled(kernel) or _fits(kernel, grid, rows, cols)
+
+
 def _gemm(m: int, n: int, k: int, size: int) -> tuple:
     """(FLOPs, bytes) of an m x n output over K = k: both operands read, the output written once."""
     return 2 * m * n * k, (m * k + k * n + m * n) * size
 
 
-def _steps_ahead(names: list, ended: bool, dirs: int) -> tuple | None:
+def _steps_ahead(names: list, ended: bool, dirs: int, proj: bool) -> tuple | None:
     """From the names of the call's kernels after a forward GEMM: (the GEMMs from it to the next
     cell kernel, itself included; the cell kernels from there to the next chunk run (more GEMMs
-    between two cells than directions) or the call's end). None where the window ends first or
-    a kernel that is neither comes (split-K reductions aside)."""
-    group, cells, gemms = 1, 0, 0
+    between two cells than directions) or the call's end). With a projection the GEMM right
+    after a cell is the step's projection, not counted. None where the reading ends first or a
+    kernel that is neither comes (cuBLAS's output scaling and split-K reductions, and dropout
+    between layers, aside)."""
+    group, cells, gemms, after_cell = 1, 0, 0, False
     for name in names:
         if _RNN_CELL.search(name or ""):
-            cells, gemms = cells + 1, 0
+            cells, gemms, after_cell = cells + 1, 0, True
         elif classify(name) in (MMA, SIMT) and not split_pass(name):
+            projection, after_cell = proj and after_cell, False
+            if projection:
+                continue
             if not cells:
                 group += 1
                 continue
             gemms += 1
             if gemms > dirs:
                 return group, cells
-        elif family(name) != SPLIT_K:
+        elif family(name) not in (SPLIT_K, BETA) and not _DROPOUT.search(name or ""):
             return None
     return (group, cells) if ended else None
 
@@ -113,8 +152,8 @@ class RnnCall:
     """One cuDNN RNN call (forward or backward) as its kernels come: each kernel's own work
     (`work`), from what the call's kernels before it ran."""
 
-    __slots__ = ("shape", "size", "bprop", "steps", "cells", "after_cell", "pending", "run", "covered", "chunks",
-                 "lost", "wgrad", "layer", "left")
+    __slots__ = ("shape", "size", "bprop", "steps", "cells", "after_cell", "after_combine", "pending", "run",
+                 "covered", "chunks", "lost", "wgrad", "layer", "left")
 
     def __init__(self, cost: Cost, bprop: bool) -> None:
         shape = self.shape = cost.rnn
@@ -125,6 +164,7 @@ class RnnCall:
         self.steps = shape.rows // n if n and shape.rows % n == 0 and not shape.packed else None
         self.cells = 0  # cell kernels so far
         self.after_cell = False  # the call's last cell or GEMM kernel was a cell
+        self.after_combine = False  # backward, projection: the last was the step's gradients' sum
         self.pending = 0  # backward: cell kernels since the last input-gradient chunk
         self.run: list | None = None  # [steps, chunks left] of a run of chunks, one per direction
         units = shape.layers * shape.dirs
@@ -145,9 +185,18 @@ class RnnCall:
             return None
         if matrix:
             after, self.after_cell = self.after_cell, False
-            if shape.proj or self.steps is None:
+            combined, self.after_combine = self.after_combine, False
+            if self.steps is None:
                 return None
+            if shape.proj and (combined if self.bprop else after):
+                return self._projection(kernel, grid)
             return self._backward_gemm(kernel, grid, after) if self.bprop else self._forward_gemm(kernel, grid, ahead)
+        if self.bprop and shape.proj and _COMBINE.search(kernel or ""):
+            self.after_combine = True
+            return _combine(shape, size)
+        if not self.bprop and _DROPOUT_SEED.search(kernel or ""):  # one element written, 0 FLOPs
+            seed = ITEMSIZE.get(written_dtype(kernel, None))
+            return None if seed is None else (0, seed)
         if self.bprop and _GRU_BIAS_GRAD.search(kernel or ""):
             return _gru_bias_grad(shape, size)
         if self.bprop and _BIAS_GRAD.search(kernel or ""):
@@ -164,7 +213,17 @@ class RnnCall:
         elif self.left:
             self.run[1] = 0
             self.left -= 1
+        if shape.packed and (self.bprop or self.cells > 1 or shape.dirs != 1):
+            return None  # a packed step's rows: only the first step's, N, are known
         return _cell(shape, size, self.bprop)
+
+    def _projection(self, kernel: str | None, grid: object) -> tuple | None:
+        """A step's projection GEMM (LSTM proj_size): forward right after its cell kernel,
+        h·W_hrᵀ (N x P, K = H); backward right after the gradients' sum, its gradient ·W_hr
+        (N x H, K = P)."""
+        s = self.shape
+        rows, cols, k = (s.batch, s.hidden, s.proj) if self.bprop else (s.batch, s.proj, s.hidden)
+        return _gemm(rows, cols, k, self.size) if _may_write(kernel, grid, rows, cols) else None
 
     def _inputs(self) -> list[int]:
         """Each layer's input size: the input's features, D·R above."""
@@ -173,29 +232,30 @@ class RnnCall:
 
     def _forward_gemm(self, kernel: str | None, grid: object, ahead: Ahead) -> tuple | None:
         """While the last chunk run's steps run, a step's recurrent GEMM (its tiles must fit N
-        rows) or, right after a run's first chunk, the next direction's; else the first chunk of
-        a new run, its steps those its tiles say, else the records read ahead. Once a GEMM was
-        not told (`left` None), the tiles alone: N rows a recurrent GEMM, one other row count a
-        chunk."""
+        rows, where its name states any) or, right after a run's first chunk, the next
+        direction's; else the first chunk of a new run, its steps those its tiles say, else the
+        records read ahead. Once a GEMM was not told (`left` None), the tiles alone: N rows a
+        recurrent GEMM, one other row count a chunk."""
         s = self.shape
         n, gh = s.batch, s.gates * s.hidden
         rows = _rows_tiled(kernel, grid, gh, n, n * self.steps)
+        untiled = _untiled(kernel)
         if self.left is None:
             if rows == [n]:
                 return _gemm(n, gh, s.rec, self.size)
             steps = rows[0] // n if len(rows) == 1 else None
         elif self.left and self.run[1] > 0:  # the next direction's chunk of the run
-            steps = self.run[0] if self.run[0] * n in rows else None
+            steps = self.run[0] if untiled or self.run[0] * n in rows else None
             self.run[1] -= 1
         elif self.left:
-            return _gemm(n, gh, s.rec, self.size) if n in rows else self._lose()
+            return _gemm(n, gh, s.rec, self.size) if untiled or n in rows else self._lose()
         else:
             if len(rows) == 1:
                 steps = rows[0] // n
             else:
-                seen = _steps_ahead(*ahead(), s.dirs)
+                seen = _steps_ahead(*ahead(), s.dirs, bool(s.proj))
                 steps = seen[1] // s.dirs if seen is not None and seen[0] > s.dirs and seen[1] % s.dirs == 0 else 0
-                steps = steps if steps * n in rows else None
+                steps = steps if untiled or steps * n in rows else None
             if steps:
                 self.run, self.left = [steps, s.dirs - 1], steps * s.dirs
         if not steps:
@@ -259,7 +319,7 @@ class RnnCall:
         s = self.shape
         n, gh, r = s.batch, s.gates * s.hidden, s.rec
         if after_cell:  # a step's recurrent GEMM follows its cell kernel
-            return _gemm(n, r, gh, self.size) if n in _rows_tiled(kernel, grid, r, n, n * self.steps) else None
+            return _gemm(n, r, gh, self.size) if _may_write(kernel, grid, n, r) else None
         if self.pending:  # an input-gradient chunk after its steps, one per direction
             steps, odd = divmod(self.pending, s.dirs)
             self.pending, self.run = 0, (None if odd else [steps, s.dirs - 1])
@@ -274,24 +334,27 @@ class RnnCall:
             return None
         k = self._layer_input(self.run[0])
         rows = self.run[0] * n
-        return _gemm(rows, k, gh, self.size) if k is not None and _fits(kernel, grid, rows, k) else None
+        return _gemm(rows, k, gh, self.size) if k is not None and _may_write(kernel, grid, rows, k) else None
 
     def _weight_gradient(self, kernel: str | None, grid: object) -> tuple | None:
-        """The next weight-gradient GEMM (G·H x R or G·H x I_l, K its rows), in cuDNN's order;
-        one whose tiles do not fit the output expected ends the reading (all later ones na)."""
+        """The next weight-gradient GEMM in cuDNN's order, per layer and direction: G·H x R
+        against h0 (K = N) and the other steps' outputs (K = (T - 1)·N), G·H x I_l (K = T·N), and
+        with a projection P x H (K = T·N); one whose tiles do not fit the output expected ends
+        the reading (all later ones na)."""
         s = self.shape
         n, gh, t = s.batch, s.gates * s.hidden, self.steps
         if self.wgrad is None:
-            self.wgrad = [(k, cols) for i in self._inputs() for _ in range(s.dirs)
-                          for k, cols in ((n, s.rec), ((t - 1) * n, s.rec), (t * n, i)) if k]
+            extra = ((s.proj, s.hidden, t * n),) if s.proj else ()
+            self.wgrad = [out for i in self._inputs() for _ in range(s.dirs)
+                          for out in ((gh, s.rec, n), (gh, s.rec, (t - 1) * n), (gh, i, t * n)) + extra if out[2]]
             self.wgrad.reverse()
         if not self.wgrad:
             return None
-        k, cols = self.wgrad.pop()
-        if not _fits(kernel, grid, gh, cols):
+        rows, cols, k = self.wgrad.pop()
+        if not _may_write(kernel, grid, rows, cols):
             self.wgrad = []
             return None
-        return _gemm(gh, cols, k, self.size)
+        return _gemm(rows, cols, k, self.size)
 
 
 def _cell(shape, size: int, bprop: bool) -> tuple:
@@ -303,6 +366,14 @@ def _cell(shape, size: int, bprop: bool) -> tuple:
     if bprop:
         return 2 * flops, (2 * n * gh + 3 * n * h + 3 * c) * size
     return flops, (2 * n * gh + n * r + 2 * c + 2 * gh * shape.bias + n * h) * size
+
+
+def _combine(shape, size: int) -> tuple:
+    """(FLOPs, bytes) of LSTM_dgrad_combine_dh_di: a step's N x P output gradient and recurrent
+    gradient added (one add an element, a thread each: fixture_lstm's 4 x 16, Nsight Compute's
+    64 FP32 adds exactly), both read, the sum written."""
+    elems = shape.batch * shape.proj
+    return elems, 3 * elems * size
 
 
 def _bias_grad(shape, size: int) -> tuple | None:

@@ -1,12 +1,14 @@
 """The helper kernels of a cuDNN RNN call that move its weights' and states' buffers: the flat
 weight buffer zeroed (under autocast before the weights are cast into it; backward, its gradient's)
-and a backward's zeroed gradients of the final states. The call's GEMMs and cell kernels are
-rnn_kernels.py's; these parts are put together with the others in parts.forward_parts and
+and a backward's zeroed gradients of the final states; and cuDNN's dropout states, seeded where a
+dropout descriptor is made. The call's GEMMs and cell kernels are rnn_kernels.py's; these parts are put together with the others in parts.forward_parts and
 parts.backward_parts.
 """
 from __future__ import annotations
 
-from .part import FILL, Part
+import re
+
+from .part import FILL, Part, launch_count
 from .registry import RNN, Call, Cost
 from .values import ITEMSIZE, Tensor
 
@@ -35,3 +37,21 @@ def final_state_grads(cost: Cost) -> list[Part]:
         return []
     units = s.layers * s.dirs * s.batch
     return [Part(FILL, units * n, 0, units * n * size) for n in ((s.rec, s.hidden) if s.gates == 4 else (s.rec,))]
+
+
+# cuDNN seeds its dropout states (cudnnSetDropoutDescriptor, torch's _cudnn_init_dropout_state) one
+# curandStateXORWOW per thread of this launch: cudnnDropoutGetStatesSize sizes the buffer by it
+# (H100: 528 blocks of 256 threads, 48 bytes each, the 6,488,064-byte buffer the traced
+# aten::_cudnn_rnn ranges carry).
+_DROPOUT_STATES = re.compile(r"\binitstates\(unsigned long long, curandStateXORWOW \*\)")
+_XORWOW = 48  # sizeof(curandStateXORWOW): d, v[5], the Box-Muller flags and its two spare values
+
+
+def dropout_states(kernel: str | None, grid: object, block: object) -> tuple | None:
+    """(FLOPs, bytes) of cuDNN's initstates, which its launch alone states: each thread's state
+    seeded and written (the skip-ahead to its subsequence is integer work: 0 FLOPs), nothing
+    read. None for any other kernel."""
+    if not kernel or "initstates" not in kernel or not _DROPOUT_STATES.search(kernel):
+        return None
+    g, b = launch_count(grid), launch_count(block)
+    return None if g is None or b is None else (0, g * b * _XORWOW)

@@ -21,7 +21,9 @@ Two facts flow from that:
   RNN chunk's steps, rnn_kernels.py). An op whose first consumer is further away than the window
   stays unknown. 128 records: 95% of the shipped H100 captures' consumers come within 32, and a
   2-layer bidirectional LSTM's chunk of 16 steps needs 64; the window costs a record's place in
-  a deque, its scans are made only when a formula asks.
+  a deque, its scans are made only when a formula asks. A reading that needs more (a chunk of
+  50 steps: `upcoming(further)`) reads on from the input, up to FURTHER records, which then wait
+  in the window: memory is bounded by what such a reading asks.
 
 Both are asked for by a formula only; `asked` says whether one asked for what this flow could not
 answer, so that an analysis replaying part of a trace (the memo, pricing/memo.py) knows that the
@@ -36,6 +38,11 @@ from typing import Any, Iterable, Iterator
 ENGINE = "autograd::engine::evaluate_function"  # the engine's range around a node's work
 HELD = 1 << 16  # ops whose output dtype is kept (a training step of a large model has ~10^4)
 AHEAD = 128     # records read ahead (the docstring says why so many)
+# The most records a reading that asks for more (upcoming's `further`) looks ahead: a cuDNN RNN
+# call's chunk runs its steps' kernels before the next chunk (rnn_kernels.py), 6 a step and
+# direction with a projection, so a 2-layer bidirectional LSTM's 50 steps need 600.
+FURTHER = 4096
+_END = object()
 
 
 def _int_list(v: Any) -> bool:
@@ -81,6 +88,7 @@ class TensorFlow:
         self._nodes: dict = {}
         # The records read ahead of the one analysed (ahead), in order: shape_of looks there.
         self._window: deque = deque()
+        self._source: Iterator | None = None  # the input ahead reads, where upcoming may read on
         self.asked = False  # a formula asked for something this flow did not hold
 
     def wrote(self, rec: dict, dtype: str | None) -> None:
@@ -183,17 +191,32 @@ class TensorFlow:
         self.asked = True
         return None
 
-    def upcoming(self) -> Iterator[Any]:
-        """The records read ahead of the one analysed, in order (none where they are not read ahead)."""
-        return (rec for _, rec in self._window)
+    def upcoming(self, further: int = 0) -> Iterator[Any]:
+        """The records read ahead of the one analysed, in order (none where they are not read ahead);
+        where the window holds fewer than `further` (at most FURTHER), more are read from the input
+        as the caller asks for them: they stay in the window, so every record is still analysed once
+        and in order."""
+        window = self._window
+        yield from (rec for _, rec in window)
+        further = min(further, FURTHER)
+        while self._source is not None and len(window) < further:
+            item = next(self._source, _END)
+            if item is _END:
+                self._source = None
+                return
+            window.append(item)
+            yield item[1]
 
     def ahead(self, numbered: Iterable[tuple[int, Any]], window: int = AHEAD) -> Iterator[tuple[int, Any]]:
         """`numbered` ((line, record) pairs) again, in order, each yielded once the `window`
-        records after it have been read: those shape_of looks among while it is analysed."""
+        records after it have been read (more where upcoming read further): those shape_of looks
+        among while it is analysed."""
+        source = self._source = iter(numbered)
         pending = self._window = deque()
-        for item in numbered:
+        for item in source:
             pending.append(item)
-            if len(pending) > window:
+            while len(pending) > window:
                 yield pending.popleft()
+        self._source = None
         while pending:
             yield pending.popleft()

@@ -127,13 +127,13 @@ def fill(a: A) -> Cost | None:
     return None if size is None else Cost(0, prod(shape) * size, fmt_params(a.dtype, shape=dims(shape)), a.dtype, SIMT)
 
 
-@register_aten("aten::uniform_", "aten::normal_", "aten::bernoulli_", "aten::exponential_")
+@register_aten("aten::uniform_", "aten::normal_", "aten::bernoulli_", "aten::exponential_", "aten::random_")
 def random_fill(a: A) -> Cost | None:
-    """A random fill (memory._fill's at the marker level): the tensor written once, in the type it
-    is (op_ranges.written_dtype: the kernel's first type is the accumulate type); no FLOPs; a
-    probability tensor (bernoulli_'s) read too."""
+    """A random fill (memory._fill's at the marker level): the tensor written once (a 0-dim one:
+    one element), in the type it is (op_ranges.written_dtype: the kernel's first type is the
+    accumulate type); no FLOPs; a probability tensor (bernoulli_'s) read too."""
     shape, size = a.shape(0), ITEMSIZE.get(a.written)
-    if not shape or size is None:
+    if shape is None or size is None:
         return None
     p = a.tensor(1, a.input_dtype(1) or a.written)
     return Cost(0, prod(shape) * size + (p.nbytes if p is not None and p.nbytes else 0),

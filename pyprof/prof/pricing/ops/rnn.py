@@ -15,15 +15,15 @@ activation between layers written once and read once.
 Backward (cuDNN computes every gradient, the first layer's input gradient included): twice the
 forward's GEMM FLOPs (data and weight gradients), twice its cell FLOPs, plus each bias
 gradient's sum over the rows (one per layer and direction; GRU two, its n gate's hidden bias
-having a gradient of its own) and, bidirectional, each layer's input gradient summed over the
-two directions (T·N·I_l adds); bytes: the input, the
-weights, the output, h0/c0 and dOutput read, dInput, dWeights and dh0/dc0 written (twice each of
-those), dh_n/dc_n read, each activation between layers read and its gradient written and read.
+having a gradient of its own), bidirectional, each layer's input gradient summed over the two
+directions (T·N·I_l adds) and, with a projection, each step's output gradient and recurrent
+gradient summed (tok·P adds per layer and direction); bytes: the input, the weights, the
+output, h0/c0 and dOutput read, dInput, dWeights and dh0/dc0 written (twice each of those),
+dh_n/dc_n read, each activation between layers read and its gradient written and read.
 
-The cuDNN kernels of one call (projection GEMMs, per-step recurrent GEMMs and cell kernels, or
-persistent kernels doing all steps) are not told apart: the first kernel under `aten::_cudnn_rnn`
-carries the forward and the first under `aten::_cudnn_rnn_backward` the backward node (the
-dropout-state initialisation before them is a helper). The cells (torch.lstm_cell, ...) are
+The cuDNN kernels of one call (input-projection chunks, per-step recurrent and projection GEMMs,
+cell kernels, weight gradients) each carry their own part of this work where the trace tells
+which they are (pricing/rnn_kernels.py), else na. The cells (torch.lstm_cell, ...) are
 composites: their GEMMs and fused cell kernels are priced from their own PyTorch ranges.
 """
 from __future__ import annotations
@@ -77,6 +77,9 @@ def rnn_cost(mode: str, x_rows: int, in_size: int, hidden: int, proj: int, layer
         # has its own), and with two directions the layer's input gradient is their sum.
         sums += dirs * (x_rows - 1) * g * hidden * (2 if mode == "gru" else 1) if bias else 0
         sums += x_rows * i if dirs == 2 else 0
+        # With a projection each step's output gradient and recurrent gradient (rows x P) are
+        # summed before the projection's backward (cuDNN's LSTM_dgrad_combine_dh_di).
+        sums += dirs * x_rows * proj
     states = layers * dirs * state_rows * (r + (hidden if mode == "lstm" else 0))  # h (and c), one end
     x, y, inter = x_rows * in_size, x_rows * dirs * r, x_rows * dirs * r * (layers - 1)
     size = ITEMSIZE.get(dtype)
