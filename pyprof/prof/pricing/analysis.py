@@ -693,10 +693,11 @@ class Analyzer:
                     return self.unclaimed()
             else:
                 # A copy or fill kernel of the call is a part (autocast's cast of an argument, a
-                # gradient's zero fill; backward, an add: the engine's accumulation of a gradient,
-                # and a view's strided gradient made contiguous) when one fits (parts.py); one that
+                # gradient's zero fill, a norm's strided input made contiguous; backward, an add: the
+                # engine's accumulation of a gradient, and a view's strided gradient made
+                # contiguous) when one fits (parts.py); one that
                 # does not may be the op's own kernel (`x.float()`, `torch.zeros`).
-                helper = family(name) in ((COPY, CONTIGUOUS, FILL, ADD) if bprop else (COPY, FILL))
+                helper = family(name) in ((COPY, CONTIGUOUS, FILL, ADD) if bprop else (COPY, CONTIGUOUS, FILL))
                 first = self._first_of_call(rec, not helper)
                 work = self._launch_work(rec, cost, bprop, name) if launch else None
                 if work is not None:

@@ -41,8 +41,9 @@ from .conv_parts import (LAYOUT, LAYOUT_KERNEL, PAD, PAD_KERNEL, SCALE, SCALE_KE
                          strided_input)
 from .index_parts import index_grads
 from .gemm_parts import (BETA, BETA_KERNEL, BROADCAST, CUTLASS_SPLIT_K, EPILOGUE, EPILOGUE_KERNEL, SPLIT_K,
-                         SPLIT_K_KERNEL, output_parts, strided_operands)
+                         SPLIT_K_KERNEL, linear_grad_rows, output_parts, strided_operands)
 from .multitensor import Lists, is_launch
+from .norm_parts import row_norm_copies
 from .op_ranges import template_dtype
 from .ops.memory import REVIEWED
 from .part import ADD, CONTIGUOUS, COPY, FILL, Part, launch_count
@@ -144,9 +145,10 @@ def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     apart, one add per output element; the op's own formula counts none for its bias, as
     FlopCounterMode does, so that matrix FLOPs stay its count), cuDNN's layout conversions, its
     scaling of a convolution's output and its channel padding, a strided convolution input made
-    contiguous."""
+    contiguous, a layer norm's strided input made contiguous."""
     return (_inputs(marker, cost) + output_parts(cost) + strided_operands(marker, cost) + marker_layouts(marker, cost)
-            + scaled_outputs(marker, cost, False) + channel_pads(marker, cost, False) + strided_input(marker, cost))
+            + scaled_outputs(marker, cost, False) + channel_pads(marker, cost, False) + strided_input(marker, cost)
+            + row_norm_copies(marker, cost, False))
 
 
 def _inputs(marker: dict, cost: Cost | None) -> list[Part]:
@@ -188,7 +190,8 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     that never ran is one no kernel takes."""
     grads = _gradients(marker, cost)
     if cost is None or cost.kind not in MMA_KINDS:
-        return grads + _casts_back(marker, cost) + _view_grad_copy(marker) + index_grads(marker)
+        return grads + _casts_back(marker, cost) + _view_grad_copy(marker) + index_grads(marker) \
+            + row_norm_copies(marker, cost, True)
     size = ITEMSIZE.get(cost.dtype)
     if cost.kind == ATTN:
         c = Call(marker)
@@ -197,7 +200,8 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     bias = [Part(SUM, cost.out_elems, cost.out_elems - cost.bias_elems, (cost.out_elems + cost.bias_elems) * size)
             ] if cost.bias_elems and cost.out_elems and size else []
     return bias + grads + scaled_outputs(marker, cost, True) + marker_wgrad_sum(marker, cost) \
-        + contiguous_grad(cost, size) + _casts_back(marker, cost) + channel_pads(marker, cost, True)
+        + contiguous_grad(cost, size) + _casts_back(marker, cost) + channel_pads(marker, cost, True) \
+        + linear_grad_rows(marker, cost)
 
 
 def _view_grad_copy(marker: dict) -> list[Part]:

@@ -108,6 +108,15 @@ class Call:
         v = self.get(pos, name)
         return v if isinstance(v, Tensor) else None
 
+    def strides(self, pos: int | None, name: str) -> tuple | None:
+        """Argument `name`'s strides as its marker states them: only a tensor that is not
+        contiguous in any memory format carries them (docs/markers.md); else None."""
+        args, kwargs = self.marker.get("args"), self.marker.get("kwargs")
+        args, kwargs = args if isinstance(args, list) else [], kwargs if isinstance(kwargs, dict) else {}
+        raw = kwargs.get(name) if name in kwargs else args[pos] if pos is not None and pos < len(args) else None
+        strides = raw.get("strides") if isinstance(raw, dict) else None
+        return tuple(strides) if isinstance(strides, list) and all(type(s) is int for s in strides) else None
+
     def tensors(self) -> list:
         """Every tensor argument in order; an `out=` tensor is a result, not an operand."""
         kw = [v for k, v in self.kwargs.items() if k != "out"]
