@@ -1,7 +1,9 @@
 """The helper kernels of an attention call besides its matrix kernels: flash attention's backward
 helpers (rowsum(dO * O), dQ's cast from its fp32 accumulator, grouped-query attention's sum of dK
-and dV over the query heads) and the math attention path's element-wise and softmax kernels and
-casts; and which matrix kernel of the call is one of the math path's GEMMs.
+and dV over the query heads), the memory-efficient backward's (dO made contiguous, rowsum(dO * O)
+by PyTorch's kernels), cuDNN's unpacking of the dropout seed, and the math attention path's
+element-wise and softmax kernels and casts; and which matrix kernel of the call is one of the math
+path's GEMMs.
 
 The families and kernel patterns here are read by parts.family(); the parts are put together with
 the other kinds' in parts.forward_parts and parts.backward_parts.
@@ -11,19 +13,21 @@ from __future__ import annotations
 import math
 import re
 
-from .part import COPY, FILL, Part
+from .part import CONTIGUOUS, COPY, FILL, SUM, Part
 from .registry import ATTN, Call, Cost
 from .values import ITEMSIZE, Tensor
 
 # The math attention path's element-wise and softmax kernels (math_attention).
 SCALAR_MUL, MUL, SOFTMAX, NEGINF, ALL, WHERE = "scalar-mul", "mul", "softmax", "isneginf", "all", "where"
-DOT_DO_O, CAST_DQ, REDUCE_HEAD = "dot-do-o", "cast-dq", "reduce-head"
+DOT_DO_O, CAST_DQ, REDUCE_HEAD, PHILOX = "dot-do-o", "cast-dq", "reduce-head", "philox"
 # Flash attention's backward (PyTorch's flash_bwd_*, cuDNN's fusion::*) runs its main kernel
 # between two helpers: one takes D = rowsum(dO * O) per query row, one casts dQ, accumulated in
 # fp32, down to the op's dtype.
 DOT_DO_O_KERNEL = re.compile(r"dot_do_o")
 CAST_DQ_KERNEL = re.compile(r"convert_dq")
 REDUCE_HEAD_KERNEL = re.compile(r"\bfmha_reduce_head<")
+# cuDNN attention with dropout: its seed and offset unpacked for the kernel (two int64 written).
+PHILOX_KERNEL = re.compile(r"\bphilox::unpack_cudnn\b")
 # A fused attention kernel (flash, memory-efficient, cuDNN's): not one of the math path's GEMMs.
 _FUSED_ATTENTION = re.compile(r"fmha|flash|attention|sdpa|attn|_mha", re.IGNORECASE)
 # The math attention path's kernels: a tensor times a scalar, times a tensor, softmax and
@@ -58,6 +62,31 @@ def flash_helpers(q: Tensor | None, k: Tensor | None, v: Tensor | None, size: in
                     for t in (k, v)]
 
 
+def efficient_helpers(q: Tensor | None, v: Tensor | None, size: int | None) -> list[Part]:
+    """The memory-efficient backward's helpers (PyTorch's _efficient_attention_backward) over R =
+    batch x heads x L query rows and the output's O = R x Ev elements: dO made contiguous where
+    it arrives strided (read and written in the op's dtype), then, where its kernel does not
+    compute delta = rowsum(dO * O) itself, dO and O cast to fp32 (16-bit ops), their product (1
+    FLOP an element: two read, one written in fp32), its sum per row (O - R adds: read, R written)
+    and that made contiguous in head-major order (R read and written)."""
+    if q is None or v is None or not q.shape or not v.shape or size is None:
+        return []
+    rows = math.prod(q.shape[:-1])
+    out = rows * v.shape[-1]
+    casts = [Part(COPY, out, 0, out * (size + 4))] * 2 if size == 2 else []
+    return [Part(CONTIGUOUS, out, 0, 2 * out * size)] + casts + [
+        Part(MUL, out, out, 3 * out * 4), Part(SUM, out, out - rows, (out + rows) * 4),
+        Part(CONTIGUOUS, rows, 0, 2 * rows * 4)]
+
+
+def cudnn_dropout(marker: dict, cost: Cost | None) -> list[Part]:
+    """cuDNN attention's unpacking of the dropout generator's seed and offset (two int64 written)
+    when the call has dropout."""
+    if cost is None or cost.kind != ATTN or not Call(marker).get(4, "dropout_p", 0.0):
+        return []
+    return [Part(PHILOX, 1, 0, 16)]
+
+
 def math_attention(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
     """The math attention path's kernels besides its GEMMs (where the op's formula defines the
     path: ops/attention.py's stages), over Q, K, V (n each), the B·H·L x S scores (ns) and the
@@ -68,7 +97,8 @@ def math_attention(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
     read, (ns - rows) ands, a bool per row written), a 0-d zero (a fill) and the where (1 an
     element: the row bools and the probabilities read, ns written); the probabilities and the output
     cast back to the op's dtype. Backward: dO cast up, dP·P (1 an element: two read, one
-    written), softmax's backward (4 an element: two read, one written), dK and dQ scaled by √scale,
+    written: softmax's backward's first kernel), the rest of softmax's backward (3 an element:
+    two read, one written), dK and dQ scaled by √scale,
     and dQ, dK, dV cast back."""
     if cost is None or cost.kind != ATTN or cost.stages is None:
         return []
@@ -85,7 +115,7 @@ def math_attention(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
     def casts(*ns_: int) -> list[Part]:
         return [Part(COPY, n, 0, n * (size + acc)) for n in ns_] if up else []
     if bprop:
-        return casts(no) + [Part(MUL, ns, ns, 3 * ns * acc), Part(SOFTMAX, ns, 4 * ns, 3 * ns * acc)] + [
+        return casts(no) + [Part(MUL, ns, ns, 3 * ns * acc), Part(SOFTMAX, ns, 3 * ns, 3 * ns * acc)] + [
             Part(SCALAR_MUL, t.numel, t.numel, 2 * t.numel * acc) for t in (k, q)] + casts(q.numel, k.numel, v.numel)
     return casts(q.numel, k.numel, v.numel) + [Part(SCALAR_MUL, t.numel, t.numel, 2 * t.numel * acc) for t in (q, k)] + [
         Part(SOFTMAX, ns, 5 * ns, 2 * ns * acc), Part(NEGINF, ns, ns, ns * (acc + 1)),

@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-# PyTorch's copies (a cast; CONTIGUOUS: a strided tensor made contiguous in its own dtype), fills
-# and adds: every kind of op call may launch them.
-COPY, FILL, ADD, CONTIGUOUS = "copy", "fill", "add", "contiguous"
+# PyTorch's copies (a cast; CONTIGUOUS: a strided tensor made contiguous in its own dtype), fills,
+# adds and sums (a bias gradient, a row's sum): every kind of op call may launch them.
+COPY, FILL, ADD, CONTIGUOUS, SUM = "copy", "fill", "add", "contiguous", "sum"
 
 
 class Part(NamedTuple):

@@ -34,8 +34,9 @@ import math
 import re
 from functools import lru_cache
 
-from .attention_parts import (CAST_DQ, CAST_DQ_KERNEL, DOT_DO_O, DOT_DO_O_KERNEL, MATH_KERNELS, MUL, NEGINF,
-                              REDUCE_HEAD, REDUCE_HEAD_KERNEL, SCALAR_MUL, WHERE, flash_helpers, math_attention)
+from .attention_parts import (CAST_DQ, CAST_DQ_KERNEL, DOT_DO_O, DOT_DO_O_KERNEL, MATH_KERNELS, MUL, NEGINF, PHILOX,
+                              PHILOX_KERNEL, REDUCE_HEAD, REDUCE_HEAD_KERNEL, SCALAR_MUL, WHERE, cudnn_dropout,
+                              efficient_helpers, flash_helpers, math_attention)
 from .conv_parts import (LAYOUT, LAYOUT_KERNEL, PAD, PAD_KERNEL, SCALE, SCALE_KERNEL, WGRAD_SUM, WGRAD_SUM_KERNEL,
                          channel_pads, contiguous_grad, marker_layouts, marker_wgrad_sum, scaled_outputs,
                          strided_input)
@@ -46,13 +47,13 @@ from .multitensor import Lists, is_launch
 from .norm_parts import row_norm_copies
 from .op_ranges import template_dtype
 from .ops.memory import REVIEWED
-from .part import ADD, CONTIGUOUS, COPY, FILL, Part, launch_count
+from .part import ADD, CONTIGUOUS, COPY, FILL, SUM, Part, launch_count
 from .registry import ATTN, MATRIX_KINDS, MMA_KINDS, Call, Cost
 from .rnn_parts import final_state_grads, flat_weights
 from .values import FLOATING, ITEMSIZE, Tensor
 
-# A bias gradient (the output gradient summed); a multi-tensor launch (multitensor.py).
-SUM, LAUNCH = "sum", "launch"
+# A multi-tensor launch (multitensor.py).
+LAUNCH = "launch"
 # PyTorch's copy kernels, which also cast: `bfloat16_copy_kernel_cuda`, `direct_copy_kernel_cuda`.
 _COPY_KERNEL = re.compile(r"\w+_copy_kernel_cuda")
 # Of those, the one a copy between tensors of one dtype runs (a cast into 16 bits runs its own).
@@ -84,7 +85,7 @@ _VECTOR_PER_THREAD = 8
 _FAMILIES = ((CONTIGUOUS, _SAME_DTYPE_COPY), (COPY, _COPY_KERNEL), (LAYOUT, LAYOUT_KERNEL), (FILL, _FILL_KERNEL),
              (SCALE, SCALE_KERNEL), (SPLIT_K, SPLIT_K_KERNEL), (SPLIT_K, CUTLASS_SPLIT_K),
              (WGRAD_SUM, WGRAD_SUM_KERNEL), (PAD, PAD_KERNEL),
-             (DOT_DO_O, DOT_DO_O_KERNEL), (CAST_DQ, CAST_DQ_KERNEL), (REDUCE_HEAD, REDUCE_HEAD_KERNEL),
+             (DOT_DO_O, DOT_DO_O_KERNEL), (CAST_DQ, CAST_DQ_KERNEL), (REDUCE_HEAD, REDUCE_HEAD_KERNEL), (PHILOX, PHILOX_KERNEL),
              (SUM, _SUM_KERNEL), (ADD, _ADD_KERNEL), (BETA, BETA_KERNEL), (EPILOGUE, EPILOGUE_KERNEL)
              ) + MATH_KERNELS
 
@@ -148,7 +149,7 @@ def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     contiguous, a layer norm's strided input made contiguous."""
     return (_inputs(marker, cost) + output_parts(cost) + strided_operands(marker, cost) + marker_layouts(marker, cost)
             + scaled_outputs(marker, cost, False) + channel_pads(marker, cost, False) + strided_input(marker, cost)
-            + row_norm_copies(marker, cost, False))
+            + row_norm_copies(marker, cost, False) + cudnn_dropout(marker, cost))
 
 
 def _inputs(marker: dict, cost: Cost | None) -> list[Part]:
@@ -196,6 +197,7 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     if cost.kind == ATTN:
         c = Call(marker)
         return flash_helpers(c.tensor(0, "query"), c.tensor(1, "key"), c.tensor(2, "value"), size) + \
+            efficient_helpers(c.tensor(0, "query"), c.tensor(2, "value"), size) + \
             math_attention(marker, cost, True) + grads + _casts_back(marker, cost)
     bias = [Part(SUM, cost.out_elems, cost.out_elems - cost.bias_elems, (cost.out_elems + cost.bias_elems) * size)
             ] if cost.bias_elems and cost.out_elems and size else []

@@ -147,14 +147,30 @@ def _batch_norm(c: Call, at: tuple[int, int, int, int]) -> Cost:
                               x, w, b, rm, rv, training)
 
 
-@register("torch.nn.functional.softmax", *names(["softmax", "_softmax"]),
-          "torch.nn.functional.log_softmax", *names(["log_softmax"]))
-def softmax(c: Call) -> Cost:
-    """softmax and log_softmax alike: 5 FLOPs per element, backward 4 (module docstring)."""
-    x, dim = c.get(0, "input"), c.get(1, "dim")
+@register("torch.nn.functional.log_softmax", *names(["log_softmax"]))
+def log_softmax(c: Call) -> Cost:
+    """softmax's count: 5 FLOPs per element, backward 4 (module docstring)."""
+    x = c.get(0, "input")
+    return softmax_cost(x, _out_dtype(c, x), dim=c.get(1, "dim"))
+
+
+def _out_dtype(c: Call, x: Tensor) -> str | None:
     # dtype is positional 2 in torch.softmax but keyword-only in F.softmax (after _stacklevel)
-    out_dtype = c.get(None, "dtype") or next((a for a in c.args[2:] if isinstance(a, str) and a in ITEMSIZE), x.dtype)
-    return softmax_cost(x, out_dtype, dim=dim)
+    return c.get(None, "dtype") or next((a for a in c.args[2:] if isinstance(a, str) and a in ITEMSIZE), x.dtype)
+
+
+@register("torch.nn.functional.softmax", *names(["softmax", "_softmax"]))
+def softmax(c: Call) -> Cost:
+    """log_softmax's count; backward as PyTorch's CUDA softmax runs it (Cost.bwd_stages), where
+    the gradient is in the input's dtype: T = dY·Y first (1 per element; dY and Y read, T
+    written), then dX = T - Y·sum(T) (the other 3; T and Y read, dX written)."""
+    cost = log_softmax(c)
+    x = c.get(0, "input")
+    size = ITEMSIZE.get(x.dtype)
+    if size is None or _out_dtype(c, x) != x.dtype:
+        return cost
+    n = x.numel
+    return replace(cost, bwd_stages=((n, 3 * n * size), (3 * n, 3 * n * size)))
 
 
 def softmax_cost(x: Tensor, out_dtype: str | None, **fields: Any) -> Cost:
