@@ -165,7 +165,8 @@ def test_math_attention_path_kernels_carry_their_own_work():
     path: kernel_truth captures, H100): every kernel of the forward and backward its own work,
     in fp32 after Q, K, V are cast up: the casts, Q and Kᵀ scaled, Q·Kᵀ, softmax and
     _safe_softmax's isneginf / all / where, the casts back, P·V; backward dO cast up, dV, dP,
-    dP·P, softmax's backward, dK, dQ, their scaling and casts back, the same in default and aten
+    dP·P (softmax's backward's first kernel: 1 FLOP an element), the rest of softmax's backward (3),
+    dK, dQ, their scaling and casts back, the same in default and aten
     mode; each kernel of the model's attention that moved >= 1 MB within 5% of ncu's bytes; the GEMMs' FLOPs are flop_counter's
     products."""
     n, ns, rows = 8 * 4 * 256 * 32, 32 * 256 * 256, 32 * 256
@@ -173,7 +174,7 @@ def test_math_attention_path_kernels_carry_their_own_work():
     cast, scale = (0, n * 6), (n, n * 8)
     fwd = [cast] * 3 + [scale] * 2 + [gemm, (5 * ns, 8 * ns), (ns, 5 * ns), (ns - rows, ns + rows), (0, 4),
                                       (ns, rows + 8 * ns), (0, ns * 6), gemm, cast]
-    bwd = [cast, gemm, gemm, (ns, 12 * ns), (4 * ns, 12 * ns), gemm, gemm, scale, scale, cast, cast, cast]
+    bwd = [cast, gemm, gemm, (ns, 12 * ns), (3 * ns, 12 * ns), gemm, gemm, scale, scale, cast, cast, cast]
     for mode in ("default", "aten"):
         calls = {}
         for r, f in analysed_capture(mode)["unet"]:

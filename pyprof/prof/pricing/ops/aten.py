@@ -24,7 +24,7 @@ from .elementwise import FLOPS_PER_ELEMENT, pointwise_cost, reduce_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
 from .memory import copy_cost, index_rows
 from .nn import (embedding_bag_cost, group_norm_cost, interpolate_cost, norm_cost, row_norm_cost,
-                 softmax_cost)
+                 softmax_backward_stages, softmax_cost)
 from .optim import UNSCALE_FLOPS, adam_flops, update_scale_cost
 
 A = Any  # an AtenCall (pyprof/prof/pricing/op_ranges.py); not imported: aten.py imports this package
@@ -344,11 +344,22 @@ def softmax(a: A) -> Cost | None:
     return None if x is None else softmax_cost(x, a.dtype)
 
 
-@register_aten("aten::_softmax_backward_data", "aten::_log_softmax_backward_data")
-def softmax_backward(a: A) -> Cost | None:
+@register_aten("aten::_log_softmax_backward_data")
+def log_softmax_backward(a: A) -> Cost | None:
     """nn.softmax_cost's backward over (grad_output, output, dim, input_dtype)."""
     y = a.tensor(1)
     return None if y is None else _backward(softmax_cost(y, a.dtype))
+
+
+@register_aten("aten::_softmax_backward_data")
+def softmax_backward(a: A) -> Cost | None:
+    """The kernel of softmax's backward after T = dY·Y (which runs first, in an aten::mul range
+    of its own): nn.softmax_backward_stages' second."""
+    cost, size = log_softmax_backward(a), ITEMSIZE.get(a.dtype)
+    if cost is None or size is None:
+        return cost
+    flops, nbytes = softmax_backward_stages(a.tensor(1).numel, size)[1]
+    return replace(cost, flops=flops, bytes=nbytes)
 
 
 @register_aten("aten::_masked_softmax")

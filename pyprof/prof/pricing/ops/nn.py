@@ -161,16 +161,21 @@ def _out_dtype(c: Call, x: Tensor) -> str | None:
 
 @register("torch.nn.functional.softmax", *names(["softmax", "_softmax"]))
 def softmax(c: Call) -> Cost:
-    """log_softmax's count; backward as PyTorch's CUDA softmax runs it (Cost.bwd_stages), where
-    the gradient is in the input's dtype: T = dY·Y first (1 per element; dY and Y read, T
-    written), then dX = T - Y·sum(T) (the other 3; T and Y read, dX written)."""
+    """log_softmax's count; backward as PyTorch's CUDA softmax runs it, where the gradient is in
+    the input's dtype (softmax_backward_stages)."""
     cost = log_softmax(c)
     x = c.get(0, "input")
     size = ITEMSIZE.get(x.dtype)
     if size is None or _out_dtype(c, x) != x.dtype:
         return cost
-    n = x.numel
-    return replace(cost, bwd_stages=((n, 3 * n * size), (3 * n, 3 * n * size)))
+    return replace(cost, bwd_stages=softmax_backward_stages(x.numel, size))
+
+
+def softmax_backward_stages(n: int, size: int) -> tuple:
+    """softmax's backward over `n` elements of `size` bytes as PyTorch's CUDA kernels run it:
+    T = dY·Y (1 per element; dY and Y read, T written), then dX = T - Y·sum(T) (the other 3; T
+    and Y read, dX written)."""
+    return (n, 3 * n * size), (3 * n, 3 * n * size)
 
 
 def softmax_cost(x: Tensor, out_dtype: str | None, **fields: Any) -> Cost:
