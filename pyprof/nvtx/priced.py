@@ -370,6 +370,7 @@ prims._low_memory_max_pool_with_offsets
 prims.convert_element_type
 prims.iota
 torch.__matmul__
+torch._native_multi_head_attention
 torch._softmax
 torch.abs
 torch.abs_

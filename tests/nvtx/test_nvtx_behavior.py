@@ -63,6 +63,26 @@ def test_calls_inside_an_op_prof_cannot_price_get_their_own_markers(pyprof_on):
                    (2, "linear"), (0, "layer_norm")]
 
 
+def test_the_fused_fast_paths_of_attention_modules_carry_markers():
+    """In inference nn.MultiheadAttention calls torch._native_multi_head_attention and
+    nn.TransformerEncoderLayer torch._transformer_encoder_layer_fwd (private, C++: nothing
+    inside emits): each call gets its marker. The layer is built before init(): it takes its
+    fast path only when its activation is F.relu itself, and after init() F.relu is the wrapper."""
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True).eval()
+    pyprof.init()
+    try:
+        mha = torch.nn.MultiheadAttention(16, 2, batch_first=True).eval()
+        x = torch.randn(2, 5, 16)
+        with torch.no_grad(), recording() as rec:
+            mha(x, x, x, need_weights=False)
+            layer(x)
+        assert ops(rec) == [(1, "torch", "_native_multi_head_attention"), (1, "torch", "_transformer_encoder_layer_fwd")]
+        fast = next(x.marker for x in rec.ranges if x.marker.get("op") == "_native_multi_head_attention")
+        assert fast["args"][:5] == [{"shape": [2, 5, 16], "dtype": "float32"}] * 3 + [16, 2]
+    finally:
+        pyprof.restore()
+
+
 def test_rnn_modules_call_the_wrapped_torch_functions(pyprof_on):
     """nn.LSTM/GRU/RNN call torch.lstm/gru/rnn_* through torch._VF: the same wrappers."""
     x = torch.randn(3, 2, 4)

@@ -737,8 +737,12 @@ class Analyzer:
         if not math:
             return _UNKNOWN
         size = ITEMSIZE.get(dtype)
-        # The math attention path's GEMMs run in fp32 (ops/attention.py), each its product.
-        math_path = kind == ATTN and cost.stages is not None and math_attention_gemm(name)
+        # The math attention path's GEMMs run in fp32 (ops/attention.py), each its product. A fused
+        # attention call's stages are named by role (nn.MultiheadAttention's fast path): its GEMMs
+        # and its attention kernel each take the next stage when it is of their role.
+        role = GEMM if math_attention_gemm(name) else ATTN
+        fused = kind == ATTN and cost.stages is not None and isinstance(cost.stages[0][0], str)
+        math_path = kind == ATTN and cost.stages is not None and (fused or role == GEMM)
         if kind in (GEMM, ATTN):
             sizes = _sizes_gemm(rec)
             if sizes is not None:
@@ -746,11 +750,11 @@ class Analyzer:
                     return self.unclaimed()
                 b, m, n, k, extra = sizes
                 elems = b * (m * k + k * n + m * n) + extra
-                if math_path and size is not None:
+                if math_path and not fused and size is not None:
                     size = max(size, 4)
                 return 2 * b * m * n * k, None if size is None else elems * size
         if math_path:
-            staged = self._call_parts(rec, cost, bprop).stage()
+            staged = self._call_parts(rec, cost, bprop).stage(role, fused)
             return self.unclaimed() if staged[0] is None else staged
         if not bprop:
             if not first:

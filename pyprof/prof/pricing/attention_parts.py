@@ -14,7 +14,7 @@ import math
 import re
 
 from .part import CONTIGUOUS, COPY, FILL, SUM, Part
-from .registry import ATTN, Call, Cost
+from .registry import Call, Cost
 from .values import ITEMSIZE, Tensor
 
 # The math attention path's element-wise and softmax kernels (math_attention).
@@ -28,6 +28,8 @@ CAST_DQ_KERNEL = re.compile(r"convert_dq")
 REDUCE_HEAD_KERNEL = re.compile(r"\bfmha_reduce_head<")
 # cuDNN attention with dropout: its seed and offset unpacked for the kernel (two int64 written).
 PHILOX_KERNEL = re.compile(r"\bphilox::unpack_cudnn\b")
+# The op whose markers the math path's and dropout's parts are built from (F.scaled_dot_product_attention).
+_SDPA = "scaled_dot_product_attention"
 # A fused attention kernel (flash, memory-efficient, cuDNN's): not one of the math path's GEMMs.
 _FUSED_ATTENTION = re.compile(r"fmha|flash|attention|sdpa|attn|_mha", re.IGNORECASE)
 # The math attention path's kernels: a tensor times a scalar, times a tensor, softmax and
@@ -82,7 +84,7 @@ def efficient_helpers(q: Tensor | None, v: Tensor | None, size: int | None) -> l
 def cudnn_dropout(marker: dict, cost: Cost | None) -> list[Part]:
     """cuDNN attention's unpacking of the dropout generator's seed and offset (two int64 written)
     when the call has dropout."""
-    if cost is None or cost.kind != ATTN or not Call(marker).get(4, "dropout_p", 0.0):
+    if cost is None or marker.get("op") != _SDPA or not Call(marker).get(4, "dropout_p", 0.0):
         return []
     return [Part(PHILOX, 1, 0, 16)]
 
@@ -100,7 +102,7 @@ def math_attention(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
     written: softmax's backward's first kernel), the rest of softmax's backward (3 an element:
     two read, one written), dK and dQ scaled by √scale,
     and dQ, dK, dV cast back."""
-    if cost is None or cost.kind != ATTN or cost.stages is None:
+    if cost is None or cost.stages is None or marker.get("op") != _SDPA:
         return []
     c = Call(marker)
     q, k, v = c.tensor(0, "query"), c.tensor(1, "key"), c.tensor(2, "value")

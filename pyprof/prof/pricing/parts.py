@@ -227,13 +227,15 @@ class CallParts:
         self.lists = lists
         self.stages = None if stages is None else list(stages)
 
-    def stage(self, kernel: str | None = None) -> tuple | None:
+    def stage(self, kernel: str | None = None, in_turn: bool = False) -> tuple | None:
         """The stage (Cost.stages) this kernel runs: the call's next one, or where the stages are
         named (each led by a piece of its kernel's name), the first left whose name is in
-        `kernel`'s; (None, None) when none is (a kernel the op's decomposition does not know);
-        None when the op has no stages."""
+        `kernel`'s (`in_turn`: the next one, when its name is in `kernel`'s); (None, None) when
+        none is (a kernel the op's decomposition does not know); None when the op has no stages."""
         if self.stages is None:
             return None
+        if in_turn:
+            return self.stages.pop(0)[1:] if self.stages and self.stages[0][0] in (kernel or "") else (None, None)
         if self.stages and isinstance(self.stages[0][0], str):
             at = next((i for i, s in enumerate(self.stages) if s[0] in (kernel or "")), None)
             return (None, None) if at is None else self.stages.pop(at)[1:]

@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import replace
 from math import prod
 
-from ..registry import ATTN, Call, Cost, fmt_params, register
+from ..registry import ATTN, GEMM, Call, Cost, fmt_params, register
 from ..values import ITEMSIZE, Tensor, promote
+from .gemm import gemm_cost
 
 
 @register("torch.nn.functional.scaled_dot_product_attention")
@@ -26,6 +27,42 @@ def sdpa(c: Call) -> Cost | None:
     cost = sdpa_cost(q, k, v, mask, causal)
     plain = mask is None and not causal and not c.get(4, "dropout_p", 0.0) and k.shape[:-2] == q.shape[:-2]
     return replace(cost, **math_products(q, k, v, cost.dtype)) if plain else cost
+
+
+@register("torch._native_multi_head_attention")
+def native_mha(c: Call) -> Cost | None:
+    """nn.MultiheadAttention's fast path (inference: no grad, no autocast) over (query, key,
+    value, embed_dim, num_heads, in_proj weight and bias, out_proj weight and bias, mask,
+    need_weights): the query, key and value projections (one GEMM for self-attention), attention
+    over num_heads heads (sdpa_cost) and the output projection, as linear and sdpa count them
+    (biases read, not counted as FLOPs). PyTorch runs self-attention without weights as three
+    kernels (Cost.stages, named by role and taken in turn: a GEMM, a fused attention kernel, a
+    GEMM); where it runs its older path (bmm, masked softmax) the kernels after the projection
+    find no stage of their role: na."""
+    q, k, v = c.tensor(0, "query"), c.tensor(1, "key"), c.tensor(2, "value")
+    d, heads = c.get(3, "embed_dim"), c.get(4, "num_head")
+    w_in, b_in, w_out, b_out = (c.tensor(i, n) for i, n in ((5, "qkv_weight"), (6, "qkv_bias"),
+                                                           (7, "proj_weight"), (8, "proj_bias")))
+    if None in (q, k, v, w_in, w_out) or type(d) is not int or type(heads) is not int or heads <= 0 or d % heads \
+            or len(q.shape) != 3 or len(k.shape) != 3 or len(v.shape) != 3:
+        return None
+    (b, t, _), s = q.shape, k.shape[1]
+    dtype = promote([q.dtype, w_in.dtype])
+    bias_in, bias_out = (b_in.numel if b_in else 0), (b_out.numel if b_out else 0)
+    if q.shape == k.shape == v.shape:
+        project = gemm_cost(1, b * t, 3 * d, d, dtype, extra_elems=bias_in)
+    else:
+        project = gemm_cost(1, b * t + 2 * b * s, d, d, dtype, extra_elems=bias_in)
+    dh = d // heads
+    attend = sdpa_cost(Tensor((b, heads, t, dh), dtype), Tensor((b, heads, s, dh), dtype),
+                       Tensor((b, heads, s, dh), dtype), c.tensor(9, "mask"), False)
+    out = gemm_cost(1, b * t, d, d, dtype, extra_elems=bias_out)
+    parts = ((GEMM, project), (ATTN, attend), (GEMM, out))
+    if any(p.flops is None or p.bytes is None for _, p in parts):
+        return None
+    return Cost(sum(p.flops for _, p in parts), sum(p.bytes for _, p in parts),
+                fmt_params(dtype, B=b, H=heads, L=t, S=s, E=d), dtype, ATTN, attend.elems,
+                stages=tuple((role, p.flops, p.bytes) for role, p in parts))
 
 
 def math_products(q: Tensor, k: Tensor, v: Tensor, dtype: str | None) -> dict:
