@@ -179,3 +179,23 @@ def test_multihead_attention_older_path_prices_only_what_it_knows():
                      (gemm, [2, 64, 1], [384, 1, 1])))[0] == IN_PROJ
     assert [w[0] for w in work(call(m, "fprop", (gemm, [2, 64, 1], [384, 1, 1]), (gemm, [2, 64, 1], [384, 1, 1]),
                                     (gemm, [2, 64, 1], [384, 1, 1])))[1:]] == [None, None]
+
+
+FILL_F32 = ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::FillFunctor<float>, std::array<char *, "
+            "(unsigned long)1>>(int, T2, T3)")
+
+
+def test_spatial_cross_entropy_runs_nll_loss2d_as_four_kernels():
+    """deeplabv3_mobilenet's loss over [2, 21, 128, 128] fp32 logits, mean: log_softmax, then the
+    loss and the total weight zeroed (4 bytes each), the sum over the 32,768 pixels (their targets
+    and log-probabilities read, the two sums written) and the division (before: the first zero fill
+    took nll_loss's stage, the sum and the division na)."""
+    m = described(FN, "cross_entropy", tensor(2, 21, 128, 128, grad=True), tensor(2, 128, 128, dtype="int64"))
+    n, px = 2 * 21 * 128 * 128, 2 * 128 * 128
+    softmax = "void at::native::<unnamed>::cunn_SpatialSoftMaxForward<float, float, float, int, at::native::<unnamed>::LogSoftMaxForwardEpilogue>(T3 *, const T1 *, T4, T4, T4)"
+    assert work(call(m, "fprop", (softmax, [2, 16, 1], [1, 1024, 1]), (FILL_F32, 1, [128, 1, 1]),
+                     (FILL_F32, 1, [128, 1, 1]),
+                     ("void at::native::<unnamed>::nll_loss2d_forward_kernel<float, float, int>(T1 *, T1 *, const T1 *, "
+                      "const long *, const T1 *, int, int, int, int, long)", 2, [1024, 1, 1]),
+                     ("void at::native::<unnamed>::nll_loss2d_forward_size_average_kernel<float>(T1 *, const T1 *)", 1,
+                      [1, 1, 1]))) == [(5 * n, 2 * n * 4), (0, 4), (0, 4), (px - 1, (px + 2) * 4 + px * 8), (1, 12)]

@@ -200,7 +200,11 @@ def cross_entropy(c: Call) -> Cost | None:
     (Cost.stages): log_softmax (the logits read, the log-probabilities written), nll_loss (the
     targets and one log-probability per sample read, the loss written); backward nll_loss's
     (the targets and dLoss read, one gradient per sample scattered into dLogProb: 1 per sample)
-    then log_softmax's (the log-probabilities and dLogProb read, dInput written: 4 per element)."""
+    then log_softmax's (the log-probabilities and dLogProb read, dInput written: 4 per element).
+    Reduced over an input of 3 or more dims, PyTorch's nll_loss2d runs nll_loss as four kernels:
+    the loss and the total weight zeroed (one element written each), the sum over the samples
+    (samples - 1 adds; the targets and one log-probability per sample read, the two sums
+    written), and for a mean the division (1: both read, the loss written)."""
     x, t = c.get(0, "input"), c.get(1, "target")
     classes = x.shape[1] if len(x.shape) > 1 else x.shape[0]
     samples = x.numel // classes
@@ -212,10 +216,16 @@ def cross_entropy(c: Call) -> Cost | None:
     # Backward: the saved log-probabilities, the targets and dLoss read, dInput written; 4 FLOPs
     # per element (log_softmax backward) plus one per sample (nll backward).
     staged = t.dtype in ("int64", "int32") and not c.get(7, "label_smoothing", 0.0)
+    reduction = c.get(6, "reduction", "mean")
+    if len(x.shape) > 2 and reduction in ("mean", "sum"):
+        mean = reduction == "mean"
+        nll_stages = ((0, size), (0, size), (samples - mean, (samples + 2) * size, tb)) + ((1, 3 * size),) * mean
+    else:
+        nll_stages = ((samples, nll, tb),)
     return Cost(5 * x.numel + samples, softmax + nll + tb,
                 fmt_params(x.dtype, shape=dims(x.shape), target=dims(t.shape)), x.dtype, SIMT,
                 bwd_flops=4 * x.numel + samples, bwd_bytes=2 * x.numel * size + tb + out * size,
-                stages=((5 * x.numel, softmax), (samples, nll, tb)) if staged else None,
+                stages=((5 * x.numel, softmax),) + nll_stages if staged else None,
                 bwd_stages=((samples, out * size + samples * size, tb), (4 * x.numel, 3 * x.numel * size))
                 if staged else None)
 
