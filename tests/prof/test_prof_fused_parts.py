@@ -199,3 +199,20 @@ def test_spatial_cross_entropy_runs_nll_loss2d_as_four_kernels():
                       "const long *, const T1 *, int, int, int, int, long)", 2, [1024, 1, 1]),
                      ("void at::native::<unnamed>::nll_loss2d_forward_size_average_kernel<float>(T1 *, const T1 *)", 1,
                       [1, 1, 1]))) == [(5 * n, 2 * n * 4), (0, 4), (0, 4), (px - 1, (px + 2) * 4 + px * 8), (1, 12)]
+
+
+def test_cudnn_attention_seed_unpacking_under_its_aten_range():
+    """Without pyprof markers (emit_nvtx ranges alone: transformer's plain capture, [8, 8, 96, 32]
+    16-bit) the unpacking runs inside aten::_cudnn_attention_forward, whose range carries no
+    dropout_p: the part is offered to every attention forward, and only the unpacking kernel
+    takes it (before: na); the attention kernel keeps its work."""
+    shape = [8, 8, 96, 32]
+    ranges = [{"name": "aten::_scaled_dot_product_cudnn_attention", "seq": 36330, "opId": 12930,
+               "sizes": [shape, shape, shape] + [[]] * 6},
+              {"name": "aten::_cudnn_attention_forward", "opId": 12931, "sizes": [shape, shape, shape] + [[]] * 10}]
+    facts = work([record(None, "at::cuda::philox::unpack_cudnn(at::PhiloxCudaState, long *, long *)", grid=[1, 1, 1],
+                         block=[1, 1, 1], torchOps=ranges, subSeqId=0, seqId=36330, mod="aten",
+                         op="_cudnn_attention_forward"),
+                  record(None, CUDNN_SDPA, grid=[64, 1, 1], block=[384, 1, 1], torchOps=ranges, subSeqId=1, seqId=36330,
+                         mod="aten", op="_cudnn_attention_forward")])
+    assert facts == [(0, 16), (4 * 64 * 96 * 96 * 32, 4 * 64 * 96 * 32 * 2)]

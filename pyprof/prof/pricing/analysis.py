@@ -15,7 +15,7 @@ from .calls import CallNumbers, identity as call_identity
 from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .tensor_flow import FURTHER, TensorFlow
-from .attention_parts import flash_helpers, math_attention_gemm
+from .attention_parts import SEED_UNPACK, flash_helpers, math_attention_gemm
 from .conv_parts import (conv_outputs, one_group_wgrad, range_conv_tensors, range_outputs, range_parts, ungrouped_wgrad,
                          wgrad_segments, winograd_gemm, winograd_stage, winograd_transform)
 from .cub_init import tile_init
@@ -438,7 +438,8 @@ class Analyzer:
         """The helper parts (parts.py) of a matrix op's PyTorch range `r` not yet taken, made from
         the range when its first helper (kernel `name`) comes, as a marker's are: a GEMM's forward
         output (output_parts), an attention backward's flash helpers (its query, key and value are
-        inputs 1 to 3 of every backend's backward op), a convolution's layout conversions and
+        inputs 1 to 3 of every backend's backward op), cuDNN attention's dropout seed unpacking
+        (a range has no dropout_p: offered to every forward, taken only where it runs), a convolution's layout conversions and
         weight gradients' sum (range_parts)."""
         key = ("aten parts", rec.get("pid"), rec.get("tid"))
         ident = (r.get("name"), r.get("opId"))
@@ -448,7 +449,7 @@ class Analyzer:
             if cost.kind == ATTN:
                 sizes = (r.get("sizes") or []) + [None] * 4
                 q, k, v = (Tensor(tuple(s), cost.dtype) if _shape(s) else None for s in sizes[1:4])
-                parts = flash_helpers(q, k, v, ITEMSIZE.get(cost.dtype)) if bprop else []
+                parts = flash_helpers(q, k, v, ITEMSIZE.get(cost.dtype)) if bprop else [SEED_UNPACK]
             elif cost.kind == CONV:
                 parts = range_parts(r.get("sizes") if isinstance(r.get("sizes"), list) else [], cost, name, bprop)
             else:

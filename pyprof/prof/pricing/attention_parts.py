@@ -81,12 +81,15 @@ def efficient_helpers(q: Tensor | None, v: Tensor | None, size: int | None) -> l
         Part(CONTIGUOUS, rows, 0, 2 * rows * 4)]
 
 
+# cuDNN attention's unpacking of the dropout generator's seed and offset: two int64 written.
+SEED_UNPACK = Part(PHILOX, 1, 0, 16)
+
+
 def cudnn_dropout(marker: dict, cost: Cost | None) -> list[Part]:
-    """cuDNN attention's unpacking of the dropout generator's seed and offset (two int64 written)
-    when the call has dropout."""
+    """SEED_UNPACK, where the call has dropout."""
     if cost is None or marker.get("op") != _SDPA or not Call(marker).get(4, "dropout_p", 0.0):
         return []
-    return [Part(PHILOX, 1, 0, 16)]
+    return [SEED_UNPACK]
 
 
 def math_attention(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
