@@ -216,3 +216,21 @@ def test_cudnn_attention_seed_unpacking_under_its_aten_range():
                   record(None, CUDNN_SDPA, grid=[64, 1, 1], block=[384, 1, 1], torchOps=ranges, subSeqId=1, seqId=36330,
                          mod="aten", op="_cudnn_attention_forward")])
     assert facts == [(0, 16), (4 * 64 * 96 * 96 * 32, 4 * 64 * 96 * 32 * 2)]
+
+
+def test_multihead_attention_fast_path_under_aten_ranges_is_priced_from_them():
+    """With emit_nvtx's ranges too (aten mode) the fast path's kernels are priced from their own
+    ranges (a composite op), so its older path's kernels keep what their ranges say: the
+    projection under aten::addmm as in the plain capture, the masked softmax over the 8 x 8 x 128
+    x 128 fp16 scores under aten::_masked_softmax (before: na, the marker's stages knowing no
+    softmax)."""
+    m = native_mha()
+    m["args"][10] = True
+    n = 8 * 8 * 128 * 128
+    addmm = {"name": "aten::addmm", "opId": 3, "sizes": [[768], [1024, 256], [256, 768], [], []]}
+    softmax = {"name": "aten::_masked_softmax", "opId": 5, "sizes": [[8, 8, 128, 128], [], [], []]}
+    assert work([record(m, "nvjet_sm90_hsh_96x64_64x10_1x2_h_bz_TNN", grid=[2, 64, 1], block=[384, 1, 1],
+                        torchOps=[addmm], subSeqId=0),
+                 record(m, "void <unnamed>::masked_softmax_warp_forward<c10::Half, c10::Half, float, (int)7, (bool)0, "
+                        "(bool)0>(T2 *, const T1 *, const bool *, int, int, int, int)", grid=[1024, 1, 1],
+                        block=[32, 4, 1], torchOps=[softmax], subSeqId=1)]) == [IN_PROJ, (5 * n, 2 * n * 2)]

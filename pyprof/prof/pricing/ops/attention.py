@@ -38,7 +38,8 @@ def native_mha(c: Call) -> Cost | None:
     (biases read, not counted as FLOPs). PyTorch runs self-attention without weights as three
     kernels (Cost.stages, named by role and taken in turn: a GEMM, a fused attention kernel, a
     GEMM); where it runs its older path (bmm, masked softmax) the kernels after the projection
-    find no stage of their role: na."""
+    find no stage of their role: na. With emit_nvtx's ranges each kernel is priced from its own
+    (Cost.composite), the older path's too."""
     q, k, v = c.tensor(0, "query"), c.tensor(1, "key"), c.tensor(2, "value")
     d, heads = c.get(3, "embed_dim"), c.get(4, "num_head")
     w_in, b_in, w_out, b_out = (c.tensor(i, n) for i, n in ((5, "qkv_weight"), (6, "qkv_bias"),
@@ -61,7 +62,7 @@ def native_mha(c: Call) -> Cost | None:
     if any(p.flops is None or p.bytes is None for _, p in parts):
         return None
     return Cost(sum(p.flops for _, p in parts), sum(p.bytes for _, p in parts),
-                fmt_params(dtype, B=b, H=heads, L=t, S=s, E=d), dtype, ATTN, attend.elems,
+                fmt_params(dtype, B=b, H=heads, L=t, S=s, E=d), dtype, ATTN, attend.elems, composite=True,
                 stages=tuple((role, p.flops, p.bytes) for role, p in parts))
 
 
