@@ -44,7 +44,7 @@ from .index_parts import index_grads
 from .gemm_parts import (BETA, BETA_KERNEL, BROADCAST, CUTLASS_SPLIT_K, EPILOGUE, EPILOGUE_KERNEL, SPLIT_K,
                          SPLIT_K_KERNEL, linear_grad_rows, output_parts, strided_operands)
 from .multitensor import Lists, is_launch
-from .norm_parts import row_norm_copies
+from .norm_parts import layer_norm_copies
 from .op_ranges import template_dtype
 from .ops.memory import REVIEWED
 from .part import ADD, CONTIGUOUS, COPY, FILL, SUM, Part, launch_count
@@ -149,7 +149,7 @@ def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     contiguous, a layer norm's strided input made contiguous."""
     return (_inputs(marker, cost) + output_parts(cost) + strided_operands(marker, cost) + marker_layouts(marker, cost)
             + scaled_outputs(marker, cost, False) + channel_pads(marker, cost, False) + strided_input(marker, cost)
-            + row_norm_copies(marker, cost, False) + cudnn_dropout(marker, cost))
+            + layer_norm_copies(marker, cost, False) + cudnn_dropout(marker, cost))
 
 
 def _inputs(marker: dict, cost: Cost | None) -> list[Part]:
@@ -192,7 +192,7 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     grads = _gradients(marker, cost)
     if cost is None or cost.kind not in MMA_KINDS:
         return grads + _casts_back(marker, cost) + _view_grad_copy(marker) + index_grads(marker) \
-            + row_norm_copies(marker, cost, True)
+            + layer_norm_copies(marker, cost, True)
     size = ITEMSIZE.get(cost.dtype)
     if cost.kind == ATTN:
         c = Call(marker)
