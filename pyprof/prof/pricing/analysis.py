@@ -742,7 +742,7 @@ class Analyzer:
         # attention call's stages are named by role (nn.MultiheadAttention's fast path): its GEMMs
         # and its attention kernel each take the next stage when it is of their role.
         role = GEMM if math_attention_gemm(name) else ATTN
-        fused = kind == ATTN and cost.stages is not None and isinstance(cost.stages[0][0], str)
+        fused = kind == ATTN and bool(cost.stages) and isinstance(cost.stages[0][0], str)
         math_path = kind == ATTN and cost.stages is not None and (fused or role == GEMM)
         if kind in (GEMM, ATTN):
             sizes = _sizes_gemm(rec)
