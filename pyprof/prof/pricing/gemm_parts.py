@@ -15,7 +15,7 @@ import re
 
 from .op_ranges import template_dtype
 from .part import ADD, CONTIGUOUS, Part, launch_count
-from .registry import GEMM, MMA_KINDS, Call, Cost
+from .registry import GEMM, MMA_KINDS, Cost
 from .values import FLOATING, ITEMSIZE
 
 SPLIT_K, BETA, EPILOGUE, BROADCAST = "split-k", "beta", "epilogue", "broadcast"
@@ -87,19 +87,6 @@ def _tensor_args(values: list) -> list[dict]:
         out += [t for t in v if isinstance(t, dict) and "shape" in t] if isinstance(v, list) else \
             [v] if isinstance(v, dict) and "shape" in v else []
     return out
-
-
-def linear_grad_rows(marker: dict, cost: Cost | None) -> list[Part]:
-    """The output gradient of `torch.nn.functional.linear` over an input of 3 or more dims, which
-    it runs as one GEMM over the leading dims folded into rows: viewed back into rows, a copy
-    where it arrives strided (read and written in the op's dtype, of the output's size: a part no
-    kernel takes costs nothing)."""
-    size = None if cost is None else ITEMSIZE.get(cost.dtype)
-    if cost is None or cost.kind != GEMM or size is None or not cost.out_elems or (
-            marker.get("mod"), marker.get("op")) != ("torch.nn.functional", "linear"):
-        return []
-    x = Call(marker).tensor(0, "input")
-    return [Part(CONTIGUOUS, cost.out_elems, 0, 2 * cost.out_elems * size)] if x is not None and len(x.shape) >= 3 else []
 
 
 def split_pass(kernel: str | None) -> bool:

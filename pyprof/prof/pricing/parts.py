@@ -42,7 +42,7 @@ from .conv_parts import (LAYOUT, LAYOUT_KERNEL, PAD, PAD_KERNEL, SCALE, SCALE_KE
                          strided_input)
 from .index_parts import index_grads
 from .gemm_parts import (BETA, BETA_KERNEL, BROADCAST, CUTLASS_SPLIT_K, EPILOGUE, EPILOGUE_KERNEL, SPLIT_K,
-                         SPLIT_K_KERNEL, linear_grad_rows, output_parts, strided_operands)
+                         SPLIT_K_KERNEL, output_parts, strided_operands)
 from .multitensor import Lists, is_launch
 from .norm_parts import layer_norm_copies
 from .op_ranges import template_dtype
@@ -202,8 +202,7 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     bias = [Part(SUM, cost.out_elems, cost.out_elems - cost.bias_elems, (cost.out_elems + cost.bias_elems) * size)
             ] if cost.bias_elems and cost.out_elems and size else []
     return bias + grads + scaled_outputs(marker, cost, True) + marker_wgrad_sum(marker, cost) \
-        + contiguous_grad(cost, size) + _casts_back(marker, cost) + channel_pads(marker, cost, True) \
-        + linear_grad_rows(marker, cost)
+        + contiguous_grad(cost, size) + _casts_back(marker, cost) + channel_pads(marker, cost, True)
 
 
 def _view_grad_copy(marker: dict) -> list[Part]:
