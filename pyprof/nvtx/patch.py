@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import torch
 
-from . import ddp_buckets, distributed, emit, inductor, warnsite, wrappers
+from . import ddp_buckets, defaults, distributed, emit, inductor, warnsite, wrappers
 from .priced import PRICED
 from .wrappers import is_wrapper, module_call, op_wrapper, scaler_wrapper, step_wrapper
 
@@ -254,6 +254,8 @@ def init(*, nested: bool = False, force: Optional[bool] = None) -> None:
             return
         _prepare()
         _patch()
+        defaults.swap({id(before): wrapper for _, _, before, wrapper in _patches if callable(before)},
+                      _all_subclasses(torch.nn.Module))
         inductor.install()
         warnsite.install(wrappers.frame_codes, [wrappers, distributed])
         _initialized = True
@@ -263,6 +265,7 @@ def restore() -> None:
     """See pyprof.restore."""
     global _initialized
     with _lock:
+        defaults.restore()
         _unpatch()
         inductor.uninstall()
         warnsite.uninstall()

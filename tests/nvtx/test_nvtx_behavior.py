@@ -603,3 +603,24 @@ def test_module_tables_of_dead_roots_are_dropped(pyprof_on):
             torch.nn.Sequential(torch.nn.Linear(2, 2))(x)
     gc.collect()
     assert len(wrappers._roots) <= before + 1
+
+
+def test_torch_nn_defaults_that_are_wrapped_functions_keep_their_layers_paths():
+    """nn.TransformerEncoderLayer allows its fused fast path only for `activation is F.relu` (or
+    gelu), its default being F.relu as torch was imported: under pyprof.init() that default is
+    the wrapper F.relu now is, so a layer built then takes the path it takes without pyprof;
+    restore() puts the original back."""
+    import torch.nn.functional as F
+
+    import pyprof
+
+    original = F.relu
+    pyprof.init()
+    try:
+        layer = torch.nn.TransformerEncoderLayer(8, 2)
+        assert F.relu is not original and layer.activation is F.relu
+        assert layer.activation_relu_or_gelu == 1
+    finally:
+        pyprof.restore()
+    assert F.relu is original and torch.nn.TransformerEncoderLayer.__init__.__defaults__[2] is original
+    assert torch.nn.TransformerEncoderLayer(8, 2).activation_relu_or_gelu == 1
