@@ -3,8 +3,8 @@
 DDP's reducer all-reduces gradient buckets from C++, under no pyprof marker; an export made
 without `--include-blobs=true` (`nsys profile --export sqlite`) has NCCL's ranges but not their
 payloads, so nothing sizes those kernels (docs/parse.md, "NCCL's calls"). pyprof.init() writes
-the reducer's bucket layout into DDP's module marker (`ddp`: each bucket's elements and dtype, in
-each bucket's bytes in the order the reducer launches them; pyprof/nvtx/ddp_buckets.py). The reducer launches bucket i
+the reducer's bucket layout into DDP's module marker (`ddp.bucketBytes`: each bucket's bytes in
+the order the reducer launches them; pyprof/nvtx/ddp_buckets.py). The reducer launches bucket i
 only after buckets 0..i-1, so after the start of a DDP call, the k-th NCCL all-reduce kernel its
 process launches under no torch.distributed marker is bucket k's, up to the last bucket and until
 that process's next DDP call. A later one (find_unused_parameters' all-reduce of which
@@ -43,18 +43,39 @@ ALLREDUCE_CALL, BROADCAST_CALL = "ncclAllReduce", "ncclBroadcast"
 def _layout(text: object) -> tuple[list[int], int | None] | None:
     """(each bucket's bytes, the group size) of a DDP module marker; None for any other text or
     a DDP marker without a layout."""
-    try:
-        m = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
-        return None
-    if not isinstance(m, dict) or m.get("kind") != "module" or not isinstance(m.get("ddp"), dict):
+    m = _decoded(text)
+    if m is None or m.get("kind") != "module" or not isinstance(m.get("ddp"), dict):
         return None
     buckets = m["ddp"].get("bucketBytes")
     if not isinstance(buckets, list) or not buckets or not all(type(b) is int and b > 0 for b in buckets):
         return None
+    return buckets, _group_size(m)
+
+
+def _coalesced(text: object) -> tuple[list[int], int | None] | None:
+    """(each bucket's bytes, the group size) of a _broadcast_coalesced marker, None for any other."""
+    m = _decoded(text)
+    if m is None or m.get("kind") != "op" or m.get("op") != "_broadcast_coalesced":
+        return None
+    kwargs = m.get("kwargs")
+    buckets = kwargs.get("bucketBytes") if isinstance(kwargs, dict) else None
+    if not isinstance(buckets, list) or not all(type(b) is int and b >= 0 for b in buckets):
+        return None
+    return buckets, _group_size(m)
+
+
+def _decoded(text: object) -> dict | None:
+    try:
+        m = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return m if isinstance(m, dict) else None
+
+
+def _group_size(m: dict) -> int | None:
     dist = m.get("dist")
     n = dist.get("groupSize") if isinstance(dist, dict) else None
-    return buckets, n if type(n) is int and n > 0 else None
+    return n if type(n) is int and n > 0 else None
 
 
 def _ddp_calls(exp: Export) -> dict[tuple[int, int], Call]:
@@ -143,22 +164,6 @@ def _coalesced_broadcasts(exp: Export) -> dict[tuple[int, int], Call]:
         if k < len(buckets):
             calls[(row[at_pid], row[at_corr])] = Call(BROADCAST_CALL, buckets[k], None, n)
     return calls
-
-
-def _coalesced(text: object) -> tuple[list[int], int | None] | None:
-    """(each bucket's bytes, the group size) of a _broadcast_coalesced marker, None for any other."""
-    try:
-        m = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
-        return None
-    if not isinstance(m, dict) or m.get("kind") != "op" or m.get("op") != "_broadcast_coalesced":
-        return None
-    kwargs, dist = m.get("kwargs"), m.get("dist")
-    buckets = kwargs.get("bucketBytes") if isinstance(kwargs, dict) else None
-    if not isinstance(buckets, list) or not all(type(b) is int and b >= 0 for b in buckets):
-        return None
-    n = dist.get("groupSize") if isinstance(dist, dict) else None
-    return buckets, n if type(n) is int and n > 0 else None
 
 
 def _launch_sql(exp: Export, names: tuple[str, ...]) -> tuple[str, tuple] | None:
