@@ -26,6 +26,7 @@ import torch
 from .emit import state as _state
 from .wrappers import forget_module
 
+_is_compiling = torch.compiler.is_compiling
 _NONE = ',"ddp":null'
 # DDP module -> its marker's `ddp` member, once final.
 _final: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
@@ -72,7 +73,7 @@ def forward_wrapper(orig: Callable) -> Callable:
 
     def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
         out = orig(self, *args, **kwargs)
-        if _state.on and self not in _final:
+        if _state.on and not _is_compiling() and self not in _final:
             layout = _layout(self)
             if layout is not None:
                 _final[self] = layout
