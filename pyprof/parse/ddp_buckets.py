@@ -80,7 +80,22 @@ def _group_size(m: dict) -> int | None:
 
 def _ddp_calls(exp: Export) -> dict[tuple[int, int], Call]:
     with exp.errors():
-        return {**_bucket_allreduces(exp), **_coalesced_broadcasts(exp)}
+        # The marker queries scan the NVTX table: only for an export with such NCCL kernels.
+        return {**(_bucket_allreduces(exp) if _named(exp, _ALLREDUCE) else {}),
+                **(_coalesced_broadcasts(exp) if _named(exp, _BROADCAST) else {})}
+
+
+def _named(exp: Export, names: tuple[str, ...]) -> bool:
+    """Whether a string of the export is LIKE one of `names` (True where the export keeps no
+    StringIds to tell: its names are then in the tables themselves)."""
+    if not exp.has(STRINGS, "id", "value"):
+        return True
+    likes = " OR ".join("value LIKE ?" for _ in names)
+    rows = exp.rows(f"SELECT 1 FROM {STRINGS} WHERE {likes} LIMIT 1", names)
+    try:
+        return rows.fetchone() is not None
+    finally:
+        rows.close()
 
 
 def _bucket_allreduces(exp: Export) -> dict[tuple[int, int], Call]:
