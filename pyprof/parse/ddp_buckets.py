@@ -201,3 +201,9 @@ def ddp_calls(exp: Export) -> dict[tuple[int, int], Call]:
     pyprof's markers size (the module docstring) -> its call, as a record's `nccl` says it.
     Empty for an export without such markers. Made once per export."""
     return exp.once(_ddp_calls)
+
+
+def know_ddp_calls(exp: Export, calls: dict[tuple[int, int], Call]) -> None:
+    """Make ddp_calls(exp) return `calls`, read once for the whole export (zones.survey) and
+    handed to each window's worker."""
+    exp.know(_ddp_calls, calls)

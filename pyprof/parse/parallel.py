@@ -38,7 +38,7 @@ except ImportError:  # Windows: no fcntl, and nothing there is opened with O_APP
     fcntl = None
 
 from pyprof.errors import EXIT_INTERRUPTED, EXIT_NO_INPUT, EXIT_USAGE, PyprofError, cannot_write
-from pyprof.parse import queries, zones
+from pyprof.parse import ddp_buckets, queries, zones
 from pyprof.formats import VERSION
 from pyprof.parse.attribute import Stats, lines
 from pyprof.parse.intake import FWD_OPS_PER_PROCESS
@@ -116,6 +116,8 @@ def _work(part: Part) -> Done:
             check_export(exp, part.memcpy)
             if part.window is not None and part.window.zones is not None:
                 queries.know_domain_events(exp, part.window.zones.domains)
+                if part.window.zones.ddp is not None:
+                    ddp_buckets.know_ddp_calls(exp, part.window.zones.ddp)
             if part.ranked and rank is None:
                 rank = resolve(from_trace(exp), part.path, part.position)
             # Each nsys session counts time from its own start: ranks share a clock once their

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from pyprof.errors import PyprofError
-from pyprof.parse import queries
+from pyprof.parse import ddp_buckets, queries
 from pyprof.parse.export import KERNEL, MEMCPY, MEMSET, NVTX, RUNTIME, Export
 
 BLOCK = 1 << 14
@@ -48,11 +48,13 @@ Block = tuple
 @dataclass
 class Zones:
     """The survey of one export: `blocks` per mapped table, in rowid order; `threads`: the
-    globalTids of the runtime calls (None: not read); `domains`: queries.domain_events' result."""
+    globalTids of the runtime calls (None: not read); `domains`: queries.domain_events' result;
+    `ddp`: ddp_buckets.ddp_calls' (a whole-export pass, read once here instead of by every window)."""
 
     blocks: dict[str, list[Block]] = field(default_factory=dict)
     threads: tuple[int, ...] | None = None
     domains: tuple[dict, list] | None = None
+    ddp: dict | None = None
 
     def by_start(self, table: str, start: int | None, end: int | None) -> list[tuple[int, int]] | None:
         """Rowid spans of `table` that hold every row with start in [start, end); None: the whole table."""
@@ -119,12 +121,14 @@ def survey(ex: Executor, path: str, slices: int) -> Zones | None:
         threads = set().union(*(p[1] for p in parts))
         zones.threads = tuple(threads) if len(threads) <= MAX_THREADS else None
     zones.domains = queries.domain_events_of([row for p in parts for row in p[2]])
+    zones.ddp = parts[-1][3]
     return zones
 
 
-def _survey_slice(path: str, k: int, slices: int) -> tuple[dict[str, list[Block]], set | None, list] | None:
+def _survey_slice(path: str, k: int, slices: int) -> tuple[dict[str, list[Block]], set | None, list, dict | None] | None:
     """Slice `k` of `slices` (by rowid) of the tables' blocks, the runtime calls' threads and
-    the NVTX domain rows (in a worker); None when the export cannot be read."""
+    the NVTX domain rows, and for the last slice the DDP calls (in a worker); None when the
+    export cannot be read."""
     try:
         with Export(path) as exp, exp.errors():
             blocks: dict[str, list[Block]] = {}
@@ -139,9 +143,10 @@ def _survey_slice(path: str, k: int, slices: int) -> tuple[dict[str, list[Block]
                     f"SELECT DISTINCT globalTid FROM {RUNTIME} WHERE rowid BETWEEN ? AND ?", span)}
             span = _rowids(exp, NVTX, k, slices) if exp.has(NVTX) else None
             domains = [] if span is None else queries.domain_rows(exp, span)
+            ddp = ddp_buckets.ddp_calls(exp) if k == slices - 1 else None
     except PyprofError:
         return None
-    return blocks, threads, domains
+    return blocks, threads, domains, ddp
 
 
 def _map(exp: Export, table: str, k: int, slices: int) -> list[Block] | None:

@@ -137,3 +137,18 @@ def test_ddp_s_buffer_broadcasts_are_sized_from_the_coalesced_marker(tmp_path):
               if got[k][1].kind == "Broadcast" and got[k][0]["module"] == "DistributedDataParallel"
               and got[k][1].size is not None]
     assert calls == 6 and inside == [(8192, 8192), (8, 8)] * 6
+
+
+def test_an_export_cut_into_windows_sizes_ddp_s_collectives_as_one_parse_does(tmp_path):
+    """The DDP calls are read once for the whole export (zones.survey) and handed to every
+    window's worker: rank 0's export (159 kernels) cut for 3 workers gives the bytes of one parse."""
+    bare = unpacked(DATA / "coll_0.sqlite.xz", tmp_path)
+    code = ("from pyprof.errors import run_cli; from pyprof.parse import parallel; "
+            "from pyprof.parse.__main__ import main; parallel.MIN_WINDOW = 50; run_cli('pyprof.parse', main)")
+    for jobs, out in (("1", "whole.dict"), ("3", "windows.dict")):
+        res = subprocess.run([sys.executable, "-c", code, str(bare), "-j", jobs, "-q", "-o", str(tmp_path / out)],
+                             capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert res.returncode == 0, res.stderr
+    whole = (tmp_path / "whole.dict").read_text()
+    assert (tmp_path / "windows.dict").read_text() == whole
+    assert whole.count('"comm":null') == 9  # the DDP's 3 buckets in each of the 3 steps
