@@ -24,7 +24,7 @@ from .ops.fx import foreach
 from .conv_parts import conv_outputs, wgrad_segments
 from .gemm_parts import SPLIT_K, grid_z, split_k, split_pass, split_sum
 from .parts import CallParts, backward_parts, family, forward_parts
-from .registry import CONV, FORMULA_ERRORS, GEMM, MMA_KINDS, Call, Cost, Formula, Unknowable
+from .registry import CONV, FORMULA_ERRORS, GEMM, MMA_KINDS, Call, Cost, Formula, Unknowable, kept
 from .values import ITEMSIZE
 from .tensorcores import MMA, NONE, SIMT, classify
 
@@ -161,9 +161,7 @@ class CompiledPricer:
         key = repr(entry.get("nodes")) + repr(entry.get("bytes"))
         w = self._work.get(key)
         if w is None:
-            if len(self._work) >= _CACHE:
-                self._work.clear()
-            w = self._work[key] = KernelWork(entry)
+            w = kept(self._work, key, KernelWork(entry), _CACHE)
         return w
 
     def _state(self, rec: dict, entry: dict) -> list:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .ops import lookup
-from .registry import FORMULA_ERRORS, MATRIX_KINDS, MMA_KINDS, Call, Unknowable, retype
+from .registry import FORMULA_ERRORS, MATRIX_KINDS, MMA_KINDS, Call, Unknowable, kept, retype
 from .values import ITEMSIZE
 
 _COST_CACHE = 8192  # distinct markers kept; a training step has far fewer, so memory stays flat
@@ -69,7 +69,5 @@ class MarkerCosts:
         key = _marker_key(marker)
         hit = self._costs.get(key)
         if hit is None:
-            if len(self._costs) >= _COST_CACHE:
-                self._costs.clear()
-            hit = self._costs[key] = _compute(marker)
+            hit = kept(self._costs, key, _compute(marker), _COST_CACHE)
         return hit

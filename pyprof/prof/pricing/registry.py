@@ -138,6 +138,16 @@ Formula = Callable[[Call], "Cost | None"]  # a string: evaluated at import, wher
 _TABLE: dict[str, Formula] = {}
 
 
+def kept(cache: dict, key: Any, value: Any, limit: int) -> Any:
+    """Store `value` under `key` in `cache` and return it, emptying the cache first when it holds
+    `limit` entries: the costs of an op's call sites repeat every step, so a cache of the distinct
+    ones stays small, and one that does not (a trace of ever-new shapes) is kept from growing."""
+    if len(cache) >= limit:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
 def register(*names: str) -> Callable[[Formula], Formula]:
     """Register `formula` for each qualified name `mod.op` (`torch.nn.functional.conv2d`)."""
 
