@@ -156,6 +156,37 @@ def _tensor(t: torch.Tensor) -> str:
         return _tensor_plain(t)
 
 
+class HostValues:
+    """A small host integer tensor whose values, not only its shape, fix an op's work (a packed
+    sequence's batch sizes: how many rows each time step's kernels run). Its marker entry is the
+    tensor's, with `"values"` added; the wrappers of ops in HOST_VALUE_ARGS hand it to encode()."""
+
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.tensor = tensor
+
+
+# Most elements a HostValues entry carries: a sequence length, far below what would bloat a marker.
+HOST_VALUES_LIMIT = 4096
+# torch namespace op -> position of its argument that is read as HostValues (packed RNNs' batch_sizes).
+HOST_VALUE_ARGS = {"lstm": 1, "gru": 1, "rnn_tanh": 1, "rnn_relu": 1}
+
+
+def host_values(v: Any) -> bool:
+    """Whether `v` is a tensor a marker can carry the values of: a 1-D host integer tensor of at
+    most HOST_VALUES_LIMIT elements (reading it needs no device synchronisation)."""
+    return (type(v) is _Tensor and v.dim() == 1 and v.device.type == "cpu" and v.dtype in _HOST_INT
+            and v.numel() <= HOST_VALUES_LIMIT)
+
+
+_HOST_INT = frozenset({torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8})
+
+
+def _host_values(v: HostValues) -> str:
+    return _tensor(v.tensor)[:-1] + ',"values":' + _ints(v.tensor.tolist()) + "}"
+
+
 def _tensor_bytes(text: str, shape: Sequence[int]) -> int:
     # A generous count of an entry's bytes: the text, and per dimension a size and a stride in
     # the key (each an int object and a slot of its tuple).
@@ -239,6 +270,7 @@ _LEAF = {
     type(None): {None: "null"}.__getitem__,
     str: _quote,
     _Parameter: _tensor,
+    HostValues: _host_values,
     torch.dtype: _dtype_obj,
     torch.device: _device,
     torch.memory_format: _memory_format,

@@ -32,7 +32,8 @@ import torch
 
 from . import ddp_buckets, defaults, distributed, emit, inductor, warnsite, wrappers
 from .priced import PRICED
-from .wrappers import is_wrapper, module_call, op_wrapper, scaler_wrapper, step_wrapper
+from .marker import HOST_VALUE_ARGS
+from .wrappers import host_values_wrapper, is_wrapper, module_call, op_wrapper, scaler_wrapper, step_wrapper
 
 _FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType)
 _METHOD_TYPES = (types.FunctionType, types.MethodDescriptorType, types.WrapperDescriptorType)
@@ -183,7 +184,11 @@ def _patch() -> None:
     vf = torch._C._VariableFunctions
     for ns in (torch, torch.nn.functional, torch.linalg, torch.special, torch.fft):
         for name, obj in _namespace_targets(ns):
-            w = op_wrapper(obj, ns.__name__, name, ns.__name__, name, f"{ns.__name__}.{name}" in PRICED)
+            if ns is torch and name in HOST_VALUE_ARGS:
+                w = host_values_wrapper(obj, ns.__name__, name, ns.__name__, name, HOST_VALUE_ARGS[name],
+                                        f"torch.{name}" in PRICED)
+            else:
+                w = op_wrapper(obj, ns.__name__, name, ns.__name__, name, f"{ns.__name__}.{name}" in PRICED)
             _set(ns, name, w)
             if ns is torch and getattr(vf, name, None) is obj:
                 _set(torch._VF, name, w)

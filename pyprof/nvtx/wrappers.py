@@ -21,8 +21,10 @@ from ..formats import AMP_MOD, OPTIM_MOD
 from . import backward as _backward
 from . import memo as _memo
 from .emit import state as _state
+from .marker import HostValues
 from .marker import build as _build
 from .marker import encode as _encode
+from .marker import host_values as _host_values
 from .marker import module_marker, op_prefix, optimizer_knobs, optimizer_params
 from .site import site_json as _site
 
@@ -105,6 +107,29 @@ def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str, opaq
             return out
         finally:
             tl.depth = depth
+
+    _dress(wrapper, orig, home, qualname)
+    return wrapper
+
+
+def host_values_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str, index: int,
+                        opaque: bool = True) -> Callable:
+    """op_wrapper's wrapper of an op whose positional argument `index`, when a small host integer
+    tensor (marker.host_values), fixes how its kernels run: that argument reaches the marker as
+    HostValues, so its values are in the text and in the call's memo key (encode()'s text is the
+    key of a value that is not a plain tensor), and reaches `orig` as itself. `opaque`: as op_wrapper's."""
+
+    def unwrapped(*args: Any, **kwargs: Any) -> Any:
+        if len(args) > index and type(args[index]) is HostValues:
+            args = args[:index] + (args[index].tensor,) + args[index + 1:]
+        return orig(*args, **kwargs)
+
+    inner = op_wrapper(unwrapped, mod, op, home, qualname, opaque)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if _state.on and len(args) > index and _host_values(args[index]) and not _is_compiling():
+            args = args[:index] + (HostValues(args[index]),) + args[index + 1:]
+        return inner(*args, **kwargs)
 
     _dress(wrapper, orig, home, qualname)
     return wrapper
@@ -382,7 +407,8 @@ def hiding(fn: Callable) -> Callable:
 
 
 _WRAPPER_CODES = frozenset(
-    f.__code__ for f in (op_wrapper(len, "", "", "", "x"), module_call(len), step_wrapper(len))
+    f.__code__ for f in (op_wrapper(len, "", "", "", "x"), module_call(len), step_wrapper(len),
+                         host_values_wrapper(len, "", "", "", "x", 0))
 )
 
 

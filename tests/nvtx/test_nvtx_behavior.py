@@ -96,6 +96,30 @@ def test_rnn_modules_call_the_wrapped_torch_functions(pyprof_on):
     assert "lstm" not in vars(torch._VF) and torch._VF.lstm is torch.lstm
 
 
+def test_packed_rnn_marker_carries_its_batch_sizes(pyprof_on):
+    """A packed sequence's batch sizes fix each step's rows: the lstm/gru marker carries their
+    values, two calls with equal shapes but other lengths get markers of their own (memo key),
+    and the op still receives the tensor itself."""
+    x = torch.randn(3, 4, 2)
+    lstm, gru = torch.nn.LSTM(2, 3), torch.nn.GRU(2, 3)
+    packs = [torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True)
+             for lengths in ([4, 2, 1], [4, 3, 1])]
+    with recording() as rec:
+        for p in packs:
+            out, _ = lstm(p)
+        gru(packs[0])
+        lstm(x.transpose(0, 1).contiguous())  # unpacked: no host tensor, no values
+    args = [(r.marker["op"], r.marker["args"][:2]) for r in rec.ranges if r.marker.get("op") in ("lstm", "gru")]
+    assert args == [
+        ("lstm", [{"shape": [7, 2], "dtype": "float32"}, {"shape": [4], "dtype": "int64", "values": [3, 2, 1, 1]}]),
+        ("lstm", [{"shape": [8, 2], "dtype": "float32"}, {"shape": [4], "dtype": "int64", "values": [3, 2, 2, 1]}]),
+        ("gru", [{"shape": [7, 2], "dtype": "float32"}, {"shape": [4], "dtype": "int64", "values": [3, 2, 1, 1]}]),
+        ("lstm", [{"shape": [4, 3, 2], "dtype": "float32"}, [{"shape": [1, 3, 3], "dtype": "float32"},
+                                                             {"shape": [1, 3, 3], "dtype": "float32"}]]),
+    ]
+    assert out.data.shape == (8, 3) and is_wrapper(torch._VF.lstm)
+
+
 def test_exception_inside_a_call_leaves_nesting_intact(pyprof_on):
     a, b = torch.randn(2, 3), torch.randn(4, 5)
 
