@@ -26,7 +26,8 @@ per DDP module (`id`, its number in this process):
 
 DDP's forward is wrapped to look after each call, until the layout is final, whether the member
 changed, and to build the module's marker again when it did. The look runs whether or not
-pyprof is recording, so that a marker never says a state older than the reducer's.
+pyprof is recording, so that a marker never says a state older than the reducer's; DDP's comm
+hook registrations are wrapped to make it `null` from the next call, whenever a hook comes.
 
 The rebuild broadcasts, from C++ (Reducer::sync_bucket_indices), rank 0's new bucket assignment:
 its parameter indices and the number of buckets (total_size + 1 int32), then each bucket's
@@ -51,6 +52,7 @@ from .wrappers import _threads, forget_module
 _is_compiling = torch.compiler.is_compiling
 _NONE = ',"ddp":null'
 _REBUILD = "_rebuild_buckets"
+_HOOKS = ("register_comm_hook", "_register_builtin_comm_hook")
 # DDP module -> its marker's `ddp` member: the one it says now, and the one it says for good.
 _now: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
 _final: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
@@ -138,6 +140,21 @@ def forward_wrapper(orig: Callable) -> Callable:
     return forward
 
 
+def hook_wrapper(orig: Callable) -> Callable:
+    """DDP.register_comm_hook (or its built-in form) that makes the module's marker say no layout
+    from the next call on: the hook decides what is sent, at whatever step it is registered."""
+
+    def register(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = orig(self, *args, **kwargs)
+        _final[self] = _NONE
+        _pending.pop(getattr(self, "reducer", None), None)
+        forget_module(self)
+        return out
+
+    register.__wrapped__ = orig  # type: ignore[attr-defined]
+    return register
+
+
 def rebuild_wrapper(orig: Callable) -> Callable:
     """Reducer._rebuild_buckets with a marker around it while its reducer may still rebuild:
     the broadcasts it launches when it does have no marker of their own."""
@@ -163,16 +180,14 @@ def rebuild_wrapper(orig: Callable) -> Callable:
     return _rebuild_buckets
 
 
-def target() -> Optional[tuple[type, Callable]]:
-    """(DistributedDataParallel, its forward) to wrap, None without torch.distributed."""
+def targets() -> list[tuple[type, str, Callable]]:
+    """(class, name, wrapper) of each method to replace: DistributedDataParallel's forward and
+    comm hook registrations, the reducer's `_rebuild_buckets`; none without torch.distributed."""
     cls = _ddp_class()
-    return None if cls is None else (cls, vars(cls)["forward"])
-
-
-def rebuild_target() -> Optional[tuple[type, Callable]]:
-    """(the reducer's class, its `_rebuild_buckets`) to wrap, None where this torch has none."""
-    if not torch.distributed.is_available():
-        return None
-    cls = getattr(torch.distributed, "Reducer", None)
-    fn = vars(cls).get(_REBUILD) if isinstance(cls, type) else None
-    return None if fn is None else (cls, fn)
+    if cls is None:
+        return []
+    found = [(cls, "forward", forward_wrapper(vars(cls)["forward"]))]
+    found += [(cls, name, hook_wrapper(vars(cls)[name])) for name in _HOOKS if name in vars(cls)]
+    reducer = getattr(torch.distributed, "Reducer", None)
+    rebuild = vars(reducer).get(_REBUILD) if isinstance(reducer, type) else None
+    return found + ([(reducer, _REBUILD, rebuild_wrapper(rebuild))] if rebuild is not None else [])

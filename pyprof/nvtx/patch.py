@@ -208,12 +208,8 @@ def _patch() -> None:
     for name, fn in distributed.binding_targets():
         _set(torch.distributed, name, distributed.collective_wrapper(fn, name))
     _set(torch.nn.Module, "__call__", module_call(torch.nn.Module.__call__))
-    ddp = ddp_buckets.target()
-    if ddp is not None:
-        _set(ddp[0], "forward", ddp_buckets.forward_wrapper(ddp[1]))
-    rebuild = ddp_buckets.rebuild_target()
-    if rebuild is not None:
-        _set(rebuild[0], "_rebuild_buckets", ddp_buckets.rebuild_wrapper(rebuild[1]))
+    for owner, name, wrapper in ddp_buckets.targets():
+        _set(owner, name, wrapper)
     for cls in _all_subclasses(torch.optim.Optimizer):
         _wrap_step(cls)
     _set(torch.optim.Optimizer, "__init_subclass__", classmethod(_optimizer_init_subclass))

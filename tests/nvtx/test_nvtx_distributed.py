@@ -236,6 +236,16 @@ def test_ddp_with_a_comm_hook_gives_no_layout(world):
     assert rebuilds == [[]] * 6
 
 
+def test_a_comm_hook_registered_during_training_ends_the_layout(world):
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    ddp = torch.nn.parallel.DistributedDataParallel(_mlp(), bucket_cap_mb=1)
+    seen = _ddp_members(ddp, 4)
+    ddp._register_builtin_comm_hook(dist.BuiltinCommHookType.FP16_COMPRESS)
+    seen += _ddp_members(ddp, 2)
+    assert seen[3:] == [{"id": seen[0]["id"], "bucketBytes": [1067040, 133120]}, None, None]
+
+
 def test_a_process_group_attribute_that_is_no_process_group_says_nothing(world):
     class Holder(torch.nn.Module):
         def __init__(self):
