@@ -272,3 +272,32 @@ def test_an_export_cut_into_windows_sizes_ddp_s_collectives_as_one_parse_does(tm
     whole = (tmp_path / "whole.dict").read_text()
     assert (tmp_path / "windows.dict").read_text() == whole
     assert whole.count('"comm":null') == 9  # the DDP's 3 buckets in each of the 3 steps
+
+
+@pytest.mark.parametrize("op, kwargs, sized", [
+    ("_verify_params_across_processes", {"calls": "x"}, None),
+    ("_verify_params_across_processes", {"calls": [["ncclAllGather"], [3, 8], ["ncclAllGather", -1], ["notNccl", 8],
+                                                   ["ncclAllGather", 8]]}, [None, None, None, None, 8]),
+    ("_broadcast_coalesced", {"bucketBytes": [1.5]}, None),
+    ("_rebuild_buckets", {"ddp": 1}, None),
+    ("_rebuild_buckets", {"ddp": 1, "params": -1}, None),
+    ("_rebuild_buckets", {"ddp": True, "params": 8}, [36, None]),   # no module: its bucket count unknown
+    ("_rebuild_buckets", {"ddp": 3, "params": 8}, [36, None]),      # a module with no final layout
+    ("_rebuild_buckets", {"ddp": 1, "params": 8}, [36, 8]),
+])
+def test_a_marker_sizes_only_the_calls_it_says_rightly(op, kwargs, sized):
+    """Markers are input: an entry that is no [NCCL call, bytes >= 0] pair sizes no kernel."""
+    from pyprof.parse.ddp_buckets import _said
+
+    said = _said({"kind": "op", "mod": "torch.distributed", "op": op, "kwargs": kwargs}, 0, {(0, 1): [4, 4]})
+    assert (None if said is None else [None if c is None else c.bytes for c in said]) == sized
+
+
+@pytest.mark.parametrize("ddp", [None, "x", {"bucketBytes": []}, {"initialBytes": [8]}, {"id": "2", "initialBytes": [8]},
+                                 {"id": 2, "initialBytes": [0]}, {"id": 2, "bucketBytes": [8, -8]}])
+def test_a_ddp_member_that_says_no_layout_sizes_nothing(ddp):
+    """A layout without a module id cannot be told from a final one, so none is taken."""
+    from pyprof.parse.ddp_buckets import _module
+
+    said = _module(json.dumps({"kind": "module", "ddp": ddp}))
+    assert said.bucket_bytes is None and not said.initial
