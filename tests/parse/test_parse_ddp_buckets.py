@@ -49,7 +49,7 @@ def _twins(name, tmp_path_factory):
     return _PARSED[name]
 
 
-@pytest.fixture(scope="module", params=["coll", "ddp_groups"])
+@pytest.fixture(scope="module", params=["coll", "ddp_groups", "ddp_groups_2steps"])
 def twins(request, tmp_path_factory):
     return _twins(request.param, tmp_path_factory)
 
@@ -62,6 +62,11 @@ def coll(tmp_path_factory):
 @pytest.fixture(scope="module")
 def ddp_groups(tmp_path_factory):
     return _twins("ddp_groups", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def two_steps(tmp_path_factory):
+    return _twins("ddp_groups_2steps", tmp_path_factory)
 
 
 def test_what_the_bare_export_sizes_is_what_nccl_s_payloads_said(twins):
@@ -110,7 +115,7 @@ def _dist_marker(op, kwargs, rank, group):
                       separators=(",", ":"))
 
 
-def _with_todays_markers(src, dst, rank, truth, *, final=True):
+def _with_todays_markers(src, dst, rank, truth, *, final=True, coalesced=True):
     """`src` (rank `rank` of ddp_groups) with the markers pyprof.init() writes today around what
     DDP `late` launches from C++ (the capture predates them; its kernels' launches, and NCCL's
     payloads in the blobs twin, are real; the marker texts are those tests/nvtx/
@@ -124,7 +129,8 @@ def _with_todays_markers(src, dst, rank, truth, *, final=True):
       ends before the layout was logged); `early` (id 1) its final layout;
     - the reducer's `_rebuild_buckets` in `late`'s first call (no rebuild yet: no kernels) and
       around the two broadcasts launched in its second;
-    - `_broadcast_coalesced` around each forward of `early` (its BatchNorm's buffers)."""
+    - `_broadcast_coalesced` around each forward of `early` (its BatchNorm's buffers).
+    `coalesced=False`: a capture whose `_broadcast_coalesced` markers are real, left as they are."""
     shutil.copy(src, dst)
     db = sqlite3.connect(dst)
     late = truth[rank]["late_bucket_bytes"]
@@ -159,8 +165,9 @@ def _with_todays_markers(src, dst, rank, truth, *, final=True):
     span(gather[0] - 1, params[1] + 1, _dist_marker("_verify_params_across_processes",
                                                    {"calls": [["ncclAllGather", 8], ["ncclBroadcast", 16 * 12]]},
                                                    rank, groups["late"]))
-    span(states[0] - 1, states[1] + 1, _dist_marker("_broadcast_coalesced", {"bucketBytes": [sum(late)], "src": 0},
-                                                   rank, groups["late"]))
+    if coalesced:
+        span(states[0] - 1, states[1] + 1, _dist_marker("_broadcast_coalesced", {"bucketBytes": [sum(late)], "src": 0},
+                                                       rank, groups["late"]))
     n = len(calls[groups["late"]])
     layout = json.dumps({"id": 2, "bucketBytes": late}, separators=(",", ":")) if final else '{"id":2}'
     ddp_member(calls[groups["late"]], [f'{{"id":2,"initialBytes":[{sum(late)}]}}'] * 2 + ['{"id":2}'] + [layout] * (n - 3))
@@ -171,7 +178,7 @@ def _with_todays_markers(src, dst, rank, truth, *, final=True):
     inside = [k for k in nccl if second[1] < k[0] < second[2]]
     assert [k[2][:23] for k in inside] == ["ncclDevKernel_Broadcast"] * 2
     span(inside[0][0] - 1, inside[1][1] + 1, rebuild)
-    for _, start, end, *_ in calls[groups["early"]]:
+    for _, start, end, *_ in calls[groups["early"]] if coalesced else ():
         span(start + 1, end - 1, _dist_marker("_broadcast_coalesced", {"bucketBytes": [8192, 8], "src": 0}, rank,
                                               groups["early"]))
     db.commit()
@@ -222,6 +229,40 @@ def test_a_capture_that_ends_before_the_rebuilt_layout_was_logged_leaves_what_it
     unsized = sorted((blobs[k][1].kind, blobs[k][1].size) for k, (_, c) in cut.items() if c.size is None)
     assert unsized == sorted([("Broadcast", 4 * 4)] * 2 + [("AllReduce", b) for b in late] * 5 * 2)
     assert all((c.kind, c.size) == (blobs[k][1].kind, blobs[k][1].size) for k, (_, c) in cut.items() if c.size is not None)
+
+
+def test_a_real_capture_s_coalesced_broadcasts_are_sized_from_their_marker(two_steps):
+    """ddp_groups_2steps was captured with `_broadcast_coalesced` marked: `late`'s parameter
+    broadcast at construction and `early`'s buffer broadcasts (float32 running statistics, then
+    int64 num_batches_tracked) at each of its 2 forwards are sized as NCCL said. Unsized are
+    those of DDP's C++ collectives that pyprof of that capture (main b5e887f) did not mark: the
+    construction's shape check (an all-gather, a broadcast), `late`'s first all-reduce (its first
+    layout), its rebuild's two broadcasts and its second step's all-reduces (rebuilt layout)."""
+    _, bare, blobs, truth = two_steps
+    late = truth[0]["late_bucket_bytes"]
+    coalesced = sorted(c.size for r, c in bare.values() if r["op"] == "_broadcast_coalesced")
+    assert coalesced == sorted(([sum(late)] + [8192, 8] * 2) * 2)
+    unsized = sorted((blobs[k][1].kind, blobs[k][1].size) for k, (_, c) in bare.items() if c.size is None)
+    assert unsized == sorted(([("AllGather", 16), ("Broadcast", 192), ("AllReduce", sum(late)), ("Broadcast", 36),
+                               ("Broadcast", 16)] + [("AllReduce", b) for b in late]) * 2)
+    assert len(bare) == 52
+
+
+def test_a_real_capture_with_today_s_markers_leaves_unsized_only_what_it_ends_before(tmp_path, two_steps):
+    """Today's markers written into ddp_groups_2steps (2 steps: the capture ends before DDP logged
+    `late`'s rebuilt layout): every kernel sized as NCCL said, except the rebuild's broadcast of
+    the bucket count and the second step's all-reduces, which need that layout."""
+    _, _, blobs, truth = two_steps
+    bare = [unpacked(DATA / f"ddp_groups_2steps_{r}.sqlite.xz", tmp_path) for r in (0, 1)]
+    marked = [_with_todays_markers(p, tmp_path / f"marked_{r}.sqlite", r, truth, coalesced=False) for r, p in enumerate(bare)]
+    got = _nccl(_parse(marked, tmp_path / "marked.dict"))
+    late = truth[0]["late_bucket_bytes"]
+    unsized = sorted((blobs[k][1].kind, blobs[k][1].size) for k, (_, c) in got.items() if c.size is None)
+    assert unsized == sorted(([("Broadcast", 4 * 4)] + [("AllReduce", b) for b in late]) * 2)
+    sized = [k for k, (_, c) in got.items() if c.size is not None]
+    assert len(sized) == 52 - 10
+    assert all((got[k][1].kind, got[k][1].size, got[k][1].ranks) == (blobs[k][1].kind, blobs[k][1].size, blobs[k][1].ranks)
+               for k in sized)
 
 
 def _with_coalesced_markers(src, dst):
