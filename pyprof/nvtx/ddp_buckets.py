@@ -87,9 +87,9 @@ def _member(m: Any) -> tuple[str, bool]:
         if n is None:
             n = _ids[m] = next(_next_id)
         if data.get("has_rebuilt_buckets") == 1 and m._has_rebuilt_buckets:
-            said, final = _bytes(data.get("rebuilt_bucket_sizes")), True
+            said = _bytes(data.get("rebuilt_bucket_sizes"))
         elif m.find_unused_parameters and not m.static_graph:  # a reducer that never rebuilds
-            said, final = _bytes(data.get("bucket_sizes")), True
+            said = _bytes(data.get("bucket_sizes"))
         elif m._has_rebuilt_buckets:
             return f',"ddp":{{"id":{n}}}', False
         else:

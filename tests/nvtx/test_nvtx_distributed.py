@@ -237,8 +237,6 @@ def test_ddp_with_a_comm_hook_gives_no_layout(world):
 
 
 def test_a_comm_hook_registered_during_training_ends_the_layout(world):
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-
     ddp = torch.nn.parallel.DistributedDataParallel(_mlp(), bucket_cap_mb=1)
     seen = _ddp_members(ddp, 4)
     ddp._register_builtin_comm_hook(dist.BuiltinCommHookType.FP16_COMPRESS)
