@@ -11,10 +11,13 @@ A batch of point-to-point ops (`batch_isend_irecv(p2p_op_list)`) is wrapped too:
 describes each P2POp as `[op name, tensor, peer]` (a P2POp is no value a marker can hold) and
 takes `dist` from the first op's group.
 
-So is `torch.distributed._broadcast_coalesced(group, tensors, buffer_size, src)`, through which
-DDP broadcasts its parameters and buffers: its marker gives `bucketBytes`, the bytes of each
-NCCL broadcast it launches, in order (parse sizes those kernels from it where NCCL's payloads are
-not exported: pyprof/parse/ddp_buckets.py).
+So are two C++ bindings through which DDP launches collectives from C++, whose markers say the
+bytes of each NCCL call they make, in order (parse sizes those kernels from them where NCCL's
+payloads are not exported: pyprof/parse/ddp_buckets.py):
+`torch.distributed._broadcast_coalesced(group, tensors, buffer_size, src)`, DDP's broadcast of its
+parameters (at construction) and buffers (`bucketBytes`: one NCCL broadcast per bucket), and
+`torch.distributed._verify_params_across_processes(group, tensors, logger)`, DDP's check at
+construction that every rank holds the same parameters (`calls`: an all-gather and a broadcast).
 
 Each wrapper replaces the function under both its names, torch.distributed's and
 distributed_c10d's: c10d checks P2POp's op by identity and calls collectives by their module names.
@@ -50,6 +53,8 @@ _BATCH = "p2p_op_list"
 # DDP broadcasts its parameters (at construction) and buffers (each forward, BatchNorm's running
 # statistics) through this C++ binding: one NCCL broadcast per bucket, under no other marker.
 _COALESCED = "_broadcast_coalesced"
+# DDP's construction checks the parameters' shapes across ranks through this one.
+_VERIFY = "_verify_params_across_processes"
 
 
 def _group_at(fn: Callable) -> tuple[Optional[int], bool]:
@@ -152,14 +157,34 @@ def _coalesced(args: tuple, kwargs: dict) -> tuple[tuple, dict, str]:
     return (), {"bucketBytes": nbytes, "src": src}, dist_json((), {"group": group}, None)
 
 
-def coalesced_target() -> Optional[Callable]:
-    """torch.distributed._broadcast_coalesced (DDP's parameter and buffer broadcasts, launched
-    from Python into C++), None where this torch has none."""
-    if not torch.distributed.is_available():
-        return None
-    fn = getattr(torch.distributed, _COALESCED, None)
-    return fn if callable(fn) and not is_wrapper(fn) and hasattr(torch.distributed, "_compute_bucket_assignment_by_size") \
-        else None
+def _verified(args: tuple, kwargs: dict) -> tuple[tuple, dict, str]:
+    """(the marker's arguments, keyword arguments, `dist`) of a `_verify_params_across_processes(
+    group, tensors, logger)` call: the NCCL calls it makes, as NCCL's payloads would say them
+    (`calls`: [call, bytes]). c10d's verify_params_across_processes all-gathers the number of
+    tensors (one int64 from each rank), then broadcasts from rank 0 each tensor's sizes and
+    strides (2 x dim() int64 a tensor)."""
+    try:
+        group, tensors = args[:2]
+        dims = sum(t.dim() for t in tensors)
+    except Exception:  # arguments torch itself will refuse
+        return (), {}, ""
+    calls = [["ncclAllGather", 8]] + ([["ncclBroadcast", 16 * dims]] if dims else [])
+    return (), {"calls": calls}, dist_json((), {"group": group}, None)
+
+
+# The C++ bindings wrapped -> what their marker says of their arguments.
+_BINDINGS = {_COALESCED: _coalesced, _VERIFY: _verified}
+
+
+def binding_targets() -> Iterator[tuple[str, Callable]]:
+    """(name, function) of the torch.distributed C++ bindings DDP launches collectives through
+    (the module docstring), those this torch has."""
+    if not torch.distributed.is_available() or not hasattr(torch.distributed, "_compute_bucket_assignment_by_size"):
+        return
+    for name in _BINDINGS:
+        fn = getattr(torch.distributed, name, None)
+        if callable(fn) and not is_wrapper(fn):
+            yield name, fn
 
 
 def collective_wrapper(orig: Callable, name: str) -> Callable:
@@ -167,7 +192,7 @@ def collective_wrapper(orig: Callable, name: str) -> Callable:
     outermost call (nested ones, as op_wrapper, only with pyprof.init(nested=True))."""
     prefix = op_prefix(DIST_MOD, name)
     group_at = _group_at(orig)[0]
-    describe = _batch if _first_param(orig) == _BATCH else _coalesced if name == _COALESCED else None
+    describe = _batch if _first_param(orig) == _BATCH else _BINDINGS.get(name)
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if not _state.on or _is_compiling():

@@ -205,13 +205,11 @@ def _patch() -> None:
         c10d = torch.distributed.distributed_c10d
         if getattr(c10d, name, None) is fn:
             _set(c10d, name, w)
-    coalesced = distributed.coalesced_target()
-    if coalesced is not None:
-        _set(torch.distributed, "_broadcast_coalesced", distributed.collective_wrapper(coalesced, "_broadcast_coalesced"))
+    for name, fn in distributed.binding_targets():
+        _set(torch.distributed, name, distributed.collective_wrapper(fn, name))
     _set(torch.nn.Module, "__call__", module_call(torch.nn.Module.__call__))
-    ddp = ddp_buckets.target()
-    if ddp is not None:
-        _set(ddp[0], "forward", ddp_buckets.forward_wrapper(ddp[1]))
+    for owner, name, wrapper in ddp_buckets.targets():
+        _set(owner, name, wrapper)
     for cls in _all_subclasses(torch.optim.Optimizer):
         _wrap_step(cls)
     _set(torch.optim.Optimizer, "__init_subclass__", classmethod(_optimizer_init_subclass))

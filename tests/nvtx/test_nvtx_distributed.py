@@ -132,13 +132,15 @@ def test_a_module_that_owns_a_process_group_says_its_group_in_its_marker(world):
     outer, inner = _module_markers(rec)
     assert outer == {"v": 1, "kind": "module", "module": "DistributedDataParallel", "cls": "DistributedDataParallel",
                      "repr": "", "dist": {"rank": 0, "world": 1, "group": dist.group.WORLD.group_name,
-                                          "groupRank": 0, "groupSize": 1}, "ddp": None}
+                                          "groupRank": 0, "groupSize": 1}, "ddp": outer["ddp"]}
+    assert outer["ddp"] == {"id": outer["ddp"]["id"], "initialBytes": [6 * 4]}
     assert inner == {"v": 1, "kind": "module", "module": "module", "cls": "Linear",
                      "repr": "in_features=2, out_features=2, bias=True"}
 
 
-def _ddp_members(ddp, calls, *, backward=True):
-    """The `ddp` member of DDP's module marker at each of `calls` training steps."""
+def _ddp_members(ddp, calls, *, backward=True, rebuilds=None):
+    """The `ddp` member of DDP's module marker at each of `calls` training steps (and, into
+    `rebuilds`, the reducer's `_rebuild_buckets` markers of each)."""
     seen = []
     for _ in range(calls):
         with recording() as rec:
@@ -146,6 +148,8 @@ def _ddp_members(ddp, calls, *, backward=True):
         if backward:
             out.sum().backward()
         seen.append(_module_markers(rec)[0].get("ddp", "absent"))
+        if rebuilds is not None:
+            rebuilds.append([json.loads(r.text) for r in rec.ranges if '"_rebuild_buckets"' in r.text])
     return seen
 
 
@@ -160,23 +164,65 @@ def _mlp():
                                torch.nn.Linear(512, 8))
 
 
-def test_ddp_marker_gives_the_reducer_s_buckets_once_they_are_final(world):
+def test_ddp_marker_gives_the_reducer_s_buckets_first_and_once_they_are_final(world):
     """DDP's bucket all-reduces have no marker: its module marker carries their bytes in launch
-    order (docs/markers.md, module `ddp`), null until the reducer has rebuilt its buckets, from
-    the call after the one that saw them final; the same layout the reducer itself holds."""
+    order (docs/markers.md, module `ddp`): the first layout (one bucket of all 6 parameters,
+    (64 + 1) x 512 + 513 x 512 + 513 x 8 float32) until the reducer rebuilds its buckets (at the
+    start of its second forward, under the `_rebuild_buckets` marker), then only the module's id
+    until DDP has logged the new layout, then that layout, the one the reducer itself holds."""
     ddp = torch.nn.parallel.DistributedDataParallel(_mlp(), bucket_cap_mb=1)
-    seen = _ddp_members(ddp, 6)
-    assert seen[:3] == [None] * 3
-    assert seen[3] == seen[4] == seen[5] == {"bucketBytes": _reducer_buckets(ddp)}
-    assert seen[3] == {"bucketBytes": [1067040, 133120]}
+    rebuilds = []
+    seen = _ddp_members(ddp, 6, rebuilds=rebuilds)
+    n = seen[0]["id"]
+    first = {"id": n, "initialBytes": [300040 * 4]}
+    assert seen == [first, first, {"id": n}] + [{"id": n, "bucketBytes": _reducer_buckets(ddp)}] * 3
+    assert seen[3]["bucketBytes"] == [1067040, 133120]
+    # Pushed while the reducer may still rebuild: in the first call (nothing to rebuild yet) and the second.
+    marker = {"v": 1, "kind": "op", "mod": "torch.distributed", "op": "_rebuild_buckets", "args": [],
+              "kwargs": {"ddp": n, "params": 6},
+              "dist": {"rank": 0, "world": 1, "group": dist.group.WORLD.group_name, "groupRank": 0, "groupSize": 1}}
+    assert rebuilds == [[marker], [marker], [], [], [], []]
+
+
+def test_ddp_marker_never_says_a_layout_older_than_the_reducer_s(world):
+    """The reducer rebuilds while nothing records (pyprof off): the next recorded call's marker
+    says the module rebuilt, not its first layout."""
+    ddp = torch.nn.parallel.DistributedDataParallel(_mlp(), bucket_cap_mb=1)
+    seen = _ddp_members(ddp, 1)
+    for _ in range(2):
+        ddp(torch.ones(4, 64)).sum().backward()
+    seen += _ddp_members(ddp, 2)
+    n = seen[0]["id"]
+    assert seen == [{"id": n, "initialBytes": [300040 * 4]}, {"id": n, "bucketBytes": [1067040, 133120]},
+                    {"id": n, "bucketBytes": [1067040, 133120]}]
+
+
+def test_two_ddp_modules_have_their_own_ids(world):
+    a = torch.nn.parallel.DistributedDataParallel(_mlp(), bucket_cap_mb=1)
+    b = torch.nn.parallel.DistributedDataParallel(_mlp(), bucket_cap_mb=1)
+    (x,), (y,) = _ddp_members(a, 1), _ddp_members(b, 1)
+    assert y["id"] == x["id"] + 1
 
 
 def test_ddp_without_rebuilt_buckets_gives_its_first_layout(world):
     # find_unused_parameters without a static graph: the reducer never rebuilds its buckets.
     ddp = torch.nn.parallel.DistributedDataParallel(_mlp(), bucket_cap_mb=1, find_unused_parameters=True)
-    seen = _ddp_members(ddp, 3)
-    assert seen == [None, {"bucketBytes": _reducer_buckets(ddp)}, {"bucketBytes": _reducer_buckets(ddp)}]
-    assert seen[1] == {"bucketBytes": [18464, 1181696]}  # the first bucket capped small (1 MiB), as DDP does
+    rebuilds = []
+    seen = _ddp_members(ddp, 3, rebuilds=rebuilds)
+    assert seen == [{"id": seen[0]["id"], "bucketBytes": _reducer_buckets(ddp)}] * 3
+    assert seen[1]["bucketBytes"] == [18464, 1181696]  # the first bucket capped small (1 MiB), as DDP does
+    assert rebuilds == [[], [], []]
+
+
+def test_ddp_s_construction_check_says_its_all_gather_and_broadcast(world):
+    """DDP checks at construction that every rank has the same parameters: an all-gather of the
+    parameter count (one int64 a rank), then a broadcast of each parameter's sizes and strides
+    (2 x dim() int64: 3 weights and 3 biases, 9 dims)."""
+    with recording() as rec:
+        torch.nn.parallel.DistributedDataParallel(_mlp())
+    (marker,) = [json.loads(r.text) for r in rec.ranges if '"_verify_params_across_processes"' in r.text]
+    assert (marker["args"], marker["kwargs"]) == ([], {"calls": [["ncclAllGather", 8], ["ncclBroadcast", 9 * 16]]})
+    assert marker["dist"]["groupSize"] == 1
 
 
 def test_ddp_with_a_comm_hook_gives_no_layout(world):
@@ -185,7 +231,17 @@ def test_ddp_with_a_comm_hook_gives_no_layout(world):
 
     ddp = torch.nn.parallel.DistributedDataParallel(_mlp(), bucket_cap_mb=1)
     ddp.register_comm_hook(None, default_hooks.allreduce_hook)
-    assert _ddp_members(ddp, 6) == [None] * 6
+    rebuilds = []
+    assert _ddp_members(ddp, 6, rebuilds=rebuilds) == [None] * 6
+    assert rebuilds == [[]] * 6
+
+
+def test_a_comm_hook_registered_during_training_ends_the_layout(world):
+    ddp = torch.nn.parallel.DistributedDataParallel(_mlp(), bucket_cap_mb=1)
+    seen = _ddp_members(ddp, 4)
+    ddp._register_builtin_comm_hook(dist.BuiltinCommHookType.FP16_COMPRESS)
+    seen += _ddp_members(ddp, 2)
+    assert seen[3:] == [{"id": seen[0]["id"], "bucketBytes": [1067040, 133120]}, None, None]
 
 
 def test_a_process_group_attribute_that_is_no_process_group_says_nothing(world):
