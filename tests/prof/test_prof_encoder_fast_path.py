@@ -25,6 +25,7 @@ RELU = ("void at::native::vectorized_elementwise_kernel<(int)8, at::native::<unn
         "(instance 1)]::operator ()() const::[lambda() (instance 8)]::operator ()() const::[lambda(c10::Half) "
         "(instance 1)], std::array<char *, (unsigned long)2>>(int, T2, T3)")
 
+OLDER = "encoder layer fast path with a mask or heads not a multiple of 8: attention's older path not decomposed"
 X = [8, 128, 256]
 HEADS = [8, 8, 128, 32]
 N = 8 * 128 * 256  # elements of the layer's input
@@ -66,11 +67,12 @@ LAYER_RANGE = {"name": "aten::_transformer_encoder_layer_fwd", "opId": 2370,
                          [1024, 256], [1024], [256, 1024], [256], [], []]}
 
 
-def encoder_layer(norm_first: bool = False, use_gelu: bool = False, mask: object = None, src: object = None) -> dict:
+def encoder_layer(norm_first: bool = False, use_gelu: bool = False, mask: object = None, src: object = None,
+                  heads: int = 8) -> dict:
     """The marker pyprof writes for the layer's call (the model's, unless told otherwise)."""
     def h(*shape: int) -> dict:
         return tensor(*shape, dtype=H)
-    return described("torch", "_transformer_encoder_layer_fwd", src or h(*X), 256, 8, h(768, 256), h(768),
+    return described("torch", "_transformer_encoder_layer_fwd", src or h(*X), 256, heads, h(768, 256), h(768),
                      h(256, 256), h(256), use_gelu, norm_first, 1e-05, h(256), h(256), h(256), h(256), h(1024, 256),
                      h(1024), h(256, 1024), h(256), mask, None)
 
@@ -133,13 +135,14 @@ def test_a_kernel_the_layer_does_not_expect_is_na_and_the_rest_keep_their_work()
 
 @pytest.mark.parametrize("kwargs, why", [
     ({"src": {"type": "Tensor"}}, "nested tensor input (padded batch): tokens per sequence not in the marker"),
-    ({"mask": tensor(8, 128, dtype="bool")},
-     "encoder layer fast path with a mask: attention's older path not decomposed"),
+    ({"mask": tensor(8, 128, dtype="bool")}, OLDER),
+    ({"heads": 64}, OLDER),
 ])
-def test_a_padded_batch_or_a_mask_is_na_with_its_reason(kwargs: dict, why: str):
+def test_a_padded_batch_or_attentions_older_path_is_na_with_its_reason(kwargs: dict, why: str):
     """A nested tensor (TransformerEncoder with src_key_padding_mask) runs over the unpadded
-    tokens, which the marker does not give; a mask sends attention down its older path (bmm, masked
-    softmax), which is not decomposed: every kernel na, the reason in the closing warnings."""
+    tokens, which the marker does not give; a mask, or 64 heads of 4 dims (not a multiple of 8),
+    may send attention down its older path (bmm, masked softmax), which is not decomposed: every
+    kernel na, the reason in the closing warnings."""
     facts, tally = analyse(marker_records(encoder_layer(**kwargs), KERNELS[:3]))
     assert [(f.flops, f.bytes) for f in facts] == [(None, None)] * 3
     assert tally.warnings[why] == {"torch._transformer_encoder_layer_fwd": 3}
