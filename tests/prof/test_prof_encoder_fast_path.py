@@ -2,14 +2,24 @@
 kernels it launches, each priced from the marker as its own PyTorch range prices it. Kernel
 names, launches and ranges are those of one layer of an H100 capture of
 benchmarks/pricing_coverage.py's transformer_encoder_eval ([8, 128, 256] fp16, 8 heads, FFN 1024,
-ReLU, post-norm) under emit_nvtx (the plain capture, where each kernel sits in its aten range)."""
+ReLU, post-norm) under emit_nvtx (the plain capture, where each kernel sits in its aten range);
+tests/data/cov_encoder_eval_{default,plain}.jsonl.xz are that layer's records, unchanged, from
+the same step captured in both modes (default: pyprof.init()'s markers; plain: emit_nvtx alone)."""
 from __future__ import annotations
+
+import lzma
+import os
 
 import pytest
 
 import pyprof.prof.pricing.ops  # noqa: F401  (fills the op table)
+from pyprof.prof.io.reader import records
 from pyprof.prof.pricing.registry import Call, lookup
+from pyprof.prof.scan import analysed
+from pyprof.prof.warnings_tally import Tally
 from test_prof_helpers import analyse, described, record, tensor
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "data")
 
 H = "float16"
 QKV = "nvjet_sm90_hsh_96x64_64x10_1x2_h_bz_bias_TNN"
@@ -101,6 +111,24 @@ def test_each_kernel_of_the_layer_carries_what_its_aten_range_prices_it_at():
     nine na)."""
     assert work(range_records(None, KERNELS)) == LAYER
     assert work(marker_records(encoder_layer(), KERNELS)) == LAYER
+
+
+def captured(mode: str) -> list:
+    """(kernel, FLOPs, bytes, the op that priced it) of the captured layer's records."""
+    with lzma.open(os.path.join(DATA, f"cov_encoder_eval_{mode}.jsonl.xz"), "rb") as s:
+        return [(rec["kShortName"], f.flops, f.bytes, rec["op"]) for rec, f, _ in analysed(records(s, Tally()), Tally())]
+
+
+def test_the_captured_layer_prices_alike_in_both_modes():
+    """The same step's layer under the marker alone (every kernel's op the encoder layer's) and
+    under emit_nvtx's ranges alone: kernel for kernel the same work, the LAYER numbers (before:
+    the nine kernels na in the default capture, 37% of its GPU time)."""
+    default, plain = captured("default"), captured("plain")
+    assert {op for *_, op in default} == {"_transformer_encoder_layer_fwd"}
+    assert [op for *_, op in plain] == ["addmm", "_cudnn_attention_forward", "addmm", "add_", "native_layer_norm",
+                                        "_addmm_activation", "addmm", "add_", "native_layer_norm"]
+    assert [d[:3] for d in default] == [p[:3] for p in plain]
+    assert [d[1:3] for d in default] == LAYER
 
 
 def test_the_layers_formula_is_the_sum_of_its_kernels():
