@@ -372,6 +372,7 @@ prims.iota
 torch.__matmul__
 torch._native_multi_head_attention
 torch._softmax
+torch._transformer_encoder_layer_fwd
 torch.abs
 torch.abs_
 torch.acos

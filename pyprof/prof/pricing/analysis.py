@@ -19,6 +19,7 @@ from .attention_parts import SEED_UNPACK, flash_helpers, math_attention_gemm
 from .conv_parts import (conv_outputs, one_group_wgrad, range_conv_tensors, range_outputs, range_parts, ungrouped_wgrad,
                          wgrad_segments, winograd_gemm, winograd_stage, winograd_transform)
 from .cub_init import tile_init
+from .encoder_parts import vector_role
 from .gemm_parts import SPLIT_K, grid_z, output_parts, split_k, split_pass, split_sum, tiled_outputs
 from .multitensor import tensor_lists
 from .part import ADD, CONTIGUOUS, COPY, FILL, Part
@@ -732,17 +733,23 @@ class Analyzer:
                                       lambda: tuple(t.shape for t in Call(marker).tensors()[:2]) + (cost.out_shape,))
             if winograd is not None:
                 return winograd
+        # A fused attention call's stages are named by role (nn.MultiheadAttention's and
+        # nn.TransformerEncoderLayer's fast paths): its GEMMs, its attention kernel and the encoder
+        # layer's residual adds and norms (encoder_parts.py) each take the next stage when it is of
+        # their role.
+        fused = kind == ATTN and bool(cost.stages) and isinstance(cost.stages[0][0], str)
         if verdict == NONE:
+            role = vector_role(name) if fused else None
+            staged = self._call_parts(rec, cost, bprop).stage(role, True) if role else None
+            if staged is not None and staged[0] is not None:
+                return staged
             part = self._part(rec, cost, bprop, name)
             return self.unclaimed() if part is None else (part.flops, part.bytes)
         if not math:
             return _UNKNOWN
         size = ITEMSIZE.get(dtype)
-        # The math attention path's GEMMs run in fp32 (ops/attention.py), each its product. A fused
-        # attention call's stages are named by role (nn.MultiheadAttention's fast path): its GEMMs
-        # and its attention kernel each take the next stage when it is of their role.
+        # The math attention path's GEMMs run in fp32 (ops/attention.py), each its product.
         role = GEMM if math_attention_gemm(name) else ATTN
-        fused = kind == ATTN and bool(cost.stages) and isinstance(cost.stages[0][0], str)
         math_path = kind == ATTN and cost.stages is not None and (fused or role == GEMM)
         if kind in (GEMM, ATTN):
             sizes = _sizes_gemm(rec)

@@ -40,10 +40,16 @@ def native_mha(c: Call) -> Cost | None:
     GEMM); where it runs its older path (bmm, masked softmax) the kernels after the projection
     find no stage of their role: na. With emit_nvtx's ranges each kernel is priced from its own
     (Cost.composite), the older path's too."""
-    q, k, v = c.tensor(0, "query"), c.tensor(1, "key"), c.tensor(2, "value")
-    d, heads = c.get(3, "embed_dim"), c.get(4, "num_head")
     w_in, b_in, w_out, b_out = (c.tensor(i, n) for i, n in ((5, "qkv_weight"), (6, "qkv_bias"),
                                                            (7, "proj_weight"), (8, "proj_bias")))
+    return mha_cost(c.tensor(0, "query"), c.tensor(1, "key"), c.tensor(2, "value"), c.get(3, "embed_dim"),
+                    c.get(4, "num_head"), w_in, b_in, w_out, b_out, c.tensor(9, "mask"))
+
+
+def mha_cost(q: Tensor | None, k: Tensor | None, v: Tensor | None, d: object, heads: object, w_in: Tensor | None,
+             b_in: Tensor | None, w_out: Tensor | None, b_out: Tensor | None, mask: Tensor | None) -> Cost | None:
+    """native_mha's Cost over (B, T, E) query and (B, S, E) key and value, `heads` heads of E /
+    heads; None where the arguments do not fit."""
     if None in (q, k, v, w_in, w_out) or type(d) is not int or type(heads) is not int or heads <= 0 or d % heads \
             or len(q.shape) != 3 or len(k.shape) != 3 or len(v.shape) != 3:
         return None
@@ -56,7 +62,7 @@ def native_mha(c: Call) -> Cost | None:
         project = gemm_cost(1, b * t + 2 * b * s, d, d, dtype, extra_elems=bias_in)
     dh = d // heads
     attend = sdpa_cost(Tensor((b, heads, t, dh), dtype), Tensor((b, heads, s, dh), dtype),
-                       Tensor((b, heads, s, dh), dtype), c.tensor(9, "mask"), False)
+                       Tensor((b, heads, s, dh), dtype), mask, False)
     out = gemm_cost(1, b * t, d, d, dtype, extra_elems=bias_out)
     parts = ((GEMM, project), (ATTN, attend), (GEMM, out))
     if any(p.flops is None or p.bytes is None for _, p in parts):
