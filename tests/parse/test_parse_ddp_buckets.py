@@ -49,7 +49,7 @@ def _twins(name, tmp_path_factory):
     return _PARSED[name]
 
 
-@pytest.fixture(scope="module", params=["coll", "ddp_groups", "ddp_groups_2steps"])
+@pytest.fixture(scope="module", params=["coll", "ddp_groups", "ddp_groups_2steps", "ddp_groups_marked"])
 def twins(request, tmp_path_factory):
     return _twins(request.param, tmp_path_factory)
 
@@ -107,6 +107,21 @@ def test_ddp_groups_unsized_kernels_are_those_no_marker_can_say(ddp_groups):
     assert allreduces == sorted(([sum(late)] + late + late) * 2)
     assert {kind for kind, _ in unsized} == {ALLREDUCE, "Broadcast", "AllGather"}
     assert (len(bare), len(unsized)) == (148, 52)
+
+
+def test_a_real_capture_with_this_version_s_markers_sizes_every_nccl_kernel(tmp_path_factory):
+    """ddp_groups_marked: examples/ddp_groups.py --steps 6 captured on 2x H100 with this version's
+    markers (DDP's construction check, first layout, rebuild and final layout, the coalesced
+    broadcasts): all 148 NCCL kernels of the default export have bytes and bus bandwidth, each as
+    NCCL's payloads said (test_what_the_bare_export_sizes_is_what_nccl_s_payloads_said)."""
+    _, bare, blobs, truth = _twins("ddp_groups_marked", tmp_path_factory)
+    assert len(bare) == 148
+    assert all(c.size is not None and c.busbw(r["kDuration"]) is not None for r, c in bare.values())
+    late = truth[0]["late_bucket_bytes"]
+    for rank in (0, 1):
+        reduced = [c.size for (rk, _), (r, c) in sorted(bare.items()) if rk == rank and c.kind == ALLREDUCE
+                   and r["op"] is None and c.size in late + [sum(late)]]
+        assert reduced == [sum(late)] + late * 5  # the first step's one bucket, then the rebuilt four
 
 
 def _dist_marker(op, kwargs, rank, group):
