@@ -135,10 +135,10 @@ def _gemm(m: int, n: int, k: int, size: int) -> tuple:
 def _steps_ahead(names: list, ended: bool, dirs: int, proj: bool) -> tuple | None:
     """From the names of the call's kernels after a forward GEMM: (the GEMMs from it to the next
     cell kernel, itself included; the cell kernels from there to the next chunk run (more GEMMs
-    between two cells than directions) or the call's end). With a projection the GEMM right
-    after a cell is the step's projection, not counted. None where the reading ends first or a
-    kernel that is neither comes (cuBLAS's output scaling and split-K reductions, and dropout
-    between layers, aside)."""
+    between two cells than directions) or the call's end; whether the call's end came first).
+    With a projection the GEMM right after a cell is the step's projection, not counted. None
+    where the reading ends first or a kernel that is neither comes (cuBLAS's output scaling and
+    split-K reductions, and dropout between layers, aside)."""
     group, cells, gemms, after_cell = 1, 0, 0, False
     for name in names:
         if _RNN_CELL.search(name or ""):
@@ -152,10 +152,18 @@ def _steps_ahead(names: list, ended: bool, dirs: int, proj: bool) -> tuple | Non
                 continue
             gemms += 1
             if gemms > dirs:
-                return group, cells
+                return group, cells, False
         elif family(name) not in (SPLIT_K, BETA) and not _DROPOUT.search(name or ""):
             return None
-    return (group, cells) if ended else None
+    return (group, cells, True) if ended else None
+
+
+def _gemms_ahead(names: list, ended: bool) -> int | None:
+    """From the names of the call's kernels after a backward GEMM: how many GEMMs follow it to the
+    call's end (split-K passes aside); None where the reading ends first or a cell kernel comes."""
+    if not ended or any(_RNN_CELL.search(name or "") for name in names):
+        return None
+    return sum(classify(name) in (MMA, SIMT) and not split_pass(name) for name in names)
 
 
 class RnnCall:
@@ -202,7 +210,7 @@ class RnnCall:
             after, self.after_cell = self.after_cell, False
             combined, self.after_combine = self.after_combine, False
             if self.steps is None:
-                return None
+                return self._unstepped(kernel, grid, after, ahead)
             if shape.proj and (combined if self.bprop else after):
                 return self._projection(kernel, grid)
             return self._backward_gemm(kernel, grid, after) if self.bprop else self._forward_gemm(kernel, grid, ahead)
@@ -233,6 +241,42 @@ class RnnCall:
         if self.steps is None and shape.packed and (self.bprop or self.cells > 1 or shape.dirs != 1):
             return None  # a packed step's rows not told: only the first step's, N, are known
         return None if rows is None else _cell(shape, rows, size, self.bprop)
+
+    def _unstepped(self, kernel: str | None, grid: object, after_cell: bool, ahead: Ahead) -> tuple | None:
+        """A GEMM of a packed call whose batch sizes are not known (aten ranges carry them as no
+        values): those whose rows do not depend on them, in one layer and direction without a
+        projection. Forward the input projection where it is the call's one chunk (the records
+        read ahead: its cell kernels run to the call's end), all rows x G·H (K = I), then the
+        first step's recurrent GEMM, N rows (a packed sequence's first batch size is its batch);
+        backward the input gradient where it is the call's one chunk (no cell kernel after it),
+        then of the weight gradients the first, against h0 (K = N), and the last, dW_ih
+        (K = all rows). The other GEMMs are na: their steps' rows are not known."""
+        s = self.shape
+        gh = s.gates * s.hidden
+        if not s.packed or s.proj or s.layers * s.dirs != 1 or self.lost:
+            return None
+        if self.bprop:
+            if self.wgrad is not None:
+                return self._weight_gradient(kernel, grid)
+            if after_cell or not self.cells or self.chunks[0]:
+                return None
+            self.chunks[0] = 1
+            later = _gemms_ahead(*ahead())
+            if (later or 0) < 2 or not _may_write(kernel, grid, s.rows, s.in_size):
+                self.lost = True
+                return None
+            self.wgrad = [(gh, s.in_size, s.rows)] + [None] * (later - 2) + [(gh, s.rec, s.batch)]
+            return _gemm(s.rows, s.in_size, gh, self.size)
+        if self.cells or self.chunks[0] > 1:
+            return None
+        self.chunks[0] += 1
+        if self.chunks[0] == 2:  # right after the one chunk, before the first cell: the first step's
+            return _gemm(s.batch, gh, s.rec, self.size)
+        seen = _steps_ahead(*ahead(), s.dirs, False)
+        if seen is None or seen[0] != 2 or not seen[2] or not _may_write(kernel, grid, s.rows, gh):
+            self.lost = True
+            return None
+        return _gemm(s.rows, gh, s.in_size, self.size)
 
     def _step_rows(self, done: int) -> int | None:
         """The rows of the step that runs after `done` steps of the call (forward from the first
@@ -394,8 +438,8 @@ class RnnCall:
         with a projection P x H (K = T·N); one whose tiles do not fit the output expected ends
         the reading (all later ones na)."""
         s = self.shape
-        gh, rows = s.gates * s.hidden, self.ends[-1]
         if self.wgrad is None:
+            gh, rows = s.gates * s.hidden, self.ends[-1]
             extra = ((s.proj, s.hidden, rows),) if s.proj else ()
             recurrent = tuple((gh, s.rec, k) for k in self._recurrent_ks())
             self.wgrad = [out for i in self._inputs() for _ in range(s.dirs)
@@ -403,7 +447,10 @@ class RnnCall:
             self.wgrad.reverse()
         if not self.wgrad:
             return None
-        rows, cols, k = self.wgrad.pop()
+        out = self.wgrad.pop()
+        if out is None:
+            return None
+        rows, cols, k = out
         if not _may_write(kernel, grid, rows, cols):
             self.wgrad = []
             return None
