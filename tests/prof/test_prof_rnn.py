@@ -127,29 +127,32 @@ def test_a_marker_tensor_carries_its_values_only_where_they_are_one_int_per_elem
                 {"shape": [3], "dtype": "int64", "values": [2, 2.0, 1]}, {"shape": [3], "dtype": "int64", "values": 5}):
         assert decode(bad) == Tensor((3,), "int64") and decode(bad).values is None
     assert Call({"args": [{"shape": [3], "dtype": "int64", "values": [2, 2, 1]}, {"shape": [2], "dtype": "float32",
-                                                                                   "grad": True}]}).args[0].grad is False
+                                                                                   "grad": True}]}).args[0] \
+        == Tensor((3,), "int64", False, (2, 2, 1))
 
 
-def test_a_packed_sequence_without_its_batch_sizes_leaves_its_gemms_na():
-    """Lengths 3, 5, 2, 2 (12 packed rows, batch 4: as many rows as 3 whole steps) in a marker
-    without the batch sizes' values (pyprof before it wrote them): a step's GEMM runs as many
-    rows as its sequences still running, which the marker then does not say, so even GEMMs whose
-    tiles cover the 12 rows of the input projection (12 x 18: tile 4 x 8, 9 blocks) and one step
-    of 4 rows (3 blocks) are na; so are the cell kernels but the first, whose step runs the
-    batch's 4 rows. The same padded (3 steps of 4): the input projection 2·12·18·5, the
-    recurrent GEMM 2·4·18·6, and every cell its 4 rows."""
+def test_a_packed_sequence_without_its_batch_sizes_prices_only_what_does_not_depend_on_them():
+    """Lengths 3, 5, 2, 2 (12 packed rows, batch 4) in a marker without the batch sizes' values
+    (pyprof before it wrote them; the aten ranges carry none either): a step's kernels run as
+    many rows as its sequences still running, which is then not known, so the second step's GEMM
+    and cell kernel and the backward's cell are na; known are the input projection, the call's
+    one chunk (its cells run to the call's end) over all 12 rows (12 x 18: tile 4 x 8, 9
+    blocks; 2·12·18·5), and the first step's recurrent GEMM and cell kernel, on the batch's 4
+    rows (2·4·18·6, 4·6·17). The same padded (3 steps of 4): every step on its 4 rows."""
     gru = torch.nn.GRU(5, 6)
     seq = torch.nn.utils.rnn.pack_padded_sequence(torch.randn(5, 4, 5), [3, 5, 2, 2], enforce_sorted=False)
     gemm = "nvjet_sm90_sss_4x8_64x16_4x2_h_bz_TNT"
-    for x, want in ((seq, [None, None]), (torch.randn(3, 4, 5), [2 * 12 * 18 * 5, 2 * 4 * 18 * 6])):
+    chunk, step, cell = 2 * 12 * 18 * 5, 2 * 4 * 18 * 6, 4 * 6 * 17
+    for x in (seq, torch.randn(3, 4, 5)):
         (m,) = rnn_markers(gru, x)
         if x is seq:
             assert m["args"][1].pop("values") == [4, 4, 2, 1, 1]
-        cells = [record(m, "elemWiseRNNcell", subSeqId=2), record(m, "elemWiseRNNcell", subSeqId=3),
-                 record(m, "GRU_elementWise_bp1", "bprop", torchOps=[{"name": "aten::_cudnn_rnn_backward", "opId": 9}])]
-        facts, _ = analyse([record(m, gemm, grid=[3, 3, 1]), record(m, gemm, grid=[1, 3, 1], subSeqId=1)] + cells)
-        cell = 4 * 6 * 17
-        assert [f.flops for f in facts] == want + ([cell, None, None] if x is seq else [cell, cell, 2 * cell])
+        fwd = [(gemm, [3, 3, 1])] + [(gemm, [1, 3, 1]), ("elemWiseRNNcell", [4, 1, 1])] * 2
+        recs = [record(m, k, grid=g, subSeqId=i) for i, (k, g) in enumerate(fwd)]
+        recs.append(record(m, "GRU_elementWise_bp1", "bprop", torchOps=[{"name": "aten::_cudnn_rnn_backward", "opId": 9}]))
+        facts, _ = analyse(recs)
+        later = [None, None, None] if x is seq else [step, cell, 2 * cell]
+        assert [f.flops for f in facts] == [chunk, step, cell] + later
 
 
 def test_a_packed_sequence_prices_each_step_on_its_batch_size():
