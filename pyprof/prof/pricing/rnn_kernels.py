@@ -40,11 +40,24 @@ state none) takes its steps from the records read ahead (tensor_flow's window, r
 FURTHER records): the cell kernels that follow it up to the next chunk or the call's end; where
 the reading ends first (or a memo replay reads none), na, and from there the tiles alone tell a
 recurrent GEMM. The GEMM's bytes: both operands read and the output written once (within 3% of
-Nsight Compute's). A packed sequence makes every GEMM na (a step runs as many rows as its
-sequences still running, which the trace does not say: the marker and the aten ranges carry the
-PackedSequence's batch_sizes as a shape, [T], not its values), and every cell kernel but the
-forward's first (its N rows: the batch_sizes' first; bidirectional, the first cell might be the
-reverse direction's).
+Nsight Compute's).
+
+A packed sequence's step runs as many rows as its sequences still running, b_t (its batch sizes,
+which a marker of torch.lstm/gru/rnn_* carries: docs/markers.md; rnn_packed of the coverage
+capture, one layer and direction, tf32): the forward runs the steps from the first, the backward
+from the last (the cell kernels' grids follow b_t: elemWiseRNNcell and RNN_elementWise_bp1 launch
+one 256-thread block per 256 of the step's b_t x H elements), so each step's recurrent GEMM and
+cell kernel is priced on b_t rows, a chunk on its steps' rows (the candidates its tiles fit
+among the steps' row offsets), and dW_hh runs as one GEMM against h0 (K = b_0 = N), then one per
+run of steps whose step before ran as many rows (a step's gradients and the outputs it pairs with
+lie that many rows apart in the packed layout; padded input is one run): _recurrent_ks. Several
+layers or directions over a packed sequence (their steps interleave, which no capture has shown)
+keep its GEMMs na. Where the batch sizes are not known (the aten ranges carry none; markers of
+pyprof before them), only what does not depend on them is priced, in one layer and direction
+without a projection: forward the input projection where it is the call's one chunk (the records
+read ahead: its cells run to the call's end: all rows), the first step's recurrent GEMM and cell
+(N rows); backward the input gradient where it is the call's one chunk (no cell kernel after it),
+dW_hh against h0 and dW_ih (the first and last weight-gradient GEMMs); the rest na.
 """
 from __future__ import annotations
 
