@@ -186,6 +186,35 @@ def test_a_packed_sequence_prices_each_step_on_its_batch_size():
     assert sum(want[:len(fwd)]) == cost.flops and sum(want[len(fwd):]) == cost.bwd_flops
 
 
+def test_a_packed_lstm_with_a_projection_prices_each_steps_projection_on_its_rows():
+    """LSTM(5, 6, proj_size=3) over lengths 3, 1 (batch sizes 2, 1, 1; G·H 24, R = P 3), cuBLAS's
+    gemmSN GEMMs (no tile: the order places them): forward the input projection (4 x 24, K 5),
+    per step the recurrent GEMM (b_t x 24, K 3), the cell b_t·6·21 and the projection (b_t x 3,
+    K 6); backward from the last step the gradients' sum (b_t·3 adds), the projection's gradient
+    (b_t x 6, K 3), the cell, dgates·W_hh (b_t x 3, K 24); the input gradient (4 x 5, K 24), the
+    bias gradient's sum 3·24, dW_hh against h0 (K 2) and the other two steps, each after a step
+    of other rows (K 1, 1), dW_ih (K 4) and dW_hr (3 x 6, K 4). Each direction adds up to the
+    call's formula."""
+    lstm = torch.nn.LSTM(5, 6, proj_size=3)
+    seq = torch.nn.utils.rnn.pack_padded_sequence(torch.randn(3, 2, 5), [3, 1])
+    (m,) = rnn_markers(lstm, seq)
+    sizes = m["args"][1]["values"]
+    assert sizes == [2, 1, 1]
+    sn = "gemmSN_TN_kernel"
+    bwd = [{"name": "aten::_cudnn_rnn_backward", "opId": 9}]
+    fwd = [sn] + [sn, "elemWiseRNNcell", sn] * 3
+    back = ["LSTM_dgrad_combine_dh_di", sn, "LSTM_elementWise_bp1", sn] * 3 + [sn, "GENERIC_elementWise_bp2"] + [sn] * 5
+    recs = [record(m, k, subSeqId=i) for i, k in enumerate(fwd)]
+    recs += [record(m, k, "bprop", subSeqId=i, torchOps=bwd) for i, k in enumerate(back)]
+    facts, _ = analyse(recs)
+    want = [2 * 4 * 24 * 5] + [w for b in sizes for w in (2 * b * 24 * 3, b * 6 * 21, 2 * b * 3 * 6)]
+    want += [w for b in reversed(sizes) for w in (b * 3, 2 * b * 6 * 3, 2 * b * 6 * 21, 2 * b * 3 * 24)]
+    want += [2 * 4 * 5 * 24, 3 * 24] + [2 * 24 * 3 * k for k in (2, 1, 1)] + [2 * 24 * 5 * 4, 2 * 3 * 6 * 4]
+    assert [f.flops for f in facts] == want
+    cost = lookup("torch", "lstm")(Call(m))
+    assert sum(want[:len(fwd)]) == cost.flops and sum(want[len(fwd):]) == cost.bwd_flops
+
+
 def test_a_one_step_chunk_is_told_from_a_recurrent_gemm_by_order():
     """GRU(5, 6) over 3 steps of 4: cuDNN projects the input in chunks before their steps. The
     first chunk's tiles say 8 rows (2 steps, 2·8·18·5); after its two steps (recurrent GEMM 2·4·18·6
