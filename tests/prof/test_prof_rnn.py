@@ -13,6 +13,7 @@ import pyprof
 from pyprof.nvtx.emit import recording
 from pyprof.prof.pricing.ops import Call, lookup
 from pyprof.prof.pricing.registry import RNN
+from pyprof.prof.pricing.values import Tensor, decode
 from test_prof_helpers import analyse, marker, record
 
 
@@ -116,24 +117,102 @@ def test_each_kernel_under_the_cudnn_range_carries_its_own_step_or_na():
     assert not summary.warnings
 
 
-def test_a_packed_sequence_leaves_its_gemms_na():
-    """Lengths 3, 5, 2, 2 (12 packed rows, batch 4: as many rows as 3 whole steps): a step's GEMM
-    runs as many rows as its sequences still running, which the trace does not say, so even
-    GEMMs whose tiles cover the 12 rows of the input projection (12 x 18: tile 4 x 8, 9 blocks)
-    and one step of 4 rows (3 blocks) are na; so are the cell kernels but the first, whose step
-    runs the batch's 4 rows (the second step here runs 3, the backward's first 2). The same
-    padded (3 steps of 4): the input projection 2·12·18·5, the recurrent GEMM 2·4·18·6, and
-    every cell its 4 rows."""
+def test_a_marker_tensor_carries_its_values_only_where_they_are_one_int_per_element():
+    """A packed sequence's batch sizes decode with their values (a tuple: the Tensor still hashes);
+    an entry without values, or with values that are not one int per element, decodes as before,
+    equal to a Tensor built without them."""
+    sizes = decode({"shape": [3], "dtype": "int64", "values": [2, 2, 1]})
+    assert sizes == Tensor((3,), "int64", None, (2, 2, 1)) and hash(sizes) == hash(Tensor((3,), "int64", None, (2, 2, 1)))
+    for bad in ({"shape": [3], "dtype": "int64"}, {"shape": [3], "dtype": "int64", "values": [2, 2]},
+                {"shape": [3], "dtype": "int64", "values": [2, 2.0, 1]}, {"shape": [3], "dtype": "int64", "values": 5}):
+        assert decode(bad) == Tensor((3,), "int64") and decode(bad).values is None
+    assert Call({"args": [{"shape": [3], "dtype": "int64", "values": [2, 2, 1]}, {"shape": [2], "dtype": "float32",
+                                                                                   "grad": True}]}).args[0] \
+        == Tensor((3,), "int64", False, (2, 2, 1))
+
+
+def test_a_packed_sequence_without_its_batch_sizes_prices_only_what_does_not_depend_on_them():
+    """Lengths 3, 5, 2, 2 (12 packed rows, batch 4) in a marker without the batch sizes' values
+    (pyprof before it wrote them; the aten ranges carry none either): a step's kernels run as
+    many rows as its sequences still running, which is then not known, so the second step's GEMM
+    and cell kernel and the backward's cell are na; known are the input projection, the call's
+    one chunk (its cells run to the call's end) over all 12 rows (12 x 18: tile 4 x 8, 9
+    blocks; 2·12·18·5), and the first step's recurrent GEMM and cell kernel, on the batch's 4
+    rows (2·4·18·6, 4·6·17). The same padded (3 steps of 4): every step on its 4 rows."""
     gru = torch.nn.GRU(5, 6)
     seq = torch.nn.utils.rnn.pack_padded_sequence(torch.randn(5, 4, 5), [3, 5, 2, 2], enforce_sorted=False)
     gemm = "nvjet_sm90_sss_4x8_64x16_4x2_h_bz_TNT"
-    for x, want in ((seq, [None, None]), (torch.randn(3, 4, 5), [2 * 12 * 18 * 5, 2 * 4 * 18 * 6])):
+    chunk, step, cell = 2 * 12 * 18 * 5, 2 * 4 * 18 * 6, 4 * 6 * 17
+    for x in (seq, torch.randn(3, 4, 5)):
         (m,) = rnn_markers(gru, x)
-        cells = [record(m, "elemWiseRNNcell", subSeqId=2), record(m, "elemWiseRNNcell", subSeqId=3),
-                 record(m, "GRU_elementWise_bp1", "bprop", torchOps=[{"name": "aten::_cudnn_rnn_backward", "opId": 9}])]
-        facts, _ = analyse([record(m, gemm, grid=[3, 3, 1]), record(m, gemm, grid=[1, 3, 1], subSeqId=1)] + cells)
-        cell = 4 * 6 * 17
-        assert [f.flops for f in facts] == want + ([cell, None, None] if x is seq else [cell, cell, 2 * cell])
+        if x is seq:
+            assert m["args"][1].pop("values") == [4, 4, 2, 1, 1]
+        fwd = [(gemm, [3, 3, 1])] + [(gemm, [1, 3, 1]), ("elemWiseRNNcell", [4, 1, 1])] * 2
+        recs = [record(m, k, grid=g, subSeqId=i) for i, (k, g) in enumerate(fwd)]
+        recs.append(record(m, "GRU_elementWise_bp1", "bprop", torchOps=[{"name": "aten::_cudnn_rnn_backward", "opId": 9}]))
+        facts, _ = analyse(recs)
+        later = [None, None, None] if x is seq else [step, cell, 2 * cell]
+        assert [f.flops for f in facts] == [chunk, step, cell] + later
+
+
+def test_a_packed_sequence_prices_each_step_on_its_batch_size():
+    """The same GRU(5, 6) over lengths 3, 5, 2, 2 with the marker's batch sizes 4, 4, 2, 1, 1
+    (G·H 18): forward the input projection over all 12 rows (its tiles fit 10, 11 or 12 rows:
+    the five cell kernels read ahead say 5 steps), then per step t the recurrent GEMM
+    2·b_t·18·6 and the cell b_t·6·17; backward from the last step (b_t 1, 1, 2, 4, 4) each cell
+    twice its forward and the GEMM dgates·W_hh 2·b_t·6·18, the input gradient over the 12 rows
+    (12 x 5, K 18), the bias gradients' sums 2·11·18, then dW_hh against h0 (K 4) and the other
+    steps in runs whose previous step ran as many rows (t 1-2 after 4 rows: K 4 + 2; t 3: K 1;
+    t 4: K 1), and dW_ih (18 x 5, K 12). Each direction's kernels add up to the call's formula."""
+    gru = torch.nn.GRU(5, 6)
+    seq = torch.nn.utils.rnn.pack_padded_sequence(torch.randn(5, 4, 5), [3, 5, 2, 2], enforce_sorted=False)
+    (m,) = rnn_markers(gru, seq)
+    sizes = m["args"][1]["values"]
+    assert sizes == [4, 4, 2, 1, 1]
+    gemm = "nvjet_sm90_sss_4x8_64x16_4x2_h_bz_TNT"
+    bwd = [{"name": "aten::_cudnn_rnn_backward", "opId": 9}]
+    fwd = [(gemm, [3, 3, 1])] + [(gemm, [1, 3, 1]), ("elemWiseRNNcell", [4, 1, 1])] * 5
+    back = [("GRU_elementWise_bp1", [4, 1, 1]), (gemm, [1, 1, 1])] * 5 + [(gemm, [3, 1, 1]), (
+        "GRU_elementWise_bp2", [1, 1, 1])] + [(gemm, [5, 1, 1])] * 5
+    recs = [record(m, k, grid=g, subSeqId=i) for i, (k, g) in enumerate(fwd)]
+    recs += [record(m, k, "bprop", grid=g, subSeqId=i, torchOps=bwd) for i, (k, g) in enumerate(back)]
+    facts, _ = analyse(recs)
+    cell = [b * 6 * 17 for b in sizes]
+    want = [2 * 12 * 18 * 5] + [w for b, c in zip(sizes, cell) for w in (2 * b * 18 * 6, c)]
+    want += [w for b, c in zip(sizes[::-1], cell[::-1]) for w in (2 * c, 2 * b * 6 * 18)]
+    want += [2 * 12 * 5 * 18, 2 * 11 * 18] + [2 * 18 * 6 * k for k in (4, 6, 1, 1)] + [2 * 18 * 5 * 12]
+    assert [f.flops for f in facts] == want
+    cost = lookup("torch", "gru")(Call(m))
+    assert sum(want[:len(fwd)]) == cost.flops and sum(want[len(fwd):]) == cost.bwd_flops
+
+
+def test_a_packed_lstm_with_a_projection_prices_each_steps_projection_on_its_rows():
+    """LSTM(5, 6, proj_size=3) over lengths 3, 1 (batch sizes 2, 1, 1; G·H 24, R = P 3), cuBLAS's
+    gemmSN GEMMs (no tile: the order places them): forward the input projection (4 x 24, K 5),
+    per step the recurrent GEMM (b_t x 24, K 3), the cell b_t·6·21 and the projection (b_t x 3,
+    K 6); backward from the last step the gradients' sum (b_t·3 adds), the projection's gradient
+    (b_t x 6, K 3), the cell, dgates·W_hh (b_t x 3, K 24); the input gradient (4 x 5, K 24), the
+    bias gradient's sum 3·24, dW_hh against h0 (K 2) and the other two steps, each after a step
+    of other rows (K 1, 1), dW_ih (K 4) and dW_hr (3 x 6, K 4). Each direction adds up to the
+    call's formula."""
+    lstm = torch.nn.LSTM(5, 6, proj_size=3)
+    seq = torch.nn.utils.rnn.pack_padded_sequence(torch.randn(3, 2, 5), [3, 1])
+    (m,) = rnn_markers(lstm, seq)
+    sizes = m["args"][1]["values"]
+    assert sizes == [2, 1, 1]
+    sn = "gemmSN_TN_kernel"
+    bwd = [{"name": "aten::_cudnn_rnn_backward", "opId": 9}]
+    fwd = [sn] + [sn, "elemWiseRNNcell", sn] * 3
+    back = ["LSTM_dgrad_combine_dh_di", sn, "LSTM_elementWise_bp1", sn] * 3 + [sn, "GENERIC_elementWise_bp2"] + [sn] * 5
+    recs = [record(m, k, subSeqId=i) for i, k in enumerate(fwd)]
+    recs += [record(m, k, "bprop", subSeqId=i, torchOps=bwd) for i, k in enumerate(back)]
+    facts, _ = analyse(recs)
+    want = [2 * 4 * 24 * 5] + [w for b in sizes for w in (2 * b * 24 * 3, b * 6 * 21, 2 * b * 3 * 6)]
+    want += [w for b in reversed(sizes) for w in (b * 3, 2 * b * 6 * 3, 2 * b * 6 * 21, 2 * b * 3 * 24)]
+    want += [2 * 4 * 5 * 24, 3 * 24] + [2 * 24 * 3 * k for k in (2, 1, 1)] + [2 * 24 * 5 * 4, 2 * 3 * 6 * 4]
+    assert [f.flops for f in facts] == want
+    cost = lookup("torch", "lstm")(Call(m))
+    assert sum(want[:len(fwd)]) == cost.flops and sum(want[len(fwd):]) == cost.bwd_flops
 
 
 def test_a_one_step_chunk_is_told_from_a_recurrent_gemm_by_order():

@@ -40,15 +40,30 @@ state none) takes its steps from the records read ahead (tensor_flow's window, r
 FURTHER records): the cell kernels that follow it up to the next chunk or the call's end; where
 the reading ends first (or a memo replay reads none), na, and from there the tiles alone tell a
 recurrent GEMM. The GEMM's bytes: both operands read and the output written once (within 3% of
-Nsight Compute's). A packed sequence makes every GEMM na (a step runs as many rows as its
-sequences still running, which the trace does not say: the marker and the aten ranges carry the
-PackedSequence's batch_sizes as a shape, [T], not its values), and every cell kernel but the
-forward's first (its N rows: the batch_sizes' first; bidirectional, the first cell might be the
-reverse direction's).
+Nsight Compute's).
+
+A packed sequence's step runs as many rows as its sequences still running, b_t (its batch sizes,
+which a marker of torch.lstm/gru/rnn_* carries: docs/markers.md; rnn_packed of the coverage
+capture, one layer and direction, tf32): the forward runs the steps from the first, the backward
+from the last (the cell kernels' grids follow b_t: elemWiseRNNcell and RNN_elementWise_bp1 launch
+one 256-thread block per 256 of the step's b_t x H elements), so each step's recurrent GEMM and
+cell kernel is priced on b_t rows, a chunk on its steps' rows (the candidates its tiles fit
+among the steps' row offsets), and dW_hh runs as one GEMM against h0 (K = b_0 = N), then one per
+run of steps whose step before ran as many rows (a step's gradients and the outputs it pairs with
+lie that many rows apart in the packed layout; padded input is one run): _recurrent_ks. Several
+layers or directions over a packed sequence (their steps interleave, which no capture has shown)
+keep its GEMMs na. Where the batch sizes are not known (the aten ranges carry none; markers of
+pyprof before them), only what does not depend on them is priced, in one layer and direction
+without a projection: forward the input projection where it is the call's one chunk (the records
+read ahead: its cells run to the call's end: all rows), the first step's recurrent GEMM and cell
+(N rows); backward the input gradient where it is the call's one chunk (no cell kernel after it),
+dW_hh against h0 and dW_ih (the first and last weight-gradient GEMMs); the rest na.
 """
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
+from itertools import accumulate, groupby
 from typing import Callable
 
 from .gemm_parts import BETA, SPLIT_K, gemm_tile, gemm_tiles, split_pass
@@ -82,27 +97,35 @@ _DROPOUT_SEED = re.compile(r"\brandom_kernel<")
 Ahead = Callable[[], "tuple[list, bool]"]
 
 
-def _rows_tiled(kernel: str | None, grid: object, cols: int, step: int, most: int) -> list[int]:
-    """The row counts (multiples of `step` up to `most`) whose rows x `cols` output a GEMM
-    launch's tiles cover exactly: its grid's x * y blocks (z splits K or batches) are
-    ceil(rows / tile M) * ceil(cols / tile N), the tile M x N read from the name, either way round."""
+def _rows_tiled(kernel: str | None, grid: object, cols: int) -> list[tuple]:
+    """The ranges (low, high) of row counts whose rows x `cols` output a GEMM launch's tiles cover
+    exactly: its grid's x * y blocks (z splits K or batches) are ceil(rows / tile M) *
+    ceil(cols / tile N), the tile M x N read from the name, either way round."""
     tiles = gemm_tiles(kernel, grid)
     if tiles is None:
         return []
     tile_m, tile_n, blocks = tiles
-    found = set()
+    found = []
     for a, b in ((tile_m, tile_n), (tile_n, tile_m)):
         q, left = divmod(blocks, -(-cols // b))
-        if left or not q:
-            continue
-        low, high = (q - 1) * a + 1, min(q * a, most)  # ceil(rows / a) == q
-        found.update(range(-(-low // step) * step, high + 1, step))
+        if not left and q:
+            found.append(((q - 1) * a + 1, q * a))  # ceil(rows / a) == q
+    return found
+
+
+def _steps_tiled(kernel: str | None, grid: object, cols: int, ends: list, start: int) -> list[int]:
+    """The step counts k whose chunk from step `start` on, ends[start + k] - ends[start] rows, a
+    GEMM launch's tiles cover exactly (`ends`: the steps' row offsets, increasing)."""
+    found = set()
+    for low, high in _rows_tiled(kernel, grid, cols):
+        first = bisect_left(ends, ends[start] + low, start + 1)
+        found.update(range(first - start, bisect_right(ends, ends[start] + high, first) - start))
     return sorted(found)
 
 
 def _fits(kernel: str | None, grid: object, rows: int, cols: int) -> bool:
     """Whether the launch's tiles cover a rows x cols output exactly."""
-    return rows > 0 and _rows_tiled(kernel, grid, cols, rows, rows) == [rows]
+    return rows > 0 and any(low <= rows <= high for low, high in _rows_tiled(kernel, grid, cols))
 
 
 def _untiled(kernel: str | None) -> bool:
@@ -125,10 +148,10 @@ def _gemm(m: int, n: int, k: int, size: int) -> tuple:
 def _steps_ahead(names: list, ended: bool, dirs: int, proj: bool) -> tuple | None:
     """From the names of the call's kernels after a forward GEMM: (the GEMMs from it to the next
     cell kernel, itself included; the cell kernels from there to the next chunk run (more GEMMs
-    between two cells than directions) or the call's end). With a projection the GEMM right
-    after a cell is the step's projection, not counted. None where the reading ends first or a
-    kernel that is neither comes (cuBLAS's output scaling and split-K reductions, and dropout
-    between layers, aside)."""
+    between two cells than directions) or the call's end; whether the call's end came first).
+    With a projection the GEMM right after a cell is the step's projection, not counted. None
+    where the reading ends first or a kernel that is neither comes (cuBLAS's output scaling and
+    split-K reductions, and dropout between layers, aside)."""
     group, cells, gemms, after_cell = 1, 0, 0, False
     for name in names:
         if _RNN_CELL.search(name or ""):
@@ -142,17 +165,25 @@ def _steps_ahead(names: list, ended: bool, dirs: int, proj: bool) -> tuple | Non
                 continue
             gemms += 1
             if gemms > dirs:
-                return group, cells
+                return group, cells, False
         elif family(name) not in (SPLIT_K, BETA) and not _DROPOUT.search(name or ""):
             return None
-    return (group, cells) if ended else None
+    return (group, cells, True) if ended else None
+
+
+def _gemms_ahead(names: list, ended: bool) -> int | None:
+    """From the names of the call's kernels after a backward GEMM: how many GEMMs follow it to the
+    call's end (split-K passes aside); None where the reading ends first or a cell kernel comes."""
+    if not ended or any(_RNN_CELL.search(name or "") for name in names):
+        return None
+    return sum(classify(name) in (MMA, SIMT) and not split_pass(name) for name in names)
 
 
 class RnnCall:
     """One cuDNN RNN call (forward or backward) as its kernels come: each kernel's own work
     (`work`), from what the call's kernels before it ran."""
 
-    __slots__ = ("shape", "size", "bprop", "steps", "cells", "after_cell", "after_combine", "pending", "run",
+    __slots__ = ("shape", "size", "bprop", "steps", "ends", "cells", "after_cell", "after_combine", "pending", "run",
                  "covered", "chunks", "lost", "wgrad", "layer", "left")
 
     def __init__(self, cost: Cost, bprop: bool) -> None:
@@ -160,14 +191,19 @@ class RnnCall:
         self.size = ITEMSIZE.get(cost.dtype)
         self.bprop = bprop
         n = shape.batch
-        # T, per layer and direction; none for a packed sequence, whose steps' rows shrink
-        self.steps = shape.rows // n if n and shape.rows % n == 0 and not shape.packed else None
+        units = shape.layers * shape.dirs
+        # Each step's rows, in time order: N padded; a packed sequence's batch sizes where the
+        # marker carries them and one layer and direction runs (several interleave their steps,
+        # which no capture has shown), else not known.
+        sizes = (shape.batch_sizes if units == 1 else None) if shape.packed else \
+            (n,) * (shape.rows // n) if n and shape.rows % n == 0 else None
+        self.steps = len(sizes) if sizes else None  # T, per layer and direction
+        self.ends = list(accumulate(sizes, initial=0)) if sizes else None  # the steps' row offsets
         self.cells = 0  # cell kernels so far
         self.after_cell = False  # the call's last cell or GEMM kernel was a cell
         self.after_combine = False  # backward, projection: the last was the step's gradients' sum
         self.pending = 0  # backward: cell kernels since the last input-gradient chunk
         self.run: list | None = None  # [steps, chunks left] of a run of chunks, one per direction
-        units = shape.layers * shape.dirs
         self.covered = [0] * units  # steps each layer and direction's chunks covered
         self.chunks = [0] * units  # chunks each layer and direction ran
         self.lost = False  # a chunk's steps or layer was not known, so no later chunk's layer is
@@ -187,13 +223,14 @@ class RnnCall:
             after, self.after_cell = self.after_cell, False
             combined, self.after_combine = self.after_combine, False
             if self.steps is None:
-                return None
+                return self._unstepped(kernel, grid, after, ahead)
             if shape.proj and (combined if self.bprop else after):
                 return self._projection(kernel, grid)
             return self._backward_gemm(kernel, grid, after) if self.bprop else self._forward_gemm(kernel, grid, ahead)
         if self.bprop and shape.proj and _COMBINE.search(kernel or ""):
             self.after_combine = True
-            return _combine(shape, size)
+            rows = self._step_rows(self.cells)
+            return None if rows is None else _combine(shape, rows, size)
         if not self.bprop and _DROPOUT_SEED.search(kernel or ""):  # one element written, 0 FLOPs
             seed = ITEMSIZE.get(written_dtype(kernel, None))
             return None if seed is None else (0, seed)
@@ -205,6 +242,7 @@ class RnnCall:
             return self._directions_sum()
         if not _RNN_CELL.search(kernel or ""):
             return None
+        rows = self._step_rows(self.cells)
         self.cells += 1
         self.after_cell = True
         self.pending += self.bprop
@@ -213,16 +251,76 @@ class RnnCall:
         elif self.left:
             self.run[1] = 0
             self.left -= 1
-        if shape.packed and (self.bprop or self.cells > 1 or shape.dirs != 1):
-            return None  # a packed step's rows: only the first step's, N, are known
-        return _cell(shape, size, self.bprop)
+        if self.steps is None and shape.packed and (self.bprop or self.cells > 1 or shape.dirs != 1):
+            return None  # a packed step's rows not told: only the first step's, N, are known
+        return None if rows is None else _cell(shape, rows, size, self.bprop)
+
+    def _unstepped(self, kernel: str | None, grid: object, after_cell: bool, ahead: Ahead) -> tuple | None:
+        """A GEMM of a packed call whose batch sizes are not known (aten ranges carry them as no
+        values): those whose rows do not depend on them, in one layer and direction without a
+        projection. Forward the input projection where it is the call's one chunk (the records
+        read ahead: its cell kernels run to the call's end), all rows x G·H (K = I), then the
+        first step's recurrent GEMM, N rows (a packed sequence's first batch size is its batch);
+        backward the input gradient where it is the call's one chunk (no cell kernel after it),
+        then of the weight gradients the first, against h0 (K = N), and the last, dW_ih
+        (K = all rows). The other GEMMs are na: their steps' rows are not known."""
+        s = self.shape
+        gh = s.gates * s.hidden
+        if not s.packed or s.proj or s.layers * s.dirs != 1 or self.lost:
+            return None
+        if self.bprop:
+            if self.wgrad is not None:
+                return self._weight_gradient(kernel, grid)
+            if after_cell or not self.cells or self.chunks[0]:
+                return None
+            self.chunks[0] = 1
+            later = _gemms_ahead(*ahead())
+            if (later or 0) < 2 or not _may_write(kernel, grid, s.rows, s.in_size):
+                self.lost = True
+                return None
+            self.wgrad = [(gh, s.in_size, s.rows)] + [None] * (later - 2) + [(gh, s.rec, s.batch)]
+            return _gemm(s.rows, s.in_size, gh, self.size)
+        if self.cells or self.chunks[0] > 1:
+            return None
+        self.chunks[0] += 1
+        if self.chunks[0] == 2:  # right after the one chunk, before the first cell: the first step's
+            return _gemm(s.batch, gh, s.rec, self.size)
+        seen = _steps_ahead(*ahead(), s.dirs, False)
+        if seen is None or seen[0] != 2 or not seen[2] or not _may_write(kernel, grid, s.rows, gh):
+            self.lost = True
+            return None
+        return _gemm(s.rows, gh, s.in_size, self.size)
+
+    def _step_rows(self, done: int) -> int | None:
+        """The rows of the step that runs after `done` steps of the call (forward from the first
+        time step, backward from the last): N, a packed sequence's batch size of that step."""
+        s = self.shape
+        if not s.packed or self.steps is None:
+            return s.batch
+        if done >= self.steps:
+            return None
+        t = self.steps - 1 - done if self.bprop else done
+        return self.ends[t + 1] - self.ends[t]
+
+    def _chunk_rows(self, steps: int) -> int | None:
+        """The rows of a chunk of `steps` steps after those the chunks before it covered (one layer
+        and direction where packed): forward from the first time step, backward from the last."""
+        if not self.shape.packed:
+            return steps * self.shape.batch
+        done, t = self.covered[0], self.steps
+        if done + steps > t:
+            return None
+        return self.ends[t - done] - self.ends[t - done - steps] if self.bprop else self.ends[done + steps] - self.ends[done]
 
     def _projection(self, kernel: str | None, grid: object) -> tuple | None:
         """A step's projection GEMM (LSTM proj_size): forward right after its cell kernel,
-        h·W_hrᵀ (N x P, K = H); backward right after the gradients' sum, its gradient ·W_hr
-        (N x H, K = P)."""
+        h·W_hrᵀ (rows x P, K = H); backward right after the gradients' sum, its gradient ·W_hr
+        (rows x H, K = P)."""
         s = self.shape
-        rows, cols, k = (s.batch, s.hidden, s.proj) if self.bprop else (s.batch, s.proj, s.hidden)
+        rows = self._step_rows(self.cells if self.bprop else self.cells - 1)
+        if rows is None:
+            return None
+        cols, k = (s.hidden, s.proj) if self.bprop else (s.proj, s.hidden)
         return _gemm(rows, cols, k, self.size) if _may_write(kernel, grid, rows, cols) else None
 
     def _inputs(self) -> list[int]:
@@ -231,37 +329,47 @@ class RnnCall:
         return [s.in_size] + [s.dirs * s.rec] * (s.layers - 1)
 
     def _forward_gemm(self, kernel: str | None, grid: object, ahead: Ahead) -> tuple | None:
-        """While the last chunk run's steps run, a step's recurrent GEMM (its tiles must fit N
-        rows, where its name states any) or, right after a run's first chunk, the next
-        direction's; else the first chunk of a new run, its steps those its tiles say, else the
-        records read ahead. Once a GEMM was not told (`left` None), the tiles alone: N rows a
-        recurrent GEMM, one other row count a chunk."""
+        """While the last chunk run's steps run, a step's recurrent GEMM (its tiles must fit the
+        step's rows, where its name states any and a chunk may still come) or, right after a run's
+        first chunk, the next direction's; else the first chunk of a new run, its steps those its
+        tiles say, else the records read ahead. Once a GEMM was not told (`left` None), the tiles
+        alone: N rows a recurrent GEMM, one other row count a chunk (padded input only)."""
         s = self.shape
-        n, gh = s.batch, s.gates * s.hidden
-        rows = _rows_tiled(kernel, grid, gh, n, n * self.steps)
+        gh = s.gates * s.hidden
         untiled = _untiled(kernel)
+        start = self.covered[0] if s.packed else 0
         if self.left is None:
-            if rows == [n]:
-                return _gemm(n, gh, s.rec, self.size)
-            steps = rows[0] // n if len(rows) == 1 else None
+            if s.packed:
+                return None
+            tiled = _steps_tiled(kernel, grid, gh, self.ends, 0)
+            if tiled == [1]:
+                return _gemm(s.batch, gh, s.rec, self.size)
+            steps = tiled[0] if len(tiled) == 1 else None
         elif self.left and self.run[1] > 0:  # the next direction's chunk of the run
-            steps = self.run[0] if untiled or self.run[0] * n in rows else None
+            steps = self.run[0] if untiled or _fits(kernel, grid, self.run[0] * s.batch, gh) else None
             self.run[1] -= 1
         elif self.left:
-            return _gemm(n, gh, s.rec, self.size) if untiled or n in rows else self._lose()
+            # Once the chunks covered every step only steps' GEMMs come: the order alone places
+            # them (sm90 xmma launches more blocks than its tiles for a small output: 4 for
+            # rnn_packed's 16 x 96, regnet's 8 x 52).
+            rows = self._step_rows(self.cells)
+            placed = untiled or all(c == self.steps for c in self.covered) or _fits(kernel, grid, rows, gh)
+            return _gemm(rows, gh, s.rec, self.size) if placed else self._lose()
         else:
-            if len(rows) == 1:
-                steps = rows[0] // n
+            tiled = _steps_tiled(kernel, grid, gh, self.ends, start)
+            if len(tiled) == 1:
+                steps = tiled[0]
             else:
                 seen = _steps_ahead(*ahead(), s.dirs, bool(s.proj))
                 steps = seen[1] // s.dirs if seen is not None and seen[0] > s.dirs and seen[1] % s.dirs == 0 else 0
-                steps = steps if untiled or steps * n in rows else None
+                steps = steps if untiled or steps in tiled else None
             if steps:
                 self.run, self.left = [steps, s.dirs - 1], steps * s.dirs
         if not steps:
             return self._lose()
+        rows = self._chunk_rows(steps)
         k = self._layer_input(steps)
-        return None if k is None else _gemm(steps * n, gh, k, self.size)
+        return None if k is None or rows is None else _gemm(rows, gh, k, self.size)
 
     def _lose(self) -> None:
         """A forward GEMM not told: from here which GEMM is a chunk is told by its tiles alone,
@@ -317,9 +425,10 @@ class RnnCall:
 
     def _backward_gemm(self, kernel: str | None, grid: object, after_cell: bool) -> tuple | None:
         s = self.shape
-        n, gh, r = s.batch, s.gates * s.hidden, s.rec
+        gh, r = s.gates * s.hidden, s.rec
         if after_cell:  # a step's recurrent GEMM follows its cell kernel
-            return _gemm(n, r, gh, self.size) if _may_write(kernel, grid, n, r) else None
+            n = self._step_rows(self.cells - 1)
+            return _gemm(n, r, gh, self.size) if n is not None and _may_write(kernel, grid, n, r) else None
         if self.pending:  # an input-gradient chunk after its steps, one per direction
             steps, odd = divmod(self.pending, s.dirs)
             self.pending, self.run = 0, (None if odd else [steps, s.dirs - 1])
@@ -332,35 +441,51 @@ class RnnCall:
         if self.run is None:
             self.lost = True
             return None
+        rows = self._chunk_rows(self.run[0])
         k = self._layer_input(self.run[0])
-        rows = self.run[0] * n
-        return _gemm(rows, k, gh, self.size) if k is not None and _may_write(kernel, grid, rows, k) else None
+        return _gemm(rows, k, gh, self.size) if None not in (k, rows) and _may_write(kernel, grid, rows, k) else None
 
     def _weight_gradient(self, kernel: str | None, grid: object) -> tuple | None:
         """The next weight-gradient GEMM in cuDNN's order, per layer and direction: G·H x R
-        against h0 (K = N) and the other steps' outputs (K = (T - 1)·N), G·H x I_l (K = T·N), and
+        against h0 (K = N) and the other steps' outputs (_recurrent_ks), G·H x I_l (K = T·N), and
         with a projection P x H (K = T·N); one whose tiles do not fit the output expected ends
         the reading (all later ones na)."""
         s = self.shape
-        n, gh, t = s.batch, s.gates * s.hidden, self.steps
         if self.wgrad is None:
-            extra = ((s.proj, s.hidden, t * n),) if s.proj else ()
+            gh, rows = s.gates * s.hidden, self.ends[-1]
+            extra = ((s.proj, s.hidden, rows),) if s.proj else ()
+            recurrent = tuple((gh, s.rec, k) for k in self._recurrent_ks())
             self.wgrad = [out for i in self._inputs() for _ in range(s.dirs)
-                          for out in ((gh, s.rec, n), (gh, s.rec, (t - 1) * n), (gh, i, t * n)) + extra if out[2]]
+                          for out in recurrent + ((gh, i, rows),) + extra if out[2]]
             self.wgrad.reverse()
         if not self.wgrad:
             return None
-        rows, cols, k = self.wgrad.pop()
+        out = self.wgrad.pop()
+        if out is None:
+            return None
+        rows, cols, k = out
         if not _may_write(kernel, grid, rows, cols):
             self.wgrad = []
             return None
         return _gemm(rows, cols, k, self.size)
 
+    def _recurrent_ks(self) -> list[int]:
+        """K of each GEMM of dW_hh = Σ_t dgates_tᵀ·h_(t-1), in cuDNN's order: the first step's
+        against h0 (its N rows), then the other steps' against the layer's output, one GEMM per
+        run of steps whose step before ran as many rows (so that a step's gradients and the
+        outputs they pair with lie that many rows apart in the packed layout: padded input one
+        run, K = (T - 1)·N; rnn_packed's batch sizes 16 x 10, 15, 15, ..., 1, 1 sixteen runs,
+        the last, K 1, a SIMT kernel of its own, as the capture's 17th GEMM)."""
+        sizes = [b - a for a, b in zip(self.ends, self.ends[1:])]
+        runs = groupby(range(1, len(sizes)), key=lambda t: sizes[t - 1])
+        return [sizes[0]] + [sum(sizes[t] for t in run) for _, run in runs]
 
-def _cell(shape, size: int, bprop: bool) -> tuple:
-    """A cell kernel does one step's cell math (ops/rnn.py), backward twice it: the gates, states
-    and biases read, the new state written (backward: the gates' and states' gradients)."""
-    n, gh, h, r = shape.batch, shape.gates * shape.hidden, shape.hidden, shape.rec
+
+def _cell(shape, n: int, size: int, bprop: bool) -> tuple:
+    """A cell kernel does one step's cell math (ops/rnn.py) on its `n` rows, backward twice it:
+    the gates, states and biases read, the new state written (backward: the gates' and states'
+    gradients)."""
+    gh, h, r = shape.gates * shape.hidden, shape.hidden, shape.rec
     c = n * h if shape.gates == 4 else 0  # LSTM's cell state
     flops = n * h * shape.cell
     if bprop:
@@ -368,11 +493,11 @@ def _cell(shape, size: int, bprop: bool) -> tuple:
     return flops, (2 * n * gh + n * r + 2 * c + 2 * gh * shape.bias + n * h) * size
 
 
-def _combine(shape, size: int) -> tuple:
-    """(FLOPs, bytes) of LSTM_dgrad_combine_dh_di: a step's N x P output gradient and recurrent
+def _combine(shape, rows: int, size: int) -> tuple:
+    """(FLOPs, bytes) of LSTM_dgrad_combine_dh_di: a step's rows x P output gradient and recurrent
     gradient added (one add an element, a thread each: fixture_lstm's 4 x 16, Nsight Compute's
     64 FP32 adds exactly), both read, the sum written."""
-    elems = shape.batch * shape.proj
+    elems = rows * shape.proj
     return elems, 3 * elems * size
 
 

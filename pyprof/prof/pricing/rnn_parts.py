@@ -23,7 +23,9 @@ def flat_weights(marker: dict, cost: Cost | None, bprop: bool = False) -> list[P
         low = None if low is not None or cost is None else cost.dtype
     if cost is None or cost.kind != RNN or low not in ITEMSIZE:
         return []
-    weights = sum(t.numel for v in Call(marker).args if isinstance(v, list) for t in v if isinstance(t, Tensor))
+    # The weights are the marker's last list: an LSTM's (h0, c0) is a list before it.
+    lists = [v for v in Call(marker).args if isinstance(v, list)]
+    weights = sum(t.numel for t in lists[-1] if isinstance(t, Tensor)) if lists else 0
     return [Part(FILL, weights, 0, weights * ITEMSIZE[low])] if weights else []
 
 

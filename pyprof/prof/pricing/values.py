@@ -35,12 +35,14 @@ _COMPLEX_FOR = {"float16": "complex32", "bfloat16": "complex64", "float32": "com
 
 class Tensor(NamedTuple):
     """A tensor argument of a marker: its shape and dtype name (None when the marker lacked one),
-    and whether it required grad: True, False, or None where the marker does not say (markers
-    of pyprof before it wrote `"grad":true`; Call settles it per marker, see with_grads)."""
+    whether it required grad: True, False, or None where the marker does not say (markers
+    of pyprof before it wrote `"grad":true`; Call settles it per marker, see with_grads), and its
+    values where the marker carries them (a packed sequence's batch sizes: docs/markers.md), else None."""
 
     shape: tuple
     dtype: str | None
     grad: bool | None = None
+    values: tuple | None = None
 
     @property
     def numel(self) -> int:
@@ -68,7 +70,8 @@ def decode(value: Any) -> Any:
         if "shape" in value:
             shape = value["shape"]
             if isinstance(shape, list) and all(type(d) is int for d in shape):
-                return Tensor(tuple(shape), value.get("dtype"), True if value.get("grad") is True else None)
+                return Tensor(tuple(shape), value.get("dtype"), True if value.get("grad") is True else None,
+                              _values(value.get("values"), shape))
             return Unknown("tensor")
         if len(value) == 1:  # the one-key encodings; anything else (optimizer params) stays a dict
             if "dtype" in value:
@@ -83,6 +86,14 @@ def decode(value: Any) -> Any:
     if isinstance(value, list):
         return [decode(v) for v in value]
     return value
+
+
+def _values(values: Any, shape: list) -> tuple | None:
+    """A tensor entry's `values` as a tuple of ints, None where there are none or they are not one
+    int per element of its shape."""
+    if not isinstance(values, list) or len(values) != prod(shape) or not all(type(v) is int for v in values):
+        return None
+    return tuple(values)
 
 
 def with_grads(args: list, kwargs: dict) -> tuple[list, dict]:

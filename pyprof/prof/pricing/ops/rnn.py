@@ -3,7 +3,8 @@ nn.RNN call, through torch._VF), any number of layers, bidirectional, proj_size,
 packed sequences; and the single-step cells.
 
 Per layer and direction, with `tok` input rows (T·N for padded input, the packed data's rows for
-a PackedSequence: the work depends only on the total, not on how the batch shrinks over time),
+a PackedSequence: the work depends only on the total, not on how the batch shrinks over time;
+each step's kernels on that step's rows, its batch size, where the marker carries them),
 G gates (LSTM 4, GRU 3, RNN 1), hidden size H, recurrent size R (proj_size P when set, else H),
 layer input size I_l (the input's features for layer 0, D·R above it; D = 2 when bidirectional):
 - GEMMs: 2·tok·G·H·(I_l + R) (input and recurrent projections), + 2·tok·H·P (LSTM projection);
@@ -43,8 +44,9 @@ MAIN_OPS = ("aten::_cudnn_rnn", "aten::_cudnn_rnn_backward")
 class RnnShape(NamedTuple):
     """What an RNN call's per-step kernels depend on: gates G, batch N (rows of h0), hidden H,
     recurrent size R, layers, directions, input features, bias, input rows, projection P
-    (0 for none), the cell's FLOPs per row and hidden unit, and whether the input is a packed
-    sequence (a step's rows then as many as its sequences still running, not N)."""
+    (0 for none), the cell's FLOPs per row and hidden unit, whether the input is a packed
+    sequence (a step's rows then as many as its sequences still running, not N), and then those
+    rows per step where the marker carries them (its batch sizes; None where not known)."""
 
     gates: int
     batch: int
@@ -58,12 +60,15 @@ class RnnShape(NamedTuple):
     proj: int
     cell: int
     packed: bool = False
+    batch_sizes: tuple | None = None
 
 
 def rnn_cost(mode: str, x_rows: int, in_size: int, hidden: int, proj: int, layers: int, dirs: int, bias: bool,
-             state_rows: int, dtype: str | None, packed: bool = False) -> Cost:
+             state_rows: int, dtype: str | None, packed: bool = False, batch_sizes: tuple | None = None) -> Cost:
     """Forward and backward of a multi-layer RNN over `x_rows` input rows of `in_size` features;
-    `proj` 0 for none; `state_rows`: the batch (rows of h0); `packed`: a packed sequence's rows."""
+    `proj` 0 for none; `state_rows`: the batch (rows of h0); `packed`: a packed sequence's rows,
+    `batch_sizes` its rows per step where known (kept only where they are a packed sequence's:
+    positive, not growing, the first the batch, summing to the rows)."""
     g = _GATES[mode]
     r = proj or hidden
     gemm = cell = weights = sums = 0
@@ -89,8 +94,10 @@ def rnn_cost(mode: str, x_rows: int, in_size: int, hidden: int, proj: int, layer
         bwd = (2 * (x + weights + states + y) + states + 3 * inter) * size
     params = fmt_params(dtype, mode=mode, rows=x_rows, I=in_size, H=hidden, P=proj, layers=layers, dirs=dirs,
                         bias=int(bias))
+    sizes = batch_sizes if packed and batch_sizes and batch_sizes[0] == state_rows and batch_sizes[-1] > 0 \
+        and sum(batch_sizes) == x_rows and all(a >= b for a, b in zip(batch_sizes, batch_sizes[1:])) else None
     shape = RnnShape(g, state_rows, hidden, r, layers, dirs, in_size, bias, x_rows, proj,
-                     g * (1 + 2 * bias) + _CELL[mode], packed)
+                     g * (1 + 2 * bias) + _CELL[mode], packed, sizes)
     return Cost(gemm + cell, fwd, params, dtype, RNN, bwd_flops=2 * (gemm + cell) + sums, bwd_bytes=bwd, main_op=MAIN_OPS,
                 rnn=shape)
 
@@ -112,7 +119,7 @@ def _rnn(mode: str):
             return None  # not the weight layout this formula reads
         rows = x.shape[0] if packed else x.numel // in_size
         return rnn_cost(mode, rows, in_size, hidden, proj, layers, 2 if bidirectional else 1, bool(bias),
-                        h0.shape[-2] if len(h0.shape) == 3 else 1, x.dtype, packed)
+                        h0.shape[-2] if len(h0.shape) == 3 else 1, x.dtype, packed, second.values if packed else None)
     return formula
 
 

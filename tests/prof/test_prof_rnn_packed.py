@@ -1,0 +1,127 @@
+"""A packed sequence's cuDNN RNN kernels, each its own step's work (issue 27), on real records of
+an H100 capture (benchmarks/pricing_coverage.py's rnn_packed, tf32: an LSTM(64, 128), then a ReLU
+RNN(128, 96), over 16 sequences of lengths 40, 38, ..., 10; one training step):
+tests/data/cov_rnn_packed_{default,plain}.jsonl.xz, the two calls' records cut from the capture
+unchanged (default: pyprof.init()'s markers, which carry the batch sizes; plain: emit_nvtx ranges
+alone, which do not)."""
+from __future__ import annotations
+
+import lzma
+import os
+from functools import lru_cache
+
+from pyprof.prof.io.reader import records
+from pyprof.prof.scan import analysed
+from pyprof.prof.warnings_tally import Tally
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "data")
+LENGTHS = range(40, 8, -2)
+# Sequences still running at each step: 16 for 10 steps, then 15, 15, 14, 14, ..., 1, 1.
+SIZES = [sum(length > t for length in LENGTHS) for t in range(40)]
+ROWS = sum(SIZES)  # 400
+SIZE = 4  # fp32
+# (op, I, H, G, the cell's FLOPs per row and hidden unit: G·(1 + 2·bias) + LSTM 9 / RNN 1)
+CALLS = (("lstm", 64, 128, 4, 21), ("rnn_relu", 128, 96, 1, 4))
+
+
+@lru_cache(maxsize=None)
+def _kernels(mode: str) -> tuple:
+    with lzma.open(os.path.join(DATA, f"cov_rnn_packed_{mode}.jsonl.xz"), "rb") as s:
+        return tuple((rec, f) for rec, f, _ in analysed(records(s, Tally()), Tally())
+                     if rec.get("kind", "kernel") == "kernel")
+
+
+def kernels(mode: str, op: str, direction: str) -> list:
+    """(record, Facts) of the call's kernels, in launch order: default mode by the marker's op,
+    plain by the forward's range, the call's by its first kernel's cost (its shape's I)."""
+    ins = {"lstm": 64, "rnn_relu": 128}[op]
+    return [(r, f) for r, f in _kernels(mode) if r["dir"] == direction and f.cost is not None
+            and f.cost.rnn is not None and f.cost.rnn.in_size == ins]
+
+
+def gemm(m: int, n: int, k: int) -> tuple:
+    return 2 * m * n * k, (m * k + k * n + m * n) * SIZE
+
+
+def cell(rows: int, h: int, g: int, per: int, bprop: bool) -> tuple:
+    """A step's cell kernel on its rows: G·H gates (and LSTM's cell state) read, the state written;
+    backward twice the FLOPs, the gates' and states' gradients."""
+    c = rows * h if g == 4 else 0
+    if bprop:
+        return 2 * rows * h * per, (2 * rows * g * h + 3 * rows * h + 3 * c) * SIZE
+    return rows * h * per, (2 * rows * g * h + rows * h + 2 * c + 2 * g * h + rows * h) * SIZE
+
+
+def recurrent_ks() -> list:
+    """K of dW_hh's GEMMs: the first step's against h0 (16 rows), then one per run of steps whose
+    step before ran as many rows: steps 1-10 after 16 rows (9·16 + 15), then pairs after 15, 14,
+    ..., 2 rows, the last step after 1 row (K 1)."""
+    runs: dict = {}
+    for t in range(1, len(SIZES)):
+        runs[SIZES[t - 1]] = runs.get(SIZES[t - 1], 0) + SIZES[t]
+    return [SIZES[0]] + list(runs.values())
+
+
+def test_the_batch_sizes_are_each_steps_rows_as_the_cell_kernels_launch_them():
+    """What the pricing assumes of cuDNN's order, read off the launches: the forward runs the
+    steps from the first (elemWiseRNNcell launches one 256-thread block per 256 of the step's
+    rows x H elements: 8 blocks for 16 rows of the LSTM's 128, 1 for its last steps' 2 and 1), the
+    backward from the last (RNN_elementWise_bp1 likewise: 1 block for the last step's row of 96,
+    6 for the first's 16 rows); both calls' forwards and the ReLU RNN's backward."""
+    assert ROWS == 400 and SIZES[:12] == [16] * 10 + [15, 15] and SIZES[-2:] == [1, 1]
+    for op, _, h, _, _ in CALLS:
+        grids = [r["grid"][0] for r, _ in kernels("default", op, "fprop") if r["kShortName"] == "elemWiseRNNcell"]
+        assert grids == [-(-b * h // 256) for b in SIZES], op
+    grids = [r["grid"][0] for r, _ in kernels("default", "rnn_relu", "bprop")
+             if r["kShortName"] == "RNN_elementWise_bp1"]
+    assert grids == [-(-b * 96 // 256) for b in reversed(SIZES)]
+
+
+def test_each_kernel_of_a_packed_call_carries_its_own_steps_rows():
+    """With the marker's batch sizes b_t every kernel of both calls is known, FLOPs and bytes.
+    Forward: the input projection over all 400 rows (rows x G·H, K = I; its tiles fit 385 to 448
+    rows: the cell kernels read ahead say all 40 steps), then per step the recurrent GEMM
+    (b_t x G·H, K = H) and the cell kernel. Backward, from the last step: the cell kernel and
+    dgates·W_hh (b_t x H, K = G·H), then the input gradient (400 x I, K = G·H), the flat weight
+    gradient's fill, the bias gradients' sum, dW_hh in 17 GEMMs (recurrent_ks: the last, K 1, is
+    the SIMT kernel cuBLAS picks for it) and dW_ih (K 400). Each call's kernels add up to its
+    formula, forward and backward."""
+    for op, i, h, g, per in CALLS:
+        gh = g * h
+        fwd = kernels("default", op, "fprop")
+        want = [gemm(ROWS, gh, i)] + [w for b in SIZES for w in (gemm(b, gh, h), cell(b, h, g, per, False))]
+        assert [(f.flops, f.bytes) for _, f in fwd] == want, op
+        bwd = [(r["kShortName"], f.flops, f.bytes) for r, f in kernels("default", op, "bprop")]
+        fills = [b for name, _, b in bwd if name == "vectorized_elementwise_kernel"]
+        assert fills == [16 * h * SIZE] * (2 if g == 4 else 1) + [(gh * (i + h) + 2 * gh) * SIZE], op
+        steps = [w for b in reversed(SIZES) for w in (cell(b, h, g, per, True), gemm(b, h, gh))]
+        ends = [gemm(ROWS, i, gh), ((ROWS - 1) * gh, (ROWS * gh + 2 * gh) * SIZE)]
+        ends += [gemm(gh, h, k) for k in recurrent_ks()] + [gemm(gh, i, ROWS)]
+        assert [(fl, b) for name, fl, b in bwd if name != "vectorized_elementwise_kernel"] == steps + ends, op
+        cost = fwd[0][1].cost
+        assert sum(f.flops for _, f in fwd) == cost.flops and sum(fl for _, fl, _ in bwd) == cost.bwd_flops, op
+    assert recurrent_ks()[:3] == [16, 159, 29] and len(recurrent_ks()) == 17 and sum(recurrent_ks()) == ROWS
+    for op, *_ in CALLS:
+        names = [r["kLongName"] for r, _ in kernels("default", op, "bprop")]
+        wgrads = names[next(n for n, name in enumerate(names) if "GENERIC_elementWise_bp2" in name) + 1:]
+        assert ["_simt_" in name for name in wgrads] == [False] * 16 + [True, False], op
+
+
+def test_without_the_batch_sizes_only_the_gemms_whose_rows_do_not_depend_on_them_are_known():
+    """At the aten level (aten::_cudnn_rnn carries the batch sizes as no values): forward the
+    input projection, the call's one chunk (its cells run to the call's end), over all 400 rows,
+    and the first step's recurrent GEMM and cell kernel (16 rows: the batch); every later step's
+    GEMM and cell na. Backward the input gradient, the one chunk after every step (no cell
+    kernel after it, the records read ahead up to the autograd thread's next call), the bias
+    gradients' sum, dW_hh against h0 (K 16) and dW_ih (K 400); the 40 steps' cells and GEMMs and
+    the other 16 weight gradients na."""
+    for op, i, h, g, per in CALLS:
+        gh = g * h
+        got = [(f.flops, f.bytes) for _, f in kernels("plain", op, "fprop")]
+        assert got[:3] == [gemm(ROWS, gh, i), gemm(16, gh, h), cell(16, h, g, per, False)], op
+        assert set(got[3:]) == {(None, None)}, op
+        got = [(r["kShortName"], f.flops, f.bytes) for r, f in kernels("plain", op, "bprop")]
+        known = [x for x in got if x[1] is not None and x[0] != "vectorized_elementwise_kernel"]
+        assert known == [("Kernel2", *gemm(ROWS, i, gh)), ("GENERIC_elementWise_bp2", 399 * gh, (400 * gh + 2 * gh) * 4),
+                         ("Kernel2", *gemm(gh, h, 16)), ("Kernel2", *gemm(gh, i, ROWS))], op
+        assert sum(x[1] is None for x in got) == 2 * 40 + 16, op
