@@ -3,6 +3,7 @@ the pyprof marker cannot, on a synthetic trace made without pyprof.init() (tests
 on records, and formula by formula. Every expected number is derived by hand."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -258,3 +259,30 @@ def test_a_range_opened_inside_another_does_not_restart_it():
     assert [(f.flops, f.bytes, f.level) for f in facts] == [(10752, 14336, "aten"), (0, 32, "aten"),
                                                             (10752, 14336, "aten")]
     assert not summary.warnings
+
+
+MEAN = "void at::native::reduce_kernel<(int)512, (int)1, at::native::ReduceOp<float, at::native::MeanOps<float, float, " \
+       "float, float>, unsigned int, float, (int)4, (int)4>>(T3)"
+MEAN_BF16_NHWC = "void at::native::reduce_kernel<(int)128, (int)4, at::native::ReduceOp<c10::BFloat16, at::native::" \
+                 "MeanOps<c10::BFloat16, float, float, c10::BFloat16>, unsigned int, c10::BFloat16, (int)4, (int)8>>(T3)"
+
+
+@pytest.mark.parametrize("sizes,kernel,grid,block,outputs", [
+    # adaptive_avg_pool2d's mean of [8, 1000, 7, 7] (its output only read by a flatten): 49
+    # inputs an output along x (32 lanes), 16 outputs a block: 500 blocks write 8,000 (H100 capture).
+    ([[8, 1000, 7, 7], [], [], []], MEAN, [500, 1, 1], [32, 16, 1], 8000),
+    # The same of a channels_last bf16 [8, 2048, 4, 4]: outputs along x, 4 a thread (the kernel's
+    # second argument), 128 a block: 32 blocks write 16,384.
+    ([[8, 2048, 4, 4], [], [], []], MEAN_BF16_NHWC, [32, 1, 1], [32, 4, 1], 16384),
+    # A loss's mean of 131,072 elements split across 16 blocks of one row of 512 threads: one output.
+    ([[8, 64, 256], [], [], [], []], MEAN, [1, 16, 1], [512, 1, 1], 1),
+    # [16, 16, 16] to 16 outputs along x or to 256 along y launch alike: na.
+    ([[16, 16, 16], [], [], []], MEAN, [1, 1, 1], [32, 16, 1], None),
+])
+def test_a_reduction_over_dims_takes_its_output_size_from_its_launch(sizes, kernel, grid, block, outputs):
+    """A reduction whose range carries no dims and whose output no consumer names: the outputs
+    its reduce_kernel's launch gives (reduce_launch.py), where one reduction of the input's dims
+    alone gives that launch; bytes the input read and those outputs written."""
+    c = lookup_aten("aten::mean")(AtenCall("aten::mean", sizes, template_dtype(kernel), kernel, grid=grid, block=block))
+    n, size = math.prod(sizes[0]), 2 if "BFloat16" in kernel else 4
+    assert (c.flops, c.bytes) == (n, None if outputs is None else (n + outputs) * size)

@@ -16,6 +16,7 @@ from math import prod
 from typing import Any
 
 from ..multitensor import launch, launch_elements
+from ..reduce_launch import launch_outputs
 from ..registry import ATTN, CAUSAL_UNKNOWN, SIMT, Cost, dims, fmt_params, register_aten
 from ..values import FLOATING, ITEMSIZE, Tensor, reduces_to
 from .attention import sdpa_cost
@@ -199,30 +200,21 @@ def _reduce(a: A) -> Cost | None:
     element; or an overload called by one that takes no dims: AtenCall.redispatched), else over
     dims the range does not carry: the output's size from a consumer, or
     inside an autograd node (a bias's gradient) the one input shape of its forward op that the
-    input reduces to (values.reduces_to), or one element where the kernel's launch says so
-    (_one_output)."""
+    input reduces to (values.reduces_to), or where the kernel's launch tells it
+    (reduce_launch.launch_outputs)."""
     x = a.tensor(0)
     if x is None:
         return None
     op = _REDUCE[a.name.partition("::")[2]]
     whole = any(len(s) <= 2 for s in [a.sizes] + a.redispatched())
     out = () if whole else a.output_shape(lambda s: reduces_to(x.shape, s))
-    if out is None and _one_output(a, x.numel):
-        out = ()
-    return reduce_cost(op, x, None if out is None else prod(out), None,
-                       "all" if whole else "?", not whole)
+    n_out = None if out is None else prod(out)
+    if n_out is None and a.grid and a.block:
+        n_out = launch_outputs(a.kernel, x.shape, tuple(a.grid), tuple(a.block))
+    return reduce_cost(op, x, n_out, None, "all" if whole else "?", not whole)
 
 
 register_aten(*[f"aten::{o}" for o in _REDUCE])(_reduce)
-
-
-def _one_output(a: A, n: int) -> bool:
-    """Whether PyTorch's reduce_kernel reduced `n` elements to one, by its launch (Reduce.cuh's
-    ReduceConfig): a block of one row of threads (block.y 1) reduces along x to one output per
-    block, or, along y, reduces nothing (an output per input, over more than one block past 512
-    inputs); so a grid of one such block over more than 512 inputs wrote one element."""
-    return "reduce_kernel<" in a.kernel and a.grid == [1, 1, 1] and isinstance(a.block, list) \
-        and len(a.block) == 3 and a.block[1:] == [1, 1] and n > 512
 
 
 # -- interpolation: the output size is an int list (no sizes): from a consumer's range -----------
