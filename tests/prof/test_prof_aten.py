@@ -217,6 +217,13 @@ def call(name: str, sizes: list, kernel: str, dtype: str | None = None):
     # where: the condition read as bool. 20 elements: cond 20 B, x, y 80 each, out 80.
     ("aten::where", [[4, 5], [4, 5], [4, 5]], "elementwise_kernel<where_kernel_impl...lambda(bool, float, float)>",
      (20, 260)),
+    # Max pooling's backward, [8,256,15,15] pooled to [8,256,7,7] (12,544 dY elements): one add per
+    # dY element; X's size of dX written (460,800 fp32), dY read and its int64 indices.
+    ("aten::max_pool2d_with_indices_backward", [[8, 256, 7, 7], [8, 256, 15, 15], [], [], [], [], [], [8, 256, 7, 7]],
+     "max_pool_backward_nchw<float, float, int>(const T1 *, const long *, T3)", (100352, 460800 * 4 + 100352 * 12)),
+    # channels_last bf16 [8,64,64,64] to [8,64,32,32] (524,288): dX 2 B an element.
+    ("aten::max_pool2d_with_indices_backward", [[8, 64, 32, 32], [8, 64, 64, 64], [], [], [], [], [], [8, 64, 32, 32]],
+     "max_pool_backward_nhwc<c10::BFloat16, float>(const T1 *, const long *, int)", (524288, 2097152 * 2 + 524288 * 10)),
     # The eval fast path's QKV split: [2,16,96] with a 96 bias: 3072 adds + 1024 scales; QKV read
     # and written as Q, K, V, the bias read.
     ("aten::_transform_bias_rescale_qkv", [[2, 16, 96], [96], []], "transform_bias_rescale_qkv_kernel<float, float>",

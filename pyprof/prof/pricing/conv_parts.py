@@ -102,7 +102,8 @@ def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool)
     """The helper parts of a convolution priced from its PyTorch range (op_ranges.py) rather than
     a marker, from the range's shapes (forward: input, weight; backward, aten::convolution_backward:
     dY, input, weight) and the forward's output, whose shape the formula had from a consumer: their
-    layout conversions, cuDNN's scaling of what it writes (scaled_outputs) and, backward, cuDNN's
+    layout conversions, cuDNN's scaling of what it writes (scaled_outputs), forward its channel
+    padding (pad_parts) and, backward, cuDNN's
     sum of the per-sample weight gradients, written in the
     weight's type `kernel`'s name states (a range's cost is priced per kernel: from this one's
     name, the partials' type). Taken as a marker's parts are (CallParts.take)."""
@@ -115,7 +116,9 @@ def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool)
     wgrad = wgrad_sum(x[0], math.prod(w), wgrad_sum_dtype(kernel or "") or cost.dtype) \
         if bprop and _conv_shape(x) and _conv_shape(w) else None
     scaled = [math.prod(s) for s in ((x, w) if bprop else (cost.out_shape,)) if _conv_shape(s)]
-    return layout_parts(shapes, size) + ([] if wgrad is None else [wgrad]) + scale_parts(scaled, size)
+    # Backward pads depend on which arguments required grad, which the range does not say.
+    pads = [] if bprop else pad_parts(x, w, cost)
+    return layout_parts(shapes, size) + ([] if wgrad is None else [wgrad]) + scale_parts(scaled, size) + pads
 
 
 def range_conv_tensors(sizes: list, bprop: bool) -> tuple:
@@ -172,23 +175,29 @@ def channel_pads(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
     the weight does; none where the marker does not say which require grad (an old marker: the
     first kernel could be either). The launch grid (2 blocks per SM, grid-stride) tells none
     apart. Grouped convolutions: none (not seen)."""
-    size = None if cost is None else ITEMSIZE.get(cost.dtype)
-    tensors = Call(marker).tensors()[:2] if cost is not None and cost.kind == CONV and size == 2 else []
-    if len(tensors) < 2 or any(len(t.shape or ()) < 3 or not t.numel for t in tensors) \
-            or tensors[0].shape[1] != tensors[1].shape[1]:
+    tensors = Call(marker).tensors()[:2] if cost is not None and cost.kind == CONV else []
+    if len(tensors) < 2:
         return []
     x, w = tensors
-    multiple = _PAD_MULTIPLE[bprop]
-    c = x.shape[1]
-    wide = -(-c // multiple) * multiple
-    if wide == c:
-        return []
-    px, pw = (Part(PAD, t.numel, 0, (t.numel + t.numel // c * wide) * size) for t in tensors)
-    if not bprop:
-        return [px, pw]
+    pads = pad_parts(x.shape, w.shape, cost, bprop)
+    if not bprop or not pads:
+        return pads
+    px, pw = pads
     if x.grad is None or w.grad is None:
         return []
     return ([pw, px] if x.grad else []) + ([px, pw] if w.grad else [])
+
+
+def pad_parts(x: tuple | None, w: tuple | None, cost: Cost | None, bprop: bool = False) -> list[Part]:
+    """channel_pads' copies of the input and the weight, in that order (a forward's launch
+    order), from their shapes; none where the channels need no padding or the op is not a
+    16-bit convolution."""
+    size = None if cost is None or cost.kind != CONV else ITEMSIZE.get(cost.dtype)
+    if size != 2 or not (_conv_shape(x) and _conv_shape(w)) or x[1] != w[1]:
+        return []
+    c, multiple = x[1], _PAD_MULTIPLE[bprop]
+    wide = -(-c // multiple) * multiple
+    return [] if wide == c else [Part(PAD, n, 0, (n + n // c * wide) * size) for n in (math.prod(x), math.prod(w))]
 
 
 def marker_wgrad_sum(marker: dict, cost: Cost) -> list[Part]:

@@ -145,7 +145,7 @@ class AtenCall:
         first = producers(inner)[:1]
         for r in reversed(self._ranges[:self._depth + 1]):
             if not isinstance(r, dict) or r is not inner and r.get("name") != within.get("name") and (
-                    not first or producers(r)[:1] != first or (r.get("sizes") or [None])[0] != self.sizes[0]):
+                    not first or not _passed_on(r, first[0], inner) or (r.get("sizes") or [None])[0] != self.sizes[0]):
                 break
             within = r
             got = self._flow.shape_of(self._pid, r.get("opId"))
@@ -206,6 +206,17 @@ class AtenCall:
         """Every input that is a tensor of rank >= 1, in order."""
         return [Tensor(tuple(s), self.dtype) for s in self.sizes
                 if isinstance(s, list) and s and all(type(d) is int for d in s)]
+
+
+def _passed_on(outer: dict, first: tuple | None, inner: dict) -> bool:
+    """Whether `inner`'s first input, made by `first` ((opId, output)), is `outer`'s first input
+    or a copy `outer` made of it before calling `inner` (aten::_convolution's `contiguous()` of a
+    strided input before aten::cudnn_convolution): an op opened inside `outer` and before `inner`."""
+    theirs = producers(outer)[:1]
+    if theirs == [first]:
+        return True
+    lo, hi = outer.get("opId"), inner.get("opId")
+    return first is not None and type(lo) is int and type(hi) is int and lo < first[0] < hi
 
 
 def price(rec: dict, kernel: str | None, verdict: str | None,

@@ -24,7 +24,7 @@ from .batch_norm import batch_norm_kernels
 from .elementwise import FLOPS_PER_ELEMENT, pointwise_cost, reduce_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
 from .memory import copy_cost, index_rows
-from .nn import (embedding_bag_cost, group_norm_cost, interpolate_cost, norm_cost, row_norm_cost,
+from .nn import (embedding_bag_cost, group_norm_cost, interpolate_cost, norm_cost, pool_cost, row_norm_cost,
                  softmax_backward_stages, softmax_cost)
 from .optim import UNSCALE_FLOPS, adam_flops, update_scale_cost
 
@@ -239,6 +239,19 @@ def upsample(a: A) -> Cost | None:
         return interpolate_cost(y, other[2:], mode)
     c = interpolate_cost(Tensor(other, a.dtype), y.shape[2:], mode)
     return Cost(c.bwd_flops, c.bwd_bytes, c.params, c.dtype, SIMT)
+
+
+# -- pooling: kernel_size, stride and padding are scalars the range does not carry ------------------
+
+@register_aten("aten::max_pool2d_with_indices_backward", "aten::max_pool3d_with_indices_backward")
+def max_pool_backward(a: A) -> Cost | None:
+    """(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices): nn.pool_cost's
+    backward, which the window does not change: one add per dY element, dY and the int64 indices
+    read, dX written. (The forward's FLOPs, one comparison per tap, need the window: na.)"""
+    dy, x = a.tensor(0), a.tensor(1)
+    if dy is None or x is None:
+        return None
+    return _backward(pool_cost(x, "max", dy.numel, None, fmt_params(a.dtype, shape=dims(x.shape), out=dims(dy.shape))))
 
 
 # -- normalization, softmax -------------------------------------------------------------------------
