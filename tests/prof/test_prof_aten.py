@@ -293,3 +293,50 @@ def test_a_reduction_over_dims_takes_its_output_size_from_its_launch(sizes, kern
     c = lookup_aten("aten::mean")(AtenCall("aten::mean", sizes, template_dtype(kernel), kernel, grid=grid, block=block))
     n, size = math.prod(sizes[0]), 2 if "BFloat16" in kernel else 4
     assert (c.flops, c.bytes) == (n, None if outputs is None else (n + outputs) * size)
+
+
+def _conv_call(x: list, w: list, out: list, kernels: list, inner_input: int = 5) -> list:
+    """Records of one convolution priced from its ranges alone (conv2d, _convolution around
+    cudnn_convolution, whose first input was made by op `inner_input`: 5, the wrapper's own, or
+    an op opened inside _convolution), its kernels in order, then a consumer naming conv2d's output."""
+    rest = [[]] * 7
+    ops = [{"name": "aten::conv2d", "seq": 3, "opId": 10, "sizes": [x, w] + rest, "inputOpIds": [[5, 0], [4, 0]]},
+           {"name": "aten::_convolution", "opId": 11, "sizes": [x, w] + rest, "inputOpIds": [[5, 0], [4, 0]]},
+           {"name": "aten::cudnn_convolution", "opId": 13, "sizes": [x, w] + rest,
+            "inputOpIds": [[inner_input, 0], [4, 0]]}]
+    relu = [{"name": "aten::relu", "seq": 4, "opId": 20, "sizes": [out], "inputOpIds": [[10, 0]]}]
+    return [record(None, k, torchOps=ops, subSeqId=i) for i, k in enumerate(kernels)] + \
+        [record(None, "vectorized_elementwise_kernel<4, clamp_min_kernel...lambda(c10::BFloat16)>", torchOps=relu)]
+
+
+PAD = "void nhwcAddPaddingKernel<__nv_bfloat16, __nv_bfloat16, float, (bool)1, (cudnnKernelDataType_t)0>(int, int)"
+ALIGN8 = "void cutlass__5x_cudnn::Kernel<cutlass_tensorop_bf16_s16816fprop_optimized_bf16_128x128_32x5_nhwc_align8>(T1::Params)"
+FIRST_LAYER = "sm90_xmma_fprop_image_first_layer_f16f16_f32_f16_nhwckrsc_nhwc_hmma_k64c4r7s7_stride2x2_tile16x64x64_" \
+              "tensor1688_execute_kernel_kernel__5x_cudnn"
+
+
+@pytest.mark.parametrize("conv,multiple", [(ALIGN8, 8), (FIRST_LAYER.replace("f16f16_f32_f16", "bf16bf16_f32_bf16"), 4)])
+def test_a_range_priced_convolution_pads_channels_for_the_kernel_after_it(conv, multiple):
+    """A bf16 [8,3,128,128] stem (weight [64,3,7,7], out [8,64,64,64]): cuDNN pads the input, then
+    the weight, to the channel multiple of the convolution kernel read ahead (CUTLASS's align8,
+    sm90's first-layer c4), each read at 3 channels and written at the multiple; the convolution
+    2·8·64·64²·3·49 FLOPs, input, weight and output read and written once in bf16."""
+    recs = _conv_call([8, 3, 128, 128], [64, 3, 7, 7], [8, 64, 64, 64], [PAD, PAD, conv])
+    facts, _ = analyse(recs)
+    x, w = 8 * 3 * 128 * 128, 64 * 3 * 49
+    assert [(f.flops, f.bytes) for f in facts[:3]] == [
+        (0, (x + x // 3 * multiple) * 2), (0, (w + w // 3 * multiple) * 2),
+        (616562688, (x + w + 8 * 64 * 64 * 64) * 2)]
+
+
+def test_a_convolution_whose_input_its_wrapper_made_contiguous_finds_its_output():
+    """ShuffleNet's 1x1 convolution of a strided channel split: aten::_convolution makes the input
+    contiguous (an op opened inside it) before aten::cudnn_convolution, whose consumer names the
+    outer conv2d's output: 2·8·16·16·58·58 FLOPs, input, weight and output once in bf16."""
+    kernel = "void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_64x1_nn_align2>(T1::Params)"
+    x, w = [8, 58, 16, 16], [58, 58, 1, 1]
+    facts, _ = analyse(_conv_call(x, w, x, [kernel], inner_input=12))
+    assert (facts[0].flops, facts[0].bytes) == (13778944, (2 * 8 * 58 * 256 + 58 * 58) * 2)
+    # An input made outside the wrapper (op 3, before it) is not the wrapper's: no output, na.
+    facts, _ = analyse(_conv_call(x, w, x, [kernel], inner_input=3))
+    assert facts[0].flops is None

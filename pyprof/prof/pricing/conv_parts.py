@@ -43,6 +43,11 @@ _LAYOUT_TILE = 32
 # sectors over-count partial writes by 1.1-1.2x); the backward's wrote 7.1 MB (8 channels:
 # 6,422,528), and the CUTLASS wgrad's split-K partials are 64 x 7·7·8 fp32 (2,910,208 bytes, exact).
 _PAD_MULTIPLE = {False: 4, True: 8}
+# The channel multiple a cuDNN convolution kernel reads NHWC tensors in, as its name states it:
+# CUTLASS's operand alignment (`..._nhwc_align8`: 8 elements), sm90's image_first_layer kernel's
+# channels (`k64c4r7s7`: 4). A range-priced forward's padding takes the multiple of the kernel it
+# pads for (ResNet-50's bf16 stem at 128 x 128 on H100 ran CUTLASS's align8 kernel after it).
+_KERNEL_CHANNELS = re.compile(r"_align(\d+)\b|_k\d+c(\d+)r\d+s\d+_")
 # xmma's segment-K weight gradient: `..._wgrad_..._execute_segment_k_on_kernel` computes the
 # gradient's GEMM (K x C·taps over N·spatial) in segments of the reduction, each tile's segments one
 # block apiece, and writes every segment's partial tile in fp32; `..._execute_split_k_kernel` then
@@ -98,12 +103,14 @@ def _conv_shape(s: object) -> bool:
     return isinstance(s, (list, tuple)) and len(s) >= 3 and all(type(d) is int and d > 0 for d in s)
 
 
-def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool) -> list[Part]:
+def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool,
+                upcoming: list | None = None) -> list[Part]:
     """The helper parts of a convolution priced from its PyTorch range (op_ranges.py) rather than
     a marker, from the range's shapes (forward: input, weight; backward, aten::convolution_backward:
     dY, input, weight) and the forward's output, whose shape the formula had from a consumer: their
     layout conversions, cuDNN's scaling of what it writes (scaled_outputs), forward its channel
-    padding (pad_parts) and, backward, cuDNN's
+    padding (pad_parts, to the multiple of the first of the range's `upcoming` kernels, by name,
+    that states one) and, backward, cuDNN's
     sum of the per-sample weight gradients, written in the
     weight's type `kernel`'s name states (a range's cost is priced per kernel: from this one's
     name, the partials' type). Taken as a marker's parts are (CallParts.take)."""
@@ -117,7 +124,7 @@ def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool)
         if bprop and _conv_shape(x) and _conv_shape(w) else None
     scaled = [math.prod(s) for s in ((x, w) if bprop else (cost.out_shape,)) if _conv_shape(s)]
     # Backward pads depend on which arguments required grad, which the range does not say.
-    pads = [] if bprop else pad_parts(x, w, cost)
+    pads = [] if bprop else pad_parts(x, w, cost, pad_multiple([kernel] + (upcoming or [])))
     return layout_parts(shapes, size) + ([] if wgrad is None else [wgrad]) + scale_parts(scaled, size) + pads
 
 
@@ -179,7 +186,7 @@ def channel_pads(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
     if len(tensors) < 2:
         return []
     x, w = tensors
-    pads = pad_parts(x.shape, w.shape, cost, bprop)
+    pads = pad_parts(x.shape, w.shape, cost, _PAD_MULTIPLE[bprop])
     if not bprop or not pads:
         return pads
     px, pw = pads
@@ -188,14 +195,23 @@ def channel_pads(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
     return ([pw, px] if x.grad else []) + ([px, pw] if w.grad else [])
 
 
-def pad_parts(x: tuple | None, w: tuple | None, cost: Cost | None, bprop: bool = False) -> list[Part]:
-    """channel_pads' copies of the input and the weight, in that order (a forward's launch
-    order), from their shapes; none where the channels need no padding or the op is not a
-    16-bit convolution."""
+def pad_multiple(kernels: list) -> int | None:
+    """The channel multiple (_KERNEL_CHANNELS) of the first of `kernels` (names) that states one."""
+    for name in kernels:
+        m = _KERNEL_CHANNELS.search(name or "")
+        if m:
+            return int(m.group(1) or m.group(2))
+    return None
+
+
+def pad_parts(x: tuple | None, w: tuple | None, cost: Cost | None, multiple: int | None) -> list[Part]:
+    """channel_pads' copies of the input and the weight to a multiple of `multiple` channels, in
+    that order (a forward's launch order), from their shapes; none where the channels need no
+    padding, the multiple is not known or the op is not a 16-bit convolution."""
     size = None if cost is None or cost.kind != CONV else ITEMSIZE.get(cost.dtype)
-    if size != 2 or not (_conv_shape(x) and _conv_shape(w)) or x[1] != w[1]:
+    if size != 2 or not multiple or not (_conv_shape(x) and _conv_shape(w)) or x[1] != w[1]:
         return []
-    c, multiple = x[1], _PAD_MULTIPLE[bprop]
+    c = x[1]
     wide = -(-c // multiple) * multiple
     return [] if wide == c else [Part(PAD, n, 0, (n + n // c * wide) * size) for n in (math.prod(x), math.prod(w))]
 
