@@ -340,3 +340,34 @@ def test_a_convolution_whose_input_its_wrapper_made_contiguous_finds_its_output(
     # An input made outside the wrapper (op 3, before it) is not the wrapper's: no output, na.
     facts, _ = analyse(_conv_call(x, w, x, [kernel], inner_input=3))
     assert facts[0].flops is None
+
+
+WGRAD = "void cutlass__5x_cudnn::Kernel<cutlass__5x_cudnn::conv::kernel::ImplicitGemmConvolution<cutlass__5x_cudnn::" \
+        "conv::threadblock::ImplicitGemmMultistage<cutlass__5x_cudnn::gemm::GemmShape<(int)64, (int)128, (int)32>, " \
+        "cutlass__5x_cudnn::conv::threadblock::Conv2dWgradOutputGradientTileAccessIteratorOptimized<cutlass__5x_cudnn::" \
+        "MatrixShape<(int)64, (int)32>, cutlass__5x_cudnn::bfloat16_t>>, (cutlass__5x_cudnn::conv::Operator)2>>(T1::Params)"
+DGRAD = "sm90_xmma_dgrad_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64_execute_kernel__5x_cudnn"
+
+
+@pytest.mark.parametrize("kernels,pads", [
+    # The image does not require grad: the input padded, the weight-gradient kernel, dW stripped.
+    ([PAD, WGRAD, PAD], ["x", "w"]),
+    # Both gradients: the weight padded and dX stripped around dgrad, then as above.
+    ([PAD, DGRAD, PAD, PAD, WGRAD, PAD], ["w", "x", "x", "w"]),
+    # A kernel between the pads that names neither gradient: na.
+    ([PAD, "void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_64x1_nn_align2>(T1::Params)", PAD],
+     [None, None]),
+])
+def test_a_range_priced_convolution_backward_pads_around_the_gradient_kernel_it_names(kernels, pads):
+    """The backward of the bf16 [8,3,128,128] stem (weight [64,3,7,7]) from its ranges, which do
+    not say which arguments required grad: each pair of cuDNN's channel pads (8 channels
+    backward) is the one around the gradient kernel after its first pad, as its name says."""
+    node = [{"name": "autograd::engine::evaluate_function: ConvolutionBackward0", "opId": 30},
+            {"name": "ConvolutionBackward0", "seq": 3, "opId": 31, "sizes": [[8, 64, 64, 64]], "inputOpIds": [[9, 0]]},
+            {"name": "aten::convolution_backward", "opId": 32,
+             "sizes": [[8, 64, 64, 64], [8, 3, 128, 128], [64, 3, 7, 7]] + [[]] * 8,
+             "inputOpIds": [[9, 0], [5, 0], [4, 0]] + [[0, -1]] * 8}]
+    facts, _ = analyse([record(None, k, "bprop", torchOps=node, subSeqId=i) for i, k in enumerate(kernels)])
+    x, w = 8 * 3 * 128 * 128, 64 * 3 * 49
+    want = {"x": (0, (x + x // 3 * 8) * 2), "w": (0, (w + w // 3 * 8) * 2), None: (None, None)}
+    assert [(f.flops, f.bytes) for k, f in zip(kernels, facts) if k == PAD] == [want[p] for p in pads]

@@ -309,7 +309,8 @@ class Analyzer:
         if held is None or held[0] is not call:
             marker = rec["fwd"].get("marker") if bprop else rec.get("marker")
             ok = isinstance(marker, dict)
-            parts = (backward_parts if bprop else forward_parts)(marker, cost) if ok else []
+            parts = (backward_parts(marker, cost) if bprop else forward_parts(marker, cost, lambda: self.upcoming(rec))
+                     ) if ok else []
             held = self._parts[key] = (call, CallParts(parts, tensor_lists(marker, cost) if ok and not bprop else None,
                                                        cost.bwd_stages if bprop else cost.stages))
         return held[1]
@@ -441,7 +442,8 @@ class Analyzer:
         output (output_parts), an attention backward's flash helpers (its query, key and value are
         inputs 1 to 3 of every backend's backward op), cuDNN attention's dropout seed unpacking
         (a range has no dropout_p: offered to every forward, taken only where it runs), a convolution's layout conversions,
-        forward channel padding (for the kernel read ahead that it pads for) and weight gradients' sum (range_parts)."""
+        channel padding (by the kernels read ahead: the one it pads for, the gradient kernels) and weight gradients' sum
+        (range_parts)."""
         key = ("aten parts", rec.get("pid"), rec.get("tid"))
         ident = (r.get("name"), r.get("opId"))
         state = self._calls.get(key)
@@ -453,7 +455,7 @@ class Analyzer:
                 parts = flash_helpers(q, k, v, ITEMSIZE.get(cost.dtype)) if bprop else [SEED_UNPACK]
             elif cost.kind == CONV:
                 parts = range_parts(r.get("sizes") if isinstance(r.get("sizes"), list) else [], cost, name, bprop,
-                                    None if bprop else self._upcoming(rec)[0])
+                                    self.upcoming(rec))
             else:
                 parts = [] if bprop else output_parts(cost)
             state = self._calls[key] = [ident, CallParts(parts)]
@@ -622,6 +624,10 @@ class Analyzer:
             state = self._calls[key] = [ident, RnnCall(cost, bprop)]
         return state[1]
 
+    def upcoming(self, rec: dict) -> list:
+        """The kernel names of `rec`'s op call read ahead of it (_upcoming's)."""
+        return self._upcoming(rec)[0]
+
     def _upcoming(self, rec: dict) -> tuple[list, bool]:
         """The kernel names of `rec`'s op call read ahead of it (tensor_flow's window, read on up to
         FURTHER records: a layer's steps may run past the window), and whether the call ended
@@ -629,7 +635,7 @@ class Analyzer:
         answered otherwise (the memo's replay reads none ahead: TensorFlow.asked)."""
         ident = (self._ident or call_identity(rec))[0]
         thread = (rec.get("pid"), rec.get("tid"))
-        names = []
+        names: list = []
         for later in self.flow.upcoming(FURTHER):
             if not isinstance(later, dict) or later.get("kind", "kernel") != "kernel" \
                     or (later.get("pid"), later.get("tid")) != thread:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 from functools import lru_cache
+from typing import Callable
 
 from .gemm_parts import gemm_tile
 from .op_ranges import template_dtype
@@ -47,6 +48,8 @@ _PAD_MULTIPLE = {False: 4, True: 8}
 # CUTLASS's operand alignment (`..._nhwc_align8`: 8 elements), sm90's image_first_layer kernel's
 # channels (`k64c4r7s7`: 4). A range-priced forward's padding takes the multiple of the kernel it
 # pads for (ResNet-50's bf16 stem at 128 x 128 on H100 ran CUTLASS's align8 kernel after it).
+# A convolution gradient kernel's role, as cuDNN's and CUTLASS's names state it.
+_GRADIENT = re.compile(r"dgrad|wgrad", re.IGNORECASE)
 _KERNEL_CHANNELS = re.compile(r"_align(\d+)\b|_k\d+c(\d+)r\d+s\d+_")
 # xmma's segment-K weight gradient: `..._wgrad_..._execute_segment_k_on_kernel` computes the
 # gradient's GEMM (K x C·taps over N·spatial) in segments of the reduction, each tile's segments one
@@ -109,8 +112,9 @@ def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool,
     a marker, from the range's shapes (forward: input, weight; backward, aten::convolution_backward:
     dY, input, weight) and the forward's output, whose shape the formula had from a consumer: their
     layout conversions, cuDNN's scaling of what it writes (scaled_outputs), forward its channel
-    padding (pad_parts, to the multiple of the first of the range's `upcoming` kernels, by name,
-    that states one) and, backward, cuDNN's
+    padding (forward: pad_parts, to the multiple of the first of the call's `upcoming` kernels, by
+    name, that states one; backward: range_backward_pads, by the gradient kernels' names) and,
+    backward, cuDNN's
     sum of the per-sample weight gradients, written in the
     weight's type `kernel`'s name states (a range's cost is priced per kernel: from this one's
     name, the partials' type). Taken as a marker's parts are (CallParts.take)."""
@@ -123,8 +127,8 @@ def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool,
     wgrad = wgrad_sum(x[0], math.prod(w), wgrad_sum_dtype(kernel or "") or cost.dtype) \
         if bprop and _conv_shape(x) and _conv_shape(w) else None
     scaled = [math.prod(s) for s in ((x, w) if bprop else (cost.out_shape,)) if _conv_shape(s)]
-    # Backward pads depend on which arguments required grad, which the range does not say.
-    pads = [] if bprop else pad_parts(x, w, cost, pad_multiple([kernel] + (upcoming or [])))
+    kernels = [kernel] + (upcoming or [])
+    pads = range_backward_pads(x, w, cost, kernels) if bprop else pad_parts(x, w, cost, pad_multiple(kernels))
     return layout_parts(shapes, size) + ([] if wgrad is None else [wgrad]) + scale_parts(scaled, size) + pads
 
 
@@ -172,27 +176,51 @@ def contiguous_grad(cost: Cost, size: int | None) -> list[Part]:
     return [Part(CONTIGUOUS, n, 0, 2 * n * size)] * copies if n and size else []
 
 
-def channel_pads(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
-    """cuDNN's channel padding of a 16-bit convolution whose channels C are not a multiple of
-    _PAD_MULTIPLE, in launch order (CallParts.take gives each such kernel the first left): each
-    copy reads the tensor in one channel count and writes it in the other (C·rest + C'·rest
-    elements, no FLOPs). Forward the input, then the weight. Backward the weight padded and the
+def channel_pads(marker: dict, cost: Cost | None, bprop: bool, upcoming: Callable[[], list] = list) -> list[Part]:
+    """cuDNN's channel padding of a 16-bit convolution whose channels C are not a multiple of the
+    kernel's (pad_multiple), in launch order (CallParts.take gives each such kernel the first
+    left): each copy reads the tensor in one channel count and writes it in the other (C·rest +
+    C'·rest elements, no FLOPs). Forward the input, then the weight, to the multiple of the
+    convolution kernel after them (`upcoming`: the names of the call's kernels read ahead, asked
+    for only where a pad can run). Backward, to _PAD_MULTIPLE's 8: the weight padded and the
     input's gradient stripped around the data-gradient kernel where the input requires grad, then
     the input padded and the weight's gradient stripped around the weight-gradient kernel where
     the weight does; none where the marker does not say which require grad (an old marker: the
     first kernel could be either). The launch grid (2 blocks per SM, grid-stride) tells none
     apart. Grouped convolutions: none (not seen)."""
     tensors = Call(marker).tensors()[:2] if cost is not None and cost.kind == CONV else []
-    if len(tensors) < 2:
+    if len(tensors) < 2 or not pad_parts(tensors[0].shape, tensors[1].shape, cost, _PAD_MULTIPLE[bprop]):
         return []
     x, w = tensors
-    pads = pad_parts(x.shape, w.shape, cost, _PAD_MULTIPLE[bprop])
-    if not bprop or not pads:
-        return pads
-    px, pw = pads
+    if not bprop:
+        return pad_parts(x.shape, w.shape, cost, pad_multiple(upcoming()))
+    px, pw = pad_parts(x.shape, w.shape, cost, _PAD_MULTIPLE[bprop])
     if x.grad is None or w.grad is None:
         return []
     return ([pw, px] if x.grad else []) + ([px, pw] if w.grad else [])
+
+
+def range_backward_pads(x: tuple | None, w: tuple | None, cost: Cost | None, kernels: list) -> list[Part]:
+    """channel_pads' backward copies of a convolution priced from its range, which does not say
+    which arguments required grad: each pair of pads in the call's `kernels` (names, from the
+    first pad on) is the one around the gradient kernel right after its first pad, as that
+    kernel's name says (`dgrad`: the weight padded, dX stripped; `wgrad`: the input padded, dW
+    stripped); none from a pair around a kernel that names neither."""
+    pads = pad_parts(x, w, cost, _PAD_MULTIPLE[True])
+    if not pads:
+        return []
+    px, pw = pads
+    out: list[Part] = []
+    names = iter(kernels)
+    for name in names:
+        if not PAD_KERNEL.search(name or ""):
+            continue
+        role = _GRADIENT.search(next(names, "") or "")
+        if role is None:
+            break
+        out += [pw, px] if role.group(0).lower() == "dgrad" else [px, pw]
+        next((n for n in names if PAD_KERNEL.search(n or "")), None)  # the pair's closing pad
+    return out
 
 
 def pad_multiple(kernels: list) -> int | None:
