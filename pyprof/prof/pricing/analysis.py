@@ -309,8 +309,7 @@ class Analyzer:
         if held is None or held[0] is not call:
             marker = rec["fwd"].get("marker") if bprop else rec.get("marker")
             ok = isinstance(marker, dict)
-            parts = (backward_parts(marker, cost) if bprop else forward_parts(marker, cost, lambda: self.upcoming(rec))
-                     ) if ok else []
+            parts = (backward_parts if bprop else forward_parts)(marker, cost) if ok else []
             held = self._parts[key] = (call, CallParts(parts, tensor_lists(marker, cost) if ok and not bprop else None,
                                                        cost.bwd_stages if bprop else cost.stages))
         return held[1]
@@ -455,7 +454,7 @@ class Analyzer:
                 parts = flash_helpers(q, k, v, ITEMSIZE.get(cost.dtype)) if bprop else [SEED_UNPACK]
             elif cost.kind == CONV:
                 parts = range_parts(r.get("sizes") if isinstance(r.get("sizes"), list) else [], cost, name, bprop,
-                                    self.upcoming(rec))
+                                    self._upcoming(rec)[0])
             else:
                 parts = [] if bprop else output_parts(cost)
             state = self._calls[key] = [ident, CallParts(parts)]
@@ -624,10 +623,6 @@ class Analyzer:
             state = self._calls[key] = [ident, RnnCall(cost, bprop)]
         return state[1]
 
-    def upcoming(self, rec: dict) -> list:
-        """The kernel names of `rec`'s op call read ahead of it (_upcoming's)."""
-        return self._upcoming(rec)[0]
-
     def _upcoming(self, rec: dict) -> tuple[list, bool]:
         """The kernel names of `rec`'s op call read ahead of it (tensor_flow's window, read on up to
         FURTHER records: a layer's steps may run past the window), and whether the call ended
@@ -635,7 +630,7 @@ class Analyzer:
         answered otherwise (the memo's replay reads none ahead: TensorFlow.asked)."""
         ident = (self._ident or call_identity(rec))[0]
         thread = (rec.get("pid"), rec.get("tid"))
-        names: list = []
+        names = []
         for later in self.flow.upcoming(FURTHER):
             if not isinstance(later, dict) or later.get("kind", "kernel") != "kernel" \
                     or (later.get("pid"), later.get("tid")) != thread:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import re
 from functools import lru_cache
-from typing import Callable
 
 from .gemm_parts import gemm_tile
 from .op_ranges import template_dtype
@@ -48,9 +47,9 @@ _PAD_MULTIPLE = {False: 4, True: 8}
 # CUTLASS's operand alignment (`..._nhwc_align8`: 8 elements), sm90's image_first_layer kernel's
 # channels (`k64c4r7s7`: 4). A range-priced forward's padding takes the multiple of the kernel it
 # pads for (ResNet-50's bf16 stem at 128 x 128 on H100 ran CUTLASS's align8 kernel after it).
+_KERNEL_CHANNELS = re.compile(r"_align(\d+)\b|_k\d+c(\d+)r\d+s\d+_")
 # A convolution gradient kernel's role, as cuDNN's and CUTLASS's names state it.
 _GRADIENT = re.compile(r"dgrad|wgrad", re.IGNORECASE)
-_KERNEL_CHANNELS = re.compile(r"_align(\d+)\b|_k\d+c(\d+)r\d+s\d+_")
 # xmma's segment-K weight gradient: `..._wgrad_..._execute_segment_k_on_kernel` computes the
 # gradient's GEMM (K x C·taps over N·spatial) in segments of the reduction, each tile's segments one
 # block apiece, and writes every segment's partial tile in fp32; `..._execute_split_k_kernel` then
@@ -111,11 +110,10 @@ def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool,
     """The helper parts of a convolution priced from its PyTorch range (op_ranges.py) rather than
     a marker, from the range's shapes (forward: input, weight; backward, aten::convolution_backward:
     dY, input, weight) and the forward's output, whose shape the formula had from a consumer: their
-    layout conversions, cuDNN's scaling of what it writes (scaled_outputs), forward its channel
-    padding (forward: pad_parts, to the multiple of the first of the call's `upcoming` kernels, by
-    name, that states one; backward: range_backward_pads, by the gradient kernels' names) and,
-    backward, cuDNN's
-    sum of the per-sample weight gradients, written in the
+    layout conversions, cuDNN's scaling of what it writes (scaled_outputs), its channel padding
+    (forward: pad_parts, to the multiple of the first of the call's kernels read ahead, `upcoming`,
+    whose name states one; backward: range_backward_pads, by the gradient kernels' names) and,
+    backward, cuDNN's sum of the per-sample weight gradients, written in the
     weight's type `kernel`'s name states (a range's cost is priced per kernel: from this one's
     name, the partials' type). Taken as a marker's parts are (CallParts.take)."""
     size = None if cost is None else ITEMSIZE.get(cost.dtype)
@@ -176,25 +174,26 @@ def contiguous_grad(cost: Cost, size: int | None) -> list[Part]:
     return [Part(CONTIGUOUS, n, 0, 2 * n * size)] * copies if n and size else []
 
 
-def channel_pads(marker: dict, cost: Cost | None, bprop: bool, upcoming: Callable[[], list] = list) -> list[Part]:
-    """cuDNN's channel padding of a 16-bit convolution whose channels C are not a multiple of the
-    kernel's (pad_multiple), in launch order (CallParts.take gives each such kernel the first
-    left): each copy reads the tensor in one channel count and writes it in the other (C·rest +
-    C'·rest elements, no FLOPs). Forward the input, then the weight, to the multiple of the
-    convolution kernel after them (`upcoming`: the names of the call's kernels read ahead, asked
-    for only where a pad can run). Backward, to _PAD_MULTIPLE's 8: the weight padded and the
+def channel_pads(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
+    """cuDNN's channel padding of a 16-bit convolution whose channels C are not a multiple of
+    _PAD_MULTIPLE, in launch order (CallParts.take gives each such kernel the first left): each
+    copy reads the tensor in one channel count and writes it in the other (C·rest + C'·rest
+    elements, no FLOPs). Forward the input, then the weight. Backward the weight padded and the
     input's gradient stripped around the data-gradient kernel where the input requires grad, then
     the input padded and the weight's gradient stripped around the weight-gradient kernel where
     the weight does; none where the marker does not say which require grad (an old marker: the
     first kernel could be either). The launch grid (2 blocks per SM, grid-stride) tells none
-    apart. Grouped convolutions: none (not seen)."""
+    apart. Grouped convolutions: none (not seen). (A range-priced forward reads its multiple from
+    the kernel after the pads instead, range_parts: reading ahead here would make every call
+    with pads one the memo cannot replay, pricing/memo.py.)"""
     tensors = Call(marker).tensors()[:2] if cost is not None and cost.kind == CONV else []
-    if len(tensors) < 2 or not pad_parts(tensors[0].shape, tensors[1].shape, cost, _PAD_MULTIPLE[bprop]):
+    if len(tensors) < 2:
         return []
     x, w = tensors
-    if not bprop:
-        return pad_parts(x.shape, w.shape, cost, pad_multiple(upcoming()))
-    px, pw = pad_parts(x.shape, w.shape, cost, _PAD_MULTIPLE[bprop])
+    pads = pad_parts(x.shape, w.shape, cost, _PAD_MULTIPLE[bprop])
+    if not bprop or not pads:
+        return pads
+    px, pw = pads
     if x.grad is None or w.grad is None:
         return []
     return ([pw, px] if x.grad else []) + ([px, pw] if w.grad else [])

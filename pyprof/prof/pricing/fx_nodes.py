@@ -206,8 +206,8 @@ class CompiledPricer:
             work = split_sum(state[2], Call({"args": [weight]}).tensors()[0].numel, size)
             return work if work is not None else self.analyzer.unclaimed()
         if state[3] is None:
-            state[3] = CallParts(backward_parts({"args": _masked(node)}, main) if bwd else forward_parts(
-                {"args": args}, main, lambda: self.analyzer.upcoming(rec)))
+            state[3] = CallParts((backward_parts if bwd else forward_parts)({"args": _masked(node) if bwd else args},
+                                                                            main))
         part = state[3].take(name, rec.get("grid"), rec.get("block"))
         return (part.flops, part.bytes) if part is not None else self.analyzer.unclaimed()
 

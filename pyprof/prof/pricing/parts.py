@@ -33,7 +33,6 @@ from __future__ import annotations
 import math
 import re
 from functools import lru_cache
-from typing import Callable
 
 from .attention_parts import (CAST_DQ, CAST_DQ_KERNEL, DOT_DO_O, DOT_DO_O_KERNEL, MATH_KERNELS, MUL, NEGINF, PHILOX,
                               PHILOX_KERNEL, REDUCE_HEAD, REDUCE_HEAD_KERNEL, SCALAR_MUL, WHERE, cudnn_dropout,
@@ -141,16 +140,15 @@ def _operands(call: Call) -> list[Tensor]:
     return out
 
 
-def forward_parts(marker: dict, cost: Cost | None, upcoming: Callable[[], list] = list) -> list[Part]:
+def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     """The helper kernels of an op call's forward: autocast's casts (source read, copy written),
     what a matrix op's call does to its output besides computing it (output_parts: a bias added
     apart, one add per output element; the op's own formula counts none for its bias, as
     FlopCounterMode does, so that matrix FLOPs stay its count), cuDNN's layout conversions, its
-    scaling of a convolution's output and its channel padding (for the kernel among `upcoming`'s,
-    the names of the call's kernels read ahead, that it pads for), a strided convolution input made
+    scaling of a convolution's output and its channel padding, a strided convolution input made
     contiguous, a layer norm's strided input made contiguous."""
     return (_inputs(marker, cost) + output_parts(cost) + strided_operands(marker, cost) + marker_layouts(marker, cost)
-            + scaled_outputs(marker, cost, False) + channel_pads(marker, cost, False, upcoming) + strided_input(marker, cost)
+            + scaled_outputs(marker, cost, False) + channel_pads(marker, cost, False) + strided_input(marker, cost)
             + layer_norm_copies(marker, cost, False) + cudnn_dropout(marker, cost))
 
 
