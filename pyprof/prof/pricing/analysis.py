@@ -454,7 +454,7 @@ class Analyzer:
                 parts = flash_helpers(q, k, v, ITEMSIZE.get(cost.dtype)) if bprop else [SEED_UNPACK]
             elif cost.kind == CONV:
                 parts = range_parts(r.get("sizes") if isinstance(r.get("sizes"), list) else [], cost, name, bprop,
-                                    self._upcoming(rec)[0])
+                                    lambda: self._upcoming(rec)[0])
             else:
                 parts = [] if bprop else output_parts(cost)
             state = self._calls[key] = [ident, CallParts(parts)]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 from functools import lru_cache
+from typing import Callable
 
 from .gemm_parts import gemm_tile
 from .op_ranges import template_dtype
@@ -106,16 +107,17 @@ def _conv_shape(s: object) -> bool:
 
 
 def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool,
-                upcoming: list | None = None) -> list[Part]:
+                upcoming: Callable[[], list] = list) -> list[Part]:
     """The helper parts of a convolution priced from its PyTorch range (op_ranges.py) rather than
     a marker, from the range's shapes (forward: input, weight; backward, aten::convolution_backward:
     dY, input, weight) and the forward's output, whose shape the formula had from a consumer: their
     layout conversions, cuDNN's scaling of what it writes (scaled_outputs), its channel padding
-    (forward: pad_parts, to the multiple of the first of the call's kernels read ahead, `upcoming`,
-    whose name states one; backward: range_backward_pads, by the gradient kernels' names) and,
-    backward, cuDNN's sum of the per-sample weight gradients, written in the
-    weight's type `kernel`'s name states (a range's cost is priced per kernel: from this one's
-    name, the partials' type). Taken as a marker's parts are (CallParts.take)."""
+    (forward: pad_parts, to the multiple of the first of the call's kernels read ahead whose name
+    states one; backward: range_backward_pads, by the gradient kernels' names; `upcoming` gives
+    those names, called only where a pad may run) and, backward, cuDNN's sum of the per-sample
+    weight gradients, written in the weight's type `kernel`'s name states (a range's cost is
+    priced per kernel: from this one's name, the partials' type). Taken as a marker's parts are
+    (CallParts.take)."""
     size = None if cost is None else ITEMSIZE.get(cost.dtype)
     if cost is None or cost.kind != CONV or not size:
         return []
@@ -125,8 +127,10 @@ def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool,
     wgrad = wgrad_sum(x[0], math.prod(w), wgrad_sum_dtype(kernel or "") or cost.dtype) \
         if bprop and _conv_shape(x) and _conv_shape(w) else None
     scaled = [math.prod(s) for s in ((x, w) if bprop else (cost.out_shape,)) if _conv_shape(s)]
-    kernels = [kernel] + (upcoming or [])
-    pads = range_backward_pads(x, w, cost, kernels) if bprop else pad_parts(x, w, cost, pad_multiple(kernels))
+    pads: list[Part] = []
+    if pad_parts(x, w, cost, _PAD_MULTIPLE[True]):
+        kernels = [kernel] + upcoming()
+        pads = range_backward_pads(x, w, cost, kernels) if bprop else pad_parts(x, w, cost, pad_multiple(kernels))
     return layout_parts(shapes, size) + ([] if wgrad is None else [wgrad]) + scale_parts(scaled, size) + pads
 
 
