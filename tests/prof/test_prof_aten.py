@@ -224,6 +224,16 @@ def call(name: str, sizes: list, kernel: str, dtype: str | None = None):
     # channels_last bf16 [8,64,64,64] to [8,64,32,32] (524,288): dX 2 B an element.
     ("aten::max_pool2d_with_indices_backward", [[8, 64, 32, 32], [8, 64, 64, 64], [], [], [], [], [], [8, 64, 32, 32]],
      "max_pool_backward_nhwc<c10::BFloat16, float>(const T1 *, const long *, int)", (524288, 2097152 * 2 + 524288 * 10)),
+    # swin's relative position bias table[index]: the table a parameter (no producer: its dtype not
+    # known), the gather kernel's 4-byte opaque elements: 2401 int64 indices read, 2401·3 elements
+    # read and written.
+    ("aten::index", [[169, 3], [2401]], "void at::native::index_elementwise_kernel<(int)128, (int)4, void at::native::"
+     "gpu_index_kernel<void at::native::index_kernel_impl<at::native::OpaqueType<(int)4>>(at::TensorIteratorBase &, "
+     "c10::ArrayRef<long>, c10::ArrayRef<long>)::[lambda(char *, const char *, long) (instance 1)]>(...)>(long, T3)",
+     (0, 2401 * 8 + 2 * 2401 * 3 * 4)),
+    # The vectorized gather's name states no element size: na.
+    ("aten::index", [[169, 12], [2401]], "void at::native::vectorized_gather_kernel<(int)16, long>(char *, char *, T2 *, "
+     "int, long, long, long, long, bool)", None),
     # The eval fast path's QKV split: [2,16,96] with a 96 bias: 3072 adds + 1024 scales; QKV read
     # and written as Q, K, V, the bias read.
     ("aten::_transform_bias_rescale_qkv", [[2, 16, 96], [96], []], "transform_bias_rescale_qkv_kernel<float, float>",

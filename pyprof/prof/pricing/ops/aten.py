@@ -160,7 +160,7 @@ def copy_(a: A) -> Cost | None:
     return copy_cost(Tensor(dst, src_dtype), a.written)
 
 
-_OPAQUE = re.compile(r"opaquetype<\(unsigned int\)(\d+)>")
+_OPAQUE = re.compile(r"opaquetype<\((?:unsigned )?int\)(\d+)>")
 # PyTorch's element-wise copy kernels (direct_copy_kernel_cuda, bfloat16_copy_kernel_cuda, ...).
 _COPY = re.compile(r"_copy_kernel_cuda")
 
@@ -460,13 +460,14 @@ def embedding_bag_dense_backward(a: A) -> Cost | None:
     return None if c is None else _backward(c)
 
 
-def _row_index(a: A) -> tuple | None:
+def _row_index(a: A, dtype: str | None = None) -> tuple | None:
     """(x, index) of a range indexing x's first dimension by one 1-D tensor (aten::index's and
-    aten::_index_put_impl_'s self and indices), x in the dtype its producer wrote or the kernel
-    ran in, the index int64 (its sort and kernels read it so); None where the index could be a
-    boolean mask (as long as that dimension: the sizes carry no dtype) or is not one tensor."""
+    aten::_index_put_impl_'s self and indices), x in `dtype`, else the dtype its producer wrote or
+    the kernel ran in, the index int64 (its sort and kernels read it so); None where the index
+    could be a boolean mask (as long as that dimension: the sizes carry no dtype) or is not one
+    tensor."""
     shape, idx = a.shape(0), a.shape(1)
-    dtype = a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None)
+    dtype = dtype or a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None)
     if not shape or idx is None or len(idx) != 1 or idx[0] == shape[0] or dtype is None:
         return None
     return Tensor(shape, dtype), Tensor(idx, "int64")
@@ -474,9 +475,21 @@ def _row_index(a: A) -> tuple | None:
 
 @register_aten("aten::index")
 def index(a: A) -> Cost | None:
-    """x[index], one integer index on the first dimension: memory.index_rows' gather."""
+    """x[index], one integer index on the first dimension: memory.index_rows' gather. Where x's
+    dtype is not known (a parameter: no producer) but PyTorch's gather kernel moves opaque N-byte
+    elements (`OpaqueType<N>`), the rows at N bytes an element: the gather's own work is a copy,
+    whose bytes need the size alone."""
     got = _row_index(a)
-    return None if got is None else index_rows(*got)
+    if got is not None:
+        return index_rows(*got)
+    opaque = _OPAQUE.search(a.kernel)
+    got = _row_index(a, "opaque") if opaque else None
+    if got is None:
+        return None
+    (x, idx), size = got, int(opaque.group(1))
+    rows = idx.numel * (x.numel // x.shape[0])
+    return Cost(0, idx.nbytes + 2 * rows * size, fmt_params(None, shape=dims(x.shape), idx=dims(idx.shape), elem=size),
+                None, SIMT)
 
 
 @register_aten("aten::_index_put_impl_")
