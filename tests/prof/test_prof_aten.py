@@ -234,6 +234,15 @@ def call(name: str, sizes: list, kernel: str, dtype: str | None = None):
     # The vectorized gather's name states no element size: na.
     ("aten::index", [[169, 12], [2401]], "void at::native::vectorized_gather_kernel<(int)16, long>(char *, char *, T2 *, "
      "int, long, long, long, long, bool)", None),
+    # smooth_l1_loss's element-wise kernel over [8,64,256] (131,072 fp32): 5 an element, x and t read,
+    # the losses written (their mean: an aten::mean range of its own); backward 3 an element, the
+    # 0-dim dLoss one element read.
+    ("aten::smooth_l1_loss", [[8, 64, 256], [8, 64, 256], [], []],
+     "vectorized_elementwise_kernel<4, smooth_l1_kernel_cuda(TensorIteratorBase &, double)::[lambda(float, float)]>",
+     (5 * 131072, 3 * 131072 * 4)),
+    ("aten::smooth_l1_loss_backward", [[], [8, 64, 256], [8, 64, 256], [], [], [8, 64, 256]],
+     "elementwise_kernel<128, 2, gpu_kernel_impl_nocast<smooth_l1_backward_cuda_kernel(...)::[lambda(float, float, "
+     "float)]>>", (3 * 131072, 3 * 131072 * 4 + 4)),
     # The eval fast path's QKV split: [2,16,96] with a 96 bias: 3072 adds + 1024 scales; QKV read
     # and written as Q, K, V, the bias read.
     ("aten::_transform_bias_rescale_qkv", [[2, 16, 96], [96], []], "transform_bias_rescale_qkv_kernel<float, float>",

@@ -45,12 +45,20 @@ _CPP_INT_DTYPE = {"long": "int64", "int": "int32", "bool": "bool", "short": "int
                   "signed char": "int8"}
 
 
+# The parameter list of a PyTorch kernel launcher named inside the kernel's name
+# (`smooth_l1_kernel_cuda(at::TensorIteratorBase &, double)::[lambda(float, float)]`): its types
+# are the launcher's scalar arguments, not the elements'.
+_LAUNCHER_ARGS = re.compile(r"\((?:at::)?TensorIterator(?:Base)? &[^()]*\)")
+
+
 @lru_cache(maxsize=65536)
 def template_dtype(name: str | None) -> str | None:
     """The first floating-point C++ element type in a kernel's demangled name, else the first
-    integer one among its template arguments, as a dtype name."""
+    integer one among its template arguments, as a dtype name (not a type among the arguments of
+    a launcher the name holds, _LAUNCHER_ARGS)."""
     if not name:
         return None
+    name = _LAUNCHER_ARGS.sub("()", name)
     m = _CPP_TYPES.search(name)
     if m is not None:
         return _CPP_DTYPE[m.group(1) or m.group(2)]

@@ -23,6 +23,7 @@ from .attention import sdpa_cost
 from .batch_norm import batch_norm_kernels
 from .elementwise import FLOPS_PER_ELEMENT, pointwise_cost, reduce_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
+from .loss import SMOOTH_L1_FLOPS, loss_cost
 from .memory import copy_cost, index_rows
 from .nn import (embedding_bag_cost, group_norm_cost, interpolate_cost, norm_cost, pool_cost, row_norm_cost,
                  softmax_backward_stages, softmax_cost)
@@ -628,9 +629,32 @@ def mse_loss(a: A) -> Cost | None:
 @register_aten("aten::mse_loss_backward")
 def mse_loss_backward(a: A) -> Cost | None:
     """(grad_output, self, target, reduction): dX = 2·(x - t)·dY (/N): 2 per element (as the
-    marker level's); dY (a scalar after a reduction), x and t read, dX written."""
+    marker level's)."""
+    return _loss_backward(a, 2)
+
+
+def _loss_backward(a: A, per_elem: int) -> Cost | None:
+    """An element-wise loss's backward (grad_output, self, target, ...): `per_elem` FLOPs an
+    element; dY (a scalar after a reduction), x and t read, dX written."""
     x, grad = a.tensor(1), a.tensor(0)
     if x is None or x.nbytes is None:
         return None
-    return Cost(2 * x.numel, 3 * x.nbytes + (grad.nbytes if grad is not None else x.itemsize),
+    return Cost(per_elem * x.numel, 3 * x.nbytes + (grad.nbytes if grad is not None else x.itemsize),
                 fmt_params(a.dtype, shape=dims(x.shape)), a.dtype, SIMT)
+
+
+@register_aten("aten::smooth_l1_loss", "aten::huber_loss")
+def smooth_l1_loss(a: A) -> Cost | None:
+    """The element-wise kernel of smooth_l1_loss / huber_loss (self, target, reduction, beta or
+    delta): loss.loss_cost unreduced (its mean or sum runs in an aten::mean/sum range of its own
+    and is priced there)."""
+    x, t = a.tensor(0), a.tensor(1)
+    c = None if x is None or t is None else loss_cost(x, t, "none", *SMOOTH_L1_FLOPS)
+    return None if c is None else replace(c, params=fmt_params(a.dtype, shape=dims(x.shape)), bwd_flops=None,
+                                          bwd_bytes=None)
+
+
+@register_aten("aten::smooth_l1_loss_backward", "aten::huber_loss_backward")
+def smooth_l1_loss_backward(a: A) -> Cost | None:
+    """(grad_output, self, target, reduction, beta or delta): loss.py's FLOPs an element."""
+    return _loss_backward(a, SMOOTH_L1_FLOPS[1])
