@@ -390,3 +390,31 @@ def test_a_range_priced_convolution_backward_pads_around_the_gradient_kernel_it_
     x, w = 8 * 3 * 128 * 128, 64 * 3 * 49
     want = {"x": (0, (x + x // 3 * 8) * 2), "w": (0, (w + w // 3 * 8) * 2), None: (None, None)}
     assert [(f.flops, f.bytes) for k, f in zip(kernels, facts) if k == PAD] == [want[p] for p in pads]
+
+
+def test_a_reduction_inside_a_convolution_backward_is_not_taken_for_its_output():
+    """The bias gradient's sum inside aten::convolution_backward, over a dY copy the backward made
+    (op 12, opened inside it): the backward's consumer names its output 0, dX [8,192,32,32], which
+    is not the sum's; the sum's shape is the forward's bias [64] (the node's forward op's input
+    that dY reduces to): 524,288 bf16 read, 64 written (UNet's 1x1 convolution, H100)."""
+    fwd = [{"name": "aten::conv2d", "seq": 7, "opId": 2, "sizes": [[8, 192, 32, 32], [64, 192, 1, 1], [64]] + [[]] * 4,
+            "inputOpIds": [[1, 0], [0, -1], [0, -1]]}]
+    node = [{"name": "autograd::engine::evaluate_function: ConvolutionBackward0", "opId": 9},
+            {"name": "ConvolutionBackward0", "seq": 7, "opId": 10, "sizes": [[8, 64, 32, 32]], "inputOpIds": [[8, 0]]},
+            {"name": "aten::convolution_backward", "opId": 11, "sizes": [[8, 64, 32, 32], [8, 192, 32, 32],
+                                                                        [64, 192, 1, 1]] + [[]] * 8,
+             "inputOpIds": [[8, 0], [1, 0], [0, -1]] + [[0, -1]] * 8}]
+    bias = node + [{"name": "aten::sum", "opId": 13, "sizes": [[8, 64, 32, 32], [], [], []],
+                    "inputOpIds": [[12, 0], [0, -1], [0, -1], [0, -1]]}]
+    cast = [{"name": "autograd::engine::evaluate_function: ToCopyBackward0", "opId": 20},
+            {"name": "ToCopyBackward0", "seq": 6, "opId": 21, "sizes": [[8, 192, 32, 32]], "inputOpIds": [[11, 0]]},
+            {"name": "aten::copy_", "opId": 23, "sizes": [[8, 192, 32, 32], [8, 192, 32, 32], []],
+             "inputOpIds": [[22, 0], [11, 0], [0, -1]]}]
+    total = "void at::native::reduce_kernel<(int)512, (int)1, at::native::ReduceOp<c10::BFloat16, at::native::" \
+            "func_wrapper_t<c10::BFloat16, at::native::sum_functor<c10::BFloat16, float, c10::BFloat16>>, unsigned " \
+            "int, c10::BFloat16, (int)4, (int)8>>(T3)"
+    recs = [record(None, "implicit_convolve_sgemm<__nv_bfloat16, __nv_bfloat16, 1024>(int)", torchOps=fwd),
+            record(None, total, "bprop", torchOps=bias, grid=[64, 1, 1], block=[32, 16, 1]),
+            record(None, "unrolled_elementwise_kernel<direct_copy_kernel_cuda...lambda(float)>", "bprop", torchOps=cast)]
+    facts, _ = analyse(recs)
+    assert (facts[1].flops, facts[1].bytes) == (524288, 524288 * 2 + 64 * 2)

@@ -138,10 +138,12 @@ class AtenCall:
                     return got
         return self._flow.dtype_of(self._pid, p)
 
-    def output_shape(self, gradient: Callable[[tuple], bool] | None = None) -> tuple | None:
+    def output_shape(self, gradient: Callable[[tuple], bool] | None = None, copied: bool = False) -> tuple | None:
         """The shape of the op's output as a consumer's range gives it (tensor_flow.py): of this
         range's op, else of an enclosing one that returns it (the same op name: an overload or
-        autocast dispatching again; or the same first input: a wrapper passing it through).
+        autocast dispatching again; or the same first input: a wrapper passing it through; with
+        `copied`, for an op a wrapper returns the output of, also a wrapper that made that input
+        itself: aten::_convolution's contiguous() of a strided input, _made_inside).
         Else, with `gradient` and inside an autograd node, the one shape among the node's forward
         op's inputs that `gradient` accepts: the output is the gradient of one of them. None when
         neither tells. (An enclosing range of the same name as the one inside it is that op
@@ -153,7 +155,8 @@ class AtenCall:
         first = producers(inner)[:1]
         for r in reversed(self._ranges[:self._depth + 1]):
             if not isinstance(r, dict) or r is not inner and r.get("name") != within.get("name") and (
-                    not first or not _passed_on(r, first[0], inner) or (r.get("sizes") or [None])[0] != self.sizes[0]):
+                    not first or producers(r)[:1] != first and not (copied and _made_inside(r, first[0], inner))
+                    or (r.get("sizes") or [None])[0] != self.sizes[0]):
                 break
             within = r
             got = self._flow.shape_of(self._pid, r.get("opId"))
@@ -216,13 +219,10 @@ class AtenCall:
                 if isinstance(s, list) and s and all(type(d) is int for d in s)]
 
 
-def _passed_on(outer: dict, first: tuple | None, inner: dict) -> bool:
-    """Whether `inner`'s first input, made by `first` ((opId, output)), is `outer`'s first input
-    or a copy `outer` made of it before calling `inner` (aten::_convolution's `contiguous()` of a
-    strided input before aten::cudnn_convolution): an op opened inside `outer` and before `inner`."""
-    theirs = producers(outer)[:1]
-    if theirs == [first]:
-        return True
+def _made_inside(outer: dict, first: tuple | None, inner: dict) -> bool:
+    """Whether `inner`'s first input, made by `first` ((opId, output)), was made by an op opened
+    inside `outer` and before `inner` (aten::_convolution's `contiguous()` of a strided input
+    before aten::cudnn_convolution)."""
     lo, hi = outer.get("opId"), inner.get("opId")
     return first is not None and type(lo) is int and type(hi) is int and lo < first[0] < hi
 
