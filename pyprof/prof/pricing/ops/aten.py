@@ -252,7 +252,8 @@ def max_pool_backward(a: A) -> Cost | None:
     dy, x = a.tensor(0), a.tensor(1)
     if dy is None or x is None:
         return None
-    return _backward(pool_cost(x, "max", dy.numel, None, fmt_params(a.dtype, shape=dims(x.shape), out=dims(dy.shape))))
+    params = fmt_params(a.dtype, shape=dims(x.shape), out=dims(dy.shape))
+    return _backward(pool_cost(x, "max", dy.numel, None, params))
 
 
 # -- normalization, softmax -------------------------------------------------------------------------
@@ -461,17 +462,20 @@ def embedding_bag_dense_backward(a: A) -> Cost | None:
     return None if c is None else _backward(c)
 
 
-def _row_index(a: A, dtype: str | None = None) -> tuple | None:
-    """(x, index) of a range indexing x's first dimension by one 1-D tensor (aten::index's and
-    aten::_index_put_impl_'s self and indices), x in `dtype`, else the dtype its producer wrote or
-    the kernel ran in, the index int64 (its sort and kernels read it so); None where the index
-    could be a boolean mask (as long as that dimension: the sizes carry no dtype) or is not one
-    tensor."""
+def _indexed_rows(a: A) -> tuple | None:
+    """(x's shape, the index's shape) of a range indexing x's first dimension by one 1-D tensor
+    (aten::index's and aten::_index_put_impl_'s self and indices); None where the index could be
+    a boolean mask (as long as that dimension: the sizes carry no dtype) or is not one tensor."""
     shape, idx = a.shape(0), a.shape(1)
-    dtype = dtype or a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None)
-    if not shape or idx is None or len(idx) != 1 or idx[0] == shape[0] or dtype is None:
-        return None
-    return Tensor(shape, dtype), Tensor(idx, "int64")
+    return None if not shape or idx is None or len(idx) != 1 or idx[0] == shape[0] else (shape, idx)
+
+
+def _row_index(a: A) -> tuple | None:
+    """_indexed_rows' (x, index) as tensors: x in the dtype its producer wrote or the kernel ran
+    in, the index int64 (its sort and kernels read it so); None where x's dtype is not known."""
+    got = _indexed_rows(a)
+    dtype = a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None)
+    return None if got is None or dtype is None else (Tensor(got[0], dtype), Tensor(got[1], "int64"))
 
 
 @register_aten("aten::index")
@@ -483,14 +487,13 @@ def index(a: A) -> Cost | None:
     got = _row_index(a)
     if got is not None:
         return index_rows(*got)
-    opaque = _OPAQUE.search(a.kernel)
-    got = _row_index(a, "opaque") if opaque else None
-    if got is None:
+    opaque, shapes = _OPAQUE.search(a.kernel), _indexed_rows(a)
+    if opaque is None or shapes is None:
         return None
-    (x, idx), size = got, int(opaque.group(1))
-    rows = idx.numel * (x.numel // x.shape[0])
-    return Cost(0, idx.nbytes + 2 * rows * size, fmt_params(None, shape=dims(x.shape), idx=dims(idx.shape), elem=size),
-                None, SIMT)
+    (shape, idx), size = shapes, int(opaque.group(1))
+    rows = idx[0] * prod(shape[1:])
+    return Cost(0, idx[0] * ITEMSIZE["int64"] + 2 * rows * size,
+                fmt_params(None, shape=dims(shape), idx=dims(idx), elem=size), None, SIMT)
 
 
 @register_aten("aten::_index_put_impl_")
