@@ -208,7 +208,8 @@ def range_backward_pads(x: tuple | None, w: tuple | None, cost: Cost | None, ker
     which arguments required grad: each pair of pads in the call's `kernels` (names, from the
     first pad on) is the one around the gradient kernel right after its first pad, as that
     kernel's name says (`dgrad`: the weight padded, dX stripped; `wgrad`: the input padded, dW
-    stripped); none from a pair around a kernel that names neither."""
+    stripped); none from a pair around a kernel that names neither on (their order is then not
+    known)."""
     pads = pad_parts(x, w, cost, _PAD_MULTIPLE[True])
     if not pads:
         return []
