@@ -3,6 +3,7 @@ the pyprof marker cannot, on a synthetic trace made without pyprof.init() (tests
 on records, and formula by formula. Every expected number is derived by hand."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -216,6 +217,32 @@ def call(name: str, sizes: list, kernel: str, dtype: str | None = None):
     # where: the condition read as bool. 20 elements: cond 20 B, x, y 80 each, out 80.
     ("aten::where", [[4, 5], [4, 5], [4, 5]], "elementwise_kernel<where_kernel_impl...lambda(bool, float, float)>",
      (20, 260)),
+    # Max pooling's backward, [8,256,15,15] pooled to [8,256,7,7] (12,544 dY elements): one add per
+    # dY element; X's size of dX written (460,800 fp32), dY read and its int64 indices.
+    ("aten::max_pool2d_with_indices_backward", [[8, 256, 7, 7], [8, 256, 15, 15], [], [], [], [], [], [8, 256, 7, 7]],
+     "max_pool_backward_nchw<float, float, int>(const T1 *, const long *, T3)", (100352, 460800 * 4 + 100352 * 12)),
+    # channels_last bf16 [8,64,64,64] to [8,64,32,32] (524,288): dX 2 B an element.
+    ("aten::max_pool2d_with_indices_backward", [[8, 64, 32, 32], [8, 64, 64, 64], [], [], [], [], [], [8, 64, 32, 32]],
+     "max_pool_backward_nhwc<c10::BFloat16, float>(const T1 *, const long *, int)", (524288, 2097152 * 2 + 524288 * 10)),
+    # swin's relative position bias table[index]: the table a parameter (no producer: its dtype not
+    # known), the gather kernel's 4-byte opaque elements: 2401 int64 indices read, 2401·3 elements
+    # read and written.
+    ("aten::index", [[169, 3], [2401]], "void at::native::index_elementwise_kernel<(int)128, (int)4, void at::native::"
+     "gpu_index_kernel<void at::native::index_kernel_impl<at::native::OpaqueType<(int)4>>(at::TensorIteratorBase &, "
+     "c10::ArrayRef<long>, c10::ArrayRef<long>)::[lambda(char *, const char *, long) (instance 1)]>(...)>(long, T3)",
+     (0, 2401 * 8 + 2 * 2401 * 3 * 4)),
+    # The vectorized gather's name states no element size: na.
+    ("aten::index", [[169, 12], [2401]], "void at::native::vectorized_gather_kernel<(int)16, long>(char *, char *, T2 *, "
+     "int, long, long, long, long, bool)", None),
+    # smooth_l1_loss's element-wise kernel over [8,64,256] (131,072 fp32): 5 an element, x and t read,
+    # the losses written (their mean: an aten::mean range of its own); backward 3 an element, the
+    # 0-dim dLoss one element read.
+    ("aten::smooth_l1_loss", [[8, 64, 256], [8, 64, 256], [], []],
+     "vectorized_elementwise_kernel<4, smooth_l1_kernel_cuda(TensorIteratorBase &, double)::[lambda(float, float)]>",
+     (5 * 131072, 3 * 131072 * 4)),
+    ("aten::smooth_l1_loss_backward", [[], [8, 64, 256], [8, 64, 256], [], [], [8, 64, 256]],
+     "elementwise_kernel<128, 2, gpu_kernel_impl_nocast<smooth_l1_backward_cuda_kernel(...)::[lambda(float, float, "
+     "float)]>>", (3 * 131072, 3 * 131072 * 4 + 4)),
     # The eval fast path's QKV split: [2,16,96] with a 96 bias: 3072 adds + 1024 scales; QKV read
     # and written as Q, K, V, the bias read.
     ("aten::_transform_bias_rescale_qkv", [[2, 16, 96], [96], []], "transform_bias_rescale_qkv_kernel<float, float>",
@@ -258,3 +285,136 @@ def test_a_range_opened_inside_another_does_not_restart_it():
     assert [(f.flops, f.bytes, f.level) for f in facts] == [(10752, 14336, "aten"), (0, 32, "aten"),
                                                             (10752, 14336, "aten")]
     assert not summary.warnings
+
+
+MEAN = "void at::native::reduce_kernel<(int)512, (int)1, at::native::ReduceOp<float, at::native::MeanOps<float, float, " \
+       "float, float>, unsigned int, float, (int)4, (int)4>>(T3)"
+MEAN_BF16_NHWC = "void at::native::reduce_kernel<(int)128, (int)4, at::native::ReduceOp<c10::BFloat16, at::native::" \
+                 "MeanOps<c10::BFloat16, float, float, c10::BFloat16>, unsigned int, c10::BFloat16, (int)4, (int)8>>(T3)"
+
+
+@pytest.mark.parametrize("sizes,kernel,grid,block,outputs", [
+    # adaptive_avg_pool2d's mean of [8, 1000, 7, 7] (its output only read by a flatten): 49
+    # inputs an output along x (32 lanes), 16 outputs a block: 500 blocks write 8,000 (H100 capture).
+    ([[8, 1000, 7, 7], [], [], []], MEAN, [500, 1, 1], [32, 16, 1], 8000),
+    # The same of a channels_last bf16 [8, 2048, 4, 4]: outputs along x, 4 a thread (the kernel's
+    # second argument), 128 a block: 32 blocks write 16,384.
+    ([[8, 2048, 4, 4], [], [], []], MEAN_BF16_NHWC, [32, 1, 1], [32, 4, 1], 16384),
+    # A loss's mean of 131,072 elements split across 16 blocks of one row of 512 threads: one output.
+    ([[8, 64, 256], [], [], [], []], MEAN, [1, 16, 1], [512, 1, 1], 1),
+    # [16, 16, 16] to 16 outputs along x or to 256 along y launch alike: na.
+    ([[16, 16, 16], [], [], []], MEAN, [1, 1, 1], [32, 16, 1], None),
+])
+def test_a_reduction_over_dims_takes_its_output_size_from_its_launch(sizes, kernel, grid, block, outputs):
+    """A reduction whose range carries no dims and whose output no consumer names: the outputs
+    its reduce_kernel's launch gives (reduce_launch.py), where one reduction of the input's dims
+    alone gives that launch; bytes the input read and those outputs written."""
+    c = lookup_aten("aten::mean")(AtenCall("aten::mean", sizes, template_dtype(kernel), kernel, grid=grid, block=block))
+    n, size = math.prod(sizes[0]), 2 if "BFloat16" in kernel else 4
+    assert (c.flops, c.bytes) == (n, None if outputs is None else (n + outputs) * size)
+
+
+def _conv_call(x: list, w: list, out: list, kernels: list, inner_input: int = 5) -> list:
+    """Records of one convolution priced from its ranges alone (conv2d, _convolution around
+    cudnn_convolution, whose first input was made by op `inner_input`: 5, the wrapper's own, or
+    an op opened inside _convolution), its kernels in order, then a consumer naming conv2d's output."""
+    rest = [[]] * 7
+    ops = [{"name": "aten::conv2d", "seq": 3, "opId": 10, "sizes": [x, w] + rest, "inputOpIds": [[5, 0], [4, 0]]},
+           {"name": "aten::_convolution", "opId": 11, "sizes": [x, w] + rest, "inputOpIds": [[5, 0], [4, 0]]},
+           {"name": "aten::cudnn_convolution", "opId": 13, "sizes": [x, w] + rest,
+            "inputOpIds": [[inner_input, 0], [4, 0]]}]
+    relu = [{"name": "aten::relu", "seq": 4, "opId": 20, "sizes": [out], "inputOpIds": [[10, 0]]}]
+    return [record(None, k, torchOps=ops, subSeqId=i) for i, k in enumerate(kernels)] + \
+        [record(None, "vectorized_elementwise_kernel<4, clamp_min_kernel...lambda(c10::BFloat16)>", torchOps=relu)]
+
+
+PAD = "void nhwcAddPaddingKernel<__nv_bfloat16, __nv_bfloat16, float, (bool)1, (cudnnKernelDataType_t)0>(int, int)"
+ALIGN8 = "void cutlass__5x_cudnn::Kernel<cutlass_tensorop_bf16_s16816fprop_optimized_bf16_128x128_32x5_nhwc_align8>(T1::Params)"
+FIRST_LAYER = "sm90_xmma_fprop_image_first_layer_f16f16_f32_f16_nhwckrsc_nhwc_hmma_k64c4r7s7_stride2x2_tile16x64x64_" \
+              "tensor1688_execute_kernel_kernel__5x_cudnn"
+
+
+@pytest.mark.parametrize("conv,multiple", [(ALIGN8, 8), (FIRST_LAYER.replace("f16f16_f32_f16", "bf16bf16_f32_bf16"), 4)])
+def test_a_range_priced_convolution_pads_channels_for_the_kernel_after_it(conv, multiple):
+    """A bf16 [8,3,128,128] stem (weight [64,3,7,7], out [8,64,64,64]): cuDNN pads the input, then
+    the weight, to the channel multiple of the convolution kernel read ahead (CUTLASS's align8,
+    sm90's first-layer c4), each read at 3 channels and written at the multiple; the convolution
+    2·8·64·64²·3·49 FLOPs, input, weight and output read and written once in bf16."""
+    recs = _conv_call([8, 3, 128, 128], [64, 3, 7, 7], [8, 64, 64, 64], [PAD, PAD, conv])
+    facts, _ = analyse(recs)
+    x, w = 8 * 3 * 128 * 128, 64 * 3 * 49
+    assert [(f.flops, f.bytes) for f in facts[:3]] == [
+        (0, (x + x // 3 * multiple) * 2), (0, (w + w // 3 * multiple) * 2),
+        (616562688, (x + w + 8 * 64 * 64 * 64) * 2)]
+
+
+def test_a_convolution_whose_input_its_wrapper_made_contiguous_finds_its_output():
+    """ShuffleNet's 1x1 convolution of a strided channel split: aten::_convolution makes the input
+    contiguous (an op opened inside it) before aten::cudnn_convolution, whose consumer names the
+    outer conv2d's output: 2·8·16·16·58·58 FLOPs, input, weight and output once in bf16."""
+    kernel = "void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_64x1_nn_align2>(T1::Params)"
+    x, w = [8, 58, 16, 16], [58, 58, 1, 1]
+    facts, _ = analyse(_conv_call(x, w, x, [kernel], inner_input=12))
+    assert (facts[0].flops, facts[0].bytes) == (13778944, (2 * 8 * 58 * 256 + 58 * 58) * 2)
+    # An input made outside the wrapper (op 3, before it) is not the wrapper's: no output, na.
+    facts, _ = analyse(_conv_call(x, w, x, [kernel], inner_input=3))
+    assert facts[0].flops is None
+
+
+WGRAD = "void cutlass__5x_cudnn::Kernel<cutlass__5x_cudnn::conv::kernel::ImplicitGemmConvolution<cutlass__5x_cudnn::" \
+        "conv::threadblock::ImplicitGemmMultistage<cutlass__5x_cudnn::gemm::GemmShape<(int)64, (int)128, (int)32>, " \
+        "cutlass__5x_cudnn::conv::threadblock::Conv2dWgradOutputGradientTileAccessIteratorOptimized<cutlass__5x_cudnn::" \
+        "MatrixShape<(int)64, (int)32>, cutlass__5x_cudnn::bfloat16_t>>, (cutlass__5x_cudnn::conv::Operator)2>>(T1::Params)"
+DGRAD = "sm90_xmma_dgrad_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64_execute_kernel__5x_cudnn"
+
+
+@pytest.mark.parametrize("kernels,pads", [
+    # The image does not require grad: the input padded, the weight-gradient kernel, dW stripped.
+    ([PAD, WGRAD, PAD], ["x", "w"]),
+    # Both gradients: the weight padded and dX stripped around dgrad, then as above.
+    ([PAD, DGRAD, PAD, PAD, WGRAD, PAD], ["w", "x", "x", "w"]),
+    # A kernel between the pads that names neither gradient: na.
+    ([PAD, "void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_64x1_nn_align2>(T1::Params)", PAD],
+     [None, None]),
+])
+def test_a_range_priced_convolution_backward_pads_around_the_gradient_kernel_it_names(kernels, pads):
+    """The backward of the bf16 [8,3,128,128] stem (weight [64,3,7,7]) from its ranges, which do
+    not say which arguments required grad: each pair of cuDNN's channel pads (8 channels
+    backward) is the one around the gradient kernel after its first pad, as its name says."""
+    node = [{"name": "autograd::engine::evaluate_function: ConvolutionBackward0", "opId": 30},
+            {"name": "ConvolutionBackward0", "seq": 3, "opId": 31, "sizes": [[8, 64, 64, 64]], "inputOpIds": [[9, 0]]},
+            {"name": "aten::convolution_backward", "opId": 32,
+             "sizes": [[8, 64, 64, 64], [8, 3, 128, 128], [64, 3, 7, 7]] + [[]] * 8,
+             "inputOpIds": [[9, 0], [5, 0], [4, 0]] + [[0, -1]] * 8}]
+    facts, _ = analyse([record(None, k, "bprop", torchOps=node, subSeqId=i) for i, k in enumerate(kernels)])
+    x, w = 8 * 3 * 128 * 128, 64 * 3 * 49
+    want = {"x": (0, (x + x // 3 * 8) * 2), "w": (0, (w + w // 3 * 8) * 2), None: (None, None)}
+    assert [(f.flops, f.bytes) for k, f in zip(kernels, facts) if k == PAD] == [want[p] for p in pads]
+
+
+def test_a_reduction_inside_a_convolution_backward_is_not_taken_for_its_output():
+    """The bias gradient's sum inside aten::convolution_backward, over a dY copy the backward made
+    (op 12, opened inside it): the backward's consumer names its output 0, dX [8,192,32,32], which
+    is not the sum's; the sum's shape is the forward's bias [64] (the node's forward op's input
+    that dY reduces to): 524,288 bf16 read, 64 written (UNet's 1x1 convolution, H100)."""
+    fwd = [{"name": "aten::conv2d", "seq": 7, "opId": 2, "sizes": [[8, 192, 32, 32], [64, 192, 1, 1], [64]] + [[]] * 4,
+            "inputOpIds": [[1, 0], [0, -1], [0, -1]]}]
+    node = [{"name": "autograd::engine::evaluate_function: ConvolutionBackward0", "opId": 9},
+            {"name": "ConvolutionBackward0", "seq": 7, "opId": 10, "sizes": [[8, 64, 32, 32]], "inputOpIds": [[8, 0]]},
+            {"name": "aten::convolution_backward", "opId": 11, "sizes": [[8, 64, 32, 32], [8, 192, 32, 32],
+                                                                        [64, 192, 1, 1]] + [[]] * 8,
+             "inputOpIds": [[8, 0], [1, 0], [0, -1]] + [[0, -1]] * 8}]
+    bias = node + [{"name": "aten::sum", "opId": 13, "sizes": [[8, 64, 32, 32], [], [], []],
+                    "inputOpIds": [[12, 0], [0, -1], [0, -1], [0, -1]]}]
+    cast = [{"name": "autograd::engine::evaluate_function: ToCopyBackward0", "opId": 20},
+            {"name": "ToCopyBackward0", "seq": 6, "opId": 21, "sizes": [[8, 192, 32, 32]], "inputOpIds": [[11, 0]]},
+            {"name": "aten::copy_", "opId": 23, "sizes": [[8, 192, 32, 32], [8, 192, 32, 32], []],
+             "inputOpIds": [[22, 0], [11, 0], [0, -1]]}]
+    total = "void at::native::reduce_kernel<(int)512, (int)1, at::native::ReduceOp<c10::BFloat16, at::native::" \
+            "func_wrapper_t<c10::BFloat16, at::native::sum_functor<c10::BFloat16, float, c10::BFloat16>>, unsigned " \
+            "int, c10::BFloat16, (int)4, (int)8>>(T3)"
+    recs = [record(None, "implicit_convolve_sgemm<__nv_bfloat16, __nv_bfloat16, 1024>(int)", torchOps=fwd),
+            record(None, total, "bprop", torchOps=bias, grid=[64, 1, 1], block=[32, 16, 1]),
+            record(None, "unrolled_elementwise_kernel<direct_copy_kernel_cuda...lambda(float)>", "bprop", torchOps=cast)]
+    facts, _ = analyse(recs)
+    assert (facts[1].flops, facts[1].bytes) == (524288, 524288 * 2 + 64 * 2)

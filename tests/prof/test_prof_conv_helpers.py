@@ -158,8 +158,11 @@ def test_unseen_convolutions_helpers_match_nsight_compute(case: int, conv: tuple
 def test_aten_level_prices_the_weight_gradient_splits_as_markers_do(tmp_path, resnet) -> None:
     """The same capture without pyprof's markers (PyTorch's op ranges alone, as emit_nvtx or
     nsys's own ranges give): aten::convolution_backward's shapes (dY, input, weight) price the
-    segment-K wgrad, its split-K pass and the stem's ReduceSplitK as the markers do; the channel
-    padding, whose order needs the marker's gradients, is na."""
+    segment-K wgrad, its split-K pass and the stem's ReduceSplitK as the markers do. The stem's
+    channel padding: forward the image and the weight to the 4 channels of the first-layer kernel
+    after them; backward, where the ranges do not say which gradients are wanted, the pair around
+    the CUTLASS kernel its name calls a weight gradient (`Conv2dWgrad`): the image padded and dW
+    stripped, to 8 channels (the markers of this capture predate `grad`: na there)."""
     def edit(r: dict) -> dict:
         r = {k: v for k, v in r.items() if k != "marker"}
         if isinstance(r.get("fwd"), dict):
@@ -174,7 +177,9 @@ def test_aten_level_prices_the_weight_gradient_splits_as_markers_do(tmp_path, re
     assert got == want and len(got) == 10 and None not in [b for _, b in got]
     pads = [row["bytes"] for r, row in zip(pyprof.records(path), pyprof.rows(path, columns="bytes"))
             if r.get("kShortName") == "nhwcAddPaddingKernel"]
-    assert pads == [None] * 4
+    image, weight = 8 * 3 * 224 * 224, 64 * 3 * 7 * 7
+    assert pads == [(image + image // 3 * 4) * 2, (weight + weight // 3 * 4) * 2,
+                    (image + image // 3 * 8) * 2, (weight + weight // 3 * 8) * 2]
 
 
 def _rewritten(tmp_path, edit) -> str:

@@ -54,6 +54,10 @@ NAMES = [
     ("void gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 4, 4, false, false>(...)", SIMT, None),
     ("void gemmSN_TN_kernel<float, 128, 16, 2, 4, 8, 9, false>(...)", SIMT, None),
     ("void implicit_convolve_sgemm<float, float, 128, 5, 5, 3, 3, 3, 1, false, false, true>(...)", SIMT, "float32"),
+    # ... in bf16 (ShuffleNet's stem under autocast, H100): cuDNN's `__nv_bfloat16` first, not `sgemm`, says it.
+    ("void implicit_convolve_sgemm<__nv_bfloat16, __nv_bfloat16, (int)1024, (int)5, (int)5, (int)3, (int)3, (int)3, "
+     "(int)1, (bool)0, (bool)0, (bool)1>(int, int, int, const T1 *, int, T1 *, const T1 *, kernel_conv_params)", SIMT,
+     "bfloat16"),
     ("void cudnn::detail::dgrad_engine<float, 128, 6, 7, 3, 3, 5, false>(...)", SIMT, None),
     ("void cudnn::cnn::wgrad_alg0_engine<float, 128, 5, 5, 3, 3, 3, false, 512>(...)", SIMT, None),
     ("void at::native::(anonymous namespace)::conv_depthwise2d_forward_kernel<3, float, int>(...)", SIMT, None),

@@ -440,8 +440,9 @@ class Analyzer:
         the range when its first helper (kernel `name`) comes, as a marker's are: a GEMM's forward
         output (output_parts), an attention backward's flash helpers (its query, key and value are
         inputs 1 to 3 of every backend's backward op), cuDNN attention's dropout seed unpacking
-        (a range has no dropout_p: offered to every forward, taken only where it runs), a convolution's layout conversions and
-        weight gradients' sum (range_parts)."""
+        (a range has no dropout_p: offered to every forward, taken only where it runs), a convolution's layout conversions,
+        channel padding (by the kernels read ahead: the one it pads for, the gradient kernels) and weight gradients' sum
+        (range_parts)."""
         key = ("aten parts", rec.get("pid"), rec.get("tid"))
         ident = (r.get("name"), r.get("opId"))
         state = self._calls.get(key)
@@ -452,7 +453,8 @@ class Analyzer:
                 q, k, v = (Tensor(tuple(s), cost.dtype) if _shape(s) else None for s in sizes[1:4])
                 parts = flash_helpers(q, k, v, ITEMSIZE.get(cost.dtype)) if bprop else [SEED_UNPACK]
             elif cost.kind == CONV:
-                parts = range_parts(r.get("sizes") if isinstance(r.get("sizes"), list) else [], cost, name, bprop)
+                parts = range_parts(r.get("sizes") if isinstance(r.get("sizes"), list) else [], cost, name, bprop,
+                                    lambda: self._upcoming(rec)[0])
             else:
                 parts = [] if bprop else output_parts(cost)
             state = self._calls[key] = [ident, CallParts(parts)]

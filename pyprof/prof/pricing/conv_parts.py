@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 from functools import lru_cache
+from typing import Callable
 
 from .gemm_parts import gemm_tile
 from .op_ranges import template_dtype
@@ -43,6 +44,13 @@ _LAYOUT_TILE = 32
 # sectors over-count partial writes by 1.1-1.2x); the backward's wrote 7.1 MB (8 channels:
 # 6,422,528), and the CUTLASS wgrad's split-K partials are 64 x 7·7·8 fp32 (2,910,208 bytes, exact).
 _PAD_MULTIPLE = {False: 4, True: 8}
+# The channel multiple a cuDNN convolution kernel reads NHWC tensors in, as its name states it:
+# CUTLASS's operand alignment (`..._nhwc_align8`: 8 elements), sm90's image_first_layer kernel's
+# channels (`k64c4r7s7`: 4). A range-priced forward's padding takes the multiple of the kernel it
+# pads for (ResNet-50's bf16 stem at 128 x 128 on H100 ran CUTLASS's align8 kernel after it).
+_KERNEL_CHANNELS = re.compile(r"_align(\d+)\b|_k\d+c(\d+)r\d+s\d+_")
+# A convolution gradient kernel's role, as cuDNN's and CUTLASS's names state it.
+_GRADIENT = re.compile(r"dgrad|wgrad", re.IGNORECASE)
 # xmma's segment-K weight gradient: `..._wgrad_..._execute_segment_k_on_kernel` computes the
 # gradient's GEMM (K x C·taps over N·spatial) in segments of the reduction, each tile's segments one
 # block apiece, and writes every segment's partial tile in fp32; `..._execute_split_k_kernel` then
@@ -98,14 +106,18 @@ def _conv_shape(s: object) -> bool:
     return isinstance(s, (list, tuple)) and len(s) >= 3 and all(type(d) is int and d > 0 for d in s)
 
 
-def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool) -> list[Part]:
+def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool,
+                upcoming: Callable[[], list] = list) -> list[Part]:
     """The helper parts of a convolution priced from its PyTorch range (op_ranges.py) rather than
     a marker, from the range's shapes (forward: input, weight; backward, aten::convolution_backward:
     dY, input, weight) and the forward's output, whose shape the formula had from a consumer: their
-    layout conversions, cuDNN's scaling of what it writes (scaled_outputs) and, backward, cuDNN's
-    sum of the per-sample weight gradients, written in the
-    weight's type `kernel`'s name states (a range's cost is priced per kernel: from this one's
-    name, the partials' type). Taken as a marker's parts are (CallParts.take)."""
+    layout conversions, cuDNN's scaling of what it writes (scaled_outputs), its channel padding
+    (forward: pad_parts, to the multiple of the first of the call's kernels read ahead whose name
+    states one; backward: range_backward_pads, by the gradient kernels' names; `upcoming` gives
+    those names, called only where a pad may run) and, backward, cuDNN's sum of the per-sample
+    weight gradients, written in the weight's type `kernel`'s name states (a range's cost is
+    priced per kernel: from this one's name, the partials' type). Taken as a marker's parts are
+    (CallParts.take)."""
     size = None if cost is None else ITEMSIZE.get(cost.dtype)
     if cost is None or cost.kind != CONV or not size:
         return []
@@ -115,7 +127,11 @@ def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool)
     wgrad = wgrad_sum(x[0], math.prod(w), wgrad_sum_dtype(kernel or "") or cost.dtype) \
         if bprop and _conv_shape(x) and _conv_shape(w) else None
     scaled = [math.prod(s) for s in ((x, w) if bprop else (cost.out_shape,)) if _conv_shape(s)]
-    return layout_parts(shapes, size) + ([] if wgrad is None else [wgrad]) + scale_parts(scaled, size)
+    pads: list[Part] = []
+    if pad_parts(x, w, cost, _PAD_MULTIPLE[True]):
+        kernels = [kernel] + upcoming()
+        pads = range_backward_pads(x, w, cost, kernels) if bprop else pad_parts(x, w, cost, pad_multiple(kernels))
+    return layout_parts(shapes, size) + ([] if wgrad is None else [wgrad]) + scale_parts(scaled, size) + pads
 
 
 def range_conv_tensors(sizes: list, bprop: bool) -> tuple:
@@ -171,24 +187,65 @@ def channel_pads(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
     the input padded and the weight's gradient stripped around the weight-gradient kernel where
     the weight does; none where the marker does not say which require grad (an old marker: the
     first kernel could be either). The launch grid (2 blocks per SM, grid-stride) tells none
-    apart. Grouped convolutions: none (not seen)."""
-    size = None if cost is None else ITEMSIZE.get(cost.dtype)
-    tensors = Call(marker).tensors()[:2] if cost is not None and cost.kind == CONV and size == 2 else []
-    if len(tensors) < 2 or any(len(t.shape or ()) < 3 or not t.numel for t in tensors) \
-            or tensors[0].shape[1] != tensors[1].shape[1]:
+    apart. Grouped convolutions: none (not seen). (A range-priced forward reads its multiple from
+    the kernel after the pads instead, range_parts: reading ahead here would make every call
+    with pads one the memo cannot replay, pricing/memo.py.)"""
+    tensors = Call(marker).tensors()[:2] if cost is not None and cost.kind == CONV else []
+    if len(tensors) < 2:
         return []
     x, w = tensors
-    multiple = _PAD_MULTIPLE[bprop]
-    c = x.shape[1]
-    wide = -(-c // multiple) * multiple
-    if wide == c:
-        return []
-    px, pw = (Part(PAD, t.numel, 0, (t.numel + t.numel // c * wide) * size) for t in tensors)
-    if not bprop:
-        return [px, pw]
+    pads = pad_parts(x.shape, w.shape, cost, _PAD_MULTIPLE[bprop])
+    if not bprop or not pads:
+        return pads
+    px, pw = pads
     if x.grad is None or w.grad is None:
         return []
     return ([pw, px] if x.grad else []) + ([px, pw] if w.grad else [])
+
+
+def range_backward_pads(x: tuple | None, w: tuple | None, cost: Cost | None, kernels: list) -> list[Part]:
+    """channel_pads' backward copies of a convolution priced from its range, which does not say
+    which arguments required grad: each pair of pads in the call's `kernels` (names, from the
+    first pad on) is the one around the gradient kernel right after its first pad, as that
+    kernel's name says (`dgrad`: the weight padded, dX stripped; `wgrad`: the input padded, dW
+    stripped); none from a pair around a kernel that names neither on (their order is then not
+    known)."""
+    pads = pad_parts(x, w, cost, _PAD_MULTIPLE[True])
+    if not pads:
+        return []
+    px, pw = pads
+    out: list[Part] = []
+    names = iter(kernels)
+    for name in names:
+        if not PAD_KERNEL.search(name or ""):
+            continue
+        role = _GRADIENT.search(next(names, "") or "")
+        if role is None:
+            break
+        out += [pw, px] if role.group(0).lower() == "dgrad" else [px, pw]
+        next((n for n in names if PAD_KERNEL.search(n or "")), None)  # the pair's closing pad
+    return out
+
+
+def pad_multiple(kernels: list) -> int | None:
+    """The channel multiple (_KERNEL_CHANNELS) of the first of `kernels` (names) that states one."""
+    for name in kernels:
+        m = _KERNEL_CHANNELS.search(name or "")
+        if m:
+            return int(m.group(1) or m.group(2))
+    return None
+
+
+def pad_parts(x: tuple | None, w: tuple | None, cost: Cost | None, multiple: int | None) -> list[Part]:
+    """channel_pads' copies of the input and the weight to a multiple of `multiple` channels, in
+    that order (a forward's launch order), from their shapes; none where the channels need no
+    padding, the multiple is not known or the op is not a 16-bit convolution."""
+    size = None if cost is None or cost.kind != CONV else ITEMSIZE.get(cost.dtype)
+    if size != 2 or not multiple or not (_conv_shape(x) and _conv_shape(w)) or x[1] != w[1]:
+        return []
+    c = x[1]
+    wide = -(-c // multiple) * multiple
+    return [] if wide == c else [Part(PAD, n, 0, (n + n // c * wide) * size) for n in (math.prod(x), math.prod(w))]
 
 
 def marker_wgrad_sum(marker: dict, cost: Cost) -> list[Part]:

@@ -45,12 +45,20 @@ _CPP_INT_DTYPE = {"long": "int64", "int": "int32", "bool": "bool", "short": "int
                   "signed char": "int8"}
 
 
+# The parameter list of a PyTorch kernel launcher named inside the kernel's name
+# (`smooth_l1_kernel_cuda(at::TensorIteratorBase &, double)::[lambda(float, float)]`): its types
+# are the launcher's scalar arguments, not the elements'.
+_LAUNCHER_ARGS = re.compile(r"\((?:at::)?TensorIterator(?:Base)? &[^()]*\)")
+
+
 @lru_cache(maxsize=65536)
 def template_dtype(name: str | None) -> str | None:
     """The first floating-point C++ element type in a kernel's demangled name, else the first
-    integer one among its template arguments, as a dtype name."""
+    integer one among its template arguments, as a dtype name (not a type among the arguments of
+    a launcher the name holds, _LAUNCHER_ARGS)."""
     if not name:
         return None
+    name = _LAUNCHER_ARGS.sub("()", name)
     m = _CPP_TYPES.search(name)
     if m is not None:
         return _CPP_DTYPE[m.group(1) or m.group(2)]
@@ -130,10 +138,12 @@ class AtenCall:
                     return got
         return self._flow.dtype_of(self._pid, p)
 
-    def output_shape(self, gradient: Callable[[tuple], bool] | None = None) -> tuple | None:
+    def output_shape(self, gradient: Callable[[tuple], bool] | None = None, copied: bool = False) -> tuple | None:
         """The shape of the op's output as a consumer's range gives it (tensor_flow.py): of this
         range's op, else of an enclosing one that returns it (the same op name: an overload or
-        autocast dispatching again; or the same first input: a wrapper passing it through).
+        autocast dispatching again; or the same first input: a wrapper passing it through; with
+        `copied`, for an op a wrapper returns the output of, also a wrapper that made that input
+        itself: aten::_convolution's contiguous() of a strided input, _made_inside).
         Else, with `gradient` and inside an autograd node, the one shape among the node's forward
         op's inputs that `gradient` accepts: the output is the gradient of one of them. None when
         neither tells. (An enclosing range of the same name as the one inside it is that op
@@ -145,7 +155,8 @@ class AtenCall:
         first = producers(inner)[:1]
         for r in reversed(self._ranges[:self._depth + 1]):
             if not isinstance(r, dict) or r is not inner and r.get("name") != within.get("name") and (
-                    not first or producers(r)[:1] != first or (r.get("sizes") or [None])[0] != self.sizes[0]):
+                    not first or producers(r)[:1] != first and not (copied and _made_inside(r, first[0], inner))
+                    or (r.get("sizes") or [None])[0] != self.sizes[0]):
                 break
             within = r
             got = self._flow.shape_of(self._pid, r.get("opId"))
@@ -206,6 +217,14 @@ class AtenCall:
         """Every input that is a tensor of rank >= 1, in order."""
         return [Tensor(tuple(s), self.dtype) for s in self.sizes
                 if isinstance(s, list) and s and all(type(d) is int for d in s)]
+
+
+def _made_inside(outer: dict, first: tuple | None, inner: dict) -> bool:
+    """Whether `inner`'s first input, made by `first` ((opId, output)), was made by an op opened
+    inside `outer` and before `inner` (aten::_convolution's `contiguous()` of a strided input
+    before aten::cudnn_convolution)."""
+    lo, hi = outer.get("opId"), inner.get("opId")
+    return first is not None and type(lo) is int and type(hi) is int and lo < first[0] < hi
 
 
 def price(rec: dict, kernel: str | None, verdict: str | None,

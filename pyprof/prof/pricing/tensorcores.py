@@ -86,7 +86,9 @@ def triton_gemm(name: str | None) -> bool:
 
 _DTYPE_TOKENS = [
     (re.compile(r"e4m3"), "float8_e4m3fn"), (re.compile(r"e5m2"), "float8_e5m2"),
-    (re.compile(r"bf16"), "bfloat16"),
+    # cuDNN's templates spell bf16 `__nv_bfloat16`: its element type where it is the first argument
+    # (`implicit_convolve_sgemm<__nv_bfloat16, ...>`, whose `sgemm` says nothing of its type).
+    (re.compile(r"bf16|^(?:void )?[\w:]+<__nv_bfloat16\b"), "bfloat16"),
     (re.compile(r"(?<![a-z0-9])(?:h(?:884|1688|16816)|fp16|half)|(?<![b0-9])f16"), "float16"),
     (re.compile(r"tf32|(?<![a-z0-9])sgemm|_f32f32_|(?<![a-z0-9])s(?:1688|16816)gemm"), "float32"),
     (re.compile(r"(?<![a-z0-9])i(?:8816|16832|8832)|int8|i8i8"), "int8"),

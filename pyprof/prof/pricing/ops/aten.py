@@ -16,14 +16,16 @@ from math import prod
 from typing import Any
 
 from ..multitensor import launch, launch_elements
+from ..reduce_launch import launch_outputs
 from ..registry import ATTN, CAUSAL_UNKNOWN, SIMT, Cost, dims, fmt_params, register_aten
 from ..values import FLOATING, ITEMSIZE, Tensor, reduces_to
 from .attention import sdpa_cost
 from .batch_norm import batch_norm_kernels
 from .elementwise import FLOPS_PER_ELEMENT, pointwise_cost, reduce_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
+from .loss import SMOOTH_L1_FLOPS, loss_cost
 from .memory import copy_cost, index_rows
-from .nn import (embedding_bag_cost, group_norm_cost, interpolate_cost, norm_cost, row_norm_cost,
+from .nn import (embedding_bag_cost, group_norm_cost, interpolate_cost, norm_cost, pool_cost, row_norm_cost,
                  softmax_backward_stages, softmax_cost)
 from .optim import UNSCALE_FLOPS, adam_flops, update_scale_cost
 
@@ -159,7 +161,7 @@ def copy_(a: A) -> Cost | None:
     return copy_cost(Tensor(dst, src_dtype), a.written)
 
 
-_OPAQUE = re.compile(r"opaquetype<\(unsigned int\)(\d+)>")
+_OPAQUE = re.compile(r"opaquetype<\((?:unsigned )?int\)(\d+)>")
 # PyTorch's element-wise copy kernels (direct_copy_kernel_cuda, bfloat16_copy_kernel_cuda, ...).
 _COPY = re.compile(r"_copy_kernel_cuda")
 
@@ -199,30 +201,21 @@ def _reduce(a: A) -> Cost | None:
     element; or an overload called by one that takes no dims: AtenCall.redispatched), else over
     dims the range does not carry: the output's size from a consumer, or
     inside an autograd node (a bias's gradient) the one input shape of its forward op that the
-    input reduces to (values.reduces_to), or one element where the kernel's launch says so
-    (_one_output)."""
+    input reduces to (values.reduces_to), or where the kernel's launch tells it
+    (reduce_launch.launch_outputs)."""
     x = a.tensor(0)
     if x is None:
         return None
     op = _REDUCE[a.name.partition("::")[2]]
     whole = any(len(s) <= 2 for s in [a.sizes] + a.redispatched())
     out = () if whole else a.output_shape(lambda s: reduces_to(x.shape, s))
-    if out is None and _one_output(a, x.numel):
-        out = ()
-    return reduce_cost(op, x, None if out is None else prod(out), None,
-                       "all" if whole else "?", not whole)
+    n_out = None if out is None else prod(out)
+    if n_out is None and a.grid and a.block:
+        n_out = launch_outputs(a.kernel, x.shape, tuple(a.grid), tuple(a.block))
+    return reduce_cost(op, x, n_out, None, "all" if whole else "?", not whole)
 
 
 register_aten(*[f"aten::{o}" for o in _REDUCE])(_reduce)
-
-
-def _one_output(a: A, n: int) -> bool:
-    """Whether PyTorch's reduce_kernel reduced `n` elements to one, by its launch (Reduce.cuh's
-    ReduceConfig): a block of one row of threads (block.y 1) reduces along x to one output per
-    block, or, along y, reduces nothing (an output per input, over more than one block past 512
-    inputs); so a grid of one such block over more than 512 inputs wrote one element."""
-    return "reduce_kernel<" in a.kernel and a.grid == [1, 1, 1] and isinstance(a.block, list) \
-        and len(a.block) == 3 and a.block[1:] == [1, 1] and n > 512
 
 
 # -- interpolation: the output size is an int list (no sizes): from a consumer's range -----------
@@ -247,6 +240,20 @@ def upsample(a: A) -> Cost | None:
         return interpolate_cost(y, other[2:], mode)
     c = interpolate_cost(Tensor(other, a.dtype), y.shape[2:], mode)
     return Cost(c.bwd_flops, c.bwd_bytes, c.params, c.dtype, SIMT)
+
+
+# -- pooling: kernel_size, stride and padding are scalars the range does not carry ------------------
+
+@register_aten("aten::max_pool2d_with_indices_backward", "aten::max_pool3d_with_indices_backward")
+def max_pool_backward(a: A) -> Cost | None:
+    """(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices): nn.pool_cost's
+    backward, which the window does not change: one add per dY element, dY and the int64 indices
+    read, dX written. (The forward's FLOPs, one comparison per tap, need the window: na.)"""
+    dy, x = a.tensor(0), a.tensor(1)
+    if dy is None or x is None:
+        return None
+    params = fmt_params(a.dtype, shape=dims(x.shape), out=dims(dy.shape))
+    return _backward(pool_cost(x, "max", dy.numel, None, params))
 
 
 # -- normalization, softmax -------------------------------------------------------------------------
@@ -455,23 +462,38 @@ def embedding_bag_dense_backward(a: A) -> Cost | None:
     return None if c is None else _backward(c)
 
 
-def _row_index(a: A) -> tuple | None:
-    """(x, index) of a range indexing x's first dimension by one 1-D tensor (aten::index's and
-    aten::_index_put_impl_'s self and indices), x in the dtype its producer wrote or the kernel
-    ran in, the index int64 (its sort and kernels read it so); None where the index could be a
-    boolean mask (as long as that dimension: the sizes carry no dtype) or is not one tensor."""
+def _indexed_rows(a: A) -> tuple | None:
+    """(x's shape, the index's shape) of a range indexing x's first dimension by one 1-D tensor
+    (aten::index's and aten::_index_put_impl_'s self and indices); None where the index could be
+    a boolean mask (as long as that dimension: the sizes carry no dtype) or is not one tensor."""
     shape, idx = a.shape(0), a.shape(1)
+    return None if not shape or idx is None or len(idx) != 1 or idx[0] == shape[0] else (shape, idx)
+
+
+def _row_index(a: A) -> tuple | None:
+    """_indexed_rows' (x, index) as tensors: x in the dtype its producer wrote or the kernel ran
+    in, the index int64 (its sort and kernels read it so); None where x's dtype is not known."""
+    got = _indexed_rows(a)
     dtype = a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None)
-    if not shape or idx is None or len(idx) != 1 or idx[0] == shape[0] or dtype is None:
-        return None
-    return Tensor(shape, dtype), Tensor(idx, "int64")
+    return None if got is None or dtype is None else (Tensor(got[0], dtype), Tensor(got[1], "int64"))
 
 
 @register_aten("aten::index")
 def index(a: A) -> Cost | None:
-    """x[index], one integer index on the first dimension: memory.index_rows' gather."""
+    """x[index], one integer index on the first dimension: memory.index_rows' gather. Where x's
+    dtype is not known (a parameter: no producer) but PyTorch's gather kernel moves opaque N-byte
+    elements (`OpaqueType<N>`), the rows at N bytes an element: the gather's own work is a copy,
+    whose bytes need the size alone."""
     got = _row_index(a)
-    return None if got is None else index_rows(*got)
+    if got is not None:
+        return index_rows(*got)
+    opaque, shapes = _OPAQUE.search(a.kernel), _indexed_rows(a)
+    if opaque is None or shapes is None:
+        return None
+    (shape, idx), size = shapes, int(opaque.group(1))
+    rows = idx[0] * prod(shape[1:])
+    return Cost(0, idx[0] * ITEMSIZE["int64"] + 2 * rows * size,
+                fmt_params(None, shape=dims(shape), idx=dims(idx), elem=size), None, SIMT)
 
 
 @register_aten("aten::_index_put_impl_")
@@ -610,9 +632,32 @@ def mse_loss(a: A) -> Cost | None:
 @register_aten("aten::mse_loss_backward")
 def mse_loss_backward(a: A) -> Cost | None:
     """(grad_output, self, target, reduction): dX = 2·(x - t)·dY (/N): 2 per element (as the
-    marker level's); dY (a scalar after a reduction), x and t read, dX written."""
+    marker level's)."""
+    return _loss_backward(a, 2)
+
+
+def _loss_backward(a: A, per_elem: int) -> Cost | None:
+    """An element-wise loss's backward (grad_output, self, target, ...): `per_elem` FLOPs an
+    element; dY (a scalar after a reduction), x and t read, dX written."""
     x, grad = a.tensor(1), a.tensor(0)
     if x is None or x.nbytes is None:
         return None
-    return Cost(2 * x.numel, 3 * x.nbytes + (grad.nbytes if grad is not None else x.itemsize),
+    return Cost(per_elem * x.numel, 3 * x.nbytes + (grad.nbytes if grad is not None else x.itemsize),
                 fmt_params(a.dtype, shape=dims(x.shape)), a.dtype, SIMT)
+
+
+@register_aten("aten::smooth_l1_loss", "aten::huber_loss")
+def smooth_l1_loss(a: A) -> Cost | None:
+    """The element-wise kernel of smooth_l1_loss / huber_loss (self, target, reduction, beta or
+    delta): loss.loss_cost unreduced (its mean or sum runs in an aten::mean/sum range of its own
+    and is priced there)."""
+    x, t = a.tensor(0), a.tensor(1)
+    c = None if x is None or t is None else loss_cost(x, t, "none", *SMOOTH_L1_FLOPS)
+    return None if c is None else replace(c, params=fmt_params(a.dtype, shape=dims(x.shape)), bwd_flops=None,
+                                          bwd_bytes=None)
+
+
+@register_aten("aten::smooth_l1_loss_backward", "aten::huber_loss_backward")
+def smooth_l1_loss_backward(a: A) -> Cost | None:
+    """(grad_output, self, target, reduction, beta or delta): loss.py's FLOPs an element."""
+    return _loss_backward(a, SMOOTH_L1_FLOPS[1])

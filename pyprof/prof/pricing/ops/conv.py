@@ -97,9 +97,10 @@ _FORWARD_BIAS = {"aten::cudnn_convolution": None, "aten::cudnn_convolution_trans
 @register_aten(*_FORWARD_BIAS)
 def convolution_forward(a) -> Cost | None:
     """A convolution backend's forward: its output's shape (stride and padding are not in the
-    range) from a consumer's range (tensor_flow.py), FLOPs by shape_flops; input, weight, bias
-    read and the output written."""
-    x, w, out = a.shape(0), a.shape(1), a.output_shape()
+    range) from a consumer's range (tensor_flow.py; the wrappers around it return its output,
+    whatever copy of the input they made for it), FLOPs by shape_flops; input, weight, bias read
+    and the output written."""
+    x, w, out = a.shape(0), a.shape(1), a.output_shape(copied=True)
     flops = shape_flops(out, x, w)
     if flops is None:
         return None

@@ -106,14 +106,19 @@ def torch_bce_with_logits(c: Call) -> Cost | None:
     return _with_logits(c, c.tensor(2, "weight"), c.tensor(3, "pos_weight"), "none" if reduction == 0 else "mean")
 
 
+# smooth_l1_loss's and huber_loss's FLOPs an element, forward and backward (module docstring).
+SMOOTH_L1_FLOPS = (5, 3)
+
+
 @register("torch.nn.functional.smooth_l1_loss")
 def smooth_l1_loss(c: Call) -> Cost | None:
-    return loss_cost(c.get(0, "input"), c.get(1, "target"), reduction_arg(c, 4), 5, 3, own_kernel=True)
+    return loss_cost(c.get(0, "input"), c.get(1, "target"), reduction_arg(c, 4), *SMOOTH_L1_FLOPS, own_kernel=True)
 
 
 @register("torch.nn.functional.huber_loss")
 def huber_loss(c: Call) -> Cost | None:
-    return loss_cost(c.get(0, "input"), c.get(1, "target"), c.get(2, "reduction", "mean"), 5, 3, own_kernel=True)
+    return loss_cost(c.get(0, "input"), c.get(1, "target"), c.get(2, "reduction", "mean"), *SMOOTH_L1_FLOPS,
+                     own_kernel=True)
 
 
 @register("torch.nn.functional.kl_div")

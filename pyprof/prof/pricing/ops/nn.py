@@ -281,11 +281,11 @@ def _pool(nd: int, kind: str):
         out_sp = tuple(_pool_out(*a, ceil_mode) for a in zip(x.shape[-nd:], k, s, p, d))
         out = prod(x.shape[:-nd]) * prod(out_sp)
         flops = out * prod(k) + (out if kind == "avg" else 0)
-        return _pool_cost(x, kind, out, flops, fmt_params(x.dtype, shape=dims(x.shape), k=k, s=s, p=p))
+        return pool_cost(x, kind, out, flops, fmt_params(x.dtype, shape=dims(x.shape), k=k, s=s, p=p))
     return formula
 
 
-def _pool_cost(x: Tensor, kind: str, out: int, flops: int, params: str) -> Cost:
+def pool_cost(x: Tensor, kind: str, out: int, flops: int | None, params: str) -> Cost:
     """Forward and backward of a pooling op with `out` outputs (module docstring): the backward
     moves the forward's bytes (dY and the indices read, dX written); max: one add per dY element."""
     nbytes = _io(x, out)
@@ -306,7 +306,7 @@ def adaptive_cost(x: Tensor, out_sp: tuple, kind: str) -> Cost:
     lead = prod(x.shape[:-nd])
     out = lead * prod(out_sp)
     taps = lead * prod(_windows(i, o) for i, o in zip(x.shape[-nd:], out_sp))
-    cost = _pool_cost(x, kind, out, taps + (out if kind == "avg" else 0),
+    cost = pool_cost(x, kind, out, taps + (out if kind == "avg" else 0),
                       fmt_params(x.dtype, shape=dims(x.shape), out=out_sp))
     if kind == "avg" and out == lead:
         # A global average: PyTorch takes the mean, whose backward is dY expanded and divided by
