@@ -229,6 +229,7 @@ class Analyzer:
         f.dtype = dtype
         if verdict in (MMA, SIMT):  # a split-K reduction after it sums its grid's z partial products
             self._calls[("splits", rec.get("pid"), rec.get("tid"))] = grid_z(rec.get("grid"))
+            self._calls[("split gemm", rec.get("pid"), rec.get("tid"))] = (name, rec.get("grid"))  # nvjet's
         # a kernel whose launch states its work
         own = tile_init(name, rec.get("grid"), rec.get("block")) or dropout_states(name, rec.get("grid"), rec.get("block"))
         if own is not None:
@@ -481,9 +482,11 @@ class Analyzer:
 
     def _split_k(self, rec: dict, name: str | None, outputs: list, dtype: str | None) -> tuple:
         """(flops, bytes) of a split-K reduction (gemm_parts.split_k) after the thread's last matrix
-        kernel, whose grid's z was its split count; na where not known."""
-        work = split_k(name or "", rec.get("grid"), self._calls.get(("splits", rec.get("pid"), rec.get("tid"))),
-                       outputs, ITEMSIZE.get(dtype))
+        kernel, whose grid's z was its split count (an nvjet split-K GEMM's: its grid over the
+        output's tiles); na where not known."""
+        key = (rec.get("pid"), rec.get("tid"))
+        work = split_k(name or "", rec.get("grid"), self._calls.get(("splits",) + key), outputs, ITEMSIZE.get(dtype),
+                       self._calls.get(("split gemm",) + key))
         return _UNKNOWN if work is None else work
 
     def _split_pass(self, rec: dict, cost: Cost, bprop: bool, size: int | None, name: str | None) -> tuple:

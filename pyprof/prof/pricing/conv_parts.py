@@ -230,10 +230,13 @@ def conv_outputs(input_shape: object, weight_shape: object, out_shape: object, b
     weight gradient is computed on the padded tensors; CUTLASS's split-K wgrad of a 3-channel stem
     wrote 29 partials of 64 x 7·7·8 for ResNet-18's, 23 of 64 x 3·3·8 for a CIFAR one, of
     ShuffleNet's 58-filter 1x1 convolutions 9 of 64 x 64 and 9 of 64 x 24, and the reduction after
-    them the 64 x 64 bf16 gradient: ncu). Shapes that are not lists of positive ints are left out."""
+    them the 64 x 64 bf16 gradient: ncu). Of one image (N 1) the output or input gradient also as
+    (K or C, spatial): an NCHW image is that matrix, which a GEMM over it writes (MaxViT's 1x1
+    convolutions of 1 x 1024 x 14 x 14: CUTLASS's GEMM split 8 ways, then a splitKreduce_kernel of
+    7 x 16 blocks, 196 columns by 256 rows). Shapes that are not lists of positive ints are left out."""
     if not bprop:
-        return [(math.prod(out_shape) // out_shape[1], out_shape[1])] if _conv_shape(out_shape) else []
-    out = [(math.prod(input_shape) // input_shape[1], input_shape[1])] if _conv_shape(input_shape) else []
+        return _image_matrices(out_shape)
+    out = _image_matrices(input_shape)
     if not _conv_shape(weight_shape):
         return out
     k, c, taps = weight_shape[0], weight_shape[1], math.prod(weight_shape[2:])
@@ -241,6 +244,15 @@ def conv_outputs(input_shape: object, weight_shape: object, out_shape: object, b
         k, c = (-(-d // _PAD_MULTIPLE[True]) * _PAD_MULTIPLE[True] for d in (k, c))
     g = _groups(input_shape, weight_shape)
     return out + [(k, c * taps)] + ([(k // g, c * taps)] if g > 1 else [])
+
+
+def _image_matrices(shape: object) -> list:
+    """(rows, cols) a convolution's (N, C, spatial...) tensor is as a GEMM's output: (N·spatial,
+    C), and with N 1 also (C, spatial); none for a shape that is not positive ints."""
+    if not _conv_shape(shape):
+        return []
+    spatial = math.prod(shape[2:])
+    return [(shape[0] * spatial, shape[1])] + ([(shape[1], spatial)] if shape[0] == 1 else [])
 
 
 def _groups(x: object, w: object) -> int:
