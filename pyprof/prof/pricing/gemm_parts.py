@@ -20,8 +20,9 @@ from .values import FLOATING, ITEMSIZE
 
 SPLIT_K, BETA, EPILOGUE, BROADCAST = "split-k", "beta", "epilogue", "broadcast"
 # cuBLASLt's reduction of a split-K GEMM's partial products: splitKreduce_kernel<rows x cols
-# tile: (int)32, (int)16, int, partials' type, ...>, one block per 32 output columns and 16 rows.
-SPLIT_K_KERNEL = re.compile(r"\bsplitKreduce_kernel<\(int\)(\d+), \(int\)(\d+)")
+# tile: (int)32, (int)16, int, partials' type, output's type, ...>, one block per 32 output columns
+# and 16 rows (ncu: a <..., float, __half, ...> one stored 2 bytes an output element).
+SPLIT_K_KERNEL = re.compile(r"\bsplitKreduce_kernel<\(int\)(\d+), \(int\)(\d+)(?:, \w+, [\w:]+, ([\w:]+)[,>])?")
 # CUTLASS's (cuDNN's cutlass kernels') reduction of a split-K convolution's partial products:
 # ReduceSplitK<MatrixShape<rows, cols>, ..., ReduceAdd<partials' type, ...>>, one block per rows x
 # cols tile of the output, the grid's x over its rows and y over its columns.
@@ -123,7 +124,8 @@ def split_k(kernel: str, grid: object, splits: int | None, outputs: list, size: 
             gemm: tuple | None = None) -> tuple | None:
     """(FLOPs, bytes) of a split-K reduction: `splits` partial products of the GEMM output (read
     in the type its name states: cuBLASLt's partials' third type argument, CUTLASS's ReduceAdd's
-    first), summed (splits - 1 adds an element) and written once in `size`-byte elements.
+    first), summed (splits - 1 adds an element) and written once in the type cuBLASLt's name
+    states after the partials' (SPLIT_K_KERNEL), else in `size`-byte elements.
     `outputs`: the (rows, cols) the output may be (a backward's gradients); the one whose tiles
     make the grid is taken: cuBLASLt's splitKreduce_kernel<cols, rows> one block per 32 columns
     (x) and 16 rows (y), else the one whose rows need at least its y blocks (a long output strides
@@ -134,6 +136,8 @@ def split_k(kernel: str, grid: object, splits: int | None, outputs: list, size: 
     two outputs fit."""
     cublas, cutlass = SPLIT_K_KERNEL.search(kernel), CUTLASS_SPLIT_K.search(kernel)
     partial = ITEMSIZE.get(template_dtype(kernel) if cutlass is None else template_dtype(cutlass.group(3)))
+    if cublas is not None and cublas.group(3):
+        size = ITEMSIZE.get(template_dtype(cublas.group(3)))
     if cublas is None and cutlass is None or partial is None or size is None \
             or not isinstance(grid, list) or len(grid) < 2 or not all(type(d) is int and d > 0 for d in grid):
         return None
