@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from pyprof.prof.pricing.conv_parts import conv_outputs
-from pyprof.prof.pricing.gemm_parts import nvjet_splits, split_k
+from pyprof.prof.pricing.gemm_parts import nvjet_splits, split_k, split_partials
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(ROOT, "tests", "data", "kernel_truth")
@@ -43,7 +43,8 @@ def pairs() -> list:
 
 def test_nvjet_splits_are_its_blocks_over_the_cluster_padded_tiles(pairs) -> None:
     """Each nvjet split-K GEMM wrote splits x the weight gradient's K x C·taps fp32 partials (ncu's
-    L2 write sectors, to the byte), the splits its grid's blocks over the gradient's tiles, each
+    L2 write sectors, to the byte: the GEMM's bytes carry them in place of the gradient written
+    once), the splits its grid's blocks over the gradient's tiles, each
     count a whole number of clusters (64x32 tiles in 1x4 clusters over 96 x 32: 3 tiles in 4,
     grid 4 x 17, 17 splits); the reduction after it stored the fp16 gradient once and priced
     reads the partials."""
@@ -52,7 +53,10 @@ def test_nvjet_splits_are_its_blocks_over_the_cluster_padded_tiles(pairs) -> Non
         rows, cols = k, c * r * r
         splits = nvjet_splits(gemm, rows, cols)
         assert 32 * counters[WRITES] == splits * rows * cols * 4, (gemm, rows, cols)
-        work = split_k(reduce[0], reduce[1], 1, conv_outputs([n, c, h, w], [k, c, r, r], None, True, 2), 2, gemm)
+        outputs = conv_outputs([n, c, h, w], [k, c, r, r], None, True, 2)  # dX's tiles are more than its blocks
+        # the GEMM priced with the gradient written once in fp16: its partials written instead
+        assert split_partials(gemm, outputs, 10 ** 9, 2) == 10 ** 9 - rows * cols * 2 + 32 * counters[WRITES]
+        work = split_k(reduce[0], reduce[1], 1, outputs, 2, gemm)
         assert work == ((splits - 1) * rows * cols, splits * rows * cols * 4 + rows * cols * 2)
         assert reduced[STORES] == rows * cols * 2
     padded = [(g[1], nvjet_splits(g, k, c * r * r)) for (_, c, _, _, k, r, *_), g, *_ in pairs

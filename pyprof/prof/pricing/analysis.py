@@ -20,7 +20,8 @@ from .conv_parts import (conv_outputs, one_group_wgrad, range_conv_tensors, rang
                          wgrad_segments, winograd_gemm, winograd_stage, winograd_transform)
 from .cub_init import tile_init
 from .encoder_parts import vector_role
-from .gemm_parts import SPLIT_K, grid_z, output_parts, split_k, split_pass, split_sum, tiled_outputs
+from .gemm_parts import (SPLIT_K, grid_z, nvjet_splits, output_parts, split_k, split_partials, split_pass, split_sum,
+                         tiled_outputs)
 from .multitensor import tensor_lists
 from .part import ADD, CONTIGUOUS, COPY, FILL, Part
 from .parts import LAUNCH, CallParts, backward_parts, family, forward_parts
@@ -434,7 +435,11 @@ class Analyzer:
                 return self.unclaimed()
             segmented = self._segmented(rec, cost, name, ITEMSIZE.get(cost.dtype), weight) if _shape(weight) else None
             return segmented or (cost.flops, cost.bytes)
-        return (cost.flops, cost.bytes) if first else self.unclaimed()
+        if not first:
+            return self.unclaimed()
+        gemm = aten_gemm(r.get("name"), sizes) if cost.kind == GEMM else None  # an nvjet split-K GEMM's partials
+        return cost.flops, cost.bytes if gemm is None else split_partials(
+            (name, rec.get("grid")), [(gemm[0] * gemm[1], gemm[2])], cost.bytes, ITEMSIZE.get(cost.dtype))
 
     def _aten_parts(self, rec: dict, r: dict, cost: Cost, name: str | None) -> CallParts:
         """The helper parts (parts.py) of a matrix op's PyTorch range `r` not yet taken, made from
@@ -506,8 +511,11 @@ class Analyzer:
         gradient: the formula's bytes (the gradient's three tensors) less the weight's, plus
         segments x weight x 4 (ncu on ResNet-18's 64x64x3x3 weights: 8,390,912 bytes, these
         8,339,456); the segments kept as the thread's split count for the split-K pass after it
-        (_wgrad_split). None for any other kernel."""
-        segments = wgrad_segments(name, rec.get("grid"), weight)
+        (_wgrad_split). cuBLASLt's nvjet split-K GEMM of a 1x1 convolution's weight gradient
+        likewise, its splits' partials (gemm_parts.nvjet_splits over the K x C·taps gradient). None
+        for any other kernel."""
+        segments = wgrad_segments(name, rec.get("grid"), weight) or (
+            nvjet_splits((name, rec.get("grid")), weight[0], prod(weight[1:])) if weight and len(weight) > 1 else None)
         if segments is None or size is None or cost.elems is None:
             return None
         self._calls[("splits", rec.get("pid"), rec.get("tid"))] = segments
@@ -772,8 +780,10 @@ class Analyzer:
                 return self.unclaimed()
             return cost.flops, None if size is None or cost.elems is None else (cost.elems + cost.bias_elems) * size
         grad = (cost.flops, None if size is None or cost.elems is None else cost.elems * size)
-        if kind == GEMM:
-            return grad  # data- and weight-gradient GEMMs each do one forward's work
+        if kind == GEMM:  # data- and weight-gradient GEMMs each do one forward's work
+            matrices = [t for t in Call(rec["fwd"].get("marker") or {}).tensors() if t.shape and len(t.shape) > 1]
+            return grad[0], split_partials((name, rec.get("grid")), [(t.numel // t.shape[-1], t.shape[-1])
+                                                                      for t in matrices], grad[1], size)
         if kind == CONV:
             marker = rec["fwd"].get("marker") or {}
             group = self._one_group(rec, cost, name,

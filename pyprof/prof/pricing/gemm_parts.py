@@ -110,7 +110,7 @@ def nvjet_splits(gemm: tuple | None, rows: int, cols: int) -> int | None:
     output x 4 bytes, the splits so counted (32x64 tiles, 1x2 clusters, 128 x 32 output: 2 tiles,
     grid 2 x 63, 63 splits; 64x32 tiles, 1x4 clusters, 96 x 32: 3 tiles in 4, grid 4 x 17, 17).
     None for any other kernel, or where the blocks are no whole number (2 or more) of splits."""
-    m = _NVJET_SPLIT_K.search(gemm[0] or "") if gemm else None
+    m = _NVJET_SPLIT_K.search(gemm[0]) if gemm and "_splitK_" in (gemm[0] or "") else None
     blocks = launch_count(gemm[1]) if m else None
     if blocks is None:
         return None
@@ -118,6 +118,21 @@ def nvjet_splits(gemm: tuple | None, rows: int, cols: int) -> int | None:
     tiles = -(-(-(-cols // tile_m)) // cluster_m) * cluster_m * (-(-(-(-rows // tile_n)) // cluster_n) * cluster_n)
     splits, left = divmod(blocks, tiles)
     return splits if not left and splits >= 2 else None
+
+
+def split_partials(gemm: tuple, outputs: list, nbytes: int | None, size: int | None) -> int | None:
+    """The bytes of a GEMM launch `gemm` (name, grid) priced at `nbytes` with its output written
+    once in `size`-byte elements, where it is an nvjet split-K GEMM: it writes its splits' fp32
+    partials in place of the output (Nsight Compute: splits x output x 4 bytes of L2 writes, to
+    the byte), the output the one of `outputs` (rows, cols) its grid holds a whole number of
+    splits of (nvjet_splits). `nbytes` unchanged for any other kernel, or where not one output fits."""
+    if nbytes is None or size is None:
+        return nbytes
+    fits = {(r * c, s) for r, c in outputs for s in [nvjet_splits(gemm, r, c)] if s}
+    if len(fits) != 1:
+        return nbytes
+    out, splits = fits.pop()
+    return nbytes - out * size + splits * out * 4
 
 
 def split_k(kernel: str, grid: object, splits: int | None, outputs: list, size: int | None,
