@@ -16,8 +16,9 @@ from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .tensor_flow import FURTHER, TensorFlow
 from .attention_parts import SEED_UNPACK, flash_helpers, math_attention_gemm
-from .conv_parts import (conv_outputs, one_group_wgrad, range_conv_tensors, range_outputs, range_parts, ungrouped_wgrad,
-                         wgrad_segments, winograd_gemm, winograd_stage, winograd_transform)
+from .conv_parts import (conv_outputs, depthwise_partials, depthwise_reduce, one_group_wgrad, range_conv_tensors,
+                         range_outputs, range_parts, ungrouped_wgrad, wgrad_segments, winograd_gemm, winograd_stage,
+                         winograd_transform)
 from .cub_init import tile_init
 from .encoder_parts import vector_role
 from .gemm_parts import (SPLIT_K, grid_z, nvjet_splits, output_parts, split_k, split_partials, split_pass, split_sum,
@@ -413,6 +414,10 @@ class Analyzer:
         weight = range_conv_tensors(sizes, True)[1] if cost.kind == CONV and bprop else None  # the wgrad's weight
         if mma and verdict == NONE and cost.kind == CONV and bprop and split_pass(name):
             return self._wgrad_split(rec, weight, ITEMSIZE.get(cost.dtype))
+        depthwise = self._depthwise_reduce(rec, name, weight, ITEMSIZE.get(cost.dtype)) \
+            if mma and verdict == NONE and cost.kind == CONV and bprop else None
+        if depthwise is not None:
+            return depthwise
         node = (r.get("name"), r.get("opId"))
         if cost.kind == CONV:
             x, w = range_conv_tensors(sizes, bprop)
@@ -512,15 +517,27 @@ class Analyzer:
         segments x weight x 4 (ncu on ResNet-18's 64x64x3x3 weights: 8,390,912 bytes, these
         8,339,456); the segments kept as the thread's split count for the split-K pass after it
         (_wgrad_split). cuBLASLt's nvjet split-K GEMM of a 1x1 convolution's weight gradient
-        likewise, its splits' partials (gemm_parts.nvjet_splits over the K x C·taps gradient). None
-        for any other kernel."""
-        segments = wgrad_segments(name, rec.get("grid"), weight) or (
-            nvjet_splits((name, rec.get("grid")), weight[0], prod(weight[1:])) if weight and len(weight) > 1 else None)
-        if segments is None or size is None or cost.elems is None:
+        likewise, its splits' partials (gemm_parts.nvjet_splits over the K x C·taps gradient), and
+        cuDNN's depthwise weight gradient its partials over its 32-channel blocks
+        (conv_parts.depthwise_partials). None for any other kernel."""
+        if not weight or len(weight) < 2:
             return None
-        self._calls[("splits", rec.get("pid"), rec.get("tid"))] = segments
         w = prod(weight)
-        return cost.flops, (cost.elems - w) * size + segments * w * 4
+        segments = wgrad_segments(name, rec.get("grid"), weight) or \
+            nvjet_splits((name, rec.get("grid")), weight[0], prod(weight[1:]))
+        partials = (segments, w) if segments else depthwise_partials(name, rec.get("grid"), list(weight))
+        if partials is None or size is None or cost.elems is None:
+            return None
+        self._calls[("splits", rec.get("pid"), rec.get("tid"))] = partials[0]
+        return cost.flops, (cost.elems - w) * size + partials[0] * partials[1] * 4
+
+    def _depthwise_reduce(self, rec: dict, name: str | None, weight: object, size: int | None) -> tuple | None:
+        """(flops, bytes) of cuDNN's depthwise weight gradient's reduction after the thread's last
+        matrix kernel (conv_parts.depthwise_reduce); None for any other kernel."""
+        if not isinstance(weight, (list, tuple)):
+            return None
+        return depthwise_reduce(name, rec.get("grid"), self._calls.get(("split gemm", rec.get("pid"), rec.get("tid"))),
+                                list(weight), size)
 
     @staticmethod
     def _marker_weight(rec: dict) -> tuple | None:
@@ -736,6 +753,10 @@ class Analyzer:
             return self._split_pass(rec, cost, bprop, ITEMSIZE.get(dtype), name)
         if verdict == NONE and kind == CONV and bprop and split_pass(name):
             return self._wgrad_split(rec, self._marker_weight(rec), ITEMSIZE.get(dtype))
+        depthwise = self._depthwise_reduce(rec, name, self._marker_weight(rec), ITEMSIZE.get(dtype)) \
+            if verdict == NONE and kind == CONV and bprop else None
+        if depthwise is not None:
+            return depthwise
         if verdict == NONE and family(name) == SPLIT_K:
             return self._split_k(rec, name, self._gemm_outputs(rec, cost, bprop), dtype)
         if kind == CONV:

@@ -278,6 +278,46 @@ def wgrad_segments(kernel: str | None, grid: object, weight_shape: object) -> in
     return segments if not left and segments >= 2 else None
 
 
+# cuDNN's depthwise weight gradient (one input channel a filter) for NHWC tensors: a block per 32
+# channels (x) and per image and slice of the output (y, z), each writing its fp32 partial of the
+# gradient, then a reduction of one block per tap (x) and 32 channels (y) summing them.
+_DEPTHWISE_WGRAD = re.compile(r"\bwgrad2d_c1_k1_nhwc(_reduce)?\b")
+_DEPTHWISE_CHANNELS = 32
+
+
+def depthwise_partials(kernel: str | None, grid: object, weight_shape: object) -> tuple | None:
+    """(partials, elements a partial) of cuDNN's depthwise weight gradient `wgrad2d_c1_k1_nhwc`
+    for a weight of shape (K, 1, taps...): one fp32 partial of the gradient a block of its grid's
+    y x z, each over its x blocks of 32 channels (K padded to them) x taps. Nsight Compute on
+    MobileNetV3-Large's seven (grids 21x8x3 to 1x8x8): every launch stored y·z x 32·x x taps x 4
+    bytes, to the byte (672 channels, 5x5: 24 partials of 672 x 25; 240, 3x3: 56 of 256 x 9).
+    None for any other kernel, weight or grid."""
+    m = _DEPTHWISE_WGRAD.search(kernel or "")
+    if m is None or m.group(1) or launch_count(grid) is None or len(grid) != 3 or not _conv_shape(weight_shape) \
+            or weight_shape[1] != 1 or grid[0] != -(-weight_shape[0] // _DEPTHWISE_CHANNELS):
+        return None
+    return grid[1] * grid[2], grid[0] * _DEPTHWISE_CHANNELS * math.prod(weight_shape[2:])
+
+
+def depthwise_reduce(kernel: str | None, grid: object, wgrad: tuple | None, weight_shape: object,
+                     size: int | None) -> tuple | None:
+    """(FLOPs, bytes) of `wgrad2d_c1_k1_nhwc_reduce` after the depthwise weight gradient launch
+    `wgrad` (name, grid: depthwise_partials): its partials read, summed (partials - 1 adds an
+    element of the gradient) and the K x taps gradient written once in `size`-byte elements; its
+    grid one block per tap and 32 channels. ncu on MobileNetV3-Large's seven: loads and stores
+    to the byte (bf16 gradients). None for any other kernel, launch before it or grid."""
+    m = _DEPTHWISE_WGRAD.search(kernel or "")
+    partials = depthwise_partials(*wgrad, weight_shape) if wgrad else None
+    if m is None or not m.group(1) or partials is None or size is None or launch_count(grid) is None:
+        return None
+    taps = math.prod(weight_shape[2:])
+    if list(grid[:2]) != [taps, -(-weight_shape[0] // _DEPTHWISE_CHANNELS)]:
+        return None
+    count, elems = partials
+    out = weight_shape[0] * taps
+    return (count - 1) * out, count * elems * 4 + out * size
+
+
 # cuDNN's non-fused Winograd F(4x4, 3x3) of a 3x3 convolution (stride 1): transform kernels, each
 # reading one tensor and writing its transformed tile set in T1 (the compute type; T2: the
 # tensors'), around a batched GEMM (grid z 36: one product per element of a 6x6 tile).
