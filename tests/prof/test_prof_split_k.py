@@ -19,7 +19,7 @@ import sys
 import pytest
 
 from pyprof.prof.io.reader import records
-from pyprof.prof.pricing.conv_parts import conv_outputs, depthwise_partials
+from pyprof.prof.pricing.conv_parts import conv_outputs, depthwise_partials, depthwise_reduce
 from pyprof.prof.pricing.gemm_parts import nvjet_splits, split_k, split_partials
 from pyprof.prof.pricing.registry import Call
 from pyprof.prof.scan import analysed
@@ -92,6 +92,25 @@ def test_nvjet_splits_need_a_split_kernel_and_whole_splits() -> None:
     assert nvjet_splits(("void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_nn_align1>(T1::Params)",
                          [26, 1, 5]), 800, 128) is None
     assert nvjet_splits(None, 96, 384) is None
+    assert nvjet_splits(("nvjet_sm90_tst_0x32_64x16_2x4_h_bz_splitK_NTT", [8, 12, 1]), 96, 384) is None
+    assert nvjet_splits((split, [8, 12, 1]), 0, 384) is None
+
+
+def test_depthwise_partials_need_its_kernel_a_depthwise_weight_and_its_grid() -> None:
+    """A weight of two input channels a filter, a grid whose x is not the 32-channel blocks or
+    not 3 ints, a reduction whose grid is not taps x blocks or with no wgrad launch before it:
+    None, never a guess."""
+    wgrad = ("wgrad2d_c1_k1_nhwc", [21, 8, 3])
+    assert depthwise_partials(*wgrad, [672, 1, 5, 5]) == (24, 21 * 32 * 25)
+    assert depthwise_partials(*wgrad, [672, 2, 5, 5]) is None
+    assert depthwise_partials("wgrad2d_c1_k1_nhwc", [20, 8, 3], [672, 1, 5, 5]) is None
+    assert depthwise_partials("wgrad2d_c1_k1_nhwc", [21, 8], [672, 1, 5, 5]) is None
+    assert depthwise_partials("wgrad2d_c1_k1_nhwc_reduce", [21, 8, 3], [672, 1, 5, 5]) is None
+    reduce = "wgrad2d_c1_k1_nhwc_reduce"
+    assert depthwise_reduce(reduce, [25, 21, 1], wgrad, [672, 1, 5, 5], 2) == (23 * 16800, 24 * 16800 * 4 + 16800 * 2)
+    assert depthwise_reduce(reduce, [25, 20, 1], wgrad, [672, 1, 5, 5], 2) is None
+    assert depthwise_reduce(reduce, [25, 21, 1], None, [672, 1, 5, 5], 2) is None
+    assert depthwise_reduce(reduce, [25, 21, 1], wgrad, [672, 1, 5, 5], None) is None
 
 
 @pytest.fixture(scope="module")

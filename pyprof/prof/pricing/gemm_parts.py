@@ -112,9 +112,9 @@ def nvjet_splits(gemm: tuple | None, rows: int, cols: int) -> int | None:
     None for any other kernel, or where the blocks are no whole number (2 or more) of splits."""
     m = _NVJET_SPLIT_K.search(gemm[0]) if gemm and "_splitK_" in (gemm[0] or "") else None
     blocks = launch_count(gemm[1]) if m else None
-    if blocks is None:
+    tile_m, tile_n, cluster_m, cluster_n = (int(g) for g in m.groups()) if m else (0, 0, 0, 0)
+    if blocks is None or min(tile_m, tile_n, cluster_m, cluster_n, rows, cols) <= 0:
         return None
-    tile_m, tile_n, cluster_m, cluster_n = (int(g) for g in m.groups())
     tiles = -(-(-(-cols // tile_m)) // cluster_m) * cluster_m * (-(-(-(-rows // tile_n)) // cluster_n) * cluster_n)
     splits, left = divmod(blocks, tiles)
     return splits if not left and splits >= 2 else None
