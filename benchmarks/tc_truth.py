@@ -49,6 +49,17 @@ def ncu_kernels(path: str) -> list[tuple[str, dict[str, float]]]:
     return [(names[k], metrics[k]) for k in sorted(names)]
 
 
+def ncu_launches(path: str) -> list[tuple[str, list[int], dict[str, float]]]:
+    """(kernel name, grid [x, y, z], {metric: value}) per profiled kernel of `ncu --csv` output
+    (.xz too), in ID order."""
+    with (lzma.open(path, "rt", newline="") if path.endswith(".xz") else open(path, newline="")) as f:
+        lines = [ln for ln in f if not ln.startswith("==")]
+    start = next(i for i, ln in enumerate(lines) if ln.startswith('"ID"'))
+    grids = {int(row["ID"]): [int(d) for d in row["Grid Size"].strip("()").split(",")]
+             for row in csv.DictReader(lines[start:])}
+    return [(name, grids[i], counters) for i, (name, counters) in zip(sorted(grids), ncu_kernels(path))]
+
+
 def summarize(counters: dict[str, float]) -> tuple[int, float, float, float, float]:
     """(tc, mma_ops, dmma_inst, core_flops, dram_bytes) from one kernel's counters."""
     # Counters nest: hmma_src_fp16 already holds hmma_src_fp16_dst_fp16 and _dst_fp32, and each

@@ -16,11 +16,13 @@ from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .tensor_flow import FURTHER, TensorFlow
 from .attention_parts import SEED_UNPACK, flash_helpers, math_attention_gemm
-from .conv_parts import (conv_outputs, one_group_wgrad, range_conv_tensors, range_outputs, range_parts, ungrouped_wgrad,
-                         wgrad_segments, winograd_gemm, winograd_stage, winograd_transform)
+from .conv_parts import (conv_outputs, depthwise_partials, depthwise_reduce, one_group_wgrad, range_conv_tensors,
+                         range_outputs, range_parts, ungrouped_wgrad, wgrad_segments, winograd_gemm, winograd_stage,
+                         winograd_transform)
 from .cub_init import tile_init
 from .encoder_parts import vector_role
-from .gemm_parts import SPLIT_K, grid_z, output_parts, split_k, split_pass, split_sum, tiled_outputs
+from .gemm_parts import (SPLIT_K, grid_z, nvjet_splits, output_parts, split_k, split_partials, split_pass, split_sum,
+                         tiled_outputs)
 from .multitensor import tensor_lists
 from .part import ADD, CONTIGUOUS, COPY, FILL, Part
 from .parts import LAUNCH, CallParts, backward_parts, family, forward_parts
@@ -229,6 +231,7 @@ class Analyzer:
         f.dtype = dtype
         if verdict in (MMA, SIMT):  # a split-K reduction after it sums its grid's z partial products
             self._calls[("splits", rec.get("pid"), rec.get("tid"))] = grid_z(rec.get("grid"))
+            self._calls[("split gemm", rec.get("pid"), rec.get("tid"))] = (name, rec.get("grid"))  # nvjet's
         # a kernel whose launch states its work
         own = tile_init(name, rec.get("grid"), rec.get("block")) or dropout_states(name, rec.get("grid"), rec.get("block"))
         if own is not None:
@@ -411,6 +414,10 @@ class Analyzer:
         weight = range_conv_tensors(sizes, True)[1] if cost.kind == CONV and bprop else None  # the wgrad's weight
         if mma and verdict == NONE and cost.kind == CONV and bprop and split_pass(name):
             return self._wgrad_split(rec, weight, ITEMSIZE.get(cost.dtype))
+        depthwise = self._depthwise_reduce(rec, name, weight, ITEMSIZE.get(cost.dtype)) \
+            if mma and verdict == NONE and cost.kind == CONV and bprop else None
+        if depthwise is not None:
+            return depthwise
         node = (r.get("name"), r.get("opId"))
         if cost.kind == CONV:
             x, w = range_conv_tensors(sizes, bprop)
@@ -433,7 +440,11 @@ class Analyzer:
                 return self.unclaimed()
             segmented = self._segmented(rec, cost, name, ITEMSIZE.get(cost.dtype), weight) if _shape(weight) else None
             return segmented or (cost.flops, cost.bytes)
-        return (cost.flops, cost.bytes) if first else self.unclaimed()
+        if not first:
+            return self.unclaimed()
+        gemm = aten_gemm(r.get("name"), sizes) if cost.kind == GEMM else None  # an nvjet split-K GEMM's partials
+        return cost.flops, cost.bytes if gemm is None else split_partials(
+            (name, rec.get("grid")), [(gemm[0] * gemm[1], gemm[2])], cost.bytes, ITEMSIZE.get(cost.dtype))
 
     def _aten_parts(self, rec: dict, r: dict, cost: Cost, name: str | None) -> CallParts:
         """The helper parts (parts.py) of a matrix op's PyTorch range `r` not yet taken, made from
@@ -483,9 +494,11 @@ class Analyzer:
 
     def _split_k(self, rec: dict, name: str | None, outputs: list, dtype: str | None) -> tuple:
         """(flops, bytes) of a split-K reduction (gemm_parts.split_k) after the thread's last matrix
-        kernel, whose grid's z was its split count; na where not known."""
-        work = split_k(name or "", rec.get("grid"), self._calls.get(("splits", rec.get("pid"), rec.get("tid"))),
-                       outputs, ITEMSIZE.get(dtype))
+        kernel, whose grid's z was its split count (an nvjet split-K GEMM's: its grid over the
+        output's tiles); na where not known."""
+        key = (rec.get("pid"), rec.get("tid"))
+        work = split_k(name or "", rec.get("grid"), self._calls.get(("splits",) + key), outputs, ITEMSIZE.get(dtype),
+                       self._calls.get(("split gemm",) + key))
         return _UNKNOWN if work is None else work
 
     def _split_pass(self, rec: dict, cost: Cost, bprop: bool, size: int | None, name: str | None) -> tuple:
@@ -505,13 +518,28 @@ class Analyzer:
         gradient: the formula's bytes (the gradient's three tensors) less the weight's, plus
         segments x weight x 4 (ncu on ResNet-18's 64x64x3x3 weights: 8,390,912 bytes, these
         8,339,456); the segments kept as the thread's split count for the split-K pass after it
-        (_wgrad_split). None for any other kernel."""
-        segments = wgrad_segments(name, rec.get("grid"), weight)
-        if segments is None or size is None or cost.elems is None:
+        (_wgrad_split). cuBLASLt's nvjet split-K GEMM of a 1x1 convolution's weight gradient
+        likewise, its splits' partials (gemm_parts.nvjet_splits over the K x C·taps gradient), and
+        cuDNN's depthwise weight gradient its partials over its 32-channel blocks
+        (conv_parts.depthwise_partials). None for any other kernel."""
+        if not weight or len(weight) < 2:
             return None
-        self._calls[("splits", rec.get("pid"), rec.get("tid"))] = segments
         w = prod(weight)
-        return cost.flops, (cost.elems - w) * size + segments * w * 4
+        segments = wgrad_segments(name, rec.get("grid"), weight) or \
+            nvjet_splits((name, rec.get("grid")), weight[0], prod(weight[1:]))
+        partials = (segments, w) if segments else depthwise_partials(name, rec.get("grid"), list(weight))
+        if partials is None or size is None or cost.elems is None:
+            return None
+        self._calls[("splits", rec.get("pid"), rec.get("tid"))] = partials[0]
+        return cost.flops, (cost.elems - w) * size + partials[0] * partials[1] * 4
+
+    def _depthwise_reduce(self, rec: dict, name: str | None, weight: object, size: int | None) -> tuple | None:
+        """(flops, bytes) of cuDNN's depthwise weight gradient's reduction after the thread's last
+        matrix kernel (conv_parts.depthwise_reduce); None for any other kernel."""
+        if not isinstance(weight, (list, tuple)):
+            return None
+        return depthwise_reduce(name, rec.get("grid"), self._calls.get(("split gemm", rec.get("pid"), rec.get("tid"))),
+                                list(weight), size)
 
     @staticmethod
     def _marker_weight(rec: dict) -> tuple | None:
@@ -727,6 +755,10 @@ class Analyzer:
             return self._split_pass(rec, cost, bprop, ITEMSIZE.get(dtype), name)
         if verdict == NONE and kind == CONV and bprop and split_pass(name):
             return self._wgrad_split(rec, self._marker_weight(rec), ITEMSIZE.get(dtype))
+        depthwise = self._depthwise_reduce(rec, name, self._marker_weight(rec), ITEMSIZE.get(dtype)) \
+            if verdict == NONE and kind == CONV and bprop else None
+        if depthwise is not None:
+            return depthwise
         if verdict == NONE and family(name) == SPLIT_K:
             return self._split_k(rec, name, self._gemm_outputs(rec, cost, bprop), dtype)
         if kind == CONV:
@@ -771,8 +803,10 @@ class Analyzer:
                 return self.unclaimed()
             return cost.flops, None if size is None or cost.elems is None else (cost.elems + cost.bias_elems) * size
         grad = (cost.flops, None if size is None or cost.elems is None else cost.elems * size)
-        if kind == GEMM:
-            return grad  # data- and weight-gradient GEMMs each do one forward's work
+        if kind == GEMM:  # data- and weight-gradient GEMMs each do one forward's work
+            matrices = [t for t in Call(rec["fwd"].get("marker") or {}).tensors() if t.shape and len(t.shape) > 1]
+            return grad[0], split_partials((name, rec.get("grid")), [(t.numel // t.shape[-1], t.shape[-1])
+                                                                      for t in matrices], grad[1], size)
         if kind == CONV:
             marker = rec["fwd"].get("marker") or {}
             group = self._one_group(rec, cost, name,

@@ -287,10 +287,13 @@ def conv_outputs(input_shape: object, weight_shape: object, out_shape: object, b
     weight gradient is computed on the padded tensors; CUTLASS's split-K wgrad of a 3-channel stem
     wrote 29 partials of 64 x 7·7·8 for ResNet-18's, 23 of 64 x 3·3·8 for a CIFAR one, of
     ShuffleNet's 58-filter 1x1 convolutions 9 of 64 x 64 and 9 of 64 x 24, and the reduction after
-    them the 64 x 64 bf16 gradient: ncu). Shapes that are not lists of positive ints are left out."""
+    them the 64 x 64 bf16 gradient: ncu). Of one image (N 1) the output or input gradient also as
+    (K or C, spatial): an NCHW image is that matrix, which a GEMM over it writes (MaxViT's 1x1
+    convolutions of 1 x 1024 x 14 x 14: CUTLASS's GEMM split 8 ways, then a splitKreduce_kernel of
+    7 x 16 blocks, 196 columns by 256 rows). Shapes that are not lists of positive ints are left out."""
     if not bprop:
-        return [(math.prod(out_shape) // out_shape[1], out_shape[1])] if _conv_shape(out_shape) else []
-    out = [(math.prod(input_shape) // input_shape[1], input_shape[1])] if _conv_shape(input_shape) else []
+        return _image_matrices(out_shape)
+    out = _image_matrices(input_shape)
     if not _conv_shape(weight_shape):
         return out
     k, c, taps = weight_shape[0], weight_shape[1], math.prod(weight_shape[2:])
@@ -298,6 +301,15 @@ def conv_outputs(input_shape: object, weight_shape: object, out_shape: object, b
         k, c = (-(-d // _PAD_MULTIPLE[True]) * _PAD_MULTIPLE[True] for d in (k, c))
     g = _groups(input_shape, weight_shape)
     return out + [(k, c * taps)] + ([(k // g, c * taps)] if g > 1 else [])
+
+
+def _image_matrices(shape: object) -> list:
+    """(rows, cols) a convolution's (N, C, spatial...) tensor is as a GEMM's output: (N·spatial,
+    C), and with N 1 also (C, spatial); none for a shape that is not positive ints."""
+    if not _conv_shape(shape):
+        return []
+    spatial = math.prod(shape[2:])
+    return [(shape[0] * spatial, shape[1])] + ([(shape[1], spatial)] if shape[0] == 1 else [])
 
 
 def _groups(x: object, w: object) -> int:
@@ -321,6 +333,46 @@ def wgrad_segments(kernel: str | None, grid: object, weight_shape: object) -> in
     tiles = -(-weight_shape[0] // tile[0]) * -(-math.prod(weight_shape[1:]) // tile[1])
     segments, left = divmod(blocks, tiles)
     return segments if not left and segments >= 2 else None
+
+
+# cuDNN's depthwise weight gradient (one input channel a filter) for NHWC tensors: a block per 32
+# channels (x) and per image and slice of the output (y, z), each writing its fp32 partial of the
+# gradient, then a reduction of one block per tap (x) and 32 channels (y) summing them.
+_DEPTHWISE_WGRAD = re.compile(r"\bwgrad2d_c1_k1_nhwc(_reduce)?\b")
+_DEPTHWISE_CHANNELS = 32
+
+
+def depthwise_partials(kernel: str | None, grid: object, weight_shape: object) -> tuple | None:
+    """(partials, elements a partial) of cuDNN's depthwise weight gradient `wgrad2d_c1_k1_nhwc`
+    for a weight of shape (K, 1, taps...): one fp32 partial of the gradient a block of its grid's
+    y x z, each over its x blocks of 32 channels (K padded to them) x taps. Nsight Compute on
+    MobileNetV3-Large's seven (grids 21x8x3 to 1x8x8): every launch stored y·z x 32·x x taps x 4
+    bytes, to the byte (672 channels, 5x5: 24 partials of 672 x 25; 240, 3x3: 56 of 256 x 9).
+    None for any other kernel, weight or grid."""
+    m = _DEPTHWISE_WGRAD.search(kernel or "")
+    if m is None or m.group(1) or launch_count(grid) is None or len(grid) != 3 or not _conv_shape(weight_shape) \
+            or weight_shape[1] != 1 or grid[0] != -(-weight_shape[0] // _DEPTHWISE_CHANNELS):
+        return None
+    return grid[1] * grid[2], grid[0] * _DEPTHWISE_CHANNELS * math.prod(weight_shape[2:])
+
+
+def depthwise_reduce(kernel: str | None, grid: object, wgrad: tuple | None, weight_shape: object,
+                     size: int | None) -> tuple | None:
+    """(FLOPs, bytes) of `wgrad2d_c1_k1_nhwc_reduce` after the depthwise weight gradient launch
+    `wgrad` (name, grid: depthwise_partials): its partials read, summed (partials - 1 adds an
+    element of the gradient) and the K x taps gradient written once in `size`-byte elements; its
+    grid one block per tap and 32 channels. ncu on MobileNetV3-Large's seven: loads and stores
+    to the byte (bf16 gradients). None for any other kernel, launch before it or grid."""
+    m = _DEPTHWISE_WGRAD.search(kernel or "")
+    partials = depthwise_partials(*wgrad, weight_shape) if wgrad else None
+    if m is None or not m.group(1) or partials is None or size is None or launch_count(grid) is None:
+        return None
+    taps = math.prod(weight_shape[2:])
+    if list(grid[:2]) != [taps, -(-weight_shape[0] // _DEPTHWISE_CHANNELS)]:
+        return None
+    count, elems = partials
+    out = weight_shape[0] * taps
+    return (count - 1) * out, count * elems * 4 + out * size
 
 
 # cuDNN's non-fused Winograd F(4x4, 3x3) of a 3x3 convolution (stride 1): transform kernels, each

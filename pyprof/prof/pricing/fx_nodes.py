@@ -170,7 +170,7 @@ class CompiledPricer:
         ident = (entry.get("run"), entry.get("call"))
         state = self._seen.get(key)
         if state is None or state[0] != ident:
-            state = self._seen[key] = [ident, 0, None, None]
+            state = self._seen[key] = [ident, 0, None, None, None]
         return state
 
     def _part(self, rec: dict, entry: dict, counts: bool) -> int:
@@ -182,8 +182,9 @@ class CompiledPricer:
             state[1] = n + 1
             # A segment-K weight gradient's segments (conv_parts.wgrad_segments), else a split-K grid's z.
             weight = _conv_tensors(self.work(entry).node or {})[1]
-            state[2] = wgrad_segments(rec.get("kLongName") or rec.get("kShortName"), rec.get("grid"),
-                                      weight and weight.get("shape")) or grid_z(rec.get("grid"))
+            name = rec.get("kLongName") or rec.get("kShortName")
+            state[2] = wgrad_segments(name, rec.get("grid"), weight and weight.get("shape")) or grid_z(rec.get("grid"))
+            state[4] = (name, rec.get("grid"))  # an nvjet split-K GEMM's splits follow from its output
         return n
 
     def _helper(self, rec: dict, entry: dict, w: KernelWork, name: str | None) -> tuple:
@@ -198,7 +199,7 @@ class CompiledPricer:
         bwd = len(op) > 1 and op[1].endswith("_backward")
         size = ITEMSIZE.get(main.dtype)
         if family(name) == SPLIT_K:
-            work = split_k(name or "", rec.get("grid"), state[2], _outputs(node, main, bwd, size), size)
+            work = split_k(name or "", rec.get("grid"), state[2], _outputs(node, main, bwd, size), size, state[4])
             return work if work is not None else self.analyzer.unclaimed()
         weight = _conv_tensors(node)[1]
         if main.kind == CONV and bwd and split_pass(name) and weight and isinstance(weight.get("shape"), list):

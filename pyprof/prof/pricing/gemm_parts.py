@@ -20,12 +20,17 @@ from .values import FLOATING, ITEMSIZE
 
 SPLIT_K, BETA, EPILOGUE, BROADCAST = "split-k", "beta", "epilogue", "broadcast"
 # cuBLASLt's reduction of a split-K GEMM's partial products: splitKreduce_kernel<rows x cols
-# tile: (int)32, (int)16, int, partials' type, ...>, one block per 32 output columns and 16 rows.
-SPLIT_K_KERNEL = re.compile(r"\bsplitKreduce_kernel<\(int\)(\d+), \(int\)(\d+)")
+# tile: (int)32, (int)16, int, partials' type, output's type, ...>, one block per 32 output columns
+# and 16 rows (ncu: a <..., float, __half, ...> one stored 2 bytes an output element).
+SPLIT_K_KERNEL = re.compile(r"\bsplitKreduce_kernel<\(int\)(\d+), \(int\)(\d+)(?:, \w+, [\w:]+, ([\w:]+)[,>])?")
 # CUTLASS's (cuDNN's cutlass kernels') reduction of a split-K convolution's partial products:
 # ReduceSplitK<MatrixShape<rows, cols>, ..., ReduceAdd<partials' type, ...>>, one block per rows x
 # cols tile of the output, the grid's x over its rows and y over its columns.
 CUTLASS_SPLIT_K = re.compile(r"\bReduceSplitK<[\w:]*MatrixShape<\(int\)(\d+), \(int\)(\d+)>.*?\bReduceAdd<([\w:]+),")
+# cuBLASLt's nvjet GEMM that leaves split-K partials for a splitKreduce_kernel after it:
+# nvjet_sm90_<types>_<tile M>x<tile N>_<tile K>x<stages>_<cluster M>x<cluster N>_<h|v>_..._splitK_...;
+# its grid's z is 1, its blocks the output's tiles (padded to whole clusters) times the splits.
+_NVJET_SPLIT_K = re.compile(r"\bnvjet_\w*?_(\d+)x(\d+)_\d+x\d+_(\d+)x(\d+)_[hv]_\w*?_splitK_")
 # cuBLAS's scaling of a GEMM's output by beta (scal_kernel) before a split-K kernel accumulates
 # into it (sgemm_largek's grid z); PyTorch passes beta 0: the output zeroed, written once.
 BETA_KERNEL = re.compile(r"\bscal_kernel<")
@@ -96,43 +101,81 @@ def split_pass(kernel: str | None) -> bool:
     return "split_k_kernel" in (kernel or "")
 
 
-def split_k(kernel: str, grid: object, splits: int | None, outputs: list, size: int | None) -> tuple | None:
+def nvjet_splits(gemm: tuple | None, rows: int, cols: int) -> int | None:
+    """The split count of an nvjet split-K GEMM launch `gemm` (kernel name, grid) that wrote the
+    partials of a rows x cols output (_NVJET_SPLIT_K): its grid's blocks over the output's tiles,
+    tile M over the columns (cuBLAS's column-major M: the reduction's x) and tile N over the rows,
+    each count rounded up to a whole number of clusters (a grid is whole clusters). Nsight Compute
+    on 49 such launches (conv_ncu_workspace.csv.xz): their fp32 partial writes are splits x
+    output x 4 bytes, the splits so counted (32x64 tiles, 1x2 clusters, 128 x 32 output: 2 tiles,
+    grid 2 x 63, 63 splits; 64x32 tiles, 1x4 clusters, 96 x 32: 3 tiles in 4, grid 4 x 17, 17).
+    None for any other kernel, or where the blocks are no whole number (2 or more) of splits."""
+    m = _NVJET_SPLIT_K.search(gemm[0]) if gemm and "_splitK_" in (gemm[0] or "") else None
+    blocks = launch_count(gemm[1]) if m else None
+    tile_m, tile_n, cluster_m, cluster_n = (int(g) for g in m.groups()) if m else (0, 0, 0, 0)
+    if blocks is None or min(tile_m, tile_n, cluster_m, cluster_n, rows, cols) <= 0:
+        return None
+    tiles = -(-(-(-cols // tile_m)) // cluster_m) * cluster_m * (-(-(-(-rows // tile_n)) // cluster_n) * cluster_n)
+    splits, left = divmod(blocks, tiles)
+    return splits if not left and splits >= 2 else None
+
+
+def split_partials(gemm: tuple, outputs: list, nbytes: int | None, size: int | None) -> int | None:
+    """The bytes of a GEMM launch `gemm` (name, grid) priced at `nbytes` with its output written
+    once in `size`-byte elements, where it is an nvjet split-K GEMM: it writes its splits' fp32
+    partials in place of the output (Nsight Compute: splits x output x 4 bytes of L2 writes, to
+    the byte), the output the one of `outputs` (rows, cols) its grid holds a whole number of
+    splits of (nvjet_splits). `nbytes` unchanged for any other kernel, or where not one output fits."""
+    if nbytes is None or size is None:
+        return nbytes
+    fits = {(r * c, s) for r, c in outputs for s in [nvjet_splits(gemm, r, c)] if s}
+    if len(fits) != 1:
+        return nbytes
+    out, splits = fits.pop()
+    return nbytes - out * size + splits * out * 4
+
+
+def split_k(kernel: str, grid: object, splits: int | None, outputs: list, size: int | None,
+            gemm: tuple | None = None) -> tuple | None:
     """(FLOPs, bytes) of a split-K reduction: `splits` partial products of the GEMM output (read
     in the type its name states: cuBLASLt's partials' third type argument, CUTLASS's ReduceAdd's
-    first), summed (splits - 1 adds an element) and written once in `size`-byte elements.
+    first), summed (splits - 1 adds an element) and written once in the type cuBLASLt's name
+    states after the partials' (SPLIT_K_KERNEL), else in `size`-byte elements.
     `outputs`: the (rows, cols) the output may be (a backward's gradients); the one whose tiles
     make the grid is taken: cuBLASLt's splitKreduce_kernel<cols, rows> one block per 32 columns
     (x) and 16 rows (y), else the one whose rows need at least its y blocks (a long output strides
     over a capped grid: 1000 rows in 21 blocks); CUTLASS's ReduceSplitK<MatrixShape<rows, cols>>
-    its rows in x and its columns in y. None when the splits, the output or the types are not
-    known, or two outputs fit."""
+    its rows in x and its columns in y. `gemm`: the matrix kernel's launch (name, grid) before
+    it; an nvjet split-K GEMM's splits follow from it and that output (nvjet_splits), `splits`
+    (its grid's z, 1) aside. None when the splits, the output or the types are not known, or
+    two outputs fit."""
     cublas, cutlass = SPLIT_K_KERNEL.search(kernel), CUTLASS_SPLIT_K.search(kernel)
     partial = ITEMSIZE.get(template_dtype(kernel) if cutlass is None else template_dtype(cutlass.group(3)))
-    if cublas is None and cutlass is None or not splits or splits < 2 or partial is None or size is None \
+    if cublas is not None and cublas.group(3):
+        size = ITEMSIZE.get(template_dtype(cublas.group(3)))
+    if cublas is None and cutlass is None or partial is None or size is None \
             or not isinstance(grid, list) or len(grid) < 2 or not all(type(d) is int and d > 0 for d in grid):
         return None
     if cublas is not None:
         cols, rows = int(cublas.group(1)), int(cublas.group(2))
         wide = [(r, c) for r, c in outputs if -(-c // cols) == grid[0]]
-        fits = {r * c for r, c in wide if grid[1] == -(-r // rows)} or \
-            {r * c for r, c in wide if grid[1] < -(-r // rows)}
+        fits = {(r, c) for r, c in wide if grid[1] == -(-r // rows)} or \
+            {(r, c) for r, c in wide if grid[1] < -(-r // rows)}
     else:
         rows, cols = int(cutlass.group(1)), int(cutlass.group(2))
-        fits = {r * c for r, c in outputs if (-(-r // rows), -(-c // cols)) == (grid[0], grid[1])}
-    if len(fits) != 1:
-        return None
-    out = fits.pop()
-    return (splits - 1) * out, splits * out * partial + out * size
+        fits = {(r, c) for r, c in outputs if (-(-r // rows), -(-c // cols)) == (grid[0], grid[1])}
+    works = {split_sum(nvjet_splits(gemm, r, c) or splits, r * c, size, partial) for r, c in fits}
+    return works.pop() if len(works) == 1 else None
 
 
-def split_sum(splits: int | None, out: int, size: int | None) -> tuple | None:
-    """(FLOPs, bytes) of a pass summing `splits` fp32 partials of an `out`-element output (xmma's
-    split-K pass after a GEMM or a segment-K weight gradient): splits - 1 adds an element, the
-    partials read, the output written once in `size`-byte elements (bytes None where `size` is);
-    None where nothing was split."""
+def split_sum(splits: int | None, out: int, size: int | None, partial: int = 4) -> tuple | None:
+    """(FLOPs, bytes) of a pass summing `splits` partials of an `out`-element output, in
+    `partial`-byte elements (fp32 for xmma's split-K pass after a GEMM or a segment-K weight
+    gradient): splits - 1 adds an element, the partials read, the output written once in
+    `size`-byte elements (bytes None where `size` is); None where nothing was split."""
     if not splits or splits < 2:
         return None
-    return (splits - 1) * out, None if size is None else splits * out * 4 + out * size
+    return (splits - 1) * out, None if size is None else splits * out * partial + out * size
 
 
 def gemm_tile(kernel: str | None) -> tuple | None:

@@ -35,7 +35,8 @@ GEMM right after a cell kernel is the step's, one after cell kernels since the l
 one after every step a weight gradient; with a projection, the GEMM right after a cell (forward)
 or the gradients' sum (backward) is the projection's. A GEMM's output rows are those its tiles
 cover (_rows_tiled), which must fit what the order says; cuBLAS's small-N gemmSN kernels state no
-tile, and the order alone places them. A forward chunk whose tiles fit more than one row count (or
+tile, and the order alone places them. A split-K reduction after a GEMM sums the partials of the
+output that GEMM was told to write (RnnCall._split_k). A forward chunk whose tiles fit more than one row count (or
 state none) takes its steps from the records read ahead (tensor_flow's window, read on up to
 FURTHER records): the cell kernels that follow it up to the next chunk or the call's end; where
 the reading ends first (or a memo replay reads none), na, and from there the tiles alone tell a
@@ -66,7 +67,7 @@ from bisect import bisect_left, bisect_right
 from itertools import accumulate, groupby
 from typing import Callable
 
-from .gemm_parts import BETA, SPLIT_K, gemm_tile, gemm_tiles, split_pass
+from .gemm_parts import BETA, SPLIT_K, gemm_tile, gemm_tiles, grid_z, split_k, split_pass
 from .op_ranges import written_dtype
 from .parts import family
 from .registry import Cost
@@ -184,7 +185,7 @@ class RnnCall:
     (`work`), from what the call's kernels before it ran."""
 
     __slots__ = ("shape", "size", "bprop", "steps", "ends", "cells", "after_cell", "after_combine", "pending", "run",
-                 "covered", "chunks", "lost", "wgrad", "layer", "left")
+                 "covered", "chunks", "lost", "wgrad", "layer", "left", "product")
 
     def __init__(self, cost: Cost, bprop: bool) -> None:
         shape = self.shape = cost.rnn
@@ -212,6 +213,9 @@ class RnnCall:
         # forward: cell kernels still to run on the last chunk run's rows (a new run comes at 0;
         # the call starts with one); None once a GEMM was not told
         self.left: int | None = 0
+        # the last GEMM's launch (name, grid), and once told its output's (rows, cols) and whether
+        # it adds to it (_product)
+        self.product: tuple | None = None
 
     def work(self, kernel: str | None, grid: object, matrix: bool, ahead: Ahead) -> tuple | None:
         """(FLOPs, bytes) of the call's next kernel, or None where the trace cannot say it.
@@ -220,6 +224,7 @@ class RnnCall:
         if shape is None or size is None:
             return None
         if matrix:
+            self.product = (kernel, grid)
             after, self.after_cell = self.after_cell, False
             combined, self.after_combine = self.after_combine, False
             if self.steps is None:
@@ -227,6 +232,8 @@ class RnnCall:
             if shape.proj and (combined if self.bprop else after):
                 return self._projection(kernel, grid)
             return self._backward_gemm(kernel, grid, after) if self.bprop else self._forward_gemm(kernel, grid, ahead)
+        if family(kernel) == SPLIT_K:
+            return self._split_k(kernel, grid)
         if self.bprop and shape.proj and _COMBINE.search(kernel or ""):
             self.after_combine = True
             rows = self._step_rows(self.cells)
@@ -279,17 +286,17 @@ class RnnCall:
                 self.lost = True
                 return None
             self.wgrad = [(gh, s.in_size, s.rows)] + [None] * (later - 2) + [(gh, s.rec, s.batch)]
-            return _gemm(s.rows, s.in_size, gh, self.size)
+            return self._product(s.rows, s.in_size, gh)
         if self.cells or self.chunks[0] > 1:
             return None
         self.chunks[0] += 1
         if self.chunks[0] == 2:  # right after the one chunk, before the first cell: the first step's
-            return _gemm(s.batch, gh, s.rec, self.size)
+            return self._product(s.batch, gh, s.rec)
         seen = _steps_ahead(*ahead(), s.dirs, False)
         if seen is None or seen[0] != 2 or not seen[2] or not _may_write(kernel, grid, s.rows, gh):
             self.lost = True
             return None
-        return _gemm(s.rows, gh, s.in_size, self.size)
+        return self._product(s.rows, gh, s.in_size)
 
     def _step_rows(self, done: int) -> int | None:
         """The rows of the step that runs after `done` steps of the call (forward from the first
@@ -312,6 +319,31 @@ class RnnCall:
             return None
         return self.ends[t - done] - self.ends[t - done - steps] if self.bprop else self.ends[done + steps] - self.ends[done]
 
+    def _product(self, rows: int, cols: int, k: int, accumulates: bool = False) -> tuple:
+        """(FLOPs, bytes) of the GEMM just launched (_gemm), its rows x cols output kept for a
+        split-K reduction after it (_split_k), with whether it adds to what the output held."""
+        self.product = self.product[:2] + ((rows, cols), accumulates)
+        return _gemm(rows, cols, k, self.size)
+
+    def _split_k(self, kernel: str | None, grid: object) -> tuple | None:
+        """A split-K reduction after the call's last GEMM (gemm_parts.split_k): its grid's z
+        partials of the output that GEMM was told to write summed and written (Nsight Compute on
+        truth_lstm's 64 backward steps, CUTLASS's SIMT GEMM split 5 ways: 5 partials of 64 x 256
+        read, 335,872 DRAM bytes; the coverage LSTM's input-gradient chunks, 800 x 128 split 5
+        ways: 5 partials loaded, to the byte). GRU's backward step adds its product to the dh the
+        cell kernel left, and the weight gradients are added into the flat gradient buffer the
+        call zeroed (beta 1): the reduction also reads that output and adds it (truth_gru's 16
+        steps: one FFMA an element, 401,408 DRAM bytes read; the coverage LSTM's four split
+        weight gradients of 1024 x 64: one FFMA an element, 6 x 1024 x 64 x 4 bytes loaded, to
+        the byte). None where that GEMM was not told."""
+        if self.product is None or len(self.product) < 4:
+            return None
+        gemm, (rows, cols), accumulates = self.product[:2], self.product[2], self.product[3]
+        work = split_k(kernel or "", grid, grid_z(gemm[1]), [(rows, cols)], self.size, gemm)
+        if work is None or not accumulates:
+            return work
+        return work[0] + rows * cols, work[1] + rows * cols * self.size
+
     def _projection(self, kernel: str | None, grid: object) -> tuple | None:
         """A step's projection GEMM (LSTM proj_size): forward right after its cell kernel,
         h·W_hrᵀ (rows x P, K = H); backward right after the gradients' sum, its gradient ·W_hr
@@ -321,7 +353,7 @@ class RnnCall:
         if rows is None:
             return None
         cols, k = (s.hidden, s.proj) if self.bprop else (s.proj, s.hidden)
-        return _gemm(rows, cols, k, self.size) if _may_write(kernel, grid, rows, cols) else None
+        return self._product(rows, cols, k) if _may_write(kernel, grid, rows, cols) else None
 
     def _inputs(self) -> list[int]:
         """Each layer's input size: the input's features, D·R above."""
@@ -343,7 +375,7 @@ class RnnCall:
                 return None
             tiled = _steps_tiled(kernel, grid, gh, self.ends, 0)
             if tiled == [1]:
-                return _gemm(s.batch, gh, s.rec, self.size)
+                return self._product(s.batch, gh, s.rec)
             steps = tiled[0] if len(tiled) == 1 else None
         elif self.left and self.run[1] > 0:  # the next direction's chunk of the run
             steps = self.run[0] if untiled or _fits(kernel, grid, self.run[0] * s.batch, gh) else None
@@ -354,7 +386,7 @@ class RnnCall:
             # rnn_packed's 16 x 96, regnet's 8 x 52).
             rows = self._step_rows(self.cells)
             placed = untiled or all(c == self.steps for c in self.covered) or _fits(kernel, grid, rows, gh)
-            return _gemm(rows, gh, s.rec, self.size) if placed else self._lose()
+            return self._product(rows, gh, s.rec) if placed else self._lose()
         else:
             tiled = _steps_tiled(kernel, grid, gh, self.ends, start)
             if len(tiled) == 1:
@@ -369,7 +401,7 @@ class RnnCall:
             return self._lose()
         rows = self._chunk_rows(steps)
         k = self._layer_input(steps)
-        return None if k is None or rows is None else _gemm(rows, gh, k, self.size)
+        return None if k is None or rows is None else self._product(rows, gh, k)
 
     def _lose(self) -> None:
         """A forward GEMM not told: from here which GEMM is a chunk is told by its tiles alone,
@@ -428,7 +460,7 @@ class RnnCall:
         gh, r = s.gates * s.hidden, s.rec
         if after_cell:  # a step's recurrent GEMM follows its cell kernel
             n = self._step_rows(self.cells - 1)
-            return _gemm(n, r, gh, self.size) if n is not None and _may_write(kernel, grid, n, r) else None
+            return self._product(n, r, gh, s.gates == 3) if n is not None and _may_write(kernel, grid, n, r) else None
         if self.pending:  # an input-gradient chunk after its steps, one per direction
             steps, odd = divmod(self.pending, s.dirs)
             self.pending, self.run = 0, (None if odd else [steps, s.dirs - 1])
@@ -443,7 +475,7 @@ class RnnCall:
             return None
         rows = self._chunk_rows(self.run[0])
         k = self._layer_input(self.run[0])
-        return _gemm(rows, k, gh, self.size) if None not in (k, rows) and _may_write(kernel, grid, rows, k) else None
+        return self._product(rows, k, gh) if None not in (k, rows) and _may_write(kernel, grid, rows, k) else None
 
     def _weight_gradient(self, kernel: str | None, grid: object) -> tuple | None:
         """The next weight-gradient GEMM in cuDNN's order, per layer and direction: G·H x R
@@ -467,7 +499,7 @@ class RnnCall:
         if not _may_write(kernel, grid, rows, cols):
             self.wgrad = []
             return None
-        return _gemm(rows, cols, k, self.size)
+        return self._product(rows, cols, k, True)  # added into the zeroed flat buffer (_split_k)
 
     def _recurrent_ks(self) -> list[int]:
         """K of each GEMM of dW_hh = Σ_t dgates_tᵀ·h_(t-1), in cuDNN's order: the first step's
