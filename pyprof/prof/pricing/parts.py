@@ -49,7 +49,7 @@ from .op_ranges import template_dtype
 from .ops.memory import REVIEWED
 from .part import ADD, CONTIGUOUS, COPY, FILL, SUM, Part, launch_count
 from .registry import ATTN, MATRIX_KINDS, MMA_KINDS, Call, Cost
-from .rnn_parts import final_state_grads, flat_weights
+from .rnn_parts import final_state_grads, flat_weights, time_major_copies
 from .values import FLOATING, ITEMSIZE, Tensor
 
 # A multi-tensor launch (multitensor.py).
@@ -156,7 +156,7 @@ def _inputs(marker: dict, cost: Cost | None) -> list[Part]:
     """What a forward call does to its inputs before computing: autocast's casts (source read, copy
     written), an RNN's flat weight buffer, the math attention path's kernels."""
     casts = [Part(COPY, t.numel, 0, t.numel * (ITEMSIZE[t.dtype] + ITEMSIZE[to])) for t, to in autocast_casts(marker, cost)]
-    return casts + flat_weights(marker, cost) + math_attention(marker, cost, False)
+    return casts + flat_weights(marker, cost) + time_major_copies(marker, cost) + math_attention(marker, cost, False)
 
 
 def _casts_back(marker: dict, cost: Cost | None) -> list[Part]:
@@ -192,7 +192,7 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     grads = _gradients(marker, cost)
     if cost is None or cost.kind not in MMA_KINDS:
         return grads + _casts_back(marker, cost) + _view_grad_copy(marker) + index_grads(marker) \
-            + layer_norm_copies(marker, cost, True)
+            + layer_norm_copies(marker, cost, True) + time_major_copies(marker, cost, True)
     size = ITEMSIZE.get(cost.dtype)
     if cost.kind == ATTN:
         c = Call(marker)

@@ -1,0 +1,52 @@
+"""Kernels of the H100 coverage captures (benchmarks/pricing_coverage.py) that pyprof.init()'s
+markers left unpriced (issue 27), each its own FLOPs and bytes, and the same kernels priced from
+PyTorch's ranges alike: whole op calls of Swin-T in tests/data/kernel_truth/default_cov_calls.jsonl.xz
+(the markers' records first, then the plain emit_nvtx capture's)."""
+from __future__ import annotations
+
+import lzma
+import os
+
+import pytest
+
+from pyprof.prof.io.reader import records
+from pyprof.prof.scan import analysed
+from pyprof.prof.warnings_tally import Tally
+
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "kernel_truth")
+
+
+@pytest.fixture(scope="module")
+def calls() -> list:
+    """(dir, op, short name, grid, FLOPs, bytes, level) of every record, in order."""
+    with lzma.open(os.path.join(DATA, "default_cov_calls.jsonl.xz"), "rb") as stream:
+        return [(r["dir"], r["op"], r["kShortName"], r["grid"], f.flops, f.bytes, f.level)
+                for r, f, _ in analysed(records(stream, Tally()), Tally())]
+
+
+def test_roll_over_two_dims_runs_two_gathers(calls) -> None:
+    """Swin-T's shifted windows: torch.roll(x, (-3, -3), (1, 2)) of a 2x56x56x96 fp32 tensor runs
+    PyTorch's roll kernel once per dim, each the whole tensor read and written (the second was
+    na: the marker's one copy went to the first); its backward rolls dY back the same way
+    (2x14x14x384 bf16). The aten level prices each kernel from its own aten::roll: the same."""
+    fwd = ("roll_cuda_kernel", [1176, 1, 1], 0, 2 * 2 * 56 * 56 * 96 * 4)
+    bwd = ("roll_cuda_kernel", [294, 1, 1], 0, 2 * 2 * 14 * 14 * 384 * 2)
+    assert [c[2:6] for c in calls[0:2]] == [fwd, fwd] and [c[6] for c in calls[0:2]] == ["marker"] * 2
+    assert [c[2:6] for c in calls[6:8]] == [bwd, bwd]
+    assert [c[2:6] for c in calls[8:10]] == [fwd, fwd] and [c[2:6] for c in calls[13:15]] == [bwd, bwd]
+    assert [c[6] for c in calls[8:10]] == ["aten"] * 2
+
+
+def test_masked_fill_reads_input_and_mask(calls) -> None:
+    """Swin-T's attention mask, attn_mask.masked_fill(attn_mask != 0, -100.0) over 64x49x49: one
+    kernel (no clone before it), a select an element, the fp32 input and the bool mask read and the
+    result written; aten::masked_fill_ the same. Its markers had no formula (na)."""
+    n = 64 * 49 * 49
+    want = ("vectorized_elementwise_kernel", [151, 1, 1], n, n * 4 + n + n * 4)
+    assert [c[1:6] for c in (calls[3], calls[5])] == [("masked_fill",) + want] * 2
+    assert [c[1:6] for c in (calls[10], calls[12])] == [("masked_fill_",) + want] * 2
+
+
+def test_new_zeros_writes_its_size(calls) -> None:
+    """x.new_zeros((56, 56)) of an fp32 x: one fill kernel writing 3,136 fp32 (no formula before)."""
+    assert calls[2][1:6] == ("new_zeros", "vectorized_elementwise_kernel", [4, 1, 1], 0, 56 * 56 * 4)
