@@ -226,12 +226,34 @@ def _seq(v: Sequence[Any], level: int) -> str:
     if n <= MAX_LIST:
         s = "[" + ",".join([encode(e, level + 1) for e in v]) + "]"
     else:
-        s = "[" + ",".join([encode(e, level + 1) for e in v[:MAX_LIST]]) + ',{"more":' + str(n - MAX_LIST) + "}]"
+        s = "[" + ",".join([encode(e, level + 1) for e in v[:MAX_LIST]]) + "," + _rest(v[MAX_LIST:]) + "]"
     if type(v) is tuple and n <= MAX_LIST and all(type(e) in _SCALARS for e in v):
         # Holding the tuple keeps its id from being reused while the entry lives; its items
         # (scalars) are in the text, hence twice its length.
         tuple_texts.put(id(v), (v, s), 2 * len(s) + 48 * n + 250)
     return s
+
+
+def _rest(tail: Sequence[Any]) -> str:
+    """The entry that stands for a long list's elements past MAX_LIST: `{"more": N}`; where they are
+    all plain tensors, their entries too, in order, each run of equal ones once with its count, at
+    most MAX_LIST runs (`{"more": N, "runs": [[count, entry], ...]}`): a cat of many tensors of few
+    shapes (a DenseNet block's) keeps every size, and the text stays bounded."""
+    runs: list = []
+    for e in tail:
+        if type(e) is not _Tensor:
+            break
+        text = _tensor(e)
+        if runs and runs[-1][1] == text:
+            runs[-1][0] += 1
+        elif len(runs) < MAX_LIST:
+            runs.append([1, text])
+        else:
+            break
+    else:
+        return '{"more":' + str(len(tail)) + ',"runs":[' + ",".join(
+            "[" + str(count) + "," + text + "]" for count, text in runs) + "]}"
+    return '{"more":' + str(len(tail)) + "}"
 
 
 def _slice(v: slice, level: int) -> str:

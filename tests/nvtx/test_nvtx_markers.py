@@ -321,6 +321,19 @@ def test_long_list_truncated():
     expect(lambda: torch.tensor(list(range(20))), "torch", "tensor", [list(range(16)) + [{"more": 4}]])
 
 
+def test_long_tensor_list_keeps_its_rest_by_runs():
+    """Past 16 tensors, the rest's entries run-length coded in order; more than 16 runs, or an
+    element that is not a plain tensor (a Parameter), and only their count."""
+    a, b = r(4, 32), r(4, 32, dtype=torch.float16)
+    many = [a] * 17 + [b] * 2 + [a]
+    expect(lambda: torch.cat(many), "torch", "cat",
+           [[T(4, 32)] * 16 + [{"more": 4, "runs": [[1, T(4, 32)], [2, T(4, 32, dtype="float16")], [1, T(4, 32)]]}]])
+    distinct = [r(i + 1) for i in range(40)]
+    expect(lambda: torch.cat(distinct), "torch", "cat", [[T(i + 1) for i in range(16)] + [{"more": 24}]])
+    params = [a] * 16 + [torch.nn.Parameter(r(4, 32))]
+    expect(lambda: torch.cat(params), "torch", "cat", [[T(4, 32)] * 16 + [{"more": 1}]])
+
+
 def test_deep_nesting():
     expect(lambda: torch.tensor([[[[1.0]]]]), "torch", "tensor", [[[[{"type": "list"}]]]])
 

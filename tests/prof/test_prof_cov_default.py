@@ -50,3 +50,18 @@ def test_masked_fill_reads_input_and_mask(calls) -> None:
 def test_new_zeros_writes_its_size(calls) -> None:
     """x.new_zeros((56, 56)) of an fp32 x: one fill kernel writing 3,136 fp32 (no formula before)."""
     assert calls[2][1:6] == ("new_zeros", "vectorized_elementwise_kernel", [4, 1, 1], 0, 56 * 56 * 4)
+
+
+def test_cat_of_more_than_16_tensors_from_the_runs_its_marker_carries(calls) -> None:
+    """DenseNet-121's cat of 24 inputs (4x256x8x8 and 23 4x32x8x8 fp16): the marker keeps 16 and
+    now the other 8 as one run (here written as the annotation writes it, their shapes those of
+    the plain capture's aten::cat range of the same call, which prices the kernel alike:
+    1,015,808 bytes). The batched copy reads all 24 and writes their sum; the backward's 24
+    gradient accumulations (one add an element: both read, the sum written) each have their
+    input's size: the 8 past 16 were na."""
+    n = 4 * 256 * 64 + 23 * 4 * 32 * 64
+    assert calls[15][2:6] == ("CatArrayBatchedCopy_vectorized", [64, 24, 1], 0, 2 * n * 2) == (
+        "CatArrayBatchedCopy_vectorized", [64, 24, 1], 0, 1015808)
+    big, small = 4 * 256 * 64, 4 * 32 * 64
+    assert [c[3:6] for c in calls[16:40]] == [([128, 1, 1], big, 3 * big * 2)] + [
+        ([16, 1, 1], small, 3 * small * 2)] * 23

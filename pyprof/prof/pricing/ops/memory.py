@@ -59,9 +59,10 @@ def copy_(c: Call) -> Cost | None:
 @register(*names(["cat", "concat", "concatenate", "stack", "hstack", "vstack"], ("torch",)))
 def cat(c: Call) -> Cost | None:
     """Every input read once, the result (their sum) written once. More than 16 inputs: the
-    marker keeps only 16 (docs/markers.md), so the bytes are not known (na), but no FLOPs are
-    done and the 16 it keeps are known: their gradients' accumulations are parts of the backward
-    (parts.py; densenet's dense blocks' cats)."""
+    marker keeps 16 and carries the rest run by run (docs/markers.md), so all are known; a marker
+    that does not (more than 16 runs, or of a pyprof before it did) leaves the bytes na, but no
+    FLOPs are done and the 16 it keeps are known: their gradients' accumulations are parts of the
+    backward (parts.py; densenet's dense blocks' cats)."""
     ts = c.get(0, "tensors")
     if not isinstance(ts, list):
         return None
