@@ -359,6 +359,45 @@ def test_gru_recurrent_gemms_match_the_tensor_core_ops_nsight_compute_counted():
     assert cells == [("fprop", 16 * 256 * 17)] * 150 + [("bprop", 2 * 16 * 256 * 17)] * 150
 
 
+def test_batch_first_copies_and_dropout_masks_of_an_lstm_carry_their_own_work():
+    """fixture_lstm (nn.LSTM(32, 64, 2 layers, bidirectional, proj_size 16, batch_first, dropout
+    0.1), x 4x12x32 fp32; H100): forward, the input made time-major (1,536 elements read and
+    written), and per direction of layer 1 cuDNN's dropout mask drawn over layer 0's 48 x 32
+    output: its launch's 1,536 threads each load and store their curandStateXORWOW's 44 bytes,
+    and one bit an element is written. Backward, the input and dOutput (48 x 2 x 16) made
+    time-major for the input gradient, and the input again for the weight gradients. Each mask's
+    apply (6 blocks of 256: 11 or 12 steps of 4 x 32 fit) stays na."""
+    kernels = rnn_kernels("fixture_lstm")
+    copy = 2 * 1536 * 4
+    assert [(d, x, b) for d, k, x, b, _ in kernels if k == "elementwise_kernel"] == [
+        ("fprop", 0, copy)] + [("bprop", 0, copy)] * 3
+    assert [(d, k, x, b) for d, k, x, b, _ in kernels if k.startswith("dropout")] == [
+        ("fprop", "dropout_generate_mask", 0, 2 * 1536 * 44 + 1536 // 8), ("fprop", "dropout_apply_mask", None, None)
+    ] * 2 + [("bprop", "dropout_apply_mask", None, None)] * 4
+
+
+def test_dropout_apply_covers_the_steps_its_launch_fits():
+    """The coverage capture's LSTM (nn.LSTM(128, 256, 2 layers, bidirectional, proj_size 64,
+    batch_first, dropout 0.1), 16 x 50 steps, fp32): layer 1 reads 800 x 128, 8 blocks of 256 a
+    step, so a 400-block apply is all 50 steps: 102,400 elements read and written and their 3,200
+    mask words read, one multiply each (Nsight Compute on an H100: stores 409,600 bytes exactly,
+    loads 380,984, the kept 90% and the mask). Its masks' launches of 400 x 256 threads: loads and
+    stores 4,505,600 and 4,518,400 bytes, to the byte. A grid-stride launch (capped at 8 blocks an
+    SM) fits no step count: na; so does one without layers above the first."""
+    from pyprof.prof.pricing.ops.rnn import rnn_cost
+    from pyprof.prof.pricing.rnn_kernels import RnnCall
+
+    cost = rnn_cost("lstm", 800, 128, 256, 64, 2, 2, True, 16, "float32")
+    apply, generate = "void cudnn::dropout_apply_mask<float, float, (int)4>(p)", "void cudnn::dropout_generate_mask<(int)4>(p)"
+    call = RnnCall(cost, False)
+    assert call.work(generate, [400, 1, 1], False, lambda: ([], True), [256, 1, 1]) == (0, 4505600 + 4518400)
+    assert call.work(apply, [400, 1, 1], False, lambda: ([], True), [256, 1, 1]) == (102400, 409600 * 2 + 12800)
+    assert call.work(apply, [200, 1, 1], False, lambda: ([], True), [256, 1, 1]) == (51200, 204800 * 2 + 6400)
+    assert call.work(apply, [1056, 1, 1], False, lambda: ([], True), [256, 1, 1]) is None
+    one_layer = RnnCall(rnn_cost("lstm", 800, 128, 256, 64, 1, 2, True, 16, "float32"), False)
+    assert one_layer.work(apply, [400, 1, 1], False, lambda: ([], True), [256, 1, 1]) is None
+
+
 ADAM_FOREACH = "void at::native::<unnamed>::multi_tensor_apply_kernel<at::native::<unnamed>::{}>(T1, T2, T3...)"
 
 

@@ -33,8 +33,10 @@ def time_major_copies(marker: dict, cost: Cost | None, bprop: bool = False) -> l
     """A batch_first RNN's tensors made time-major (torch's cuDNN path transposes them, cuDNN reads
     them contiguous: a same-dtype copy each, read and written once), in the dtype the call runs in
     (autocast's, else the op's): forward the input; backward the saved input and dOutput (T·N x
-    D·R). A tensor of one step or one sequence is contiguous either way: a part no kernel takes.
-    None for a packed sequence (its data is time-major already)."""
+    D·R) for the input gradient, and the input again for the weight gradients (torch's two
+    backward functions each make it contiguous: the coverage capture's LSTM and fixture_lstm run
+    three copies). A tensor of one step or one sequence is contiguous either way: a part no kernel
+    takes. None for a packed sequence (its data is time-major already)."""
     s = None if cost is None else cost.rnn
     if s is None or s.packed:
         return []
@@ -43,7 +45,7 @@ def time_major_copies(marker: dict, cost: Cost | None, bprop: bool = False) -> l
     x = c.args[0] if c.args else None
     if size is None or not isinstance(x, Tensor) or c.get(8, "batch_first") is not True:
         return []
-    elems = [x.numel] + ([s.rows * s.dirs * s.rec] if bprop else [])
+    elems = [x.numel] + ([s.rows * s.dirs * s.rec, x.numel] if bprop else [])
     return [Part(CONTIGUOUS, n, 0, 2 * n * size) for n in elems]
 
 
