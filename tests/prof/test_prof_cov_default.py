@@ -1,7 +1,8 @@
 """Kernels of the H100 coverage captures (benchmarks/pricing_coverage.py) that pyprof.init()'s
 markers left unpriced (issue 27), each its own FLOPs and bytes, and the same kernels priced from
 PyTorch's ranges alike: whole op calls of Swin-T in tests/data/kernel_truth/default_cov_calls.jsonl.xz
-(the markers' records first, then the plain emit_nvtx capture's)."""
+and UNet's head (the markers' records first, then the plain emit_nvtx capture's), and DenseNet-121's
+cat of 24 inputs."""
 from __future__ import annotations
 
 import lzma
@@ -33,8 +34,8 @@ def test_roll_over_two_dims_runs_two_gathers(calls) -> None:
     bwd = ("roll_cuda_kernel", [294, 1, 1], 0, 2 * 2 * 14 * 14 * 384 * 2)
     assert [c[2:6] for c in calls[0:2]] == [fwd, fwd] and [c[6] for c in calls[0:2]] == ["marker"] * 2
     assert [c[2:6] for c in calls[6:8]] == [bwd, bwd]
-    assert [c[2:6] for c in calls[8:10]] == [fwd, fwd] and [c[2:6] for c in calls[13:15]] == [bwd, bwd]
-    assert [c[6] for c in calls[8:10]] == ["aten"] * 2
+    assert [c[2:6] for c in calls[15:17]] == [fwd, fwd] and [c[2:6] for c in calls[20:22]] == [bwd, bwd]
+    assert [c[6] for c in calls[15:17]] == ["aten"] * 2
 
 
 def test_masked_fill_reads_input_and_mask(calls) -> None:
@@ -44,7 +45,7 @@ def test_masked_fill_reads_input_and_mask(calls) -> None:
     n = 64 * 49 * 49
     want = ("vectorized_elementwise_kernel", [151, 1, 1], n, n * 4 + n + n * 4)
     assert [c[1:6] for c in (calls[3], calls[5])] == [("masked_fill",) + want] * 2
-    assert [c[1:6] for c in (calls[10], calls[12])] == [("masked_fill_",) + want] * 2
+    assert [c[1:6] for c in (calls[17], calls[19])] == [("masked_fill_",) + want] * 2
 
 
 def test_new_zeros_writes_its_size(calls) -> None:
@@ -60,8 +61,19 @@ def test_cat_of_more_than_16_tensors_from_the_runs_its_marker_carries(calls) -> 
     gradient accumulations (one add an element: both read, the sum written) each have their
     input's size: the 8 past 16 were na."""
     n = 4 * 256 * 64 + 23 * 4 * 32 * 64
-    assert calls[15][2:6] == ("CatArrayBatchedCopy_vectorized", [64, 24, 1], 0, 2 * n * 2) == (
+    assert calls[26][2:6] == ("CatArrayBatchedCopy_vectorized", [64, 24, 1], 0, 2 * n * 2) == (
         "CatArrayBatchedCopy_vectorized", [64, 24, 1], 0, 1015808)
     big, small = 4 * 256 * 64, 4 * 32 * 64
-    assert [c[3:6] for c in calls[16:40]] == [([128, 1, 1], big, 3 * big * 2)] + [
+    assert [c[3:6] for c in calls[27:51]] == [([128, 1, 1], big, 3 * big * 2)] + [
         ([16, 1, 1], small, 3 * small * 2)] * 23
+
+
+def test_filter_transform_moves_the_filter(calls) -> None:
+    """UNet's head, a 3x64x3x3 convolution under bf16 autocast: cuDNN converts its filter with
+    tensorTransformGeneric (no layout conversion kernel), before the forward's implicit GEMM and
+    before the data gradient's: the filter read and written once, 3,456 bytes each way (Nsight
+    Compute on an H100, this shape and 11 others: its global loads and stores, exactly). The plain
+    capture's convolution_backward range prices it alike; both were na."""
+    transform = ("tensorTransformGeneric", [264, 1, 1], 0, 2 * 3 * 64 * 9 * 2)
+    assert calls[8][2:6] == calls[11][2:6] == calls[22][2:6] == transform
+    assert [c[6] for c in (calls[8], calls[11], calls[22])] == ["marker", "marker", "aten"]

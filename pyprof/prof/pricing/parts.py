@@ -37,9 +37,9 @@ from functools import lru_cache
 from .attention_parts import (CAST_DQ, CAST_DQ_KERNEL, DOT_DO_O, DOT_DO_O_KERNEL, MATH_KERNELS, MUL, NEGINF, PHILOX,
                               PHILOX_KERNEL, REDUCE_HEAD, REDUCE_HEAD_KERNEL, SCALAR_MUL, WHERE, cudnn_dropout,
                               efficient_helpers, flash_helpers, math_attention)
-from .conv_parts import (LAYOUT, LAYOUT_KERNEL, PAD, PAD_KERNEL, SCALE, SCALE_KERNEL, WGRAD_SUM, WGRAD_SUM_KERNEL,
-                         channel_pads, contiguous_grad, marker_layouts, marker_wgrad_sum, scaled_outputs,
-                         strided_input)
+from .conv_parts import (LAYOUT, LAYOUT_KERNEL, PAD, PAD_KERNEL, SCALE, SCALE_KERNEL, TRANSFORM, TRANSFORM_KERNEL,
+                         WGRAD_SUM, WGRAD_SUM_KERNEL, channel_pads, contiguous_grad, marker_layouts, marker_wgrad_sum,
+                         scaled_outputs, strided_input)
 from .index_parts import index_grads
 from .gemm_parts import (BETA, BETA_KERNEL, BROADCAST, CUTLASS_SPLIT_K, EPILOGUE, EPILOGUE_KERNEL, SPLIT_K,
                          SPLIT_K_KERNEL, output_parts, strided_operands)
@@ -83,8 +83,8 @@ _VECTOR_PER_THREAD = 8
 
 # The helper families by their kernels' names, the first match winning (a name can hold two).
 _FAMILIES = ((CONTIGUOUS, _SAME_DTYPE_COPY), (COPY, _COPY_KERNEL), (LAYOUT, LAYOUT_KERNEL), (FILL, _FILL_KERNEL),
-             (SCALE, SCALE_KERNEL), (SPLIT_K, SPLIT_K_KERNEL), (SPLIT_K, CUTLASS_SPLIT_K),
-             (WGRAD_SUM, WGRAD_SUM_KERNEL), (PAD, PAD_KERNEL),
+             (TRANSFORM, TRANSFORM_KERNEL), (SCALE, SCALE_KERNEL), (SPLIT_K, SPLIT_K_KERNEL),
+             (SPLIT_K, CUTLASS_SPLIT_K), (WGRAD_SUM, WGRAD_SUM_KERNEL), (PAD, PAD_KERNEL),
              (DOT_DO_O, DOT_DO_O_KERNEL), (CAST_DQ, CAST_DQ_KERNEL), (REDUCE_HEAD, REDUCE_HEAD_KERNEL), (PHILOX, PHILOX_KERNEL),
              (SUM, _SUM_KERNEL), (ADD, _ADD_KERNEL), (BETA, BETA_KERNEL), (EPILOGUE, EPILOGUE_KERNEL)
              ) + MATH_KERNELS
@@ -160,7 +160,8 @@ def _inputs(marker: dict, cost: Cost | None) -> list[Part]:
 
 
 def _casts_back(marker: dict, cost: Cost | None) -> list[Part]:
-    return [p for p in _inputs(marker, cost) + marker_layouts(marker, cost) if p.family in (COPY, LAYOUT, FILL)]
+    return [p for p in _inputs(marker, cost) + marker_layouts(marker, cost)
+            if p.family in (COPY, LAYOUT, TRANSFORM, FILL)]
 
 
 def _gradients(marker: dict, cost: Cost | None) -> list[Part]:
