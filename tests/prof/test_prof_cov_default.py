@@ -13,6 +13,7 @@ import pytest
 from pyprof.prof.io.reader import records
 from pyprof.prof.scan import analysed
 from pyprof.prof.warnings_tally import Tally
+from test_prof_conv_winograd import LD, ST, ncu_configs
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "kernel_truth")
 
@@ -77,3 +78,17 @@ def test_filter_transform_moves_the_filter(calls) -> None:
     transform = ("tensorTransformGeneric", [264, 1, 1], 0, 2 * 3 * 64 * 9 * 2)
     assert calls[8][2:6] == calls[11][2:6] == calls[22][2:6] == transform
     assert [c[6] for c in (calls[8], calls[11], calls[22])] == ["marker", "marker", "aten"]
+
+
+def test_filter_transform_loads_and_stores_the_filter_in_nsight_compute() -> None:
+    """benchmarks/cov_default_truth.py's bf16 convolutions on an H100: every tensorTransformGeneric
+    launch's global loads and its stores are its K x C x 3 x 3 filter's bf16 bytes, whatever the
+    input (8 x C x 32 x 32 or 64 x 64); its L2 writes are 845,000 sectors or so for each, the size
+    of no tensor of the call (not counted)."""
+    filters = [(k, 64) for k in (1, 2, 3, 4, 5, 6, 7, 9, 12, 16)] + [(3, 32)]
+    launches = [((k, c), name.startswith("void tensorTransformGeneric<"), m[LD], m[ST])
+                for (k, c), rows in zip(filters, ncu_configs("transform_dropout_ncu.csv.xz")) for name, _, m in rows]
+    assert len(launches) == 16 and all(ok and ld == st == k * c * 9 * 2 for (k, c), ok, ld, st in launches)
+    big = ncu_configs("filter_transform_ncu.csv.xz")
+    assert [{(m[LD], m[ST]) for _, _, m in rows} for rows in big] == [{(3456, 3456)}, {(3456, 3456)}, {(6912, 6912)}]
+    assert all(840000 < m["lts__t_sectors_srcunit_tex_op_write.sum"] < 850000 for rows in big for _, _, m in rows)

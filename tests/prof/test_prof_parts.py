@@ -380,12 +380,21 @@ def test_dropout_apply_covers_the_steps_its_launch_fits():
     """The coverage capture's LSTM (nn.LSTM(128, 256, 2 layers, bidirectional, proj_size 64,
     batch_first, dropout 0.1), 16 x 50 steps, fp32): layer 1 reads 800 x 128, 8 blocks of 256 a
     step, so a 400-block apply is all 50 steps: 102,400 elements read and written and their 3,200
-    mask words read, one multiply each (Nsight Compute on an H100: stores 409,600 bytes exactly,
-    loads 380,984, the kept 90% and the mask). Its masks' launches of 400 x 256 threads: loads and
-    stores 4,505,600 and 4,518,400 bytes, to the byte. A grid-stride launch (capped at 8 blocks an
-    SM) fits no step count: na; so does one without layers above the first."""
+    mask words read, one multiply each (Nsight Compute on an H100, benchmarks/cov_default_truth.py:
+    its stores 409,600 bytes exactly, its loads the kept 90% and the mask, 0.95 of these). Its masks'
+    launches of 400 x 256 threads: loads and stores 4,505,600 and 4,518,400 bytes, to the byte. A
+    grid-stride launch (capped at 8 blocks an SM) fits no step count: na; so does one without
+    layers above the first."""
+    from test_prof_conv_winograd import LD, ST, ncu_configs
+
     from pyprof.prof.pricing.ops.rnn import rnn_cost
     from pyprof.prof.pricing.rnn_kernels import RnnCall
+
+    lstm = ncu_configs("transform_dropout_ncu.csv.xz")[11]  # after the 11 convolutions
+    assert "dropout_generate_mask<" in lstm[0][0] and lstm[0][2][LD] + lstm[0][2][ST] == 4505600 + 4518400
+    applies = [m for name, _, m in lstm if "dropout_apply_mask" in name]
+    assert len(applies) == 6 and {m[ST] for m in applies} == {409600}
+    assert all(0.95 < (m[LD] + m[ST]) / (409600 * 2 + 12800) < 0.96 for m in applies)
 
     cost = rnn_cost("lstm", 800, 128, 256, 64, 2, 2, True, 16, "float32")
     apply, generate = "void cudnn::dropout_apply_mask<float, float, (int)4>(p)", "void cudnn::dropout_generate_mask<(int)4>(p)"

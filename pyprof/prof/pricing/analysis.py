@@ -566,7 +566,7 @@ class Analyzer:
         if stage is not None:
             if stage[:2] in (("Wgrad", "Data"), ("Wgrad", "Delta")):  # the GEMM's inputs: it comes next
                 self._calls[key] = (call, stage[2])
-            work = winograd_transform(name, x, w, y)
+            work = winograd_transform(name, x, w, y, rec.get("dir") == "bprop")
             return self.unclaimed() if work is None else work
         held = self._calls.get(key)
         if verdict not in (MMA, SIMT) or held is None or not (held[0] is call or node is not None and held[0] == node) \

@@ -418,23 +418,43 @@ def winograd_stage(kernel: str | None) -> tuple | None:
     return None if tile is None or size is None else (m.group(1), m.group(2), tile, size)
 
 
-def winograd_transform(kernel: str | None, x: object, w: object, y: object) -> tuple | None:
+def _forward_tiles(shape: tuple) -> int | None:
+    """The tiles of the Forward path's tile sets over its output of (N, C, H, W) `shape`: padded,
+    16 a column of tiles where the output is one row of tiles (H at most 4) of at most 16 images
+    (Nsight Compute on an H100, data gradients of N 1 to 8 and H x W 2x2 to 4x8: 16 for 1 to 8
+    tiles of one column, 32 for 4 images of two columns); None elsewhere (not measured: cuDNN's
+    heuristics chose the path for none of the larger shapes tried)."""
+    n, _, h, w = shape
+    return 16 * -(-w // _WINOGRAD_OUT) if h <= _WINOGRAD_OUT and n <= 16 else None
+
+
+def winograd_transform(kernel: str | None, x: object, w: object, y: object, bprop: bool = False) -> tuple | None:
     """(FLOPs, bytes) of one of cuDNN's Winograd transforms for a 3x3 convolution of input `x`,
     weight `w` and output `y` (shapes; backward: y is dY's): the tensor it reads once in T2 and its
     tile set written in T1, 36 elements a tile. FLOPs 0: the convolution's FLOPs are on its GEMM
     (winograd_gemm), as with every helper. The weight gradient (Wgrad: dW = X correlated with dY,
     over dY's N x 4x4 tiles): Data reads X and writes C rows a tile, Delta reads dY and writes K,
     Output reads the GEMM's 36 K x C products and writes dW. A forward convolution's (Forward;
-    backward: the data gradient, dY to dX run as one) Filter reads W and writes 36 x K x C. ncu
-    (conv_ncu_winograd.csv.xz): the writes to the byte, the reads of X 1.0-1.17x these
-    (overlapping tiles). None where the shapes do not say it: a Forward Data or Output (a 4-tile
-    data gradient's tile sets were of 16 tiles: the rule is not known from one shape), a filter
-    that is not 3x3."""
+    `bprop`: the data gradient, dY to dX run as one, its source dY and its result dX): Filter reads W
+    and writes 36 x K x C; Data reads the source and writes a row a tile per source channel, Output
+    reads a row a tile per result channel and writes the result, over the padded tiles of
+    _forward_tiles. ncu (conv_ncu_winograd.csv.xz and 16 more data gradients): the writes to the
+    byte, the reads of X 1.0-1.17x these (overlapping tiles), the Forward path's reads and writes
+    to the byte. None where the shapes do not say it: a Forward Data or Output of a result not
+    measured (_forward_tiles), a filter that is not 3x3."""
     stage = winograd_stage(kernel)
     if stage is None or not all(_conv_shape(s) and len(s) == 4 for s in (x, w, y)) or tuple(w[2:]) != (3, 3):
         return None
     kind, part, tile, size = stage
     k, c, t = w[0], w[1], _winograd_tiles(y)
+    if kind == "Forward" and part in ("Data", "Output"):
+        (source, s_rows), (result, r_rows) = ((y, k), (x, c)) if bprop else ((x, c), (y, k))
+        padded = _forward_tiles(tuple(result))
+        if padded is None:
+            return None
+        if part == "Data":
+            return 0, math.prod(source) * size + _WINOGRAD_TILE * s_rows * padded * tile
+        return 0, _WINOGRAD_TILE * r_rows * padded * tile + math.prod(result) * size
     read, rows = {("Wgrad", "Data"): (math.prod(x), c * t), ("Wgrad", "Delta"): (math.prod(y), k * t),
                   ("Forward", "Filter"): (math.prod(w), k * c)}.get((kind, part), (None, None))
     if kind == "Wgrad" and part == "Output":
