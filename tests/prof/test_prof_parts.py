@@ -193,14 +193,18 @@ def test_helper_kernels_of_matrix_ops_match_nsight_compute_on_two_unseen_models(
     conv2d or conv_transpose2d call that moved >= 1 MB and that parts.py prices (casts, bias adds,
     bias gradients, layout conversions, the engine's gradient accumulations, cuDNN's sums of
     per-sample weight gradients, a convolution's strided output gradient made contiguous) is within
-    0.5-2x of the bytes ncu counted, with a median within 2%."""
+    0.5-2x of the bytes ncu counted, with a median within 2%. cuDNN's filter transform aside: its
+    DRAM and L2 traffic (6 MB written for unet's 3.4 KB filter) is no tensor's, and its global
+    loads and stores, the filter's, are held in test_prof_cov_default.py."""
     import statistics
 
     import kernel_truth as kt
 
+    from pyprof.prof.pricing.conv_parts import TRANSFORM
+
     ratios = [f.bytes / moved for m in ("llama_block", "unet") for rec, f, moved, _ in measured(m)
-              if rec.get("op") in ("linear", "conv2d", "conv_transpose2d") and family(rec.get("kLongName"))
-              and f.bytes and moved >= kt.MB]
+              if rec.get("op") in ("linear", "conv2d", "conv_transpose2d")
+              and family(rec.get("kLongName")) not in (None, TRANSFORM) and f.bytes and moved >= kt.MB]
     assert len(ratios) == 165
     assert all(0.5 <= r <= 2 for r in ratios)
     assert 0.98 <= statistics.median(ratios) <= 1.02
