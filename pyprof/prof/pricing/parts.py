@@ -154,7 +154,8 @@ def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
 
 def _inputs(marker: dict, cost: Cost | None) -> list[Part]:
     """What a forward call does to its inputs before computing: autocast's casts (source read, copy
-    written), an RNN's flat weight buffer, the math attention path's kernels."""
+    written), an RNN's flat weight buffer and batch_first input made time-major, the math attention
+    path's kernels."""
     casts = [Part(COPY, t.numel, 0, t.numel * (ITEMSIZE[t.dtype] + ITEMSIZE[to])) for t, to in autocast_casts(marker, cost)]
     return casts + flat_weights(marker, cost) + time_major_copies(marker, cost) + math_attention(marker, cost, False)
 
@@ -188,8 +189,9 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     in; E - O adds for E output elements into O bias elements), cuDNN's scaling of the gradients
     (conv_parts.scaled_outputs), a convolution's output gradient or a view's made contiguous
     (conv_parts.contiguous_grad, _view_grad_copy), each cast's gradient cast back (ToCopyBackward) and cuDNN's channel padding
-    (channel_pads), for the arguments that need a gradient. Which do is not in the marker; a part
-    that never ran is one no kernel takes."""
+    (channel_pads), a convolution's filter transformed again (conv_parts.filter_transform), a
+    batch_first RNN's tensors made time-major (rnn_parts.time_major_copies), for the arguments that
+    need a gradient. Which do is not in the marker; a part that never ran is one no kernel takes."""
     grads = _gradients(marker, cost)
     if cost is None or cost.kind not in MMA_KINDS:
         return grads + _casts_back(marker, cost) + _view_grad_copy(marker) + index_grads(marker) \
