@@ -19,6 +19,7 @@ from ..formats import MARKER_VERSION, op_marker_head
 from .emit import layer_marker
 
 MAX_LIST = 16   # list elements kept before {"more": N}
+MAX_RUNS_READ = 1024  # the most elements past MAX_LIST read for their runs (about 1 us each)
 MAX_DEPTH = 3   # list nesting levels written; a deeper list is {"type":"list"}
 _CACHE_LIMIT = 8192
 # Bytes the caches of marker texts hold together (these here and the wrappers', pyprof.nvtx.memo),
@@ -226,12 +227,35 @@ def _seq(v: Sequence[Any], level: int) -> str:
     if n <= MAX_LIST:
         s = "[" + ",".join([encode(e, level + 1) for e in v]) + "]"
     else:
-        s = "[" + ",".join([encode(e, level + 1) for e in v[:MAX_LIST]]) + ',{"more":' + str(n - MAX_LIST) + "}]"
+        s = "[" + ",".join([encode(e, level + 1) for e in v[:MAX_LIST]]) + "," + _rest(v[MAX_LIST:]) + "]"
     if type(v) is tuple and n <= MAX_LIST and all(type(e) in _SCALARS for e in v):
         # Holding the tuple keeps its id from being reused while the entry lives; its items
         # (scalars) are in the text, hence twice its length.
         tuple_texts.put(id(v), (v, s), 2 * len(s) + 48 * n + 250)
     return s
+
+
+def _rest(tail: Sequence[Any]) -> str:
+    """The entry that stands for a long list's elements past MAX_LIST: `{"more": N}`; where they are
+    all plain tensors, at most MAX_RUNS_READ of them, their entries too, in order, each run of equal
+    ones once with its count, at most MAX_LIST runs (`{"more": N, "runs": [[count, entry], ...]}`):
+    a cat of many tensors of few shapes (a DenseNet block's) keeps every size, and the text and
+    the time stay bounded."""
+    count = '{"more":' + str(len(tail))
+    if len(tail) > MAX_RUNS_READ:
+        return count + "}"
+    runs: list = []
+    for e in tail:
+        if type(e) is not _Tensor:
+            return count + "}"
+        text = _tensor(e)
+        if runs and runs[-1][1] == text:
+            runs[-1][0] += 1
+        elif len(runs) < MAX_LIST:
+            runs.append([1, text])
+        else:
+            return count + "}"
+    return count + ',"runs":[' + ",".join("[" + str(n) + "," + text + "]" for n, text in runs) + "]}"
 
 
 def _slice(v: slice, level: int) -> str:

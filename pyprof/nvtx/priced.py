@@ -204,6 +204,8 @@ Tensor.logsumexp
 Tensor.long
 Tensor.lt
 Tensor.lt_
+Tensor.masked_fill
+Tensor.masked_fill_
 Tensor.matmul
 Tensor.max
 Tensor.maximum
@@ -229,6 +231,9 @@ Tensor.ne
 Tensor.ne_
 Tensor.neg
 Tensor.neg_
+Tensor.new_full
+Tensor.new_ones
+Tensor.new_zeros
 Tensor.norm
 Tensor.normal_
 Tensor.permute
@@ -577,6 +582,7 @@ torch.lstm
 torch.lstm_cell
 torch.lt
 torch.lt_
+torch.masked_fill
 torch.matmul
 torch.max
 torch.max_pool1d

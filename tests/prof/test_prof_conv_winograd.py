@@ -88,13 +88,15 @@ def test_wide_winograd_gemm_is_not_above_its_peak(calls, ncu) -> None:
 
 def test_winograd_forward_path_of_a_data_gradient(calls, ncu) -> None:
     """DenseNet-121's 4x128x4x4 fp16 data gradient run as a Winograd forward of dY: the filter
-    transform reads the fp16 32x128x3x3 weight and writes 36 x 32 x 128 fp32 (ncu's to the byte);
-    the data transform and the output transform stay na: their tile sets held 16 tiles where dX
-    has 4 (ncu), a rule one shape does not tell. dY's two contiguous copies each their own."""
+    transform reads the fp16 32x128x3x3 weight and writes 36 x 32 x 128 fp32; the data transform
+    reads dY (4x32x4x4 fp16) and writes 36 x 32 rows of 16 tiles, the output transform reads 36 x
+    128 rows of 16 tiles and writes dX (4x128x4x4 fp16): dX has 4 tiles, the tile sets 16 (one row
+    of tiles, at most 16 images: 16 a tile column; conv_parts._forward_tiles). Each ncu's loads and
+    stores to the byte. dY's two contiguous copies each their own."""
     assert [(c[2], c[4], c[5]) for c in calls[23:27]] == [
-        ("winogradForwardData4x4", None, None), ("winogradForwardFilter4x4", 0, 73728 + 589824),
+        ("winogradForwardData4x4", 0, 4096 + 36 * 32 * 16 * 4), ("winogradForwardFilter4x4", 0, 73728 + 589824),
         ("sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_"
-         "kernel__5x_cublas", 4718592, 94208), ("winogradForwardOutput4x4", None, None)]
+         "kernel__5x_cublas", 4718592, 94208), ("winogradForwardOutput4x4", 0, 36 * 128 * 16 * 4 + 16384)]
     assert [(ncu[i][2][LD], ncu[i][2][ST]) for i in (972, 973, 975)] == [(4096, 36 * 32 * 16 * 4),
                                                                          (73728, 589824), (36 * 128 * 16 * 4, 16384)]
     # dY arrives strided (a slice of a cat's gradient): the data and the weight gradient's cuDNN
@@ -141,3 +143,52 @@ def test_winograd_transforms_the_shapes_do_not_say_are_na() -> None:
     fwd = "void cudnn::winograd_nonfused::winogradForwardData4x4<float, __half>(p)"
     assert winograd_transform(fwd, x, (256, 64, 3, 3), y) is None
     assert winograd_transform(fwd.replace("Data", "Output"), x, (256, 64, 3, 3), y) is None
+
+
+def ncu_configs(name: str) -> list:
+    """ncu's rows of tests/data/kernel_truth/`name` (benchmarks/cov_default_truth.py) per
+    configuration, split at each `spin_kernel`: [[(kernel name, grid, {metric: value}), ...], ...]."""
+    with lzma.open(os.path.join(DATA, name), "rt") as f:
+        lines = [ln for ln in f if ln.startswith('"')]
+    rows: dict = {}
+    for row in csv.DictReader(io.StringIO("".join(lines))):
+        _, _, metrics = rows.setdefault(int(row["ID"]), (row["Kernel Name"], row["Grid Size"], {}))
+        metrics[row["Metric Name"]] = int(row["Metric Value"].replace(",", ""))
+    configs: list = []
+    for i in sorted(rows):
+        if "spin_kernel" in rows[i][0]:
+            configs.append([])
+        else:
+            configs[-1].append(rows[i])
+    return configs
+
+
+def test_winograd_forward_path_tiles_of_16_a_tile_column() -> None:
+    """Data gradients of 3x3 convolutions (fp16, padding 1) on an H100 (winograd_fwd_ncu.csv.xz,
+    benchmarks/cov_default_truth.py): cuDNN ran 13 of 36 shapes as its Winograd forward path, all
+    of one row of tiles (H at most 4), and each tile set held 16 tiles a column of tiles whatever
+    the images (1 to 8) and the tiles they need (1 to 8): 32 for 4x128x4x8's two columns. Each data
+    and output transform's loads plus stores are these bytes exactly. A result of more than one
+    row of tiles, or of more than 16 images (not measured): na."""
+    import itertools
+
+    shapes = [(n, 128, hw, hw, 32) for n, hw in itertools.product((1, 2, 4, 8), (2, 3, 4, 5, 7, 8, 12))]
+    shapes += [(4, c, hw, hw, 64) for hw, c in itertools.product((4, 8), (64, 256))]
+    shapes += [(4, 128, 4, 8, 32), (4, 128, 8, 4, 32), (4, 128, 5, 9, 32), (3, 128, 6, 10, 32)]
+    configs = ncu_configs("winograd_fwd_ncu.csv.xz")
+    assert len(configs) == len(shapes) == 36
+    ran = 0
+    for (n, c, h, w, k), rows in zip(shapes, configs):
+        moved = {name.split("(")[0].split("::")[-1].split("<")[0]: m[LD] + m[ST] for name, _, m in rows}
+        if "winogradForwardData4x4" not in moved:
+            continue
+        ran += 1
+        x, wt, y = (n, c, h, w), (k, c, 3, 3), (n, k, h, w)
+        for part in ("Data", "Output"):
+            kernel = f"void cudnn::winograd_nonfused::winogradForward{part}4x4<float, __half>(p)"
+            assert winograd_transform(kernel, x, wt, y, True) == (0, moved[f"winogradForward{part}4x4"])
+    assert ran == 13
+    fwd = "void cudnn::winograd_nonfused::winogradForwardData4x4<float, __half>(p)"
+    assert winograd_transform(fwd, (4, 128, 4, 8), (32, 128, 3, 3), (4, 32, 4, 8), True) == (0, 8192 + 36 * 32 * 32 * 4)
+    assert winograd_transform(fwd, (4, 128, 8, 4), (32, 128, 3, 3), (4, 32, 8, 4), True) is None
+    assert winograd_transform(fwd, (32, 128, 4, 4), (32, 128, 3, 3), (32, 32, 4, 4), True) is None

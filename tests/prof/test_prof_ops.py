@@ -244,14 +244,28 @@ def test_dtypes_edge_cases():
     assert facts[0].bytes is None and facts[0].flops == 4  # unknown dtype: bytes na, not a crash
 
 
-def test_truncated_lists_are_na():
-    """cat of 20 tensors, the marker keeping 16: its bytes na; its FLOPs 0 whatever the 4 others
-    are, so that its backward's parts (the 16 known gradients' accumulations) are priced."""
-    ts = [t(1, 2)] * 20
+def test_long_tensor_lists_carry_their_rest_by_runs():
+    """cat of 20 tensors: the marker keeps 16 and the 4 others as runs of equal entries (2 + 2),
+    so every input is known: 20 read, their sum written."""
+    ts = [t(1, 2)] * 18 + [t(3, 2)] * 2
     m = marker("torch", "cat", ts)
-    assert m["args"][0][-1] == {"more": 4}
+    assert m["args"][0][-1] == {"more": 4, "runs": [[2, {"shape": [1, 2], "dtype": "float32"}],
+                                                    [2, {"shape": [3, 2], "dtype": "float32"}]]}
+    cost = lookup("torch", "cat")(Call(m))
+    assert (cost.flops, cost.bytes) == (0, io_bytes(torch.cat, ts)) == (0, 2 * (18 * 2 + 2 * 6) * 4)
+
+
+def test_truncated_lists_are_na():
+    """cat of 20 tensors whose marker kept 16 and only the count of the rest (a pyprof before
+    the runs, or more than 16 runs): its bytes na; its FLOPs 0 whatever the 4 others are, so that
+    its backward's parts (the 16 known gradients' accumulations) are priced. Runs that do not add
+    up to the count are no better."""
+    m = marker("torch", "cat", [t(1, 2)] * 20)
+    m["args"][0][-1] = {"more": 4}
     cost = lookup("torch", "cat")(Call(m))
     assert (cost.flops, cost.bytes, cost.params) == (0, None, "n=16+,numel=na,type=fp32")
+    m["args"][0][-1] = {"more": 4, "runs": [[3, {"shape": [1, 2], "dtype": "float32"}]]}
+    assert lookup("torch", "cat")(Call(m)).bytes is None
     m["args"][0][3] = {"type": "object"}  # an element the marker could not encode: not a tensor
     assert lookup("torch", "cat")(Call(m)) is None
 

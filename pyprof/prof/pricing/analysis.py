@@ -394,7 +394,7 @@ class Analyzer:
             return self._aten_stage(rec, r, cost, name)
         if cost.kind == RNN and cost.rnn is not None:  # each kernel its own work, as with markers
             work = self._rnn_call(rec, cost, rec.get("dir") == "bprop").work(
-                name, rec.get("grid"), verdict in (MMA, SIMT), lambda: self._upcoming(rec))
+                name, rec.get("grid"), verdict in (MMA, SIMT), lambda: self._upcoming(rec), rec.get("block"))
             return _UNKNOWN if work is None else work
         mma = cost.kind in MMA_KINDS
         counts = verdict in (MMA, SIMT) if mma else True
@@ -566,7 +566,7 @@ class Analyzer:
         if stage is not None:
             if stage[:2] in (("Wgrad", "Data"), ("Wgrad", "Delta")):  # the GEMM's inputs: it comes next
                 self._calls[key] = (call, stage[2])
-            work = winograd_transform(name, x, w, y)
+            work = winograd_transform(name, x, w, y, rec.get("dir") == "bprop")
             return self.unclaimed() if work is None else work
         held = self._calls.get(key)
         if verdict not in (MMA, SIMT) or held is None or not (held[0] is call or node is not None and held[0] == node) \
@@ -639,7 +639,7 @@ class Analyzer:
         self._first_of_call(rec, True)  # the call whose parts the helpers take
         part = self._part(rec, cost, bprop, name) if family(name) is not None else None
         work = (part.flops, part.bytes) if part is not None else self._rnn_call(rec, cost, bprop).work(
-            name, rec.get("grid"), verdict in (MMA, SIMT), lambda: self._upcoming(rec))
+            name, rec.get("grid"), verdict in (MMA, SIMT), lambda: self._upcoming(rec), rec.get("block"))
         return self._rest(rec, cost.bwd_flops if bprop else cost.flops, _UNKNOWN if work is None else work)
 
     def _rnn_call(self, rec: dict, cost: Cost, bprop: bool) -> RnnCall:

@@ -24,7 +24,15 @@ from .part import CONTIGUOUS, Part, launch_count
 from .registry import CONV, GEMM, Call, Cost
 from .values import ITEMSIZE
 
-LAYOUT, SCALE, WGRAD_SUM, PAD = "layout", "scale", "wgrad-sum", "channel-pad"
+LAYOUT, SCALE, WGRAD_SUM, PAD, TRANSFORM = "layout", "scale", "wgrad-sum", "channel-pad", "filter-transform"
+# cuDNN's generic tensor transform, which converts a convolution's filter to the layout its kernel
+# reads where no layout conversion kernel does (a filter of few output channels: UNet's 3 x 64 x 3 x
+# 3 head), forward and for the data gradient. Nsight Compute on an H100 (16 launches, K 1 to 12 of
+# C 32 to 128, bf16): its global loads and stores are the filter's bytes each, exactly. Its launch
+# is a grid-stride loop's (two blocks of 1,024 threads an SM, whatever the size), and its L2 writes,
+# 845,000 sectors (27 MB, its 10 us) for each filter and input size measured, are no tensor's: the
+# filter's bytes are its own, the rest is not counted.
+TRANSFORM_KERNEL = re.compile(r"\btensorTransformGeneric<")
 # cuDNN's scaling of an output by beta before a kernel accumulates into it; PyTorch passes beta 0,
 # and cuDNN never reads an output scaled by 0 (its documented contract): the output zeroed.
 SCALE_KERNEL = re.compile(r"\bscalePackedTensor_kernel<")
@@ -75,12 +83,18 @@ def scale_parts(numels: list, size: int) -> list[Part]:
 def marker_layouts(marker: dict, cost: Cost | None) -> list[Part]:
     """A convolution's tensors as cuDNN's layout conversions move them: input, weight, output
     (or gradients of their shapes), and for a grouped one a group's slices (group_slices), each
-    read and written once in the dtype the op ran in."""
+    read and written once in the dtype the op ran in; and its filter's transform."""
     size = None if cost is None else ITEMSIZE.get(cost.dtype)
     if cost is None or cost.kind != CONV or not size or not cost.out_shape:
         return []
     x, w = ([t.shape for t in Call(marker).tensors()[:2]] + [None, None])[:2]
-    return layout_parts([x, w, cost.out_shape] + group_slices(x, w, cost.out_shape), size)
+    return layout_parts([x, w, cost.out_shape] + group_slices(x, w, cost.out_shape), size) + filter_transform(w, size)
+
+
+def filter_transform(w: object, size: int) -> list[Part]:
+    """cuDNN's transform of a convolution's filter of shape `w` (TRANSFORM_KERNEL): read and
+    written once in `size`-byte elements."""
+    return [Part(TRANSFORM, math.prod(w), 0, 2 * math.prod(w) * size)] if _conv_shape(w) else []
 
 
 def group_slices(x: object, w: object, y: object) -> list:
@@ -111,8 +125,8 @@ def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool,
     """The helper parts of a convolution priced from its PyTorch range (op_ranges.py) rather than
     a marker, from the range's shapes (forward: input, weight; backward, aten::convolution_backward:
     dY, input, weight) and the forward's output, whose shape the formula had from a consumer: their
-    layout conversions, cuDNN's scaling of what it writes (scaled_outputs), its channel padding
-    (forward: pad_parts, to the multiple of the first of the call's kernels read ahead whose name
+    layout conversions, the filter's transform, cuDNN's scaling of what it writes (scaled_outputs),
+    its channel padding (forward: pad_parts, to the multiple of the first of the call's kernels read ahead whose name
     states one; backward: range_backward_pads, by the gradient kernels' names; `upcoming` gives
     those names, called only where a pad may run) and, backward, cuDNN's sum of the per-sample
     weight gradients, written in the weight's type `kernel`'s name states (a range's cost is
@@ -131,7 +145,8 @@ def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool,
     if pad_parts(x, w, cost, _PAD_MULTIPLE[True]):
         kernels = [kernel] + upcoming()
         pads = range_backward_pads(x, w, cost, kernels) if bprop else pad_parts(x, w, cost, pad_multiple(kernels))
-    return layout_parts(shapes, size) + ([] if wgrad is None else [wgrad]) + scale_parts(scaled, size) + pads
+    return layout_parts(shapes, size) + ([] if wgrad is None else [wgrad]) + scale_parts(scaled, size) + pads \
+        + filter_transform(w, size)
 
 
 def range_conv_tensors(sizes: list, bprop: bool) -> tuple:
@@ -403,23 +418,43 @@ def winograd_stage(kernel: str | None) -> tuple | None:
     return None if tile is None or size is None else (m.group(1), m.group(2), tile, size)
 
 
-def winograd_transform(kernel: str | None, x: object, w: object, y: object) -> tuple | None:
+def _forward_tiles(shape: tuple) -> int | None:
+    """The tiles of the Forward path's tile sets over its output of (N, C, H, W) `shape`: padded,
+    16 a column of tiles where the output is one row of tiles (H at most 4) of at most 16 images
+    (Nsight Compute on an H100, data gradients of N 1 to 8 and H x W 2x2 to 4x8: 16 for 1 to 8
+    tiles of one column, 32 for 4 images of two columns); None elsewhere (not measured: cuDNN's
+    heuristics chose the path for none of the larger shapes tried)."""
+    n, _, h, w = shape
+    return 16 * -(-w // _WINOGRAD_OUT) if h <= _WINOGRAD_OUT and n <= 16 else None
+
+
+def winograd_transform(kernel: str | None, x: object, w: object, y: object, bprop: bool = False) -> tuple | None:
     """(FLOPs, bytes) of one of cuDNN's Winograd transforms for a 3x3 convolution of input `x`,
     weight `w` and output `y` (shapes; backward: y is dY's): the tensor it reads once in T2 and its
     tile set written in T1, 36 elements a tile. FLOPs 0: the convolution's FLOPs are on its GEMM
     (winograd_gemm), as with every helper. The weight gradient (Wgrad: dW = X correlated with dY,
     over dY's N x 4x4 tiles): Data reads X and writes C rows a tile, Delta reads dY and writes K,
     Output reads the GEMM's 36 K x C products and writes dW. A forward convolution's (Forward;
-    backward: the data gradient, dY to dX run as one) Filter reads W and writes 36 x K x C. ncu
-    (conv_ncu_winograd.csv.xz): the writes to the byte, the reads of X 1.0-1.17x these
-    (overlapping tiles). None where the shapes do not say it: a Forward Data or Output (a 4-tile
-    data gradient's tile sets were of 16 tiles: the rule is not known from one shape), a filter
-    that is not 3x3."""
+    `bprop`: the data gradient, dY to dX run as one, its source dY and its result dX): Filter reads W
+    and writes 36 x K x C; Data reads the source and writes a row a tile per source channel, Output
+    reads a row a tile per result channel and writes the result, over the padded tiles of
+    _forward_tiles. ncu (conv_ncu_winograd.csv.xz and 16 more data gradients): the writes to the
+    byte, the reads of X 1.0-1.17x these (overlapping tiles), the Forward path's reads and writes
+    to the byte. None where the shapes do not say it: a Forward Data or Output of a result not
+    measured (_forward_tiles), a filter that is not 3x3."""
     stage = winograd_stage(kernel)
     if stage is None or not all(_conv_shape(s) and len(s) == 4 for s in (x, w, y)) or tuple(w[2:]) != (3, 3):
         return None
     kind, part, tile, size = stage
     k, c, t = w[0], w[1], _winograd_tiles(y)
+    if kind == "Forward" and part in ("Data", "Output"):
+        (source, s_rows), (result, r_rows) = ((y, k), (x, c)) if bprop else ((x, c), (y, k))
+        padded = _forward_tiles(tuple(result))
+        if padded is None:
+            return None
+        if part == "Data":
+            return 0, math.prod(source) * size + _WINOGRAD_TILE * s_rows * padded * tile
+        return 0, _WINOGRAD_TILE * r_rows * padded * tile + math.prod(result) * size
     read, rows = {("Wgrad", "Data"): (math.prod(x), c * t), ("Wgrad", "Delta"): (math.prod(y), k * t),
                   ("Forward", "Filter"): (math.prod(w), k * c)}.get((kind, part), (None, None))
     if kind == "Wgrad" and part == "Output":

@@ -37,9 +37,9 @@ from functools import lru_cache
 from .attention_parts import (CAST_DQ, CAST_DQ_KERNEL, DOT_DO_O, DOT_DO_O_KERNEL, MATH_KERNELS, MUL, NEGINF, PHILOX,
                               PHILOX_KERNEL, REDUCE_HEAD, REDUCE_HEAD_KERNEL, SCALAR_MUL, WHERE, cudnn_dropout,
                               efficient_helpers, flash_helpers, math_attention)
-from .conv_parts import (LAYOUT, LAYOUT_KERNEL, PAD, PAD_KERNEL, SCALE, SCALE_KERNEL, WGRAD_SUM, WGRAD_SUM_KERNEL,
-                         channel_pads, contiguous_grad, marker_layouts, marker_wgrad_sum, scaled_outputs,
-                         strided_input)
+from .conv_parts import (LAYOUT, LAYOUT_KERNEL, PAD, PAD_KERNEL, SCALE, SCALE_KERNEL, TRANSFORM, TRANSFORM_KERNEL,
+                         WGRAD_SUM, WGRAD_SUM_KERNEL, channel_pads, contiguous_grad, marker_layouts, marker_wgrad_sum,
+                         scaled_outputs, strided_input)
 from .index_parts import index_grads
 from .gemm_parts import (BETA, BETA_KERNEL, BROADCAST, CUTLASS_SPLIT_K, EPILOGUE, EPILOGUE_KERNEL, SPLIT_K,
                          SPLIT_K_KERNEL, output_parts, strided_operands)
@@ -49,7 +49,7 @@ from .op_ranges import template_dtype
 from .ops.memory import REVIEWED
 from .part import ADD, CONTIGUOUS, COPY, FILL, SUM, Part, launch_count
 from .registry import ATTN, MATRIX_KINDS, MMA_KINDS, Call, Cost
-from .rnn_parts import final_state_grads, flat_weights
+from .rnn_parts import final_state_grads, flat_weights, time_major_copies
 from .values import FLOATING, ITEMSIZE, Tensor
 
 # A multi-tensor launch (multitensor.py).
@@ -83,8 +83,8 @@ _VECTOR_PER_THREAD = 8
 
 # The helper families by their kernels' names, the first match winning (a name can hold two).
 _FAMILIES = ((CONTIGUOUS, _SAME_DTYPE_COPY), (COPY, _COPY_KERNEL), (LAYOUT, LAYOUT_KERNEL), (FILL, _FILL_KERNEL),
-             (SCALE, SCALE_KERNEL), (SPLIT_K, SPLIT_K_KERNEL), (SPLIT_K, CUTLASS_SPLIT_K),
-             (WGRAD_SUM, WGRAD_SUM_KERNEL), (PAD, PAD_KERNEL),
+             (TRANSFORM, TRANSFORM_KERNEL), (SCALE, SCALE_KERNEL), (SPLIT_K, SPLIT_K_KERNEL),
+             (SPLIT_K, CUTLASS_SPLIT_K), (WGRAD_SUM, WGRAD_SUM_KERNEL), (PAD, PAD_KERNEL),
              (DOT_DO_O, DOT_DO_O_KERNEL), (CAST_DQ, CAST_DQ_KERNEL), (REDUCE_HEAD, REDUCE_HEAD_KERNEL), (PHILOX, PHILOX_KERNEL),
              (SUM, _SUM_KERNEL), (ADD, _ADD_KERNEL), (BETA, BETA_KERNEL), (EPILOGUE, EPILOGUE_KERNEL)
              ) + MATH_KERNELS
@@ -154,13 +154,15 @@ def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
 
 def _inputs(marker: dict, cost: Cost | None) -> list[Part]:
     """What a forward call does to its inputs before computing: autocast's casts (source read, copy
-    written), an RNN's flat weight buffer, the math attention path's kernels."""
+    written), an RNN's flat weight buffer and batch_first input made time-major, the math attention
+    path's kernels."""
     casts = [Part(COPY, t.numel, 0, t.numel * (ITEMSIZE[t.dtype] + ITEMSIZE[to])) for t, to in autocast_casts(marker, cost)]
-    return casts + flat_weights(marker, cost) + math_attention(marker, cost, False)
+    return casts + flat_weights(marker, cost) + time_major_copies(marker, cost) + math_attention(marker, cost, False)
 
 
 def _casts_back(marker: dict, cost: Cost | None) -> list[Part]:
-    return [p for p in _inputs(marker, cost) + marker_layouts(marker, cost) if p.family in (COPY, LAYOUT, FILL)]
+    return [p for p in _inputs(marker, cost) + marker_layouts(marker, cost)
+            if p.family in (COPY, LAYOUT, TRANSFORM, FILL)]
 
 
 def _gradients(marker: dict, cost: Cost | None) -> list[Part]:
@@ -187,12 +189,13 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     in; E - O adds for E output elements into O bias elements), cuDNN's scaling of the gradients
     (conv_parts.scaled_outputs), a convolution's output gradient or a view's made contiguous
     (conv_parts.contiguous_grad, _view_grad_copy), each cast's gradient cast back (ToCopyBackward) and cuDNN's channel padding
-    (channel_pads), for the arguments that need a gradient. Which do is not in the marker; a part
-    that never ran is one no kernel takes."""
+    (channel_pads), a convolution's filter transformed again (conv_parts.filter_transform), a
+    batch_first RNN's tensors made time-major (rnn_parts.time_major_copies), for the arguments that
+    need a gradient. Which do is not in the marker; a part that never ran is one no kernel takes."""
     grads = _gradients(marker, cost)
     if cost is None or cost.kind not in MMA_KINDS:
         return grads + _casts_back(marker, cost) + _view_grad_copy(marker) + index_grads(marker) \
-            + layer_norm_copies(marker, cost, True)
+            + layer_norm_copies(marker, cost, True) + time_major_copies(marker, cost, True)
     size = ITEMSIZE.get(cost.dtype)
     if cost.kind == ATTN:
         c = Call(marker)

@@ -69,6 +69,7 @@ from typing import Callable
 
 from .gemm_parts import BETA, SPLIT_K, gemm_tile, gemm_tiles, grid_z, split_k, split_pass
 from .op_ranges import written_dtype
+from .part import launch_count
 from .parts import family
 from .registry import Cost
 from .tensorcores import MMA, SIMT, classify
@@ -88,7 +89,12 @@ _DIRECTIONS_SUM = re.compile(r"\bRNN_bidirectional_accum_bp1")
 _COMBINE = re.compile(r"\bLSTM_dgrad_combine_dh_di\b")
 # Dropout between layers (cuDNN's own: a mask drawn and applied; backward applied again): kernels
 # of the call between a layer's steps and the next layer's chunks, neither GEMMs nor cells.
-_DROPOUT = re.compile(r"\bdropout_(?:generate|apply)_mask\b")
+_DROPOUT = re.compile(r"\bdropout_(generate|apply)_mask\b")
+# What each thread of cuDNN's dropout_generate_mask loads of its curandStateXORWOW and stores back
+# (d, v[5], the Box-Muller flags and spares: 44 of its 48 bytes; Nsight Compute on an H100, the
+# coverage capture's LSTM and three others: 44 bytes a thread each way, exactly).
+_STATE_BYTES = 44
+_MASK_BITS = 32  # the mask: one bit an element, in 32-bit words
 # Where torch (re)makes the dropout states (get_dropout_state, aten/src/ATen/native/cudnn/RNN.cpp)
 # it first draws their seed on the device: a 0-dim int64 tensor's random_().
 _DROPOUT_SEED = re.compile(r"\brandom_kernel<")
@@ -217,9 +223,10 @@ class RnnCall:
         # it adds to it (_product)
         self.product: tuple | None = None
 
-    def work(self, kernel: str | None, grid: object, matrix: bool, ahead: Ahead) -> tuple | None:
+    def work(self, kernel: str | None, grid: object, matrix: bool, ahead: Ahead, block: object = None) -> tuple | None:
         """(FLOPs, bytes) of the call's next kernel, or None where the trace cannot say it.
-        `matrix`: a GEMM by its name; `ahead`: the call's kernels read ahead of this one."""
+        `matrix`: a GEMM by its name; `ahead`: the call's kernels read ahead of this one; `block`:
+        its launch's block (the dropout kernels' work is told by their launch)."""
         shape, size = self.shape, self.size
         if shape is None or size is None:
             return None
@@ -238,6 +245,9 @@ class RnnCall:
             self.after_combine = True
             rows = self._step_rows(self.cells)
             return None if rows is None else _combine(shape, rows, size)
+        dropout = _DROPOUT.search(kernel or "")
+        if dropout:
+            return self._dropout(dropout.group(1) == "generate", grid, block)
         if not self.bprop and _DROPOUT_SEED.search(kernel or ""):  # one element written, 0 FLOPs
             seed = ITEMSIZE.get(written_dtype(kernel, None))
             return None if seed is None else (0, seed)
@@ -343,6 +353,34 @@ class RnnCall:
         if work is None or not accumulates:
             return work
         return work[0] + rows * cols, work[1] + rows * cols * self.size
+
+    def _dropout(self, generate: bool, grid: object, block: object) -> tuple | None:
+        """(FLOPs, bytes) of cuDNN's dropout between layers, on the T·N x D·R input of a layer above
+        the first, a mask of its own for each direction that reads it. dropout_generate_mask draws
+        the whole mask: each thread of its launch loads its curandStateXORWOW and stores it back
+        (_STATE_BYTES each way), one bit an element written; 0 FLOPs (a random draw, as random fills
+        count). dropout_apply_mask, one thread an element of the rows it covers (forward before
+        each input-projection chunk, backward on each input-gradient chunk and again on the
+        layer's input for its weight gradient): the rows read, the mask's bits read, the rows
+        written (x·mask/(1 - p): 1 FLOP an element); the rows are the whole steps its launch
+        fits, where one count does (Nsight Compute on an H100: its stores to the byte, its loads
+        the kept elements' and the mask's, 0.95 of these). None for a packed sequence (a chunk's
+        rows are not whole steps of N) or a launch no step count fits (a grid-stride launch)."""
+        s = self.shape
+        g, b = launch_count(grid), launch_count(block)
+        row = s.dirs * s.rec
+        if g is None or b is None or s.layers < 2:
+            return None
+        if generate:
+            n = s.rows * row
+            return 0, 2 * g * b * _STATE_BYTES + -(-n // _MASK_BITS) * 4
+        if self.steps is None or s.packed:
+            return None
+        fits = [k * s.batch * row for k in range(1, self.steps + 1) if -(-k * s.batch * row // b) == g]
+        if len(fits) != 1:
+            return None
+        n = fits[0]
+        return n, 2 * n * self.size + -(-n // _MASK_BITS) * 4
 
     def _projection(self, kernel: str | None, grid: object) -> tuple | None:
         """A step's projection GEMM (LSTM proj_size): forward right after its cell kernel,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from .part import FILL, Part, launch_count
+from .part import CONTIGUOUS, FILL, Part, launch_count
 from .registry import RNN, Call, Cost
 from .values import ITEMSIZE, Tensor
 
@@ -27,6 +27,26 @@ def flat_weights(marker: dict, cost: Cost | None, bprop: bool = False) -> list[P
     lists = [v for v in Call(marker).args if isinstance(v, list)]
     weights = sum(t.numel for t in lists[-1] if isinstance(t, Tensor)) if lists else 0
     return [Part(FILL, weights, 0, weights * ITEMSIZE[low])] if weights else []
+
+
+def time_major_copies(marker: dict, cost: Cost | None, bprop: bool = False) -> list[Part]:
+    """A batch_first RNN's tensors made time-major (torch's cuDNN path transposes them, cuDNN reads
+    them contiguous: a same-dtype copy each, read and written once), in the dtype the call runs in
+    (autocast's, else the op's): forward the input; backward the saved input and dOutput (T·N x
+    D·R) for the input gradient, and the input again for the weight gradients (torch's two
+    backward functions each make it contiguous: the coverage capture's LSTM and fixture_lstm run
+    three copies). A tensor of one step or one sequence is contiguous either way: a part no kernel
+    takes. None for a packed sequence (its data is time-major already)."""
+    s = None if cost is None else cost.rnn
+    if s is None or s.packed:
+        return []
+    c, low = Call(marker), marker.get("autocast")
+    size = ITEMSIZE.get(low if low in ITEMSIZE else cost.dtype)
+    x = c.args[0] if c.args else None
+    if size is None or not isinstance(x, Tensor) or c.get(8, "batch_first") is not True:
+        return []
+    elems = [x.numel] + ([s.rows * s.dirs * s.rec, x.numel] if bprop else [])
+    return [Part(CONTIGUOUS, n, 0, 2 * n * size) for n in elems]
 
 
 def final_state_grads(cost: Cost) -> list[Part]:

@@ -59,7 +59,8 @@ class Tensor(NamedTuple):
 
 
 class Unknown(NamedTuple):
-    """A value the marker could not carry in full (a truncated list, an unencodable object)."""
+    """A value the marker could not carry in full (a truncated list whose last entry does not
+    carry the rest, an unencodable object)."""
 
     what: str
 
@@ -84,7 +85,8 @@ def decode(value: Any) -> Any:
                 return complex(*(float(v) if isinstance(v, dict) else v for v in value["complex"]))
         return value
     if isinstance(value, list):
-        return [decode(v) for v in value]
+        out = [decode(v) for v in value]
+        return out[:-1] + _runs(out[-1]) if out and isinstance(out[-1], dict) and "more" in out[-1] else out
     return value
 
 
@@ -94,6 +96,19 @@ def _values(values: Any, shape: list) -> tuple | None:
     if not isinstance(values, list) or len(values) != prod(shape) or not all(type(v) is int for v in values):
         return None
     return tuple(values)
+
+
+def _runs(rest: dict) -> list:
+    """The elements a long list's last entry stands for: its tensors where it carries them run by
+    run (`{"more": N, "runs": [[count, tensor], ...]}`, counts adding up to N); else one Unknown."""
+    more, runs = rest.get("more"), rest.get("runs")
+    if type(more) is not int or not isinstance(runs, list) or not all(
+            isinstance(r, list) and len(r) == 2 and type(r[0]) is int and r[0] > 0 for r in runs):
+        return [Unknown("more")]
+    tensors = [(r[0], decode(r[1])) for r in runs]
+    if sum(n for n, _ in tensors) != more or not all(isinstance(t, Tensor) for _, t in tensors):
+        return [Unknown("more")]
+    return [t for n, t in tensors for _ in range(n)]
 
 
 def with_grads(args: list, kwargs: dict) -> tuple[list, dict]:
@@ -125,7 +140,8 @@ def _settled(value: Any) -> Any:
 
 
 def is_truncated(values: Sequence[Any]) -> bool:
-    """True when a decoded list lost elements (the encoder keeps 16 and a `{"more": N}`)."""
+    """True when a decoded list lost elements (the encoder keeps 16 and a `{"more": N}` that does not
+    carry the rest's tensors)."""
     return any(isinstance(v, Unknown) for v in values)
 
 

@@ -250,6 +250,27 @@ for _op in INPLACE_DUNDERS:
     register(f"Tensor.__i{_op}__")(_binary(f"__i{_op}__"))
 
 
+def _masked_fill(op: str):
+    def formula(c: Call) -> Cost | None:
+        """x.masked_fill(mask, value): one kernel (PyTorch's masked_fill_kernel, in place or into
+        the result) selects value or x per element: 1 FLOP an element (where's), x and the bool
+        mask read, the result written (x's shape in place, else the broadcast one). Backward, dX =
+        dY.masked_fill(mask, 0): the same kernel over dY. A tensor value's gradient (the masked dY
+        summed) and a broadcast x's (dX summed down) are not modelled: na."""
+        x, mask, value = c.get(0, "input"), c.tensor(1, "mask"), c.get(2, "value")
+        if not isinstance(x, Tensor) or mask is None:
+            return None
+        cost = pointwise_cost(op, [x, mask])
+        if isinstance(value, Tensor) or cost.bytes is None or cost.flops != x.numel:  # x broadcast: dX summed too
+            return cost
+        return replace(cost, bwd_flops=cost.flops, bwd_bytes=cost.bytes)
+    return formula
+
+
+register(*names(["masked_fill"]))(_masked_fill("masked_fill"))
+register("Tensor.masked_fill_")(_masked_fill("masked_fill_"))
+
+
 @register("torch.nn.functional.dropout", "torch.dropout", "Tensor.dropout",
           "torch.nn.functional.dropout1d", "torch.nn.functional.dropout2d", "torch.nn.functional.dropout3d")
 def dropout(c: Call) -> Cost | None:

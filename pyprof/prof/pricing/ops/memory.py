@@ -59,9 +59,10 @@ def copy_(c: Call) -> Cost | None:
 @register(*names(["cat", "concat", "concatenate", "stack", "hstack", "vstack"], ("torch",)))
 def cat(c: Call) -> Cost | None:
     """Every input read once, the result (their sum) written once. More than 16 inputs: the
-    marker keeps only 16 (docs/markers.md), so the bytes are not known (na), but no FLOPs are
-    done and the 16 it keeps are known: their gradients' accumulations are parts of the backward
-    (parts.py; densenet's dense blocks' cats)."""
+    marker keeps 16 and carries the rest run by run (docs/markers.md), so all are known; a marker
+    that does not (more than 16 runs, or of a pyprof before it did) leaves the bytes na, but no
+    FLOPs are done and the 16 it keeps are known: their gradients' accumulations are parts of the
+    backward (parts.py; densenet's dense blocks' cats)."""
     ts = c.get(0, "tensors")
     if not isinstance(ts, list):
         return None
@@ -196,6 +197,21 @@ def _creation(default_dtype: str):
 register(*names(["zeros", "ones", "full", "rand", "randn"], ("torch",)))(_creation("float32"))
 register("torch.randint")(_creation("int64"))
 register(*names(["uniform_", "normal_", "bernoulli_", "exponential_", "random_"], ("Tensor",)))(_fill)
+
+
+@register("Tensor.new_zeros", "Tensor.new_ones", "Tensor.new_full")
+def new_filled(c: Call) -> Cost | None:
+    """x.new_zeros(size) / new_ones / new_full(size, value) (new_zeros(2, 3) too): a tensor of
+    `size` filled by one kernel, in x's dtype unless `dtype` says otherwise: written once."""
+    x, size = c.get(0, "self"), c.get(1, "size")
+    if type(size) is int:  # new_zeros(2, 3)
+        size = [a for a in c.args[1:] if type(a) is int]
+    dtype = c.get(None, "dtype") or (x.dtype if isinstance(x, Tensor) else None)
+    nbytes = ITEMSIZE.get(dtype)
+    if not isinstance(size, list) or not all(type(d) is int for d in size) or nbytes is None:
+        return None
+    n = prod(size)
+    return Cost(0, n * nbytes, fmt_params(dtype, shape=dims(tuple(size))), dtype, SIMT)
 
 
 VIEWS = ["view", "reshape", "flatten", "unflatten", "permute", "transpose", "t", "expand", "expand_as",
@@ -337,13 +353,31 @@ def pad(c: Call) -> Cost | None:
                 bwd_bytes=out + x.nbytes if adds else 2 * x.nbytes)
 
 
-@register(*names(["roll", "flip", "fliplr", "flipud", "rot90", "tril", "triu", "tril_", "triu_"]))
+@register(*names(["flip", "fliplr", "flipud", "rot90", "tril", "triu", "tril_", "triu_"]))
 def reorder(c: Call) -> Cost | None:
     """A permuted copy, or a masked one (tril/triu keep one triangle, zero the other): the input
     read and written once; backward the same on dY."""
     x = c.get(0, "input")
     cost = copy_cost(x, x.dtype)
     return None if cost is None else Cost(0, cost.bytes, cost.params, x.dtype, SIMT, bwd_flops=0, bwd_bytes=cost.bytes)
+
+
+@register(*names(["roll"]))
+def roll(c: Call) -> Cost | None:
+    """A gather of the whole tensor per rolled dimension: PyTorch's roll kernel moves one dimension,
+    so a roll over k dims runs k of them in turn (roll_common: the first dim, then the rest on its
+    result; Cost.stages), each the input read and written once; dims None rolls the flattened
+    tensor in one. Backward: dY rolled back over the same dims, as many kernels."""
+    x, shifts, dims_ = c.get(0, "input"), c.get(1, "shifts"), c.get(2, "dims")
+    cost = copy_cost(x, x.dtype)
+    if cost is None:
+        return None
+    k = len(dims_) if isinstance(dims_, list) else 1
+    if isinstance(shifts, list) and len(shifts) != k and dims_ is not None:
+        return None
+    stages = ((0, cost.bytes),) * k if k > 1 else None
+    return Cost(0, k * cost.bytes, fmt_params(x.dtype, shape=dims(x.shape), rolls=k), x.dtype, SIMT,
+                bwd_flops=0, bwd_bytes=k * cost.bytes, stages=stages, bwd_stages=stages)
 
 
 def _index_backward(cost: Cost | None, x: Tensor, index: Tensor, rows: int) -> Cost | None:
