@@ -164,7 +164,7 @@ def test_nvjet_split_gemms_write_their_partials(priced) -> None:
     carry them in place of the gradient written once, markers and plain ranges alike."""
     gemms = [g for (mode, name), found in priced.items() if "_splitK_" in name and mode == "default" for g in found]
     assert len(gemms) == 22
-    for rec, _, nbytes, counters in gemms:
+    for rec, _, _, counters in gemms:
         weight = Call(rec["fwd"]["marker"]).tensors()[1].shape
         rows, cols = weight[0], weight[1] * (weight[2] * weight[3] if len(weight) == 4 else 1)
         splits = nvjet_splits((rec["kLongName"], rec["grid"]), rows, cols)
@@ -183,7 +183,7 @@ def test_depthwise_weight_gradients_partials_and_their_sum(priced, mode) -> None
     adds (under ncu's FADDs). Markers and plain ranges alike."""
     wgrads, sums = priced[(mode, "wgrad2d_c1_k1_nhwc")], priced[(mode, "wgrad2d_c1_k1_nhwc_reduce")]
     assert len(wgrads) == len(sums) == 8
-    for (rec, _, _, counters), (red, flops, nbytes, summed) in zip(wgrads, sums):
+    for (rec, _, _, counters), (_, flops, nbytes, summed) in zip(wgrads, sums):
         weight = Call(rec["fwd"]["marker"]).tensors()[1].shape if mode == "default" else rec["torchOps"][-1]["sizes"][2]
         count, elems = depthwise_partials(rec["kShortName"], rec["grid"], list(weight))
         assert count * elems * 4 == counters[STORES] == summed[LOADS]

@@ -115,9 +115,15 @@ def nvjet_splits(gemm: tuple | None, rows: int, cols: int) -> int | None:
     tile_m, tile_n, cluster_m, cluster_n = (int(g) for g in m.groups()) if m else (0, 0, 0, 0)
     if blocks is None or min(tile_m, tile_n, cluster_m, cluster_n, rows, cols) <= 0:
         return None
-    tiles = -(-(-(-cols // tile_m)) // cluster_m) * cluster_m * (-(-(-(-rows // tile_n)) // cluster_n) * cluster_n)
+    tiles = _whole_clusters(cols, tile_m, cluster_m) * _whole_clusters(rows, tile_n, cluster_n)
     splits, left = divmod(blocks, tiles)
     return splits if not left and splits >= 2 else None
+
+
+def _whole_clusters(extent: int, tile: int, cluster: int) -> int:
+    """Tiles covering `extent`, rounded up to whole clusters of `cluster` tiles."""
+    tiles = -(-extent // tile)
+    return -(-tiles // cluster) * cluster
 
 
 def split_partials(gemm: tuple, outputs: list, nbytes: int | None, size: int | None) -> int | None:
