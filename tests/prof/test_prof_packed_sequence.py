@@ -90,3 +90,15 @@ def test_unpacking_backward_kernels_carry_their_nodes_work():
     want += [fill, add]
     assert got == want
     assert sum(f for _, f, _ in got) == 15 * data
+
+
+def test_packing_backward_zero_fills_the_input_gradient():
+    """PackPaddedSequenceBackward0 (_pack_padded_sequence_backward): the [40, 16, 64] input
+    gradient zero-filled (the gradient fill part every op has), each step's rows then copied in by
+    cudaMemcpy (both sides contiguous): one kernel. The capture's input needed no gradient: the unpacking's fill kernel stands in,
+    launched for the 40,960 elements."""
+    fill = _marked()[16]
+    fill.update(dir="bprop", op=PACK["op"], marker=None, grid=[40, 1, 1], seqId=1, subSeqId=0,
+                fwd={"seq": 1, "marker": dict(PACK, args=[dict(PACK["args"][0], grad=True)] + PACK["args"][1:]),
+                     "torchOp": None, "call": 2}, torchOps=[{"name": "PackPaddedSequenceBackward0", "seq": 1, "opId": 9}])
+    assert _priced([fill]) == [("vectorized_elementwise_kernel", 0, 40 * 16 * 64 * 4)]

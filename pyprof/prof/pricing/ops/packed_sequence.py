@@ -10,8 +10,8 @@ own (Cost.stages, taken in turn or by name):
   of the sequences at least that long, made contiguous (a copy kernel, none where the block
   already is: a batch-first block of one sequence, a time-first block of the whole batch or one
   step), then one cat of the blocks (CatArrayBatchedCopy) writes the packed data. Backward
-  (_pack_padded_sequence_backward): the input's gradient zero-filled, each step's rows copied in
-  (contiguous both sides: cudaMemcpy, no kernel).
+  (_pack_padded_sequence_backward): the input's gradient zero-filled (every op's gradient fill
+  part, parts._gradients), each step's rows copied in (contiguous both sides: cudaMemcpy).
 - _pad_packed_sequence(data, batch_sizes, batch_first, padding_value, total_length): the padded
   output [T, B, *F] filled with padding_value (T = total_length where larger than the longest
   sequence), then each run of steps with one batch size b copied into output[steps, :b] (a
@@ -87,9 +87,9 @@ def pack_cost(shape: tuple, dtype: str, lengths: tuple, batch_first: bool) -> Co
             prev = length
     rows = sum(lengths)
     stages.append((0, 2 * rows * feat * size))  # the cat: every block read, the packed data written
-    grad = steps * batch * feat * size  # backward: the input's gradient zero-filled
+    # Backward: the input's gradient zero-filled (every op's gradient fill part, parts._gradients).
     return Cost(0, (rows + batch * steps) * feat * size, fmt_params(dtype, T=steps, N=batch, F=feat, rows=rows),
-                dtype, SIMT, bwd_flops=0, bwd_bytes=grad, stages=tuple(stages), bwd_stages=((0, grad),))
+                dtype, SIMT, bwd_flops=0, bwd_bytes=steps * batch * feat * size, stages=tuple(stages))
 
 
 def _runs(batch_sizes: tuple) -> list[tuple[int, int]]:
