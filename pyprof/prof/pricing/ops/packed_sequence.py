@@ -61,7 +61,8 @@ def _sorted_values(t: Tensor | None) -> tuple | None:
 
 def _plain(c: Call, pos: int) -> Tensor | None:
     """Argument `pos` where it is a contiguous tensor (its marker entry has no strides or format)."""
-    raw = (c.marker.get("args") or [None] * (pos + 1))[pos] if len(c.marker.get("args") or []) > pos else None
+    args = c.marker.get("args") or []
+    raw = args[pos] if len(args) > pos else None
     t = c.args[pos] if len(c.args) > pos else None
     ok = isinstance(raw, dict) and "strides" not in raw and "format" not in raw
     return t if ok and isinstance(t, Tensor) and t.itemsize else None
