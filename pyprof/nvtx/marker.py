@@ -159,8 +159,9 @@ def _tensor(t: torch.Tensor) -> str:
 
 class HostValues:
     """A small host integer tensor whose values, not only its shape, fix an op's work (a packed
-    sequence's batch sizes: how many rows each time step's kernels run; the lengths it is packed by). Its marker entry is the
-    tensor's, with `"values"` added; the wrappers of ops in HOST_VALUE_ARGS hand it to encode()."""
+    sequence's batch sizes: how many rows each time step's kernels run; the lengths it is packed
+    by). Its marker entry is the tensor's, with `"values"` added; the wrappers of ops in
+    HOST_VALUE_ARGS hand it to encode()."""
 
     __slots__ = ("tensor",)
 

@@ -94,7 +94,8 @@ def _sgd_loop_passes(c: Call, momentum: bool, wd: bool, size: int | None) -> tup
     where the path is not this one (foreach, fused, nesterov, maximize, dampening) or the
     parameters' sizes are not in the marker."""
     sizes = c.get(None, "params").get("numels")
-    if _impl(c) != "loop" or size is None or not isinstance(sizes, list) or             c.get(None, "nesterov") is not False or c.get(None, "maximize") is not False or             (momentum and c.get(None, "dampening") != 0):
+    if (_impl(c) != "loop" or size is None or not isinstance(sizes, list) or c.get(None, "nesterov") is not False
+            or c.get(None, "maximize") is not False or (momentum and c.get(None, "dampening") != 0)):
         return None
     out: list = []
     for n in sizes:
