@@ -7,8 +7,8 @@ the namespace itself defines, plus the private entry points nn code calls in `to
 paths, nn.utils.rnn's packing and unpacking of padded sequences) (its `__module__` is one of
 torch's op modules, so re-exports like `torch.load`, `torch.vmap`, `F.handle_torch_function`
 stay as they are), minus the queries and switches in `_SKIP` and names starting with `is_`,
-`get_`, `set_`, `sym_`. On `torch.Tensor`, every public method minus `_TENSOR_SKIP` and `is_*`, plus the operator dunders in
-`_TENSOR_DUNDERS`; never properties, classmethods or other dunders. Plus `torch.autograd.backward`
+`get_`, `set_`, `sym_`. On `torch.Tensor`, every public method minus `_TENSOR_SKIP` and `is_*`,
+plus the operator dunders in `_TENSOR_DUNDERS`; never properties, classmethods or other dunders. Plus `torch.autograd.backward`
 and `grad`, the collectives and point-to-point calls of `torch.distributed` (distributed.py),
 `nn.Module.__call__`, the `step` of every optimizer class, present and future, and GradScaler's
 `unscale_` and `update` (whose kernels run in private ops). `torch._VF`
