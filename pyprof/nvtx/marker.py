@@ -159,8 +159,9 @@ def _tensor(t: torch.Tensor) -> str:
 
 class HostValues:
     """A small host integer tensor whose values, not only its shape, fix an op's work (a packed
-    sequence's batch sizes: how many rows each time step's kernels run). Its marker entry is the
-    tensor's, with `"values"` added; the wrappers of ops in HOST_VALUE_ARGS hand it to encode()."""
+    sequence's batch sizes: how many rows each time step's kernels run; the lengths it is packed
+    by). Its marker entry is the tensor's, with `"values"` added; the wrappers of ops in
+    HOST_VALUE_ARGS hand it to encode()."""
 
     __slots__ = ("tensor",)
 
@@ -170,8 +171,10 @@ class HostValues:
 
 # Most elements a HostValues entry carries: a sequence length, far below what would bloat a marker.
 HOST_VALUES_LIMIT = 4096
-# torch namespace op -> position of its argument that is read as HostValues (packed RNNs' batch_sizes).
-HOST_VALUE_ARGS = {"lstm": 1, "gru": 1, "rnn_tanh": 1, "rnn_relu": 1}
+# torch namespace op -> position of its argument that is read as HostValues: packed RNNs' and
+# _pad_packed_sequence's batch_sizes, _pack_padded_sequence's lengths (sorted: its batch sizes).
+HOST_VALUE_ARGS = {"lstm": 1, "gru": 1, "rnn_tanh": 1, "rnn_relu": 1,
+                   "_pack_padded_sequence": 1, "_pad_packed_sequence": 1}
 
 
 def host_values(v: Any) -> bool:

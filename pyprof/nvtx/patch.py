@@ -2,13 +2,13 @@
 
 The rule (docs/annotation.md): in `torch`, `torch.nn.functional`, `torch.linalg`,
 `torch.special` and `torch.fft`, every public (no leading `_`) plain function or builtin that
-the namespace itself defines, plus the private fused entry points nn modules call in `torch`
-(`_FUSED_ENTRY_POINTS`: nn.MultiheadAttention's and nn.TransformerEncoderLayer's inference fast
-paths) (its `__module__` is one of torch's op modules, so re-exports like
-`torch.load`, `torch.vmap`, `F.handle_torch_function` stay as they are), minus the queries and
-switches in `_SKIP` and names starting with `is_`, `get_`, `set_`, `sym_`. On `torch.Tensor`,
-every public method minus `_TENSOR_SKIP` and `is_*`, plus the operator dunders in
-`_TENSOR_DUNDERS`; never properties, classmethods or other dunders. Plus `torch.autograd.backward`
+the namespace itself defines, plus the private entry points nn code calls in `torch`
+(`_PRIVATE_ENTRY_POINTS`: nn.MultiheadAttention's and nn.TransformerEncoderLayer's inference fast
+paths, nn.utils.rnn's packing and unpacking of padded sequences) (its `__module__` is one of
+torch's op modules, so re-exports like `torch.load`, `torch.vmap`, `F.handle_torch_function`
+stay as they are), minus the queries and switches in `_SKIP` and names starting with `is_`,
+`get_`, `set_`, `sym_`. On `torch.Tensor`, every public method minus `_TENSOR_SKIP` and `is_*`,
+plus the operator dunders in `_TENSOR_DUNDERS`; never properties, classmethods or other dunders. Plus `torch.autograd.backward`
 and `grad`, the collectives and point-to-point calls of `torch.distributed` (distributed.py),
 `nn.Module.__call__`, the `step` of every optimizer class, present and future, and GradScaler's
 `unscale_` and `update` (whose kernels run in private ops). `torch._VF`
@@ -46,9 +46,11 @@ _OP_MODULES = frozenset({
 
 _SKIP_PREFIXES = ("is_", "get_", "set_", "sym_")
 
-# Private torch functions that nn modules call in place of their public ops: the inference fast
-# paths of nn.MultiheadAttention and nn.TransformerEncoderLayer, whose kernels no other marker covers.
-_FUSED_ENTRY_POINTS = frozenset({"_native_multi_head_attention", "_transformer_encoder_layer_fwd"})
+# Private torch functions that nn code calls in place of public ops, whose kernels no other marker
+# covers: the inference fast paths of nn.MultiheadAttention and nn.TransformerEncoderLayer, and
+# nn.utils.rnn's pack_padded_sequence and pad_packed_sequence (through torch._VF).
+_PRIVATE_ENTRY_POINTS = frozenset({"_native_multi_head_attention", "_transformer_encoder_layer_fwd",
+                                   "_pack_padded_sequence", "_pad_packed_sequence"})
 
 # Launch no kernels and are called often (metadata, dtype arithmetic, global switches), or
 # belong to machinery that must see torch unwrapped (compile, TorchScript's parser and futures).
@@ -95,7 +97,7 @@ def _set(owner: Any, name: str, value: Any) -> None:
 def _namespace_targets(ns: types.ModuleType) -> Iterator[Tuple[str, Callable]]:
     for name, obj in list(vars(ns).items()):
         if (
-            (not name.startswith("_") or (ns is torch and name in _FUSED_ENTRY_POINTS))
+            (not name.startswith("_") or (ns is torch and name in _PRIVATE_ENTRY_POINTS))
             and isinstance(obj, _FUNCTION_TYPES)
             and getattr(obj, "__module__", None) in _OP_MODULES
             and name not in _SKIP

@@ -376,6 +376,8 @@ prims.convert_element_type
 prims.iota
 torch.__matmul__
 torch._native_multi_head_attention
+torch._pack_padded_sequence
+torch._pad_packed_sequence
 torch._softmax
 torch._transformer_encoder_layer_fwd
 torch.abs

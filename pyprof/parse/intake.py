@@ -173,7 +173,7 @@ class Intake:
                 stack[:] = [r for r in stack if r[END] >= start]
                 self.limits[id(stack)] = max(_COMPACT_MIN, 2 * len(stack))
             if domain is None:
-                if "Backward" in text or "autograd::" in text:
+                if "Backward" in text or "autograd::" in text or text.startswith("CopySlices"):
                     label = classify(None, text)
                     if label.kind == TORCH and label.bwd:
                         self.autograd.add(gtid)

@@ -30,10 +30,12 @@ EMPTY = 8       # no text at all: nothing to report
 # faster than one regular expression over the whole text; each value is then checked alone.
 
 # A bare name counts as a PyTorch op only when it looks like one: namespaced (`aten::empty`),
-# an autograd node (`MulBackward0`, `CopyBackwards`) or the engine's wrapper range. Plain user
-# text such as "forward" stays user text.
+# an autograd node (`MulBackward0`, `CopyBackwards`; `CopySlices`, the node an in-place op on a
+# view gives its base) or the engine's wrapper range. Plain user text such as "forward" stays
+# user text.
 _NAMESPACED = re.compile(r"[A-Za-z_][\w.]*::[\w.:]+\Z")
-_AUTOGRAD = re.compile(r"(?:autograd::engine::evaluate_function: .*|.*Backwards?\d*|(?:struct )?torch::autograd::AccumulateGrad)\Z", re.S)
+_AUTOGRAD = re.compile(r"(?:autograd::engine::evaluate_function: .*|.*Backwards?\d*|CopySlices|"
+                       r"(?:struct )?torch::autograd::AccumulateGrad)\Z", re.S)
 _NAME_SEQ = re.compile(r"([^,]+), (?:stashed )?seq = (-?\d+)")
 _INT = r"(?:0|-?[1-9]\d*)"
 # `sizes = [[64, 512], [], [512]]`: a list of lists of integers, as PyTorch's shapesToStr writes it.

@@ -120,6 +120,27 @@ def test_packed_rnn_marker_carries_its_batch_sizes(pyprof_on):
     assert out.data.shape == (8, 3) and is_wrapper(torch._VF.lstm)
 
 
+def test_packing_and_unpacking_markers_carry_lengths_and_batch_sizes(pyprof_on):
+    """nn.utils.rnn's pack_padded_sequence and pad_packed_sequence run in the private
+    torch._pack_padded_sequence and torch._pad_packed_sequence (through torch._VF): each gets a
+    marker, the sorted lengths and the batch sizes with their values (which fix how many rows each
+    of their copy kernels moves), and the results are the unwrapped ops'."""
+    x = torch.randn(3, 4, 2)
+    with recording() as rec:
+        p = torch.nn.utils.rnn.pack_padded_sequence(x, torch.tensor([2, 4, 1]), batch_first=True,
+                                                    enforce_sorted=False)
+        y, lengths = torch.nn.utils.rnn.pad_packed_sequence(p, batch_first=True, total_length=5)
+    got = [(r.marker["op"], r.marker["args"]) for r in rec.ranges if r.marker.get("op", "").startswith("_pa")]
+    assert got == [
+        ("_pack_padded_sequence", [{"shape": [3, 4, 2], "dtype": "float32"},
+                                   {"shape": [3], "dtype": "int64", "values": [4, 2, 1]}, True]),
+        ("_pad_packed_sequence", [{"shape": [7, 2], "dtype": "float32"},
+                                  {"shape": [4], "dtype": "int64", "values": [3, 2, 1, 1]}, True, 0.0, 5]),
+    ]
+    assert p.batch_sizes.tolist() == [3, 2, 1, 1] and lengths.tolist() == [2, 4, 1] and y.shape == (3, 5, 2)
+    assert is_wrapper(torch._VF._pack_padded_sequence) and is_wrapper(torch._VF._pad_packed_sequence)
+
+
 def test_exception_inside_a_call_leaves_nesting_intact(pyprof_on):
     a, b = torch.randn(2, 3), torch.randn(4, 5)
 

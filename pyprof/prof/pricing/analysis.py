@@ -314,7 +314,8 @@ class Analyzer:
             ok = isinstance(marker, dict)
             parts = (backward_parts if bprop else forward_parts)(marker, cost) if ok else []
             held = self._parts[key] = (call, CallParts(parts, tensor_lists(marker, cost) if ok and not bprop else None,
-                                                       cost.bwd_stages if bprop else cost.stages))
+                                                       cost.bwd_stages if bprop else cost.stages,
+                                                       cost.stages_in_order))
         return held[1]
 
     def _launch_work(self, rec: dict, cost: Cost, bprop: bool, name: str | None) -> tuple | None:

@@ -222,12 +222,14 @@ class CallParts:
     """The parts of one op call not yet taken by a kernel, its tensor lists (an optimizer step's
     multi-tensor launches), if any, and the stages (Cost.stages) its kernels have not run yet."""
 
-    __slots__ = ("left", "lists", "stages")
+    __slots__ = ("left", "lists", "stages", "in_order")
 
-    def __init__(self, parts: list[Part], lists: Lists | None = None, stages: tuple | None = None) -> None:
+    def __init__(self, parts: list[Part], lists: Lists | None = None, stages: tuple | None = None,
+                 in_order: bool = False) -> None:
         self.left = list(parts)
         self.lists = lists
         self.stages = None if stages is None else list(stages)
+        self.in_order = in_order  # Cost.stages_in_order
 
     def stage(self, kernel: str | None = None, in_turn: bool = False) -> tuple | None:
         """The stage (Cost.stages) this kernel runs: the call's next one, or where the stages are
@@ -240,7 +242,12 @@ class CallParts:
             return self.stages.pop(0)[1:] if self.stages and self.stages[0][0] in (kernel or "") else (None, None)
         if self.stages and isinstance(self.stages[0][0], str):
             at = next((i for i, s in enumerate(self.stages) if s[0] in (kernel or "")), None)
-            return (None, None) if at is None else self.stages.pop(at)[1:]
+            if at is None:
+                return None, None
+            taken = self.stages.pop(at)[1:]
+            if self.in_order:
+                del self.stages[:at]
+            return taken
         return self.stages.pop(0) if self.stages else (None, None)
 
     def _named(self, kernel: str | None) -> bool:

@@ -75,6 +75,11 @@ class Cost:
     # cuDNN): the FLOPs of each path's stages add up, and a stage no kernel takes costs nothing.
     stages: tuple | None = None
     bwd_stages: tuple | None = None
+    # The named stages run in their order, alternatives listed side by side (a for-loop SGD
+    # step's momentum buffer: updated, or cloned on its first step; a packed sequence's copies
+    # that run only where a region is strided): a kernel taking one drops the stages before it,
+    # the path not taken, so a later kernel of the same name takes its own.
+    stages_in_order: bool = False
     # Why the FLOPs are only an upper bound, where what decides them is not in the trace
     # (attention priced from PyTorch's ranges, which carry no `is_causal`): prof counts each
     # kernel so priced in a closing warning of this text.

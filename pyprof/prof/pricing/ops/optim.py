@@ -16,6 +16,7 @@ summary says which were missing.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 
 from ..registry import SIMT, Call, Cost, Unknowable, fmt_params, register
 from ..values import ITEMSIZE
@@ -74,7 +75,36 @@ def sgd(c: Call) -> Cost | None:
     momentum, wd = _knobs(c, "momentum", "weight_decay")
     numel, count, dtype = _params(c)
     flops = 2 + (2 if momentum else 0) + (2 if wd else 0)
-    return _step_cost(c, flops, 1 if momentum else 0, dtype, numel, count, "aten::_fused_sgd_")
+    cost = _step_cost(c, flops, 1 if momentum else 0, dtype, numel, count, "aten::_fused_sgd_")
+    passes = _sgd_loop_passes(c, bool(momentum), bool(wd), ITEMSIZE.get(dtype) if isinstance(dtype, str) else None)
+    return cost if cost is None or passes is None else replace(cost, stages=passes, stages_in_order=True)
+
+
+# The kernels of torch/optim/sgd.py's _single_tensor_sgd per parameter, by a piece of their names:
+# grad.add(param, alpha=weight_decay); then buf.mul_(momentum).add_(grad, alpha=1 - dampening), or
+# on the step that creates the buffer torch.clone(grad) instead; param.add_(buf, alpha=-lr).
+_ADD, _MUL, _CLONE = "CUDAFunctor_add", "MulFunctor", "direct_copy_kernel_cuda"
+
+
+def _sgd_loop_passes(c: Call, momentum: bool, wd: bool, size: int | None) -> tuple | None:
+    """A for-loop SGD step's kernels, parameter by parameter in the marker's `numels` order, each
+    (name piece, FLOPs, bytes): the element-wise table's FLOPs (an add with alpha != 1 a
+    multiply-add) and every tensor it reads and writes. Both momentum paths are listed (the
+    buffer's clone after its mul and add: Cost.stages_in_order drops the path not taken). None
+    where the path is not this one (foreach, fused, nesterov, maximize, dampening) or the
+    parameters' sizes are not in the marker."""
+    sizes = c.get(None, "params").get("numels")
+    if (_impl(c) != "loop" or size is None or not isinstance(sizes, list) or c.get(None, "nesterov") is not False
+            or c.get(None, "maximize") is not False or (momentum and c.get(None, "dampening") != 0)):
+        return None
+    out: list = []
+    for n in sizes:
+        if wd:
+            out.append((_ADD, 2 * n, 3 * n * size))
+        if momentum:
+            out += [(_MUL, n, 2 * n * size), (_ADD, n, 3 * n * size), (_CLONE, 0, 2 * n * size)]
+        out.append((_ADD, 2 * n, 3 * n * size))
+    return tuple(out)
 
 
 def adam_flops(amsgrad: bool, decoupled: bool, weight_decay: bool) -> int:
