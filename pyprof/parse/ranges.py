@@ -30,11 +30,11 @@ EMPTY = 8       # no text at all: nothing to report
 # faster than one regular expression over the whole text; each value is then checked alone.
 
 # A bare name counts as a PyTorch op only when it looks like one: namespaced (`aten::empty`),
-# an autograd node (`MulBackward0`, `CopyBackwards`; `CopySlices`, the node an in-place op on a
-# view gives its base) or the engine's wrapper range. Plain user text such as "forward" stays
-# user text.
+# an autograd node (`MulBackward0`, `CopyBackwards`; `CopySlices` or, in PyTorch's node ranges,
+# `torch::autograd::CopySlices`, the node an in-place op on a view gives its base) or the
+# engine's wrapper range. Plain user text such as "forward" stays user text.
 _NAMESPACED = re.compile(r"[A-Za-z_][\w.]*::[\w.:]+\Z")
-_AUTOGRAD = re.compile(r"(?:autograd::engine::evaluate_function: .*|.*Backwards?\d*|CopySlices|"
+_AUTOGRAD = re.compile(r"(?:autograd::engine::evaluate_function: .*|.*Backwards?\d*|(?:torch::autograd::)?CopySlices|"
                        r"(?:struct )?torch::autograd::AccumulateGrad)\Z", re.S)
 _NAME_SEQ = re.compile(r"([^,]+), (?:stashed )?seq = (-?\d+)")
 _INT = r"(?:0|-?[1-9]\d*)"

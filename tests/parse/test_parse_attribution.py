@@ -354,10 +354,14 @@ def test_equal_start_ranges_order_longer_outside(tmp_path: Path) -> None:
     assert recs[0]["op"] == "addmm"
 
 
-def test_copyslices_node_kernels_are_the_backward_of_the_op_that_copied_into_a_view(tmp_path: Path) -> None:
+@pytest.mark.parametrize("node,engine", [("CopySlices", True), ("torch::autograd::CopySlices", False)])
+def test_copyslices_node_kernels_are_the_backward_of_the_op_that_copied_into_a_view(tmp_path: Path, node: str,
+                                                                                    engine: bool) -> None:
     """An in-place op on a view (`out[:2].copy_(x)`, inside torch._pad_packed_sequence) gives the
     view's base a CopySlices node, an autograd node whose name has no "Backward": its kernels are
-    the op's backward (bprop, the op's marker by the node's seq), as a ...Backward0 node's are."""
+    the op's backward (bprop, the op's marker by the node's seq), as a ...Backward0 node's are;
+    also under the namespaced name PyTorch's node ranges give it, without the engine's range (as
+    pricing_coverage.py's rnn_packed capture has it)."""
     syn = SynthExport(str(tmp_path / "copyslices.sqlite"))
     main = syn.thread(100, 100, "python3")
     grad = syn.thread(100, 101, "pt_autograd_0")
@@ -366,8 +370,9 @@ def test_copyslices_node_kernels_are_the_backward_of_the_op_that_copied_into_a_v
              domain=dom, registered=True)
     syn.push(main, 1100, 29000, torch_text("aten::copy_", seq=9, op_id=20, sizes=[[2, 3, 8], [2, 3, 8], []]))
     syn.launch_kernel(main, 2000, "void at::native::elementwise_kernel<128, 2>(int)")
-    syn.push(grad, 110000, 130000, "autograd::engine::evaluate_function: CopySlices")
-    syn.push(grad, 111000, 129000, torch_text("CopySlices", seq=9, op_id=30))
+    if engine:
+        syn.push(grad, 110000, 130000, "autograd::engine::evaluate_function: CopySlices")
+    syn.push(grad, 111000, 129000, torch_text(node, seq=9, op_id=30))
     syn.launch_kernel(grad, 112000, "void at::native::elementwise_kernel<128, 2>(int)")
     syn.map_device(100, 0, 0)
     recs = by_corr(parse_all(syn.close())[0])
@@ -375,4 +380,4 @@ def test_copyslices_node_kernels_are_the_backward_of_the_op_that_copied_into_a_v
     assert (fwd["dir"], fwd["op"]) == ("fprop", "_pad_packed_sequence")
     assert (bwd["dir"], bwd["mod"], bwd["op"], bwd["seqId"]) == ("bprop", "torch", "_pad_packed_sequence", 9)
     assert bwd["fwd"]["marker"]["op"] == "_pad_packed_sequence"
-    assert bwd["torchOps"][-1] == {"name": "CopySlices", "seq": 9, "opId": 30}
+    assert bwd["torchOps"][-1] == {"name": node, "seq": 9, "opId": 30}
