@@ -125,3 +125,17 @@ def test_without_the_batch_sizes_only_the_gemms_whose_rows_do_not_depend_on_them
         assert known == [("Kernel2", *gemm(ROWS, i, gh)), ("GENERIC_elementWise_bp2", 399 * gh, (400 * gh + 2 * gh) * 4),
                          ("Kernel2", *gemm(gh, h, 16)), ("Kernel2", *gemm(gh, i, ROWS))], op
         assert sum(x[1] is None for x in got) == 2 * 40 + 16, op
+
+
+def test_without_the_batch_sizes_the_whole_call_still_carries_the_formula_s_flops():
+    """Where a step's kernels are na (the aten level), the call's FLOPs still add up, for the
+    views that keep op calls whole (`--by call`): the first na kernel carries the rest of the
+    formula (Facts.call_work), as with markers, so each call's whole sum is its formula's FLOPs
+    over all 400 rows."""
+    for op, *_ in CALLS:
+        for direction in ("fprop", "bprop"):
+            got = kernels("plain", op, direction)
+            cost = got[0][1].cost
+            total = cost.bwd_flops if direction == "bprop" else cost.flops
+            assert total and sum(f.whole_work()[0] for _, f in got) == total, (op, direction)
+            assert all(f.whole_work()[0] is not None for _, f in got), (op, direction)

@@ -394,9 +394,11 @@ class Analyzer:
         if cost.stages is not None or self._stages_of(rec, r) is not None:
             return self._aten_stage(rec, r, cost, name)
         if cost.kind == RNN and cost.rnn is not None:  # each kernel its own work, as with markers
-            work = self._rnn_call(rec, cost, rec.get("dir") == "bprop").work(
+            bprop = rec.get("dir") == "bprop"
+            self._first_of_call(rec, True)  # the call whose formula _rest hands out to whole-call sums
+            work = self._rnn_call(rec, cost, bprop).work(
                 name, rec.get("grid"), verdict in (MMA, SIMT), lambda: self._upcoming(rec), rec.get("block"))
-            return _UNKNOWN if work is None else work
+            return self._rest(rec, cost.bwd_flops if bprop else cost.flops, _UNKNOWN if work is None else work)
         mma = cost.kind in MMA_KINDS
         counts = verdict in (MMA, SIMT) if mma else True
         torch_ops = rec["torchOps"]
