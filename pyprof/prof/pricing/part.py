@@ -1,5 +1,6 @@
 """What one helper kernel of an op call does (`Part`), the families more than one kind of op call
-launches, and a launch's dimensions as one count.
+launches, and a launch's dimensions as one count (and the power-of-two rounding launch
+configurations use).
 
 A helper kernel is one an op's formula does not count but its call launches (parts.py: which
 parts a call has and which kernel takes which). Each kind of op builds its own parts from these
@@ -27,6 +28,12 @@ class Part(NamedTuple):
     flops: int
     bytes: int
     grid: tuple | None = None
+
+
+def last_pow2(n: int) -> int:
+    """The largest power of two not above `n` (1 for n <= 1): how CUDA launch configurations
+    (PyTorch's reductions, batch norm's) round a dimension down."""
+    return 1 << (max(n, 1).bit_length() - 1)
 
 
 def launch_count(dims: object) -> int | None:

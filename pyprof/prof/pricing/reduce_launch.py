@@ -21,6 +21,8 @@ from functools import lru_cache
 from itertools import combinations
 from math import prod
 
+from .part import last_pow2
+
 # reduce_kernel<max threads, output_vec_size, ReduceOp<..., vt0, input_vec_size>>, lower-cased.
 _KERNEL = re.compile(r"\breduce_kernel<\(int\)(\d+), \(int\)(\d+), .*\(int\)(\d+), \(int\)(\d+)>+\(")
 _MAX_VALUES_PER_THREAD = 256
@@ -28,14 +30,11 @@ _MIN_VALUES_PER_THREAD = 16
 _WARP = 32
 
 
-def _last_pow2(n: int) -> int:
-    return 1 << (n.bit_length() - 1)
-
 
 def _block(dim0: int, dim1: int, max_threads: int) -> tuple[int, int]:
     """ReduceConfig::set_block_dimension."""
-    p0 = _last_pow2(dim0) if dim0 < max_threads else max_threads
-    p1 = _last_pow2(dim1) if dim1 < max_threads else max_threads
+    p0 = last_pow2(dim0) if dim0 < max_threads else max_threads
+    p1 = last_pow2(dim1) if dim1 < max_threads else max_threads
     width = min(p0, _WARP)
     height = min(p1, max_threads // width)
     return min(p0, max_threads // height), height

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..part import last_pow2
 from ..registry import Cost
 from ..values import Tensor
 
@@ -43,18 +44,14 @@ _CUDNN_FORWARD, _CUDNN_BACKWARD = ("bn_fw", "batchnorm_fw"), ("bn_bw", "batchnor
 SEMAPHORES = "FillFunctor<int>"
 
 
-def _last_pow2(n: int) -> int:
-    return 1 << (max(n, 1).bit_length() - 1)
-
-
 def channels_last_grid(reduction: int, channels: int) -> tuple[int, int]:
     """The grid (x, y) of PyTorch's channels-last statistics and gradient-sum kernels over
     `reduction` elements of each of `channels` (flexible_launch_configs with its grid reduction):
     y > 1 only where the blocks of a column reduce together."""
-    block_x = min(_last_pow2(channels), _TILE_W)
-    block_y = min(_last_pow2(-(-reduction // _PER_THREAD)), _MAX_BLOCK // block_x)
+    block_x = min(last_pow2(channels), _TILE_W)
+    block_y = min(last_pow2(-(-reduction // _PER_THREAD)), _MAX_BLOCK // block_x)
     if block_x * block_y != _MAX_BLOCK:
-        block_x = min(_last_pow2(channels), _MAX_BLOCK // block_y)
+        block_x = min(last_pow2(channels), _MAX_BLOCK // block_y)
     rows = min(-(-reduction // (block_y * _PER_THREAD)), _MAX_ROWS)
     return -(-channels // block_x), rows if rows >= _MIN_ROWS else 1
 
