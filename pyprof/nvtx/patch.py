@@ -2,13 +2,15 @@
 
 The rule (docs/annotation.md): in `torch`, `torch.nn.functional`, `torch.linalg`,
 `torch.special` and `torch.fft`, every public (no leading `_`) plain function or builtin that
-the namespace itself defines, plus the private entry points nn code calls in `torch`
-(`_PRIVATE_ENTRY_POINTS`: nn.MultiheadAttention's and nn.TransformerEncoderLayer's inference fast
-paths, nn.utils.rnn's packing and unpacking of padded sequences) (its `__module__` is one of
-torch's op modules, so re-exports like `torch.load`, `torch.vmap`, `F.handle_torch_function`
-stay as they are), minus the queries and switches in `_SKIP` and names starting with `is_`,
-`get_`, `set_`, `sym_`. On `torch.Tensor`, every public method minus `_TENSOR_SKIP` and `is_*`,
-plus the operator dunders in `_TENSOR_DUNDERS`; never properties, classmethods or other dunders. Plus `torch.autograd.backward`
+the namespace itself defines (its `__module__` is one of torch's op modules, so re-exports like
+`torch.load`, `torch.vmap`, `F.handle_torch_function` stay as they are), minus the queries and
+switches in `_SKIP` and names starting with `is_`, `get_`, `set_`, `sym_`, plus the private entry
+points nn code calls in `torch` (`_PRIVATE_ENTRY_POINTS`: nn.MultiheadAttention's and
+nn.TransformerEncoderLayer's inference fast paths, nn.utils.rnn's packing and unpacking of padded
+sequences); those whose work depends on a small host tensor's values get
+wrappers.host_values_wrapper (marker.HOST_VALUE_ARGS). On `torch.Tensor`, every public method
+minus `_TENSOR_SKIP` and `is_*`, plus the operator dunders in `_TENSOR_DUNDERS`; never
+properties, classmethods or other dunders. Plus `torch.autograd.backward`
 and `grad`, the collectives and point-to-point calls of `torch.distributed` (distributed.py),
 `nn.Module.__call__`, the `step` of every optimizer class, present and future, and GradScaler's
 `unscale_` and `update` (whose kernels run in private ops). `torch._VF`
@@ -186,11 +188,11 @@ def _patch() -> None:
     vf = torch._C._VariableFunctions
     for ns in (torch, torch.nn.functional, torch.linalg, torch.special, torch.fft):
         for name, obj in _namespace_targets(ns):
+            priced = f"{ns.__name__}.{name}" in PRICED
             if ns is torch and name in HOST_VALUE_ARGS:
-                w = host_values_wrapper(obj, ns.__name__, name, ns.__name__, name, HOST_VALUE_ARGS[name],
-                                        f"torch.{name}" in PRICED)
+                w = host_values_wrapper(obj, ns.__name__, name, ns.__name__, name, HOST_VALUE_ARGS[name], priced)
             else:
-                w = op_wrapper(obj, ns.__name__, name, ns.__name__, name, f"{ns.__name__}.{name}" in PRICED)
+                w = op_wrapper(obj, ns.__name__, name, ns.__name__, name, priced)
             _set(ns, name, w)
             if ns is torch and getattr(vf, name, None) is obj:
                 _set(torch._VF, name, w)
