@@ -50,13 +50,17 @@ def _contiguous(sizes: tuple, strides: tuple) -> bool:
     return True
 
 
-def _sorted_values(t: Tensor | None) -> tuple | None:
-    """The values of a lengths or batch sizes argument where they are a packed sequence's:
-    positive and longest (largest) first."""
-    v = t.values if isinstance(t, Tensor) else None
-    if not v or any(x <= 0 for x in v) or any(a < b for a, b in zip(v, v[1:])):
+def packed_sizes(values: tuple | None) -> tuple | None:
+    """`values` where they can be a packed sequence's lengths or batch sizes: positive and
+    largest first; else None."""
+    if not values or any(x <= 0 for x in values) or any(a < b for a, b in zip(values, values[1:])):
         return None
-    return v
+    return values
+
+
+def _sorted_values(t: Tensor | None) -> tuple | None:
+    """The values of a lengths or batch sizes argument where they are a packed sequence's."""
+    return packed_sizes(t.values) if isinstance(t, Tensor) else None
 
 
 def _plain(c: Call, pos: int) -> Tensor | None:

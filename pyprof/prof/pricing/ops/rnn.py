@@ -35,6 +35,7 @@ from typing import NamedTuple
 
 from ..registry import RNN, SIMT, Call, Cost, dims, fmt_params, register, register_aten
 from ..values import ITEMSIZE, Tensor
+from .packed_sequence import packed_sizes
 
 _GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 _CELL = {"lstm": 9, "gru": 8, "rnn_tanh": 1, "rnn_relu": 1}
@@ -94,8 +95,8 @@ def rnn_cost(mode: str, x_rows: int, in_size: int, hidden: int, proj: int, layer
         bwd = (2 * (x + weights + states + y) + states + 3 * inter) * size
     params = fmt_params(dtype, mode=mode, rows=x_rows, I=in_size, H=hidden, P=proj, layers=layers, dirs=dirs,
                         bias=int(bias))
-    sizes = batch_sizes if packed and batch_sizes and batch_sizes[0] == state_rows and batch_sizes[-1] > 0 \
-        and sum(batch_sizes) == x_rows and all(a >= b for a, b in zip(batch_sizes, batch_sizes[1:])) else None
+    sizes = packed_sizes(batch_sizes) if packed else None
+    sizes = sizes if sizes and sizes[0] == state_rows and sum(sizes) == x_rows else None
     shape = RnnShape(g, state_rows, hidden, r, layers, dirs, in_size, bias, x_rows, proj,
                      g * (1 + 2 * bias) + _CELL[mode], packed, sizes)
     return Cost(gemm + cell, fwd, params, dtype, RNN, bwd_flops=2 * (gemm + cell) + sums, bwd_bytes=bwd, main_op=MAIN_OPS,
