@@ -23,6 +23,9 @@ DOMAIN = "pyprof"
 # The version of op, module, layer, graph and kernel markers; a marker's `v` is the version that
 # introduced its form, so these keep 1.
 MARKER_VERSION = 1
+# The most elements past a marker list's first 16 that annotation reads to write them as runs
+# (`{"more": N, "runs": [...]}`, docs/markers.md): readers expand no more than that.
+MAX_RUN_ELEMENTS = 1024
 # The version that introduced `kind: "bwd"` markers.
 BWD_MARKER_VERSION = 2
 # Text of a user range in any domain that means a layer (`torch.cuda.nvtx.range_push("layer:x")`),

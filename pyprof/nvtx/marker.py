@@ -15,11 +15,10 @@ from typing import Any, Mapping, Optional, Sequence
 
 import torch
 
-from ..formats import MARKER_VERSION, op_marker_head
+from ..formats import MARKER_VERSION, MAX_RUN_ELEMENTS, op_marker_head
 from .emit import layer_marker
 
 MAX_LIST = 16   # list elements kept before {"more": N}
-MAX_RUNS_READ = 1024  # the most elements past MAX_LIST read for their runs (about 1 us each)
 MAX_DEPTH = 3   # list nesting levels written; a deeper list is {"type":"list"}
 _CACHE_LIMIT = 8192
 # Bytes the caches of marker texts hold together (these here and the wrappers', pyprof.nvtx.memo),
@@ -240,12 +239,12 @@ def _seq(v: Sequence[Any], level: int) -> str:
 
 def _rest(tail: Sequence[Any]) -> str:
     """The entry that stands for a long list's elements past MAX_LIST: `{"more": N}`; where they are
-    all plain tensors, at most MAX_RUNS_READ of them, their entries too, in order, each run of equal
+    all plain tensors, at most MAX_RUN_ELEMENTS of them, their entries too, in order, each run of equal
     ones once with its count, at most MAX_LIST runs (`{"more": N, "runs": [[count, entry], ...]}`):
     a cat of many tensors of few shapes (a DenseNet block's) keeps every size, and the text and
     the time stay bounded."""
     count = '{"more":' + str(len(tail))
-    if len(tail) > MAX_RUNS_READ:
+    if len(tail) > MAX_RUN_ELEMENTS:
         return count + "}"
     runs: list = []
     for e in tail:

@@ -270,6 +270,15 @@ def test_truncated_lists_are_na():
     assert lookup("torch", "cat")(Call(m)) is None
 
 
+def test_runs_past_what_the_encoder_reads_are_not_expanded():
+    """A marker's runs stand for at most the 1,024 elements annotation reads for them: a forged
+    one claiming a billion is the count alone (na), not a list of a billion tensors."""
+    m = marker("torch", "cat", [t(1, 2)] * 20)
+    m["args"][0][-1] = {"more": 10**9, "runs": [[10**9, {"shape": [1, 2], "dtype": "float32"}]]}
+    cost = lookup("torch", "cat")(Call(m))
+    assert (cost.flops, cost.bytes, cost.params) == (0, None, "n=16+,numel=na,type=fp32")
+
+
 def test_bad_arguments_are_na_and_counted():
     m = {"v": 1, "kind": "op", "mod": "torch", "op": "mm", "args": [{"shape": [4], "dtype": "float32"}]}
     facts, summary = analyse(kernels(m, ["ampere_sgemm_128x64_nn"]))

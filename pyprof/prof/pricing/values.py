@@ -8,6 +8,8 @@ from __future__ import annotations
 from math import prod
 from typing import Any, Iterable, NamedTuple, Sequence
 
+from ...formats import MAX_RUN_ELEMENTS
+
 # Element sizes in bytes, by PyTorch dtype name (without the `torch.` prefix).
 ITEMSIZE = {
     "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2,
@@ -100,9 +102,10 @@ def _values(values: Any, shape: list) -> tuple | None:
 
 def _runs(rest: dict) -> list:
     """The elements a long list's last entry stands for: its tensors where it carries them run by
-    run (`{"more": N, "runs": [[count, tensor], ...]}`, counts adding up to N); else one Unknown."""
+    run (`{"more": N, "runs": [[count, tensor], ...]}`, counts adding up to N, N no more than
+    annotation reads: formats.MAX_RUN_ELEMENTS); else one Unknown."""
     more, runs = rest.get("more"), rest.get("runs")
-    if type(more) is not int or not isinstance(runs, list) or not all(
+    if type(more) is not int or more > MAX_RUN_ELEMENTS or not isinstance(runs, list) or not all(
             isinstance(r, list) and len(r) == 2 and type(r[0]) is int and r[0] > 0 for r in runs):
         return [Unknown("more")]
     tensors = [(r[0], decode(r[1])) for r in runs]
