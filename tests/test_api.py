@@ -32,6 +32,27 @@ def test_records_from_sqlite_and_dict(tmp_path):
     assert again == recs
 
 
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
+def test_a_reader_dropped_in_a_reference_cycle_is_collected_silently():
+    """Records of an export, one read, the reader kept only by a cycle (as a held traceback keeps
+    a frame). The collector runs SQLAlchemy's pool callback first, which closes the database, then
+    the reader's finally closed its cursors on it: 'Exception ignored in: <generator object
+    numbered>' (sqlite3.ProgrammingError: Cannot operate on a closed database), and on Python 3.11
+    the traceback printed during an ast.parse made that parse fail ("AST constructor recursion
+    depth mismatch")."""
+    import gc
+
+    class Holder:
+        pass
+
+    holder = Holder()
+    holder.reader = pyprof.records(GPT)
+    assert next(holder.reader)["kShortName"] == "vectorized_gather_kernel"
+    holder.cycle = holder
+    del holder
+    gc.collect()
+
+
 def unpriced(tmp_path) -> str:
     """The GPT trace plus one kernel prof cannot price (no marker, no PyTorch ranges)."""
     recs = trace_records("gpt")

@@ -465,6 +465,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
         # Close the cursors now, while the connection is open, not whenever they are collected;
         # the merge first: closed later, it would close its current cursor again on a closed
         # database, and Python would print that on stderr ("Exception ignored in ... merge").
-        merged.close()
-        for stream in streams:
-            stream.close()
+        if exp.is_open():
+            merged.close()
+            for stream in streams:
+                stream.close()

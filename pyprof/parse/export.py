@@ -146,9 +146,21 @@ class Export:
         self._columns: dict[str, frozenset[str]] = {}
         self._once: dict[Callable[["Export"], Any], Any] = {}
 
+    def is_open(self) -> bool:
+        """Whether the database is still open. A reader dropped inside a reference cycle is
+        collected together with SQLAlchemy's pool record, and the collector runs the record's
+        weak-reference callback, which closes the database, before the reader's `finally`: its
+        cursors are closed with it then, and closing them again raises."""
+        try:
+            self.conn.connection.driver_connection.in_transaction  # noqa: B018 (raises once closed)
+        except (sqlite3.ProgrammingError, sqlalchemy.exc.SQLAlchemyError, AttributeError):
+            return False
+        return True
+
     def close(self) -> None:
         """Release the connection."""
-        self.conn.close()
+        if self.is_open():
+            self.conn.close()
         self.engine.dispose()
 
     def __enter__(self) -> "Export":
