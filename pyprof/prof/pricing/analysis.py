@@ -3,9 +3,6 @@ use, dtype, math path and peaks. The attribution rules are documented in docs/pr
 """
 from __future__ import annotations
 
-from math import prod
-from typing import Callable
-
 from . import op_ranges as aten_level
 from . import beyond_peak
 from . import ops  # noqa: F401  (fills the op table)
@@ -14,15 +11,13 @@ from . import peaks as peaks_mod
 from .calls import CallNumbers, identity as call_identity
 from ..comms.collectives import of_record, size_warning
 from .fx_nodes import LEVEL as COMPILED, CompiledPricer
+from .matrix_chain import MatrixChain
 from .tensor_flow import FURTHER, TensorFlow
 from .attention_parts import SEED_UNPACK, flash_helpers, math_attention_gemm
-from .conv_parts import (conv_outputs, depthwise_partials, depthwise_reduce, one_group_wgrad, range_conv_tensors,
-                         range_outputs, range_parts, ungrouped_wgrad, wgrad_segments, winograd_gemm, winograd_stage,
-                         winograd_transform)
+from .conv_parts import conv_outputs, range_conv_tensors, range_outputs, range_parts
 from .cub_init import tile_init
 from .encoder_parts import vector_role
-from .gemm_parts import (SPLIT_K, grid_z, nvjet_splits, output_parts, split_k, split_partials, split_pass, split_sum,
-                         tiled_outputs)
+from .gemm_parts import SPLIT_K, output_parts, split_partials, split_pass
 from .multitensor import tensor_lists
 from .part import ADD, CONTIGUOUS, COPY, FILL, Part
 from .parts import LAUNCH, CallParts, backward_parts, family, forward_parts
@@ -32,7 +27,7 @@ from .rnn_parts import dropout_states
 from .registry import ATTN, CONV, GEMM, MMA_KINDS, RNN, Call, Cost
 from ..warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
-from .values import ITEMSIZE, Tensor
+from .values import ITEMSIZE, Tensor, is_shape
 
 _GRAD_TOKENS = ("dgrad", "wgrad")
 _UNKNOWN = (None, None)
@@ -94,11 +89,6 @@ def _sizes_gemm(rec: dict) -> tuple | None:
     return aten_gemm(inner.get("name"), sizes)
 
 
-def _shape(s: object) -> bool:
-    """Whether `s` is a tensor's sizes in a PyTorch range: a non-empty list of ints."""
-    return isinstance(s, list) and bool(s) and all(type(d) is int for d in s)
-
-
 def _backward_of(rec: dict) -> bool:
     """True for a kernel of a forward op's autograd node: it is priced by that op's backward.
     A bprop kernel with no forward op was launched by the backward call itself (the seed
@@ -137,6 +127,7 @@ class Analyzer:
         self._parts: dict = {}  # (pid, tid) -> (the call state of _calls, its CallParts)
         self._costs = MarkerCosts()
         self._compiled = CompiledPricer(self)
+        self._chain = MatrixChain(self)  # what a matrix kernel leaves for the kernels after it
         self._numbers = CallNumbers()
         self._ident: tuple | None = None  # calls.identity of the record facts() is deriving
         self._call_work: tuple | None = None  # Facts.call_work of the record facts() is deriving
@@ -229,9 +220,8 @@ class Analyzer:
         if verdict in (MMA, SIMT) and dtype in _OVERRIDABLE and (kind in MMA_KINDS or cost is None):
             dtype = kernel_dtype(name) or dtype
         f.dtype = dtype
-        if verdict in (MMA, SIMT):  # a split-K reduction after it sums its grid's z partial products
-            self._calls[("splits", rec.get("pid"), rec.get("tid"))] = grid_z(rec.get("grid"))
-            self._calls[("split gemm", rec.get("pid"), rec.get("tid"))] = (name, rec.get("grid"))  # nvjet's
+        if verdict in (MMA, SIMT):
+            self._chain.launched(rec, name)
         # a kernel whose launch states its work
         own = tile_init(name, rec.get("grid"), rec.get("block")) or dropout_states(name, rec.get("grid"), rec.get("block"))
         if own is not None:
@@ -249,6 +239,16 @@ class Analyzer:
     def holds_call(self, rec: dict) -> bool:
         """Whether the op-call state of the record's thread is set (_first_of_call ran on it)."""
         return ("call", rec.get("pid"), rec.get("tid")) in self._calls
+
+    def current_call(self, rec: dict) -> list | None:
+        """The state of the op call the record's thread is in (_first_of_call made it), compared
+        by identity: a new call makes a new one."""
+        return self._calls.get(("call", rec.get("pid"), rec.get("tid")))
+
+    def whole_call(self, work: tuple) -> None:
+        """Give the kernel being derived `work` (FLOPs, bytes) for sums over whole op calls
+        (Facts.call_work), where that differs from its own."""
+        self._call_work = work
 
     def _first_of_call(self, rec: dict, counts: bool) -> bool:
         """True for the first kernel of an op call that `counts` (is a main-kernel candidate).
@@ -270,7 +270,7 @@ class Analyzer:
         return self._first(("range", rec.get("pid"), rec.get("tid")), rec["torchOps"][-1], True,
                            rec.get("subSeqId") == 0)
 
-    def _gradient_slot(self, rec: dict, name: str | None, node: tuple | None = None) -> bool:
+    def gradient_slot(self, rec: dict, name: str | None, node: tuple | None = None) -> bool:
         """True when this matrix kernel of a convolution's backward node computes one of its two
         gradients (data, weight), each one forward's work, for the first time in the node.
 
@@ -284,7 +284,7 @@ class Analyzer:
         kernel (cuDNN's padding kernel) starts its slots anew all the same; for a kernel priced
         at the aten level, `node`: its range's (name, opId)."""
         if node is None:
-            call = self._calls.get(("call", rec.get("pid"), rec.get("tid")))
+            call = self.current_call(rec)
             key = ("slots", rec.get("pid"), rec.get("tid"))
             state = self._calls.get(key)
             new = state is None or state[0] is not call
@@ -307,7 +307,7 @@ class Analyzer:
         """The helper parts (parts.py) of the current op call: made from its marker when its
         first kernel comes (_first_of_call ran for this kernel)."""
         key = (rec.get("pid"), rec.get("tid"))
-        call = self._calls.get(("call",) + key)
+        call = self.current_call(rec)
         held = self._parts.get(key)
         if held is None or held[0] is not call:
             marker = rec["fwd"].get("marker") if bprop else rec.get("marker")
@@ -346,7 +346,7 @@ class Analyzer:
 
     def _claim(self, rec: dict) -> bool:
         """True when the current op call of this thread has no main kernel yet: this one is."""
-        state = self._calls.get(("call", rec.get("pid"), rec.get("tid")))
+        state = self.current_call(rec)
         if state is None or state[1]:
             return False
         state[1] = True
@@ -408,23 +408,23 @@ class Analyzer:
         sizes = r.get("sizes") if isinstance(r.get("sizes"), list) else []
         bprop = rec.get("dir") == "bprop"
         if mma and verdict == NONE and cost.kind == GEMM and split_pass(name):
-            return self._split_pass(rec, cost, bprop, ITEMSIZE.get(cost.dtype), name)
+            return self._chain.split_pass(rec, name, self._gemm_outputs(rec, cost, bprop), ITEMSIZE.get(cost.dtype))
         if mma and verdict == NONE and family(name) == SPLIT_K:
             if cost.kind == CONV:  # forward (input, weight, ...), backward (dY, input, weight, ...)
-                return self._split_k(rec, name, range_outputs(sizes, cost, bprop), cost.dtype)
+                return self._chain.split_k(rec, name, range_outputs(sizes, cost, bprop), cost.dtype)
             gemm = aten_gemm(r.get("name"), sizes)
-            return self._split_k(rec, name, [] if gemm is None else [(gemm[0] * gemm[1], gemm[2])], cost.dtype)
+            return self._chain.split_k(rec, name, [] if gemm is None else [(gemm[0] * gemm[1], gemm[2])], cost.dtype)
         weight = range_conv_tensors(sizes, True)[1] if cost.kind == CONV and bprop else None  # the wgrad's weight
         if mma and verdict == NONE and cost.kind == CONV and bprop and split_pass(name):
-            return self._wgrad_split(rec, weight, ITEMSIZE.get(cost.dtype))
-        depthwise = self._depthwise_reduce(rec, name, weight, ITEMSIZE.get(cost.dtype)) \
+            return self._chain.wgrad_split(rec, weight, ITEMSIZE.get(cost.dtype))
+        depthwise = self._chain.depthwise_reduce(rec, name, weight, ITEMSIZE.get(cost.dtype)) \
             if mma and verdict == NONE and cost.kind == CONV and bprop else None
         if depthwise is not None:
             return depthwise
         node = (r.get("name"), r.get("opId"))
         if cost.kind == CONV:
             x, w = range_conv_tensors(sizes, bprop)
-            winograd = self._winograd(rec, cost, name, verdict,
+            winograd = self._chain.winograd(rec, cost, name, verdict,
                                       lambda: (x, w, sizes[0] if bprop and sizes else cost.out_shape), node)
             if winograd is not None:
                 return winograd
@@ -436,12 +436,12 @@ class Analyzer:
         if mma and not counts:  # not recognised: facts() counted it
             return _UNKNOWN
         if cost.kind == CONV and rec.get("dir") == "bprop":
-            group = self._one_group(rec, cost, name, lambda: (x, w, sizes[0] if sizes else None), node)
+            group = self._chain.one_group(rec, cost, name, lambda: (x, w, sizes[0] if sizes else None), node)
             if group is not None:
                 return group
-            if not self._gradient_slot(rec, name, node):
+            if not self.gradient_slot(rec, name, node):
                 return self.unclaimed()
-            segmented = self._segmented(rec, cost, name, ITEMSIZE.get(cost.dtype), weight) if _shape(weight) else None
+            segmented = self._chain.segmented(rec, cost, name, ITEMSIZE.get(cost.dtype), weight) if is_shape(weight) else None
             return segmented or (cost.flops, cost.bytes)
         if not first:
             return self.unclaimed()
@@ -464,7 +464,7 @@ class Analyzer:
             bprop = rec.get("dir") == "bprop"
             if cost.kind == ATTN:
                 sizes = (r.get("sizes") or []) + [None] * 4
-                q, k, v = (Tensor(tuple(s), cost.dtype) if _shape(s) else None for s in sizes[1:4])
+                q, k, v = (Tensor(tuple(s), cost.dtype) if is_shape(s) else None for s in sizes[1:4])
                 parts = flash_helpers(q, k, v, ITEMSIZE.get(cost.dtype)) if bprop else [SEED_UNPACK]
             elif cost.kind == CONV:
                 parts = range_parts(r.get("sizes") if isinstance(r.get("sizes"), list) else [], cost, name, bprop,
@@ -495,125 +495,11 @@ class Analyzer:
             return self.unclaimed()
         return work[0], None if work[1] is None else work[1] + sum(work[2:])
 
-    def _split_k(self, rec: dict, name: str | None, outputs: list, dtype: str | None) -> tuple:
-        """(flops, bytes) of a split-K reduction (gemm_parts.split_k) after the thread's last matrix
-        kernel, whose grid's z was its split count (an nvjet split-K GEMM's: its grid over the
-        output's tiles); na where not known."""
-        key = (rec.get("pid"), rec.get("tid"))
-        work = split_k(name or "", rec.get("grid"), self._calls.get(("splits",) + key), outputs, ITEMSIZE.get(dtype),
-                       self._calls.get(("split gemm",) + key))
-        return _UNKNOWN if work is None else work
-
-    def _split_pass(self, rec: dict, cost: Cost, bprop: bool, size: int | None, name: str | None) -> tuple:
-        """(flops, bytes) of cuBLAS's split-K pass after the thread's last GEMM kernel (gemm_parts.split_pass):
-        its grid's z partial products of the output summed, (z - 1) adds an element, the partials
-        read in fp32 (the accumulator of every such GEMM's name) and the output written once; na
-        where the GEMM split nothing or the output is not one known shape (of those its tiles
-        cover: gemm_parts.tiled_outputs)."""
-        splits = self._calls.get(("splits", rec.get("pid"), rec.get("tid")))
-        outputs = tiled_outputs(name, rec.get("grid"), self._gemm_outputs(rec, cost, bprop))
-        work = split_sum(splits, outputs[0][0] * outputs[0][1], size) if len(outputs) == 1 else None
-        return self.unclaimed() if work is None else work
-
-    def _segmented(self, rec: dict, cost: Cost, name: str | None, size: int | None, weight: object) -> tuple | None:
-        """(flops, bytes) of xmma's segment-K weight-gradient kernel (conv_parts.wgrad_segments) for a
-        weight of shape `weight`, which writes its segments' fp32 partials in place of the
-        gradient: the formula's bytes (the gradient's three tensors) less the weight's, plus
-        segments x weight x 4 (ncu on ResNet-18's 64x64x3x3 weights: 8,390,912 bytes, these
-        8,339,456); the segments kept as the thread's split count for the split-K pass after it
-        (_wgrad_split). cuBLASLt's nvjet split-K GEMM of a 1x1 convolution's weight gradient
-        likewise, its splits' partials (gemm_parts.nvjet_splits over the K x C·taps gradient), and
-        cuDNN's depthwise weight gradient its partials over its 32-channel blocks
-        (conv_parts.depthwise_partials). None for any other kernel."""
-        if not weight or len(weight) < 2:
-            return None
-        w = prod(weight)
-        segments = wgrad_segments(name, rec.get("grid"), weight) or \
-            nvjet_splits((name, rec.get("grid")), weight[0], prod(weight[1:]))
-        partials = (segments, w) if segments else depthwise_partials(name, rec.get("grid"), list(weight))
-        if partials is None or size is None or cost.elems is None:
-            return None
-        self._calls[("splits", rec.get("pid"), rec.get("tid"))] = partials[0]
-        return cost.flops, (cost.elems - w) * size + partials[0] * partials[1] * 4
-
-    def _depthwise_reduce(self, rec: dict, name: str | None, weight: object, size: int | None) -> tuple | None:
-        """(flops, bytes) of cuDNN's depthwise weight gradient's reduction after the thread's last
-        matrix kernel (conv_parts.depthwise_reduce); None for any other kernel."""
-        if not isinstance(weight, (list, tuple)):
-            return None
-        return depthwise_reduce(name, rec.get("grid"), self._calls.get(("split gemm", rec.get("pid"), rec.get("tid"))),
-                                list(weight), size)
-
     @staticmethod
     def _marker_weight(rec: dict) -> tuple | None:
         """The weight's shape in the forward marker of a convolution's backward kernel."""
         weights = Call(rec["fwd"].get("marker") or {}).tensors()[1:2]
         return weights[0].shape if weights and weights[0].shape else None
-
-    def _winograd(self, rec: dict, cost: Cost, name: str | None, verdict: str | None, shapes: Callable[[], tuple],
-                  node: tuple | None = None) -> tuple | None:
-        """(flops, bytes) of a kernel of a convolution's Winograd path, the convolution's (input,
-        weight, output or dY) shapes `shapes()` gives: a transform its own
-        (conv_parts.winograd_transform; na where the shapes do not say it); the GEMM (grid z 36)
-        after a weight gradient's transforms in the same call what it executes
-        (conv_parts.winograd_gemm), the weight gradient's slot (_gradient_slot) taken, and the
-        convolution's FLOPs and the GEMM's bytes for whole-call sums (Facts.call_work): its own
-        FLOPs are a quarter of the convolution's, which are above its peak in its time for wide
-        ones. None for any other kernel. `node`: as _gradient_slot's."""
-        key = ("winograd", rec.get("pid"), rec.get("tid"))
-        stage = winograd_stage(name)
-        if stage is None and key not in self._calls:
-            return None
-        call = self._calls.get(("call", rec.get("pid"), rec.get("tid"))) if node is None else node
-        x, w, y = (shapes() + (None, None, None))[:3]
-        if stage is not None:
-            if stage[:2] in (("Wgrad", "Data"), ("Wgrad", "Delta")):  # the GEMM's inputs: it comes next
-                self._calls[key] = (call, stage[2])
-            work = winograd_transform(name, x, w, y, rec.get("dir") == "bprop")
-            return self.unclaimed() if work is None else work
-        held = self._calls.get(key)
-        if verdict not in (MMA, SIMT) or held is None or not (held[0] is call or node is not None and held[0] == node) \
-                or grid_z(rec.get("grid")) != 36:
-            return None
-        del self._calls[key]
-        work = winograd_gemm(x, w, y, held[1])
-        if work is None or not self._gradient_slot(rec, "wgrad", node):
-            return self.unclaimed()
-        self._call_work = (cost.flops, work[1])
-        return work
-
-    def _one_group(self, rec: dict, cost: Cost, name: str | None, shapes: Callable[[], tuple],
-                   node: tuple | None = None) -> tuple | None:
-        """(flops, bytes) of a CUTLASS weight-gradient kernel cuDNN launches once per group of a
-        grouped convolution of (input, weight, dY) shapes `shapes()` gives
-        (conv_parts.one_group_wgrad): the first takes the weight gradient's slot (_gradient_slot),
-        it and the next groups - 1 a group's share each, any more na. None for any other kernel.
-        `node`: as _gradient_slot's."""
-        if not ungrouped_wgrad(name):
-            return None
-        x, w, y = (tuple(shapes()) + (None, None, None))[:3]
-        work = one_group_wgrad(name, rec.get("grid"), x, w, y, cost.flops, ITEMSIZE.get(cost.dtype))
-        if work is None:
-            return None
-        key = ("groups", rec.get("pid"), rec.get("tid"))
-        call = self._calls.get(("call", rec.get("pid"), rec.get("tid"))) if node is None else node
-        state = self._calls.get(key)
-        if state is None or not (state[0] is call or node is not None and state[0] == node):
-            if not self._gradient_slot(rec, "wgrad", node):
-                return self.unclaimed()
-            state = self._calls[key] = [call, 0]
-        state[1] += 1
-        return work if state[1] <= x[1] // w[1] else self.unclaimed()
-
-    def _wgrad_split(self, rec: dict, weight: object, size: int | None) -> tuple:
-        """(flops, bytes) of the split-K pass after a convolution's segment-K weight gradient
-        (_segmented) of a weight of shape `weight`: its segments summed (gemm_parts.split_sum; ncu on
-        ResNet-18's 64x64x3x3 weights, 13 segments: 2,161,664 bytes, these 1,990,656: its writes
-        are 3x the fp16 gradient's, not told apart further); na without a segment count."""
-        splits = self._calls.get(("splits", rec.get("pid"), rec.get("tid")))
-        work = split_sum(splits, prod(weight), size) if isinstance(weight, (list, tuple)) and _shape(list(weight)) \
-            else None
-        return self.unclaimed() if work is None else work
 
     @staticmethod
     def _gemm_outputs(rec: dict, cost: Cost, bprop: bool) -> list:
@@ -678,7 +564,7 @@ class Analyzer:
         of it that is known (a second kernel of a split gradient, a library's helper): it did work,
         but how much is not known, so never 0. For sums over whole calls it adds 0 FLOPs (the
         formula's are on the call's main kernel) and unknown bytes (Facts.call_work)."""
-        self._call_work = (0, None)
+        self.whole_call((0, None))
         return _UNKNOWN
 
     def _rest(self, rec: dict, total: int | None, work: tuple) -> tuple:
@@ -690,16 +576,17 @@ class Analyzer:
         counts once (a cuDNN RNN's weights every step, an SGD step's parameters in each of its
         passes), so the formula's bytes are less than its kernels' and a rest of them would be wrong."""
         key = ("rest", rec.get("pid"), rec.get("tid"))
-        call = self._calls.get(("call", rec.get("pid"), rec.get("tid")))
+        call = self.current_call(rec)
         state = self._calls.get(key)
         if state is None or state[0] is not call:
             state = self._calls[key] = [call, total]  # the FLOPs not yet given; None once a kernel took them
         flops, nbytes = work
         if state[1] is None:
             if total is not None:  # an earlier kernel carries the rest
-                self._call_work = (0, nbytes)
+                self.whole_call((0, nbytes))
         elif flops is None:
-            self._call_work, state[1] = (max(state[1], 0), nbytes), None
+            self.whole_call((max(state[1], 0), nbytes))
+            state[1] = None
         else:
             state[1] -= flops
         return work
@@ -755,18 +642,18 @@ class Analyzer:
         math = verdict in (MMA, SIMT)
         first = self._first_of_call(rec, math)  # helper kernels never become the main kernel
         if verdict == NONE and kind == GEMM and split_pass(name):
-            return self._split_pass(rec, cost, bprop, ITEMSIZE.get(dtype), name)
+            return self._chain.split_pass(rec, name, self._gemm_outputs(rec, cost, bprop), ITEMSIZE.get(dtype))
         if verdict == NONE and kind == CONV and bprop and split_pass(name):
-            return self._wgrad_split(rec, self._marker_weight(rec), ITEMSIZE.get(dtype))
-        depthwise = self._depthwise_reduce(rec, name, self._marker_weight(rec), ITEMSIZE.get(dtype)) \
+            return self._chain.wgrad_split(rec, self._marker_weight(rec), ITEMSIZE.get(dtype))
+        depthwise = self._chain.depthwise_reduce(rec, name, self._marker_weight(rec), ITEMSIZE.get(dtype)) \
             if verdict == NONE and kind == CONV and bprop else None
         if depthwise is not None:
             return depthwise
         if verdict == NONE and family(name) == SPLIT_K:
-            return self._split_k(rec, name, self._gemm_outputs(rec, cost, bprop), dtype)
+            return self._chain.split_k(rec, name, self._gemm_outputs(rec, cost, bprop), dtype)
         if kind == CONV:
             marker = (rec["fwd"] if bprop else rec).get("marker") or {}
-            winograd = self._winograd(rec, cost, name, verdict,
+            winograd = self._chain.winograd(rec, cost, name, verdict,
                                       lambda: tuple(t.shape for t in Call(marker).tensors()[:2]) + (cost.out_shape,))
             if winograd is not None:
                 return winograd
@@ -812,13 +699,13 @@ class Analyzer:
                                                                       for t in matrices], grad[1], size)
         if kind == CONV:
             marker = rec["fwd"].get("marker") or {}
-            group = self._one_group(rec, cost, name,
+            group = self._chain.one_group(rec, cost, name,
                                     lambda: tuple(t.shape for t in Call(marker).tensors()[:2]) + (cost.out_shape,))
             if group is not None:
                 return group
-            if not self._gradient_slot(rec, name):
+            if not self.gradient_slot(rec, name):
                 return self.unclaimed()
-            return self._segmented(rec, cost, name, size, self._marker_weight(rec)) or grad
+            return self._chain.segmented(rec, cost, name, size, self._marker_weight(rec)) or grad
         if not first:  # ATTN backward: the whole node's work on its main kernel
             return self.unclaimed()
         if cost.bwd_bytes is None or size is None or cost.dtype is None:

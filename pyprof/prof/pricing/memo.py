@@ -18,6 +18,9 @@ thread can matter to this one. It holds (see analysis.py):
   `aten parts`): looked up by a range of the record's torchOps, by its opId (or the whole range,
   opId included);
 - CompiledPricer's per-thread state: by a compiled graph's run and call site;
+- MatrixChain's per-thread facts of the last matrix kernel (matrix_chain.py): read by the kernels
+  its library launches after it in the same call (a Winograd GEMM's and a grouped weight
+  gradient's by the call's identity);
 - caches of op costs: functions of the marker alone.
 So the memo requires, per thread (else NotMemoizable: the caller runs the record path instead):
 - no range a range state can hold (the innermost, or one with an aten formula), by (name, opId),

@@ -165,6 +165,12 @@ def broadcast(*shapes: Sequence[int]) -> tuple:
     return tuple(out)
 
 
+def is_shape(s: object) -> bool:
+    """Whether `s` is a tensor's sizes as a marker or a PyTorch range writes them: a non-empty
+    list (or tuple) of ints."""
+    return isinstance(s, (list, tuple)) and bool(s) and all(type(d) is int for d in s)
+
+
 def is_floating(dtype: str | None) -> bool:
     """True for the dtypes autograd differentiates: floating point and complex."""
     return dtype in _FLOAT_RANK or (dtype is not None and dtype.startswith("complex"))

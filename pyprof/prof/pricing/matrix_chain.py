@@ -1,0 +1,166 @@
+"""What a matrix kernel leaves for the kernels its library launches after it on the same thread,
+and the work those kernels do from it (analysis.Analyzer asks; the formulas are gemm_parts.py's
+and conv_parts.py's):
+
+- a split-K reduction or pass sums the partial products of the matrix kernel before it: as many
+  as that kernel's grid z (cuBLAS, CUTLASS), its splits over the output's tiles (cuBLASLt's nvjet),
+  xmma's segment-K weight gradient's segments, cuDNN's depthwise weight gradient's 32-channel
+  blocks;
+- Winograd's weight gradient runs its transforms, then the GEMM over their tile sets;
+- cuDNN runs a grouped convolution's weight gradient as CUTLASS kernels, one per group.
+
+The state is per thread (pid, tid), one entry per kind of fact. Which op call a kernel belongs to,
+the gradient slots of a convolution's backward and the work of a kernel that carries none of its
+call's are the analyzer's (Analyzer.current_call, gradient_slot, unclaimed, whole_call).
+"""
+from __future__ import annotations
+
+from math import prod
+from typing import TYPE_CHECKING, Callable
+
+from .conv_parts import (depthwise_partials, depthwise_reduce, one_group_wgrad, ungrouped_wgrad, wgrad_segments,
+                         winograd_gemm, winograd_stage, winograd_transform)
+from .gemm_parts import grid_z, nvjet_splits, split_k, split_sum, tiled_outputs
+from .registry import Cost
+from .tensorcores import MMA, SIMT
+from .values import ITEMSIZE, is_shape
+
+if TYPE_CHECKING:
+    from .analysis import Analyzer
+
+_UNKNOWN = (None, None)
+_WINOGRAD_GEMM_Z = 36  # the GEMM after Winograd's transforms runs one grid layer per tile element
+
+
+def _thread(rec: dict) -> tuple:
+    return rec.get("pid"), rec.get("tid")
+
+
+class MatrixChain:
+    """The facts matrix kernels left per thread (module docstring), and the work of the kernels
+    that read them."""
+
+    def __init__(self, analyzer: Analyzer) -> None:
+        self._analyzer = analyzer
+        self._splits: dict = {}   # thread -> the partial products a split-K pass after it sums
+        self._gemm: dict = {}     # thread -> (name, grid) of its last matrix kernel
+        self._winograd: dict = {}  # thread -> (op call, transform stage) of a weight gradient's transforms
+        self._groups: dict = {}   # thread -> [op call, CUTLASS group kernels so far]
+
+    def launched(self, rec: dict, name: str | None) -> None:
+        """A matrix kernel ran on the record's thread: a split-K reduction after it sums its grid's
+        z partial products (an nvjet GEMM's: its grid over the output's tiles)."""
+        thread = _thread(rec)
+        self._splits[thread] = grid_z(rec.get("grid"))
+        self._gemm[thread] = (name, rec.get("grid"))
+
+    def split_k(self, rec: dict, name: str | None, outputs: list, dtype: str | None) -> tuple:
+        """(flops, bytes) of a split-K reduction (gemm_parts.split_k) after the thread's last matrix
+        kernel, of a GEMM whose output is one of `outputs` ((rows, cols)); na where not known."""
+        thread = _thread(rec)
+        work = split_k(name or "", rec.get("grid"), self._splits.get(thread), outputs, ITEMSIZE.get(dtype),
+                       self._gemm.get(thread))
+        return _UNKNOWN if work is None else work
+
+    def split_pass(self, rec: dict, name: str | None, outputs: list, size: int | None) -> tuple:
+        """(flops, bytes) of cuBLAS's split-K pass after the thread's last GEMM kernel (gemm_parts.split_pass):
+        its grid's z partial products of the output summed, (z - 1) adds an element, the partials
+        read in fp32 (the accumulator of every such GEMM's name) and the output written once; na
+        where the GEMM split nothing or the output is not one known shape (of `outputs`, those its
+        tiles cover: gemm_parts.tiled_outputs)."""
+        tiled = tiled_outputs(name, rec.get("grid"), outputs)
+        work = split_sum(self._splits.get(_thread(rec)), tiled[0][0] * tiled[0][1], size) if len(tiled) == 1 else None
+        return self._analyzer.unclaimed() if work is None else work
+
+    def segmented(self, rec: dict, cost: Cost, name: str | None, size: int | None, weight: object) -> tuple | None:
+        """(flops, bytes) of xmma's segment-K weight-gradient kernel (conv_parts.wgrad_segments) for a
+        weight of shape `weight`, which writes its segments' fp32 partials in place of the
+        gradient: the formula's bytes (the gradient's three tensors) less the weight's, plus
+        segments x weight x 4 (ncu on ResNet-18's 64x64x3x3 weights: 8,390,912 bytes, these
+        8,339,456); the segments kept as the thread's split count for the split-K pass after it
+        (wgrad_split). cuBLASLt's nvjet split-K GEMM of a 1x1 convolution's weight gradient
+        likewise, its splits' partials (gemm_parts.nvjet_splits over the K x C·taps gradient), and
+        cuDNN's depthwise weight gradient its partials over its 32-channel blocks
+        (conv_parts.depthwise_partials). None for any other kernel."""
+        if not weight or len(weight) < 2:
+            return None
+        w = prod(weight)
+        segments = wgrad_segments(name, rec.get("grid"), weight) or \
+            nvjet_splits((name, rec.get("grid")), weight[0], prod(weight[1:]))
+        partials = (segments, w) if segments else depthwise_partials(name, rec.get("grid"), list(weight))
+        if partials is None or size is None or cost.elems is None:
+            return None
+        self._splits[_thread(rec)] = partials[0]
+        return cost.flops, (cost.elems - w) * size + partials[0] * partials[1] * 4
+
+    def depthwise_reduce(self, rec: dict, name: str | None, weight: object, size: int | None) -> tuple | None:
+        """(flops, bytes) of cuDNN's depthwise weight gradient's reduction after the thread's last
+        matrix kernel (conv_parts.depthwise_reduce); None for any other kernel."""
+        if not isinstance(weight, (list, tuple)):
+            return None
+        return depthwise_reduce(name, rec.get("grid"), self._gemm.get(_thread(rec)), list(weight), size)
+
+    def wgrad_split(self, rec: dict, weight: object, size: int | None) -> tuple:
+        """(flops, bytes) of the split-K pass after a convolution's segment-K weight gradient
+        (segmented) of a weight of shape `weight`: its segments summed (gemm_parts.split_sum; ncu on
+        ResNet-18's 64x64x3x3 weights, 13 segments: 2,161,664 bytes, these 1,990,656: its writes
+        are 3x the fp16 gradient's, not told apart further); na without a segment count."""
+        work = split_sum(self._splits.get(_thread(rec)), prod(weight), size) if is_shape(weight) else None
+        return self._analyzer.unclaimed() if work is None else work
+
+    def winograd(self, rec: dict, cost: Cost, name: str | None, verdict: str | None, shapes: Callable[[], tuple],
+                 node: tuple | None = None) -> tuple | None:
+        """(flops, bytes) of a kernel of a convolution's Winograd path, the convolution's (input,
+        weight, output or dY) shapes `shapes()` gives: a transform its own
+        (conv_parts.winograd_transform; na where the shapes do not say it); the GEMM (grid z 36)
+        after a weight gradient's transforms in the same call what it executes
+        (conv_parts.winograd_gemm), the weight gradient's slot (Analyzer.gradient_slot) taken, and
+        the convolution's FLOPs and the GEMM's bytes for whole-call sums (Analyzer.whole_call): its
+        own FLOPs are a quarter of the convolution's, which are above its peak in its time for wide
+        ones. None for any other kernel. `node`: as gradient_slot's."""
+        thread = _thread(rec)
+        stage = winograd_stage(name)
+        if stage is None and thread not in self._winograd:
+            return None
+        analyzer = self._analyzer
+        call = analyzer.current_call(rec) if node is None else node
+        x, w, y = (shapes() + (None, None, None))[:3]
+        if stage is not None:
+            if stage[:2] in (("Wgrad", "Data"), ("Wgrad", "Delta")):  # the GEMM's inputs: it comes next
+                self._winograd[thread] = (call, stage[2])
+            work = winograd_transform(name, x, w, y, rec.get("dir") == "bprop")
+            return analyzer.unclaimed() if work is None else work
+        held = self._winograd[thread]
+        if verdict not in (MMA, SIMT) or not (held[0] is call or node is not None and held[0] == node) \
+                or grid_z(rec.get("grid")) != _WINOGRAD_GEMM_Z:
+            return None
+        del self._winograd[thread]
+        work = winograd_gemm(x, w, y, held[1])
+        if work is None or not analyzer.gradient_slot(rec, "wgrad", node):
+            return analyzer.unclaimed()
+        analyzer.whole_call((cost.flops, work[1]))
+        return work
+
+    def one_group(self, rec: dict, cost: Cost, name: str | None, shapes: Callable[[], tuple],
+                  node: tuple | None = None) -> tuple | None:
+        """(flops, bytes) of a CUTLASS weight-gradient kernel cuDNN launches once per group of a
+        grouped convolution of (input, weight, dY) shapes `shapes()` gives
+        (conv_parts.one_group_wgrad): the first takes the weight gradient's slot
+        (Analyzer.gradient_slot), it and the next groups - 1 a group's share each, any more na.
+        None for any other kernel. `node`: as gradient_slot's."""
+        if not ungrouped_wgrad(name):
+            return None
+        x, w, y = (tuple(shapes()) + (None, None, None))[:3]
+        work = one_group_wgrad(name, rec.get("grid"), x, w, y, cost.flops, ITEMSIZE.get(cost.dtype))
+        if work is None:
+            return None
+        analyzer = self._analyzer
+        thread = _thread(rec)
+        call = analyzer.current_call(rec) if node is None else node
+        state = self._groups.get(thread)
+        if state is None or not (state[0] is call or node is not None and state[0] == node):
+            if not analyzer.gradient_slot(rec, "wgrad", node):
+                return analyzer.unclaimed()
+            state = self._groups[thread] = [call, 0]
+        state[1] += 1
+        return work if state[1] <= x[1] // w[1] else analyzer.unclaimed()
