@@ -135,8 +135,8 @@ def test_a_composite_op_without_a_formula_for_a_part_is_na_not_double_counted():
     """A for-loop optimizer step is priced kernel by kernel; a kernel under a range with no
     formula is na with a warning, never the whole step."""
     sgd = {"v": 1, "kind": "op", "mod": "torch.optim", "op": "SGD.step", "args": [],
-           "kwargs": {"params": {"count": 2, "numel": 30, "dtype": "float32"}, "momentum": 0, "weight_decay": 0,
-                      "foreach": False}}
+           "kwargs": {"params": {"count": 2, "numel": 30, "dtype": "float32"}, "momentum": 0, "dampening": 0,
+                      "nesterov": False, "weight_decay": 0, "maximize": False, "foreach": False}}
     step = {"name": "Optimizer.step#SGD.step", "opId": 1}
     add = "void at::native::vectorized_elementwise_kernel<(int)4, at::native::CUDAFunctor_add<float>, ...>(int)"
     recs = [record(sgd, add, torchOps=[step, {"name": "aten::add_", "opId": 2, "sizes": [[20], [20], []]}]),

@@ -171,7 +171,7 @@ def test_copy_between_dtypes():
 
 def test_optimizer_steps_need_their_hyperparameters():
     """The marker carries params {count, numel, dtype} and the foreach/fused flags but not the
-    hyperparameters that change the work (momentum, amsgrad, weight_decay): na until it does."""
+    hyperparameters that change the work (momentum, amsgrad, weight_decay, maximize): na until it does."""
     p = {"count": 3, "numel": 1000, "dtype": "float32"}
     m = {"v": 1, "kind": "op", "mod": "torch.optim", "op": "AdamW.step", "args": [],
          "kwargs": {"params": p, "foreach": None}}
@@ -179,12 +179,13 @@ def test_optimizer_steps_need_their_hyperparameters():
         lookup("torch.optim", "AdamW.step")(Call(m))
     facts, summary = analyse(kernels(m, ["void at::native::multi_tensor_apply_kernel<...>(...)"]))
     assert facts[0].flops is None
-    assert summary.warnings["optimizer amsgrad/weight_decay not in the marker"]["torch.optim.AdamW.step"] == 1
-    m["kwargs"].update(amsgrad=False, weight_decay=0.01)
+    assert summary.warnings["optimizer amsgrad/weight_decay/maximize not in the marker"]["torch.optim.AdamW.step"] == 1
+    m["kwargs"].update(amsgrad=False, weight_decay=0.01, maximize=False)
     c = lookup("torch.optim", "AdamW.step")(Call(m))
     assert c.flops == 13 * 1000 and c.bytes == 7 * 4000 and "impl=loop" in c.params
     s = {"v": 1, "kind": "op", "mod": "torch.optim", "op": "SGD.step", "args": [],
-         "kwargs": {"params": p, "momentum": 0.9, "weight_decay": 0, "fused": True}}
+         "kwargs": {"params": p, "momentum": 0.9, "dampening": 0, "nesterov": False, "weight_decay": 0,
+                    "maximize": False, "fused": True}}
     c = lookup("torch.optim", "SGD.step")(Call(s))
     assert c.flops == 4 * 1000 and c.bytes == 5 * 4000 and "impl=fused" in c.params
     s["kwargs"]["params"] = dict(p, dtype=["float32", "bfloat16"])  # mixed dtypes: bytes unknown
@@ -214,7 +215,7 @@ def test_real_optimizer_markers_are_costed():
     assert (c.flops, c.bytes) == (4 * 15, 5 * 15 * 4)      # p -= lr*(g + momentum*buf): one buffer
     c = lookup("torch.optim", "AdamW.step")(Call(m_adamw))
     assert (c.flops, c.bytes) == (13 * 15, 7 * 15 * 4)     # decoupled decay, two moment buffers
-    with pytest.raises(Unknowable, match="differ between parameter groups"):
+    with pytest.raises(Unknowable, match="^optimizer weight_decay differs between parameter groups$"):
         lookup("torch.optim", "SGD.step")(Call(m_split))
 
 

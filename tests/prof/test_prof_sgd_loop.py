@@ -10,6 +10,8 @@ import json
 import lzma
 import os
 
+import pytest
+
 from pyprof.prof.io.reader import records
 from pyprof.prof.scan import analysed
 from pyprof.prof.warnings_tally import Tally
@@ -59,3 +61,56 @@ def test_loop_sgd_first_step_clones_the_buffer_and_the_adds_stay_with_their_para
     for n in NUMELS:
         want += [(2 * n, 12 * n), (0, 8 * n), (2 * n, 12 * n)]
     assert got == want
+
+
+# -grad's kernel (torch.neg in ATen's UnarySignKernels.cu), as the element-wise kernels above are named.
+NEG = ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::neg_kernel_cuda(at::TensorIteratorBase &)::"
+       "[lambda() (instance 2)]::operator ()() const::[lambda() (instance 6)]::operator ()() const::"
+       "[lambda(float) (instance 1)], std::array<char *, (unsigned long)2>>(int, T2, T3)")
+
+
+def _with_knobs(recs: list, **knobs) -> list:
+    return [dict(r, marker=dict(r["marker"], kwargs=dict(r["marker"]["kwargs"], **knobs))) for r in recs]
+
+
+def test_loop_sgd_nesterov_dampening_maximize_each_kernel_its_pass():
+    """maximize, dampening 0.1 and nesterov: per parameter -grad (n FLOPs, 2n·4 bytes), the weight
+    decay's add (2n), the buffer's mul (n) and its add with alpha 0.9 (2n: a multiply-add),
+    grad.add(buf, alpha=momentum) (2n), the update (2n); 10 FLOPs an element, the formula's. The
+    capture's kernels with a neg before and a nesterov add after each parameter's momentum add."""
+    recs, varied = _with_knobs(_step(), nesterov=True, dampening=0.1, maximize=True), []
+    for i in range(0, len(recs), 4):
+        varied += [dict(recs[i], kLongName=NEG), *recs[i:i + 3], recs[i + 2], recs[i + 3]]
+    got = [(f, b) for _, f, b in _priced(varied)]
+    want = []
+    for n in NUMELS:
+        want += [(n, 8 * n), (2 * n, 12 * n), (n, 8 * n), (2 * n, 12 * n), (2 * n, 12 * n), (2 * n, 12 * n)]
+    assert got == want
+    assert sum(f for f, _ in got) == 10 * sum(NUMELS)
+
+
+@pytest.mark.parametrize("knobs, per_element", [
+    ({}, 6),
+    ({"dampening": 0.1}, 7),
+    ({"nesterov": True}, 8),
+    ({"maximize": True}, 7),
+    ({"momentum": 0, "nesterov": True, "dampening": 0.5}, 4),  # no buffer: nesterov and dampening do nothing
+    ({"weight_decay": 0, "maximize": True, "nesterov": True}, 7),
+])
+def test_sgd_step_flops_follow_every_knob(knobs, per_element):
+    """The step's FLOPs per parameter element from the marker's knobs (ops/optim.py's table; the
+    capture's marker: momentum 0.9, weight decay 1e-4), the same for the fused kernel."""
+    from pyprof.prof.pricing.marker_costs import MarkerCosts
+    marker = _step()[0]["marker"]
+    for fused in (None, True):
+        kwargs = dict(marker["kwargs"], **knobs, fused=fused)
+        cost, warning = MarkerCosts().of(dict(marker, kwargs=kwargs))
+        assert warning is None and cost.flops == per_element * sum(NUMELS)
+
+
+def test_sgd_step_without_a_knob_is_na_with_the_reason():
+    from pyprof.prof.pricing.marker_costs import MarkerCosts
+    marker = _step()[0]["marker"]
+    kwargs = {k: v for k, v in marker["kwargs"].items() if k != "nesterov"}
+    cost, warning = MarkerCosts().of(dict(marker, kwargs=kwargs))
+    assert cost is None and warning == ("optimizer nesterov not in the marker", "torch.optim.SGD.step")

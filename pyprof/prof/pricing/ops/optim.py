@@ -3,14 +3,17 @@ unscale and update around them.
 
 The marker carries `kwargs.params = {"count", "numel", "dtype"}` over all parameter groups
 (docs/markers.md). Per parameter element, FLOPs and state tensors touched:
-- SGD: 2 (p -= lr*g); momentum: +2 and one momentum buffer; weight_decay: +2.
+- SGD: 2 (p -= lr*g); momentum: +2 (buf = momentum*buf + g) and one momentum buffer, +1 more
+  with dampening (g scaled by 1 - dampening); nesterov: +2 (g + momentum*buf); weight_decay: +2.
 - Adam: the element-wise ops of PyTorch's multi-tensor step (_ADAM), each priced by the
   element-wise table: 12; weight_decay: +2 (L2 into g, an add with alpha); amsgrad: +1 (maximum)
   and one more state tensor. AdamW: decoupled decay, +1 (a multiply) when weight_decay is set.
+- maximize (both): +1, the gradient negated (its own kernel in the for-loop and foreach steps).
   The same table prices the step's aten kernels and a compiled step's FX nodes, so the three
   levels agree.
 Bytes: parameter and gradient read, parameter written, every state tensor read and written.
-The hyperparameters that change the work (momentum, weight_decay, amsgrad) are read from the
+The hyperparameters that change the work (optimizer_knobs of nvtx/marker.py: momentum, dampening,
+nesterov, weight_decay, amsgrad, maximize; one marker version wrote them all) are read from the
 marker's kwargs; when a marker lacks one, the cost is na rather than a default guessed, and the
 summary says which were missing.
 """
@@ -63,46 +66,57 @@ def _knobs(c: Call, *names: str) -> tuple:
     """The hyperparameters `names`; Unknowable when one is missing, or differs between parameter
     groups (the marker then holds a list, and the elements per group are not known)."""
     values = tuple(c.get(None, n, _MISSING) for n in names)
-    if any(v is _MISSING for v in values):
-        raise Unknowable(f"optimizer {'/'.join(names)} not in the marker")
-    if any(isinstance(v, list) for v in values):
-        raise Unknowable(f"optimizer {'/'.join(names)} differ between parameter groups")
+    missing = [n for n, v in zip(names, values) if v is _MISSING]
+    if missing:
+        raise Unknowable(f"optimizer {'/'.join(missing)} not in the marker")
+    varied = [n for n, v in zip(names, values) if isinstance(v, list)]
+    if varied:
+        raise Unknowable(f"optimizer {'/'.join(varied)} {'differs' if len(varied) == 1 else 'differ'} "
+                         "between parameter groups")
     return values
 
 
 @register("torch.optim.SGD.step")
 def sgd(c: Call) -> Cost | None:
-    momentum, wd = _knobs(c, "momentum", "weight_decay")
+    momentum, dampening, nesterov, wd, maximize = _knobs(c, "momentum", "dampening", "nesterov", "weight_decay",
+                                                         "maximize")
     numel, count, dtype = _params(c)
-    flops = 2 + (2 if momentum else 0) + (2 if wd else 0)
+    buffer = (2 + (1 if dampening else 0) + (2 if nesterov else 0)) if momentum else 0
+    flops = 2 + buffer + (2 if wd else 0) + (1 if maximize else 0)
     cost = _step_cost(c, flops, 1 if momentum else 0, dtype, numel, count, "aten::_fused_sgd_")
-    passes = _sgd_loop_passes(c, bool(momentum), bool(wd), ITEMSIZE.get(dtype) if isinstance(dtype, str) else None)
+    passes = _sgd_loop_passes(c, momentum, dampening, nesterov, wd, maximize,
+                              ITEMSIZE.get(dtype) if isinstance(dtype, str) else None)
     return cost if cost is None or passes is None else replace(cost, stages=passes, stages_in_order=True)
 
 
 # The kernels of torch/optim/sgd.py's _single_tensor_sgd per parameter, by a piece of their names:
-# grad.add(param, alpha=weight_decay); then buf.mul_(momentum).add_(grad, alpha=1 - dampening), or
-# on the step that creates the buffer torch.clone(grad) instead; param.add_(buf, alpha=-lr).
-_ADD, _MUL, _CLONE = "CUDAFunctor_add", "MulFunctor", "direct_copy_kernel_cuda"
+# -grad (maximize); grad.add(param, alpha=weight_decay); then buf.mul_(momentum).add_(grad,
+# alpha=1 - dampening), or on the step that creates the buffer grad.clone() instead;
+# grad.add(buf, alpha=momentum) (nesterov); param.add_(grad, alpha=-lr).
+_NEG, _ADD, _MUL, _CLONE = "neg_kernel_cuda", "CUDAFunctor_add", "MulFunctor", "direct_copy_kernel_cuda"
 
 
-def _sgd_loop_passes(c: Call, momentum: bool, wd: bool, size: int | None) -> tuple | None:
+def _sgd_loop_passes(c: Call, momentum: object, dampening: object, nesterov: object, wd: object, maximize: object,
+                     size: int | None) -> tuple | None:
     """A for-loop SGD step's kernels, parameter by parameter in the marker's `numels` order, each
     (name piece, FLOPs, bytes): the element-wise table's FLOPs (an add with alpha != 1 a
     multiply-add) and every tensor it reads and writes. Both momentum paths are listed (the
     buffer's clone after its mul and add: Cost.stages_in_order drops the path not taken). None
-    where the path is not this one (foreach, fused, nesterov, maximize, dampening) or the
-    parameters' sizes are not in the marker."""
+    where the step is not a for-loop or the parameters' sizes are not in the marker."""
     sizes = c.get(None, "params").get("numels")
-    if (_impl(c) != "loop" or size is None or not isinstance(sizes, list) or c.get(None, "nesterov") is not False
-            or c.get(None, "maximize") is not False or (momentum and c.get(None, "dampening") != 0)):
+    if _impl(c) != "loop" or size is None or not isinstance(sizes, list):
         return None
     out: list = []
     for n in sizes:
+        if maximize:
+            out.append((_NEG, n, 2 * n * size))
         if wd:
             out.append((_ADD, 2 * n, 3 * n * size))
         if momentum:
-            out += [(_MUL, n, 2 * n * size), (_ADD, n, 3 * n * size), (_CLONE, 0, 2 * n * size)]
+            out += [(_MUL, n, 2 * n * size), (_ADD, (2 if dampening else 1) * n, 3 * n * size),
+                    (_CLONE, 0, 2 * n * size)]
+            if nesterov:
+                out.append((_ADD, 2 * n, 3 * n * size))
         out.append((_ADD, 2 * n, 3 * n * size))
     return tuple(out)
 
@@ -115,9 +129,9 @@ def adam_flops(amsgrad: bool, decoupled: bool, weight_decay: bool) -> int:
 
 def _adam(decoupled: bool):
     def formula(c: Call) -> Cost | None:
-        amsgrad, wd = _knobs(c, "amsgrad", "weight_decay")
+        amsgrad, wd, maximize = _knobs(c, "amsgrad", "weight_decay", "maximize")
         numel, count, dtype = _params(c)
-        flops = adam_flops(bool(amsgrad), decoupled, bool(wd))
+        flops = adam_flops(bool(amsgrad), decoupled, bool(wd)) + (1 if maximize else 0)
         return _step_cost(c, flops, 3 if amsgrad else 2, dtype, numel, count,
                           "aten::_fused_adamw_" if decoupled else "aten::_fused_adam_")
     return formula
