@@ -26,8 +26,10 @@ per DDP module (`id`, its number in this process):
 
 DDP's forward is wrapped to look after each call, until the layout is final, whether the member
 changed, and to build the module's marker again when it did. The look runs whether or not
-pyprof is recording, so that a marker never says a state older than the reducer's; DDP's comm
-hook registrations are wrapped to make it `null` from the next call, whenever a hook comes.
+pyprof is recording, so that a marker never says a state older than the reducer's. A comm hook
+makes it `null` from the next call, whenever the hook comes: the registrations are wrapped where
+every hook passes, torch.distributed's `_register_comm_hook` and `_register_builtin_comm_hook`,
+which DDP's own `register_comm_hook` calls and a user may call on the reducer directly.
 
 The rebuild broadcasts, from C++ (Reducer::sync_bucket_indices), rank 0's new bucket assignment:
 its parameter indices and the number of buckets (total_size + 1 int32), then each bucket's
@@ -52,7 +54,7 @@ from .wrappers import _threads, forget_module
 _is_compiling = torch.compiler.is_compiling
 _NONE = ',"ddp":null'
 _REBUILD = "_rebuild_buckets"
-_HOOKS = ("register_comm_hook", "_register_builtin_comm_hook")
+_HOOKS = ("_register_comm_hook", "_register_builtin_comm_hook")  # torch.distributed's, (reducer, ...)
 # DDP module -> its marker's `ddp` member: the one it says now, and the one it says for good.
 _now: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
 _final: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
@@ -61,6 +63,8 @@ _ids: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
 _next_id = itertools.count(1)
 # Reducer that may still rebuild its buckets -> its rebuild marker's text.
 _pending: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+# Reducers a comm hook was registered on while pyprof was installed.
+_hooked: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 
 def _ddp_class() -> Optional[type]:
@@ -81,7 +85,7 @@ def _member(m: Any) -> tuple[str, bool]:
     try:
         data = m._get_ddp_logging_data()
         _pending.pop(m.reducer, None)
-        if "comm_hook" in data or getattr(m, "mixed_precision", None) is not None:
+        if m.reducer in _hooked or "comm_hook" in data or getattr(m, "mixed_precision", None) is not None:
             return _NONE, True
         n = _ids.get(m)
         if n is None:
@@ -141,14 +145,17 @@ def forward_wrapper(orig: Callable) -> Callable:
 
 
 def hook_wrapper(orig: Callable) -> Callable:
-    """DDP.register_comm_hook (or its built-in form) that makes the module's marker say no layout
-    from the next call on: the hook decides what is sent, at whatever step it is registered."""
+    """torch.distributed's registration of a comm hook on a reducer, which makes the marker of the
+    DDP module that owns it say no layout from the next call on: the hook decides what is sent,
+    at whatever step it is registered."""
 
-    def register(self: Any, *args: Any, **kwargs: Any) -> Any:
-        out = orig(self, *args, **kwargs)
-        _final[self] = _NONE
-        _pending.pop(getattr(self, "reducer", None), None)
-        forget_module(self)
+    def register(reducer: Any, *args: Any, **kwargs: Any) -> Any:
+        out = orig(reducer, *args, **kwargs)
+        _hooked.add(reducer)  # for an owner not described yet
+        _pending.pop(reducer, None)
+        for m in [m for m in list(_ids) if getattr(m, "reducer", None) is reducer]:
+            _final[m] = _NONE
+            forget_module(m)
         return out
 
     register.__wrapped__ = orig  # type: ignore[attr-defined]
@@ -181,13 +188,15 @@ def rebuild_wrapper(orig: Callable) -> Callable:
 
 
 def targets() -> list[tuple[type, str, Callable]]:
-    """(class, name, wrapper) of each method to replace: DistributedDataParallel's forward and
-    comm hook registrations, the reducer's `_rebuild_buckets`; none without torch.distributed."""
+    """(owner, name, wrapper) of each callable to replace: DistributedDataParallel's forward,
+    torch.distributed's comm hook registrations, the reducer's `_rebuild_buckets`; none without
+    torch.distributed."""
     cls = _ddp_class()
     if cls is None:
         return []
-    found = [(cls, "forward", forward_wrapper(vars(cls)["forward"]))]
-    found += [(cls, name, hook_wrapper(vars(cls)[name])) for name in _HOOKS if name in vars(cls)]
+    found: list = [(cls, "forward", forward_wrapper(vars(cls)["forward"]))]
+    found += [(torch.distributed, name, hook_wrapper(getattr(torch.distributed, name))) for name in _HOOKS
+              if callable(getattr(torch.distributed, name, None))]
     reducer = getattr(torch.distributed, "Reducer", None)
     rebuild = vars(reducer).get(_REBUILD) if isinstance(reducer, type) else None
     return found + ([(reducer, _REBUILD, rebuild_wrapper(rebuild))] if rebuild is not None else [])

@@ -256,3 +256,21 @@ def test_a_process_group_attribute_that_is_no_process_group_says_nothing(world):
     with recording() as rec:
         Holder()(torch.ones(1))
     assert _module_markers(rec) == [{"v": 1, "kind": "module", "module": "Holder", "cls": "Holder", "repr": ""}]
+
+
+@pytest.mark.parametrize("when", [0, 4])
+def test_a_comm_hook_registered_on_the_reducer_itself_ends_the_layout(world, when):
+    """torch.distributed._register_comm_hook called on DDP's reducer directly (DDP's own
+    register_comm_hook is a thin call of it, which DDP's logging data does not hear of): before the
+    first call, and after 4 calls, when the layout is final. The hook (fp16 compression) sends half
+    the buckets' bytes: a layout said after it would size its all-reduces twice over."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    ddp = torch.nn.parallel.DistributedDataParallel(_mlp(), bucket_cap_mb=1)
+    seen = _ddp_members(ddp, when)
+    dist._register_comm_hook(ddp.reducer, None, default_hooks.fp16_compress_hook)
+    assert "comm_hook" not in ddp._get_ddp_logging_data()
+    seen += _ddp_members(ddp, 2)
+    assert seen[when:] == [None, None]
+    if when:
+        assert seen[when - 1] == {"id": seen[0]["id"], "bucketBytes": [1067040, 133120]}
