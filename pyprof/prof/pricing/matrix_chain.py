@@ -11,12 +11,12 @@ and conv_parts.py's):
 
 The state is per thread (pid, tid), one entry per kind of fact. Which op call a kernel belongs to,
 the gradient slots of a convolution's backward and the work of a kernel that carries none of its
-call's are the analyzer's (Analyzer.current_call, gradient_slot, unclaimed, whole_call).
+call's are the analysis's (CallState, which analysis.Analyzer is).
 """
 from __future__ import annotations
 
 from math import prod
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 from .conv_parts import (depthwise_partials, depthwise_reduce, one_group_wgrad, ungrouped_wgrad, wgrad_segments,
                          winograd_gemm, winograd_stage, winograd_transform)
@@ -24,9 +24,6 @@ from .gemm_parts import grid_z, nvjet_splits, split_k, split_sum, tiled_outputs
 from .registry import Cost
 from .tensorcores import MMA, SIMT
 from .values import ITEMSIZE, is_shape
-
-if TYPE_CHECKING:
-    from .analysis import Analyzer
 
 _UNKNOWN = (None, None)
 _WINOGRAD_GEMM_Z = 36  # the GEMM after Winograd's transforms runs one grid layer per tile element
@@ -36,11 +33,24 @@ def _thread(rec: dict) -> tuple:
     return rec.get("pid"), rec.get("tid")
 
 
+class CallState(Protocol):
+    """What the chain reads and gives back of the analysis of the record being priced
+    (analysis.Analyzer)."""
+
+    def current_call(self, rec: dict) -> object: ...
+
+    def gradient_slot(self, rec: dict, name: str | None, node: tuple | None = None) -> bool: ...
+
+    def unclaimed(self) -> tuple: ...
+
+    def whole_call(self, work: tuple) -> None: ...
+
+
 class MatrixChain:
     """The facts matrix kernels left per thread (module docstring), and the work of the kernels
     that read them."""
 
-    def __init__(self, analyzer: Analyzer) -> None:
+    def __init__(self, analyzer: CallState) -> None:
         self._analyzer = analyzer
         self._splits: dict = {}   # thread -> the partial products a split-K pass after it sums
         self._gemm: dict = {}     # thread -> (name, grid) of its last matrix kernel
@@ -114,8 +124,8 @@ class MatrixChain:
         weight, output or dY) shapes `shapes()` gives: a transform its own
         (conv_parts.winograd_transform; na where the shapes do not say it); the GEMM (grid z 36)
         after a weight gradient's transforms in the same call what it executes
-        (conv_parts.winograd_gemm), the weight gradient's slot (Analyzer.gradient_slot) taken, and
-        the convolution's FLOPs and the GEMM's bytes for whole-call sums (Analyzer.whole_call): its
+        (conv_parts.winograd_gemm), the weight gradient's slot (CallState.gradient_slot) taken, and
+        the convolution's FLOPs and the GEMM's bytes for whole-call sums (CallState.whole_call): its
         own FLOPs are a quarter of the convolution's, which are above its peak in its time for wide
         ones. None for any other kernel. `node`: as gradient_slot's."""
         thread = _thread(rec)
@@ -146,7 +156,7 @@ class MatrixChain:
         """(flops, bytes) of a CUTLASS weight-gradient kernel cuDNN launches once per group of a
         grouped convolution of (input, weight, dY) shapes `shapes()` gives
         (conv_parts.one_group_wgrad): the first takes the weight gradient's slot
-        (Analyzer.gradient_slot), it and the next groups - 1 a group's share each, any more na.
+        (CallState.gradient_slot), it and the next groups - 1 a group's share each, any more na.
         None for any other kernel. `node`: as gradient_slot's."""
         if not ungrouped_wgrad(name):
             return None
