@@ -574,7 +574,7 @@ def fused_adam(a: A) -> Cost | None:
     (the parameters first; the 0-dim step counters are not among the sizes' tensors), AdamW or
     Adam and amsgrad; optim.adam_flops per element, the launch's 2D - 1 lists moved
     (multitensor.launch). Weight decay is a scalar the range does not carry: counted for AdamW,
-    not for Adam (their defaults, 1e-2 and 0)."""
+    not for Adam (their defaults, 1e-2 and 0); maximize too: not counted (its default)."""
     spec, m = launch(a.kernel), _FUSED_ADAM.search(a.kernel)
     ts = a.tensors()
     if spec is None or not spec.fused or m is None or not ts or len(ts) % int(m.group(1)):
