@@ -277,6 +277,31 @@ def test_split_k_pass_of_a_backward_with_gradients_of_one_shape():
                 if r["dir"] == "bprop" and "execute_split_k_kernel" in r["kLongName"]] == [want], mode
 
 
+def test_split_k_gemms_write_their_partials():
+    """recommender's fp32 linears (kernel_truth captures, H100): a GEMM of one product whose grid has
+    a z of 2 or more split K, each split writing an fp32 partial of the output, not the output
+    once. nn.Linear(256, 64)'s forward (cuBLAS's CUTLASS Kernel2 [4, 1, 4], 256 x 64) and its
+    weight gradient (64 x 256: the output whose 64 x 64 tiles make the grid; the input's gradient
+    is 256 x 256) and nn.Linear(320, 256)'s two gradients of one shape (256 x 320, xmma's and
+    CUTLASS's), each followed by the split-K reduction that reads the 4 partials: the operands
+    read and the partials written (ncu's L2 writes, to the byte), within 5% of ncu's bytes (0.48
+    to 0.64 of them before). nn.Linear(13, 256)'s sgemm_largek ([8, 8, 2]) adds its 2 splits into
+    the zeroed output, no reduction after it: 2 passes of the output (ncu counted 4: 0.41 of its
+    bytes, 0.21 before). The same bytes from the markers and from PyTorch's ranges."""
+    def gemm(rows, cols, k, splits, bias=0):  # the two operands and the bias read, the partials written
+        return (rows * k + k * cols + bias) * 4 + splits * rows * cols * 4
+    want = [("fprop", [8, 8, 2], gemm(256, 256, 13, 2, 256)), ("fprop", [4, 1, 4], gemm(256, 64, 256, 4, 64)),
+            ("bprop", [8, 10, 4], gemm(256, 320, 256, 4)), ("bprop", [16, 2, 4], gemm(256, 320, 256, 4)),
+            ("bprop", [4, 1, 4], gemm(64, 256, 256, 4))]
+    got = [(r["dir"], r["grid"], f.bytes, moved) for r, f, moved, _ in measured("recommender")
+           if f.tc is not None and r["grid"][2] >= 2]
+    assert [g[:3] for g in got] == want
+    assert all(0.95 <= nb / moved <= 1.0 for _, _, nb, moved in got[1:])
+    for mode in ("aten", "plain", "nsyspt"):
+        assert [(r["dir"], r["grid"], f.bytes) for r, f in analysed_capture(mode)["recommender"]
+                if f.tc is not None and r["grid"][2] >= 2] == want, mode
+
+
 def test_bce_with_logits_kernels_carry_their_stages():
     """recommender's F.binary_cross_entropy_with_logits on 256 fp32 logits, mean (kernel_truth
     captures, H100): each of PyTorch's kernels its own step (named stages), where the first carried

@@ -189,3 +189,24 @@ def test_depthwise_weight_gradients_partials_and_their_sum(priced, mode) -> None
         assert count * elems * 4 == counters[STORES] == summed[LOADS]
         assert nbytes == summed[LOADS] + summed[STORES] == count * elems * 4 + weight[0] * weight[2] * weight[3] * 2
         assert flops == (count - 1) * weight[0] * weight[2] * weight[3] <= summed[ADDS[0]]
+
+
+def test_a_grid_z_splits_k_only_for_a_gemm_of_one_product() -> None:
+    """A launch's grid z is split-K partials only where the GEMM is one product (an mm, a linear, a
+    matmul folding its batch into rows): a bmm's z is its batch. Its output the one whose tiles
+    make the grid, else any of one size; None of several sizes: unchanged."""
+    from pyprof.prof.pricing.ops.gemm import gemm_cost, matmul_cost
+    from pyprof.prof.pricing.values import Tensor
+    xmma = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel"
+    once = (256 * 256 + 2 * 256 * 320) * 4
+    partials = once - 256 * 320 * 4 + 4 * 256 * 320 * 4
+    assert split_partials((xmma, [8, 10, 4]), [(256, 320)], once, 4, unbatched=True) == partials
+    assert split_partials((xmma, [8, 10, 4]), [(256, 320)], once, 4) == once
+    assert split_partials((xmma, [8, 10, 1]), [(256, 320)], once, 4, unbatched=True) == once
+    # 32 x 32 tiles: 256 x 320 is 8 x 10 of them, 64 x 256 is not; no tile fits: any of one size.
+    assert split_partials((xmma, [8, 10, 4]), [(256, 320), (64, 256)], once, 4, unbatched=True) == partials
+    assert split_partials(("Kernel2", [16, 2, 4]), [(256, 320), (320, 256)], once, 4, unbatched=True) == partials
+    assert split_partials(("Kernel2", [16, 2, 4]), [(256, 320), (64, 256)], once, 4, unbatched=True) == once
+    assert gemm_cost(8, 64, 64, 64, "float32").products == 8 and gemm_cost(1, 64, 64, 64, "float32").products == 1
+    assert matmul_cost(Tensor((8, 128, 256), "float32"), Tensor((256, 512), "float32")).products == 1
+    assert matmul_cost(Tensor((8, 128, 256), "float32"), Tensor((8, 256, 512), "float32")).products == 8

@@ -445,9 +445,10 @@ class Analyzer:
             return segmented or (cost.flops, cost.bytes)
         if not first:
             return self.unclaimed()
-        gemm = aten_gemm(r.get("name"), sizes) if cost.kind == GEMM else None  # an nvjet split-K GEMM's partials
+        gemm = aten_gemm(r.get("name"), sizes) if cost.kind == GEMM else None  # a split-K GEMM's partials
         return cost.flops, cost.bytes if gemm is None else split_partials(
-            (name, rec.get("grid")), [(gemm[0] * gemm[1], gemm[2])], cost.bytes, ITEMSIZE.get(cost.dtype))
+            (name, rec.get("grid")), [(gemm[0] * gemm[1], gemm[2])], cost.bytes, ITEMSIZE.get(cost.dtype),
+            gemm[0] == 1)
 
     def _aten_parts(self, rec: dict, r: dict, cost: Cost, name: str | None) -> CallParts:
         """The helper parts (parts.py) of a matrix op's PyTorch range `r` not yet taken, made from
@@ -684,19 +685,25 @@ class Analyzer:
                 elems = b * (m * k + k * n + m * n) + extra
                 if math_path and not fused and size is not None:
                     size = max(size, 4)
-                return 2 * b * m * n * k, None if size is None else elems * size
+                return 2 * b * m * n * k, None if size is None else split_partials(
+                    (name, rec.get("grid")), [(m, n)], elems * size, size, b == 1)
         if math_path:
             staged = self._call_parts(rec, cost, bprop).stage(role, fused)
             return self.unclaimed() if staged[0] is None else staged
         if not bprop:
             if not first:
                 return self.unclaimed()
-            return cost.flops, None if size is None or cost.elems is None else (cost.elems + cost.bias_elems) * size
+            nbytes = None if size is None or cost.elems is None else (cost.elems + cost.bias_elems) * size
+            if kind == GEMM:  # a split-K GEMM's partials
+                nbytes = split_partials((name, rec.get("grid")), self._gemm_outputs(rec, cost, False), nbytes, size,
+                                        cost.products == 1)
+            return cost.flops, nbytes
         grad = (cost.flops, None if size is None or cost.elems is None else cost.elems * size)
         if kind == GEMM:  # data- and weight-gradient GEMMs each do one forward's work
             matrices = [t for t in Call(rec["fwd"].get("marker") or {}).tensors() if t.shape and len(t.shape) > 1]
             return grad[0], split_partials((name, rec.get("grid")), [(t.numel // t.shape[-1], t.shape[-1])
-                                                                      for t in matrices], grad[1], size)
+                                                                      for t in matrices], grad[1], size,
+                                           cost.products == 1)
         if kind == CONV:
             marker = rec["fwd"].get("marker") or {}
             group = self._chain.one_group(rec, cost, name,

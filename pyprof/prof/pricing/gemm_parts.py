@@ -126,15 +126,26 @@ def _whole_clusters(extent: int, tile: int, cluster: int) -> int:
     return -(-tiles // cluster) * cluster
 
 
-def split_partials(gemm: tuple, outputs: list, nbytes: int | None, size: int | None) -> int | None:
+def split_partials(gemm: tuple, outputs: list, nbytes: int | None, size: int | None,
+                   unbatched: bool = False) -> int | None:
     """The bytes of a GEMM launch `gemm` (name, grid) priced at `nbytes` with its output written
-    once in `size`-byte elements, where it is an nvjet split-K GEMM: it writes its splits' fp32
-    partials in place of the output (Nsight Compute: splits x output x 4 bytes of L2 writes, to
-    the byte), the output the one of `outputs` (rows, cols) its grid holds a whole number of
-    splits of (nvjet_splits). `nbytes` unchanged for any other kernel, or where not one output fits."""
+    once in `size`-byte elements, where it split K: it writes its splits' fp32 partials in place of
+    the output, the output the one of `outputs` (rows, cols) its splits are of. An nvjet split-K
+    GEMM's splits are its grid's blocks over that output's tiles (nvjet_splits; Nsight Compute:
+    splits x output x 4 bytes of L2 writes, to the byte). Any other launch of a GEMM of one
+    product (`unbatched`: its grid's z is no batch) splits K in its grid's z, 2 or more: the
+    partials a split-K reduction after it sums (split_k, split_sum), or, where none follows
+    (cuBLAS's sgemm_largek), adds into the output one after another (Nsight Compute on the
+    recommender's cuBLAS and CUTLASS GEMMs of 4 splits: their L2 writes, to the byte); of the
+    output whose tiles make its grid (tiled_outputs), else of any (a CUTLASS grid swizzled past
+    its tiles: 4 x 5 tiles in 16 x 2 blocks). `nbytes` unchanged for any other kernel, or where
+    not one output fits."""
     if nbytes is None or size is None:
         return nbytes
     fits = {(r * c, s) for r, c in outputs for s in [nvjet_splits(gemm, r, c)] if s}
+    z = grid_z(gemm[1]) if unbatched else None
+    if z is not None and z >= 2:
+        fits |= {(r * c, z) for r, c in tiled_outputs(gemm[0], gemm[1], outputs) or outputs}
     if len(fits) != 1:
         return nbytes
     out, splits = fits.pop()

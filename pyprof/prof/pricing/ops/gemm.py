@@ -19,7 +19,7 @@ def gemm_cost(batch: int, m: int, n: int, k: int, dtype: str | None, extra_elems
     fields = {"B": batch} if batch != 1 else {}
     return Cost(flops=2 * batch * m * n * k, bytes=None if size is None else (elems + extra_elems) * size,
                 params=fmt_params(dtype, **fields, M=m, N=n, K=k), dtype=dtype, kind=kind, elems=elems,
-                bias_elems=extra_elems, out_elems=batch * m * n, out_shape=(batch * m, n))
+                bias_elems=extra_elems, out_elems=batch * m * n, out_shape=(batch * m, n), products=batch)
 
 
 # The GEMMs among emit_nvtx's aten ranges, whose input sizes give a kernel's exact work:
@@ -84,7 +84,7 @@ def addbmm(c: Call) -> Cost:
     size = ITEMSIZE.get(dtype)
     return Cost(flops=2 * bt * m * n * k, bytes=None if size is None else (elems + bias.numel) * size,
                 params=fmt_params(dtype, B=bt, M=m, N=n, K=k), dtype=dtype, kind=GEMM, elems=elems,
-                bias_elems=bias.numel, out_elems=m * n, out_shape=(m, n))
+                bias_elems=bias.numel, out_elems=m * n, out_shape=(m, n), products=bt)
 
 
 @register("torch.nn.functional.linear")
@@ -108,8 +108,10 @@ def matmul_cost(a: Tensor, b: Tensor) -> Cost:
     # A broadcast operand is still read once: count the real operand sizes, not the expanded ones.
     elems = a.numel + b.numel + batch * m * n
     size = ITEMSIZE.get(dtype)
+    # A batch of matrices times one matrix runs as one product of the batch folded into its rows.
+    folded = len(b.shape) <= 2
     return Cost(cost.flops, None if size is None else elems * size, cost.params, dtype, GEMM, elems,
-                out_elems=cost.out_elems, out_shape=cost.out_shape)
+                out_elems=cost.out_elems, out_shape=cost.out_shape, products=1 if folded else batch)
 
 
 @register(*names(["matmul", "__matmul__"]))
