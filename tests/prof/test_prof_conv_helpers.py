@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 from tc_truth import ncu_kernels  # noqa: E402
 
 HELPERS = ("nhwcAddPadding", "init_device_workspace", "wgrad", "ReduceSplitK", "ImplicitGemmConvolution", "first_layer")
+WRITES = "lts__t_sectors_srcunit_tex_op_write.sum"
 SEGMENT = "sm90_xmma_wgrad_indexed_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize64x64x64_warpgroupsize1x1x1_g1"
 
 
@@ -100,6 +101,32 @@ def test_resnet_split_k_and_segment_k_weight_gradients(resnet) -> None:
     init = ("init_device_", [1, 1, 1], None, None, None)
     assert got == [("Kernel", [32, 1, 1], 245760, 1032192, 0.995)] + [init, segment, split] * 4 + [
         ("Kernel", [16, 2, 1], 28 * wide, 29 * wide * 4 + wide * 2, 0.997)]
+
+
+def test_resnet_cutlass_split_k_weight_gradients_write_their_partials(resnet) -> None:
+    """CUTLASS's implicit-GEMM weight gradients that split K in their grid's z (the stem's 29 over
+    64 x 7·7·8, layer2's 1x1 downsample's 31 over 128 x 64): each slice writes an fp32 partial of
+    the channel-padded gradient, ncu's L2 writes to the byte, in place of the fp16 gradient
+    written once; what ReduceSplitK after it reads. Their reads are the formula's, the input and
+    dY (the stride-2 1x1 convolution reads a quarter of its input: 1.69x ncu's bytes there)."""
+    got = [(r["grid"], row["bytes"], 32 * c[WRITES]) for r, row, c in resnet
+           if r["dir"] == "bprop" and r["kShortName"] == "Kernel" and r["grid"][2] >= 2]
+    stem = 29 * 64 * 7 * 7 * 8 * 4
+    down = 31 * 128 * 64 * 4
+    assert got == [([2, 1, 31], (8 * 64 * 56 * 56 + 8 * 128 * 28 * 28) * 2 + down, down),
+                   ([4, 1, 29], (8 * 3 * 224 * 224 + 8 * 64 * 112 * 112) * 2 + stem, stem)]
+
+
+def test_cutlass_wgrad_splits_need_its_wgrad_a_z_of_two_and_a_conv_weight() -> None:
+    from pyprof.prof.pricing.conv_parts import cutlass_wgrad_splits
+    wgrad = "void cutlass__5x_cudnn::Kernel<cutlass__5x_cudnn::conv::kernel::ImplicitGemmConvolution<...Conv2dWgradOutput..."
+    fprop = "void cutlass__5x_cudnn::Kernel<cutlass__5x_cudnn::conv::kernel::ImplicitGemmConvolution<...Conv2dFpropActivation..."
+    assert cutlass_wgrad_splits(wgrad, [2, 1, 23], [64, 3, 3, 3], 2) == (23, 64 * 8 * 9)  # C padded to 8 in 16 bits
+    assert cutlass_wgrad_splits(wgrad, [2, 1, 23], [64, 3, 3, 3], 4) == (23, 64 * 3 * 9)
+    assert cutlass_wgrad_splits(wgrad, [2, 1, 1], [64, 3, 3, 3], 2) is None
+    assert cutlass_wgrad_splits(fprop, [2, 1, 23], [64, 3, 3, 3], 2) is None
+    assert cutlass_wgrad_splits(wgrad, [2, 1, 23], [64, 3], 2) is None
+    assert cutlass_wgrad_splits(SEGMENT, [117, 1, 4], [64, 64, 3, 3], 2) is None
 
 
 def test_wgrad_segments_are_the_grid_over_the_weight_tiles() -> None:
@@ -223,3 +250,7 @@ def test_unet_stem_reduce_split_k_sums_the_weight_padded_to_8_channels(mode: str
                                 if "ReduceSplitK" in (r.get("kLongName") or "")]
     wide = 64 * 3 * 3 * 8
     assert (flops, nbytes, ratio) == (22 * wide, 23 * wide * 4 + wide * 2, 0.986)
+    # The wgrad before it wrote those 23 partials, not the gradient once: 0.923 of ncu's bytes (0.669 before).
+    [(nbytes, ratio)] = [(f.bytes, round(f.bytes / moved_, 3)) for r, f, moved_, _ in measured_capture("unet", mode)
+                         if r["kShortName"] == "Kernel" and r["grid"][2] == 23]
+    assert (nbytes, ratio) == ((8 * 3 * 34 * 34 + 8 * 64 * 32 * 32) * 2 + 23 * wide * 4, 0.923)

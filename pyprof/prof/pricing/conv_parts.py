@@ -18,7 +18,7 @@ import re
 from functools import lru_cache
 from typing import Callable
 
-from .gemm_parts import gemm_tile
+from .gemm_parts import gemm_tile, grid_z
 from .op_ranges import template_dtype
 from .part import CONTIGUOUS, Part, launch_count
 from .registry import CONV, GEMM, Call, Cost
@@ -311,11 +311,34 @@ def conv_outputs(input_shape: object, weight_shape: object, out_shape: object, b
     out = _image_matrices(input_shape)
     if not _conv_shape(weight_shape):
         return out
+    k, c_taps = _weight_matrix(weight_shape, size)
+    g = _groups(input_shape, weight_shape)
+    return out + [(k, c_taps)] + ([(k // g, c_taps)] if g > 1 else [])
+
+
+def _weight_matrix(weight_shape: list, size: int | None) -> tuple:
+    """(K, C·taps) of a convolution's weight gradient as its implicit GEMM writes it: K and C each
+    padded to a multiple of 8 for a 16-bit op (`size` 2: channel_pads)."""
     k, c, taps = weight_shape[0], weight_shape[1], math.prod(weight_shape[2:])
     if size == 2:
         k, c = (-(-d // _PAD_MULTIPLE[True]) * _PAD_MULTIPLE[True] for d in (k, c))
-    g = _groups(input_shape, weight_shape)
-    return out + [(k, c * taps)] + ([(k // g, c * taps)] if g > 1 else [])
+    return k, c * taps
+
+
+def cutlass_wgrad_splits(kernel: str | None, grid: object, weight_shape: object, size: int | None) -> tuple | None:
+    """(splits, elements of one partial) of CUTLASS's implicit-GEMM weight gradient (cuDNN's cutlass
+    kernels: `ImplicitGemmConvolution<...Conv2dWgrad...>`) split K: CUTLASS runs a convolution's
+    split-K slices in its grid's z (the images fold into the GEMM's K, never into z), each slice
+    writing an fp32 partial of the K x C·taps gradient (_weight_matrix) that ReduceSplitK then sums.
+    Nsight Compute: the partials written to the byte (ResNet-18's stem, 29 of 64 x 7·7·8; a CIFAR
+    stem's 23 of 64 x 3·3·8). None for any other kernel, a z below 2 or a weight of no conv shape."""
+    z = grid_z(grid)
+    name = kernel or ""
+    if z is None or z < 2 or "ImplicitGemmConvolution<" not in name or "dWgrad" not in name \
+            or not _conv_shape(weight_shape):
+        return None
+    k, c_taps = _weight_matrix(list(weight_shape), size)
+    return z, k * c_taps
 
 
 def _image_matrices(shape: object) -> list:

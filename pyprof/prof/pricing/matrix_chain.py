@@ -18,8 +18,8 @@ from __future__ import annotations
 from math import prod
 from typing import Callable, Protocol
 
-from .conv_parts import (depthwise_partials, depthwise_reduce, one_group_wgrad, ungrouped_wgrad, wgrad_segments,
-                         winograd_gemm, winograd_stage, winograd_transform)
+from .conv_parts import (cutlass_wgrad_splits, depthwise_partials, depthwise_reduce, one_group_wgrad, ungrouped_wgrad,
+                         wgrad_segments, winograd_gemm, winograd_stage, winograd_transform)
 from .gemm_parts import grid_z, nvjet_splits, split_k, split_sum, tiled_outputs
 from .registry import Cost
 from .tensorcores import MMA, SIMT
@@ -97,7 +97,8 @@ class MatrixChain:
         w = prod(weight)
         segments = wgrad_segments(name, rec.get("grid"), weight) or \
             nvjet_splits((name, rec.get("grid")), weight[0], prod(weight[1:]))
-        partials = (segments, w) if segments else depthwise_partials(name, rec.get("grid"), list(weight))
+        partials = (segments, w) if segments else depthwise_partials(name, rec.get("grid"), list(weight)) or \
+            cutlass_wgrad_splits(name, rec.get("grid"), weight, size)
         if partials is None or size is None or cost.elems is None:
             return None
         self._splits[_thread(rec)] = partials[0]
