@@ -210,3 +210,17 @@ def test_a_grid_z_splits_k_only_for_a_gemm_of_one_product() -> None:
     assert gemm_cost(8, 64, 64, 64, "float32").products == 8 and gemm_cost(1, 64, 64, 64, "float32").products == 1
     assert matmul_cost(Tensor((8, 128, 256), "float32"), Tensor((256, 512), "float32")).products == 1
     assert matmul_cost(Tensor((8, 128, 256), "float32"), Tensor((8, 256, 512), "float32")).products == 8
+
+
+def test_nvjet_per_image_needs_whole_tiles_times_the_images_and_an_fp32_output() -> None:
+    """unet's 384 x 128 weight gradient over 8 images (64x48 tiles in 1x2 clusters: 2 x 8 tiles,
+    grid 2 x 64): 8 products. Not for other image counts, a bf16 output (`tst`), a split-K name
+    (nvjet_splits' case) or one image."""
+    from pyprof.prof.pricing.gemm_parts import nvjet_per_image
+    name = "nvjet_sm90_tss_64x48_64x15_1x2_h_bz_TNT"
+    assert nvjet_per_image((name, [2, 64, 1]), 384, 128, 8)
+    assert not nvjet_per_image((name, [2, 64, 1]), 384, 128, 4)
+    assert not nvjet_per_image((name, [2, 8, 1]), 384, 128, 1)
+    assert not nvjet_per_image((name.replace("_tss_", "_tst_"), [2, 64, 1]), 384, 128, 8)
+    assert not nvjet_per_image((name.replace("_bz_", "_bz_splitK_"), [2, 64, 1]), 384, 128, 8)
+    assert not nvjet_per_image((name, [2, 63, 1]), 384, 128, 8)

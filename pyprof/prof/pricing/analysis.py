@@ -441,7 +441,8 @@ class Analyzer:
                 return group
             if not self.gradient_slot(rec, name, node):
                 return self.unclaimed()
-            segmented = self._chain.segmented(rec, cost, name, ITEMSIZE.get(cost.dtype), weight) if is_shape(weight) else None
+            segmented = self._chain.segmented(rec, cost, name, ITEMSIZE.get(cost.dtype), weight,
+                                              x[0] if is_shape(x) else None) if is_shape(weight) else None
             return segmented or (cost.flops, cost.bytes)
         if not first:
             return self.unclaimed()
@@ -495,6 +496,12 @@ class Analyzer:
         if work is None or work[0] is None and work[1] is None:
             return self.unclaimed()
         return work[0], None if work[1] is None else work[1] + sum(work[2:])
+
+    @staticmethod
+    def _marker_images(rec: dict) -> int | None:
+        """The images (N) of the input in the forward marker of a convolution's backward kernel."""
+        inputs = Call(rec["fwd"].get("marker") or {}).tensors()[:1]
+        return inputs[0].shape[0] if inputs and inputs[0].shape else None
 
     @staticmethod
     def _marker_weight(rec: dict) -> tuple | None:
@@ -712,7 +719,8 @@ class Analyzer:
                 return group
             if not self.gradient_slot(rec, name):
                 return self.unclaimed()
-            return self._chain.segmented(rec, cost, name, size, self._marker_weight(rec)) or grad
+            return self._chain.segmented(rec, cost, name, size, self._marker_weight(rec), self._marker_images(rec)) \
+                or grad
         if not first:  # ATTN backward: the whole node's work on its main kernel
             return self.unclaimed()
         if cost.bwd_bytes is None or size is None or cost.dtype is None:

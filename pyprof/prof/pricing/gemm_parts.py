@@ -31,6 +31,8 @@ CUTLASS_SPLIT_K = re.compile(r"\bReduceSplitK<[\w:]*MatrixShape<\(int\)(\d+), \(
 # nvjet_sm90_<types>_<tile M>x<tile N>_<tile K>x<stages>_<cluster M>x<cluster N>_<h|v>_..._splitK_...;
 # its grid's z is 1, its blocks the output's tiles (padded to whole clusters) times the splits.
 _NVJET_SPLIT_K = re.compile(r"\bnvjet_\w*?_(\d+)x(\d+)_\d+x\d+_(\d+)x(\d+)_[hv]_\w*?_splitK_")
+# Any nvjet GEMM, the same tile and cluster fields; its third type letter the output's (s: fp32).
+_NVJET = re.compile(r"\bnvjet_sm\d+_[a-z]{2}([a-z])_(\d+)x(\d+)_\d+x\d+_(\d+)x(\d+)_[hv]_")
 # cuBLAS's scaling of a GEMM's output by beta (scal_kernel) before a split-K kernel accumulates
 # into it (sgemm_largek's grid z); PyTorch passes beta 0: the output zeroed, written once.
 BETA_KERNEL = re.compile(r"\bscal_kernel<")
@@ -111,13 +113,34 @@ def nvjet_splits(gemm: tuple | None, rows: int, cols: int) -> int | None:
     grid 2 x 63, 63 splits; 64x32 tiles, 1x4 clusters, 96 x 32: 3 tiles in 4, grid 4 x 17, 17).
     None for any other kernel, or where the blocks are no whole number (2 or more) of splits."""
     m = _NVJET_SPLIT_K.search(gemm[0]) if gemm and "_splitK_" in (gemm[0] or "") else None
-    blocks = launch_count(gemm[1]) if m else None
-    tile_m, tile_n, cluster_m, cluster_n = (int(g) for g in m.groups()) if m else (0, 0, 0, 0)
+    splits = _tile_multiple(gemm[1], rows, cols, *(int(g) for g in m.groups())) if m else None
+    return splits if splits is not None and splits >= 2 else None
+
+
+def nvjet_per_image(gemm: tuple | None, rows: int, cols: int, images: int | None) -> bool:
+    """Whether an nvjet GEMM launch `gemm` (name, grid), not a split-K one, ran one product per
+    image of a convolution of `images` images, each writing a rows x cols fp32 output: its grid's
+    blocks are the output's tiles (as nvjet_splits counts them) times the images, exactly, and its
+    name's output type is fp32. cuDNN's weight gradient of an NCHW 1x1 convolution does so, one
+    gradient an image, which reduce_wgrad_nchw_helper then sums (Nsight Compute on unet's two 384 x
+    128 ones over 8 images, 64x48 tiles in 1x2 clusters, grid 2 x 64: 8 x 384 x 128 x 4 bytes of L2
+    writes, to the byte)."""
+    m = _NVJET.search(gemm[0] or "") if gemm and "_splitK_" not in (gemm[0] or "") else None
+    if m is None or m.group(1) != "s" or not images or images < 2:
+        return False
+    return _tile_multiple(gemm[1], rows, cols, *(int(g) for g in m.groups()[1:])) == images
+
+
+def _tile_multiple(grid: object, rows: int, cols: int, tile_m: int, tile_n: int, cluster_m: int,
+                   cluster_n: int) -> int | None:
+    """An nvjet launch's blocks over a rows x cols output's tiles, tile M over the columns and N
+    over the rows, each count rounded up to whole clusters; None where not whole or not known."""
+    blocks = launch_count(grid)
     if blocks is None or min(tile_m, tile_n, cluster_m, cluster_n, rows, cols) <= 0:
         return None
     tiles = _whole_clusters(cols, tile_m, cluster_m) * _whole_clusters(rows, tile_n, cluster_n)
-    splits, left = divmod(blocks, tiles)
-    return splits if not left and splits >= 2 else None
+    multiple, left = divmod(blocks, tiles)
+    return None if left else multiple
 
 
 def _whole_clusters(extent: int, tile: int, cluster: int) -> int:

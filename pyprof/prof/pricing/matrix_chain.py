@@ -20,7 +20,7 @@ from typing import Callable, Protocol
 
 from .conv_parts import (cutlass_wgrad_splits, depthwise_partials, depthwise_reduce, one_group_wgrad, ungrouped_wgrad,
                          wgrad_segments, winograd_gemm, winograd_stage, winograd_transform)
-from .gemm_parts import grid_z, nvjet_splits, split_k, split_sum, tiled_outputs
+from .gemm_parts import grid_z, nvjet_per_image, nvjet_splits, split_k, split_sum, tiled_outputs
 from .registry import Cost
 from .tensorcores import MMA, SIMT
 from .values import ITEMSIZE, is_shape
@@ -82,7 +82,8 @@ class MatrixChain:
         work = split_sum(self._splits.get(_thread(rec)), tiled[0][0] * tiled[0][1], size) if len(tiled) == 1 else None
         return self._analyzer.unclaimed() if work is None else work
 
-    def segmented(self, rec: dict, cost: Cost, name: str | None, size: int | None, weight: object) -> tuple | None:
+    def segmented(self, rec: dict, cost: Cost, name: str | None, size: int | None, weight: object,
+                  images: int | None = None) -> tuple | None:
         """(flops, bytes) of xmma's segment-K weight-gradient kernel (conv_parts.wgrad_segments) for a
         weight of shape `weight`, which writes its segments' fp32 partials in place of the
         gradient: the formula's bytes (the gradient's three tensors) less the weight's, plus
@@ -91,12 +92,16 @@ class MatrixChain:
         (wgrad_split). cuBLASLt's nvjet split-K GEMM of a 1x1 convolution's weight gradient
         likewise, its splits' partials (gemm_parts.nvjet_splits over the K x C·taps gradient), and
         cuDNN's depthwise weight gradient its partials over its 32-channel blocks
-        (conv_parts.depthwise_partials). None for any other kernel."""
+        (conv_parts.depthwise_partials), CUTLASS's split-K one its grid z's
+        (conv_parts.cutlass_wgrad_splits), and an nvjet GEMM that ran one product per image of the
+        convolution's `images` a gradient each (gemm_parts.nvjet_per_image). None for any other
+        kernel."""
         if not weight or len(weight) < 2:
             return None
         w = prod(weight)
-        segments = wgrad_segments(name, rec.get("grid"), weight) or \
-            nvjet_splits((name, rec.get("grid")), weight[0], prod(weight[1:]))
+        gemm = (name, rec.get("grid"))
+        segments = wgrad_segments(name, rec.get("grid"), weight) or nvjet_splits(gemm, weight[0], prod(weight[1:])) \
+            or (images if nvjet_per_image(gemm, weight[0], prod(weight[1:]), images) else None)
         partials = (segments, w) if segments else depthwise_partials(name, rec.get("grid"), list(weight)) or \
             cutlass_wgrad_splits(name, rec.get("grid"), weight, size)
         if partials is None or size is None or cost.elems is None:
