@@ -425,7 +425,7 @@ class Analyzer:
         if cost.kind == CONV:
             x, w = range_conv_tensors(sizes, bprop)
             winograd = self._chain.winograd(rec, cost, name, verdict,
-                                      lambda: (x, w, sizes[0] if bprop and sizes else cost.out_shape), node)
+                                            lambda: (x, w, sizes[0] if bprop and sizes else cost.out_shape), node)
             if winograd is not None:
                 return winograd
         if mma and verdict == NONE:
@@ -661,8 +661,8 @@ class Analyzer:
             return self._chain.split_k(rec, name, self._gemm_outputs(rec, cost, bprop), dtype)
         if kind == CONV:
             marker = (rec["fwd"] if bprop else rec).get("marker") or {}
-            winograd = self._chain.winograd(rec, cost, name, verdict,
-                                      lambda: tuple(t.shape for t in Call(marker).tensors()[:2]) + (cost.out_shape,))
+            winograd = self._chain.winograd(
+                rec, cost, name, verdict, lambda: tuple(t.shape for t in Call(marker).tensors()[:2]) + (cost.out_shape,))
             if winograd is not None:
                 return winograd
         # A fused attention call's stages are named by role (nn.MultiheadAttention's and
@@ -713,8 +713,8 @@ class Analyzer:
                                            cost.products == 1)
         if kind == CONV:
             marker = rec["fwd"].get("marker") or {}
-            group = self._chain.one_group(rec, cost, name,
-                                    lambda: tuple(t.shape for t in Call(marker).tensors()[:2]) + (cost.out_shape,))
+            group = self._chain.one_group(
+                rec, cost, name, lambda: tuple(t.shape for t in Call(marker).tensors()[:2]) + (cost.out_shape,))
             if group is not None:
                 return group
             if not self.gradient_slot(rec, name):
