@@ -210,6 +210,14 @@ def test_a_grid_z_splits_k_only_for_a_gemm_of_one_product() -> None:
     assert gemm_cost(8, 64, 64, 64, "float32").products == 8 and gemm_cost(1, 64, 64, 64, "float32").products == 1
     assert matmul_cost(Tensor((8, 128, 256), "float32"), Tensor((256, 512), "float32")).products == 1
     assert matmul_cost(Tensor((8, 128, 256), "float32"), Tensor((8, 256, 512), "float32")).products == 8
+    # MaxViT's attention scores by einsum: a bmm over B·G·H (its cutlass launches' z: 32).
+    from pyprof.prof.pricing.registry import lookup
+    q = {"shape": [1, 4, 8, 49, 32], "dtype": "bfloat16"}
+    scores = Call({"v": 1, "kind": "op", "mod": "torch", "op": "einsum", "args": ["BGHID,BGHJD->BGHIJ", q, q]})
+    assert lookup("torch", "einsum")(scores).products == 32
+    rows = Call({"v": 1, "kind": "op", "mod": "torch", "op": "einsum",
+                 "args": ["bij,jk->bik", {"shape": [8, 49, 32], "dtype": "bfloat16"}, {"shape": [32, 64], "dtype": "bfloat16"}]})
+    assert lookup("torch", "einsum")(rows).products == 1
 
 
 def test_nvjet_per_image_needs_whole_tiles_times_the_images_and_an_fp32_output() -> None:
@@ -224,3 +232,21 @@ def test_nvjet_per_image_needs_whole_tiles_times_the_images_and_an_fp32_output()
     assert not nvjet_per_image((name.replace("_tss_", "_tst_"), [2, 64, 1]), 384, 128, 8)
     assert not nvjet_per_image((name.replace("_bz_", "_bz_splitK_"), [2, 64, 1]), 384, 128, 8)
     assert not nvjet_per_image((name, [2, 63, 1]), 384, 128, 8)
+
+
+def test_a_batched_gemm_s_grid_z_is_its_batch_not_partials() -> None:
+    """MaxViT's einsum attention scores (coverage capture, H100: a gradient by cuBLAS's CUTLASS
+    kernel, grid 2 x 1 x 32 over the 4·8 heads' batch) and a linear's split-K GEMM of one product,
+    grid z 4: the bmm's bytes are its formula's (operands read, output written once), the
+    linear's carry its 4 fp32 partials."""
+    from test_prof_helpers import analyse, record
+    q = {"shape": [1, 4, 8, 49, 32], "dtype": "bfloat16"}
+    einsum = {"v": 1, "kind": "op", "mod": "torch", "op": "einsum", "args": ["BGHID,BGHJD->BGHIJ", q, q]}
+    cutlass = "void cutlass::Kernel2<cutlass_75_wmma_tensorop_bf16_s161616gemm_bf16_32x32_64x2_tn_align8>(T1::Params)"
+    linear = {"v": 1, "kind": "op", "mod": "torch.nn.functional", "op": "linear",
+              "args": [{"shape": [256, 256], "dtype": "float32"}, {"shape": [64, 256], "dtype": "float32"}, None]}
+    simt = "void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>(T1::Params)"
+    facts, _ = analyse([record(einsum, cutlass, "bprop", grid=[2, 1, 32]), record(linear, simt, grid=[4, 1, 4])])
+    scores = 32 * (2 * 49 * 32 + 49 * 49)  # a gradient kernel: the forward's three matrices
+    assert facts[0].bytes == scores * 2
+    assert facts[1].bytes == (256 * 256 + 64 * 256) * 4 + 4 * 256 * 64 * 4

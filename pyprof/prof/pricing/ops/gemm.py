@@ -193,4 +193,6 @@ def einsum(c: Call) -> Cost | None:
     work = prod(size[ch] for ch in kept)
     if not contracted:  # an outer or element-wise product: PyTorch multiplies, no GEMM
         return Cost(work, nbytes, params, dtype, SIMT)
-    return Cost(2 * work, nbytes, params, dtype, GEMM, elems, out_elems=out_numel)
+    # The indices of both operands and the output are the bmm's batch (PyTorch's sumproduct_pair).
+    batch = prod(size[ch] for ch in out if ch in a and ch in b)
+    return Cost(2 * work, nbytes, params, dtype, GEMM, elems, out_elems=out_numel, products=batch)
