@@ -21,7 +21,7 @@ import pytest
 from pyprof.prof.io.reader import records
 from pyprof.prof.pricing.conv_parts import conv_outputs, depthwise_partials, depthwise_reduce
 from pyprof.prof.pricing.gemm_parts import nvjet_splits, split_k, split_partials
-from pyprof.prof.pricing.registry import Call
+from pyprof.prof.pricing.registry import GEMM, Call, Cost
 from pyprof.prof.scan import analysed
 from pyprof.prof.warnings_tally import Tally
 
@@ -208,6 +208,7 @@ def test_a_grid_z_splits_k_only_for_a_gemm_of_one_product() -> None:
     assert split_partials(("Kernel2", [16, 2, 4]), [(256, 320), (320, 256)], once, 4, unbatched=True) == partials
     assert split_partials(("Kernel2", [16, 2, 4]), [(256, 320), (64, 256)], once, 4, unbatched=True) == once
     assert gemm_cost(8, 64, 64, 64, "float32").products == 8 and gemm_cost(1, 64, 64, 64, "float32").products == 1
+    assert Cost(2, 8, "", "float32", GEMM).products is None  # a user's Cost says nothing: no split read
     assert matmul_cost(Tensor((8, 128, 256), "float32"), Tensor((256, 512), "float32")).products == 1
     assert matmul_cost(Tensor((8, 128, 256), "float32"), Tensor((8, 256, 512), "float32")).products == 8
     # MaxViT's attention scores by einsum: a bmm over B·G·H (its cutlass launches' z: 32).

@@ -48,8 +48,9 @@ class Cost:
     # GEMM's (rows, cols), which a split-K reduction sums (parts.py).
     out_shape: tuple | None = None
     # A GEMM's independent products (a bmm's batch; 1 for an mm, a linear, a folded matmul): a
-    # launch's grid z beyond them splits K (gemm_parts.split_partials).
-    products: int = 1
+    # launch's grid z beyond them splits K (gemm_parts.split_partials). None where the formula does
+    # not say (a user's Cost): no split is read from the grid then.
+    products: int | None = None
     # The PyTorch ops (emit_nvtx range names) whose first kernel does the op's work, when the op
     # launches helpers first (a fused optimizer step increments its step counters before the
     # math; an RNN may initialise its dropout state): the other kernels carry 0.
