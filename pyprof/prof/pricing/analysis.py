@@ -647,6 +647,14 @@ class Analyzer:
                     return self.unclaimed()
             flops, nbytes = (cost.bwd_flops, cost.bwd_bytes) if bprop else (cost.flops, cost.bytes)
             return flops, self._ran_in(nbytes, cost, rec, name)
+        return self._matrix_work(rec, cost, verdict, dtype, name, bprop)
+
+    def _matrix_work(self, rec: dict, cost: Cost, verdict: str | None, dtype: str | None, name: str | None,
+                     bprop: bool) -> tuple:
+        """(flops, bytes) of a kernel of a matrix op (GEMM, CONV, ATTN) priced from its marker: its
+        main kernel the op's work (each gradient's, backward), a helper its part, a kernel the
+        matrix chain knows (split-K, Winograd, grouped and segment-K weight gradients) its own."""
+        kind = cost.kind
         math = verdict in (MMA, SIMT)
         first = self._first_of_call(rec, math)  # helper kernels never become the main kernel
         if verdict == NONE and kind == GEMM and split_pass(name):
