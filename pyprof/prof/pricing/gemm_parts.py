@@ -27,12 +27,11 @@ SPLIT_K_KERNEL = re.compile(r"\bsplitKreduce_kernel<\(int\)(\d+), \(int\)(\d+)(?
 # ReduceSplitK<MatrixShape<rows, cols>, ..., ReduceAdd<partials' type, ...>>, one block per rows x
 # cols tile of the output, the grid's x over its rows and y over its columns.
 CUTLASS_SPLIT_K = re.compile(r"\bReduceSplitK<[\w:]*MatrixShape<\(int\)(\d+), \(int\)(\d+)>.*?\bReduceAdd<([\w:]+),")
-# cuBLASLt's nvjet GEMM that leaves split-K partials for a splitKreduce_kernel after it:
-# nvjet_sm90_<types>_<tile M>x<tile N>_<tile K>x<stages>_<cluster M>x<cluster N>_<h|v>_..._splitK_...;
-# its grid's z is 1, its blocks the output's tiles (padded to whole clusters) times the splits.
-_NVJET_SPLIT_K = re.compile(r"\bnvjet_\w*?_(\d+)x(\d+)_\d+x\d+_(\d+)x(\d+)_[hv]_\w*?_splitK_")
-# Any nvjet GEMM, the same tile and cluster fields; its third type letter the output's (s: fp32).
-_NVJET = re.compile(r"\bnvjet_sm\d+_[a-z]{2}([a-z])_(\d+)x(\d+)_\d+x\d+_(\d+)x(\d+)_[hv]_")
+# cuBLASLt's nvjet GEMM: nvjet_sm90_<types>_<tile M>x<tile N>_<tile K>x<stages>_<cluster M>x<cluster
+# N>_<h|v>_..., its last type letter the output's (s: fp32). One that leaves split-K partials for a
+# splitKreduce_kernel after it says `_splitK_` further on; its grid's z is 1, its blocks the
+# output's tiles (padded to whole clusters) times the splits.
+_NVJET = re.compile(r"\bnvjet_sm\d+_[a-z]*?([a-z])_(\d+)x(\d+)_\d+x\d+_(\d+)x(\d+)_[hv]_")
 # cuBLAS's scaling of a GEMM's output by beta (scal_kernel) before a split-K kernel accumulates
 # into it (sgemm_largek's grid z); PyTorch passes beta 0: the output zeroed, written once.
 BETA_KERNEL = re.compile(r"\bscal_kernel<")
@@ -105,15 +104,15 @@ def split_pass(kernel: str | None) -> bool:
 
 def nvjet_splits(gemm: tuple | None, rows: int, cols: int) -> int | None:
     """The split count of an nvjet split-K GEMM launch `gemm` (kernel name, grid) that wrote the
-    partials of a rows x cols output (_NVJET_SPLIT_K): its grid's blocks over the output's tiles,
+    partials of a rows x cols output (_NVJET, `_splitK_`): its grid's blocks over the output's tiles,
     tile M over the columns (cuBLAS's column-major M: the reduction's x) and tile N over the rows,
     each count rounded up to a whole number of clusters (a grid is whole clusters). Nsight Compute
     on 49 such launches (conv_ncu_workspace.csv.xz): their fp32 partial writes are splits x
     output x 4 bytes, the splits so counted (32x64 tiles, 1x2 clusters, 128 x 32 output: 2 tiles,
     grid 2 x 63, 63 splits; 64x32 tiles, 1x4 clusters, 96 x 32: 3 tiles in 4, grid 4 x 17, 17).
     None for any other kernel, or where the blocks are no whole number (2 or more) of splits."""
-    m = _NVJET_SPLIT_K.search(gemm[0]) if gemm and "_splitK_" in (gemm[0] or "") else None
-    splits = _tile_multiple(gemm[1], rows, cols, *(int(g) for g in m.groups())) if m else None
+    m = _NVJET.search(gemm[0]) if gemm and "_splitK_" in (gemm[0] or "") else None
+    splits = _tile_multiple(gemm[1], rows, cols, *(int(g) for g in m.groups()[1:])) if m else None
     return splits if splits is not None and splits >= 2 else None
 
 
