@@ -498,16 +498,11 @@ class Analyzer:
         return work[0], None if work[1] is None else work[1] + sum(work[2:])
 
     @staticmethod
-    def _marker_images(rec: dict) -> int | None:
-        """The images (N) of the input in the forward marker of a convolution's backward kernel."""
-        inputs = Call(rec["fwd"].get("marker") or {}).tensors()[:1]
-        return inputs[0].shape[0] if inputs and inputs[0].shape else None
-
-    @staticmethod
-    def _marker_weight(rec: dict) -> tuple | None:
-        """The weight's shape in the forward marker of a convolution's backward kernel."""
-        weights = Call(rec["fwd"].get("marker") or {}).tensors()[1:2]
-        return weights[0].shape if weights and weights[0].shape else None
+    def _marker_conv(rec: dict) -> tuple:
+        """(input's shape, weight's shape) in the forward marker of a convolution's backward
+        kernel, each None where the marker has none."""
+        shapes = [t.shape or None for t in Call(rec["fwd"].get("marker") or {}).tensors()[:2]]
+        return tuple(shapes + [None] * (2 - len(shapes)))
 
     @staticmethod
     def _gemm_outputs(rec: dict, cost: Cost, bprop: bool) -> list:
@@ -660,8 +655,8 @@ class Analyzer:
         if verdict == NONE and kind == GEMM and split_pass(name):
             return self._chain.split_pass(rec, name, self._gemm_outputs(rec, cost, bprop), ITEMSIZE.get(dtype))
         if verdict == NONE and kind == CONV and bprop and split_pass(name):
-            return self._chain.wgrad_split(rec, self._marker_weight(rec), ITEMSIZE.get(dtype))
-        depthwise = self._chain.depthwise_reduce(rec, name, self._marker_weight(rec), ITEMSIZE.get(dtype)) \
+            return self._chain.wgrad_split(rec, self._marker_conv(rec)[1], ITEMSIZE.get(dtype))
+        depthwise = self._chain.depthwise_reduce(rec, name, self._marker_conv(rec)[1], ITEMSIZE.get(dtype)) \
             if verdict == NONE and kind == CONV and bprop else None
         if depthwise is not None:
             return depthwise
@@ -727,8 +722,8 @@ class Analyzer:
                 return group
             if not self.gradient_slot(rec, name):
                 return self.unclaimed()
-            return self._chain.segmented(rec, cost, name, size, self._marker_weight(rec), self._marker_images(rec)) \
-                or grad
+            x, w = self._marker_conv(rec)
+            return self._chain.segmented(rec, cost, name, size, w, x[0] if x else None) or grad
         if not first:  # ATTN backward: the whole node's work on its main kernel
             return self.unclaimed()
         if cost.bwd_bytes is None or size is None or cost.dtype is None:
