@@ -282,10 +282,11 @@ _STOPS = (signal.SIGINT, signal.SIGTERM)
 
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
-    """Ctrl-C and SIGTERM held back while the workers are forked, and delivered after (raising
-    here). Their handlers raise, and in the parent a raise inside fork's own hooks is printed as
-    "Exception ignored" and lost (the run goes on); in a worker, before _worker_start, it is a
-    traceback."""
+    """Ctrl-C and SIGTERM held back while the workers are forked, or the scratch folder is made,
+    and delivered after (raising here). Their handlers raise, and in the parent a raise inside
+    fork's own hooks is printed as "Exception ignored" and lost (the run goes on); in a worker,
+    before _worker_start, it is a traceback; in mkdtemp, after its mkdir, it leaves the folder
+    behind, unnamed."""
     if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -600,19 +601,22 @@ def run(groups: list[list[Part]], output: str | None, jobs: int, progress: bool 
     line that is not JSON says the output is incomplete."""
     # Beside the output's file (through links): its .partial goes in there too, to be renamed.
     scratch = os.path.dirname(os.path.realpath(output)) if output else None
+    tmp = None
     try:
-        tmp = tempfile.mkdtemp(prefix=".pyprof-parse-", dir=scratch)
-    except OSError as err:  # the parts go beside the output: its folder missing is the output's error
-        raise cannot_write(output or tempfile.gettempdir(), err) from None
-    result = Result()
-    parts = [p for g in groups for p in g]
-    for part in parts:
-        part.out = os.path.join(tmp, f"part{part.index}.jsonl")
-    result.exports, result.windows = len(groups), len(parts)
-    # The progress line shares the terminal with records written to it.
-    meter = Progress("pyprof.parse", len(parts), progress and (output is not None or not sys.stdout.isatty()),
-                     unit="parts parsed")
-    try:
+        # A stop that came as the folder was made is delivered once it is named, for the finally.
+        with _signals_held():
+            try:
+                tmp = tempfile.mkdtemp(prefix=".pyprof-parse-", dir=scratch)
+            except OSError as err:  # the parts go beside the output: its folder missing is the output's error
+                raise cannot_write(output or tempfile.gettempdir(), err) from None
+        result = Result()
+        parts = [p for g in groups for p in g]
+        for part in parts:
+            part.out = os.path.join(tmp, f"part{part.index}.jsonl")
+        result.exports, result.windows = len(groups), len(parts)
+        # The progress line shares the terminal with records written to it.
+        meter = Progress("pyprof.parse", len(parts), progress and (output is not None or not sys.stdout.isatty()),
+                         unit="parts parsed")
         pool = contextlib.nullcontext(executor) if executor is not None else _pool(max(1, min(jobs, len(parts))), tmp)
         with pool as ex, open_output(output, scratch=tmp) as out:
             try:
@@ -622,7 +626,8 @@ def run(groups: list[list[Part]], output: str | None, jobs: int, progress: bool 
                     mark_incomplete(out, err, result.records)
                 raise
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
     return result
 
 

@@ -512,3 +512,26 @@ def test_a_worker_killed_on_its_own_is_one_line(two_big, tmp_path):
     assert proc.returncode == 130
     assert err == "pyprof.parse: error: a worker process was killed (out of memory?); fewer workers (-j) need less memory\n"
     assert os.listdir(tmp_path) == []
+
+
+def test_sigterm_as_the_scratch_folder_is_made_leaves_no_folder(tmp_path, monkeypatch):
+    """SIGTERM the instant mkdtemp has made the run's scratch folder (the signal fuzz's delay 0, a
+    parse with workers: '.pyprof-parse-...' was left in TMPDIR): the run ends as terminated and
+    the folder is gone. The stop is held while the folder is made and delivered once it is named."""
+    from pyprof.errors import Terminated, _terminate
+
+    made = parallel.tempfile.mkdtemp
+
+    def mkdtemp_then_sigterm(*args, **kwargs):
+        path = made(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return path
+
+    monkeypatch.setattr(parallel.tempfile, "mkdtemp", mkdtemp_then_sigterm)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        with pytest.raises(Terminated):
+            parallel.run([], str(tmp_path / "out.dict"), 2)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert os.listdir(tmp_path) == []
