@@ -19,6 +19,7 @@ import itertools
 import mmap
 import multiprocessing
 import os
+import secrets
 import shutil
 import signal
 import stat
@@ -282,11 +283,10 @@ _STOPS = (signal.SIGINT, signal.SIGTERM)
 
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
-    """Ctrl-C and SIGTERM held back while the workers are forked, or the scratch folder is made,
-    and delivered after (raising here). Their handlers raise, and in the parent a raise inside
-    fork's own hooks is printed as "Exception ignored" and lost (the run goes on); in a worker,
-    before _worker_start, it is a traceback; in mkdtemp, after its mkdir, it leaves the folder
-    behind, unnamed."""
+    """Ctrl-C and SIGTERM held back while the workers are forked, and delivered after (raising
+    here). Their handlers raise, and in the parent a raise inside fork's own hooks is printed as
+    "Exception ignored" and lost (the run goes on); in a worker, before _worker_start, it is a
+    traceback."""
     if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -601,14 +601,11 @@ def run(groups: list[list[Part]], output: str | None, jobs: int, progress: bool 
     line that is not JSON says the output is incomplete."""
     # Beside the output's file (through links): its .partial goes in there too, to be renamed.
     scratch = os.path.dirname(os.path.realpath(output)) if output else None
-    tmp = None
+    # Named before it is made, so that a stop (Ctrl-C, SIGTERM) at any moment finds it in the
+    # finally: one between mkdtemp's mkdir and its return would have left the folder behind.
+    tmp = _scratch_name(scratch)
     try:
-        # A stop that came as the folder was made is delivered once it is named, for the finally.
-        with _signals_held():
-            try:
-                tmp = tempfile.mkdtemp(prefix=".pyprof-parse-", dir=scratch)
-            except OSError as err:  # the parts go beside the output: its folder missing is the output's error
-                raise cannot_write(output or tempfile.gettempdir(), err) from None
+        _make_scratch(tmp, output)
         result = Result()
         parts = [p for g in groups for p in g]
         for part in parts:
@@ -626,9 +623,25 @@ def run(groups: list[list[Part]], output: str | None, jobs: int, progress: bool 
                     mark_incomplete(out, err, result.records)
                 raise
     finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
     return result
+
+
+def _scratch_name(folder: str | None) -> str:
+    """A fresh name for a run's scratch folder in `folder` (None: the system's temporary one)."""
+    return os.path.join(folder or tempfile.gettempdir(), f".pyprof-parse-{secrets.token_hex(6)}")
+
+
+def _make_scratch(path: str, output: str | None) -> None:
+    """Make the scratch folder `path` (private to this user); a name taken gets a new one."""
+    while True:
+        try:
+            os.mkdir(path, 0o700)
+            return
+        except FileExistsError:
+            path = _scratch_name(os.path.dirname(path))
+        except OSError as err:  # the parts go beside the output: its folder missing is the output's error
+            raise cannot_write(output or tempfile.gettempdir(), err) from None
 
 
 def default_jobs() -> int:

@@ -515,19 +515,19 @@ def test_a_worker_killed_on_its_own_is_one_line(two_big, tmp_path):
 
 
 def test_sigterm_as_the_scratch_folder_is_made_leaves_no_folder(tmp_path, monkeypatch):
-    """SIGTERM the instant mkdtemp has made the run's scratch folder (the signal fuzz's delay 0, a
-    parse with workers: '.pyprof-parse-...' was left in TMPDIR): the run ends as terminated and
-    the folder is gone. The stop is held while the folder is made and delivered once it is named."""
+    """SIGTERM the instant the run's scratch folder is made (the signal fuzz's delay 0, a parse with
+    workers: '.pyprof-parse-...' was left in TMPDIR when it came between mkdtemp's mkdir and its
+    return): the run ends as terminated and the folder is gone. The folder is named before it is
+    made, inside the try whose finally removes it."""
     from pyprof.errors import Terminated, _terminate
 
-    made = parallel.tempfile.mkdtemp
+    make = parallel._make_scratch
 
-    def mkdtemp_then_sigterm(*args, **kwargs):
-        path = made(*args, **kwargs)
+    def make_then_sigterm(path, output):
+        make(path, output)
         os.kill(os.getpid(), signal.SIGTERM)
-        return path
 
-    monkeypatch.setattr(parallel.tempfile, "mkdtemp", mkdtemp_then_sigterm)
+    monkeypatch.setattr(parallel, "_make_scratch", make_then_sigterm)
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         with pytest.raises(Terminated):
