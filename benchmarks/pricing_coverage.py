@@ -49,7 +49,8 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional
 class Case(NamedTuple):
     """One model and how it trains: `build(device)` returns (model, inputs, loss_fn) where
     `loss_fn(output, inputs)` gives the loss; `dtype`: fp32, tf32, fp16 or bf16 (autocast);
-    `optim`: sgd, sgd-loop, adam-foreach, adam-fused, adamw-foreach, adamw-fused or none (eval)."""
+    `optim`: sgd, sgd-loop, adam-loop, adam-foreach, adam-fused, adamw-loop, adamw-foreach,
+    adamw-fused or none (eval)."""
 
     build: Callable
     dtype: str
@@ -386,7 +387,7 @@ def _optimizer(name: str, params):
     if name == "none":
         return None
     kind, _, impl = name.partition("-")
-    flags = {"foreach": impl == "foreach", "fused": impl == "fused"} if impl in ("foreach", "fused") else {}
+    flags = {"foreach": impl == "foreach", "fused": impl == "fused"} if impl in ("foreach", "fused", "loop") else {}
     if kind == "sgd":
         return torch.optim.SGD(params, lr=1e-3, momentum=0.9, weight_decay=1e-4,
                                foreach=impl != "loop")
@@ -792,6 +793,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="skip a model whose build, warm-up and counting take over S seconds (0: no limit)")
     c.add_argument("--budget", type=float, default=0, metavar="S",
                    help="prepare no further model after S seconds; the prepared ones are captured (0: no limit)")
+    c.add_argument("--optim", metavar="NAME",
+                   help="train every model with this optimizer instead of its own (Case.optim's names: "
+                        "sgd, sgd-loop, adam-loop, adam-foreach, adamw-fused, ...)")
     t = sub.add_parser("table", help="the coverage table from parsed records (.jsonl or .jsonl.xz)")
     t.add_argument("records")
     t.add_argument("flops")
@@ -805,6 +809,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         unknown = [n for n in names if n not in CASES]
         if unknown:
             p.error(f"unknown models: {', '.join(unknown)} (known: {', '.join(CASES)})")
+        if args.optim:
+            CASES.update({n: CASES[n]._replace(optim=args.optim) for n in names})
         return capture(names, args.flops, args.warmup, args.plain, args.model_timeout, args.budget, args.mode)
     if args.cmd == "rnn-truth":
         print(rnn_truth(args.records, args.ncu))
