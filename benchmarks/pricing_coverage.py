@@ -667,11 +667,12 @@ def _outside_modules(rec: dict) -> bool:
     return isinstance(marker, dict) and "module" not in marker
 
 
-def sums(records_path: str) -> Dict[str, ModelSums]:
+def sums(records_path: str, models: frozenset = frozenset()) -> Dict[str, ModelSums]:
     """Records analysed in order (prof's one record loop) and summed per model: a kernel belongs
-    to the model of its outermost layer range, or (a kernel without one, such as a backward
-    kernel whose forward op is unknown) to the model of the kernel before it; models ran one
-    after the other."""
+    to the model of its outermost layer range (in a `bare` capture, its plain NVTX range named as
+    one of `models`: `ranges` holds CUB's too), or (a kernel without one, such as a backward
+    kernel launched by autograd's thread, outside the model's range) to the model of the kernel
+    before it; models ran one after the other."""
     from pyprof.prof.io.reader import records
     from pyprof.prof.scan import analysed
     from pyprof.prof.warnings_tally import Tally
@@ -682,9 +683,9 @@ def sums(records_path: str) -> Dict[str, ModelSums]:
         for rec, facts, _ in analysed(records(stream, Tally()), Tally()):
             if rec.get("kind", "kernel") != "kernel":
                 continue
-            layers = rec.get("layer") or []
-            if layers:
-                current = layers[0]
+            named = rec.get("layer") or [r for r in rec.get("ranges") or [] if r in models]
+            if named:
+                current = named[0]
             if current is not None:
                 out.setdefault(current, ModelSums()).add(rec, facts)
     return out
@@ -698,7 +699,7 @@ def table(records_path: str, flops_path: str, missing: int) -> str:
     """The coverage table (text), then per model the largest unknowns."""
     meta = json.load(open(flops_path))
     raw, fixed = meta.get("flop_counter", {}), meta.get("flop_counter_corrected", {})
-    tallies = sums(records_path)
+    tallies = sums(records_path, frozenset(raw) | frozenset(meta.get("failed", {})))
     head = (f"{'model':<26}{'kernels':>8}{'GPU ms':>9}{'flops%':>8}{'bytes%':>8}{'op%':>7}{'module%':>9}"
             f"{'outside%':>9}{'marker%':>9}{'aten%':>7}{'matrix/FCM':>12}{'+causal/FCM':>12}{'FCM raw/corr':>13}"
             f"{'rnn GFLOP':>10}{'kernel%':>9}")

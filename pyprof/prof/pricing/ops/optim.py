@@ -6,8 +6,9 @@ The marker carries `kwargs.params = {"count", "numel", "dtype"}` over all parame
 - SGD: 2 (p -= lr*g); momentum: +2 (buf = momentum*buf + g) and one momentum buffer, +1 more
   with dampening (g scaled by 1 - dampening); nesterov: +2 (g + momentum*buf); weight_decay: +2.
 - Adam: the element-wise ops of PyTorch's multi-tensor step (_ADAM), each priced by the
-  element-wise table: 12; weight_decay: +2 (L2 into g, an add with alpha); amsgrad: +1 (maximum)
-  and one more state tensor. AdamW: decoupled decay, +1 (a multiply) when weight_decay is set.
+  element-wise table: 12 (the for-loop step 11: _adam_loop); weight_decay: +2 (L2 into g, an add
+  with alpha); amsgrad: +1 (maximum) and one more state tensor. AdamW: decoupled decay, +1 (a
+  multiply) when weight_decay is set.
 - maximize (both): +1, the gradient negated (its own kernel in the for-loop and foreach steps).
   The same table prices the step's aten kernels and a compiled step's FX nodes, so the three
   levels agree.
@@ -84,41 +85,55 @@ def sgd(c: Call) -> Cost | None:
     buffer = (2 + (1 if dampening else 0) + (2 if nesterov else 0)) if momentum else 0
     flops = 2 + buffer + (2 if wd else 0) + (1 if maximize else 0)
     cost = _step_cost(c, flops, 1 if momentum else 0, dtype, numel, count, "aten::_fused_sgd_")
-    passes = _sgd_loop_passes(c, momentum, dampening, nesterov, wd, maximize,
-                              ITEMSIZE.get(dtype) if isinstance(dtype, str) else None)
+    passes = _loop_passes(c, _sgd_loop(momentum, dampening, nesterov, wd, maximize), dtype)
     return cost if cost is None or passes is None else replace(cost, stages=passes, stages_in_order=True)
 
 
-# The kernels of torch/optim/sgd.py's _single_tensor_sgd per parameter, by a piece of their names:
-# -grad (maximize); grad.add(param, alpha=weight_decay); then buf.mul_(momentum).add_(grad,
-# alpha=1 - dampening), or on the step that creates the buffer grad.clone() instead;
-# grad.add(buf, alpha=momentum) (nesterov); param.add_(grad, alpha=-lr).
+# The kernels of a for-loop step, by a piece of their names.
 _NEG, _ADD, _MUL, _CLONE = "neg_kernel_cuda", "CUDAFunctor_add", "MulFunctor", "direct_copy_kernel_cuda"
 
 
-def _sgd_loop_passes(c: Call, momentum: object, dampening: object, nesterov: object, wd: object, maximize: object,
-                     size: int | None) -> tuple | None:
-    """A for-loop SGD step's kernels, parameter by parameter in the marker's `numels` order, each
-    (name piece, FLOPs, bytes): the element-wise table's FLOPs (an add with alpha != 1 a
-    multiply-add) and every tensor it reads and writes. Both momentum paths are listed (the
-    buffer's clone after its mul and add: Cost.stages_in_order drops the path not taken). None
+def _sgd_loop(momentum: object, dampening: object, nesterov: object, wd: object, maximize: object) -> tuple:
+    """torch/optim/sgd.py's _single_tensor_sgd per parameter: -grad (maximize);
+    grad.add(param, alpha=weight_decay); then buf.mul_(momentum).add_(grad, alpha=1 - dampening),
+    or on the step that creates the buffer grad.clone() instead (both listed:
+    Cost.stages_in_order drops the path not taken); grad.add(buf, alpha=momentum) (nesterov);
+    param.add_(grad, alpha=-lr). Each (name piece, FLOPs an element, tensors read and written):
+    the element-wise table's FLOPs, an add with alpha != 1 a multiply-add."""
+    out: list = [(_NEG, 1, 2)] if maximize else []
+    if wd:
+        out.append((_ADD, 2, 3))
+    if momentum:
+        out += [(_MUL, 1, 2), (_ADD, 2 if dampening else 1, 3), (_CLONE, 0, 2)]
+        if nesterov:
+            out.append((_ADD, 2, 3))
+    return tuple(out) + ((_ADD, 2, 3),)
+
+
+def _adam_loop(amsgrad: bool, decoupled: bool, wd: bool, maximize: bool) -> tuple:
+    """torch/optim/adam.py's _single_tensor_adam per parameter (not capturable), as _sgd_loop:
+    -grad (maximize); param.mul_(1 - lr·wd) (AdamW) or grad.add(param, alpha=wd);
+    exp_avg.lerp_(grad); exp_avg_sq.mul_(beta2).addcmul_(grad, grad); torch.maximum into the
+    running maximum (amsgrad); the denominator sqrt(exp_avg_sq) / sqrt(bias_correction2) (a
+    multiply by the reciprocal, a new tensor) + eps in place; param.addcdiv_(exp_avg, denom,
+    value=-step_size). The step size rides in addcdiv's value: one division fewer than the
+    multi-tensor table (_ADAM)."""
+    decay = ((_MUL, 1, 2) if decoupled else (_ADD, 2, 3),) if wd else ()
+    return (((_NEG, 1, 2),) if maximize else ()) + decay + (
+        ("lerp", per_element(("lerp",)), 3), (_MUL, 1, 2), ("addcmul", per_element(("addcmul",)), 3)) + (
+        (("maximum_kernel", 1, 3),) if amsgrad else ()) + (
+        ("sqrt_kernel", 1, 2), (_MUL, 1, 2), ("CUDAFunctorOnSelf_add", 1, 2), ("addcdiv", per_element(("addcdiv",)), 4))
+
+
+def _loop_passes(c: Call, per_parameter: tuple, dtype: object) -> tuple | None:
+    """A for-loop step's kernels, parameter by parameter in the marker's `numels` order, each
+    (name piece, FLOPs, bytes) from `per_parameter`'s (piece, FLOPs an element, tensors); None
     where the step is not a for-loop or the parameters' sizes are not in the marker."""
     sizes = c.get(None, "params").get("numels")
+    size = ITEMSIZE.get(dtype) if isinstance(dtype, str) else None
     if _impl(c) != "loop" or size is None or not isinstance(sizes, list):
         return None
-    out: list = []
-    for n in sizes:
-        if maximize:
-            out.append((_NEG, n, 2 * n * size))
-        if wd:
-            out.append((_ADD, 2 * n, 3 * n * size))
-        if momentum:
-            out += [(_MUL, n, 2 * n * size), (_ADD, (2 if dampening else 1) * n, 3 * n * size),
-                    (_CLONE, 0, 2 * n * size)]
-            if nesterov:
-                out.append((_ADD, 2 * n, 3 * n * size))
-        out.append((_ADD, 2 * n, 3 * n * size))
-    return tuple(out)
+    return tuple((piece, f * n, t * n * size) for n in sizes for piece, f, t in per_parameter)
 
 
 def adam_flops(amsgrad: bool, decoupled: bool, weight_decay: bool) -> int:
@@ -131,9 +146,13 @@ def _adam(decoupled: bool):
     def formula(c: Call) -> Cost | None:
         amsgrad, wd, maximize = _knobs(c, "amsgrad", "weight_decay", "maximize")
         numel, count, dtype = _params(c)
-        flops = adam_flops(bool(amsgrad), decoupled, bool(wd)) + (1 if maximize else 0)
-        return _step_cost(c, flops, 3 if amsgrad else 2, dtype, numel, count,
+        loop = _adam_loop(bool(amsgrad), decoupled, bool(wd), bool(maximize))
+        flops = sum(f for _, f, _ in loop) if _impl(c) == "loop" else \
+            adam_flops(bool(amsgrad), decoupled, bool(wd)) + (1 if maximize else 0)
+        cost = _step_cost(c, flops, 3 if amsgrad else 2, dtype, numel, count,
                           "aten::_fused_adamw_" if decoupled else "aten::_fused_adam_")
+        passes = _loop_passes(c, loop, dtype)
+        return cost if cost is None or passes is None else replace(cost, stages=passes, stages_in_order=True)
     return formula
 
 

@@ -1,8 +1,10 @@
-"""Each kernel of a for-loop SGD step (`foreach=False`) its own FLOPs and bytes (issue 27), on the
-real records of an H100 capture (tests/data/cov_sgd_loop_default.jsonl.xz: benchmarks/
-pricing_coverage.py's rnn_packed, its whole SGD.step call cut from pyprof.init()'s records,
-unchanged: momentum 0.9, weight decay 1e-4, 10 fp32 parameters). The step's first kernel carried
-the whole formula and the 39 others were na before."""
+"""Each kernel of a for-loop optimizer step (`foreach=False`) its own FLOPs and bytes (issue 27), on
+the real records of captures (the whole step call cut from pyprof.init()'s records, unchanged):
+tests/data/cov_sgd_loop_default.jsonl.xz (H100, benchmarks/pricing_coverage.py's rnn_packed:
+momentum 0.9, weight decay 1e-4, 10 fp32 parameters), cov_adam_loop_default.jsonl.xz and
+cov_adamw_loop_default.jsonl.xz (H200, benchmarks/coverage_modes.sh: fixture_lstm with Adam and
+fixture_encoder with AdamW, `--optim adam-loop` / `adamw-loop`: weight decay 0.01, 22 and 12 fp32
+parameters). Each step's first kernel carried the whole formula and the others were na before."""
 from __future__ import annotations
 
 import io
@@ -24,8 +26,8 @@ CLONE = ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::dir
          "() const::[lambda(float) (instance 1)], std::array<char *, (unsigned long)2>>(int, T2, T3)")
 
 
-def _step() -> list:
-    with lzma.open(os.path.join(DATA, "cov_sgd_loop_default.jsonl.xz"), "rt") as s:
+def _step(name: str = "sgd") -> list:
+    with lzma.open(os.path.join(DATA, f"cov_{name}_loop_default.jsonl.xz"), "rt") as s:
         return [json.loads(line) for line in s]
 
 
@@ -114,3 +116,63 @@ def test_sgd_step_without_a_knob_is_na_with_the_reason():
     kwargs = {k: v for k, v in marker["kwargs"].items() if k != "nesterov"}
     cost, warning = MarkerCosts().of(dict(marker, kwargs=kwargs))
     assert cost is None and warning == ("optimizer nesterov not in the marker", "torch.optim.SGD.step")
+
+
+ADAM_NUMELS = [8192, 4096, 256, 256, 1024] * 4 + [320, 10]
+ADAMW_NUMELS = [12288, 192, 4096, 64, 16384, 256, 16384, 64, 64, 64, 64, 64]
+
+
+def _functor(name: str) -> str:
+    """The element-wise functor or kernel function an ATen kernel's name runs."""
+    return name.split("<", 1)[1].split(",", 1)[1].strip().split("<")[0].split("(")[0].removeprefix("at::native::")
+
+
+def test_loop_adam_kernels_carry_their_own_pass():
+    """torch/optim/adam.py's _single_tensor_adam per parameter of n fp32 elements (the capture's
+    8 kernels each): grad.add(param, alpha=wd) (2n FLOPs, 3n·4 bytes), exp_avg.lerp_ (3n, 3n·4),
+    exp_avg_sq.mul_ (n, 2n·4), .addcmul_(grad, grad) (2n, 3n·4), sqrt (n, 2n·4), / sqrt(bias
+    correction) (n, 2n·4), + eps (n, 2n·4), param.addcdiv_ (2n, 4n·4): 13 an element, the
+    formula's, and the call's first kernel no longer carries it all."""
+    got = [(_functor(name), f, b) for name, f, b in _priced(_step("adam"))]
+    want = []
+    for n in ADAM_NUMELS:
+        want += [("CUDAFunctor_add", 2 * n, 12 * n), ("", 3 * n, 12 * n), ("AUnaryFunctor", n, 8 * n),
+                 ("addcmul_cuda_kernel", 2 * n, 12 * n), ("sqrt_kernel_cuda", n, 8 * n), ("BUnaryFunctor", n, 8 * n),
+                 ("CUDAFunctorOnSelf_add", n, 8 * n), ("addcdiv_cuda_kernel", 2 * n, 16 * n)]
+    assert got == want
+    assert sum(f for _, f, _ in got) == 13 * sum(ADAM_NUMELS) == 723138
+
+
+def test_loop_adamw_decays_the_parameter_first():
+    """AdamW's decoupled decay, param.mul_(1 - lr·wd) (n, 2n·4), runs first, then Adam's 7
+    kernels without the L2 add: 12 FLOPs an element."""
+    got = [(_functor(name), f, b) for name, f, b in _priced(_step("adamw"))]
+    want = []
+    for n in ADAMW_NUMELS:
+        want += [("AUnaryFunctor", n, 8 * n), ("", 3 * n, 12 * n), ("AUnaryFunctor", n, 8 * n),
+                 ("addcmul_cuda_kernel", 2 * n, 12 * n), ("sqrt_kernel_cuda", n, 8 * n), ("BUnaryFunctor", n, 8 * n),
+                 ("CUDAFunctorOnSelf_add", n, 8 * n), ("addcdiv_cuda_kernel", 2 * n, 16 * n)]
+    assert got == want
+    assert sum(f for _, f, _ in got) == 12 * sum(ADAMW_NUMELS)
+
+
+# torch.maximum's kernel (ATen's MaxMinElementwiseKernel.cu), as the capture's kernels are named.
+MAXIMUM = ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::maximum_kernel_cuda("
+           "at::TensorIteratorBase &)::[lambda() (instance 1)]::operator ()() const::[lambda() (instance 6)]::operator ()"
+           "() const::[lambda(float, float) (instance 1)], std::array<char *, (unsigned long)3>>(int, T2, T3)")
+
+
+def test_loop_adam_amsgrad_maximize_each_kernel_its_pass():
+    """maximize and amsgrad: -grad (n, 2n·4) first, torch.maximum into the running maximum (n,
+    3n·4) after addcmul_; 15 FLOPs an element. The capture's kernels with a neg before each
+    parameter's and a maximum after its addcmul_."""
+    recs, varied = _with_knobs(_step("adam"), amsgrad=True, maximize=True), []
+    for i in range(0, len(recs), 8):
+        varied += [dict(recs[i], kLongName=NEG), *recs[i:i + 4], dict(recs[i + 3], kLongName=MAXIMUM), *recs[i + 4:i + 8]]
+    got = [(f, b) for _, f, b in _priced(varied)]
+    want = []
+    for n in ADAM_NUMELS:
+        want += [(n, 8 * n), (2 * n, 12 * n), (3 * n, 12 * n), (n, 8 * n), (2 * n, 12 * n), (n, 12 * n),
+                 (n, 8 * n), (n, 8 * n), (n, 8 * n), (2 * n, 16 * n)]
+    assert got == want
+    assert sum(f for f, _ in got) == 15 * sum(ADAM_NUMELS)
