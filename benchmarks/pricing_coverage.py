@@ -719,6 +719,10 @@ def table(records_path: str, flops_path: str, missing: int) -> str:
                      f"{t.rnn_flops / 1e9:>10.3f}{_pct(t.known['kernel'], t.time):>9}")
     for name, why in (meta.get("failed") or {}).items():
         lines.append(f"{name:<26} not captured: {why}")
+    time, known = sum(t.time for t in tallies.values()), sum(t.known["kernel"] for t in tallies.values())
+    under = [n for n, t in tallies.items() if t.time and t.known["kernel"] < 0.99 * t.time]
+    lines.append(f"all {len(tallies)} models: kernel% {_pct(known, time)} of {time / 1e6:.2f} GPU ms; "
+                 f"at least 99 on {len(tallies) - len(under)}" + (f" (below: {', '.join(under)})" if under else ""))
     if missing:
         lines.append("")
         lines.append("largest GPU time without FLOPs or without bytes > 0, per model (dir op | kernel: share of the model's time):")

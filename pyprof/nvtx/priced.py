@@ -89,6 +89,7 @@ Tensor.bitwise_xor
 Tensor.bitwise_xor_
 Tensor.bmm
 Tensor.bool
+Tensor.broadcast_to
 Tensor.byte
 Tensor.ceil
 Tensor.ceil_
@@ -141,6 +142,8 @@ Tensor.exp
 Tensor.exp2
 Tensor.exp2_
 Tensor.exp_
+Tensor.expand
+Tensor.expand_as
 Tensor.expm1
 Tensor.expm1_
 Tensor.exponential_
@@ -437,6 +440,7 @@ torch.bitwise_or_
 torch.bitwise_xor
 torch.bitwise_xor_
 torch.bmm
+torch.broadcast_to
 torch.cat
 torch.ceil
 torch.ceil_

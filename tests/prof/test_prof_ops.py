@@ -2,6 +2,8 @@
 torch call: the tensor arguments' sizes plus the sizes of what torch returned."""
 from __future__ import annotations
 
+from math import prod
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="bytes checked against the real torch call: needs torch")
@@ -316,6 +318,29 @@ def test_views_cost_a_copy_when_a_kernel_runs_under_them():
     x = t(4, 6).t()
     assert cost_of("Tensor", "reshape", x, -1).bytes == 2 * 96
     assert cost_of("torch", "flatten", x).bytes == 2 * 96
+
+
+@pytest.mark.parametrize("mod, op, args, out", [
+    ("Tensor", "expand", (2, -1, -1), (2, 1, 768)),               # ViT's class token (a real H200 capture)
+    ("Tensor", "expand", ([3, 4, -1, 768],), (3, 4, 1, 768)),      # one list, a new leading dim
+    ("Tensor", "expand_as", (t(5, 1, 768),), (5, 1, 768)),
+    ("torch", "broadcast_to", ((2, 6, 768),), (2, 6, 768)),
+])
+def test_expand_backward_sums_the_gradient_back(mod, op, args, out):
+    """A view forward; its backward (ExpandBackward0's reduce kernel) sums the gradient, the
+    expanded shape, to x's [1,1,768] fp32: one add per gradient element, the gradient read, x's
+    elements written; the real expanded shapes are torch's own."""
+    x = t(1, 1, 768)
+    assert tuple(getattr(x, op)(*args).shape if mod == "Tensor" else torch.broadcast_to(x, *args).shape) == out
+    c = cost_of(mod, op, x, *args)
+    n = prod(out)
+    assert (c.flops, c.bytes) == (0, 768 * 4 + n * 4)
+    assert (c.bwd_flops, c.bwd_bytes) == (n, n * 4 + 768 * 4)
+    assert c.params == f"shape=[1,1,768],to=[{','.join(map(str, out))}],type=fp32"
+
+
+def test_expand_with_minus_one_on_a_new_dim_is_na():
+    assert cost_of("Tensor", "expand", t(3), -1, 3) is None
 
 
 @pytest.mark.parametrize("index,shape", [

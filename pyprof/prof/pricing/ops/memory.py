@@ -10,6 +10,7 @@ from math import ceil, prod
 from ..cub_sort import num_bits, radix_sort_pairs
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
 from ..values import ITEMSIZE, Tensor, Unknown, is_truncated, promote, short
+from .elementwise import reduce_cost
 
 
 def copy_cost(src: Tensor, out_dtype: str | None) -> Cost | None:
@@ -234,6 +235,36 @@ def _view(c: Call) -> Cost | None:
 
 
 register(*names([v for v in VIEWS if not v.startswith("expand")]))(_view)
+
+
+def expanded_shape(shape: tuple, sizes: object) -> tuple | None:
+    """The shape `expand(*sizes)` gives a tensor of `shape`: sizes right-aligned against it, -1
+    keeping its dim (not allowed on a new leading one); None where the sizes are not ints."""
+    if not isinstance(sizes, (list, tuple)) or len(sizes) < len(shape) or not all(type(s) is int for s in sizes):
+        return None
+    lead = len(sizes) - len(shape)
+    if any(s == -1 for s in sizes[:lead]):
+        return None
+    return tuple(shape[i - lead] if s == -1 else s for i, s in enumerate(sizes))
+
+
+@register("Tensor.expand", "Tensor.expand_as", *names(["broadcast_to"]))
+def expand(c: Call) -> Cost | None:
+    """expand(*sizes), expand(sizes), expand_as(other), broadcast_to(shape): a view, no kernel
+    forward (one under it would materialise the result: x read, the result written). Its
+    backward sums the gradient, the expanded shape, back to x's (autograd's sum_to_size, a
+    reduce kernel): reduce_cost's sum of the result to x's elements."""
+    x, arg = c.get(0, "input"), c.get(1, "size", c.get(1, "other", c.get(1, "shape")))
+    if not isinstance(x, Tensor) or x.nbytes is None:
+        return None
+    sizes = arg.shape if isinstance(arg, Tensor) else arg if isinstance(arg, list) else c.args[1:]
+    out = expanded_shape(x.shape, sizes)
+    if out is None:
+        return None
+    grad = Tensor(out, x.dtype)
+    back = reduce_cost("sum", grad, x.numel, None, "?", False)
+    return Cost(0, x.nbytes + grad.nbytes, fmt_params(x.dtype, shape=dims(x.shape), to=dims(out)), x.dtype, SIMT,
+                bwd_flops=back.flops, bwd_bytes=back.bytes)
 
 
 def basic_index_steps(shape: tuple, index) -> tuple | None:
