@@ -503,3 +503,17 @@ def test_cutlass_split_k_partials_are_channel_padded():
         assert 0.98 <= got[0][1] / got[0][2] <= 1.0
         eff = _rows(mode, "efficientnet_b0", lambda r: "ReduceSplitK" in r["kLongName"])
         assert eff[-1][1:] == (96 * stem, 97 * stem * 4 + stem * 2), mode
+
+
+def test_operand_of_fewer_dims_is_summed_over_its_leading_dims_of_size_one():
+    """maxvit_t's grid attention (H200 default capture): bf16 scores [1, 1, 16, 49, 49] plus the
+    fp32 relative position bias [1, 16, 49, 49] under autocast, the sum fp32. Backward, dScores
+    and dBias are dY itself, but autograd's sum_to still sums dBias over the leading dim its
+    operand lacks (one reduce kernel of no adds: the 38,416 fp32 read and written), then casts
+    dScores to bf16; that reduce kernel was na."""
+    marker = {"v": 1, "kind": "op", "mod": "Tensor", "op": "__add__",
+              "args": [{"shape": [1, 1, 16, 49, 49], "dtype": "bfloat16", "grad": True},
+                       {"shape": [1, 16, 49, 49], "dtype": "float32", "grad": True}],
+              "module": "blocks.3.layers.1.layers.grid_attention.attn_layer.1", "autocast": "bfloat16"}
+    n = 16 * 49 * 49
+    assert cost_of(marker).bwd_stages == (("copy_kernel_cuda", 0, 4 * n + 2 * n), ("reduce_kernel", 0, 8 * n))

@@ -95,7 +95,7 @@ def pointwise_cost(op: str, operands: list, out_dtype: str | None = None,
     if bwd and out_size is not None:
         bwd_flops, bwd_bytes = n, 3 * n * out_size
     if grads is not None and out_size is not None:
-        bwd_flops, bwd_bytes, stages = _binary_backward(operands, grads, n, out_dtype)
+        bwd_flops, bwd_bytes, stages = _binary_backward(operands, grads, shape, out_dtype)
     return Cost(flops, nbytes, fmt_params(dtype, shape=dims(shape), **fields), dtype, SIMT,
                 bwd_flops=bwd_flops, bwd_bytes=bwd_bytes, bwd_stages=stages)
 
@@ -180,10 +180,10 @@ def _operands(op: str, c: Call) -> list:
     return operands
 
 
-def _binary_backward(operands: list, grads: tuple, n: int, dy_dtype: str) -> tuple:
-    """(flops, bytes, stages) of the backward of a binary op over `n` output elements of
-    `dy_dtype` (module docstring); the stages: _gradient_kernels'."""
-    dy_size = ITEMSIZE[dy_dtype]
+def _binary_backward(operands: list, grads: tuple, shape: tuple, dy_dtype: str) -> tuple:
+    """(flops, bytes, stages) of the backward of a binary op over output `shape` of `dy_dtype`
+    (module docstring); the stages: _gradient_kernels'."""
+    dy_size, n = ITEMSIZE[dy_dtype], prod(shape)
     flops, sizes, reads = 0, [], set()
     for i, (per_elem, needs) in enumerate(grads):
         t = operands[i] if i < len(operands) else None
@@ -195,20 +195,22 @@ def _binary_backward(operands: list, grads: tuple, n: int, dy_dtype: str) -> tup
     if not sizes:
         return None, None, None  # no operand takes a gradient: no backward node
     sizes += [operands[j].nbytes for j in sorted(reads)]
-    return flops, None if None in sizes else n * dy_size + sum(sizes), _gradient_kernels(operands, grads, n, dy_dtype)
+    return flops, None if None in sizes else n * dy_size + sum(sizes), _gradient_kernels(operands, grads, shape, dy_dtype)
 
 
-def _gradient_kernels(operands: list, grads: tuple, n: int, dy_dtype: str) -> tuple | None:
+def _gradient_kernels(operands: list, grads: tuple, shape: tuple, dy_dtype: str) -> tuple | None:
     """The kernels of a binary op's backward as named stages (Cost.stages): the autograd node
     computes each gradient whose formula does math (_GRADS: FLOPs > 0) in one element-wise
     kernel over the n output elements, the last operand's first (PyTorch's generated code), dY
     and the operands the formula reads read (each in its own dtype), the gradient written in dY's
     dtype at its operand's size, or at n where the operand was broadcast; then the engine, in
     operand order, sums each broadcast operand's gradient down to its shape (a sum reduction in
-    dY's dtype: the n read, the gradient written) and casts each gradient whose operand's dtype
+    dY's dtype: the n read, the gradient written; autograd's sum_to also sums an operand of fewer
+    dims over the leading ones, of size 1 too: a reduce kernel of no adds, maxvit's fp32 relative
+    position bias added to bf16 scores of one more dim) and casts each gradient whose operand's dtype
     is not dY's to it (a copy: read in dY's dtype, written in its own; convnext's fp32 layer
     scale times bf16 activations under autocast). None where no kernel runs."""
-    dy_size = ITEMSIZE[dy_dtype]
+    dy_size, n = ITEMSIZE[dy_dtype], prod(shape)
     math, engine = [], []
     for i, (per_elem, needs) in reversed(list(enumerate(grads))):
         t = operands[i] if i < len(operands) else None
@@ -217,7 +219,7 @@ def _gradient_kernels(operands: list, grads: tuple, n: int, dy_dtype: str) -> tu
         read = [operands[j] for j in needs if j < len(operands) and isinstance(operands[j], Tensor)]
         if t.nbytes is None or any(r.nbytes is None for r in read):
             return None
-        broadcast_to = t.numel < n
+        broadcast_to = t.numel < n or len(t.shape) < len(shape)
         if per_elem:
             math.append(("elementwise_kernel", per_elem * n,
                          n * dy_size + sum(r.nbytes for r in read) + (n if broadcast_to else t.numel) * dy_size))
