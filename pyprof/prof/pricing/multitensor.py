@@ -21,7 +21,9 @@ list's chunks, its grid over the chunks of a launch that held the whole list ear
 call (a foreach step's first, one-list op), and unknown (na) when no launch did.
 
 An optimizer step's or GradScaler's unscale's marker names its lists (tensor_lists); the op call
-holds them (parts.CallParts.launch) for its launches.
+holds them (parts.CallParts.launch) for its launches. In an optimizer step a pointwise multiply
+(addcmul) squares a list, its two factors one list read once: torch.optim's foreach steps call it
+so alone (Adam's and AdamW's exp_avg_sq.addcmul_(grad, grad), RMSprop's, Adagrad's, Adadelta's).
 """
 from __future__ import annotations
 
@@ -56,14 +58,15 @@ _TWO_OPS = 2
 
 class Launch(NamedTuple):
     """What one multi-tensor launch does per element of one list: lists moved, FLOPs (None for a
-    fused optimizer's math, the formula's, or an operation not known), element size; and how
-    many tensors a launch holds."""
+    fused optimizer's math, the formula's, or an operation not known), element size; how many
+    tensors a launch holds; whether it is a pointwise multiply (addcmul)."""
 
     lists: int
     flops: int | None
     size: int
     fused: bool
     max_tensors: int
+    product: bool = False
 
 
 def is_launch(kernel: str | None) -> bool:
@@ -98,7 +101,8 @@ def launch(kernel: str) -> Launch | None:
         flops = None  # an operation not in the list: its lists still say the bytes
     else:
         flops = FLOPS_PER_ELEMENT["lerp"] if op.group(1) == "lerpfunctor" else 1
-    return Launch(reads + 1, flops, size, False, limit)
+    product = name.startswith("pointwise") and op is not None and op.group(1) == "std::multiplies"
+    return Launch(reads + 1, flops, size, False, limit, product)
 
 
 def launch_elements(numels: list[int], max_tensors: int) -> list[int]:
@@ -177,7 +181,7 @@ class Lists:
         # The name's operation where it tells one, else the call's per element (a functor whose
         # lambda the name does not spell: GradScaler's unscale).
         per = self.flops_per if spec.fused or spec.flops is None else spec.flops
-        return (None if per is None else elems * per), elems * spec.lists * spec.size
+        return (None if per is None else elems * per), elems * (spec.lists - spec.product) * spec.size
 
     def _packed(self, kernel: str, max_tensors: int, blocks: int) -> int | None:
         """The elements of this launch of `kernel` from the marker's `numels`: the next launch of

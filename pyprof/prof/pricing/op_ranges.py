@@ -121,6 +121,11 @@ class AtenCall:
         self._flow = flow
         self._node = node  # the seq of the node whose backward the record ran in (its `fwd.seq`)
 
+    def producers(self) -> list:
+        """(opId, output index) of each input that names its producer, None for the others
+        (tensor_flow.producers): equal pairs are the same tensor."""
+        return producers(self._ranges[self._depth]) if self._depth < len(self._ranges) else []
+
     def input_dtype(self, pos: int) -> str | None:
         """The dtype of input `pos` (tensor_flow.py): for the gradient an enclosing autograd node
         was called with, its forward op's output's; else what its producer's kernel wrote;

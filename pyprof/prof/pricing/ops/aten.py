@@ -534,7 +534,9 @@ def _zero_dim_lists(a: A, op: str, m: re.Match | None) -> list:
 def _foreach(a: A) -> Cost | None:
     """`TensorListMetadata<D>` in the kernel's name: the kernel walks D lists of the same length,
     the output list among them for an out-of-place op. Reads every input list, writes one list;
-    FLOPs per element of one list from the element-wise table (norm: 2, one output per tensor)."""
+    FLOPs per element of one list from the element-wise table (norm: 2, one output per tensor).
+    A list passed twice (every tensor's producer the same as an earlier list's: an optimizer's
+    exp_avg_sq.addcmul_(grad, grad)) is read once."""
     m = _DEPTH.search(a.kernel)
     op = a.name.partition("::")[2].strip("_").removeprefix("foreach_")
     ts = a.tensors() or _zero_dim_lists(a, op, m)
@@ -552,9 +554,18 @@ def _foreach(a: A) -> Cost | None:
     n = sum(t.numel for t in first)
     written = len(first) if op == "norm" else n
     spec = launch(a.kernel)
-    return Cost(n * _FOREACH_FLOPS.get(op, 1), (lists * n + written) * size,
+    return Cost(n * _FOREACH_FLOPS.get(op, 1), ((lists - _repeated_lists(a, lists, len(first))) * n + written) * size,
                 fmt_params(a.dtype, tensors=len(first), numel=n), a.dtype, SIMT,
                 launches=None if spec is None else tuple(launch_elements([t.numel for t in first], spec.max_tensors)))
+
+
+def _repeated_lists(a: A, lists: int, count: int) -> int:
+    """How many of the range's first `lists` tensor lists of `count` tensors repeat an earlier one
+    (each tensor's producer named, and the same)."""
+    ids = a.producers()
+    chunks = [tuple(ids[i * count:(i + 1) * count]) for i in range(lists)]
+    named = [c for c in chunks if len(c) == count and None not in c]
+    return len(named) - len(set(named))
 
 
 _FOREACH = ["add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "sqrt", "neg", "abs", "exp", "reciprocal",
