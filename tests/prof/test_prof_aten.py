@@ -439,3 +439,60 @@ def test_a_foreach_list_passed_twice_is_read_once(second, third, lists_read):
            "inputOpIds": [[0, -1], [0, -1]] + second + third + [[0, -1]]}
     facts, _ = analyse([record(None, ADDCMUL, "optim", torchOps=[rng])])
     assert (facts[0].flops, facts[0].bytes, facts[0].level) == (80, (lists_read + 1) * 40 * 4, "aten")
+
+
+def test_split_k_reduction_writes_the_gemms_output_type():
+    """cuBLASLt's splitKreduce_kernel sums its float partials into the GEMM's output, its fifth
+    template type (the H200 convnext's linear: a bf16 output, which the cast of its gradient in
+    the backward reads; as the first type, float32, the cast read and wrote one dtype: na)."""
+    from pyprof.prof.pricing.op_ranges import written_dtype
+    name = ("void cublasLt::splitKreduce_kernel<(int)32, (int)16, int, float, {}, float, {}, (bool)0, float, {}, {}, "
+            "(bool)1, (bool)0, (bool)0, (bool)0>(cublasLt::cublasSplitKParams<T6>, const T4 *, const T10 *, T9 *, T5 *)")
+    assert [written_dtype(name.format(*[t] * 4), None) for t in ("__nv_bfloat16", "__half", "float")] == \
+        ["bfloat16", "float16", "float32"]
+
+
+# autocast's casts: a linear's fp32 bias down to bf16, and a layer norm's bf16 input up to fp32.
+DOWN = "void at::native::vectorized_elementwise_kernel<(int)8, at::native::bfloat16_copy_kernel_cuda(" \
+       "at::TensorIteratorBase &)::[lambda(float) (instance 1)], std::array<char *, (unsigned long)2>>(int, T2, T3)"
+UP = "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase &)::" \
+     "[lambda() (instance 3)]::operator ()() const::[lambda() (instance 7)]::operator ()() const::[lambda(float) " \
+     "(instance 1)], std::array<char *, (unsigned long)2>, (int)4, TrivialOffsetCalculator<(int)1, unsigned int>, " \
+     "TrivialOffsetCalculator<(int)1, unsigned int>, at::native::memory::LoadWithCast<(int)1>, " \
+     "at::native::memory::StoreWithCast<(int)1>>(int, T1, T2, T3, T4, T5, T6)"
+X = [8, 32, 32, 96]  # 786,432 elements
+
+
+def _cast(op: dict, shape: list, source: list, op_id: int) -> list:
+    """The ranges of autocast's cast of `op`'s argument of `shape` made by `source`."""
+    return [op, {"name": "aten::to", "opId": op_id + 1, "sizes": [shape, [], [], [], []],
+                 "inputOpIds": [source, [0, -1], [0, -1], [0, -1], [0, -1]]},
+            {"name": "aten::_to_copy", "opId": op_id + 2, "sizes": [shape] + [[]] * 6,
+             "inputOpIds": [source] + [[0, -1]] * 6},
+            {"name": "aten::copy_", "opId": op_id + 4, "sizes": [shape, shape, []],
+             "inputOpIds": [[op_id + 3, 0], source, [0, -1]]}]
+
+
+def _layer_norm_cast(view: list) -> dict:
+    """convnext's layer norm under autocast, of a permute's output (a view: no kernel, so no dtype)."""
+    norm = {"name": "aten::layer_norm", "seq": 3, "opId": 20, "sizes": [X, [], [96], [96], [], []],
+            "inputOpIds": [[10, 0], [0, -1], [0, -1], [0, -1], [0, -1], [0, -1]]}
+    return record(None, UP, torchOps=_cast(norm, X, view, 20))
+
+
+def test_autocast_upcast_reads_autocast_s_16_bit_dtype():
+    """Without pyprof.init() a cast's source dtype is its producer's, and a view launches no
+    kernel to tell it. A cast to float32 that autocast made of an op's argument (the cast's
+    source one of the op's inputs) casts up from autocast's 16-bit dtype, which its casts down
+    told (a linear's bias: bfloat16): the 786,432 elements read in bf16 and written in fp32.
+    Before any cast down, or for a cast of something the op did not take, na."""
+    linear = {"name": "aten::linear", "seq": 1, "opId": 1, "sizes": [[8, 4, 4, 3072], [768, 3072], [768]],
+              "inputOpIds": [[9, 0], [0, -1], [0, -1]]}
+    down = record(None, DOWN, torchOps=_cast(linear, [768], [0, -1], 1))
+    n = math.prod(X)
+    facts, _ = analyse([down, _layer_norm_cast([10, 0])])
+    assert (facts[0].bytes, facts[1].flops, facts[1].bytes) == (768 * 6, 0, n * 2 + n * 4)
+    facts, _ = analyse([_layer_norm_cast([10, 0])])
+    assert facts[0].bytes is None
+    facts, _ = analyse([down, _layer_norm_cast([11, 0])])
+    assert facts[1].bytes is None

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from . import ops  # noqa: F401  (fills both tables)
 from .registry import Cost, lookup_aten
-from .tensor_flow import ENGINE, TensorFlow, node_range, producers
+from .tensor_flow import ENGINE, TensorFlow, argument_cast, node_range, producers
 from .tensorcores import MMA, SIMT, kernel_dtype
 from .values import Tensor
 
@@ -79,17 +79,22 @@ _SIXTEEN_BIT_DST = re.compile(r"\b(bfloat16|float16)_copy_kernel_cuda")
 # ... uniform_and_transform<c10::Half, float, ...>: the tensor's type is the transform's first;
 # random_'s (integers drawn as unsigned long) its distribution_nullary_kernel<long, ...>'s first.
 _RANDOM_FILL = re.compile(r"(?:_and_transform|\bdistribution_nullary_kernel)<([\w:]+),")
+# cuBLASLt's split-K reduction sums its Tacc partials into the GEMM's output, of its fifth
+# template type: splitKreduce_kernel<32, 16, int, float, __nv_bfloat16, ...>(params, const T4 *, ...,
+# T5 *, ...) writes bfloat16.
+_SPLIT_K_OUT = re.compile(r"\bsplitKreduce_kernel<\(int\)\d+, \(int\)\d+, \w+, [\w:]+, ([\w:]+),")
 
 
 @lru_cache(maxsize=65536)
 def _destination(name: str | None) -> str | None:
     """The dtype of what a kernel whose first element type is not its output's writes: a copy
-    into a 16-bit tensor (the source's type first), a random fill (the accumulate type first)."""
+    into a 16-bit tensor (the source's type first), a random fill and cuBLASLt's split-K
+    reduction (the accumulate type first)."""
     sixteen = _SIXTEEN_BIT_DST.search(name) if name else None
     if sixteen:
         return sixteen.group(1)
-    fill = _RANDOM_FILL.search(name) if name else None
-    return template_dtype(f"<{fill.group(1)}>") if fill else None
+    typed = (_RANDOM_FILL.search(name) or _SPLIT_K_OUT.search(name)) if name else None
+    return template_dtype(f"<{typed.group(1)}>") if typed else None
 
 
 def written_dtype(name: str | None, verdict: str | None) -> str | None:
@@ -125,6 +130,20 @@ class AtenCall:
         """(opId, output index) of each input that names its producer, None for the others
         (tensor_flow.producers): equal pairs are the same tensor."""
         return producers(self._ranges[self._depth]) if self._depth < len(self._ranges) else []
+
+    def autocast_source(self) -> str | None:
+        """The source dtype of a cast to float32 that autocast made of its op's argument (the
+        cast's source among the inputs of the op range around it, both producers named):
+        autocast casts up only from its 16-bit dtype (never a double, and float32 needs no cast),
+        the one its casts of this process down to 16 bits wrote (TensorFlow.autocast_dtype);
+        None otherwise."""
+        if self.written != "float32" or self._flow is None or self._depth >= len(self._ranges):
+            return None
+        op = argument_cast(self._ranges, self._depth)
+        source = self.producers()[1:2]
+        if op is None or not source or source[0] is None or source[0] not in producers(op):
+            return None
+        return self._flow.autocast_dtype(self._pid)
 
     def input_dtype(self, pos: int) -> str | None:
         """The dtype of input `pos` (tensor_flow.py): for the gradient an enclosing autograd node

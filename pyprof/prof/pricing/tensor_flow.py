@@ -75,9 +75,29 @@ def producers(r: dict) -> list:
             and p[0] > 0 and p[1] >= 0 else None for p in ids]
 
 
+# The ranges of a cast (x.to(dtype)): aten::to around aten::_to_copy around aten::copy_.
+_CAST_RANGES = frozenset(("aten::to", "aten::_to_copy"))
+_SIXTEEN_BIT = frozenset(("float16", "bfloat16"))
+
+
+def argument_cast(ranges: list, depth: int) -> dict | None:
+    """The op range the cast whose aten::copy_ is `ranges[depth]` was made inside: the range right
+    around its aten::to / aten::_to_copy, where that is a dispatcher op (autocast casts an op's
+    arguments inside the op's range); None for a cast with no op around it (one the user called)
+    or inside an autograd node."""
+    for r in reversed(ranges[:depth]):
+        name = r.get("name") if type(r) is dict else None
+        if name in _CAST_RANGES:
+            continue
+        if type(name) is str and "::" in name and not name.startswith(ENGINE) and not node_range(r):
+            return r
+        return None
+    return None
+
+
 class TensorFlow:
     """Output dtypes by producer (written in launch order) and output shapes by consumer (read
-    AHEAD records ahead), per process."""
+    AHEAD records ahead), per process; and per process the 16-bit dtype autocast casts to."""
 
     def __init__(self, held: int = HELD) -> None:
         self._held = held
@@ -86,6 +106,8 @@ class TensorFlow:
         self._forward: dict = {}
         # (pid, opId) of the engine's `evaluate_function` range -> the seq of the node it runs
         self._nodes: dict = {}
+        # pid -> the 16-bit dtype the last cast made inside an op wrote (autocast_dtype)
+        self._autocast: dict = {}
         # The records read ahead of the one analysed (ahead), in order: shape_of looks there.
         self._window: deque = deque()
         self._source: Iterator | None = None  # the input ahead reads, where upcoming may read on
@@ -126,6 +148,9 @@ class TensorFlow:
                     if type(name) is str and name.startswith(ENGINE) and node_range(inner):
                         self._nodes[key] = inner["seq"]
             inner = r
+        if dtype in _SIXTEEN_BIT and type(ranges[-1]) is dict and ranges[-1].get("name") == "aten::copy_" \
+                and argument_cast(ranges, len(ranges) - 1) is not None:
+            self._autocast[pid] = dtype
         if len(dtypes) > 2 * self._held:
             self._trim()
 
@@ -146,6 +171,15 @@ class TensorFlow:
         if not got:
             self.asked = True
             return None
+        return got
+
+    def autocast_dtype(self, pid: Any) -> str | None:
+        """The 16-bit dtype autocast casts to in process `pid`: what the last cast made inside an
+        op's range (autocast's of the op's fp32 arguments: a linear's or a convolution's weight)
+        wrote down to 16 bits; None before one."""
+        got = self._autocast.get(pid)
+        if got is None:
+            self.asked = True
         return got
 
     def grad_dtype(self, pid: Any, seq: int) -> str | None:

@@ -149,13 +149,15 @@ _CAST_KERNEL = re.compile(r"withcast|(?<!direct)_copy_kernel_cuda")
 def copy_(a: A) -> Cost | None:
     """dst.copy_(src): src read, dst written. The destination's dtype is the one the kernel
     writes; the source's the kernel's element type, but for a casting kernel its producer's
-    (tensor_flow.py): na when not known."""
+    (tensor_flow.py), else for autocast's cast of an op's argument up to float32 autocast's
+    16-bit dtype (AtenCall.autocast_source: a layer norm's input made by a view, which launches
+    no kernel to tell its dtype): na when not known."""
     dst = a.shape(0)
     if dst is None:
         return None
     src_dtype = a.dtype
     if a.written == a.dtype and _CAST_KERNEL.search(a.kernel):
-        src_dtype = a.input_dtype(1)
+        src_dtype = a.input_dtype(1) or a.autocast_source()
         if src_dtype == a.dtype:  # a cast between equal dtypes: one of the two is wrong
             return None
     return copy_cost(Tensor(dst, src_dtype), a.written)
