@@ -15,6 +15,7 @@ import pyprof.prof.pricing.ops  # noqa: F401  (fills the op table)
 from pyprof.prof.pricing.conv_parts import PAD, conv_outputs, wgrad_segments
 from pyprof.prof.pricing.gemm_parts import split_k
 from pyprof.prof.pricing.parts import CallParts, backward_parts, forward_parts
+from test_prof_helpers import analyse, record
 from pyprof.prof.pricing.registry import Call, lookup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -108,13 +109,14 @@ def test_resnet_cutlass_split_k_weight_gradients_write_their_partials(resnet) ->
     64 x 7·7·8, layer2's 1x1 downsample's 31 over 128 x 64): each slice writes an fp32 partial of
     the channel-padded gradient, ncu's L2 writes to the byte, in place of the fp16 gradient
     written once; what ReduceSplitK after it reads. Their reads are the formula's, the input and
-    dY (the stride-2 1x1 convolution reads a quarter of its input: 1.69x ncu's bytes there)."""
-    got = [(r["grid"], row["bytes"], 32 * c[WRITES]) for r, row, c in resnet
+    dY; the stride-2 1x1 convolution reads a quarter of its input (the rows and columns its taps
+    touch: conv.touched), 0.99 of ncu's bytes (1.69x when the whole input was counted)."""
+    got = [(r["grid"], row["bytes"], 32 * c[WRITES], round(row["bytes"] / moved(c), 3)) for r, row, c in resnet
            if r["dir"] == "bprop" and r["kShortName"] == "Kernel" and r["grid"][2] >= 2]
     stem = 29 * 64 * 7 * 7 * 8 * 4
     down = 31 * 128 * 64 * 4
-    assert got == [([2, 1, 31], (8 * 64 * 56 * 56 + 8 * 128 * 28 * 28) * 2 + down, down),
-                   ([4, 1, 29], (8 * 3 * 224 * 224 + 8 * 64 * 112 * 112) * 2 + stem, stem)]
+    assert got == [([2, 1, 31], (8 * 64 * 28 * 28 + 8 * 128 * 28 * 28) * 2 + down, down, 0.99),
+                   ([4, 1, 29], (8 * 3 * 224 * 224 + 8 * 64 * 112 * 112) * 2 + stem, stem, 0.817)]
 
 
 def test_cutlass_wgrad_splits_need_its_wgrad_a_z_of_two_and_a_conv_weight() -> None:
@@ -254,3 +256,31 @@ def test_unet_stem_reduce_split_k_sums_the_weight_padded_to_8_channels(mode: str
     [(nbytes, ratio)] = [(f.bytes, round(f.bytes / moved_, 3)) for r, f, moved_, _ in measured_capture("unet", mode)
                          if r["kShortName"] == "Kernel" and r["grid"][2] == 23]
     assert (nbytes, ratio) == ((8 * 3 * 34 * 34 + 8 * 64 * 32 * 32) * 2 + 23 * wide * 4, 0.923)
+
+
+@pytest.mark.parametrize("size, taps, stride, pad, dil, want", [
+    (56, 1, 2, 0, 1, 28),     # ResNet's 1x1 downsample: every other row
+    (56, 3, 2, 1, 1, 56),     # windows that overlap: every row
+    (224, 7, 2, 3, 1, 224),
+    (57, 2, 2, 0, 1, 56),     # a last row no window reaches
+    (10, 1, 3, 0, 1, 4),
+    (10, 3, 1, 2, 2, 10),     # dilated, stride 1: every row
+    (16, 2, 4, 0, 2, 8),      # dilated taps {0, 2} every 4 rows
+])
+def test_a_convolution_reads_the_rows_its_taps_touch(size, taps, stride, pad, dil, want):
+    from pyprof.prof.pricing.ops.conv import touched
+    out = (size + 2 * pad - dil * (taps - 1) - 1) // stride + 1
+    assert touched(size, out, taps, stride, pad, dil) == want
+
+
+def test_strided_1x1_convolution_reads_a_quarter_of_its_input_forward():
+    """layer2's downsample of examples/resnet.sqlite, 8x64x56x56 to 8x128x28x28 (fp16): the
+    forward reads the 28x28 positions its taps touch, the weight, and writes the output; its
+    input's other three quarters are the data gradient's to write (Cost.unread)."""
+    x = {"shape": [8, 64, 56, 56], "dtype": "float32", "format": "channels_last"}
+    w = {"shape": [128, 64, 1, 1], "dtype": "float32", "format": "channels_last"}
+    cost = _cost(_marker(x, w, 2, 0))
+    assert cost.unread == 8 * 64 * (56 * 56 - 28 * 28)
+    assert cost.bytes == (8 * 64 * 28 * 28 + 128 * 64 + 8 * 128 * 28 * 28) * 4  # the formula's own fp32
+    facts, _ = analyse([record(_marker(x, w, 2, 0), "sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc")])
+    assert facts[0].bytes == (8 * 64 * 28 * 28 + 128 * 64 + 8 * 128 * 28 * 28) * 2

@@ -270,9 +270,9 @@ class Analyzer:
         return self._first(("range", rec.get("pid"), rec.get("tid")), rec["torchOps"][-1], True,
                            rec.get("subSeqId") == 0)
 
-    def gradient_slot(self, rec: dict, name: str | None, node: tuple | None = None) -> bool:
-        """True when this matrix kernel of a convolution's backward node computes one of its two
-        gradients (data, weight), each one forward's work, for the first time in the node.
+    def gradient_slot(self, rec: dict, name: str | None, node: tuple | None = None) -> str | None:
+        """The gradient ("dgrad" or "wgrad") this matrix kernel of a convolution's backward node
+        computes, each one forward's work, where it is the first to in the node; None otherwise.
 
         A kernel named `dgrad` or `wgrad` fills that slot; any other (a GEMM-lowered 1x1
         convolution, cuDNN's direct, Winograd or depthwise kernels, the `fprop` kernel computing
@@ -299,9 +299,9 @@ class Analyzer:
         if slot is None:
             slot = next((t for t in _GRAD_TOKENS if t not in state[1]), None)
         if slot is None or slot in state[1]:
-            return False
+            return None
         state[1].add(slot)
-        return True
+        return slot
 
     def _call_parts(self, rec: dict, cost: Cost, bprop: bool) -> CallParts:
         """The helper parts (parts.py) of the current op call: made from its marker when its
@@ -703,7 +703,7 @@ class Analyzer:
         if not bprop:
             if not first:
                 return self.unclaimed()
-            nbytes = None if size is None or cost.elems is None else (cost.elems + cost.bias_elems) * size
+            nbytes = None if size is None or cost.elems is None else (cost.elems - cost.unread + cost.bias_elems) * size
             if kind == GEMM:  # a split-K GEMM's partials
                 nbytes = split_partials((name, rec.get("grid")), self._gemm_outputs(rec, cost, False), nbytes, size,
                                         cost.products == 1)
@@ -720,9 +720,12 @@ class Analyzer:
                 rec, cost, name, lambda: tuple(t.shape for t in Call(marker).tensors()[:2]) + (cost.out_shape,))
             if group is not None:
                 return group
-            if not self.gradient_slot(rec, name):
+            slot = self.gradient_slot(rec, name)
+            if not slot:
                 return self.unclaimed()
             x, w = self._marker_conv(rec)
+            if slot == "wgrad" and cost.unread and grad[1] is not None:  # it reads what the forward read
+                grad = grad[0], grad[1] - cost.unread * size
             return self._chain.segmented(rec, cost, name, size, w, x[0] if x else None) or grad
         if not first:  # ATTN backward: the whole node's work on its main kernel
             return self.unclaimed()

@@ -39,7 +39,7 @@ class CallState(Protocol):
 
     def current_call(self, rec: dict) -> object: ...
 
-    def gradient_slot(self, rec: dict, name: str | None, node: tuple | None = None) -> bool: ...
+    def gradient_slot(self, rec: dict, name: str | None, node: tuple | None = None) -> str | None: ...
 
     def unclaimed(self) -> tuple: ...
 
@@ -107,7 +107,7 @@ class MatrixChain:
         if partials is None or size is None or cost.elems is None:
             return None
         self._splits[_thread(rec)] = partials[0]
-        return cost.flops, (cost.elems - w) * size + partials[0] * partials[1] * 4
+        return cost.flops, (cost.elems - cost.unread - w) * size + partials[0] * partials[1] * 4
 
     def depthwise_reduce(self, rec: dict, name: str | None, weight: object, size: int | None) -> tuple | None:
         """(flops, bytes) of cuDNN's depthwise weight gradient's reduction after the thread's last

@@ -42,6 +42,10 @@ class Cost:
     bwd_flops: int | None = None
     bwd_bytes: int | None = None
     bias_elems: int = 0
+    # Input elements no tap of the op reads (a convolution whose stride outruns its window: a 1x1
+    # of stride 2 reads a quarter of its input): the forward and the weight gradient do not read
+    # them; the data gradient writes them all. Counted in `elems`.
+    unread: int = 0
     # Elements the op writes (MMA kinds): the bias gradient sums them (parts.py).
     out_elems: int = 0
     # The output's shape: a convolution's (N, K, spatial...), whose layout cuDNN converts; a

@@ -16,6 +16,21 @@ _OUT_NAMES = {1: ("Q",), 2: ("P", "Q"), 3: ("O", "P", "Q")}
 _TAP_NAMES = {1: ("S",), 2: ("R", "S"), 3: ("T", "R", "S")}
 
 
+def touched(size: int, out: int, taps: int, stride: int, pad: int, dil: int) -> int:
+    """How many of an input dim's `size` positions the taps of its `out` outputs read, padding
+    aside: all where the windows overlap or abut, fewer where the stride outruns the window (a
+    1x1 convolution of stride 2 reads every other row). Dilated windows counted position by
+    position (up to 65,536 taps; beyond, every position)."""
+    span = dil * (taps - 1) + 1
+    if dil == 1 and stride <= span:  # one run from the first window to the last
+        return max(0, min(size - 1, (out - 1) * stride - pad + span - 1) - max(0, -pad) + 1)
+    if dil == 1:  # disjoint windows
+        return sum(max(0, min(size, o * stride - pad + span) - max(0, o * stride - pad)) for o in range(out))
+    if out * taps > 1 << 16:
+        return size
+    return len({q for o in range(out) for j in range(taps) if 0 <= (q := o * stride - pad + j * dil) < size})
+
+
 def conv_cost(c: Call, nd: int, transposed: bool) -> Cost | None:
     """Shared by conv{1,2,3}d and conv_transpose{1,2,3}d; argument positions follow torch."""
     x, w, bias = c.tensor(0, "input"), c.tensor(1, "weight"), c.tensor(2, "bias")
@@ -52,14 +67,17 @@ def conv_cost(c: Call, nd: int, transposed: bool) -> Cost | None:
     dtype = promote([x.dtype, w.dtype])
     elems = x.numel + w.numel + n * kout * prod(out)
     bias_elems = bias.numel if bias else 0
+    unread = 0 if transposed else n * cin * (prod(spatial) - prod(
+        touched(*a) for a in zip(spatial, out, taps, stride, pad_t, dil)))
     size = ITEMSIZE.get(dtype)
     fields = dict(zip(("N", "C", *_SPATIAL_NAMES[nd]), (n, cin, *spatial)))
     fields.update(K=kout, **dict(zip(_OUT_NAMES[nd], out)), **dict(zip(_TAP_NAMES[nd], taps)))
     fields.update(pad=pad_t, stride=stride, dil=dil, g=groups)
     if transposed:
         fields["opad"] = out_pad
-    return Cost(flops, None if size is None else (elems + bias_elems) * size, fmt_params(dtype, **fields), dtype,
-                CONV, elems, bias_elems=bias_elems, out_elems=n * kout * prod(out), out_shape=(n, kout, *out))
+    return Cost(flops, None if size is None else (elems - unread + bias_elems) * size, fmt_params(dtype, **fields),
+                dtype, CONV, elems, bias_elems=bias_elems, unread=unread, out_elems=n * kout * prod(out),
+                out_shape=(n, kout, *out))
 
 
 def _register(nd: int) -> None:
