@@ -224,6 +224,11 @@ def call(name: str, sizes: list, kernel: str, dtype: str | None = None):
     # channels_last bf16 [8,64,64,64] to [8,64,32,32] (524,288): dX 2 B an element.
     ("aten::max_pool2d_with_indices_backward", [[8, 64, 32, 32], [8, 64, 64, 64], [], [], [], [], [], [8, 64, 32, 32]],
      "max_pool_backward_nhwc<c10::BFloat16, float>(const T1 *, const long *, int)", (524288, 2097152 * 2 + 524288 * 10)),
+    # maxvit's average pooling backward, bf16 [1,256,14,14] pooled to [1,256,7,7]: dY read and dX
+    # written; the FLOPs need the window, not in the range: na.
+    ("aten::avg_pool2d_backward", [[1, 256, 7, 7], [1, 256, 14, 14], [], [], [], [], [], []],
+     "void at::native::<unnamed>::avg_pool2d_backward_out_cuda_frame<c10::BFloat16, float, int>(T3, const T1 *)",
+     (None, (256 * 49 + 256 * 196) * 2)),
     # swin's relative position bias table[index]: the table a parameter (no producer: its dtype not
     # known), the gather kernel's 4-byte opaque elements: 2401 int64 indices read, 2401·3 elements
     # read and written.
@@ -496,3 +501,25 @@ def test_autocast_upcast_reads_autocast_s_16_bit_dtype():
     assert facts[0].bytes is None
     facts, _ = analyse([down, _layer_norm_cast([11, 0])])
     assert facts[1].bytes is None
+
+
+MAX_POOL = "void at::native::<unnamed>::max_pool_forward_nchw<float, float>(int, const T1 *, long, long, long, int, int)"
+
+
+def test_max_pool_forward_bytes_from_its_consumer_and_its_flops_na():
+    """squeezenet's max pooling without pyprof.init() (H200 kernel_truth capture: 0.999 of Nsight
+    Compute's bytes): [8,64,63,63] fp32 read, the [8,64,31,31] output its consumer's range gives
+    (through aten::max_pool2d around aten::max_pool2d_with_indices) and its int64 indices
+    written; one comparison a window tap, but the window is not in the range: FLOPs na."""
+    x, out = [8, 64, 63, 63], [8, 64, 31, 31]
+    pool = [{"name": "aten::max_pool2d", "seq": 4, "opId": 10, "sizes": [x, [], [], [], [], []],
+             "inputOpIds": [[9, 0]] + [[0, -1]] * 5},
+            {"name": "aten::max_pool2d_with_indices", "seq": 4, "opId": 11, "sizes": [x, [], [], [], [], []],
+             "inputOpIds": [[9, 0]] + [[0, -1]] * 5}]
+    conv = [{"name": "aten::conv2d", "seq": 5, "opId": 12, "sizes": [out, [16, 64, 1, 1], [16], [], [], [], []],
+             "inputOpIds": [[10, 0]] + [[0, -1]] * 6}]
+    facts, _ = analyse([record(None, MAX_POOL, torchOps=pool), record(None, NVJET_BF16, torchOps=conv)])
+    n, m = math.prod(x), math.prod(out)
+    assert (facts[0].flops, facts[0].bytes, facts[0].level) == (None, (n + m) * 4 + 8 * m, "aten")
+    facts, _ = analyse([record(None, MAX_POOL, torchOps=pool)])  # no consumer read ahead: na
+    assert facts[0].bytes is None

@@ -258,6 +258,29 @@ def max_pool_backward(a: A) -> Cost | None:
     return _backward(pool_cost(x, "max", dy.numel, None, params))
 
 
+@register_aten("aten::max_pool2d_with_indices", "aten::max_pool3d_with_indices", "aten::avg_pool2d", "aten::avg_pool3d")
+def pool_forward(a: A) -> Cost | None:
+    """(input, kernel_size, stride, ...): nn.pool_cost's bytes, the input read and the output, from
+    a consumer's range, written (max: its int64 indices too); its FLOPs, one comparison or add a
+    window tap, na: the window is not in the range."""
+    x = a.tensor(0)
+    out = a.output_shape() if x is not None else None
+    if x is None or out is None or len(out) != len(x.shape):
+        return None
+    kind = "max" if "max_pool" in a.name else "avg"
+    return pool_cost(x, kind, prod(out), None, fmt_params(a.dtype, shape=dims(x.shape), out=dims(out)))
+
+
+@register_aten("aten::avg_pool2d_backward", "aten::avg_pool3d_backward")
+def avg_pool_backward(a: A) -> Cost | None:
+    """(grad_output, self, kernel_size, ...): nn.pool_cost's backward bytes, dY read and dX
+    written; its FLOPs (dY over the window, added into each tap) na: the window is not in the range."""
+    dy, x = a.tensor(0), a.tensor(1)
+    if dy is None or x is None:
+        return None
+    return _backward(pool_cost(x, "avg", dy.numel, None, fmt_params(a.dtype, shape=dims(x.shape), out=dims(dy.shape))))
+
+
 # -- normalization, softmax -------------------------------------------------------------------------
 
 def _backward(c: Cost) -> Cost:
