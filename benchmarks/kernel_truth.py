@@ -47,12 +47,15 @@ SHIPPED_MODELS = ("llama_block", "efficientnet_b0", "unet", "gru", "recommender"
 SHIPPED_NCU = (("kt_ncu_a.csv.xz", ("llama_block", "unet", "gru")), ("kt_ncu_b.csv.xz", ("gru", "recommender")))
 SHIPPED_MODES = ("default", "aten", "plain", "nsyspt")
 # Every shipped set: (the captures' prefix, their models, the ncu files). The H100 set above, and
-# two H200 ones: the bf16 encoder-decoder (its ncu run, cut short by the device's time limit,
-# covers the transformer whole and some of the next model, which no capture holds), and an fp32
-# CNN with max pooling and nn.MultiheadAttention returning its averaged weights.
+# three H200 ones: the bf16 encoder-decoder (its ncu run, cut short by the device's time limit,
+# covers the transformer whole and some of the next model, which no capture holds); an fp32 CNN
+# with max pooling and nn.MultiheadAttention returning its averaged weights; a grouped fp16
+# channels_last ResNeXt with a for-loop SGD step and an fp32 MobileNetV2.
 SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU),
                 ("kt_h200", ("transformer",), (("kt_h200_ncu.csv.xz", ("transformer",)),)),
-                ("kt_h200s", ("squeezenet1_1", "mha_weights"), (("kt_h200s_ncu.csv.xz", ("squeezenet1_1", "mha_weights")),)))
+                ("kt_h200s", ("squeezenet1_1", "mha_weights"), (("kt_h200s_ncu.csv.xz", ("squeezenet1_1", "mha_weights")),)),
+                ("kt_h200c", ("resnext50_32x4d", "mobilenet_v2"),
+                 (("kt_h200c_ncu.csv.xz", ("resnext50_32x4d", "mobilenet_v2")),)))
 
 
 def _unpacked(path: str, tmp: str) -> str:
