@@ -18,7 +18,6 @@ logs=$out/log.txt
 python3 -m pip install -q --no-index --no-deps --target /tmp/site "$kit"/wheels/*.whl
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$logs"
-git log -1 --format='main %h' 2>/dev/null | tee -a "$logs"
 steps=${1:-default,plain,nsyspt,adam}
 models=${2:-}
 want() { [[ ",$steps," == *",$1,"* ]]; }

@@ -4,6 +4,7 @@ own FLOPs and bytes, held against Nsight Compute (tests/data/kernel_truth/conv_n
 benchmarks/conv_helpers_truth.sh on an H100: examples/resnet.py's step, conv_helpers.py's cases)."""
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from dataclasses import replace
@@ -284,3 +285,30 @@ def test_strided_1x1_convolution_reads_a_quarter_of_its_input_forward():
     assert cost.bytes == (8 * 64 * 28 * 28 + 128 * 64 + 8 * 128 * 28 * 28) * 4  # the formula's own fp32
     facts, _ = analyse([record(_marker(x, w, 2, 0), "sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc")])
     assert facts[0].bytes == (8 * 64 * 28 * 28 + 128 * 64 + 8 * 128 * 28 * 28) * 2
+
+
+def test_touched_counts_every_read_position_by_closed_form():
+    """conv.touched against every position each output's taps read, over sizes, taps, strides,
+    paddings and dilations (its closed forms: one run, disjoint windows clipped at the edges)."""
+    from pyprof.prof.pricing.ops.conv import touched
+    for size, taps, stride, pad, dil in itertools.product(range(1, 30), range(1, 5), range(1, 6), range(3), range(1, 3)):
+        out = (size + 2 * pad - dil * (taps - 1) - 1) // stride + 1
+        if out >= 1:
+            read = {o * stride - pad + j * dil for o in range(out) for j in range(taps)} & set(range(size))
+            assert touched(size, out, taps, stride, pad, dil) == len(read), (size, taps, stride, pad, dil)
+
+
+def test_strided_1x1_weight_gradient_reads_a_quarter_and_data_gradient_writes_all():
+    """The downsample's backward: its data gradient writes all of dX (8x64x56x56) with dY and the
+    weight read; its weight gradient reads the quarter of X the forward read. Where the input
+    takes no gradient, the one matrix kernel is the weight's, whatever its name."""
+    x = {"shape": [8, 64, 56, 56], "dtype": "float16", "grad": True}
+    w = {"shape": [128, 64, 1, 1], "dtype": "float16", "grad": True}
+    marker = _marker(x, w, 2, 0)
+    dy, wn, full, quarter = 8 * 128 * 28 * 28, 128 * 64, 8 * 64 * 56 * 56, 8 * 64 * 28 * 28
+    facts, _ = analyse([record(marker, "sm90_xmma_dgrad_implicit_gemm_f16f16", "bprop"),
+                        record(marker, "sm90_xmma_wgrad_implicit_gemm_f16f16", "bprop")])
+    assert [f.bytes for f in facts] == [(dy + wn + full) * 2, (dy + wn + quarter) * 2]
+    alone = _marker(dict(x, grad=False), w, 2, 0)
+    facts, _ = analyse([record(alone, "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n", "bprop")])
+    assert [f.bytes for f in facts] == [(dy + wn + quarter) * 2]

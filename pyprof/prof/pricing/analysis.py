@@ -724,7 +724,9 @@ class Analyzer:
             if not slot:
                 return self.unclaimed()
             x, w = self._marker_conv(rec)
-            if slot == "wgrad" and cost.unread and grad[1] is not None:  # it reads what the forward read
+            # The weight's gradient reads what the forward read: its slot, or the one gradient
+            # where the input takes none.
+            if cost.unread and grad[1] is not None and (slot == "wgrad" or Call(marker).tensors()[0].grad is False):
                 grad = grad[0], grad[1] - cost.unread * size
             return self._chain.segmented(rec, cost, name, size, w, x[0] if x else None) or grad
         if not first:  # ATTN backward: the whole node's work on its main kernel

@@ -24,8 +24,10 @@ def touched(size: int, out: int, taps: int, stride: int, pad: int, dil: int) -> 
     span = dil * (taps - 1) + 1
     if dil == 1 and stride <= span:  # one run from the first window to the last
         return max(0, min(size - 1, (out - 1) * stride - pad + span - 1) - max(0, -pad) + 1)
-    if dil == 1:  # disjoint windows
-        return sum(max(0, min(size, o * stride - pad + span) - max(0, o * stride - pad)) for o in range(out))
+    if dil == 1:  # disjoint windows, each its span but the few the input's edges clip
+        edges = set(range(min(out, -(-pad // stride) + 1))) | set(range(max(0, (size + pad - span) // stride), out))
+        return out * span - sum(span - max(0, min(size, o * stride - pad + span) - max(0, o * stride - pad))
+                                for o in edges)
     if out * taps > 1 << 16:
         return size
     return len({q for o in range(out) for j in range(taps) if 0 <= (q := o * stride - pad + j * dil) < size})
