@@ -501,6 +501,11 @@ def test_autocast_upcast_reads_autocast_s_16_bit_dtype():
     assert facts[0].bytes is None
     facts, _ = analyse([down, _layer_norm_cast([11, 0])])
     assert facts[1].bytes is None
+    # A 16-bit copy that is no cast (a clone's) tells nothing of autocast.
+    clone = [{"name": "aten::clone", "opId": 1, "sizes": [[768], []], "inputOpIds": [[9, 0], [0, -1]]},
+             {"name": "aten::copy_", "opId": 3, "sizes": [[768], [768], []], "inputOpIds": [[2, 0], [9, 0], [0, -1]]}]
+    facts, _ = analyse([record(None, DOWN, torchOps=clone), _layer_norm_cast([10, 0])])
+    assert facts[1].bytes is None
 
 
 MAX_POOL = "void at::native::<unnamed>::max_pool_forward_nchw<float, float>(int, const T1 *, long, long, long, int, int)"

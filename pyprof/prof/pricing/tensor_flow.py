@@ -84,7 +84,9 @@ def argument_cast(ranges: list, depth: int) -> dict | None:
     """The op range the cast whose aten::copy_ is `ranges[depth]` was made inside: the range right
     around its aten::to / aten::_to_copy, where that is a dispatcher op (autocast casts an op's
     arguments inside the op's range); None for a cast with no op around it (one the user called)
-    or inside an autograd node."""
+    or inside an autograd node, or for a copy that is no cast's."""
+    if depth < 1 or type(ranges[depth - 1]) is not dict or ranges[depth - 1].get("name") not in _CAST_RANGES:
+        return None
     for r in reversed(ranges[:depth]):
         name = r.get("name") if type(r) is dict else None
         if name in _CAST_RANGES:
