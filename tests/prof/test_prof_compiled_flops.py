@@ -64,3 +64,15 @@ def test_attention_backward_matches_flop_counter() -> None:
     causal = list(args)
     causal[11] = True
     assert node_cost(as_node(op, *causal))[0].flops == 83886080 // 2  # flop_counter ignores is_causal
+
+
+def test_strided_1x1_convolution_nodes_read_the_input_their_taps_touch() -> None:
+    """ResNet's downsample compiled: the forward node reads a quarter of the 8x64x56x56 bf16
+    input, and its backward node's weight gradient too, while its data gradient writes all of dX."""
+    x, w, dy = meta(8, 64, 56, 56), meta(128, 64, 1, 1), meta(8, 128, 28, 28)
+    quarter, full, out, wn = 8 * 64 * 28 * 28, 8 * 64 * 56 * 56, 8 * 128 * 28 * 28, 128 * 64
+    fwd, _ = node_cost(as_node(aten.convolution.default, x, w, None, [2, 2], [0, 0], [1, 1], False, [0, 0], 1))
+    assert fwd.bytes == (quarter + wn + out) * 2
+    bwd, _ = node_cost(as_node(aten.convolution_backward.default, dy, x, w, None, [2, 2], [0, 0], [1, 1], False,
+                               [0, 0], 1, [True, True, False]))
+    assert bwd.bytes == (full + wn + out) * 2 + (quarter + wn + out) * 2

@@ -204,7 +204,8 @@ register("aten.convolution")(_conv)
 def convolution_backward(c: Call) -> Cost | None:
     """(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
     output_padding, groups, output_mask): the data and the weight gradient each cost one forward
-    on the same three tensors (docs/prof.md); the bias gradient is a reduction of dY."""
+    on the same three tensors (docs/prof.md), the weight's reading only the input the forward read
+    (Cost.unread); the bias gradient is a reduction of dY."""
     a = c.args
     fwd = _conv(call(a[1], a[2], None, *a[4:10]))
     mask = a[10]
@@ -214,7 +215,8 @@ def convolution_backward(c: Call) -> Cost | None:
         return None
     dy = a[0]
     bias = dy.numel if mask[2] else 0
-    return replace(fwd, flops=grads * fwd.flops + bias, bytes=grads * fwd.elems * size + (dy.nbytes if mask[2] else 0),
+    elems = grads * fwd.elems - (fwd.unread if mask[1] else 0)
+    return replace(fwd, flops=grads * fwd.flops + bias, bytes=elems * size + (dy.nbytes if mask[2] else 0),
                    bias_elems=0)
 
 
