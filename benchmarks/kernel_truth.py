@@ -51,11 +51,16 @@ SHIPPED_MODES = ("default", "aten", "plain", "nsyspt")
 # covers the transformer whole and some of the next model, which no capture holds); an fp32 CNN
 # with max pooling and nn.MultiheadAttention returning its averaged weights; a grouped fp16
 # channels_last ResNeXt with a for-loop SGD step and an fp32 MobileNetV2.
-SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU),
-                ("kt_h200", ("transformer",), (("kt_h200_ncu.csv.xz", ("transformer",)),)),
-                ("kt_h200s", ("squeezenet1_1", "mha_weights"), (("kt_h200s_ncu.csv.xz", ("squeezenet1_1", "mha_weights")),)),
+# And a compiled step (kernel_truth_compiled.sh: examples/compiled.py's GPT, no model ranges, so
+# its one "model" is every kernel: ALL), in the one mode it was captured in.
+ALL = "*"
+SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU, SHIPPED_MODES),
+                ("kt_h200", ("transformer",), (("kt_h200_ncu.csv.xz", ("transformer",)),), SHIPPED_MODES),
+                ("kt_h200s", ("squeezenet1_1", "mha_weights"), (("kt_h200s_ncu.csv.xz", ("squeezenet1_1", "mha_weights")),),
+                 SHIPPED_MODES),
                 ("kt_h200c", ("resnext50_32x4d", "mobilenet_v2"),
-                 (("kt_h200c_ncu.csv.xz", ("resnext50_32x4d", "mobilenet_v2")),)))
+                 (("kt_h200c_ncu.csv.xz", ("resnext50_32x4d", "mobilenet_v2")),), SHIPPED_MODES),
+                ("ktc_h200", (ALL,), (("ktc_h200_ncu.csv.xz", (ALL,)),), ("compiled",)))
 
 
 def _unpacked(path: str, tmp: str) -> str:
@@ -74,7 +79,8 @@ HELD: set = set()  # id() of the Facts whose FLOPs beyond_peak withheld (it warn
 def analysed_kernels(path: str, models: Tuple[str, ...]) -> Dict[str, list]:
     """{model: [(record, Facts), ...]} of an export, kernels in launch order. A kernel belongs to
     the model whose range (`layer`, `ranges`) is the innermost of `models` around it; kernels outside every
-    model range (backward ones run on the autograd thread) belong to the model before them."""
+    model range (backward ones run on the autograd thread) belong to the model before them. With
+    `models` (ALL,), every kernel belongs to ALL (a capture of one model without model ranges)."""
     from pyprof.prof.io.reader import numbered
     from pyprof.prof.scan import analysed
     from pyprof.prof.warnings_tally import Tally
@@ -93,7 +99,7 @@ def analysed_kernels(path: str, models: Tuple[str, ...]) -> Dict[str, list]:
             HELD.add(id(facts))
         # pyprof.annotate's range (`layer`), or a plain NVTX range where pyprof did not run.
         named = [x for x in (rec.get("layer") or []) + (rec.get("ranges") or []) if x in models]
-        model = named[-1] if named else model
+        model = ALL if models == (ALL,) else named[-1] if named else model
         if model is not None:
             out.setdefault(model, []).append((rec, facts))
     return out
@@ -174,7 +180,7 @@ def compare(kernels: list, profiled: list) -> dict:
 def report(modes: Dict[str, str], ncu_specs: List[Tuple[str, Tuple[str, ...]]], models: Tuple[str, ...],
            worst: int = 5) -> str:
     """The table (text) for every mode's export against the ncu files."""
-    lines = [f"{'mode':<8}{'model':<17}{'kernels':>8}{'known%':>8}{'>peak':>7}{'held':>6}{'>=1MB':>7}"
+    lines = [f"{'mode':<9}{'model':<17}{'kernels':>8}{'known%':>8}{'>peak':>7}{'held':>6}{'>=1MB':>7}"
              f"{'bytes med':>10}{'0.5-2x%':>9}{'>mma':>6}"]
     notes: List[str] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -186,7 +192,7 @@ def report(modes: Dict[str, str], ncu_specs: List[Tuple[str, Tuple[str, ...]]], 
                 kernels = everything if model == "all" else per_model.get(model, [])
                 share, _ = known_share(kernels)
                 over, held = above_peak(kernels)
-                row = f"{mode:<8}{model:<17}{len(kernels):>8}{share:>8.1f}{len(over):>7}{held:>6}"
+                row = f"{mode:<9}{model:<17}{len(kernels):>8}{share:>8.1f}{len(over):>7}{held:>6}"
                 if model != "all":
                     notes += [f"  {mode} {model} above peak: {x}" for x in over[:worst]]
                 if model == "all":
@@ -215,11 +221,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--records", action="append", default=[], metavar="MODE=EXPORT")
     p.add_argument("--ncu", action="append", default=[], metavar="CSV=MODEL,MODEL",
                    help="an ncu --csv output (.xz too) and the models it covers, in order")
-    p.add_argument("--models", default=",".join(SHIPPED_MODELS), help="the models of the captures, in order")
+    p.add_argument("--models", default=",".join(SHIPPED_MODELS),
+                   help=f"the models of the captures, in order ({ALL}: every kernel, for a capture without model ranges)")
     args = p.parse_args(argv)
     if args.shipped:
-        for prefix, models, specs in SHIPPED_SETS:
-            modes = {m: os.path.join(SHIPPED, f"{prefix}_{m}.sqlite.xz") for m in SHIPPED_MODES}
+        for prefix, models, specs, set_modes in SHIPPED_SETS:
+            modes = {m: os.path.join(SHIPPED, f"{prefix}_{m}.sqlite.xz") for m in set_modes}
             print(f"# {prefix}_*\n" + report(modes, [(os.path.join(SHIPPED, f), ms) for f, ms in specs], models))
         return 0
     modes = dict(r.split("=", 1) for r in args.records)

@@ -25,7 +25,7 @@ DATA = os.path.join(ROOT, "tests", "data", "kernel_truth")
 def _shipped_set(prefix: str) -> tuple:
     import kernel_truth as kt
 
-    return next((models, specs) for p, models, specs in kt.SHIPPED_SETS if p == prefix)
+    return next((models, specs) for p, models, specs, _ in kt.SHIPPED_SETS if p == prefix)
 
 
 @functools.lru_cache(maxsize=None)
@@ -85,6 +85,17 @@ def test_h200_resnext_and_mobilenet_v2_kernels_within_half_to_twice_of_ncu():
         rows = [(rec, f, moved) for rec, f, moved, _ in measured(model, "default", "kt_h200c") if moved >= 1 << 20]
         assert len(rows) == n
         assert [rec["kShortName"] for rec, f, moved in rows if not 0.5 <= (f.bytes or 0) / moved <= 2.0] == outside
+
+
+def test_h200_compiled_gpt_kernels_within_half_to_twice_of_ncu():
+    """examples/compiled.py's GPT under torch.compile on an H200 (ktc_h200_*,
+    benchmarks/kernel_truth_compiled.sh): its 119 kernels, Inductor's Triton kernels among them,
+    all priced; the 64 that moved 1 MB or more all within 0.5-2x of what Nsight Compute counted."""
+    import kernel_truth as kt
+    rows = measured(kt.ALL, "compiled", "ktc_h200")
+    assert len(rows) == 119 and all(f.flops is not None and f.bytes for _, f, _, _ in rows)
+    ratios = sorted(f.bytes / moved for _, f, moved, _ in rows if moved >= 1 << 20)
+    assert len(ratios) == 64 and 0.5 <= ratios[0] and ratios[-1] <= 2.0 and 0.98 <= ratios[32] <= 1.0
 
 
 CAST_BF16 = ("void at::native::vectorized_elementwise_kernel<(int)8, at::native::bfloat16_copy_kernel_cuda("
