@@ -7,18 +7,11 @@
 #   bash benchmarks/conv_helpers_truth.sh      # $OUT/conv_ncu_{resnet,cases,workspace}.csv.xz
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
-kit=${KIT:-.devkit}
 here=$(cd "$(dirname "$0")" && pwd)
-python3 -m pip install -q --no-index --no-deps --target /tmp/site "$kit"/wheels/*.whl
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+. "$here"/device_kit.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_srcunit_tex_op_write.sum
-metrics=$metrics,lts__t_sectors_srcunit_tex_op_read.sum,smsp__sass_data_bytes_mem_global_op_st.sum
-for p in hgmma_src_fp16 hgmma_src_bf16_dst_fp32 hgmma_src_tf32_dst_fp32 hmma_src_fp16 hmma_src_bf16_dst_fp32 hmma_src_tf32_dst_fp32; do
-  metrics=$metrics,sm__ops_path_tensor_op_$p.sum
-done
+metrics=$TRUTH_METRICS,lts__t_sectors_srcunit_tex_op_read.sum,smsp__sass_data_bytes_mem_global_op_st.sum
 kernels='regex:nhwcAddPadding|init_device_workspace|wgrad|ReduceSplitK|ImplicitGemmConvolution|first_layer|splitK|split_k|spin_kernel'
-ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
 run() {  # NAME COMMAND...
   local name=$1; shift
   timeout "${NCU_LIMIT:-170}" "$ncu" --profile-from-start off --kernel-name-base demangled -k "$kernels" \

@@ -13,10 +13,8 @@
 # so two device calls: default,plain then nsyspt,adam)
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
-kit=${KIT:-.devkit}
 logs=$out/log.txt
-python3 -m pip install -q --no-index --no-deps --target /tmp/site "$kit"/wheels/*.whl
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+. "$(dirname "$0")"/device_kit.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$logs"
 steps=${1:-default,plain,nsyspt,adam}
 models=${2:-}

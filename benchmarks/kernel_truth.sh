@@ -12,31 +12,20 @@
 #   python benchmarks/kernel_truth.py kt_default.sqlite.xz kt_ncu.csv.xz
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
-kit=${KIT:-.devkit}
 logs=$out/kernel_truth_log.txt
 models=${KERNEL_TRUTH_MODELS:-llama_block,efficientnet_b0,unet,gru,recommender}
-python3 -m pip install -q --no-index --no-deps --target /tmp/site "$kit"/wheels/*.whl
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+. "$(dirname "$0")"/device_kit.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$logs"
 python3 -c "import torch; print('torch', torch.__version__)" | tee -a "$logs"
 work=$(mktemp -d)
 here=$(cd "$(dirname "$0")" && pwd)
 run=(python3 "$here"/pricing_coverage.py capture --models "$models" --warmup 2)
-# The counters: what the kernel read from DRAM (ncu flushes the caches before each kernel, so its
-# inputs come from DRAM once) and wrote (L2 write sectors: written bytes stay in L2), Tensor Core
-# ops (Hopper's warpgroup hgmma paths and the older hmma ones) and time. No SASS-counted FLOPs:
-# those instrument every kernel and made a first run 0.45 s a kernel (2,877 kernels: 21 minutes).
-metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_srcunit_tex_op_write.sum
-for p in hgmma_src_fp16 hgmma_src_bf16_dst_fp32 hgmma_src_tf32_dst_fp32 hmma_src_fp16 hmma_src_bf16_dst_fp32 hmma_src_tf32_dst_fp32; do
-  metrics=$metrics,sm__ops_path_tensor_op_$p.sum
-done
-ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
 for what in "$@"; do
   echo "== $(date +%T) $what" | tee -a "$logs"
   case $what in
     ncu)
       # NCU_MODELS: a subset for ncu alone (its kernels are the same subsequence of every capture).
-      timeout "${NCU_LIMIT:-300}" "$ncu" --profile-from-start off --metrics "$metrics" --csv "${run[@]}" --mode bare \
+      timeout "${NCU_LIMIT:-300}" "$ncu" --profile-from-start off --metrics "$TRUTH_METRICS" --csv "${run[@]}" --mode bare \
         ${NCU_MODELS:+--models "$NCU_MODELS"} \
         2>> "$logs" | xz -T0 > "$out/kt_ncu.csv.xz" || echo "ncu failed or timed out" | tee -a "$logs" ;;
     nsyspt)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kernel_truth.sh for a compiled step (issue 27: per-kernel bytes of Inductor's kernels against
 # Nsight Compute): examples/compiled.py (the GPT by default, torch.compile default mode, pyprof.init())
-# captured under nsys, then run again under ncu with kernel_truth.sh's counters; the same
+# captured under nsys, then run again under ncu with kernel_truth.sh's counters (TRUTH_METRICS); the same
 # compilation each time (fresh caches), so the n-th kernel of the capture is the n-th profiled.
 # usage (repo root, on the GPU machine, the kit of ../shared/device carried as .devkit):
 #   bash benchmarks/kernel_truth_compiled.sh [gpt|resnet]
@@ -10,19 +10,13 @@
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 model=${1:-gpt}
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .devkit/wheels/*.whl
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+. "$(dirname "$0")"/device_kit.sh
 fresh() { TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) "$@"; }
-metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_srcunit_tex_op_write.sum
-for p in hgmma_src_fp16 hgmma_src_bf16_dst_fp32 hgmma_src_tf32_dst_fp32 hmma_src_fp16 hmma_src_bf16_dst_fp32 hmma_src_tf32_dst_fp32; do
-  metrics=$metrics,sm__ops_path_tensor_op_$p.sum
-done
-ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
 echo "== $(date +%T) nsys"
-fresh timeout "${CAPTURE_LIMIT:-120}" env OUT="$out" bash .devkit/nsys-capture.sh "ktc_$model" -- \
+fresh timeout "${CAPTURE_LIMIT:-120}" env OUT="$out" bash "$kit"/nsys-capture.sh "ktc_$model" -- \
   python3 examples/compiled.py --model "$model" > "$out/ktc_$model.log" 2>&1 || echo "capture failed"
 echo "== $(date +%T) ncu"
-fresh timeout "${NCU_LIMIT:-150}" "$ncu" --profile-from-start off --metrics "$metrics" --csv \
+fresh timeout "${NCU_LIMIT:-150}" "$ncu" --profile-from-start off --metrics "$TRUTH_METRICS" --csv \
   python3 examples/compiled.py --model "$model" 2>> "$out/ktc_$model.log" | xz -T0 > "$out/ktc_${model}_ncu.csv.xz" \
   || echo "ncu failed or timed out"
 echo "== $(date +%T) done"

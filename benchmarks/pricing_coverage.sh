@@ -13,10 +13,8 @@
 # Results go to $OUT (or ./gpu-out): 7 files (the device tool brings back at most 8).
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
-kit=${KIT:-.devkit}
 logs=$out/log.txt
-python3 -m pip install -q --no-index --no-deps --target /tmp/site "$kit"/wheels/*.whl
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+. "$(dirname "$0")"/device_kit.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$logs"
 models=${1:-}
 work=$(mktemp -d)
@@ -43,10 +41,8 @@ capture fixture_encoder 45 --models fixture_encoder,fixture_encoder_eval --model
   && cp "$work/fixture_encoder.sqlite" "$fix/"
 capture fixture_plain 45 --plain --models fixture_encoder,fixture_lstm --model-timeout 30 \
   && cp "$work/fixture_plain.sqlite" "$fix/"
-ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
-metrics=gpu__time_duration.sum,smsp__sass_thread_inst_executed_op_ffma_pred_on.sum,smsp__sass_thread_inst_executed_op_fadd_pred_on.sum,smsp__sass_thread_inst_executed_op_fmul_pred_on.sum,sm__ops_path_tensor_op_hgmma_src_tf32_dst_fp32.sum,sm__ops_path_tensor_op_hmma_src_tf32_dst_fp32.sum,dram__bytes_read.sum,dram__bytes_write.sum
 step "2b ncu fixture_lstm"
-timeout 90 "$ncu" --profile-from-start off --metrics "$metrics" --csv \
+timeout 90 "$ncu" --profile-from-start off --metrics "$RNN_METRICS" --csv \
   python3 benchmarks/pricing_coverage.py capture --models fixture_lstm > "$fix/fixture_lstm_ncu.csv" 2>> "$logs" \
   || echo "ncu failed or timed out" | tee -a "$logs"
 (cd "$fix" && ls -la && tar cf "$out/fixtures.tar" .)
