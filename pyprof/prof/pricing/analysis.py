@@ -498,10 +498,13 @@ class Analyzer:
         return work[0], None if work[1] is None else work[1] + sum(work[2:])
 
     @staticmethod
-    def _marker_conv(rec: dict) -> tuple:
+    def _marker_conv(rec: dict, tensors: list | None = None) -> tuple:
         """(input's shape, weight's shape) in the forward marker of a convolution's backward
-        kernel, each None where the marker has none."""
-        shapes = [t.shape or None for t in Call(rec["fwd"].get("marker") or {}).tensors()[:2]]
+        kernel (or of its `tensors`, the marker's first two, decoded already), each None where
+        the marker has none."""
+        if tensors is None:
+            tensors = Call(rec["fwd"].get("marker") or {}).tensors()[:2]
+        shapes = [t.shape or None for t in tensors]
         return tuple(shapes + [None] * (2 - len(shapes)))
 
     @staticmethod
@@ -715,18 +718,17 @@ class Analyzer:
                                                                       for t in matrices], grad[1], size,
                                            cost.products == 1)
         if kind == CONV:
-            marker = rec["fwd"].get("marker") or {}
-            group = self._chain.one_group(
-                rec, cost, name, lambda: tuple(t.shape for t in Call(marker).tensors()[:2]) + (cost.out_shape,))
+            tensors = Call(rec["fwd"].get("marker") or {}).tensors()[:2]  # the input and the weight
+            group = self._chain.one_group(rec, cost, name, lambda: tuple(t.shape for t in tensors) + (cost.out_shape,))
             if group is not None:
                 return group
             slot = self.gradient_slot(rec, name)
             if not slot:
                 return self.unclaimed()
-            x, w = self._marker_conv(rec)
+            x, w = self._marker_conv(rec, tensors)
             # The weight's gradient reads what the forward read: its slot, or the one gradient
             # where the input takes none.
-            if cost.unread and grad[1] is not None and (slot == "wgrad" or Call(marker).tensors()[0].grad is False):
+            if cost.unread and grad[1] is not None and (slot == "wgrad" or tensors[0].grad is False):
                 grad = grad[0], grad[1] - cost.unread * size
             return self._chain.segmented(rec, cost, name, size, w, x[0] if x else None) or grad
         if not first:  # ATTN backward: the whole node's work on its main kernel
