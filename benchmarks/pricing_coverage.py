@@ -395,8 +395,10 @@ def _optimizer(name: str, params):
     return cls(params, lr=1e-4, weight_decay=1e-2, **flags)
 
 
-def make_step(case: Case, device) -> Callable[[], None]:
-    """The step function of one case, its model built on `device`."""
+def make_step(case: Case, device, compile_mode: Optional[str] = None) -> Callable[[], None]:
+    """The step function of one case, its model built on `device`; with `compile_mode` the model
+    (forward and backward, not the loss or the optimizer) runs under torch.compile in that mode
+    (`default`, `reduce-overhead`, `max-autotune`, ...), as users compile a model."""
     import torch
     model, inputs, loss_fn = case.build(device)
     model = model.to(device)
@@ -408,6 +410,7 @@ def make_step(case: Case, device) -> Callable[[], None]:
         model = model.half().eval()
         inputs = tuple(x.half() if x.is_floating_point() else x for x in inputs)
     opt = _optimizer(case.optim, model.parameters())
+    run = model if compile_mode is None else torch.compile(model, mode=None if compile_mode == "default" else compile_mode)
     low = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(case.dtype)
     autocast = low is not None and not case.half_weights
     scaler = torch.amp.GradScaler(device.type, enabled=case.dtype == "fp16" and device.type == "cuda" and autocast)
@@ -418,11 +421,11 @@ def make_step(case: Case, device) -> Callable[[], None]:
         torch.backends.cudnn.allow_tf32 = tf32
         if opt is None:
             with torch.inference_mode():
-                model(*inputs[:-1])
+                run(*inputs[:-1])
             return
         opt.zero_grad(set_to_none=True)
         with torch.autocast(device.type, dtype=low or torch.bfloat16, enabled=autocast):
-            loss = loss_fn(model(*inputs[:-1]), inputs)
+            loss = loss_fn(run(*inputs[:-1]), inputs)
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
@@ -483,7 +486,7 @@ def _alarm(signum, frame):
 
 
 def capture(names: List[str], flops_path: Optional[str], warmup: int, plain: bool = False,
-            model_timeout: int = 0, budget: float = 0, mode: str = "aten") -> int:
+            model_timeout: int = 0, budget: float = 0, mode: str = "aten", compile_mode: Optional[str] = None) -> int:
     """Build, warm up and count every case, then run one step of each in the profiled range.
 
     `mode` (MODES): `aten` pyprof.init() and `pyprof.profiled(aten=True)`; `default` pyprof.init()
@@ -495,7 +498,9 @@ def capture(names: List[str], flops_path: Optional[str], warmup: int, plain: boo
     `model_timeout` (s): a model whose preparation takes longer is skipped (SIGALRM);
     `budget` (s): no further model is prepared once this much time has passed, so that one slow
     model cannot keep the others out of the capture. The FLOP totals are written after each
-    model, so a run cut short keeps what it counted."""
+    model, so a run cut short keeps what it counted. `compile_mode`: each model under torch.compile
+    in that mode (make_step); FlopCounterMode then counts nothing (its dispatch mode would trace
+    the compiled graphs anew): the eager capture's counts are the reference."""
     import signal
 
     import torch
@@ -508,7 +513,7 @@ def capture(names: List[str], flops_path: Optional[str], warmup: int, plain: boo
     device = torch.device("cuda" if cuda else "cpu")
     steps, flops, fixed, failed = {}, {}, {}, {}
     meta = {"device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
-            "plain": mode == "plain", "mode": mode, "flop_counter": flops, "flop_counter_corrected": fixed, "failed": failed}
+            "plain": mode == "plain", "mode": mode, "compile": compile_mode, "flop_counter": flops, "flop_counter_corrected": fixed, "failed": failed}
 
     def save() -> None:
         if flops_path:
@@ -534,10 +539,11 @@ def capture(names: List[str], flops_path: Optional[str], warmup: int, plain: boo
         t0 = time.perf_counter()
         signal.alarm(model_timeout)
         try:
-            step = make_step(CASES[name], device)
+            step = make_step(CASES[name], device, compile_mode)
             for _ in range(warmup):
                 step()
-            flops[name], fixed[name] = _count(step, None), _count(step, mapping)
+            if compile_mode is None:
+                flops[name], fixed[name] = _count(step, None), _count(step, mapping)
             if cuda:
                 torch.cuda.synchronize()
             steps[name] = step
@@ -695,14 +701,20 @@ def _pct(part: float, whole: float) -> str:
     return "na" if not whole else f"{100 * part / whole:.1f}"
 
 
-def table(records_path: str, flops_path: str, missing: int) -> str:
-    """The coverage table (text), then per model the largest unknowns."""
+def table(records_path: str, flops_path: str, missing: int, eager: Optional[str] = None) -> str:
+    """The coverage table (text), then per model the largest unknowns. `eager`: records of the
+    same models' eager capture, for a compiled capture (`capture --compile`): the column `vs
+    eager` divides the capture's matrix and RNN FLOPs by the eager step's (issue 27: compiled
+    matrix FLOPs equal to eager within 0.5%; an RNN Dynamo unrolls into GEMMs and element-wise
+    kernels counts only its GEMMs as matrix work, where the eager cuDNN call's total counts its
+    cells' too)."""
     meta = json.load(open(flops_path))
     raw, fixed = meta.get("flop_counter", {}), meta.get("flop_counter_corrected", {})
     tallies = sums(records_path, frozenset(raw) | frozenset(meta.get("failed", {})))
+    base = sums(eager, frozenset(raw) | frozenset(meta.get("failed", {}))) if eager else {}
     head = (f"{'model':<26}{'kernels':>8}{'GPU ms':>9}{'flops%':>8}{'bytes%':>8}{'op%':>7}{'module%':>9}"
             f"{'outside%':>9}{'marker%':>9}{'aten%':>7}{'matrix/FCM':>12}{'+causal/FCM':>12}{'FCM raw/corr':>13}"
-            f"{'rnn GFLOP':>10}{'kernel%':>9}")
+            f"{'rnn GFLOP':>10}{'kernel%':>9}" + (f"{'vs eager':>10}" if eager else ""))
     lines = [f"device: {meta.get('device')}, torch {meta.get('torch')}", head]
     for name, t in tallies.items():
         ref, unfixed = fixed.get(name), raw.get(name)
@@ -716,7 +728,7 @@ def table(records_path: str, flops_path: str, missing: int) -> str:
                      f"{_pct(t.known['bytes'], t.time):>8}{_pct(t.known['op'], t.time):>7}"
                      f"{module:>9}{outside:>9}"
                      f"{_pct(t.known['marker'], t.time):>9}{_pct(t.known['aten'], t.time):>7}{ratio:>12}{whole:>12}{fcm:>13}"
-                     f"{t.rnn_flops / 1e9:>10.3f}{_pct(t.known['kernel'], t.time):>9}")
+                     f"{t.rnn_flops / 1e9:>10.3f}{_pct(t.known['kernel'], t.time):>9}" + _versus(t, base, name))
     for name, why in (meta.get("failed") or {}).items():
         lines.append(f"{name:<26} not captured: {why}")
     time, known = sum(t.time for t in tallies.values()), sum(t.known["kernel"] for t in tallies.values())
@@ -731,6 +743,15 @@ def table(records_path: str, flops_path: str, missing: int) -> str:
             for key, ns in top:
                 lines.append(f"  {name}: {key}: {_pct(ns, t.time)}%")
     return "\n".join(lines)
+
+
+def _versus(t: ModelSums, base: Dict[str, ModelSums], name: str) -> str:
+    """The `vs eager` column: matrix and RNN FLOPs over the eager capture's ('' without one)."""
+    if not base:
+        return ""
+    e = base.get(name)
+    ref = e.matrix_flops + e.rnn_flops if e is not None else 0
+    return f"{(t.matrix_flops + t.rnn_flops) / ref:>10.4f}" if ref else f"{'na':>10}"
 
 
 def rnn_truth(records_path: str, ncu_path: str) -> str:
@@ -801,10 +822,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     c.add_argument("--optim", metavar="NAME",
                    help="train every model with this optimizer instead of its own (Case.optim's names: "
                         "sgd, sgd-loop, adam-loop, adam-foreach, adamw-fused, ...)")
+    c.add_argument("--compile", metavar="MODE", dest="compile_mode",
+                   help="each model under torch.compile(mode=MODE): default, reduce-overhead (CUDA graphs: "
+                        "capture with nsys --cuda-graph-trace=node and --warmup 3 or more), max-autotune; "
+                        "no FlopCounterMode counts (compare with an eager capture's)")
     t = sub.add_parser("table", help="the coverage table from parsed records (.jsonl or .jsonl.xz)")
     t.add_argument("records")
     t.add_argument("flops")
     t.add_argument("--missing", type=int, default=3, help="list the N largest unknowns per model")
+    t.add_argument("--eager", metavar="RECORDS", help="the same models' eager records: a compiled capture's matrix "
+                                                       "and RNN FLOPs against them (column `vs eager`)")
     r = sub.add_parser("rnn-truth", help="RNN FLOPs and bytes against Nsight Compute counters of the same step")
     r.add_argument("records", help="parsed records of the step's nsys capture (.jsonl or .jsonl.xz)")
     r.add_argument("ncu", help="`ncu --csv` output of the same step (benchmarks/tc_truth.py reads it)")
@@ -816,11 +843,12 @@ def main(argv: Optional[List[str]] = None) -> int:
             p.error(f"unknown models: {', '.join(unknown)} (known: {', '.join(CASES)})")
         if args.optim:
             CASES.update({n: CASES[n]._replace(optim=args.optim) for n in names})
-        return capture(names, args.flops, args.warmup, args.plain, args.model_timeout, args.budget, args.mode)
+        return capture(names, args.flops, args.warmup, args.plain, args.model_timeout, args.budget, args.mode,
+                       args.compile_mode)
     if args.cmd == "rnn-truth":
         print(rnn_truth(args.records, args.ncu))
         return 0
-    print(table(args.records, args.flops, args.missing))
+    print(table(args.records, args.flops, args.missing, args.eager))
     return 0
 
 

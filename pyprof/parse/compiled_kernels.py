@@ -217,14 +217,21 @@ def _instance(rec: dict) -> tuple | None:
     return None
 
 
-def _op_group(rec: dict) -> Any:
-    """The innermost PyTorch op range of a library kernel inside a compiled graph (the library
-    call that launched it), when the trace has emit_nvtx ranges."""
-    ops = rec.get("torchOps") or ()
-    inner = ops[-1] if ops else None
-    if isinstance(inner, dict) and not str(inner.get("name", "")).startswith(CALL_RANGE):
-        return (inner.get("name"), inner.get("opId"))
-    return None
+def _op_groups(recs: list[dict]) -> list | None:
+    """Per kernel of `recs` (the unnamed kernels between two call sites), the PyTorch op range of
+    the library call that launched it, when the trace has PyTorch's op ranges: its outermost op
+    range that not all of them share. The shared ones enclose the graph call (a backward node's
+    range) or are the call range itself; below the library call's own range its sub-ops launch
+    kernels too (an efficient-attention backward's zero fills and bias-gradient sum beside its
+    main kernel), so the innermost range would split one call. None where a kernel has no range
+    of its own."""
+    chains = [[(op.get("name"), op.get("opId")) for op in r.get("torchOps") or () if isinstance(op, dict)]
+              for r in recs]
+    depth = 0
+    while all(len(c) > depth for c in chains) and len({c[depth] for c in chains}) == 1:
+        depth += 1
+    groups = [c[depth] if len(c) > depth else None for c in chains]
+    return None if None in groups else groups
 
 
 def _split(items: list, groups: list) -> list[list]:
@@ -349,8 +356,8 @@ class Joiner:
             items = [i for i in idx if assign[i] is None]
             if not items or not calls:
                 continue
-            groups = [_op_group(recs[i]) for i in items]
-            parts = _split(items, groups) if all(x is not None for x in groups) else None
+            groups = _op_groups([recs[i] for i in items])
+            parts = None if groups is None else _split(items, groups)
             if parts is not None and len(parts) == len(calls):
                 pairs = [(part, q) for part, q in zip(parts, calls)]
             elif len(calls) == 1:

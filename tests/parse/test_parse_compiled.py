@@ -166,6 +166,47 @@ def test_join_in_default_mode_with_op_ranges_in_calls(tmp_path: Path) -> None:
     assert (stats.compiled.instances, stats.compiled.joined, stats.compiled.unexplained) == (2, 8, 0)
 
 
+def test_fallback_op_whose_sub_ops_launch_kernels(tmp_path: Path) -> None:
+    """A fallback op's sub-ops launch kernels under ranges of their own (the coverage capture's
+    compiled TransformerEncoder: the efficient-attention backward's sum, contiguous copy and zero
+    fill, nested under aten::_efficient_attention_backward beside its main kernel), and an mm
+    follows before the next generated kernel: each kernel joins the library call whose range is
+    its outermost one inside the graph call, so the four go to the attention's call site and the
+    GEMM to the mm's (the innermost ranges split them five ways: none joined)."""
+    q = t(8, 8, 128, 32, dtype="float32")
+    sdpa = node("aten._scaled_dot_product_efficient_attention_backward.default",
+                [q, q, q, q, None, q, t(8, 8, 128, dtype="float32"), t(2, dtype="int64"), t(dtype="int64"),
+                 [True, True, True, False], 0.1], [q] * 3 + [None], "attn")
+    table = [marker("graph", graph=0, bwd=True, device="cuda", cudagraphs=False, calls=4),
+             marker("kernel", graph=0, call=0, name="triton_poi_fused_0", extern=False, bytes=4096, nodes=[BWD_A]),
+             marker("kernel", graph=0, call=1, name="torch.ops.aten._scaled_dot_product_efficient_attention_backward."
+                    "default", extern=True, nodes=[sdpa]),
+             marker("kernel", graph=0, call=2, name="extern_kernels.mm", extern=True, nodes=[DX]),
+             marker("kernel", graph=0, call=3, name="triton_red_fused_sum_1", extern=False, bytes=2112, nodes=[BWD_C])]
+    syn = SynthExport(str(tmp_path / "f.sqlite"))
+    main = syn.thread(100, 100, "python3")
+    dom = syn.domain(main, "pyprof", t=10, registered=True)
+    for i, text in enumerate(table):
+        syn.event(MARK, main, 100 + i, None, text, domain=dom, registered=True)
+    syn.push(main, 1000, 90000, f"{CALL} run 0")
+    syn.launch_kernel(main, 2000, "triton_poi_fused_0")
+    syn.push(main, 3000, 40000, torch_text("aten::_scaled_dot_product_efficient_attention_backward", op_id=82))
+    syn.push(main, 3100, 39000, torch_text("aten::_efficient_attention_backward", op_id=93))
+    for i, (sub, name) in enumerate([("aten::sum", "reduce_kernel"), ("aten::copy_", "elementwise_kernel"),
+                                     ("aten::fill_", "vectorized_elementwise_kernel"), (None, "fmha_cutlassB_f32")]):
+        if sub:
+            syn.push(main, 4000 + 5000 * i, 8000 + 5000 * i, torch_text(sub, op_id=105 + i))
+        syn.launch_kernel(main, 5000 + 5000 * i, f"void {name}(Params)")
+    syn.push(main, 41000, 49000, torch_text("aten::mm", op_id=123))
+    syn.launch_kernel(main, 42000, GEMM)
+    syn.launch_kernel(main, 50000, "triton_red_fused_sum_1")
+    syn.close()
+    recs, stats = parse_all(tmp_path / "f.sqlite")
+    assert [(r.get("compiled") or {}).get("call") for r in recs] == [0, 1, 1, 1, 1, 2, 3]
+    assert [r["op"] for r in recs[1:6]] == ["_scaled_dot_product_efficient_attention_backward"] * 4 + ["mm"]
+    assert (stats.compiled.joined, stats.compiled.unexplained) == (7, 0)
+
+
 def test_module_paths_under_the_calling_module(tmp_path: Path) -> None:
     """A graph Dynamo compiled from a submodule's own frame (after a graph break) records paths
     relative to that submodule; the range names the caller (`in blocks.1`), under which parse

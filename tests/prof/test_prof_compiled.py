@@ -26,6 +26,31 @@ def test_decomposed_nodes_priced_by_the_torch_formula() -> None:
     assert work.warnings == []
 
 
+def test_inductor_prims_of_dropout_softmax_and_flip() -> None:
+    """The prims Inductor's decompositions leave in compiled graphs, as the H200 coverage capture
+    recorded them (TransformerEncoder's dropout, nn.MultiheadAttention's softmax and its backward,
+    a bidirectional LSTM's flip, a select's backward): each node's own work."""
+    f32 = "float32"
+    nodes = {
+        # the graph's seeds drawn, one looked up, 262,144 uniform values: integer work, written once
+        "seeds": node("prims.inductor_seeds.default", [12, {"device": "cuda:0"}], t(12, dtype="int64")),
+        "lookup": node("prims.inductor_lookup_seed.default", [t(12, dtype="int64"), 3], t(dtype="int64")),
+        "random": node("prims.inductor_random.default", [[128, 8, 256], t(dtype="int64"), "rand"], t(128, 8, 256, dtype=f32)),
+        # max and sum of exp(x - max) over the last dim: logsumexp's 3 per element, both results written
+        "online": node("prims.prepare_softmax_online.default", [t(32, 64, 80, dtype=f32), -1],
+                       [t(32, 64, 1, dtype=f32), t(32, 64, 1, dtype=f32)]),
+        "fma": node("prims.fma.default", [t(32, 64, 80, dtype=f32), t(32, 64, 1, dtype=f32), t(32, 64, 80, dtype=f32)],
+                    t(32, 64, 80, dtype=f32)),
+        "rev": node("prims.rev.default", [t(50, 16, 1024, dtype=f32), [0]], t(50, 16, 1024, dtype=f32)),
+        "select_scatter": node("aten.select_scatter.default", [t(3, 128, 8, 256, dtype=f32), t(128, 8, 256, dtype=f32), 0, 2],
+                               t(3, 128, 8, 256, dtype=f32)),
+    }
+    costs = {k: (w.flops, w.bytes) for k, w in ((k, KernelWork({"nodes": [n]})) for k, n in nodes.items())}
+    assert costs == {"seeds": (0, 96), "lookup": (0, 8), "random": (0, 262144 * 4),
+                     "online": (3 * 163840, 163840 * 4 + 2 * 2048 * 4), "fma": (2 * 163840, 3 * 163840 * 4 + 2048 * 4),
+                     "rev": (0, 2 * 819200 * 4), "select_scatter": (0, 2 * 786432 * 4)}
+
+
 def test_unknown_node_makes_the_kernel_na() -> None:
     work = KernelWork({"nodes": [node("aten.mul.Tensor", [t(4), t(4)], t(4)),
                                  node("aten.frobnicate.default", [t(4)], t(4))], "bytes": 24})

@@ -48,8 +48,9 @@ _COMPARE = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "lo
 TERNARY = ["where", "lerp", "addcmul", "addcdiv"]
 # lerp(x, end, w) = x + w·(end - x): a subtract and a multiply-add, as Inductor decomposes it
 # (sub, mul, add), so an eager lerp kernel and a compiled graph's lerp nodes count alike.
-# addcmul/addcdiv: one product or quotient and a multiply-add (the scalar `value` folded in).
-FLOPS_PER_ELEMENT = {"lerp": 3, "addcmul": 2, "addcdiv": 2, "where": 1}
+# addcmul/addcdiv: one product or quotient and a multiply-add (the scalar `value` folded in);
+# fma (Inductor's prims.fma, a·b + c): a multiply and an add.
+FLOPS_PER_ELEMENT = {"lerp": 3, "addcmul": 2, "addcdiv": 2, "where": 1, "fma": 2}
 
 
 def _base(op: str) -> str:

@@ -17,8 +17,8 @@ from typing import Any
 from ..registry import Call, Cost, Formula, dims, fmt_params, lookup, register
 from ..values import ITEMSIZE, Tensor
 from .conv import conv_cost
-from .elementwise import pointwise_cost, reduce_formula
-from .memory import copy_cost
+from .elementwise import pointwise_cost, reduce_cost, reduce_formula
+from .memory import copy_cost, reorder
 
 
 def call(*args: Any, **kwargs: Any) -> Call:
@@ -94,6 +94,55 @@ def iota(c: Call) -> Cost | None:
     n, dtype = c.args[0], c.get(None, "dtype")
     size = ITEMSIZE.get(dtype)
     return None if size is None else Cost(0, n * size, fmt_params(dtype, shape=dims((n,))), dtype)
+
+
+@register("prims.fma")
+def fma(c: Call) -> Cost:
+    """a·b + c, element-wise."""
+    return pointwise_cost("fma", list(c.args[:3]))
+
+
+register("prims.rev")(reorder)  # flip's decomposition: a permuted copy
+
+
+@register("prims.prepare_softmax_online")
+def prepare_softmax_online(c: Call) -> Cost | None:
+    """(input, dim) -> (max, sum of exp(input - max)) along dim in one pass: logsumexp's work but
+    its log, per element; the input read, both results written."""
+    x, dim = c.args[0], c.args[1]
+    axes = {d % len(x.shape) for d in (dim if isinstance(dim, list) else [dim])} if x.shape else set()
+    out = prod(n for i, n in enumerate(x.shape) if i not in axes)
+    cost = reduce_cost("logsumexp", x, out, None, dims(sorted(axes)), True)
+    return None if cost.bytes is None else replace(cost, bytes=cost.bytes + out * x.itemsize, bwd_flops=None,
+                                                  bwd_bytes=None)
+
+
+# Inductor's random numbers (fallback_random off): the seeds drawn once per graph
+# (inductor_seeds: `count` int64 written, by one random kernel), each random op's seed looked up
+# in them (one element read), and the values generated from it (Philox: integer work, no FLOPs;
+# the values written), as eager random fills are priced (aten.py random_fill).
+@register("prims.inductor_seeds")
+def inductor_seeds(c: Call) -> Cost:
+    count = c.args[0]
+    return Cost(0, 8 * count, fmt_params("int64", shape=dims((count,))), "int64")
+
+
+@register("prims.inductor_lookup_seed")
+def inductor_lookup_seed(c: Call) -> Cost:
+    return Cost(0, 8, fmt_params("int64", shape="-"), "int64")
+
+
+@register("prims.inductor_random", "prims.inductor_randint")
+def inductor_random(c: Call) -> Cost | None:
+    """(size, seed, mode) / (low, high, size, seed): the values written, in the node's output
+    dtype (float32 or int64)."""
+    out = c.marker.get("out")
+    dtype = out.get("dtype") if isinstance(out, dict) else None
+    shape = next((a for a in c.args if isinstance(a, list)), None)
+    size = ITEMSIZE.get(dtype)
+    if size is None or shape is None:
+        return None
+    return Cost(0, prod(shape) * size, fmt_params(dtype, shape=dims(tuple(shape))), dtype)
 
 
 @register("aten.empty", "aten.empty_strided")

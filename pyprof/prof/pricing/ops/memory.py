@@ -393,6 +393,18 @@ def reorder(c: Call) -> Cost | None:
     return None if cost is None else Cost(0, cost.bytes, cost.params, x.dtype, SIMT, bwd_flops=0, bwd_bytes=cost.bytes)
 
 
+@register(*names(["select_scatter", "slice_scatter", "diagonal_scatter", "as_strided_scatter"]))
+def embed_scatter(c: Call) -> Cost | None:
+    """input with `src` written into one of its views, out of place: the input's other elements
+    and src read (the input's size together), the whole result written; backward dY read twice,
+    the input's gradient (dY with the view zeroed) and src's (the view of dY) written."""
+    x, src = c.get(0, "input"), c.get(1, "src")
+    if not isinstance(src, Tensor) or x.nbytes is None or src.nbytes is None:
+        return None
+    return Cost(0, 2 * x.nbytes, fmt_params(x.dtype, shape=dims(x.shape), src=dims(src.shape)), x.dtype, SIMT,
+                bwd_flops=0, bwd_bytes=2 * x.nbytes + 2 * src.nbytes)
+
+
 @register(*names(["roll"]))
 def roll(c: Call) -> Cost | None:
     """A gather of the whole tensor per rolled dimension: PyTorch's roll kernel moves one dimension,
