@@ -68,6 +68,7 @@ Tensor.any
 Tensor.argmax
 Tensor.argmin
 Tensor.argsort
+Tensor.as_strided_scatter
 Tensor.asin
 Tensor.asin_
 Tensor.atan
@@ -121,6 +122,7 @@ Tensor.cumsum
 Tensor.cumsum_
 Tensor.detach
 Tensor.diagonal
+Tensor.diagonal_scatter
 Tensor.digamma
 Tensor.digamma_
 Tensor.div
@@ -267,6 +269,7 @@ Tensor.scatter_
 Tensor.scatter_add
 Tensor.scatter_add_
 Tensor.select
+Tensor.select_scatter
 Tensor.sgn
 Tensor.sgn_
 Tensor.short
@@ -278,6 +281,7 @@ Tensor.sin
 Tensor.sin_
 Tensor.sinh
 Tensor.sinh_
+Tensor.slice_scatter
 Tensor.softmax
 Tensor.sort
 Tensor.split
@@ -325,6 +329,10 @@ Tensor.where_
 Tensor.xlogy
 Tensor.xlogy_
 Tensor.zero_
+aten._embedding_bag
+aten._embedding_bag_backward
+aten._embedding_bag_dense_backward
+aten._embedding_bag_forward_only
 aten._log_softmax
 aten._log_softmax_backward_data
 aten._native_batch_norm_legit_functional
@@ -340,6 +348,7 @@ aten._scaled_dot_product_fused_attention_overrideable
 aten._scaled_dot_product_fused_attention_overrideable_backward
 aten._softmax_backward_data
 aten._to_copy
+aten._unsafe_index
 aten._unsafe_index_put
 aten._unsafe_masked_index_put_accumulate
 aten.avg_pool1d_backward
@@ -348,11 +357,13 @@ aten.avg_pool3d_backward
 aten.constant_pad_nd
 aten.convolution
 aten.convolution_backward
+aten.copy
 aten.embedding
 aten.embedding_dense_backward
 aten.empty
 aten.empty_strided
 aten.gelu_backward
+aten.index
 aten.index_put
 aten.index_put_
 aten.max_pool1d_with_indices
@@ -367,6 +378,8 @@ aten.native_dropout_backward
 aten.native_layer_norm
 aten.native_layer_norm_backward
 aten.nll_loss_forward
+aten.repeat
+aten.scalar_tensor
 aten.sigmoid_backward
 aten.tanh_backward
 aten.threshold_backward
@@ -376,7 +389,14 @@ prims._low_memory_max_pool2d_with_offsets
 prims._low_memory_max_pool_offsets_to_indices
 prims._low_memory_max_pool_with_offsets
 prims.convert_element_type
+prims.fma
+prims.inductor_lookup_seed
+prims.inductor_randint
+prims.inductor_random
+prims.inductor_seeds
 prims.iota
+prims.prepare_softmax_online
+prims.rev
 torch.__matmul__
 torch._native_multi_head_attention
 torch._pack_padded_sequence
@@ -416,6 +436,7 @@ torch.arange
 torch.argmax
 torch.argmin
 torch.argsort
+torch.as_strided_scatter
 torch.asin
 torch.asin_
 torch.atan
@@ -476,6 +497,7 @@ torch.cumsum
 torch.cumsum_
 torch.detach
 torch.diagonal
+torch.diagonal_scatter
 torch.digamma
 torch.digamma_
 torch.distributed._all_gather_base
@@ -732,6 +754,7 @@ torch.rsub_
 torch.scatter
 torch.scatter_add
 torch.select
+torch.select_scatter
 torch.sgn
 torch.sgn_
 torch.sigmoid
@@ -742,6 +765,7 @@ torch.sin
 torch.sin_
 torch.sinh
 torch.sinh_
+torch.slice_scatter
 torch.softmax
 torch.sort
 torch.split

@@ -15,15 +15,13 @@ from .matrix_chain import MatrixChain
 from .tensor_flow import FURTHER, TensorFlow
 from .attention_parts import SEED_UNPACK, flash_helpers, math_attention_gemm
 from .conv_parts import conv_outputs, range_conv_tensors, range_outputs, range_parts
-from .cub_init import tile_init
 from .encoder_parts import vector_role
 from .gemm_parts import SPLIT_K, output_parts, split_partials, split_pass
 from .multitensor import tensor_lists
 from .part import ADD, CONTIGUOUS, COPY, FILL, Part
-from .parts import LAUNCH, CallParts, backward_parts, family, forward_parts
+from .parts import LAUNCH, CallParts, backward_parts, family, forward_parts, launch_stated, stage_work
 from .marker_costs import MarkerCosts
 from .rnn_kernels import RnnCall
-from .rnn_parts import dropout_states
 from .registry import ATTN, CONV, GEMM, MMA_KINDS, RNN, Call, Cost
 from ..warnings_tally import Tally
 from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
@@ -222,8 +220,7 @@ class Analyzer:
         f.dtype = dtype
         if verdict in (MMA, SIMT):
             self._chain.launched(rec, name)
-        # a kernel whose launch states its work
-        own = tile_init(name, rec.get("grid"), rec.get("block")) or dropout_states(name, rec.get("grid"), rec.get("block"))
+        own = launch_stated(rec, name)
         if own is not None:
             f.flops, f.bytes = own
         elif aten_range is not None:
@@ -492,10 +489,8 @@ class Analyzer:
         if staged is None:
             staged = CallParts([], stages=cost.stages)
             self._calls[("stage", rec.get("pid"), rec.get("tid"))] = [(r.get("name"), r.get("opId")), staged]
-        work = staged.stage(name)
-        if work is None or work[0] is None and work[1] is None:
-            return self.unclaimed()
-        return work[0], None if work[1] is None else work[1] + sum(work[2:])
+        work = stage_work(staged, name)
+        return self.unclaimed() if work is None else work
 
     @staticmethod
     def _marker_conv(rec: dict, tensors: list | None = None) -> tuple:

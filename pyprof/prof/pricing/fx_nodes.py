@@ -22,8 +22,9 @@ from . import peaks as peaks_mod
 from .ops import lookup
 from .ops.fx import foreach
 from .conv_parts import conv_outputs, wgrad_segments
-from .gemm_parts import SPLIT_K, grid_z, split_k, split_pass, split_sum
-from .parts import CallParts, backward_parts, family, forward_parts
+from .gemm_parts import SPLIT_K, grid_z, split_k, split_pass, split_pass_work, split_sum
+from .part import FILL, Part
+from .parts import CallParts, backward_parts, family, forward_parts, launch_stated, stage_work
 from .registry import CONV, FORMULA_ERRORS, GEMM, MMA_KINDS, Call, Cost, Formula, Unknowable, kept
 from .values import ITEMSIZE
 from .tensorcores import MMA, NONE, SIMT, classify
@@ -201,6 +202,10 @@ class CompiledPricer:
         if family(name) == SPLIT_K:
             work = split_k(name or "", rec.get("grid"), state[2], _outputs(node, main, bwd, size), size, state[4])
             return work if work is not None else self.analyzer.unclaimed()
+        if main.kind == GEMM and split_pass(name):
+            # cuBLAS's split-K pass after the GEMM: its grid z's partials of the output summed.
+            work = split_pass_work(name, rec.get("grid"), state[2], _outputs(node, main, bwd, size), size)
+            return work if work is not None else self.analyzer.unclaimed()
         weight = _conv_tensors(node)[1]
         if main.kind == CONV and bwd and split_pass(name) and weight and isinstance(weight.get("shape"), list):
             # A segment-K weight gradient's split-K pass: the weight's gradient from its segments.
@@ -211,6 +216,20 @@ class CompiledPricer:
                                                                             main))
         part = state[3].take(name, rec.get("grid"), rec.get("block"))
         return (part.flops, part.bytes) if part is not None else self.analyzer.unclaimed()
+
+    def _staged(self, rec: dict, entry: dict, cost: Cost, name: str | None) -> tuple:
+        """(FLOPs, bytes) of a kernel of a library call PyTorch runs as a sequence of kernels
+        (Cost.stages: embedding_bag's backward), as at the aten level: its gradient's zero fill
+        (Cost.grad_fill) a part, each other kernel the stage it runs (parts.stage_work); na for
+        one that is neither."""
+        state = self._state(rec, entry)
+        if state[3] is None:
+            size = ITEMSIZE.get(cost.dtype)
+            fill = [Part(FILL, cost.grad_fill, 0, cost.grad_fill * size)] if cost.grad_fill and size else []
+            state[3] = CallParts(fill, stages=cost.stages, in_order=cost.stages_in_order)
+        part = state[3].take(name, rec.get("grid"), rec.get("block"))
+        work = (part.flops, part.bytes) if part is not None else stage_work(state[3], name)
+        return work if work is not None else self.analyzer.unclaimed()
 
     def facts(self, rec: dict, facts: Any) -> Any:
         """Fill `facts` (an analysis.Facts) for a record with `compiled`."""
@@ -245,6 +264,10 @@ class CompiledPricer:
                 facts.flops = facts.bytes = None
             else:
                 facts.flops, facts.bytes = w.flops, w.bytes
+        elif entry.get("extern") and (own := launch_stated(rec, name)) is not None:
+            facts.flops, facts.bytes = own
+        elif entry.get("extern") and w.last is not None and w.last.stages and len(w.warnings) == 0:
+            facts.flops, facts.bytes = self._staged(rec, entry, w.last, name)
         elif entry.get("sub"):  # a later kernel of one library call: the first carries its work
             facts.flops, facts.bytes = self.analyzer.unclaimed()
         else:

@@ -217,6 +217,15 @@ def split_sum(splits: int | None, out: int, size: int | None, partial: int = 4) 
     return (splits - 1) * out, None if size is None else splits * out * partial + out * size
 
 
+def split_pass_work(kernel: str | None, grid: object, splits: int | None, outputs: list,
+                    size: int | None) -> tuple | None:
+    """(FLOPs, bytes) of cuBLAS's split-K pass (split_pass) after a GEMM launch whose grid z split
+    K `splits` ways: split_sum over the output, the one of `outputs` (rows, cols) the pass's tiles
+    cover (tiled_outputs); None where nothing was split or no one output is covered."""
+    tiled = tiled_outputs(kernel, grid, outputs)
+    return split_sum(splits, tiled[0][0] * tiled[0][1], size) if len(tiled) == 1 else None
+
+
 def gemm_tile(kernel: str | None) -> tuple | None:
     """(M, N) of the tile a GEMM kernel's name states (_GEMM_TILE), None where it states none."""
     m = _GEMM_TILE.search(kernel or "")

@@ -20,7 +20,7 @@ from typing import Callable, Protocol
 
 from .conv_parts import (cutlass_wgrad_splits, depthwise_partials, depthwise_reduce, one_group_wgrad, ungrouped_wgrad,
                          wgrad_segments, winograd_gemm, winograd_stage, winograd_transform)
-from .gemm_parts import grid_z, nvjet_per_image, nvjet_splits, split_k, split_sum, tiled_outputs
+from .gemm_parts import grid_z, nvjet_per_image, nvjet_splits, split_k, split_pass_work, split_sum
 from .registry import Cost
 from .tensorcores import MMA, SIMT
 from .values import ITEMSIZE, is_shape
@@ -78,8 +78,7 @@ class MatrixChain:
         read in fp32 (the accumulator of every such GEMM's name) and the output written once; na
         where the GEMM split nothing or the output is not one known shape (of `outputs`, those its
         tiles cover: gemm_parts.tiled_outputs)."""
-        tiled = tiled_outputs(name, rec.get("grid"), outputs)
-        work = split_sum(self._splits.get(_thread(rec)), tiled[0][0] * tiled[0][1], size) if len(tiled) == 1 else None
+        work = split_pass_work(name, rec.get("grid"), self._splits.get(_thread(rec)), outputs, size)
         return self._analyzer.unclaimed() if work is None else work
 
     def segmented(self, rec: dict, cost: Cost, name: str | None, size: int | None, weight: object,

@@ -40,6 +40,7 @@ from .attention_parts import (CAST_DQ, CAST_DQ_KERNEL, DOT_DO_O, DOT_DO_O_KERNEL
 from .conv_parts import (LAYOUT, LAYOUT_KERNEL, PAD, PAD_KERNEL, SCALE, SCALE_KERNEL, TRANSFORM, TRANSFORM_KERNEL,
                          WGRAD_SUM, WGRAD_SUM_KERNEL, channel_pads, contiguous_grad, marker_layouts, marker_wgrad_sum,
                          scaled_outputs, strided_input)
+from .cub_init import tile_init
 from .index_parts import index_grads
 from .gemm_parts import (BETA, BETA_KERNEL, BROADCAST, CUTLASS_SPLIT_K, EPILOGUE, EPILOGUE_KERNEL, SPLIT_K,
                          SPLIT_K_KERNEL, output_parts, strided_operands)
@@ -49,7 +50,7 @@ from .op_ranges import template_dtype
 from .ops.memory import REVIEWED
 from .part import ADD, CONTIGUOUS, COPY, FILL, SUM, Part, launch_count
 from .registry import ATTN, MATRIX_KINDS, MMA_KINDS, Call, Cost
-from .rnn_parts import final_state_grads, flat_weights, time_major_copies
+from .rnn_parts import dropout_states, final_state_grads, flat_weights, time_major_copies
 from .values import FLOATING, ITEMSIZE, Tensor
 
 # A multi-tensor launch (multitensor.py).
@@ -181,6 +182,22 @@ def _gradients(marker: dict, cost: Cost | None) -> list[Part]:
         Part(FILL, t.numel, 0, t.numel * ITEMSIZE[t.dtype]) for t in args] + flat_weights(marker, cost, True) \
         + final_state_grads(cost)
     return fills + [Part(ADD, t.numel, t.numel, 3 * t.numel * ITEMSIZE[t.dtype]) for t in args]
+
+
+def launch_stated(rec: dict, name: str | None) -> tuple | None:
+    """(FLOPs, bytes) of a kernel whose launch states its work (cub's tile-status
+    initialisation, cuDNN's dropout states), under any op and at every level; None for others."""
+    grid, block = rec.get("grid"), rec.get("block")
+    return tile_init(name, grid, block) or dropout_states(name, grid, block)
+
+
+def stage_work(staged: CallParts, kernel: str | None) -> tuple | None:
+    """(FLOPs, bytes) of the stage (Cost.stages) `kernel` runs of a call's (CallParts.stage), its
+    bytes of every kind summed; None where it runs none or the call has no stages."""
+    work = staged.stage(kernel)
+    if work is None or work[0] is None and work[1] is None:
+        return None
+    return work[0], None if work[1] is None else work[1] + sum(work[2:])
 
 
 def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:

@@ -19,6 +19,7 @@ from ..values import ITEMSIZE, Tensor
 from .conv import conv_cost
 from .elementwise import pointwise_cost, reduce_cost, reduce_formula
 from .memory import copy_cost, reorder
+from .nn import embedding_bag_cost
 
 
 def call(*args: Any, **kwargs: Any) -> Call:
@@ -36,10 +37,11 @@ def via(name: str, c: Call) -> Cost | None:
 
 
 def backward(cost: Cost | None) -> Cost | None:
-    """The backward node of an op, as a cost of its own."""
+    """The backward node of an op, as a cost of its own (its kernels' stages the backward's)."""
     if cost is None or cost.bwd_flops is None:
         return None
-    return replace(cost, flops=cost.bwd_flops, bytes=cost.bwd_bytes, bwd_flops=None, bwd_bytes=None)
+    return replace(cost, flops=cost.bwd_flops, bytes=cost.bwd_bytes, bwd_flops=None, bwd_bytes=None,
+                   stages=cost.bwd_stages, bwd_stages=None)
 
 
 register("aten.var_mean")(reduce_formula("var"))
@@ -87,6 +89,83 @@ def embedding_backward(c: Call) -> Cost | None:
     """(grad_output, indices, num_weights, ...): the embedding's backward, dWeight rows of dY's width."""
     dy, idx, rows = c.args[0], c.args[1], c.get(2, "num_weights")
     return backward(via("torch.nn.functional.embedding", call(idx, Tensor((rows, dy.shape[-1]), dy.dtype))))
+
+
+# _embedding_bag's mode, an int in the ATen schema.
+_BAG_MODES = {0: "sum", 1: "mean", 2: "max"}
+
+
+@register("aten._embedding_bag", "aten._embedding_bag_forward_only")
+def embedding_bag(c: Call) -> Cost | None:
+    """(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights,
+    include_last_offset, ...): nn.embedding_bag_cost, a bag per offset (the last one closing the
+    others where include_last_offset)."""
+    w, idx, offsets = c.args[0], c.args[1], c.get(2, "offsets")
+    if not isinstance(offsets, Tensor) or len(offsets.shape) != 1:
+        return None
+    bags = offsets.numel - (1 if c.get(7, "include_last_offset", False) else 0)
+    return embedding_bag_cost(idx, w, offsets, c.tensor(6, "per_sample_weights"), bags,
+                              _BAG_MODES.get(c.get(4, "mode", 0)))
+
+
+@register("aten._embedding_bag_backward", "aten._embedding_bag_dense_backward")
+def embedding_bag_backward(c: Call) -> Cost | None:
+    """(grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights,
+    scale_grad_by_freq, mode, sparse, per_sample_weights, ...) (the dense one without offsets):
+    nn.embedding_bag_cost's dense backward, its kernels' named stages and dWeight's zero fill."""
+    dense = c.marker.get("op", "").startswith("aten._embedding_bag_dense_backward")
+    dy, idx = c.args[0], c.args[1]
+    at = 5 if dense else 6
+    rows, mode = c.get(at, "num_weights"), _BAG_MODES.get(c.get(at + 2, "mode", 0))
+    if not isinstance(rows, int) or len(dy.shape) != 2 or c.get(at + 3 - dense, "sparse", False) is True:
+        return None
+    psw = c.tensor(at + 3 if dense else at + 4, "per_sample_weights")
+    w = Tensor((rows, dy.shape[1]), dy.dtype)
+    return backward(embedding_bag_cost(idx, w, None, psw, dy.shape[0], mode, dense=mode != "max"))
+
+
+@register("aten.index", "aten._unsafe_index")
+def index_gather(c: Call) -> Cost | None:
+    """self[indices] (advanced indexing: a gather): the indices read, each element of the result
+    (the node's output) read and written once; no FLOPs."""
+    x, out = c.args[0], c.marker.get("out")
+    indices = [t for t in (c.args[1] if isinstance(c.args[1], list) else []) if isinstance(t, Tensor)]
+    shape = out.get("shape") if isinstance(out, dict) else None
+    if not isinstance(shape, list) or x.itemsize is None or any(t.nbytes is None for t in indices):
+        return None
+    n = prod(shape)
+    return Cost(0, sum(t.nbytes for t in indices) + 2 * n * x.itemsize,
+                fmt_params(x.dtype, shape=dims(x.shape), out=dims(tuple(shape))), x.dtype)
+
+
+@register("aten.repeat")
+def repeat(c: Call) -> Cost | None:
+    """x tiled `repeats` times: x read, the result written; its backward sums the tiles (an add
+    per result element beyond x's)."""
+    x, times = c.args[0], c.args[1]
+    if x.nbytes is None or not isinstance(times, list):
+        return None
+    n = x.numel * prod(times)
+    return Cost(0, x.nbytes + n * x.itemsize, fmt_params(x.dtype, shape=dims(x.shape), repeats=dims(times)), x.dtype,
+                bwd_flops=n - x.numel, bwd_bytes=n * x.itemsize + x.nbytes)
+
+
+@register("aten.copy")
+def copy(c: Call) -> Cost | None:
+    """copy(self, src): src's values (broadcast) in self's shape and dtype, out of place: src
+    read, the result written."""
+    x, src = c.args[0], c.args[1]
+    if x.itemsize is None or src.nbytes is None:
+        return None
+    return Cost(0, src.nbytes + x.numel * x.itemsize, fmt_params(x.dtype, shape=dims(x.shape)), x.dtype)
+
+
+@register("aten.scalar_tensor")
+def scalar_tensor(c: Call) -> Cost | None:
+    """A 0-dim tensor of a scalar: its one element written."""
+    out = c.marker.get("out")
+    size = ITEMSIZE.get(out.get("dtype")) if isinstance(out, dict) else None
+    return None if size is None else Cost(0, size, "", out.get("dtype"))
 
 
 @register("prims.iota")
