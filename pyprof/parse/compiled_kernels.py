@@ -14,7 +14,10 @@ each kernel record of a compiled graph is matched to its call site:
 3. Alignment: a named kernel takes the next call site of its name. The library kernels (cuBLAS,
    cuDNN, flash attention) between two named kernels belong to the library calls between those
    call sites: one call takes them all; as many kernels, or distinct PyTorch op ranges, as
-   calls take one each; anything else stays unexplained and is counted.
+   calls take one each; in a CUDA graph's replay (no op ranges) matrix calls (GEMM, convolution,
+   attention nodes) back to back take one matrix kernel each, by what the kernels' names say
+   (prof's Tensor Core rules: pricing/tensorcores.py, the one vocabulary of kernel names);
+   anything else stays unexplained and is counted.
 
 A joined record gets `compiled` (the call site's entry) and, from its nodes, `op`, `module`,
 `trace` and `dir` (docs/records.md). Without marks in the trace records pass through untouched.
@@ -38,11 +41,16 @@ from typing import Any, Callable, Iterator
 from pyprof.parse import queries
 from pyprof.parse.export import Export
 from pyprof.formats import DOMAIN
+from pyprof.prof.pricing.tensorcores import MMA, SIMT, classify
 
 CALL_RANGE = "## Call CompiledFxGraph"
 # What pyprof's numbered call range adds after the run number: the path of the module whose code
 # called the graph (pyprof/nvtx/graph_calls.py CALLER), to which the nodes' paths are relative.
 _CALLER = re.compile(r" ## run \d+ in (\S+)$")
+# The ATen ops of a library call that runs one matrix kernel (a GEMM, a convolution's forward, an
+# attention forward or backward; not a convolution's backward: one per gradient), by their FX
+# nodes' names.
+_MATRIX_NODE = re.compile(r"^aten\.(?:\w*mm|convolution|_scaled_dot_product_\w+|_flash_attention_\w+|_efficient_attention_\w+)\.")
 _PID_MASK = ~0xFFFFFF
 _PID_BITS = 0xFFFFFF
 _encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
@@ -365,10 +373,33 @@ class Joiner:
             elif len(items) == len(calls):
                 pairs = [([i], q) for i, q in zip(items, calls)]
             else:
-                continue
+                pairs = _by_matrix_kernels(g, recs, items, calls)
+                if pairs is None:
+                    continue
             for part, q in pairs:
                 for i in part:
                     assign[i] = q
+
+
+def _by_matrix_kernels(g: Graph, recs: list[dict], items: list[int], calls: list[int]) -> list | None:
+    """The library kernels `items` of matrix calls back to back (each one GEMM, convolution or
+    attention node: _MATRIX_NODE) that no op range tells apart (a CUDA graph's replay), where they
+    hold one matrix kernel per call: the i-th matrix kernel is the i-th call's, the helpers before
+    the first the first call's and those after the last the last call's (a call's kernels run
+    together); a helper between two matrix kernels may be either call's and stays unexplained.
+    None where a call is no matrix call or the count differs (a convolution's backward runs one
+    kernel per gradient; a Winograd path several)."""
+    nodes = [(g.calls[q] or {}).get("nodes") or [] for q in calls]
+    if not all(any(isinstance(n, dict) and _MATRIX_NODE.match(str(n.get("op"))) for n in ns) for ns in nodes):
+        return None
+    mains = [i for i in items if classify(recs[i].get("kLongName") or recs[i].get("kShortName")) in (MMA, SIMT)]
+    if len(mains) != len(calls):
+        return None
+    pairs = [([i for i in items if i <= mains[0]], calls[0])]
+    pairs += [([i], q) for i, q in zip(mains[1:-1], calls[1:-1])]
+    if len(mains) > 1:
+        pairs.append(([i for i in items if i >= mains[-1]], calls[-1]))
+    return pairs
 
 
 def join(tables: dict[int, list[Graph]], stats: CompiledStats, lines: Iterator[str], start: Tail | None = None,

@@ -143,14 +143,13 @@ def test_join_by_name_and_library_calls(tmp_path: Path) -> None:
 def test_join_in_default_mode(tmp_path: Path) -> None:
     """profiled() without emit_nvtx, as captured before it turned op ranges on inside graph
     calls: runs cut by its numbered ranges, no PyTorch op ranges. Named kernels join as before;
-    library kernels between two named ones join when there is one call or one kernel per call:
-    the backward's two mm calls launched three kernels (one split-K), and only op ranges tell
-    which kernel belongs to which call."""
+    library kernels between two named ones join when there is one call or one kernel per call,
+    or one matrix kernel per matrix call: the backward's two mm calls launched three kernels,
+    two GEMMs and the second's split-K pass after them."""
     compiled_step(tmp_path / "d.sqlite", numbered=True)
     recs, stats = parse_all(tmp_path / "d.sqlite")
-    assert [row[4:6] for row in summary(recs)] == [(0, 0), (0, 1), (0, 2), (1, 0), (None, None), (None, None),
-                                                   (None, None), (1, 3)]
-    assert (stats.compiled.instances, stats.compiled.joined, stats.compiled.unexplained) == (2, 5, 3)
+    assert [row[4:6] for row in summary(recs)] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (1, 2), (1, 3)]
+    assert (stats.compiled.instances, stats.compiled.joined, stats.compiled.unexplained) == (2, 8, 0)
 
 
 def test_join_in_default_mode_with_op_ranges_in_calls(tmp_path: Path) -> None:
@@ -225,8 +224,8 @@ def test_numbered_runs_on_one_thread(tmp_path: Path) -> None:
     keeps them apart, so each joins its own graph (the same text would read as one run)."""
     compiled_step(tmp_path / "n.sqlite", numbered=True, one_thread=True)
     recs, stats = parse_all(tmp_path / "n.sqlite")
-    assert [row[4] for row in summary(recs)] == [0, 0, 0, 1, None, None, None, 1]
-    assert (stats.compiled.instances, stats.compiled.joined) == (2, 5)
+    assert [row[4] for row in summary(recs)] == [0, 0, 0, 1, 1, 1, 1, 1]
+    assert (stats.compiled.instances, stats.compiled.joined) == (2, 8)
 
 
 def test_cuda_graph_replay(tmp_path: Path) -> None:
@@ -251,15 +250,16 @@ def test_runs_without_op_ids(tmp_path: Path) -> None:
 
 
 def test_ambiguous_library_kernels_stay_unexplained(tmp_path: Path) -> None:
-    """Two library calls between the same generated kernels, three kernels and no op ranges to
-    tell them apart: which kernel belongs to which call is not known, so none is joined."""
+    """Two library calls between the same generated kernels, three matrix kernels and no op
+    ranges to tell them apart: which kernel belongs to which call is not known, so none is
+    joined."""
     syn = SynthExport(str(tmp_path / "a.sqlite"))
     main = syn.thread(100, 100)
     dom = syn.domain(main, "pyprof", t=10, registered=True)
     for i, text in enumerate(TABLE[4:]):
         syn.event(MARK, main, 100 + i, None, text, domain=dom, registered=True)
     corr = syn.launch(main, 2000, 3000, api="cudaGraphLaunch_v10000")
-    names = ["triton_poi_fused_relu_1", GEMM, GEMM, "void splitKreduce_kernel<float>(Params)", "triton_red_fused_sum_2"]
+    names = ["triton_poi_fused_relu_1", GEMM, GEMM, GEMM, "triton_red_fused_sum_2"]
     for i, name in enumerate(names):
         syn.kernel(100, corr, 10000 + 5000 * i, 14000 + 5000 * i, name, short=name if name.startswith("triton") else None,
                    graph_node=i)
@@ -267,6 +267,38 @@ def test_ambiguous_library_kernels_stay_unexplained(tmp_path: Path) -> None:
     recs, stats = parse_all(tmp_path / "a.sqlite")
     assert [(r.get("compiled") or {}).get("call") for r in recs] == [0, None, None, None, 3]
     assert stats.compiled.unexplained == 3
+
+
+def test_matrix_calls_in_a_graph_replay_take_one_matrix_kernel_each(tmp_path: Path) -> None:
+    """A CUDA graph's replay has no op ranges: an attention backward and an mm back to back (the
+    coverage capture's TransformerEncoder under reduce-overhead) split at their matrix kernels.
+    The attention's helpers before its main kernel are its own, the split-K pass after the GEMM
+    the mm's; a helper between the two matrix kernels may be either's and stays unexplained."""
+    q = t(8, 8, 128, 32, dtype="float32")
+    sdpa = node("aten._scaled_dot_product_efficient_attention_backward.default", [q, q, q, q], [q] * 3, "attn")
+    table = [marker("graph", graph=0, bwd=True, device="cuda", cudagraphs=True, calls=4),
+             marker("kernel", graph=0, call=0, name="triton_poi_fused_0", extern=False, bytes=4096, nodes=[BWD_A]),
+             marker("kernel", graph=0, call=1, name="torch.ops.aten._scaled_dot_product_efficient_attention_backward."
+                    "default", extern=True, nodes=[sdpa]),
+             marker("kernel", graph=0, call=2, name="extern_kernels.mm", extern=True, nodes=[DX]),
+             marker("kernel", graph=0, call=3, name="triton_red_fused_sum_1", extern=False, bytes=2112, nodes=[BWD_C])]
+    syn = SynthExport(str(tmp_path / "r.sqlite"))
+    main = syn.thread(100, 100)
+    dom = syn.domain(main, "pyprof", t=10, registered=True)
+    for i, text in enumerate(table):
+        syn.event(MARK, main, 100 + i, None, text, domain=dom, registered=True)
+    corr = syn.launch(main, 2000, 3000, api="cudaGraphLaunch_v10000")
+    names = ["triton_poi_fused_0", "void at::native::reduce_kernel<512, 1>(Params)",
+             "fmha_cutlassB_f32_aligned_64x64_k32_dropout_sm80(Params)", "void at::native::vectorized_elementwise_kernel"
+             "<4, at::native::FillFunctor<float>>(int)", GEMM, "void cublasLt::splitKreduce_kernel<32, 16, int, float>"
+             "(Params)", "triton_red_fused_sum_1"]
+    for i, name in enumerate(names):
+        syn.kernel(100, corr, 10000 + 5000 * i, 14000 + 5000 * i, name, short=name if name.startswith("triton") else None,
+                   graph_node=i)
+    syn.close()
+    recs, stats = parse_all(tmp_path / "r.sqlite")
+    assert [(r.get("compiled") or {}).get("call") for r in recs] == [0, 1, 1, None, 2, 2, 3]
+    assert (stats.compiled.joined, stats.compiled.unexplained) == (6, 1)
 
 
 def test_no_table_leaves_records_untouched(tmp_path: Path) -> None:
