@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterator
 from pyprof.parse import queries
 from pyprof.parse.export import Export
 from pyprof.formats import DOMAIN
-from pyprof.prof.pricing.tensorcores import MMA, SIMT, classify
+from pyprof.prof.pricing.tensorcores import MMA, SIMT, classify, split_reduction
 
 CALL_RANGE = "## Call CompiledFxGraph"
 # What pyprof's numbered call range adds after the run number: the path of the module whose code
@@ -386,7 +386,8 @@ def _by_matrix_kernels(g: Graph, recs: list[dict], items: list[int], calls: list
     attention node: _MATRIX_NODE) that no op range tells apart (a CUDA graph's replay), where they
     hold one matrix kernel per call: the i-th matrix kernel is the i-th call's, the helpers before
     the first the first call's and those after the last the last call's (a call's kernels run
-    together); a helper between two matrix kernels may be either call's and stays unexplained.
+    together), split-K reductions right after a matrix kernel its call's; another helper between
+    two matrix kernels may be either call's and stays unexplained.
     None where a call is no matrix call or the count differs (a convolution's backward runs one
     kernel per gradient; a Winograd path several)."""
     nodes = [(g.calls[q] or {}).get("nodes") or [] for q in calls]
@@ -395,10 +396,16 @@ def _by_matrix_kernels(g: Graph, recs: list[dict], items: list[int], calls: list
     mains = [i for i in items if classify(recs[i].get("kLongName") or recs[i].get("kShortName")) in (MMA, SIMT)]
     if len(mains) != len(calls):
         return None
-    pairs = [([i for i in items if i <= mains[0]], calls[0])]
-    pairs += [([i], q) for i, q in zip(mains[1:-1], calls[1:-1])]
-    if len(mains) > 1:
-        pairs.append(([i for i in items if i >= mains[-1]], calls[-1]))
+    last = len(mains) - 1
+    pairs = []
+    for j, (main, q) in enumerate(zip(mains, calls)):
+        group = [i for i in items if i < main] if j == 0 else []
+        group.append(main)
+        for i in items[items.index(main) + 1:]:
+            if j < last and (i == mains[j + 1] or not split_reduction(recs[i].get("kLongName") or recs[i].get("kShortName"))):
+                break
+            group.append(i)
+        pairs.append((group, q))
     return pairs
 
 

@@ -272,16 +272,17 @@ def test_ambiguous_library_kernels_stay_unexplained(tmp_path: Path) -> None:
 def test_matrix_calls_in_a_graph_replay_take_one_matrix_kernel_each(tmp_path: Path) -> None:
     """A CUDA graph's replay has no op ranges: an attention backward and an mm back to back (the
     coverage capture's TransformerEncoder under reduce-overhead) split at their matrix kernels.
-    The attention's helpers before its main kernel are its own, the split-K pass after the GEMM
-    the mm's; a helper between the two matrix kernels may be either's and stays unexplained."""
+    The attention's helpers before its main kernel are its own, a split-K pass right after a GEMM
+    the GEMM's; another helper between two matrix kernels may be either's and stays unexplained."""
     q = t(8, 8, 128, 32, dtype="float32")
     sdpa = node("aten._scaled_dot_product_efficient_attention_backward.default", [q, q, q, q], [q] * 3, "attn")
-    table = [marker("graph", graph=0, bwd=True, device="cuda", cudagraphs=True, calls=4),
+    table = [marker("graph", graph=0, bwd=True, device="cuda", cudagraphs=True, calls=5),
              marker("kernel", graph=0, call=0, name="triton_poi_fused_0", extern=False, bytes=4096, nodes=[BWD_A]),
              marker("kernel", graph=0, call=1, name="torch.ops.aten._scaled_dot_product_efficient_attention_backward."
                     "default", extern=True, nodes=[sdpa]),
              marker("kernel", graph=0, call=2, name="extern_kernels.mm", extern=True, nodes=[DX]),
-             marker("kernel", graph=0, call=3, name="triton_red_fused_sum_1", extern=False, bytes=2112, nodes=[BWD_C])]
+             marker("kernel", graph=0, call=3, name="extern_kernels.mm", extern=True, nodes=[DW]),
+             marker("kernel", graph=0, call=4, name="triton_red_fused_sum_1", extern=False, bytes=2112, nodes=[BWD_C])]
     syn = SynthExport(str(tmp_path / "r.sqlite"))
     main = syn.thread(100, 100)
     dom = syn.domain(main, "pyprof", t=10, registered=True)
@@ -291,14 +292,14 @@ def test_matrix_calls_in_a_graph_replay_take_one_matrix_kernel_each(tmp_path: Pa
     names = ["triton_poi_fused_0", "void at::native::reduce_kernel<512, 1>(Params)",
              "fmha_cutlassB_f32_aligned_64x64_k32_dropout_sm80(Params)", "void at::native::vectorized_elementwise_kernel"
              "<4, at::native::FillFunctor<float>>(int)", GEMM, "void cublasLt::splitKreduce_kernel<32, 16, int, float>"
-             "(Params)", "triton_red_fused_sum_1"]
+             "(Params)", GEMM, "triton_red_fused_sum_1"]
     for i, name in enumerate(names):
         syn.kernel(100, corr, 10000 + 5000 * i, 14000 + 5000 * i, name, short=name if name.startswith("triton") else None,
                    graph_node=i)
     syn.close()
     recs, stats = parse_all(tmp_path / "r.sqlite")
-    assert [(r.get("compiled") or {}).get("call") for r in recs] == [0, 1, 1, None, 2, 2, 3]
-    assert (stats.compiled.joined, stats.compiled.unexplained) == (6, 1)
+    assert [(r.get("compiled") or {}).get("call") for r in recs] == [0, 1, 1, None, 2, 2, 3, 4]
+    assert (stats.compiled.joined, stats.compiled.unexplained) == (7, 1)
 
 
 def test_no_table_leaves_records_untouched(tmp_path: Path) -> None:

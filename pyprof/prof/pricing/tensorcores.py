@@ -78,6 +78,12 @@ def classify(name: str | None) -> str | None:
     return None
 
 
+def split_reduction(name: str | None) -> bool:
+    """Whether a kernel is a split-K reduction (RULES' first rule): it sums the partial products
+    of the GEMM launched right before it, so it is that GEMM's call's."""
+    return bool(name) and _COMPILED[0][0].search(name.lower()) is not None
+
+
 def triton_gemm(name: str | None) -> bool:
     """A Triton template GEMM: MMA when its dtype is 16-bit, fp8 or int8 (`tl.dot` always lowers
     to MMA for those from Ampere on); unknown for fp32, where it depends on allow_tf32."""
