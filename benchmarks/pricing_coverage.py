@@ -701,8 +701,9 @@ def _pct(part: float, whole: float) -> str:
     return "na" if not whole else f"{100 * part / whole:.1f}"
 
 
-def table(records_path: str, flops_path: str, missing: int, eager: Optional[str] = None) -> str:
-    """The coverage table (text), then per model the largest unknowns. `eager`: records of the
+def table(records_paths: List[str], flops_path: str, missing: int, eager: Optional[str] = None) -> str:
+    """The coverage table (text), then per model the largest unknowns, over the models of one or
+    more captures' records (a model in several: the last one's). `eager`: records of the
     same models' eager capture, for a compiled capture (`capture --compile`): the column `vs
     eager` divides the capture's matrix and RNN FLOPs by the eager step's (issue 27: compiled
     matrix FLOPs equal to eager within 0.5%; an RNN Dynamo unrolls into GEMMs and element-wise
@@ -710,7 +711,9 @@ def table(records_path: str, flops_path: str, missing: int, eager: Optional[str]
     cells' too)."""
     meta = json.load(open(flops_path))
     raw, fixed = meta.get("flop_counter", {}), meta.get("flop_counter_corrected", {})
-    tallies = sums(records_path, frozenset(raw) | frozenset(meta.get("failed", {})))
+    tallies: Dict[str, ModelSums] = {}
+    for path in records_paths:
+        tallies.update(sums(path, frozenset(raw) | frozenset(meta.get("failed", {}))))
     base = sums(eager, frozenset(raw) | frozenset(meta.get("failed", {}))) if eager else {}
     head = (f"{'model':<26}{'kernels':>8}{'GPU ms':>9}{'flops%':>8}{'bytes%':>8}{'op%':>7}{'module%':>9}"
             f"{'outside%':>9}{'marker%':>9}{'aten%':>7}{'matrix/FCM':>12}{'+causal/FCM':>12}{'FCM raw/corr':>13}"
@@ -827,7 +830,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                         "capture with nsys --cuda-graph-trace=node and --warmup 3 or more), max-autotune; "
                         "no FlopCounterMode counts (compare with an eager capture's)")
     t = sub.add_parser("table", help="the coverage table from parsed records (.jsonl or .jsonl.xz)")
-    t.add_argument("records")
+    t.add_argument("records", help="one capture's records, or several, comma-separated (a model in several: the last's)")
     t.add_argument("flops")
     t.add_argument("--missing", type=int, default=3, help="list the N largest unknowns per model")
     t.add_argument("--eager", metavar="RECORDS", help="the same models' eager records: a compiled capture's matrix "
@@ -848,7 +851,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.cmd == "rnn-truth":
         print(rnn_truth(args.records, args.ncu))
         return 0
-    print(table(args.records, args.flops, args.missing, args.eager))
+    print(table(args.records.split(","), args.flops, args.missing, args.eager))
     return 0
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from . import peaks as peaks_mod
 from .ops import lookup
 from .ops.fx import foreach
-from .conv_parts import conv_outputs, wgrad_segments
+from .conv_parts import conv_outputs, depthwise_reduce, wgrad_segments
 from .gemm_parts import SPLIT_K, grid_z, split_k, split_pass, split_pass_work, split_sum
 from .part import FILL, Part
 from .parts import CallParts, backward_parts, family, forward_parts, launch_stated, stage_work
@@ -207,6 +207,11 @@ class CompiledPricer:
             work = split_pass_work(name, rec.get("grid"), state[2], _outputs(node, main, bwd, size), size)
             return work if work is not None else self.analyzer.unclaimed()
         weight = _conv_tensors(node)[1]
+        if main.kind == CONV and bwd and weight and isinstance(weight.get("shape"), list):
+            # cuDNN's depthwise weight gradient's reduction of its partials, after its last matrix kernel.
+            work = depthwise_reduce(name, rec.get("grid"), state[4], weight["shape"], size)
+            if work is not None:
+                return work
         if main.kind == CONV and bwd and split_pass(name) and weight and isinstance(weight.get("shape"), list):
             # A segment-K weight gradient's split-K pass: the weight's gradient from its segments.
             work = split_sum(state[2], Call({"args": [weight]}).tensors()[0].numel, size)

@@ -1,0 +1,54 @@
+"""A compiled graph's library calls that launch several kernels, each kernel its own work: real
+records of the H200 coverage captures under torch.compile (benchmarks/coverage_modes.sh,
+benchmarks/results/coverage_h200_records/compiled/), priced as eager calls of the same ops are."""
+from __future__ import annotations
+
+import lzma
+import os
+
+from pyprof.prof.io.reader import records
+from pyprof.prof.scan import analysed
+from pyprof.prof.warnings_tally import Tally
+
+DATA = os.path.join(os.path.dirname(__file__), os.pardir, "data")
+
+
+def priced(name: str) -> list[tuple]:
+    """(kernel, FLOPs, bytes) of each kernel record of a fixture, in order."""
+    path = os.path.join(DATA, name)
+    with (lzma.open(path, "rb") if name.endswith(".xz") else open(path, "rb")) as stream:
+        return [(rec["kShortName"], f.flops, f.bytes) for rec, f, _ in analysed(records(stream, Tally()), Tally())]
+
+
+def test_embedding_bag_backward_kernels_each_run_their_stage() -> None:
+    """The DLRM-style recommender's EmbeddingBag (50,000 x 64 fp32, sum, 1,022 indices in 256
+    bags) backward as a compiled graph's fallback call: thirteen kernels, each the stage of
+    nn.embedding_bag_cost's dense backward its name holds, dWeight's zero fill its part, cub's
+    tile initialisations what their launches state; the FLOPs are compute_grad_weight_bags'
+    adds, one per gathered element."""
+    got = priced("compiled_embedding_bag_bwd.jsonl.xz")
+    n, d = 1022, 64
+    assert [k for k, _, _ in got] == [
+        "elementwise_kernel", "elementwise_kernel_with_index", "DeviceRadixSortSingleTileKernel",
+        "vectorized_elementwise_kernel", "DeviceCompactInitKernel", "DeviceUniqueByKeySweepKernel",
+        "krn_partials_per_segment", "DeviceScanInitKernel", "DeviceScanKernel", "compute_num_of_partial_segments",
+        "krn_partial_segment_offset", "compute_grad_weight_bags", "sum_and_scatter"]
+    assert all(flops is not None and nbytes for _, flops, nbytes in got)
+    assert sum(flops for _, flops, _ in got) == n * d
+    by_name = {k: (flops, nbytes) for k, flops, nbytes in got}
+    assert by_name["elementwise_kernel"] == (0, 2 * 256 * d * 4)  # dOut made contiguous
+    assert by_name["vectorized_elementwise_kernel"] == (0, 50000 * d * 4)  # dWeight zeroed
+    assert by_name["DeviceRadixSortSingleTileKernel"] == (0, 4 * n * 8)
+    assert by_name["sum_and_scatter"] == (0, n * d * 4 + n * d * 4 + 2 * n * 8)
+
+
+def test_depthwise_weight_gradient_reduction() -> None:
+    """MnasNet's 288-channel 5x5 depthwise convolution backward (fp16, channels-last) in a
+    compiled graph: cuDNN's data gradient, its depthwise weight gradient (grid 9 x 8 x 6: 48 fp32
+    partials of 9 x 32 channels x 25 taps) and wgrad2d_c1_k1_nhwc_reduce summing them: 47 adds an
+    element of the 288 x 25 gradient, the partials read, the gradient written in fp16."""
+    got = priced("compiled_depthwise_wgrad.jsonl")
+    assert [k for k, _, _ in got] == ["dgrad2d_c1_k1_nhwc_specialized", "wgrad2d_c1_k1_nhwc", "wgrad2d_c1_k1_nhwc_reduce"]
+    out = 288 * 25
+    assert got[2][1:] == (47 * out, 48 * out * 4 + out * 2)
+    assert got[0][1] == got[1][1] == 2 * 8 * 288 * 4 * 4 * 25  # each gradient one forward's MACs, x2
