@@ -16,7 +16,7 @@ each kernel record of a compiled graph is matched to its call site:
    call sites: one call takes them all; as many kernels, or distinct PyTorch op ranges, as
    calls take one each; in a CUDA graph's replay (no op ranges) matrix calls (GEMM, convolution,
    attention nodes) back to back take one matrix kernel each, by what the kernels' names say
-   (prof's Tensor Core rules: pricing/tensorcores.py, the one vocabulary of kernel names);
+   (pyprof/kernel_names.py, the one vocabulary of kernel names prof's Tensor Core column reads too);
    anything else stays unexplained and is counted.
 
 A joined record gets `compiled` (the call site's entry) and, from its nodes, `op`, `module`,
@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterator
 from pyprof.parse import queries
 from pyprof.parse.export import Export
 from pyprof.formats import DOMAIN
-from pyprof.prof.pricing.tensorcores import MMA, SIMT, classify, split_reduction
+from pyprof.kernel_names import MMA, SIMT, classify, split_reduction
 
 CALL_RANGE = "## Call CompiledFxGraph"
 # What pyprof's numbered call range adds after the run number: the path of the module whose code

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyprof.prof.pricing.tensorcores import MMA, NONE, RULES, SIMT, classify, kernel_dtype
+from pyprof.kernel_names import MMA, NONE, RULES, SIMT, classify, kernel_dtype
 from test_prof_helpers import analyse, described, kernels, tensor
 
 NAMES = [

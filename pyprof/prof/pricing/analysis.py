@@ -24,7 +24,7 @@ from .marker_costs import MarkerCosts
 from .rnn_kernels import RnnCall
 from .registry import ATTN, CONV, GEMM, MMA_KINDS, RNN, Call, Cost
 from ..warnings_tally import Tally
-from .tensorcores import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
+from pyprof.kernel_names import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
 from .values import ITEMSIZE, Tensor, is_shape
 
 _GRAD_TOKENS = ("dgrad", "wgrad")

@@ -27,7 +27,7 @@ from .part import FILL, Part
 from .parts import CallParts, backward_parts, family, forward_parts, launch_stated, stage_work
 from .registry import CONV, FORMULA_ERRORS, GEMM, MMA_KINDS, Call, Cost, Formula, Unknowable, kept
 from .values import ITEMSIZE
-from .tensorcores import MMA, NONE, SIMT, classify
+from pyprof.kernel_names import MMA, NONE, SIMT, classify
 
 # The `level` column's word for a kernel priced from its graph's FX nodes (analysis.LEVELS).
 LEVEL = "compiled"

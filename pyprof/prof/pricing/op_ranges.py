@@ -7,7 +7,7 @@ parts of composite ops (for-loop and foreach optimizer steps), and the gradient 
 the autograd engine runs between nodes. A range's `sizes` give each input's shape (`[]` for
 scalars, None and 0-dim tensors; tensor lists flattened in order); they carry no dtypes and no
 scalar values, so the formulas (ops/aten.py) read shapes and take the dtype from the kernel:
-the name's dtype token for matrix kernels (tensorcores.kernel_dtype), else the first C++ element
+the name's dtype token for matrix kernels (pyprof/kernel_names.py kernel_dtype), else the first C++ element
 type among its template arguments (`c10::BFloat16`, `c10::Half`, `cutlass::half_t`, `__half`,
 `float`, `double`, ..., then the integer ones).
 
@@ -24,7 +24,7 @@ from typing import Any, Callable
 from . import ops  # noqa: F401  (fills both tables)
 from .registry import Cost, lookup_aten
 from .tensor_flow import ENGINE, TensorFlow, argument_cast, node_range, producers
-from .tensorcores import MMA, SIMT, kernel_dtype
+from pyprof.kernel_names import MMA, SIMT, kernel_dtype
 from .values import Tensor
 
 # The element types C++ kernels are instantiated with, as the demangled name spells them.

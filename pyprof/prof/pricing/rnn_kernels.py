@@ -72,7 +72,7 @@ from .op_ranges import written_dtype
 from .part import launch_count
 from .parts import family
 from .registry import Cost
-from .tensorcores import MMA, SIMT, classify
+from pyprof.kernel_names import MMA, SIMT, classify
 from .values import ITEMSIZE
 
 # cuDNN's RNN kernels: per time step, layer and direction a recurrent GEMM and a cell kernel

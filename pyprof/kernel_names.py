@@ -1,4 +1,6 @@
-"""Tensor Core use, read from a kernel's name (Volta through Blackwell libraries).
+"""What a kernel's name says (Volta through Blackwell libraries): Tensor Core use, matrix work,
+split-K reductions, the dtype. Imports no other part of pyprof: parse reads it too
+(docs/maintaining.md).
 
 Nothing in an nsys export says whether a kernel used Tensor Cores; the rule below models how
 cuBLAS, cuBLASLt, cuDNN, CUTLASS, FlashAttention, PyTorch and Triton name their kernels. It runs
