@@ -18,16 +18,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from pyprof.kernel_names import MMA, NONE, SIMT, classify
+
 from . import peaks as peaks_mod
 from .ops import lookup
 from .ops.fx import foreach
 from .conv_parts import conv_outputs, depthwise_reduce, wgrad_segments
 from .gemm_parts import SPLIT_K, grid_z, split_k, split_pass, split_pass_work, split_sum
-from .part import FILL, Part
-from .parts import CallParts, backward_parts, family, forward_parts, launch_stated, stage_work
+from .parts import CallParts, backward_parts, family, forward_parts, grad_fill, launch_stated, stage_work
 from .registry import CONV, FORMULA_ERRORS, GEMM, MMA_KINDS, Call, Cost, Formula, Unknowable, kept
 from .values import ITEMSIZE
-from pyprof.kernel_names import MMA, NONE, SIMT, classify
 
 # The `level` column's word for a kernel priced from its graph's FX nodes (analysis.LEVELS).
 LEVEL = "compiled"
@@ -229,9 +229,7 @@ class CompiledPricer:
         one that is neither."""
         state = self._state(rec, entry)
         if state[3] is None:
-            size = ITEMSIZE.get(cost.dtype)
-            fill = [Part(FILL, cost.grad_fill, 0, cost.grad_fill * size)] if cost.grad_fill and size else []
-            state[3] = CallParts(fill, stages=cost.stages, in_order=cost.stages_in_order)
+            state[3] = CallParts(grad_fill(cost), stages=cost.stages, in_order=cost.stages_in_order)
         part = state[3].take(name, rec.get("grid"), rec.get("block"))
         work = (part.flops, part.bytes) if part is not None else stage_work(state[3], name)
         return work if work is not None else self.analyzer.unclaimed()
@@ -271,7 +269,7 @@ class CompiledPricer:
                 facts.flops, facts.bytes = w.flops, w.bytes
         elif entry.get("extern") and (own := launch_stated(rec, name)) is not None:
             facts.flops, facts.bytes = own
-        elif entry.get("extern") and w.last is not None and w.last.stages and len(w.warnings) == 0:
+        elif entry.get("extern") and w.last is not None and w.last.stages and not w.warnings:
             facts.flops, facts.bytes = self._staged(rec, entry, w.last, name)
         elif entry.get("sub"):  # a later kernel of one library call: the first carries its work
             facts.flops, facts.bytes = self.analyzer.unclaimed()

@@ -166,6 +166,13 @@ def _casts_back(marker: dict, cost: Cost | None) -> list[Part]:
             if p.family in (COPY, LAYOUT, TRANSFORM, FILL)]
 
 
+def grad_fill(cost: Cost) -> list[Part]:
+    """The zero fill of the gradient a formula declares (Cost.grad_fill), written in the op's
+    dtype, as a part; [] where it declares none."""
+    size = ITEMSIZE.get(cost.dtype)
+    return [Part(FILL, cost.grad_fill, 0, cost.grad_fill * size)] if cost.grad_fill and size else []
+
+
 def _gradients(marker: dict, cost: Cost | None) -> list[Part]:
     """What a backward may do to an argument's gradient besides computing it, one part per
     floating-point tensor argument that may require grad (the marker's `grad`), of its shape
@@ -177,8 +184,7 @@ def _gradients(marker: dict, cost: Cost | None) -> list[Part]:
     if cost is None:
         return []
     args = [t for t in _operands(Call(marker)) if t.dtype in FLOATING and t.numel and t.grad is not False]
-    size = ITEMSIZE.get(cost.dtype)
-    fills = [Part(FILL, cost.grad_fill, 0, cost.grad_fill * size)] if cost.grad_fill and size else [
+    fills = grad_fill(cost) or [
         Part(FILL, t.numel, 0, t.numel * ITEMSIZE[t.dtype]) for t in args] + flat_weights(marker, cost, True) \
         + final_state_grads(cost)
     return fills + [Part(ADD, t.numel, t.numel, 3 * t.numel * ITEMSIZE[t.dtype]) for t in args]
