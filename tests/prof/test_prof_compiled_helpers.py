@@ -52,3 +52,19 @@ def test_depthwise_weight_gradient_reduction() -> None:
     out = 288 * 25
     assert got[2][1:] == (47 * out, 48 * out * 4 + out * 2)
     assert got[0][1] == got[1][1] == 2 * 8 * 288 * 4 * 4 * 25  # each gradient one forward's MACs, x2
+
+
+def test_grouped_weight_gradient_one_cutlass_kernel_a_group() -> None:
+    """RegNetY-400MF's 6-group 48-channel 3x3 stride-2 convolution backward (tf32, x 8x48x64x64)
+    in a compiled graph: cuDNN's data gradient, then per group its layout conversions, a CUTLASS
+    weight-gradient kernel of no group mode (grid z 13: 13 fp32 partials of the group's 8 x 72
+    gradient, 29,952 bytes, as ncu measured on the eager step) and the ReduceSplitK summing them.
+    Each group kernel carries a sixth of the weight gradient's FLOPs, which add up to one
+    forward's, as the data gradient's do; every kernel of the call is priced."""
+    got = priced("compiled_grouped_wgrad.jsonl.xz")
+    forward = 2 * 8 * 48 * 32 * 32 * 8 * 9
+    assert all(flops is not None and nbytes for _, flops, nbytes in got)
+    assert [(k, f) for k, f, _ in got if k.startswith("sm80_xmma_dgrad")] == [(got[2][0], forward)]
+    groups = [(f, b) for k, f, b in got if k == "Kernel" and f > 10000]
+    assert groups == [(forward // 6, (8 * 48 * 64 * 64 + 8 * 48 * 32 * 32) // 6 * 4 + 13 * 576 * 4)] * 6
+    assert [(f, b) for k, f, b in got if k == "Kernel" and f <= 10000] == [(12 * 576, 13 * 576 * 4 + 576 * 4)] * 6

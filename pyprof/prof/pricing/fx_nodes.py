@@ -23,7 +23,7 @@ from pyprof.kernel_names import MMA, NONE, SIMT, classify
 from . import peaks as peaks_mod
 from .ops import lookup
 from .ops.fx import foreach
-from .conv_parts import conv_outputs, depthwise_reduce, wgrad_segments
+from .conv_parts import conv_outputs, depthwise_reduce, one_group_wgrad, ungrouped_wgrad, wgrad_segments
 from .gemm_parts import SPLIT_K, grid_z, split_k, split_pass, split_pass_work, split_sum
 from .parts import CallParts, backward_parts, family, forward_parts, grad_fill, launch_stated, stage_work
 from .registry import CONV, FORMULA_ERRORS, GEMM, MMA_KINDS, Call, Cost, Formula, Unknowable, kept
@@ -154,7 +154,8 @@ class CompiledPricer:
         self.analyzer = analyzer
         self._work: dict = {}
         # (pid, tid) -> [(run, call) of its last library kernel, matrix kernels so far, the grid z
-        # of the last one (a split-K count), the call's helper parts not yet taken (or None)]
+        # of the last one (a split-K count), the call's helper parts not yet taken (or None), the
+        # last one's (name, grid), CUTLASS group kernels of a grouped weight gradient so far]
         self._seen: dict = {}
 
     def work(self, entry: dict) -> KernelWork:
@@ -171,7 +172,7 @@ class CompiledPricer:
         ident = (entry.get("run"), entry.get("call"))
         state = self._seen.get(key)
         if state is None or state[0] != ident:
-            state = self._seen[key] = [ident, 0, None, None, None]
+            state = self._seen[key] = [ident, 0, None, None, None, 0]
         return state
 
     def _part(self, rec: dict, entry: dict, counts: bool) -> int:
@@ -222,6 +223,29 @@ class CompiledPricer:
         part = state[3].take(name, rec.get("grid"), rec.get("block"))
         return (part.flops, part.bytes) if part is not None else self.analyzer.unclaimed()
 
+    def _one_group(self, rec: dict, entry: dict, w: KernelWork, name: str | None) -> tuple | None:
+        """(FLOPs, bytes) of a CUTLASS weight-gradient kernel cuDNN launches once per group of a
+        grouped convolution's backward (conv_parts.one_group_wgrad), as for an eager call
+        (matrix_chain.one_group): the first takes the weight gradient's matrix-kernel slot, it and
+        the next groups - 1 a group's share each, any more na. None for any other kernel."""
+        node = w.node or {}
+        args = node.get("args")
+        if not ungrouped_wgrad(name) or not str(node.get("op")).startswith("aten.convolution_backward.") \
+                or not isinstance(args, list) or len(args) < 10:
+            return None
+        dy, x, wt = (a.get("shape") if isinstance(a, dict) else None for a in args[:3])
+        fwd = node_formula("aten.convolution.default")
+        fwd = fwd(Call({"args": [args[1], args[2], None, *args[4:10]]})) if fwd else None
+        work = one_group_wgrad(name, rec.get("grid"), x, wt, dy, fwd and fwd.flops, ITEMSIZE.get(w.main.dtype))
+        if work is None:
+            return None
+        state = self._state(rec, entry)
+        if not state[5]:
+            self._part(rec, entry, True)
+        state[2], state[4] = grid_z(rec.get("grid")), (name, rec.get("grid"))  # its split-K reduction's
+        state[5] += 1
+        return work if state[5] <= x[1] // wt[1] else self.analyzer.unclaimed()
+
     def _staged(self, rec: dict, entry: dict, cost: Cost, name: str | None) -> tuple:
         """(FLOPs, bytes) of a kernel of a library call PyTorch runs as a sequence of kernels
         (Cost.stages: embedding_bag's backward), as at the aten level: its gradient's zero fill
@@ -253,7 +277,10 @@ class CompiledPricer:
         facts.tc = True if verdict == MMA else False if verdict == SIMT else None
         facts.cost = main or w.last
         facts.dtype = (main or w.last).dtype if (main or w.last) is not None else None
-        if main is not None:
+        group = self._one_group(rec, entry, w, name) if main is not None and main.kind == CONV else None
+        if group is not None:
+            facts.flops, facts.bytes = group
+        elif main is not None:
             part = self._part(rec, entry, verdict in (MMA, SIMT))
             if verdict == NONE:
                 facts.flops, facts.bytes = self._helper(rec, entry, w, name)
