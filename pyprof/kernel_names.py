@@ -86,6 +86,16 @@ def split_reduction(name: str | None) -> bool:
     return bool(name) and _COMPILED[0][0].search(name.lower()) is not None
 
 
+# Attention backward's pre-processing, dot(dO, O) per row: launched before the call's main kernel.
+_LEADING = re.compile(r"flash_bwd_dot_do_o|compute_dot_do_o")
+
+
+def leading_helper(name: str | None) -> bool:
+    """Whether a kernel is a helper its library call launches before its matrix kernel (attention
+    backward's dot(dO, O)), so that it is the next matrix kernel's call's."""
+    return bool(name) and _LEADING.search(name.lower()) is not None
+
+
 def triton_gemm(name: str | None) -> bool:
     """A Triton template GEMM: MMA when its dtype is 16-bit, fp8 or int8 (`tl.dot` always lowers
     to MMA for those from Ampere on); unknown for fp32, where it depends on allow_tf32."""

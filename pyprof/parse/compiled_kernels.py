@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterator
 from pyprof.parse import queries
 from pyprof.parse.export import Export
 from pyprof.formats import DOMAIN
-from pyprof.kernel_names import MMA, SIMT, classify, split_reduction
+from pyprof.kernel_names import MMA, SIMT, classify, leading_helper, split_reduction
 
 CALL_RANGE = "## Call CompiledFxGraph"
 # What pyprof's numbered call range adds after the run number: the path of the module whose code
@@ -386,8 +386,9 @@ def _by_matrix_kernels(g: Graph, recs: list[dict], items: list[int], calls: list
     attention node: _MATRIX_NODE) that no op range tells apart (a CUDA graph's replay), where they
     hold one matrix kernel per call: the i-th matrix kernel is the i-th call's, the helpers before
     the first the first call's and those after the last the last call's (a call's kernels run
-    together), split-K reductions right after a matrix kernel its call's; another helper between
-    two matrix kernels may be either call's and stays unexplained.
+    together); between two matrix kernels, split-K reductions right after the first its call's,
+    attention backward's dot(dO, O) right before the second the second's (kernel_names), another
+    helper either call's: it stays unexplained.
     None where a call is no matrix call or the count differs (a convolution's backward runs one
     kernel per gradient; a Winograd path several)."""
     nodes = [(g.calls[q] or {}).get("nodes") or [] for q in calls]
@@ -396,17 +397,20 @@ def _by_matrix_kernels(g: Graph, recs: list[dict], items: list[int], calls: list
     mains = [i for i in items if classify(recs[i].get("kLongName") or recs[i].get("kShortName")) in (MMA, SIMT)]
     if len(mains) != len(calls):
         return None
-    last = len(mains) - 1
-    pairs = []
-    for j, (main, q) in enumerate(zip(mains, calls)):
-        group = [i for i in items if i < main] if j == 0 else []
-        group.append(main)
-        for i in items[items.index(main) + 1:]:
-            if j < last and (i == mains[j + 1] or not split_reduction(recs[i].get("kLongName") or recs[i].get("kShortName"))):
-                break
-            group.append(i)
-        pairs.append((group, q))
-    return pairs
+    def name(i: int) -> str | None:
+        return recs[i].get("kLongName") or recs[i].get("kShortName")
+    groups: list[list[int]] = [[main] for main in mains]
+    groups[0][:0] = [i for i in items if i < mains[0]]
+    groups[-1] += [i for i in items if i > mains[-1]]
+    for j in range(len(mains) - 1):
+        between = [i for i in items if mains[j] < i < mains[j + 1]]
+        trail = next((k for k, i in enumerate(between) if not split_reduction(name(i))), len(between))
+        lead = len(between)
+        while lead > trail and leading_helper(name(between[lead - 1])):
+            lead -= 1
+        groups[j] += between[:trail]
+        groups[j + 1][:0] = between[lead:]
+    return list(zip(groups, calls))
 
 
 def join(tables: dict[int, list[Graph]], stats: CompiledStats, lines: Iterator[str], start: Tail | None = None,

@@ -302,6 +302,39 @@ def test_matrix_calls_in_a_graph_replay_take_one_matrix_kernel_each(tmp_path: Pa
     assert (stats.compiled.joined, stats.compiled.unexplained) == (7, 1)
 
 
+def test_attention_backward_preprocessing_in_a_graph_replay(tmp_path: Path) -> None:
+    """An mm, then cuDNN attention's backward, in a CUDA graph's replay (the coverage capture's
+    Llama block and ViT under reduce-overhead): the GEMM's split-K pass is the mm's, the
+    attention's dot(dO, O) right before its kernel the attention's, its dQ conversion after the
+    last matrix kernel too; the fill between them may be either's."""
+    q = t(2, 4, 128, 64)
+    sdpa = node("aten._scaled_dot_product_cudnn_attention_backward.default", [q, q, q, q], [q] * 3, "attn")
+    table = [marker("graph", graph=0, bwd=True, device="cuda", cudagraphs=True, calls=4),
+             marker("kernel", graph=0, call=0, name="triton_poi_fused_0", extern=False, bytes=4096, nodes=[BWD_A]),
+             marker("kernel", graph=0, call=1, name="extern_kernels.mm", extern=True, nodes=[DX]),
+             marker("kernel", graph=0, call=2, name="torch.ops.aten._scaled_dot_product_cudnn_attention_backward."
+                    "default", extern=True, nodes=[sdpa]),
+             marker("kernel", graph=0, call=3, name="triton_red_fused_sum_1", extern=False, bytes=2112, nodes=[BWD_C])]
+    syn = SynthExport(str(tmp_path / "a.sqlite"))
+    main = syn.thread(100, 100)
+    dom = syn.domain(main, "pyprof", t=10, registered=True)
+    for i, text in enumerate(table):
+        syn.event(MARK, main, 100 + i, None, text, domain=dom, registered=True)
+    corr = syn.launch(main, 2000, 3000, api="cudaGraphLaunch_v10000")
+    names = ["triton_poi_fused_0", GEMM, "void cublasLt::splitKreduce_kernel<32, 16, int, float>(Params)",
+             "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int)",
+             "void cudnn::fusion::compute_dot_do_o_specialized<(bool)1, (int)64>(const void *)",
+             "cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x64_1x4x1_cga1x1x1_kernel0_0",
+             "void cudnn::fusion::convert_dq_to_16bits<(bool)1>(const void *, void *)", "triton_red_fused_sum_1"]
+    for i, name in enumerate(names):
+        syn.kernel(100, corr, 10000 + 5000 * i, 14000 + 5000 * i, name, short=name if name.startswith("triton") else None,
+                   graph_node=i)
+    syn.close()
+    recs, stats = parse_all(tmp_path / "a.sqlite")
+    assert [(r.get("compiled") or {}).get("call") for r in recs] == [0, 1, 1, None, 2, 2, 2, 3]
+    assert (stats.compiled.joined, stats.compiled.unexplained) == (7, 1)
+
+
 def test_no_table_leaves_records_untouched(tmp_path: Path) -> None:
     compiled_step(tmp_path / "with.sqlite")
     compiled_step(tmp_path / "without.sqlite", table=[])
