@@ -68,3 +68,14 @@ def test_grouped_weight_gradient_one_cutlass_kernel_a_group() -> None:
     groups = [(f, b) for k, f, b in got if k == "Kernel" and f > 10000]
     assert groups == [(forward // 6, (8 * 48 * 64 * 64 + 8 * 48 * 32 * 32) // 6 * 4 + 13 * 576 * 4)] * 6
     assert [(f, b) for k, f, b in got if k == "Kernel" and f <= 10000] == [(12 * 576, 13 * 576 * 4 + 576 * 4)] * 6
+
+
+def test_cudnn_attention_seed_unpack_in_a_compiled_graph() -> None:
+    """The encoder-decoder's causal self-attention with dropout 0.1 (bf16, q 8x8x64x32) as a
+    compiled graph's cuDNN attention call: cuDNN first unpacks its Philox seed and offset (two
+    int64 written, no FLOPs), the part an eager call's marker gives it, read from the node's
+    dropout_p (its sixth argument, F.scaled_dot_product_attention's fifth); the attention kernel
+    carries the call's FLOPs."""
+    got = priced("compiled_cudnn_attention_dropout.jsonl.xz")
+    assert got[0] == ("unpack_cudnn", 0, 16)
+    assert got[1][0].startswith("cudnn_generated_fort_native_sdpa_sm90_flash_fprop") and got[1][1] > 0 and got[1][2] > 0

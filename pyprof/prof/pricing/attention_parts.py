@@ -29,7 +29,7 @@ REDUCE_HEAD_KERNEL = re.compile(r"\bfmha_reduce_head<")
 # cuDNN attention with dropout: its seed and offset unpacked for the kernel (two int64 written).
 PHILOX_KERNEL = re.compile(r"\bphilox::unpack_cudnn\b")
 # The op whose markers the math path's and dropout's parts are built from (F.scaled_dot_product_attention).
-_SDPA = "scaled_dot_product_attention"
+SDPA = "scaled_dot_product_attention"  # the op marker's `op` of F.scaled_dot_product_attention
 # A fused attention kernel (flash, memory-efficient, cuDNN's): not one of the math path's GEMMs.
 _FUSED_ATTENTION = re.compile(r"fmha|flash|attention|sdpa|attn|_mha", re.IGNORECASE)
 # The math attention path's kernels: a tensor times a scalar, times a tensor, softmax and
@@ -87,7 +87,7 @@ SEED_UNPACK = Part(PHILOX, 1, 0, 16)
 
 def cudnn_dropout(marker: dict, cost: Cost | None) -> list[Part]:
     """SEED_UNPACK, where the call has dropout."""
-    if cost is None or marker.get("op") != _SDPA or not Call(marker).get(4, "dropout_p", 0.0):
+    if cost is None or marker.get("op") != SDPA or not Call(marker).get(4, "dropout_p", 0.0):
         return []
     return [SEED_UNPACK]
 
@@ -105,7 +105,7 @@ def math_attention(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
     written: softmax's backward's first kernel), the rest of softmax's backward (3 an element:
     two read, one written), dK and dQ scaled by √scale,
     and dQ, dK, dV cast back."""
-    if cost is None or cost.stages is None or marker.get("op") != _SDPA:
+    if cost is None or cost.stages is None or marker.get("op") != SDPA:
         return []
     c = Call(marker)
     q, k, v = c.tensor(0, "query"), c.tensor(1, "key"), c.tensor(2, "value")

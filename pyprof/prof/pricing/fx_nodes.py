@@ -22,7 +22,8 @@ from pyprof.kernel_names import MMA, NONE, SIMT, classify
 
 from . import peaks as peaks_mod
 from .ops import lookup
-from .ops.fx import foreach
+from .attention_parts import SDPA
+from .ops.fx import foreach, sdpa_arguments
 from .conv_parts import conv_outputs, depthwise_reduce, one_group_wgrad, ungrouped_wgrad, wgrad_segments
 from .gemm_parts import SPLIT_K, grid_z, split_k, split_pass, split_pass_work, split_sum
 from .parts import CallParts, backward_parts, family, forward_parts, grad_fill, launch_stated, stage_work
@@ -218,8 +219,9 @@ class CompiledPricer:
             work = split_sum(state[2], Call({"args": [weight]}).tensors()[0].numel, size)
             return work if work is not None else self.analyzer.unclaimed()
         if state[3] is None:
-            state[3] = CallParts((backward_parts if bwd else forward_parts)({"args": _masked(node) if bwd else args},
-                                                                            main))
+            sdpa = None if bwd else sdpa_arguments(str(node.get("op")), args)
+            marker = {"op": SDPA, "args": sdpa} if sdpa is not None else {"args": _masked(node) if bwd else args}
+            state[3] = CallParts((backward_parts if bwd else forward_parts)(marker, main))
         part = state[3].take(name, rec.get("grid"), rec.get("block"))
         return (part.flops, part.bytes) if part is not None else self.analyzer.unclaimed()
 

@@ -315,6 +315,20 @@ for _name, _at in _SDPA.items():
     register(f"aten.{_name}")(_sdpa(_name, *_at))
 
 
+def sdpa_arguments(op: str, args: list) -> list | None:
+    """A forward SDPA backend node's arguments in F.scaled_dot_product_attention's order (query,
+    key, value, attn_mask, dropout_p, is_causal), for the parts an eager call has (parts.py:
+    cuDNN's seed unpacking where it drops out); None for another op."""
+    name = op.split(".")[1] if op.count(".") >= 1 else op
+    at = _SDPA.get(name)
+    if at is None or name.endswith("_backward"):
+        return None
+    q_at, mask_at, dropout_at, causal_at = at
+    def arg(i: Any) -> Any:
+        return args[i] if isinstance(i, int) and i < len(args) else None
+    return [*args[q_at:q_at + 3], arg(mask_at) if mask_at else None, arg(dropout_at), arg(causal_at)]
+
+
 def _conv(c: Call) -> Cost | None:
     """convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
     groups), as torch's conv{N}d / conv_transpose{N}d."""
