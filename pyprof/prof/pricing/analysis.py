@@ -3,6 +3,8 @@ use, dtype, math path and peaks. The attribution rules are documented in docs/pr
 """
 from __future__ import annotations
 
+from pyprof.kernel_names import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
+
 from . import op_ranges as aten_level
 from . import beyond_peak
 from . import ops  # noqa: F401  (fills the op table)
@@ -24,7 +26,6 @@ from .marker_costs import MarkerCosts
 from .rnn_kernels import RnnCall
 from .registry import ATTN, CONV, GEMM, MMA_KINDS, RNN, Call, Cost
 from ..warnings_tally import Tally
-from pyprof.kernel_names import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
 from .values import ITEMSIZE, Tensor, is_shape
 
 _GRAD_TOKENS = ("dgrad", "wgrad")

@@ -18,11 +18,12 @@ from __future__ import annotations
 from math import prod
 from typing import Callable, Protocol
 
+from pyprof.kernel_names import MMA, SIMT
+
 from .conv_parts import (cutlass_wgrad_splits, depthwise_partials, depthwise_reduce, one_group_wgrad, ungrouped_wgrad,
                          wgrad_segments, winograd_gemm, winograd_stage, winograd_transform)
 from .gemm_parts import grid_z, nvjet_per_image, nvjet_splits, split_k, split_pass_work, split_sum
 from .registry import Cost
-from pyprof.kernel_names import MMA, SIMT
 from .values import ITEMSIZE, is_shape
 
 _UNKNOWN = (None, None)

@@ -21,10 +21,11 @@ import re
 from functools import lru_cache
 from typing import Any, Callable
 
+from pyprof.kernel_names import MMA, SIMT, kernel_dtype
+
 from . import ops  # noqa: F401  (fills both tables)
 from .registry import Cost, lookup_aten
 from .tensor_flow import ENGINE, TensorFlow, argument_cast, node_range, producers
-from pyprof.kernel_names import MMA, SIMT, kernel_dtype
 from .values import Tensor
 
 # The element types C++ kernels are instantiated with, as the demangled name spells them.

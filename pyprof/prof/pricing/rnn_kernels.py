@@ -67,12 +67,13 @@ from bisect import bisect_left, bisect_right
 from itertools import accumulate, groupby
 from typing import Callable
 
+from pyprof.kernel_names import MMA, SIMT, classify
+
 from .gemm_parts import BETA, SPLIT_K, gemm_tile, gemm_tiles, grid_z, split_k, split_pass
 from .op_ranges import written_dtype
 from .part import launch_count
 from .parts import family
 from .registry import Cost
-from pyprof.kernel_names import MMA, SIMT, classify
 from .values import ITEMSIZE
 
 # cuDNN's RNN kernels: per time step, layer and direction a recurrent GEMM and a cell kernel
