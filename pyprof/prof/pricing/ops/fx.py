@@ -117,7 +117,7 @@ def embedding_bag_backward(c: Call) -> Cost | None:
     dy, idx = c.args[0], c.args[1]
     at = 5 if dense else 6
     rows, mode = c.get(at, "num_weights"), _BAG_MODES.get(c.get(at + 2, "mode", 0))
-    if not isinstance(rows, int) or len(dy.shape) != 2 or c.get(at + 3 - dense, "sparse", False) is True:
+    if not isinstance(rows, int) or len(dy.shape) != 2 or not dense and c.get(9, "sparse", False) is True:
         return None
     psw = c.tensor(at + 3 if dense else at + 4, "per_sample_weights")
     w = Tensor((rows, dy.shape[1]), dy.dtype)
@@ -319,14 +319,13 @@ def sdpa_arguments(op: str, args: list) -> list | None:
     """A forward SDPA backend node's arguments in F.scaled_dot_product_attention's order (query,
     key, value, attn_mask, dropout_p, is_causal), for the parts an eager call has (parts.py:
     cuDNN's seed unpacking where it drops out); None for another op."""
-    name = op.split(".")[1] if op.count(".") >= 1 else op
+    name = op.split(".")[1] if "." in op else op
     at = _SDPA.get(name)
     if at is None or name.endswith("_backward"):
         return None
-    q_at, mask_at, dropout_at, causal_at = at
-    def arg(i: Any) -> Any:
-        return args[i] if isinstance(i, int) and i < len(args) else None
-    return [*args[q_at:q_at + 3], arg(mask_at) if mask_at else None, arg(dropout_at), arg(causal_at)]
+    q_at, *rest = at
+    # The mask is a keyword (None here) where its position is a name (the CPU flash backend's).
+    return [*args[q_at:q_at + 3], *(args[i] if isinstance(i, int) and i < len(args) else None for i in rest)]
 
 
 def _conv(c: Call) -> Cost | None:
