@@ -147,6 +147,20 @@ def _masked(node: dict) -> list:
     return [dict(a, grad=True) if i < 2 and mask[i] is True and isinstance(a, dict) else a for i, a in enumerate(rest)]
 
 
+class _CallState:
+    """What a thread's current library call (one run of its graph) has launched so far."""
+
+    __slots__ = ("ident", "matrix", "splits", "last", "parts", "groups")
+
+    def __init__(self, ident: tuple) -> None:
+        self.ident = ident  # (run, call)
+        self.matrix = 0  # matrix kernels so far
+        self.splits: int | None = None  # the last one's split-K count (grid z, segments)
+        self.last: tuple | None = None  # the last one's (name, grid)
+        self.parts: CallParts | None = None  # the call's helper parts (or stages) not yet taken
+        self.groups = 0  # CUTLASS group kernels of a grouped weight gradient so far
+
+
 class CompiledPricer:
     """Facts for records joined to a compile-time table; one per Analyzer (its warnings and
     per-thread call state)."""
@@ -154,10 +168,7 @@ class CompiledPricer:
     def __init__(self, analyzer: Any) -> None:
         self.analyzer = analyzer
         self._work: dict = {}
-        # (pid, tid) -> [(run, call) of its last library kernel, matrix kernels so far, the grid z
-        # of the last one (a split-K count), the call's helper parts not yet taken (or None), the
-        # last one's (name, grid), CUTLASS group kernels of a grouped weight gradient so far]
-        self._seen: dict = {}
+        self._seen: dict = {}  # (pid, tid) -> _CallState of its last library call
 
     def work(self, entry: dict) -> KernelWork:
         """The call site's priced nodes (cached: every step repeats them)."""
@@ -167,27 +178,27 @@ class CompiledPricer:
             w = kept(self._work, key, KernelWork(entry), _CACHE)
         return w
 
-    def _state(self, rec: dict, entry: dict) -> list:
+    def _state(self, rec: dict, entry: dict) -> _CallState:
         """The thread's state for this library call (this run of its graph): _seen's entry."""
         key = (rec.get("pid"), rec.get("tid"))
         ident = (entry.get("run"), entry.get("call"))
         state = self._seen.get(key)
-        if state is None or state[0] != ident:
-            state = self._seen[key] = [ident, 0, None, None, None, 0]
+        if state is None or state.ident != ident:
+            state = self._seen[key] = _CallState(ident)
         return state
 
     def _part(self, rec: dict, entry: dict, counts: bool) -> int:
         """How many matrix kernels of this library call came before this one on its thread;
         counts this one (and keeps its grid's z) when `counts`."""
         state = self._state(rec, entry)
-        n = state[1]
+        n = state.matrix
         if counts:
-            state[1] = n + 1
+            state.matrix = n + 1
             # A segment-K weight gradient's segments (conv_parts.wgrad_segments), else a split-K grid's z.
             weight = _conv_tensors(self.work(entry).node or {})[1]
             name = rec.get("kLongName") or rec.get("kShortName")
-            state[2] = wgrad_segments(name, rec.get("grid"), weight and weight.get("shape")) or grid_z(rec.get("grid"))
-            state[4] = (name, rec.get("grid"))  # an nvjet split-K GEMM's splits follow from its output
+            state.splits = wgrad_segments(name, rec.get("grid"), weight and weight.get("shape")) or grid_z(rec.get("grid"))
+            state.last = (name, rec.get("grid"))  # an nvjet split-K GEMM's splits follow from its output
         return n
 
     def _helper(self, rec: dict, entry: dict, w: KernelWork, name: str | None) -> tuple:
@@ -202,27 +213,27 @@ class CompiledPricer:
         bwd = len(op) > 1 and op[1].endswith("_backward")
         size = ITEMSIZE.get(main.dtype)
         if family(name) == SPLIT_K:
-            work = split_k(name or "", rec.get("grid"), state[2], _outputs(node, main, bwd, size), size, state[4])
+            work = split_k(name or "", rec.get("grid"), state.splits, _outputs(node, main, bwd, size), size, state.last)
             return work if work is not None else self.analyzer.unclaimed()
         if main.kind == GEMM and split_pass(name):
             # cuBLAS's split-K pass after the GEMM: its grid z's partials of the output summed.
-            work = split_pass_work(name, rec.get("grid"), state[2], _outputs(node, main, bwd, size), size)
+            work = split_pass_work(name, rec.get("grid"), state.splits, _outputs(node, main, bwd, size), size)
             return work if work is not None else self.analyzer.unclaimed()
         weight = _conv_tensors(node)[1]
         if main.kind == CONV and bwd and weight and isinstance(weight.get("shape"), list):
             # cuDNN's depthwise weight gradient's reduction of its partials, after its last matrix kernel.
-            work = depthwise_reduce(name, rec.get("grid"), state[4], weight["shape"], size)
+            work = depthwise_reduce(name, rec.get("grid"), state.last, weight["shape"], size)
             if work is not None:
                 return work
         if main.kind == CONV and bwd and split_pass(name) and weight and isinstance(weight.get("shape"), list):
             # A segment-K weight gradient's split-K pass: the weight's gradient from its segments.
-            work = split_sum(state[2], Call({"args": [weight]}).tensors()[0].numel, size)
+            work = split_sum(state.splits, Call({"args": [weight]}).tensors()[0].numel, size)
             return work if work is not None else self.analyzer.unclaimed()
-        if state[3] is None:
+        if state.parts is None:
             sdpa = None if bwd else sdpa_arguments(str(node.get("op")), args)
             marker = {"op": SDPA, "args": sdpa} if sdpa is not None else {"args": _masked(node) if bwd else args}
-            state[3] = CallParts((backward_parts if bwd else forward_parts)(marker, main))
-        part = state[3].take(name, rec.get("grid"), rec.get("block"))
+            state.parts = CallParts((backward_parts if bwd else forward_parts)(marker, main))
+        part = state.parts.take(name, rec.get("grid"), rec.get("block"))
         return (part.flops, part.bytes) if part is not None else self.analyzer.unclaimed()
 
     def _one_group(self, rec: dict, entry: dict, w: KernelWork, name: str | None) -> tuple | None:
@@ -242,11 +253,11 @@ class CompiledPricer:
         if work is None:
             return None
         state = self._state(rec, entry)
-        if not state[5]:
+        if not state.groups:
             self._part(rec, entry, True)
-        state[2], state[4] = grid_z(rec.get("grid")), (name, rec.get("grid"))  # its split-K reduction's
-        state[5] += 1
-        return work if state[5] <= x[1] // wt[1] else self.analyzer.unclaimed()
+        state.splits, state.last = grid_z(rec.get("grid")), (name, rec.get("grid"))  # its split-K reduction's
+        state.groups += 1
+        return work if state.groups <= x[1] // wt[1] else self.analyzer.unclaimed()
 
     def _staged(self, rec: dict, entry: dict, cost: Cost, name: str | None) -> tuple:
         """(FLOPs, bytes) of a kernel of a library call PyTorch runs as a sequence of kernels
@@ -254,10 +265,10 @@ class CompiledPricer:
         (Cost.grad_fill) a part, each other kernel the stage it runs (parts.stage_work); na for
         one that is neither."""
         state = self._state(rec, entry)
-        if state[3] is None:
-            state[3] = CallParts(grad_fill(cost), stages=cost.stages, in_order=cost.stages_in_order)
-        part = state[3].take(name, rec.get("grid"), rec.get("block"))
-        work = (part.flops, part.bytes) if part is not None else stage_work(state[3], name)
+        if state.parts is None:
+            state.parts = CallParts(grad_fill(cost), stages=cost.stages, in_order=cost.stages_in_order)
+        part = state.parts.take(name, rec.get("grid"), rec.get("block"))
+        work = (part.flops, part.bytes) if part is not None else stage_work(state.parts, name)
         return work if work is not None else self.analyzer.unclaimed()
 
     def facts(self, rec: dict, facts: Any) -> Any:
