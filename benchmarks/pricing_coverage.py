@@ -340,6 +340,39 @@ def _recommender(device):
         lambda out, inputs: F.binary_cross_entropy_with_logits(out.float(), inputs[-1])
 
 
+def _moe(device):
+    """A top-2 mixture of experts (8 expert MLPs, GELU) routed as such models route in eager code:
+    softmax over a gate, topk, then per expert torch.where(idx == e) for its tokens (a nonzero: its
+    size depends on the data), their rows gathered, the expert run on them, the weighted result
+    index_add_ed back. 4 x 128 tokens of 256 features."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class MoE(nn.Module):
+        def __init__(self, d=256, hidden=512, experts=8, k=2):
+            super().__init__()
+            self.k = k
+            self.gate = nn.Linear(d, experts, bias=False)
+            self.up = nn.ModuleList([nn.Linear(d, hidden) for _ in range(experts)])
+            self.down = nn.ModuleList([nn.Linear(hidden, d) for _ in range(experts)])
+            self.head = nn.Linear(d, 10)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            x = x.reshape(-1, d)
+            weights, idx = torch.topk(F.softmax(self.gate(x), dim=-1), self.k, dim=-1)
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+            out = torch.zeros_like(x)
+            for e, (up, down) in enumerate(zip(self.up, self.down)):
+                rows, slot = torch.where(idx == e)
+                y = down(F.gelu(up(x[rows]))) * weights[rows, slot].unsqueeze(-1)
+                out.index_add_(0, rows, y.to(out.dtype))  # autocast's bf16 back into the fp32 sum
+            return self.head(out.reshape(b, t, d).mean(1))
+    x = torch.randn(4, 128, 256, device=device)
+    return MoE(), (x, torch.randint(0, 10, (4,), device=device)), _ce
+
+
 CASES: Dict[str, Case] = {
     "resnet50": Case(_tv("resnet50"), "bf16", "sgd", channels_last=True),
     "resnext50_32x4d": Case(_tv("resnext50_32x4d"), "fp16", "sgd-loop", channels_last=True),
@@ -367,6 +400,7 @@ CASES: Dict[str, Case] = {
     "rnn_packed": Case(_rnn("packed"), "tf32", "sgd-loop"),
     "unet": Case(_unet, "bf16", "adamw-foreach"),
     "recommender": Case(_recommender, "fp32", "adam-foreach"),
+    "moe": Case(_moe, "bf16", "adamw-foreach"),
     # Small ones for the test fixtures (tests/data/): an LSTM stack and a Transformer encoder
     # layer, training and on the eval fast path.
     "fixture_lstm": Case(_rnn("lstm", scale=4), "fp32", "sgd"),

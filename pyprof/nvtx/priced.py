@@ -68,6 +68,7 @@ Tensor.any
 Tensor.argmax
 Tensor.argmin
 Tensor.argsort
+Tensor.argwhere
 Tensor.as_strided_scatter
 Tensor.asin
 Tensor.asin_
@@ -239,6 +240,7 @@ Tensor.neg_
 Tensor.new_full
 Tensor.new_ones
 Tensor.new_zeros
+Tensor.nonzero
 Tensor.norm
 Tensor.normal_
 Tensor.permute
@@ -436,6 +438,7 @@ torch.arange
 torch.argmax
 torch.argmin
 torch.argsort
+torch.argwhere
 torch.as_strided_scatter
 torch.asin
 torch.asin_
@@ -714,6 +717,7 @@ torch.nn.functional.tanhshrink
 torch.nn.functional.threshold
 torch.nn.functional.threshold_
 torch.nn.functional.upsample
+torch.nonzero
 torch.norm
 torch.ones
 torch.ones_like

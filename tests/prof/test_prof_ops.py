@@ -366,6 +366,30 @@ def test_advanced_getitem():
     assert cost_of("Tensor", "__getitem__", x, x > 0) is None  # data-dependent size
 
 
+def test_getitem_by_several_index_tensors_gathers_elements():
+    """A top-2 router's weights[rows, slot] (an MoE's routing): the indices read, each element
+    taken read and written (not the whole source: as test_indexed_reads_...), the result's size
+    the real call's, index shapes broadcast together."""
+    w, rows, slot = t(128, 2), torch.tensor([3, 5, 9]), torch.tensor([0, 1, 1])
+    c = cost_of("Tensor", "__getitem__", w, [rows, slot])
+    assert (c.flops, c.bytes) == (0, nbytes(rows, slot) + 2 * nbytes(w[rows, slot]))
+    x, i, j = t(6, 4, 5), torch.tensor([[1], [2]]), torch.tensor([0, 3, 1])
+    assert cost_of("Tensor", "__getitem__", x, [i, j]).bytes == nbytes(i, j) + 2 * nbytes(x[i, j])  # 2x3 rows of 5
+
+
+def test_where_of_a_condition_alone_is_nonzero():
+    """torch.where(condition) returns the nonzero indices: one comparison an element, the
+    condition read; what it writes depends on the data (bytes na), not a select's three operands."""
+    cond = t(128, 2) > 0
+    for mod, op, args in (("torch", "where", (cond,)), ("torch", "nonzero", (cond,)), ("Tensor", "nonzero", (cond,)),
+                          ("torch", "argwhere", (cond,))):
+        c = cost_of(mod, op, *args)
+        assert (c.flops, c.bytes) == (256, None), (mod, op)
+    x, y = t(128, 2), t(128, 2)
+    c = cost_of("torch", "where", cond, x, y)
+    assert (c.flops, c.bytes) == (256, io_bytes(torch.where, cond, x, y))
+
+
 def test_backward_costs_of_norms_and_losses():
     x, w, b = t(4, 6, 8, dtype=torch.bfloat16), t(8, dtype=torch.bfloat16), t(8, dtype=torch.bfloat16)
     ln = cost_of(FN, "layer_norm", x, (8,), w, b)

@@ -245,8 +245,34 @@ def _binary(op: str):
 
 
 for _op in BINARY + TERNARY:
-    register(*names([_op]))(_binary(_op))
+    if _op != "where":  # where(condition) alone is another op: below
+        register(*names([_op]))(_binary(_op))
     register(*names([f"{_op}_"]))(_binary(f"{_op}_"))
+
+
+def nonzero_cost(x: Tensor) -> Cost:
+    """The indices of x's nonzero elements (torch.nonzero, argwhere, where(condition) alone): one
+    comparison with zero an element, x read; what it writes, as many index rows as elements were
+    nonzero, depends on the data: bytes na (the count is in no marker)."""
+    return Cost(x.numel, None, fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT)
+
+
+_where = _binary("where")
+
+
+@register(*names(["where"]))
+def where(c: Call) -> Cost | None:
+    """where(condition, input, other), an element-wise select; where(condition) alone is
+    nonzero(condition, as_tuple=True)."""
+    if len(c.args) == 1 and not {"input", "other", "self"} & set(c.kwargs) and isinstance(c.args[0], Tensor):
+        return nonzero_cost(c.args[0])
+    return _where(c)
+
+
+@register(*names(["nonzero", "argwhere"]))
+def nonzero(c: Call) -> Cost | None:
+    x = c.get(0, "input")
+    return nonzero_cost(x) if isinstance(x, Tensor) else None
 for _op in DUNDERS:
     register(f"Tensor.__{_op}__")(_binary(f"__{_op}__"))
 for _op in INPLACE_DUNDERS:

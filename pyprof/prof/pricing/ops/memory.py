@@ -9,7 +9,7 @@ from math import ceil, prod
 
 from ..cub_sort import num_bits, radix_sort_pairs
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
-from ..values import ITEMSIZE, Tensor, Unknown, is_truncated, promote, short
+from ..values import ITEMSIZE, Tensor, Unknown, broadcast, is_truncated, promote, short
 from .elementwise import reduce_cost
 
 
@@ -307,13 +307,30 @@ def getitem(c: Call) -> Cost | None:
     """Basic indexing is a view (no kernel; its backward's kernels are parts: index_parts.py).
     Advanced indexing by one integer tensor on the first dimension gathers whole rows: the index,
     the rows read and written; backward, PyTorch's index_put with accumulate (_index_put_stages).
-    Boolean masks and other advanced forms have data-dependent results: na."""
+    Several integer tensors on the leading dimensions gather elements (a top-k router's
+    weights[rows, slot]): index_elements. Boolean masks have data-dependent results, and mixed
+    forms are not modelled: na."""
     x, index = c.args[0], c.args[1]
     if basic_index_steps(x.shape, index) is not None:
         return Cost(0, 0, fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT)
     if isinstance(index, Tensor) and index.dtype in ("int64", "int32"):
         return index_rows(x, index)
+    if isinstance(index, list) and index and all(isinstance(t, Tensor) and t.dtype in ("int64", "int32")
+                                                 for t in index):
+        return index_elements(x, index)
     return None
+
+
+def index_elements(x: Tensor, index: list) -> Cost | None:
+    """x[i0, i1, ...] for integer tensors on x's leading dimensions, broadcast together: one
+    gather kernel (PyTorch's index_elementwise_kernel) reads the indices and each element it takes
+    and writes it. Backward (index_put with accumulate over several dimensions): na."""
+    shape = broadcast(*(t.shape for t in index)) if len(index) <= len(x.shape) else None
+    if shape is None or x.itemsize is None or any(t.nbytes is None for t in index):
+        return None
+    n = prod(shape) * prod(x.shape[len(index):])
+    return Cost(0, sum(t.nbytes for t in index) + 2 * n * x.itemsize,
+                fmt_params(x.dtype, shape=dims(x.shape), idx=",".join(dims(t.shape) for t in index)), x.dtype, SIMT)
 
 
 def index_rows(x: Tensor, index: Tensor) -> Cost | None:
