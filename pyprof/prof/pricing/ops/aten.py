@@ -21,7 +21,7 @@ from ..registry import ATTN, CAUSAL_UNKNOWN, SIMT, Cost, dims, fmt_params, regis
 from ..values import FLOATING, ITEMSIZE, Tensor, reduces_to
 from .attention import sdpa_cost
 from .batch_norm import batch_norm_kernels
-from .elementwise import FLOPS_PER_ELEMENT, pointwise_cost, reduce_cost
+from .elementwise import FLOPS_PER_ELEMENT, nonzero_cost, pointwise_cost, reduce_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
 from .loss import SMOOTH_L1_FLOPS, loss_cost
 from .memory import copy_cost, index_rows
@@ -106,6 +106,8 @@ _BOOL_OPERAND = {"where": 0, "masked_fill": 1, "masked_fill_": 1}
 
 def _pointwise(a: A) -> Cost:
     op = a.name.partition("::")[2]
+    if op == "where" and len(a.sizes) == 1:  # where(condition) alone: nonzero's indices
+        return nonzero_cost(a.tensor(0, "bool") or Tensor((), "bool"))
     operands = []
     for i in range(len(a.sizes)):
         t = a.tensor(i, "bool" if _BOOL_OPERAND.get(op) == i else None)
@@ -119,6 +121,13 @@ def _pointwise(a: A) -> Cost:
 register_aten(*[f"aten::{o}{s}" for o in _UNARY + _BINARY for s in ("", "_")],
               "aten::where", "aten::masked_fill", "aten::masked_fill_",
               *[f"aten::{o}" for o in _UNARY_BACKWARD])(_pointwise)
+
+
+@register_aten("aten::nonzero", "aten::nonzero_numpy", "aten::argwhere")
+def nonzero(a: A) -> Cost | None:
+    """elementwise.nonzero_cost of the input, in the dtype its producer wrote (else the range's)."""
+    x = a.tensor(0, a.input_dtype(0) or a.dtype)
+    return None if x is None else nonzero_cost(x)
 
 
 @register_aten("aten::fill_", "aten::zero_")
