@@ -249,22 +249,28 @@ def test_runs_without_op_ids(tmp_path: Path) -> None:
         ("mm", 2), ("sum", 3)]
 
 
-def test_ambiguous_library_kernels_stay_unexplained(tmp_path: Path) -> None:
-    """Two library calls between the same generated kernels, three matrix kernels and no op
-    ranges to tell them apart: which kernel belongs to which call is not known, so none is
-    joined."""
-    syn = SynthExport(str(tmp_path / "a.sqlite"))
+def replayed(path: Path, table: list[str], names: list[str]) -> tuple[list[dict], Stats]:
+    """Parse an export of `table` marked, then one CUDA graph launch replaying kernels `names` in
+    order (a generated kernel's name is its short name too)."""
+    syn = SynthExport(str(path))
     main = syn.thread(100, 100)
     dom = syn.domain(main, "pyprof", t=10, registered=True)
-    for i, text in enumerate(TABLE[4:]):
+    for i, text in enumerate(table):
         syn.event(MARK, main, 100 + i, None, text, domain=dom, registered=True)
     corr = syn.launch(main, 2000, 3000, api="cudaGraphLaunch_v10000")
-    names = ["triton_poi_fused_relu_1", GEMM, GEMM, GEMM, "triton_red_fused_sum_2"]
     for i, name in enumerate(names):
         syn.kernel(100, corr, 10000 + 5000 * i, 14000 + 5000 * i, name, short=name if name.startswith("triton") else None,
                    graph_node=i)
     syn.close()
-    recs, stats = parse_all(tmp_path / "a.sqlite")
+    return parse_all(path)
+
+
+def test_ambiguous_library_kernels_stay_unexplained(tmp_path: Path) -> None:
+    """Two library calls between the same generated kernels, three matrix kernels and no op
+    ranges to tell them apart: which kernel belongs to which call is not known, so none is
+    joined."""
+    recs, stats = replayed(tmp_path / "a.sqlite", TABLE[4:], ["triton_poi_fused_relu_1", GEMM, GEMM, GEMM,
+                                                                "triton_red_fused_sum_2"])
     assert [(r.get("compiled") or {}).get("call") for r in recs] == [0, None, None, None, 3]
     assert stats.compiled.unexplained == 3
 
@@ -283,21 +289,11 @@ def test_matrix_calls_in_a_graph_replay_take_one_matrix_kernel_each(tmp_path: Pa
              marker("kernel", graph=0, call=2, name="extern_kernels.mm", extern=True, nodes=[DX]),
              marker("kernel", graph=0, call=3, name="extern_kernels.mm", extern=True, nodes=[DW]),
              marker("kernel", graph=0, call=4, name="triton_red_fused_sum_1", extern=False, bytes=2112, nodes=[BWD_C])]
-    syn = SynthExport(str(tmp_path / "r.sqlite"))
-    main = syn.thread(100, 100)
-    dom = syn.domain(main, "pyprof", t=10, registered=True)
-    for i, text in enumerate(table):
-        syn.event(MARK, main, 100 + i, None, text, domain=dom, registered=True)
-    corr = syn.launch(main, 2000, 3000, api="cudaGraphLaunch_v10000")
     names = ["triton_poi_fused_0", "void at::native::reduce_kernel<512, 1>(Params)",
              "fmha_cutlassB_f32_aligned_64x64_k32_dropout_sm80(Params)", "void at::native::vectorized_elementwise_kernel"
              "<4, at::native::FillFunctor<float>>(int)", GEMM, "void cublasLt::splitKreduce_kernel<32, 16, int, float>"
              "(Params)", GEMM, "triton_red_fused_sum_1"]
-    for i, name in enumerate(names):
-        syn.kernel(100, corr, 10000 + 5000 * i, 14000 + 5000 * i, name, short=name if name.startswith("triton") else None,
-                   graph_node=i)
-    syn.close()
-    recs, stats = parse_all(tmp_path / "r.sqlite")
+    recs, stats = replayed(tmp_path / "r.sqlite", table, names)
     assert [(r.get("compiled") or {}).get("call") for r in recs] == [0, 1, 1, None, 2, 2, 3, 4]
     assert (stats.compiled.joined, stats.compiled.unexplained) == (7, 1)
 
@@ -315,22 +311,12 @@ def test_attention_backward_preprocessing_in_a_graph_replay(tmp_path: Path) -> N
              marker("kernel", graph=0, call=2, name="torch.ops.aten._scaled_dot_product_cudnn_attention_backward."
                     "default", extern=True, nodes=[sdpa]),
              marker("kernel", graph=0, call=3, name="triton_red_fused_sum_1", extern=False, bytes=2112, nodes=[BWD_C])]
-    syn = SynthExport(str(tmp_path / "a.sqlite"))
-    main = syn.thread(100, 100)
-    dom = syn.domain(main, "pyprof", t=10, registered=True)
-    for i, text in enumerate(table):
-        syn.event(MARK, main, 100 + i, None, text, domain=dom, registered=True)
-    corr = syn.launch(main, 2000, 3000, api="cudaGraphLaunch_v10000")
     names = ["triton_poi_fused_0", GEMM, "void cublasLt::splitKreduce_kernel<32, 16, int, float>(Params)",
              "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int)",
              "void cudnn::fusion::compute_dot_do_o_specialized<(bool)1, (int)64>(const void *)",
              "cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x64_1x4x1_cga1x1x1_kernel0_0",
              "void cudnn::fusion::convert_dq_to_16bits<(bool)1>(const void *, void *)", "triton_red_fused_sum_1"]
-    for i, name in enumerate(names):
-        syn.kernel(100, corr, 10000 + 5000 * i, 14000 + 5000 * i, name, short=name if name.startswith("triton") else None,
-                   graph_node=i)
-    syn.close()
-    recs, stats = parse_all(tmp_path / "a.sqlite")
+    recs, stats = replayed(tmp_path / "a.sqlite", table, names)
     assert [(r.get("compiled") or {}).get("call") for r in recs] == [0, 1, 1, None, 2, 2, 2, 3]
     assert (stats.compiled.joined, stats.compiled.unexplained) == (7, 1)
 
