@@ -377,6 +377,20 @@ def test_getitem_by_several_index_tensors_gathers_elements():
     assert cost_of("Tensor", "__getitem__", x, [i, j]).bytes == nbytes(i, j) + 2 * nbytes(x[i, j])  # 2x3 rows of 5
 
 
+def test_index_add_backward_gathers_the_source_gradient():
+    """out.index_add_(0, rows, y), an MoE's combine: forward the index, y and the rows it adds into
+    read, those rows written, an add each; backward dOut passes to out's gradient as it is and y's
+    is dOut's rows gathered (index_select's bytes, the real call's result for its size); a source
+    needing no gradient, no backward work."""
+    out, rows = t(128, 64), torch.tensor([3, 9, 9, 40])
+    y = t(4, 64).requires_grad_()
+    c = cost_of("Tensor", "index_add_", out, 0, rows, y)
+    assert (c.flops, c.bytes) == (4 * 64, nbytes(rows) + 3 * nbytes(y))
+    assert (c.bwd_flops, c.bwd_bytes) == (0, nbytes(rows) + 2 * nbytes(out.index_select(0, rows)))
+    c = cost_of("Tensor", "index_add_", out.requires_grad_(), 0, rows, y.detach())
+    assert (c.bwd_flops, c.bwd_bytes) == (0, 0)
+
+
 def test_where_of_a_condition_alone_is_nonzero():
     """torch.where(condition) returns the nonzero indices: one comparison an element, the
     condition read; what it writes depends on the data (bytes na), not a select's three operands."""
