@@ -23,7 +23,7 @@ from pyprof.kernel_names import MMA, NONE, SIMT, classify
 from . import peaks as peaks_mod
 from .ops import lookup
 from .attention_parts import SDPA
-from .ops.fx import foreach, sdpa_arguments
+from .ops.fx import backward_forward_conv, foreach, sdpa_arguments
 from .conv_parts import conv_outputs, depthwise_reduce, one_group_wgrad, ungrouped_wgrad, wgrad_segments
 from .gemm_parts import SPLIT_K, grid_z, split_k, split_pass, split_pass_work, split_sum
 from .parts import CallParts, backward_parts, family, forward_parts, grad_fill, launch_stated, stage_work
@@ -247,8 +247,7 @@ class CompiledPricer:
                 or not isinstance(args, list) or len(args) < 10:
             return None
         dy, x, wt = (a.get("shape") if isinstance(a, dict) else None for a in args[:3])
-        fwd = node_formula("aten.convolution.default")
-        fwd = fwd(Call({"args": [args[1], args[2], None, *args[4:10]]})) if fwd else None
+        fwd = backward_forward_conv(Call(node))
         work = one_group_wgrad(name, rec.get("grid"), x, wt, dy, fwd and fwd.flops, ITEMSIZE.get(w.main.dtype))
         if work is None:
             return None

@@ -18,7 +18,7 @@ from ..registry import Call, Cost, Formula, dims, fmt_params, lookup, register
 from ..values import ITEMSIZE, Tensor
 from .conv import conv_cost
 from .elementwise import pointwise_cost, reduce_cost, reduce_formula
-from .memory import copy_cost, reorder
+from .memory import copy_cost, gather_cost, reorder
 from .nn import embedding_bag_cost
 
 
@@ -126,16 +126,14 @@ def embedding_bag_backward(c: Call) -> Cost | None:
 
 @register("aten.index", "aten._unsafe_index")
 def index_gather(c: Call) -> Cost | None:
-    """self[indices] (advanced indexing: a gather): the indices read, each element of the result
-    (the node's output) read and written once; no FLOPs."""
+    """self[indices] (advanced indexing, None for a dimension taken whole): memory.gather_cost of
+    the node's output's elements."""
     x, out = c.args[0], c.marker.get("out")
     indices = [t for t in (c.args[1] if isinstance(c.args[1], list) else []) if isinstance(t, Tensor)]
     shape = out.get("shape") if isinstance(out, dict) else None
-    if not isinstance(shape, list) or x.itemsize is None or any(t.nbytes is None for t in indices):
+    if not isinstance(shape, list):
         return None
-    n = prod(shape)
-    return Cost(0, sum(t.nbytes for t in indices) + 2 * n * x.itemsize,
-                fmt_params(x.dtype, shape=dims(x.shape), out=dims(tuple(shape))), x.dtype)
+    return gather_cost(x, indices, prod(shape), out=dims(tuple(shape)))
 
 
 @register("aten.repeat")
@@ -341,6 +339,13 @@ def _conv(c: Call) -> Cost | None:
 register("aten.convolution")(_conv)
 
 
+def backward_forward_conv(c: Call) -> Cost | None:
+    """The forward convolution a convolution_backward node differentiates: its input, weight and
+    the forward's arguments after bias_sizes."""
+    a = c.args
+    return _conv(call(a[1], a[2], None, *a[4:10]))
+
+
 @register("aten.convolution_backward")
 def convolution_backward(c: Call) -> Cost | None:
     """(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
@@ -348,7 +353,7 @@ def convolution_backward(c: Call) -> Cost | None:
     on the same three tensors (docs/prof.md), the weight's reading only the input the forward read
     (Cost.unread); the bias gradient is a reduction of dY."""
     a = c.args
-    fwd = _conv(call(a[1], a[2], None, *a[4:10]))
+    fwd = backward_forward_conv(c)
     mask = a[10]
     grads = int(bool(mask[0])) + int(bool(mask[1]))
     size = ITEMSIZE.get(fwd.dtype) if fwd is not None else None

@@ -332,11 +332,19 @@ def index_elements(x: Tensor, index: list) -> Cost | None:
     gather kernel (PyTorch's index_elementwise_kernel) reads the indices and each element it takes
     and writes it. Backward (index_put with accumulate over several dimensions): na."""
     shape = broadcast(*(t.shape for t in index)) if len(index) <= len(x.shape) else None
-    if shape is None or x.itemsize is None or any(t.nbytes is None for t in index):
+    if shape is None:
         return None
-    n = prod(shape) * prod(x.shape[len(index):])
-    return Cost(0, sum(t.nbytes for t in index) + 2 * n * x.itemsize,
-                fmt_params(x.dtype, shape=dims(x.shape), idx=",".join(dims(t.shape) for t in index)), x.dtype, SIMT)
+    return gather_cost(x, index, prod(shape) * prod(x.shape[len(index):]),
+                       idx=",".join(dims(t.shape) for t in index))
+
+
+def gather_cost(x: Tensor, index: list, elements: int, **fields) -> Cost | None:
+    """A gather of `elements` of x through the integer tensors `index` (advanced indexing): the
+    indices read, each element taken read and written once; no FLOPs."""
+    if x.itemsize is None or any(t.nbytes is None for t in index):
+        return None
+    return Cost(0, sum(t.nbytes for t in index) + 2 * elements * x.itemsize,
+                fmt_params(x.dtype, shape=dims(x.shape), **fields), x.dtype, SIMT)
 
 
 def index_rows(x: Tensor, index: Tensor) -> Cost | None:
