@@ -289,7 +289,8 @@ class CompiledPricer:
         facts.tc = True if verdict == MMA else False if verdict == SIMT else None
         facts.cost = main or w.last
         facts.dtype = (main or w.last).dtype if (main or w.last) is not None else None
-        group = self._one_group(rec, entry, w, name) if main is not None and main.kind == CONV else None
+        group = self._one_group(rec, entry, w, name) if main is not None and main.kind == CONV \
+            and verdict in (MMA, SIMT) else None
         if group is not None:
             facts.flops, facts.bytes = group
         elif main is not None:
