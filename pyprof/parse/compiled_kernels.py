@@ -394,19 +394,18 @@ def _by_matrix_kernels(g: Graph, recs: list[dict], items: list[int], calls: list
     nodes = [(g.calls[q] or {}).get("nodes") or [] for q in calls]
     if not all(any(isinstance(n, dict) and _MATRIX_NODE.match(str(n.get("op"))) for n in ns) for ns in nodes):
         return None
-    mains = [i for i in items if classify(recs[i].get("kLongName") or recs[i].get("kShortName")) in (MMA, SIMT)]
+    names = {i: recs[i].get("kLongName") or recs[i].get("kShortName") for i in items}
+    mains = [i for i in items if classify(names[i]) in (MMA, SIMT)]
     if len(mains) != len(calls):
         return None
-    def name(i: int) -> str | None:
-        return recs[i].get("kLongName") or recs[i].get("kShortName")
     groups: list[list[int]] = [[main] for main in mains]
     groups[0][:0] = [i for i in items if i < mains[0]]
     groups[-1] += [i for i in items if i > mains[-1]]
     for j in range(len(mains) - 1):
         between = [i for i in items if mains[j] < i < mains[j + 1]]
-        trail = next((k for k, i in enumerate(between) if not split_reduction(name(i))), len(between))
+        trail = next((k for k, i in enumerate(between) if not split_reduction(names[i])), len(between))
         lead = len(between)
-        while lead > trail and leading_helper(name(between[lead - 1])):
+        while lead > trail and leading_helper(names[between[lead - 1]]):
             lead -= 1
         groups[j] += between[:trail]
         groups[j + 1][:0] = between[lead:]
