@@ -80,10 +80,16 @@ def classify(name: str | None) -> str | None:
     return None
 
 
-def split_reduction(name: str | None) -> bool:
-    """Whether a kernel is a split-K reduction (RULES' first rule): it sums the partial products
-    of the GEMM launched right before it, so it is that GEMM's call's."""
-    return bool(name) and _COMPILED[0][0].search(name.lower()) is not None
+# What a library call launches right after its matrix kernel: a split-K reduction (it sums the
+# partial products of the GEMM before it: RULES' first rule) or cuBLASLt's separate epilogue.
+_TRAILING = re.compile(RULES[0][0] + r"|cublaslt::epilogue")
+
+
+def trailing_helper(name: str | None) -> bool:
+    """Whether a kernel is a helper its library call launches right after its matrix kernel (a
+    split-K reduction, cuBLASLt's separate epilogue), so that it is the previous matrix kernel's
+    call's."""
+    return bool(name) and _TRAILING.search(name.lower()) is not None
 
 
 # Attention backward's pre-processing, dot(dO, O) per row: launched before the call's main kernel.

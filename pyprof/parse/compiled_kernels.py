@@ -14,10 +14,11 @@ each kernel record of a compiled graph is matched to its call site:
 3. Alignment: a named kernel takes the next call site of its name. The library kernels (cuBLAS,
    cuDNN, flash attention) between two named kernels belong to the library calls between those
    call sites: one call takes them all; as many kernels, or distinct PyTorch op ranges, as
-   calls take one each; in a CUDA graph's replay (no op ranges) matrix calls (GEMM, convolution,
-   attention nodes) back to back take one matrix kernel each, by what the kernels' names say
-   (pyprof/kernel_names.py, the one vocabulary of kernel names prof's Tensor Core column reads too);
-   anything else stays unexplained and is counted.
+   calls take one each; in a CUDA graph's replay (no op ranges) calls of one op whose kernels
+   repeat take one repetition each, and matrix calls (GEMM, convolution, attention nodes) one
+   matrix kernel each, their helpers placed by what the kernels' names say (pyprof/kernel_names.py,
+   the one vocabulary of kernel names prof's Tensor Core column reads too); anything else stays
+   unexplained and is counted.
 
 A joined record gets `compiled` (the call site's entry) and, from its nodes, `op`, `module`,
 `trace` and `dir` (docs/records.md). Without marks in the trace records pass through untouched.
@@ -41,7 +42,7 @@ from typing import Any, Callable, Iterator
 from pyprof.parse import queries
 from pyprof.parse.export import Export
 from pyprof.formats import DOMAIN
-from pyprof.kernel_names import MMA, SIMT, classify, leading_helper, split_reduction
+from pyprof.kernel_names import MMA, SIMT, classify, leading_helper, trailing_helper
 
 CALL_RANGE = "## Call CompiledFxGraph"
 # What pyprof's numbered call range adds after the run number: the path of the module whose code
@@ -51,6 +52,9 @@ _CALLER = re.compile(r" ## run \d+ in (\S+)$")
 # attention forward or backward; not a convolution's backward: one per gradient), by their FX
 # nodes' names.
 _MATRIX_NODE = re.compile(r"^aten\.(?:\w*mm|convolution|_scaled_dot_product_\w+|_flash_attention_\w+|_efficient_attention_\w+)\.")
+# A GEMM node (mm, addmm, bmm, baddbmm, ...): cuBLAS launches nothing after its GEMM but a split-K
+# reduction or a separate epilogue.
+_GEMM_NODE = re.compile(r"^aten\.\w*mm\.")
 _PID_MASK = ~0xFFFFFF
 _PID_BITS = 0xFFFFFF
 _encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
@@ -373,7 +377,7 @@ class Joiner:
             elif len(items) == len(calls):
                 pairs = [([i], q) for i, q in zip(items, calls)]
             else:
-                pairs = _by_matrix_kernels(g, recs, items, calls)
+                pairs = _by_repetition(g, recs, items, calls) or _by_matrix_kernels(g, recs, items, calls)
                 if pairs is None:
                     continue
             for part, q in pairs:
@@ -381,35 +385,79 @@ class Joiner:
                     assign[i] = q
 
 
+def _node_ops(g: Graph, q: int) -> tuple:
+    """The ATen ops of call `q`'s FX nodes, in order."""
+    return tuple(str(n.get("op")) for n in (g.calls[q] or {}).get("nodes") or [] if isinstance(n, dict))
+
+
+def _by_repetition(g: Graph, recs: list[dict], items: list[int], calls: list[int]) -> list | None:
+    """The library kernels `items` of calls of one op back to back (four embedding_bag backwards in
+    a CUDA graph's replay), split where the kernels' names repeat: n calls of one op that launch
+    n times the same sequence of kernels launch one sequence each. None where the calls' ops differ
+    or the names do not repeat."""
+    if len(calls) < 2 or len(items) % len(calls) or len({_node_ops(g, q) for q in calls}) != 1:
+        return None
+    size = len(items) // len(calls)
+    chunks = [items[k * size:(k + 1) * size] for k in range(len(calls))]
+    if len({tuple(recs[i].get("kLongName") or recs[i].get("kShortName") for i in c) for c in chunks}) != 1:
+        return None
+    return list(zip(chunks, calls))
+
+
 def _by_matrix_kernels(g: Graph, recs: list[dict], items: list[int], calls: list[int]) -> list | None:
-    """The library kernels `items` of matrix calls back to back (each one GEMM, convolution or
-    attention node: _MATRIX_NODE) that no op range tells apart (a CUDA graph's replay), where they
-    hold one matrix kernel per call: the i-th matrix kernel is the i-th call's, the helpers before
-    the first the first call's and those after the last the last call's (a call's kernels run
-    together); between two matrix kernels, split-K reductions right after the first its call's,
-    attention backward's dot(dO, O) right before the second the second's (kernel_names), another
-    helper either call's: it stays unexplained.
-    None where a call is no matrix call or the count differs (a convolution's backward runs one
+    """The library kernels `items` of calls back to back that no op range tells apart (a CUDA
+    graph's replay), where the matrix calls among them (a GEMM, convolution or attention node:
+    _MATRIX_NODE) hold one matrix kernel each and the others none: the i-th matrix kernel is the
+    i-th matrix call's. Around them, by what a library call launches where (kernel_names): the
+    helpers right after a matrix kernel that sum or finish its output (split-K reduction, separate
+    epilogue) are its call's, attention backward's dot(dO, O) right before one its call's. The
+    other helpers in a gap between two matrix kernels are those of the one non-matrix call there
+    (an embedding_bag backward between two GEMMs); with no call there, the next call's where the
+    previous one is a GEMM (which launches nothing else after its GEMM), the first call's before
+    the first matrix kernel and the last's after the last; otherwise they stay unexplained.
+    None where the matrix kernels are not one per matrix call (a convolution's backward runs one
     kernel per gradient; a Winograd path several)."""
-    nodes = [(g.calls[q] or {}).get("nodes") or [] for q in calls]
-    if not all(any(isinstance(n, dict) and _MATRIX_NODE.match(str(n.get("op"))) for n in ns) for ns in nodes):
+    matrix = [any(_MATRIX_NODE.match(op) for op in _node_ops(g, q)) for q in calls]
+    if not any(matrix):
         return None
     names = {i: recs[i].get("kLongName") or recs[i].get("kShortName") for i in items}
     mains = [i for i in items if classify(names[i]) in (MMA, SIMT)]
-    if len(mains) != len(calls):
+    where = [k for k, m in enumerate(matrix) if m]
+    if len(mains) != len(where):
         return None
-    groups: list[list[int]] = [[main] for main in mains]
-    groups[0][:0] = [i for i in items if i < mains[0]]
-    groups[-1] += [i for i in items if i > mains[-1]]
-    for j in range(len(mains) - 1):
-        between = [i for i in items if mains[j] < i < mains[j + 1]]
-        trail = next((k for k, i in enumerate(between) if not split_reduction(names[i])), len(between))
+    groups: list[list[int]] = [[] for _ in calls]
+    for main, k in zip(mains, where):
+        groups[k].append(main)
+    bounds = [-1] + mains + [len(recs)]
+    ends = [-1] + where + [len(calls)]
+    for j in range(len(mains) + 1):
+        between = [i for i in items if bounds[j] < i < bounds[j + 1]]
+        prev, nxt = ends[j], ends[j + 1]
+        trail = 0
+        if j > 0:
+            trail = next((k for k, i in enumerate(between) if not trailing_helper(names[i])), len(between))
+            groups[prev] += between[:trail]
         lead = len(between)
-        while lead > trail and leading_helper(names[between[lead - 1]]):
-            lead -= 1
-        groups[j] += between[:trail]
-        groups[j + 1][:0] = between[lead:]
-    return list(zip(groups, calls))
+        if nxt < len(calls):
+            while lead > trail and leading_helper(names[between[lead - 1]]):
+                lead -= 1
+            groups[nxt][:0] = between[lead:]
+        rest = between[trail:lead]
+        others = range(prev + 1, nxt)
+        if not rest or len(others) > 1:
+            continue
+        if others:
+            owner = others[0]
+        elif prev < 0:
+            owner = nxt
+        elif nxt == len(calls):
+            owner = prev
+        elif any(_GEMM_NODE.match(op) for op in _node_ops(g, calls[prev])):
+            owner = nxt
+        else:
+            continue
+        groups[owner] += rest
+    return [(group, q) for group, q in zip(groups, calls) if group]
 
 
 def join(tables: dict[int, list[Graph]], stats: CompiledStats, lines: Iterator[str], start: Tail | None = None,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyprof.kernel_names import MMA, NONE, RULES, SIMT, classify, kernel_dtype, leading_helper, split_reduction
+from pyprof.kernel_names import MMA, NONE, RULES, SIMT, classify, kernel_dtype, leading_helper, trailing_helper
 from test_prof_helpers import analyse, described, kernels, tensor
 
 NAMES = [
@@ -198,15 +198,16 @@ def test_name_dtype_does_not_replace_a_16_bit_marker_dtype():
     assert facts[0].dtype == "bfloat16" and facts[0].path == "fp16_tc"
 
 
-def test_split_reductions_and_leading_helpers() -> None:
+def test_trailing_helpers_and_leading_helpers() -> None:
     """Where a library helper sits beside its call's matrix kernel, as parse splits a CUDA graph
     replay's kernels (docs/compiled.md): split-K reductions after it, attention backward's
-    dot(dO, O) before it; other helpers say nothing."""
+    dot(dO, O) before it, cuBLASLt's separate epilogue after it; other helpers say nothing."""
     names = {"void cublasLt::splitKreduce_kernel<32, 16, int, float>(Params)": (True, False),
              "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize32x32x8_execute_split_k_kernel__5x_cublas": (True, False),
+             "void cublasLt::epilogue::impl::globalKernel<8, 32, float, float, float, true, false>(int)": (True, False),
              "void cudnn::fusion::compute_dot_do_o_specialized<(bool)1, (int)64>(const void *)": (False, True),
              "void flash::flash_bwd_dot_do_o_kernel<true, Flash_bwd_kernel_traits>(Params)": (False, True),
              "void cudnn::fusion::convert_dq_to_16bits<(bool)1>(const void *, void *)": (False, False),
              "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int)": (False, False),
              None: (False, False)}
-    assert {n: (split_reduction(n), leading_helper(n)) for n in names} == names
+    assert {n: (trailing_helper(n), leading_helper(n)) for n in names} == names
