@@ -10,10 +10,13 @@ range itself (default domain), numbered: every graph is called with the key None
 FX-graph cache is off (pyprof.init() turns it off), and runs of different graphs back to back on
 one thread must not read as one.
 
-Inside the call PyTorch's NVTX op ranges are on (what `emit_nvtx` writes, without shapes): the
+Inside the call PyTorch's NVTX op ranges are on (what `emit_nvtx(record_shapes=True)` writes): the
 library calls of generated code (`extern_kernels.mm`, `aten.convolution_backward`, cuDNN
 attention's backward) launch a varying number of kernels, and when several such calls run back
-to back only their op ranges tell which kernel belongs to which call. Turned on per call, on the
+to back only their op ranges tell which kernel belongs to which call. The shapes price what no
+table entry covers: a CUDA graph tree's copies of the inputs into the graph's static buffers
+(`aten::_foreach_copy_`) and its setting of the RNG's seed and offset (`aten::fill_`), launched
+outside the replayed graph. Turned on per call, on the
 calling thread (the backward's graph runs on the autograd thread), without emit_nvtx's device
 synchronizations, which would change the step being measured; the eager rest of the step keeps
 the default mode's cost.
@@ -89,7 +92,7 @@ def ranges() -> Iterator[bool]:
 
 
 def ops_on() -> bool:
-    """Turn PyTorch's NVTX op ranges on for this thread (emit_nvtx's profiler state, no shapes, no
+    """Turn PyTorch's NVTX op ranges on for this thread (emit_nvtx's profiler state with shapes, no
     synchronization); True when it did, and the caller turns them off again
     (`torch.autograd._disable_profiler()`). False, changing nothing, when a profiler is on here
     already (the user's, or emit_nvtx) or PyTorch cannot turn this one on (a build without CUDA)."""

@@ -41,10 +41,10 @@ _lock = threading.Lock()
 
 
 def enable(nodes_only: bool = True) -> None:
-    """Turn PyTorch's NVTX profiler on for this thread, without shapes or synchronization: its
-    autograd node ranges alone (`nodes_only`), else every op range as emit_nvtx's (RuntimeError or
-    AssertionError when PyTorch cannot)."""
-    config, nodes = _settings()
+    """Turn PyTorch's NVTX profiler on for this thread, without synchronization: its autograd node
+    ranges alone, without shapes (`nodes_only`), else every op range as
+    emit_nvtx(record_shapes=True)'s (RuntimeError or AssertionError when PyTorch cannot)."""
+    config, nodes = _settings(shapes=not nodes_only)
     if nodes_only:
         autograd._enable_profiler(config, set(), nodes)
     else:
@@ -52,13 +52,13 @@ def enable(nodes_only: bool = True) -> None:
 
 
 @functools.lru_cache(maxsize=None)
-def _settings() -> tuple:
-    """The profiler's configuration and the node ranges' scopes, built once: enable() runs around
-    every compiled-graph call (round 13 of benchmarks/results/overhead_h100_modes.txt times the
-    switch)."""
+def _settings(shapes: bool) -> tuple:
+    """The profiler's configuration (input shapes in the ranges or not) and the node ranges'
+    scopes, built once: enable() runs around every compiled-graph call (round 13 of
+    benchmarks/results/overhead_h100_modes.txt times the switch)."""
     from torch._C._profiler import RecordScope, _ExperimentalConfig
 
-    config = autograd.ProfilerConfig(autograd.ProfilerState.NVTX, False, False, False, False, False,
+    config = autograd.ProfilerConfig(autograd.ProfilerState.NVTX, shapes, False, False, False, False,
                                      _ExperimentalConfig())
     return config, {RecordScope.BACKWARD_FUNCTION}
 

@@ -99,10 +99,10 @@ def table(tiny) -> tuple:
 def test_graph_call_ranges(tiny) -> None:
     """Inside graph_calls.ranges() (profiled() without emit_nvtx) each call of a compiled graph,
     forward and backward, opens PyTorch's range, numbered, with PyTorch's NVTX op ranges on
-    inside it; outside, none."""
+    inside it, with shapes; outside, none."""
     pushed = tiny[0][0]
-    assert pushed == ["## Call CompiledFxGraph None ## run 0", "ProfilerState.NVTX shapes=False", "off", "pop",
-                      "## Call CompiledFxGraph None ## run 1", "ProfilerState.NVTX shapes=False", "off", "pop"]
+    assert pushed == ["## Call CompiledFxGraph None ## run 0", "ProfilerState.NVTX shapes=True", "off", "pop",
+                      "## Call CompiledFxGraph None ## run 1", "ProfilerState.NVTX shapes=True", "off", "pop"]
 
 
 @pytest.mark.slow
