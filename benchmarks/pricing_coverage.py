@@ -50,13 +50,15 @@ class Case(NamedTuple):
     """One model and how it trains: `build(device)` returns (model, inputs, loss_fn) where
     `loss_fn(output, inputs)` gives the loss; `dtype`: fp32, tf32, fp16 or bf16 (autocast);
     `optim`: sgd, sgd-loop, adam-loop, adam-foreach, adam-fused, adamw-loop, adamw-foreach,
-    adamw-fused or none (eval)."""
+    adamw-fused or none (eval); `micro`: forward and backward passes per optimizer step (gradient
+    accumulation: every pass after the first adds its gradients to the parameters' `.grad`)."""
 
     build: Callable
     dtype: str
     optim: str
     channels_last: bool = False
     half_weights: bool = False  # the model itself in fp16 (the eval fast path refuses autocast)
+    micro: int = 1
 
 
 def _ce(out, inputs):
@@ -401,6 +403,7 @@ CASES: Dict[str, Case] = {
     "unet": Case(_unet, "bf16", "adamw-foreach"),
     "recommender": Case(_recommender, "fp32", "adam-foreach"),
     "moe": Case(_moe, "bf16", "adamw-foreach"),
+    "grad_accum": Case(_tv("resnet18"), "fp16", "sgd", micro=2),
     # Small ones for the test fixtures (tests/data/): an LSTM stack and a Transformer encoder
     # layer, training and on the eval fast path.
     "fixture_lstm": Case(_rnn("lstm", scale=4), "fp32", "sgd"),
@@ -458,9 +461,10 @@ def make_step(case: Case, device, compile_mode: Optional[str] = None) -> Callabl
                 run(*inputs[:-1])
             return
         opt.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=low or torch.bfloat16, enabled=autocast):
-            loss = loss_fn(run(*inputs[:-1]), inputs)
-        scaler.scale(loss).backward()
+        for _ in range(case.micro):
+            with torch.autocast(device.type, dtype=low or torch.bfloat16, enabled=autocast):
+                loss = loss_fn(run(*inputs[:-1]), inputs)
+            scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
     return step
