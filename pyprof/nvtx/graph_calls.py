@@ -21,6 +21,10 @@ calling thread (the backward's graph runs on the autograd thread), without emit_
 synchronizations, which would change the step being measured; the eager rest of the step keeps
 the default mode's cost.
 
+The range names the graph's table (` graph 12`, pyprof.nvtx.inductor.graph_id) where pyprof saw
+the graph generated: graphs number their kernels from 0, and two graphs can run kernels of the
+same names (casts before a library kernel), which parse could not tell apart.
+
 The range also names the module whose code called the graph (` in blocks.0`), when that is not
 the compiled module itself: Dynamo records a node's module path relative to the frame it compiled,
 and after a graph break it compiles the submodules' calls as frames of their own (one graph for
@@ -41,12 +45,15 @@ import torch.autograd as autograd
 from torch.fx import GraphModule
 from torch.nn import Module
 
+from .inductor import graph_id
 from .node_ranges import enable
 from .wrappers import module_name
 
 _MODULE = "torch._inductor.output_code"
 # parse reads the prefix (parse/compiled_kernels.py CALL_RANGE); the run number is opaque to it.
 TEXT = "## Call CompiledFxGraph {key} ## run {n}"
+# parse reads what follows as the id of the graph's table (pyprof.nvtx.inductor.graph_id).
+GRAPH = " graph {gid}"
 # parse reads what follows as the calling module's path (parse/compiled_kernels.py CALLER).
 CALLER = " in {path}"
 # torch.compile's wrapper keeps the module it compiled as this child: paths are relative to it.
@@ -72,6 +79,9 @@ def ranges() -> Iterator[bool]:
 
     def call(self: Any, inputs: Any) -> Any:
         text = TEXT.format(key=getattr(self, "_fx_graph_cache_key", None), n=next(counter))
+        gid = graph_id(self)
+        if gid is not None:
+            text += GRAPH.format(gid=gid)
         path = caller(sys._getframe(1), internal)
         nvtx.range_push(text + CALLER.format(path=path) if path else text)
         # Not a context manager: this runs on every graph call, and a generator-based one adds

@@ -45,9 +45,10 @@ from pyprof.formats import DOMAIN
 from pyprof.kernel_names import MMA, SIMT, classify, leading_helper, trailing_helper
 
 CALL_RANGE = "## Call CompiledFxGraph"
-# What pyprof's numbered call range adds after the run number: the path of the module whose code
-# called the graph (pyprof/nvtx/graph_calls.py CALLER), to which the nodes' paths are relative.
-_CALLER = re.compile(r" ## run \d+ in (\S+)$")
+# What pyprof's numbered call range adds after the run number: the id of the graph's table
+# (pyprof/nvtx/graph_calls.py GRAPH), then the path of the module whose code called the graph
+# (CALLER), to which the nodes' paths are relative.
+_SUFFIX = re.compile(r" ## run \d+(?: graph (\d+))?(?: in (\S+))?$")
 # The ATen ops of a library call that runs one matrix kernel (a GEMM, a convolution's forward, an
 # attention forward or backward; not a convolution's backward: one per gradient), by their FX
 # nodes' names.
@@ -223,9 +224,16 @@ def _instance(rec: dict) -> tuple | None:
         name = op.get("name") if isinstance(op, dict) else None
         if isinstance(name, str) and name.startswith(CALL_RANGE):
             return ("call", rec.get("tid"), op.get("opId"), name)
-    for text in rec.get("ranges") or ():  # PyTorch's range without an op id is plain text to parse
+    text = _call_text(rec)
+    return None if text is None else ("call", rec.get("tid"), None, text)
+
+
+def _call_text(rec: dict) -> str | None:
+    """The text of the compiled-graph call range around a kernel's launch, as plain text (PyTorch's
+    range without an op id, pyprof's numbered one), if any."""
+    for text in rec.get("ranges") or ():
         if isinstance(text, str) and text.startswith(CALL_RANGE):
-            return ("call", rec.get("tid"), None, text)
+            return text
     return None
 
 
@@ -262,14 +270,16 @@ class _Run:
     """The records of one run of a compiled graph, waiting to be matched; `first`: its first
     kernel's correlation id (its name in the records)."""
 
-    __slots__ = ("pid", "first", "slots", "caller")
+    __slots__ = ("pid", "first", "slots", "caller", "graph")
 
-    def __init__(self, pid: int, first: Any, instance: tuple) -> None:
+    def __init__(self, pid: int, first: dict, instance: tuple) -> None:
         self.pid = pid
-        self.first = first
+        self.first = first.get("correlationId")
         self.slots: list[list] = []  # queue slots: [text, record, done, run key]
-        m = _CALLER.search(instance[3]) if instance[0] == "call" and isinstance(instance[3], str) else None
-        self.caller = m.group(1) if m else None
+        text = instance[3] if instance[0] == "call" else _call_text(first)
+        m = _SUFFIX.search(text) if isinstance(text, str) else None
+        self.caller = m.group(2) if m else None
+        self.graph = int(m.group(1)) if m and m.group(1) else None
 
 
 def _under(caller: str | None, module: str | None) -> str | None:
@@ -305,10 +315,14 @@ class Joiner:
         named = [i for i, r in enumerate(recs) if r.get("kShortName") in names]
         best = None
         bwd = sum(r.get("dir") == "bprop" for r in recs) * 2 > len(recs)
-        for g in self.tables[run.pid]:
+        graphs = self.tables[run.pid]
+        named_graph = [g for g in graphs if g.gid == run.graph]
+        for g in named_graph or graphs:
             assign, anchors = self._anchors(g, recs, named)
             key = (len(anchors), g.bwd == bwd, g.gid)
-            if anchors and (best is None or key > best[0]):
+            # A graph of library calls alone (no generated kernel to anchor on) is joined only
+            # where the run's range names it.
+            if (anchors or (named_graph and not g.positions)) and (best is None or key > best[0]):
                 best = (key, g, assign, anchors)
         if best is None:
             self.stats.unexplained += len(recs)
@@ -356,14 +370,18 @@ class Joiner:
         return assign, anchors
 
     def _library(self, g: Graph, recs: list[dict], assign: list, anchors: list) -> None:
-        """Give the unnamed kernels between anchors to the library calls between them."""
-        first_i, first_q = anchors[0]
-        last_i, last_q = anchors[-1]
-        segments = [(range(0, first_i), g.externs(g.named_before(first_q), first_q))]
-        for (ia, qa), (ib, qb) in zip(anchors, anchors[1:]):
-            calls = g.externs(qa, qb) if qb > qa else g.externs(qa, len(g.calls)) + g.externs(-1, qb)
-            segments.append((range(ia + 1, ib), calls))
-        segments.append((range(last_i + 1, len(recs)), g.externs(last_q, g.named_after(last_q))))
+        """Give the unnamed kernels between anchors to the library calls between them (all of
+        them to all the graph's calls where there is no anchor)."""
+        if not anchors:
+            segments = [(range(len(recs)), g.externs(-1, len(g.calls)))]
+        else:
+            first_i, first_q = anchors[0]
+            last_i, last_q = anchors[-1]
+            segments = [(range(0, first_i), g.externs(g.named_before(first_q), first_q))]
+            for (ia, qa), (ib, qb) in zip(anchors, anchors[1:]):
+                calls = g.externs(qa, qb) if qb > qa else g.externs(qa, len(g.calls)) + g.externs(-1, qb)
+                segments.append((range(ia + 1, ib), calls))
+            segments.append((range(last_i + 1, len(recs)), g.externs(last_q, g.named_after(last_q))))
         for idx, calls in segments:
             items = [i for i in idx if assign[i] is None]
             if not items or not calls:
@@ -479,7 +497,7 @@ def join(tables: dict[int, list[Graph]], stats: CompiledStats, lines: Iterator[s
     def add(line: str, rec: dict, key: tuple) -> None:
         run = runs.get(key)
         if run is None:
-            run = runs[key] = _Run(key[0], rec.get("correlationId"), key[1])
+            run = runs[key] = _Run(key[0], rec, key[1])
         slot = [line, rec, False, key]
         run.slots.append(slot)
         queue.append(slot)

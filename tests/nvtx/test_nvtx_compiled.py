@@ -101,8 +101,8 @@ def test_graph_call_ranges(tiny) -> None:
     forward and backward, opens PyTorch's range, numbered, with PyTorch's NVTX op ranges on
     inside it, with shapes; outside, none."""
     pushed = tiny[0][0]
-    assert pushed == ["## Call CompiledFxGraph None ## run 0", "ProfilerState.NVTX shapes=True", "off", "pop",
-                      "## Call CompiledFxGraph None ## run 1", "ProfilerState.NVTX shapes=True", "off", "pop"]
+    assert pushed == ["## Call CompiledFxGraph None ## run 0 graph 0", "ProfilerState.NVTX shapes=True", "off", "pop",
+                      "## Call CompiledFxGraph None ## run 1 graph 1", "ProfilerState.NVTX shapes=True", "off", "pop"]
 
 
 @pytest.mark.slow
@@ -239,6 +239,12 @@ with torch.no_grad():
     with mock.patch("torch.cuda.nvtx.range_push", pushed.append), mock.patch("torch.cuda.nvtx.range_pop", lambda: None):
         with graph_calls.ranges(), emit.recording():
             model(x)
+from pyprof.nvtx import inductor
+ops = {}
+for m in inductor.table():
+    if m["kind"] == "kernel":
+        ops.setdefault(m["graph"], []).extend(n["op"] for n in m["nodes"])
+print(json.dumps(ops))
 print(json.dumps(pushed))
 '''
 
@@ -247,15 +253,17 @@ print(json.dumps(pushed))
 def test_graph_call_ranges_name_the_calling_module(tmp_path: Path) -> None:
     """A graph break in each block's forward hook: Dynamo compiles each Linear's call as a frame
     of its own, one graph for both, and the rest of Net.forward in graphs between them. Each
-    call's range names the module whose code called the graph, relative to the compiled model;
-    Net's own graphs name none (paths already relative to it)."""
+    call's range names the graph's table and the module whose code called the graph, relative to
+    the compiled model; Net's own graphs name none (paths already relative to it)."""
     script = tmp_path / "brk.py"
     script.write_text(BREAK)
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True, timeout=600)
-    assert json.loads(out.stdout.splitlines()[-1]) == [
-        "## Call CompiledFxGraph None ## run 0 in blocks.0", "## Call CompiledFxGraph None ## run 1",
-        "## Call CompiledFxGraph None ## run 2 in blocks.1", "## Call CompiledFxGraph None ## run 3"]
+    ops, pushed = (json.loads(line) for line in out.stdout.splitlines()[-2:])
+    assert pushed == [
+        "## Call CompiledFxGraph None ## run 0 graph 2 in blocks.0", "## Call CompiledFxGraph None ## run 1 graph 3",
+        "## Call CompiledFxGraph None ## run 2 graph 2 in blocks.1", "## Call CompiledFxGraph None ## run 3 graph 3"]
+    assert ops["2"] == ["aten.addmm.default"] and ops["3"] == ["aten.relu.default"]
 
 
 def test_op_ranges_leave_a_profiler_already_on(monkeypatch) -> None:
@@ -425,3 +433,23 @@ def test_foreach_kernel_schedule_unpacked() -> None:
     marker = SimpleNamespace()  # EnableReduction/DisableReduction: no scheduler node
     schedule = [fused(snode("lerp_0"), snode("mul_0", "addcmul_0")), fused(snode("lerp_1")), marker, snode("sqrt")]
     assert list(_fx_nodes(schedule, False)) == ["lerp_0", "mul_0", "addcmul_0", "lerp_1", "sqrt"]
+
+
+def test_uninstall_restores_the_compiled_graph_class() -> None:
+    """install() names every CompiledFxGraph built after it by its table graph and hides its calls;
+    uninstall() puts both methods back as they were."""
+    from torch._inductor.output_code import CompiledFxGraph
+
+    from pyprof.nvtx import inductor
+
+    if inductor._installed:
+        pytest.skip("pyprof.init() is on in this process")
+    before = (vars(CompiledFxGraph)["__init__"], vars(CompiledFxGraph)["__call__"])
+    inductor.install()
+    try:
+        inductor._patch_inductor()
+        assert vars(CompiledFxGraph)["__init__"].__wrapped__ is before[0]
+        assert vars(CompiledFxGraph)["__call__"].__wrapped__ is before[1]
+    finally:
+        inductor.uninstall()
+    assert (vars(CompiledFxGraph)["__init__"], vars(CompiledFxGraph)["__call__"]) == before

@@ -376,6 +376,62 @@ def test_a_call_without_matrix_kernels_between_two_gemms_in_a_graph_replay(tmp_p
     assert stats.compiled.unexplained == 8
 
 
+def named_runs(path: Path, table: list[str], runs: list[tuple[str, list[str]]]) -> tuple[list[dict], Stats]:
+    """Parse an export of `table` marked, then one graph call per run (its range's suffix after
+    the run number, the kernels it launches)."""
+    syn = SynthExport(str(path))
+    main = syn.thread(100, 100)
+    dom = syn.domain(main, "pyprof", t=10, registered=True)
+    for i, text in enumerate(table):
+        syn.event(MARK, main, 100 + i, None, text, domain=dom, registered=True)
+    for r, (suffix, names) in enumerate(runs):
+        t0 = 1000 + 20000 * r
+        syn.push(main, t0, t0 + 15000, f"{CALL} run {r}{suffix}")
+        for i, name in enumerate(names):
+            syn.launch_kernel(main, t0 + 1000 + 1000 * i, name)
+    syn.close()
+    return parse_all(path)
+
+
+CASTS = ["triton_poi_fused__to_copy_0", "triton_poi_fused__to_copy_1"]
+UP = node("aten.addmm.default", [t(512), t(130, 256), t(256, 512)], t(130, 512), "up")
+CONV = node("aten.convolution.default", [t(8, 3, 128, 128), t(64, 3, 7, 7), None], t(8, 64, 64, 64), "conv1")
+
+
+def two_graphs_of_one_name() -> list[str]:
+    """Graph 0 an expert's linear, graph 1 a convolution: both cast two tensors in kernels of the
+    same names before their library kernel; graph 2 a linear of one library call alone."""
+    out = []
+    for gid, lib in ((0, UP), (1, CONV)):
+        cast = node("prims.convert_element_type.default", [t(64, dtype="float32"), {"dtype": F16}], t(64), "m")
+        out += [marker("graph", graph=gid, bwd=False, device="cuda", cudagraphs=False, calls=3),
+                marker("kernel", graph=gid, call=0, name=CASTS[0], extern=False, bytes=384, nodes=[cast]),
+                marker("kernel", graph=gid, call=1, name=CASTS[1], extern=False, bytes=384, nodes=[cast]),
+                marker("kernel", graph=gid, call=2, name="extern_kernels.addmm" if lib is UP else
+                       "extern_kernels.convolution", extern=True, nodes=[lib])]
+    out += [marker("graph", graph=2, bwd=False, device="cuda", cudagraphs=False, calls=1),
+            marker("kernel", graph=2, call=0, name="extern_kernels.mm", extern=True, nodes=[MM])]
+    return out
+
+
+def test_a_run_joins_the_graph_its_range_names(tmp_path: Path) -> None:
+    """pyprof's call range names the graph's table (` graph N`): two graphs whose kernels have the
+    same names (a MoE expert's linear and a convolution: casts, then the library kernel) join
+    each its own, where the names alone would take the later graph for both; a graph of one
+    library call, with no generated kernel to match, joins where its range names it, and stays
+    unexplained where it does not."""
+    runs = [(" graph 0", CASTS + [GEMM]), (" graph 1", CASTS + [GEMM]), (" graph 2 in experts.3", [GEMM]), ("", [GEMM])]
+    recs, stats = named_runs(tmp_path / "n.sqlite", two_graphs_of_one_name(), runs)
+    assert [((r.get("compiled") or {}).get("graph"), (r.get("compiled") or {}).get("call"), r["op"]) for r in recs] == [
+        (0, 0, "convert_element_type"), (0, 1, "convert_element_type"), (0, 2, "addmm"), (1, 0, "convert_element_type"),
+        (1, 1, "convert_element_type"),
+        (1, 2, "convolution"), (2, 0, "mm"), (None, None, None)]
+    assert recs[6]["module"] == "experts.3.fc"
+    assert (stats.compiled.joined, stats.compiled.unexplained) == (7, 1)
+    recs, _ = named_runs(tmp_path / "o.sqlite", two_graphs_of_one_name(), [("", CASTS + [GEMM])])
+    assert [(r.get("compiled") or {}).get("graph") for r in recs] == [1, 1, 1]  # earlier captures: the names' choice
+
+
 def test_no_table_leaves_records_untouched(tmp_path: Path) -> None:
     compiled_step(tmp_path / "with.sqlite")
     compiled_step(tmp_path / "without.sqlite", table=[])
