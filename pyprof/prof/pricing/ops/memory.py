@@ -330,12 +330,16 @@ def getitem(c: Call) -> Cost | None:
 def index_elements(x: Tensor, index: list) -> Cost | None:
     """x[i0, i1, ...] for integer tensors on x's leading dimensions, broadcast together: one
     gather kernel (PyTorch's index_elementwise_kernel) reads the indices and each element it takes
-    and writes it. Backward (index_put with accumulate over several dimensions): na."""
+    and writes it. Backward: index_put with accumulate, kernel by kernel (_index_put_stages)."""
     shape = broadcast(*(t.shape for t in index)) if len(index) <= len(x.shape) else None
-    if shape is None:
+    if shape is None or not x.numel:
         return None
-    return gather_cost(x, index, prod(shape) * prod(x.shape[len(index):]),
-                       idx=",".join(dims(t.shape) for t in index))
+    cost = gather_cost(x, index, prod(shape) * prod(x.shape[len(index):]), idx=",".join(dims(t.shape) for t in index))
+    if cost is None:
+        return None
+    stages = _index_put_stages(x, index, prod(shape))
+    return replace(cost, bwd_flops=sum(s[1] for s in stages), bwd_bytes=x.nbytes + sum(s[3] for s in stages),
+                   bwd_stages=stages)
 
 
 def gather_cost(x: Tensor, index: list, elements: int, **fields) -> Cost | None:
@@ -357,25 +361,30 @@ def index_rows(x: Tensor, index: Tensor) -> Cost | None:
                            x, index, rows)
     if cost is None:
         return None
-    stages = _index_put_stages(x, index)
+    stages = _index_put_stages(x, [index], index.numel)
     return replace(cost, bwd_flops=sum(s[1] for s in stages), bwd_stages=stages)
 
 
-def _index_put_stages(x: Tensor, index: Tensor) -> tuple:
+def _index_put_stages(x: Tensor, index: list[Tensor], n: int) -> tuple:
     """The kernels of x[index]'s backward (index_put_ with accumulate into dX, PyTorch's
-    index_put_with_sort_kernel), index n integers into x's R rows of S elements, named: an int32
-    index cast to int64 (read, written), the rows' linear index (its remainder by R, times S, then
-    divided by S: n int64 read and written each), their positions (arange: n written), cub's sort
-    of the linear index with them (cub_sort.py: on the bits of R - 1), then indexing_backward_kernel
-    adds dY's n·S elements into dX's rows (n·S FLOPs; both index arrays read, dY read, each row of
-    dX it touches read and written: min(n, R) of them, the most). The linear index's arithmetic
-    counts one operation an element, as element-wise ops on integers do (aten::remainder's). dX's
-    zero fill and dY made contiguous where it arrives strided: parts (index_parts.py)."""
-    n, rows = index.numel, x.shape[0]
+    index_put_with_sort_kernel), k integer tensors, broadcast to `n` positions, indexing x's
+    leading dims (R rows of S elements: the indexed dims' product and the rest's), named: an int32
+    index cast to int64 (read, written); the rows' linear index: each index's remainder by its
+    dim, times its stride, the products summed, then divided by S (n int64 read and written each;
+    the sums two read); their positions (arange: n written); cub's sort of the linear index with
+    them (cub_sort.py: on the bits of R - 1); then indexing_backward_kernel adds dY's n·S
+    elements into dX's rows (n·S FLOPs; both index arrays and dY read, each row of dX it touches
+    read and written: min(n, R) of them, the most). The linear index's arithmetic counts one
+    operation an element, as element-wise ops on integers do (aten::remainder's). dX's zero fill
+    and dY made contiguous where it arrives strided: parts (index_parts.py)."""
+    rows = prod(x.shape[:len(index)])
     per_row = x.numel // rows
-    cast = (("copy_kernel_cuda", 0, 0, n * (index.itemsize + 8)),) if index.dtype == "int32" else ()
-    linear = tuple((name, n, 0, 2 * n * 8) for name in ("remainder_kernel_cuda", "MulFunctor", "div_trunc_kernel_cuda"))
-    return cast + linear + (("arange_cuda_out", 0, 0, n * 8),) + radix_sort_pairs(n, 8, 8, num_bits(rows - 1)) + (
+    cast = tuple(("copy_kernel_cuda", 0, 0, t.numel * (t.itemsize + 8)) for t in index if t.dtype == "int32")
+    linear = tuple(stage for i in range(len(index))
+                   for stage in (("remainder_kernel_cuda", n, 0, 2 * n * 8), ("MulFunctor", n, 0, 2 * n * 8))
+                   + ((("CUDAFunctor_add", n, 0, 3 * n * 8),) if i else ()))
+    return cast + linear + (("div_trunc_kernel_cuda", n, 0, 2 * n * 8), ("arange_cuda_out", 0, 0, n * 8)) \
+        + radix_sort_pairs(n, 8, 8, num_bits(rows - 1)) + (
         ("indexing_backward_kernel", n * per_row, (n + 2 * min(n, rows)) * per_row * x.itemsize, 2 * n * 8),)
 
 
