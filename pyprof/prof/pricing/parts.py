@@ -297,6 +297,10 @@ class CallParts:
         fam = family(kernel)
         if fam is None or not self.left or fam == FILL and self._named(kernel):
             return None
+        # A gradient's accumulation adds floating-point tensors: an add on integers is an index's
+        # arithmetic (a stage of index_put's linear index).
+        if fam == ADD and template_dtype(kernel) not in FLOATING:
+            return None
         # Only the element-wise kernels launch by PyTorch's per-thread rule; the bias gradient's
         # sum is one part a call, a layout conversion is told by its grid.
         g, b = (launch_count(grid), launch_count(block)) if fam in _ELEMENTWISE or fam in _ONE_PER_THREAD \
