@@ -31,7 +31,7 @@ class _State:
     """Switches read by every wrapper on every call; attributes rather than globals so that
     wrappers built once keep seeing the current values."""
 
-    __slots__ = ("on", "nested", "force", "live", "hooks", "push", "push_op", "pop", "compiling")
+    __slots__ = ("on", "nested", "force", "live", "hooks", "push", "push_op", "pop", "mark", "compiling")
 
     def __init__(self) -> None:
         self.on = False          # build and push markers at all
@@ -45,6 +45,8 @@ class _State:
         # An op range with its NVTX int64 payload (docs/markers.md, "Payload").
         self.push_op: Callable[[str, int], None] = _noop_op
         self.pop: Callable[[], None] = _noop_pop
+        # An instant mark on this thread (inside the op range open there: an `out` marker).
+        self.mark: Callable[[str], None] = _noop
         # Replaced by torch.compiler.is_compiling once torch is in use (pyprof.init).
         self.compiling: Callable[[], bool] = _never
 
@@ -106,6 +108,11 @@ def _pop_live() -> None:
     _lib_pop(_handle)
 
 
+def _mark_live(text: str) -> None:
+    # Rare (ops whose output size depends on their values, which synchronize anyway): nvtx's own call.
+    nvtx.mark(message=text, domain=DOMAIN)
+
+
 def _push_recording(text: str) -> None:
     for r in _recorders:
         r._push(text)
@@ -125,6 +132,13 @@ def _pop_recording() -> None:
         r._pop()
     if state.live:
         _lib_pop(_handle)
+
+
+def _mark_recording(text: str) -> None:
+    for r in _recorders:
+        r._mark(text)
+    if state.live:
+        _mark_live(text)
 
 
 def _open_domain() -> None:
@@ -156,11 +170,12 @@ def configure(*, nested: Optional[bool] = None, force: Optional[bool] = None) ->
 
 def _refresh() -> None:
     if _recorders:
-        state.push, state.push_op, state.pop = _push_recording, _push_recording_op, _pop_recording
+        state.push, state.push_op, state.pop, state.mark = _push_recording, _push_recording_op, _pop_recording, \
+            _mark_recording
     elif state.live:
-        state.push, state.push_op, state.pop = _push_live, _push_live_op, _pop_live
+        state.push, state.push_op, state.pop, state.mark = _push_live, _push_live_op, _pop_live, _mark_live
     else:
-        state.push, state.push_op, state.pop = _noop, _noop_op, _noop_pop
+        state.push, state.push_op, state.pop, state.mark = _noop, _noop_op, _noop_pop, _noop
     state.on = bool(state.live or state.force or _recorders)
 
 
@@ -189,11 +204,13 @@ class Recording:
 
     `ranges` holds `Range` tuples (text, nesting depth, parent index, thread); `markers` decodes
     the texts. Texts are decoded on access so that a malformed marker fails the test reading it,
-    not the torch call that pushed it.
+    not the torch call that pushed it. `marks` holds the instant marks, each as (text, index of the
+    recorded range open on its thread or None).
     """
 
     def __init__(self) -> None:
         self.ranges: List[Range] = []
+        self.marks: List[Tuple[str, Optional[int]]] = []
         self._stacks: dict = {}
 
     @property
@@ -205,6 +222,10 @@ class Recording:
         stack = self._stacks.setdefault(threading.get_ident(), [])
         self.ranges.append(Range(text, len(stack), stack[-1] if stack else None, threading.get_ident(), payload))
         stack.append(len(self.ranges) - 1)
+
+    def _mark(self, text: str) -> None:
+        stack = self._stacks.get(threading.get_ident())
+        self.marks.append((text, stack[-1] if stack else None))
 
     def _pop(self) -> None:
         stack = self._stacks.get(threading.get_ident())

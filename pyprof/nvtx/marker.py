@@ -347,6 +347,16 @@ def _key(k: str) -> str:
     return s
 
 
+def out_marker(out: Any) -> str:
+    """The `out` mark of an op whose output size depends on its input's values: the output as the
+    value table encodes it (a tensor, a tuple of them). Never raises."""
+    try:
+        value = encode(out)
+    except Exception:  # a marker must not break the call it describes
+        value = "null"
+    return f'{{"v":{MARKER_VERSION},"kind":"out","out":{value}}}'
+
+
 def op_prefix(mod: str, op: str) -> str:
     """The constant head of an op marker, computed once per wrapper."""
     return op_marker_head(mod) + _quote(op) + ',"args":['

@@ -82,6 +82,31 @@ _TENSOR_DUNDERS = frozenset(
                             "getitem", "setitem")]
 )
 
+# Calls whose output size depends on their input's values get an `out` mark (wrappers.op_wrapper
+# `sized`). Those whose ATen op of the same name PyTorch tags dynamic_output_shape (nonzero,
+# masked_select, unique_consecutive, bincount, repeat_interleave, one_hot) are found by the tag
+# (_sized); these composites run such an op under another name: argwhere and where with the
+# condition alone (nonzero), unique (_unique2).
+_SIZED_COMPOSITES = {"argwhere": None, "unique": None, "where": lambda args, kwargs: len(args) == 1 and not kwargs}
+
+
+def _always(args: tuple, kwargs: dict) -> bool:
+    return True
+
+
+def _sized(name: str) -> Optional[Callable[[tuple, dict], bool]]:
+    """Whether a call of the entry point `name` has an output size its input's values decide,
+    given its arguments (None: never)."""
+    if name in _SIZED_COMPOSITES:
+        return _SIZED_COMPOSITES[name] or _always
+    try:
+        packet = getattr(torch.ops.aten, name)
+        tagged = any(torch.Tag.dynamic_output_shape in getattr(packet, o).tags for o in packet.overloads())
+    except Exception:  # no ATen op of that name (a Python-level function), or no tags in this torch
+        return None
+    return _always if tagged else None
+
+
 _MISSING = object()
 _lock = threading.RLock()
 # (owner, attribute, value before, wrapper) in the order applied; restore() undoes them in reverse.
@@ -192,12 +217,14 @@ def _patch() -> None:
             if ns is torch and name in HOST_VALUE_ARGS:
                 w = host_values_wrapper(obj, ns.__name__, name, ns.__name__, name, HOST_VALUE_ARGS[name], priced)
             else:
-                w = op_wrapper(obj, ns.__name__, name, ns.__name__, name, priced)
+                w = op_wrapper(obj, ns.__name__, name, ns.__name__, name, priced, _sized(name))
             _set(ns, name, w)
             if ns is torch and getattr(vf, name, None) is obj:
                 _set(torch._VF, name, w)
     for name, raw in _tensor_targets():
-        _set(torch.Tensor, name, op_wrapper(raw, "Tensor", name, "torch", "Tensor." + name, f"Tensor.{name}" in PRICED))
+        sized = None if name == "where" else _sized(name)  # Tensor.where(condition, other) selects
+        _set(torch.Tensor, name, op_wrapper(raw, "Tensor", name, "torch", "Tensor." + name, f"Tensor.{name}" in PRICED,
+                                            sized))
     for name in ("backward", "grad"):
         fn = getattr(torch.autograd, name)
         _set(torch.autograd, name, op_wrapper(fn, "torch.autograd", name, "torch.autograd", name))

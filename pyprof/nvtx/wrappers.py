@@ -26,6 +26,7 @@ from .marker import build as _build
 from .marker import encode as _encode
 from .marker import host_values as _host_values
 from .marker import module_marker, op_prefix, optimizer_knobs, optimizer_params
+from .marker import out_marker as _out_marker
 from .site import site_json as _site
 
 _is_compiling = torch.compiler.is_compiling
@@ -64,13 +65,17 @@ def thread_state() -> ThreadState:
     return _threads.s
 
 
-def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str, opaque: bool = True) -> Callable:
+def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str, opaque: bool = True,
+               sized: Optional[Callable[[tuple, dict], bool]] = None) -> Callable:
     """A wrapper of `orig` that pushes an op marker `mod`/`op` around each outermost call.
 
     `home`/`qualname` are where the wrapper is installed: pickle finds a function by those, so a
     wrapped function pickles by reference and unpickles as whatever is installed there.
     `opaque`: the wrapped calls made inside this one emit nothing (its marker accounts for their
     work); False for an op prof cannot price, whose inner calls then carry markers of their own.
+    `sized`: whether a call's output size depends on its input's values (nonzero; where with the
+    condition alone), given its arguments: before such a call's range closes, an `out` mark inside
+    it gives the output's shapes (marker.out_marker).
     """
     prefix = op_prefix(mod, op)
     hides = 1 if opaque else 0  # added to the depth: chosen here, so the call path has no branch
@@ -97,6 +102,8 @@ def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str, opaq
             _state.push_op(text, seq if seq == tl.seq_end else _payload(seq, tl.seq_end))
             try:
                 out = orig(*args, **kwargs)
+                if sized is not None and sized(args, kwargs):
+                    _state.mark(_out_marker(out))
             finally:
                 tl.seq_end = _seq()
                 if runs_backward:

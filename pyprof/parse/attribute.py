@@ -35,6 +35,7 @@ from pyprof.formats import VERSION as SCHEMA_VERSION
 from pyprof.parse import ddp_buckets, nccl, queries
 from pyprof.parse.export import Export
 from pyprof.parse.gpu import GpuInfo
+from pyprof.parse.out_marks import OutMarks, out_marks
 from pyprof.parse.intake import COUNT, DOMAIN, END, KEY, LABEL, NCCL, NODE_SEQ, NVTX_FIELDS, START, TEXT, Intake, Range
 from pyprof.parse.queries import SRC_CAPTURED, SRC_KERNEL, SRC_MEMCPY
 from pyprof.parse.ranges import BWD, LAYER, MODULE, OP, TORCH, Label, classify, encode, encode_str
@@ -107,15 +108,16 @@ class _Attribution:
     speculative window), notes what an earlier window may have set (window.Report)."""
 
     __slots__ = ("threads", "procs", "autograd", "tops", "calls", "fwd_ops", "guessed", "spans", "report",
-                 "fresh", "stats", "ddp")
+                 "fresh", "stats", "ddp", "outs")
 
     def __init__(self, intake: Intake, report: Report | None, stats: Stats,
-                 ddp: dict[tuple[int, int], nccl.Call]) -> None:
+                 ddp: dict[tuple[int, int], nccl.Call], outs: OutMarks | None = None) -> None:
         self.threads, self.procs, self.autograd = intake.threads, intake.procs, intake.autograd
         self.tops, self.calls, self.spans = intake.tops, intake.calls, intake.spans
         self.fwd_ops, self.guessed = intake.fwd_ops, intake.guessed
         self.report, self.fresh, self.stats = report, intake.fresh, stats
         self.ddp = ddp  # DDP's bucket all-reduces sized from its marker (ddp_buckets)
+        self.outs = outs if outs is not None and outs.threads else None  # out_marks.py
 
     def of(self, row: tuple, t: int) -> tuple[str, str]:
         """(the attribution fields of activity `row`'s record as JSON text, closing brace
@@ -137,7 +139,7 @@ class _Attribution:
                 encl = sorted(encl + _enclosing(pstack, t), key=_outer_first)
 
         report, fresh = self.report, self.fresh
-        marker = module = owner = innermost_torch = bseq = node = nccl_calls = None
+        marker = marker_range = module = owner = innermost_torch = bseq = node = nccl_calls = None
         torch_ops: list[str] = []
         seqs: list[int] = []
         layers: list[str] | tuple[str, ...] = []
@@ -167,7 +169,7 @@ class _Attribution:
                     seqs.append(lab.seq)
             elif kind == OP:
                 marker = lab
-                owner = r
+                marker_range = owner = r
                 if lab.bwd:
                     bwd = True
             elif kind == BWD:
@@ -229,13 +231,18 @@ class _Attribution:
             else:
                 mod = op = "null"
         return (f'"dir":"{"bprop" if bwd else "optim" if mod in _OPTIM else "fprop"}","mod":{mod},"op":{op},'
-                f'"marker":{marker.js if marker is not None else "null"},'
+                f'"marker":{self._marker_js(marker, marker_range, rtid) if marker is not None else "null"},'
                 f'"fwd":{_fwd_js(bseq, fwd) if fwd is not None else node.js if node is not None else "null"},'
                 f'"torchOps":[{",".join(torch_ops)}],'
                 f'"seqId":{seqs[-1] if seqs else "null"},"altSeqId":[{",".join(map(str, seqs[:-1]))}],'
                 f'"subSeqId":{sub},"layer":[{",".join(layers)}],"module":{module or "null"},'
                 f'"trace":{trace},"ranges":[{",".join(others)}]'
                 f'{"" if nccl_calls is None else nccl.member_js(nccl_calls)}}}'), op
+
+    def _marker_js(self, marker: Label, r: Range, rtid: int | None) -> str:
+        """The op marker's JSON, with the `out` member of an out mark inside its range
+        (out_marks.py) where the trace has such marks."""
+        return marker.js if self.outs is None else self.outs.marker_js(marker.js, rtid, r[START], r[END])
 
     def _between_nodes(self, rtid: int, gpid: int) -> int | None:
         """The node seq of a launch on autograd thread `rtid` that no range encloses: the engine
@@ -411,6 +418,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
         copy_kinds = {k: encode_str(v) for k, v in queries.copy_kinds(exp).items()} if memcpy else {}
         groups = nccl.Groups(exp, window.seed.nccl if window is not None and window.seed is not None else None)
         ddp = ddp_buckets.ddp_calls(exp)
+        outs = out_marks(exp)
     streams, merged, nvtx = _open_streams(exp, memcpy, window)
     activities = merged
     if window is not None and window.end is not None:
@@ -424,7 +432,7 @@ def lines(exp: Export, stats: Stats, memcpy: bool = False, window: Window | None
     try:
         with exp.errors():
             intake = Intake(nvtx, domains, stats, window, groups)
-            take, attribute = intake.take, _Attribution(intake, report, stats, ddp).of
+            take, attribute = intake.take, _Attribution(intake, report, stats, ddp, outs).of
             for row in activities:
                 t = row[_SORT]
                 if t >= intake.due:

@@ -404,6 +404,35 @@ def test_where_of_a_condition_alone_is_nonzero():
     assert (c.flops, c.bytes) == (256, io_bytes(torch.where, cond, x, y))
 
 
+def test_nonzero_with_its_out_mark_prices_each_kernel():
+    """With the call's output (parse adds its out mark to the marker: 127 of a [512, 2] bool
+    condition's elements true, an MoE router's torch.where(idx == e)), each of PyTorch's kernels
+    its own work: cub's count (the condition read, the int count written, a test an element), its
+    flagged select (read again, 127 int64 positions and the count written), and write_indices
+    (each position into 2 coordinates in place: the positions read, 2 x 127 int64 written); cub's
+    tile-state init is its own part. The kernels add up to the call; a [512] condition has no
+    write_indices. Without the mark, bytes na."""
+    cond = t(512, 2) > 0
+    m = marker("torch", "where", cond)
+    m["out"] = [{"shape": [127], "dtype": "int64"}] * 2
+    names = ["void at_cuda_detail::cub::detail::reduce::DeviceReduceSingleTileKernel<Policy1000, transform_iterator<"
+             "at::native::<unnamed>::NonZeroOp<bool>, const bool *>, int *, unsigned long long>(T2, T3, T4, T5, T6, T8)",
+             "void at_cuda_detail::cub::detail::scan::DeviceCompactInitKernel<at_cuda_detail::cub::ScanTileState<int, "
+             "(bool)1>, int *>(T1, int, T2)",
+             "void at_cuda_detail::cub::detail::select::DeviceSelectSweepKernel<Policy1000, counting_iterator<long>, "
+             "transform_iterator<at::native::<unnamed>::NonZeroOp<bool>, const bool *>, long *, int *>(T2, T3)",
+             "void at::native::<unnamed>::write_indices<long>(long *, at::native::<unnamed>::TensorDims<T1>, int, T1)"]
+    facts, _ = analyse(kernels(m, names, grid=[1, 1, 1], block=[128, 1, 1]))
+    n = 1024
+    assert [(f.flops, f.bytes) for f in facts] == [(n, n + 4), (0, 268), (n, n + 8 * 127 + 4), (2 * 127, 8 * 127 * 3)]
+    c = cost_of("torch", "where", cond)
+    assert (c.flops, c.bytes) == (n, None)
+    m = marker("torch", "nonzero", t(512) > 0)
+    m["out"] = {"shape": [40, 1], "dtype": "int64"}
+    facts, _ = analyse(kernels(m, names[:3], grid=[1, 1, 1], block=[128, 1, 1]))
+    assert [(f.flops, f.bytes) for f in facts] == [(512, 516), (0, 268), (512, 512 + 8 * 40 + 4)]
+
+
 def test_backward_costs_of_norms_and_losses():
     x, w, b = t(4, 6, 8, dtype=torch.bfloat16), t(8, dtype=torch.bfloat16), t(8, dtype=torch.bfloat16)
     ln = cost_of(FN, "layer_norm", x, (8,), w, b)

@@ -130,6 +130,14 @@ class Call:
         strides = raw.get("strides") if isinstance(raw, dict) else None
         return tuple(strides) if isinstance(strides, list) and all(type(s) is int for s in strides) else None
 
+    def outputs(self) -> list[Tensor]:
+        """The tensors the call returned, where its marker says (the `out` member parse adds from
+        pyprof's out mark: an op whose output size its input's values decide); else []."""
+        if "out" not in self.marker:
+            return []
+        v = decode(self.marker["out"])
+        return [t for t in (v if isinstance(v, list) else [v]) if isinstance(t, Tensor)]
+
     def tensors(self) -> list:
         """Every tensor argument in order; an `out=` tensor is a result, not an operand."""
         kw = [v for k, v in self.kwargs.items() if k != "out"]

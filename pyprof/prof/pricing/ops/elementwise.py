@@ -250,11 +250,25 @@ for _op in BINARY + TERNARY:
     register(*names([f"{_op}_"]))(_binary(f"{_op}_"))
 
 
-def nonzero_cost(x: Tensor) -> Cost:
+def nonzero_cost(x: Tensor, found: list[Tensor] | None = None) -> Cost:
     """The indices of x's nonzero elements (torch.nonzero, argwhere, where(condition) alone): one
-    comparison with zero an element, x read; what it writes, as many index rows as elements were
-    nonzero, depends on the data: bytes na (the count is in no marker)."""
-    return Cost(x.numel, None, fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT)
+    test against zero an element. What it writes depends on the data: with the call's output
+    (`found`, its out mark: as many index rows as elements were nonzero), PyTorch's kernels in
+    turn: cub's count of the nonzero elements (x read, the count written), cub's flagged select of
+    their flat positions (x tested again, read; the positions written as int64; its tile states:
+    cub_init.py), and, where x has more than one dim, write_indices turning each position into
+    its coordinates in place (read, written; one division an index and dim). Without it, bytes
+    na. A count over more than one tile runs a second reduction kernel (its partial counts): na."""
+    n, size, d = x.numel, x.itemsize, len(x.shape)
+    params = fmt_params(x.dtype, shape=dims(x.shape))
+    rows = found[0].shape[0] if found and found[0].shape else None
+    if rows is None or size is None:
+        return Cost(n, None, params, x.dtype, SIMT)
+    stages = (("DeviceReduce", n, 0, n * size + 4), ("DeviceSelectSweepKernel", n, 0, n * size + 8 * rows + 4))
+    if d > 1 and rows:
+        stages += (("write_indices", rows * d, 0, 8 * rows * (1 + d)),)
+    return Cost(sum(s[1] for s in stages), sum(s[3] for s in stages), fmt_params(x.dtype, shape=dims(x.shape), found=rows),
+                x.dtype, SIMT, stages=stages)
 
 
 _where = _binary("where")
@@ -265,14 +279,14 @@ def where(c: Call) -> Cost | None:
     """where(condition, input, other), an element-wise select; where(condition) alone is
     nonzero(condition, as_tuple=True)."""
     if len(c.args) == 1 and not {"input", "other", "self"} & set(c.kwargs) and isinstance(c.args[0], Tensor):
-        return nonzero_cost(c.args[0])
+        return nonzero_cost(c.args[0], c.outputs())
     return _where(c)
 
 
 @register(*names(["nonzero", "argwhere"]))
 def nonzero(c: Call) -> Cost | None:
     x = c.get(0, "input")
-    return nonzero_cost(x) if isinstance(x, Tensor) else None
+    return nonzero_cost(x, c.outputs()) if isinstance(x, Tensor) else None
 for _op in DUNDERS:
     register(f"Tensor.__{_op}__")(_binary(f"__{_op}__"))
 for _op in INPLACE_DUNDERS:
