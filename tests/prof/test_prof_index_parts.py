@@ -104,3 +104,21 @@ def test_cat_of_more_than_16_tensors_prices_the_known_gradients_accumulations():
     assert got == [("elementwise_kernel", big, 6 * big)] + [("elementwise_kernel", small, 6 * small)] * 15 + [
         ("elementwise_kernel", None, None)] * 8
     assert rows("default", "bprop", "cat")[0][5].flops == 0 and rows("default", "bprop", "cat")[0][5].bytes is None
+
+
+def test_index_backward_over_two_index_tensors_kernel_by_kernel():
+    """A top-2 MoE router's weights[rows, slot] (fp32 [512, 2], 127 positions of two int64 index
+    tensors; H200, pricing_coverage's `moe`, tests/data/moe_index_backward.jsonl.xz: one
+    IndexBackward0's records as parse wrote them): dX's zero fill, then per index its remainder by
+    its dim and its product with its stride, their sum, the quotient by the row size (127 int64
+    read and written each, the sum two read; one operation an element), arange, cub's single-tile
+    sort of keys and values (read and written), indexing_backward (127 adds; both index arrays
+    and dY read, the rows read and written). Each kernel its own; they add up to the node's."""
+    with lzma.open(os.path.join(DATA, "moe_index_backward.jsonl.xz"), "rb") as s:
+        got = [(rec["kShortName"], f.flops, f.bytes, f.cost) for rec, f, _ in analysed(records(s, Tally()), Tally())]
+    n, op = 127, ("vectorized_elementwise_kernel", 127, 16 * 127)
+    assert [g[:3] for g in got] == [
+        ("vectorized_elementwise_kernel", 0, 512 * 2 * 4), op, op, ("unrolled_elementwise_kernel", n, 16 * n), op,
+        ("vectorized_elementwise_kernel", n, 24 * n), op, ("elementwise_kernel_with_index", 0, 8 * n),
+        ("DeviceRadixSortSingleTileKernel", 0, 32 * n), ("indexing_backward_kernel_stride_1", n, (n + 2 * n) * 4 + 16 * n)]
+    assert got[0][3].bwd_flops == sum(g[1] for g in got) == 7 * n
