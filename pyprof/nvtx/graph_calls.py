@@ -10,13 +10,15 @@ range itself (default domain), numbered: every graph is called with the key None
 FX-graph cache is off (pyprof.init() turns it off), and runs of different graphs back to back on
 one thread must not read as one.
 
-Inside the call PyTorch's NVTX op ranges are on (what `emit_nvtx(record_shapes=True)` writes): the
-library calls of generated code (`extern_kernels.mm`, `aten.convolution_backward`, cuDNN
-attention's backward) launch a varying number of kernels, and when several such calls run back
-to back only their op ranges tell which kernel belongs to which call. The shapes price what no
-table entry covers: a CUDA graph tree's copies of the inputs into the graph's static buffers
-(`aten::_foreach_copy_`) and its setting of the RNG's seed and offset (`aten::fill_`), launched
-outside the replayed graph. Turned on per call, on the
+Inside the call PyTorch's NVTX op ranges are on (what `emit_nvtx` writes): the library calls of
+generated code (`extern_kernels.mm`, `aten.convolution_backward`, cuDNN attention's backward)
+launch a varying number of kernels, and when several such calls run back to back only their op
+ranges tell which kernel belongs to which call. In a graph compiled for CUDA graphs they carry
+the inputs' shapes (`record_shapes=True`), which price what no table entry covers: a CUDA graph
+tree's copies of the inputs into the graph's static buffers (`aten::_foreach_copy_`) and its
+setting of the RNG's seed and offset (`aten::fill_`), launched outside the replayed graph; the
+other graphs' calls go without (their library calls are the table's to price, and shapes cost
+time in every op range). Turned on per call, on the
 calling thread (the backward's graph runs on the autograd thread), without emit_nvtx's device
 synchronizations, which would change the step being measured; the eager rest of the step keeps
 the default mode's cost.
@@ -45,7 +47,7 @@ import torch.autograd as autograd
 from torch.fx import GraphModule
 from torch.nn import Module
 
-from .inductor import graph_id
+from .inductor import cudagraphed, graph_id
 from .node_ranges import enable
 from .wrappers import module_name
 
@@ -86,7 +88,7 @@ def ranges() -> Iterator[bool]:
         nvtx.range_push(text + CALLER.format(path=path) if path else text)
         # Not a context manager: this runs on every graph call, and a generator-based one adds
         # frames of its own to each.
-        ops = ops_on()
+        ops = ops_on(gid is not None and cudagraphed(gid))
         try:
             return original(self, inputs)
         finally:
@@ -101,15 +103,15 @@ def ranges() -> Iterator[bool]:
         cls.__call__ = original
 
 
-def ops_on() -> bool:
-    """Turn PyTorch's NVTX op ranges on for this thread (emit_nvtx's profiler state with shapes, no
-    synchronization); True when it did, and the caller turns them off again
+def ops_on(shapes: bool = False) -> bool:
+    """Turn PyTorch's NVTX op ranges on for this thread (emit_nvtx's profiler state, with the
+    inputs' shapes where `shapes`, no synchronization); True when it did, and the caller turns them off again
     (`torch.autograd._disable_profiler()`). False, changing nothing, when a profiler is on here
     already (the user's, or emit_nvtx) or PyTorch cannot turn this one on (a build without CUDA)."""
     if autograd._profiler_enabled():
         return False
     try:
-        enable(nodes_only=False)
+        enable(nodes_only=False, shapes=shapes)
     except (RuntimeError, AssertionError):
         return False
     return True

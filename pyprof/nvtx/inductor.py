@@ -357,6 +357,11 @@ def graph_id(compiled: Any) -> Optional[int]:
     return getattr(compiled, _GRAPH_ID, None)
 
 
+def cudagraphed(gid: int) -> bool:
+    """Whether table graph `gid` was compiled to run as CUDA graphs (mode reduce-overhead)."""
+    return 0 <= gid < len(_graphs) and _graphs[gid].cudagraphs
+
+
 def cache_switches() -> List[tuple]:
     """The (config module, attribute) of each compile cache install() turns off, where this torch
     has it: a cached graph skips code generation altogether, so its kernels would never be seen."""

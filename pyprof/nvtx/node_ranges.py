@@ -40,11 +40,11 @@ _originals: dict = {}
 _lock = threading.Lock()
 
 
-def enable(nodes_only: bool = True) -> None:
+def enable(nodes_only: bool = True, shapes: bool = False) -> None:
     """Turn PyTorch's NVTX profiler on for this thread, without synchronization: its autograd node
-    ranges alone, without shapes (`nodes_only`), else every op range as
-    emit_nvtx(record_shapes=True)'s (RuntimeError or AssertionError when PyTorch cannot)."""
-    config, nodes = _settings(shapes=not nodes_only)
+    ranges alone (`nodes_only`), else every op range as emit_nvtx's, with the inputs' shapes
+    where `shapes` (RuntimeError or AssertionError when PyTorch cannot)."""
+    config, nodes = _settings(shapes)
     if nodes_only:
         autograd._enable_profiler(config, set(), nodes)
     else:

@@ -99,10 +99,10 @@ def table(tiny) -> tuple:
 def test_graph_call_ranges(tiny) -> None:
     """Inside graph_calls.ranges() (profiled() without emit_nvtx) each call of a compiled graph,
     forward and backward, opens PyTorch's range, numbered, with PyTorch's NVTX op ranges on
-    inside it, with shapes; outside, none."""
+    inside it (without shapes: a graph not compiled for CUDA graphs); outside, none."""
     pushed = tiny[0][0]
-    assert pushed == ["## Call CompiledFxGraph None ## run 0 graph 0", "ProfilerState.NVTX shapes=True", "off", "pop",
-                      "## Call CompiledFxGraph None ## run 1 graph 1", "ProfilerState.NVTX shapes=True", "off", "pop"]
+    assert pushed == ["## Call CompiledFxGraph None ## run 0 graph 0", "ProfilerState.NVTX shapes=False", "off", "pop",
+                      "## Call CompiledFxGraph None ## run 1 graph 1", "ProfilerState.NVTX shapes=False", "off", "pop"]
 
 
 @pytest.mark.slow
@@ -303,13 +303,22 @@ def test_op_ranges_turned_on_for_every_op_with_one_configuration(monkeypatch) ->
     import torch.autograd as autograd
     from pyprof.nvtx import graph_calls
 
+    from pyprof.nvtx import node_ranges
+
     calls = []
     monkeypatch.setattr(autograd, "_profiler_enabled", lambda: False)
     monkeypatch.setattr(autograd, "_enable_profiler", lambda *a: calls.append(a))
-    assert graph_calls.ops_on() is True
-    assert graph_calls.ops_on() is True
-    assert [len(a) for a in calls] == [2, 2] and calls[0][1] == calls[1][1] == set()
+    monkeypatch.setattr(autograd, "ProfilerConfig", lambda *config: config)
+    node_ranges._settings.cache_clear()
+    try:
+        assert graph_calls.ops_on() is True
+        assert graph_calls.ops_on() is True
+        assert graph_calls.ops_on(shapes=True) is True
+    finally:
+        node_ranges._settings.cache_clear()  # built with the stand-in ProfilerConfig
+    assert [len(a) for a in calls] == [2, 2, 2] and calls[0][1] == calls[1][1] == calls[2][1] == set()
     assert calls[0][0] is calls[1][0]
+    assert (calls[0][0][1], calls[2][0][1]) == (False, True)  # ProfilerConfig's report_input_shapes
 
 
 @pytest.mark.parametrize("turned_on", [True, False])
@@ -317,7 +326,8 @@ def test_op_ranges_turned_on_for_every_op_with_one_configuration(monkeypatch) ->
 def test_graph_call_switches_op_ranges_inside_its_range(monkeypatch, turned_on: bool, fails: bool) -> None:
     """A graph call under ranges(): its numbered range, the op ranges turned on inside it, the
     graph, then the op ranges turned off (only if this call turned them on) and the range
-    closed, also when the graph raises."""
+    closed, also when the graph raises. A graph pyprof named (`graph 0`) and compiled for CUDA
+    graphs gets shapes in its op ranges."""
     import types
 
     import torch.autograd as autograd
@@ -336,17 +346,22 @@ def test_graph_call_switches_op_ranges_inside_its_range(monkeypatch, turned_on: 
     monkeypatch.setitem(sys.modules, graph_calls._MODULE, types.SimpleNamespace(CompiledFxGraph=CompiledFxGraph))
     monkeypatch.setattr(nvtx, "range_push", lambda text: calls.append(("push", text)))
     monkeypatch.setattr(nvtx, "range_pop", lambda: calls.append("pop"))
-    monkeypatch.setattr(graph_calls, "ops_on", lambda: calls.append("on") or turned_on)
+    monkeypatch.setattr(graph_calls, "ops_on", lambda shapes=False: calls.append(("on", shapes)) or turned_on)
+    monkeypatch.setattr(graph_calls, "cudagraphed", lambda gid: gid == 0)
     monkeypatch.setattr(autograd, "_disable_profiler", lambda: calls.append("off"))
+    named = CompiledFxGraph()
+    named._pyprof_graph = 0
     with graph_calls.ranges() as can_run:
         assert can_run is True
-        if fails:
-            with pytest.raises(ValueError, match="graph failed"):
-                CompiledFxGraph()([1])
-        else:
-            assert CompiledFxGraph()([1]) == "out"
-    assert calls == [("push", "## Call CompiledFxGraph None ## run 0"), "on", ("graph", [1])] + \
-        (["off"] if turned_on else []) + ["pop"]
+        for graph in (CompiledFxGraph(), named):
+            if fails:
+                with pytest.raises(ValueError, match="graph failed"):
+                    graph([1])
+            else:
+                assert graph([1]) == "out"
+    off = ["off"] if turned_on else []
+    assert calls == [("push", "## Call CompiledFxGraph None ## run 0"), ("on", False), ("graph", [1])] + off + ["pop"] + [
+        ("push", "## Call CompiledFxGraph None ## run 1 graph 0"), ("on", True), ("graph", [1])] + off + ["pop"]
     assert "__call__" in vars(CompiledFxGraph) and CompiledFxGraph.__call__.__name__ == "__call__"
 
 
