@@ -50,9 +50,9 @@ def state(which: str, device) -> Iterator[None]:
 
     ops_on = graph_calls.ops_on
 
-    def switch() -> bool:
+    def switch(shapes: bool = False) -> bool:
         if which == "forward":
-            return threading.current_thread() is threading.main_thread() and ops_on()
+            return threading.current_thread() is threading.main_thread() and ops_on(shapes)
         node_ranges.enable(nodes_only=True)
         return True
 
