@@ -30,6 +30,7 @@ import torch
 from ..formats import DOMAIN, MARKER_VERSION
 from .marker import encode
 from .site import is_internal
+from . import wrappers
 from .wrappers import hiding
 
 _HOOK = "set_kernel_post_grad_provenance_tracing"
@@ -307,6 +308,7 @@ def _patch_inductor(*_: Any) -> None:
                 _patched.append(mod)
         _hide_graph_calls()
         _name_graphs()
+        _sized_calls_eager()
 
 
 def _hide_graph_calls() -> None:
@@ -349,6 +351,24 @@ def _name_graphs() -> None:
 
     init.__wrapped__ = original  # type: ignore[attr-defined]
     CompiledFxGraph.__init__ = init
+
+
+def _call(fn: Callable, args: tuple, kwargs: dict) -> Any:
+    return fn(*args, **kwargs)
+
+
+def _dynamic_outputs_break() -> bool:
+    from torch._dynamo import config
+
+    return not config.capture_dynamic_output_shape_ops
+
+
+def _sized_calls_eager() -> None:
+    """Give the wrappers of data-sized ops their way through Dynamo (wrappers.eager_call): a call
+    Dynamo does not trace, at the graph break the op makes anyway, so that it runs with its
+    marker and out mark."""
+    wrappers.eager_call = torch.compiler.disable(_call)
+    wrappers.breaks_at_sized = _dynamic_outputs_break
 
 
 def graph_id(compiled: Any) -> Optional[int]:

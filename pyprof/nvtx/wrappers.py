@@ -65,6 +65,15 @@ def thread_state() -> ThreadState:
     return _threads.s
 
 
+# The data-sized calls' way through torch.compile (set by pyprof.nvtx.inductor at the first
+# compilation, None before): `eager_call(fn, args, kwargs)`, which Dynamo does not trace, and
+# whether Dynamo breaks its graph at such an op. Where it does, Dynamo would run the original op
+# at the break, not its wrapper, and the call would have no marker: the wrapper hands Dynamo
+# eager_call instead, a break at the same place, which then runs the wrapper as it is.
+eager_call: Optional[Callable] = None
+breaks_at_sized: Callable[[], bool] = lambda: False
+
+
 def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str, opaque: bool = True,
                sized: Optional[Callable[[tuple, dict], bool]] = None) -> Callable:
     """A wrapper of `orig` that pushes an op marker `mod`/`op` around each outermost call.
@@ -87,6 +96,9 @@ def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str, opaq
         # Dynamo sees is_compiling() as True and traces straight into the original: no graph
         # break, no marker inside compiled graphs.
         if not _state.on or _is_compiling():
+            if sized is not None and eager_call is not None and _is_compiling() and sized(args, kwargs) \
+                    and breaks_at_sized():
+                return eager_call(wrapper, args, kwargs)
             return orig(*args, **kwargs)
         tl = _threads.s
         depth = tl.depth

@@ -468,3 +468,65 @@ def test_uninstall_restores_the_compiled_graph_class() -> None:
     finally:
         inductor.uninstall()
     assert (vars(CompiledFxGraph)["__init__"], vars(CompiledFxGraph)["__call__"]) == before
+
+
+SIZED = '''
+import json
+import torch
+import torch._dynamo
+from torch._dynamo.utils import counters
+import pyprof
+from pyprof.nvtx import emit
+
+
+def f(x, idx):
+    rows, slot = torch.where(idx == 1)
+    y = torch.where(x > 0, x, 0.0)
+    return (y[rows] * 2).sum()
+
+
+def run(reset=True):
+    if reset:
+        torch._dynamo.reset()
+    counters.clear()
+    g = torch.compile(f)
+    x, idx = torch.arange(64.0).reshape(16, 4) - 20, torch.tensor([[1, 0]] * 5 + [[2, 1]] * 11)
+    g(x, idx)
+    with emit.recording() as rec:
+        out = g(x, idx)
+    return {"graphs": counters["stats"]["unique_graphs"], "why": sorted(set(counters["graph_break"])),
+            "ops": [m.get("op") for m in rec.markers], "marks": [json.loads(t)["out"] for t, _ in rec.marks],
+            "out": float(out)}
+
+
+plain = run()
+torch._dynamo.reset()  # before init(): reset() drops Dynamo's start callbacks, pyprof's among them
+pyprof.init()
+annotated = run(reset=False)
+torch._dynamo.config.capture_dynamic_output_shape_ops = True
+captured = run()
+print(json.dumps([plain, annotated, captured]))
+'''
+
+
+@pytest.mark.slow
+def test_a_data_sized_op_at_a_graph_break_runs_with_its_marker(tmp_path: Path) -> None:
+    """torch.where(idx == 1) breaks a compiled function's graph (nonzero's output size is the
+    data's). Dynamo would run the original op at the break, without marker; pyprof's wrapper hands
+    Dynamo a call it does not trace instead, at the same place, and the call runs with its marker
+    and its out mark (16 indices found). The result is unchanged; the three-operand where, traced
+    into the graph, has none. Where Dynamo captures such ops (capture_dynamic_output_shape_ops),
+    nothing breaks, as without pyprof."""
+    script = tmp_path / "sized.py"
+    script.write_text(SIZED)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True, timeout=600)
+    plain, annotated, captured = json.loads(out.stdout.splitlines()[-1])
+    assert plain["out"] == annotated["out"] == captured["out"] == 1892.0
+    assert (plain["graphs"], len(plain["why"]), "aten.nonzero" in plain["why"][0]) == (2, 1, True)
+    assert annotated["ops"] == ["where"] and annotated["marks"] == [[{"shape": [16], "dtype": "int64"}] * 2]
+    # The break at the call pyprof hands Dynamo; the wrapper's own frame, which Dynamo compiles when
+    # the resumed code calls it, is a graph of its own, as it was before this path.
+    assert len(annotated["why"]) == 1 and "torch.compiler.disable" in annotated["why"][0]
+    assert annotated["graphs"] == 3
+    assert (captured["graphs"], captured["why"], captured["ops"], captured["marks"]) == (2, [], [], [])
