@@ -13,12 +13,13 @@ one thread must not read as one.
 Inside the call PyTorch's NVTX op ranges are on (what `emit_nvtx` writes): the library calls of
 generated code (`extern_kernels.mm`, `aten.convolution_backward`, cuDNN attention's backward)
 launch a varying number of kernels, and when several such calls run back to back only their op
-ranges tell which kernel belongs to which call. In a graph compiled for CUDA graphs they carry
-the inputs' shapes (`record_shapes=True`), which price what no table entry covers: a CUDA graph
-tree's copies of the inputs into the graph's static buffers (`aten::_foreach_copy_`) and its
-setting of the RNG's seed and offset (`aten::fill_`), launched outside the replayed graph; the
-other graphs' calls go without (their library calls are the table's to price, and shapes cost
-time in every op range). Turned on per call, on the
+ranges tell which kernel belongs to which call. Where the table cannot price a call alone, they
+carry the inputs' shapes (`record_shapes=True`, inductor.sized_calls): in a graph compiled for
+CUDA graphs, what no table entry covers (a CUDA graph tree's copies of the inputs into the
+graph's static buffers, `aten::_foreach_copy_`, and its setting of the RNG's seed and offset,
+`aten::fill_`, launched outside the replayed graph); in a graph of dynamic shapes whose library
+calls' sizes vary from call to call (a MoE expert's rows), their sizes, which the table holds
+only as compiled for. The other graphs' calls go without: shapes cost time in every op range. Turned on per call, on the
 calling thread (the backward's graph runs on the autograd thread), without emit_nvtx's device
 synchronizations, which would change the step being measured; the eager rest of the step keeps
 the default mode's cost.
@@ -47,7 +48,7 @@ import torch.autograd as autograd
 from torch.fx import GraphModule
 from torch.nn import Module
 
-from .inductor import cudagraphed, graph_id
+from .inductor import graph_id, sized_calls
 from .node_ranges import enable
 from .wrappers import module_name
 
@@ -88,7 +89,7 @@ def ranges() -> Iterator[bool]:
         nvtx.range_push(text + CALLER.format(path=path) if path else text)
         # Not a context manager: this runs on every graph call, and a generator-based one adds
         # frames of its own to each.
-        ops = ops_on(gid is not None and cudagraphed(gid))
+        ops = ops_on(gid is not None and sized_calls(gid))
         try:
             return original(self, inputs)
         finally:

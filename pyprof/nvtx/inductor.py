@@ -59,7 +59,7 @@ _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 class _Graph:
     """The call sites of one compiled graph (one Inductor compilation), in generated-code order."""
 
-    __slots__ = ("gid", "bwd", "device", "cudagraphs", "calls", "nodes", "order", "__weakref__")
+    __slots__ = ("gid", "bwd", "device", "cudagraphs", "calls", "nodes", "order", "hinted", "__weakref__")
 
     def __init__(self, gid: int, bwd: bool, device: Optional[str], cudagraphs: bool) -> None:
         self.gid = gid
@@ -71,6 +71,9 @@ class _Graph:
         self.calls: List[tuple] = []
         self.nodes: Dict[str, str] = {}  # FX node name -> its JSON (docs/markers.md)
         self.order: Dict[Any, int] = {}  # FX node -> position in its graph
+        # A library call's node has sizes the graph was compiled for in place of symbolic ones
+        # (dynamic shapes): the sizes of a call come from its op ranges (graph_calls).
+        self.hinted = False
 
     def marker(self) -> str:
         """The `graph` marker: what every kernel marker of this graph shares."""
@@ -260,6 +263,9 @@ def _record(node_schedule: Any, kernel_name: str, is_extern: bool) -> None:
     for n in nodes:
         if n.name not in g.nodes:
             g.nodes[n.name] = _node_json(n)
+    # (A quoted string holding the same characters is escaped: \"hinted\".)
+    if is_extern and any('"hinted":true' in g.nodes[n.name] for n in nodes):
+        g.hinted = True
     exact = set()
     nbytes = None
     if not is_extern:
@@ -377,9 +383,12 @@ def graph_id(compiled: Any) -> Optional[int]:
     return getattr(compiled, _GRAPH_ID, None)
 
 
-def cudagraphed(gid: int) -> bool:
-    """Whether table graph `gid` was compiled to run as CUDA graphs (mode reduce-overhead)."""
-    return 0 <= gid < len(_graphs) and _graphs[gid].cudagraphs
+def sized_calls(gid: int) -> bool:
+    """Whether the op ranges inside a call of table graph `gid` need their inputs' shapes: it was
+    compiled to run as CUDA graphs (the graph tree's input copies are priced by them), or one of
+    its library calls has sizes that vary from call to call (dynamic shapes: the table holds the
+    sizes it was compiled for)."""
+    return 0 <= gid < len(_graphs) and (_graphs[gid].cudagraphs or _graphs[gid].hinted)
 
 
 def cache_switches() -> List[tuple]:

@@ -347,7 +347,7 @@ def test_graph_call_switches_op_ranges_inside_its_range(monkeypatch, turned_on: 
     monkeypatch.setattr(nvtx, "range_push", lambda text: calls.append(("push", text)))
     monkeypatch.setattr(nvtx, "range_pop", lambda: calls.append("pop"))
     monkeypatch.setattr(graph_calls, "ops_on", lambda shapes=False: calls.append(("on", shapes)) or turned_on)
-    monkeypatch.setattr(graph_calls, "cudagraphed", lambda gid: gid == 0)
+    monkeypatch.setattr(graph_calls, "sized_calls", lambda gid: gid == 0)
     monkeypatch.setattr(autograd, "_disable_profiler", lambda: calls.append("off"))
     named = CompiledFxGraph()
     named._pyprof_graph = 0
