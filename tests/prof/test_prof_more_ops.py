@@ -42,7 +42,7 @@ BYTES = [
     ("torch", "cumsum", torch.cumsum, (t(4, 5, dtype=BF16),), {"dim": 0, "dtype": torch.float32}),
     ("torch", "sort", torch.sort, (t(4, 5),), {"dim": 1}),
     ("torch", "argsort", torch.argsort, (t(4, 6),), {"dim": 0}),
-    ("torch", "topk", torch.topk, (t(4, 8), 3), {}),
+    ("torch", "topk", torch.topk, (t(4, 8), 3), {"sorted": False}),
 ]
 
 
@@ -76,9 +76,11 @@ FLOPS = [
     # cumsum [4,5]: 1 per element, backward 1 per element; cumprod's backward is not modelled.
     (("torch", "cumsum", t(4, 5)), {"dim": 1}, (20, 20)),
     (("torch", "cumprod", t(4, 5)), {"dim": 1}, (20, None)),
-    # sort 4 rows of 5: 20·ceil(log2 5) = 60 comparisons; topk 3 of 8 in 4 rows: 32·2 = 64.
+    # sort 4 rows of 5: 20·ceil(log2 5) = 60 comparisons; topk 3 of 8 in 4 rows: 32·2 = 64 to
+    # find them, and sorted (the default) 12·2 = 24 more.
     (("torch", "sort", t(4, 5)), {"dim": 1}, (60, 0)),
-    (("torch", "topk", t(4, 8), 3), {}, (64, 0)),
+    (("torch", "topk", t(4, 8), 3), {"sorted": False}, (64, 0)),
+    (("torch", "topk", t(4, 8), 3), {}, (88, 0)),
     (("torch", "argsort", t(4, 6)), {"dim": 0}, (24 * 2, None)),
 ]
 
@@ -128,3 +130,12 @@ def test_embedding_bag_backward():
     for mode, flops, rows in (("sum", 48, 48), ("mean", 96, 48), ("max", 12, 12)):
         c = cost_of(FN, "embedding_bag", idx, w, off, mode=mode)
         assert (c.bwd_flops, c.bwd_bytes, c.grad_fill) == (flops, 96 + 24 + 48 + 2 * rows * 4, 200), mode
+
+
+def test_topk_stages_find_then_sort():
+    """topk 3 of 8 in 4 fp32 rows, sorted: gatherTopK (the input read, 12 values and int64
+    indices written), then the sort of the 12 in place (read and written); unsorted or k = 1,
+    gatherTopK alone."""
+    c = cost_of("torch", "topk", t(4, 8), 3)
+    assert c.stages == (("gatherTopK", 64, 0, 128 + 12 * 12), ("SortKVInPlace", 24, 0, 2 * 12 * 12))
+    assert cost_of("torch", "topk", t(4, 8), 1).stages == (("gatherTopK", 0, 0, 128 + 4 * 12),)

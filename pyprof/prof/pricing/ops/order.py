@@ -1,14 +1,16 @@
 """Scans and orderings: cumsum/cumprod, sort/argsort, topk.
 
 Conventions (docs/prof.md): a scan does 1 FLOP per element (its add or product); a sort of
-rows of n elements counts n·ceil(log2 n) comparisons per row, topk n·ceil(log2 k) (a heap of k);
-comparisons count as FLOPs, as max pooling's do. Bytes: the input read, the values (in the
+rows of n elements counts n·ceil(log2 n) comparisons per row, topk n·ceil(log2 k) (a heap of k)
+to find the k, and, sorted (the default), k·ceil(log2 k) per row to sort them; comparisons count
+as FLOPs, as max pooling's do. Bytes: the input read, the values (in the
 input's dtype, or `dtype`) and the int64 indices written. Backward: cumsum's is a reversed
 cumsum of dY (1 per element; dY read, dX written); sort and topk scatter dY through the indices
 (no FLOPs; dY and the indices read, dX written, topk's zero fill included).
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from math import ceil, log2
 
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
@@ -64,4 +66,17 @@ def argsort(c: Call) -> Cost | None:
 
 @register(*names(["topk"]))
 def topk(c: Call) -> Cost | None:
-    return _order_cost(c.get(0, "input"), c.get(2, "dim", -1), c.get(1, "k"), True)
+    """PyTorch's kernels in turn: gatherTopK finds each row's k (the input read, k values and
+    int64 indices a row written); sorted (the default) and k > 1, a sort of each row's k in place
+    (bitonicSortKVInPlace and its kin for small k: values and indices read and written). Rows
+    longer than one block's search run radix-select kernels first: na."""
+    x, k = c.get(0, "input"), c.get(1, "k")
+    cost = _order_cost(x, c.get(2, "dim", -1), k, True)
+    if cost is None or not isinstance(k, int):
+        return cost
+    rows = x.numel // max(x.shape[c.get(2, "dim", -1)], 1)
+    out = rows * k
+    stages = (("gatherTopK", cost.flops, 0, cost.bytes),)
+    if c.get(4, "sorted", True) and k > 1:
+        stages += (("SortKVInPlace", out * _steps(k), 0, 2 * out * (x.itemsize + 8)),)
+    return replace(cost, flops=sum(s[1] for s in stages), bytes=sum(s[3] for s in stages), stages=stages)
