@@ -79,3 +79,16 @@ def test_cudnn_attention_seed_unpack_in_a_compiled_graph() -> None:
     got = priced("compiled_cudnn_attention_dropout.jsonl.xz")
     assert got[0] == ("unpack_cudnn", 0, 16)
     assert got[1][0].startswith("cudnn_generated_fort_native_sdpa_sm90_flash_fprop") and got[1][1] > 0 and got[1][2] > 0
+
+
+def test_dynamic_shape_library_calls_take_their_sizes_from_their_op_ranges() -> None:
+    """A top-2 MoE under torch.compile (H200, pricing_coverage's `moe`; its experts' graph
+    compiled for dynamic rows, 124 as its hint): each call's rows differ (125 here; 129 in the
+    backward), and the table holds 124. pyprof's op ranges inside such a graph's call carry the
+    call's sizes, which replace the hinted ones: the up and down projections' addmm over 125 rows,
+    dX of 129 rows; the head's calls, whose sizes are the hint's, as they were."""
+    got = priced("compiled_moe_dynamic.jsonl.xz")
+    assert [flops for _, flops, _ in got] == [2 * 125 * 256 * 512, 2 * 125 * 512 * 256, 2 * 4 * 10 * 256,
+                                              2 * 16 * 4 * 256, 2 * 129 * 256 * 512]
+    # bf16 under autocast: operands read, the output written once; addmm's bias read too
+    assert got[0][2] == 2 * (125 * 256 + 256 * 512 + 125 * 512 + 512)

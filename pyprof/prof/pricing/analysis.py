@@ -9,6 +9,7 @@ from . import op_ranges as aten_level
 from . import beyond_peak
 from . import ops  # noqa: F401  (fills the op table)
 from .ops.gemm import aten_gemm
+from .call_sizes import resized
 from . import peaks as peaks_mod
 from .calls import CallNumbers, identity as call_identity
 from ..comms.collectives import of_record, size_warning
@@ -116,17 +117,6 @@ def _no_marker(rec: dict) -> tuple[str, str] | None:
     return None if _private_call(rec) else ("no op marker", f"{rec.get('mod')}.{rec.get('op')}")
 
 
-def ranged_sizes(rec: dict) -> bool:
-    """Whether a compiled graph's kernel takes its sizes from PyTorch's op range around it: its
-    library call's nodes hold sizes the graph was compiled for in place of symbolic ones
-    (`hinted`: dynamic shapes, a MoE expert's rows), and the range has the call's own (pyprof
-    turns shapes on inside such graphs' calls: pyprof/nvtx/graph_calls.py). Priced as a kernel of
-    that op range (the aten level) then, not at the hint."""
-    nodes = rec["compiled"].get("nodes")
-    return isinstance(nodes, list) and any(isinstance(n, dict) and n.get("hinted") is True for n in nodes) and any(
-        isinstance(op, dict) and op.get("sizes") for op in rec.get("torchOps") or ())
-
-
 class Analyzer:
     """Derives Facts per record. Keeps one entry per (pid, tid): the call its last kernel
     belonged to, so that an op's work goes to its first (main) kernel only."""
@@ -211,8 +201,8 @@ class Analyzer:
             f.flops, f.bytes = 0, rec.get("bytes")
             f.peaks = peaks_mod.lookup(rec.get("gpu"))
             return f
-        if isinstance(rec.get("compiled"), dict) and not ranged_sizes(rec):
-            return self._compiled.facts(rec, f)  # a kernel of a compiled graph: priced from its nodes
+        if isinstance(rec.get("compiled"), dict):  # a kernel of a compiled graph: priced from its nodes
+            return self._compiled.facts(resized(rec), f)
         name = rec.get("kLongName") or rec.get("kShortName")
         verdict = classify(name)
         cost, f.level, aten_range = self._priced(rec, name, verdict)
