@@ -450,6 +450,24 @@ def test_a_foreach_list_passed_twice_is_read_once(second, third, lists_read):
     assert (facts[0].flops, facts[0].bytes, facts[0].level) == (80, (lists_read + 1) * 40 * 4, "aten")
 
 
+COPY_LISTS = "void at::native::<unnamed>::multi_tensor_apply_kernel<at::native::<unnamed>::TensorListMetadata<(int)2>, " \
+             "at::native::<unnamed>::UnaryOpFunctor<float, (int)2, (int)1, (int)1>, at::native::Copy<float, float>>(T1, T2)"
+
+
+def test_a_graph_trees_input_copies_read_the_inputs_and_write_the_buffers():
+    """aten::_foreach_copy_(self, src, non_blocking), a CUDA graph tree copying a compiled graph's
+    inputs into its static buffers (H200, mha_weights under reduce-overhead: fp32 [64, 8, 128]
+    and [80, 8, 96]): the inputs read, the buffers written, not read; the backward graph's 0-dim
+    loss gradient likewise (its sizes `[]` are a 0-dim tensor's, the last one non_blocking)."""
+    n = 64 * 8 * 128 + 80 * 8 * 96
+    rng = {"name": "aten::_foreach_copy_", "opId": 130, "sizes": [[64, 8, 128], [80, 8, 96]] * 2 + [[]],
+           "inputOpIds": [[0, -1]] * 5}
+    scalar = {"name": "aten::_foreach_copy_", "opId": 133, "sizes": [[], [], []], "inputOpIds": [[0, -1]] * 3}
+    facts, _ = analyse([record(None, COPY_LISTS, torchOps=[rng], grid=[2, 1, 1]),
+                        record(None, COPY_LISTS, "bprop", torchOps=[scalar])])
+    assert [(f.flops, f.bytes, f.level) for f in facts] == [(0, 2 * n * 4, "aten"), (0, 2 * 4, "aten")]
+
+
 def test_split_k_reduction_writes_the_gemms_output_type():
     """cuBLASLt's splitKreduce_kernel sums its float partials into the GEMM's output, its fifth
     template type (the H200 convnext's linear: a bf16 output, which the cast of its gradient in

@@ -548,9 +548,12 @@ _FOREACH_FLOPS = {**FLOPS_PER_ELEMENT, "zero": 0, "copy": 0, "norm": 2,
                   "amp_foreach_non_finite_check_and_unscale": UNSCALE_FLOPS}
 
 
-# Foreach ops whose only operands are the tensor lists; the others take one scalar besides.
+# Foreach ops whose only operands are the tensor lists; the others take one scalar besides (copy_:
+# non_blocking).
 _FOREACH_UNARY = frozenset(("sqrt", "neg", "abs", "exp", "reciprocal", "sign", "sigmoid", "tanh", "log", "rsqrt",
-                            "zero", "copy"))
+                            "zero"))
+# Foreach ops that write their destination list without reading it.
+_OVERWRITES = frozenset(("copy", "zero"))
 
 
 def _zero_dim_lists(a: A, op: str, m: re.Match | None) -> list:
@@ -580,6 +583,8 @@ def _foreach(a: A) -> Cost | None:
     inplace = a.name.endswith("_")
     depth = int(m.group(1))
     lists = depth if inplace else depth - 1
+    # Read: every list but the destination of an op that only writes it (copy_, zero_).
+    unread = 1 if inplace and op in _OVERWRITES else 0
     if op == "norm":
         lists = 1
     if lists < 1 or len(ts) % lists:
@@ -588,7 +593,7 @@ def _foreach(a: A) -> Cost | None:
     n = sum(t.numel for t in first)
     written = len(first) if op == "norm" else n
     spec = launch(a.kernel)
-    return Cost(n * _FOREACH_FLOPS.get(op, 1), ((lists - _repeated_lists(a, lists, len(first))) * n + written) * size,
+    return Cost(n * _FOREACH_FLOPS.get(op, 1), ((lists - unread - _repeated_lists(a, lists, len(first))) * n + written) * size,
                 fmt_params(a.dtype, tensors=len(first), numel=n), a.dtype, SIMT,
                 launches=None if spec is None else tuple(launch_elements([t.numel for t in first], spec.max_tensors)))
 
