@@ -38,7 +38,7 @@ from pyprof.parse.gpu import GpuInfo
 from pyprof.parse.out_marks import OutMarks, out_marks
 from pyprof.parse.intake import COUNT, DOMAIN, END, KEY, LABEL, NCCL, NODE_SEQ, NVTX_FIELDS, START, TEXT, Intake, Range
 from pyprof.parse.queries import SRC_CAPTURED, SRC_KERNEL, SRC_MEMCPY
-from pyprof.parse.ranges import BWD, LAYER, MODULE, OP, TORCH, Label, classify, encode, encode_str
+from pyprof.parse.ranges import BWD, LAYER, MODULE, OP, TORCH, Label, classify, encode, encode_str, is_accumulation
 from pyprof.parse.window import NEVER, Report, Window
 from pyprof.parse.zones import OPEN_END
 
@@ -163,6 +163,10 @@ class _Attribution:
                         bseq = lab.seq
                     elif r[NODE_SEQ] is not None:
                         bseq = r[NODE_SEQ]
+                    elif is_accumulation(lab):
+                        # A leaf's gradient stored (grad += new, or copied into the parameter's
+                        # layout): the work of the node that produced it (Intake._produced).
+                        bseq = self._between_nodes(rtid, gpid, accumulation=True)
                     elif report is not None and r[START] < fresh:
                         report.node_seqs.add(r[KEY])
                 elif lab.seq is not None:
@@ -244,16 +248,18 @@ class _Attribution:
         (out_marks.py) where the trace has such marks."""
         return marker.js if self.outs is None else self.outs.marker_js(marker.js, rtid, r[START], r[END])
 
-    def _between_nodes(self, rtid: int, gpid: int) -> int | None:
+    def _between_nodes(self, rtid: int, gpid: int, accumulation: bool = False) -> int | None:
         """The node seq of a launch on autograd thread `rtid` that no range encloses: the engine
         between nodes (a gradient accumulated where a tensor fed two ops) works for the node
-        that just ended, unless a backward call started since (another pass)."""
+        that just ended, unless a backward call started since (another pass). `accumulation`: a
+        launch inside an AccumulateGrad range, whose top entry holds the node it stores the
+        gradient of; outside every range, after an AccumulateGrad, none (DDP's bucket work)."""
         report = self.report
         top = self.tops.get(rtid)
         if top is None or (report is not None and top[1] < self.fresh):
             if report is not None:
                 report.tops_missed.add(rtid)
-        elif top[0] is not None and top[1] >= self.calls.get(gpid, NEVER):
+        elif top[0] is not None and top[2] == accumulation and top[1] >= self.calls.get(gpid, NEVER):
             return top[0]
         return None
 

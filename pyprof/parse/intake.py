@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 from pyprof.formats import DOMAIN as PYPROF_DOMAIN
 from pyprof.parse import nccl, queries
-from pyprof.parse.ranges import BWD, LAYER, MALFORMED, OP, TORCH, Label, classify, forward_op
+from pyprof.parse.ranges import BWD, LAYER, MALFORMED, OP, TORCH, Label, classify, forward_op, is_accumulation
 from pyprof.parse.spans import Spans, remember
 from pyprof.parse.window import NEVER, Window
 from pyprof.parse.zones import OPEN_END
@@ -92,7 +92,7 @@ class Intake:
     """
 
     __slots__ = ("nvtx", "nv", "due", "domains", "stats", "fresh", "seed_open", "threads", "procs",
-                 "limits", "autograd", "fwd_ops", "guessed", "spans", "tops", "calls", "groups")
+                 "limits", "autograd", "fwd_ops", "guessed", "spans", "tops", "calls", "groups", "report")
 
     def __init__(self, nvtx: Iterator[Any], domains: dict[tuple[int, int], str], stats: Any,
                  window: Window | None, groups: nccl.Groups) -> None:
@@ -114,11 +114,25 @@ class Intake:
         self.guessed: FwdOps = {}
         # Node spans of payload op ranges (spans.py): a seeded window starts with the pending ones.
         self.spans = Spans(seed.pending if seed is not None else None, report.closes if report is not None else None)
-        # globalTid -> (node seq or None, start) of the thread's last range pushed with none open
-        # (the range that ended last when none is open); globalPid -> start of its last backward call.
-        self.tops: dict[int, tuple[int | None, int]] = dict(seed.tops) if seed is not None else {}
+        # globalTid -> (node seq or None, start, whether an AccumulateGrad's) of the thread's last
+        # range pushed with none open (the range that ended last when none is open); globalPid ->
+        # start of its last backward call.
+        self.tops: dict[int, tuple[int | None, int, bool]] = dict(seed.tops) if seed is not None else {}
         self.calls: dict[int, int] = dict(seed.calls) if seed is not None else {}
         self.groups = groups
+        self.report = report  # a speculative window's: the state it read and did not have
+
+    def _produced(self, gtid: int, gpid: int, start: int) -> int | None:
+        """The node seq an AccumulateGrad range pushed on thread `gtid` at `start` stores the
+        gradient of: AccumulateGrad has none, and the engine runs it right after the node that
+        produced that gradient, the thread's top range before it (or this very range, taken in
+        again by a later window), unless a backward call started since (another pass)."""
+        top = self.tops.get(gtid)
+        if top is None or (self.report is not None and top[1] < self.fresh):
+            if self.report is not None:
+                self.report.tops_missed.add(gtid)  # a seeded run knows the top
+            return None
+        return top[0] if top[1] >= self.calls.get(gpid, NEVER) and (top[1] != start or top[2]) else None
 
     def take(self, t: int) -> None:
         """Take in every range that starts by `t`."""
@@ -202,7 +216,10 @@ class Intake:
                 self.calls[gpid] = start
             if pp and not stack:
                 node_seq = label.seq if label is not None and label.kind == TORCH and label.bwd else None
-                self.tops[gtid] = (node_seq, start)
+                accumulates = node_seq is None and label is not None and label.kind == TORCH and is_accumulation(label)
+                if accumulates:
+                    node_seq = self._produced(gtid, gpid, start)
+                self.tops[gtid] = (node_seq, start, accumulates)
             new = [start, OPEN_END if end is None else end, domain, text, label, 0, None, None,
                    self.groups.take(gtid, dom, text, blob, start >= fresh) if domain == nccl.NCCL_DOMAIN else None]
             stack.append(new)

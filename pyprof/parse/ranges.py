@@ -91,6 +91,12 @@ class Label(NamedTuple):
     attrs: tuple[str, str, str, str | None] | None = None
 
 
+def is_accumulation(label: Label) -> bool:
+    """Whether a range is PyTorch's AccumulateGrad node range (a leaf's gradient stored), which
+    carries no seq."""
+    return label.bwd and label.seq is None and bool(label.name) and label.name.endswith("AccumulateGrad")
+
+
 _EMPTY = Label(EMPTY, "null", None, None, False)
 _MALFORMED = Label(MALFORMED, "null", None, None, False)
 

@@ -44,7 +44,7 @@ class Seed:
     `open`: RangeKey -> (kernels owned so far, engine wrapper's node seq or None); `captured`:
     captured graph node -> its replays' attribution (attribute.lines' map); `tail`: what the
     compiled-graph join of the window before held (None: nothing); `pending`: the pending node
-    spans per process and thread (spans.Pending); `tops`: globalTid -> (node seq or None, start)
+    spans per process and thread (spans.Pending); `tops`: globalTid -> (node seq or None, start, whether an AccumulateGrad's)
     of the thread's last range pushed while none was open; `calls`: globalPid -> start of its
     last backward call range; `nccl`: globalTid -> its NCCL group (nccl.Groups.state)."""
 
@@ -54,7 +54,7 @@ class Seed:
     captured: dict[int, str] = field(default_factory=dict)
     tail: Tail | None = None
     pending: spans.Pending = field(default_factory=dict)
-    tops: dict[int, tuple[int | None, int]] = field(default_factory=dict)
+    tops: dict[int, tuple[int | None, int, bool]] = field(default_factory=dict)
     calls: dict[int, int] = field(default_factory=dict)
     nccl: dict[int, Any] = field(default_factory=dict)
 
@@ -97,7 +97,7 @@ class Report:
     open_end: dict[RangeKey, tuple[int, int | None, bool]] = field(default_factory=dict)
     closes: dict[int, dict[int, int]] = field(default_factory=dict)
     pending: spans.Pending = field(default_factory=dict)
-    tops: dict[int, tuple[int | None, int]] = field(default_factory=dict)
+    tops: dict[int, tuple[int | None, int, bool]] = field(default_factory=dict)
     calls: dict[int, int] = field(default_factory=dict)
     tops_missed: set[int] = field(default_factory=set)
     nccl: dict[int, Any] = field(default_factory=dict)

@@ -112,8 +112,9 @@ def test_node_spans_pending_across_every_cut_give_the_same_bytes(jobs, tmp_path)
     path = payload_steps(str(tmp_path / "p.sqlite"))
     expect = "".join(whole(path))
     spanned = [r for r in map(json.loads, expect.splitlines()) if r["fwd"] and r["fwd"]["torchOp"] is None]
-    # Every node but the gap ones and the launch after each, less the aten-found ones.
-    assert len(spanned) == 6 * 8 * 2 - 2 * 3 * 2
+    # Every node but the gap ones and the launch after each, less the aten-found ones; and each
+    # step's AccumulateGrad, its producer's.
+    assert len(spanned) == 6 * 8 * 2 - 2 * 3 * 2 + 6
     with Export(path) as exp:
         keys = sorted(r[0] for r in exp.rows("SELECT start FROM CUPTI_ACTIVITY_KIND_RUNTIME"))
     reparsed = 0

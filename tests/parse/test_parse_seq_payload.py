@@ -14,6 +14,9 @@ XENT = marker("op", mod="torch.nn.functional", op="cross_entropy", args=[], site
 DROPOUT = marker("op", mod="torch.nn.functional", op="dropout", args=[], site="train.py:11")
 MUL = marker("op", mod="torch", op="mul", args=[], site="train.py:13", module="head")
 BACKWARD = marker("op", mod="Tensor", op="backward", args=[], site="train.py:14")
+# The weight's gradient added into its .grad (gradient accumulation), 256 x 512 fp32.
+ACCUMULATE = ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::CUDAFunctor_add<float>, "
+              "std::array<char *, (unsigned long)3>>(int, T2, T3)")
 
 
 def step(path: Path, *, payloads: bool = True, column: bool = True, backward_call: bool = True,
@@ -22,7 +25,8 @@ def step(path: Path, *, payloads: bool = True, column: bool = True, backward_cal
     (none), then code no wrapper saw (nodes 15, 16: the gap), mul (17), cross_entropy (18, 19);
     `backward_call`: a Tensor.backward range (payload 20) closes cross_entropy's span. Backward on
     the autograd thread, node ranges only, one kernel each (correlation ids 6.. in this order):
-    NllLoss 19, LogSoftmax 18, Mul 17, Mul 16 (gap), Addmm 12, T 11, AccumulateGrad. `aten`: an
+    NllLoss 19, LogSoftmax 18, Mul 17, Mul 16 (gap), Addmm 12, T 11, AccumulateGrad (an add of the
+    weight's 256 x 512 gradient into its .grad). `aten`: an
     emit_nvtx range "aten::addmm, seq = 12" inside linear as well."""
     syn = SynthExport(str(path), int64_value=column)
     main = syn.thread(100, 100, "python3")
@@ -52,7 +56,7 @@ def step(path: Path, *, payloads: bool = True, column: bool = True, backward_cal
         syn.launch_kernel(grad, t + 100, "ampere_sgemm_128x64_nn")
         t += 1000
     syn.push(grad, t, t + 900, torch_text("torch::autograd::AccumulateGrad", op_id=9))
-    syn.launch_kernel(grad, t + 100)
+    syn.launch_kernel(grad, t + 100, ACCUMULATE, grid=(128, 1, 1), block=(128, 1, 1))
     return syn.close()
 
 
@@ -83,7 +87,9 @@ def test_two_nodes_of_one_call_share_its_call_and_the_gap_and_empty_span_give_no
     assert mul["module"] == "head" and mul["layer"] == ["encoder"]
     # Node 16 came from code between dropout and mul (g = 2): dropout's span [13, 15) is empty.
     assert (gap["fwd"], gap["mod"], gap["op"], gap["module"], gap["layer"]) == (None, None, "MulBackward0", None, [])
-    assert (acc["fwd"], acc["op"]) == (None, "AccumulateGrad")
+    # AccumulateGrad has no seq: it stores the gradient the node that ran before it produced (T 11).
+    assert ((acc["fwd"] or {}).get("seq"), acc["op"], acc["torchOps"][0]["name"]) == (
+        11, "linear", "torch::autograd::AccumulateGrad")
 
 
 def test_the_last_span_stays_pending_for_nodes_that_run_before_the_next_payload(tmp_path: Path) -> None:
@@ -144,7 +150,8 @@ def test_a_node_older_than_a_threads_latest_call_takes_no_pending_span(tmp_path:
 
 def test_prof_prices_kernels_of_span_found_nodes_as_the_ops_backward(tmp_path: Path) -> None:
     """prof reads fwd.marker and fwd.call (not fwd.torchOp, null here): the GEMMs of linear's two
-    nodes (Addmm 12, T 11) compute dX and dW, each 2 * 64 * 512 * 256 FLOPs as the forward."""
+    nodes (Addmm 12, T 11) compute dX and dW, each 2 * 64 * 512 * 256 FLOPs as the forward; the
+    weight's gradient accumulated into its .grad (AccumulateGrad after T 11) an add an element."""
     from test_prof_helpers import described, prof_text
     from test_prof_helpers import tensor as t
     lin = json.dumps(described("torch.nn.functional", "linear", t(64, 512), t(256, 512)))
@@ -153,7 +160,7 @@ def test_prof_prices_kernels_of_span_found_nodes_as_the_ops_backward(tmp_path: P
     rows = [line.split() for line in out.splitlines()[1:]]
     assert rows[0] == ["fprop", "linear", str(2 * 64 * 512 * 256)]
     assert [r for r in rows if r[1] == "linear" and r[0] == "bprop"] == [
-        ["bprop", "linear", str(2 * 64 * 512 * 256)]] * 2
+        ["bprop", "linear", str(2 * 64 * 512 * 256)]] * 2 + [["bprop", "linear", str(256 * 512)]]
 
 
 def test_an_engine_launch_between_nodes_works_for_the_node_that_ended_last(tmp_path: Path) -> None:
@@ -180,3 +187,29 @@ def test_an_engine_launch_between_nodes_works_for_the_node_that_ended_last(tmp_p
         ("bprop", 12, "linear", True), ("bprop", 12, "linear", False), ("bprop", None, None, False),
         ("bprop", None, None, False)]
     assert recs[1]["fwd"] == recs[0]["fwd"] and recs[1]["layer"] == [] and recs[1]["seqId"] is None
+
+
+def test_accumulate_grad_stores_the_gradient_of_the_node_before_it(tmp_path: Path) -> None:
+    """Node ranges only: AccumulateGrad has no seq; the engine runs it right after the node that
+    produced its gradient. Two in a row (a linear's weight and bias) both take that node's seq
+    (Addmm 12); a launch outside every range after them takes none (DDP's bucket work, as
+    before); nor does an AccumulateGrad once a new backward call began (another pass)."""
+    syn = SynthExport(str(tmp_path / "a.sqlite"))
+    main = syn.thread(100, 100, "python3")
+    grad = syn.thread(100, 101, "pt_autograd_0")
+    dom = syn.domain(main, "pyprof", t=10, registered=True)
+    syn.push(main, 1000, 2000, LINEAR, domain=dom, registered=True, payload=seq_payload(11))
+    syn.launch_kernel(main, 1500)
+    syn.push(main, 3000, 9000, BACKWARD, domain=dom, registered=True, payload=seq_payload(13))
+    syn.push(grad, 4000, 4500, torch_text("AddmmBackward0", seq=12, op_id=1))
+    syn.launch_kernel(grad, 4100)
+    for t in (5000, 6000):
+        syn.push(grad, t, t + 500, torch_text("torch::autograd::AccumulateGrad", op_id=2))
+        syn.launch_kernel(grad, t + 100, ACCUMULATE)
+    syn.launch_kernel(grad, 6800)          # outside every range, after them: none
+    syn.push(main, 10000, 20000, BACKWARD, domain=dom, registered=True, payload=seq_payload(13))
+    syn.push(grad, 10500, 10900, torch_text("torch::autograd::AccumulateGrad", op_id=3))
+    syn.launch_kernel(grad, 10600, ACCUMULATE)  # the next pass, before its first node: none
+    recs = parsed(syn.close())[1:]
+    assert [((r["fwd"] or {}).get("seq"), r["op"]) for r in recs] == [
+        (12, "linear"), (12, "linear"), (12, "linear"), (None, None), (None, "AccumulateGrad")]
