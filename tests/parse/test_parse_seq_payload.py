@@ -163,11 +163,11 @@ def test_prof_prices_kernels_of_span_found_nodes_as_the_ops_backward(tmp_path: P
         ["bprop", "linear", str(2 * 64 * 512 * 256)]] * 2 + [["bprop", "linear", str(256 * 512)]]
 
 
-def test_an_engine_launch_between_nodes_works_for_the_node_that_ended_last(tmp_path: Path) -> None:
-    """Node ranges only: the engine's launches outside every range on the autograd thread (a
-    gradient accumulated between nodes) take the seq of the node range that ended last there,
-    not after another range started, nor once a new backward call began (another pass)."""
-    syn = SynthExport(str(tmp_path / "e.sqlite"))
+def linear_backward(path: Path) -> tuple:
+    """A linear (node seq 12 its AddmmBackward0) and a backward call on the main thread, then its
+    node range on the autograd thread with one kernel in it; returns (export, main thread,
+    autograd thread, pyprof domain) for more."""
+    syn = SynthExport(str(path))
     main = syn.thread(100, 100, "python3")
     grad = syn.thread(100, 101, "pt_autograd_0")
     dom = syn.domain(main, "pyprof", t=10, registered=True)
@@ -175,7 +175,15 @@ def test_an_engine_launch_between_nodes_works_for_the_node_that_ended_last(tmp_p
     syn.launch_kernel(main, 1500)
     syn.push(main, 3000, 9000, BACKWARD, domain=dom, registered=True, payload=seq_payload(13))
     syn.push(grad, 4000, 4500, torch_text("AddmmBackward0", seq=12, op_id=1))
-    syn.launch_kernel(grad, 4100)          # in the node
+    syn.launch_kernel(grad, 4100)
+    return syn, main, grad, dom
+
+
+def test_an_engine_launch_between_nodes_works_for_the_node_that_ended_last(tmp_path: Path) -> None:
+    """Node ranges only: the engine's launches outside every range on the autograd thread (a
+    gradient accumulated between nodes) take the seq of the node range that ended last there,
+    not after another range started, nor once a new backward call began (another pass)."""
+    syn, main, grad, dom = linear_backward(tmp_path / "e.sqlite")
     syn.launch_kernel(grad, 4600)          # after it: the node's
     syn.push(grad, 5000, 5100, "user range")
     syn.launch_kernel(grad, 5200)          # after another range: none
@@ -194,15 +202,7 @@ def test_accumulate_grad_stores_the_gradient_of_the_node_before_it(tmp_path: Pat
     produced its gradient. Two in a row (a linear's weight and bias) both take that node's seq
     (Addmm 12); a launch outside every range after them takes none (DDP's bucket work, as
     before); nor does an AccumulateGrad once a new backward call began (another pass)."""
-    syn = SynthExport(str(tmp_path / "a.sqlite"))
-    main = syn.thread(100, 100, "python3")
-    grad = syn.thread(100, 101, "pt_autograd_0")
-    dom = syn.domain(main, "pyprof", t=10, registered=True)
-    syn.push(main, 1000, 2000, LINEAR, domain=dom, registered=True, payload=seq_payload(11))
-    syn.launch_kernel(main, 1500)
-    syn.push(main, 3000, 9000, BACKWARD, domain=dom, registered=True, payload=seq_payload(13))
-    syn.push(grad, 4000, 4500, torch_text("AddmmBackward0", seq=12, op_id=1))
-    syn.launch_kernel(grad, 4100)
+    syn, main, grad, dom = linear_backward(tmp_path / "a.sqlite")
     for t in (5000, 6000):
         syn.push(grad, t, t + 500, torch_text("torch::autograd::AccumulateGrad", op_id=2))
         syn.launch_kernel(grad, t + 100, ACCUMULATE)
