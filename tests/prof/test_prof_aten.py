@@ -468,6 +468,24 @@ def test_a_graph_trees_input_copies_read_the_inputs_and_write_the_buffers():
     assert [(f.flops, f.bytes, f.level) for f in facts] == [(0, 2 * n * 4, "aten"), (0, 2 * 4, "aten")]
 
 
+INDEX_ADD = "void at::native::indexFuncLargeIndex<float, long, unsigned int, (int)2, (int)2, (int)-2, (bool)1, " \
+            "at::native::<unnamed>::ReduceAdd>(at::cuda::detail::TensorInfo<T1, T3>, int, int, T3, T3, long, long)"
+
+
+def test_index_add_finds_its_dim_from_the_shapes():
+    """An MoE's out.index_add_(0, rows, y) under emit_nvtx (H200, pricing_coverage's `moe`): the
+    range leaves the dim out (a scalar), but only dim 0 has source's size the index's length and
+    every other self's: the index and y read, the 128 rows added into read and written, an add
+    an element. Where two dims fit (a square source), na."""
+    rng = {"name": "aten::index_add_", "opId": 97, "sizes": [[512, 256], [], [128], [128, 256], []],
+           "inputOpIds": [[30, 0], [0, -1], [46, 0], [96, 0], [0, -1]]}
+    square = dict(rng, sizes=[[4, 4], [], [4], [4, 4], []])
+    facts, _ = analyse([record(None, INDEX_ADD, torchOps=[rng]), record(None, INDEX_ADD, torchOps=[square])])
+    n = 128 * 256
+    assert (facts[0].flops, facts[0].bytes, facts[0].level) == (n, 128 * 8 + 3 * n * 4, "aten")
+    assert (facts[1].flops, facts[1].bytes) == (None, None)
+
+
 def test_split_k_reduction_writes_the_gemms_output_type():
     """cuBLASLt's splitKreduce_kernel sums its float partials into the GEMM's output, its fifth
     template type (the H200 convnext's linear: a bf16 output, which the cast of its gradient in

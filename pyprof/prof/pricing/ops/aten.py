@@ -24,7 +24,7 @@ from .batch_norm import batch_norm_kernels
 from .elementwise import FLOPS_PER_ELEMENT, nonzero_cost, pointwise_cost, reduce_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
 from .loss import SMOOTH_L1_FLOPS, loss_cost
-from .memory import copy_cost, index_rows
+from .memory import copy_cost, index_add_cost, index_rows
 from .nn import (embedding_bag_cost, group_norm_cost, interpolate_cost, norm_cost, pool_cost, row_norm_cost,
                  softmax_backward_stages, softmax_cost)
 from .optim import UNSCALE_FLOPS, adam_flops, update_scale_cost
@@ -528,6 +528,23 @@ def index(a: A) -> Cost | None:
     rows = idx[0] * prod(shape[1:])
     return Cost(0, idx[0] * ITEMSIZE["int64"] + 2 * rows * size,
                 fmt_params(None, shape=dims(shape), idx=dims(idx), elem=size), None, SIMT)
+
+
+@register_aten("aten::index_add_", "aten::index_add")
+def index_add(a: A) -> Cost | None:
+    """index_add(self, dim, index, source, alpha): memory.index_add_cost. The dim is a scalar no
+    range carries: it is the one dim where source's size is the index's length and every other
+    size self's (na where none or several fit); the dtype source's producer wrote, else self's,
+    else the kernel's."""
+    x, index, src = a.shape(0), a.shape(2), a.shape(3)
+    if not x or not index or not src or len(x) != len(src) or len(index) != 1:
+        return None
+    fits = [d for d in range(len(x)) if src[d] == index[0] and all(src[j] == x[j] for j in range(len(x)) if j != d)]
+    dtype = a.input_dtype(3) or a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None)
+    if len(fits) != 1 or dtype is None:
+        return None
+    return index_add_cost(Tensor(tuple(x), dtype), Tensor(tuple(index), "int64"), Tensor(tuple(src), dtype),
+                          a.name.endswith("_"))
 
 
 @register_aten("aten::_index_put_impl_")

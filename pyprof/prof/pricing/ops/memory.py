@@ -125,17 +125,22 @@ def index_select(c: Call) -> Cost | None:
                            x, index, rows)
 
 
+def index_add_cost(x: Tensor, index: Tensor, src: Tensor, inplace: bool) -> Cost | None:
+    """index_add(x, dim, index, source): source's elements added into x's slices (the index
+    read, source read, each slice it adds into read and written, an add an element; out of place,
+    x copied first). Backward: x's gradient is dY itself (no kernel); source's, where it needs
+    one, dY's slices gathered (index_select: the index read, as many elements read and written as
+    source has)."""
+    cost = _indexed(src.numel, index, x.dtype, True, None if inplace else x, shape=dims(x.shape),
+                    idx=dims(index.shape))
+    if cost is None or src.grad is False:
+        return None if cost is None else replace(cost, bwd_flops=0, bwd_bytes=0)
+    return replace(cost, bwd_flops=0, bwd_bytes=index.nbytes + 2 * src.numel * x.itemsize)
+
+
 def _index_add(inplace: bool):
     def formula(c: Call) -> Cost | None:
-        """index_add(x, dim, index, source): source's elements added into x's slices. Backward:
-        x's gradient is dY itself (no kernel); source's, where it needs one, dY's slices gathered
-        (index_select: the index read, as many elements read and written as source has)."""
-        x, index, src = c.get(0, "input"), c.get(2, "index"), c.get(3, "source")
-        cost = _indexed(src.numel, index, x.dtype, True, None if inplace else x,
-                        shape=dims(x.shape), idx=dims(index.shape))
-        if cost is None or src.grad is False:
-            return None if cost is None else replace(cost, bwd_flops=0, bwd_bytes=0)
-        return replace(cost, bwd_flops=0, bwd_bytes=index.nbytes + 2 * src.numel * x.itemsize)
+        return index_add_cost(c.get(0, "input"), c.get(2, "index"), c.get(3, "source"), inplace)
     return formula
 
 
