@@ -43,13 +43,15 @@ class MarkerKind(NamedTuple):
 
 MARKERS: dict[str, MarkerKind] = {
     "op": MarkerKind(MARKER_VERSION, ("v", "kind", "mod", "op", "args"),
-                     ("kwargs", "site", "module", "autocast", "dist")),
+                     ("kwargs", "site", "module", "autocast", "dist", "out")),
     "module": MarkerKind(MARKER_VERSION, ("v", "kind", "module", "cls", "repr"), ("dist",)),
     "layer": MarkerKind(MARKER_VERSION, ("v", "kind", "name")),
     "bwd": MarkerKind(BWD_MARKER_VERSION, ("v", "kind", "node", "fwd")),
     # NVTX marks, not ranges: the compile-time table of torch.compile'd graphs.
     "graph": MarkerKind(MARKER_VERSION, ("v", "kind", "graph", "bwd", "device", "cudagraphs", "calls")),
     "kernel": MarkerKind(MARKER_VERSION, ("v", "kind", "graph", "call", "name", "extern", "nodes"), ("bytes",)),
+    # An NVTX mark inside an op's range: what a call whose output size its data decide returned.
+    "out": MarkerKind(MARKER_VERSION, ("v", "kind", "out")),
 }
 
 

@@ -161,14 +161,8 @@ class _Attribution:
                     if lab.seq is not None:
                         seqs.append(lab.seq)
                         bseq = lab.seq
-                    elif r[NODE_SEQ] is not None:
-                        bseq = r[NODE_SEQ]
-                    elif is_accumulation(lab):
-                        # A leaf's gradient stored (grad += new, or copied into the parameter's
-                        # layout): the work of the node that produced it (Intake._produced).
-                        bseq = self._between_nodes(rtid, gpid, accumulation=True)
-                    elif report is not None and r[START] < fresh:
-                        report.node_seqs.add(r[KEY])
+                    else:
+                        bseq = self._node_seq(lab, r, rtid, gpid, bseq)
                 elif lab.seq is not None:
                     seqs.append(lab.seq)
             elif kind == OP:
@@ -247,6 +241,19 @@ class _Attribution:
         """The op marker's JSON, with the `out` member of an out mark inside its range
         (out_marks.py) where the trace has such marks."""
         return marker.js if self.outs is None else self.outs.marker_js(marker.js, rtid, r[START], r[END])
+
+    def _node_seq(self, lab: Label, r: Range, rtid: int, gpid: int, bseq: int | None) -> int | None:
+        """The node seq of an autograd range `r` that carries none (`bseq` where none is found): the
+        node range an engine wrapper range wraps; for AccumulateGrad (a leaf's gradient stored:
+        grad += new, or copied into the parameter's layout), the node that produced it
+        (Intake._produced). A speculative window notes an inherited wrapper it cannot tell."""
+        if r[NODE_SEQ] is not None:
+            return r[NODE_SEQ]
+        if is_accumulation(lab):
+            return self._between_nodes(rtid, gpid, accumulation=True)
+        if self.report is not None and r[START] < self.fresh:
+            self.report.node_seqs.add(r[KEY])
+        return bseq
 
     def _between_nodes(self, rtid: int, gpid: int, accumulation: bool = False) -> int | None:
         """The node seq of a launch on autograd thread `rtid` that no range encloses: the engine
