@@ -160,7 +160,7 @@ def load(exp: Export, stats: CompiledStats) -> dict[int, list[Graph]]:
     if not pyprof_domains:
         return {}
     graphs: dict[tuple[int, int], Graph] = {}
-    for gtid, dom, text in marks:
+    for gtid, dom, text, _ in marks:
         if gtid is None or (gtid & _PID_MASK, dom) not in pyprof_domains or not text:
             continue
         try:

@@ -3,8 +3,9 @@
 An op marker is pushed before its call, so it cannot say what a call of nonzero, where(condition)
 or unique returns: the size depends on the data. pyprof marks those calls' outputs instead: an
 instant `out` mark in the pyprof domain on the calling thread, inside the op's range, just before
-it closes (docs/markers.md, pyprof/nvtx/wrappers.py `sized`). The marks are read here with one
-query, before the sweep, per thread in time order; a kernel's op marker then takes the mark
+it closes (docs/markers.md, pyprof/nvtx/wrappers.py `sized`). The marks come with the domain
+names' one scan of the NVTX table (queries.domain_events, handed to parallel windows as it is) and
+are kept here per thread in time order, before the sweep; a kernel's op marker then takes the mark
 inside its range as its `out` member (the marker's JSON with `"out":...` added), so that prof
 prices what the call wrote. Traces without marks (earlier pyprof, or no such op) change nothing.
 """
@@ -42,19 +43,18 @@ class OutMarks:
 
 
 def out_marks(exp: Export) -> OutMarks:
-    """The export's `out` marks (OutMarks), read once. A mark that is not valid JSON, or whose
-    `out` member is absent, is skipped."""
+    """The export's `out` marks (OutMarks), gathered once. A mark that is not valid JSON, or
+    whose `out` member is absent, is skipped."""
     return exp.once(_read)
 
 
 def _read(exp: Export) -> OutMarks:
-    domains, _ = queries.domain_events(exp)
-    rows = [r for r in queries.domain_rows(exp) if r[0] == queries.MARK and isinstance(r[3], str) and _KIND in r[3]
-            and r[5] is not None and r[1] is not None
-            and domains.get((r[1] & queries.PID_MASK_SQL, r[2])) == DOMAIN]
-    rows.sort(key=lambda r: (r[5], r[4]))
+    domains, marks = queries.domain_events(exp)
     threads: dict[int, tuple[list[int], list[str]]] = {}
-    for _, gtid, _, text, _, start in rows:
+    for gtid, dom, text, start in marks:  # in time order
+        if not isinstance(text, str) or _KIND not in text or start is None or gtid is None \
+                or domains.get((gtid & queries.PID_MASK_SQL, dom)) != DOMAIN:
+            continue
         try:
             mark = json.loads(text)
             value = encode(mark["out"]) if isinstance(mark, dict) and mark.get("kind") == "out" else None

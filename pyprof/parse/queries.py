@@ -239,12 +239,12 @@ def _sqlite_order(value: Any) -> tuple:
     return (rank, value if rank else 0)
 
 
-def domain_events_of(rows: Sequence[tuple]) -> tuple[dict[tuple[int, int], str], list[tuple[int, int, str]]]:
+def domain_events_of(rows: Sequence[tuple]) -> tuple[dict[tuple[int, int], str], list[tuple[int, int, str, Any]]]:
     """domain_events' result from its rows (domain_rows, of the whole table or of slices of it)."""
     created, marks = [], []
     for kind, gtid, dom, value, row, start in rows:
         if kind == MARK:
-            marks.append((_sqlite_order(start), row, (gtid, dom, value)))
+            marks.append((_sqlite_order(start), row, (gtid, dom, value, start)))
         elif gtid is not None and dom is not None and value is not None:
             created.append((row, gtid & PID_MASK_SQL, dom, value))
     marks.sort(key=lambda m: m[:2])
@@ -252,20 +252,20 @@ def domain_events_of(rows: Sequence[tuple]) -> tuple[dict[tuple[int, int], str],
     return {(pid, dom): name for _, pid, dom, name in sorted(created)}, [m for _, _, m in marks]
 
 
-def _domain_events(exp: Export) -> tuple[dict[tuple[int, int], str], list[tuple[int, int, str]]]:
+def _domain_events(exp: Export) -> tuple[dict[tuple[int, int], str], list[tuple[int, int, str, Any]]]:
     return domain_events_of(domain_rows(exp))
 
 
-def domain_events(exp: Export) -> tuple[dict[tuple[int, int], str], list[tuple[int, int, str]]]:
-    """NVTX domain names by (globalPid, domainId), and the marks as (globalTid, domainId, text)
-    in time order (none when the export lacks the columns). Both come from one scan of the NVTX
-    table, the export's largest, made once per Export: the range sweep needs the names and the
-    compiled-graph join both. A window's worker is handed them (know_domain_events). Call inside
+def domain_events(exp: Export) -> tuple[dict[tuple[int, int], str], list[tuple[int, int, str, Any]]]:
+    """NVTX domain names by (globalPid, domainId), and the marks as (globalTid, domainId, text,
+    start) in time order (none when the export lacks the columns). Both come from one scan of the
+    NVTX table, the export's largest, made once per Export: the range sweep needs the names, the
+    compiled-graph join and the out marks (out_marks.py) the marks. A window's worker is handed them (know_domain_events). Call inside
     exp.errors()."""
     return exp.once(_domain_events)
 
 
-def know_domain_events(exp: Export, events: tuple[dict[tuple[int, int], str], list[tuple[int, int, str]]]) -> None:
+def know_domain_events(exp: Export, events: tuple[dict[tuple[int, int], str], list[tuple[int, int, str, Any]]]) -> None:
     """Hand `exp` what domain_events would read (found once for all windows: zones.py)."""
     exp.know(_domain_events, events)
 
