@@ -153,9 +153,7 @@ class Analyzer:
         no backward formula for a backward kernel), its op is a composite (each kernel priced
         from its own range), or the kernel is the engine's gradient accumulation; then the
         innermost PyTorch range with a formula does (op_ranges.py)."""
-        # A compiled graph's kernel here (ranged_sizes) is its graph node's: the marker or forward
-        # op around the graph call is not its op.
-        cost, warning = (None, None) if "compiled" in rec else self._marker_cost(rec)
+        cost, warning = self._marker_cost(rec)
         bprop = _backward_of(rec)
         # A backward kernel of an op with no backward formula is priced from its own range.
         no_backward = bprop and cost is not None and cost.kind not in MMA_KINDS and cost.bwd_flops is None \
