@@ -39,7 +39,7 @@ from pyprof.parse.out_marks import OutMarks, out_marks
 from pyprof.parse.intake import COUNT, DOMAIN, END, KEY, LABEL, NCCL, NODE_SEQ, NVTX_FIELDS, START, TEXT, Intake, Range
 from pyprof.parse.queries import SRC_CAPTURED, SRC_KERNEL, SRC_MEMCPY
 from pyprof.parse.ranges import BWD, LAYER, MODULE, OP, TORCH, Label, classify, encode, encode_str, is_accumulation
-from pyprof.parse.window import NEVER, Report, Window
+from pyprof.parse.window import Report, Window
 from pyprof.parse.zones import OPEN_END
 
 _TID_BITS = 0xFFFFFF
@@ -107,17 +107,18 @@ class _Attribution:
     docs/records.md) from the ranges `intake` holds open around its launch. With `report` (a
     speculative window), notes what an earlier window may have set (window.Report)."""
 
-    __slots__ = ("threads", "procs", "autograd", "tops", "calls", "fwd_ops", "guessed", "spans", "report",
-                 "fresh", "stats", "ddp", "outs")
+    __slots__ = ("threads", "procs", "autograd", "fwd_ops", "guessed", "spans", "report",
+                 "fresh", "stats", "ddp", "outs", "live_top")
 
     def __init__(self, intake: Intake, report: Report | None, stats: Stats,
                  ddp: dict[tuple[int, int], nccl.Call], outs: OutMarks | None = None) -> None:
         self.threads, self.procs, self.autograd = intake.threads, intake.procs, intake.autograd
-        self.tops, self.calls, self.spans = intake.tops, intake.calls, intake.spans
+        self.spans = intake.spans
         self.fwd_ops, self.guessed = intake.fwd_ops, intake.guessed
         self.report, self.fresh, self.stats = report, intake.fresh, stats
         self.ddp = ddp  # DDP's bucket all-reduces sized from its marker (ddp_buckets)
         self.outs = outs if outs is not None and outs.threads else None  # out_marks.py
+        self.live_top = intake.live_top  # the same report as this window's (a speculative one's)
 
     def of(self, row: tuple, t: int) -> tuple[str, str]:
         """(the attribution fields of activity `row`'s record as JSON text, closing brace
@@ -261,14 +262,8 @@ class _Attribution:
         that just ended, unless a backward call started since (another pass). `accumulation`: a
         launch inside an AccumulateGrad range, whose top entry holds the node it stores the
         gradient of; outside every range, after an AccumulateGrad, none (DDP's bucket work)."""
-        report = self.report
-        top = self.tops.get(rtid)
-        if top is None or (report is not None and top[1] < self.fresh):
-            if report is not None:
-                report.tops_missed.add(rtid)
-        elif top[0] is not None and top[2] == accumulation and top[1] >= self.calls.get(gpid, NEVER):
-            return top[0]
-        return None
+        top = self.live_top(rtid, gpid)
+        return top[0] if top is not None and top[2] == accumulation else None
 
     def _forward(self, gpid: int, bseq: int) -> tuple[Label | None, str, tuple[str, ...], int | None] | None:
         """The forward op of node `bseq` of process `gpid`, None when unknown."""

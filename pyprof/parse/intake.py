@@ -122,17 +122,24 @@ class Intake:
         self.groups = groups
         self.report = report  # a speculative window's: the state it read and did not have
 
+    def live_top(self, gtid: int, gpid: int) -> tuple | None:
+        """Thread `gtid`'s top entry (self.tops) where this window knows it and no backward call of
+        process `gpid` started after it (another pass); None otherwise. A speculative window notes
+        a top it could not see (a seeded run knows it)."""
+        top = self.tops.get(gtid)
+        if top is None or (self.report is not None and top[1] < self.fresh):
+            if self.report is not None:
+                self.report.tops_missed.add(gtid)
+            return None
+        return top if top[1] >= self.calls.get(gpid, NEVER) else None
+
     def _produced(self, gtid: int, gpid: int, start: int) -> int | None:
         """The node seq an AccumulateGrad range pushed on thread `gtid` at `start` stores the
         gradient of: AccumulateGrad has none, and the engine runs it right after the node that
         produced that gradient, the thread's top range before it (or this very range, taken in
-        again by a later window), unless a backward call started since (another pass)."""
-        top = self.tops.get(gtid)
-        if top is None or (self.report is not None and top[1] < self.fresh):
-            if self.report is not None:
-                self.report.tops_missed.add(gtid)  # a seeded run knows the top
-            return None
-        return top[0] if top[1] >= self.calls.get(gpid, NEVER) and (top[1] != start or top[2]) else None
+        again by a later window)."""
+        top = self.live_top(gtid, gpid)
+        return top[0] if top is not None and (top[1] != start or top[2]) else None
 
     def take(self, t: int) -> None:
         """Take in every range that starts by `t`."""
