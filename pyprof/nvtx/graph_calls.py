@@ -19,10 +19,10 @@ CUDA graphs, what no table entry covers (a CUDA graph tree's copies of the input
 graph's static buffers, `aten::_foreach_copy_`, and its setting of the RNG's seed and offset,
 `aten::fill_`, launched outside the replayed graph); in a graph of dynamic shapes whose library
 calls' sizes vary from call to call (a MoE expert's rows), their sizes, which the table holds
-only as compiled for. The other graphs' calls go without: shapes cost time in every op range. Turned on per call, on the
-calling thread (the backward's graph runs on the autograd thread), without emit_nvtx's device
-synchronizations, which would change the step being measured; the eager rest of the step keeps
-the default mode's cost.
+only as compiled for. The other graphs' calls go without: shapes cost time in every op range.
+Turned on per call, on the calling thread (the backward's graph runs on the autograd thread),
+without emit_nvtx's device synchronizations, which would change the step being measured; the
+eager rest of the step keeps the default mode's cost.
 
 The range names the graph's table (` graph 12`, pyprof.nvtx.inductor.graph_id) where pyprof saw
 the graph generated: graphs number their kernels from 0, and two graphs can run kernels of the
@@ -106,8 +106,8 @@ def ranges() -> Iterator[bool]:
 
 def ops_on(shapes: bool = False) -> bool:
     """Turn PyTorch's NVTX op ranges on for this thread (emit_nvtx's profiler state, with the
-    inputs' shapes where `shapes`, no synchronization); True when it did, and the caller turns them off again
-    (`torch.autograd._disable_profiler()`). False, changing nothing, when a profiler is on here
+    inputs' shapes where `shapes`, no synchronization); True when it did, and the caller turns
+    them off again (`torch.autograd._disable_profiler()`). False, changing nothing, when a profiler is on here
     already (the user's, or emit_nvtx) or PyTorch cannot turn this one on (a build without CUDA)."""
     if autograd._profiler_enabled():
         return False

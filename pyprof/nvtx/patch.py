@@ -82,23 +82,27 @@ _TENSOR_DUNDERS = frozenset(
                             "getitem", "setitem")]
 )
 
+def _always(args: tuple, kwargs: dict) -> bool:
+    return True
+
+
+def _condition_alone(args: tuple, kwargs: dict) -> bool:
+    return len(args) == 1 and not kwargs
+
+
 # Calls whose output size depends on their input's values get an `out` mark (wrappers.op_wrapper
 # `sized`). Those whose ATen op of the same name PyTorch tags dynamic_output_shape (nonzero,
 # masked_select, unique_consecutive, bincount, repeat_interleave, one_hot) are found by the tag
 # (_sized); these composites run such an op under another name: argwhere and where with the
 # condition alone (nonzero), unique (_unique2).
-_SIZED_COMPOSITES = {"argwhere": None, "unique": None, "where": lambda args, kwargs: len(args) == 1 and not kwargs}
-
-
-def _always(args: tuple, kwargs: dict) -> bool:
-    return True
+_SIZED_COMPOSITES = {"argwhere": _always, "unique": _always, "where": _condition_alone}
 
 
 def _sized(name: str) -> Optional[Callable[[tuple, dict], bool]]:
     """Whether a call of the entry point `name` has an output size its input's values decide,
     given its arguments (None: never)."""
     if name in _SIZED_COMPOSITES:
-        return _SIZED_COMPOSITES[name] or _always
+        return _SIZED_COMPOSITES[name]
     try:
         packet = getattr(torch.ops.aten, name)
         tagged = any(torch.Tag.dynamic_output_shape in getattr(packet, o).tags for o in packet.overloads())

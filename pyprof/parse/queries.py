@@ -260,8 +260,8 @@ def domain_events(exp: Export) -> tuple[dict[tuple[int, int], str], list[tuple[i
     """NVTX domain names by (globalPid, domainId), and the marks as (globalTid, domainId, text,
     start) in time order (none when the export lacks the columns). Both come from one scan of the
     NVTX table, the export's largest, made once per Export: the range sweep needs the names, the
-    compiled-graph join and the out marks (out_marks.py) the marks. A window's worker is handed them (know_domain_events). Call inside
-    exp.errors()."""
+    compiled-graph join and the out marks (out_marks.py) the marks. A window's worker is handed
+    them (know_domain_events). Call inside exp.errors()."""
     return exp.once(_domain_events)
 
 
