@@ -71,7 +71,11 @@ def thread_state() -> ThreadState:
 # at the break, not its wrapper, and the call would have no marker: the wrapper hands Dynamo
 # eager_call instead, a break at the same place, which then runs the wrapper as it is.
 eager_call: Optional[Callable] = None
-breaks_at_sized: Callable[[], bool] = lambda: False
+
+
+def breaks_at_sized() -> bool:
+    """Whether Dynamo breaks its graph at a data-sized op (replaced by pyprof.nvtx.inductor)."""
+    return False
 
 
 def op_wrapper(orig: Callable, mod: str, op: str, home: str, qualname: str, opaque: bool = True,
