@@ -45,7 +45,7 @@ class _Open(threading.local):
 
 
 _tl = _Open()
-# (node class, forward marker text) -> the pre-hook pushing its bwd marker.
+# (node class name, forward marker text) -> the pre-hook pushing its bwd marker.
 _hooks: dict = {}
 # Our entry in a tensor's hook dict: not an int, so no RemovableHandle id of the user's meets it.
 _KEY = "pyprof"
@@ -98,14 +98,36 @@ def close() -> None:
         _state.pop()
 
 
-def _hook(t: Any, node: Any, fwd: str) -> None:
-    cls = type(node)
-    h = _hooks.get((cls, fwd))
+def _pre_hook(node: str, fwd: str) -> Any:
+    """The hook pushing the bwd marker of node class `node` created by the op of marker `fwd`."""
+    h = _hooks.get((node, fwd))
     if h is None:
         if len(_hooks) >= _CACHE_LIMIT:
             _hooks.clear()
-        h = _hooks[(cls, fwd)] = functools.partial(_enter, bwd_marker(cls.__name__, fwd))
+        h = _hooks[(node, fwd)] = functools.partial(_enter, bwd_marker(node, fwd))
         h.__torch_unserializable__ = True  # saving a hooked tensor need not warn about it
+    return h
+
+
+def hook_leaf(t: Any, fwd: str) -> None:
+    """Open a bwd range for node `AccumulateGrad` with forward marker `fwd` whenever the engine
+    stores leaf `t`'s gradient: a hook in `t`'s hook dict, which AccumulateGrad runs first (a dict
+    of the user's gets ours after theirs). unhook_leaf() takes it out."""
+    d = t._backward_hooks
+    if d is None:
+        d = t._backward_hooks = _Hooks()
+    d[_KEY] = _pre_hook("AccumulateGrad", fwd)
+
+
+def unhook_leaf(t: Any) -> None:
+    """Take hook_leaf()'s hook out of leaf `t`'s hook dict; the dict too where it was ours alone."""
+    d = t._backward_hooks
+    if d is not None and d.pop(_KEY, None) is not None and not d and type(d) is _Hooks:
+        t._backward_hooks = None
+
+
+def _hook(t: Any, node: Any, fwd: str) -> None:
+    h = _pre_hook(type(node).__name__, fwd)
     if t._backward_hooks is None:
         d = t._backward_hooks = _Hooks()
         d[_KEY] = h

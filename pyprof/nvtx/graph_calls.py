@@ -48,7 +48,8 @@ import torch.autograd as autograd
 from torch.fx import GraphModule
 from torch.nn import Module
 
-from .inductor import graph_id, sized_calls
+from .inductor import graph_id, sized_calls, trains
+from .leaf_grads import LeafHooks
 from .node_ranges import enable
 from .wrappers import module_name
 
@@ -85,8 +86,11 @@ def ranges() -> Iterator[bool]:
         gid = graph_id(self)
         if gid is not None:
             text += GRAPH.format(gid=gid)
-        path = caller(sys._getframe(1), internal)
+        owner = caller(sys._getframe(1), internal)
+        path = caller_path(owner)
         nvtx.range_push(text + CALLER.format(path=path) if path else text)
+        if gid is not None:
+            leaves.take(self, inputs, trains(gid), owner, path)
         # Not a context manager: this runs on every graph call, and a generator-based one adds
         # frames of its own to each.
         ops = ops_on(gid is not None and sized_calls(gid))
@@ -97,11 +101,13 @@ def ranges() -> Iterator[bool]:
                 autograd._disable_profiler()
             nvtx.range_pop()
 
+    leaves = LeafHooks()
     cls.__call__ = call
     try:
         yield True
     finally:
         cls.__call__ = original
+        leaves.remove()
 
 
 def ops_on(shapes: bool = False) -> bool:
@@ -118,21 +124,25 @@ def ops_on(shapes: bool = False) -> bool:
     return True
 
 
-def caller(frame: Any, internal: tuple) -> Optional[str]:
-    """The path of the module whose code called a compiled graph, relative to the module
-    torch.compile wrapped: the `self` of the first frame up from `frame` that belongs to an
-    nn.Module, looked up only through torch's own frames (the runtime wrappers between the
-    compiled frame and the graph). None when that frame is not a module's, or the module is not
-    in the tree being called."""
+def caller(frame: Any, internal: tuple) -> Optional[Module]:
+    """The module whose code called a compiled graph: the `self` of the first frame up from
+    `frame` that belongs to an nn.Module, looked up only through torch's own frames (the runtime
+    wrappers between the compiled frame and the graph). None when that frame is not a module's."""
     while frame is not None:
         code = frame.f_code
         # f_locals copies every local of the frame: read it only where `self` is the first argument.
         if code.co_argcount and code.co_varnames[0] == "self":
             owner = frame.f_locals.get("self")  # None where the method deleted it
             if isinstance(owner, Module) and not isinstance(owner, GraphModule):
-                name = module_name(owner)
-                return None if name is None else ".".join(p for p in name.split(".") if p and p != _WRAPPED)
+                return owner
         if not code.co_filename.startswith(internal):
             return None
         frame = frame.f_back
     return None
+
+
+def caller_path(owner: Optional[Module]) -> Optional[str]:
+    """The path of module `owner` relative to the module torch.compile wrapped; None when it is
+    not in the tree being called."""
+    name = None if owner is None else module_name(owner)
+    return None if name is None else ".".join(p for p in name.split(".") if p and p != _WRAPPED)

@@ -59,7 +59,7 @@ _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 class _Graph:
     """The call sites of one compiled graph (one Inductor compilation), in generated-code order."""
 
-    __slots__ = ("gid", "bwd", "device", "cudagraphs", "calls", "nodes", "order", "hinted", "__weakref__")
+    __slots__ = ("gid", "bwd", "device", "cudagraphs", "calls", "nodes", "order", "hinted", "trains", "__weakref__")
 
     def __init__(self, gid: int, bwd: bool, device: Optional[str], cudagraphs: bool) -> None:
         self.gid = gid
@@ -74,6 +74,7 @@ class _Graph:
         # A library call's node has sizes the graph was compiled for in place of symbolic ones
         # (dynamic shapes): the sizes of a call come from its op ranges (graph_calls).
         self.hinted = False
+        self.trains = False
 
     def marker(self) -> str:
         """The `graph` marker: what every kernel marker of this graph shares."""
@@ -205,6 +206,9 @@ def _graph(lowering: Any) -> _Graph:
         device = getattr(lowering, "device_type", None)
         g = _Graph(len(_graphs), bool(getattr(lowering, "is_backward", False)), device,
                    bool(getattr(config.triton, "cudagraphs", False)))
+        # A training graph's forward: an inference graph's leaves get no gradient, and a
+        # backward's inputs are saved tensors and gradients.
+        g.trains = not g.bwd and getattr(lowering, "is_inference", True) is False
         _graphs.append(g)
         _by_lowering[lowering] = g
     return g
@@ -388,6 +392,12 @@ def sized_calls(gid: int) -> bool:
     its library calls has sizes that vary from call to call (dynamic shapes: the table holds the
     sizes it was compiled for)."""
     return 0 <= gid < len(_graphs) and (_graphs[gid].cudagraphs or _graphs[gid].hinted)
+
+
+def trains(gid: int) -> bool:
+    """Whether table graph `gid` is the forward of a training graph (its leaf inputs get
+    gradients: pyprof.nvtx.leaf_grads)."""
+    return 0 <= gid < len(_graphs) and _graphs[gid].trains
 
 
 def cache_switches() -> List[tuple]:

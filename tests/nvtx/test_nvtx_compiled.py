@@ -530,3 +530,75 @@ def test_a_data_sized_op_at_a_graph_break_runs_with_its_marker(tmp_path: Path) -
     assert len(annotated["why"]) == 1 and "torch.compiler.disable" in annotated["why"][0]
     assert annotated["graphs"] == 3
     assert (captured["graphs"], captured["why"], captured["ops"], captured["marks"]) == (2, [], [], [])
+
+
+LEAVES = '''
+import json
+import torch
+import torch.nn as nn
+import pyprof
+from unittest import mock
+from pyprof.nvtx import emit, graph_calls
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Linear(4, 4, bias=i == 0) for i in range(2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for b in self.blocks:
+            x = torch.relu(b(x))
+        return x
+
+
+pyprof.init()
+net = Net()
+for b in net.blocks:
+    b.register_forward_hook(lambda *_: torch._dynamo.graph_break())
+model = torch.compile(net)
+x = torch.randn(2, 4)
+model(x).sum().backward()
+w = nn.Parameter(torch.randn(4, 4))
+project = torch.compile(lambda w, x: x @ w)
+with torch.no_grad():
+    project(w, x)
+users = []
+net.blocks[1].weight.register_hook(lambda g: users.append("user"))
+with mock.patch("torch.cuda.nvtx.range_push", lambda t: None), mock.patch("torch.cuda.nvtx.range_pop", lambda: None):
+    with graph_calls.ranges(), emit.recording() as rec:
+        with torch.no_grad():
+            project(w, x)
+        model(x).sum().backward()
+    with emit.recording() as after:
+        model(x).sum().backward()
+stored = lambda markers: [m for m in markers if m.get("node") == "AccumulateGrad"]
+print(json.dumps([w._backward_hooks is None, stored(rec.markers), stored(after.markers), users,
+                  [type(p._backward_hooks).__name__ for p in net.parameters()]]))
+'''
+
+
+@pytest.mark.slow
+def test_leaves_of_training_graphs_store_their_gradients_in_ranges_of_their_own(tmp_path: Path) -> None:
+    """While the graph ranges are on, each parameter a training graph takes opens an AccumulateGrad
+    range when the engine stores its gradient, its marker naming the parameter (one graph runs for
+    both blocks' weights after the graph break); an inference graph's call hooks nothing (its
+    parameter `w`, which requires grad). After
+    the capture the hooks are gone, and the user's own hook dict is left as it was."""
+    script = tmp_path / "leaves.py"
+    script.write_text(LEAVES)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True, timeout=600)
+    inference_unhooked, during, after, users, dicts = json.loads(out.stdout.splitlines()[-1])
+
+    def stored(shape: list, param: str, module: str) -> dict:
+        fwd = {"v": 1, "kind": "op", "mod": "torch._C._functions", "op": "AccumulateGrad",
+               "args": [{"shape": shape, "dtype": "float32", "grad": True}], "kwargs": {"param": param},
+               "module": module}
+        return {"v": 2, "kind": "bwd", "node": "AccumulateGrad", "fwd": fwd}
+
+    assert inference_unhooked
+    assert during == [stored([4, 4], "weight", "blocks.1"), stored([4, 4], "weight", "blocks.0"),
+                      stored([4], "bias", "blocks.0")]
+    assert after == [] and users == ["user", "user"]
+    assert dicts == ["NoneType", "NoneType", "OrderedDict"]

@@ -1,16 +1,23 @@
-"""Backward calls: Tensor.backward, torch.autograd.backward and torch.autograd.grad.
+"""Backward calls (Tensor.backward, torch.autograd.backward and torch.autograd.grad) and the
+storing of a leaf's gradient (AccumulateGrad).
 
 The gradient kernels a backward call causes belong to the forward ops whose autograd nodes
 launch them (analysis.py prices them from the forward op's marker). The call itself launches
 one thing on the caller's thread: the seed gradient, `ones_like(output)` for every output whose
 gradient is not given (a scalar loss: one element filled). That fill is this family's cost.
+
+A compiled program's leaves have markers of their own (pyprof.nvtx.leaf_grads): a bwd range of
+node AccumulateGrad around the storing of each leaf's gradient.
 """
 from __future__ import annotations
 
 from typing import Any, Optional
 
 from ..registry import SIMT, Call, Cost, dims, fmt_params, register
-from ..values import Tensor
+from ..values import ITEMSIZE, Tensor
+
+# What PyTorch's copy between tensors of one dtype runs (a clone into the leaf's layout).
+_LAYOUT_COPY = "direct_copy_kernel_cuda"
 
 
 def _seeded(outputs: Any, grads: Any) -> Optional[list]:
@@ -49,3 +56,18 @@ def autograd_backward(c: Call) -> Optional[Cost]:
 def autograd_grad(c: Call) -> Optional[Cost]:
     """torch.autograd.grad(outputs, inputs, grad_outputs=None)."""
     return _seed_cost(_seeded(c.get(0, "outputs"), c.get(2, "grad_outputs")))
+
+
+@register("torch._C._functions.AccumulateGrad")
+def accumulate_grad(c: Call) -> Optional[Cost]:
+    """A leaf's gradient stored by the autograd engine; the leaf is the one argument. It never
+    runs forward (FLOPs and bytes na), and its backward runs one kernel or none: none where the
+    engine keeps the gradient as it came; a copy into the leaf's layout (a stage, the gradient
+    read and written in the leaf's dtype); an add to the gradient an earlier pass left (every
+    backward's accumulation part, parts.py: both read, the sum written, a FLOP an element)."""
+    t = c.tensor(0, "variable")
+    size = None if t is None else ITEMSIZE.get(t.dtype)
+    if size is None:
+        return None
+    return Cost(None, None, fmt_params(t.dtype, shape=dims(t.shape)), t.dtype, SIMT,
+                bwd_stages=((_LAYOUT_COPY, 0, 2 * t.numel * size),))
