@@ -217,10 +217,12 @@ def call(name: str, sizes: list, kernel: str, dtype: str | None = None):
     # where: the condition read as bool. 20 elements: cond 20 B, x, y 80 each, out 80.
     ("aten::where", [[4, 5], [4, 5], [4, 5]], "elementwise_kernel<where_kernel_impl...lambda(bool, float, float)>",
      (20, 260)),
-    # where(condition) alone, and nonzero under it: one comparison an element; the indices it
-    # writes depend on the data (bytes na).
-    ("aten::where", [[4, 5]], "DeviceReduceSingleTileKernel<...>", (20, None)),
-    ("aten::nonzero", [[4, 5]], "DeviceReduceSingleTileKernel<...>", (20, None)),
+    # where(condition) alone, and nonzero under it: what the call writes, and for a condition of
+    # two dims the coordinates it computes, depend on the count, in no range (its kernels one by
+    # one: test_prof_ops.py); a [20] condition's two tests an element are known.
+    ("aten::where", [[4, 5]], "DeviceReduceSingleTileKernel<...>", (None, None)),
+    ("aten::nonzero", [[4, 5]], "DeviceReduceSingleTileKernel<...>", (None, None)),
+    ("aten::nonzero", [[20]], "DeviceReduceSingleTileKernel<...>", (40, None)),
     # Max pooling's backward, [8,256,15,15] pooled to [8,256,7,7] (12,544 dY elements): one add per
     # dY element; X's size of dX written (460,800 fp32), dY read and its int64 indices.
     ("aten::max_pool2d_with_indices_backward", [[8, 256, 7, 7], [8, 256, 15, 15], [], [], [], [], [], [8, 256, 7, 7]],

@@ -392,13 +392,17 @@ def test_index_add_backward_gathers_the_source_gradient():
 
 
 def test_where_of_a_condition_alone_is_nonzero():
-    """torch.where(condition) returns the nonzero indices: one comparison an element, the
-    condition read; what it writes depends on the data (bytes na), not a select's three operands."""
+    """torch.where(condition) returns the nonzero indices, not a select's three operands: what
+    it writes, and for a condition of two dims the coordinates it computes, depend on the data
+    (FLOPs and bytes na without the call's out mark); a 1-dim condition's two tests an element
+    (the count, then the select) are known."""
     cond = t(128, 2) > 0
     for mod, op, args in (("torch", "where", (cond,)), ("torch", "nonzero", (cond,)), ("Tensor", "nonzero", (cond,)),
                           ("torch", "argwhere", (cond,))):
         c = cost_of(mod, op, *args)
-        assert (c.flops, c.bytes) == (256, None), (mod, op)
+        assert (c.flops, c.bytes) == (None, None), (mod, op)
+    c = cost_of("torch", "nonzero", t(128) > 0)
+    assert (c.flops, c.bytes) == (256, None)
     x, y = t(128, 2), t(128, 2)
     c = cost_of("torch", "where", cond, x, y)
     assert (c.flops, c.bytes) == (256, io_bytes(torch.where, cond, x, y))
@@ -411,7 +415,8 @@ def test_nonzero_with_its_out_mark_prices_each_kernel():
     flagged select (read again, 127 int64 positions and the count written), and write_indices
     (each position into 2 coordinates in place: the positions read, 2 x 127 int64 written); cub's
     tile-state init is its own part. The kernels add up to the call; a [512] condition has no
-    write_indices. Without the mark, bytes na."""
+    write_indices. Without the mark only the count is known: the select's bytes and
+    write_indices' work are na."""
     cond = t(512, 2) > 0
     m = marker("torch", "where", cond)
     m["out"] = [{"shape": [127], "dtype": "int64"}] * 2
@@ -425,8 +430,9 @@ def test_nonzero_with_its_out_mark_prices_each_kernel():
     facts, _ = analyse(kernels(m, names, grid=[1, 1, 1], block=[128, 1, 1]))
     n = 1024
     assert [(f.flops, f.bytes) for f in facts] == [(n, n + 4), (0, 268), (n, n + 8 * 127 + 4), (2 * 127, 8 * 127 * 3)]
-    c = cost_of("torch", "where", cond)
-    assert (c.flops, c.bytes) == (n, None)
+    del m["out"]
+    facts, _ = analyse(kernels(m, names, grid=[1, 1, 1], block=[128, 1, 1]))
+    assert [(f.flops, f.bytes) for f in facts] == [(n, n + 4), (0, 268), (n, None), (None, None)]
     m = marker("torch", "nonzero", t(512) > 0)
     m["out"] = {"shape": [40, 1], "dtype": "int64"}
     facts, _ = analyse(kernels(m, names[:3], grid=[1, 1, 1], block=[128, 1, 1]))

@@ -257,13 +257,19 @@ def nonzero_cost(x: Tensor, found: list[Tensor] | None = None) -> Cost:
     turn: cub's count of the nonzero elements (x read, the count written), cub's flagged select of
     their flat positions (x tested again, read; the positions written as int64; its tile states:
     cub_init.py), and, where x has more than one dim, write_indices turning each position into
-    its coordinates in place (read, written; one division an index and dim). Without it, bytes
-    na. A count over more than one tile runs a second reduction kernel (its partial counts): na."""
+    its coordinates in place (read, written; one division an index and dim). Without it the count
+    alone is known: the select's bytes and write_indices' work are na (the call's total too, where
+    x has more than one dim). A count over more than one tile runs a second reduction kernel (its
+    partial counts): na."""
     n, size, d = x.numel, x.itemsize, len(x.shape)
-    params = fmt_params(x.dtype, shape=dims(x.shape))
     rows = found[0].shape[0] if found and found[0].shape else None
     if rows is None or size is None:
-        return Cost(n, None, params, x.dtype, SIMT)
+        count = ("DeviceReduce", n, None) if size is None else ("DeviceReduce", n, 0, n * size + 4)
+        stages = (count, ("DeviceSelectSweepKernel", n, None))
+        if d > 1:
+            stages += (("write_indices", None, None),)
+        return Cost(None if d > 1 else 2 * n, None, fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT,
+                    stages=stages)
     stages = (("DeviceReduce", n, 0, n * size + 4), ("DeviceSelectSweepKernel", n, 0, n * size + 8 * rows + 4))
     if d > 1 and rows:
         stages += (("write_indices", rows * d, 0, 8 * rows * (1 + d)),)
