@@ -399,6 +399,7 @@ prims.inductor_seeds
 prims.iota
 prims.prepare_softmax_online
 prims.rev
+torch._C._functions.AccumulateGrad
 torch.__matmul__
 torch._native_multi_head_attention
 torch._pack_padded_sequence

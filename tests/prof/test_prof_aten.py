@@ -499,6 +499,24 @@ def test_split_k_reduction_writes_the_gemms_output_type():
         ["bfloat16", "float16", "float32"]
 
 
+def test_a_comparison_writes_bool():
+    """PyTorch's binary functors name what they return, third (an H200 MoE router's idx == e reads
+    int64 and writes bool): the flow gives nonzero's condition 1 B an element, not 8."""
+    from pyprof.prof.pricing.op_ranges import written_dtype
+    eq = ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::AUnaryFunctor<long, long, bool, "
+          "at::native::<unnamed>::CompareEqFunctor<long>>, std::array<char *, (unsigned long)2>>(int, T2, T3)")
+    mul = ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::BinaryFunctor<c10::BFloat16, "
+           "c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor<float>>, std::array<char *, "
+           "(unsigned long)3>>(int, T2, T3)")
+    assert (written_dtype(eq, None), written_dtype(mul, None)) == ("bool", "bfloat16")
+    eq_range = {"name": "aten::eq", "opId": 7, "sizes": [[512, 2], []], "inputOpIds": [[3, 1], [0, -1]]}
+    where = {"name": "aten::nonzero", "opId": 8, "sizes": [[512, 2]], "inputOpIds": [[7, 0]]}
+    count = ("void at_cuda_detail::cub::detail::reduce::DeviceReduceSingleTileKernel<Policy1000, transform_iterator<"
+             "at::native::<unnamed>::NonZeroOp<bool>, const bool *>, int *, unsigned long long>(T2, T3, T4, T5, T6, T8)")
+    facts, _ = analyse([record(None, eq, torchOps=[eq_range]), record(None, count, torchOps=[where])])
+    assert (facts[1].flops, facts[1].bytes) == (1024, 1024 + 4)
+
+
 # autocast's casts: a linear's fp32 bias down to bf16, and a layer norm's bf16 input up to fp32.
 DOWN = "void at::native::vectorized_elementwise_kernel<(int)8, at::native::bfloat16_copy_kernel_cuda(" \
        "at::TensorIteratorBase &)::[lambda(float) (instance 1)], std::array<char *, (unsigned long)2>>(int, T2, T3)"

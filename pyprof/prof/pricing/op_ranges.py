@@ -80,6 +80,9 @@ _SIXTEEN_BIT_DST = re.compile(r"\b(bfloat16|float16)_copy_kernel_cuda")
 # ... uniform_and_transform<c10::Half, float, ...>: the tensor's type is the transform's first;
 # random_'s (integers drawn as unsigned long) its distribution_nullary_kernel<long, ...>'s first.
 _RANDOM_FILL = re.compile(r"(?:_and_transform|\bdistribution_nullary_kernel)<([\w:]+),")
+# PyTorch's binary functors state what they return, third: a comparison's AUnaryFunctor<long,
+# long, bool, CompareEqFunctor<long>> reads int64 and writes bool.
+_FUNCTOR_RESULT = re.compile(r"\b(?:AUnary|BUnary|Binary)Functor<[\w:]+, [\w:]+, ([\w:]+),")
 # cuBLASLt's split-K reduction sums its Tacc partials into the GEMM's output, of its fifth
 # template type: splitKreduce_kernel<32, 16, int, float, __nv_bfloat16, ...>(params, const T4 *, ...,
 # T5 *, ...) writes bfloat16.
@@ -90,11 +93,12 @@ _SPLIT_K_OUT = re.compile(r"\bsplitKreduce_kernel<\(int\)\d+, \(int\)\d+, \w+, [
 def _destination(name: str | None) -> str | None:
     """The dtype of what a kernel whose first element type is not its output's writes: a copy
     into a 16-bit tensor (the source's type first), a random fill and cuBLASLt's split-K
-    reduction (the accumulate type first)."""
+    reduction (the accumulate type first), a binary functor that returns another type (a
+    comparison's bool)."""
     sixteen = _SIXTEEN_BIT_DST.search(name) if name else None
     if sixteen:
         return sixteen.group(1)
-    typed = (_RANDOM_FILL.search(name) or _SPLIT_K_OUT.search(name)) if name else None
+    typed = (_RANDOM_FILL.search(name) or _SPLIT_K_OUT.search(name) or _FUNCTOR_RESULT.search(name)) if name else None
     return template_dtype(f"<{typed.group(1)}>") if typed else None
 
 
