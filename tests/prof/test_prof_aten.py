@@ -588,3 +588,45 @@ def test_max_pool_forward_bytes_from_its_consumer_and_its_flops_na():
     assert (facts[0].flops, facts[0].bytes, facts[0].level) == (None, (n + m) * 4 + 8 * m, "aten")
     facts, _ = analyse([record(None, MAX_POOL, torchOps=pool)])  # no consumer read ahead: na
     assert facts[0].bytes is None
+
+
+def test_topk_takes_k_and_dim_from_the_consumer_of_its_values():
+    """aten::topk's range holds the input's shape alone (k, dim and sorted are scalars): the MoE
+    router's [512, 8] scores, whose values a sum then reads as [512, 2] (H200, emit_nvtx). k = 2
+    along dim 1, the kernels as the marker prices them (test_prof_more_ops.py): gatherTopK 512 x 8
+    x ceil(log2 2) tests, the scores read and 2 values and int64 indices a row written; then the
+    sort of each row's 2 in place."""
+    topk = {"name": "aten::topk", "opId": 26, "sizes": [[512, 8], [], [], [], []], "inputOpIds": [[19, 0]] + [[0, -1]] * 4}
+    total = {"name": "aten::sum", "opId": 27, "sizes": [[512, 2], [], [], []], "inputOpIds": [[26, 0]] + [[0, -1]] * 3}
+    gather = "void at::native::sbtopk::gatherTopK<float, unsigned int, (int)2, (bool)0>(at::cuda::detail::TensorInfo)"
+    sort = "void at::native::bitonicSortKVInPlace<(int)2, (int)-1, (int)16, (int)16, float, long>(at::cuda::detail)"
+    reduce = "void at::native::reduce_kernel<(int)512, (int)1, at::native::ReduceOp<float, at::native::func_wrapper_t<" \
+             "float, at::native::sum_functor<float, float, float>>>>(T3)"
+    facts, _ = analyse([record(None, gather, torchOps=[topk]), record(None, sort, torchOps=[topk], subSeqId=1),
+                        record(None, reduce, torchOps=[total])])
+    rows = 512
+    assert [(f.flops, f.bytes) for f in facts[:2]] == [(512 * 8 * 1, 512 * 8 * 4 + rows * 2 * (4 + 8)),
+                                                        (rows * 2 * 1, 2 * rows * 2 * (4 + 8))]
+    # Without a consumer in the records read ahead, k is not known: na.
+    facts, _ = analyse([record(None, gather, torchOps=[topk])])
+    assert (facts[0].flops, facts[0].bytes) == (None, None)
+
+
+def test_scatter_reads_its_values_dtype_from_their_producer():
+    """topk's backward scatters dY ([512, 2]) into zeros ([512, 8], a fill that wrote float32)
+    through the indices: the scatter kernel copies opaque 4-byte values and names only its index
+    type (long), so the values' dtype comes from self's producer: idx 8 B and dY 4 B an element
+    read, 4 B written; no FLOPs. Where no producer tells, na (not the index's 8 B)."""
+    fill = "void at::native::vectorized_elementwise_kernel<(int)4, at::native::FillFunctor<float>, " \
+           "std::array<char *, (unsigned long)1>>(int, T2, T3)"
+    scatter = "void at::native::_scatter_gather_elementwise_kernel<(int)128, (int)8, void at::native::" \
+              "_cuda_scatter_gather_internal_kernel<(bool)1, at::native::OpaqueType<(int)4>, long>::operator ()" \
+              "<at::native::TensorAssign>(at::TensorIterator &, long, long, long, const T1 &)::[lambda(int) " \
+              "(instance 1)]>(int, T3)"
+    zeros = {"name": "aten::fill_", "opId": 1797, "sizes": [[512, 8], []], "inputOpIds": [[1795, 0], [0, -1]]}
+    scatter_range = {"name": "aten::scatter_", "opId": 1798, "sizes": [[512, 8], [], [512, 2], [512, 2]],
+                     "inputOpIds": [[1797, 0], [0, -1], [26, 1], [1790, 0]]}
+    facts, _ = analyse([record(None, fill, torchOps=[zeros]), record(None, scatter, torchOps=[scatter_range])])
+    assert (facts[1].flops, facts[1].bytes) == (0, 1024 * 8 + 1024 * 4 * 2)
+    facts, _ = analyse([record(None, scatter, torchOps=[scatter_range])])
+    assert (facts[0].flops, facts[0].bytes) == (None, None)

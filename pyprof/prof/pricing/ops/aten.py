@@ -24,10 +24,11 @@ from .batch_norm import batch_norm_kernels
 from .elementwise import FLOPS_PER_ELEMENT, nonzero_cost, pointwise_cost, reduce_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
 from .loss import SMOOTH_L1_FLOPS, loss_cost
-from .memory import copy_cost, index_add_cost, index_rows
+from .memory import copy_cost, index_add_cost, index_rows, scatter_cost
 from .nn import (embedding_bag_cost, group_norm_cost, interpolate_cost, norm_cost, pool_cost, row_norm_cost,
                  softmax_backward_stages, softmax_cost)
 from .optim import UNSCALE_FLOPS, adam_flops, update_scale_cost
+from .order import topk_cost
 
 A = Any  # an AtenCall (pyprof/prof/pricing/op_ranges.py); not imported: aten.py imports this package
 
@@ -121,6 +122,36 @@ def _pointwise(a: A) -> Cost:
 register_aten(*[f"aten::{o}{s}" for o in _UNARY + _BINARY for s in ("", "_")],
               "aten::where", "aten::masked_fill", "aten::masked_fill_",
               *[f"aten::{o}" for o in _UNARY_BACKWARD])(_pointwise)
+
+
+@register_aten("aten::scatter", "aten::scatter_", "aten::scatter_add", "aten::scatter_add_")
+def scatter(a: A) -> Cost | None:
+    """memory.scatter_cost of (self, dim, index, src): the scatter kernel's; an out-of-place
+    scatter's copy of self runs under a range of its own (aten::copy_), priced there. The values'
+    dtype is what self's or src's producer wrote: the kernel names its index type, and copies the
+    values as opaque bytes."""
+    dtype = a.input_dtype(0) or a.input_dtype(3)
+    x, index = a.tensor(0, dtype) if dtype else None, a.tensor(2, "int64")
+    if x is None or index is None:
+        return None
+    return scatter_cost(x, index, "_add" in a.name, False)
+
+
+@register_aten("aten::topk")
+def topk(a: A) -> Cost | None:
+    """order.topk_cost, its k and dim (scalars, in no range) from the values' shape as a consumer's
+    range gives it: the one dim where it is shorter than the input (none: k is the whole dim, and
+    any dim costs the same). Sorted, the default: a call that is not runs no sort kernel, so
+    only its total counts one."""
+    x = a.tensor(0)
+    out = None if x is None else a.output_shape(lambda s: len(s) == len(x.shape))
+    if out is None or len(out) != len(x.shape):
+        return None
+    shorter = [d for d, (i, o) in enumerate(zip(x.shape, out)) if o != i]
+    if len(shorter) > 1 or shorter and out[shorter[0]] > x.shape[shorter[0]]:
+        return None
+    dim = shorter[0] if shorter else len(out) - 1
+    return topk_cost(x, out[dim], dim)
 
 
 @register_aten("aten::nonzero", "aten::nonzero_numpy", "aten::argwhere")

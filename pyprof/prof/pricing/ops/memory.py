@@ -102,12 +102,17 @@ def gather(c: Call) -> Cost | None:
                            x, index, index.numel)
 
 
+def scatter_cost(x: Tensor, index: Tensor, adds: bool, copies: bool) -> Cost | None:
+    """A source's elements, one per index element, written into `x` through `index` (`adds`: added
+    to what is there); `copies`: an out-of-place scatter, x copied first."""
+    return _indexed(index.numel, index, x.dtype, adds, x if copies else None, shape=dims(x.shape),
+                    idx=dims(index.shape))
+
+
 def _scatter(inplace: bool, adds: bool):
     def formula(c: Call) -> Cost | None:
-        x, index = c.get(0, "input"), c.get(2, "index")
-        reduce = c.get(None, "reduce")
-        return _indexed(index.numel, index, x.dtype, adds or reduce is not None, None if inplace else x,
-                        shape=dims(x.shape), idx=dims(index.shape))
+        return scatter_cost(c.get(0, "input"), c.get(2, "index"), adds or c.get(None, "reduce") is not None,
+                            not inplace)
     return formula
 
 

@@ -66,17 +66,21 @@ def argsort(c: Call) -> Cost | None:
 
 @register(*names(["topk"]))
 def topk(c: Call) -> Cost | None:
+    """topk_cost of the call's input, k, dim and sorted."""
+    return topk_cost(c.get(0, "input"), c.get(1, "k"), c.get(2, "dim", -1), c.get(4, "sorted", True))
+
+
+def topk_cost(x, k, dim: int, in_order: bool = True) -> Cost | None:
     """PyTorch's kernels in turn: gatherTopK finds each row's k (the input read, k values and
     int64 indices a row written); sorted (the default) and k > 1, a sort of each row's k in place
     (bitonicSortKVInPlace and its kin for small k: values and indices read and written). Rows
     longer than one block's search run radix-select kernels first: na."""
-    x, k = c.get(0, "input"), c.get(1, "k")
-    cost = _order_cost(x, c.get(2, "dim", -1), k, True)
+    cost = _order_cost(x, dim, k, True)
     if cost is None or not isinstance(k, int):
         return cost
-    rows = x.numel // max(x.shape[c.get(2, "dim", -1)], 1)
+    rows = x.numel // max(x.shape[dim], 1)
     out = rows * k
     stages = (("gatherTopK", cost.flops, 0, cost.bytes),)
-    if c.get(4, "sorted", True) and k > 1:
+    if in_order and k > 1:
         stages += (("SortKVInPlace", out * _steps(k), 0, 2 * out * (x.itemsize + 8)),)
     return replace(cost, flops=sum(s[1] for s in stages), bytes=sum(s[3] for s in stages), stages=stages)
