@@ -73,3 +73,49 @@ def test_backward_kernels_take_op_module_site_and_marker_from_the_bwd_marker(tmp
         k = recs[c]
         assert (k["op"], k["module"], k["trace"], k["subSeqId"]) == ("linear", "enc.fc", "train.py:10", sub)
         assert k["fwd"]["node"] == "AddmmBackward0"
+
+
+def leaf(shape: list, param: str, module: str) -> str:
+    """pyprof.nvtx.leaf_grads's forward marker of a compiled program's parameter."""
+    return marker("op", mod="torch._C._functions", op="AccumulateGrad",
+                  args=[{"shape": shape, "dtype": "float32", "grad": True}], kwargs={"param": param}, module=module)
+
+
+LAYOUT_COPY = ("void at::native::elementwise_kernel<(int)128, (int)2, void at::native::gpu_kernel_impl_nocast<"
+               "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase &)::[lambda() (instance 3)]>"
+               "(at::TensorIteratorBase &, const T1 &)::[lambda(int) (instance 1)]>(int, T3)")
+ADD = ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::CUDAFunctor_add<float>, "
+       "std::array<char *, (unsigned long)3>>(int, T2, T3)")
+
+
+def test_a_compiled_programs_leaf_gradients_are_their_parameters_and_priced(tmp_path: Path) -> None:
+    """After a compiled backward, the engine stores each parameter's gradient in an AccumulateGrad
+    range of its own (pyprof.nvtx.leaf_grads): the copy into blocks.0.weight's layout ([64, 32, 3,
+    3] fp32, 18,432 elements: read and written once) and the add onto blocks.1.bias's gradient
+    ([64]: both read, the sum written, an add each) are those parameters' kernels, not the loss's
+    whose range was open before."""
+    from test_prof_helpers import analyse
+
+    loss = marker("op", mod="torch.nn.functional", op="cross_entropy",
+                  args=[{"shape": [4, 10], "dtype": "float32", "grad": True}, {"shape": [4], "dtype": "int64"}])
+    syn = SynthExport(str(tmp_path / "leaves.sqlite"))
+    grad = syn.thread(100, 101, "pt_autograd_0")
+    dom = syn.domain(grad, "pyprof", t=11, registered=True)
+    syn.push(grad, 1000, 2000, bwd("NllLossBackward0", loss), domain=dom, registered=True)
+    syn.launch_kernel(grad, 1500, "void at::native::vectorized_elementwise_kernel<4, nll_loss_backward>(int)")
+    syn.push(grad, 2000, 3000, bwd("AccumulateGrad", leaf([64, 32, 3, 3], "weight", "blocks.0")), domain=dom,
+             registered=True)
+    syn.launch_kernel(grad, 2500, LAYOUT_COPY)
+    syn.push(grad, 3000, None, bwd("AccumulateGrad", leaf([64], "bias", "blocks.1")), domain=dom, registered=True)
+    syn.launch_kernel(grad, 3500, ADD)
+    with Export(syn.close()) as exp:
+        recs = list(records(exp, Stats()))
+    copy, add = recs[1], recs[2]
+    assert [(r["dir"], r["mod"], r["op"], r["module"], r["fwd"]["node"], r["subSeqId"]) for r in (copy, add)] == [
+        ("bprop", "torch._C._functions", "AccumulateGrad", "blocks.0", "AccumulateGrad", 0),
+        ("bprop", "torch._C._functions", "AccumulateGrad", "blocks.1", "AccumulateGrad", 0)]
+    assert copy["fwd"]["marker"]["kwargs"] == {"param": "weight"}
+    copy["grid"], add["grid"] = [72, 1, 1], [1, 1, 1]  # as PyTorch launches them: 256 and 512 elements a block
+    facts, tally = analyse([copy, add])
+    assert [(f.flops, f.bytes) for f in facts] == [(0, 2 * 18432 * 4), (64, 3 * 64 * 4)]
+    assert tally.warnings == {}
