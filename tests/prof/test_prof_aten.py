@@ -630,3 +630,22 @@ def test_scatter_reads_its_values_dtype_from_their_producer():
     assert (facts[1].flops, facts[1].bytes) == (0, 1024 * 8 + 1024 * 4 * 2)
     facts, _ = analyse([record(None, scatter, torchOps=[scatter_range])])
     assert (facts[0].flops, facts[0].bytes) == (None, None)
+
+
+def test_a_cast_tells_the_dtype_of_what_it_read():
+    """An MoE's x.reshape(-1, d) is a view: no kernel of it says its dtype, and the gather of its
+    rows (x[rows], H200 emit_nvtx) names only its index type. autocast's cast of the same x for
+    the gate's linear reads it as float32 (the cast kernel is instantiated with its source type):
+    the gather then moves 138 int64 indices and 138 rows of 256 fp32, read and written."""
+    cast = ("void at::native::vectorized_elementwise_kernel<(int)8, at::native::bfloat16_copy_kernel_cuda("
+            "at::TensorIteratorBase &)::[lambda(float) (instance 1)], std::array<char *, (unsigned long)2>>(int, T2, T3)")
+    gather = "void at::native::vectorized_gather_kernel<(int)16, long>(char *, char *, T2 *, int, long, long, long, long, bool)"
+    to_copy = {"name": "aten::_to_copy", "opId": 40, "sizes": [[512, 256], [], [], [], [], [], []],
+               "inputOpIds": [[2, 0]] + [[0, -1]] * 6}
+    copy = {"name": "aten::copy_", "opId": 42, "sizes": [[512, 256], [512, 256], []],
+            "inputOpIds": [[41, 0], [2, 0], [0, -1]]}
+    rows = {"name": "aten::index", "opId": 302, "sizes": [[512, 256], [138]], "inputOpIds": [[2, 0], [298, 0]]}
+    facts, _ = analyse([record(None, cast, torchOps=[to_copy, copy]), record(None, gather, torchOps=[rows])])
+    assert (facts[1].flops, facts[1].bytes) == (0, 138 * 8 + 2 * 138 * 256 * 4)
+    facts, _ = analyse([record(None, gather, torchOps=[rows])])
+    assert (facts[0].flops, facts[0].bytes) == (None, None)

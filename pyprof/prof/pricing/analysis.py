@@ -205,7 +205,7 @@ class Analyzer:
         verdict = classify(name)
         cost, f.level, aten_range = self._priced(rec, name, verdict)
         if rec.get("torchOps"):  # the flow is between PyTorch's ranges: nothing to learn without them
-            self.flow.wrote(rec, aten_level.written_dtype(name, verdict))
+            self.flow.wrote(rec, aten_level.written_dtype(name, verdict), aten_level.cast_source(name))
         f.cost = cost
         kind = cost.kind if cost else None
         dtype = cost.dtype if cost else None

@@ -102,6 +102,12 @@ def _destination(name: str | None) -> str | None:
     return template_dtype(f"<{typed.group(1)}>") if typed else None
 
 
+def cast_source(name: str | None) -> str | None:
+    """The dtype a cast kernel into a 16-bit tensor read (the type it is instantiated with), or
+    None for any other kernel."""
+    return template_dtype(name) if name and _SIXTEEN_BIT_DST.search(name) else None
+
+
 def written_dtype(name: str | None, verdict: str | None) -> str | None:
     """The dtype a kernel's output is in, as far as its name tells: its element type
     (kernel_element_dtype), but the destination's for a copy into a 16-bit tensor or a random fill."""

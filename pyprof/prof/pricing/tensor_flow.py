@@ -115,12 +115,15 @@ class TensorFlow:
         self._source: Iterator | None = None  # the input ahead reads, where upcoming may read on
         self.asked = False  # a formula asked for something this flow did not hold
 
-    def wrote(self, rec: dict, dtype: str | None) -> None:
+    def wrote(self, rec: dict, dtype: str | None, source: str | None = None) -> None:
         """Record that the kernel of `rec` wrote `dtype`, for every range around it (by opId,
         and by seq for a forward op's). A kernel whose name tells no dtype (cuDNN's
         `wgrad2d_shmem_tiling`) leaves a range it is the first of with the dtype of the range's
         first input whose producer is known: an op's output is in its inputs' dtype unless a
-        kernel (a cast) says otherwise. Every kernel record with ranges comes here: kept lean."""
+        kernel (a cast) says otherwise. `source`: what a cast's kernel read (op_ranges.cast_source),
+        the dtype of the cast's input, which no kernel of its producer may have told (a view's
+        output, an MoE's x.reshape(-1, d): its rows gathered later need it). Every kernel record
+        with ranges comes here: kept lean."""
         ranges = rec.get("torchOps")
         if not ranges:
             return
@@ -153,6 +156,10 @@ class TensorFlow:
         if dtype in _SIXTEEN_BIT and type(ranges[-1]) is dict and ranges[-1].get("name") == "aten::copy_" \
                 and argument_cast(ranges, len(ranges) - 1) is not None:
             self._autocast[pid] = dtype
+        if source is not None and len(ranges) > 1 and type(ranges[-2]) is dict and ranges[-2].get("name") in _CAST_RANGES:
+            cast = producers(ranges[-2])[:1]
+            if cast and cast[0] and not dtypes.get((pid, cast[0][0])):
+                dtypes[(pid, cast[0][0])] = source
         if len(dtypes) > 2 * self._held:
             self._trim()
 
