@@ -649,3 +649,37 @@ def test_a_cast_tells_the_dtype_of_what_it_read():
     assert (facts[1].flops, facts[1].bytes) == (0, 138 * 8 + 2 * 138 * 256 * 4)
     facts, _ = analyse([record(None, gather, torchOps=[rows])])
     assert (facts[0].flops, facts[0].bytes) == (None, None)
+
+
+def test_index_add_backward_gathers_the_gradient_rows():
+    """index_add_'s backward gathers dOut's 127 rows (aten::index_select, its aten::gather run by
+    PyTorch's row gather kernel, H200 emit_nvtx): 127 int64 indices read, 127 rows of 256 read
+    and written, in the gradient's dtype (the forward index_add_'s output: fp32)."""
+    forward = {"name": "aten::index_add_", "opId": 97, "seq": 1276, "sizes": [[512, 256], [], [127], [127, 256], []],
+               "inputOpIds": [[30, 0], [0, -1], [46, 0], [96, 0], [0, -1]]}
+    add = "void at::native::indexFuncLargeIndex<float, long, unsigned int, (int)2, (int)2, (int)-2, (bool)1>(T1)"
+    gather = "void at::native::vectorized_gather_kernel<(int)16, long>(char *, char *, T2 *, int, long, long, long, long, bool)"
+    node = [{"name": "autograd::engine::evaluate_function: IndexAddBackward0", "opId": 651},
+            {"name": "IndexAddBackward0", "opId": 652, "seq": 1276, "sizes": [[512, 256]], "inputOpIds": [[649, 0]]},
+            {"name": "aten::index_select", "opId": 653, "sizes": [[512, 256], [], [127]],
+             "inputOpIds": [[649, 0], [0, -1], [487, 0]]},
+            {"name": "aten::gather", "opId": 659, "sizes": [[512, 256], [], [127, 256], [], [127, 256]],
+             "inputOpIds": [[649, 0], [0, -1], [657, 0], [0, -1], [655, 0]]}]
+    facts, _ = analyse([record(None, add, torchOps=[forward]), record(None, gather, "bprop", torchOps=node)])
+    assert (facts[1].flops, facts[1].bytes) == (0, 127 * 8 + 2 * 127 * 256 * 4)
+
+
+def test_a_gather_it_cannot_price_is_left_to_the_range_around():
+    """An embedding's lookup runs the same row gather inside aten::index_select's aten::gather
+    (the H200 Llama block, emit_nvtx): its weight is a parameter, no producer gives its dtype, so
+    the gather defers and the embedding's own formula prices the kernel, as without the gather's."""
+    gather = "void at::native::vectorized_gather_kernel<(int)16, long>(char *, char *, T2 *, int, long, long, long, long, bool)"
+    ranges = [{"name": "aten::embedding", "opId": 3, "sizes": [[4096, 512], [4, 256], [], [], []],
+               "inputOpIds": [[0, -1], [0, -1], [0, -1], [0, -1], [0, -1]]},
+              {"name": "aten::index_select", "opId": 4, "sizes": [[4096, 512], [], [1024]],
+               "inputOpIds": [[0, -1], [0, -1], [2, 0]]},
+              {"name": "aten::gather", "opId": 6, "sizes": [[4096, 512], [], [1024, 512], [], [1024, 512]],
+               "inputOpIds": [[0, -1], [0, -1], [5, 0], [0, -1], [4, 0]]}]
+    inner, _ = analyse([record(None, gather, torchOps=ranges)])
+    outer, _ = analyse([record(None, gather, torchOps=ranges[:2])])
+    assert inner[0].bytes is not None and (inner[0].flops, inner[0].bytes) == (outer[0].flops, outer[0].bytes)

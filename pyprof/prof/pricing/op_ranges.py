@@ -265,7 +265,8 @@ def _made_inside(outer: dict, first: tuple | None, inner: dict) -> bool:
 def price(rec: dict, kernel: str | None, verdict: str | None,
           flow: TensorFlow | None = None) -> tuple[Cost, dict] | None:
     """(cost, range) of the innermost PyTorch range of `rec` with a formula, when that formula
-    prices it; None otherwise (no range with a formula, no sizes, or a formula that cannot).
+    prices it; None otherwise (no range with a formula, no sizes, or a formula that cannot; one
+    that defers, registry.deferring, leaves it to the ranges around).
     `flow`: what the trace has told of other ops' outputs (tensor_flow.py)."""
     torch_ops = rec.get("torchOps")
     if not torch_ops:
@@ -287,6 +288,8 @@ def price(rec: dict, kernel: str | None, verdict: str | None,
             cost = formula(call)
         except _ERRORS:
             return None
+        if cost is None and getattr(formula, "defers", False):
+            continue
         return None if cost is None else (cost, r)
     return None
 

@@ -237,6 +237,14 @@ def register_aten(*names: str) -> Callable[[AtenFormula], AtenFormula]:
     return deco
 
 
+def deferring(formula: AtenFormula) -> AtenFormula:
+    """Mark an aten formula that prices only some calls of its op (a row gather, not every
+    gather): where it returns None, the range around its range is asked (op_ranges.price)
+    instead of the kernel being na."""
+    formula.defers = True  # type: ignore[attr-defined]
+    return formula
+
+
 def lookup_aten(name: str | None) -> AtenFormula | None:
     """The formula for a PyTorch op range name, or None."""
     return _ATEN.get(name)  # type: ignore[arg-type]

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..multitensor import launch, launch_elements
 from ..reduce_launch import launch_outputs
-from ..registry import ATTN, CAUSAL_UNKNOWN, SIMT, Cost, dims, fmt_params, register_aten
+from ..registry import ATTN, CAUSAL_UNKNOWN, SIMT, Cost, deferring, dims, fmt_params, register_aten
 from ..values import FLOATING, ITEMSIZE, Tensor, reduces_to
 from .attention import sdpa_cost
 from .batch_norm import batch_norm_kernels
@@ -559,6 +559,22 @@ def index(a: A) -> Cost | None:
     rows = idx[0] * prod(shape[1:])
     return Cost(0, idx[0] * ITEMSIZE["int64"] + 2 * rows * size,
                 fmt_params(None, shape=dims(shape), idx=dims(idx), elem=size), None, SIMT)
+
+
+@register_aten("aten::gather")
+@deferring
+def gather(a: A) -> Cost | None:
+    """gather(self, dim, index[, sparse_grad, out]) as PyTorch's row gather runs it
+    (vectorized_gather_kernel: index_select's, its index expanded over the rows, which the kernel
+    reads once a row): memory.index_rows of self's rows along its first dim, in the dtype self's
+    producer wrote (the gradient, in index_add_'s backward). Others defer to the range around
+    (an embedding's): the range does not say whether the index is expanded, nor a parameter's dtype."""
+    x, index = a.shape(0), a.shape(2)
+    dtype = a.input_dtype(0)
+    if "vectorized_gather_kernel" not in a.kernel or not x or not index or dtype is None or len(x) != len(index) \
+            or list(x[1:]) != list(index[1:]):
+        return None
+    return index_rows(Tensor(tuple(x), dtype), Tensor((index[0],), "int64"))
 
 
 @register_aten("aten::index_add_", "aten::index_add")
