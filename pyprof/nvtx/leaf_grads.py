@@ -40,13 +40,16 @@ def leaf_marker(t: Tensor, name: Optional[str] = None) -> str:
     return op_marker(MOD, OP, [t], {"param": attr}, module=module or None)
 
 
+# The attribute a compiled graph keeps its inputs' leaf positions in, found at its first call.
+_POSITIONS = "_pyprof_leaves"
+
+
 class LeafHooks:
     """The leaves hooked during one capture, found among the inputs of each training graph's
     calls: a graph's leaf positions are found at its first call, and each call then checks only
     those (one graph may run for several modules' parameters after a graph break)."""
 
     def __init__(self) -> None:
-        self._positions: Dict[int, Sequence[int]] = {}  # id(compiled graph) -> its inputs' leaf positions
         self._hooked: Dict[int, weakref.ref] = {}  # id(leaf) -> the leaf, weakly (a freed one's id is reused)
 
     def take(self, graph: Any, inputs: List[Any], trains: bool, owner: Optional[Module], path: Optional[str]) -> None:
@@ -54,11 +57,11 @@ class LeafHooks:
         training graph's forward (no other graph's leaves get gradients); `owner`: the module
         whose code called it, at `path` (graph_calls.caller_path), whose parameters' names the
         markers carry."""
-        positions = self._positions.get(id(graph))
+        positions: Optional[Sequence[int]] = getattr(graph, _POSITIONS, None)
         if positions is None:
-            positions = self._positions[id(graph)] = [
-                i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad and t.grad_fn is None
-            ] if trains else ()
+            positions = [i for i, t in enumerate(inputs)
+                         if isinstance(t, Tensor) and t.requires_grad and t.grad_fn is None] if trains else ()
+            setattr(graph, _POSITIONS, positions)
         names = None
         hooked = self._hooked
         for i in positions:
@@ -79,7 +82,6 @@ class LeafHooks:
             if t is not None:
                 unhook_leaf(t)
         self._hooked.clear()
-        self._positions.clear()
 
 
 def _parameter_names(owner: Optional[Module], path: Optional[str]) -> Dict[int, str]:
