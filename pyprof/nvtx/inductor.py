@@ -436,6 +436,23 @@ def install() -> None:
             _patch_inductor()
             return
         callback_handler.register_start_callback(_patch_inductor)
+        _survive_resets(callback_handler)
+
+
+def _survive_resets(handler: Any) -> None:
+    """Register _patch_inductor again whenever Dynamo's compile callbacks are cleared
+    (torch._dynamo.reset() clears every one) before a compilation has run it: a reset between
+    pyprof.init() and the first compile would leave every kernel of the program unrecorded."""
+    clear = handler.clear
+
+    def cleared(*args: Any, **kwargs: Any) -> Any:
+        out = clear(*args, **kwargs)
+        if _installed and _original is None and _patch_inductor not in handler.start_callbacks:
+            handler.register_start_callback(_patch_inductor)
+        return out
+
+    cleared.__wrapped__ = clear  # type: ignore[attr-defined]
+    handler.clear = cleared
 
 
 def uninstall() -> None:
@@ -450,6 +467,8 @@ def uninstall() -> None:
 
             if _patch_inductor in callback_handler.start_callbacks:
                 callback_handler.remove_start_callback(_patch_inductor)
+            if "clear" in vars(callback_handler):  # _survive_resets' wrapper
+                del callback_handler.clear
         except ImportError:
             pass
         for mod in _patched:

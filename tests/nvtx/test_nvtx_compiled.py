@@ -602,3 +602,31 @@ def test_leaves_of_training_graphs_store_their_gradients_in_ranges_of_their_own(
                       stored([4], "bias", "blocks.0")]
     assert after == [] and users == ["user", "user"]
     assert dicts == ["NoneType", "NoneType", "OrderedDict"]
+
+
+RESET = '''
+import json
+import torch
+import pyprof
+from torch._dynamo.callback import callback_handler
+from pyprof.nvtx import inductor
+
+pyprof.init()
+torch._dynamo.reset()  # clears every compile callback, pyprof's among them
+torch.compile(torch.nn.Linear(4, 4))(torch.randn(2, 4))
+kernels = sum(1 for m in inductor.table() if m["kind"] == "kernel")
+pyprof.restore()
+print(json.dumps([kernels, "clear" in vars(callback_handler)]))
+'''
+
+
+@pytest.mark.slow
+def test_a_dynamo_reset_before_the_first_compile_keeps_the_table(tmp_path: Path) -> None:
+    """torch._dynamo.reset() between pyprof.init() and the first compilation (a notebook, a test
+    suite) clears Dynamo's compile callbacks: pyprof's comes back, and the compiled Linear's
+    kernel is recorded; pyprof.restore() leaves the callback handler as torch made it."""
+    script = tmp_path / "reset.py"
+    script.write_text(RESET)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True, timeout=600)
+    assert json.loads(out.stdout.splitlines()[-1]) == [1, False]
