@@ -207,7 +207,8 @@ def test_module_path_and_site() -> None:
     assert inductor.user_site(None) is None
 
 
-BREAK = '''
+# Two Linear blocks, a graph break in each one's forward hook, compiled (`model`, on `x`).
+BROKEN_NET = '''
 import json
 import torch
 import torch.nn as nn
@@ -233,6 +234,8 @@ for b in net.blocks:
     b.register_forward_hook(lambda *_: torch._dynamo.graph_break())
 model = torch.compile(net)
 x = torch.randn(4, 8)
+'''
+BREAK = BROKEN_NET + '''
 with torch.no_grad():
     model(x)
     pushed = []
@@ -532,34 +535,9 @@ def test_a_data_sized_op_at_a_graph_break_runs_with_its_marker(tmp_path: Path) -
     assert (captured["graphs"], captured["why"], captured["ops"], captured["marks"]) == (2, [], [], [])
 
 
-LEAVES = '''
-import json
-import torch
-import torch.nn as nn
-import pyprof
-from unittest import mock
-from pyprof.nvtx import emit, graph_calls
-
-
-class Net(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.blocks = nn.ModuleList(nn.Linear(4, 4, bias=i == 0) for i in range(2))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for b in self.blocks:
-            x = torch.relu(b(x))
-        return x
-
-
-pyprof.init()
-net = Net()
-for b in net.blocks:
-    b.register_forward_hook(lambda *_: torch._dynamo.graph_break())
-model = torch.compile(net)
-x = torch.randn(2, 4)
+LEAVES = BROKEN_NET + '''
 model(x).sum().backward()
-w = nn.Parameter(torch.randn(4, 4))
+w = nn.Parameter(torch.randn(8, 8))
 project = torch.compile(lambda w, x: x @ w)
 with torch.no_grad():
     project(w, x)
@@ -598,10 +576,10 @@ def test_leaves_of_training_graphs_store_their_gradients_in_ranges_of_their_own(
         return {"v": 2, "kind": "bwd", "node": "AccumulateGrad", "fwd": fwd}
 
     assert inference_unhooked
-    assert during == [stored([4, 4], "weight", "blocks.1"), stored([4, 4], "weight", "blocks.0"),
-                      stored([4], "bias", "blocks.0")]
+    assert during == [stored([8, 8], "weight", "blocks.1"), stored([8], "bias", "blocks.1"),
+                      stored([8, 8], "weight", "blocks.0"), stored([8], "bias", "blocks.0")]
     assert after == [] and users == ["user", "user"]
-    assert dicts == ["NoneType", "NoneType", "OrderedDict"]
+    assert dicts == ["NoneType", "NoneType", "OrderedDict", "NoneType"]
 
 
 RESET = '''
