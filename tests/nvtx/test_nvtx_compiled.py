@@ -608,3 +608,29 @@ def test_a_dynamo_reset_before_the_first_compile_keeps_the_table(tmp_path: Path)
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True, timeout=600)
     assert json.loads(out.stdout.splitlines()[-1]) == [1, False]
+
+
+def test_leaf_hooks_name_each_parameter_once_and_never_break_the_call() -> None:
+    """LeafHooks.take on a training graph's inputs (the module that called it at `enc`): the
+    parameters get one hook each, named, however often the graph runs; a non-leaf and a tensor
+    that needs no gradient get none; remove() takes them out. A graph that cannot keep its leaf
+    positions (no attributes) is skipped without an error: the graph call must run."""
+    import types
+
+    import torch
+
+    from pyprof.nvtx.leaf_grads import LeafHooks
+
+    fc = torch.nn.Linear(3, 2)
+    x, y = torch.randn(4, 3), torch.randn(4, 3, requires_grad=True) * 2
+    hooks, graph = LeafHooks(), types.SimpleNamespace()
+    for _ in range(2):
+        hooks.take(graph, [x, fc.weight, y, fc.bias], True, fc, "enc")
+    texts = [p._backward_hooks["pyprof"].args[0] for p in (fc.weight, fc.bias)]
+    assert [json.loads(t)["fwd"]["kwargs"]["param"] for t in texts] == ["weight", "bias"]
+    assert {json.loads(t)["fwd"]["module"] for t in texts} == {"enc"}
+    assert (x._backward_hooks, len(fc.weight._backward_hooks), graph._pyprof_leaves) == (None, 1, [1, 3])
+    hooks.remove()
+    assert (fc.weight._backward_hooks, fc.bias._backward_hooks) == (None, None)
+    hooks.take(object(), [fc.weight], True, fc, "enc")
+    assert fc.weight._backward_hooks is None
