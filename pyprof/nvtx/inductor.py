@@ -162,6 +162,22 @@ def _value(a: Any, hinted: list) -> Any:
     return _hinted(a, hinted)
 
 
+def _dims(v: Any) -> Any:
+    """The symbolic sizes of an FX argument, shaped as _value's result: a tensor's, a list of each
+    dim's expression (`s0`, `2*s0`) or None where the dim is static; None for all else (and for a
+    tensor whose sizes are all static). What prof resolves from a call's library ranges
+    (pyprof/prof/pricing/call_sizes.py)."""
+    if isinstance(v, torch.fx.Node):
+        v = v.meta.get("val")
+    if isinstance(v, torch.Tensor):
+        dims = [str(d.node.expr) if isinstance(d, torch.SymInt) else None for d in v.shape]
+        return dims if any(d is not None for d in dims) else None
+    if isinstance(v, (list, tuple)):
+        dims = [_dims(x) for x in v]
+        return dims if any(d is not None for d in dims) else None
+    return None
+
+
 def _whole(v: Any) -> str:
     """JSON of a node's value, lists in full: op markers cut long lists short (`{"more": N}`), but
     a compiled optimizer step's tensor lists are its work, and the table is written once."""
@@ -181,6 +197,8 @@ def _node_json(n: torch.fx.Node) -> str:
     parts.append('"out":' + _whole(_hinted(meta.get("val"), hinted)))
     if hinted:
         parts.append('"hinted":true')
+        # Each hinted tensor's symbolic dims, by the position of its argument (and the output's).
+        parts.append('"dims":' + json.dumps({"args": _dims(list(n.args)), "out": _dims(meta.get("val"))}))
     orig = meta.get("original_aten")
     if orig is not None and str(orig) != str(n.target):
         parts.append('"orig":' + _quote(str(orig)))

@@ -183,7 +183,9 @@ def test_compiled_optimizer_step(table) -> None:
 @pytest.mark.slow
 def test_dynamic_shapes_recorded_by_their_hints(table) -> None:
     """torch.compile(dynamic=True): the batch size is a symbol; nodes carry the size the graph was
-    compiled for (6) and say so, and are priced as the static graph's are."""
+    compiled for (6) and say so, with the symbol of each dynamic dim (the same for the input's
+    rows and the output's: what prof binds from a call's op ranges), and are priced as the static
+    graph's are."""
     from pyprof.prof.pricing.fx_nodes import KernelWork
 
     entries, _ = table
@@ -191,6 +193,8 @@ def test_dynamic_shapes_recorded_by_their_hints(table) -> None:
     addmm = dyn[1]["nodes"][0]
     assert (addmm["op"], addmm["args"][1], addmm["out"], addmm["hinted"]) == (
         "aten.addmm.default", t(6, 16), t(6, 32), True)
+    rows = addmm["dims"]["args"][1][0]
+    assert rows.startswith("s") and addmm["dims"] == {"args": [None, [rows, None], None], "out": [rows, None]}
     assert [KernelWork(e).warnings for e in dyn] == [[], [], []]
     assert KernelWork(dyn[1]).flops == 2 * 6 * 16 * 32
 

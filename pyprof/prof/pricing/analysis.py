@@ -9,7 +9,7 @@ from . import op_ranges as aten_level
 from . import beyond_peak
 from . import ops  # noqa: F401  (fills the op table)
 from .ops.gemm import aten_gemm
-from .call_sizes import resized
+from .call_sizes import CallSizes
 from . import peaks as peaks_mod
 from .calls import CallNumbers, identity as call_identity
 from ..comms.collectives import of_record, size_warning
@@ -132,6 +132,7 @@ class Analyzer:
         self._ident: tuple | None = None  # calls.identity of the record facts() is deriving
         self._call_work: tuple | None = None  # Facts.call_work of the record facts() is deriving
         self.flow = TensorFlow()  # the dtypes kernels wrote, the shapes consumers read (read ahead: scan.py)
+        self._sizes = CallSizes(self.flow.upcoming)  # a dynamic-shape graph call's sizes
 
     def cost(self, rec: dict) -> Cost | None:
         """The op cost of the marker behind a record (the forward op's, for a bprop kernel)."""
@@ -200,7 +201,7 @@ class Analyzer:
             f.peaks = peaks_mod.lookup(rec.get("gpu"))
             return f
         if isinstance(rec.get("compiled"), dict):  # a kernel of a compiled graph: priced from its nodes
-            return self._compiled.facts(resized(rec), f)
+            return self._compiled.facts(self._sizes.resized(rec), f)
         name = rec.get("kLongName") or rec.get("kShortName")
         verdict = classify(name)
         cost, f.level, aten_range = self._priced(rec, name, verdict)
