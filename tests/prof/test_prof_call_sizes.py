@@ -77,3 +77,18 @@ def test_each_call_binds_its_own_symbols_and_a_call_without_a_library_range_keep
     facts, _ = analyse(ranged + second + bare)
     assert [f.bytes for f in facts[3::3]] == [113 * 256 * 6, 124 * 256 * 6]
     assert [f.bytes for f in facts[5::3]] == [113 * 512 * 4, 124 * 512 * 4]
+
+
+def test_dims_no_table_writes_leave_the_hint():
+    """A record's `dims` is data: lists nested 900 deep, an expression that does not parse, a
+    string where a list belongs, each leave their tensors at the hint, and nothing fails."""
+    deep: list = []
+    inner = deep
+    for _ in range(900):
+        inner.append([])
+        inner = inner[0]
+    recs = step(16414)
+    recs[0]["compiled"]["nodes"][0] = {**CAST, "dims": {"args": deep, "out": deep}}
+    recs[2]["compiled"]["nodes"][0] = {**GELU, "dims": {"args": [["s33*"]], "out": "(((("}}
+    facts, _ = analyse(recs)
+    assert [f.bytes for f in facts[::2]] == [124 * 256 * 6, 124 * 512 * 4]

@@ -120,14 +120,21 @@ def _learn(rec: dict, bound: dict) -> None:
                         bound[e] = v
 
 
-def _symbols(dims: Any) -> Iterable[str]:
-    """The bare symbols a node's dims name (those a range can bind)."""
+# How deep a node's lists of tensors nest (a foreach op's list of lists): what a record's `dims`
+# may hold deeper is no table's.
+_DEPTH = 4
+
+
+def _symbols(dims: Any, depth: int = 0) -> Iterable[str]:
+    """The symbols a node's dims name."""
+    if depth > _DEPTH:
+        return
     if isinstance(dims, dict):
         for v in dims.values():
-            yield from _symbols(v)
+            yield from _symbols(v, depth + 1)
     elif isinstance(dims, list):
         for v in dims:
-            yield from _symbols(v)
+            yield from _symbols(v, depth + 1)
     elif isinstance(dims, str):
         yield from (m for m in re.findall(r"[A-Za-z_]\w*", dims) if m not in _FUNCTIONS)
 
@@ -163,11 +170,11 @@ def _symbolic(node: dict, bound: dict) -> dict:
     return {**node, "args": new_args, "out": out}
 
 
-def _resolved(value: Any, dims: Any, bound: dict) -> Any:
+def _resolved(value: Any, dims: Any, bound: dict, depth: int = 0) -> Any:
     """A tensor's description (or a list of them, as the node holds its outputs) with its
     symbolic dims evaluated; as it is where one does not resolve."""
-    if isinstance(value, list) and isinstance(dims, list) and len(value) == len(dims):
-        new = [_resolved(v, d, bound) for v, d in zip(value, dims)]
+    if isinstance(value, list) and isinstance(dims, list) and len(value) == len(dims) and depth < _DEPTH:
+        new = [_resolved(v, d, bound, depth + 1) for v, d in zip(value, dims)]
         return value if all(a is b for a, b in zip(new, value)) else new
     shape = value.get("shape") if isinstance(value, dict) else None
     if not isinstance(shape, list) or not isinstance(dims, list) or len(dims) != len(shape):
@@ -207,7 +214,7 @@ def _evaluate(expr: str, bound: dict) -> int | None:
     this module reads."""
     try:
         tree = ast.parse(expr, mode="eval").body
-    except (SyntaxError, ValueError, RecursionError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     return _value(tree, bound, 0)
 
