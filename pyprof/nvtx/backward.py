@@ -45,7 +45,7 @@ class _Open(threading.local):
 
 
 _tl = _Open()
-# (node class name, forward marker text) -> the pre-hook pushing its bwd marker.
+# (node class, or a leaf's node name, forward marker text) -> the pre-hook pushing its bwd marker.
 _hooks: dict = {}
 # Our entry in a tensor's hook dict: not an int, so no RemovableHandle id of the user's meets it.
 _KEY = "pyprof"
@@ -98,14 +98,13 @@ def close() -> None:
         _state.pop()
 
 
-def _pre_hook(node: str, fwd: str) -> Any:
-    """The hook pushing the bwd marker of node class `node` created by the op of marker `fwd`."""
-    h = _hooks.get((node, fwd))
-    if h is None:
-        if len(_hooks) >= _CACHE_LIMIT:
-            _hooks.clear()
-        h = _hooks[(node, fwd)] = functools.partial(_enter, bwd_marker(node, fwd))
-        h.__torch_unserializable__ = True  # saving a hooked tensor need not warn about it
+def _new_hook(key: tuple, node: str, fwd: str) -> Any:
+    """The hook pushing the bwd marker of node class `node` created by the op of marker `fwd`,
+    made and kept under `key` (the look-up stays inline where it is hot: _hook)."""
+    if len(_hooks) >= _CACHE_LIMIT:
+        _hooks.clear()
+    h = _hooks[key] = functools.partial(_enter, bwd_marker(node, fwd))
+    h.__torch_unserializable__ = True  # saving a hooked tensor need not warn about it
     return h
 
 
@@ -113,10 +112,12 @@ def hook_leaf(t: Any, fwd: str) -> None:
     """Open a bwd range for node `AccumulateGrad` with forward marker `fwd` whenever the engine
     stores leaf `t`'s gradient: a hook in `t`'s hook dict, which AccumulateGrad runs first (a dict
     of the user's gets ours after theirs). unhook_leaf() takes it out."""
+    key = ("AccumulateGrad", fwd)
+    h = _hooks.get(key) or _new_hook(key, "AccumulateGrad", fwd)
     d = t._backward_hooks
     if d is None:
         d = t._backward_hooks = _Hooks()
-    d[_KEY] = _pre_hook("AccumulateGrad", fwd)
+    d[_KEY] = h
 
 
 def unhook_leaf(t: Any) -> None:
@@ -127,7 +128,10 @@ def unhook_leaf(t: Any) -> None:
 
 
 def _hook(t: Any, node: Any, fwd: str) -> None:
-    h = _pre_hook(type(node).__name__, fwd)
+    cls = type(node)
+    h = _hooks.get((cls, fwd))
+    if h is None:
+        h = _new_hook((cls, fwd), cls.__name__, fwd)
     if t._backward_hooks is None:
         d = t._backward_hooks = _Hooks()
         d[_KEY] = h
