@@ -52,6 +52,9 @@ class LeafHooks:
 
     def __init__(self) -> None:
         self._hooked: Dict[int, weakref.ref] = {}  # id(leaf) -> the leaf, weakly (a freed one's id is reused)
+        # id(graph) -> the leaves its last call took, by position: a call with the same ones (a
+        # training step's parameters) is checked by identity alone, on every graph call.
+        self._last: Dict[int, tuple] = {}
 
     def take(self, graph: Any, inputs: List[Any], trains: bool, owner: Optional[Module], path: Optional[str]) -> None:
         """Hook the leaves among a call's `inputs` not hooked yet; `trains`: the graph is a
@@ -69,6 +72,9 @@ class LeafHooks:
             positions = [i for i, t in enumerate(inputs)
                          if isinstance(t, Tensor) and t.requires_grad and t.grad_fn is None] if trains else ()
             setattr(graph, _POSITIONS, positions)
+        last = self._last.get(id(graph))
+        if last is not None and all(inputs[i] is t for i, t in zip(positions, last)):
+            return
         names = None
         hooked = self._hooked
         for i in positions:
@@ -81,6 +87,7 @@ class LeafHooks:
                 names = _parameter_names(owner, path)
             hook_leaf(t, leaf_marker(t, names.get(id(t))))
             hooked[id(t)] = weakref.ref(t)
+        self._last[id(graph)] = tuple(inputs[i] for i in positions)
 
     def remove(self) -> None:
         """Take every hook out again (the capture ended)."""
@@ -92,6 +99,7 @@ class LeafHooks:
                 except Exception:  # a tensor refusing its hook dict: ending the capture must not fail
                     pass
         self._hooked.clear()
+        self._last.clear()
 
 
 def _parameter_names(owner: Optional[Module], path: Optional[str]) -> Dict[int, str]:
