@@ -31,7 +31,7 @@ class CallSizes:
 
     def __init__(self, upcoming: Callable[[], Iterable[Any]]) -> None:
         self._upcoming = upcoming  # the records read ahead of the one analysed (TensorFlow.upcoming)
-        self._runs: dict = {}  # (pid, tid) -> ((graph, run), {symbol: size})
+        self._runs: dict = {}  # (pid, tid) -> [(graph, run), {symbol: size}, read ahead]
 
     def resized(self, rec: dict) -> dict:
         """`rec` with its compiled entry's hinted nodes given the sizes of this call: a library
@@ -44,23 +44,27 @@ class CallSizes:
         if not isinstance(nodes, list) or not any(_hinted(n) for n in nodes):
             return rec
         ranges = _ranges(rec)
-        bound = self._bound(rec)
+        run = self._run_of(rec)
+        bound = run[1]
         new = [_with_sizes(n, ranges) if _hinted(n) else n for n in nodes]
-        if any(_hinted(n) and m is n for n, m in zip(nodes, new)) and not self._complete(rec, bound, nodes):
+        if not run[2] and any(_hinted(n) and m is n for n, m in zip(nodes, new)) \
+                and not self._complete(rec, bound, nodes):
+            run[2] = True  # once a call: the window is read again only for what it did not hold
             self._learn_ahead(rec, bound)
         new = [_symbolic(n, bound) if _hinted(n) and m is n else m for n, m in zip(nodes, new)]
         if all(a is b for a, b in zip(new, nodes)):
             return rec
         return {**rec, "compiled": {**entry, "nodes": new}}
 
-    def _bound(self, rec: dict) -> dict:
-        """This call's symbols bound so far, the record's own library ranges learned."""
+    def _run_of(self, rec: dict) -> list:
+        """[the graph call, its symbols bound so far, whether the records ahead were read for
+        it], the record's own library ranges learned."""
         key, run = (rec.get("pid"), rec.get("tid")), _run(rec)
         held = self._runs.get(key)
         if held is None or held[0] != run:
-            held = self._runs[key] = (run, {})
+            held = self._runs[key] = [run, {}, False]
         _learn(rec, held[1])
-        return held[1]
+        return held
 
     @staticmethod
     def _complete(rec: dict, bound: dict, nodes: list) -> bool:
