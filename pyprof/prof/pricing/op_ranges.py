@@ -102,6 +102,7 @@ def _destination(name: str | None) -> str | None:
     return template_dtype(f"<{typed.group(1)}>") if typed else None
 
 
+@lru_cache(maxsize=65536)
 def cast_source(name: str | None) -> str | None:
     """The dtype a cast kernel into a 16-bit tensor read (the type it is instantiated with), or
     None for any other kernel."""
