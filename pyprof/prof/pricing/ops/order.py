@@ -14,7 +14,7 @@ from dataclasses import replace
 from math import ceil, log2
 
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
-from ..values import ITEMSIZE
+from ..values import ITEMSIZE, Tensor
 
 
 def _scan(op: str):
@@ -70,7 +70,7 @@ def topk(c: Call) -> Cost | None:
     return topk_cost(c.get(0, "input"), c.get(1, "k"), c.get(2, "dim", -1), c.get(4, "sorted", True))
 
 
-def topk_cost(x, k, dim: int, in_order: bool = True) -> Cost | None:
+def topk_cost(x: Tensor, k: int | None, dim: int, in_order: bool = True) -> Cost | None:
     """PyTorch's kernels in turn: gatherTopK finds each row's k (the input read, k values and
     int64 indices a row written); sorted (the default) and k > 1, a sort of each row's k in place
     (bitonicSortKVInPlace and its kin for small k: values and indices read and written). Rows
