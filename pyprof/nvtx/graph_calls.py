@@ -89,8 +89,8 @@ def ranges() -> Iterator[bool]:
         owner = caller(sys._getframe(1), internal)
         path = caller_path(owner)
         nvtx.range_push(text + CALLER.format(path=path) if path else text)
-        if gid is not None:
-            leaves.take(self, inputs, trains(gid), owner, path)
+        if gid is not None and trains(gid):
+            leaves.take(self, inputs, owner, path)
         # Not a context manager: this runs on every graph call, and a generator-based one adds
         # frames of its own to each.
         ops = ops_on(gid is not None and sized_calls(gid))

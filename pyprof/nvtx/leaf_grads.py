@@ -56,21 +56,20 @@ class LeafHooks:
         # training step's parameters) is checked by identity alone, on every graph call.
         self._last: Dict[int, tuple] = {}
 
-    def take(self, graph: Any, inputs: List[Any], trains: bool, owner: Optional[Module], path: Optional[str]) -> None:
-        """Hook the leaves among a call's `inputs` not hooked yet; `trains`: the graph is a
-        training graph's forward (no other graph's leaves get gradients); `owner`: the module
-        whose code called it, at `path` (graph_calls.caller_path), whose parameters' names the
-        markers carry. Never raises: the graph call must run whatever a leaf is."""
+    def take(self, graph: Any, inputs: List[Any], owner: Optional[Module], path: Optional[str]) -> None:
+        """Hook the leaves among the `inputs` of a call of a training graph's forward (no other
+        graph's leaves get gradients: inductor.trains) not hooked yet; `owner`: the module whose
+        code called it, at `path` (graph_calls.caller_path), whose parameters' names the markers
+        carry. Never raises: the graph call must run whatever a leaf is."""
         try:
-            self._take(graph, inputs, trains, owner, path)
+            self._take(graph, inputs, owner, path)
         except Exception:
             pass
 
-    def _take(self, graph: Any, inputs: List[Any], trains: bool, owner: Optional[Module], path: Optional[str]) -> None:
+    def _take(self, graph: Any, inputs: List[Any], owner: Optional[Module], path: Optional[str]) -> None:
         positions: Optional[Sequence[int]] = getattr(graph, _POSITIONS, None)
         if positions is None:
-            positions = [i for i, t in enumerate(inputs)
-                         if isinstance(t, Tensor) and t.requires_grad and t.grad_fn is None] if trains else ()
+            positions = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad and t.grad_fn is None]
             setattr(graph, _POSITIONS, positions)
         last = self._last.get(id(graph))
         if last is not None and all(inputs[i] is t for i, t in zip(positions, last)):

@@ -629,12 +629,12 @@ def test_leaf_hooks_name_each_parameter_once_and_never_break_the_call() -> None:
     x, y = torch.randn(4, 3), torch.randn(4, 3, requires_grad=True) * 2
     hooks, graph = LeafHooks(), types.SimpleNamespace()
     for _ in range(2):
-        hooks.take(graph, [x, fc.weight, y, fc.bias], True, fc, "enc")
+        hooks.take(graph, [x, fc.weight, y, fc.bias], fc, "enc")
     texts = [p._backward_hooks["pyprof"].args[0] for p in (fc.weight, fc.bias)]
     assert [json.loads(t)["fwd"]["kwargs"]["param"] for t in texts] == ["weight", "bias"]
     assert {json.loads(t)["fwd"]["module"] for t in texts} == {"enc"}
     assert (x._backward_hooks, len(fc.weight._backward_hooks), graph._pyprof_leaves) == (None, 1, [1, 3])
     hooks.remove()
     assert (fc.weight._backward_hooks, fc.bias._backward_hooks) == (None, None)
-    hooks.take(object(), [fc.weight], True, fc, "enc")
+    hooks.take(object(), [fc.weight], fc, "enc")
     assert fc.weight._backward_hooks is None
