@@ -229,19 +229,15 @@ class _Attribution:
                 mod, op = _split_op(innermost_torch.name)
             else:
                 mod = op = "null"
+        marker_js = "null" if marker is None else marker.js if self.outs is None else self._marked(marker, marker_range, rtid)
         return (f'"dir":"{"bprop" if bwd else "optim" if mod in _OPTIM else "fprop"}","mod":{mod},"op":{op},'
-                f'"marker":{self._marker_js(marker, marker_range, rtid) if marker is not None else "null"},'
+                f'"marker":{marker_js},'
                 f'"fwd":{_fwd_js(bseq, fwd) if fwd is not None else node.js if node is not None else "null"},'
                 f'"torchOps":[{",".join(torch_ops)}],'
                 f'"seqId":{seqs[-1] if seqs else "null"},"altSeqId":[{",".join(map(str, seqs[:-1]))}],'
                 f'"subSeqId":{sub},"layer":[{",".join(layers)}],"module":{module or "null"},'
                 f'"trace":{trace},"ranges":[{",".join(others)}]'
                 f'{"" if nccl_calls is None else nccl.member_js(nccl_calls)}}}'), op
-
-    def _marker_js(self, marker: Label, r: Range, rtid: int | None) -> str:
-        """The op marker's JSON, with the `out` member of an out mark inside its range
-        (out_marks.py) where the trace has such marks."""
-        return marker.js if self.outs is None else self.outs.marker_js(marker.js, rtid, r[START], r[END])
 
     def _node_seq(self, lab: Label, r: Range, rtid: int, gpid: int, bseq: int | None) -> int | None:
         """The node seq of an autograd range `r` that carries none (`bseq` where none is found): the
@@ -255,6 +251,11 @@ class _Attribution:
         if self.report is not None and r[START] < self.fresh:
             self.report.node_seqs.add(r[KEY])
         return bseq
+
+    def _marked(self, marker: Label, r: Range, rtid: int | None) -> str:
+        """The op marker's JSON with the `out` member of an out mark inside its range (out_marks.py):
+        asked only where the trace has such marks."""
+        return self.outs.marker_js(marker.js, rtid, r[START], r[END]) if self.outs is not None else marker.js
 
     def _between_nodes(self, rtid: int, gpid: int, accumulation: bool = False) -> int | None:
         """The node seq of a launch on autograd thread `rtid` that no range encloses: the engine
