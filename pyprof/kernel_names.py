@@ -81,24 +81,28 @@ def classify(name: str | None) -> str | None:
 
 
 # What a library call launches right after its matrix kernel: a split-K reduction (it sums the
-# partial products of the GEMM before it: RULES' first rule) or cuBLASLt's separate epilogue.
-_TRAILING = re.compile(RULES[0][0] + r"|cublaslt::epilogue")
+# partial products of the GEMM before it: RULES' first rule), cuDNN's sum of a split weight
+# gradient (the third), cuBLASLt's separate epilogue, cuDNN's conversion of an NHWC result back
+# to NCHW.
+_TRAILING = re.compile("|".join((RULES[0][0], RULES[2][0], r"cublaslt::epilogue|nhwctonchw|nhwc2nchw")))
 
 
 def trailing_helper(name: str | None) -> bool:
     """Whether a kernel is a helper its library call launches right after its matrix kernel (a
-    split-K reduction, cuBLASLt's separate epilogue), so that it is the previous matrix kernel's
-    call's."""
+    split-K reduction, a split weight gradient's sum, cuBLASLt's separate epilogue, an NHWC result
+    converted back to NCHW), so that it is the previous matrix kernel's call's."""
     return bool(name) and _TRAILING.search(name.lower()) is not None
 
 
-# Attention backward's pre-processing, dot(dO, O) per row: launched before the call's main kernel.
-_LEADING = re.compile(r"flash_bwd_dot_do_o|compute_dot_do_o")
+# Launched before the call's main kernel: attention backward's pre-processing, dot(dO, O) per
+# row; cuDNN's conversion of an NCHW operand to the NHWC its kernel reads.
+_LEADING = re.compile(r"flash_bwd_dot_do_o|compute_dot_do_o|nchwtonhwc|nchw2nhwc")
 
 
 def leading_helper(name: str | None) -> bool:
     """Whether a kernel is a helper its library call launches before its matrix kernel (attention
-    backward's dot(dO, O)), so that it is the next matrix kernel's call's."""
+    backward's dot(dO, O), an operand converted from NCHW to NHWC), so that it is the next matrix
+    kernel's call's."""
     return bool(name) and _LEADING.search(name.lower()) is not None
 
 

@@ -53,6 +53,9 @@ _SUFFIX = re.compile(r" ## run \d+(?: graph (\d+))?(?: in (\S+))?$")
 # attention forward or backward; not a convolution's backward: one per gradient), by their FX
 # nodes' names.
 _MATRIX_NODE = re.compile(r"^aten\.(?:\w*mm|convolution|_scaled_dot_product_\w+|_flash_attention_\w+|_efficient_attention_\w+)\.")
+# A convolution's backward runs one matrix kernel per gradient of its output_mask (argument 10)
+# among the input's and the weight's; the bias's is a reduction.
+_CONV_BACKWARD = "aten.convolution_backward.default"
 # A GEMM node (mm, addmm, bmm, baddbmm, ...): cuBLAS launches nothing after its GEMM but a split-K
 # reduction or a separate epilogue.
 _GEMM_NODE = re.compile(r"^aten\.\w*mm\.")
@@ -422,25 +425,42 @@ def _by_repetition(g: Graph, recs: list[dict], items: list[int], calls: list[int
     return list(zip(chunks, calls))
 
 
+def _matrix_kernels(g: Graph, q: int) -> int | None:
+    """How many matrix kernels call `q` runs: one a GEMM, convolution or attention node
+    (_MATRIX_NODE), one per gradient a convolution's backward computes of its input and weight,
+    none for other nodes; None where a convolution backward's output_mask is not in its node."""
+    count = 0
+    for n in (g.calls[q] or {}).get("nodes") or []:
+        op = str(n.get("op")) if isinstance(n, dict) else ""
+        if op == _CONV_BACKWARD:
+            args = n.get("args")
+            mask = args[10] if isinstance(args, list) and len(args) > 10 else None
+            if not isinstance(mask, list) or len(mask) < 2 or not all(type(m) is bool for m in mask[:2]):
+                return None
+            count += mask[0] + mask[1]
+        elif _MATRIX_NODE.match(op):
+            count += 1
+    return count
+
+
 def _by_matrix_kernels(g: Graph, recs: list[dict], items: list[int], calls: list[int]) -> list | None:
     """The library kernels `items` of calls back to back that no op range tells apart (a CUDA
-    graph's replay), where the matrix calls among them (a GEMM, convolution or attention node:
-    _MATRIX_NODE) hold one matrix kernel each and the others none: the i-th matrix kernel is the
-    i-th matrix call's. Around them, by what a library call launches where (kernel_names): the
+    graph's replay), where each call holds as many matrix kernels as _matrix_kernels says (a
+    convolution's backward one per gradient, in the order they run: the i-th matrix kernel is the
+    call's whose matrix kernels come i-th; a kernel between two of one call's is that call's too). Around them, by what a library call launches where (kernel_names): the
     helpers right after a matrix kernel that sum or finish its output (split-K reduction, separate
     epilogue) are its call's, attention backward's dot(dO, O) right before one its call's. The
     other helpers in a gap between two matrix kernels are those of the one non-matrix call there
     (an embedding_bag backward between two GEMMs); with no call there, the next call's where the
     previous one is a GEMM (which launches nothing else after its GEMM), the first call's before
     the first matrix kernel and the last's after the last; otherwise they stay unexplained.
-    None where the matrix kernels are not one per matrix call (a convolution's backward runs one
-    kernel per gradient; a Winograd path several)."""
-    matrix = [any(_MATRIX_NODE.match(op) for op in _node_ops(g, q)) for q in calls]
-    if not any(matrix):
+    None where the matrix kernels are not as many as the calls run (a Winograd path runs several)."""
+    counts = [_matrix_kernels(g, q) for q in calls]
+    if None in counts or not any(counts):
         return None
     names = {i: recs[i].get("kLongName") or recs[i].get("kShortName") for i in items}
     mains = [i for i in items if classify(names[i]) in (MMA, SIMT)]
-    where = [k for k, m in enumerate(matrix) if m]
+    where = [k for k, n in enumerate(counts) for _ in range(n)]
     if len(mains) != len(where):
         return None
     groups: list[list[int]] = [[] for _ in calls]
@@ -464,7 +484,9 @@ def _by_matrix_kernels(g: Graph, recs: list[dict], items: list[int], calls: list
         others = range(prev + 1, nxt)
         if not rest or len(others) > 1:
             continue
-        if others:
+        if prev == nxt:
+            owner = prev
+        elif others:
             owner = others[0]
         elif prev < 0:
             owner = nxt

@@ -376,6 +376,67 @@ def test_a_call_without_matrix_kernels_between_two_gemms_in_a_graph_replay(tmp_p
     assert stats.compiled.unexplained == 8
 
 
+def conv_backwards(masks: list[list[bool]]) -> list[str]:
+    """A backward graph's table: a generated kernel, one convolution backward per output_mask of
+    `masks` (channels_last, bf16), then a generated kernel."""
+    out = [marker("graph", graph=0, bwd=True, device="cuda", cudagraphs=True, calls=len(masks) + 2),
+           marker("kernel", graph=0, call=0, name="triton_red_fused_0", extern=False, bytes=4096, nodes=[BWD_A])]
+    for q, mask in enumerate(masks, 1):
+        x, w = t(8, 256, 8, 8), t(512, 256, 1, 1)
+        n = node("aten.convolution_backward.default", [t(8, 512, 4, 4), x, w, [0], [2, 2], [0, 0], [1, 1], False,
+                                                        [0, 0], 1, mask], [x, w, None], f"layer{q}")
+        out.append(marker("kernel", graph=0, call=q, name="torch.ops.aten.convolution_backward.default", extern=True,
+                          nodes=[n]))
+    out.append(marker("kernel", graph=0, call=len(masks) + 1, name="triton_red_fused_1", extern=False, bytes=2112,
+                      nodes=[BWD_C]))
+    return out
+
+
+DGRAD = "sm90_xmma_dgrad_implicit_gemm_indexed_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize64x128x64_warpgroupsize1x1x1" \
+    "_g1_strided_execute_kernel__5x_cudnn"
+WGRAD = "void cutlass__5x_cudnn::Kernel<cutlass_tensorop_bf16_s16816wgrad_optimized_bf16_256x64_32x4_nhwc_align8>(T1::Params)"
+TO_NHWC = "void cudnn::engines_precompiled::nchwToNhwcKernel<float, float, float, (bool)0, (bool)1>(const T1 *, T2 *)"
+TO_NCHW = "void cudnn::engines_precompiled::nhwcToNchwKernel<float, float, float, (bool)1, (bool)0>(const T1 *, T2 *)"
+WGRAD_SUM = "void cudnn::cnn::reduce_wgrad_nchw_helper<float, float>(void *, const void *, T1, int, int)"
+
+
+def test_convolution_backwards_in_a_graph_replay_take_a_matrix_kernel_per_gradient(tmp_path: Path) -> None:
+    """Two convolution backwards back to back in a CUDA graph's replay (the coverage capture's
+    ResNet-50 under reduce-overhead: a strided 1x1 convolution on cuDNN, then a 1x1 one on
+    cuBLAS): each computes its input's and its weight's gradient, one matrix kernel each, so the
+    first two matrix kernels are the first call's. Helpers around them go by what they are: a split
+    weight gradient's sum or an NHWC result converted back after its kernel, an NCHW operand
+    converted before; between two of one call's kernels, that call's."""
+    both = [True, True, False]
+    recs, stats = replayed(tmp_path / "r.sqlite", conv_backwards([both, both]),
+                           ["triton_red_fused_0", DGRAD, WGRAD, GEMM, GEMM, "triton_red_fused_1"])
+    assert [(r.get("compiled") or {}).get("call") for r in recs] == [0, 1, 1, 2, 2, 3]
+    assert [r["module"] for r in recs[1:5]] == ["layer1", "layer1", "layer2", "layer2"]
+    assert (stats.compiled.joined, stats.compiled.unexplained) == (6, 0)
+    recs, stats = replayed(tmp_path / "f.sqlite", conv_backwards([both, both]),
+                           ["triton_red_fused_0", GEMM, GEMM, WGRAD_SUM, TO_NHWC, DGRAD, TO_NCHW, WGRAD,
+                            "triton_red_fused_1"])
+    assert [(r.get("compiled") or {}).get("call") for r in recs] == [0, 1, 1, 1, 2, 2, 2, 2, 3]
+    assert (stats.compiled.joined, stats.compiled.unexplained) == (9, 0)
+
+
+def test_convolution_backward_gradients_counted_from_the_output_mask(tmp_path: Path) -> None:
+    """A first layer's convolution backward computes its weight's gradient alone (output_mask
+    [False, True, False]): one matrix kernel, so the next call's two follow it. A call whose
+    matrix kernels outnumber its gradients (a Winograd path, a split) leaves every kernel there
+    unexplained, as does a node without its output_mask."""
+    recs, stats = replayed(tmp_path / "m.sqlite", conv_backwards([[False, True, False], [True, True, False]]),
+                           ["triton_red_fused_0", WGRAD, DGRAD, WGRAD, "triton_red_fused_1"])
+    assert [(r.get("compiled") or {}).get("call") for r in recs] == [0, 1, 2, 2, 3]
+    recs, stats = replayed(tmp_path / "w.sqlite", conv_backwards([[False, True, False], [True, True, False]]),
+                           ["triton_red_fused_0", WGRAD, WGRAD, DGRAD, WGRAD, "triton_red_fused_1"])
+    assert [(r.get("compiled") or {}).get("call") for r in recs] == [0, None, None, None, None, 3]
+    assert stats.compiled.unexplained == 4
+    recs, stats = replayed(tmp_path / "n.sqlite", conv_backwards([[True], [True, True, False]]),
+                           ["triton_red_fused_0", DGRAD, DGRAD, WGRAD, "triton_red_fused_1"])
+    assert [(r.get("compiled") or {}).get("call") for r in recs] == [0, None, None, None, 3]
+
+
 def named_runs(path: Path, table: list[str], runs: list[tuple[str, list[str]]]) -> tuple[list[dict], Stats]:
     """Parse an export of `table` marked, then one graph call per run (its range's suffix after
     the run number, the kernels it launches)."""
