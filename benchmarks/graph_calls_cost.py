@@ -3,10 +3,12 @@
 The compiled GPT of benchmarks/overhead.py after pyprof.init(force=True), in one process:
 
   time     blocks of steps in the in-process states of overhead.py (off, markers, ranges, on:
-           overhead.in_process_state) and two more (`scoped`: as on, the profiler switched around
-           each graph call recording no op; `forward`: op ranges in forward graphs only), taking
-           turns for --rounds rounds; per state the median ms per step, and its ratio to `off`
-           within each round with a 95% bootstrap interval of that ratio's median;
+           overhead.in_process_state) and three more (`scoped`: as on, the profiler switched around
+           each graph call recording no op; `forward`: op ranges in forward graphs only;
+           `leafless`: as on, without the leaves' AccumulateGrad ranges, pyprof.nvtx.leaf_grads),
+           taking turns for --rounds rounds; per state the median ms per step, and its ratio to
+           `off` within each round with a 95% bootstrap interval of that ratio's median (and
+           on/leafless: what the leaf ranges cost);
   inside   what PyTorch's profiler records inside each compiled-graph call in one step
            (torch.profiler, CPU activity), by name: the op ranges that profiled() turns on there
            are these ops' (Inductor's kernel launches are recorded only under torch.profiler);
@@ -35,18 +37,29 @@ from overhead import build, in_process_state, median_interval, tool, turns  # no
 # overhead.py's in-process states, `scoped`: as `on`, but the profiler turned on around each
 # graph call records autograd nodes alone (none run inside a graph): what the switch and an
 # enabled profiler cost without a single op range; `forward`: as `on`, the op ranges only in the
-# main thread's graph calls (the backward graph runs on the autograd thread).
-STATES = ("off", "markers", "ranges", "on", "scoped", "forward")
+# main thread's graph calls (the backward graph runs on the autograd thread); `leafless`: as `on`,
+# no graph counted as training, so no leaf gets an AccumulateGrad range.
+STATES = ("off", "markers", "ranges", "on", "scoped", "forward", "leafless")
 
 
 @contextlib.contextmanager
 def state(which: str, device) -> Iterator[None]:
     """The body in one of STATES."""
-    if which not in ("scoped", "forward"):
+    if which not in ("scoped", "forward", "leafless"):
         with in_process_state(which, True, device):
             yield
         return
     from pyprof.nvtx import graph_calls, node_ranges
+
+    if which == "leafless":
+        trains = graph_calls.trains
+        graph_calls.trains = lambda gid: False
+        try:
+            with tool("pyprof", device):
+                yield
+        finally:
+            graph_calls.trains = trains
+        return
 
     ops_on = graph_calls.ops_on
 
@@ -150,15 +163,18 @@ def main() -> None:
     times = turns(list(STATES), lambda which: state(which, device), step, torch.cuda.synchronize,
                   args.rounds, args.steps)
     result: Dict[str, object] = {"torch": torch.__version__, "rounds": args.rounds, "steps": args.steps}
-    for state in STATES:
-        result[state] = round(statistics.median(times[state]), 3)
-        if state != "off":
-            ratios = [a / b for a, b in zip(times[state], times["off"])]
+    for name in STATES:
+        result[name] = round(statistics.median(times[name]), 3)
+        if name != "off":
+            ratios = [a / b for a, b in zip(times[name], times["off"])]
             low, high = median_interval(ratios)
-            result[state + "/off"] = [round(statistics.median(ratios), 3), round(low, 3), round(high, 3)]
-    for key in STATES[1:]:
-        print(f"{key}/off within each round: median {result[key + '/off'][0]:.3f}x, 95% interval "
-              f"{result[key + '/off'][1]:.3f}-{result[key + '/off'][2]:.3f}x", file=sys.stderr)
+            result[name + "/off"] = [round(statistics.median(ratios), 3), round(low, 3), round(high, 3)]
+    ratios = [a / b for a, b in zip(times["on"], times["leafless"])]
+    result["on/leafless"] = [round(statistics.median(ratios), 3), *(round(x, 3) for x in median_interval(ratios))]
+    for key in (*STATES[1:], "on/leafless"):
+        key = key if "/" in key else key + "/off"
+        print(f"{key} within each round: median {result[key][0]:.3f}x, 95% interval "
+              f"{result[key][1]:.3f}-{result[key][2]:.3f}x", file=sys.stderr)
     result["wrapper us"] = wrapper_parts(step, device, args.steps)
     with in_process_state("markers", True, device):
         result["inside"] = inside_calls(step)
