@@ -70,6 +70,25 @@ def test_grouped_weight_gradient_one_cutlass_kernel_a_group() -> None:
     assert [(f, b) for k, f, b in got if k == "Kernel" and f <= 10000] == [(12 * 576, 13 * 576 * 4 + 576 * 4)] * 6
 
 
+def test_winograd_weight_gradient_in_a_compiled_graph() -> None:
+    """SqueezeNet 1.1's 8x64x7x7 input, 256x64x3x3 weight convolution backward (fp32) in a CUDA
+    graph's replay (H200, reduce-overhead): dX zeroed, cuDNN's data gradient, then the weight
+    gradient's Winograd path, each kernel priced as in the eager call of
+    test_prof_conv_winograd.py, whose bytes are what Nsight Compute measured: Data reads X and
+    writes 36 x 64 x 32 fp32 tiles, Delta reads dY and writes 36 x 256 x 32, the GEMM runs its
+    36 products (the convolution's 115,605,504 FLOPs kept for whole-call sums) and Output writes
+    dW from them."""
+    path = os.path.join(DATA, "compiled_winograd_wgrad.jsonl.xz")
+    with lzma.open(path, "rb") as stream:
+        got = [(rec["kShortName"], f.flops, f.bytes, f.call_work) for rec, f, _ in analysed(records(stream, Tally()), Tally())]
+    tiles_read = 36 * (256 + 64) * 32 * 4
+    assert [g[:3] for g in got] == [
+        ("scalePackedTensor_kernel", 0, 8 * 64 * 49 * 4), ("dgrad_engine", 115605504, got[1][2]),
+        ("winogradWgradData4x4", 0, 395264), ("winogradWgradDelta4x4", 0, 1581056),
+        (got[4][0], 2 * 36 * 256 * 64 * 32, tiles_read + 2359296), ("winogradWgradOutput4x4", 0, 2949120)]
+    assert got[4][3] == (115605504, tiles_read + 2359296)
+
+
 def test_cudnn_attention_seed_unpack_in_a_compiled_graph() -> None:
     """The encoder-decoder's causal self-attention with dropout 0.1 (bf16, q 8x8x64x32) as a
     compiled graph's cuDNN attention call: cuDNN first unpacks its Philox seed and offset (two

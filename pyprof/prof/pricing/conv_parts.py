@@ -420,6 +420,7 @@ def depthwise_reduce(kernel: str | None, grid: object, wgrad: tuple | None, weig
 WINOGRAD_KERNEL = re.compile(r"\bwinograd(Forward|Wgrad)(Data|Filter|Delta|Output)4x4<([^,<>]+), ([^,<>]+)>")
 _WINOGRAD_TILE = 36  # 6x6 elements a tile, each tile over 4x4 output elements
 _WINOGRAD_OUT = 4
+WINOGRAD_GEMM_Z = _WINOGRAD_TILE  # the GEMM after the transforms runs one grid layer per tile element
 
 
 def _winograd_tiles(shape: object) -> int | None:

@@ -24,7 +24,8 @@ from . import peaks as peaks_mod
 from .ops import lookup
 from .attention_parts import SDPA
 from .ops.fx import backward_forward_conv, foreach, sdpa_arguments
-from .conv_parts import conv_outputs, depthwise_reduce, one_group_wgrad, ungrouped_wgrad, wgrad_segments
+from .conv_parts import (WINOGRAD_GEMM_Z, conv_outputs, depthwise_reduce, one_group_wgrad, ungrouped_wgrad, wgrad_segments,
+                         winograd_gemm, winograd_stage, winograd_transform)
 from .gemm_parts import SPLIT_K, grid_z, split_k, split_pass, split_pass_work, split_sum
 from .parts import CallParts, backward_parts, family, forward_parts, grad_fill, launch_stated, stage_work
 from .registry import CONV, FORMULA_ERRORS, GEMM, MMA_KINDS, Call, Cost, Formula, Unknowable, kept
@@ -114,6 +115,12 @@ class KernelWork:
         self.bytes = recorded if type(recorded) is int else nbytes
 
 
+def _share(total: int | None, parts: int, part: int) -> int | None:
+    """Matrix kernel `part`'s share of a node's `total` split evenly over its `parts` matrix
+    kernels (a convolution backward's gradients), the remainder on the first."""
+    return None if total is None else total // parts + (total % parts if part == 0 else 0)
+
+
 def _conv_tensors(node: dict) -> tuple:
     """(input, weight) argument dicts of a convolution node (forward or backward: after
     grad_output), (None, None) for any other node."""
@@ -150,7 +157,7 @@ def _masked(node: dict) -> list:
 class _CallState:
     """What a thread's current library call (one run of its graph) has launched so far."""
 
-    __slots__ = ("ident", "matrix", "splits", "last", "parts", "groups")
+    __slots__ = ("ident", "matrix", "splits", "last", "parts", "groups", "winograd")
 
     def __init__(self, ident: tuple) -> None:
         self.ident = ident  # (run, call)
@@ -159,6 +166,7 @@ class _CallState:
         self.last: tuple | None = None  # the last one's (name, grid)
         self.parts: CallParts | None = None  # the call's helper parts (or stages) not yet taken
         self.groups = 0  # CUTLASS group kernels of a grouped weight gradient so far
+        self.winograd: int | None = None  # a weight gradient's Winograd tiles' item size, its GEMM to come
 
 
 class CompiledPricer:
@@ -258,6 +266,35 @@ class CompiledPricer:
         state.groups += 1
         return work if state.groups <= x[1] // wt[1] else self.analyzer.unclaimed()
 
+    def _winograd(self, rec: dict, entry: dict, w: KernelWork, name: str | None, verdict: str | None) -> tuple | None:
+        """(FLOPs, bytes) of a kernel of cuDNN's Winograd path of a convolution node, as for an
+        eager call (matrix_chain.winograd): a transform its own (conv_parts.winograd_transform; na
+        where the shapes do not say it); the GEMM (grid z 36) after a weight gradient's transforms
+        what it executes (conv_parts.winograd_gemm), taking the gradient's matrix-kernel slot and
+        keeping the gradient's FLOPs for sums over whole calls. None for any other kernel."""
+        stage = winograd_stage(name)
+        state = self._state(rec, entry)
+        if stage is None and (state.winograd is None or verdict not in (MMA, SIMT)
+                              or grid_z(rec.get("grid")) != WINOGRAD_GEMM_Z):
+            return None
+        node = w.node or {}
+        x, wt = (t.get("shape") if t else None for t in _conv_tensors(node))
+        args = node.get("args") if isinstance(node.get("args"), list) else []
+        bwd = str(node.get("op")).startswith("aten.convolution_backward.")
+        y = (args[0].get("shape") if args and isinstance(args[0], dict) else None) if bwd else w.main.out_shape
+        if stage is not None:
+            if stage[:2] in (("Wgrad", "Data"), ("Wgrad", "Delta")):  # the GEMM's inputs: it comes next
+                state.winograd = stage[2]
+            work = winograd_transform(name, x, wt, y, bwd)
+            return work if work is not None else self.analyzer.unclaimed()
+        tile, state.winograd = state.winograd, None
+        part = self._part(rec, entry, True)
+        work = winograd_gemm(x, wt, y, tile)
+        if work is None or part >= w.parts:
+            return self.analyzer.unclaimed()
+        self.analyzer.whole_call((_share(w.flops, w.parts, part), work[1]))
+        return work
+
     def _staged(self, rec: dict, entry: dict, cost: Cost, name: str | None) -> tuple:
         """(FLOPs, bytes) of a kernel of a library call PyTorch runs as a sequence of kernels
         (Cost.stages: embedding_bag's backward), as at the aten level: its gradient's zero fill
@@ -289,10 +326,12 @@ class CompiledPricer:
         facts.tc = True if verdict == MMA else False if verdict == SIMT else None
         facts.cost = main or w.last
         facts.dtype = (main or w.last).dtype if (main or w.last) is not None else None
-        group = self._one_group(rec, entry, w, name) if main is not None and main.kind == CONV \
-            and verdict in (MMA, SIMT) else None
-        if group is not None:
-            facts.flops, facts.bytes = group
+        own = None
+        if main is not None and main.kind == CONV:
+            own = (self._one_group(rec, entry, w, name) if verdict in (MMA, SIMT) else None) \
+                or self._winograd(rec, entry, w, name, verdict)
+        if own is not None:
+            facts.flops, facts.bytes = own
         elif main is not None:
             part = self._part(rec, entry, verdict in (MMA, SIMT))
             if verdict == NONE:
@@ -300,8 +339,7 @@ class CompiledPricer:
             elif verdict in (MMA, SIMT) and part >= w.parts:  # a gradient's second kernel
                 facts.flops, facts.bytes = self.analyzer.unclaimed()
             elif w.parts > 1 and verdict in (MMA, SIMT):
-                facts.flops = None if w.flops is None else w.flops // w.parts + (w.flops % w.parts if part == 0 else 0)
-                facts.bytes = None if w.bytes is None else w.bytes // w.parts + (w.bytes % w.parts if part == 0 else 0)
+                facts.flops, facts.bytes = _share(w.flops, w.parts, part), _share(w.bytes, w.parts, part)
             elif verdict not in (MMA, SIMT) and entry.get("extern"):
                 tally.warn("kernel not recognised (tc -, work na)", rec.get("kShortName") or "?")
                 facts.flops = facts.bytes = None

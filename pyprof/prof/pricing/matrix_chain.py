@@ -20,14 +20,13 @@ from typing import Callable, Protocol
 
 from pyprof.kernel_names import MMA, SIMT
 
-from .conv_parts import (cutlass_wgrad_splits, depthwise_partials, depthwise_reduce, one_group_wgrad, ungrouped_wgrad,
-                         wgrad_segments, winograd_gemm, winograd_stage, winograd_transform)
+from .conv_parts import (WINOGRAD_GEMM_Z, cutlass_wgrad_splits, depthwise_partials, depthwise_reduce, one_group_wgrad,
+                         ungrouped_wgrad, wgrad_segments, winograd_gemm, winograd_stage, winograd_transform)
 from .gemm_parts import grid_z, nvjet_per_image, nvjet_splits, split_k, split_pass_work, split_sum
 from .registry import Cost
 from .values import ITEMSIZE, is_shape
 
 _UNKNOWN = (None, None)
-_WINOGRAD_GEMM_Z = 36  # the GEMM after Winograd's transforms runs one grid layer per tile element
 
 
 def _thread(rec: dict) -> tuple:
@@ -148,7 +147,7 @@ class MatrixChain:
             return analyzer.unclaimed() if work is None else work
         held = self._winograd[thread]
         if verdict not in (MMA, SIMT) or not (held[0] is call or node is not None and held[0] == node) \
-                or grid_z(rec.get("grid")) != _WINOGRAD_GEMM_Z:
+                or grid_z(rec.get("grid")) != WINOGRAD_GEMM_Z:
             return None
         del self._winograd[thread]
         work = winograd_gemm(x, w, y, held[1])
