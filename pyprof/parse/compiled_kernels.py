@@ -445,16 +445,17 @@ def _matrix_kernels(g: Graph, q: int) -> int | None:
 
 def _by_matrix_kernels(g: Graph, recs: list[dict], items: list[int], calls: list[int]) -> list | None:
     """The library kernels `items` of calls back to back that no op range tells apart (a CUDA
-    graph's replay), where each call holds as many matrix kernels as _matrix_kernels says (a
-    convolution's backward one per gradient, in the order they run: the i-th matrix kernel is the
-    call's whose matrix kernels come i-th; a kernel between two of one call's is that call's too). Around them, by what a library call launches where (kernel_names): the
-    helpers right after a matrix kernel that sum or finish its output (split-K reduction, separate
-    epilogue) are its call's, attention backward's dot(dO, O) right before one its call's. The
-    other helpers in a gap between two matrix kernels are those of the one non-matrix call there
-    (an embedding_bag backward between two GEMMs); with no call there, the next call's where the
-    previous one is a GEMM (which launches nothing else after its GEMM), the first call's before
-    the first matrix kernel and the last's after the last; otherwise they stay unexplained.
-    None where the matrix kernels are not as many as the calls run (a Winograd path runs several)."""
+    graph's replay), where the calls hold as many matrix kernels as they run (_matrix_kernels):
+    the matrix kernels go to the calls in order, and a kernel between two of one call's is that
+    call's. Around them, by what a library call launches where (kernel_names): the helpers right
+    after a matrix kernel that sum, finish or convert back its output (split-K reduction, separate
+    epilogue) are its call's, those right before one that prepare its operands (attention
+    backward's dot(dO, O), an NCHW operand made NHWC) its call's. The other helpers in a gap
+    between two matrix kernels are those of the one non-matrix call there (an embedding_bag
+    backward between two GEMMs); with no call there, the next call's where the previous one is a
+    GEMM (which launches nothing else after its GEMM), the first call's before the first matrix
+    kernel and the last's after the last; otherwise they stay unexplained. None where the matrix
+    kernels are not as many as the calls run (a weight gradient split over several GEMMs)."""
     counts = [_matrix_kernels(g, q) for q in calls]
     if None in counts or not any(counts):
         return None

@@ -24,8 +24,8 @@ from . import peaks as peaks_mod
 from .ops import lookup
 from .attention_parts import SDPA
 from .ops.fx import backward_forward_conv, foreach, sdpa_arguments
-from .conv_parts import (WINOGRAD_GEMM_Z, conv_outputs, depthwise_reduce, one_group_wgrad, ungrouped_wgrad, wgrad_segments,
-                         winograd_gemm, winograd_stage, winograd_transform)
+from .conv_parts import (WINOGRAD_GEMM_Z, conv_outputs, depthwise_reduce, one_group_wgrad, ungrouped_wgrad,
+                         wgrad_segments, winograd_gemm, winograd_stage, winograd_transform)
 from .gemm_parts import SPLIT_K, grid_z, split_k, split_pass, split_pass_work, split_sum
 from .parts import CallParts, backward_parts, family, forward_parts, grad_fill, launch_stated, stage_work
 from .registry import CONV, FORMULA_ERRORS, GEMM, MMA_KINDS, Call, Cost, Formula, Unknowable, kept
