@@ -16,6 +16,8 @@ BF16 = "bfloat16"
     # Unbound, and anything beyond integers' arithmetic: unknown, never run.
     ("s99", None), ("s33**2", None), ("__import__('os').getpid()", None), ("s33.bit_length()", None),
     ("s33 / 2", None), ("ModularIndexing(s33, 1, 4)", None), ("(", None), ("'125'", None),
+    # A record's dims are data: a number or a list where an expression belongs is none.
+    (125, None), (["s33"], None), ({"s33": 1}, None),
 ])
 def test_a_symbolic_size_is_read_not_run(expr, value):
     assert _evaluate(expr, {"s33": 125, "s7": 8}) == value

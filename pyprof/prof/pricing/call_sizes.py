@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import lru_cache
 from typing import Any, Callable, Iterable
 
 _SYMBOL = re.compile(r"^[A-Za-z_]\w*$")
@@ -215,12 +216,19 @@ _BINARY: dict = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.M
 def _evaluate(expr: str, bound: dict) -> int | None:
     """The integer value of a symbolic size under `bound`, read from its syntax tree (nothing
     from the trace runs); None where a symbol is not bound or the expression is none of those
-    this module reads."""
+    this module reads (or no expression at all: the record's `dims` are data)."""
+    tree = _tree(expr) if isinstance(expr, str) else None
+    return None if tree is None else _value(tree, bound, 0)
+
+
+@lru_cache(maxsize=4096)
+def _tree(expr: str) -> ast.AST | None:
+    """The syntax tree of a dim's expression, parsed once: every kernel of every call of a graph
+    names the same few."""
     try:
-        tree = ast.parse(expr, mode="eval").body
+        return ast.parse(expr, mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    return _value(tree, bound, 0)
 
 
 def _value(node: ast.AST, bound: dict, depth: int) -> int | None:
