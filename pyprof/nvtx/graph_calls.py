@@ -113,8 +113,9 @@ def ranges() -> Iterator[bool]:
 def ops_on(shapes: bool = False) -> bool:
     """Turn PyTorch's NVTX op ranges on for this thread (emit_nvtx's profiler state, with the
     inputs' shapes where `shapes`, no synchronization); True when it did, and the caller turns
-    them off again (`torch.autograd._disable_profiler()`). False, changing nothing, when a profiler is on here
-    already (the user's, or emit_nvtx) or PyTorch cannot turn this one on (a build without CUDA)."""
+    them off again (`torch.autograd._disable_profiler()`). False, changing nothing, when a
+    profiler is on here already (the user's, or emit_nvtx) or PyTorch cannot turn this one on (a
+    build without CUDA)."""
     if autograd._profiler_enabled():
         return False
     try:

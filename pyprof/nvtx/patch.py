@@ -82,6 +82,7 @@ _TENSOR_DUNDERS = frozenset(
                             "getitem", "setitem")]
 )
 
+
 def _always(args: tuple, kwargs: dict) -> bool:
     return True
 

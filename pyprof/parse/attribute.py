@@ -254,8 +254,8 @@ class _Attribution:
 
     def _marked(self, marker: Label, r: Range, rtid: int | None) -> str:
         """The op marker's JSON with the `out` member of an out mark inside its range (out_marks.py):
-        asked only where the trace has such marks."""
-        return self.outs.marker_js(marker.js, rtid, r[START], r[END]) if self.outs is not None else marker.js
+        asked only where the trace has such marks (self.outs)."""
+        return self.outs.marker_js(marker.js, rtid, r[START], r[END])
 
     def _between_nodes(self, rtid: int, gpid: int, accumulation: bool = False) -> int | None:
         """The node seq of a launch on autograd thread `rtid` that no range encloses: the engine
