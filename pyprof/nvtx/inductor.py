@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional
 import torch
 
 from ..formats import DOMAIN, MARKER_VERSION
+from .dynamo_frames import skip_helpers
 from .marker import encode
 from .site import is_internal
 from . import wrappers
@@ -337,6 +338,7 @@ def _patch_inductor(*_: Any) -> None:
         _hide_graph_calls()
         _name_graphs()
         _sized_calls_eager()
+        skip_helpers()
 
 
 def _patch_graph_class(name: str, wrap: Callable[[Callable], Callable]) -> None:
