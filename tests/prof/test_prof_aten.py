@@ -508,7 +508,11 @@ def test_a_comparison_writes_bool():
     mul = ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::BinaryFunctor<c10::BFloat16, "
            "c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor<float>>, std::array<char *, "
            "(unsigned long)3>>(int, T2, T3)")
-    assert (written_dtype(eq, None), written_dtype(mul, None)) == ("bool", "bfloat16")
+    # x > 0.5 (the H200 data_sized capture's masks): typed by what it reads, writes bool
+    gt = ("void at::native::vectorized_elementwise_kernel<(int)4, void at::native::compare_scalar_kernel<float>("
+          "at::TensorIteratorBase &, at::native::<unnamed>::OpType, T1)::[lambda(float) (instance 1)], "
+          "std::array<char *, (unsigned long)2>>(int, T2, T3)")
+    assert (written_dtype(eq, None), written_dtype(mul, None), written_dtype(gt, None)) == ("bool", "bfloat16", "bool")
     eq_range = {"name": "aten::eq", "opId": 7, "sizes": [[512, 2], []], "inputOpIds": [[3, 1], [0, -1]]}
     where = {"name": "aten::nonzero", "opId": 8, "sizes": [[512, 2]], "inputOpIds": [[7, 0]]}
     count = ("void at_cuda_detail::cub::detail::reduce::DeviceReduceSingleTileKernel<Policy1000, transform_iterator<"

@@ -83,6 +83,9 @@ _RANDOM_FILL = re.compile(r"(?:_and_transform|\bdistribution_nullary_kernel)<([\
 # PyTorch's binary functors state what they return, third: a comparison's AUnaryFunctor<long,
 # long, bool, CompareEqFunctor<long>> reads int64 and writes bool.
 _FUNCTOR_RESULT = re.compile(r"\b(?:AUnary|BUnary|Binary)Functor<[\w:]+, [\w:]+, ([\w:]+),")
+# A comparison with a Python scalar (x > 0.5) runs compare_scalar_kernel<T>, typed by what it
+# reads; it writes bool.
+_SCALAR_COMPARISON = re.compile(r"\bcompare_scalar_kernel<")
 # cuBLASLt's split-K reduction sums its Tacc partials into the GEMM's output, of its fifth
 # template type: splitKreduce_kernel<32, 16, int, float, __nv_bfloat16, ...>(params, const T4 *, ...,
 # T5 *, ...) writes bfloat16.
@@ -94,10 +97,12 @@ def _destination(name: str | None) -> str | None:
     """The dtype of what a kernel whose first element type is not its output's writes: a copy
     into a 16-bit tensor (the source's type first), a random fill and cuBLASLt's split-K
     reduction (the accumulate type first), a binary functor that returns another type (a
-    comparison's bool)."""
+    comparison's bool), a comparison with a scalar."""
     sixteen = _SIXTEEN_BIT_DST.search(name) if name else None
     if sixteen:
         return sixteen.group(1)
+    if name and _SCALAR_COMPARISON.search(name):
+        return "bool"
     typed = (_RANDOM_FILL.search(name) or _SPLIT_K_OUT.search(name) or _FUNCTOR_RESULT.search(name)) if name else None
     return template_dtype(f"<{typed.group(1)}>") if typed else None
 
