@@ -88,7 +88,7 @@ BYTES, COPY_KIND = "bytes", "copyKind"
 DIR, MOD, OP, MARKER, FWD = "dir", "mod", "op", "marker", "fwd"
 TORCH_OPS, SEQ_ID, ALT_SEQ_ID, SUB_SEQ_ID = "torchOps", "seqId", "altSeqId", "subSeqId"
 LAYER, MODULE, TRACE, RANGES, COMPILED = "layer", "module", "trace", "ranges", "compiled"
-NCCL = "nccl"
+CONSUMERS, NCCL = "consumers", "nccl"
 
 # JSON types, as docs/records.md names them.
 INT, STR, LIST, OBJECT, NULL = "int", "str", "list", "object", "null"
@@ -96,8 +96,9 @@ INT, STR, LIST, OBJECT, NULL = "int", "str", "list", "object", "null"
 
 class Field(NamedTuple):
     """One record key: the JSON types its value may have, the record kinds that carry it, and
-    whether it is only there sometimes (`rank`: several exports; `nccl`: a launch inside an NCCL
-    call's range with a payload; `compiled`: a joined kernel)."""
+    whether it is only there sometimes (`rank`: several exports; `consumers`: the first launch
+    after a data-sized op's, on its thread, where ranges that read its output came between;
+    `nccl`: a launch inside an NCCL call's range with a payload; `compiled`: a joined kernel)."""
 
     key: str
     types: tuple[str, ...]
@@ -143,6 +144,7 @@ FIELDS: tuple[Field, ...] = (
     Field(MODULE, (STR, NULL)),
     Field(TRACE, (STR, NULL)),
     Field(RANGES, (LIST,)),
+    Field(CONSUMERS, (LIST,), sometimes=True),
     Field(NCCL, (LIST,), sometimes=True),
     Field(COMPILED, (OBJECT,), (KERNEL,), sometimes=True),
 )

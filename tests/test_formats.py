@@ -71,7 +71,7 @@ def test_every_record_parse_writes_is_formats_record(capture):
 
 def test_the_shipped_captures_show_every_field():
     seen = {key for capture in CAPTURES for line in written(capture) for key in json.loads(line)}
-    assert seen == formats.RECORD_KEYS - {formats.RANK, formats.NCCL}  # both: below
+    assert seen == formats.RECORD_KEYS - {formats.RANK, formats.NCCL, formats.CONSUMERS}  # all three: below
 
 
 def test_ranked_records_carry_rank_right_after_v():
@@ -128,6 +128,13 @@ def test_a_distributed_capture_keeps_the_contract_and_tells_its_rank(tmp_path):
     assert sum(formats.NCCL in json.loads(line) for line in written(capture)) == 12
     with Export(str(capture)) as exp:
         assert from_trace(exp) == 1  # found by formats.op_marker_head("torch.distributed")
+
+
+def test_an_aten_only_capture_of_data_sized_ops_keeps_the_contract(tmp_path):
+    # benchmarks/data_sized.py under emit_nvtx's ranges alone (H200): records with `consumers`.
+    capture = unpacked(ROOT / "tests" / "data" / "data_sized_plain.sqlite.xz", tmp_path)
+    assert [e for line in written(capture) for e in contract_errors(line)] == []
+    assert sum(formats.CONSUMERS in json.loads(line) for line in written(capture)) == 22
 
 
 def test_the_marker_checker_finds_each_kind_of_break():

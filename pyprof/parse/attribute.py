@@ -35,6 +35,7 @@ from pyprof.formats import VERSION as SCHEMA_VERSION
 from pyprof.parse import ddp_buckets, nccl, queries
 from pyprof.parse.export import Export
 from pyprof.parse.gpu import GpuInfo
+from pyprof.parse.consumers import DATA_SIZED
 from pyprof.parse.out_marks import OutMarks, out_marks
 from pyprof.parse.intake import COUNT, DOMAIN, END, KEY, LABEL, NCCL, NODE_SEQ, NVTX_FIELDS, START, TEXT, Intake, Range
 from pyprof.parse.queries import SRC_CAPTURED, SRC_KERNEL, SRC_MEMCPY
@@ -108,7 +109,7 @@ class _Attribution:
     speculative window), notes what an earlier window may have set (window.Report)."""
 
     __slots__ = ("threads", "procs", "autograd", "fwd_ops", "guessed", "spans", "report",
-                 "fresh", "stats", "ddp", "outs", "live_top")
+                 "fresh", "stats", "ddp", "outs", "live_top", "consumers")
 
     def __init__(self, intake: Intake, report: Report | None, stats: Stats,
                  ddp: dict[tuple[int, int], nccl.Call], outs: OutMarks | None = None) -> None:
@@ -119,6 +120,7 @@ class _Attribution:
         self.ddp = ddp  # DDP's bucket all-reduces sized from its marker (ddp_buckets)
         self.outs = outs if outs is not None and outs.threads else None  # out_marks.py
         self.live_top = intake.live_top  # the same report as this window's (a speculative one's)
+        self.consumers = intake.consumers
 
     def of(self, row: tuple, t: int) -> tuple[str, str]:
         """(the attribution fields of activity `row`'s record as JSON text, closing brace
@@ -142,6 +144,8 @@ class _Attribution:
         report, fresh = self.report, self.fresh
         marker = marker_range = module = owner = innermost_torch = bseq = node = nccl_calls = None
         torch_ops: list[str] = []
+        op_ids: list[int] = []  # of the PyTorch ranges around the launch, for consumers.py
+        sized = False  # whether one of them is a data-sized op's
         seqs: list[int] = []
         layers: list[str] | tuple[str, ...] = []
         others: list[str] = []
@@ -157,6 +161,9 @@ class _Attribution:
                 torch_ops.append(lab.js)
                 owner = r
                 innermost_torch = lab
+                if lab.op_id is not None:
+                    op_ids.append(lab.op_id)
+                    sized = sized or lab.name in DATA_SIZED
                 if lab.bwd:
                     bwd = True
                     if lab.seq is not None:
@@ -230,13 +237,14 @@ class _Attribution:
             else:
                 mod = op = "null"
         marker_js = "null" if marker is None else marker.js if self.outs is None else self._marked(marker, marker_range, rtid)
+        heard = "" if rtid is None else self.consumers.launched(rtid, op_ids if sized else None)
         return (f'"dir":"{"bprop" if bwd else "optim" if mod in _OPTIM else "fprop"}","mod":{mod},"op":{op},'
                 f'"marker":{marker_js},'
                 f'"fwd":{_fwd_js(bseq, fwd) if fwd is not None else node.js if node is not None else "null"},'
                 f'"torchOps":[{",".join(torch_ops)}],'
                 f'"seqId":{seqs[-1] if seqs else "null"},"altSeqId":[{",".join(map(str, seqs[:-1]))}],'
                 f'"subSeqId":{sub},"layer":[{",".join(layers)}],"module":{module or "null"},'
-                f'"trace":{trace},"ranges":[{",".join(others)}]'
+                f'"trace":{trace},"ranges":[{",".join(others)}]{heard}'
                 f'{"" if nccl_calls is None else nccl.member_js(nccl_calls)}}}'), op
 
     def _node_seq(self, lab: Label, r: Range, rtid: int, gpid: int, bseq: int | None) -> int | None:
@@ -408,6 +416,8 @@ def _report_end(window: Window, intake: Intake, captured: dict[int, str]) -> Non
     report.fwd, report.pending = intake.fwd_ops, intake.spans.pending
     report.tops, report.calls = intake.tops, intake.calls
     report.nccl, report.nccl_nested, report.nccl_ended = intake.groups.state, intake.groups.nested, intake.groups.ended
+    heard = intake.consumers
+    report.consumers = {gtid: heard.state(gtid) for gtid in heard.touched}
     # Seeded or not: a captured node's attribution may depend on the seed, so the exact ones come
     # from a seeded run (parallel.py passes them on).
     report.captured = {k: v for k, v in captured.items() if seed is None or k not in seed.captured}

@@ -16,6 +16,7 @@ from typing import Any, Iterator
 
 from pyprof.formats import DOMAIN as PYPROF_DOMAIN
 from pyprof.parse import nccl, queries
+from pyprof.parse.consumers import Consumers
 from pyprof.parse.ranges import BWD, LAYER, MALFORMED, OP, TORCH, Label, classify, forward_op, is_accumulation
 from pyprof.parse.spans import Spans, remember
 from pyprof.parse.window import NEVER, Window
@@ -92,7 +93,8 @@ class Intake:
     """
 
     __slots__ = ("nvtx", "nv", "due", "domains", "stats", "fresh", "seed_open", "threads", "procs",
-                 "limits", "autograd", "fwd_ops", "guessed", "spans", "tops", "calls", "groups", "report")
+                 "limits", "autograd", "fwd_ops", "guessed", "spans", "tops", "calls", "groups", "report",
+                 "consumers")
 
     def __init__(self, nvtx: Iterator[Any], domains: dict[tuple[int, int], str], stats: Any,
                  window: Window | None, groups: nccl.Groups) -> None:
@@ -121,6 +123,8 @@ class Intake:
         self.calls: dict[int, int] = dict(seed.calls) if seed is not None else {}
         self.groups = groups
         self.report = report  # a speculative window's: the state it read and did not have
+        # The first readers of data-sized outputs (consumers.py).
+        self.consumers = Consumers(seed.consumers if seed is not None else None)
 
     def live_top(self, gtid: int, gpid: int) -> tuple | None:
         """Thread `gtid`'s top entry (self.tops) where this window knows it and no backward call of
@@ -152,6 +156,8 @@ class Intake:
         domains = self.domains
         threads = self.threads
         procs = self.procs
+        consumers = self.consumers
+        listening = consumers.listening
         while nv is not None and nv[0] <= t:
             start, end, etype, gtid, dom, text, payload, blob = nv
             nv = next(nvtx, None)
@@ -161,6 +167,8 @@ class Intake:
                 continue
             gpid = gtid & PID_MASK
             domain = domains.get((gpid, dom)) if dom else None
+            if listening and domain is None and gtid in listening and start >= fresh:
+                consumers.hear(gtid, text, start, OPEN_END if end is None else end)
             label = None
             if domain == PYPROF_DOMAIN:
                 # Our markers are classified at once, to count the malformed ones even when they

@@ -80,7 +80,8 @@ class Label(NamedTuple):
     its forward op's marker). name: layer name, op name, module name, autograd node name, or the
     text reported in `ranges`. seq: PyTorch sequence number. bwd: an autograd range, or a marker
     of a backward call. attrs: for op markers, the JSON of their mod, op, site and module (None
-    when the marker has no module); for bwd markers, those of the forward op's marker.
+    when the marker has no module); for bwd markers, those of the forward op's marker. op_id: a
+    PyTorch range's `op_id`, which its consumers' `input_op_ids` name.
     """
 
     kind: int
@@ -89,6 +90,7 @@ class Label(NamedTuple):
     seq: int | None
     bwd: bool
     attrs: tuple[str, str, str, str | None] | None = None
+    op_id: int | None = None
 
 
 def is_accumulation(label: Label) -> bool:
@@ -139,8 +141,9 @@ def torch_op(text: str) -> Label | None:
         seq = None if seq_text is None else int(seq_text)
         if seq is not None:
             js += f',"seq":{seq}'
-        if op_text is not None:
-            js += f',"opId":{int(op_text)}'
+        op_id = None if op_text is None else int(op_text)
+        if op_id is not None:
+            js += f',"opId":{op_id}'
     except ValueError:
         return None
     if sizes is not None:
@@ -153,7 +156,7 @@ def torch_op(text: str) -> Label | None:
         if _OP_IDS.match(ids) is None:
             return None
         js += ',"inputOpIds":' + ids
-    return Label(TORCH, js + "}", name, seq, is_autograd)
+    return Label(TORCH, js + "}", name, seq, is_autograd, None, op_id)
 
 
 def _op_label(marker: dict) -> Label:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyprof.parse import spans
+from pyprof.parse import consumers, spans
 from pyprof.parse.compiled_kernels import Tail
 from pyprof.parse.export import RUNTIME, Export
 from pyprof.parse.zones import Zones, rowid_terms
@@ -46,7 +46,8 @@ class Seed:
     compiled-graph join of the window before held (None: nothing); `pending`: the pending node
     spans per process and thread (spans.Pending); `tops`: globalTid -> (node seq or None, start, whether an AccumulateGrad's)
     of the thread's last range pushed while none was open; `calls`: globalPid -> start of its
-    last backward call range; `nccl`: globalTid -> its NCCL group (nccl.Groups.state)."""
+    last backward call range; `nccl`: globalTid -> its NCCL group (nccl.Groups.state);
+    `consumers`: globalTid -> what the thread listens for and heard (consumers.State)."""
 
     fwd: dict[int, dict[int, Any]] = field(default_factory=dict)
     autograd: set[int] = field(default_factory=set)
@@ -57,6 +58,7 @@ class Seed:
     tops: dict[int, tuple[int | None, int, bool]] = field(default_factory=dict)
     calls: dict[int, int] = field(default_factory=dict)
     nccl: dict[int, Any] = field(default_factory=dict)
+    consumers: dict[int, consumers.State] = field(default_factory=dict)
 
 
 @dataclass
@@ -81,7 +83,8 @@ class Report:
     calls: as Seed's, at the window's end; tops_missed: globalTids of the autograd threads whose
     launch outside every range needed the last range pushed before the window (or inherited).
     nccl: as Seed's, at the window's end; nccl_nested, nccl_ended: the globalTids whose NCCL
-    group at the window's start the window depended on (nccl.Groups).
+    group at the window's start the window depended on (nccl.Groups). consumers: the listening
+    state at the window's end of the threads whose state it changed (None: listens for nothing).
     """
 
     misses: dict[tuple[int, int], int] = field(default_factory=dict)
@@ -103,6 +106,7 @@ class Report:
     nccl: dict[int, Any] = field(default_factory=dict)
     nccl_nested: set[int] = field(default_factory=set)
     nccl_ended: set[int] = field(default_factory=set)
+    consumers: dict[int, consumers.State | None] = field(default_factory=dict)
 
 
 class Window:
@@ -229,7 +233,7 @@ def compose(seed: Seed, report: Report, cap: int) -> Seed:
     return Seed(fwd, seed.autograd | report.autograd, opened, {**seed.captured, **report.captured}, report.tail,
                 spans.compose(seed.pending, report.pending), {**seed.tops, **report.tops},
                 {pid: max(seed.calls.get(pid, NEVER), report.calls.get(pid, NEVER)) for pid in {**seed.calls, **report.calls}},
-                {**seed.nccl, **report.nccl})
+                {**seed.nccl, **report.nccl}, consumers.compose(seed.consumers, report.consumers))
 
 
 def stale(seed: Seed, report: Report) -> bool:
@@ -253,6 +257,8 @@ def stale(seed: Seed, report: Report) -> bool:
         return True  # the calls of a group whose end the window inherited
     if any(node in seed.captured for node in report.captured_misses):
         return True
+    if seed.consumers:
+        return True  # a thread listened for a data-sized output's readers across the start
     if any(seed.open.get(key, (0, None))[0] for key in report.owners):
         return True
     return any(seed.open.get(key, (0, None))[1] is not None for key in report.node_seqs)

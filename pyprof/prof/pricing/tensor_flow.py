@@ -18,7 +18,9 @@ Two facts flow from that:
   The records are read AHEAD records ahead of the one analysed (`TensorFlow.ahead`), and a
   consumer among them gives the shape of an output of an op still waiting in the window (an
   upsample's output size, a reduction's over dims the range does not carry; the rest of a cuDNN
-  RNN chunk's steps, rnn_kernels.py). An op whose first consumer is further away than the window
+  RNN chunk's steps, rnn_kernels.py). A consumer is a range around a record's kernel, or one in
+  its `consumers`: a range that launched nothing and read a data-sized op's output (nonzero's,
+  unique's: parse/consumers.py). An op whose first consumer is further away than the window
   stays unknown. 128 records: 95% of the shipped H100 captures' consumers come within 32, and a
   2-layer bidirectional LSTM's chunk of 16 steps needs 64; the window costs a record's place in
   a deque, its scans are made only when a formula asks. A reading that needs more (a chunk of
@@ -32,7 +34,7 @@ whole trace might have answered otherwise.
 from __future__ import annotations
 
 from collections import deque
-from itertools import islice
+from itertools import chain, islice
 from typing import Any, Iterable, Iterator
 
 ENGINE = "autograd::engine::evaluate_function"  # the engine's range around a node's work
@@ -224,7 +226,7 @@ class TensorFlow:
         for _, rec in self._window:
             if not isinstance(rec, dict) or _process(rec) != pid:
                 continue
-            for r in rec.get("torchOps") or ():
+            for r in chain(rec.get("torchOps") or (), rec.get("consumers") or ()):
                 ids, sizes = (r.get("inputOpIds"), r.get("sizes")) if type(r) is dict else (None, None)
                 if not isinstance(ids, list) or not isinstance(sizes, list):
                     continue

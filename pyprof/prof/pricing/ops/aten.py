@@ -156,9 +156,15 @@ def topk(a: A) -> Cost | None:
 
 @register_aten("aten::nonzero", "aten::nonzero_numpy", "aten::argwhere")
 def nonzero(a: A) -> Cost | None:
-    """elementwise.nonzero_cost of the input, in the dtype its producer wrote (else the range's)."""
+    """elementwise.nonzero_cost of the input, in the dtype its producer wrote (else the range's);
+    its indices ([found, x's dims]) as their first reader's range gives them (a view's, mostly:
+    where's unbind; parse/consumers.py), else the count's kernel alone is known."""
     x = a.tensor(0, a.input_dtype(0) or a.dtype)
-    return None if x is None else nonzero_cost(x)
+    if x is None:
+        return None
+    out = a.output_shape()
+    found = [Tensor(out, "int64")] if out is not None and len(out) == 2 and out[1] == len(x.shape) else None
+    return nonzero_cost(x, found)
 
 
 @register_aten("aten::fill_", "aten::zero_")
