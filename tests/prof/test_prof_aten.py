@@ -687,3 +687,17 @@ def test_a_gather_it_cannot_price_is_left_to_the_range_around():
     inner, _ = analyse([record(None, gather, torchOps=ranges)])
     outer, _ = analyse([record(None, gather, torchOps=ranges[:2])])
     assert inner[0].bytes is not None and (inner[0].flops, inner[0].bytes) == (outer[0].flops, outer[0].bytes)
+
+
+def test_an_index_backward_over_two_index_tensors_adds_each_position_once():
+    """weights[rows, slot]'s backward at the aten level (an H200 MoE router: fp32 [512, 2], two
+    int64 index tensors of 127 positions): indexing_backward adds dY's 127 elements into dX's rows,
+    each of one element (both indices and dY read, 127 rows read and written), as the default
+    mode's marker prices it (test_prof_index_parts.py); not 127 rows of 2 through the first
+    index alone."""
+    node = {"name": "IndexBackward0", "seq": 40}
+    put = {"name": "aten::_index_put_impl_", "opId": 9, "sizes": [[512, 2], [127], [127], [127], [], []],
+           "inputOpIds": [[8, 0], [5, 0], [6, 0], [7, 0], [0, -1], [0, -1]]}
+    kernel = "void at::native::indexing_backward_kernel_stride_1<float, float>(const long *, const long *, ...)"
+    facts, _ = analyse([record(None, kernel, "bprop", torchOps=[node, put])])
+    assert (facts[0].flops, facts[0].bytes) == (127, (127 + 2 * 127) * 4 + 16 * 127)

@@ -39,3 +39,14 @@ def test_nonzero_in_every_form_is_priced_kernel_by_kernel_from_its_indices_reade
                k in ("DeviceReduceSingleTileKernel", "DeviceSelectSweepKernel", "write_indices")]
     assert nonzero == [("DeviceReduceSingleTileKernel", 2048, 2048 + 4), ("DeviceSelectSweepKernel", 2048, 2048 + 8 * n + 4),
                        ("write_indices", 2 * n, 8 * n * 3)] * 5
+
+
+def test_gathers_through_found_positions_read_each_dims_indices(priced) -> None:
+    """x[idx[:, 0], idx[:, 1]] (two int64 index tensors of 613), x[x > 0.5] and
+    masked_select(x, x > 0.5) (a 2-D mask: nonzero's 613 positions, one int64 index a dim) each
+    gather 613 of x's fp32 elements in PyTorch's index_elementwise_kernel: the two indices read,
+    each element read and written; no FLOPs. (The row gather's opaque element size is in its
+    kernel's name: x, made before the capture, has no producer here.)"""
+    n = TRUTH["bool_index"][0][0]
+    gathers = [(layer, flops, nbytes) for layer, k, flops, nbytes in priced if k == "index_elementwise_kernel"]
+    assert gathers == [(layer, 0, 2 * 8 * n + 2 * 4 * n) for layer in ("nonzero", "bool_index", "masked_select")]

@@ -18,13 +18,13 @@ from typing import Any
 from ..multitensor import launch, launch_elements
 from ..reduce_launch import launch_outputs
 from ..registry import ATTN, CAUSAL_UNKNOWN, SIMT, Cost, deferring, dims, fmt_params, register_aten
-from ..values import FLOATING, ITEMSIZE, Tensor, reduces_to
+from ..values import FLOATING, ITEMSIZE, Tensor, broadcast, reduces_to
 from .attention import sdpa_cost
 from .batch_norm import batch_norm_kernels
 from .elementwise import FLOPS_PER_ELEMENT, nonzero_cost, pointwise_cost, reduce_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
 from .loss import SMOOTH_L1_FLOPS, loss_cost
-from .memory import copy_cost, index_add_cost, index_rows, scatter_cost
+from .memory import copy_cost, index_add_cost, index_elements, index_rows, scatter_cost
 from .nn import (embedding_bag_cost, group_norm_cost, interpolate_cost, norm_cost, pool_cost, row_norm_cost,
                  softmax_backward_stages, softmax_cost)
 from .optim import UNSCALE_FLOPS, adam_flops, update_scale_cost
@@ -533,38 +533,70 @@ def embedding_bag_dense_backward(a: A) -> Cost | None:
     return None if c is None else _backward(c)
 
 
-def _indexed_rows(a: A) -> tuple | None:
-    """(x's shape, the index's shape) of a range indexing x's first dimension by one 1-D tensor
-    (aten::index's and aten::_index_put_impl_'s self and indices); None where the index could be
-    a boolean mask (as long as that dimension: the sizes carry no dtype) or is not one tensor."""
-    shape, idx = a.shape(0), a.shape(1)
-    return None if not shape or idx is None or len(idx) != 1 or idx[0] == shape[0] else (shape, idx)
+def _index_shapes(a: A, put: bool) -> tuple | None:
+    """(x's shape, the integer index tensors' shapes) of an advanced index's range: aten::index
+    (self, indices...) or, with `put`, aten::_index_put_impl_ (self, indices..., values,
+    accumulate, unsafe); None where an index is no tensor (a None in the list, x[:, i]: its sizes
+    read `[]`). The sizes carry no dtype, so one index shaped as x's leading dims may be a boolean
+    mask: then the gathered shape, [found] + x's other dims (the output as its first reader gives
+    it; index_put's values), says how many positions nonzero found, each dim's read as int64 (an
+    integer index of that shape gathers that same shape)."""
+    x = a.shape(0)
+    idx = [a.shape(i) for i in range(1, len(a.sizes) - (3 if put else 0))]
+    if not x or not idx or any(not s for s in idx) or len(idx) > len(x):
+        return None
+    if len(idx) == 1 and idx[0] == x[:len(idx[0])]:
+        k = len(idx[0])
+        out = a.shape(len(a.sizes) - 3) if put else a.output_shape()
+        if out is None or len(out) != len(x) - k + 1 or tuple(out[1:]) != x[k:]:
+            return None
+        idx = [(out[0],)] * k
+    return x, idx
 
 
-def _row_index(a: A) -> tuple | None:
-    """_indexed_rows' (x, index) as tensors: x in the dtype its producer wrote or the kernel ran
-    in, the index int64 (its sort and kernels read it so); None where x's dtype is not known."""
-    got = _indexed_rows(a)
+def _index_cost(a: A, backward: bool = False) -> Cost | None:
+    """_gather through _index_shapes' indices, or with `backward` its backward (an index_put's
+    range)."""
+    got = _index_shapes(a, backward)
+    return None if got is None else _gather(a, *got, backward)
+
+
+def _gather(a: A, x: tuple, idx: list, backward: bool = False) -> Cost | None:
+    """The gather of x (a shape) through integer index tensors of shapes `idx`: memory.index_rows
+    for one index on the first dim, else index_elements (with `backward`, their backward), x in
+    the dtype its producer wrote or the kernel ran in. Where that is not known (a parameter: no
+    producer) but PyTorch's gather kernel moves opaque N-byte elements (`OpaqueType<N>`), the
+    forward's elements at N bytes each: its work is a copy, whose bytes need the size alone."""
     dtype = a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None)
-    return None if got is None or dtype is None else (Tensor(got[0], dtype), Tensor(got[1], "int64"))
+    if dtype is not None:
+        index = [Tensor(s, "int64") for s in idx]
+        c = index_rows(Tensor(x, dtype), index[0]) if len(idx) == 1 and len(idx[0]) == 1 \
+            else index_elements(Tensor(x, dtype), index)
+        return None if c is None else _backward(c) if backward else c
+    opaque, positions = _OPAQUE.search(a.kernel), broadcast(*idx)
+    if backward or opaque is None or positions is None:
+        return None
+    size = int(opaque.group(1))
+    return Cost(0, sum(prod(s) for s in idx) * ITEMSIZE["int64"] + 2 * prod(positions) * prod(x[len(idx):]) * size,
+                fmt_params(None, shape=dims(x), idx=",".join(dims(s) for s in idx), elem=size), None, SIMT)
 
 
 @register_aten("aten::index")
 def index(a: A) -> Cost | None:
-    """x[index], one integer index on the first dimension: memory.index_rows' gather. Where x's
-    dtype is not known (a parameter: no producer) but PyTorch's gather kernel moves opaque N-byte
-    elements (`OpaqueType<N>`), the rows at N bytes an element: the gather's own work is a copy,
-    whose bytes need the size alone."""
-    got = _row_index(a)
-    if got is not None:
-        return index_rows(*got)
-    opaque, shapes = _OPAQUE.search(a.kernel), _indexed_rows(a)
-    if opaque is None or shapes is None:
-        return None
-    (shape, idx), size = shapes, int(opaque.group(1))
-    rows = idx[0] * prod(shape[1:])
-    return Cost(0, idx[0] * ITEMSIZE["int64"] + 2 * rows * size,
-                fmt_params(None, shape=dims(shape), idx=dims(idx), elem=size), None, SIMT)
+    """x[indices]: _index_cost's gather (integer tensors, or a boolean mask whose found positions
+    nonzero wrote: its own kernels are priced under its range)."""
+    return _index_cost(a)
+
+
+@register_aten("aten::masked_select")
+def masked_select(a: A) -> Cost | None:
+    """masked_select(x, mask), x[mask] of the two broadcast together, as PyTorch runs it: nonzero
+    of the mask (under its own range), then _gather of the found positions, one int64 index a
+    dim (memory.index_elements); how many were found, from the output's first reader."""
+    x, mask = a.shape(0), a.shape(1)
+    shape = broadcast(x, mask) if x and mask else None
+    out = a.output_shape() if shape else None
+    return None if out is None or len(out) != 1 else _gather(a, shape, [out] * len(shape))
 
 
 @register_aten("aten::gather")
@@ -603,12 +635,10 @@ def index_add(a: A) -> Cost | None:
 @register_aten("aten::_index_put_impl_")
 def index_put_impl(a: A) -> Cost | None:
     """(self, indices, values, accumulate, unsafe) in an advanced index's backward (IndexBackward0:
-    accumulate; the range's sizes carry no scalar, so elsewhere na): memory.index_rows' backward,
+    accumulate; the range's sizes carry no scalar, so elsewhere na): _index_cost's backward,
     kernel by kernel (its named stages; the linear index's arithmetic, arange and the copies run
     under ranges of their own)."""
-    got = _row_index(a) if a.within("IndexBackward0") else None
-    c = None if got is None else index_rows(*got)
-    return None if c is None else _backward(c)
+    return _index_cost(a, backward=True) if a.within("IndexBackward0") else None
 
 
 # -- multi-tensor (foreach) ops: tensor lists flattened, the list count from the kernel's name ----
