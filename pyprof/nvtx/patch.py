@@ -91,12 +91,19 @@ def _condition_alone(args: tuple, kwargs: dict) -> bool:
     return len(args) == 1 and not kwargs
 
 
+def _boolean_index(args: tuple, kwargs: dict) -> bool:
+    index = args[1] if len(args) > 1 else None
+    if type(index) is tuple and len(index) == 1:
+        index = index[0]
+    return isinstance(index, torch.Tensor) and index.dtype is torch.bool
+
+
 # Calls whose output size depends on their input's values get an `out` mark (wrappers.op_wrapper
 # `sized`). Those whose ATen op of the same name PyTorch tags dynamic_output_shape (nonzero,
 # masked_select, unique_consecutive, bincount, repeat_interleave, one_hot) are found by the tag
 # (_sized); these composites run such an op under another name: argwhere and where with the
-# condition alone (nonzero), unique (_unique2).
-_SIZED_COMPOSITES = {"argwhere": _always, "unique": _always, "where": _condition_alone}
+# condition alone (nonzero), unique (_unique2), x[mask] with a boolean mask (index, nonzero).
+_SIZED_COMPOSITES = {"argwhere": _always, "unique": _always, "where": _condition_alone, "__getitem__": _boolean_index}
 
 
 def _sized(name: str) -> Optional[Callable[[tuple, dict], bool]]:

@@ -81,6 +81,7 @@ Tensor.baddbmm
 Tensor.baddbmm_
 Tensor.bernoulli_
 Tensor.bfloat16
+Tensor.bincount
 Tensor.bitwise_and
 Tensor.bitwise_and_
 Tensor.bitwise_not
@@ -212,6 +213,7 @@ Tensor.lt
 Tensor.lt_
 Tensor.masked_fill
 Tensor.masked_fill_
+Tensor.masked_select
 Tensor.matmul
 Tensor.max
 Tensor.maximum
@@ -256,6 +258,7 @@ Tensor.relu
 Tensor.relu_
 Tensor.remainder
 Tensor.remainder_
+Tensor.repeat_interleave
 Tensor.reshape
 Tensor.reshape_as
 Tensor.roll
@@ -456,6 +459,7 @@ torch.baddbmm
 torch.baddbmm_
 torch.batch_norm
 torch.binary_cross_entropy_with_logits
+torch.bincount
 torch.bitwise_and
 torch.bitwise_and_
 torch.bitwise_not
@@ -615,6 +619,7 @@ torch.lstm_cell
 torch.lt
 torch.lt_
 torch.masked_fill
+torch.masked_select
 torch.matmul
 torch.max
 torch.max_pool1d
@@ -696,6 +701,7 @@ torch.nn.functional.max_pool3d
 torch.nn.functional.mish
 torch.nn.functional.mse_loss
 torch.nn.functional.nll_loss
+torch.nn.functional.one_hot
 torch.nn.functional.pad
 torch.nn.functional.prelu
 torch.nn.functional.relu
@@ -741,6 +747,7 @@ torch.relu
 torch.relu_
 torch.remainder
 torch.remainder_
+torch.repeat_interleave
 torch.reshape
 torch.reshape_as
 torch.rms_norm

@@ -546,16 +546,21 @@ def test_optimizer_tensor_hyperparameters_are_described_not_read(monkeypatch):
 # --- ops whose output size depends on the data --------------------------------------------------
 
 def test_data_sized_calls_mark_their_output_inside_their_range():
-    """nonzero, where(condition) alone, unique, masked_select and one_hot return as many elements
-    as the data decide: an `out` mark, inside the op's range, gives what they returned. where
-    with three operands, an element-wise select, and an op of fixed size (add) mark nothing."""
+    """nonzero, where(condition) alone, unique, masked_select, one_hot and x[mask] (a boolean
+    mask) return as many elements as the data decide: an `out` mark, inside the op's range, gives
+    what they returned. where with three operands, an element-wise select, indexing by ints,
+    slices or an integer tensor, and an op of fixed size (add) mark nothing."""
     x = torch.tensor([[0.0, 1.5], [2.0, 0.0], [0.0, 3.0]])
+    mask = x > 1
     with recording() as rec:
         torch.where(x > 0)
         x.nonzero()
         torch.unique(torch.tensor([3, 1, 3]))
         torch.masked_select(x, x > 1)
         F.one_hot(torch.tensor([0, 2]))
+        x[mask]
+        x[(mask,)]
+        x[0], x[:, 1], x[torch.tensor([2, 0])]
         torch.where(x > 0, x, 0.0)
         torch.add(x, 1)
     ops = {i: m["op"] for i, m in enumerate(rec.markers)}
@@ -565,4 +570,6 @@ def test_data_sized_calls_mark_their_output_inside_their_range():
                    ("nonzero", {"v": 1, "kind": "out", "out": {"shape": [3, 2], **i64, "strides": [1, 3]}}),
                    ("unique", {"v": 1, "kind": "out", "out": {"shape": [2], **i64}}),
                    ("masked_select", {"v": 1, "kind": "out", "out": {"shape": [3], "dtype": "float32"}}),
-                   ("one_hot", {"v": 1, "kind": "out", "out": {"shape": [2, 3], **i64}})]
+                   ("one_hot", {"v": 1, "kind": "out", "out": {"shape": [2, 3], **i64}}),
+                   ("__getitem__", {"v": 1, "kind": "out", "out": {"shape": [3], "dtype": "float32"}}),
+                   ("__getitem__", {"v": 1, "kind": "out", "out": {"shape": [3], "dtype": "float32"}})]

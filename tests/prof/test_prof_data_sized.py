@@ -1,6 +1,7 @@
-"""Data-sized ops priced per kernel from PyTorch's op ranges alone (H200 captures of
-benchmarks/data_sized.py: emit_nvtx's ranges, and Nsight Systems' --pytorch=autograd-shapes-nvtx
-ranges), their outputs' sizes from the ranges that first read them (parse/consumers.py)."""
+"""Data-sized ops priced per kernel (H200 captures of benchmarks/data_sized.py): from PyTorch's op
+ranges alone (emit_nvtx's, and Nsight Systems' --pytorch=autograd-shapes-nvtx), their outputs'
+sizes from the ranges that first read them (parse/consumers.py); and from pyprof's markers (the
+default mode), their sizes from the calls' out marks."""
 from __future__ import annotations
 
 import json
@@ -17,13 +18,26 @@ TRUTH = json.loads((DATA / "data_sized_truth.json").read_text())["outputs"]
 MODES = ["plain", "nsyspt"]
 
 
-@pytest.fixture(scope="module", params=MODES)
-def priced(request, tmp_path_factory) -> list:
-    path = unpacked(DATA / f"data_sized_{request.param}.sqlite.xz", tmp_path_factory.mktemp(request.param))
+def _priced(mode: str, folder: Path) -> list:
+    path = unpacked(DATA / f"data_sized_{mode}.sqlite.xz", folder)
     with Export(str(path)) as exp:
         recs = list(records(exp, Stats()))
     facts, _ = analyse(recs)
     return [(r["layer"][0], r["kShortName"], f.flops, f.bytes) for r, f in zip(recs, facts)]
+
+
+@pytest.fixture(scope="module", params=MODES)
+def priced(request, tmp_path_factory) -> list:
+    return _priced(request.param, tmp_path_factory.mktemp(request.param))
+
+
+@pytest.fixture(scope="module")
+def default(tmp_path_factory) -> list:
+    return _priced("default", tmp_path_factory.mktemp("default"))
+
+
+def _case(rows: list, layer: str) -> list:
+    return [(k, flops, nbytes) for case, k, flops, nbytes in rows if case == layer]
 
 
 def test_nonzero_in_every_form_is_priced_kernel_by_kernel_from_its_indices_reader(priced) -> None:
@@ -50,3 +64,60 @@ def test_gathers_through_found_positions_read_each_dims_indices(priced) -> None:
     n = TRUTH["bool_index"][0][0]
     gathers = [(layer, flops, nbytes) for layer, k, flops, nbytes in priced if k == "index_elementwise_kernel"]
     assert gathers == [(layer, 0, 2 * 8 * n + 2 * 4 * n) for layer in ("nonzero", "bool_index", "masked_select")]
+
+
+def test_the_counting_ops_kernels_from_pytorchs_ranges(priced) -> None:
+    """bincount of 1,000 int64 values in 0..49 (50 bins): its min and max (read: 8,000 B, one
+    element written), the 50 counts zero-filled, the histogram (1,000 adds; the values read, the
+    counts written). one_hot of the same, 50 classes from its max: the [1000, 50] int64 output
+    zero-filled, the scatter of its 1,000 ones (a scalar: the index read, the ones written).
+    repeat_interleave of arange(96) by 96 repeats adding up to 140: their cumsum (cub's scan:
+    96 adds), the check that none is negative (96 bools written, then all()), compute_cuda_kernel
+    (repeats and cumsum read, 140 int64 written), then index_select's gather of the 140 (opaque
+    8-byte elements: its kernel's name)."""
+    n, bins, total = 1000, TRUTH["bincount"][0][0], TRUTH["repeat_interleave"][0][0]
+    assert (bins, total) == (50, 140)
+    extreme = ("reduce_kernel", n, 8 * n + 8)
+    assert _case(priced, "bincount")[:4] == [extreme, extreme, ("vectorized_elementwise_kernel", 0, 8 * bins),
+                                             ("kernelHistogram1D", n, 8 * n + 8 * bins)]
+    assert _case(priced, "one_hot")[:3] == [extreme, ("vectorized_elementwise_kernel", 0, 8 * n * bins),
+                                            ("_scatter_gather_elementwise_kernel", 0, 16 * n)]
+    r = 96
+    assert _case(priced, "repeat_interleave")[1:7] == [
+        ("DeviceScanInitKernel", 0, 528), ("DeviceScanKernel", r, 16 * r), ("vectorized_elementwise_kernel", r, 9 * r),
+        ("reduce_kernel", r, r + 1), ("compute_cuda_kernel", 0, 16 * r + 8 * total),
+        ("_scatter_gather_elementwise_kernel", 0, 8 * total + 2 * 8 * total)]
+
+
+def test_a_sort_of_a_short_row_from_pytorchs_ranges(priced) -> None:
+    """unique_consecutive's input, ints.sort() of 1,000 int64: sorted in place (values and indices
+    read and written; 1,000 x 10 comparisons). The indices' arange, a kernel of its own, is the
+    sort's first stage: na here, where the input's dtype is in no kernel before it (ints was made
+    before the capture)."""
+    assert _case(priced, "unique_consecutive")[:2] == [("elementwise_kernel_with_index", None, None),
+                                                       ("radixSortKVInPlace", 10000, 2 * 1000 * 16)]
+
+
+def test_data_sized_calls_from_pyprofs_markers(default) -> None:
+    """The same calls with pyprof's markers: x[x > 0.5] and masked_select(x, x > 0.5) kernel by
+    kernel as one call each (nonzero's four kernels, then the gather), their 613 from the out
+    mark; bincount, one_hot and repeat_interleave as their ranges price them above, each kernel
+    its own; the sort's arange (8,000 B: its indices) and in-place sort. unique and
+    unique_consecutive are not modelled: na."""
+    n = 613
+    masked = [("DeviceReduceSingleTileKernel", 2048, 2052), ("DeviceCompactInitKernel", 0, 268),
+              ("DeviceSelectSweepKernel", 2048, 2048 + 8 * n + 4), ("write_indices", 2 * n, 24 * n),
+              ("index_elementwise_kernel", 0, 2 * 8 * n + 2 * 4 * n)]
+    assert _case(default, "bool_index")[1:6] == _case(default, "masked_select")[1:6] == masked
+    assert _case(default, "bincount")[:4] == [("reduce_kernel", 1000, 8008)] * 2 + [
+        ("vectorized_elementwise_kernel", 0, 400), ("kernelHistogram1D", 1000, 8400)]
+    assert _case(default, "one_hot")[:3] == [("reduce_kernel", 1000, 8008), ("vectorized_elementwise_kernel", 0, 400000),
+                                             ("_scatter_gather_elementwise_kernel", 0, 16000)]
+    assert _case(default, "repeat_interleave")[1:7] == [
+        ("DeviceScanInitKernel", 0, 528), ("DeviceScanKernel", 96, 1536), ("vectorized_elementwise_kernel", 96, 864),
+        ("reduce_kernel", 96, 97), ("compute_cuda_kernel", 0, 2656), ("_scatter_gather_elementwise_kernel", 0, 3360)]
+    assert _case(default, "unique_consecutive")[:2] == [("elementwise_kernel_with_index", 0, 8000),
+                                                        ("radixSortKVInPlace", 10000, 32000)]
+    assert [k for k, flops, nbytes in _case(default, "unique") if nbytes is None] == [
+        "elementwise_kernel_with_index", "DeviceRadixSortSingleTileKernel", "adjacent_difference_kernel",
+        "DeviceScanKernel", "scatter_kernel", "DeviceReduceByKeyKernel"]

@@ -40,8 +40,6 @@ BYTES = [
     ("Tensor", "triu", torch.Tensor.triu, (t(2, 5, 5),), {"diagonal": 1}),
     ("torch", "cumsum", torch.cumsum, (t(4, 5),), {"dim": 1}),
     ("torch", "cumsum", torch.cumsum, (t(4, 5, dtype=BF16),), {"dim": 0, "dtype": torch.float32}),
-    ("torch", "sort", torch.sort, (t(4, 5),), {"dim": 1}),
-    ("torch", "argsort", torch.argsort, (t(4, 6),), {"dim": 0}),
     ("torch", "topk", torch.topk, (t(4, 8), 3), {"sorted": False}),
 ]
 
@@ -103,6 +101,20 @@ def test_backward_bytes():
     assert cost_of("torch", "sort", t(4, 5), dim=1).bwd_bytes == 80 + 160 + 80
     # topk 3 of [4,8]: dY 12·4 and indices 12·8 read, dX (zero-filled) 128 written.
     assert cost_of("torch", "topk", t(4, 8), 3).bwd_bytes == 48 + 96 + 128
+
+
+def test_a_sort_runs_in_place_kernel_by_kernel():
+    """sort of 4 rows of 5 (fp32) as PyTorch runs rows of up to 4,096: the values copied into the
+    output by a memcpy (no kernel), the indices written by arange (160 B), then each row's values
+    and indices sorted in place (read and written: 2·20·(4 + 8) B; 20·ceil(log2 5) comparisons).
+    The kernels' bytes add up to the call's; argsort sorts values it does not return, the same
+    way. Rows longer than 4,096 run cub's segmented sort: the call's total, unsplit."""
+    for op in ("sort", "argsort"):
+        c = cost_of("torch", op, t(4, 5), dim=1)
+        assert c.stages == (("arange_cuda_out", 0, 0, 160), ("SortKVInPlace", 60, 0, 480))
+        assert (c.flops, c.bytes) == (60, 640)
+    long = cost_of("torch", "sort", t(2, 5000), dim=1)
+    assert long.stages is None and long.bytes == 40000 + 40000 + 80000
 
 
 def test_index_backward_adds_through_the_index():

@@ -24,11 +24,12 @@ from .batch_norm import batch_norm_kernels
 from .elementwise import FLOPS_PER_ELEMENT, nonzero_cost, pointwise_cost, reduce_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
 from .loss import SMOOTH_L1_FLOPS, loss_cost
-from .memory import copy_cost, index_add_cost, index_elements, index_rows, scatter_cost
+from .memory import (copy_cost, index_add_cost, index_elements, index_rows, index_select_cost, repeats_cost,
+                     scatter_cost)
 from .nn import (embedding_bag_cost, group_norm_cost, interpolate_cost, norm_cost, pool_cost, row_norm_cost,
                  softmax_backward_stages, softmax_cost)
 from .optim import UNSCALE_FLOPS, adam_flops, update_scale_cost
-from .order import topk_cost
+from .order import scan_cost, sort_cost, topk_cost
 
 A = Any  # an AtenCall (pyprof/prof/pricing/op_ranges.py); not imported: aten.py imports this package
 
@@ -126,15 +127,37 @@ register_aten(*[f"aten::{o}{s}" for o in _UNARY + _BINARY for s in ("", "_")],
 
 @register_aten("aten::scatter", "aten::scatter_", "aten::scatter_add", "aten::scatter_add_")
 def scatter(a: A) -> Cost | None:
-    """memory.scatter_cost of (self, dim, index, src): the scatter kernel's; an out-of-place
-    scatter's copy of self runs under a range of its own (aten::copy_), priced there. The values'
-    dtype is what self's or src's producer wrote: the kernel names its index type, and copies the
-    values as opaque bytes."""
+    """memory.scatter_cost of (self, dim, index, src or value): the scatter kernel's; an
+    out-of-place scatter's copy of self runs under a range of its own (aten::copy_), priced there.
+    The values' dtype is what self's or src's producer wrote: the kernel names its index type, and
+    copies the values as opaque bytes; a scalar value, no source read, its kernel names
+    (_cuda_scatter_fill_internal_kernel: one_hot's 1s)."""
     dtype = a.input_dtype(0) or a.input_dtype(3)
     x, index = a.tensor(0, dtype) if dtype else None, a.tensor(2, "int64")
     if x is None or index is None:
         return None
-    return scatter_cost(x, index, "_add" in a.name, False)
+    return scatter_cost(x, index, "_add" in a.name, False, "scatter_fill" in a.kernel)
+
+
+@register_aten("aten::cumsum", "aten::cumprod")
+def cumulative(a: A) -> Cost | None:
+    """order.scan_cost of (self, dim, dtype): the dim, a scalar no range carries, changes nothing
+    counted; self in the dtype its producer wrote (else the kernel's), the output in the kernel's
+    (a cast's `dtype` makes it so: cub's scan of an int64 cumsum names it)."""
+    x = a.tensor(0, a.input_dtype(0) or a.dtype)
+    return None if x is None else scan_cost(a.name.partition("::")[2], x, a.dtype, None)
+
+
+@register_aten("aten::sort", "aten::argsort")
+def sort(a: A) -> Cost | None:
+    """order.sort_cost of self along its one dim longer than 1 (the dim, a scalar, is in no range:
+    na where several are), in the dtype its producer wrote (else the in-place sort's keys'); the values are
+    sorted whether returned or not. Its indices' arange runs under a range of its own that no
+    formula prices: this one's stage."""
+    dtype = a.input_dtype(0) or (a.dtype if "sortkvinplace" in a.kernel else None)  # arange's: its index type
+    x = a.tensor(0, dtype) if dtype else None
+    long = [d for d, size in enumerate(x.shape) if size > 1] if x is not None else []
+    return sort_cost(x, long[0] if long else 0, True) if x is not None and len(long) <= 1 else None
 
 
 @register_aten("aten::topk")
@@ -586,6 +609,49 @@ def index(a: A) -> Cost | None:
     """x[indices]: _index_cost's gather (integer tensors, or a boolean mask whose found positions
     nonzero wrote: its own kernels are priced under its range)."""
     return _index_cost(a)
+
+
+@register_aten("aten::index_select")
+@deferring
+def index_select(a: A) -> Cost | None:
+    """memory.index_select_cost of (self, dim, index), in the dtype self's producer wrote (else
+    the kernel's; else the opaque element size its kernel names: the bytes alone). The dim is a scalar no range carries: self's one dim for a 1-D self, else the
+    one where the output (as its first reader gives it) differs from self; where none does,
+    every dim costs the same (the index is as long as the dim it picks from). Where it cannot, it
+    defers to the range around (an embedding's, whose weight no producer types)."""
+    x, index = a.shape(0), a.shape(2)
+    dtype = a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None)
+    opaque = None if dtype is not None else _OPAQUE.search(a.kernel)
+    if not x or not index or len(index) != 1 or dtype is None and opaque is None:
+        return None
+    dim = 0
+    if len(x) > 1:
+        out = a.output_shape()
+        if out is None or len(out) != len(x):
+            return None
+        differ = [d for d in range(len(x)) if out[d] != x[d]]
+        if len(differ) > 1 or differ and out[differ[0]] != index[0]:
+            return None
+        dim = differ[0] if differ else 0
+    if dtype is not None:
+        return index_select_cost(Tensor(x, dtype), dim, Tensor(index, "int64"))
+    size, rows = int(opaque.group(1)), prod(x) // max(x[dim], 1) * index[0]
+    return Cost(0, index[0] * ITEMSIZE["int64"] + 2 * rows * size,
+                fmt_params(None, shape=dims(x), idx=dims(index), elem=size), None, SIMT)
+
+
+@register_aten("aten::repeat_interleave")
+def repeat_interleave(a: A) -> Cost | None:
+    """repeat_interleave(repeats, output_size), the indices of a tensor of repeats (the form
+    the others run inside: x's own picks from them run under index_select): memory.repeats_cost's
+    last kernel, compute_cuda_kernel; the cumsum and the check run under ranges of their own.
+    How many indices, from the output's first reader."""
+    repeats, out = a.tensor(0, a.input_dtype(0) or "int64"), a.output_shape()
+    if repeats is None or len(a.sizes) != 2 or out is None or len(out) != 1 or "compute_cuda_kernel" not in a.kernel:
+        return None
+    c = repeats_cost(repeats, out[0])
+    stage = None if c is None else c.stages[-1]
+    return None if stage is None else Cost(0, stage[3], c.params, c.dtype, SIMT)
 
 
 @register_aten("aten::masked_select")

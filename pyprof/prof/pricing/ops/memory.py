@@ -10,7 +10,7 @@ from math import ceil, prod
 from ..cub_sort import num_bits, radix_sort_pairs
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
 from ..values import ITEMSIZE, Tensor, Unknown, broadcast, is_truncated, promote, short
-from .elementwise import reduce_cost
+from .elementwise import nonzero_cost, reduce_cost
 
 
 def copy_cost(src: Tensor, out_dtype: str | None) -> Cost | None:
@@ -83,13 +83,14 @@ def cat(c: Call) -> Cost | None:
 
 
 def _indexed(src_rows: int, index: Tensor, dtype: str | None, adds: bool, base: Tensor | None = None,
-             **fields) -> Cost | None:
+             filled: bool = False, **fields) -> Cost | None:
     """`src_rows` elements read through `index` and written; `base`: an out-of-place op first
-    copies its whole input. `adds`: the destination is read too and one add done per element."""
+    copies its whole input. `adds`: the destination is read too and one add done per element.
+    `filled`: the source is one scalar value, not read per element."""
     size = ITEMSIZE.get(dtype)
     if size is None or index.nbytes is None:
         return None
-    nbytes = index.nbytes + src_rows * size * (3 if adds else 2)
+    nbytes = index.nbytes + src_rows * size * ((3 if adds else 2) - (1 if filled else 0))
     if base is not None:
         nbytes += 2 * base.numel * size
     return Cost(src_rows if adds else 0, nbytes, fmt_params(dtype, **fields), dtype, SIMT)
@@ -102,17 +103,19 @@ def gather(c: Call) -> Cost | None:
                            x, index, index.numel)
 
 
-def scatter_cost(x: Tensor, index: Tensor, adds: bool, copies: bool) -> Cost | None:
+def scatter_cost(x: Tensor, index: Tensor, adds: bool, copies: bool, filled: bool = False) -> Cost | None:
     """A source's elements, one per index element, written into `x` through `index` (`adds`: added
-    to what is there); `copies`: an out-of-place scatter, x copied first."""
-    return _indexed(index.numel, index, x.dtype, adds, x if copies else None, shape=dims(x.shape),
+    to what is there); `copies`: an out-of-place scatter, x copied first; `filled`: the source is
+    a scalar value (scatter_(dim, index, value): PyTorch's scatter_fill kernel reads none)."""
+    return _indexed(index.numel, index, x.dtype, adds, x if copies else None, filled, shape=dims(x.shape),
                     idx=dims(index.shape))
 
 
 def _scatter(inplace: bool, adds: bool):
     def formula(c: Call) -> Cost | None:
+        src = c.get(3, "src", c.get(None, "value"))
         return scatter_cost(c.get(0, "input"), c.get(2, "index"), adds or c.get(None, "reduce") is not None,
-                            not inplace)
+                            not inplace, not isinstance(src, Tensor))
     return formula
 
 
@@ -122,12 +125,62 @@ register(*names(["scatter_add"]))(_scatter(False, True))
 register("Tensor.scatter_add_")(_scatter(True, True))
 
 
-@register(*names(["index_select"]))
-def index_select(c: Call) -> Cost | None:
-    x, dim, index = c.get(0, "input"), c.get(1, "dim"), c.get(2, "index")
+def index_select_cost(x: Tensor, dim: int, index: Tensor) -> Cost | None:
+    """x's slices along `dim` picked by `index`: the index read, each element taken read and
+    written; backward, _index_backward's adds."""
     rows = x.numel // max(x.shape[dim], 1) * index.numel if x.shape else index.numel
     return _index_backward(_indexed(rows, index, x.dtype, False, shape=dims(x.shape), idx=dims(index.shape)),
                            x, index, rows)
+
+
+@register(*names(["index_select"]))
+def index_select(c: Call) -> Cost | None:
+    return index_select_cost(c.get(0, "input"), c.get(1, "dim"), c.get(2, "index"))
+
+
+@register(*names(["repeat_interleave"]))
+def repeat_interleave(c: Call) -> Cost | None:
+    """repeat_interleave(x, repeats, dim): with an int, x's elements each `repeats` times along
+    dim (x flattened without one), one copy of x broadcast into the output (x read, the output
+    written); with a tensor of repeats, repeats_cost and, given x, index_select_cost of x through
+    the result; torch.repeat_interleave(repeats) alone, repeats_cost. The count, from the call's
+    out mark."""
+    x, repeats, dim = c.get(0, "input"), c.get(1, "repeats"), c.get(2, "dim")
+    if isinstance(repeats, int) and isinstance(x, Tensor) and x.nbytes is not None:
+        return Cost(0, x.nbytes * (1 + repeats), fmt_params(x.dtype, shape=dims(x.shape), repeats=repeats), x.dtype, SIMT)
+    found = c.outputs()
+    if not found or not found[0].shape or not isinstance(x, Tensor):
+        return None
+    if not isinstance(repeats, Tensor):  # torch.repeat_interleave(repeats): the indices alone
+        return repeats_cost(x, found[0].shape[0])
+    axis = 0 if dim is None else dim % len(x.shape)
+    total = found[0].shape[axis]
+    counts = repeats_cost(repeats, total)
+    picked = index_select_cost(x if dim is not None else Tensor((x.numel,), x.dtype), axis, Tensor((total,), "int64"))
+    if counts is None or picked is None or picked.bytes is None:
+        return None
+    stages = counts.stages + tuple((k, 0, 0, picked.bytes) for k in _SELECT_KERNELS)
+    return replace(picked, flops=counts.flops, bytes=counts.bytes + picked.bytes, stages=stages,
+                   params=fmt_params(x.dtype, shape=dims(x.shape), repeats=dims(repeats.shape), out=total))
+
+
+# The kernels PyTorch's index_select runs, by layout and size: the gather's of a 1-D input, its own.
+_SELECT_KERNELS = ("_scatter_gather_elementwise_kernel", "indexSelect", "vectorized_gather_kernel")
+
+
+def repeats_cost(repeats: Tensor, total: int) -> Cost | None:
+    """The indices of repeat_interleave with a tensor of n repeats adding up to `total`, as
+    PyTorch's CUDA kernels make them: their cumsum (cub's scan: read, written; one add each; its
+    tile init is priced by its launch, cub_init.py), the check that none is negative (a
+    comparison, n bools written, then their all(): read), then compute_cuda_kernel writes each
+    index its count of times (repeats and cumsum read, `total` int64 written)."""
+    n, size = repeats.numel, repeats.itemsize
+    if size is None:
+        return None
+    stages = (("DeviceScanKernel", n, 0, 2 * n * size), ("compare_scalar_kernel", n, 0, n * (size + 1)),
+              ("and_kernel_cuda", n, 0, n + 1), ("compute_cuda_kernel", 0, 0, 2 * n * size + total * 8))
+    return Cost(sum(s[1] for s in stages), sum(s[3] for s in stages), fmt_params(repeats.dtype, shape=dims(repeats.shape),
+                out=total), "int64", SIMT, stages=stages)
 
 
 def index_add_cost(x: Tensor, index: Tensor, src: Tensor, inplace: bool) -> Cost | None:
@@ -324,8 +377,9 @@ def getitem(c: Call) -> Cost | None:
     Advanced indexing by one integer tensor on the first dimension gathers whole rows: the index,
     the rows read and written; backward, PyTorch's index_put with accumulate (_index_put_stages).
     Several integer tensors on the leading dimensions gather elements (a top-k router's
-    weights[rows, slot]): index_elements. Boolean masks have data-dependent results, and mixed
-    forms are not modelled: na."""
+    weights[rows, slot]): index_elements. A boolean mask over the leading dims: boolean_index_cost,
+    as many positions as its out mark says (patch.py marks such calls). Mixed forms are not
+    modelled: na."""
     x, index = c.args[0], c.args[1]
     if basic_index_steps(x.shape, index) is not None:
         return Cost(0, 0, fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT)
@@ -334,7 +388,42 @@ def getitem(c: Call) -> Cost | None:
     if isinstance(index, list) and index and all(isinstance(t, Tensor) and t.dtype in ("int64", "int32")
                                                  for t in index):
         return index_elements(x, index)
+    mask = index[0] if isinstance(index, list) and len(index) == 1 else index
+    found = c.outputs()
+    if isinstance(mask, Tensor) and mask.dtype == "bool" and found and found[0].shape:
+        return boolean_index_cost(x, mask, found[0].shape[0])
     return None
+
+
+def boolean_index_cost(x: Tensor, mask: Tensor, found: int) -> Cost | None:
+    """x[mask], a boolean mask over x's leading dims (masked_select: the two broadcast) of which
+    `found` elements were true (the call's out mark), as PyTorch runs it: nonzero of the mask
+    (elementwise.nonzero_cost, its kernels in turn), then the gather of the found positions (one
+    int64 index a mask dim): index_elements' kernel, or for a mask over the first dim alone
+    index_rows' row gather (either kernel may run it: named side by side)."""
+    k = len(mask.shape)
+    if not k or tuple(mask.shape) != tuple(x.shape[:k]):
+        return None
+    positions = nonzero_cost(mask, [Tensor((found, k), "int64")])
+    index = [Tensor((found,), "int64")] * k
+    gather = index_rows(x, index[0]) if k == 1 else index_elements(x, index)
+    if gather is None or positions.flops is None or positions.bytes is None or gather.bytes is None:
+        return None
+    kernels = ("vectorized_gather_kernel", "index_elementwise_kernel") if k == 1 else ("index_elementwise_kernel",)
+    return Cost(positions.flops, positions.bytes + gather.bytes,
+                fmt_params(x.dtype, shape=dims(x.shape), mask=dims(mask.shape), found=found), x.dtype, SIMT,
+                stages=positions.stages + tuple((kernel, 0, 0, gather.bytes) for kernel in kernels))
+
+
+@register(*names(["masked_select"]))
+def masked_select(c: Call) -> Cost | None:
+    """masked_select(x, mask): boolean_index_cost of the two broadcast together (x expanded: its
+    elements read through the positions), `found` from the call's out mark."""
+    x, mask, found = c.get(0, "input"), c.get(1, "mask"), c.outputs()
+    if not isinstance(x, Tensor) or not isinstance(mask, Tensor) or not found or not found[0].shape:
+        return None
+    shape = broadcast(x.shape, mask.shape)
+    return boolean_index_cost(Tensor(shape, x.dtype), Tensor(shape, "bool"), found[0].shape[0])
 
 
 def index_elements(x: Tensor, index: list) -> Cost | None:

@@ -17,17 +17,21 @@ from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
 from ..values import ITEMSIZE, Tensor
 
 
+def scan_cost(op: str, x: Tensor, dtype: str | None, dim: int | None) -> Cost | None:
+    """cumsum/cumprod of x along `dim` into `dtype` (None: x's): one add or product an element;
+    x read, the output written. Backward (cumsum's): a reversed cumsum of dY."""
+    size = ITEMSIZE.get(dtype or x.dtype)
+    if x.nbytes is None or size is None:
+        return None
+    n = x.numel
+    bwd = (n, n * size + x.nbytes) if op == "cumsum" else (None, None)
+    return Cost(n, x.nbytes + n * size, fmt_params(x.dtype, shape=dims(x.shape), dim=dim), x.dtype,
+                SIMT, bwd_flops=bwd[0], bwd_bytes=bwd[1])
+
+
 def _scan(op: str):
     def formula(c: Call) -> Cost | None:
-        x = c.get(0, "input")
-        dtype = c.get(None, "dtype") or x.dtype
-        size = ITEMSIZE.get(dtype)
-        if x.nbytes is None or size is None:
-            return None
-        n = x.numel
-        bwd = (n, n * size + x.nbytes) if op == "cumsum" else (None, None)
-        return Cost(n, x.nbytes + n * size, fmt_params(x.dtype, shape=dims(x.shape), dim=c.get(1, "dim")), x.dtype,
-                    SIMT, bwd_flops=bwd[0], bwd_bytes=bwd[1])
+        return scan_cost(op, c.get(0, "input"), c.get(None, "dtype"), c.get(1, "dim"))
     return formula
 
 
@@ -54,14 +58,33 @@ def _order_cost(x, dim: int, k: int | None, values: bool) -> Cost | None:
                 bwd_flops=0 if values else None, bwd_bytes=bwd_bytes if values else None)
 
 
+# The longest rows PyTorch sorts in place, one block a row (its sortKeyValueInplace); longer ones
+# go through cub's segmented radix sort, whose kernels are not modelled.
+IN_PLACE_SORT = 4096
+
+
+def sort_cost(x: Tensor, dim: int, values: bool) -> Cost | None:
+    """_order_cost of a sort; rows of at most IN_PLACE_SORT elements kernel by kernel, as PyTorch
+    runs them: the values copied into the output (a device-to-device memcpy, no kernel), each
+    row's indices written by arange, then the rows' values and indices sorted in place
+    (radixSortKVInPlace, bitonicSortKVInPlace and kin: read and written). Longer rows: the
+    total, on the call's first kernel."""
+    cost = _order_cost(x, dim, None, values)
+    if cost is None or x.shape[dim] > IN_PLACE_SORT:
+        return cost
+    n = x.numel
+    stages = (("arange_cuda_out", 0, 0, n * 8), ("SortKVInPlace", cost.flops, 0, 2 * n * (x.itemsize + 8)))
+    return replace(cost, bytes=sum(s[3] for s in stages), stages=stages)
+
+
 @register(*names(["sort", "msort"]))
 def sort(c: Call) -> Cost | None:
-    return _order_cost(c.get(0, "input"), c.get(1, "dim", -1), None, True)
+    return sort_cost(c.get(0, "input"), c.get(1, "dim", -1), True)
 
 
 @register(*names(["argsort"]))
 def argsort(c: Call) -> Cost | None:
-    return _order_cost(c.get(0, "input"), c.get(1, "dim", -1), None, False)
+    return sort_cost(c.get(0, "input"), c.get(1, "dim", -1), False)
 
 
 @register(*names(["topk"]))
