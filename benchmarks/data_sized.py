@@ -80,8 +80,14 @@ def cases(device) -> dict[str, Callable[[], list]]:
         hot.t().float().sum()
         return [hot]
 
+    def repeat_heads():
+        kv = torch.randn(2, 4, 64, 32, device=device, generator=g)
+        out = kv.repeat_interleave(3, dim=1)  # an int: not data-sized, but the same op (GQA's heads)
+        out.view(2, 12, -1).sum()
+        return [out]
+
     return {f.__name__: f for f in (nonzero, where, argwhere, bool_index, masked_select, unique,
-                                    unique_consecutive, repeat_interleave, bincount, one_hot)}
+                                    unique_consecutive, repeat_interleave, bincount, one_hot, repeat_heads)}
 
 
 def main() -> int:

@@ -134,7 +134,7 @@ def test_an_aten_only_capture_of_data_sized_ops_keeps_the_contract(tmp_path):
     # benchmarks/data_sized.py under emit_nvtx's ranges alone (H200): records with `consumers`.
     capture = unpacked(ROOT / "tests" / "data" / "data_sized_plain.sqlite.xz", tmp_path)
     assert [e for line in written(capture) for e in contract_errors(line)] == []
-    assert sum(formats.CONSUMERS in json.loads(line) for line in written(capture)) == 22
+    assert sum(formats.CONSUMERS in json.loads(line) for line in written(capture)) == 23
 
 
 def test_the_marker_checker_finds_each_kind_of_break():

@@ -64,6 +64,9 @@ EXPECTED = [
     ("one_hot", "vectorized_elementwise_kernel", [("aten::item", [])]),
     ("one_hot", "_scatter_gather_elementwise_kernel", [("aten::scatter_", [1000, 50])]),
     ("one_hot", "unrolled_elementwise_kernel", [("aten::t", [1000, 50])]),
+    # kv.repeat_interleave(3, dim=1), an int: the same op, its copy of the expanded heads, then
+    # the flatten inside it and the caller's view of its [2, 12, 64, 32]
+    ("repeat_heads", "reduce_kernel", [("aten::flatten", [2, 4, 3, 64, 32]), ("aten::view", [2, 12, 64, 32])]),
 ]
 
 

@@ -118,6 +118,19 @@ def test_data_sized_calls_from_pyprofs_markers(default) -> None:
         ("reduce_kernel", 96, 97), ("compute_cuda_kernel", 0, 2656), ("_scatter_gather_elementwise_kernel", 0, 3360)]
     assert _case(default, "unique_consecutive")[:2] == [("elementwise_kernel_with_index", 0, 8000),
                                                         ("radixSortKVInPlace", 10000, 32000)]
+    # kv.repeat_interleave(3, dim=1) on fp32 [2, 4, 64, 32]: one copy of the expanded heads (x read
+    # once, the output written); its ranges price the same kernel as a copy of a [2, 4, 3, 64, 32]
+    # source, which they do not tell is a broadcast: both read in full
+    x = 2 * 4 * 64 * 32 * 4
+    assert _case(default, "repeat_heads")[1] == ("elementwise_kernel", 0, x + 3 * x)
     assert [k for k, flops, nbytes in _case(default, "unique") if nbytes is None] == [
         "elementwise_kernel_with_index", "DeviceRadixSortSingleTileKernel", "adjacent_difference_kernel",
         "DeviceScanKernel", "scatter_kernel", "DeviceReduceByKeyKernel"]
+
+
+def test_an_int_repeat_interleave_from_pytorchs_ranges_reads_its_source_in_full(priced) -> None:
+    """kv.repeat_interleave(3, dim=1) (fp32 [2, 4, 64, 32]) with PyTorch's ranges alone: the copy
+    of kv's expanded view, whose range gives the source as [2, 4, 3, 64, 32] (the expand that made
+    it launched nothing): read and written in full, where the kernel read kv once."""
+    out = 2 * 12 * 64 * 32 * 4
+    assert _case(priced, "repeat_heads")[1] == ("elementwise_kernel", 0, 2 * out)
