@@ -324,6 +324,8 @@ Tensor.unbind
 Tensor.unflatten
 Tensor.unfold
 Tensor.uniform_
+Tensor.unique
+Tensor.unique_consecutive
 Tensor.unsqueeze
 Tensor.var
 Tensor.vdot
@@ -814,6 +816,8 @@ torch.trunc_
 torch.unbind
 torch.unflatten
 torch.unfold
+torch.unique
+torch.unique_consecutive
 torch.unsqueeze
 torch.var
 torch.vdot

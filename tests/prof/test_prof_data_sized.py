@@ -123,9 +123,48 @@ def test_data_sized_calls_from_pyprofs_markers(default) -> None:
     # source, which they do not tell is a broadcast: both read in full
     x = 2 * 4 * 64 * 32 * 4
     assert _case(default, "repeat_heads")[1] == ("elementwise_kernel", 0, x + 3 * x)
-    assert [k for k, flops, nbytes in _case(default, "unique") if nbytes is None] == [
-        "elementwise_kernel_with_index", "DeviceRadixSortSingleTileKernel", "adjacent_difference_kernel",
-        "DeviceScanKernel", "scatter_kernel", "DeviceReduceByKeyKernel"]
+    assert _case(default, "unique")[:8] == UNIQUE
+    assert _case(default, "unique_consecutive")[2:4] == [("DeviceCompactInitKernel", 0, 272),
+                                                         ("DeviceSelectSweepKernel", 1000, 8000 + 50 * 8 + 8)]
+
+
+# torch.unique(ints, return_inverse=True, return_counts=True) of 1,000 int64 with 50 distinct:
+# the positions' arange, cub's one-tile sort of keys and positions (read and written), the
+# neighbours compared (int32 flags written), cub's scan init and the flags' sum into int64, the
+# inverse scattered back (the sorted positions and the sums read, the inverse written), cub's
+# compaction init and its run-length encoding (keys read; 50 values, 50 counts and the run
+# count written).
+UNIQUE = [("elementwise_kernel_with_index", 0, 8000), ("DeviceRadixSortSingleTileKernel", 0, 2 * 1000 * 16),
+          ("adjacent_difference_kernel", 1000, 1000 * 12), ("DeviceScanInitKernel", 0, 264),
+          ("DeviceScanKernel", 1000, 1000 * 12), ("scatter_kernel", 0, 3 * 8000), ("DeviceCompactInitKernel", 0, 536),
+          ("DeviceReduceByKeyKernel", 1000, 8000 + 50 * 16 + 8)]
+
+
+def test_unique_from_pytorchs_ranges_where_its_inputs_dtype_is_known(tmp_path: Path) -> None:
+    """aten::_unique2's range carries no flags: the inverse is told by the positions' arange
+    before the sort, the counts by the encoding kernel's name; its 50 values by the output's
+    first reader. Its input here was made before the capture (no producer: only the sort's keys
+    tell its dtype, the other kernels are na); with a producer in the trace (an int64 add put in
+    front of the same records) every kernel is priced, as with pyprof's markers."""
+    path = unpacked(DATA / "data_sized_plain.sqlite.xz", tmp_path)
+    with Export(str(path)) as exp:
+        recs = [r for r in records(exp, Stats()) if r["layer"][0] == "unique"]
+    facts, _ = analyse(recs)
+    assert [(r["kShortName"], f.flops, f.bytes) for r, f in zip(recs, facts)][:8] == [
+        ("elementwise_kernel_with_index", None, None), ("DeviceRadixSortSingleTileKernel", 0, 32000),
+        ("adjacent_difference_kernel", None, None), ("DeviceScanInitKernel", 0, 264), ("DeviceScanKernel", None, None),
+        ("scatter_kernel", None, None), ("DeviceCompactInitKernel", 0, 536), ("DeviceReduceByKeyKernel", None, None)]
+    unique = next(o for o in recs[1]["torchOps"] if o["name"] == "aten::_unique2")
+    add = dict(recs[1], kShortName="vectorized_elementwise_kernel", torchOps=[
+        {"name": "aten::add", "opId": unique["opId"] - 50, "sizes": [[1000], []], "inputOpIds": [[0, -1], [0, -1]]}],
+        kLongName="void at::native::vectorized_elementwise_kernel<(int)4, at::native::AUnaryFunctor<long, long, long, "
+                  "at::native::binary_internal::AddFunctor<long>>, std::array<char *, (unsigned long)2>>(int, T2, T3)")
+    for r in recs:
+        for o in r["torchOps"]:
+            if o["name"] == "aten::_unique2":
+                o["inputOpIds"][0] = [unique["opId"] - 50, 0]
+    facts, _ = analyse([add] + recs)
+    assert [(r["kShortName"], f.flops, f.bytes) for r, f in zip(recs, facts[1:])][:8] == UNIQUE
 
 
 def test_an_int_repeat_interleave_from_pytorchs_ranges_reads_its_source_in_full(priced) -> None:
