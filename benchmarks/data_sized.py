@@ -7,6 +7,8 @@ usage (repo root, on the GPU machine, under nsys; one capture per mode):
     python benchmarks/data_sized.py --mode default --truth T.json # pyprof.init()'s markers
     python benchmarks/data_sized.py --mode plain --truth T.json   # emit_nvtx(record_shapes=True)
     python benchmarks/data_sized.py --mode bare --truth T.json    # nsys --pytorch=autograd-shapes-nvtx
+    ncu --profile-from-start off --metrics ... --csv python benchmarks/data_sized.py --mode bare --scale 512
+    python benchmarks/kernel_truth.py --records default=D.sqlite.xz --ncu N.csv.xz=CASES --models CASES
 Each case runs once in the capture range, inside a range named after it (`layer:CASE`); --truth
 writes each case's output shapes, as the program saw them, for the tests to hold prof against.
 """
@@ -18,15 +20,16 @@ import json
 from typing import Callable
 
 
-def cases(device) -> dict[str, Callable[[], list]]:
+def cases(device, scale: int = 1) -> dict[str, Callable[[], list]]:
     """Each case: a call of a data-sized op and how code goes on with its output (a view first,
-    which launches nothing, then work that launches kernels); returns the op's outputs."""
+    which launches nothing, then work that launches kernels); returns the op's outputs. `scale`
+    multiplies the rows of x, the integers and the repeats (the test fixtures: 1)."""
     import torch
     import torch.nn.functional as F
     g = torch.Generator(device=device).manual_seed(0)
-    x = torch.randn(64, 32, device=device, generator=g)
-    ints = torch.randint(0, 50, (1000,), device=device, generator=g)
-    repeats = torch.randint(0, 4, (96,), device=device, generator=g)
+    x = torch.randn(64 * scale, 32, device=device, generator=g)
+    ints = torch.randint(0, 50, (1000 * scale,), device=device, generator=g)
+    repeats = torch.randint(0, 4, (96 * scale,), device=device, generator=g)
     w = torch.randn(32, 16, device=device, generator=g)
 
     def nonzero():
@@ -66,7 +69,7 @@ def cases(device) -> dict[str, Callable[[], list]]:
         return [values]
 
     def repeat_interleave():
-        out = torch.repeat_interleave(torch.arange(96, device=device), repeats)
+        out = torch.repeat_interleave(torch.arange(96 * scale, device=device), repeats)
         out.view(-1, 1).float().sum()
         return [out]
 
@@ -81,7 +84,7 @@ def cases(device) -> dict[str, Callable[[], list]]:
         return [hot]
 
     def repeat_heads():
-        kv = torch.randn(2, 4, 64, 32, device=device, generator=g)
+        kv = torch.randn(2, 4, 64 * scale, 32, device=device, generator=g)
         out = kv.repeat_interleave(3, dim=1)  # an int: not data-sized, but the same op (GQA's heads)
         out.view(2, 12, -1).sum()
         return [out]
@@ -96,6 +99,8 @@ def main() -> int:
                    help="default: pyprof.init()'s markers; plain: PyTorch's emit_nvtx(record_shapes=True) ranges; "
                         "bare: none (nsys --pytorch=autograd-shapes-nvtx adds its own)")
     p.add_argument("--truth", help="write each case's output shapes here (JSON)")
+    p.add_argument("--scale", type=int, default=1, help="rows of each input times this (for Nsight Compute: "
+                   "kernels of a megabyte and more; default 1, the fixtures' size)")
     args = p.parse_args()
     import torch
 
@@ -103,7 +108,7 @@ def main() -> int:
     if args.mode == "default":
         pyprof.init()
     device = torch.device("cuda")
-    run = cases(device)
+    run = cases(device, args.scale)
     for f in run.values():  # warm up: first calls load kernels and sort out cub's workspace
         f()
     torch.cuda.synchronize()

@@ -54,13 +54,18 @@ SHIPPED_MODES = ("default", "aten", "plain", "nsyspt")
 # And a compiled step (kernel_truth_compiled.sh: examples/compiled.py's GPT, no model ranges, so
 # its one "model" is every kernel: ALL), in the one mode it was captured in.
 ALL = "*"
+# And benchmarks/data_sized.py --scale 512 (its cases are its "models"): ops whose output size
+# the data decide, big enough for Nsight Compute's counters to mean something.
+DATA_SIZED = ("nonzero", "where", "argwhere", "bool_index", "masked_select", "unique", "unique_consecutive",
+              "repeat_interleave", "bincount", "one_hot", "repeat_heads")
 SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU, SHIPPED_MODES),
                 ("kt_h200", ("transformer",), (("kt_h200_ncu.csv.xz", ("transformer",)),), SHIPPED_MODES),
                 ("kt_h200s", ("squeezenet1_1", "mha_weights"), (("kt_h200s_ncu.csv.xz", ("squeezenet1_1", "mha_weights")),),
                  SHIPPED_MODES),
                 ("kt_h200c", ("resnext50_32x4d", "mobilenet_v2"),
                  (("kt_h200c_ncu.csv.xz", ("resnext50_32x4d", "mobilenet_v2")),), SHIPPED_MODES),
-                ("ktc_h200", (ALL,), (("ktc_h200_ncu.csv.xz", (ALL,)),), ("compiled",)))
+                ("ktc_h200", (ALL,), (("ktc_h200_ncu.csv.xz", (ALL,)),), ("compiled",)),
+                ("ktd_h200", DATA_SIZED, (("ktd_h200_ncu.csv.xz", DATA_SIZED),), ("default", "plain", "nsyspt")))
 
 
 def _unpacked(path: str, tmp: str) -> str:

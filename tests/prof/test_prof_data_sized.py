@@ -173,3 +173,12 @@ def test_an_int_repeat_interleave_from_pytorchs_ranges_reads_its_source_in_full(
     it launched nothing): read and written in full, where the kernel read kv once."""
     out = 2 * 12 * 64 * 32 * 4
     assert _case(priced, "repeat_heads")[1] == ("elementwise_kernel", 0, 2 * out)
+
+
+def test_a_view_of_a_data_sized_output_keeps_its_dtype(priced) -> None:
+    """idx.t().float() of argwhere's [613, 2] int64 indices and hot.t().float() of one_hot's
+    [1000, 50] int64: the cast reads the view, whose range launched nothing; the view is among
+    the consumers parse handed on, and takes its input's dtype (tensor_flow.consumed): int64 read,
+    fp32 written."""
+    assert _case(priced, "argwhere")[5] == ("unrolled_elementwise_kernel", 0, 613 * 2 * (8 + 4))
+    assert _case(priced, "one_hot")[3] == ("unrolled_elementwise_kernel", 0, 1000 * 50 * (8 + 4))

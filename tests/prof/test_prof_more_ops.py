@@ -117,6 +117,21 @@ def test_a_sort_runs_in_place_kernel_by_kernel():
     assert long.stages is None and long.bytes == 40000 + 40000 + 80000
 
 
+def test_one_long_row_is_sorted_by_cubs_radix_passes():
+    """sort of one fp32 row of 5,000 (longer than a block sorts in place): its indices written by
+    fill_reverse_indices_kernel (40,000 B), then cub's radix sort of the values with them on all
+    32 key bits (cub_sort.py: a histogram, its exclusive sums and 4 onesweep passes, each reading
+    and writing keys and values), the convention's 5,000 x 13 comparisons shared among the
+    passes. The call's total is the multi-pass path's."""
+    c = cost_of("torch", "sort", t(5000))
+    moved, counters = 2 * 5000 * (4 + 8), 4 * 256 * 8
+    assert c.stages == (("fill_reverse_indices_kernel", 0, 0, 40000), ("DeviceRadixSortSingleTileKernel", 0, 0, moved),
+                        ("DeviceRadixSortHistogramKernel", 0, 0, 5000 * 4 + counters),
+                        ("DeviceRadixSortExclusiveSumKernel", 0, 0, 2 * counters)) + (
+                            ("DeviceRadixSortOnesweepKernel", 65000 // 4, 0, moved + 256 * 8),) * 4
+    assert (c.flops, c.bytes) == (65000, 40000 + 5000 * 4 + counters + 2 * counters + 4 * (moved + 256 * 8))
+
+
 def test_index_backward_adds_through_the_index():
     """gather [4,5] by a [4,2] index: dY's 8 elements added into a zero-filled dX: 8 adds; index
     64 and dY 32 read, dX 80 written. index_select of 3 rows of [6,5]: 15 adds; index 24, dY 60

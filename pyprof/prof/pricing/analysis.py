@@ -204,6 +204,8 @@ class Analyzer:
             return self._compiled.facts(self._sizes.resized(rec), f)
         name = rec.get("kLongName") or rec.get("kShortName")
         verdict = classify(name)
+        if "consumers" in rec:
+            self.flow.consumed(rec)
         cost, f.level, aten_range = self._priced(rec, name, verdict)
         if rec.get("torchOps"):  # the flow is between PyTorch's ranges: nothing to learn without them
             self.flow.wrote(rec, aten_level.written_dtype(name, verdict), aten_level.cast_source(name))

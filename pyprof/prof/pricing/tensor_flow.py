@@ -165,6 +165,21 @@ class TensorFlow:
         if len(dtypes) > 2 * self._held:
             self._trim()
 
+    def consumed(self, rec: dict) -> None:
+        """The ranges in `rec`'s `consumers` (what read a data-sized op's output first, mostly
+        views that launch nothing: parse/consumers.py) take their first input's dtype, so that
+        an op reading them (x.t().float()'s cast of a nonzero's indices) finds it; one that
+        launches a kernel has its dtype rewritten by that kernel. Asked before `rec` is priced:
+        its own kernel may be such a reader."""
+        pid = _process(rec)
+        dtypes = self._dtypes
+        for r in rec.get("consumers") or ():
+            op = r.get("opId") if type(r) is dict else None
+            first = producers(r)[:1] if type(op) is int else None
+            got = dtypes.get((pid, first[0][0])) if first and first[0] else None
+            if got:
+                dtypes.setdefault((pid, op), got)
+
     def _trim(self) -> None:
         """Each table down to its HELD newest entries (in the order first written): memory stays
         flat however long the trace, and trimming in bulk costs nothing per record."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from math import ceil, log2
 
+from ..cub_sort import radix_sort_pairs
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
 from ..values import ITEMSIZE, Tensor
 
@@ -64,16 +65,30 @@ IN_PLACE_SORT = 4096
 
 
 def sort_cost(x: Tensor, dim: int, values: bool) -> Cost | None:
-    """_order_cost of a sort; rows of at most IN_PLACE_SORT elements kernel by kernel, as PyTorch
-    runs them: the values copied into the output (a device-to-device memcpy, no kernel), each
-    row's indices written by arange, then the rows' values and indices sorted in place
-    (radixSortKVInPlace, bitonicSortKVInPlace and kin: read and written). Longer rows: the
-    total, on the call's first kernel."""
+    """_order_cost of a sort, kernel by kernel as PyTorch runs it: rows of at most IN_PLACE_SORT
+    elements get their indices from arange, then the rows' values and indices are sorted in place
+    (radixSortKVInPlace, bitonicSortKVInPlace and kin: read and written; the values were copied
+    into the output by a device-to-device memcpy, no kernel); one longer row gets its indices from
+    fill_reverse_indices_kernel, then cub's radix sort of the values with them on every key bit
+    (cub_sort.radix_sort_pairs; the comparisons the convention counts shared among its onesweep
+    passes). Several longer rows (cub's segmented sort): the total, on the call's first kernel."""
     cost = _order_cost(x, dim, None, values)
-    if cost is None or x.shape[dim] > IN_PLACE_SORT:
+    if cost is None:
         return cost
-    n = x.numel
-    stages = (("arange_cuda_out", 0, 0, n * 8), ("SortKVInPlace", cost.flops, 0, 2 * n * (x.itemsize + 8)))
+    n, size = x.numel, x.itemsize
+    if x.shape[dim] <= IN_PLACE_SORT:
+        stages = (("arange_cuda_out", 0, 0, n * 8), ("SortKVInPlace", cost.flops, 0, 2 * n * (size + 8)))
+    elif n == x.shape[dim]:
+        passes = radix_sort_pairs(n, size, 8, 8 * size)
+        sweeps = sum(1 for s in passes if s[0] == "DeviceRadixSortOnesweepKernel")
+        each, left = divmod(cost.flops, sweeps)
+        shared = tuple((s[0], each + (left if i == sweeps - 1 else 0), *s[2:]) for i, s in enumerate(passes[-sweeps:]))
+        stages = (("fill_reverse_indices_kernel", 0, 0, n * 8),) + passes[:-sweeps] + shared
+        # the call's total takes the multi-pass path: a row too long for one block is too long for one tile
+        return replace(cost, bytes=sum(s[3] for s in stages if s[0] != "DeviceRadixSortSingleTileKernel"),
+                       stages=stages)
+    else:
+        return cost
     return replace(cost, bytes=sum(s[3] for s in stages), stages=stages)
 
 
