@@ -33,9 +33,9 @@ from typing import Any, Iterator
 from pyprof.formats import AMP_MOD, OPTIM_MOD
 from pyprof.formats import VERSION as SCHEMA_VERSION
 from pyprof.parse import ddp_buckets, nccl, queries
+from pyprof.parse.consumers import DATA_SIZED
 from pyprof.parse.export import Export
 from pyprof.parse.gpu import GpuInfo
-from pyprof.parse.consumers import DATA_SIZED
 from pyprof.parse.out_marks import OutMarks, out_marks
 from pyprof.parse.intake import COUNT, DOMAIN, END, KEY, LABEL, NCCL, NODE_SEQ, NVTX_FIELDS, START, TEXT, Intake, Range
 from pyprof.parse.queries import SRC_CAPTURED, SRC_KERNEL, SRC_MEMCPY
@@ -143,9 +143,7 @@ class _Attribution:
 
         report, fresh = self.report, self.fresh
         marker = marker_range = module = owner = innermost_torch = bseq = node = nccl_calls = None
-        torch_ops: list[str] = []
-        op_ids: list[int] = []  # of the PyTorch ranges around the launch, for consumers.py
-        sized = False  # whether one of them is a data-sized op's
+        torch_ops: list[Label] = []
         seqs: list[int] = []
         layers: list[str] | tuple[str, ...] = []
         others: list[str] = []
@@ -158,12 +156,9 @@ class _Attribution:
                 lab = r[LABEL] = classify(r[DOMAIN], r[TEXT])
             kind = lab.kind
             if kind == TORCH:
-                torch_ops.append(lab.js)
+                torch_ops.append(lab)
                 owner = r
                 innermost_torch = lab
-                if lab.op_id is not None:
-                    op_ids.append(lab.op_id)
-                    sized = sized or lab.name in DATA_SIZED
                 if lab.bwd:
                     bwd = True
                     if lab.seq is not None:
@@ -237,15 +232,21 @@ class _Attribution:
             else:
                 mod = op = "null"
         marker_js = "null" if marker is None else marker.js if self.outs is None else self._marked(marker, marker_range, rtid)
-        heard = "" if rtid is None else self.consumers.launched(rtid, op_ids if sized else None)
+        heard = "" if rtid is None or not (torch_ops or self.consumers.listening) else self._heard(rtid, torch_ops)
         return (f'"dir":"{"bprop" if bwd else "optim" if mod in _OPTIM else "fprop"}","mod":{mod},"op":{op},'
                 f'"marker":{marker_js},'
                 f'"fwd":{_fwd_js(bseq, fwd) if fwd is not None else node.js if node is not None else "null"},'
-                f'"torchOps":[{",".join(torch_ops)}],'
+                f'"torchOps":[{",".join(lab.js for lab in torch_ops)}],'
                 f'"seqId":{seqs[-1] if seqs else "null"},"altSeqId":[{",".join(map(str, seqs[:-1]))}],'
                 f'"subSeqId":{sub},"layer":[{",".join(layers)}],"module":{module or "null"},'
                 f'"trace":{trace},"ranges":[{",".join(others)}]{heard}'
                 f'{"" if nccl_calls is None else nccl.member_js(nccl_calls)}}}'), op
+
+    def _heard(self, rtid: int, torch_ops: list[Label]) -> str:
+        """The `consumers` member of a launch on thread `rtid` inside PyTorch ranges `torch_ops`
+        (consumers.py), which then listens for their readers if one is a data-sized op's."""
+        sized = any(lab.name in DATA_SIZED for lab in torch_ops)
+        return self.consumers.launched(rtid, [lab.op_id for lab in torch_ops if lab.op_id is not None] if sized else None)
 
     def _node_seq(self, lab: Label, r: Range, rtid: int, gpid: int, bseq: int | None) -> int | None:
         """The node seq of an autograd range `r` that carries none (`bseq` where none is found): the
