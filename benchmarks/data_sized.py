@@ -15,9 +15,10 @@ writes each case's output shapes, as the program saw them, for the tests to hold
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 from typing import Callable
+
+from pricing_coverage import profiled_range  # benchmarks/: the capture range of each mode
 
 
 def cases(device, scale: int = 1) -> dict[str, Callable[[], list]]:
@@ -113,8 +114,7 @@ def main() -> int:
         f()
     torch.cuda.synchronize()
     truth = {}
-    profiled = _bare() if args.mode == "bare" else pyprof.profiled(aten=args.mode == "plain")
-    with profiled:
+    with profiled_range(args.mode):
         for name, f in run.items():
             with torch.cuda.nvtx.range(f"layer:{name}"):
                 truth[name] = [list(t.shape) for t in f()]
@@ -124,18 +124,6 @@ def main() -> int:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "mode": args.mode,
                        "outputs": truth}, out, indent=1)
     return 0
-
-
-@contextlib.contextmanager
-def _bare():
-    import torch
-    torch.cuda.synchronize()
-    torch.cuda.profiler.start()
-    try:
-        yield
-    finally:
-        torch.cuda.synchronize()
-        torch.cuda.profiler.stop()
 
 
 if __name__ == "__main__":

@@ -592,7 +592,7 @@ def capture(names: List[str], flops_path: Optional[str], warmup: int, plain: boo
             signal.alarm(0)
         save()
         print(f"coverage: {name} ready ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
-    with _profiled_range(mode):
+    with profiled_range(mode):
         for name, step in steps.items():
             try:
                 with _model_range(mode, name):
@@ -607,7 +607,7 @@ def capture(names: List[str], flops_path: Optional[str], warmup: int, plain: boo
     return 0
 
 
-def _profiled_range(mode: str):
+def profiled_range(mode: str):
     """The capture range of `mode`: pyprof's (with PyTorch's op ranges but in `default`), or the
     CUDA profiler range alone (`bare`: no ranges of PyTorch's or pyprof's)."""
     import contextlib
