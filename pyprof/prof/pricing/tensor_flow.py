@@ -47,6 +47,11 @@ FURTHER = 4096
 _END = object()
 
 
+def _listed(v: Any) -> list:
+    """A record's list member (torchOps, consumers), [] where it is absent or no list."""
+    return v if isinstance(v, list) else []
+
+
 def _int_list(v: Any) -> bool:
     return isinstance(v, list) and all(type(d) is int for d in v)
 
@@ -173,7 +178,7 @@ class TensorFlow:
         its own kernel may be such a reader."""
         pid = _process(rec)
         dtypes = self._dtypes
-        for r in rec.get("consumers") or ():
+        for r in _listed(rec.get("consumers")):
             op = r.get("opId") if type(r) is dict else None
             first = producers(r)[:1] if type(op) is int else None
             got = dtypes.get((pid, first[0][0])) if first and first[0] else None
@@ -241,7 +246,7 @@ class TensorFlow:
         for _, rec in self._window:
             if not isinstance(rec, dict) or _process(rec) != pid:
                 continue
-            for r in chain(rec.get("torchOps") or (), rec.get("consumers") or ()):
+            for r in chain(_listed(rec.get("torchOps")), _listed(rec.get("consumers"))):
                 ids, sizes = (r.get("inputOpIds"), r.get("sizes")) if type(r) is dict else (None, None)
                 if not isinstance(ids, list) or not isinstance(sizes, list):
                     continue
