@@ -376,6 +376,7 @@ def per_call(repeat: int = 21, number: int = 5000) -> Tuple[List[tuple], set]:
         # what F.batch_norm calls: its wrapper alone (in the row above it passes through, nested)
         "torch.batch_norm, as F calls it": lambda: torch.batch_norm(img, None, None, rm, rv, False, 0.1, 1e-5, False),
         "x.view(64)": lambda: x.view(64),
+        "x[:, 0] (its boolean-mask test)": lambda: x[:, 0],
         "x.sum(dim=1, keepdim=True)": lambda: x.sum(dim=1, keepdim=True),
         "x @ w (w requires grad)": lambda: x @ wg,
         "nn.Identity()(x)": lambda i=torch.nn.Identity(): i(x),  # noqa: B008 (one module, made once)
