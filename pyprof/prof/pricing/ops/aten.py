@@ -588,20 +588,26 @@ def _index_cost(a: A, backward: bool = False) -> Cost | None:
 def _gather(a: A, x: tuple, idx: list, backward: bool = False) -> Cost | None:
     """The gather of x (a shape) through integer index tensors of shapes `idx`: memory.index_rows
     for one index on the first dim, else index_elements (with `backward`, their backward), x in
-    the dtype its producer wrote or the kernel ran in. Where that is not known (a parameter: no
-    producer) but PyTorch's gather kernel moves opaque N-byte elements (`OpaqueType<N>`), the
-    forward's elements at N bytes each: its work is a copy, whose bytes need the size alone."""
+    the dtype its producer wrote or the kernel ran in; where that is not known (a parameter: no
+    producer), the forward's _opaque_gather."""
     dtype = a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None)
     if dtype is not None:
         index = [Tensor(s, "int64") for s in idx]
         c = index_rows(Tensor(x, dtype), index[0]) if len(idx) == 1 and len(idx[0]) == 1 \
             else index_elements(Tensor(x, dtype), index)
         return None if c is None else _backward(c) if backward else c
-    opaque, positions = _OPAQUE.search(a.kernel), broadcast(*idx)
-    if backward or opaque is None or positions is None:
+    return None if backward else _opaque_gather(a, x, idx, prod(broadcast(*idx)) * prod(x[len(idx):]))
+
+
+def _opaque_gather(a: A, x: tuple, idx: list, elements: int) -> Cost | None:
+    """A gather of x (a shape) through int64 index tensors of shapes `idx` whose kernel moves
+    opaque N-byte elements (`OpaqueType<N>`): the indices read, `elements` read and written at N
+    bytes each (a copy's work needs the size alone); None where the kernel names no size."""
+    opaque = _OPAQUE.search(a.kernel)
+    if opaque is None:
         return None
     size = int(opaque.group(1))
-    return Cost(0, sum(prod(s) for s in idx) * ITEMSIZE["int64"] + 2 * prod(positions) * prod(x[len(idx):]) * size,
+    return Cost(0, sum(prod(s) for s in idx) * ITEMSIZE["int64"] + 2 * elements * size,
                 fmt_params(None, shape=dims(x), idx=",".join(dims(s) for s in idx), elem=size), None, SIMT)
 
 
@@ -616,14 +622,14 @@ def index(a: A) -> Cost | None:
 @deferring
 def index_select(a: A) -> Cost | None:
     """memory.index_select_cost of (self, dim, index), in the dtype self's producer wrote (else
-    the kernel's; else the opaque element size its kernel names: the bytes alone). The dim is a scalar no range carries: self's one dim for a 1-D self, else the
-    one where the output (as its first reader gives it) differs from self; where none does,
-    every dim costs the same (the index is as long as the dim it picks from). Where it cannot, it
-    defers to the range around (an embedding's, whose weight no producer types)."""
+    the kernel's; else _opaque_gather). The dim is a scalar no range carries: self's one dim for
+    a 1-D self, else the one where the output (as its first reader gives it) differs from self;
+    where none does, every dim costs the same (the index is as long as the dim it picks from).
+    Where it cannot, it defers to the range around (an embedding's, whose weight no producer
+    types)."""
     x, index = a.shape(0), a.shape(2)
     dtype = a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None)
-    opaque = None if dtype is not None else _OPAQUE.search(a.kernel)
-    if not x or not index or len(index) != 1 or dtype is None and opaque is None:
+    if not x or not index or len(index) != 1:
         return None
     dim = 0
     if len(x) > 1:
@@ -636,9 +642,7 @@ def index_select(a: A) -> Cost | None:
         dim = differ[0] if differ else 0
     if dtype is not None:
         return index_select_cost(Tensor(x, dtype), dim, Tensor(index, "int64"))
-    size, rows = int(opaque.group(1)), prod(x) // max(x[dim], 1) * index[0]
-    return Cost(0, index[0] * ITEMSIZE["int64"] + 2 * rows * size,
-                fmt_params(None, shape=dims(x), idx=dims(index), elem=size), None, SIMT)
+    return _opaque_gather(a, x, [index], prod(x) // max(x[dim], 1) * index[0])
 
 
 @register_aten("aten::repeat_interleave")

@@ -60,7 +60,7 @@ def _order_cost(x, dim: int, k: int | None, values: bool) -> Cost | None:
 
 
 # The longest rows PyTorch sorts in place, one block a row (its sortKeyValueInplace); longer ones
-# go through cub's segmented radix sort, whose kernels are not modelled.
+# go through cub (sort_cost).
 IN_PLACE_SORT = 4096
 
 
