@@ -457,18 +457,25 @@ def install() -> None:
             return
         callback_handler.register_start_callback(_patch_inductor)
         _survive_resets(callback_handler)
+        # Now, not at the first compilation: by then Dynamo has taken the module-call wrapper
+        # as the frame it compiles (dynamo_frames.py).
+        skip_helpers()
 
 
 def _survive_resets(handler: Any) -> None:
     """Register _patch_inductor again whenever Dynamo's compile callbacks are cleared
     (torch._dynamo.reset() clears every one) before a compilation has run it: a reset between
-    pyprof.init() and the first compile would leave every kernel of the program unrecorded."""
+    pyprof.init() and the first compile would leave every kernel of the program unrecorded. And
+    mark pyprof's frames skipped again (dynamo_frames.py): reset() forgets what each code object
+    was marked, before it clears the callbacks."""
     clear = handler.clear
 
     def cleared(*args: Any, **kwargs: Any) -> Any:
         out = clear(*args, **kwargs)
         if _installed and _original is None and _patch_inductor not in handler.start_callbacks:
             handler.register_start_callback(_patch_inductor)
+        if _installed:
+            skip_helpers()
         return out
 
     cleared.__wrapped__ = clear  # type: ignore[attr-defined]
