@@ -1,8 +1,9 @@
 """Ops that count their input's values, whose output size the data decide: one_hot (its classes
-from the largest value), bincount, unique and unique_consecutive. The marker level prices a call kernel by kernel, its size
-from the call's out mark (pyprof's `out`); the aten level the kernel launched in the op's own
-range, its size from the output's first reader (parse/consumers.py); the ops' other kernels run
-under ranges of their own (aten::max, aten::zeros, aten::scatter_) and are priced there."""
+from the largest value), bincount, unique and unique_consecutive. The marker level prices a call
+kernel by kernel, its size from the call's out mark (pyprof's `out`); the aten level the kernels
+launched in the op's own range, its size from the output's first reader (parse/consumers.py);
+the ops' other kernels run under ranges of their own (aten::max, aten::zeros, aten::scatter_)
+and are priced there."""
 from __future__ import annotations
 
 from typing import Any
@@ -10,15 +11,17 @@ from typing import Any
 from ..cub_sort import radix_sort_pairs
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register, register_aten
 from ..values import ITEMSIZE, Tensor
+from .elementwise import reduce_cost
 
 _INT64 = ITEMSIZE["int64"]
 A = Any  # an AtenCall (op_ranges.py): not imported, as in aten.py
 
 
 def _extreme(functor: str, x: Tensor) -> tuple:
-    """The stage of a full min or max reduction of x (one comparison an element; x read, one
-    element written), PyTorch's reduce_kernel named by its functor."""
-    return functor, x.numel, 0, (x.numel + 1) * x.itemsize
+    """The stage of a full min or max of x (elementwise.reduce_cost to one element), PyTorch's
+    reduce_kernel named by its functor (MinNanFunctor, MaxNanFunctor)."""
+    c = reduce_cost("max", x, 1, None, "all", False)
+    return functor, c.flops, 0, c.bytes
 
 
 def one_hot_cost(x: Tensor, classes: int, from_data: bool) -> Cost | None:
