@@ -108,8 +108,8 @@ def unique_cost(x: Tensor, found: int, inverse: bool, counts: bool | None, conse
     run-length encoding for the counts (the keys read; the values, their int64 counts and the
     run count written) or, without counts, cub's unique select (the values and their count
     written); `counts` None where the caller cannot tell: both, each taken by its kernel's name
-    (the call's total counts the select). cub's tile inits are priced by their launch (cub_init.py); the count is read back
-    by a memcpy."""
+    (the call's total counts the select). cub's tile inits are priced by their launch
+    (cub_init.py); the count is read back by a memcpy."""
     n, size = x.numel, x.itemsize
     if size is None:
         return None
@@ -132,17 +132,22 @@ def unique_cost(x: Tensor, found: int, inverse: bool, counts: bool | None, conse
                 fmt_params(x.dtype, shape=dims(x.shape), found=found), x.dtype, SIMT, stages=head + sort + tail)
 
 
-@register(*names(["unique", "unique_consecutive"]))
-def unique(c: Call) -> Cost | None:
-    """unique_cost of the call, its flags from its arguments, the distinct values from its out
-    mark (the first output); with a dim (unique_dim's rows), not modelled: na."""
-    consecutive = c.marker.get("op") == "unique_consecutive"
-    x, found = c.get(0, "input"), c.outputs()
+def _unique(consecutive: bool):
+    """unique_cost of a call, its flags from its arguments, the distinct values from its out mark
+    (the first output); with a dim (unique_dim's rows), not modelled: na."""
     at = 1 if consecutive else 2  # unique(input, sorted, return_inverse, ...), unique_consecutive(input, return_inverse, ...)
-    inverse, counts = c.get(at, "return_inverse", False), c.get(at + 1, "return_counts", False)
-    if not isinstance(x, Tensor) or c.get(at + 2, "dim") is not None or not found or len(found[0].shape) != 1:
-        return None
-    return unique_cost(x, found[0].shape[0], inverse is True, counts is True, consecutive)
+
+    def formula(c: Call) -> Cost | None:
+        x, found = c.get(0, "input"), c.outputs()
+        inverse, counts = c.get(at, "return_inverse", False), c.get(at + 1, "return_counts", False)
+        if not isinstance(x, Tensor) or c.get(at + 2, "dim") is not None or not found or len(found[0].shape) != 1:
+            return None
+        return unique_cost(x, found[0].shape[0], inverse is True, counts is True, consecutive)
+    return formula
+
+
+register(*names(["unique"]))(_unique(False))
+register(*names(["unique_consecutive"]))(_unique(True))
 
 
 @register_aten("aten::_unique2", "aten::unique_consecutive")
