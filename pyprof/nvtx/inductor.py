@@ -338,7 +338,6 @@ def _patch_inductor(*_: Any) -> None:
         _hide_graph_calls()
         _name_graphs()
         _sized_calls_eager()
-        skip_helpers()
 
 
 def _patch_graph_class(name: str, wrap: Callable[[Callable], Callable]) -> None:
@@ -450,6 +449,9 @@ def install() -> None:
         for mod, name in cache_switches():
             _saved_config.append((mod, name, getattr(mod, name)))
             setattr(mod, name, False)
+        # Now, not at the first compilation: by then Dynamo has taken the module-call wrapper
+        # as the frame it compiles (dynamo_frames.py); again after each reset (_survive_resets).
+        skip_helpers()
         try:
             from torch._dynamo.callback import callback_handler
         except ImportError:
@@ -457,9 +459,6 @@ def install() -> None:
             return
         callback_handler.register_start_callback(_patch_inductor)
         _survive_resets(callback_handler)
-        # Now, not at the first compilation: by then Dynamo has taken the module-call wrapper
-        # as the frame it compiles (dynamo_frames.py).
-        skip_helpers()
 
 
 def _survive_resets(handler: Any) -> None:
