@@ -3,12 +3,16 @@ an H100 capture (benchmarks/pricing_coverage.py's rnn_packed, tf32: an LSTM(64, 
 RNN(128, 96), over 16 sequences of lengths 40, 38, ..., 10; one training step):
 tests/data/cov_rnn_packed_{default,plain}.jsonl.xz, the two calls' records cut from the capture
 unchanged (default: pyprof.init()'s markers, which carry the batch sizes; plain: emit_nvtx ranges
-alone, which do not)."""
+alone, which do not); and of an H200 capture of the same step with emit_nvtx's ranges alone,
+the whole step, the pack_padded_sequence that made the sequence included (its kernels' ranges
+tell the batch sizes: pricing/packed_runs.py): tests/data/cov_rnn_packed_pack_plain.jsonl.xz."""
 from __future__ import annotations
 
 import lzma
 import os
 from functools import lru_cache
+
+import pytest
 
 from pyprof.prof.io.reader import records
 from pyprof.prof.scan import analysed
@@ -77,8 +81,10 @@ def test_the_batch_sizes_are_each_steps_rows_as_the_cell_kernels_launch_them():
     assert grids == [-(-b * 96 // 256) for b in reversed(SIZES)]
 
 
-def test_each_kernel_of_a_packed_call_carries_its_own_steps_rows():
-    """With the marker's batch sizes b_t every kernel of both calls is known, FLOPs and bytes.
+@pytest.mark.parametrize("mode", ["default", "pack_plain"])
+def test_each_kernel_of_a_packed_call_carries_its_own_steps_rows(mode: str):
+    """With the batch sizes b_t (the marker's, or without markers what the pack's kernels told)
+    every kernel of both calls is known, FLOPs and bytes.
     Forward: the input projection over all 400 rows (rows x G·H, K = I; its tiles fit 385 to 448
     rows: the cell kernels read ahead say all 40 steps), then per step the recurrent GEMM
     (b_t x G·H, K = H) and the cell kernel. Backward, from the last step: the cell kernel and
@@ -88,12 +94,15 @@ def test_each_kernel_of_a_packed_call_carries_its_own_steps_rows():
     formula, forward and backward."""
     for op, i, h, g, per in CALLS:
         gh = g * h
-        fwd = kernels("default", op, "fprop")
+        fwd = kernels(mode, op, "fprop")
         want = [gemm(ROWS, gh, i)] + [w for b in SIZES for w in (gemm(b, gh, h), cell(b, h, g, per, False))]
         assert [(f.flops, f.bytes) for _, f in fwd] == want, op
-        bwd = [(r["kShortName"], f.flops, f.bytes) for r, f in kernels("default", op, "bprop")]
+        bwd = [(r["kShortName"], f.flops, f.bytes) for r, f in kernels(mode, op, "bprop")]
         fills = [b for name, _, b in bwd if name == "vectorized_elementwise_kernel"]
-        assert fills == [16 * h * SIZE] * (2 if g == 4 else 1) + [(gh * (i + h) + 2 * gh) * SIZE], op
+        # (without markers the fills run in ranges of their own, aten::zeros_like's and zeros',
+        # which price them: they are not the RNN call's kernels)
+        assert fills == ([16 * h * SIZE] * (2 if g == 4 else 1) + [(gh * (i + h) + 2 * gh) * SIZE]
+                         if mode == "default" else []), op
         steps = [w for b in reversed(SIZES) for w in (cell(b, h, g, per, True), gemm(b, h, gh))]
         ends = [gemm(ROWS, i, gh), ((ROWS - 1) * gh, (ROWS * gh + 2 * gh) * SIZE)]
         ends += [gemm(gh, h, k) for k in recurrent_ks()] + [gemm(gh, i, ROWS)]
@@ -102,7 +111,7 @@ def test_each_kernel_of_a_packed_call_carries_its_own_steps_rows():
         assert sum(f.flops for _, f in fwd) == cost.flops and sum(fl for _, fl, _ in bwd) == cost.bwd_flops, op
     assert recurrent_ks()[:3] == [16, 159, 29] and len(recurrent_ks()) == 17 and sum(recurrent_ks()) == ROWS
     for op, *_ in CALLS:
-        names = [r["kLongName"] for r, _ in kernels("default", op, "bprop")]
+        names = [r["kLongName"] for r, _ in kernels(mode, op, "bprop")]
         wgrads = names[next(n for n, name in enumerate(names) if "GENERIC_elementWise_bp2" in name) + 1:]
         assert ["_simt_" in name for name in wgrads] == [False] * 16 + [True, False], op
 

@@ -179,6 +179,22 @@ class AtenCall:
                     return got
         return self._flow.dtype_of(self._pid, p)
 
+    def batch_sizes(self) -> tuple | None:
+        """Where this range's first input is a packed sequence's data, its batch sizes as the
+        sequence's pack told them (tensor_flow.TensorFlow.batch_sizes), the steps given by a range
+        around this one that reads them (aten::lstm around aten::_cudnn_rnn: its input 1, [T]);
+        None where not told."""
+        first = self.producers()[:1]
+        if self._flow is None or not first or first[0] is None:
+            return None
+        steps = None
+        for r in self._ranges[:self._depth]:
+            sizes, ids = (r.get("sizes"), producers(r)) if isinstance(r, dict) else (None, [])
+            if len(ids) > 1 and ids[1] is not None and ids[1][1] == 1 and isinstance(sizes, list) and len(sizes) > 1 \
+                    and isinstance(sizes[1], list) and len(sizes[1]) == 1 and type(sizes[1][0]) is int:
+                steps = sizes[1][0]
+        return self._flow.batch_sizes(self._pid, first[0], steps)
+
     def output_shape(self, gradient: Callable[[tuple], bool] | None = None, copied: bool = False) -> tuple | None:
         """The shape of the op's output as a consumer's range gives it (tensor_flow.py): of this
         range's op, else of an enclosing one that returns it (the same op name: an overload or

@@ -37,6 +37,8 @@ from collections import deque
 from itertools import chain, islice
 from typing import Any, Iterable, Iterator
 
+from .packed_runs import PackedRuns
+
 ENGINE = "autograd::engine::evaluate_function"  # the engine's range around a node's work
 HELD = 1 << 16  # ops whose output dtype is kept (a training step of a large model has ~10^4)
 AHEAD = 128     # records read ahead (the docstring says why so many)
@@ -120,6 +122,7 @@ class TensorFlow:
         # The records read ahead of the one analysed (ahead), in order: shape_of looks there.
         self._window: deque = deque()
         self._source: Iterator | None = None  # the input ahead reads, where upcoming may read on
+        self._packs = PackedRuns()  # what packed sequences' packs told of their batch sizes
         self.asked = False  # a formula asked for something this flow did not hold
 
     def wrote(self, rec: dict, dtype: str | None, source: str | None = None) -> None:
@@ -137,6 +140,7 @@ class TensorFlow:
         pid = rec.get("pid")  # _process's rule, inline: every kernel record with ranges comes here
         if pid is not None and type(pid) is not int and type(pid) is not str:
             return
+        self._packs.saw(pid, ranges)
         dtypes, forward = self._dtypes, self._forward
         inner = None  # the range inside the one at hand
         for r in reversed(ranges):
@@ -192,6 +196,7 @@ class TensorFlow:
             if len(table) > self._held:
                 for key in list(islice(table, len(table) - self._held)):
                     del table[key]
+        self._packs.trim(self._held)
 
     def dtype_of(self, pid: Any, producer: tuple | None) -> str | None:
         """The dtype the last kernel of op `producer` ((opId, output index)) wrote; None when no
@@ -202,6 +207,15 @@ class TensorFlow:
         if not got:
             self.asked = True
             return None
+        return got
+
+    def batch_sizes(self, pid: Any, producer: tuple | None, steps: int | None = None) -> tuple | None:
+        """The batch sizes of the packed sequence whose data op `producer` ((opId, output index))
+        made, as its pack's kernels told them (packed_runs.py), given its steps where known; None
+        where they did not tell one answer."""
+        got = self._packs.batch_sizes(self._packs.pack_of(pid, producer), steps)
+        if got is None:
+            self.asked = True
         return got
 
     def autocast_dtype(self, pid: Any) -> str | None:

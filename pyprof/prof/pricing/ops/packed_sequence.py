@@ -39,7 +39,7 @@ from ..values import ITEMSIZE, Tensor
 _COPY, _FILL, _ADD = "direct_copy_kernel_cuda", "FillFunctor", "CUDAFunctor_add"
 
 
-def _contiguous(sizes: tuple, strides: tuple) -> bool:
+def contiguous(sizes: tuple, strides: tuple) -> bool:
     """PyTorch's is_contiguous: dimensions of size 1 do not count."""
     expected = 1
     for size, stride in zip(reversed(sizes), reversed(strides)):
@@ -87,7 +87,7 @@ def pack_cost(shape: tuple, dtype: str, lengths: tuple, batch_first: bool) -> Co
     for i, length in enumerate(reversed(lengths)):
         if length > prev:
             cur = batch - i
-            if not _contiguous((length - prev, cur, feat), (st, sb, 1)):
+            if not contiguous((length - prev, cur, feat), (st, sb, 1)):
                 stages.append((0, 2 * (length - prev) * cur * feat * size))
             prev = length
     rows = sum(lengths)
@@ -115,7 +115,7 @@ def pad_cost(rows: int, feat: int, dtype: str, batch_sizes: tuple, batch_first: 
         return None
     steps, top, size = max(total_length, len(batch_sizes)), batch_sizes[0], ITEMSIZE[dtype]
     out, data = steps * top * feat, rows * feat
-    runs = [(k, b, not _contiguous((k, b, feat), (top * feat, feat, 1))) for k, b in _runs(batch_sizes)]
+    runs = [(k, b, not contiguous((k, b, feat), (top * feat, feat, 1))) for k, b in _runs(batch_sizes)]
     stages = [(0, out * size)] + [(0, 2 * k * b * feat * size) for k, b, strided in runs if strided]
     bwd: list = [(_COPY, 0, 2 * out * size)] if batch_first else []
     for r in range(len(runs) - 1, -1, -1):

@@ -193,9 +193,11 @@ def _cudnn_rnn(backward: bool):
         in_size = x[-1]
         group_in = [weights[k * per_group][1] for k in range(groups)]
         dirs = 2 if groups % 2 == 0 and group_in[1] == in_size and (groups == 2 or group_in[2] == 2 * r) else 1
-        # A 2-D input with a batch of states is a packed sequence's data (unbatched input has one).
+        # A 2-D input with a batch of states is a packed sequence's data (unbatched input has one):
+        # its batch sizes are no range's values, but its pack's kernels tell them (packed_runs.py).
+        packed = len(x) == 2 and state_rows > 1
         cost = rnn_cost(mode, prod(x) // in_size, in_size, hidden, proj, groups // dirs, dirs, per_group >= 4,
-                        state_rows, a.dtype, len(x) == 2 and state_rows > 1)
+                        state_rows, a.dtype, packed, a.batch_sizes() if packed else None)
         ambiguous = groups == 2 and in_size == r
         if backward:
             cost = replace(cost, flops=cost.bwd_flops, bytes=cost.bwd_bytes)
