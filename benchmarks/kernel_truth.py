@@ -58,6 +58,7 @@ ALL = "*"
 # the data decide, big enough for Nsight Compute's counters to mean something.
 DATA_SIZED = ("nonzero", "where", "argwhere", "bool_index", "masked_select", "unique", "unique_consecutive",
               "repeat_interleave", "bincount", "one_hot", "repeat_heads")
+PACKED = ("gru_packed", "rnn_packed")
 SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU, SHIPPED_MODES),
                 ("kt_h200", ("transformer",), (("kt_h200_ncu.csv.xz", ("transformer",)),), SHIPPED_MODES),
                 ("kt_h200s", ("squeezenet1_1", "mha_weights"), (("kt_h200s_ncu.csv.xz", ("squeezenet1_1", "mha_weights")),),
@@ -65,7 +66,10 @@ SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU, SHIPPED_MODES),
                 ("kt_h200c", ("resnext50_32x4d", "mobilenet_v2"),
                  (("kt_h200c_ncu.csv.xz", ("resnext50_32x4d", "mobilenet_v2")),), SHIPPED_MODES),
                 ("ktc_h200", (ALL,), (("ktc_h200_ncu.csv.xz", (ALL,)),), ("compiled",)),
-                ("ktd_h200", DATA_SIZED, (("ktd_h200_ncu.csv.xz", DATA_SIZED),), ("default", "plain", "nsyspt")))
+                ("ktd_h200", DATA_SIZED, (("ktd_h200_ncu.csv.xz", DATA_SIZED),), ("default", "plain", "nsyspt")),
+                # Packed sequences through cuDNN RNNs (Nsight Compute stopped 231 kernels into rnn_packed:
+                # its kernels of >= 1 MB are all after).
+                ("ktp_h200", PACKED, (("ktp_h200_ncu.csv.xz", PACKED),), ("default", "plain", "nsyspt")))
 
 
 def _unpacked(path: str, tmp: str) -> str:

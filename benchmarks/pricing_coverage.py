@@ -204,6 +204,9 @@ def _rnn(kind: str, scale: int = 1):
         elif kind == "gru":  # 3 layers, sequence-first
             rnn = nn.GRU(128, 256, num_layers=3)
             out_features, x = 256, torch.randn(50, 16, 128, device=device)
+        elif kind == "gru_packed":  # packed sequences through 2 bidirectional layers
+            rnn = nn.GRU(64, 128, num_layers=2, bidirectional=True, batch_first=True)
+            out_features, x = 256, torch.randn(16, 40, 64, device=device)
         else:  # packed sequences of different lengths through an LSTM, then a ReLU RNN
             rnn = nn.ModuleList([nn.LSTM(64, 128, batch_first=True), nn.RNN(128, 96, nonlinearity="relu",
                                                                              batch_first=True)])
@@ -222,6 +225,9 @@ def _rnn(kind: str, scale: int = 1):
                     return self.head(self.rnn(x)[0][-1])
                 lengths = torch.arange(40, 8, -2)[:16].clamp(min=1)
                 packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+                if kind == "gru_packed":
+                    padded, _ = nn.utils.rnn.pad_packed_sequence(self.rnn(packed)[0], batch_first=True)
+                    return self.head(padded[:, 0])
                 h, _ = self.rnn[0](packed)
                 h, _ = self.rnn[1](h)
                 padded, _ = nn.utils.rnn.pad_packed_sequence(h, batch_first=True)
@@ -400,6 +406,7 @@ CASES: Dict[str, Case] = {
     "lstm": Case(_rnn("lstm"), "fp32", "sgd"),
     "gru": Case(_rnn("gru"), "fp16", "adam-foreach"),
     "rnn_packed": Case(_rnn("packed"), "tf32", "sgd-loop"),
+    "gru_packed": Case(_rnn("gru_packed"), "tf32", "sgd-loop"),
     "unet": Case(_unet, "bf16", "adamw-foreach"),
     "recommender": Case(_recommender, "fp32", "adam-foreach"),
     "moe": Case(_moe, "bf16", "adamw-foreach"),

@@ -15,6 +15,7 @@ from functools import lru_cache
 import pytest
 
 from pyprof.prof.io.reader import records
+from pyprof.prof.pricing.ops.rnn import rnn_cost
 from pyprof.prof.scan import analysed
 from pyprof.prof.warnings_tally import Tally
 
@@ -148,3 +149,73 @@ def test_without_the_batch_sizes_the_whole_call_still_carries_the_formula_s_flop
             total = cost.bwd_flops if direction == "bprop" else cost.flops
             assert total and sum(f.whole_work()[0] for _, f in got) == total, (op, direction)
             assert all(f.whole_work()[0] is not None for _, f in got), (op, direction)
+
+
+# The same step's packed sequences through a 2-layer bidirectional GRU(64, 128) (gru_packed of the
+# coverage capture, H200, tf32): tests/data/cov_gru_packed_{default,plain}.jsonl.xz, its records
+# cut from the capture unchanged (plain: emit_nvtx's ranges alone, the pack included).
+GRU_INPUTS = (64, 256)  # each layer's input size (I, then D·H)
+GH, H = 3 * 128, 128
+
+
+def _gru_kernels(mode: str, direction: str) -> list:
+    with lzma.open(os.path.join(DATA, f"cov_gru_packed_{mode}.jsonl.xz"), "rb") as s:
+        return [(rec["kShortName"], f.flops, f.bytes) for rec, f, _ in analysed(records(s, Tally()), Tally())
+                if rec.get("kind", "kernel") == "kernel" and rec["dir"] == direction and f.cost is not None
+                and f.cost.rnn is not None]
+
+
+def _gru_forward() -> list:
+    """Per layer both directions' input projections (all 400 rows), then per step i the
+    recurrent GEMMs of the first direction (step i, b_i rows) and the second (step 39 - i), then
+    their cell kernels in the same order."""
+    out = []
+    for i_size in GRU_INPUTS:
+        out += [gemm(ROWS, GH, i_size)] * 2
+        for i in range(40):
+            rows = (SIZES[i], SIZES[39 - i])
+            out += [gemm(b, GH, H) for b in rows] + [cell(b, H, 3, 17, False) for b in rows]
+    return out
+
+
+def _gru_backward() -> list:
+    """From the top layer, per step i the first direction's cell kernel and dgates·W_hh on step
+    39 - i, then the second direction's on step i; each direction's input-gradient chunk (all rows)
+    and their sum; the flat weight gradient's fill and four bias gradients (one a layer and
+    direction); then per layer and direction dW_hh (the first direction against h0, K 16, then per
+    run of steps; the second against h0 one run at a time, K 1 each, then the same runs) and
+    dW_ih (K 400)."""
+    out = [(0, 2 * 2 * 16 * H * SIZE)]  # dh_n zeroed: layers x directions x 16 x H
+    for i_size in reversed(GRU_INPUTS):
+        for i in range(40):
+            for b in (SIZES[39 - i], SIZES[i]):
+                out += [cell(b, H, 3, 17, True), gemm(b, H, GH)]
+        out += [gemm(ROWS, i_size, GH)] * 2 + [(ROWS * i_size, 3 * ROWS * i_size * SIZE)]
+    weights = sum(2 * (GH * (i_size + H) + 2 * GH) for i_size in GRU_INPUTS)
+    out += [(0, weights * SIZE)] + [(2 * (ROWS - 1) * GH, (2 * ROWS * GH + 2 * GH) * SIZE)] * 4
+    ks = recurrent_ks()
+    for i_size in GRU_INPUTS:
+        for first in (ks, [1] * 16 + ks[1:]):
+            out += [gemm(GH, H, k) for k in first] + [gemm(GH, i_size, ROWS)]
+    return out
+
+
+def test_each_kernel_of_a_packed_bidirectional_two_layer_gru_carries_its_own_steps_rows():
+    """Two directions run a layer's steps in turn (the first forward in time, the second from the
+    last step; backward the other way), each step's kernels on its own b_t rows, as the cell
+    kernels' grids say (elemWiseRNNcell: 8 blocks for the first direction's 16 rows, 1 for the
+    second's last step). With the marker's batch sizes and with emit_nvtx's ranges alone (the
+    pack's ranges tell them), every kernel is known, and each call's kernels add up to its
+    formula."""
+    for mode in ("default", "plain"):
+        fwd, bwd = _gru_kernels(mode, "fprop"), _gru_kernels(mode, "bprop")
+        cells = [name for name, *_ in fwd if name == "elemWiseRNNcell"]
+        assert len(cells) == 160
+        assert [(fl, b) for _, fl, b in fwd] == _gru_forward(), mode
+        # (without markers the fills run in ranges of their own: not the call's kernels)
+        want = _gru_backward()
+        got = [(fl, b) for name, fl, b in bwd]
+        assert got == (want if mode == "default" else [w for w in want if w[0] != 0]), mode
+    formula = rnn_cost("gru", ROWS, 64, H, 0, 2, 2, True, 16, "float32", True, tuple(SIZES))
+    assert sum(fl for _, fl, _ in _gru_kernels("default", "fprop")) == formula.flops
+    assert sum(fl for _, fl, _ in _gru_kernels("default", "bprop")) == formula.bwd_flops

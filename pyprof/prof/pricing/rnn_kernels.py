@@ -51,9 +51,13 @@ one 256-thread block per 256 of the step's b_t x H elements), so each step's rec
 cell kernel is priced on b_t rows, a chunk on its steps' rows (the candidates its tiles fit
 among the steps' row offsets), and dW_hh runs as one GEMM against h0 (K = b_0 = N), then one per
 run of steps whose step before ran as many rows (a step's gradients and the outputs it pairs with
-lie that many rows apart in the packed layout; padded input is one run): _recurrent_ks. Several
-layers or directions over a packed sequence (their steps interleave, which no capture has shown)
-keep its GEMMs na. Where the batch sizes are not known (the aten ranges carry none; markers of
+lie that many rows apart in the packed layout; padded input is one run): _recurrent_ks. With two
+directions (gru_packed of the coverage capture: 2 layers, bidirectional) a layer's steps run in turn,
+each step's GEMMs (the first direction's on step i, the second's on step T-1-i) then their cells,
+the layers one after another; backward each direction's cell and GEMM in turn, the first from the
+last step; the second direction's dW_hh starts each sequence at its own last step, from h0. Several
+one-directional layers over a packed sequence run as a wavefront no packed capture has shown: their
+steps stay na. Where the batch sizes are not known (the aten ranges carry none; markers of
 pyprof before them), only what does not depend on them is priced, in one layer and direction
 without a projection: forward the input projection where it is the call's one chunk (the records
 read ahead: its cells run to the call's end: all rows), the first step's recurrent GEMM and cell
@@ -100,6 +104,11 @@ _MASK_BITS = 32  # the mask: one bit an element, in 32-bit words
 # it first draws their seed on the device: a 0-dim int64 tensor's random_().
 _DROPOUT_SEED = re.compile(r"\brandom_kernel<")
 
+# CUTLASS's GEMMs (cuBLAS's and cuDNN's `Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4>`)
+# launch their tiles through a threadblock swizzle of S columns of tiles (_rows_tiled).
+_CUTLASS_GEMM = re.compile(r"\bcutlass_\d+_\w*?gemm_")
+_SWIZZLES = (2, 4, 8)
+
 # What the records read ahead say of the call's next kernels: their names, and whether the call
 # ended among them (else the window ended first).
 Ahead = Callable[[], "tuple[list, bool]"]
@@ -108,17 +117,25 @@ Ahead = Callable[[], "tuple[list, bool]"]
 def _rows_tiled(kernel: str | None, grid: object, cols: int) -> list[tuple]:
     """The ranges (low, high) of row counts whose rows x `cols` output a GEMM launch's tiles cover
     exactly: its grid's x * y blocks (z splits K or batches) are ceil(rows / tile M) *
-    ceil(cols / tile N), the tile M x N read from the name, either way round."""
+    ceil(cols / tile N), the tile M x N read from the name, either way round; or, for a CUTLASS
+    GEMM, its threadblock swizzle's grid: x the row tiles times S, y the column tiles over S
+    (GemmIdentityThreadblockSwizzle, S = 2, 4 or 8: gru_packed's input projections, 400 x 384 in
+    64 x 64 tiles, launch 7·8 x 1 blocks)."""
     tiles = gemm_tiles(kernel, grid)
     if tiles is None:
         return []
     tile_m, tile_n, blocks = tiles
     found = []
     for a, b in ((tile_m, tile_n), (tile_n, tile_m)):
-        q, left = divmod(blocks, -(-cols // b))
+        col_tiles = -(-cols // b)
+        q, left = divmod(blocks, col_tiles)
         if not left and q:
             found.append(((q - 1) * a + 1, q * a))  # ceil(rows / a) == q
-    return found
+        for s in _SWIZZLES if _CUTLASS_GEMM.search(kernel) else ():
+            q, left = divmod(grid[0], s)
+            if not left and q and grid[1] == -(-col_tiles // s):
+                found.append(((q - 1) * a + 1, q * a))
+    return sorted(set(found))
 
 
 def _steps_tiled(kernel: str | None, grid: object, cols: int, ends: list, start: int) -> list[int]:
@@ -192,7 +209,7 @@ class RnnCall:
     (`work`), from what the call's kernels before it ran."""
 
     __slots__ = ("shape", "size", "bprop", "steps", "ends", "cells", "after_cell", "after_combine", "pending", "run",
-                 "covered", "chunks", "lost", "wgrad", "layer", "left", "product")
+                 "covered", "chunks", "lost", "wgrad", "layer", "left", "product", "stepped")
 
     def __init__(self, cost: Cost, bprop: bool) -> None:
         shape = self.shape = cost.rnn
@@ -200,14 +217,16 @@ class RnnCall:
         self.bprop = bprop
         n = shape.batch
         units = shape.layers * shape.dirs
-        # Each step's rows, in time order: N padded; a packed sequence's batch sizes where the
-        # marker carries them and one layer and direction runs (several interleave their steps,
-        # which no capture has shown), else not known.
-        sizes = (shape.batch_sizes if units == 1 else None) if shape.packed else \
+        # Each step's rows, in time order: N padded; a packed sequence's batch sizes where they are
+        # known and the order of its steps is: one layer and direction, or two directions (a
+        # layer's steps then run before the next layer's, the directions' in turn); several
+        # one-directional layers run as a wavefront no packed capture has shown: not known.
+        sizes = (shape.batch_sizes if units == 1 or shape.dirs == 2 else None) if shape.packed else \
             (n,) * (shape.rows // n) if n and shape.rows % n == 0 else None
         self.steps = len(sizes) if sizes else None  # T, per layer and direction
         self.ends = list(accumulate(sizes, initial=0)) if sizes else None  # the steps' row offsets
         self.cells = 0  # cell kernels so far
+        self.stepped = 0  # forward: the steps' recurrent GEMMs since the last cell kernel
         self.after_cell = False  # the call's last cell or GEMM kernel was a cell
         self.after_combine = False  # backward, projection: the last was the step's gradients' sum
         self.pending = 0  # backward: cell kernels since the last input-gradient chunk
@@ -262,6 +281,7 @@ class RnnCall:
             return None
         rows = self._step_rows(self.cells)
         self.cells += 1
+        self.stepped = 0
         self.after_cell = True
         self.pending += self.bprop
         if self.bprop:
@@ -310,25 +330,30 @@ class RnnCall:
         return self._product(s.rows, gh, s.in_size)
 
     def _step_rows(self, done: int) -> int | None:
-        """The rows of the step that runs after `done` steps of the call (forward from the first
-        time step, backward from the last): N, a packed sequence's batch size of that step."""
+        """The rows of the step that runs after `done` steps of the call: N, a packed sequence's
+        batch size of that step. A layer's steps run in turn per direction (step i of each
+        direction before step i + 1), the first direction forward in time from the first step,
+        the second from the last; backward the other way round."""
         s = self.shape
         if not s.packed or self.steps is None:
             return s.batch
-        if done >= self.steps:
+        if done >= self.steps * s.dirs * s.layers:
             return None
-        t = self.steps - 1 - done if self.bprop else done
+        i, d = divmod(done % (self.steps * s.dirs), s.dirs)
+        t = self.steps - 1 - i if (d == 1) != self.bprop else i
         return self.ends[t + 1] - self.ends[t]
 
-    def _chunk_rows(self, steps: int) -> int | None:
-        """The rows of a chunk of `steps` steps after those the chunks before it covered (one layer
-        and direction where packed): forward from the first time step, backward from the last."""
+    def _chunk_rows(self, steps: int, unit: int | None) -> int | None:
+        """The rows of a chunk of `steps` steps of layer and direction `unit` after those its
+        chunks before covered (_step_rows' order of time)."""
         if not self.shape.packed:
             return steps * self.shape.batch
-        done, t = self.covered[0], self.steps
-        if done + steps > t:
+        done, t = (None, self.steps) if unit is None else (self.covered[unit], self.steps)
+        # (two directions: only a chunk of all steps, the one order seen)
+        if done is None or done + steps > t or self.shape.dirs == 2 and steps != t:
             return None
-        return self.ends[t - done] - self.ends[t - done - steps] if self.bprop else self.ends[done + steps] - self.ends[done]
+        backwards = (unit % self.shape.dirs == 1) != self.bprop
+        return self.ends[t - done] - self.ends[t - done - steps] if backwards else self.ends[done + steps] - self.ends[done]
 
     def _product(self, rows: int, cols: int, k: int, accumulates: bool = False) -> tuple:
         """(FLOPs, bytes) of the GEMM just launched (_gemm), its rows x cols output kept for a
@@ -408,7 +433,7 @@ class RnnCall:
         s = self.shape
         gh = s.gates * s.hidden
         untiled = _untiled(kernel)
-        start = self.covered[0] if s.packed else 0
+        start = self.covered[0] if s.packed and s.dirs == 1 else 0
         if self.left is None:
             if s.packed:
                 return None
@@ -417,15 +442,18 @@ class RnnCall:
                 return self._product(s.batch, gh, s.rec)
             steps = tiled[0] if len(tiled) == 1 else None
         elif self.left and self.run[1] > 0:  # the next direction's chunk of the run
-            steps = self.run[0] if untiled or _fits(kernel, grid, self.run[0] * s.batch, gh) else None
+            rows = self._chunk_rows(self.run[0], None if self.lost else self._unit(self.run[0]))
+            steps = self.run[0] if untiled or rows is not None and _fits(kernel, grid, rows, gh) else None
             self.run[1] -= 1
         elif self.left:
             # Once the chunks covered every step only steps' GEMMs come: the order alone places
             # them (sm90 xmma launches more blocks than its tiles for a small output: 4 for
             # rnn_packed's 16 x 96, regnet's 8 x 52).
-            rows = self._step_rows(self.cells)
-            placed = untiled or all(c == self.steps for c in self.covered) or _fits(kernel, grid, rows, gh)
-            return self._product(rows, gh, s.rec) if placed else self._lose()
+            rows = self._step_rows(self.cells + self.stepped)  # each direction's GEMM before the cells
+            self.stepped += 1
+            placed = untiled or all(c == self.steps for c in self.covered[self._layer_units()]) \
+                or _fits(kernel, grid, rows, gh)
+            return self._product(rows, gh, s.rec) if placed and rows is not None else self._lose()
         else:
             tiled = _steps_tiled(kernel, grid, gh, self.ends, start)
             if len(tiled) == 1:
@@ -438,9 +466,13 @@ class RnnCall:
                 self.run, self.left = [steps, s.dirs - 1], steps * s.dirs
         if not steps:
             return self._lose()
-        rows = self._chunk_rows(steps)
-        k = self._layer_input(steps)
+        rows, k = self._chunk(steps)
         return None if k is None or rows is None else self._product(rows, gh, k)
+
+    def _layer_units(self) -> slice:
+        """The units (layers x directions) of the layer of the last chunk; all before one."""
+        d = self.shape.dirs
+        return slice(None) if self.layer is None else slice(self.layer * d, (self.layer + 1) * d)
 
     def _lose(self) -> None:
         """A forward GEMM not told: from here which GEMM is a chunk is told by its tiles alone,
@@ -469,18 +501,20 @@ class RnnCall:
                 best = (key, u)
         return None if best is None else best[1]
 
-    def _layer_input(self, steps: int) -> int | None:
-        """The input size of the layer whose chunk of `steps` steps this is (_unit), that chunk
-        counted; where the layer is not known, the input size all layers share, else None."""
+    def _chunk(self, steps: int) -> tuple:
+        """(rows, the layer's input size) of the chunk of `steps` steps just launched, counted
+        for its layer and direction (_unit); where that is not known, rows as padded input has
+        them and the input size all layers share, else None each."""
         inputs = self._inputs()
         unit = None if self.lost else self._unit(steps)
+        rows = self._chunk_rows(steps, unit)
         if unit is None:
             self.lost = True
-            return inputs[0] if len(set(inputs)) == 1 else None
+            return rows, inputs[0] if len(set(inputs)) == 1 else None
         self.covered[unit] += steps
         self.chunks[unit] += 1
         self.layer = unit // self.shape.dirs
-        return inputs[self.layer]
+        return rows, inputs[self.layer]
 
     def _directions_sum(self) -> tuple | None:
         """(FLOPs, bytes) of RNN_bidirectional_accum_bp1_*: after a layer's input-gradient chunks
@@ -512,8 +546,7 @@ class RnnCall:
         if self.run is None:
             self.lost = True
             return None
-        rows = self._chunk_rows(self.run[0])
-        k = self._layer_input(self.run[0])
+        rows, k = self._chunk(self.run[0])
         return self._product(rows, k, gh) if None not in (k, rows) and _may_write(kernel, grid, rows, k) else None
 
     def _weight_gradient(self, kernel: str | None, grid: object) -> tuple | None:
@@ -525,9 +558,9 @@ class RnnCall:
         if self.wgrad is None:
             gh, rows = s.gates * s.hidden, self.ends[-1]
             extra = ((s.proj, s.hidden, rows),) if s.proj else ()
-            recurrent = tuple((gh, s.rec, k) for k in self._recurrent_ks())
-            self.wgrad = [out for i in self._inputs() for _ in range(s.dirs)
-                          for out in recurrent + ((gh, i, rows),) + extra if out[2]]
+            recurrent = [[None if k is None else (gh, s.rec, k) for k in self._recurrent_ks(d)] for d in range(s.dirs)]
+            self.wgrad = [out for i in self._inputs() for d in range(s.dirs)
+                          for out in recurrent[d] + [(gh, i, rows), *extra] if out is None or out[2]]
             self.wgrad.reverse()
         if not self.wgrad:
             return None
@@ -540,16 +573,27 @@ class RnnCall:
             return None
         return self._product(rows, cols, k, True)  # added into the zeroed flat buffer (_split_k)
 
-    def _recurrent_ks(self) -> list[int]:
-        """K of each GEMM of dW_hh = Σ_t dgates_tᵀ·h_(t-1), in cuDNN's order: the first step's
-        against h0 (its N rows), then the other steps' against the layer's output, one GEMM per
-        run of steps whose step before ran as many rows (so that a step's gradients and the
-        outputs they pair with lie that many rows apart in the packed layout: padded input one
-        run, K = (T - 1)·N; rnn_packed's batch sizes 16 x 10, 15, 15, ..., 1, 1 sixteen runs,
-        the last, K 1, a SIMT kernel of its own, as the capture's 17th GEMM)."""
+    def _recurrent_ks(self, direction: int) -> list:
+        """K of each GEMM of direction `direction`'s dW_hh = Σ_t dgates_tᵀ·h_prev, in cuDNN's
+        order. The first direction: the first step's against h0 (its N rows), then the other
+        steps' against the layer's output, one GEMM per run of steps whose step before ran as
+        many rows (so that a step's gradients and the outputs they pair with lie that many rows
+        apart in the packed layout: padded input one run, K = (T - 1)·N; rnn_packed's batch sizes
+        16 x 10, 15, 15, ..., 1, 1 sixteen runs, the last, K 1, a SIMT kernel of its own, as the
+        capture's 17th GEMM). The second, running from the last step, starts each sequence from
+        h0 at its own last step: first per run of equal batch sizes the rows whose sequences end
+        there (b_run - b_next) against h0, then the same GEMMs against the output as the first
+        direction's after its h0 one (Nsight Compute's DRAM reads of gru_packed's 2-layer
+        bidirectional GRU: 16 GEMMs of K 1, then K 159, 29, 27, ..., 3, 1). Where those h0 rows
+        differ from run to run, their order is not known (each seen was 1 sequence): None each."""
         sizes = [b - a for a, b in zip(self.ends, self.ends[1:])]
         runs = groupby(range(1, len(sizes)), key=lambda t: sizes[t - 1])
-        return [sizes[0]] + [sum(sizes[t] for t in run) for _, run in runs]
+        first = [sizes[0]] + [sum(sizes[t] for t in run) for _, run in runs]
+        if direction == 0:
+            return first
+        batches = [b for b, _ in groupby(sizes)]
+        ends = [b - a for b, a in zip(batches, batches[1:] + [0])]
+        return (ends if len(set(ends)) == 1 else [None] * len(ends)) + first[1:]
 
 
 def _cell(shape, n: int, size: int, bprop: bool) -> tuple:
@@ -584,12 +628,13 @@ def _bias_grad(shape, size: int) -> tuple | None:
 
 
 def _gru_bias_grad(shape, size: int) -> tuple | None:
-    """(FLOPs, bytes) of cuDNN's GRU_elementWise_bp2, one a layer: the layer's G·H gate gradients
-    of every input row summed twice, for b_ih and for b_hh (the hidden path's n gate has its own:
-    r·dn), both read, the two bias gradients written (ncu: 2,475,136 bytes against these
-    2,460,672 for 800 rows of 768 gates in fp16). None without biases or with two directions
-    (a launch per direction or one for both: not seen)."""
-    if not shape.bias or shape.dirs != 1:
+    """(FLOPs, bytes) of cuDNN's GRU_elementWise_bp2, one a layer and direction: its G·H gate
+    gradients of every input row summed twice, for b_ih and for b_hh (the hidden path's n gate has
+    its own: r·dn), both read, the two bias gradients written (ncu: 2,475,136 bytes against these
+    2,460,672 for 800 rows of 768 gates in fp16; gru_packed's 2-layer bidirectional GRU, four
+    launches of 400 rows of 384 gates in fp32: 1,241,344 DRAM bytes read against 1,231,872). None
+    without biases."""
+    if not shape.bias:
         return None
     gh = shape.gates * shape.hidden
     return 2 * (shape.rows - 1) * gh, (2 * shape.rows * gh + 2 * gh) * size
