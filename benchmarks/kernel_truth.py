@@ -69,7 +69,8 @@ SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU, SHIPPED_MODES),
                 ("ktd_h200", DATA_SIZED, (("ktd_h200_ncu.csv.xz", DATA_SIZED),), ("default", "plain", "nsyspt")),
                 # Packed sequences through cuDNN RNNs (Nsight Compute stopped 231 kernels into rnn_packed:
                 # its kernels of >= 1 MB are all after).
-                ("ktp_h200", PACKED, (("ktp_h200_ncu.csv.xz", PACKED),), ("default", "plain", "nsyspt")))
+                ("ktp_h200", PACKED, (("ktp_h200_ncu.csv.xz", PACKED),), ("default", "plain", "nsyspt")),
+                ("ktq_h200", ("gru3_packed",), (("ktq_h200_ncu.csv.xz", ("gru3_packed",)),), ("default", "plain", "nsyspt")))
 
 
 def _unpacked(path: str, tmp: str) -> str:

@@ -219,3 +219,43 @@ def test_each_kernel_of_a_packed_bidirectional_two_layer_gru_carries_its_own_ste
     formula = rnn_cost("gru", ROWS, 64, H, 0, 2, 2, True, 16, "float32", True, tuple(SIZES))
     assert sum(fl for _, fl, _ in _gru_kernels("default", "fprop")) == formula.flops
     assert sum(fl for _, fl, _ in _gru_kernels("default", "bprop")) == formula.bwd_flops
+
+
+def _wavefront(layers: int, chunks: int, top_down: bool) -> list:
+    """(layer, chunk) in cuDNN's wavefront order: chunk c of layer l in wave c + l (backward: c +
+    the layer's place from the top), a wave's chunks from the lowest layer up (backward: down)."""
+    order = range(layers - 1, -1, -1) if top_down else range(layers)
+    return [(layer, w - (layers - 1 - layer if top_down else layer)) for w in range(chunks + layers - 1)
+            for layer in order if 0 <= w - (layers - 1 - layer if top_down else layer) < chunks]
+
+
+def test_a_packed_three_layer_gru_runs_its_steps_as_a_wavefront_each_kernel_its_own():
+    """gru3_packed (H200, the same sequences through GRU(64, 128, num_layers=3), tf32): forward in
+    chunks of 10 steps, chunk c of layer l in wave c + l, each chunk (its steps' rows x G·H, K the
+    layer's input) before its steps' recurrent GEMMs and cells; backward in chunks of 8 steps from
+    the last, the top layer first in each wave, each step's cell and dgates·W_hh, then the chunk's
+    input gradient. Every kernel carries its own step's rows, with markers and with emit_nvtx's
+    ranges alone (the pack's ranges give the batch sizes), and each call adds up to its formula."""
+    inputs = (64, 128, 128)
+    fwd = []
+    for layer, c in _wavefront(3, 4, False):
+        steps = range(10 * c, 10 * c + 10)
+        fwd += [gemm(sum(SIZES[t] for t in steps), GH, inputs[layer])]
+        fwd += [w for t in steps for w in (gemm(SIZES[t], GH, H), cell(SIZES[t], H, 3, 17, False))]
+    bwd = [(0, 3 * 16 * H * SIZE)]
+    for layer, c in _wavefront(3, 5, True):
+        steps = range(39 - 8 * c, 31 - 8 * c, -1)
+        bwd += [w for t in steps for w in (cell(SIZES[t], H, 3, 17, True), gemm(SIZES[t], H, GH))]
+        bwd += [gemm(sum(SIZES[t] for t in steps), inputs[layer], GH)]
+    weights = sum(GH * (i + H) + 2 * GH for i in inputs)
+    bwd += [(0, weights * SIZE)] + [(2 * (ROWS - 1) * GH, (2 * ROWS * GH + 2 * GH) * SIZE)] * 3
+    bwd += [w for i in inputs for w in [gemm(GH, H, k) for k in recurrent_ks()] + [gemm(GH, i, ROWS)]]
+    formula = rnn_cost("gru", ROWS, 64, H, 0, 3, 1, True, 16, "float32", True, tuple(SIZES))
+    for mode in ("default", "plain"):
+        with lzma.open(os.path.join(DATA, f"cov_gru3_packed_{mode}.jsonl.xz"), "rb") as s:
+            got = [(rec["dir"], f.flops, f.bytes) for rec, f, _ in analysed(records(s, Tally()), Tally())
+                   if rec.get("kind", "kernel") == "kernel" and f.cost is not None and f.cost.rnn is not None]
+        assert [(fl, b) for d, fl, b in got if d == "fprop"] == fwd, mode
+        assert [(fl, b) for d, fl, b in got if d == "bprop"] == (bwd if mode == "default" else [w for w in bwd if w[0]]), mode
+        assert sum(fl for d, fl, _ in got if d == "fprop") == formula.flops
+        assert sum(fl for d, fl, _ in got if d == "bprop") == formula.bwd_flops

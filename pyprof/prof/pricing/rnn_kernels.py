@@ -56,8 +56,10 @@ directions (gru_packed of the coverage capture: 2 layers, bidirectional) a layer
 each step's GEMMs (the first direction's on step i, the second's on step T-1-i) then their cells,
 the layers one after another; backward each direction's cell and GEMM in turn, the first from the
 last step; the second direction's dW_hh starts each sequence at its own last step, from h0. Several
-one-directional layers over a packed sequence run as a wavefront no packed capture has shown: their
-steps stay na. Where the batch sizes are not known (the aten ranges carry none; markers of
+one-directional layers run as the wavefront above (gru3_packed: forward chunks of 10 steps,
+backward of 8): a run's steps are its chunk's layer's, from where that layer's chunks before it
+ended (the run cursor, RnnCall._start_run; backward, where the chunk comes after its steps, the
+layer the next chunk will be of). Where the batch sizes are not known (the aten ranges carry none; markers of
 pyprof before them), only what does not depend on them is priced, in one layer and direction
 without a projection: forward the input projection where it is the call's one chunk (the records
 read ahead: its cells run to the call's end: all rows), the first step's recurrent GEMM and cell
@@ -209,7 +211,7 @@ class RnnCall:
     (`work`), from what the call's kernels before it ran."""
 
     __slots__ = ("shape", "size", "bprop", "steps", "ends", "cells", "after_cell", "after_combine", "pending", "run",
-                 "covered", "chunks", "lost", "wgrad", "layer", "left", "product", "stepped")
+                 "covered", "chunks", "lost", "wgrad", "layer", "left", "product", "stepped", "cursor")
 
     def __init__(self, cost: Cost, bprop: bool) -> None:
         shape = self.shape = cost.rnn
@@ -217,16 +219,16 @@ class RnnCall:
         self.bprop = bprop
         n = shape.batch
         units = shape.layers * shape.dirs
-        # Each step's rows, in time order: N padded; a packed sequence's batch sizes where they are
-        # known and the order of its steps is: one layer and direction, or two directions (a
-        # layer's steps then run before the next layer's, the directions' in turn); several
-        # one-directional layers run as a wavefront no packed capture has shown: not known.
-        sizes = (shape.batch_sizes if units == 1 or shape.dirs == 2 else None) if shape.packed else \
+        # Each step's rows, in time order: N padded; a packed sequence's batch sizes where known.
+        sizes = shape.batch_sizes if shape.packed else \
             (n,) * (shape.rows // n) if n and shape.rows % n == 0 else None
         self.steps = len(sizes) if sizes else None  # T, per layer and direction
         self.ends = list(accumulate(sizes, initial=0)) if sizes else None  # the steps' row offsets
         self.cells = 0  # cell kernels so far
         self.stepped = 0  # forward: the steps' recurrent GEMMs since the last cell kernel
+        # The run of steps under way: (its first layer and direction, the step it starts at in
+        # that unit's order of time, the cell kernels before it); None where not known.
+        self.cursor: tuple | None = None
         self.after_cell = False  # the call's last cell or GEMM kernel was a cell
         self.after_combine = False  # backward, projection: the last was the step's gradients' sum
         self.pending = 0  # backward: cell kernels since the last input-gradient chunk
@@ -262,6 +264,7 @@ class RnnCall:
         if family(kernel) == SPLIT_K:
             return self._split_k(kernel, grid)
         if self.bprop and shape.proj and _COMBINE.search(kernel or ""):
+            self._backward_run()
             self.after_combine = True
             rows = self._step_rows(self.cells)
             return None if rows is None else _combine(shape, rows, size)
@@ -279,6 +282,7 @@ class RnnCall:
             return self._directions_sum()
         if not _RNN_CELL.search(kernel or ""):
             return None
+        self._backward_run()
         rows = self._step_rows(self.cells)
         self.cells += 1
         self.stepped = 0
@@ -329,17 +333,32 @@ class RnnCall:
             return None
         return self._product(s.rows, gh, s.in_size)
 
+    def _backward_run(self) -> None:
+        """Backward, at a run's first step (its chunk comes after its steps): the run is of the
+        layer and direction the next chunk will be (_unit)."""
+        if self.bprop and not self.pending:
+            self._start_run(None if self.lost or self.steps is None else self._unit(1))
+
+    def _start_run(self, unit: int | None) -> None:
+        """A run of steps of layer and direction `unit` (and the next, with two directions)
+        begins: forward after its chunk, backward at its first cell kernel (its chunk after it)."""
+        self.cursor = None if unit is None else (unit, self.covered[unit], self.cells)
+
     def _step_rows(self, done: int) -> int | None:
-        """The rows of the step that runs after `done` steps of the call: N, a packed sequence's
-        batch size of that step. A layer's steps run in turn per direction (step i of each
-        direction before step i + 1), the first direction forward in time from the first step,
-        the second from the last; backward the other way round."""
+        """The rows of the step that runs after `done` steps (cell kernels) of the call: N, a
+        packed sequence's batch size of that step. The steps of a run (_start_run) go in turn per
+        direction (step i of each before step i + 1), the first direction forward in time from
+        the first step, the second from the last; backward the other way round."""
         s = self.shape
         if not s.packed or self.steps is None:
             return s.batch
-        if done >= self.steps * s.dirs * s.layers:
+        if self.cursor is None:
             return None
-        i, d = divmod(done % (self.steps * s.dirs), s.dirs)
+        unit, start, first = self.cursor
+        i, d = divmod(done - first, s.dirs)
+        i += start
+        if i >= self.steps:
+            return None
         t = self.steps - 1 - i if (d == 1) != self.bprop else i
         return self.ends[t + 1] - self.ends[t]
 
@@ -433,7 +452,8 @@ class RnnCall:
         s = self.shape
         gh = s.gates * s.hidden
         untiled = _untiled(kernel)
-        start = self.covered[0] if s.packed and s.dirs == 1 else 0
+        ahead_unit = None if self.lost or not s.packed or self.steps is None else self._unit(1)
+        start = 0 if ahead_unit is None else self.covered[ahead_unit]
         if self.left is None:
             if s.packed:
                 return None
@@ -446,13 +466,13 @@ class RnnCall:
             steps = self.run[0] if untiled or rows is not None and _fits(kernel, grid, rows, gh) else None
             self.run[1] -= 1
         elif self.left:
-            # Once the chunks covered every step only steps' GEMMs come: the order alone places
+            # Once the chunks covered every step only steps' GEMMs come, and a packed call's
+            # chunks are told by their steps (no padded tiles to mistake): the order alone places
             # them (sm90 xmma launches more blocks than its tiles for a small output: 4 for
-            # rnn_packed's 16 x 96, regnet's 8 x 52).
+            # rnn_packed's 16 x 96, 8 for gru3_packed's 16 x 384, regnet's 8 x 52).
             rows = self._step_rows(self.cells + self.stepped)  # each direction's GEMM before the cells
             self.stepped += 1
-            placed = untiled or all(c == self.steps for c in self.covered[self._layer_units()]) \
-                or _fits(kernel, grid, rows, gh)
+            placed = untiled or s.packed or all(c == self.steps for c in self.covered) or _fits(kernel, grid, rows, gh)
             return self._product(rows, gh, s.rec) if placed and rows is not None else self._lose()
         else:
             tiled = _steps_tiled(kernel, grid, gh, self.ends, start)
@@ -461,18 +481,16 @@ class RnnCall:
             else:
                 seen = _steps_ahead(*ahead(), s.dirs, bool(s.proj))
                 steps = seen[1] // s.dirs if seen is not None and seen[0] > s.dirs and seen[1] % s.dirs == 0 else 0
-                steps = steps if untiled or steps in tiled else None
+                # (a packed call's chunk whose grid no row count's tiles make, sm90 xmma's 16 blocks
+                # for gru3_packed's 80 x 384 in 64 x 64 tiles: the order alone)
+                steps = steps if untiled or steps in tiled or s.packed and not tiled else None
             if steps:
                 self.run, self.left = [steps, s.dirs - 1], steps * s.dirs
+                self._start_run(None if self.lost or self.steps is None else self._unit(steps))
         if not steps:
             return self._lose()
         rows, k = self._chunk(steps)
         return None if k is None or rows is None else self._product(rows, gh, k)
-
-    def _layer_units(self) -> slice:
-        """The units (layers x directions) of the layer of the last chunk; all before one."""
-        d = self.shape.dirs
-        return slice(None) if self.layer is None else slice(self.layer * d, (self.layer + 1) * d)
 
     def _lose(self) -> None:
         """A forward GEMM not told: from here which GEMM is a chunk is told by its tiles alone,
@@ -501,12 +519,15 @@ class RnnCall:
                 best = (key, u)
         return None if best is None else best[1]
 
-    def _chunk(self, steps: int) -> tuple:
+    def _chunk(self, steps: int, expected: int | None = None) -> tuple:
         """(rows, the layer's input size) of the chunk of `steps` steps just launched, counted
-        for its layer and direction (_unit); where that is not known, rows as padded input has
-        them and the input size all layers share, else None each."""
+        for its layer and direction (_unit; backward, a packed call's chunk must be of the unit
+        its steps' run was taken for, `expected`); where that is not known, rows as padded input
+        has them and the input size all layers share, else None each."""
         inputs = self._inputs()
         unit = None if self.lost else self._unit(steps)
+        if self.bprop and self.shape.packed and unit != expected:
+            unit = None
         rows = self._chunk_rows(steps, unit)
         if unit is None:
             self.lost = True
@@ -546,7 +567,8 @@ class RnnCall:
         if self.run is None:
             self.lost = True
             return None
-        rows, k = self._chunk(self.run[0])
+        expected = None if self.cursor is None else self.cursor[0] + s.dirs - 1 - self.run[1]
+        rows, k = self._chunk(self.run[0], expected)
         return self._product(rows, k, gh) if None not in (k, rows) and _may_write(kernel, grid, rows, k) else None
 
     def _weight_gradient(self, kernel: str | None, grid: object) -> tuple | None:
