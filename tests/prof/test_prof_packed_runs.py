@@ -89,8 +89,9 @@ def test_every_small_pack_is_solved_to_its_batch_sizes():
 
 def test_ops_reading_a_pack_s_batch_sizes_make_data_packed_alike():
     """aten::lstm reads the pack's output 1 (the batch sizes): its output 0 is packed with them,
-    and so is what a second RNN reading the same batch sizes makes; an op reading only the data
-    is not (its output is no packed sequence's data), nor output 1 of the pack itself."""
+    and so are the outputs of the ops inside it (autocast's cast of the data, here its
+    _cudnn_rnn) and what a second RNN reading the same batch sizes makes; an op reading only the
+    data is not (its output is no packed sequence's data)."""
     ranges = _pack_ranges((6, 4, 3), [6, 4, 4, 1], False)
     lstm = {"name": "aten::lstm", "opId": 200, "sizes": [[14, 3], [6], [1, 4, 5]],
             "inputOpIds": [[100, 0], [100, 1], [0, -1]]}
@@ -99,8 +100,9 @@ def test_ops_reading_a_pack_s_batch_sizes_make_data_packed_alike():
     other = {"name": "aten::add", "opId": 400, "sizes": [[14, 5], [14, 5], []], "inputOpIds": [[200, 0], [300, 0], [0, -1]]}
     runs = _seen(*ranges, [lstm, {"name": "aten::_cudnn_rnn", "opId": 201}], [relu], [other])
     want = (4, 3, 3, 3, 1, 1)
-    assert [runs.batch_sizes(runs.pack_of(PID, p)) for p in ((100, 0), (200, 0), (300, 0))] == [want] * 3
-    assert runs.pack_of(PID, (400, 0)) is None and runs.pack_of(PID, (100, 1)) is None
+    assert [runs.batch_sizes(runs.pack_of(PID, p)) for p in ((100, 0), (100, 1), (200, 0), (201, 0), (300, 0))] \
+        == [want] * 5
+    assert runs.pack_of(PID, (400, 0)) is None
     assert runs.pack_of(PID + 1, (200, 0)) is None  # another process's opIds are other ops
 
 

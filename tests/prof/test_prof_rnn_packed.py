@@ -259,3 +259,26 @@ def test_a_packed_three_layer_gru_runs_its_steps_as_a_wavefront_each_kernel_its_
         assert [(fl, b) for d, fl, b in got if d == "bprop"] == (bwd if mode == "default" else [w for w in bwd if w[0]]), mode
         assert sum(fl for d, fl, _ in got if d == "fprop") == formula.flops
         assert sum(fl for d, fl, _ in got if d == "bprop") == formula.bwd_flops
+
+
+def test_under_bfloat16_autocast_a_cudnn_rnn_runs_and_is_priced_in_float16():
+    """gru_packed_bf16 (H200: gru_packed's GRU under torch.autocast(dtype=torch.bfloat16), its
+    records in tests/data/cov_gru_packed_bf16_{default,plain}.jsonl.xz): ATen's autocast wrapper
+    of cuDNN RNNs casts to half whatever the autocast dtype (its kernels are __half ones), so the
+    marker's call (autocast "bfloat16") is priced in float16, as the ranges alone price it from
+    the kernels; every kernel of the call carries its own FLOPs and bytes, the two levels agree
+    kernel by kernel (nvjet GEMMs placed through their clusters' grids), and each call adds up
+    to its formula."""
+    got = {}
+    for mode in ("default", "plain"):
+        with lzma.open(os.path.join(DATA, f"cov_gru_packed_bf16_{mode}.jsonl.xz"), "rb") as s:
+            got[mode] = [(rec["dir"], rec["kShortName"], f.flops, f.bytes, f.cost.dtype)
+                         for rec, f, _ in analysed(records(s, Tally()), Tally())
+                         if rec.get("kind", "kernel") == "kernel" and f.cost is not None and f.cost.rnn is not None]
+    markers = got["default"]
+    assert {k[-1] for k in markers} == {"float16"} and all(k[2] is not None and k[3] for k in markers)
+    assert [k for k in markers if k[2]] == [k for k in got["plain"] if k[2]]
+    assert sum(k[1].startswith("nvjet") for k in markers) == 394
+    formula = rnn_cost("gru", ROWS, 64, H, 0, 2, 2, True, 16, "float16", True, tuple(SIZES))
+    assert sum(k[2] for k in markers if k[0] == "fprop") == formula.flops
+    assert sum(k[2] for k in markers if k[0] == "bprop") == formula.bwd_flops

@@ -142,6 +142,23 @@ def _tile_multiple(grid: object, rows: int, cols: int, tile_m: int, tile_n: int,
     return None if left else multiple
 
 
+def nvjet_rows(kernel: str | None, grid: object, cols: int) -> tuple | None:
+    """(low, high): the row counts of a rows x `cols` output whose tiles make an nvjet launch's
+    grid, not a split-K one (its blocks, as _tile_multiple counts them, once: tile M over the
+    columns, N over the rows, each rounded up to whole clusters; gru_packed_bf16's input
+    projection, 400 x 384 in 64x24 tiles, 2x4 clusters: 6 x 20 = 8 x 15 blocks); None for any
+    other kernel or a grid no row count makes."""
+    m = _NVJET.search(kernel or "") if kernel and "_splitK_" not in kernel else None
+    blocks = launch_count(grid)
+    if m is None or blocks is None or cols <= 0:
+        return None
+    tile_m, tile_n, cluster_m, cluster_n = (int(g) for g in m.groups()[1:])
+    q, left = divmod(blocks, _whole_clusters(cols, tile_m, cluster_m))
+    if left or q <= 0 or q % cluster_n:
+        return None
+    return (q - cluster_n) * tile_n + 1, q * tile_n
+
+
 def _whole_clusters(extent: int, tile: int, cluster: int) -> int:
     """Tiles covering `extent`, rounded up to whole clusters of `cluster` tiles."""
     tiles = -(-extent // tile)

@@ -49,10 +49,13 @@ def _compute(marker: dict) -> tuple:
         cost = None
     autocast = marker.get("autocast")
     if cost is not None and cost.kind in MATRIX_KINDS and cost.dtype == "float32" and autocast in ITEMSIZE:
-        # Under autocast the arguments are fp32 but the matrix kernel runs in `autocast`.
-        cost = replace(cost, dtype=autocast, params=retype(cost.params, autocast))
+        # Under autocast the arguments are fp32 but the matrix kernel runs in `autocast`; a cuDNN
+        # RNN in fp16 whatever autocast's dtype (ATen's AutocastRNN.cpp casts its inputs and
+        # weights to half: gru_packed_bf16's kernels, under bfloat16 autocast, are __half ones).
+        dtype = autocast if cost.kind in MMA_KINDS else "float16"
+        cost = replace(cost, dtype=dtype, params=retype(cost.params, dtype))
         if cost.kind not in MMA_KINDS:  # an RNN: every tensor it reads or writes is cast
-            cost = replace(cost, bytes=_scaled(cost.bytes, autocast), bwd_bytes=_scaled(cost.bwd_bytes, autocast))
+            cost = replace(cost, bytes=_scaled(cost.bytes, dtype), bwd_bytes=_scaled(cost.bwd_bytes, dtype))
     return cost, None if cost is not None else ("op arguments not understood", f"{mod}.{op}")
 
 

@@ -182,18 +182,20 @@ class AtenCall:
     def batch_sizes(self) -> tuple | None:
         """Where this range's first input is a packed sequence's data, its batch sizes as the
         sequence's pack told them (tensor_flow.TensorFlow.batch_sizes), the steps given by a range
-        around this one that reads them (aten::lstm around aten::_cudnn_rnn: its input 1, [T]);
-        None where not told."""
+        around this one that reads them (aten::lstm around aten::_cudnn_rnn: its input 1, [T]),
+        that range's pack where the data's maker is none known (autocast's cast of it); None where
+        not told."""
         first = self.producers()[:1]
-        if self._flow is None or not first or first[0] is None:
+        if self._flow is None:
             return None
-        steps = None
+        steps = reader = None
         for r in self._ranges[:self._depth]:
             sizes, ids = (r.get("sizes"), producers(r)) if isinstance(r, dict) else (None, [])
             if len(ids) > 1 and ids[1] is not None and ids[1][1] == 1 and isinstance(sizes, list) and len(sizes) > 1 \
                     and isinstance(sizes[1], list) and len(sizes[1]) == 1 and type(sizes[1][0]) is int:
-                steps = sizes[1][0]
-        return self._flow.batch_sizes(self._pid, first[0], steps)
+                steps, reader = sizes[1][0], ids[1]
+        got = self._flow.batch_sizes(self._pid, first[0], steps) if first and first[0] else None
+        return got if got is not None or reader is None else self._flow.batch_sizes(self._pid, reader, steps)
 
     def output_shape(self, gradient: Callable[[tuple], bool] | None = None, copied: bool = False) -> tuple | None:
         """The shape of the op's output as a consumer's range gives it (tensor_flow.py): of this

@@ -15,7 +15,8 @@ and above the run after it, the first run's b the batch, and all steps T where t
 gives T. Unsolved where more than one (k, b) fits: then the sizes stay unknown.
 
 Ops reading a pack's batch sizes (its output 1: aten::lstm, aten::gru, ...) make outputs packed
-alike, so a second RNN layer's data, or the backward's saved input, leads back to the pack.
+alike, and so do the ops inside them (autocast's cast of the data), so a second RNN layer's data,
+or the backward's saved input, leads back to the pack.
 """
 from __future__ import annotations
 
@@ -81,7 +82,10 @@ class PackedRuns:
             ids = outer.get("inputOpIds")
             second = ids[1] if isinstance(ids, list) and len(ids) > 1 else None
             if isinstance(second, list) and len(second) == 2 and second[1] == 1 and (pid, second[0]) in self._packs:
-                self._packed_by[(pid, outer.get("opId"))] = (pid, second[0])
+                # and the ops inside it (autocast's cast of the data, the _cudnn_rnn it calls)
+                for r in ranges:
+                    if type(r) is dict:
+                        self._packed_by[(pid, r.get("opId"))] = (pid, second[0])
 
     def _inside_pack(self, pid: Any, outer: dict, inner: Any) -> None:
         key = (pid, outer.get("opId"))
@@ -106,14 +110,12 @@ class PackedRuns:
             pack.cat = runs if runs and len(runs) == len(sizes) - 1 else []
 
     def pack_of(self, pid: Any, producer: tuple | None) -> tuple | None:
-        """The key of the pack whose packed data `producer` ((opId, output index)) is: the pack's
-        output 0, or an output of an op that read its batch sizes."""
+        """The key of the pack `producer` ((opId, output index)) is an output of (its data or its
+        batch sizes), or whose batch sizes the op that made it read (or an op inside that one)."""
         if producer is None:
             return None
         key = (pid, producer[0])
-        if key in self._packs:
-            return key if producer[1] == 0 else None
-        return self._packed_by.get(key)
+        return key if key in self._packs else self._packed_by.get(key)
 
     def batch_sizes(self, key: tuple | None, steps: int | None = None) -> tuple | None:
         """The batch sizes of pack `key` (PackedRuns.pack_of) as its kernels tell them, given the

@@ -75,7 +75,7 @@ from typing import Callable
 
 from pyprof.kernel_names import MMA, SIMT, classify
 
-from .gemm_parts import BETA, SPLIT_K, gemm_tile, gemm_tiles, grid_z, split_k, split_pass
+from .gemm_parts import BETA, SPLIT_K, gemm_tile, gemm_tiles, grid_z, nvjet_rows, split_k, split_pass
 from .op_ranges import written_dtype
 from .part import launch_count
 from .parts import family
@@ -122,7 +122,10 @@ def _rows_tiled(kernel: str | None, grid: object, cols: int) -> list[tuple]:
     ceil(cols / tile N), the tile M x N read from the name, either way round; or, for a CUTLASS
     GEMM, its threadblock swizzle's grid: x the row tiles times S, y the column tiles over S
     (GemmIdentityThreadblockSwizzle, S = 2, 4 or 8: gru_packed's input projections, 400 x 384 in
-    64 x 64 tiles, launch 7·8 x 1 blocks)."""
+    64 x 64 tiles, launch 7·8 x 1 blocks); for nvjet, its clusters' rounding (gemm_parts.nvjet_rows)."""
+    nvjet = nvjet_rows(kernel, grid, cols)
+    if nvjet is not None:
+        return [nvjet]
     tiles = gemm_tiles(kernel, grid)
     if tiles is None:
         return []
@@ -333,6 +336,13 @@ class RnnCall:
             return None
         return self._product(s.rows, gh, s.in_size)
 
+    def _placed(self, kernel: str | None, grid: object, rows: int, cols: int) -> bool:
+        """Whether a GEMM the order places may be the rows x cols one expected (_may_write); for a
+        packed call also where its grid is no row count's tiles at all (nvjet's and sm90 xmma's
+        grids past their tiles: lstm2_packed's and gru_packed_bf16's): its chunks are told by
+        their steps, so the order alone."""
+        return _may_write(kernel, grid, rows, cols) or self.shape.packed and not _rows_tiled(kernel, grid, cols)
+
     def _backward_run(self) -> None:
         """Backward, at a run's first step (its chunk comes after its steps): the run is of the
         layer and direction the next chunk will be (_unit)."""
@@ -436,7 +446,7 @@ class RnnCall:
         if rows is None:
             return None
         cols, k = (s.hidden, s.proj) if self.bprop else (s.proj, s.hidden)
-        return self._product(rows, cols, k) if _may_write(kernel, grid, rows, cols) else None
+        return self._product(rows, cols, k) if self._placed(kernel, grid, rows, cols) else None
 
     def _inputs(self) -> list[int]:
         """Each layer's input size: the input's features, D·R above."""
@@ -463,7 +473,7 @@ class RnnCall:
             steps = tiled[0] if len(tiled) == 1 else None
         elif self.left and self.run[1] > 0:  # the next direction's chunk of the run
             rows = self._chunk_rows(self.run[0], None if self.lost else self._unit(self.run[0]))
-            steps = self.run[0] if untiled or rows is not None and _fits(kernel, grid, rows, gh) else None
+            steps = self.run[0] if rows is not None and self._placed(kernel, grid, rows, gh) or untiled else None
             self.run[1] -= 1
         elif self.left:
             # Once the chunks covered every step only steps' GEMMs come, and a packed call's
@@ -554,7 +564,7 @@ class RnnCall:
         gh, r = s.gates * s.hidden, s.rec
         if after_cell:  # a step's recurrent GEMM follows its cell kernel
             n = self._step_rows(self.cells - 1)
-            return self._product(n, r, gh, s.gates == 3) if n is not None and _may_write(kernel, grid, n, r) else None
+            return self._product(n, r, gh, s.gates == 3) if n is not None and self._placed(kernel, grid, n, r) else None
         if self.pending:  # an input-gradient chunk after its steps, one per direction
             steps, odd = divmod(self.pending, s.dirs)
             self.pending, self.run = 0, (None if odd else [steps, s.dirs - 1])
@@ -569,7 +579,7 @@ class RnnCall:
             return None
         expected = None if self.cursor is None else self.cursor[0] + s.dirs - 1 - self.run[1]
         rows, k = self._chunk(self.run[0], expected)
-        return self._product(rows, k, gh) if None not in (k, rows) and _may_write(kernel, grid, rows, k) else None
+        return self._product(rows, k, gh) if None not in (k, rows) and self._placed(kernel, grid, rows, k) else None
 
     def _weight_gradient(self, kernel: str | None, grid: object) -> tuple | None:
         """The next weight-gradient GEMM in cuDNN's order, per layer and direction: G·H x R
@@ -590,7 +600,7 @@ class RnnCall:
         if out is None:
             return None
         rows, cols, k = out
-        if not _may_write(kernel, grid, rows, cols):
+        if not self._placed(kernel, grid, rows, cols):
             self.wgrad = []
             return None
         return self._product(rows, cols, k, True)  # added into the zeroed flat buffer (_split_k)
