@@ -59,6 +59,7 @@ ALL = "*"
 DATA_SIZED = ("nonzero", "where", "argwhere", "bool_index", "masked_select", "unique", "unique_consecutive",
               "repeat_interleave", "bincount", "one_hot", "repeat_heads")
 PACKED = ("gru_packed", "rnn_packed")
+AUTOCAST_PACKED = ("lstm2_packed", "gru_packed_bf16")
 SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU, SHIPPED_MODES),
                 ("kt_h200", ("transformer",), (("kt_h200_ncu.csv.xz", ("transformer",)),), SHIPPED_MODES),
                 ("kt_h200s", ("squeezenet1_1", "mha_weights"), (("kt_h200s_ncu.csv.xz", ("squeezenet1_1", "mha_weights")),),
@@ -70,7 +71,9 @@ SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU, SHIPPED_MODES),
                 # Packed sequences through cuDNN RNNs (Nsight Compute stopped 231 kernels into rnn_packed:
                 # its kernels of >= 1 MB are all after).
                 ("ktp_h200", PACKED, (("ktp_h200_ncu.csv.xz", PACKED),), ("default", "plain", "nsyspt")),
-                ("ktq_h200", ("gru3_packed",), (("ktq_h200_ncu.csv.xz", ("gru3_packed",)),), ("default", "plain", "nsyspt")))
+                ("ktq_h200", ("gru3_packed",), (("ktq_h200_ncu.csv.xz", ("gru3_packed",)),), ("default", "plain", "nsyspt")),
+                # Under bfloat16 autocast (ncu stopped inside gru_packed_bf16: lstm2_packed whole)
+                ("ktr_h200", AUTOCAST_PACKED, (("ktr_h200_ncu.csv.xz", AUTOCAST_PACKED),), ("default", "plain")))
 
 
 def _unpacked(path: str, tmp: str) -> str:

@@ -814,3 +814,25 @@ def test_h200_packed_three_layer_gru_kernels_against_ncu(mode):
     ratios = sorted(f.bytes / moved for _, f, moved, _ in rows if moved >= 1 << 20)
     assert len(ratios) == 6 and all(0.5 <= r <= 2 for r in ratios) and 0.98 <= ratios[3] <= 1.0
     assert all(not f.flops or mma is None or f.flops <= mma for _, f, _, mma in rows if f.tc)
+
+
+@pytest.mark.parametrize("mode", ["default", "plain"])
+def test_h200_packed_rnns_under_autocast_kernels_against_ncu(mode):
+    """lstm2_packed and gru_packed_bf16 (ktr_h200_*: the same sequences under bfloat16 autocast,
+    which cuDNN's RNNs run in fp16, through a 2-layer LSTM with dropout 0.2 between its layers
+    and through gru_packed's GRU; nvjet GEMMs). lstm2_packed, which Nsight Compute measured whole:
+    every kernel known but the last forward dropout apply (its launch fits 29 and 30 rows), a
+    split-K reduction and an elementwise kernel with markers; each dropout apply on its chunk's
+    rows (0.61-0.97 of ncu's bytes, the small ones below); its kernels of >= 128 KB at median 0.90
+    of ncu's bytes, 98.9% within 0.5-2x; cuDNN's initstates is the kernel outside at 1 MB or more
+    (0.05: its skip-ahead tables re-read from DRAM)."""
+    rows = measured("lstm2_packed", mode, "ktr_h200")
+    assert len(rows) == 592
+    applies = [(rec["grid"][0], f.flops, f.bytes and round(f.bytes / moved, 2)) for rec, f, moved, _ in rows
+               if "dropout_apply_mask" in rec["kShortName"]]
+    assert applies == [(80, 20480, 0.93), (65, 16640, 0.91), (40, 10240, 0.86), (15, None, None), (10, 2560, 0.61),
+                       (26, 6656, 0.81), (42, 10752, 0.88), (58, 14848, 0.9), (64, 16384, 0.91), (200, 51200, 0.97)]
+    big = [(rec["kShortName"], f.bytes / moved) for rec, f, moved, _ in rows if moved >= 1 << 20]
+    assert [(name, round(r, 2)) for name, r in big] == [("initstates", 0.05), ("dropout_generate_mask", 0.79)]
+    ratios = sorted(f.bytes / moved for _, f, moved, _ in rows if moved >= 1 << 17 and f.bytes)
+    assert 0.88 <= ratios[len(ratios) // 2] <= 0.92 and sum(0.5 <= r <= 2 for r in ratios) >= 0.98 * len(ratios)

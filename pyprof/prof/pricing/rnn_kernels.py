@@ -59,7 +59,8 @@ last step; the second direction's dW_hh starts each sequence at its own last ste
 one-directional layers run as the wavefront above (gru3_packed: forward chunks of 10 steps,
 backward of 8): a run's steps are its chunk's layer's, from where that layer's chunks before it
 ended (the run cursor, RnnCall._start_run; backward, where the chunk comes after its steps, the
-layer the next chunk will be of). Where the batch sizes are not known (the aten ranges carry none; markers of
+layer the next chunk will be of); dropout between its layers applies to a chunk's rows. Where the
+batch sizes are not known (the aten ranges carry none; markers of
 pyprof before them), only what does not depend on them is priced, in one layer and direction
 without a projection: forward the input projection where it is the call's one chunk (the records
 read ahead: its cells run to the call's end: all rows), the first step's recurrent GEMM and cell
@@ -214,7 +215,8 @@ class RnnCall:
     (`work`), from what the call's kernels before it ran."""
 
     __slots__ = ("shape", "size", "bprop", "steps", "ends", "cells", "after_cell", "after_combine", "pending", "run",
-                 "covered", "chunks", "lost", "wgrad", "layer", "left", "product", "stepped", "cursor")
+                 "covered", "chunks", "lost", "wgrad", "layer", "left", "product", "stepped", "cursor",
+                 "chunk_rows")
 
     def __init__(self, cost: Cost, bprop: bool) -> None:
         shape = self.shape = cost.rnn
@@ -232,6 +234,7 @@ class RnnCall:
         # The run of steps under way: (its first layer and direction, the step it starts at in
         # that unit's order of time, the cell kernels before it); None where not known.
         self.cursor: tuple | None = None
+        self.chunk_rows: int | None = None  # the rows of the last chunk
         self.after_cell = False  # the call's last cell or GEMM kernel was a cell
         self.after_combine = False  # backward, projection: the last was the step's gradients' sum
         self.pending = 0  # backward: cell kernels since the last input-gradient chunk
@@ -419,8 +422,8 @@ class RnnCall:
         layer's input for its weight gradient): the rows read, the mask's bits read, the rows
         written (x·mask/(1 - p): 1 FLOP an element); the rows are the whole steps its launch
         fits, where one count does (Nsight Compute on an H100: its stores to the byte, its loads
-        the kept elements' and the mask's, 0.95 of these). None for a packed sequence (a chunk's
-        rows are not whole steps of N) or a launch no step count fits (a grid-stride launch)."""
+        the kept elements' and the mask's, 0.95 of these); a packed sequence's, _packed_rows. None
+        where no one row count fits the launch (a grid-stride launch)."""
         s = self.shape
         g, b = launch_count(grid), launch_count(block)
         row = s.dirs * s.rec
@@ -429,13 +432,25 @@ class RnnCall:
         if generate:
             n = s.rows * row
             return 0, 2 * g * b * _STATE_BYTES + -(-n // _MASK_BITS) * 4
-        if self.steps is None or s.packed:
+        if self.steps is None:
             return None
-        fits = [k * s.batch * row for k in range(1, self.steps + 1) if -(-k * s.batch * row // b) == g]
+        counts = self._packed_rows() if s.packed else {k * s.batch for k in range(1, self.steps + 1)}
+        fits = {r * row for r in counts if -(-r * row // b) == g}
         if len(fits) != 1:
             return None
-        n = fits[0]
+        n = fits.pop()
         return n, 2 * n * self.size + -(-n // _MASK_BITS) * 4
+
+    def _packed_rows(self) -> set:
+        """The row counts a packed call's dropout apply may cover (lstm2_packed's, whose launches
+        fit them exactly): forward the next chunk of a layer above the first (any layer and
+        step count that may come next), backward the chunk just run, or the layer's whole input
+        (again, for its weight gradient)."""
+        s = self.shape
+        if self.bprop:
+            return {s.rows} | ({self.chunk_rows} if self.chunk_rows else set())
+        return {rows for u in range(s.dirs, s.layers * s.dirs) for k in range(1, self.steps - self.covered[u] + 1)
+                for rows in [self._chunk_rows(k, u)] if rows}
 
     def _projection(self, kernel: str | None, grid: object) -> tuple | None:
         """A step's projection GEMM (LSTM proj_size): forward right after its cell kernel,
@@ -545,6 +560,7 @@ class RnnCall:
         self.covered[unit] += steps
         self.chunks[unit] += 1
         self.layer = unit // self.shape.dirs
+        self.chunk_rows = rows
         return rows, inputs[self.layer]
 
     def _directions_sum(self) -> tuple | None:
