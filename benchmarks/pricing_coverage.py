@@ -210,6 +210,9 @@ def _rnn(kind: str, scale: int = 1):
         elif kind == "gru3_packed":  # packed sequences through 3 one-directional layers
             rnn = nn.GRU(64, 128, num_layers=3, batch_first=True)
             out_features, x = 128, torch.randn(16, 40, 64, device=device)
+        elif kind == "lstm_proj_packed":  # packed sequences through 2 bidirectional layers with projections
+            rnn = nn.LSTM(64, 128, num_layers=2, bidirectional=True, proj_size=32, batch_first=True)
+            out_features, x = 64, torch.randn(16, 40, 64, device=device)
         elif kind == "lstm2_packed":  # packed sequences through 2 layers with dropout between them
             rnn = nn.LSTM(64, 128, num_layers=2, dropout=0.2, batch_first=True)
             out_features, x = 128, torch.randn(16, 40, 64, device=device)
@@ -231,7 +234,7 @@ def _rnn(kind: str, scale: int = 1):
                     return self.head(self.rnn(x)[0][-1])
                 lengths = torch.arange(40, 8, -2)[:16].clamp(min=1)
                 packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-                if kind in ("gru_packed", "gru3_packed", "lstm2_packed"):
+                if kind in ("gru_packed", "gru3_packed", "lstm2_packed", "lstm_proj_packed"):
                     padded, _ = nn.utils.rnn.pad_packed_sequence(self.rnn(packed)[0], batch_first=True)
                     return self.head(padded[:, 0])
                 h, _ = self.rnn[0](packed)
@@ -415,6 +418,7 @@ CASES: Dict[str, Case] = {
     "gru_packed": Case(_rnn("gru_packed"), "tf32", "sgd-loop"),
     "gru3_packed": Case(_rnn("gru3_packed"), "tf32", "sgd-loop"),
     "lstm2_packed": Case(_rnn("lstm2_packed"), "bf16", "sgd-loop"),
+    "lstm_proj_packed": Case(_rnn("lstm_proj_packed"), "tf32", "sgd-loop"),
     "gru_packed_bf16": Case(_rnn("gru_packed"), "bf16", "sgd-loop"),
     "unet": Case(_unet, "bf16", "adamw-foreach"),
     "recommender": Case(_recommender, "fp32", "adam-foreach"),

@@ -282,3 +282,29 @@ def test_under_bfloat16_autocast_a_cudnn_rnn_runs_and_is_priced_in_float16():
     formula = rnn_cost("gru", ROWS, 64, H, 0, 2, 2, True, 16, "float16", True, tuple(SIZES))
     assert sum(k[2] for k in markers if k[0] == "fprop") == formula.flops
     assert sum(k[2] for k in markers if k[0] == "bprop") == formula.bwd_flops
+
+
+def test_a_packed_bidirectional_lstm_with_projections_each_kernel_its_own():
+    """lstm_proj_packed (H200, no Nsight Compute: the same sequences through LSTM(64, 128,
+    num_layers=2, bidirectional=True, proj_size=32), tf32; records in
+    tests/data/cov_lstm_proj_packed_{default,plain}.jsonl.xz): per step both directions' GEMMs,
+    then each direction's cell and its projection (b_t x 32, K = 128, on sm90 xmma launches of
+    more blocks than tiles, placed by order). Every kernel of both calls is known with markers and
+    with the ranges alone, the two equal kernel by kernel, and each call adds up to its formula
+    (14.2% of its GPU time, the projections, was na before)."""
+    got = {}
+    for mode in ("default", "plain"):
+        with lzma.open(os.path.join(DATA, f"cov_lstm_proj_packed_{mode}.jsonl.xz"), "rb") as s:
+            got[mode] = [(rec["dir"], rec["kShortName"], f.flops, f.bytes)
+                         for rec, f, _ in analysed(records(s, Tally()), Tally())
+                         if rec.get("kind", "kernel") == "kernel" and f.cost is not None and f.cost.rnn is not None]
+    markers = got["default"]
+    assert all(k[2] is not None and k[3] for k in markers)
+    assert [k for k in markers if k[2]] == [k for k in got["plain"] if k[2]]
+    fwd = [k for k in markers if k[0] == "fprop"]
+    projections = [(fl, b) for (_, name, _, _), (_, _, fl, b) in zip(fwd, fwd[1:]) if name == "elemWiseRNNcell"]
+    rows = [b for i in range(40) for b in (SIZES[i], SIZES[39 - i])] * 2
+    assert projections == [gemm(b, 32, H) for b in rows]
+    formula = rnn_cost("lstm", ROWS, 64, H, 32, 2, 2, True, 16, "float32", True, tuple(SIZES))
+    assert sum(k[2] for k in fwd) == formula.flops
+    assert sum(k[2] for k in markers if k[0] == "bprop") == formula.bwd_flops

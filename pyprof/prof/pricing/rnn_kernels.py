@@ -341,10 +341,13 @@ class RnnCall:
 
     def _placed(self, kernel: str | None, grid: object, rows: int, cols: int) -> bool:
         """Whether a GEMM the order places may be the rows x cols one expected (_may_write); for a
-        packed call also where its grid is no row count's tiles at all (nvjet's and sm90 xmma's
-        grids past their tiles: lstm2_packed's and gru_packed_bf16's): its chunks are told by
-        their steps, so the order alone."""
-        return _may_write(kernel, grid, rows, cols) or self.shape.packed and not _rows_tiled(kernel, grid, cols)
+        packed call, whose chunks are told by their steps, also where its grid's tiles cover at
+        least those rows, or no row count's (sm90 xmma launches more blocks than tiles for a
+        small output: 4 for lstm_proj_packed's 16 x 32 projections): the order places it."""
+        if _may_write(kernel, grid, rows, cols):
+            return True
+        tiled = _rows_tiled(kernel, grid, cols) if self.shape.packed else None
+        return tiled is not None and (not tiled or rows <= max(high for _, high in tiled))
 
     def _backward_run(self) -> None:
         """Backward, at a run's first step (its chunk comes after its steps): the run is of the
