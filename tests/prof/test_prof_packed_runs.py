@@ -114,3 +114,16 @@ def test_a_pack_whose_cat_was_not_seen_or_whose_copies_disagree_tells_nothing():
     bad = [ranges[0][0], dict(ranges[0][1], sizes=[[2, 3, 3], []])]
     runs = _seen(bad, *ranges[1:])
     assert runs.batch_sizes(runs.pack_of(PID, (100, 0))) is None
+
+
+def test_hostile_sizes_are_not_solved_and_cost_no_more_than_their_divisors():
+    """Ranges no pack makes: copy-less runs of 1,000,000,007 rows (prime: one step of all of them,
+    or all of them one row at a time) in a [4, 4, 2] input, a 4-billion-row run, 10,000 runs of a
+    trillion rows: no answer, and none expanded into batch sizes (the steps are capped by the
+    input's padded length before any is built)."""
+    pack = {"name": PACK, "opId": 1, "sizes": [[4, 4, 2], [4], []]}
+    for rows, count in ((10 ** 9 + 7, 3), (4 * 10 ** 9, 1), (10 ** 12, 10_000)):
+        cat = {"name": "aten::cat", "opId": 2, "sizes": [[rows, 2]] * count + [[]],
+               "inputOpIds": [[3 + i, 0] for i in range(count)] + [[0, -1]]}
+        runs = _seen([pack, cat])
+        assert runs.batch_sizes(runs.pack_of(PID, (1, 0))) is None, rows

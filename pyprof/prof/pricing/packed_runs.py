@@ -25,12 +25,14 @@ from itertools import product
 from math import isqrt, prod
 from typing import Any
 
-from .ops.packed_sequence import contiguous, packed_sizes
+from .ops.packed_sequence import contiguous
 
 PACK = "aten::_pack_padded_sequence"
 _COPY = "aten::contiguous"
 _CAT = "aten::cat"
 _CHOICES = 64  # the most combinations of (k, b) of copy-less runs tried; more: unsolved
+_ROWS = 1 << 32  # the most rows of a copy-less run whose (k, b) are enumerated (its divisors)
+_STEPS = 1 << 20  # the most time steps a pack is solved for
 
 
 class _Pack:
@@ -162,10 +164,10 @@ def _solve(pack: _Pack, steps: int | None) -> tuple | None:
         if choices > _CHOICES:
             return None
         for pick in product(*runs):
-            sizes = tuple(b for k, b in pick for _ in range(k))
-            if pick[0][1] == pack.batch and len(sizes) <= padded and packed_sizes(sizes) \
-                    and len(pick) == len({b for _, b in pick}) and (steps is None or len(sizes) == steps):
-                found.add(sizes)
+            total = sum(k for k, _ in pick)
+            if pick[0][1] == pack.batch and total <= min(padded, _STEPS) and (steps is None or total == steps) \
+                    and all(b > after for (_, b), (_, after) in zip(pick, pick[1:])):
+                found.add(tuple(b for k, b in pick for _ in range(k)))
     return found.pop() if len(found) == 1 else None
 
 
@@ -175,10 +177,10 @@ def _runs(pack: _Pack, copied: list, strides: tuple[int, int]) -> list | None:
     a block that is contiguous would not have been copied: None, not this layout), else every
     (k, b) of its rows whose block is contiguous."""
     feat = prod(pack.shape[2:])
-    runs, low = [], 0
+    runs, low, choices = [], 0, 1
     for rows, made in pack.cat:
         high = bisect_right(copied, made)
-        if high - low > 1:
+        if high - low > 1 or high == low and (rows > _ROWS or choices > _CHOICES):
             return None
         if high > low:
             k, b = pack.copies[copied[low]]
@@ -187,5 +189,6 @@ def _runs(pack: _Pack, copied: list, strides: tuple[int, int]) -> list | None:
             runs.append([(k, b)])
         else:
             runs.append([(k, b) for k, b in _pairs(rows) if contiguous((k, b, feat), (*strides, 1))])
+            choices *= len(runs[-1])
         low = high
     return runs
