@@ -21,7 +21,7 @@ or the backward's saved input, leads back to the pack.
 from __future__ import annotations
 
 from bisect import bisect_right
-from itertools import product
+from itertools import islice, product
 from math import isqrt, prod
 from typing import Any
 
@@ -133,8 +133,8 @@ class PackedRuns:
     def trim(self, held: int) -> None:
         """Down to the `held` newest packs and readers."""
         for table in (self._packs, self._packed_by):
-            while len(table) > held:
-                del table[next(iter(table))]
+            for key in list(islice(table, max(len(table) - held, 0))):
+                del table[key]
 
 
 def _layouts(pack: _Pack) -> list[tuple[int, tuple[int, int]]]:
