@@ -127,3 +127,11 @@ def test_hostile_sizes_are_not_solved_and_cost_no_more_than_their_divisors():
                "inputOpIds": [[3 + i, 0] for i in range(count)] + [[0, -1]]}
         runs = _seen([pack, cat])
         assert runs.batch_sizes(runs.pack_of(PID, (1, 0))) is None, rows
+
+
+def test_trimming_keeps_the_newest_packs():
+    """Memory stays flat: trimmed to one, only the pack seen last still answers."""
+    runs = _seen(*_pack_ranges((6, 4, 3), [6, 4, 4, 1], False, op=100), *_pack_ranges((6, 4, 3), [6, 2, 2, 2], False, op=200))
+    runs.trim(1)
+    assert runs.batch_sizes(runs.pack_of(PID, (100, 0))) is None
+    assert runs.batch_sizes(runs.pack_of(PID, (200, 0))) == (4, 4, 1, 1, 1, 1)
