@@ -352,7 +352,7 @@ class RnnCall:
     def _backward_run(self) -> None:
         """Backward, at a run's first step (its chunk comes after its steps): the run is of the
         layer and direction the next chunk will be (_unit)."""
-        if self.bprop and not self.pending:
+        if self.bprop and not self.pending and self.shape.packed:
             self._start_run(None if self.lost or self.steps is None else self._unit(1))
 
     def _start_run(self, unit: int | None) -> None:
@@ -383,9 +383,11 @@ class RnnCall:
         chunks before covered (_step_rows' order of time)."""
         if not self.shape.packed:
             return steps * self.shape.batch
-        done, t = (None, self.steps) if unit is None else (self.covered[unit], self.steps)
+        if unit is None:
+            return None
+        done, t = self.covered[unit], self.steps
         # (two directions: only a chunk of all steps, the one order seen)
-        if done is None or done + steps > t or self.shape.dirs == 2 and steps != t:
+        if done + steps > t or self.shape.dirs == 2 and steps != t:
             return None
         backwards = (unit % self.shape.dirs == 1) != self.bprop
         return self.ends[t - done] - self.ends[t - done - steps] if backwards else self.ends[done + steps] - self.ends[done]
@@ -480,8 +482,7 @@ class RnnCall:
         s = self.shape
         gh = s.gates * s.hidden
         untiled = _untiled(kernel)
-        ahead_unit = None if self.lost or not s.packed or self.steps is None else self._unit(1)
-        start = 0 if ahead_unit is None else self.covered[ahead_unit]
+        new_run = False
         if self.left is None:
             if s.packed:
                 return None
@@ -494,16 +495,18 @@ class RnnCall:
             steps = self.run[0] if rows is not None and self._placed(kernel, grid, rows, gh) or untiled else None
             self.run[1] -= 1
         elif self.left:
-            # Once the chunks covered every step only steps' GEMMs come, and a packed call's
-            # chunks are told by their steps (no padded tiles to mistake): the order alone places
+            # Once the chunks covered every step only steps' GEMMs come: the order alone places
             # them (sm90 xmma launches more blocks than its tiles for a small output: 4 for
-            # rnn_packed's 16 x 96, 8 for gru3_packed's 16 x 384, regnet's 8 x 52).
+            # rnn_packed's 16 x 96, regnet's 8 x 52; a packed call's, _placed, 8 for
+            # gru3_packed's 16 x 384 while later chunks are still to come).
             rows = self._step_rows(self.cells + self.stepped)  # each direction's GEMM before the cells
             self.stepped += 1
-            placed = untiled or s.packed or all(c == self.steps for c in self.covered) or _fits(kernel, grid, rows, gh)
-            return self._product(rows, gh, s.rec) if placed and rows is not None else self._lose()
+            if rows is None or not (all(c == self.steps for c in self.covered) or self._placed(kernel, grid, rows, gh)):
+                return self._lose()
+            return self._product(rows, gh, s.rec)
         else:
-            tiled = _steps_tiled(kernel, grid, gh, self.ends, start)
+            unit = None if self.lost or not s.packed or self.steps is None else self._unit(1)
+            tiled = _steps_tiled(kernel, grid, gh, self.ends, 0 if unit is None else self.covered[unit])
             if len(tiled) == 1:
                 steps = tiled[0]
             else:
@@ -513,11 +516,10 @@ class RnnCall:
                 # for gru3_packed's 80 x 384 in 64 x 64 tiles: the order alone)
                 steps = steps if untiled or steps in tiled or s.packed and not tiled else None
             if steps:
-                self.run, self.left = [steps, s.dirs - 1], steps * s.dirs
-                self._start_run(None if self.lost or self.steps is None else self._unit(steps))
+                self.run, self.left, new_run = [steps, s.dirs - 1], steps * s.dirs, True
         if not steps:
             return self._lose()
-        rows, k = self._chunk(steps)
+        rows, k = self._chunk(steps, starts_run=new_run)
         return None if k is None or rows is None else self._product(rows, gh, k)
 
     def _lose(self) -> None:
@@ -547,15 +549,18 @@ class RnnCall:
                 best = (key, u)
         return None if best is None else best[1]
 
-    def _chunk(self, steps: int, expected: int | None = None) -> tuple:
+    def _chunk(self, steps: int, expected: int | None = None, starts_run: bool = False) -> tuple:
         """(rows, the layer's input size) of the chunk of `steps` steps just launched, counted
         for its layer and direction (_unit; backward, a packed call's chunk must be of the unit
-        its steps' run was taken for, `expected`); where that is not known, rows as padded input
-        has them and the input size all layers share, else None each."""
+        its steps' run was taken for, `expected`; forward, `starts_run`: its steps come next,
+        _start_run); where that is not known, rows as padded input has them and the input size
+        all layers share, else None each."""
         inputs = self._inputs()
         unit = None if self.lost else self._unit(steps)
         if self.bprop and self.shape.packed and unit != expected:
             unit = None
+        if starts_run:
+            self._start_run(unit)
         rows = self._chunk_rows(steps, unit)
         if unit is None:
             self.lost = True

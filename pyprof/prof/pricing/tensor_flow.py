@@ -6,7 +6,7 @@ names, per input, the op that produced it: `inputOpIds` holds (producer's opId, 
 (0, -1) for a tensor no recorded op made (a parameter, an input) or a scalar. PyTorch records the
 producer when an op returns, so an op nested in another one that returns its output unchanged
 (aten::linear around aten::addmm) is overwritten by the outer one: consumers name the outermost.
-Two facts flow from that:
+Three facts flow from that:
 
 - an output's dtype, backward (`TensorFlow.dtype_of`): each kernel's record tells the dtype its
   kernel wrote (op_ranges.kernel_element_dtype: a cast kernel's store type, a GEMM's dtype token,
@@ -26,8 +26,11 @@ Two facts flow from that:
   a deque, its scans are made only when a formula asks. A reading that needs more (a chunk of
   50 steps: `upcoming(further)`) reads on from the input, up to FURTHER records, which then wait
   in the window: memory is bounded by what such a reading asks.
+- a packed sequence's batch sizes (`TensorFlow.batch_sizes`), forward: what its pack's kernels'
+  ranges told (packed_runs.py), found through the op that made the data: the pack, or an op that
+  read its batch sizes (an RNN layer before, autocast's cast inside one).
 
-Both are asked for by a formula only; `asked` says whether one asked for what this flow could not
+All are asked for by a formula only; `asked` says whether one asked for what this flow could not
 answer, so that an analysis replaying part of a trace (the memo, pricing/memo.py) knows that the
 whole trace might have answered otherwise.
 """
