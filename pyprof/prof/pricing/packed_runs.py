@@ -26,6 +26,7 @@ from math import isqrt, prod
 from typing import Any
 
 from .ops.packed_sequence import contiguous
+from .values import is_shape
 
 PACK = "aten::_pack_padded_sequence"
 _COPY = "aten::contiguous"
@@ -51,7 +52,8 @@ class _Pack:
 
 
 def _ints(s: Any) -> tuple | None:
-    return tuple(s) if isinstance(s, list) and s and all(type(d) is int and d > 0 for d in s) else None
+    """A range's sizes entry as a shape of positive dimensions; None for anything else."""
+    return tuple(s) if is_shape(s) and min(s) > 0 else None
 
 
 def _pairs(rows: int) -> list[tuple[int, int]]:
