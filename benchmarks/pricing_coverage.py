@@ -390,6 +390,94 @@ def _moe(device):
     return MoE(), (x, torch.randint(0, 10, (4,), device=device)), _ce
 
 
+def _audio1d(device):
+    """A raw-waveform classifier in the style of M5 (Dai et al. 2017): strided 1-D stem, batch
+    norm, max pooling, global average pooling."""
+    import torch
+    import torch.nn as nn
+
+    def block(cin, cout, k, stride=1):
+        return [nn.Conv1d(cin, cout, k, stride=stride), nn.BatchNorm1d(cout), nn.ReLU(), nn.MaxPool1d(4)]
+    model = nn.Sequential(*block(1, 64, 80, 4), *block(64, 64, 3), *block(64, 128, 3), *block(128, 256, 3),
+                          nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(256, 35))
+    x = torch.randn(16, 1, 16000, device=device)
+    return model, (x, torch.randint(0, 35, (16,), device=device)), _ce
+
+
+def _tcn1d(device):
+    """A speech-style 1-D convnet (QuartzNet-like blocks): depthwise dilated Conv1d, pointwise
+    Conv1d, LayerNorm over channels, GELU, dropout, residuals; a label per frame (cross-entropy
+    over (N, C, L))."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Block(nn.Module):
+        def __init__(self, c, k, dilation):
+            super().__init__()
+            self.dw = nn.Conv1d(c, c, k, padding=dilation * (k - 1) // 2, dilation=dilation, groups=c)
+            self.pw = nn.Conv1d(c, c, 1)
+            self.norm = nn.LayerNorm(c)
+            self.drop = nn.Dropout(0.1)
+
+        def forward(self, x):
+            h = self.norm(self.pw(self.dw(x)).transpose(1, 2)).transpose(1, 2)
+            return x + self.drop(F.gelu(h))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Conv1d(80, 256, 11, stride=2, padding=5)
+            self.blocks = nn.Sequential(*[Block(256, 13, d) for d in (1, 2, 4, 1)])
+            self.head = nn.Conv1d(256, 29, 1)
+
+        def forward(self, x):
+            return self.head(self.blocks(self.stem(x)))
+    x = torch.randn(8, 80, 400, device=device)
+    labels = torch.randint(0, 29, (8, 200), device=device)
+    return Net(), (x, labels), _ce
+
+
+def _video3d(device):
+    """torchvision's R3D-18 video classifier: 3-D convolutions, BatchNorm3d, a (3, 7, 7) stem."""
+    import torch
+    import torchvision
+    model = torchvision.models.video.r3d_18(weights=None, num_classes=400)
+    x = torch.randn(2, 3, 8, 64, 64, device=device)
+    return model, (x, torch.randint(0, 400, (2,), device=device)), _ce
+
+
+def _unet3d(device):
+    """A volumetric segmentation net in the style of 3-D U-Net: Conv3d with InstanceNorm3d and
+    LeakyReLU, MaxPool3d down, ConvTranspose3d up, skip concatenation, a voxel-wise
+    cross-entropy over (N, C, D, H, W)."""
+    import torch
+    import torch.nn as nn
+
+    def double(cin, cout):
+        return nn.Sequential(nn.Conv3d(cin, cout, 3, padding=1), nn.InstanceNorm3d(cout, affine=True),
+                             nn.LeakyReLU(0.01), nn.Conv3d(cout, cout, 3, padding=1),
+                             nn.InstanceNorm3d(cout, affine=True), nn.LeakyReLU(0.01))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.d1, self.d2, self.mid = double(1, 16), double(16, 32), double(32, 64)
+            self.pool = nn.MaxPool3d(2)
+            self.u2, self.c2 = nn.ConvTranspose3d(64, 32, 2, stride=2), double(64, 32)
+            self.u1, self.c1 = nn.ConvTranspose3d(32, 16, 2, stride=2), double(32, 16)
+            self.out = nn.Conv3d(16, 3, 1)
+
+        def forward(self, x):
+            a = self.d1(x)
+            b = self.d2(self.pool(a))
+            m = self.mid(self.pool(b))
+            b = self.c2(torch.cat([self.u2(m), b], 1))
+            return self.out(self.c1(torch.cat([self.u1(b), a], 1)))
+    x = torch.randn(2, 1, 32, 64, 64, device=device)
+    return Net(), (x, torch.randint(0, 3, (2, 32, 64, 64), device=device)), _ce
+
+
 CASES: Dict[str, Case] = {
     "resnet50": Case(_tv("resnet50"), "bf16", "sgd", channels_last=True),
     "resnext50_32x4d": Case(_tv("resnext50_32x4d"), "fp16", "sgd-loop", channels_last=True),
@@ -424,6 +512,10 @@ CASES: Dict[str, Case] = {
     "recommender": Case(_recommender, "fp32", "adam-foreach"),
     "moe": Case(_moe, "bf16", "adamw-foreach"),
     "grad_accum": Case(_tv("resnet18"), "fp16", "sgd", micro=2),
+    "audio1d": Case(_audio1d, "fp16", "adam-foreach"),
+    "tcn1d": Case(_tcn1d, "bf16", "adamw-fused"),
+    "r3d_18": Case(_video3d, "fp16", "sgd"),
+    "unet3d": Case(_unet3d, "tf32", "adam-foreach"),
     # Small ones for the test fixtures (tests/data/): an LSTM stack and a Transformer encoder
     # layer, training and on the eval fast path.
     "fixture_lstm": Case(_rnn("lstm", scale=4), "fp32", "sgd"),

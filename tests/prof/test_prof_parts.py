@@ -14,6 +14,7 @@ import pytest
 import pyprof.prof.pricing.ops  # noqa: F401  (fills the op table)
 from pyprof.prof.pricing.gemm_parts import BETA, BROADCAST, EPILOGUE
 from pyprof.prof.pricing.part import ADD, CONTIGUOUS, COPY, FILL, Part
+from pyprof.prof.pricing.conv_parts import CONVERSIONS
 from pyprof.prof.pricing.parts import SUM, CallParts, backward_parts, family, forward_parts
 from pyprof.prof.pricing.registry import Call, lookup
 
@@ -237,7 +238,7 @@ def test_layout_conversions_take_the_tensor_whose_tiles_make_their_grid_and_keep
     cost = cost_of(m)
     cost = dataclasses.replace(cost, dtype="bfloat16")  # as analysis retypes it under autocast
     parts = CallParts(forward_parts(m, cost))
-    assert family(NCHW_TO_NHWC) == "layout"
+    assert family(NCHW_TO_NHWC) == "to-nhwc"
     # [ceil(1024 / 32), ceil(64 / 32), 8]: the input (8, 64, 32, 32) or the output (same shape).
     x = parts.take(NCHW_TO_NHWC, [32, 2, 8], [256, 1, 1])
     assert (x.numel, x.bytes) == (524288, 2 * 524288 * 2)
@@ -564,7 +565,7 @@ def test_layout_conversions_of_a_convolution_backward_from_pytorch_ranges_equal_
     kernel, none 0."""
     default, plain = analysed_capture("default")["unet"], analysed_capture("plain")["unet"]
     pairs = [(fa.bytes, fb.bytes) for (ra, fa), (rb, fb) in zip(default, plain)
-             if ra["dir"] == "bprop" and family(ra["kLongName"]) == "layout"
+             if ra["dir"] == "bprop" and family(ra["kLongName"]) in CONVERSIONS
              and (rb.get("torchOps") or [{}])[-1].get("name") == "aten::convolution_backward"]
     assert len(pairs) == 85 and all(a == b and b for a, b in pairs)
 
@@ -836,3 +837,23 @@ def test_h200_packed_rnns_under_autocast_kernels_against_ncu(mode):
     assert [(name, round(r, 2)) for name, r in big] == [("initstates", 0.05), ("dropout_generate_mask", 0.79)]
     ratios = sorted(f.bytes / moved for _, f, moved, _ in rows if moved >= 1 << 17 and f.bytes)
     assert 0.88 <= ratios[len(ratios) // 2] <= 0.92 and sum(0.5 <= r <= 2 for r in ratios) >= 0.98 * len(ratios)
+
+
+@pytest.mark.parametrize("mode", ["default", "plain", "nsyspt"])
+def test_h200_layout_conversions_of_1d_and_3d_convolutions_against_ncu(mode):
+    """The 1-D and 3-D convnets (ktv_h200_*: an M5 on raw audio, a depthwise TCN, R3D-18, a 3-D
+    U-Net with transposed convolutions): each of cuDNN's 303 layout conversions carries bytes
+    with markers and with PyTorch's or nsys's ranges alone, the same in every mode (their
+    inputs and outputs share grids: C 16 and 32 are one tile of channels, 995 and 993 steps 32
+    tiles; a conversion into the kernel's layout is told from one back by the call's first
+    conversion, a backward's input from its output gradient by the order cuDNN's engines convert
+    in, a transposed convolution by its weight; 28 were na). Of the 178 that moved 1 MB or more,
+    all but two are within 0.5-2x of Nsight Compute's bytes: the 1- and 3-channel inputs of the
+    first layers' weight gradients (0.14, 0.39), whose scattered 2- and 6-byte stores ncu counts as
+    32-byte sectors."""
+    rows = [(rec, f, moved) for model in ("audio1d", "tcn1d", "r3d_18", "unet3d")
+            for rec, f, moved, _ in measured(model, mode, "ktv_h200") if family(rec["kLongName"]) in CONVERSIONS]
+    assert len(rows) == 303 and all(f.bytes for _, f, _ in rows)
+    ratios = sorted(f.bytes / moved for _, f, moved in rows if moved >= 1 << 20)
+    assert len(ratios) == 178 and [round(r, 2) for r in ratios[:2]] == [0.14, 0.39]
+    assert all(0.5 <= r <= 2 for r in ratios[2:])

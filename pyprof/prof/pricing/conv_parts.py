@@ -7,9 +7,16 @@ which output it sums. From a marker's tensors or from a PyTorch range's shapes (
 
 A layout conversion of an (N, C, spatial...) tensor runs one block per 32 x 32 tile of (spatial,
 channel) elements per sample, a grid of [ceil(spatial / 32), ceil(C / 32), N]: the tensor whose
-grid is the kernel's is the one converted (none where tensors of different sizes share the grid:
-na). The same tensor (or a gradient of its shape) may be converted more than once, so those parts
-are never used up (parts.CallParts.take).
+grid is the kernel's is the one converted. Its role tells more: cuDNN converts what its kernel
+reads into the kernel's layout (forward the input and weight; backward the output gradient, the
+input and the weight) and what it writes back (BACK: the output; the input's and the weight's
+gradients), and a call's first conversion is always one into, so its direction (nchwToNhwc for
+NCHW tensors, nhwcToNchw for channels_last ones) is the call's: a 1-D or 3-D convolution's input
+and output, often one grid (C 16 and 32 both one tile of channels, 995 and 993 steps both 32
+tiles), go to their own conversions. Where tensors of different sizes still share a grid and a
+role, the order cuDNN's engines convert in tells (conversions), or nothing does: na. The same
+tensor (or a gradient of its shape) may be converted more than once, so those parts are never
+used up (parts.CallParts.take).
 """
 from __future__ import annotations
 
@@ -24,7 +31,14 @@ from .part import CONTIGUOUS, Part, launch_count
 from .registry import CONV, GEMM, Call, Cost
 from .values import ITEMSIZE
 
-LAYOUT, SCALE, WGRAD_SUM, PAD, TRANSFORM = "layout", "scale", "wgrad-sum", "channel-pad", "filter-transform"
+SCALE, WGRAD_SUM, PAD, TRANSFORM = "scale", "wgrad-sum", "channel-pad", "filter-transform"
+# A layout conversion's roles in a call (conversions): what its kernel reads converted into the
+# kernel's layout, as the call's first conversion, as an engine's first after a conversion back,
+# as an engine's second; what it wrote converted back. And the two kernels (directions) that convert.
+FIRST, NEXT, SECOND, BACK = "layout", "layout-next", "layout-second", "layout-back"
+INTO = (FIRST, NEXT, SECOND)
+TO_NHWC, TO_NCHW = "to-nhwc", "to-nchw"
+CONVERSIONS = (TO_NHWC, TO_NCHW)
 # cuDNN's generic tensor transform, which converts a convolution's filter to the layout its kernel
 # reads where no layout conversion kernel does (a filter of few output channels: UNet's 3 x 64 x 3 x
 # 3 head), forward and for the data gradient. Nsight Compute on an H100 (16 launches, K 1 to 12 of
@@ -42,7 +56,8 @@ WGRAD_SUM_KERNEL = re.compile(r"\breduce_wgrad_nchw_helper<([^,<>]+), ([^,<>]+)>
 # cuDNN's copy of an NHWC tensor between its C channels and C padded up for a Tensor Core kernel
 # (either way: the same kernel strips the padding off a gradient).
 PAD_KERNEL = re.compile(r"\bnhwcAddPaddingKernel<")
-LAYOUT_KERNEL = re.compile(r"\b(?:nchwToNhwc|nhwcToNchw)Kernel<")
+TO_NHWC_KERNEL = re.compile(r"\bnchwToNhwcKernel<")
+TO_NCHW_KERNEL = re.compile(r"\bnhwcToNchwKernel<")
 _LAYOUT_TILE = 32
 # The channel multiple cuDNN pads a 16-bit convolution's NHWC tensors to (nhwcAddPaddingKernel):
 # forward 4, for sm90's image_first_layer fprop kernel (`k64c4r7s7`: 4 channels); backward 8, the
@@ -80,15 +95,51 @@ def scale_parts(numels: list, size: int) -> list[Part]:
     return [Part(SCALE, e, 0, e * size) for e in numels if e]
 
 
-def marker_layouts(marker: dict, cost: Cost | None) -> list[Part]:
-    """A convolution's tensors as cuDNN's layout conversions move them: input, weight, output
-    (or gradients of their shapes), and for a grouped one a group's slices (group_slices), each
-    read and written once in the dtype the op ran in; and its filter's transform."""
+def marker_layouts(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
+    """A convolution's tensors as cuDNN's layout conversions move them (conversions): input,
+    weight, output or their gradients, and for a grouped one a group's slices (group_slices),
+    each read and written once in the dtype the op ran in; and its filter's transform. Backward,
+    only the engines of the gradients the marker says were computed (`grad`)."""
     size = None if cost is None else ITEMSIZE.get(cost.dtype)
     if cost is None or cost.kind != CONV or not size or not cost.out_shape:
         return []
-    x, w = ([t.shape for t in Call(marker).tensors()[:2]] + [None, None])[:2]
-    return layout_parts([x, w, cost.out_shape] + group_slices(x, w, cost.out_shape), size) + filter_transform(w, size)
+    tensors = Call(marker).tensors()[:2]
+    x, w = ([t.shape for t in tensors] + [None, None])[:2]
+    dx, dw = ([t.grad for t in tensors] + [None, None])[:2]
+    return conversions(x, w, cost.out_shape, bprop, size, dx, dw is not False) + filter_transform(w, size)
+
+
+def conversions(x: object, w: object, y: object, bprop: bool, size: int, dx: bool | None = None,
+                dw: bool = True) -> list[Part]:
+    """The layout conversions of a convolution of input, weight and output shapes `x`, `w`, `y`
+    (each None where not known) and of a grouped one's slices. cuDNN's engines each convert their
+    two operands in turn, then run, then convert what they wrote back: forward the fprop engine (x,
+    w; y back); backward the dgrad engine (w, dY; dX back) then the wgrad engine (x, dY; dW back),
+    `dx`, `dw` saying whether that gradient's engine runs (None: not known, as True); a transposed
+    convolution runs the other engine each way (forward dgrad: w, then x as its dY; backward fprop:
+    dY, w; wgrad: dY, x as its dY). An operand already in the kernel's layout is not converted (a
+    1 x 1 filter), and a dgrad run as a GEMM converts nothing. So what a conversion into the
+    kernel's layout converts depends on what came before it in the call (CallParts.take): FIRST,
+    the call's first; NEXT, an engine's first after a conversion back; SECOND, an engine's second.
+    Nsight Systems on 1-D, 2-D and 3-D convolutions (H100, H200): every conversion so."""
+    whole = {"x": x, "w": w, "y": y}
+    sliced = dict(zip("xwy", group_slices(x, w, y) or (None, None, None)))
+    flipped = _transposed(x, w, y)
+    if not bprop:
+        pair = ("w", "x") if flipped else ("x", "w")
+        into = {FIRST: pair, NEXT: (), SECOND: pair[1:]}
+    elif flipped:
+        into = {FIRST: ("y",), NEXT: ("y",), SECOND: ("w", "x")}
+    else:
+        # The dgrad engine starts with the filter, or with dY where the filter is 1 x 1; the wgrad
+        # engine with x (the first where the dgrad converts nothing or does not run).
+        dgrad = ("w", "y") if _conv_shape(w) and math.prod(w[2:]) == 1 else ("w",)
+        into = {FIRST: (dgrad if dx is not False else ()) + ("x",), NEXT: ("x",), SECOND: ("y",)}
+    back = [n for n, on in (("x", dx is not False), ("w", dw)) if on] if bprop else ["y"]
+    parts: list[Part] = []
+    for role, names in (*into.items(), (BACK, back)):
+        parts += layout_parts([whole[n] for n in names] + [sliced[n] for n in names], size, role)
+    return parts
 
 
 def filter_transform(w: object, size: int) -> list[Part]:
@@ -101,17 +152,16 @@ def group_slices(x: object, w: object, y: object) -> list:
     """One group's slices of a grouped convolution's input, weight and output (or their
     gradients'), which cuDNN converts apart around a kernel run a group at a time
     (one_group_wgrad): [N, C/g, ...], [K/g, C/g, ...], [N, K/g, ...]; none for one group."""
-    g = _groups(x, w)
+    g = _groups(x, w, y)
     if g < 2 or not _conv_shape(y):
         return []
     return [(x[0], x[1] // g, *x[2:]), (w[0] // g, *w[1:]), (y[0], y[1] // g, *y[2:])]
 
 
-def layout_parts(shapes: list, size: int) -> list[Part]:
-    """The layout conversions of a convolution's (N, C, spatial...) tensors of `shapes`, each read
-    and written once in `size`-byte elements: from a marker, or from the shapes of a PyTorch range
-    (range_parts)."""
-    return [Part(LAYOUT, math.prod(s), 0, 2 * math.prod(s) * size, _layout_grid(tuple(s))) for s in shapes
+def layout_parts(shapes: list, size: int, role: str) -> list[Part]:
+    """The layout conversions in `role` (FIRST, NEXT, SECOND, BACK) of a convolution's (N, C, spatial...) tensors
+    of `shapes`, each read and written once in `size`-byte elements."""
+    return [Part(role, math.prod(s), 0, 2 * math.prod(s) * size, _layout_grid(tuple(s))) for s in shapes
             if _conv_shape(s)]
 
 
@@ -136,8 +186,7 @@ def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool,
     if cost is None or cost.kind != CONV or not size:
         return []
     x, w = range_conv_tensors(sizes, bprop)
-    shapes = sizes[:3] + ([cost.out_shape] if cost.out_shape else []) + \
-        group_slices(x, w, sizes[0] if bprop and sizes else cost.out_shape)
+    y = sizes[0] if bprop and sizes else cost.out_shape
     wgrad = wgrad_sum(x[0], math.prod(w), wgrad_sum_dtype(kernel or "") or cost.dtype) \
         if bprop and _conv_shape(x) and _conv_shape(w) else None
     scaled = [math.prod(s) for s in ((x, w) if bprop else (cost.out_shape,)) if _conv_shape(s)]
@@ -145,7 +194,7 @@ def range_parts(sizes: list, cost: Cost | None, kernel: str | None, bprop: bool,
     if pad_parts(x, w, cost, _PAD_MULTIPLE[True]):
         kernels = [kernel] + upcoming()
         pads = range_backward_pads(x, w, cost, kernels) if bprop else pad_parts(x, w, cost, pad_multiple(kernels))
-    return layout_parts(shapes, size) + ([] if wgrad is None else [wgrad]) + scale_parts(scaled, size) + pads \
+    return conversions(x, w, y, bprop, size) + ([] if wgrad is None else [wgrad]) + scale_parts(scaled, size) + pads \
         + filter_transform(w, size)
 
 
@@ -312,7 +361,7 @@ def conv_outputs(input_shape: object, weight_shape: object, out_shape: object, b
     if not _conv_shape(weight_shape):
         return out
     k, c_taps = _weight_matrix(weight_shape, size)
-    g = _groups(input_shape, weight_shape)
+    g = _groups(input_shape, weight_shape, out_shape)
     return out + [(k, c_taps)] + ([(k // g, c_taps)] if g > 1 else [])
 
 
@@ -350,11 +399,23 @@ def _image_matrices(shape: object) -> list:
     return [(shape[0] * spatial, shape[1])] + ([(shape[1], spatial)] if shape[0] == 1 else [])
 
 
-def _groups(x: object, w: object) -> int:
-    """A convolution's groups from its input's channels over its weight's (1 where not known)."""
-    if not _conv_shape(x) or not _conv_shape(w) or x[1] % w[1] or w[0] % (x[1] // w[1]):
+def _transposed(x: object, w: object, y: object) -> bool:
+    """Whether a convolution of input, weight and output shapes `x`, `w`, `y` is a transposed one:
+    its weight's first dimension the input's channels and not the output's."""
+    return _conv_shape(x) and _conv_shape(w) and _conv_shape(y) and y[1] != w[0] and x[1] == w[0]
+
+
+def _groups(x: object, w: object, y: object = None) -> int:
+    """A convolution's groups from its input's channels over its weight's (1 where not known). A
+    transposed convolution's weight is (C_in, C_out / groups, ...), which an output `y` whose
+    channels are not the weight's first dimension while the input's are tells: its groups are
+    the output's channels over the weight's second dimension."""
+    if not _conv_shape(x) or not _conv_shape(w):
         return 1
-    return x[1] // w[1]
+    channels, other = (y[1], x[1]) if _transposed(x, w, y) else (x[1], w[0])
+    if channels % w[1] or other % (channels // w[1]):
+        return 1
+    return channels // w[1]
 
 
 def wgrad_segments(kernel: str | None, grid: object, weight_shape: object) -> int | None:
@@ -521,7 +582,7 @@ def one_group_wgrad(kernel: str | None, grid: object, x: object, w: object, y: o
     RegNetY-400MF's 6-group 48-channel 3x3 convolution: 6 launches of grid z 13, each wrote
     13 x 8 x 72 fp32 (29,952 bytes), then a ReduceSplitK of 8 x 72. None for any other kernel or
     shape."""
-    g = _groups(x, w)
+    g = _groups(x, w, y)
     if not ungrouped_wgrad(kernel) or g < 2 or flops is None or size is None or not _conv_shape(y) \
             or launch_count(grid) is None:
         return None

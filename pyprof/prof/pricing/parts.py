@@ -37,9 +37,9 @@ from functools import lru_cache
 from .attention_parts import (CAST_DQ, CAST_DQ_KERNEL, DOT_DO_O, DOT_DO_O_KERNEL, MATH_KERNELS, MUL, NEGINF, PHILOX,
                               PHILOX_KERNEL, REDUCE_HEAD, REDUCE_HEAD_KERNEL, SCALAR_MUL, WHERE, cudnn_dropout,
                               efficient_helpers, flash_helpers, math_attention)
-from .conv_parts import (LAYOUT, LAYOUT_KERNEL, PAD, PAD_KERNEL, SCALE, SCALE_KERNEL, TRANSFORM, TRANSFORM_KERNEL,
-                         WGRAD_SUM, WGRAD_SUM_KERNEL, channel_pads, contiguous_grad, marker_layouts, marker_wgrad_sum,
-                         scaled_outputs, strided_input)
+from .conv_parts import (BACK, CONVERSIONS, FIRST, INTO, NEXT, PAD, PAD_KERNEL, SCALE, SCALE_KERNEL, SECOND, TO_NCHW,
+                         TO_NCHW_KERNEL, TO_NHWC, TO_NHWC_KERNEL, TRANSFORM, TRANSFORM_KERNEL, WGRAD_SUM, WGRAD_SUM_KERNEL,
+                         channel_pads, contiguous_grad, marker_layouts, marker_wgrad_sum, scaled_outputs, strided_input)
 from .cub_init import tile_init
 from .index_parts import index_grads
 from .gemm_parts import (BETA, BETA_KERNEL, BROADCAST, CUTLASS_SPLIT_K, EPILOGUE, EPILOGUE_KERNEL, SPLIT_K,
@@ -83,7 +83,8 @@ _VECTOR_PER_THREAD = 8
 
 
 # The helper families by their kernels' names, the first match winning (a name can hold two).
-_FAMILIES = ((CONTIGUOUS, _SAME_DTYPE_COPY), (COPY, _COPY_KERNEL), (LAYOUT, LAYOUT_KERNEL), (FILL, _FILL_KERNEL),
+_FAMILIES = ((CONTIGUOUS, _SAME_DTYPE_COPY), (COPY, _COPY_KERNEL), (TO_NHWC, TO_NHWC_KERNEL), (TO_NCHW, TO_NCHW_KERNEL),
+             (FILL, _FILL_KERNEL),
              (TRANSFORM, TRANSFORM_KERNEL), (SCALE, SCALE_KERNEL), (SPLIT_K, SPLIT_K_KERNEL),
              (SPLIT_K, CUTLASS_SPLIT_K), (WGRAD_SUM, WGRAD_SUM_KERNEL), (PAD, PAD_KERNEL),
              (DOT_DO_O, DOT_DO_O_KERNEL), (CAST_DQ, CAST_DQ_KERNEL), (REDUCE_HEAD, REDUCE_HEAD_KERNEL), (PHILOX, PHILOX_KERNEL),
@@ -148,7 +149,7 @@ def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     FlopCounterMode does, so that matrix FLOPs stay its count), cuDNN's layout conversions, its
     scaling of a convolution's output and its channel padding, a strided convolution input made
     contiguous, a layer norm's strided input made contiguous."""
-    return (_inputs(marker, cost) + output_parts(cost) + strided_operands(marker, cost) + marker_layouts(marker, cost)
+    return (_inputs(marker, cost) + output_parts(cost) + strided_operands(marker, cost) + marker_layouts(marker, cost, False)
             + scaled_outputs(marker, cost, False) + channel_pads(marker, cost, False) + strided_input(marker, cost)
             + layer_norm_copies(marker, cost, False) + cudnn_dropout(marker, cost))
 
@@ -162,8 +163,8 @@ def _inputs(marker: dict, cost: Cost | None) -> list[Part]:
 
 
 def _casts_back(marker: dict, cost: Cost | None) -> list[Part]:
-    return [p for p in _inputs(marker, cost) + marker_layouts(marker, cost)
-            if p.family in (COPY, LAYOUT, TRANSFORM, FILL)]
+    return [p for p in _inputs(marker, cost) + marker_layouts(marker, cost, True)
+            if p.family in (COPY, *INTO, BACK, TRANSFORM, FILL)]
 
 
 def grad_fill(cost: Cost) -> list[Part]:
@@ -245,7 +246,7 @@ class CallParts:
     """The parts of one op call not yet taken by a kernel, its tensor lists (an optimizer step's
     multi-tensor launches), if any, and the stages (Cost.stages) its kernels have not run yet."""
 
-    __slots__ = ("left", "lists", "stages", "in_order")
+    __slots__ = ("left", "lists", "stages", "in_order", "into", "converted")
 
     def __init__(self, parts: list[Part], lists: Lists | None = None, stages: tuple | None = None,
                  in_order: bool = False) -> None:
@@ -253,6 +254,10 @@ class CallParts:
         self.lists = lists
         self.stages = None if stages is None else list(stages)
         self.in_order = in_order  # Cost.stages_in_order
+        # The direction (TO_NHWC, TO_NCHW) of the call's conversions into its kernels' layout (its
+        # first conversion's), and whether its last conversion was one back (BACK) or into (FIRST).
+        self.into: str | None = None
+        self.converted: str | None = None
 
     def stage(self, kernel: str | None = None, in_turn: bool = False) -> tuple | None:
         """The stage (Cost.stages) this kernel runs: the call's next one, or where the stages are
@@ -290,6 +295,25 @@ class CallParts:
         work = self.lists.work(kernel, launch_count(grid), numels, index)
         return (None, None) if work is None else work
 
+    def _conversion(self, direction: str, grid: object) -> Part | None:
+        """The layout conversion a kernel converting in `direction` (TO_NHWC, TO_NCHW) with
+        `grid` does: one back if its direction is not the call's first conversion's, else one into
+        the kernel's layout in the role what came before it says (conv_parts.conversions: the
+        call's first, an engine's first after a conversion back, an engine's second; any role
+        where none of that role fits), whose grid is `grid`, kept for the next conversion (a
+        tensor may be converted twice). None where none fits, or tensors of different sizes do
+        (a backward's input and output gradient, C 16 and 32 both one tile of channels)."""
+        if not isinstance(grid, list):
+            return None
+        self.into = self.into or direction
+        role = BACK if direction != self.into else FIRST if self.converted is None else \
+            NEXT if self.converted == BACK else SECOND
+        self.converted = BACK if role == BACK else FIRST
+        shape = tuple(grid)
+        fits = [p for p in self.left if p.family == role and p.grid == shape] or \
+            [p for p in self.left if role != BACK and p.family in INTO and p.grid == shape]
+        return fits[0] if fits and len({p.numel for p in fits}) == 1 else None
+
     def take(self, kernel: str | None, grid: object, block: object) -> Part | None:
         """The part this kernel does, removed from the call's; None when none fits, or for a fill
         a named stage of the call names (batch norm's semaphores zeroed: that stage, not a
@@ -301,6 +325,8 @@ class CallParts:
         # arithmetic (a stage of index_put's linear index).
         if fam == ADD and template_dtype(kernel) not in FLOATING:
             return None
+        if fam in CONVERSIONS:
+            return self._conversion(fam, grid)
         # Only the element-wise kernels launch by PyTorch's per-thread rule; the bias gradient's
         # sum is one part a call, a layout conversion is told by its grid.
         g, b = (launch_count(grid), launch_count(block)) if fam in _ELEMENTWISE or fam in _ONE_PER_THREAD \
@@ -315,10 +341,6 @@ class CallParts:
             (CONTIGUOUS, BROADCAST) if fam == CONTIGUOUS else (fam,)
         candidates = [p for p in self.left if p.family in fams and (g is None or b is None or
                                                                    (g - 1) * b * low < p.numel <= g * b * high)]
-        if fam == LAYOUT:  # kept for the next conversion: a tensor may be converted twice
-            fits = {p for p in candidates if isinstance(grid, list) and tuple(grid) == p.grid}
-            # Tensors of other sizes on one grid (C 16 and 32 both one tile of channels): not known which.
-            return fits.pop() if len({p.numel for p in fits}) == 1 else None
         if not candidates:
             return None
         if g is not None and b is not None:
