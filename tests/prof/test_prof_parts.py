@@ -857,3 +857,24 @@ def test_h200_layout_conversions_of_1d_and_3d_convolutions_against_ncu(mode):
     ratios = sorted(f.bytes / moved for _, f, moved in rows if moved >= 1 << 20)
     assert len(ratios) == 178 and [round(r, 2) for r in ratios[:2]] == [0.14, 0.39]
     assert all(0.5 <= r <= 2 for r in ratios[2:])
+
+
+def test_h200_3d_unet_instance_norm_on_cudnn_and_5d_cats_against_ncu():
+    """unet3d (ktv_h200_default: fp32, InstanceNorm3d, cats of 5-D maps): PyTorch ran its instance
+    norms' batch norm on cuDNN (bn_fw_tr_1C11_kernel_NCHW and _singleread, bn_bw_1C11_kernel_new
+    and _singleread, 13.1% of the model's GPU time, na before): each of the 20 carries the batch
+    norm's FLOPs and 0.86-1.00 of Nsight Compute's bytes; each cat copied its two inputs with a
+    kernel apiece (more than 4 dimensions), each carrying its own input (1.00 of ncu's; the first
+    carried both before, the second nothing). All 276 kernels known but cuDNN's three workspace
+    initialisations."""
+    rows = measured("unet3d", "default", "ktv_h200")
+    norms = [(rec["kShortName"], f.flops, f.bytes / moved) for rec, f, moved, _ in rows
+             if rec["kShortName"].startswith("bn_")]
+    assert len(norms) == 20 and all(flops and 0.86 <= r <= 1.0 for _, flops, r in norms)
+    e = 2 * 16 * 32 * 64 * 64  # the first norm's [2, 16, 32, 64, 64]: 6 an element, +1 a parameter
+    assert norms[0][:2] == ("bn_fw_tr_1C11_kernel_NCHW", 8 * e)
+    cats = [(f.bytes, f.bytes / moved) for rec, f, moved, _ in rows if rec["op"] == "cat" and rec["dir"] == "fprop"]
+    assert [b for b, _ in cats] == [2 * 2 * 32 * 16 * 32 * 32 * 4] * 2 + [2 * 2 * 16 * 32 * 64 * 64 * 4] * 2
+    assert all(0.99 <= r <= 1.0 for _, r in cats)
+    unknown = [rec["kShortName"] for rec, f, _, _ in rows if f.flops is None or not f.bytes]
+    assert len(rows) == 276 and unknown == ["init_device_workspace_kernel"] * 3

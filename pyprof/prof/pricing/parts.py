@@ -40,6 +40,7 @@ from .attention_parts import (CAST_DQ, CAST_DQ_KERNEL, DOT_DO_O, DOT_DO_O_KERNEL
 from .conv_parts import (BACK, CONVERSIONS, FIRST, INTO, NEXT, PAD, PAD_KERNEL, SCALE, SCALE_KERNEL, SECOND, TO_NCHW,
                          TO_NCHW_KERNEL, TO_NHWC, TO_NHWC_KERNEL, TRANSFORM, TRANSFORM_KERNEL, WGRAD_SUM, WGRAD_SUM_KERNEL,
                          channel_pads, contiguous_grad, marker_layouts, marker_wgrad_sum, scaled_outputs, strided_input)
+from .cat_parts import cat_copies
 from .cub_init import tile_init
 from .index_parts import index_grads
 from .gemm_parts import (BETA, BETA_KERNEL, BROADCAST, CUTLASS_SPLIT_K, EPILOGUE, EPILOGUE_KERNEL, SPLIT_K,
@@ -148,10 +149,10 @@ def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     apart, one add per output element; the op's own formula counts none for its bias, as
     FlopCounterMode does, so that matrix FLOPs stay its count), cuDNN's layout conversions, its
     scaling of a convolution's output and its channel padding, a strided convolution input made
-    contiguous, a layer norm's strided input made contiguous."""
+    contiguous, a layer norm's strided input made contiguous, a cat's inputs copied one at a time."""
     return (_inputs(marker, cost) + output_parts(cost) + strided_operands(marker, cost) + marker_layouts(marker, cost, False)
             + scaled_outputs(marker, cost, False) + channel_pads(marker, cost, False) + strided_input(marker, cost)
-            + layer_norm_copies(marker, cost, False) + cudnn_dropout(marker, cost))
+            + layer_norm_copies(marker, cost, False) + cudnn_dropout(marker, cost) + cat_copies(marker, cost))
 
 
 def _inputs(marker: dict, cost: Cost | None) -> list[Part]:

@@ -67,6 +67,12 @@ def _either(names: tuple, *work: int) -> tuple:
     return tuple((name,) + work for name in names)
 
 
+def cudnn_stages(bprop: bool, *work: int) -> tuple:
+    """cuDNN's one batch norm kernel (forward or backward) of `work` as a stage for each of its
+    kernels' names, an alternative to PyTorch's own kernels."""
+    return _either(_CUDNN_BACKWARD if bprop else _CUDNN_FORWARD, *work)
+
+
 # The statistics and the transform of a strided input (neither contiguous nor channels-last):
 # at::var_mean's Welford reduction and an element-wise kernel of batch_norm_elementwise's.
 _STATISTICS = ("batch_norm_collect_statistics", "WelfordOps")
@@ -121,12 +127,11 @@ def batch_norm_kernels(cost: Cost, x: Tensor, w: Tensor | None, b: Tensor | None
             or cost.bytes is None or (not training and len(running) != 2):
         return cost
     e, planes, acc = x.numel, x.shape[1], 8 if x.dtype == "float64" else 4
-    cudnn = _either(_CUDNN_FORWARD, cost.flops, cost.bytes)
+    cudnn = cudnn_stages(False, cost.flops, cost.bytes)
     if not training:
         return replace(cost, stages=_eval_stages(e, planes, size, len(params), sum(params), rm, rv, acc) + cudnn)
     stages = batch_norm_stages(e, planes, size, len(params), sum(params), sum(running) if running else None, acc)
     bwd = None
     if cost.bwd_flops is not None and cost.bwd_bytes is not None:
-        bwd = _backward_stages(cost, x, planes, size, w, b, acc) + _either(_CUDNN_BACKWARD, cost.bwd_flops,
-                                                                             cost.bwd_bytes)
+        bwd = _backward_stages(cost, x, planes, size, w, b, acc) + cudnn_stages(True, cost.bwd_flops, cost.bwd_bytes)
     return replace(cost, stages=stages + cudnn, bwd_stages=bwd)
