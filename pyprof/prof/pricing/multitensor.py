@@ -163,7 +163,10 @@ class Lists:
         if self.fused and not spec.fused:
             # A fused step's counters: one 1-element tensor per block.
             return None if spec.flops is None else blocks * spec.flops, blocks * spec.lists * spec.size
-        whole = self.count <= spec.max_tensors and blocks < MAX_BLOCKS
+        # One launch holds the whole list only where its blocks can hold every element: a list
+        # that filled a first launch's 320 blocks ends in a launch of fewer (R3D-18's 62
+        # gradients: 320 blocks, then 236).
+        whole = self.count <= spec.max_tensors and blocks < MAX_BLOCKS and self.numel <= blocks * CHUNK
         exact = launch_elements(numels, spec.max_tensors) if numels else []
         if whole:
             self.chunks = blocks
