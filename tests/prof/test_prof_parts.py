@@ -889,3 +889,23 @@ def test_h200_r3d_optimizer_launches_that_fill_320_blocks_then_fewer_against_ncu
     rows = [(f, moved) for rec, f, moved, _ in measured("r3d_18", "default", "ktv_h200")
             if rec["kShortName"] == "multi_tensor_apply_kernel"]
     assert len(rows) == 11 and all(f.flops and 0.999 <= f.bytes / moved <= 1.0 for f, moved in rows)
+
+
+@pytest.mark.parametrize("mode", ["plain", "nsyspt"])
+def test_h200_1d_depthwise_convolution_and_bias_gradients_from_ranges_against_ncu(mode):
+    """tcn1d (ktv_h200_*: depthwise dilated Conv1d(256, 256, 13, groups=256) over [8, 256, 200],
+    bf16) without markers: aten::_convolution views the 1-D input as [8, 256, 1, 200] and calls
+    aten::_conv_depthwise2d, whose output no range names but _convolution's consumer as 1-D; the
+    four depthwise forwards carry the markers' 2·8·256·200·13 FLOPs and 0.99 of ncu's bytes (na
+    before), and the bias gradients' sums (aten::sum of dY viewed [8, 256, 1, 200], inside
+    ConvolutionBackward0: the bias [256], not the input [8, 256, 200] of as many elements as dY)
+    their bytes, 0.88-0.93 of ncu's. One kernel of the 179 is not known: nll_loss2d's forward."""
+    rows = measured("tcn1d", mode, "ktv_h200")
+    depthwise = [(f.flops, f.bytes / moved) for rec, f, moved, _ in rows
+                 if rec["kShortName"].startswith("conv_depthwise2d_forward")]
+    assert len(depthwise) == 4 and all(fl == 2 * 8 * 256 * 200 * 13 and 0.98 <= r <= 1.0 for fl, r in depthwise)
+    sums = [(f.bytes, f.bytes / moved) for rec, f, moved, _ in rows if rec["kShortName"] == "reduce_kernel"
+            and rec["dir"] == "bprop" and rec["op"] == "convolution" and rec["grid"] != [2, 1, 1]]
+    assert len(sums) == 9 and all(b == (8 * 256 * 200 + 256) * 2 and 0.88 <= r <= 0.93 for b, r in sums)
+    assert [rec["kShortName"] for rec, f, _, _ in rows if f.flops is None or not f.bytes] == \
+        ["nll_loss2d_forward_size_average_kernel"]

@@ -215,7 +215,7 @@ class AtenCall:
         for r in reversed(self._ranges[:self._depth + 1]):
             if not isinstance(r, dict) or r is not inner and r.get("name") != within.get("name") and (
                     not first or producers(r)[:1] != first and not (copied and _made_inside(r, first[0], inner))
-                    or (r.get("sizes") or [None])[0] != self.sizes[0]):
+                    or not _same_input((r.get("sizes") or [None])[0], self.sizes[0])):
                 break
             within = r
             got = self._flow.shape_of(self._pid, r.get("opId"))
@@ -276,6 +276,13 @@ class AtenCall:
         """Every input that is a tensor of rank >= 1, in order."""
         return [Tensor(tuple(s), self.dtype) for s in self.sizes
                 if isinstance(s, list) and s and all(type(d) is int for d in s)]
+
+
+def _same_input(outer: object, inner: object) -> bool:
+    """Whether an enclosing range's first input shape `outer` is the inner op's `inner`: the
+    same, or a 1-D convolution's input viewed as 2-D by aten::_convolution (a 1 at dim 2)."""
+    return outer == inner or isinstance(outer, list) and isinstance(inner, list) and len(outer) >= 3 \
+        and inner == [*outer[:2], 1, *outer[2:]]
 
 
 def _made_inside(outer: dict, first: tuple | None, inner: dict) -> bool:

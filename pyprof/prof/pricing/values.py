@@ -240,8 +240,9 @@ def short(dtype: str | None) -> str:
 def reduces_to(x: tuple, out: tuple) -> bool:
     """Whether a reduction of a tensor of shape `x` can give one of shape `out`: dims dropped
     (out is x without some), or kept as 1 (`keepdim`, sum_to_size: out right-aligned with x,
-    each dim x's or 1); not x itself."""
-    if out == x or len(out) > len(x):
+    each dim x's or 1), to fewer elements: not x itself, nor x with its 1s dropped (a 1-D
+    convolution's dY [8, 256, 1, 200] reduces to its bias [256], not to its input [8, 256, 200])."""
+    if len(out) > len(x) or prod(out) >= prod(x):
         return False
     it = iter(x)
     if all(any(d == e for e in it) for d in out):
