@@ -909,3 +909,23 @@ def test_h200_1d_depthwise_convolution_and_bias_gradients_from_ranges_against_nc
     assert len(sums) == 9 and all(b == (8 * 256 * 200 + 256) * 2 and 0.88 <= r <= 0.93 for b, r in sums)
     assert [rec["kShortName"] for rec, f, _, _ in rows if f.flops is None or not f.bytes] == \
         ["nll_loss2d_forward_size_average_kernel"]
+
+
+@pytest.mark.parametrize("mode", ["plain", "nsyspt"])
+def test_h200_ranges_name_no_stale_producer_max_pool1d_and_bias_sums(mode):
+    """Without markers (ktv_h200_*), an output's shape comes from the first range naming its op as
+    a producer; PyTorch names producers by tensor address, so a range after the op's outermost
+    op ended naming an inner op reads a later tensor at a reused address. audio1d's max_pool1d
+    runs max_pool2d_with_indices on its input viewed [16, 64, 1, 3981], whose output only views
+    read before max_pool1d's return names it; a zero fill in the backward named it later with
+    the input's shape, which gave the kernel 2.67x ncu's bytes. Now the output is max_pool1d's, as
+    conv1d reads it, viewed as 2-D: the four forwards at 0.99-1.00 of ncu's bytes (their FLOPs,
+    one comparison a window tap, na: no range holds the window). unet3d's bias gradients (sums
+    of dY inside ConvolutionBackward0) each at 0.94-1.00 of ncu's bytes, reduced to the bias: the
+    sum of the 1-channel first layer's has the input's shape too and stays na."""
+    pools = [(f.flops, f.bytes / moved) for rec, f, moved, _ in measured("audio1d", mode, "ktv_h200")
+             if rec["kShortName"] == "max_pool_forward_nchw"]
+    assert len(pools) == 4 and all(fl is None and 0.99 <= r <= 1.0 for fl, r in pools)
+    sums = [f.bytes and f.bytes / moved for rec, f, moved, _ in measured("unet3d", mode, "ktv_h200")
+            if rec["kShortName"] == "reduce_kernel" and rec["dir"] == "bprop" and rec["op"] == "convolution"]
+    assert len(sums) == 13 and sums[-1] is None and all(0.94 <= r <= 1.0 for r in sums[:-1])

@@ -218,7 +218,8 @@ class AtenCall:
                     or not _same_input((r.get("sizes") or [None])[0], self.sizes[0])):
                 break
             within = r
-            got = self._flow.shape_of(self._pid, r.get("opId"))
+            got = self._flow.shape_of(self._pid, r.get("opId"), within=(self._ranges[0] or {}).get("opId")
+                                      if isinstance(self._ranges[0], dict) else None)
             if got is not None:
                 return got
         if gradient is None:

@@ -254,16 +254,24 @@ class TensorFlow:
             self.asked = True
         return got[1] if got is not None and isinstance(got[1], list) else []
 
-    def shape_of(self, pid: Any, op: Any, index: int = 0) -> tuple | None:
+    def shape_of(self, pid: Any, op: Any, index: int = 0, within: Any = None) -> tuple | None:
         """Output `index` of op `op` (an opId) as its first consumer among the records read ahead
         gives it (`[]`: a 0-dim tensor, a producer naming a tensor, never a scalar); None when none
-        came within the window (or the records are not read ahead).
+        came within the window (or the records are not read ahead). `within`: the opId of the
+        outermost op `op` ran inside, if another: a consumer's range is then one inside that op
+        too. PyTorch names a tensor's producer by the tensor's address, and the outer op's return
+        names it again, so a later range naming the inner op reads another tensor at a reused
+        address (max_pool1d's inner max_pool2d_with_indices, named by a zero fill in the backward).
         Looked for only when a formula asks (few do: an upsample, a reduction over dims), so
         reading ahead costs the other records nothing but their place in the window."""
         for _, rec in self._window:
             if not isinstance(rec, dict) or _process(rec) != pid:
                 continue
-            for r in chain(_listed(rec.get("torchOps")), _listed(rec.get("consumers"))):
+            ranges = _listed(rec.get("torchOps"))
+            if within is not None and within != op and not any(
+                    type(r) is dict and r.get("opId") == within for r in ranges):
+                ranges = []
+            for r in chain(ranges, _listed(rec.get("consumers"))):
                 ids, sizes = (r.get("inputOpIds"), r.get("sizes")) if type(r) is dict else (None, None)
                 if not isinstance(ids, list) or not isinstance(sizes, list):
                     continue

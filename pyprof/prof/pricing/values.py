@@ -237,6 +237,15 @@ def short(dtype: str | None) -> str:
     return SHORT.get(dtype, dtype)
 
 
+def as_2d(out: tuple | None, x: tuple | None) -> tuple | None:
+    """An output shape `out` of a 1-D convolution or pooling as the 2-D op PyTorch runs it as
+    sees it: its input `x` is the 1-D one viewed with a 1 at dim 2 (aten::_convolution,
+    max_pool1d's max_pool2d_with_indices), its output one dim short of it; else `out` as is."""
+    if out and x and len(out) == len(x) - 1 >= 2 and x[2] == 1:
+        return (*out[:2], 1, *out[2:])
+    return out
+
+
 def reduces_to(x: tuple, out: tuple) -> bool:
     """Whether a reduction of a tensor of shape `x` can give one of shape `out`: dims dropped
     (out is x without some), or kept as 1 (`keepdim`, sum_to_size: out right-aligned with x,

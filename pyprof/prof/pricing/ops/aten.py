@@ -18,7 +18,7 @@ from typing import Any
 from ..multitensor import launch, launch_elements
 from ..reduce_launch import launch_outputs
 from ..registry import ATTN, CAUSAL_UNKNOWN, SIMT, Cost, deferring, dims, fmt_params, register_aten
-from ..values import FLOATING, ITEMSIZE, Tensor, broadcast, reduces_to
+from ..values import FLOATING, ITEMSIZE, Tensor, as_2d, broadcast, reduces_to
 from .attention import sdpa_cost
 from .batch_norm import batch_norm_kernels
 from .elementwise import FLOPS_PER_ELEMENT, nonzero_cost, pointwise_cost, reduce_cost
@@ -331,10 +331,11 @@ def max_pool_backward(a: A) -> Cost | None:
 @register_aten("aten::max_pool2d_with_indices", "aten::max_pool3d_with_indices", "aten::avg_pool2d", "aten::avg_pool3d")
 def pool_forward(a: A) -> Cost | None:
     """(input, kernel_size, stride, ...): nn.pool_cost's bytes, the input read and the output, from
-    a consumer's range, written (max: its int64 indices too); its FLOPs, one comparison or add a
-    window tap, na: the window is not in the range."""
+    a consumer's range (of max_pool1d's output where it runs as 2-D: values.as_2d), written (max:
+    its int64 indices too); its FLOPs, one comparison or add a window tap, na: the window is not
+    in the range."""
     x = a.tensor(0)
-    out = a.output_shape() if x is not None else None
+    out = as_2d(a.output_shape(copied=True), x.shape) if x is not None else None
     if x is None or out is None or len(out) != len(x.shape):
         return None
     kind = "max" if "max_pool" in a.name else "avg"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from math import prod
 
 from ..registry import CONV, Call, Cost, dims, fmt_params, names, register, register_aten
-from ..values import ITEMSIZE, ntuple, promote
+from ..values import ITEMSIZE, as_2d, ntuple, promote
 
 _SPATIAL_NAMES = {1: ("W",), 2: ("H", "W"), 3: ("D", "H", "W")}
 _OUT_NAMES = {1: ("Q",), 2: ("P", "Q"), 3: ("O", "P", "Q")}
@@ -120,9 +120,8 @@ def convolution_forward(a) -> Cost | None:
     range) from a consumer's range (tensor_flow.py; the wrappers around it return its output,
     whatever copy of the input they made for it), FLOPs by shape_flops; input, weight, bias read
     and the output written."""
-    x, w, out = a.shape(0), a.shape(1), a.output_shape(copied=True)
-    if out and x and len(out) == len(x) - 1 and x[2] == 1:
-        out = (*out[:2], 1, *out[2:])  # a 1-D convolution run as 2-D: its output viewed back to 1-D
+    x, w = a.shape(0), a.shape(1)
+    out = as_2d(a.output_shape(copied=True), x)
     flops = shape_flops(out, x, w)
     if flops is None:
         return None
