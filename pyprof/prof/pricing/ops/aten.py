@@ -480,13 +480,21 @@ def masked_softmax(a: A) -> Cost | None:
 @register_aten("aten::nll_loss_forward", "aten::nll_loss2d_forward")
 def nll_loss(a: A) -> Cost | None:
     """One log-probability gathered per target: those and the int64 targets read, the loss
-    written (one element when the kernel is a `reduce` one, else one per target)."""
+    written (one element when the kernel is a `reduce` one, else one per target). Reduced, the 2-D
+    op sums in one kernel (n - 1 adds; the sum and the total weight written) and a mean divides
+    in another (1: both read, the loss written), named stages as nn.cross_entropy's (its zero
+    fills have ranges of their own)."""
     x, target = a.tensor(0), a.tensor(1, "int64")
     if x is None or target is None or x.itemsize is None:
         return None
-    n = target.numel
+    n, size = target.numel, x.itemsize
     out = n if "no_reduce" in a.kernel else 1
-    return Cost(n, target.nbytes + (n + out) * x.itemsize, fmt_params(a.dtype, shape=dims(x.shape)), a.dtype, SIMT)
+    stages = None
+    if a.name == "aten::nll_loss2d_forward" and out == 1:
+        stages = (("nll_loss2d_forward_kernel", n - 1, (n + 2) * size + target.nbytes),
+                  ("nll_loss2d_forward_size_average_kernel", 1, 3 * size))
+    return Cost(n, target.nbytes + (n + out) * size, fmt_params(a.dtype, shape=dims(x.shape)), a.dtype, SIMT,
+                stages=stages)
 
 
 @register_aten("aten::nll_loss_backward", "aten::nll_loss2d_backward")
