@@ -62,6 +62,8 @@ PACKED = ("gru_packed", "rnn_packed")
 AUTOCAST_PACKED = ("lstm2_packed", "gru_packed_bf16")
 # 1-D and 3-D convnets: a raw-audio M5, a QuartzNet-style depthwise TCN, R3D-18, a 3-D U-Net.
 VOLUMES = ("audio1d", "tcn1d", "r3d_18", "unet3d")
+# And a wav2vec-style 1-D encoder and a 3-D classifier with the other volumetric layers.
+VOLUMES_B = ("speech1d", "volume3d")
 SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU, SHIPPED_MODES),
                 ("kt_h200", ("transformer",), (("kt_h200_ncu.csv.xz", ("transformer",)),), SHIPPED_MODES),
                 ("kt_h200s", ("squeezenet1_1", "mha_weights"), (("kt_h200s_ncu.csv.xz", ("squeezenet1_1", "mha_weights")),),
@@ -76,7 +78,8 @@ SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU, SHIPPED_MODES),
                 ("ktq_h200", ("gru3_packed",), (("ktq_h200_ncu.csv.xz", ("gru3_packed",)),), ("default", "plain", "nsyspt")),
                 # Under bfloat16 autocast (ncu stopped inside gru_packed_bf16: lstm2_packed whole)
                 ("ktr_h200", AUTOCAST_PACKED, (("ktr_h200_ncu.csv.xz", AUTOCAST_PACKED),), ("default", "plain")),
-                ("ktv_h200", VOLUMES, (("ktv_h200_ncu.csv.xz", VOLUMES),), ("default", "plain", "nsyspt")))
+                ("ktv_h200", VOLUMES, (("ktv_h200_ncu.csv.xz", VOLUMES),), ("default", "plain", "nsyspt")),
+                ("ktw_h200", VOLUMES_B, (("ktw_h200_ncu.csv.xz", VOLUMES_B),), ("default", "plain", "nsyspt")))
 
 
 def _unpacked(path: str, tmp: str) -> str:

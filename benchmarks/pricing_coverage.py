@@ -478,6 +478,53 @@ def _unet3d(device):
     return Net(), (x, torch.randint(0, 3, (2, 32, 64, 64), device=device)), _ce
 
 
+def _speech1d(device):
+    """A wav2vec-style feature encoder: strided Conv1d stack with GroupNorm (one group a channel)
+    and GELU, average pooling, a linearly interpolated skip, a transpose to LayerNorm and a Linear
+    head, frame labels."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c0, self.n0 = nn.Conv1d(1, 64, 10, stride=5, bias=False), nn.GroupNorm(64, 64)
+            self.c1, self.c2 = nn.Conv1d(64, 128, 3, stride=2, bias=False), nn.Conv1d(128, 128, 3, padding=1)
+            self.pool, self.norm, self.head = nn.AvgPool1d(2), nn.LayerNorm(128), nn.Linear(128, 32)
+
+        def forward(self, x):
+            h = F.gelu(self.n0(self.c0(x)))
+            h = F.gelu(self.c1(h))
+            h = h + F.interpolate(self.pool(F.gelu(self.c2(h))), size=h.shape[-1], mode="linear")
+            return self.head(self.norm(h.transpose(1, 2))).transpose(1, 2)
+    x = torch.randn(8, 1, 16000, device=device)
+    return Net(), (x, torch.randint(0, 32, (8, 1599), device=device)), _ce
+
+
+def _volume3d(device):
+    """A 3-D classifier with the other volumetric layers: BatchNorm3d, AvgPool3d, GroupNorm over
+    5-D maps, a trilinear upsample and adaptive average pooling."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.b1 = nn.Conv3d(2, 32, 3, padding=1), nn.BatchNorm3d(32)
+            self.c2, self.g2 = nn.Conv3d(32, 64, 3, stride=2, padding=1), nn.GroupNorm(8, 64)
+            self.c3, self.head = nn.Conv3d(64, 32, 1), nn.Linear(32, 5)
+
+        def forward(self, x):
+            h = F.avg_pool3d(F.relu(self.b1(self.c1(x))), 2)
+            h = F.silu(self.g2(self.c2(h)))
+            h = F.interpolate(self.c3(h), scale_factor=2, mode="trilinear", align_corners=False)
+            return self.head(F.adaptive_avg_pool3d(h, 1).flatten(1))
+    x = torch.randn(4, 2, 32, 64, 64, device=device)
+    return Net(), (x, torch.randint(0, 5, (4,), device=device)), _ce
+
+
 CASES: Dict[str, Case] = {
     "resnet50": Case(_tv("resnet50"), "bf16", "sgd", channels_last=True),
     "resnext50_32x4d": Case(_tv("resnext50_32x4d"), "fp16", "sgd-loop", channels_last=True),
@@ -516,6 +563,8 @@ CASES: Dict[str, Case] = {
     "tcn1d": Case(_tcn1d, "bf16", "adamw-fused"),
     "r3d_18": Case(_video3d, "fp16", "sgd"),
     "unet3d": Case(_unet3d, "tf32", "adam-foreach"),
+    "speech1d": Case(_speech1d, "bf16", "adamw-fused"),
+    "volume3d": Case(_volume3d, "bf16", "adamw-foreach"),
     # Small ones for the test fixtures (tests/data/): an LSTM stack and a Transformer encoder
     # layer, training and on the eval fast path.
     "fixture_lstm": Case(_rnn("lstm", scale=4), "fp32", "sgd"),

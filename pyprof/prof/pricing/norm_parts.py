@@ -1,11 +1,14 @@
-"""The helper kernels of a layer norm's call: PyTorch's CUDA layer norm (layer_norm_kernel.cu)
-reads rows in place, so the call first makes a strided input contiguous (`X.expect_contiguous()`:
-a copy in one dtype, read and written), and its backward does the same to the saved input and to
-the output gradient, which arrives strided where the output was transposed or expanded after the
-norm (MultiheadAttention's batch-first transpose, a sum's gradient). Whether the input is strided
-is in its marker (its `strides`); the gradient's is not, so its copy is offered always and costs
-nothing where no kernel takes it (parts.CallParts). RMS norm is left out: that its CUDA path
-copies alike is not checked against a capture.
+"""The contiguous copies of the ops whose CUDA kernels read their input in place, rows in order: a
+strided input is copied first (`input.contiguous()`, a copy in one dtype, read and written).
+PyTorch's layer norm (layer_norm_kernel.cu: `X.expect_contiguous()`), whose backward does the
+same to the saved input and to the output gradient, which arrives strided where the output was
+transposed or expanded after the norm (MultiheadAttention's batch-first transpose, a sum's
+gradient); softmax and log_softmax (SoftMax.cu's host_softmax: `input_.contiguous()`), and so
+cross_entropy, whose log_softmax reads a transposed [N, C, L] logits tensor so (a speech model's
+frame labels: the copy, then cunn_SpatialSoftMaxForward; its stages shifted by one before). Whether
+the input is strided is in its marker (its `strides`); the gradient's is not, so its copy is
+offered always and costs nothing where no kernel takes it (parts.CallParts). RMS norm is left
+out: that its CUDA path copies alike is not checked against a capture.
 
 The parts are put together with the other kinds' in parts.forward_parts and parts.backward_parts.
 """
@@ -15,14 +18,20 @@ from .part import CONTIGUOUS, Part
 from .registry import Call, Cost
 from .values import ITEMSIZE
 
-_LAYER_NORMS = frozenset((("torch.nn.functional", "layer_norm"), ("torch", "layer_norm")))
+# (module, op) -> whether its backward copies the input and the output gradient too.
+_READ_IN_PLACE = {("torch.nn.functional", "layer_norm"): True, ("torch", "layer_norm"): True,
+                  **{(mod, op): False for mod in ("torch.nn.functional", "torch", "Tensor")
+                     for op in ("softmax", "log_softmax")},
+                  ("torch.nn.functional", "cross_entropy"): False}
 
 
-def layer_norm_copies(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
-    """A layer norm's contiguous copies, in the dtype the norm runs in (autocast runs it in
-    float32: a 16-bit input is cast up first, keeping its strides): forward, the input's when its
-    marker gives strides; backward, that one again and the output gradient's (the input's shape)."""
-    if cost is None or (marker.get("mod"), marker.get("op")) not in _LAYER_NORMS:
+def contiguous_copies(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
+    """The contiguous copies of an op that reads its input in place (_READ_IN_PLACE), in the dtype
+    it runs in (autocast runs these in float32: a 16-bit input is cast up first, keeping its
+    strides): forward, the input's when its marker gives strides; backward (a layer norm's), that
+    one again and the output gradient's (the input's shape)."""
+    key = (marker.get("mod"), marker.get("op"))
+    if cost is None or key not in _READ_IN_PLACE or bprop and not _READ_IN_PLACE[key]:
         return []
     c = Call(marker)
     x = c.tensor(0, "input")

@@ -46,7 +46,7 @@ from .index_parts import index_grads
 from .gemm_parts import (BETA, BETA_KERNEL, BROADCAST, CUTLASS_SPLIT_K, EPILOGUE, EPILOGUE_KERNEL, SPLIT_K,
                          SPLIT_K_KERNEL, output_parts, strided_operands)
 from .multitensor import Lists, is_launch
-from .norm_parts import layer_norm_copies
+from .norm_parts import contiguous_copies
 from .op_ranges import template_dtype
 from .ops.memory import REVIEWED
 from .part import ADD, CONTIGUOUS, COPY, FILL, SUM, Part, launch_count
@@ -149,10 +149,10 @@ def forward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     apart, one add per output element; the op's own formula counts none for its bias, as
     FlopCounterMode does, so that matrix FLOPs stay its count), cuDNN's layout conversions, its
     scaling of a convolution's output and its channel padding, a strided convolution input made
-    contiguous, a layer norm's strided input made contiguous, a cat's inputs copied one at a time."""
+    contiguous, a layer norm's or softmax's strided input made contiguous, a cat's inputs copied one at a time."""
     return (_inputs(marker, cost) + output_parts(cost) + strided_operands(marker, cost) + marker_layouts(marker, cost, False)
             + scaled_outputs(marker, cost, False) + channel_pads(marker, cost, False) + strided_input(marker, cost)
-            + layer_norm_copies(marker, cost, False) + cudnn_dropout(marker, cost) + cat_copies(marker, cost))
+            + contiguous_copies(marker, cost, False) + cudnn_dropout(marker, cost) + cat_copies(marker, cost))
 
 
 def _inputs(marker: dict, cost: Cost | None) -> list[Part]:
@@ -220,7 +220,7 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     grads = _gradients(marker, cost)
     if cost is None or cost.kind not in MMA_KINDS:
         return grads + _casts_back(marker, cost) + _view_grad_copy(marker) + index_grads(marker) \
-            + layer_norm_copies(marker, cost, True) + time_major_copies(marker, cost, True)
+            + contiguous_copies(marker, cost, True) + time_major_copies(marker, cost, True)
     size = ITEMSIZE.get(cost.dtype)
     if cost.kind == ATTN:
         c = Call(marker)

@@ -354,7 +354,10 @@ def interpolate(c: Call) -> Cost | None:
 
 
 def interpolate_cost(x: Tensor, out_sp: tuple, mode: str) -> Cost:
-    """`x` (N, C, *spatial) interpolated to spatial size `out_sp` in `mode` (_TAPS, or area)."""
+    """`x` (N, C, *spatial) interpolated to spatial size `out_sp` in `mode` (_TAPS, or area).
+    Its kernels named (Cost.stages): where PyTorch zeroes the output first (linear 1-D on an
+    H200: a FillFunctor of the output's elements before upsample_linear1d_out_frame), that fill
+    (the output written), then the interpolation; backward dY made contiguous, then its kernel."""
     out = x.shape[0] * x.shape[1] * prod(out_sp)
     params = fmt_params(x.dtype, shape=dims(x.shape), out=out_sp, mode=mode)
     if mode == "area":
@@ -362,7 +365,9 @@ def interpolate_cost(x: Tensor, out_sp: tuple, mode: str) -> Cost:
     flops, nbytes = 2 * _TAPS[mode] * out, _io(x, out)
     stages = None if nbytes is None else (("direct_copy_kernel_cuda", 0, 2 * out * x.itemsize),
                                           ("upsample", flops or out, nbytes))
-    return Cost(flops, nbytes, params, x.dtype, SIMT, bwd_flops=flops or out, bwd_bytes=nbytes, bwd_stages=stages)
+    forward = None if nbytes is None else (("FillFunctor", 0, out * x.itemsize), ("upsample", flops, nbytes))
+    return Cost(flops, nbytes, params, x.dtype, SIMT, bwd_flops=flops or out, bwd_bytes=nbytes, stages=forward,
+                bwd_stages=stages)
 
 
 @register("torch.nn.functional.embedding", "torch.embedding")
