@@ -197,29 +197,30 @@ class AtenCall:
         got = self._flow.batch_sizes(self._pid, first[0], steps) if first and first[0] else None
         return got if got is not None or reader is None else self._flow.batch_sizes(self._pid, reader, steps)
 
-    def output_shape(self, gradient: Callable[[tuple], bool] | None = None, copied: bool = False) -> tuple | None:
+    def output_shape(self, gradient: Callable[[tuple], bool] | None = None, copied: bool = False,
+                     prefer: Callable[[tuple], bool] | None = None) -> tuple | None:
         """The shape of the op's output as a consumer's range gives it (tensor_flow.py): of this
         range's op, else of an enclosing one that returns it (the same op name: an overload or
         autocast dispatching again; or the same first input: a wrapper passing it through; with
         `copied`, for an op a wrapper returns the output of, also a wrapper that made that input
         itself: aten::_convolution's contiguous() of a strided input, _made_inside).
         Else, with `gradient` and inside an autograd node, the one shape among the node's forward
-        op's inputs that `gradient` accepts: the output is the gradient of one of them. None when
-        neither tells. (An enclosing range of the same name as the one inside it is that op
+        op's inputs that `gradient` accepts (of several, the one `prefer` accepts): the output is
+        the gradient of one of them. None when neither tells. (An enclosing range of the same name as the one inside it is that op
         dispatched again: autocast's aten::conv2d around the aten::conv2d of the cast input, the
         outer one the op its consumers name.)"""
         if self._flow is None or self._depth >= len(self._ranges):
             return None
         inner = within = self._ranges[self._depth]
         first = producers(inner)[:1]
+        outermost = self._ranges[0].get("opId") if isinstance(self._ranges[0], dict) else None
         for r in reversed(self._ranges[:self._depth + 1]):
             if not isinstance(r, dict) or r is not inner and r.get("name") != within.get("name") and (
                     not first or producers(r)[:1] != first and not (copied and _made_inside(r, first[0], inner))
                     or not _same_input((r.get("sizes") or [None])[0], self.sizes[0])):
                 break
             within = r
-            got = self._flow.shape_of(self._pid, r.get("opId"), within=(self._ranges[0] or {}).get("opId")
-                                      if isinstance(self._ranges[0], dict) else None)
+            got = self._flow.shape_of(self._pid, r.get("opId"), within=outermost)
             if got is not None:
                 return got
         if gradient is None:
@@ -229,6 +230,8 @@ class AtenCall:
             return None
         fits = {tuple(s) for s in self._flow.forward_sizes(self._pid, seq)
                 if isinstance(s, list) and s and all(type(d) is int for d in s) and gradient(tuple(s))}
+        if len(fits) > 1 and prefer is not None:
+            fits = {s for s in fits if prefer(s)}
         return fits.pop() if len(fits) == 1 else None
 
     def redispatched(self) -> list:

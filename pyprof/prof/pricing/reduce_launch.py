@@ -10,9 +10,11 @@ dim of at least 128 is reduced), or along another (block.x splits the outputs, e
 too where each thread would keep at least min(16·block.y, 256) of them, else the outputs; grid.y
 (`ctas_per_output`) splits the inputs across blocks, only after block.y did and with 256 or more
 left per thread. Each reduction of the input's dims (a subset of them: the output's size) is run
-through that computation; where exactly one output size gives the kernel's launch, it is the
-reduction's. Stride facts the trace lacks (which scheme, whether the loads were vectorized) are
-tried both ways, so an output size is told only where no other reading gives the same launch.
+through that computation (launch_fits: the output sizes that give the kernel's launch); where
+exactly one does, it is the reduction's, and of a few shapes the ranges offer (a bias gradient's
+sum: the bias, or an input of the 1 channel the bias is not) it keeps those the launch can write.
+Stride facts the trace lacks (which scheme, whether the loads were vectorized) are tried both
+ways, so a size is ruled out only where no reading gives the launch.
 """
 from __future__ import annotations
 
@@ -68,11 +70,10 @@ def _launch(outputs: int, per_output: int, fastest: bool, vectorized: bool, thre
 
 
 @lru_cache(maxsize=4096)
-def launch_outputs(kernel: str, shape: tuple, grid: tuple, block: tuple) -> int | None:
-    """The number of outputs a `reduce_kernel` launch of `grid` and `block` over a contiguous
-    input of `shape` wrote, where exactly one reduction of the shape's dims gives that launch;
-    else None (another kernel, an input of 2^31 elements or more, which PyTorch splits into
-    several launches, or a launch two output sizes could make)."""
+def launch_fits(kernel: str, shape: tuple, grid: tuple, block: tuple) -> frozenset | None:
+    """Every number of outputs of a reduction of `shape`'s dims that gives this launch (a
+    `reduce_kernel`'s); None where the launch tells nothing (another kernel, an input of 2^31
+    elements or more)."""
     m = _KERNEL.search(kernel)
     n = prod(shape)
     if m is None or len(grid) != 3 or len(block) != 3 or block[2] != 1 or grid[2] != 1 or not 1 < n < 1 << 31:
@@ -86,4 +87,4 @@ def launch_outputs(kernel: str, shape: tuple, grid: tuple, block: tuple) -> int 
             got = _launch(outputs, n // outputs, fastest, vectorized, threads, out_vec, in_vec)
             if got is not None and got[:3] == (block[0], block[1], grid[0]) and (grid[1] == 1 or got[3]):
                 found.add(outputs)
-    return found.pop() if len(found) == 1 else None
+    return frozenset(found)

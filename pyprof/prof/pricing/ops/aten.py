@@ -16,7 +16,7 @@ from math import prod
 from typing import Any
 
 from ..multitensor import launch, launch_elements
-from ..reduce_launch import launch_outputs
+from ..reduce_launch import launch_fits
 from ..registry import ATTN, CAUSAL_UNKNOWN, SIMT, Cost, deferring, dims, fmt_params, register_aten
 from ..values import FLOATING, ITEMSIZE, Tensor, as_2d, broadcast, reduces_to
 from .attention import sdpa_cost
@@ -273,17 +273,19 @@ def _reduce(a: A) -> Cost | None:
     element; or an overload called by one that takes no dims: AtenCall.redispatched), else over
     dims the range does not carry: the output's size from a consumer, or
     inside an autograd node (a bias's gradient) the one input shape of its forward op that the
-    input reduces to (values.reduces_to), or where the kernel's launch tells it
-    (reduce_launch.launch_outputs)."""
+    input reduces to (values.reduces_to; of several, the one the kernel's launch can write), or
+    where the kernel's launch tells it (reduce_launch.launch_fits: one output size)."""
     x = a.tensor(0)
     if x is None:
         return None
     op = _REDUCE[a.name.partition("::")[2]]
     whole = any(len(s) <= 2 for s in [a.sizes] + a.redispatched())
-    out = () if whole else a.output_shape(lambda s: reduces_to(x.shape, s))
+    launched = launch_fits(a.kernel, x.shape, tuple(a.grid), tuple(a.block)) if a.grid and a.block else None
+    out = () if whole else a.output_shape(lambda s: reduces_to(x.shape, s),
+                                          prefer=None if launched is None else lambda s: prod(s) in launched)
     n_out = None if out is None else prod(out)
-    if n_out is None and a.grid and a.block:
-        n_out = launch_outputs(a.kernel, x.shape, tuple(a.grid), tuple(a.block))
+    if n_out is None and launched is not None and len(launched) == 1:
+        n_out = next(iter(launched))
     return reduce_cost(op, x, n_out, None, "all" if whole else "?", not whole)
 
 
