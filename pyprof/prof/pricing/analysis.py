@@ -441,7 +441,13 @@ class Analyzer:
             group = self._chain.one_group(rec, cost, name, lambda: (x, w, sizes[0] if sizes else None), node)
             if group is not None:
                 return group
-            if not self.gradient_slot(rec, name, node):
+            slot = self.gradient_slot(rec, name, node)
+            # The range's helper parts once its first helper made them (range_parts reads that
+            # helper's name): a dgrad engine's conversions before this kernel.
+            held = self._calls.get(("aten parts", rec.get("pid"), rec.get("tid")))
+            if held is not None and held[0] == node:
+                held[1].engine_ran()
+            if not slot:
                 return self.unclaimed()
             segmented = self._chain.segmented(rec, cost, name, ITEMSIZE.get(cost.dtype), weight,
                                               x[0] if is_shape(x) else None) if is_shape(weight) else None
@@ -723,6 +729,7 @@ class Analyzer:
             if group is not None:
                 return group
             slot = self.gradient_slot(rec, name)
+            self._call_parts(rec, cost, bprop).engine_ran()
             if not slot:
                 return self.unclaimed()
             x, w = self._marker_conv(rec, tensors)

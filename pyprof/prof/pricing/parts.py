@@ -296,6 +296,12 @@ class CallParts:
         work = self.lists.work(kernel, launch_count(grid), numels, index)
         return (None, None) if work is None else work
 
+    def engine_ran(self) -> None:
+        """A matrix kernel of the call's convolution backward ran: the next conversion into its
+        kernels' layout is the next engine's first (a dgrad run as a GEMM converts nothing, so
+        the wgrad's input is the call's first conversion)."""
+        self.converted = BACK
+
     def _conversion(self, direction: str, grid: object) -> Part | None:
         """The layout conversion a kernel converting in `direction` (TO_NHWC, TO_NCHW) with
         `grid` does: one back if its direction is not the call's first conversion's, else one into
