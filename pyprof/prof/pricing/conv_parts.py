@@ -159,8 +159,8 @@ def group_slices(x: object, w: object, y: object) -> list:
 
 
 def layout_parts(shapes: list, size: int, role: str) -> list[Part]:
-    """The layout conversions in `role` (FIRST, NEXT, SECOND, BACK) of a convolution's (N, C, spatial...) tensors
-    of `shapes`, each read and written once in `size`-byte elements."""
+    """The layout conversions in `role` (FIRST, NEXT, SECOND, BACK) of a convolution's (N, C,
+    spatial...) tensors of `shapes`, each read and written once in `size`-byte elements."""
     return [Part(role, math.prod(s), 0, 2 * math.prod(s) * size, _layout_grid(tuple(s))) for s in shapes
             if _conv_shape(s)]
 

@@ -206,9 +206,9 @@ class AtenCall:
         itself: aten::_convolution's contiguous() of a strided input, _made_inside).
         Else, with `gradient` and inside an autograd node, the one shape among the node's forward
         op's inputs that `gradient` accepts (of several, the one `prefer` accepts): the output is
-        the gradient of one of them. None when neither tells. (An enclosing range of the same name as the one inside it is that op
-        dispatched again: autocast's aten::conv2d around the aten::conv2d of the cast input, the
-        outer one the op its consumers name.)"""
+        the gradient of one of them. None when neither tells. (An enclosing range of the same
+        name as the one inside it is that op dispatched again: autocast's aten::conv2d around the
+        aten::conv2d of the cast input, the outer one the op its consumers name.)"""
         if self._flow is None or self._depth >= len(self._ranges):
             return None
         inner = within = self._ranges[self._depth]

@@ -85,8 +85,7 @@ _VECTOR_PER_THREAD = 8
 
 # The helper families by their kernels' names, the first match winning (a name can hold two).
 _FAMILIES = ((CONTIGUOUS, _SAME_DTYPE_COPY), (COPY, _COPY_KERNEL), (TO_NHWC, TO_NHWC_KERNEL), (TO_NCHW, TO_NCHW_KERNEL),
-             (FILL, _FILL_KERNEL),
-             (TRANSFORM, TRANSFORM_KERNEL), (SCALE, SCALE_KERNEL), (SPLIT_K, SPLIT_K_KERNEL),
+             (FILL, _FILL_KERNEL), (TRANSFORM, TRANSFORM_KERNEL), (SCALE, SCALE_KERNEL), (SPLIT_K, SPLIT_K_KERNEL),
              (SPLIT_K, CUTLASS_SPLIT_K), (WGRAD_SUM, WGRAD_SUM_KERNEL), (PAD, PAD_KERNEL),
              (DOT_DO_O, DOT_DO_O_KERNEL), (CAST_DQ, CAST_DQ_KERNEL), (REDUCE_HEAD, REDUCE_HEAD_KERNEL), (PHILOX, PHILOX_KERNEL),
              (SUM, _SUM_KERNEL), (ADD, _ADD_KERNEL), (BETA, BETA_KERNEL), (EPILOGUE, EPILOGUE_KERNEL)
@@ -256,7 +255,8 @@ class CallParts:
         self.stages = None if stages is None else list(stages)
         self.in_order = in_order  # Cost.stages_in_order
         # The direction (TO_NHWC, TO_NCHW) of the call's conversions into its kernels' layout (its
-        # first conversion's), and whether its last conversion was one back (BACK) or into (FIRST).
+        # first conversion's), and whether its last conversion was one back (BACK; or an engine
+        # ended: engine_ran) or into (FIRST); None before any.
         self.into: str | None = None
         self.converted: str | None = None
 
