@@ -280,12 +280,15 @@ def _reduce(a: A) -> Cost | None:
         return None
     op = _REDUCE[a.name.partition("::")[2]]
     whole = any(len(s) <= 2 for s in [a.sizes] + a.redispatched())
-    launched = launch_fits(a.kernel, x.shape, tuple(a.grid), tuple(a.block)) if a.grid and a.block else None
+
+    def launched() -> frozenset:  # the output sizes the kernel's launch can write; asked only where needed
+        return (launch_fits(a.kernel, x.shape, tuple(a.grid), tuple(a.block)) if a.grid and a.block else None) \
+            or frozenset()
     out = () if whole else a.output_shape(lambda s: reduces_to(x.shape, s),
-                                          prefer=None if launched is None else lambda s: prod(s) in launched)
+                                          prefer=lambda s: not launched() or prod(s) in launched())
     n_out = None if out is None else prod(out)
-    if n_out is None and launched is not None and len(launched) == 1:
-        n_out = next(iter(launched))
+    if n_out is None and len(launched()) == 1:
+        n_out = next(iter(launched()))
     return reduce_cost(op, x, n_out, None, "all" if whole else "?", not whole)
 
 
