@@ -26,7 +26,7 @@ from pyprof.kernel_names import MMA, SIMT, kernel_dtype
 from . import ops  # noqa: F401  (fills both tables)
 from .registry import Cost, lookup_aten
 from .tensor_flow import ENGINE, TensorFlow, argument_cast, node_range, producers
-from .values import Tensor
+from .values import Tensor, as_2d
 
 # The element types C++ kernels are instantiated with, as the demangled name spells them.
 _CPP_TYPES = re.compile(r"(?:c10::|cutlass::|__nv_)?(BFloat16|Half|half_t|bfloat16_t|bfloat162|bfloat16|Float8_e4m3fn|"
@@ -284,9 +284,9 @@ class AtenCall:
 
 def _same_input(outer: object, inner: object) -> bool:
     """Whether an enclosing range's first input shape `outer` is the inner op's `inner`: the
-    same, or a 1-D convolution's input viewed as 2-D by aten::_convolution (a 1 at dim 2)."""
+    same, or a 1-D convolution's or pooling's input viewed as 2-D (values.as_2d)."""
     return outer == inner or isinstance(outer, list) and isinstance(inner, list) and len(outer) >= 3 \
-        and inner == [*outer[:2], 1, *outer[2:]]
+        and as_2d(tuple(outer), tuple(inner)) == tuple(inner)
 
 
 def _made_inside(outer: dict, first: tuple | None, inner: dict) -> bool:

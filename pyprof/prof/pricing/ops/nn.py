@@ -485,7 +485,8 @@ def _instance_norm_stages(cost: Cost, x: Tensor, w: Tensor | None, b: Tensor | N
     psize = [ITEMSIZE.get(p.dtype) or 4 for p in affine]
     repeats = tuple(("direct_copy_kernel_cuda", 0, 0, (c + planes) * ps) for ps in psize)
     repeated = sum(planes * ps for ps in psize)
-    fwd = repeats + batch_norm_stages(e, planes, size, len(affine), repeated) + cudnn_stages(False, cost.flops, 2 * e * size, 2 * planes * 4 + repeated)
+    fwd = repeats + batch_norm_stages(e, planes, size, len(affine), repeated) \
+        + cudnn_stages(False, cost.flops, 2 * e * size, 2 * planes * 4 + repeated)
     sums = tuple(("reduce_kernel", (x.shape[0] - 1) * c, 0, (planes + c) * ps) for ps in psize)
     fused = (cost.bwd_flops - sum(s[1] for s in sums), 3 * e * size, (3 + len(affine)) * planes * 4)
     bwd = (("batch_norm_backward_kernel", *fused),) + cudnn_stages(True, *fused) + sums
