@@ -444,9 +444,9 @@ class Analyzer:
             slot = self.gradient_slot(rec, name, node)
             # The range's helper parts once its first helper made them (range_parts reads that
             # helper's name): a dgrad engine's conversions before this kernel.
-            held = self._calls.get(("aten parts", rec.get("pid"), rec.get("tid")))
-            if held is not None and held[0] == node:
-                held[1].engine_ran()
+            held = self._held_aten_parts(rec, node)
+            if held is not None:
+                held.engine_ran()
             if not slot:
                 return self.unclaimed()
             segmented = self._chain.segmented(rec, cost, name, ITEMSIZE.get(cost.dtype), weight,
@@ -467,10 +467,9 @@ class Analyzer:
         (a range has no dropout_p: offered to every forward, taken only where it runs), a convolution's layout conversions,
         channel padding (by the kernels read ahead: the one it pads for, the gradient kernels) and weight gradients' sum
         (range_parts)."""
-        key = ("aten parts", rec.get("pid"), rec.get("tid"))
         ident = (r.get("name"), r.get("opId"))
-        state = self._calls.get(key)
-        if state is None or state[0] != ident:
+        held = self._held_aten_parts(rec, ident)
+        if held is None:
             bprop = rec.get("dir") == "bprop"
             if cost.kind == ATTN:
                 sizes = (r.get("sizes") or []) + [None] * 4
@@ -481,8 +480,15 @@ class Analyzer:
                                     lambda: self._upcoming(rec)[0])
             else:
                 parts = [] if bprop else output_parts(cost)
-            state = self._calls[key] = [ident, CallParts(parts)]
-        return state[1]
+            held = CallParts(parts)
+            self._calls[("aten parts", rec.get("pid"), rec.get("tid"))] = [ident, held]
+        return held
+
+    def _held_aten_parts(self, rec: dict, ident: tuple) -> CallParts | None:
+        """The helper parts of the PyTorch range `ident` ((name, opId)) on the record's thread, if
+        its first helper made them (_aten_parts)."""
+        state = self._calls.get(("aten parts", rec.get("pid"), rec.get("tid")))
+        return state[1] if state is not None and state[0] == ident else None
 
     def _stages_of(self, rec: dict, r: dict) -> CallParts | None:
         """The stages left of PyTorch range `r`, taken from its first kernel's cost, while its

@@ -85,8 +85,11 @@ class PackedRuns:
         elif self._packs:  # the readers are called from Python too (torch._VF.lstm): outermost
             ids = outer.get("inputOpIds")
             second = ids[1] if isinstance(ids, list) and len(ids) > 1 else None
-            if isinstance(second, list) and len(second) == 2 and second[1] == 1 and (pid, second[0]) in self._packs:
-                # and the ops inside it (autocast's cast of the data, the _cudnn_rnn it calls)
+            inner = ranges[-1]
+            if isinstance(second, list) and len(second) == 2 and second[1] == 1 and (pid, second[0]) in self._packs \
+                    and not (type(inner) is dict and (pid, inner.get("opId")) in self._packed_by):
+                # and the ops inside it (autocast's cast of the data, the _cudnn_rnn it calls); a
+                # reader's kernels after its first under the same ranges add nothing
                 for r in ranges:
                     if type(r) is dict:
                         self._packed_by[(pid, r.get("opId"))] = (pid, second[0])
