@@ -246,11 +246,14 @@ def test_a_bug_after_records_still_ends_stdout_with_the_incomplete_line(tmp_path
 @pytest.mark.parametrize("how", [["-m", "pyprof.parse"], ["-c", "from pyprof.parse.__main__ import cli; cli()"]])
 def test_ctrl_c_while_the_modules_load_is_one_line(how: list[str], tmp_path: Path) -> None:
     """Ctrl-C in the half second the modules load (`python -m pyprof.parse`, and the console
-    script's import of __main__): a SQLAlchemy that waits stands in for a slow one."""
+    script's import of __main__): a SQLAlchemy that waits stands in for a slow one. It waits in
+    short sleeps: a Ctrl-C that lands after the touch but before one long sleep begins would be
+    seen only when that sleep ends (Python checks for signals between calls, not before a sleep)."""
     fake = tmp_path / "slow" / "sqlalchemy"
     fake.mkdir(parents=True)
     loading = tmp_path / "loading"
-    (fake / "__init__.py").write_text(f"import pathlib, time\npathlib.Path({str(loading)!r}).touch()\ntime.sleep(60)\n")
+    (fake / "__init__.py").write_text(f"import pathlib, time\npathlib.Path({str(loading)!r}).touch()\n"
+                                      "for _ in range(1200):\n    time.sleep(0.05)\n")
     env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'slow'}{os.pathsep}{ROOT}"}
     proc = subprocess.Popen([sys.executable, *how, "x.sqlite"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
