@@ -418,8 +418,8 @@ def test_broadcast_add_backward_sum_knows_its_operand():
     emit_nvtx): AddBackward0's sum of dY down to the broadcast operand runs in the engine's range,
     outside the node's, whose range says nothing of the operand; the record's fwd.seq names the
     forward add, whose inputs' shapes tell the one dY reduces to: dY read, the [8, C] sum written
-    (within 0.89 of ncu's bytes; they were na)."""
-    want = [(8 * c * hw, (8 * c * hw + 8 * c) * 2)
+    (within 0.89 of ncu's bytes; they were na), 8·C·(HW - 1) adds."""
+    want = [(8 * c * (hw - 1), (8 * c * hw + 8 * c) * 2)
             for c, hw in ((64, 1024), (128, 256), (128, 64), (128, 256), (64, 1024))]
     for mode in ("plain", "nsyspt"):
         got = [(f.flops, f.bytes, moved) for r, f, moved, _ in measured("unet", mode)

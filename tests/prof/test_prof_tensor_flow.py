@@ -166,11 +166,12 @@ def test_a_convolution_forward_and_its_layout_conversions_from_the_consumer_shap
 def test_bias_gradients_reduce_to_the_one_forward_input_they_fit(plain):
     """The bias gradient of a convolution (inside ConvolutionBackward0) and of a linear layer
     (AddmmBackward0's sum runs under the engine's range alone): their output is the one input
-    shape of the node's forward op the summed gradient reduces to, the bias."""
+    shape of the node's forward op the summed gradient reduces to, the bias; an add for each
+    element summed beyond the bias's."""
     conv = _kernels(plain, "unet", "aten::sum", "reduce", [[8, 3, 32, 32], [], [], []])
     linear = _kernels(plain, "unet", "aten::sum", "reduce", [[8, 64], [], [], []])[:2]
-    assert _work(conv) == [(8 * 3 * 32 * 32, (8 * 3 * 32 * 32 + 3) * 2)]
-    assert _work(linear) == [(512, (512 + 64) * 2)] * 2
+    assert _work(conv) == [(8 * 3 * 32 * 32 - 3, (8 * 3 * 32 * 32 + 3) * 2)]
+    assert _work(linear) == [(512 - 64, (512 + 64) * 2)] * 2
 
 
 def test_a_mean_over_dims_takes_its_output_from_its_consumer(plain):

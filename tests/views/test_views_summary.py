@@ -144,10 +144,10 @@ def test_partial_sums_are_marked_as_lower_bounds(tmp_path):
     # the backward, the [128,256] operand's gradient summed over the batch of 4 (3·32,768 adds)
     assert add.split()[15] == "753.66k"  # after Time, %Time, Count and five duration statistics
     # The same trace with the adds renamed atan2 (no backward formula): its backward kernels are
-    # priced from their PyTorch ranges instead, the aten::sum 131,072 FLOPs (4·128·256 in); with
-    # the forward op's seq taken from its records, the summed dims are in no range (the forward
-    # add's sizes are what tell them) and, without its launch's grid, neither is the output's
-    # size (pricing/reduce_launch.py): unknown bytes, so the byte sum is a lower bound
+    # priced from their PyTorch ranges instead; with the forward op's seq taken from its records,
+    # the summed dims are in no range (the forward add's sizes are what tell them) and, without
+    # its launch's grid, neither is the output's size (pricing/reduce_launch.py): the aten::sum's
+    # adds and bytes unknown, so both sums are lower bounds (the forward's 655,360 FLOPs)
     recs = [_renamed(r, "__add__", "atan2") for r in trace_records("gpt")]
     for r in recs:
         if ((r.get("fwd") or {}).get("marker") or {}).get("op") == "atan2":
@@ -155,7 +155,7 @@ def test_partial_sums_are_marked_as_lower_bounds(tmp_path):
             r["grid"] = None
     rc, out, _ = prof("--summary", write_dict(tmp_path, "atan2", recs))
     atan2 = next(line for line in out.splitlines() if line.startswith("atan2")).split()
-    assert atan2[15] == "786.43k" and atan2[18].endswith("+")
+    assert atan2[15] == "655.36k+" and atan2[18].endswith("+")
 
 
 def test_json_output(tmp_path):

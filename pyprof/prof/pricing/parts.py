@@ -52,7 +52,7 @@ from .ops.memory import REVIEWED
 from .part import ADD, CONTIGUOUS, COPY, FILL, SUM, Part, launch_count
 from .registry import ATTN, MATRIX_KINDS, MMA_KINDS, Call, Cost
 from .rnn_parts import dropout_states, final_state_grads, flat_weights, time_major_copies
-from .values import FLOATING, ITEMSIZE, Tensor
+from .values import FLOATING, ITEMSIZE, Tensor, reduce_adds
 
 # A multi-tensor launch (multitensor.py).
 LAUNCH = "launch"
@@ -210,7 +210,7 @@ def stage_work(staged: CallParts, kernel: str | None) -> tuple | None:
 def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     """The helper kernels of the op's backward: a gradient's zero fill and accumulation (_gradients), the bias
     gradient (the output gradient summed: it read and the bias written, in the dtype the op ran
-    in; E - O adds for E output elements into O bias elements), cuDNN's scaling of the gradients
+    in; values.reduce_adds of its E output elements into O bias elements), cuDNN's scaling of the gradients
     (conv_parts.scaled_outputs), a convolution's output gradient or a view's made contiguous
     (conv_parts.contiguous_grad, _view_grad_copy), each cast's gradient cast back (ToCopyBackward) and cuDNN's channel padding
     (channel_pads), a convolution's filter transformed again (conv_parts.filter_transform), a
@@ -226,7 +226,8 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
         return flash_helpers(c.tensor(0, "query"), c.tensor(1, "key"), c.tensor(2, "value"), size) + \
             efficient_helpers(c.tensor(0, "query"), c.tensor(2, "value"), size) + \
             math_attention(marker, cost, True) + grads + _casts_back(marker, cost)
-    bias = [Part(SUM, cost.out_elems, cost.out_elems - cost.bias_elems, (cost.out_elems + cost.bias_elems) * size)
+    bias = [Part(SUM, cost.out_elems, reduce_adds(cost.out_elems, cost.bias_elems),
+                 (cost.out_elems + cost.bias_elems) * size)
             ] if cost.bias_elems and cost.out_elems and size else []
     return bias + grads + scaled_outputs(marker, cost, True) + marker_wgrad_sum(marker, cost) \
         + contiguous_grad(cost, size) + _casts_back(marker, cost) + channel_pads(marker, cost, True)

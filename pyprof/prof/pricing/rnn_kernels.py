@@ -81,7 +81,7 @@ from .op_ranges import written_dtype
 from .part import launch_count
 from .parts import family
 from .registry import Cost
-from .values import ITEMSIZE
+from .values import ITEMSIZE, reduce_adds
 
 # cuDNN's RNN kernels: per time step, layer and direction a recurrent GEMM and a cell kernel
 # (forward `elemWiseRNNcell` or `<MODE>_elementWise_fp`, backward `<MODE>_elementWise_bp1`).
@@ -680,7 +680,7 @@ def _bias_grad(shape, size: int) -> tuple | None:
     if not shape.bias:
         return None
     gh = shape.gates * shape.hidden
-    return (shape.rows - 1) * gh, (shape.rows * gh + 2 * gh) * size
+    return reduce_adds(shape.rows * gh, gh), (shape.rows * gh + 2 * gh) * size
 
 
 def _gru_bias_grad(shape, size: int) -> tuple | None:
@@ -693,4 +693,4 @@ def _gru_bias_grad(shape, size: int) -> tuple | None:
     if not shape.bias:
         return None
     gh = shape.gates * shape.hidden
-    return 2 * (shape.rows - 1) * gh, (2 * shape.rows * gh + 2 * gh) * size
+    return 2 * reduce_adds(shape.rows * gh, gh), (2 * shape.rows * gh + 2 * gh) * size

@@ -18,7 +18,7 @@ from typing import Any
 from ..multitensor import launch, launch_elements
 from ..reduce_launch import launch_fits
 from ..registry import ATTN, CAUSAL_UNKNOWN, SIMT, Cost, deferring, dims, fmt_params, register_aten
-from ..values import FLOATING, ITEMSIZE, Tensor, as_2d, broadcast, reduces_to
+from ..values import FLOATING, ITEMSIZE, Tensor, as_2d, broadcast, reduce_adds, reduces_to
 from .attention import sdpa_cost
 from .batch_norm import batch_norm_kernels
 from .elementwise import FLOPS_PER_ELEMENT, nonzero_cost, pointwise_cost, reduce_cost
@@ -496,7 +496,7 @@ def nll_loss(a: A) -> Cost | None:
     out = n if "no_reduce" in a.kernel else 1
     stages = None
     if a.name == "aten::nll_loss2d_forward" and out == 1:
-        stages = (("nll_loss2d_forward_kernel", n - 1, (n + 2) * size + target.nbytes),
+        stages = (("nll_loss2d_forward_kernel", reduce_adds(n, 1), (n + 2) * size + target.nbytes),
                   ("nll_loss2d_forward_size_average_kernel", 1, 3 * size))
     return Cost(n, target.nbytes + (n + out) * size, fmt_params(a.dtype, shape=dims(x.shape)), a.dtype, SIMT,
                 stages=stages)

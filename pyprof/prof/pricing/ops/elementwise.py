@@ -344,7 +344,10 @@ def dropout(c: Call) -> Cost | None:
 
 REDUCTIONS = ["sum", "mean", "nansum", "nanmean", "prod", "amax", "amin", "max", "min", "std", "var",
               "norm", "logsumexp", "argmax", "argmin", "all", "any", "count_nonzero"]
-_REDUCE_FLOPS = {"std": 3, "var": 3, "norm": 2, "logsumexp": 3}
+# FLOPs per input element of the reductions whose element-wise work dominates their combining
+# (count_nonzero: its compares, as nonzero's count, nonzero_cost); a mean's E - O adds and O
+# divides are one an input element whatever O.
+_REDUCE_FLOPS = {"std": 3, "var": 3, "norm": 2, "logsumexp": 3, "count_nonzero": 1, "mean": 1, "nanmean": 1}
 _REDUCE_INT_OUT = {"argmax": "int64", "argmin": "int64", "count_nonzero": "int64", "all": "bool", "any": "bool"}
 # Backward: dY expanded to the input's shape: (FLOPs per input element, FLOPs per output element,
 # what it reads besides dY: "x" the input, "y" the result, "idx" the int64 indices of max/min
@@ -387,6 +390,16 @@ def _reduce_backward(op: str, x: Tensor, out_n: int, out_size: int, indices: boo
     return per_in * x.numel + per_out * out_n, nbytes
 
 
+def reduction_flops(op: str, n_in: int, n_out: int | None) -> int | None:
+    """FLOPs of reduction `op` of n_in elements into n_out results (None: not known): the binary
+    combines of values.reduce_adds (adds, maxima, ...: as a bias gradient's, a loss's closing sum's
+    and a broadcast gradient's sum count theirs); mean, std, var, norm, logsumexp and
+    count_nonzero per element (_REDUCE_FLOPS)."""
+    if op in _REDUCE_FLOPS:
+        return n_in * _REDUCE_FLOPS[op]
+    return None if n_out is None else reduce_adds(n_in, n_out)
+
+
 def reduce_cost(op: str, x: Tensor, out_n: int | None, out_dtype: str | None, dim: str, by_dim: bool,
                 p=None) -> Cost:
     """Reduction `op` of `x` to `out_n` elements (None: not known, bytes na) of `out_dtype` (None:
@@ -399,13 +412,13 @@ def reduce_cost(op: str, x: Tensor, out_n: int | None, out_dtype: str | None, di
     if x.nbytes is not None and out_size is not None and out_n is not None:
         nbytes = x.nbytes + out_n * out_size + extra
         bwd = _reduce_backward(op, x, out_n, out_size, bool(extra), p)
-    return Cost(x.numel * _REDUCE_FLOPS.get(op, 1), nbytes, fmt_params(x.dtype, shape=dims(x.shape), dim=dim),
+    return Cost(reduction_flops(op, x.numel, out_n), nbytes, fmt_params(x.dtype, shape=dims(x.shape), dim=dim),
                 x.dtype, SIMT, bwd_flops=bwd[0], bwd_bytes=bwd[1])
 
 
 def reduce_formula(op: str):
     def formula(c: Call) -> Cost:
-        """1 FLOP per input element (std/var/norm/logsumexp: see _REDUCE_FLOPS); result at reduced size."""
+        """reduction_flops of the input into its result at reduced size."""
         x = c.get(0, "input")
         dim = c.get(1, "dim")
         if op == "norm":

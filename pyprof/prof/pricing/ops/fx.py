@@ -15,7 +15,7 @@ from math import prod
 from typing import Any
 
 from ..registry import Call, Cost, Formula, dims, fmt_params, lookup, register
-from ..values import ITEMSIZE, Tensor
+from ..values import ITEMSIZE, Tensor, reduce_adds
 from .conv import conv_cost
 from .elementwise import pointwise_cost, reduce_cost, reduce_formula
 from .memory import copy_cost, gather_cost, reorder
@@ -351,7 +351,8 @@ def convolution_backward(c: Call) -> Cost | None:
     """(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
     output_padding, groups, output_mask): the data and the weight gradient each cost one forward
     on the same three tensors (docs/prof.md), the weight's reading only the input the forward read
-    (Cost.unread); the bias gradient is a reduction of dY."""
+    (Cost.unread); the bias gradient is dY summed to its channels (dim 1), read and written as a
+    marker's bias gradient part is (parts.backward_parts)."""
     a = c.args
     fwd = backward_forward_conv(c)
     mask = a[10]
@@ -360,9 +361,9 @@ def convolution_backward(c: Call) -> Cost | None:
     if fwd is None or size is None or fwd.elems is None:
         return None
     dy = a[0]
-    bias = dy.numel if mask[2] else 0
-    elems = grads * fwd.elems - (fwd.unread if mask[1] else 0)
-    return replace(fwd, flops=grads * fwd.flops + bias, bytes=elems * size + (dy.nbytes if mask[2] else 0),
+    channels = dy.shape[1] if mask[2] and len(dy.shape) > 1 else 0
+    elems = grads * fwd.elems - (fwd.unread if mask[1] else 0) + (dy.numel + channels if channels else 0)
+    return replace(fwd, flops=grads * fwd.flops + reduce_adds(dy.numel, channels), bytes=elems * size,
                    bias_elems=0)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..registry import SIMT, Call, Cost, Unknowable, dims, fmt_params, register
-from ..values import Tensor
+from ..values import Tensor, reduce_adds
 
 
 def reduced_loss(n: int, per_elem: int, read: int, reduction: str, size: int, own_kernel: bool) -> tuple:
@@ -31,7 +31,7 @@ def reduced_loss(n: int, per_elem: int, read: int, reduction: str, size: int, ow
     element-wise kernel writing the n values, then a reduction kernel reading them (Cost.stages)."""
     if reduction == "none":
         return n * per_elem, read + n * size, None
-    red = n - 1 + (reduction != "sum")
+    red = reduce_adds(n, 1) + (reduction != "sum")
     stages = ((n * per_elem, read + n * size), (red, (n + 1) * size)) if own_kernel else None
     return n * per_elem + red, read + size, stages
 
@@ -79,7 +79,7 @@ def _with_logits_stages(n: int, size: int, reduction: str) -> dict:
     sigmoid(x) (1: read, written), minus t, times dY (read and written, dY one element when
     reduced, else n), and a mean's divide by N (read and written)."""
     two, three = 2 * n * size, 3 * n * size
-    red = n - 1 + (reduction != "sum")
+    red = reduce_adds(n, 1) + (reduction != "sum")
     reduced = reduction != "none"
     fwd = (("log_sigmoid_forward", 4 * n, two), ("FillFunctor", 0, n * size), ("CUDAFunctor_add", n, three),
            ("MulFunctor", n, three), ("CUDAFunctor_add", n, three)) + (

@@ -9,7 +9,7 @@ from math import ceil, prod
 
 from ..cub_sort import num_bits, radix_sort_pairs
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
-from ..values import ITEMSIZE, Tensor, Unknown, broadcast, is_truncated, promote, short
+from ..values import ITEMSIZE, Tensor, Unknown, broadcast, is_truncated, promote, reduce_adds, short
 from .elementwise import nonzero_cost, reduce_cost
 
 
@@ -172,13 +172,13 @@ def repeats_cost(repeats: Tensor, total: int) -> Cost | None:
     """The indices of repeat_interleave with a tensor of n repeats adding up to `total`, as
     PyTorch's CUDA kernels make them: their cumsum (cub's scan: read, written; one add each; its
     tile init is priced by its launch, cub_init.py), the check that none is negative (a
-    comparison, n bools written, then their all(): read), then compute_cuda_kernel writes each
+    comparison, n bools written, then their all(): read, n - 1 ands), then compute_cuda_kernel writes each
     index its count of times (repeats and cumsum read, `total` int64 written)."""
     n, size = repeats.numel, repeats.itemsize
     if size is None:
         return None
     stages = (("DeviceScanKernel", n, 0, 2 * n * size), ("compare_scalar_kernel", n, 0, n * (size + 1)),
-              ("and_kernel_cuda", n, 0, n + 1), ("compute_cuda_kernel", 0, 0, 2 * n * size + total * 8))
+              ("and_kernel_cuda", reduce_adds(n, 1), 0, n + 1), ("compute_cuda_kernel", 0, 0, 2 * n * size + total * 8))
     return Cost(sum(s[1] for s in stages), sum(s[3] for s in stages), fmt_params(repeats.dtype, shape=dims(repeats.shape),
                 out=total), "int64", SIMT, stages=stages)
 

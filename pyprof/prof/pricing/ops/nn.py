@@ -26,7 +26,7 @@ from math import ceil, floor, prod
 from typing import Any
 
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
-from ..values import ITEMSIZE, Tensor, ntuple, promote
+from ..values import ITEMSIZE, Tensor, ntuple, promote, reduce_adds
 from .batch_norm import batch_norm_kernels, batch_norm_stages, cudnn_stages
 from .loss import reduced_loss, reduction_arg
 
@@ -487,7 +487,7 @@ def _instance_norm_stages(cost: Cost, x: Tensor, w: Tensor | None, b: Tensor | N
     repeated = sum(planes * ps for ps in psize)
     fwd = repeats + batch_norm_stages(e, planes, size, len(affine), repeated) \
         + cudnn_stages(False, cost.flops, 2 * e * size, 2 * planes * 4 + repeated)
-    sums = tuple(("reduce_kernel", (x.shape[0] - 1) * c, 0, (planes + c) * ps) for ps in psize)
+    sums = tuple(("reduce_kernel", reduce_adds(planes, c), 0, (planes + c) * ps) for ps in psize)
     fused = (cost.bwd_flops - sum(s[1] for s in sums), 3 * e * size, (3 + len(affine)) * planes * 4)
     bwd = (("batch_norm_backward_kernel", *fused),) + cudnn_stages(True, *fused) + sums
     return replace(cost, stages=fwd, bwd_stages=bwd)

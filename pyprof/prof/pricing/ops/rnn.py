@@ -34,7 +34,7 @@ from math import prod
 from typing import NamedTuple
 
 from ..registry import RNN, SIMT, Call, Cost, dims, fmt_params, register, register_aten
-from ..values import ITEMSIZE, Tensor
+from ..values import ITEMSIZE, Tensor, reduce_adds
 from .packed_sequence import packed_sizes
 
 _GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
@@ -81,7 +81,7 @@ def rnn_cost(mode: str, x_rows: int, in_size: int, hidden: int, proj: int, layer
         # The backward's adds beside its GEMMs and cells: a bias gradient is its gates' gradients
         # summed over the rows (LSTM's and RNN's two biases share one; GRU's hidden n gate, r·dn,
         # has its own), and with two directions the layer's input gradient is their sum.
-        sums += dirs * (x_rows - 1) * g * hidden * (2 if mode == "gru" else 1) if bias else 0
+        sums += dirs * reduce_adds(x_rows * g * hidden, g * hidden) * (2 if mode == "gru" else 1) if bias else 0
         sums += x_rows * i if dirs == 2 else 0
         # With a projection each step's output gradient and recurrent gradient (rows x P) are
         # summed before the projection's backward (cuDNN's LSTM_dgrad_combine_dh_di).
