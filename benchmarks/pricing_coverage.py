@@ -51,7 +51,9 @@ class Case(NamedTuple):
     `loss_fn(output, inputs)` gives the loss; `dtype`: fp32, tf32, fp16 or bf16 (autocast);
     `optim`: sgd, sgd-loop, adam-loop, adam-foreach, adam-fused, adamw-loop, adamw-foreach,
     adamw-fused or none (eval); `micro`: forward and backward passes per optimizer step (gradient
-    accumulation: every pass after the first adds its gradients to the parameters' `.grad`)."""
+    accumulation: every pass after the first adds its gradients to the parameters' `.grad`);
+    `clip`: the gradients' norm clipped to it before the step (clip_grad_norm_, after GradScaler's
+    unscale_), 0: not clipped."""
 
     build: Callable
     dtype: str
@@ -59,6 +61,7 @@ class Case(NamedTuple):
     channels_last: bool = False
     half_weights: bool = False  # the model itself in fp16 (the eval fast path refuses autocast)
     micro: int = 1
+    clip: float = 0.0
 
 
 def _ce(out, inputs):
@@ -525,6 +528,130 @@ def _volume3d(device):
     return Net(), (x, torch.randint(0, 5, (4,), device=device)), _ce
 
 
+def _lm_checkpointed(device):
+    """A GPT-style decoder trained as LMs are: blocks under activation checkpointing (their
+    forward run again in the backward), bias-free LayerNorm, tanh GELU, causal SDPA with
+    attention dropout, the head tied to the embedding, label-smoothed cross-entropy (its Case
+    clips the gradients' norm)."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from torch.utils.checkpoint import checkpoint
+    d, heads, vocab, length = 384, 6, 8192, 256
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(d, bias=False), nn.LayerNorm(d, bias=False)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, n, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(b, n, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=0.1 if self.training else 0.0)
+            x = x + self.proj(a.transpose(1, 2).reshape(b, n, d))
+            return x + self.down(F.gelu(self.up(self.ln2(x)), approximate="tanh"))
+
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.pos = nn.Embedding(vocab, d), nn.Embedding(length, d)
+            self.blocks = nn.ModuleList([Block() for _ in range(3)])
+            self.norm = nn.LayerNorm(d, bias=False)
+            self.head = nn.Linear(d, vocab, bias=False)
+            self.head.weight = self.emb.weight
+
+        def forward(self, tokens):
+            x = self.emb(tokens) + self.pos(torch.arange(tokens.shape[1], device=tokens.device))
+            for blk in self.blocks:
+                x = checkpoint(blk, x, use_reentrant=False)
+            return self.head(self.norm(x))
+    tokens = torch.randint(0, vocab, (4, length), device=device)
+    targets = torch.randint(0, vocab, (4, length), device=device)
+    return LM(), (tokens, targets), \
+        lambda out, inputs: F.cross_entropy(out.float().flatten(0, 1), inputs[-1].flatten(), label_smoothing=0.1)
+
+
+def _superres(device):
+    """ESPCN super-resolution (x3): tanh convolutions, then a sub-pixel convolution's
+    pixel_shuffle; an L1 loss against the high-resolution image."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    scale = 3
+
+    class ESPCN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.c2 = nn.Conv2d(3, 64, 5, padding=2), nn.Conv2d(64, 32, 3, padding=1)
+            self.c3, self.shuffle = nn.Conv2d(32, 3 * scale * scale, 3, padding=1), nn.PixelShuffle(scale)
+
+        def forward(self, x):
+            return torch.sigmoid(self.shuffle(self.c3(torch.tanh(self.c2(torch.tanh(self.c1(x)))))))
+    low = torch.rand(8, 3, 96, 96, device=device)
+    high = torch.rand(8, 3, 96 * scale, 96 * scale, device=device)
+    return ESPCN(), (low, high), lambda out, inputs: F.l1_loss(out.float(), inputs[-1])
+
+
+def _spatial_transformer(device):
+    """A spatial transformer network (Jaderberg et al.): a localisation net regresses an affine
+    transform, affine_grid and grid_sample resample the input, a small convnet with channel
+    dropout classifies it (log_softmax and NLL)."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class STN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.loc = nn.Sequential(nn.Conv2d(1, 8, 7), nn.MaxPool2d(2), nn.ReLU(), nn.Conv2d(8, 10, 5),
+                                     nn.MaxPool2d(2), nn.ReLU())
+            self.theta = nn.Sequential(nn.Linear(10 * 12 * 12, 32), nn.ReLU(), nn.Linear(32, 6))
+            self.c1, self.c2, self.drop = nn.Conv2d(1, 16, 5), nn.Conv2d(16, 32, 5), nn.Dropout2d()
+            self.fc1, self.fc2 = nn.Linear(32 * 13 * 13, 64), nn.Linear(64, 10)
+
+        def forward(self, x):
+            theta = self.theta(self.loc(x).flatten(1)).view(-1, 2, 3)
+            x = F.grid_sample(x, F.affine_grid(theta, list(x.size()), align_corners=False), align_corners=False)
+            x = F.relu(F.max_pool2d(self.c1(x), 2))
+            x = F.relu(F.max_pool2d(self.drop(self.c2(x)), 2))
+            x = F.dropout(F.relu(self.fc1(x.flatten(1))), training=self.training)
+            return F.log_softmax(self.fc2(x), dim=1)
+    x = torch.randn(64, 1, 64, 64, device=device)
+    return STN(), (x, torch.randint(0, 10, (64,), device=device)), lambda out, inputs: F.nll_loss(out, inputs[-1])
+
+
+def _ctc_asr(device):
+    """A CTC speech recogniser: a strided Conv1d front end over log-mel frames, BatchNorm1d,
+    a 2-layer bidirectional GRU, a linear layer over the characters, log_softmax, ctc_loss with
+    per-utterance input and target lengths (its Case clips the gradients' norm)."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    batch, mels, frames, chars, label = 8, 80, 400, 29, 60
+
+    class ASR(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.front, self.bn = nn.Conv1d(mels, 256, 5, stride=2, padding=2), nn.BatchNorm1d(256)
+            self.rnn = nn.GRU(256, 256, num_layers=2, bidirectional=True, batch_first=True)
+            self.out = nn.Linear(512, chars)
+
+        def forward(self, x):
+            h = F.relu(self.bn(self.front(x))).transpose(1, 2)
+            return F.log_softmax(self.out(self.rnn(h)[0]), dim=-1).transpose(0, 1)  # (T, B, C)
+    x = torch.randn(batch, mels, frames, device=device)
+    steps = frames // 2
+    input_lengths = torch.tensor([steps - 8 * i for i in range(batch)], device=device)
+    target_lengths = torch.tensor([label - 3 * i for i in range(batch)], device=device)
+    targets = torch.randint(1, chars, (batch, label), device=device)
+
+    def loss(out, inputs):
+        return F.ctc_loss(out.float(), targets, input_lengths, target_lengths, zero_infinity=True)
+    return ASR(), (x, targets), loss
+
+
 CASES: Dict[str, Case] = {
     "resnet50": Case(_tv("resnet50"), "bf16", "sgd", channels_last=True),
     "resnext50_32x4d": Case(_tv("resnext50_32x4d"), "fp16", "sgd-loop", channels_last=True),
@@ -565,6 +692,10 @@ CASES: Dict[str, Case] = {
     "unet3d": Case(_unet3d, "tf32", "adam-foreach"),
     "speech1d": Case(_speech1d, "bf16", "adamw-fused"),
     "volume3d": Case(_volume3d, "bf16", "adamw-foreach"),
+    "lm_checkpointed": Case(_lm_checkpointed, "bf16", "adamw-fused", clip=1.0),
+    "superres": Case(_superres, "fp16", "adam-foreach", clip=0.5),
+    "stn": Case(_spatial_transformer, "fp32", "sgd"),
+    "ctc_asr": Case(_ctc_asr, "fp32", "adam-foreach", clip=5.0),
     # Small ones for the test fixtures (tests/data/): an LSTM stack and a Transformer encoder
     # layer, training and on the eval fast path.
     "fixture_lstm": Case(_rnn("lstm", scale=4), "fp32", "sgd"),
@@ -626,6 +757,9 @@ def make_step(case: Case, device, compile_mode: Optional[str] = None) -> Callabl
             with torch.autocast(device.type, dtype=low or torch.bfloat16, enabled=autocast):
                 loss = loss_fn(run(*inputs[:-1]), inputs)
             scaler.scale(loss).backward()
+        if case.clip:
+            scaler.unscale_(opt)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), case.clip)
         scaler.step(opt)
         scaler.update()
     return step

@@ -173,6 +173,11 @@ class _Attribution:
                 marker_range = owner = r
                 if lab.bwd:
                     bwd = True
+                elif bwd:
+                    # A forward call made inside a backward node (activation checkpointing's
+                    # recompute, a custom autograd.Function's backward calling torch): its
+                    # kernels are that call's forward work, not the node's.
+                    bwd, bseq, node = False, None, None
             elif kind == BWD:
                 node = lab
                 owner = r

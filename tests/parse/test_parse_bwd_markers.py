@@ -4,7 +4,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nsys_synth import SynthExport, marker
+import pytest
+
+from nsys_synth import SynthExport, marker, torch_text
 from pyprof.parse import Export, Stats, records
 from pyprof.parse.ranges import BWD, classify
 
@@ -119,3 +121,42 @@ def test_a_compiled_programs_leaf_gradients_are_their_parameters_and_priced(tmp_
     facts, tally = analyse([copy, add])
     assert [(f.flops, f.bytes) for f in facts] == [(0, 2 * 18432 * 4), (64, 3 * 64 * 4)]
     assert tally.warnings == {}
+
+
+LAYER_NORM = marker("op", mod="torch.nn.functional", op="layer_norm",
+                    args=[{"shape": [64, 512], "dtype": "float16"}, [512]], site="model.py:20", module="ln1")
+
+
+@pytest.mark.parametrize("node", ["pyprof", "emit_nvtx"])
+def test_a_forward_call_inside_a_backward_node_owns_its_kernels(tmp_path: Path, node: str) -> None:
+    """Activation checkpointing recomputes a block's forward when the backward first needs one of
+    its tensors, inside the node that asked (here linear's AddmmBackward0, as pyprof's node hook
+    or PyTorch's emit_nvtx range tells it); a custom autograd.Function's backward calls torch the
+    same way. The layer_norm marker opened inside the node range owns its kernel: the layer_norm's
+    forward, its module and call site; the node's own kernels before and after stay linear's
+    backward."""
+    syn = SynthExport(str(tmp_path / "recompute.sqlite"))
+    main = syn.thread(100, 100, "python3")
+    grad = syn.thread(100, 101, "pt_autograd_0")
+    dom = syn.domain(main, "pyprof", t=10, registered=True)
+    syn.domain(grad, "pyprof", t=11, registered=True)
+    syn.push(main, 1000, 2000, LINEAR, domain=dom, registered=True)
+    if node == "emit_nvtx":
+        syn.push(main, 1100, 1900, torch_text("aten::linear", seq=7))
+    syn.launch_kernel(main, 1500, "void gemm_kernel<float>(float*)")
+    if node == "pyprof":
+        syn.push(grad, 8000, 9900, bwd("AddmmBackward0", LINEAR), domain=dom, registered=True)
+    else:
+        syn.push(grad, 8000, 9900, torch_text("autograd::engine::evaluate_function: AddmmBackward0"))
+        syn.push(grad, 8010, 9890, torch_text("AddmmBackward0", seq=7))
+    syn.launch_kernel(grad, 8500, "void gemm_kernel<float>(float*)")
+    syn.push(grad, 8600, 8900, LAYER_NORM, domain=dom, registered=True)
+    syn.launch_kernel(grad, 8700, "void at::native::vectorized_layer_norm_kernel<float>(int)")
+    syn.launch_kernel(grad, 9500, "void gemm_kernel<float>(float*)")
+    stats = Stats()
+    with Export(syn.close()) as exp:
+        recs = [r for r in records(exp, stats)]
+    assert [(r["dir"], r["op"], r["module"], r["trace"]) for r in recs] == [
+        ("fprop", "linear", "enc.fc", "train.py:10"), ("bprop", "linear", "enc.fc", "train.py:10"),
+        ("fprop", "layer_norm", "ln1", "model.py:20"), ("bprop", "linear", "enc.fc", "train.py:10")]
+    assert recs[2]["fwd"] is None and recs[2]["marker"] == json.loads(LAYER_NORM)
