@@ -662,9 +662,15 @@ def test_loss_stages_split_the_formula_between_its_kernel_and_its_reduction():
     assert cost_of(m).stages == ((100, 3 * 80), (20, 84))
     m["kwargs"]["reduction"] = "none"
     assert cost_of(m).stages is None and cost_of(m).flops == 100
-    m["op"] = "l1_loss"  # (x - t).abs() then the mean: three kernels, not staged
+    # l1_loss runs (x - t), its abs and the mean as three kernels (superres, H200); its backward
+    # dLoss / 20 spread over the 20 elements, sign(x - t), their product.
+    m["op"] = "l1_loss"
     m["kwargs"]["reduction"] = "mean"
-    assert cost_of(m).stages is None and cost_of(m).flops == 60
+    cost = cost_of(m)
+    assert (cost.stages, cost.flops) == (((20, 80 + 80 + 80), (20, 2 * 80), (20, 84)), 60)
+    assert (cost.bwd_stages, cost.bwd_flops) == (((20, 84), (20, 2 * 80), (20, 3 * 80)), 60)
+    m["kwargs"]["reduction"] = "sum"
+    assert cost_of(m).bwd_stages == ((20, 2 * 80), (20, 2 * 80 + 4))
 
 
 def test_group_norm_kernels_carry_their_stages_as_nsight_compute_counted():

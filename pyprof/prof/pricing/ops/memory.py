@@ -523,10 +523,12 @@ def pad(c: Call) -> Cost | None:
                 bwd_bytes=out + x.nbytes if adds else 2 * x.nbytes)
 
 
-@register(*names(["flip", "fliplr", "flipud", "rot90", "tril", "triu", "tril_", "triu_"]))
+@register(*names(["flip", "fliplr", "flipud", "rot90", "tril", "triu", "tril_", "triu_"]),
+          *names(["pixel_shuffle", "pixel_unshuffle", "channel_shuffle"], ("torch", "torch.nn.functional")))
 def reorder(c: Call) -> Cost | None:
-    """A permuted copy, or a masked one (tril/triu keep one triangle, zero the other): the input
-    read and written once; backward the same on dY."""
+    """A permuted copy, or a masked one (tril/triu keep one triangle, zero the other; pixel and
+    channel shuffles: a reshape of a permuted view, copied): the input read and written once;
+    backward the same on dY."""
     x = c.get(0, "input")
     cost = copy_cost(x, x.dtype)
     return None if cost is None else Cost(0, cost.bytes, cost.params, x.dtype, SIMT, bwd_flops=0, bwd_bytes=cost.bytes)

@@ -246,17 +246,33 @@ def nll_loss(c: Call) -> Cost | None:
 def mse_loss(c: Call) -> Cost | None:
     """Subtract and square (or abs): 2 per element, then the reduction's n - 1 adds (and its
     divide for a mean). mse_loss runs the first two in one kernel and reduces in one of its own
-    (Cost.stages); l1_loss subtracts and takes abs in two. Backward: input, target and dLoss
-    read, dInput written, 2 per element (subtract, scale)."""
+    (Cost.stages); l1_loss runs three (_l1_stages). Backward: input, target and dLoss read,
+    dInput written, 2 per element (subtract, scale)."""
     x, t = c.get(0, "input"), c.get(1, "target")
     n = x.numel
     size = ITEMSIZE.get(promote([x.dtype, t.dtype]))
     if size is None or x.nbytes is None or t.nbytes is None:
         return None
-    flops, nbytes, stages = reduced_loss(n, 2, x.nbytes + t.nbytes, reduction_arg(c, 4), size,
-                                         c.marker.get("op") == "mse_loss")
-    return Cost(flops, nbytes, fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT,
+    reduction = reduction_arg(c, 4)
+    mse = c.marker.get("op") == "mse_loss"
+    flops, nbytes, stages = reduced_loss(n, 2, x.nbytes + t.nbytes, reduction, size, mse)
+    cost = Cost(flops, nbytes, fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT,
                 bwd_flops=2 * n, bwd_bytes=nbytes + n * size, stages=stages)
+    return cost if mse else replace(cost, **_l1_stages(n, x.nbytes + t.nbytes, size, reduction))
+
+
+def _l1_stages(n: int, read: int, size: int, reduction: str) -> dict:
+    """l1_loss's kernels over n elements of `size` bytes, `read` bytes of input and target: the
+    difference (1 an element: both read, n written), its abs (read, written), then the
+    reduction's (reduced_loss). Backward: a mean's dLoss / N spread over the n elements (written),
+    sign(difference) (read, written), their product (read, written; dLoss one element read when
+    reduced by a sum): 2 FLOPs an element, 3 for a mean."""
+    red = reduce_adds(n, 1) + (reduction == "mean")
+    fwd = ((n, read + n * size), (n, 2 * n * size)) + (((red, (n + 1) * size),) if reduction != "none" else ())
+    spread = ((n, (n + 1) * size),) if reduction == "mean" else ()
+    product = 2 * n * size + (size if reduction == "sum" else n * size)
+    bwd = spread + ((n, 2 * n * size), (n, product))
+    return {"flops": sum(s[0] for s in fwd), "stages": fwd, "bwd_flops": sum(s[0] for s in bwd), "bwd_stages": bwd}
 
 
 def _pool_out(i: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
