@@ -111,7 +111,11 @@ def _pointwise(a: A) -> Cost:
     if op == "where" and len(a.sizes) == 1:  # where(condition) alone: nonzero's indices
         return nonzero_cost(a.tensor(0, "bool") or Tensor((), "bool"))
     operands = []
-    for i in range(len(a.sizes)):
+    # An out= overload's result tensor, passed empty for the kernel to resize (aten::abs(self,
+    # out) inside aten::abs: [[8, 3, 288, 288], [0]]), is no operand: a kernel ran, so an empty
+    # input it is not.
+    given = len(a.sizes) - (len(a.sizes) > 1 and a.sizes[-1] == [0])
+    for i in range(given):
         t = a.tensor(i, "bool" if _BOOL_OPERAND.get(op) == i else None)
         if t is not None:
             operands.append(t)
