@@ -204,7 +204,8 @@ def cross_entropy(c: Call) -> Cost | None:
     Reduced over an input of 3 or more dims, PyTorch's nll_loss2d runs nll_loss as four kernels:
     the loss and the total weight zeroed (one element written each), the sum over the samples
     (samples - 1 adds; the targets and one log-probability per sample read, the two sums
-    written), and for a mean the division (1: both read, the loss written)."""
+    written), and for a mean the division (1: both read, the loss written). With label smoothing
+    (class-index targets, no weight, a mean), _smoothing_stages."""
     x, t = c.get(0, "input"), c.get(1, "target")
     classes = x.shape[1] if len(x.shape) > 1 else x.shape[0]
     samples = x.numel // classes
@@ -219,15 +220,38 @@ def cross_entropy(c: Call) -> Cost | None:
     reduction = c.get(6, "reduction", "mean")
     if len(x.shape) > 2 and reduction in ("mean", "sum"):
         mean = reduction == "mean"
-        nll_stages = ((0, size), (0, size), (samples - mean, (samples + 2) * size, tb)) + ((1, 3 * size),) * mean
+        nll_stages = ((0, size), (0, size), (reduce_adds(samples, 1), (samples + 2) * size, tb)) + ((1, 3 * size),) * mean
     else:
         nll_stages = ((samples, nll, tb),)
-    return Cost(5 * x.numel + samples, softmax + nll + tb,
+    cost = Cost(5 * x.numel + samples, softmax + nll + tb,
                 fmt_params(x.dtype, shape=dims(x.shape), target=dims(t.shape)), x.dtype, SIMT,
                 bwd_flops=4 * x.numel + samples, bwd_bytes=2 * x.numel * size + tb + out * size,
                 stages=((5 * x.numel, softmax),) + nll_stages if staged else None,
                 bwd_stages=((samples, out * size + samples * size, tb), (4 * x.numel, 3 * x.numel * size))
                 if staged else None)
+    smoothed = t.dtype in ("int64", "int32") and c.get(7, "label_smoothing", 0.0) and len(x.shape) == 2 \
+        and c.get(2, "weight") is None and reduction == "mean"
+    return replace(cost, **_smoothing_stages(x.numel, samples, size, t.itemsize, nll_stages[0])) if smoothed else cost
+
+
+def _smoothing_stages(e: int, n: int, size: int, tsize: int, nll: tuple) -> dict:
+    """cross_entropy with label smoothing over n samples of e / n classes, reduced by a mean, as
+    PyTorch's cross_entropy_loss_label_smoothing runs it, kernel by kernel (1 FLOP an element,
+    the reductions' values.reduce_adds; the targets' and masks' bytes apart): log_softmax, nll_loss
+    (`nll`), the log-probabilities summed over the classes, negated, the ignored targets found
+    (targets read, n bools written), zeroed there (masked_fill_), the mask inverted and cast to
+    int64 to be counted, the count's and the smoothed losses' sums, their division, the two terms
+    scaled and added (one element each). Backward: the scalings' and the division's (one element
+    each), the expanded gradient made whole and zeroed where ignored, negated, nll_loss's,
+    log_softmax's (nll_loss's zero fill of dInput and the engine's add of the two gradients of
+    the log-probabilities are parts of their own, parts.py)."""
+    f = size
+    fwd = ((5 * e, 2 * e * f), nll, (reduce_adds(e, n), (e + n) * f), (n, 2 * n * f), (n, 0, n * tsize + n),
+           (n, 2 * n * f, n), (n, 0, 2 * n), (0, 0, n + 8 * n), (reduce_adds(n, 1), 0, 8 * n + 8),
+           (reduce_adds(n, 1), n * f + f), (1, 2 * f, 8), (1, 2 * f), (1, 2 * f), (1, 3 * f))
+    bwd = ((1, 2 * f), (1, 2 * f), (1, 2 * f, 8), (0, f + n * f), (n, 2 * n * f, n), (n, 2 * n * f),
+           (n, f + n * f, n * tsize), (4 * e, 3 * e * f))
+    return {"flops": sum(s[0] for s in fwd), "stages": fwd, "bwd_flops": sum(s[0] for s in bwd), "bwd_stages": bwd}
 
 
 @register("torch.nn.functional.nll_loss")
