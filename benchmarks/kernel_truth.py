@@ -64,6 +64,10 @@ AUTOCAST_PACKED = ("lstm2_packed", "gru_packed_bf16")
 VOLUMES = ("audio1d", "tcn1d", "r3d_18", "unet3d")
 # And a wav2vec-style 1-D encoder and a 3-D classifier with the other volumetric layers.
 VOLUMES_B = ("speech1d", "volume3d")
+# Training-loop features: activation checkpointing, label smoothing and gradient clipping (an LM),
+# pixel_shuffle (ESPCN), affine_grid and grid_sample (a spatial transformer), ctc_loss after a
+# bidirectional GRU. Nsight Compute failed on a kernel of superres: lm_checkpointed whole.
+TRAINING = ("lm_checkpointed", "superres", "stn", "ctc_asr")
 SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU, SHIPPED_MODES),
                 ("kt_h200", ("transformer",), (("kt_h200_ncu.csv.xz", ("transformer",)),), SHIPPED_MODES),
                 ("kt_h200s", ("squeezenet1_1", "mha_weights"), (("kt_h200s_ncu.csv.xz", ("squeezenet1_1", "mha_weights")),),
@@ -79,7 +83,8 @@ SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU, SHIPPED_MODES),
                 # Under bfloat16 autocast (ncu stopped inside gru_packed_bf16: lstm2_packed whole)
                 ("ktr_h200", AUTOCAST_PACKED, (("ktr_h200_ncu.csv.xz", AUTOCAST_PACKED),), ("default", "plain")),
                 ("ktv_h200", VOLUMES, (("ktv_h200_ncu.csv.xz", VOLUMES),), ("default", "plain", "nsyspt")),
-                ("ktw_h200", VOLUMES_B, (("ktw_h200_ncu.csv.xz", VOLUMES_B),), ("default", "plain", "nsyspt")))
+                ("ktw_h200", VOLUMES_B, (("ktw_h200_ncu.csv.xz", VOLUMES_B),), ("default", "plain", "nsyspt")),
+                ("ktx_h200", TRAINING, (("ktx_h200_ncu.csv.xz", ("lm_checkpointed",)),), ("default", "plain", "nsyspt")))
 
 
 def _unpacked(path: str, tmp: str) -> str:

@@ -242,7 +242,8 @@ def _rest(tail: Sequence[Any]) -> str:
     all plain tensors, at most MAX_RUN_ELEMENTS of them, their entries too, in order, each run of equal
     ones once with its count, at most MAX_LIST runs (`{"more": N, "runs": [[count, entry], ...]}`):
     a cat of many tensors of few shapes (a DenseNet block's) keeps every size, and the text and
-    the time stay bounded."""
+    the time stay bounded. Of more runs, where the tensors share one dtype, each one's elements
+    (`{"more": N, "numels": [...], "dtype": name}`): a foreach op over a model's gradients."""
     count = '{"more":' + str(len(tail))
     if len(tail) > MAX_RUN_ELEMENTS:
         return count + "}"
@@ -256,8 +257,16 @@ def _rest(tail: Sequence[Any]) -> str:
         elif len(runs) < MAX_LIST:
             runs.append([1, text])
         else:
-            return count + "}"
+            return _numels(tail, count)
     return count + ',"runs":[' + ",".join("[" + str(n) + "," + text + "]" for n, text in runs) + "]}"
+
+
+def _numels(tail: Sequence[Any], count: str) -> str:
+    """_rest's `numels` form of a tail of tensors of one dtype; the count alone otherwise."""
+    dtype = tail[0].dtype
+    if any(type(e) is not _Tensor or e.dtype != dtype for e in tail):
+        return count + "}"
+    return count + ',"numels":[' + ",".join([str(e.numel()) for e in tail]) + '],"dtype":' + _dtype_json(dtype) + "}"
 
 
 def _slice(v: slice, level: int) -> str:

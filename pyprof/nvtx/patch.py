@@ -7,7 +7,8 @@ the namespace itself defines (its `__module__` is one of torch's op modules, so 
 switches in `_SKIP` and names starting with `is_`, `get_`, `set_`, `sym_`, plus the private entry
 points nn code calls in `torch` (`_PRIVATE_ENTRY_POINTS`: nn.MultiheadAttention's and
 nn.TransformerEncoderLayer's inference fast paths, nn.utils.rnn's packing and unpacking of padded
-sequences); those whose work depends on a small host tensor's values get
+sequences), and the foreach ops `torch._foreach_*` (gradient clipping's, a moving average's);
+those whose work depends on a small host tensor's values get
 wrappers.host_values_wrapper (marker.HOST_VALUE_ARGS). On `torch.Tensor`, every public method
 minus `_TENSOR_SKIP` and `is_*`, plus the operator dunders in `_TENSOR_DUNDERS`; never
 properties, classmethods or other dunders. Plus `torch.autograd.backward`
@@ -53,6 +54,10 @@ _SKIP_PREFIXES = ("is_", "get_", "set_", "sym_")
 # nn.utils.rnn's pack_padded_sequence and pad_packed_sequence (through torch._VF).
 _PRIVATE_ENTRY_POINTS = frozenset({"_native_multi_head_attention", "_transformer_encoder_layer_fwd",
                                    "_pack_padded_sequence", "_pad_packed_sequence"})
+# The foreach ops (torch._foreach_mul_, ...) that code outside an optimizer step calls: gradient
+# clipping's clip_grad_norm_, a weights' moving average (inside a wrapped step or GradScaler
+# method they emit nothing).
+_FOREACH = "_foreach_"
 
 # Launch no kernels and are called often (metadata, dtype arithmetic, global switches), or
 # belong to machinery that must see torch unwrapped (compile, TorchScript's parser and futures).
@@ -136,7 +141,8 @@ def _set(owner: Any, name: str, value: Any) -> None:
 def _namespace_targets(ns: types.ModuleType) -> Iterator[Tuple[str, Callable]]:
     for name, obj in list(vars(ns).items()):
         if (
-            (not name.startswith("_") or (ns is torch and name in _PRIVATE_ENTRY_POINTS))
+            (not name.startswith("_") or (ns is torch and (name in _PRIVATE_ENTRY_POINTS
+                                                             or name.startswith(_FOREACH))))
             and isinstance(obj, _FUNCTION_TYPES)
             and getattr(obj, "__module__", None) in _OP_MODULES
             and name not in _SKIP

@@ -573,3 +573,24 @@ def test_data_sized_calls_mark_their_output_inside_their_range():
                    ("one_hot", {"v": 1, "kind": "out", "out": {"shape": [2, 3], **i64}}),
                    ("__getitem__", {"v": 1, "kind": "out", "out": {"shape": [3], "dtype": "float32"}}),
                    ("__getitem__", {"v": 1, "kind": "out", "out": {"shape": [3], "dtype": "float32"}})]
+
+
+def test_clip_grad_norm_calls_its_foreach_ops_with_markers():
+    """clip_grad_norm_ runs torch._foreach_norm and torch._foreach_mul_ (private entry points
+    pyprof wraps): each a marker whose list past its 16th tensor keeps every tensor's elements
+    (the gradients make more than 16 runs of shapes), so prof prices each launch."""
+    import pyprof
+    params = [torch.nn.Parameter(torch.randn(i + 1, 3)) for i in range(40)]
+    for p in params:
+        p.grad = torch.ones_like(p)
+    pyprof.init()
+    try:
+        with recording() as rec:
+            torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
+    finally:
+        pyprof.restore()
+    ops = {x.marker["op"]: x.marker for x in rec.ranges if x.marker and x.marker.get("kind") == "op"}
+    assert {"_foreach_norm", "_foreach_mul_"} <= set(ops)
+    grads = ops["_foreach_norm"]["args"][0]
+    assert grads[:16] == [T(i + 1, 3) for i in range(16)]
+    assert grads[16] == {"more": 24, "numels": [3 * (i + 1) for i in range(16, 40)], "dtype": "float32"}

@@ -673,6 +673,20 @@ def test_loss_stages_split_the_formula_between_its_kernel_and_its_reduction():
     assert cost_of(m).bwd_stages == ((20, 2 * 80), (20, 2 * 80 + 4))
 
 
+def test_channel_dropout_draws_one_value_per_channel():
+    """F.dropout2d over [64, 32, 26, 26] fp32 (stn, H200): the 2,048 channel values drawn
+    (written), scaled by 1 / (1 - p), the input multiplied by them broadcast; backward dY times
+    them. An unbatched [32, 26, 26] input draws 32."""
+    x = {"shape": [64, 32, 26, 26], "dtype": "float32"}
+    m = {"v": 1, "kind": "op", "mod": "torch.nn.functional", "op": "dropout2d", "args": [x, 0.5, True]}
+    n, planes = 64 * 32 * 26 * 26, 2048
+    cost = cost_of(m)
+    assert cost.stages == ((0, planes * 4), (planes, 2 * planes * 4), (n, (2 * n + planes) * 4))
+    assert (cost.flops, cost.bwd_flops, cost.bwd_bytes) == (n + planes, n, (2 * n + planes) * 4)
+    m["args"][0] = {"shape": [32, 26, 26], "dtype": "float32"}
+    assert cost_of(m).stages[0] == (0, 32 * 4)
+
+
 def test_label_smoothing_cross_entropy_kernel_by_kernel():
     """cross_entropy(logits [1024, 8192] fp32, int64 targets, label_smoothing=0.1), a mean: the
     14 kernels PyTorch runs (lm_checkpointed, H200), each its own stage; log_softmax, the sum

@@ -23,7 +23,9 @@ from pyprof.kernel_names import MMA, NONE, SIMT, classify
 from . import peaks as peaks_mod
 from .ops import lookup
 from .attention_parts import SDPA
-from .ops.fx import backward_forward_conv, foreach, sdpa_arguments
+from .ops.foreach import PREFIX as _FOREACH
+from .ops.foreach import foreach
+from .ops.fx import backward_forward_conv, sdpa_arguments
 from .conv_parts import (WINOGRAD_GEMM_Z, conv_outputs, depthwise_reduce, one_group_wgrad, ungrouped_wgrad,
                          wgrad_segments, winograd_gemm, winograd_stage, winograd_transform)
 from .gemm_parts import SPLIT_K, grid_z, split_k, split_pass, split_pass_work, split_sum
@@ -38,8 +40,6 @@ _CACHE = 4096
 # Where a node's ATen op may be registered, in order: under its own name, else as the torch
 # function (or method, or functional) of the same name and positional schema.
 _HOMES = ("torch", "Tensor", "torch.nn.functional")
-# A compiled optimizer step's `aten._foreach_<op>` nodes: <op> over each index of their lists.
-_FOREACH = "_foreach_"
 _TRITON_MMA_DTYPES = frozenset(("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8"))
 
 

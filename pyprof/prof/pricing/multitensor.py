@@ -44,6 +44,9 @@ _MAX_TENSORS_SCALARLIST = (96, 64, 48, 36, 30)
 _KERNEL = re.compile(r"\bmulti_tensor_apply_kernel<", re.IGNORECASE)
 _METADATA = re.compile(r"\b(tensorlist|tensorlistscalarlist|fusedoptimizertensorlist)metadata<(?:[^,<>]+, )?"
                        r"\(int\)(\d+)>")
+# A foreach norm's functor: one list read, 2 FLOPs an element (square, add), partials per block.
+_NORM = re.compile(r"\blpnormfunctor<([\w:]+(?: [\w:]+)?), ")
+_NORM_FLOPS = 2
 _FUNCTOR = re.compile(r"\b(\w+functor)<([\w:]+(?: [\w:]+)?), \(int\)(\d+)(?:, \(int\)(\d+), \(int\)(\d+))?")
 # The element type as the functor spells it.
 _TYPES = {"float": "float32", "double": "float64", "c10::half": "float16", "c10::bfloat16": "bfloat16",
@@ -78,14 +81,16 @@ def is_launch(kernel: str | None) -> bool:
 def launch(kernel: str) -> Launch | None:
     """The launch's anatomy from its demangled name; None when the name does not say it."""
     kernel = kernel.lower()
-    meta, fun = _METADATA.search(kernel), _FUNCTOR.search(kernel)
-    if meta is None or fun is None:
+    meta, fun, norm = _METADATA.search(kernel), _FUNCTOR.search(kernel), _NORM.search(kernel)
+    if meta is None or fun is None and norm is None:
         return None
     depth = int(meta.group(2))
-    size = ITEMSIZE.get(_TYPES.get(fun.group(2), ""))
+    size = ITEMSIZE.get(_TYPES.get((norm or fun).group(1 if norm else 2), ""))
     if size is None or not 1 <= depth <= len(_MAX_TENSORS):
         return None
     limit = (_MAX_TENSORS_SCALARLIST if meta.group(1) == "tensorlistscalarlist" else _MAX_TENSORS)[depth - 1]
+    if norm is not None:
+        return Launch(1, _NORM_FLOPS, size, False, limit)
     if meta.group(1) == "fusedoptimizertensorlist":
         return Launch(2 * depth - 1, None, size, True, limit)
     if fun.group(4) is None:
@@ -200,8 +205,14 @@ class Lists:
 
 def tensor_lists(marker: dict, cost: Cost | None) -> Lists | None:
     """The tensor lists of an optimizer step's marker (`kwargs.params`: count and numel) for its
-    multi-tensor launches (Lists.work), or of GradScaler's unscale (the gradients); None for
-    any other call."""
+    multi-tensor launches (Lists.work), of GradScaler's unscale (the gradients), or of a
+    `torch._foreach_<op>` call (its first list's tensors); None for any other call."""
+    from .ops.foreach import first_list, is_foreach  # here: the op table imports this module
+
+    if cost is not None and cost.flops is not None and is_foreach(marker):
+        sizes = [t.numel for t in first_list(marker)]
+        numel = sum(sizes)
+        return Lists(numel, len(sizes), cost.flops // numel, False, sizes) if numel else None
     params = (marker.get("kwargs") or {}).get("params")
     if cost is None or not isinstance(params, dict):
         return None

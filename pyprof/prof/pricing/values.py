@@ -103,8 +103,13 @@ def _values(values: Any, shape: list) -> tuple | None:
 def _runs(rest: dict) -> list:
     """The elements a long list's last entry stands for: its tensors where it carries them run by
     run (`{"more": N, "runs": [[count, tensor], ...]}`, counts adding up to N, N no more than
-    annotation reads: formats.MAX_RUN_ELEMENTS); else one Unknown."""
+    annotation reads: formats.MAX_RUN_ELEMENTS), or each one's elements and their one dtype
+    (`{"more": N, "numels": [...], "dtype": name}`: 1-D tensors of those sizes); else one Unknown."""
     more, runs = rest.get("more"), rest.get("runs")
+    numels, dtype = rest.get("numels"), rest.get("dtype")
+    if type(more) is int and more <= MAX_RUN_ELEMENTS and isinstance(numels, list) and len(numels) == more \
+            and isinstance(dtype, str) and all(type(n) is int and n >= 0 for n in numels):
+        return [Tensor((n,), dtype) for n in numels]
     if type(more) is not int or more > MAX_RUN_ELEMENTS or not isinstance(runs, list) or not all(
             isinstance(r, list) and len(r) == 2 and type(r[0]) is int and r[0] > 0 for r in runs):
         return [Unknown("more")]

@@ -294,7 +294,25 @@ def nonzero(c: Call) -> Cost | None:
     x = c.get(0, "input")
     return nonzero_cost(x, c.outputs()) if isinstance(x, Tensor) else None
 for _op in DUNDERS:
-    register(f"Tensor.__{_op}__")(_binary(f"__{_op}__"))
+    if _op != "rtruediv":
+        register(f"Tensor.__{_op}__")(_binary(f"__{_op}__"))
+_rtruediv = _binary("__rtruediv__")
+
+
+@register("Tensor.__rtruediv__")
+def rtruediv(c: Call) -> Cost | None:
+    """`other / x`: torch.Tensor's __rtruediv__ is `x.reciprocal() * other`, two kernels (Cost.
+    stages: the reciprocal, 1 an element, read and written; the product, as torch.mul prices it);
+    its backward the binary table's."""
+    cost, x = _rtruediv(c), c.get(0, "input")
+    if cost is None or cost.flops is None or not isinstance(x, Tensor):
+        return cost
+    recip = pointwise_cost("reciprocal", [x])
+    product = pointwise_cost("mul", [Tensor(x.shape, recip.dtype), c.get(1, "other")])
+    if recip.bytes is None or product.bytes is None or product.flops is None:
+        return cost
+    return replace(cost, flops=recip.flops + product.flops, stages=((recip.flops, recip.bytes),
+                                                                    (product.flops, product.bytes)))
 for _op in INPLACE_DUNDERS:
     register(f"Tensor.__i{_op}__")(_binary(f"__i{_op}__"))
 
@@ -327,7 +345,10 @@ def dropout(c: Call) -> Cost | None:
     grad times mask. In place (F.dropout's `inplace`), PyTorch runs three kernels instead
     (Cost.stages): the noise drawn, a tensor of the input's dtype written (bernoulli_), scaled by
     1 / (1 - p) (a multiply an element, read and written) and the input multiplied by it in place
-    (a multiply an element, both read, the input written)."""
+    (a multiply an element, both read, the input written). Channel dropout (dropout1d/2d/3d)
+    draws one value per sample and channel (N·C, the input's dtype, written), scales it (1 each,
+    read and written) and multiplies the input by it broadcast (1 an element: the input and the
+    N·C read, the output written); backward dY times the same (_channel_dropout)."""
     x, p = c.get(0, "input"), c.get(1, "p", 0.5)
     training = c.get(2, "training", True)
     size = x.itemsize
@@ -339,7 +360,24 @@ def dropout(c: Call) -> Cost | None:
     if c.get(3, "inplace", False) is True and p != 1:
         stages = ((0, n * size), (n, 2 * n * size), (n, 3 * n * size))
         return Cost(2 * n, 6 * n * size, params, x.dtype, SIMT, bwd_flops=n, bwd_bytes=2 * n * size + n, stages=stages)
+    if str(c.marker.get("op")) in _CHANNEL_DROPOUT and p != 1:
+        return _channel_dropout(x, params, _CHANNEL_DROPOUT[str(c.marker.get("op"))])
     return Cost(n, 2 * n * size + n, params, x.dtype, SIMT, bwd_flops=n, bwd_bytes=2 * n * size + n)
+
+
+# Channel dropout's ops and the dims of one channel's values (an unbatched input has one fewer).
+_CHANNEL_DROPOUT = {"dropout1d": 1, "dropout2d": 2, "dropout3d": 3}
+
+
+def _channel_dropout(x: Tensor, params: str, spatial: int) -> Cost | None:
+    """dropout's docstring: the noise over the input's leading dims (N, C or C alone)."""
+    lead = x.shape[:len(x.shape) - spatial]
+    if not lead:
+        return None
+    n, planes, size = x.numel, prod(lead), x.itemsize
+    stages = ((0, planes * size), (planes, 2 * planes * size), (n, (2 * n + planes) * size))
+    return Cost(planes + n, (2 * n + planes) * size, params, x.dtype, SIMT, bwd_flops=n,
+                bwd_bytes=(2 * n + planes) * size, stages=stages)
 
 
 REDUCTIONS = ["sum", "mean", "nansum", "nanmean", "prod", "amax", "amin", "max", "min", "std", "var",
@@ -434,3 +472,5 @@ def reduce_formula(op: str):
 
 for _op in REDUCTIONS:
     register(*names([_op]))(reduce_formula(_op))
+# (x, ord, dim, ...): torch.norm's positions (ord where norm has p; gradient clipping's total norm).
+register("torch.linalg.vector_norm")(reduce_formula("norm"))

@@ -14,7 +14,7 @@ from dataclasses import replace
 from math import prod
 from typing import Any
 
-from ..registry import Call, Cost, Formula, dims, fmt_params, lookup, register
+from ..registry import Call, Cost, dims, fmt_params, lookup, register
 from ..values import ITEMSIZE, Tensor, reduce_adds
 from .conv import conv_cost
 from .elementwise import pointwise_cost, reduce_cost, reduce_formula
@@ -45,26 +45,6 @@ def backward(cost: Cost | None) -> Cost | None:
 
 
 register("aten.var_mean")(reduce_formula("var"))
-
-
-def foreach(inner: Formula) -> Formula:
-    """The formula of `_foreach_<op>` from `<op>`'s: the op applied at every index of its tensor
-    lists (other arguments, scalars, the same at every index), the costs summed."""
-    def formula(c: Call) -> Cost | None:
-        lists = [a for a in c.args if isinstance(a, list) and a and all(isinstance(t, Tensor) for t in a)]
-        if not lists or any(len(a) != len(lists[0]) for a in lists):
-            return None
-        flops = nbytes = 0
-        dtype = None
-        for i in range(len(lists[0])):
-            cost = inner(call(*(a[i] if any(a is x for x in lists) else a for a in c.args), **c.kwargs))
-            if cost is None or cost.flops is None:
-                return None
-            flops += cost.flops
-            nbytes = None if nbytes is None or cost.bytes is None else nbytes + cost.bytes
-            dtype = dtype or cost.dtype
-        return Cost(flops, nbytes, fmt_params(dtype, tensors=len(lists[0])), dtype)
-    return formula
 
 
 @register("prims.convert_element_type")

@@ -256,14 +256,17 @@ def _smoothing_stages(e: int, n: int, size: int, tsize: int, nll: tuple) -> dict
 
 @register("torch.nn.functional.nll_loss")
 def nll_loss(c: Call) -> Cost | None:
-    """Gathers one log-probability per sample: reads those and the targets, writes the loss."""
+    """Gathers one log-probability per sample: reads those and the targets, writes the loss.
+    Backward as cross_entropy's nll_loss stage: the targets and dLoss read, one gradient per
+    sample written into dInput (its zero fill a part, parts.py)."""
     x, t = c.get(0, "input"), c.get(1, "target")
     if x.itemsize is None or t.nbytes is None:
         return None
     samples = t.numel
     out = _loss_out(c, 6, samples)
     return Cost(samples, samples * x.itemsize + t.nbytes + out * x.itemsize,
-                fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT)
+                fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT, bwd_flops=samples,
+                bwd_bytes=(out + samples) * x.itemsize + t.nbytes)
 
 
 @register("torch.nn.functional.mse_loss", "torch.nn.functional.l1_loss")
