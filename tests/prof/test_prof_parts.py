@@ -998,3 +998,43 @@ def test_h200_speech_encoder_interpolate_fill_and_strided_cross_entropy_against_
     assert ce == [("elementwise_kernel", 0, 2 * logits * 4), ("cunn_SpatialSoftMaxForward", 5 * logits, 2 * logits * 4)]
     for model in ("speech1d", "volume3d"):
         assert all(f.flops is not None and f.bytes for _, f, _, _ in measured(model, "default", "ktw_h200"))
+
+
+def test_h200_checkpointed_lm_prices_its_recompute_as_forward_work():
+    """lm_checkpointed (ktx_h200_default: a GPT-style decoder, its 3 blocks under activation
+    checkpointing, bf16 autocast, label smoothing, gradient clipping; captured before pyprof
+    wrapped the foreach ops). Each block's forward runs again inside the backward node that first
+    needs one of its tensors: those kernels are the recomputed calls' forward (qkv, proj and up
+    of each block; checkpoint's early stop skips down), not 9 more backward GEMMs of the node's
+    linear (matrix FLOPs were 1.07x FlopCounterMode's). The label-smoothed cross_entropy's 14
+    kernels each carry their own work (the three that sweep the logits within 0.3% of ncu's
+    bytes). What is left: the clipping's four kernels, which this capture has no marker for."""
+    rows = measured("lm_checkpointed", "default", "ktx_h200")
+    gemms = [(r["dir"], r["module"], f.flops) for r, f, _, _ in rows if r["kShortName"].startswith("nvjet")]
+    qkv, proj, up = 2 * 1024 * 384 * 1152, 2 * 1024 * 384 * 384, 2 * 1024 * 384 * 1536
+    recomputed = [g for g in gemms if g[0] == "fprop" and g[1] in ("qkv", "proj", "up")]
+    assert recomputed == [("fprop", "qkv", qkv), ("fprop", "proj", proj), ("fprop", "up", up)] * 3
+    assert sum(1 for g in gemms if g[0] == "fprop") == 3 * 4 + 1 + 9
+    ce = [f.bytes / moved for r, f, moved, _ in rows if r["op"] == "cross_entropy"
+          and r["kShortName"] in ("cunn_SoftMaxForwardReg", "reduce_kernel", "cunn_SoftMaxBackwardSmem") and moved > 1e6]
+    assert len(ce) == 3 and all(0.997 <= x <= 1.0 for x in ce)
+    # 14 forward, 8 backward stages, nll_loss's zero fill and the engine's add of the two gradients
+    assert sum(1 for r, f, _, _ in rows if r["op"] == "cross_entropy" and f.flops is not None and f.bytes) == 24
+    assert [(r["op"], r["kShortName"]) for r, f, _, _ in rows if f.flops is None or not f.bytes] == [
+        (None, "vectorized_elementwise_kernel"), (None, "multi_tensor_apply_kernel"), (None, "lpnorm_cleanup"),
+        (None, "multi_tensor_apply_kernel")]
+
+
+def test_h200_superres_and_spatial_transformer_ops_each_kernel_known():
+    """superres (ESPCN: pixel_shuffle, l1_loss, fp16) and stn (affine_grid, grid_sample,
+    dropout2d, log_softmax and nll_loss, fp32) on an H200 (ktx_h200_default): every kernel of those
+    ops carries FLOPs and bytes > 0 (pixel_shuffle, affine_grid and grid_sample were na, l1_loss
+    and dropout2d one kernel's work and the rest na). Left: cuDNN's workspace initialisations and
+    stn's FFT convolution (its transforms and complex GEMMs, and the weight gradient after them)."""
+    per = analysed_capture("default", "ktx_h200")
+    ops = ("pixel_shuffle", "l1_loss", "affine_grid_generator", "grid_sampler", "dropout2d", "log_softmax", "nll_loss")
+    mine = [(r["op"], f) for m in ("superres", "stn") for r, f in per[m] if r["op"] in ops]
+    assert {op for op, _ in mine} == set(ops) and len(mine) == 2 + 6 + 20 + 2 + 4 + 2 + 3
+    assert all(f.flops is not None and f.bytes for _, f in mine)
+    left = {(r["op"], r["kShortName"].split("_")[0]) for r, f in per["stn"] if f.flops is None or not f.bytes}
+    assert left == {("conv2d", "fft2d"), ("conv2d", "sm80"), ("conv2d", "flip"), ("conv2d", "wgrad")}
