@@ -764,6 +764,7 @@ torch.lerp
 torch.lerp_
 torch.lgamma
 torch.lgamma_
+torch.linalg.vector_norm
 torch.log
 torch.log10
 torch.log10_

@@ -222,20 +222,7 @@ class _Attribution:
             # No PyTorch node range said which forward op this is (no emit_nvtx): the pyprof
             # bwd marker carries the forward op's marker itself.
             source = node
-        if source is not None:
-            mod, op, trace, marker_module = source.attrs
-            if source is not marker:
-                module = marker_module or module
-            elif module is None:
-                module = marker_module
-        else:
-            trace = "null"
-            if fwd is not None:
-                mod, op = _split_op(fwd[1])
-            elif innermost_torch is not None:
-                mod, op = _split_op(innermost_torch.name)
-            else:
-                mod = op = "null"
+        mod, op, trace, module = _named(source, marker, module, fwd, innermost_torch)
         marker_js = "null" if marker is None else marker.js if self.outs is None else self._marked(marker, marker_range, rtid)
         heard = "" if rtid is None or not (torch_ops or self.consumers.listening) else self._heard(rtid, torch_ops)
         return (f'"dir":"{"bprop" if bwd else "optim" if mod in _OPTIM else "fprop"}","mod":{mod},"op":{op},'
@@ -297,6 +284,28 @@ class _Attribution:
             # A node of a call whose span no later payload range closed yet.
             fwd = self.spans.lookup(gpid, bseq)
         return fwd
+
+
+def _named(source: Label | None, marker: Label | None, module: str | None, fwd: tuple | None,
+           innermost_torch: Label | None) -> tuple[str, str, str, str | None]:
+    """(mod, op, trace, module) JSON of a launch: from the marker that describes its op (`source`:
+    its own op marker, or the forward op's of a backward kernel), whose module wins over the
+    module range's for a forward op's; else the op's PyTorch name (the forward op's, else the
+    innermost range's)."""
+    if source is not None:
+        mod, op, trace, marker_module = source.attrs
+        if source is not marker:
+            module = marker_module or module
+        elif module is None:
+            module = marker_module
+        return mod, op, trace, module
+    if fwd is not None:
+        mod, op = _split_op(fwd[1])
+    elif innermost_torch is not None:
+        mod, op = _split_op(innermost_torch.name)
+    else:
+        mod = op = "null"
+    return mod, op, "null", module
 
 
 class _RecordText:

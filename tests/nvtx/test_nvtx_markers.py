@@ -322,14 +322,18 @@ def test_long_list_truncated():
 
 
 def test_long_tensor_list_keeps_its_rest_by_runs():
-    """Past 16 tensors, the rest's entries run-length coded in order; more than 16 runs, an element
-    that is not a plain tensor (a Parameter), or more than 1,024 of them, and only their count."""
+    """Past 16 tensors, the rest's entries run-length coded in order; more than 16 runs of one
+    dtype, each one's elements; of several dtypes, an element that is not a plain tensor (a
+    Parameter), or more than 1,024 of them, only their count."""
     a, b = r(4, 32), r(4, 32, dtype=torch.float16)
     many = [a] * 17 + [b] * 2 + [a]
     expect(lambda: torch.cat(many), "torch", "cat",
            [[T(4, 32)] * 16 + [{"more": 4, "runs": [[1, T(4, 32)], [2, T(4, 32, dtype="float16")], [1, T(4, 32)]]}]])
     distinct = [r(i + 1) for i in range(40)]
-    expect(lambda: torch.cat(distinct), "torch", "cat", [[T(i + 1) for i in range(16)] + [{"more": 24}]])
+    expect(lambda: torch.cat(distinct), "torch", "cat", [[T(i + 1) for i in range(16)] + [
+        {"more": 24, "numels": list(range(17, 41)), "dtype": "float32"}]])
+    mixed = distinct[:39] + [r(40, dtype=torch.float16)]
+    expect(lambda: torch.cat(mixed), "torch", "cat", [[T(i + 1) for i in range(16)] + [{"more": 24}]])
     params = [a] * 16 + [torch.nn.Parameter(r(4, 32))]
     expect(lambda: torch.cat(params), "torch", "cat", [[T(4, 32)] * 16 + [{"more": 1}]])
     long = [r(1)] * (16 + 1025)  # past the 1,024 elements read for their runs: the count alone
