@@ -13,12 +13,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from ..multitensor import CHUNK
 from ..registry import Call, Cost, Formula, fmt_params, lookup, register
 from ..values import ITEMSIZE, Tensor, reduce_adds
 
 PREFIX = "_foreach_"
-_CHUNK = 65536  # multitensor.CHUNK: elements one block of a launch walks
-_PARTIAL = 4  # the partial norms accumulate in float32
 
 
 def _call(args: list, kwargs: dict) -> Call:
@@ -60,23 +59,25 @@ def foreach(inner: Formula) -> Formula:
 
 def _norm_stages(tensors: list, size: int) -> tuple:
     """The named stages of `_foreach_norm` besides its launches: the partials zeroed (tensors x
-    chunks of the longest tensor, float32, written), lpnorm_cleanup (the partials read and summed
-    per tensor, a root each, the norms written in the tensors' dtype)."""
-    partials = len(tensors) * max(-(-t.numel // _CHUNK) for t in tensors) * _PARTIAL
+    chunks of the longest tensor, in the op math type: float32, float64 for doubles; written),
+    lpnorm_cleanup (the partials read and summed per tensor, a root each, the norms written in
+    the tensors' dtype)."""
+    partial = 8 if size == 8 else 4
+    partials = len(tensors) * max(-(-t.numel // CHUNK) for t in tensors)
     count = len(tensors)
-    return (("FillFunctor", 0, partials),
-            ("lpnorm_cleanup", reduce_adds(partials // _PARTIAL, count) + count, partials + count * size))
+    return (("FillFunctor", 0, partials * partial),
+            ("lpnorm_cleanup", reduce_adds(partials, count) + count, partials * partial + count * size))
 
 
 def _norm(c: Call) -> Cost | None:
     """`_foreach_norm(tensors, ord=2)`: torch.norm's formula at every index, then _norm_stages."""
     inner = lookup("torch", "norm")
     cost = None if inner is None else foreach(inner)(c)
-    tensors = _lists(c.args)[:1]
+    tensors = _tensor_list(c.args)
     size = ITEMSIZE.get(cost.dtype) if cost is not None else None
-    if cost is None or size is None or not tensors or any(t.numel == 0 for t in tensors[0]):
+    if cost is None or size is None or not tensors or any(t.numel == 0 for t in tensors):
         return cost
-    stages = _norm_stages(tensors[0], size)
+    stages = _norm_stages(tensors, size)
     return replace(cost, flops=cost.flops + stages[1][1], stages=stages)
 
 
@@ -90,9 +91,13 @@ def _register_marker_level() -> None:
     register(f"torch.{PREFIX}norm")(_norm)
 
 
+def _tensor_list(args: list) -> list:
+    return next((a for a in _lists(args) if isinstance(a[0], Tensor)), [])
+
+
 def first_list(marker: dict) -> list:
     """The first tensor list of a foreach op's marker, decoded; [] where it has none."""
-    return next((a for a in _lists(Call(marker).args) if isinstance(a[0], Tensor)), [])
+    return _tensor_list(Call(marker).args)
 
 
 def is_foreach(marker: Any) -> bool:

@@ -294,8 +294,8 @@ def _l1_stages(n: int, read: int, size: int, reduction: str) -> dict:
     reduction's (reduced_loss). Backward: a mean's dLoss / N spread over the n elements (written),
     sign(difference) (read, written), their product (read, written; dLoss one element read when
     reduced by a sum): 2 FLOPs an element, 3 for a mean."""
-    red = reduce_adds(n, 1) + (reduction == "mean")
-    fwd = ((n, read + n * size), (n, 2 * n * size)) + (((red, (n + 1) * size),) if reduction != "none" else ())
+    _, _, reduced = reduced_loss(n, 1, read, reduction, size, True)
+    fwd = ((n, read + n * size), (n, 2 * n * size)) + (reduced[1:] if reduced else ())
     spread = ((n, (n + 1) * size),) if reduction == "mean" else ()
     product = 2 * n * size + (size if reduction == "sum" else n * size)
     bwd = spread + ((n, 2 * n * size), (n, product))
