@@ -668,6 +668,7 @@ torch.cos_
 torch.cosh
 torch.cosh_
 torch.count_nonzero
+torch.ctc_loss
 torch.cumprod
 torch.cumprod_
 torch.cumsum
@@ -841,6 +842,7 @@ torch.nn.functional.conv_transpose1d
 torch.nn.functional.conv_transpose2d
 torch.nn.functional.conv_transpose3d
 torch.nn.functional.cross_entropy
+torch.nn.functional.ctc_loss
 torch.nn.functional.dropout
 torch.nn.functional.dropout1d
 torch.nn.functional.dropout2d
