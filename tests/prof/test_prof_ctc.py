@@ -47,3 +47,15 @@ def test_ctc_loss_reductions_and_unmodelled_targets():
     assert len(lookup("torch", "ctc_loss")(Call(marker)).stages) == 1
     marker["args"][1] = {"shape": [B * S], "dtype": "int64"}
     assert lookup("torch", "ctc_loss")(Call(marker)) is None
+
+
+def test_ctc_losss_kernels_from_pytorchs_ranges_alone():
+    """Without markers (nsys's own PyTorch ranges): aten::_ctc_loss's recursion and
+    aten::_ctc_loss_backward's three kernels get the numbers the marker gives them."""
+    rows = [(r["kShortName"], f.flops, f.bytes) for r, f in analysed_capture("nsyspt", "ktx_h200")["ctc_asr"]
+            if r["kShortName"].startswith("ctc_loss")]
+    assert [x[:2] for x in rows] == [("ctc_loss_log_alpha_gpu_kernel", RECURSION[0]),
+                                    ("ctc_loss_backward_log_beta_gpu_kernel", RECURSION[0]),
+                                    ("ctc_loss_backward_collect_gpu_kernel", 6 * STATES + 6 * T * B * C),
+                                    ("ctc_loss_zero_padded_gradients", 0)]
+    assert [x[2] for x in rows[:2]] == [RECURSION[1]] * 2 and rows[3][2] is None

@@ -17,10 +17,15 @@ log-likelihood and log-probability subtracted, dLoss multiplied, _COLLECT_GRAD_F
 betas and log-probabilities read, the gradient written), then ctc_loss_zero_padded_gradients,
 which zeroes each sample's steps past its input length: which ones the data say (the lengths'
 values are not in the marker), so its bytes are na. Not checked against Nsight Compute.
+
+From PyTorch's ranges alone: aten::_ctc_loss holds the recursion's kernel, aten::_ctc_loss_backward
+the backward's three (its fills run under aten::fill_ ranges, the reductions under their ops').
 """
 from __future__ import annotations
 
-from ..registry import SIMT, Call, Cost, dims, fmt_params, register
+from typing import Any
+
+from ..registry import SIMT, Call, Cost, dims, fmt_params, register, register_aten
 from ..values import ITEMSIZE, Tensor
 
 # Log-sum-exp of three predecessors: 2 compares for the max, 3 subtractions, 3 exps, 2 adds, a
@@ -81,3 +86,23 @@ def ctc_loss(c: Call) -> Cost | None:
     if not isinstance(log_probs, Tensor) or not isinstance(targets, Tensor) or reduction not in ("none", "mean", "sum"):
         return None
     return ctc_cost(log_probs, targets, reduction, bool(c.get(6, "zero_infinity", False)))
+
+
+@register_aten("aten::_ctc_loss")
+def ctc_forward_range(a: Any) -> Cost | None:
+    """(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity): the recursion."""
+    lp, targets = a.tensor(0), a.tensor(1, "int64")
+    cost = None if lp is None or targets is None else ctc_cost(lp, targets, "none", False)
+    return None if cost is None else Cost(cost.flops, cost.bytes, cost.params, cost.dtype, SIMT)
+
+
+@register_aten("aten::_ctc_loss_backward")
+def ctc_backward_range(a: Any) -> Cost | None:
+    """(grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha,
+    blank, zero_infinity): the log-beta recursion, the collect kernel, the padded steps zeroed."""
+    lp, targets = a.tensor(1), a.tensor(2, "int64")
+    cost = None if lp is None or targets is None else ctc_cost(lp, targets, "none", False)
+    if cost is None:
+        return None
+    stages = tuple(s for s in cost.bwd_stages if s[0] != "FillFunctor")
+    return Cost(sum(s[1] for s in stages), cost.bwd_bytes, cost.params, cost.dtype, SIMT, stages=stages)
