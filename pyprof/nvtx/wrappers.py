@@ -199,18 +199,23 @@ class _Names(dict):
 # at most this many times; after that, unknown modules are roots of their own.
 _REBUILDS = 4
 _roots: dict = {}  # id(root) -> _Names
+# id(module) -> the last root's table that holds it below its root (_outermost_entry); used
+# only while that table is its root's and holds the module; dropped with the root.
+_member_of: dict = {}
 
 
 def _forgetter(key: int) -> Callable[[weakref.ref], None]:
     """The weakref callback that drops a dead root's table. It holds the table dict itself, not
     this module's globals: roots collected at interpreter exit run it after the module's globals
     were cleared to None."""
-    roots = _roots
+    roots, members = _roots, _member_of
 
     def forget(ref: weakref.ref) -> None:
         t = roots.get(key)
         if t is not None and t.root is ref:
             del roots[key]
+            for k in [k for k, held in members.items() if held is t]:
+                del members[k]
 
     return forget
 
@@ -241,6 +246,8 @@ def _fill(names: _Names, root: torch.nn.Module) -> None:
             for name, m in root.named_modules():
                 if isinstance(m, torch.nn.Module) and isinstance(name, str):
                     names[id(m)] = _entry(m, name or root_name, names, name)
+                    if name:
+                        _member_of[id(m)] = names
         except Exception:
             # named_modules overridden and failing: modules it did not name become roots of
             # their own (_miss); the call goes on as it would without pyprof.
@@ -286,6 +293,18 @@ def _miss(names: _Names, m: torch.nn.Module) -> tuple:
     return _names_of(m)[id(m)]
 
 
+def _outermost_entry(m: torch.nn.Module) -> tuple:
+    """The entry of a module called outside any module call: its entry in the tree of a root it
+    belongs to (a block whose forward activation checkpointing runs again in the backward, a
+    submodule called on its own: named by its path there), else its own as a root."""
+    t = _member_of.get(id(m))
+    e = None if t is None else t.get(id(m))
+    root = None if e is None or e[2]() is not m else t.root()
+    if root is not None and _roots.get(id(root)) is t:  # a table forget_module dropped is stale
+        return e
+    return _names_of(m)[id(m)]
+
+
 def module_name(m: torch.nn.Module) -> Optional[str]:
     """`m`'s qualified name in the module tree being called on this thread ("" for its root);
     None outside module calls or when `m` is not in that tree."""
@@ -304,7 +323,7 @@ def module_call(orig: Callable) -> Callable:
         tl = _threads.s
         names = tl.names
         if names is None:
-            e = _names_of(self)[id(self)]
+            e = _outermost_entry(self)
         else:
             e = names.get(id(self))
             if e is None or e[2]() is not self:

@@ -598,3 +598,42 @@ def test_clip_grad_norm_calls_its_foreach_ops_with_markers():
     grads = ops["_foreach_norm"]["args"][0]
     assert grads[:16] == [T(i + 1, 3) for i in range(16)]
     assert grads[16] == {"more": 24, "numels": [3 * (i + 1) for i in range(16, 40)], "dtype": "float32"}
+
+
+def test_a_checkpointed_blocks_recompute_keeps_its_module_paths():
+    """torch.utils.checkpoint runs a block's forward again in the backward, outside its parent's
+    call: the recomputed modules are named by their path in the model (blocks.1, blocks.1.fc), as
+    in the first forward, not as roots of their own (Block, fc), so the op markers inside them
+    (on CUDA, from the autograd thread; here under Tensor.backward's, which hides them) carry
+    those paths."""
+    import pyprof
+    from torch.utils.checkpoint import checkpoint
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return torch.relu(self.fc(x))
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList([Block(), Block()])
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = checkpoint(b, x, use_reentrant=False)
+            return x.sum()
+
+    net, x = Net(), r(2, 4, requires_grad=True)
+    pyprof.init()
+    try:
+        with recording() as rec:
+            net(x).backward()
+    finally:
+        pyprof.restore()
+    backward = next(i for i, m in enumerate(rec.ranges) if m.marker and m.marker.get("op") == "backward")
+    recomputed = [m.marker["module"] for m in rec.ranges[backward:] if m.marker and m.marker.get("kind") == "module"]
+    assert recomputed == ["blocks.1", "blocks.1.fc", "blocks.0", "blocks.0.fc"]
