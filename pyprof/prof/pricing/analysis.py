@@ -17,7 +17,7 @@ from .fx_nodes import LEVEL as COMPILED, CompiledPricer
 from .matrix_chain import MatrixChain
 from .tensor_flow import FURTHER, TensorFlow
 from .attention_parts import SEED_UNPACK, flash_helpers, math_attention_gemm
-from .conv_parts import conv_outputs, range_conv_tensors, range_outputs, range_parts
+from .conv_parts import FFT_PATH, conv_outputs, range_conv_tensors, range_outputs, range_parts
 from .encoder_parts import vector_role
 from .gemm_parts import SPLIT_K, output_parts, split_partials, split_pass
 from .multitensor import tensor_lists
@@ -279,12 +279,15 @@ class Analyzer:
         A kernel named `dgrad` or `wgrad` fills that slot; any other (a GEMM-lowered 1x1
         convolution, cuDNN's direct, Winograd or depthwise kernels, the `fprop` kernel computing
         a transposed convolution's data gradient) fills the first free one in launch order. A
-        second kernel for a filled slot (a gradient split in two) carries 0.
+        second kernel for a filled slot (a gradient split in two) carries 0. cuDNN's FFT path's
+        kernels (conv_parts.FFT_PATH) fill none: their gradient's FLOPs stay in the call's sums.
 
         The node is the op call _first_of_call (run first for every kernel of the op) last
         started on this thread, compared by identity: a call whose first kernel is not a matrix
         kernel (cuDNN's padding kernel) starts its slots anew all the same; for a kernel priced
         at the aten level, `node`: its range's (name, opId)."""
+        if FFT_PATH.search(name or ""):
+            return None
         if node is None:
             call = self.current_call(rec)
             key = ("slots", rec.get("pid"), rec.get("tid"))

@@ -474,6 +474,12 @@ def depthwise_reduce(kernel: str | None, grid: object, wgrad: tuple | None, weig
     return (count - 1) * out, count * elems * 4 + out * size
 
 
+# cuDNN's FFT convolution: its transforms and its complex GEMM over the spectra (one gradient's
+# path, run in chunks): not priced, and no one of them is a gradient's kernel (analysis's
+# gradient slots).
+FFT_PATH = re.compile(r"\bfft2d_(?:r2c|c2r)|_gemm_cf32cf32_")
+
+
 # cuDNN's non-fused Winograd F(4x4, 3x3) of a 3x3 convolution (stride 1): transform kernels, each
 # reading one tensor and writing its transformed tile set in T1 (the compute type; T2: the
 # tensors'), around a batched GEMM (grid z 36: one product per element of a 6x6 tile).
