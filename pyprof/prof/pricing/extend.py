@@ -26,7 +26,7 @@ import sys
 from typing import Any, Callable
 
 from ...errors import EXIT_USAGE, PyprofError
-from .registry import SIMT, Call, Cost, fmt_params, register, register_aten
+from .registry import SIMT, Call, Cost, call, fmt_params, register, register_aten
 
 UserFormula = Callable[[Call], Any]
 
@@ -70,9 +70,7 @@ def _from_range(priced: Callable[[Call], Cost | None]) -> Callable[[Any], Cost |
     the kernel's dtype, or None (a scalar, or a 0-dim tensor: ranges do not tell them apart)."""
 
     def from_range(a: Any) -> Cost | None:
-        c = Call({})
-        c.args = [a.tensor(i) for i in range(len(a.sizes))]
-        return priced(c)
+        return priced(call(*[a.tensor(i) for i in range(len(a.sizes))]))
 
     return from_range
 

@@ -144,6 +144,15 @@ class Call:
         return [v for v in (*self.args, *kw) if isinstance(v, Tensor)]
 
 
+def call(*args: Any, **kwargs: Any) -> Call:
+    """A Call over already decoded values (the shape of a torch function's arguments): a formula
+    applied to values another formula or level built (a compiled node's, one index of a foreach
+    op's lists, a user formula over a PyTorch range)."""
+    c = Call({})
+    c.args, c.kwargs = list(args), kwargs
+    return c
+
+
 class Unknowable(Exception):
     """Raised by a formula when the marker lacks what the cost depends on; the message says what
     (it becomes the warning's kind in the closing summary)."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..registry import SIMT, Call, Cost, dims, fmt_params, register, register_aten
-from ..values import ITEMSIZE, Tensor
+from ..values import ITEMSIZE, Tensor, reduce_adds
 
 # Log-sum-exp of three predecessors: 2 compares for the max, 3 subtractions, 3 exps, 2 adds, a
 # log, the max added back, the log-probability added.
@@ -48,7 +48,7 @@ def _reduction_stages(b: int, f: int, mean: bool, zero_infinity: bool, reduced: 
         fwd += (("clamp", b, 0, 2 * b * 8), ("DivFunctor", b, 2 * b * f, b * 8), ("MeanOps", b, b * f + f))
         bwd = (("MulFunctor", b, f + b * f), ("DivFunctor", b, 2 * b * f, b * 8))
     elif reduced:
-        fwd += (("sum_functor", b - 1, b * f + f),)
+        fwd += (("sum_functor", reduce_adds(b, 1), b * f + f),)
     return fwd, bwd + select
 
 

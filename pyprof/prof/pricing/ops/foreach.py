@@ -14,16 +14,10 @@ from dataclasses import replace
 from typing import Any
 
 from ..multitensor import CHUNK
-from ..registry import Call, Cost, Formula, fmt_params, lookup, register
+from ..registry import Call, Cost, Formula, call, fmt_params, lookup, register
 from ..values import ITEMSIZE, Tensor, reduce_adds
 
 PREFIX = "_foreach_"
-
-
-def _call(args: list, kwargs: dict) -> Call:
-    c = Call({})
-    c.args, c.kwargs = args, kwargs
-    return c
 
 
 def _lists(args: list) -> list:
@@ -47,7 +41,7 @@ def foreach(inner: Formula) -> Formula:
         flops = nbytes = 0
         dtype = None
         for i in range(len(lists[0])):
-            cost = inner(_call([a[i] if any(a is x for x in lists) else a for a in c.args], c.kwargs))
+            cost = inner(call(*(a[i] if any(a is x for x in lists) else a for a in c.args), **c.kwargs))
             if cost is None or cost.flops is None:
                 return None
             flops += cost.flops

@@ -14,19 +14,12 @@ from dataclasses import replace
 from math import prod
 from typing import Any
 
-from ..registry import Call, Cost, dims, fmt_params, lookup, register
+from ..registry import Call, Cost, call, dims, fmt_params, lookup, register
 from ..values import ITEMSIZE, Tensor, reduce_adds
 from .conv import conv_cost
 from .elementwise import pointwise_cost, reduce_cost, reduce_formula
 from .memory import copy_cost, gather_cost, reorder
 from .nn import embedding_bag_cost
-
-
-def call(*args: Any, **kwargs: Any) -> Call:
-    """A Call over already decoded values (the shape of a torch function's arguments)."""
-    c = Call({})
-    c.args, c.kwargs = list(args), kwargs
-    return c
 
 
 def via(name: str, c: Call) -> Cost | None:

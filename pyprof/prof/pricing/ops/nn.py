@@ -227,7 +227,7 @@ def cross_entropy(c: Call) -> Cost | None:
                 fmt_params(x.dtype, shape=dims(x.shape), target=dims(t.shape)), x.dtype, SIMT,
                 bwd_flops=4 * x.numel + samples, bwd_bytes=2 * x.numel * size + tb + out * size,
                 stages=((5 * x.numel, softmax),) + nll_stages if staged else None,
-                bwd_stages=((samples, out * size + samples * size, tb), (4 * x.numel, 3 * x.numel * size))
+                bwd_stages=(_nll_backward(samples, out, size, tb), (4 * x.numel, 3 * x.numel * size))
                 if staged else None)
     smoothed = t.dtype in ("int64", "int32") and c.get(7, "label_smoothing", 0.0) and len(x.shape) == 2 \
         and c.get(2, "weight") is None and reduction == "mean"
@@ -250,23 +250,29 @@ def _smoothing_stages(e: int, n: int, size: int, tsize: int, nll: tuple) -> dict
            (n, 2 * n * f, n), (n, 0, 2 * n), (0, 0, n + 8 * n), (reduce_adds(n, 1), 0, 8 * n + 8),
            (reduce_adds(n, 1), n * f + f), (1, 2 * f, 8), (1, 2 * f), (1, 2 * f), (1, 3 * f))
     bwd = ((1, 2 * f), (1, 2 * f), (1, 2 * f, 8), (0, f + n * f), (n, 2 * n * f, n), (n, 2 * n * f),
-           (n, f + n * f, n * tsize), (4 * e, 3 * e * f))
+           _nll_backward(n, 1, f, n * tsize), (4 * e, 3 * e * f))
     return {"flops": sum(s[0] for s in fwd), "stages": fwd, "bwd_flops": sum(s[0] for s in bwd), "bwd_stages": bwd}
 
 
 @register("torch.nn.functional.nll_loss")
 def nll_loss(c: Call) -> Cost | None:
     """Gathers one log-probability per sample: reads those and the targets, writes the loss.
-    Backward as cross_entropy's nll_loss stage: the targets and dLoss read, one gradient per
-    sample written into dInput (its zero fill a part, parts.py)."""
+    Backward: _nll_backward."""
     x, t = c.get(0, "input"), c.get(1, "target")
     if x.itemsize is None or t.nbytes is None:
         return None
     samples = t.numel
     out = _loss_out(c, 6, samples)
+    bwd = _nll_backward(samples, out, x.itemsize, t.nbytes)
     return Cost(samples, samples * x.itemsize + t.nbytes + out * x.itemsize,
-                fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT, bwd_flops=samples,
-                bwd_bytes=(out + samples) * x.itemsize + t.nbytes)
+                fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT, bwd_flops=bwd[0], bwd_bytes=bwd[1] + bwd[2])
+
+
+def _nll_backward(samples: int, out: int, size: int, target_bytes: int) -> tuple:
+    """(FLOPs, bytes in the loss's dtype, the targets' bytes) of nll_loss's backward kernel: dLoss
+    (`out` elements) and the targets read, one gradient per sample written into the zero-filled
+    dInput (the fill a part of its own, parts.py)."""
+    return samples, (out + samples) * size, target_bytes
 
 
 @register("torch.nn.functional.mse_loss", "torch.nn.functional.l1_loss")
