@@ -10,17 +10,16 @@ A cat that ran batched leaves them untaken: they cost nothing. stack, hstack and
 """
 from __future__ import annotations
 
+from .ops.memory import CATS
 from .part import CONTIGUOUS, COPY, Part
 from .registry import Call, Cost
 from .values import ITEMSIZE, Tensor
-
-_CATS = frozenset(("cat", "concat", "concatenate", "stack", "hstack", "vstack"))
 
 
 def cat_copies(marker: dict, cost: Cost | None) -> list[Part]:
     """One copy of each input of a torch cat (or stack) call into the result's dtype: read in its
     own, written in the result's; none where an input is not known."""
-    if cost is None or marker.get("mod") != "torch" or marker.get("op") not in _CATS:
+    if cost is None or marker.get("mod") != "torch" or marker.get("op") not in CATS:
         return []
     inputs = Call(marker).get(0, "tensors")
     out = ITEMSIZE.get(cost.dtype)

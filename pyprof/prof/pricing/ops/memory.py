@@ -57,7 +57,11 @@ def copy_(c: Call) -> Cost | None:
     return Cost(0, src.nbytes + dst.nbytes, fmt_params(src.dtype, shape=dims(dst.shape), to=short(dst.dtype)), src.dtype, SIMT)
 
 
-@register(*names(["cat", "concat", "concatenate", "stack", "hstack", "vstack"], ("torch",)))
+# torch's concatenations, all run as cat (cat_parts.py reads the same names).
+CATS = ("cat", "concat", "concatenate", "stack", "hstack", "vstack")
+
+
+@register(*names(CATS, ("torch",)))
 def cat(c: Call) -> Cost | None:
     """Every input read once, the result (their sum) written once. More than 16 inputs: the
     marker keeps 16 and carries the rest run by run (docs/markers.md), so all are known; a marker
