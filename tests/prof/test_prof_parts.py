@@ -1002,43 +1002,82 @@ def test_h200_speech_encoder_interpolate_fill_and_strided_cross_entropy_against_
 
 def test_h200_checkpointed_lm_prices_its_recompute_as_forward_work():
     """lm_checkpointed (ktx_h200_default: a GPT-style decoder, its 3 blocks under activation
-    checkpointing, bf16 autocast, label smoothing, gradient clipping; captured before pyprof
-    wrapped the foreach ops). Each block's forward runs again inside the backward node that first
-    needs one of its tensors: those kernels are the recomputed calls' forward (qkv, proj and up
-    of each block; checkpoint's early stop skips down), not 9 more backward GEMMs of the node's
-    linear (matrix FLOPs were 1.07x FlopCounterMode's). The label-smoothed cross_entropy's 14
-    kernels each carry their own work (the three that sweep the logits within 0.3% of ncu's
-    bytes). What is left: the clipping's four kernels, which this capture has no marker for."""
+    checkpointing, bf16 autocast, label smoothing, gradient clipping). Each block's forward runs
+    again inside the backward node that first needs one of its tensors: those kernels are the
+    recomputed calls' forward (qkv, proj and up of each block, last block first; checkpoint's
+    early stop skips down), not 9 more backward GEMMs of the node's linear (matrix FLOPs were
+    1.07x FlopCounterMode's), under the modules' paths in the model (they were `qkv`, relative to
+    the block). The label-smoothed cross_entropy's 14 kernels each carry their own work (the three
+    that sweep the logits within 0.3% of ncu's bytes). clip_grad_norm_'s torch._foreach_norm (a
+    fill of the partials, the multi-tensor launch, lpnorm_cleanup) and torch._foreach_mul_ each
+    their own (the two launches within 0.1% of ncu's bytes): every kernel known."""
     rows = measured("lm_checkpointed", "default", "ktx_h200")
     gemms = [(r["dir"], r["module"], f.flops) for r, f, _, _ in rows if r["kShortName"].startswith("nvjet")]
     qkv, proj, up = 2 * 1024 * 384 * 1152, 2 * 1024 * 384 * 384, 2 * 1024 * 384 * 1536
-    recomputed = [g for g in gemms if g[0] == "fprop" and g[1] in ("qkv", "proj", "up")]
-    assert recomputed == [("fprop", "qkv", qkv), ("fprop", "proj", proj), ("fprop", "up", up)] * 3
+    assert [g for g in gemms if g[0] == "fprop"][13:] == [
+        ("fprop", f"blocks.{i}.{name}", flops) for i in (2, 1, 0) for name, flops in (("qkv", qkv), ("proj", proj),
+                                                                                      ("up", up))]
     assert sum(1 for g in gemms if g[0] == "fprop") == 3 * 4 + 1 + 9
     ce = [f.bytes / moved for r, f, moved, _ in rows if r["op"] == "cross_entropy"
           and r["kShortName"] in ("cunn_SoftMaxForwardReg", "reduce_kernel", "cunn_SoftMaxBackwardSmem") and moved > 1e6]
     assert len(ce) == 3 and all(0.997 <= x <= 1.0 for x in ce)
     # 14 forward, 8 backward stages, nll_loss's zero fill and the engine's add of the two gradients
     assert sum(1 for r, f, _, _ in rows if r["op"] == "cross_entropy" and f.flops is not None and f.bytes) == 24
-    assert [(r["op"], r["kShortName"]) for r, f, _, _ in rows if f.flops is None or not f.bytes] == [
-        (None, "vectorized_elementwise_kernel"), (None, "multi_tensor_apply_kernel"), (None, "lpnorm_cleanup"),
-        (None, "multi_tensor_apply_kernel")]
+    params = 17131008 // 2  # the parameters' elements: the norm's launch squares and adds each
+    clip = [(r["op"], r["kShortName"], f.flops, f.bytes, moved) for r, f, moved, _ in rows
+            if (r["op"] or "").startswith("_foreach")]
+    assert [c[:4] for c in clip] == [("_foreach_norm", "vectorized_elementwise_kernel", 0, 6336),
+                                     ("_foreach_norm", "multi_tensor_apply_kernel", 2 * params, 4 * params),
+                                     ("_foreach_norm", "lpnorm_cleanup", 1584, 6468),
+                                     ("_foreach_mul_", "multi_tensor_apply_kernel", params, 8 * params)]
+    assert all(0.999 <= c[3] / c[4] <= 1.0 for c in clip if c[4] > 1e6)
+    assert all(f.flops is not None and f.bytes for _, f, _, _ in rows)
 
 
 def test_h200_superres_and_spatial_transformer_ops_each_kernel_known():
     """superres (ESPCN: pixel_shuffle, l1_loss, fp16) and stn (affine_grid, grid_sample,
     dropout2d, log_softmax and nll_loss, fp32) on an H200 (ktx_h200_default): every kernel of those
     ops carries FLOPs and bytes > 0 (pixel_shuffle, affine_grid and grid_sample were na, l1_loss
-    and dropout2d one kernel's work and the rest na). Left: cuDNN's workspace initialisations and
-    stn's FFT convolution (its transforms and complex GEMMs; they fill no gradient's slot, so the
-    weight gradient cuDNN runs after them, wgrad_alg0_engine, carries its own: it was na)."""
+    and dropout2d one kernel's work and the rest na), and so does every kernel of stn: cuDNN's FFT
+    convolution was na (11% of its GPU time). Left: superres's two cuDNN workspace
+    initialisations."""
     per = analysed_capture("default", "ktx_h200")
-    ops = ("pixel_shuffle", "l1_loss", "affine_grid_generator", "grid_sampler", "dropout2d", "log_softmax", "nll_loss")
+    ops = ("pixel_shuffle", "l1_loss", "affine_grid", "grid_sample", "dropout2d", "log_softmax", "nll_loss")
     mine = [(r["op"], f) for m in ("superres", "stn") for r, f in per[m] if r["op"] in ops]
     assert {op for op, _ in mine} == set(ops) and len(mine) == 2 + 6 + 20 + 2 + 4 + 2 + 3
     assert all(f.flops is not None and f.bytes for _, f in mine)
-    left = {(r["op"], r["kShortName"].split("_")[0]) for r, f in per["stn"] if f.flops is None or not f.bytes}
-    assert left == {("conv2d", "fft2d"), ("conv2d", "sm80"), ("conv2d", "flip")}
+    assert [r["kShortName"] for m in ("superres", "stn") for r, f in per[m] if f.flops is None or not f.bytes] == \
+        ["init_device_workspace_kernel"] * 2
     [wgrad] = [f for r, f in per["stn"] if r["kShortName"] == "wgrad_alg0_engine" and r["grid"] == [13, 1, 128]]
     assert (wgrad.flops, wgrad.bytes) == (2 * 64 * 32 * 26 * 26 * 16 * 25, (64 * 16 * 30 * 30 + 64 * 32 * 26 * 26
                                                                            + 32 * 16 * 25) * 4)
+
+
+@pytest.mark.parametrize("mode", ["default", "plain", "nsyspt"])
+def test_h200_fft_convolution_each_kernel_its_own_against_ncu(mode):
+    """stn's second convolution (16 -> 32 channels, 5x5, 64 images of 30x30, fp32) ran cuDNN's FFT
+    path (ktx_h200_default), its forward and its data gradient: the filter flipped, 32x32 real
+    transforms of W, X and dY (544 frequencies an image, 16 images a 512-thread block), a complex
+    GEMM a frequency, the inverse transform of Y or dX; the data gradient in four rounds. Each
+    kernel its own work (conv_parts.fft_work), every one within 0.5-2x of Nsight Compute's bytes,
+    the spectra's writes and the GEMMs to 0.3%; for sums over the call the convolution's FLOPs
+    once for each result (the forward's, and the data gradient's beside the weight gradient's
+    wgrad_alg0_engine), on the first inverse transform writing it. The same from PyTorch's op
+    ranges alone."""
+    rows = [(r, f, moved) for r, f, moved, _ in measured("stn", mode, "ktx_h200")
+            if r["kShortName"].startswith(("fft2d", "sm80_xmma_gemm_cf32", "flip"))]
+    x, w, y = 64 * 16 * 30 * 30, 32 * 16 * 5 * 5, 64 * 32 * 26 * 26
+    spectrum = 544 * 8
+    fft = int(2.5 * 1024 * 10)
+    cgemm = (8 * 544 * 64 * 16 * 32, 544 * (64 * 16 + 32 * 16 + 64 * 32) * 8)
+    forward = [(0, 2 * w * 4), (512 * fft, w * 4 + 512 * spectrum), (1024 * fft, x * 4 + 1024 * spectrum), cgemm,
+               (2048 * fft, y * 4 + 2048 * spectrum)]
+    r2c_dy, c2r_dx = (2048 * fft, y * 4 + 2048 * spectrum), (1024 * fft, x * 4 + 1024 * spectrum)
+    data_grad = [(512 * fft, w * 4 + 512 * spectrum), r2c_dy, cgemm, c2r_dx] + [r2c_dy, cgemm, c2r_dx] * 3
+    assert [(f.flops, f.bytes) for _, f, _ in rows] == forward + data_grad
+    assert all(0.5 <= f.bytes / moved <= 2.0 for _, f, moved in rows)
+    assert all(0.997 <= f.bytes / moved <= 1.0 for r, f, moved in rows if r["kShortName"].startswith("sm80"))
+    conv = 2 * 64 * 32 * 26 * 26 * 16 * 25
+    assert [f.whole_work()[0] for _, f, _ in rows] == [0, 0, 0, 0, conv] + [0, 0, 0, conv] + [0, 0, 0] * 3
+
+

@@ -429,10 +429,11 @@ class Analyzer:
         node = (r.get("name"), r.get("opId"))
         if cost.kind == CONV:
             x, w = range_conv_tensors(sizes, bprop)
-            winograd = self._chain.winograd(rec, cost, name, verdict,
-                                            lambda: (x, w, sizes[0] if bprop and sizes else cost.out_shape), node)
-            if winograd is not None:
-                return winograd
+            shapes = lambda: (x, w, sizes[0] if bprop and sizes else cost.out_shape)  # noqa: E731
+            path = self._chain.fft(rec, cost, name, shapes, node) or \
+                self._chain.winograd(rec, cost, name, verdict, shapes, node)
+            if path is not None:
+                return path
         if mma and verdict == NONE:
             # A helper of the range's call (a GEMM's output helpers, attention's flash helpers, a
             # convolution's layout conversions and weight gradients' sum), as with markers.
@@ -682,10 +683,10 @@ class Analyzer:
             return self._chain.split_k(rec, name, self._gemm_outputs(rec, cost, bprop), dtype)
         if kind == CONV:
             marker = (rec["fwd"] if bprop else rec).get("marker") or {}
-            winograd = self._chain.winograd(
-                rec, cost, name, verdict, lambda: tuple(t.shape for t in Call(marker).tensors()[:2]) + (cost.out_shape,))
-            if winograd is not None:
-                return winograd
+            shapes = lambda: tuple(t.shape for t in Call(marker).tensors()[:2]) + (cost.out_shape,)  # noqa: E731
+            path = self._chain.fft(rec, cost, name, shapes) or self._chain.winograd(rec, cost, name, verdict, shapes)
+            if path is not None:
+                return path
         # A fused attention call's stages are named by role (nn.MultiheadAttention's and
         # nn.TransformerEncoderLayer's fast paths): its GEMMs, its attention kernel and the encoder
         # layer's residual adds and norms (encoder_parts.py) each take the next stage when it is of

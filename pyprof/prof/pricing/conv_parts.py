@@ -474,10 +474,85 @@ def depthwise_reduce(kernel: str | None, grid: object, wgrad: tuple | None, weig
     return (count - 1) * out, count * elems * 4 + out * size
 
 
-# cuDNN's FFT convolution: its transforms and its complex GEMM over the spectra (one gradient's
-# path, run in chunks): not priced, and no one of them is a gradient's kernel (analysis's
-# gradient slots).
-FFT_PATH = re.compile(r"\bfft2d_(?:r2c|c2r)|_gemm_cf32cf32_")
+# cuDNN's FFT convolution: the filter flipped, real-to-complex transforms of the operands, a
+# complex GEMM for each frequency over the spectra, a complex-to-real transform of the result
+# (a gradient's path may run in rounds). No one of them is a gradient's matrix kernel (analysis's
+# gradient slots): each is priced by fft_work.
+FFT_PATH = re.compile(r"\bfft2d_(?:r2c|c2r)|_gemm_cf32cf32_|\bflip_filter\b")
+_FFT_TRANSFORM = re.compile(r"\bfft2d_(r2c|c2r)_(\d+)x(\d+)\b")
+_FFT_SPECTRUM_ITEM = 8  # float2: the transforms of fp32 tensors write and read complex fp32
+_FFT_GEMM = "cgemm"
+_FFT_FLIP = "flip"
+
+
+@lru_cache(maxsize=1024)
+def fft_stage(kernel: str | None) -> tuple | None:
+    """("r2c" or "c2r", FFT size) of one of cuDNN's square FFT transforms of fp32 tensors (size x
+    size points), (_FFT_GEMM,) of its complex GEMM, (_FFT_FLIP,) of its filter flip; None for any
+    other kernel, a transform of another type or a rectangular one (none measured)."""
+    low = kernel or ""
+    if "_gemm_cf32cf32_" in low:
+        return (_FFT_GEMM,)
+    if re.search(r"\bflip_filter\b", low):
+        return (_FFT_FLIP,)
+    m = _FFT_TRANSFORM.search(low)
+    if m is None or m.group(2) != m.group(3) or template_dtype(low[m.end():]) != "float32":
+        return None
+    return m.group(1), int(m.group(2))
+
+
+def fft_operand(stage: tuple, grid: object, block: object, shapes: tuple) -> int | None:
+    """Which of a 2-D convolution's (input or dX, weight or dW, output or dY) `shapes` a transform
+    (fft_stage) reads or writes: the one whose images (N x C, K x C, N x K) its launch covers,
+    block x / S images a block along its grid's x for S x S points (16 of 32x32 a 512-thread
+    block); None where no shape or two of different image sizes match, or the launch is not
+    known."""
+    if stage[0] not in ("r2c", "c2r") or launch_count(grid) is None or launch_count(block) is None \
+            or block[0] < stage[1]:
+        return None
+    x, w, y = shapes
+    per_block = block[0] // stage[1]
+    matches = [i for i, n in enumerate((x[0] * x[1], w[0] * w[1], y[0] * y[1])) if -(-n // per_block) == grid[0]]
+    return matches[0] if matches and all(math.prod(shapes[i][2:]) == math.prod(shapes[matches[0]][2:])
+                                         for i in matches) else None
+
+
+def fft_work(stage: tuple | None, grid: object, block: object, x: object, w: object, y: object,
+             freqs: int | None) -> tuple | None:
+    """(FLOPs, bytes) of a kernel of cuDNN's FFT convolution path (fft_stage) for a 2-D
+    convolution of input `x`, weight `w` and output `y` (shapes; backward: y is dY's), all fp32.
+    A transform of S x S points has S x (S/2 + 1) complex frequencies a real image (its images:
+    fft_operand): r2c reads its tensor
+    (whichever of X, W, dY those images are) and writes their spectra, c2r reads the spectra of
+    its result (Y, dX or dW) and writes it; FLOPs 2.5 x S² x log2(S²) an image (the customary
+    count of a real FFT). The complex GEMM (grid z: `freqs`, the frequencies of the
+    call's transforms) multiplies, at every frequency, the N x C, K x C and N x K spectra's two
+    operands into the third, whichever gradient it computes: 8 FLOPs a complex multiply-add, the
+    three spectra read or written once. The flip copies the weight. ncu on an H200 (a 16-to-32
+    channel 5x5 convolution of 64 30x30 images, forward and data gradient): every spectrum
+    written and the GEMM's reads and writes to 0.3%, the transforms' reads of X and W to 1%. None
+    where the shapes or the launch do not say which tensor a transform is of."""
+    if stage is None or not all(_conv_shape(s) and len(s) == 4 for s in (x, w, y)):
+        return None
+    if stage[0] == _FFT_FLIP:
+        return 0, 2 * math.prod(w) * 4
+    n, c, k = x[0], x[1], w[0]
+    if stage[0] == _FFT_GEMM:
+        if freqs is None or grid_z(grid) != freqs:
+            return None
+        return 8 * freqs * n * c * k, freqs * (n * c + k * c + n * k) * _FFT_SPECTRUM_ITEM
+    which = fft_operand(stage, grid, block, (x, w, y))
+    if which is None:
+        return None
+    tensor = (x, w, y)[which]
+    images, points = tensor[0] * tensor[1], stage[1] * stage[1]
+    spectra = images * fft_frequencies(stage) * _FFT_SPECTRUM_ITEM
+    return int(2.5 * points * math.log2(points)) * images, math.prod(tensor) * 4 + spectra
+
+
+def fft_frequencies(stage: tuple) -> int:
+    """The complex frequencies of one image of a real FFT transform (fft_stage)."""
+    return stage[1] * (stage[1] // 2 + 1)
 
 
 # cuDNN's non-fused Winograd F(4x4, 3x3) of a 3x3 convolution (stride 1): transform kernels, each

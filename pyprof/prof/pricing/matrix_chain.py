@@ -7,6 +7,8 @@ and conv_parts.py's):
   xmma's segment-K weight gradient's segments, cuDNN's depthwise weight gradient's 32-channel
   blocks;
 - Winograd's weight gradient runs its transforms, then the GEMM over their tile sets;
+- cuDNN's FFT path transforms the operands, then multiplies their spectra at the frequencies the
+  transforms made;
 - cuDNN runs a grouped convolution's weight gradient as CUTLASS kernels, one per group.
 
 The state is per thread (pid, tid), one entry per kind of fact. Which op call a kernel belongs to,
@@ -20,8 +22,9 @@ from typing import Callable, Protocol
 
 from pyprof.kernel_names import MMA, SIMT
 
-from .conv_parts import (WINOGRAD_GEMM_Z, cutlass_wgrad_splits, depthwise_partials, depthwise_reduce, one_group_wgrad,
-                         ungrouped_wgrad, wgrad_segments, winograd_gemm, winograd_stage, winograd_transform)
+from .conv_parts import (WINOGRAD_GEMM_Z, cutlass_wgrad_splits, depthwise_partials, depthwise_reduce, fft_frequencies,
+                         fft_operand, fft_stage, fft_work, one_group_wgrad, ungrouped_wgrad, wgrad_segments,
+                         winograd_gemm, winograd_stage, winograd_transform)
 from .gemm_parts import grid_z, nvjet_per_image, nvjet_splits, split_k, split_pass_work, split_sum
 from .registry import Cost
 from .values import ITEMSIZE, is_shape
@@ -56,6 +59,7 @@ class MatrixChain:
         self._gemm: dict = {}     # thread -> (name, grid) of its last matrix kernel
         self._winograd: dict = {}  # thread -> (op call, transform stage) of a weight gradient's transforms
         self._groups: dict = {}   # thread -> [op call, CUTLASS group kernels so far]
+        self._fft: dict = {}      # thread -> [op call, its transforms' frequencies, results whose FLOPs a kernel carries]
 
     def launched(self, rec: dict, name: str | None) -> None:
         """A matrix kernel ran on the record's thread: a split-K reduction after it sums its grid's
@@ -154,6 +158,40 @@ class MatrixChain:
         if work is None or not analyzer.gradient_slot(rec, "wgrad", node):
             return analyzer.unclaimed()
         analyzer.whole_call((cost.flops, work[1]))
+        return work
+
+    def fft(self, rec: dict, cost: Cost, name: str | None, shapes: Callable[[], tuple],
+            node: tuple | None = None) -> tuple | None:
+        """(flops, bytes) of a kernel of cuDNN's FFT path of a convolution of (input, weight,
+        output or dY) shapes `shapes()` gives: each its own (conv_parts.fft_work; the complex GEMM
+        at the frequencies of the call's last transform; na where the shapes do not say it). For
+        whole-call sums the convolution's FLOPs for each result the path writes (a gradient's
+        slot, CallState.gradient_slot, or the forward's output once), on the first inverse
+        transform writing it (conv_parts.fft_operand): a gradient may run in rounds, and the
+        path's own FLOPs are not the convolution's. None for any other kernel. `node`: as
+        gradient_slot's."""
+        stage = fft_stage(name)
+        if stage is None:
+            return None
+        analyzer = self._analyzer
+        thread = _thread(rec)
+        call = analyzer.current_call(rec) if node is None else node
+        held = self._fft.get(thread)
+        if held is None or not (held[0] is call or node is not None and held[0] == node):
+            held = self._fft[thread] = [call, None, set()]
+        if len(stage) == 2:
+            held[1] = fft_frequencies(stage)
+        x, w, y = (tuple(shapes()) + (None, None, None))[:3]
+        work = fft_work(stage, rec.get("grid"), rec.get("block"), x, w, y, held[1])
+        if work is None:
+            return analyzer.unclaimed()
+        result = fft_operand(stage, rec.get("grid"), rec.get("block"), (x, w, y)) if stage[0] == "c2r" else None
+        if rec.get("dir") == "bprop":
+            first = result in (0, 1) and bool(analyzer.gradient_slot(rec, ("dgrad", "wgrad")[result], node))
+        else:
+            first = result == 2 and result not in held[2]
+            held[2].add(result)
+        analyzer.whole_call((cost.flops if first else 0, work[1]))
         return work
 
     def one_group(self, rec: dict, cost: Cost, name: str | None, shapes: Callable[[], tuple],
