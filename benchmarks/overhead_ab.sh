@@ -2,8 +2,9 @@
 # Did a change cost annotation time? pyprof's default markers, this tree ("new") against an
 # older tree carried as .prev ("old": `git archive COMMIT | tar -x -C .prev`), in one device call,
 # sides taking turns for ROUNDS rounds (default 3): in each, benchmarks/overhead.py of that side
-# with --steps 10 --blocks 3 --warmup 3 --no-calls --repeats 1 --modes pyprof --models MODELS
-# (default lenet,resnet18,gpt), each side's C hit path built first. The figure to read: markers
+# with --steps 10 --blocks BLOCKS (default 3; 40 gives each process's on/off a 95% interval of a
+# few percent) --warmup 3 --no-calls --repeats 1 --modes pyprof --models MODELS (default
+# lenet,resnet18,gpt), each side's C hit path built first. The figure to read: markers
 # off/on alternately inside each process ("in-process ... on/off"), per round and side.
 #   bash benchmarks/overhead_ab.sh        # carry: [".devkit", ".prev"]; writes $OUT/overhead_ab.txt
 set -uo pipefail
@@ -18,7 +19,7 @@ for round in $(seq "${ROUNDS:-3}"); do
     dir=.; [ "$side" = old ] && dir=$old
     echo "== round $round $side"
     (cd "$dir" && PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 timeout "${ROUND_S:-80}" python3 benchmarks/overhead.py \
-      --steps 10 --blocks 3 --warmup 3 --no-calls --repeats 1 --modes pyprof --models "${MODELS:-lenet,resnet18,gpt}" \
+      --steps 10 --blocks "${BLOCKS:-3}" --warmup 3 --no-calls --repeats 1 --modes pyprof --models "${MODELS:-lenet,resnet18,gpt}" \
       --timeout 70) 2>&1 | grep -E "in-process off|on/off within" || echo "  (no figure: rc or timeout)"
   done
 done
