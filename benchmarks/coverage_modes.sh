@@ -11,6 +11,7 @@
 #   6. graphs: the same in mode reduce-overhead (CUDA graph trees), nsys --cuda-graph-trace=node
 #      -> cov_graphs.jsonl.xz
 # (5 and 6 count no FLOPs: table them against flops_default.json, the eager step's counts.)
+# KEEP_EXPORTS=1 brings each step's export back beside its records.
 # Then, anywhere: python benchmarks/pricing_coverage.py table cov_MODE.jsonl.xz flops_MODE.json
 # usage (repo root, on the GPU machine): bash benchmarks/coverage_modes.sh [steps [models]]
 # steps: comma-separated of default,plain,nsyspt,adam,compiled,graphs (default: the first four; each
@@ -40,6 +41,9 @@ capture() {
   [ -f "$work/$name.sqlite.xz" ] && xz -d "$work/$name.sqlite.xz"
   [ -f "$work/$name.sqlite" ] || return 1
   timeout 90 python3 -m pyprof.parse "$work/$name.sqlite" 2>> "$logs" | xz -T0 > "$out/$name.jsonl.xz"
+  # KEEP_EXPORTS=1: the export itself too (to look into what parse made of it).
+  [ -n "${KEEP_EXPORTS:-}" ] && xz -T0 -c "$work/$name.sqlite" > "$out/$name.sqlite.xz"
+  return 0
 }
 
 budget=${COMPILE_BUDGET:-300}

@@ -187,21 +187,34 @@ def _whole(v: Any) -> str:
     return encode(v)
 
 
+def _runs(n: torch.fx.Node) -> tuple:
+    """(target, args, kwargs) of the op a node runs: a higher-order op's that runs an op overload
+    passed to it (the random-state wrappers AOTAutograd puts around a random op that activation
+    checkpointing recomputes: graphsafe_run_with_rng_state(op, *args, rng_state=...),
+    run_with_rng_state(rng_state, op, *args), run_and_save_rng_state(op, *args)), else its own."""
+    if isinstance(n.target, torch._ops.HigherOrderOperator):
+        for i, a in enumerate(n.args):
+            if isinstance(a, torch._ops.OpOverload):
+                return a, n.args[i + 1:], {k: v for k, v in n.kwargs.items() if k != "rng_state"}
+    return n.target, n.args, n.kwargs
+
+
 def _node_json(n: torch.fx.Node) -> str:
     """The node's JSON object without its closing brace (kernel_markers() may add `again`)."""
     meta = n.meta
     hinted: list = []
-    parts = ['{"op":' + _quote(str(n.target)), '"args":' + _whole(_value(list(n.args), hinted))]
-    if n.kwargs:
-        parts.append('"kwargs":{' + ",".join(_quote(k) + ":" + _whole(_value(v, hinted)) for k, v in n.kwargs.items())
+    target, args, kwargs = _runs(n)
+    parts = ['{"op":' + _quote(str(target)), '"args":' + _whole(_value(list(args), hinted))]
+    if kwargs:
+        parts.append('"kwargs":{' + ",".join(_quote(k) + ":" + _whole(_value(v, hinted)) for k, v in kwargs.items())
                      + "}")
     parts.append('"out":' + _whole(_hinted(meta.get("val"), hinted)))
     if hinted:
         parts.append('"hinted":true')
         # Each hinted tensor's symbolic dims, by the position of its argument (and the output's).
-        parts.append('"dims":' + json.dumps({"args": _dims(list(n.args)), "out": _dims(meta.get("val"))}))
+        parts.append('"dims":' + json.dumps({"args": _dims(list(args)), "out": _dims(meta.get("val"))}))
     orig = meta.get("original_aten")
-    if orig is not None and str(orig) != str(n.target):
+    if orig is not None and str(orig) != str(target):
         parts.append('"orig":' + _quote(str(orig)))
     module = _module(meta)
     if module is not None:
@@ -214,7 +227,10 @@ def _node_json(n: torch.fx.Node) -> str:
 
 def _computes(n: Any) -> bool:
     # Views and getitem compute nothing and move nothing: torch's schema says which ops are views.
-    return isinstance(n, torch.fx.Node) and isinstance(n.target, torch._ops.OpOverload) and not n.target.is_view
+    if not isinstance(n, torch.fx.Node):
+        return False
+    target = _runs(n)[0]
+    return isinstance(target, torch._ops.OpOverload) and not target.is_view
 
 
 def _graph(lowering: Any) -> _Graph:

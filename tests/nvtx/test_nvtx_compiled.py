@@ -762,3 +762,32 @@ def test_leaf_hooks_name_each_parameter_once_and_never_break_the_call() -> None:
     assert (fc.weight._backward_hooks, fc.bias._backward_hooks) == (None, None)
     hooks.take(object(), [fc.weight], fc, "enc")
     assert fc.weight._backward_hooks is None
+
+
+def test_random_state_wrapper_nodes_describe_the_op_they_run() -> None:
+    """A random op that activation checkpointing recomputes reaches Inductor wrapped in a
+    higher-order op carrying its random state (graphsafe_run_with_rng_state(op, *args,
+    rng_state=...), run_with_rng_state(rng_state, op, *args)): the table describes the op it runs,
+    its arguments and output (a compiled checkpointed GPT's cuDNN attention calls had no node and
+    no price: 6% of its GPU time); a wrapped view computes nothing, as a view does."""
+    import json
+
+    import torch
+    from torch._prims.rng_prims import graphsafe_run_with_rng_state, run_with_rng_state
+
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    x.meta["val"] = torch.empty(4, 6, 8, 16, dtype=torch.bfloat16)
+    state = g.placeholder("state")
+    state.meta["val"] = torch.empty(2, dtype=torch.int64)
+    dropout = torch.ops.aten.native_dropout.default
+    out = (torch.empty(4, 6, 8, 16, dtype=torch.bfloat16), torch.empty(4, 6, 8, 16, dtype=torch.bool))
+    safe = g.call_function(graphsafe_run_with_rng_state, (dropout, x, 0.1, True), {"rng_state": state})
+    plain = g.call_function(run_with_rng_state, (state, dropout, x, 0.1, True))
+    view = g.call_function(graphsafe_run_with_rng_state, (torch.ops.aten.view.default, x, [24, 128]), {"rng_state": state})
+    for n in (safe, plain):
+        n.meta["val"] = out
+    expected = {"op": "aten.native_dropout.default", "args": [{"shape": [4, 6, 8, 16], "dtype": "bfloat16"}, 0.1, True],
+                "out": [{"shape": [4, 6, 8, 16], "dtype": "bfloat16"}, {"shape": [4, 6, 8, 16], "dtype": "bool"}]}
+    assert [json.loads(inductor._node_json(n) + "}") for n in (safe, plain)] == [expected, expected]
+    assert [inductor._computes(n) for n in (safe, plain, view, x)] == [True, True, False, False]

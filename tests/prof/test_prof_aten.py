@@ -171,6 +171,10 @@ def call(name: str, sizes: list, kernel: str, dtype: str | None = None):
     # abs(self, out) inside aten::abs (l1_loss's; H200): the out= tensor passed empty is no
     # operand: 20 fp32 read and written, 1 an element.
     ("aten::abs", [[4, 5], [0]], "vectorized_elementwise_kernel<4, at::native::AbsFunctor<float>, ...>", (20, 160)),
+    # AbsBackward0's sign of the input (aten::sgn, the marker level's unary ops all named at this
+    # level): 1 an element, read and written.
+    ("aten::sgn", [[4, 5]], "vectorized_elementwise_kernel<4, at::native::sign_kernel_cuda(...)::[lambda(float)]>",
+     (20, 160)),
     # A cuDNN RNN's dropout seed (torch's get_dropout_state): a 0-dim int64 tensor's random_(), its
     # integers drawn as unsigned long, the tensor's type distribution_nullary_kernel's first.
     ("aten::random_", [[], []], "distribution_elementwise_grid_stride_kernel<unsigned long, (int)2, void "

@@ -111,3 +111,31 @@ def test_dynamic_shape_library_calls_take_their_sizes_from_their_op_ranges() -> 
                                               2 * 16 * 4 * 256, 2 * 129 * 256 * 512]
     # bf16 under autocast: operands read, the output written once; addmm's bias read too
     assert got[0][2] == 2 * (125 * 256 + 256 * 512 + 125 * 512 + 512)
+
+
+def test_fft_convolution_in_a_compiled_graph() -> None:
+    """The spatial transformer's 16 -> 32 channel 5x5 convolution (fp32, 64 images of 30x30) in a
+    compiled graph (H200, pricing_coverage's `stn` under torch.compile): cuDNN's FFT path for the
+    forward and, in four rounds, the data gradient, then wgrad_alg0_engine for the weight's. Each
+    kernel priced as in the eager call (test_prof_parts.py's, against Nsight Compute); the
+    convolution's FLOPs for whole-call sums once for each result, on its first inverse transform:
+    the forward's output, dX, and the weight gradient's own kernel (it was na: the transforms had
+    taken the node's matrix-kernel parts)."""
+    path = os.path.join(DATA, "compiled_fft_conv.jsonl.xz")
+    with lzma.open(path, "rb") as stream:
+        got = [(rec["kShortName"], f.flops, f.bytes, f.whole_work()[0])
+               for rec, f, _ in analysed(records(stream, Tally()), Tally())]
+    x, w, y = 64 * 16 * 30 * 30, 32 * 16 * 5 * 5, 64 * 32 * 26 * 26
+    spectrum, fft = 544 * 8, int(2.5 * 1024 * 10)
+    cgemm_name = ("sm80_xmma_gemm_cf32cf32_f32f32_cf32_{}_n_tilesize32x32x8_stage3_warpsize2x2x1_ffma_aligna8_alignc8_"
+                  "execute_kernel__5x_cublas")
+    cgemm_work = (8 * 544 * 64 * 16 * 32, 544 * (64 * 16 + 32 * 16 + 64 * 32) * 8, 0)
+    conv = 2 * 64 * 32 * 26 * 26 * 16 * 25
+    r2c_w = ("fft2d_r2c_32x32", 512 * fft, w * 4 + 512 * spectrum, 0)
+    r2c_dy = ("fft2d_r2c_32x32", 2048 * fft, y * 4 + 2048 * spectrum, 0)
+    c2r_dx = ("fft2d_c2r_32x32", 1024 * fft, x * 4 + 1024 * spectrum)
+    forward = [("flip_filter", 0, 2 * w * 4, 0), r2c_w, ("fft2d_r2c_32x32", 1024 * fft, x * 4 + 1024 * spectrum, 0),
+               (cgemm_name.format("tn"),) + cgemm_work, ("fft2d_c2r_32x32", 2048 * fft, y * 4 + 2048 * spectrum, conv)]
+    data_grad = [r2c_w, r2c_dy, (cgemm_name.format("nt"),) + cgemm_work, c2r_dx + (conv,)] + \
+        [r2c_dy, (cgemm_name.format("nt"),) + cgemm_work, c2r_dx + (0,)] * 3
+    assert got == forward + data_grad + [("wgrad_alg0_engine", conv, (x + y + w) * 4, conv)]

@@ -26,8 +26,9 @@ from .attention_parts import SDPA
 from .ops.foreach import PREFIX as _FOREACH
 from .ops.foreach import foreach
 from .ops.fx import backward_forward_conv, sdpa_arguments
-from .conv_parts import (WINOGRAD_GEMM_Z, conv_outputs, depthwise_reduce, one_group_wgrad, ungrouped_wgrad,
-                         wgrad_segments, winograd_gemm, winograd_stage, winograd_transform)
+from .conv_parts import (WINOGRAD_GEMM_Z, conv_outputs, depthwise_reduce, fft_frequencies, fft_operand, fft_stage,
+                         fft_work, one_group_wgrad, ungrouped_wgrad, wgrad_segments, winograd_gemm, winograd_stage,
+                         winograd_transform)
 from .gemm_parts import SPLIT_K, grid_z, split_k, split_pass, split_pass_work, split_sum
 from .parts import CallParts, backward_parts, family, forward_parts, grad_fill, launch_stated, stage_work
 from .registry import CONV, FORMULA_ERRORS, GEMM, MMA_KINDS, Call, Cost, Formula, Unknowable, kept
@@ -131,6 +132,16 @@ def _conv_tensors(node: dict) -> tuple:
     return tuple(a if isinstance(a, dict) else None for a in args[at:at + 2])
 
 
+def _conv_shapes(w: KernelWork) -> tuple:
+    """(input, weight, output or dY shapes, backward?) of a convolution node's kernel work."""
+    node = w.node or {}
+    x, wt = (t.get("shape") if t else None for t in _conv_tensors(node))
+    args = node.get("args") if isinstance(node.get("args"), list) else []
+    bwd = str(node.get("op")).startswith("aten.convolution_backward.")
+    y = (args[0].get("shape") if args and isinstance(args[0], dict) else None) if bwd else w.main.out_shape
+    return x, wt, y, bwd
+
+
 def _outputs(node: dict, main: Cost, bwd: bool, size: int | None) -> list:
     """(rows, cols) the matrix node's kernels may write (gemm_parts.split_k): a GEMM's 2-D output, a
     convolution's (conv_parts.conv_outputs)."""
@@ -157,7 +168,7 @@ def _masked(node: dict) -> list:
 class _CallState:
     """What a thread's current library call (one run of its graph) has launched so far."""
 
-    __slots__ = ("ident", "matrix", "splits", "last", "parts", "groups", "winograd")
+    __slots__ = ("ident", "matrix", "splits", "last", "parts", "groups", "winograd", "fft", "fft_results")
 
     def __init__(self, ident: tuple) -> None:
         self.ident = ident  # (run, call)
@@ -167,6 +178,8 @@ class _CallState:
         self.parts: CallParts | None = None  # the call's helper parts (or stages) not yet taken
         self.groups = 0  # CUTLASS group kernels of a grouped weight gradient so far
         self.winograd: int | None = None  # a weight gradient's Winograd tiles' item size, its GEMM to come
+        self.fft: int | None = None  # the frequencies of the FFT path's last transform
+        self.fft_results: set = set()  # the results (conv_parts.fft_operand) whose work a kernel carries
 
 
 class CompiledPricer:
@@ -277,11 +290,7 @@ class CompiledPricer:
         if stage is None and (state.winograd is None or verdict not in (MMA, SIMT)
                               or grid_z(rec.get("grid")) != WINOGRAD_GEMM_Z):
             return None
-        node = w.node or {}
-        x, wt = (t.get("shape") if t else None for t in _conv_tensors(node))
-        args = node.get("args") if isinstance(node.get("args"), list) else []
-        bwd = str(node.get("op")).startswith("aten.convolution_backward.")
-        y = (args[0].get("shape") if args and isinstance(args[0], dict) else None) if bwd else w.main.out_shape
+        x, wt, y, bwd = _conv_shapes(w)
         if stage is not None:
             if stage[:2] in (("Wgrad", "Data"), ("Wgrad", "Delta")):  # the GEMM's inputs: it comes next
                 state.winograd = stage[2]
@@ -293,6 +302,31 @@ class CompiledPricer:
         if work is None or part >= w.parts:
             return self.analyzer.unclaimed()
         self.analyzer.whole_call((_share(w.flops, w.parts, part), work[1]))
+        return work
+
+    def _fft(self, rec: dict, entry: dict, w: KernelWork, name: str | None) -> tuple | None:
+        """(FLOPs, bytes) of a kernel of cuDNN's FFT path of a convolution node, as for an eager
+        call (matrix_chain.fft): each its own (conv_parts.fft_work; na where the shapes do not
+        say it); for whole-call sums the node's share for each result the path writes (the
+        output, dX or dW: a matrix-kernel part) on the first inverse transform writing it. None
+        for any other kernel."""
+        stage = fft_stage(name)
+        if stage is None:
+            return None
+        state = self._state(rec, entry)
+        if len(stage) == 2:
+            state.fft = fft_frequencies(stage)
+        x, wt, y, bwd = _conv_shapes(w)
+        work = fft_work(stage, rec.get("grid"), rec.get("block"), x, wt, y, state.fft)
+        if work is None:
+            return self.analyzer.unclaimed()
+        result = fft_operand(stage, rec.get("grid"), rec.get("block"), (x, wt, y)) if stage[0] == "c2r" else None
+        share = 0
+        if result is not None and (result in (0, 1) if bwd else result == 2) and result not in state.fft_results:
+            state.fft_results.add(result)
+            part = self._part(rec, entry, True)
+            share = _share(w.flops, w.parts, part) if part < w.parts else 0
+        self.analyzer.whole_call((share, work[1]))
         return work
 
     def _staged(self, rec: dict, entry: dict, cost: Cost, name: str | None) -> tuple:
@@ -328,7 +362,8 @@ class CompiledPricer:
         facts.dtype = (main or w.last).dtype if (main or w.last) is not None else None
         own = None
         if main is not None and main.kind == CONV:
-            own = (self._one_group(rec, entry, w, name) if verdict in (MMA, SIMT) else None) \
+            own = self._fft(rec, entry, w, name) \
+                or (self._one_group(rec, entry, w, name) if verdict in (MMA, SIMT) else None) \
                 or self._winograd(rec, entry, w, name, verdict)
         if own is not None:
             facts.flops, facts.bytes = own

@@ -21,7 +21,7 @@ from ..registry import ATTN, CAUSAL_UNKNOWN, SIMT, Cost, deferring, dims, fmt_pa
 from ..values import FLOATING, ITEMSIZE, Tensor, as_2d, broadcast, reduce_adds, reduces_to
 from .attention import sdpa_cost
 from .batch_norm import batch_norm_kernels
-from .elementwise import FLOPS_PER_ELEMENT, nonzero_cost, pointwise_cost, reduce_cost
+from .elementwise import FLOPS_PER_ELEMENT, UNARY, nonzero_cost, pointwise_cost, reduce_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
 from .loss import SMOOTH_L1_FLOPS, loss_cost
 from .memory import (copy_cost, index_add_cost, index_elements, index_rows, index_select_cost, repeats_cost,
@@ -89,11 +89,9 @@ def transform_bias_rescale_qkv(a: A) -> Cost | None:
 
 # -- element-wise -----------------------------------------------------------------------------------
 
-_UNARY = ["abs", "neg", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos",
-          "tan", "tanh", "sigmoid", "erf", "erfinv", "reciprocal", "sign", "floor", "ceil", "round", "trunc",
-          "relu", "gelu", "silu", "mish", "hardswish", "hardsigmoid", "hardtanh", "leaky_relu", "elu", "celu",
-          "selu", "softplus", "log_sigmoid_forward", "clamp", "clamp_min", "clamp_max", "threshold", "pow",
-          "logical_not", "bitwise_not", "nan_to_num", "square", "frac", "isneginf", "isposinf"]
+# The marker level's unary ops (aten::sgn: AbsBackward0's sign) and ATen's own activations.
+_UNARY = UNARY + ["gelu", "silu", "mish", "hardswish", "hardsigmoid", "hardtanh", "leaky_relu", "elu", "celu",
+                  "selu", "softplus", "log_sigmoid_forward", "threshold", "pow", "isneginf", "isposinf"]
 _BINARY = ["add", "sub", "rsub", "mul", "div", "maximum", "minimum", "fmax", "fmin", "remainder", "fmod",
            "atan2", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
            "bitwise_and", "bitwise_or", "bitwise_xor", "lerp", "addcmul", "addcdiv", "copysign", "xlogy",
