@@ -983,9 +983,11 @@ class ModelSums:
             self.known[level] += dur
         kind = f.cost.kind if f.cost is not None else None
         flops = f.whole_work()[0]  # a model's sums keep what one kernel's own share leaves unknown
-        # Only the matrix kernels (tc known): a GEMM's or convolution's helpers (bias-gradient sums,
-        # split-K passes, casts) carry their own FLOPs, which FlopCounterMode does not count.
-        if flops is not None and kind in MATRIX_KINDS and f.tc is not None:
+        # Only the matrix kernels (tc known) and those given their call's FLOPs for whole-call sums
+        # (call_work: cuDNN's FFT path's inverse transform): a GEMM's or convolution's helpers
+        # (bias-gradient sums, split-K passes, casts) carry their own FLOPs, which FlopCounterMode
+        # does not count.
+        if flops is not None and kind in MATRIX_KINDS and (f.tc is not None or f.call_work is not None):
             self.matrix_flops += flops
             if kind == "attn" and "causal=1" in f.cost.params.split(","):
                 self.causal_flops += flops

@@ -34,6 +34,8 @@ RULES = [
      NONE, "layout conversion"),
     (r"winograd_nonfused|winograd(?:forward|wgrad|dgrad)(?:data|filter|delta|output)|scalepackedtensor",
      NONE, "cuDNN Winograd transform or tensor scaling (the GEMM between the transforms is separate)"),
+    (r"\bfft2d_(?:r2c|c2r)|\bflip_filter\b", NONE,
+     "cuDNN FFT convolution's transforms and filter flip (its complex GEMM between them is the matrix kernel)"),
     (r"flash_bwd_dot_do_o|flash_bwd_convert_dq|flash_bwd_clear|flash_fwd_splitkv_combine|"
      r"compute_dot_do_o|convert_dq_to_16bits|fmha_reduce_head", NONE,
      "FlashAttention / cuDNN SDPA backward pre/post-processing (fmha_reduce_head: grouped-query dK/dV sums)"),
@@ -83,8 +85,8 @@ def classify(name: str | None) -> str | None:
 # What a library call launches right after its matrix kernel: a split-K reduction (it sums the
 # partial products of the GEMM before it: RULES' first rule), cuDNN's sum of a split weight
 # gradient (the third), cuBLASLt's separate epilogue, cuDNN's conversion of an NHWC result back
-# to NCHW.
-_TRAILING = re.compile("|".join((RULES[0][0], RULES[2][0], r"cublaslt::epilogue|nhwctonchw|nhwc2nchw")))
+# to NCHW, cuDNN's FFT convolution's inverse transform of the spectra its complex GEMM wrote.
+_TRAILING = re.compile("|".join((RULES[0][0], RULES[2][0], r"cublaslt::epilogue|nhwctonchw|nhwc2nchw|\bfft2d_c2r")))
 
 
 def trailing_helper(name: str | None) -> bool:
@@ -95,8 +97,9 @@ def trailing_helper(name: str | None) -> bool:
 
 
 # Launched before the call's main kernel: attention backward's pre-processing, dot(dO, O) per
-# row; cuDNN's conversion of an NCHW operand to the NHWC its kernel reads.
-_LEADING = re.compile(r"flash_bwd_dot_do_o|compute_dot_do_o|nchwtonhwc|nchw2nhwc")
+# row; cuDNN's conversion of an NCHW operand to the NHWC its kernel reads; its FFT convolution's
+# filter flip and transforms of the operands.
+_LEADING = re.compile(r"flash_bwd_dot_do_o|compute_dot_do_o|nchwtonhwc|nchw2nhwc|\bfft2d_r2c|\bflip_filter\b")
 
 
 def leading_helper(name: str | None) -> bool:

@@ -370,6 +370,8 @@ aten.embedding_dense_backward
 aten.empty
 aten.empty_strided
 aten.gelu_backward
+aten.grid_sampler_2d
+aten.grid_sampler_2d_backward
 aten.index
 aten.index_put
 aten.index_put_

@@ -437,6 +437,35 @@ def test_convolution_backward_gradients_counted_from_the_output_mask(tmp_path: P
     assert [(r.get("compiled") or {}).get("call") for r in recs] == [0, None, None, None, 3]
 
 
+FLIP = "void flip_filter<float, float>(T2 *, const T1 *, int, int, int, int)"
+R2C = "void fft2d_r2c_32x32<float, (bool)0, (unsigned int)0, (bool)0>(float2 *, const T1 *, int, int)"
+CGEMM = "sm80_xmma_gemm_cf32cf32_f32f32_cf32_tn_n_tilesize32x32x8_stage3_warpsize2x2x1_ffma_aligna8_alignc8_" \
+    "execute_kernel__5x_cublas"
+C2R = "void fft2d_c2r_32x32<float, (bool)0, (bool)0, (unsigned int)0, (bool)0, (bool)0>(T1 *, const float2 *, int)"
+SEEDS = "void at::native::distribution_elementwise_grid_stride_kernel<unsigned long, (int)2, ...>(...)"
+
+
+def test_fft_convolution_in_a_graph_replay_is_one_call(tmp_path: Path) -> None:
+    """cuDNN's FFT path of a convolution in a CUDA graph's replay (the spatial transformer under
+    reduce-overhead, H200), then the seeds of a random op, between two generated kernels: the
+    filter flip and the operands' transforms are helpers before its one matrix kernel, the complex
+    GEMM, and the inverse transform one after it, so all five are the convolution's; the seeds'
+    kernel the next call's (the five were unexplained, the seeds with them)."""
+    x, w = t(64, 16, 30, 30, dtype="float32"), t(32, 16, 5, 5, dtype="float32")
+    conv = node("aten.convolution.default", [x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1],
+                t(64, 32, 26, 26, dtype="float32"), "c2")
+    seeds = node("prims.inductor_seeds.default", [2, {"device": "cuda:0"}], t(2, dtype="int64"))
+    table = [marker("graph", graph=0, bwd=False, device="cuda", cudagraphs=True, calls=4),
+             marker("kernel", graph=0, call=0, name="triton_poi_fused_0", extern=False, bytes=4096, nodes=[BWD_A]),
+             marker("kernel", graph=0, call=1, name="extern_kernels.convolution", extern=True, nodes=[conv]),
+             marker("kernel", graph=0, call=2, name="aten.randint.low_out", extern=True, nodes=[seeds]),
+             marker("kernel", graph=0, call=3, name="triton_poi_fused_1", extern=False, bytes=2112, nodes=[BWD_C])]
+    recs, stats = replayed(tmp_path / "f.sqlite", table,
+                           ["triton_poi_fused_0", FLIP, R2C, R2C, CGEMM, C2R, SEEDS, "triton_poi_fused_1"])
+    assert [(r.get("compiled") or {}).get("call") for r in recs] == [0, 1, 1, 1, 1, 1, 2, 3]
+    assert (stats.compiled.joined, stats.compiled.unexplained) == (8, 0)
+
+
 def named_runs(path: Path, table: list[str], runs: list[tuple[str, list[str]]]) -> tuple[list[dict], Stats]:
     """Parse an export of `table` marked, then one graph call per run (its range's suffix after
     the run number, the kernels it launches)."""

@@ -51,3 +51,20 @@ def test_grid_sample_bilinear_and_nearest():
     assert lookup("torch", "grid_sampler")(Call(marker)).flops == 8 * POINTS
     marker["args"][2] = 2  # bicubic: not modelled
     assert lookup("torch", "grid_sampler")(Call(marker)) is None
+
+
+def test_grid_sampler_nodes_of_a_compiled_graph_as_the_marker():
+    """A compiled graph's aten.grid_sampler_2d and its backward (stn under torch.compile: the
+    backward's output_mask [False, True], the input needing no gradient) priced by grid_sample's
+    formula, as the marker is (the backward's kernel was na: 0.8% of the compiled step)."""
+    from pyprof.prof.pricing.fx_nodes import node_cost
+
+    x, grid = {"shape": [64, 1, 64, 64], "dtype": "float32"}, {"shape": [64, 64, 64, 2], "dtype": "float32"}
+    forward, _ = node_cost({"op": "aten.grid_sampler_2d.default", "args": [x, grid, 0, 0, False]})
+    assert (forward.flops, forward.bytes) == (14 * POINTS + 7 * POINTS, (POINTS + 2 * POINTS + POINTS) * 4)
+    node = {"op": "aten.grid_sampler_2d_backward.default", "args": [x, x, grid, 0, 0, False, [False, True]]}
+    backward, _ = node_cost(node)
+    assert (backward.flops, backward.bytes) == (14 * POINTS + 14 * POINTS, (POINTS + POINTS + 4 * POINTS) * 4)
+    node["args"][-1] = [True, True]  # dInput too: its taps scattered, 8 an element, written
+    backward, _ = node_cost(node)
+    assert (backward.flops, backward.bytes) == (14 * POINTS + 22 * POINTS, (POINTS + 2 * POINTS + 4 * POINTS) * 4)

@@ -83,6 +83,12 @@ NAMES = [
     # Helpers of matrix ops and kernels that never do MMA work, whatever their dtype
     ("void splitKreduce_kernel<32, 16, int, __half, __half, float, __half, true, false, false>(...)", NONE, "float16"),
     ("void nchwToNhwcKernel<__half, __half, float, true, false, (cudnnKernelDataType_t)0>(...)", NONE, None),
+    # cuDNN's FFT convolution: its transforms and filter flip no matrix kernel, its complex GEMM one
+    ("void fft2d_r2c_32x32<float, (bool)0, (unsigned int)0, (bool)0>(float2 *, const T1 *, int)", NONE, None),
+    ("void fft2d_c2r_32x32<float, (bool)0, (bool)0, (unsigned int)0, (bool)0, (bool)0>(T1 *, const float2 *)", NONE, None),
+    ("void flip_filter<float, float>(T2 *, const T1 *, int, int, int, int)", NONE, None),
+    ("sm80_xmma_gemm_cf32cf32_f32f32_cf32_tn_n_tilesize32x32x8_stage3_warpsize2x2x1_ffma_aligna8_alignc8_execute_kernel__5x"
+     "_cublas", SIMT, "float32"),
     ("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(...), ...>(...)", NONE, None),
     ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::Half, float, false>(...)", NONE, None),
     ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, ...>>(...)", NONE, None),
@@ -208,6 +214,11 @@ def test_trailing_helpers_and_leading_helpers() -> None:
              "void cudnn::fusion::compute_dot_do_o_specialized<(bool)1, (int)64>(const void *)": (False, True),
              "void flash::flash_bwd_dot_do_o_kernel<true, Flash_bwd_kernel_traits>(Params)": (False, True),
              "void cudnn::fusion::convert_dq_to_16bits<(bool)1>(const void *, void *)": (False, False),
+             # cuDNN's FFT convolution: the filter flipped and the operands transformed before its
+             # complex GEMM, the result's inverse transform after it
+             "void flip_filter<float, float>(T2 *, const T1 *, int, int, int, int)": (False, True),
+             "void fft2d_r2c_32x32<float, (bool)0, (unsigned int)5, (bool)0>(float2 *, const T1 *)": (False, True),
+             "void fft2d_c2r_32x32<float, (bool)0, (bool)0, (unsigned int)0, (bool)0, (bool)0>(T1 *)": (True, False),
              "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int)": (False, False),
              None: (False, False)}
     assert {n: (trailing_helper(n), leading_helper(n)) for n in names} == names

@@ -227,6 +227,23 @@ def native_batch_norm_backward(c: Call) -> Cost | None:
     return backward(via("torch.nn.functional.batch_norm", call(a[1], a[3], a[4], a[2], None, a[7])))
 
 
+@register("aten.grid_sampler_2d")
+def grid_sampler_2d(c: Call) -> Cost | None:
+    """(input, grid, interpolation_mode, padding_mode, align_corners)."""
+    return via("torch.grid_sampler", c)
+
+
+@register("aten.grid_sampler_2d_backward")
+def grid_sampler_2d_backward(c: Call) -> Cost | None:
+    """(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask):
+    dInput where output_mask's first says it is computed."""
+    a = c.args
+    x, mask = a[1], c.get(6, "output_mask")
+    if isinstance(x, Tensor) and isinstance(mask, list) and mask and mask[0] is False:
+        x = x._replace(grad=False)
+    return backward(via("torch.grid_sampler", call(x, *a[2:4])))
+
+
 @register("aten._log_softmax")
 def log_softmax(c: Call) -> Cost | None:
     return via("torch.nn.functional.log_softmax", call(c.args[0], c.args[1]))
