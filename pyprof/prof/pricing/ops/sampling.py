@@ -5,8 +5,11 @@ affine_grid builds a base grid of the output's (x, y, 1) coordinates and multipl
 sample's 2 x 3 transform, as PyTorch's affine_grid_generator runs it, kernel by kernel (named
 nothing: Cost.stages in order): linspace over W (written), and without align_corners its rescale
 (a multiply and a divide: 1 an element each, read and written), its copy into every row of the
-base grid's x plane (the W values read, N·H·W written), the same for H into the y plane, the ones
-plane filled (N·H·W written), then the batched product [N, H·W, 3] x [N, 3, 2] (2 FLOPs a
+base grid's x plane (the W values read), the same for H into the y plane, the ones plane filled:
+a plane is every third element of the [N, H, W, 3] base grid, whose stores, 3 elements apart,
+write every 32-byte sector of it (Nsight Compute on an H200, stn: 3,145,728 bytes of sectors
+written for each 1 MB fp32 plane), so each writes the base grid's bytes; then the batched
+product [N, H·W, 3] x [N, 3, 2] (2 FLOPs a
 multiply-add; the base grid and the transforms read, the [N, H, W, 2] grid written). Backward:
 the same base grid, then its transpose times dGrid ([N, 3, H·W] x [N, H·W, 2]; dGrid read,
 dTheta written). linspace counts no FLOPs, as arange.
@@ -33,7 +36,7 @@ _INPUT_GRAD_FLOPS = 8  # bilinear: each tap's weight times dOut, added into dInp
 
 def _base_grid_stages(n: int, h: int, w: int, size: int, align_corners: bool) -> tuple:
     """The base grid's kernels (affine_grid's docstring above)."""
-    plane = n * h * w * size
+    plane = n * h * w * 3 * size  # a plane's stores write every sector of the base grid
     stages: tuple = ()
     for steps in (w, h):
         stages += ((0, steps * size),)
