@@ -652,6 +652,102 @@ def _ctc_asr(device):
     return ASR(), (x, targets), loss
 
 
+def _conformer(device):
+    """A Conformer encoder (speech, 2 blocks): macaron half-step SiLU feed-forwards, multi-head
+    self-attention with a key padding mask (nn.MultiheadAttention), the convolution module
+    (pointwise Conv1d, GLU, depthwise Conv1d, BatchNorm1d, SiLU, pointwise Conv1d), LayerNorms;
+    a distillation loss: kl_div of log-probabilities against a teacher's softmax."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    batch, frames, d, heads, classes = 8, 200, 144, 4, 64
+
+    class ConvModule(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm, self.pw1 = nn.LayerNorm(d), nn.Conv1d(d, 2 * d, 1)
+            self.dw, self.bn, self.pw2 = nn.Conv1d(d, d, 15, padding=7, groups=d), nn.BatchNorm1d(d), nn.Conv1d(d, d, 1)
+
+        def forward(self, x):
+            h = F.glu(self.pw1(self.norm(x).transpose(1, 2)), dim=1)
+            return self.pw2(F.silu(self.bn(self.dw(h)))).transpose(1, 2)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ff1 = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.SiLU(), nn.Linear(4 * d, d))
+            self.ff2 = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.SiLU(), nn.Linear(4 * d, d))
+            self.norm_att, self.att = nn.LayerNorm(d), nn.MultiheadAttention(d, heads, batch_first=True)
+            self.conv, self.out = ConvModule(), nn.LayerNorm(d)
+
+        def forward(self, x, pad):
+            x = x + 0.5 * self.ff1(x)
+            h = self.norm_att(x)
+            x = x + self.att(h, h, h, key_padding_mask=pad, need_weights=False)[0]
+            x = x + self.conv(x)
+            return self.out(x + 0.5 * self.ff2(x))
+
+    class Conformer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks, self.head = nn.ModuleList([Block(), Block()]), nn.Linear(d, classes)
+
+        def forward(self, x, pad):
+            for b in self.blocks:
+                x = b(x, pad)
+            return F.log_softmax(self.head(x).float(), dim=-1)
+    x = torch.randn(batch, frames, d, device=device)
+    lengths = torch.tensor([frames - 10 * i for i in range(batch)], device=device)
+    pad = torch.arange(frames, device=device)[None, :] >= lengths[:, None]
+    teacher = torch.softmax(torch.randn(batch, frames, classes, device=device), dim=-1)
+    return Conformer(), (x, pad, teacher), lambda out, inputs: F.kl_div(out, inputs[-1], reduction="batchmean")
+
+
+def _gnn(device):
+    """A message-passing graph network (3 layers over a fixed random graph of 20,000 nodes and
+    200,000 edges): each edge's message an MLP of its two nodes' features (gathered by
+    index_select), attention-like weights by a segment softmax (scatter_reduce amax, exp,
+    index_add sums), messages summed into their target nodes (index_add_) and mean-aggregated
+    (scatter_reduce mean); node classification by cross-entropy."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    nodes, edges, d, classes = 20000, 200000, 64, 16
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.msg, self.score, self.upd = nn.Linear(2 * d, d), nn.Linear(d, 1), nn.Linear(2 * d, d)
+
+        def forward(self, x, src, dst):
+            m = F.relu(self.msg(torch.cat([x.index_select(0, src), x.index_select(0, dst)], dim=1)))
+            s = self.score(m).squeeze(1)
+            top = torch.full((x.shape[0],), float("-inf"), device=x.device, dtype=s.dtype)
+            top = top.scatter_reduce(0, dst, s, reduce="amax", include_self=True)
+            w = torch.exp(s - top.index_select(0, dst))
+            norm = torch.zeros(x.shape[0], device=x.device, dtype=w.dtype).index_add_(0, dst, w)
+            w = w / norm.index_select(0, dst).clamp_min(1e-9)
+            agg = torch.zeros_like(x).index_add_(0, dst, m * w.unsqueeze(1).to(m.dtype))
+            mean = torch.zeros_like(x).scatter_reduce(0, dst.unsqueeze(1).expand(-1, d), m, reduce="mean",
+                                                      include_self=False)
+            return F.relu(self.upd(torch.cat([agg, mean], dim=1))) + x
+
+    class GNN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers, self.head = nn.ModuleList([Layer() for _ in range(3)]), nn.Linear(d, classes)
+
+        def forward(self, x, src, dst):
+            for layer in self.layers:
+                x = layer(x, src, dst)
+            return self.head(x)
+    g = torch.Generator().manual_seed(0)
+    src = torch.randint(0, nodes, (edges,), generator=g).to(device)
+    dst = torch.randint(0, nodes, (edges,), generator=g).to(device)
+    x = torch.randn(nodes, d, device=device)
+    return GNN(), (x, src, dst, torch.randint(0, classes, (nodes,), device=device)), _ce
+
+
 CASES: Dict[str, Case] = {
     "resnet50": Case(_tv("resnet50"), "bf16", "sgd", channels_last=True),
     "resnext50_32x4d": Case(_tv("resnext50_32x4d"), "fp16", "sgd-loop", channels_last=True),
@@ -696,6 +792,8 @@ CASES: Dict[str, Case] = {
     "superres": Case(_superres, "fp16", "adam-foreach", clip=0.5),
     "stn": Case(_spatial_transformer, "fp32", "sgd"),
     "ctc_asr": Case(_ctc_asr, "fp32", "adam-foreach", clip=5.0),
+    "conformer": Case(_conformer, "bf16", "adamw-fused"),
+    "gnn": Case(_gnn, "fp32", "adam-foreach"),
     # Small ones for the test fixtures (tests/data/): an LSTM stack and a Transformer encoder
     # layer, training and on the eval fast path.
     "fixture_lstm": Case(_rnn("lstm", scale=4), "fp32", "sgd"),
