@@ -245,11 +245,11 @@ def call(name: str, sizes: list, kernel: str, dtype: str | None = None):
      (None, (256 * 49 + 256 * 196) * 2)),
     # swin's relative position bias table[index]: the table a parameter (no producer: its dtype not
     # known), the gather kernel's 4-byte opaque elements: 2401 int64 indices read, 2401·3 elements
-    # read and written.
+    # written, the table's 169·3 read once.
     ("aten::index", [[169, 3], [2401]], "void at::native::index_elementwise_kernel<(int)128, (int)4, void at::native::"
      "gpu_index_kernel<void at::native::index_kernel_impl<at::native::OpaqueType<(int)4>>(at::TensorIteratorBase &, "
      "c10::ArrayRef<long>, c10::ArrayRef<long>)::[lambda(char *, const char *, long) (instance 1)]>(...)>(long, T3)",
-     (0, 2401 * 8 + 2 * 2401 * 3 * 4)),
+     (0, 2401 * 8 + (2401 * 3 + 169 * 3) * 4)),
     # The vectorized gather's name states no element size: na.
     ("aten::index", [[169, 12], [2401]], "void at::native::vectorized_gather_kernel<(int)16, long>(char *, char *, T2 *, "
      "int, long, long, long, long, bool)", None),

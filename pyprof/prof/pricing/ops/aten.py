@@ -617,13 +617,14 @@ def _gather(a: A, x: tuple, idx: list, backward: bool = False) -> Cost | None:
 
 def _opaque_gather(a: A, x: tuple, idx: list, elements: int) -> Cost | None:
     """A gather of x (a shape) through int64 index tensors of shapes `idx` whose kernel moves
-    opaque N-byte elements (`OpaqueType<N>`): the indices read, `elements` read and written at N
-    bytes each (a copy's work needs the size alone); None where the kernel names no size."""
+    opaque N-byte elements (`OpaqueType<N>`): the indices read, `elements` written and read at N
+    bytes each, no more of x read than it holds (memory._indexed's `source`; a copy's work needs
+    the size alone); None where the kernel names no size."""
     opaque = _OPAQUE.search(a.kernel)
     if opaque is None:
         return None
     size = int(opaque.group(1))
-    return Cost(0, sum(prod(s) for s in idx) * ITEMSIZE["int64"] + 2 * elements * size,
+    return Cost(0, sum(prod(s) for s in idx) * ITEMSIZE["int64"] + (elements + min(elements, prod(x))) * size,
                 fmt_params(None, shape=dims(x), idx=",".join(dims(s) for s in idx), elem=size), None, SIMT)
 
 

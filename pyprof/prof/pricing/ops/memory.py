@@ -87,14 +87,18 @@ def cat(c: Call) -> Cost | None:
 
 
 def _indexed(src_rows: int, index: Tensor, dtype: str | None, adds: bool, base: Tensor | None = None,
-             filled: bool = False, **fields) -> Cost | None:
+             filled: bool = False, source: int | None = None, **fields) -> Cost | None:
     """`src_rows` elements read through `index` and written; `base`: an out-of-place op first
     copies its whole input. `adds`: the destination is read too and one add done per element.
-    `filled`: the source is one scalar value, not read per element."""
+    `filled`: the source is one scalar value, not read per element. `source`: the elements of the
+    tensor read through the index, each read once however often the index repeats it (Nsight
+    Compute on an H200, 200,000 rows of 64 fp32 gathered from 20,000: 58,419,968 bytes; counted
+    once a row taken, 104,000,000)."""
     size = ITEMSIZE.get(dtype)
     if size is None or index.nbytes is None:
         return None
-    nbytes = index.nbytes + src_rows * size * ((3 if adds else 2) - (1 if filled else 0))
+    reads = src_rows if source is None else min(src_rows, source)
+    nbytes = index.nbytes + (src_rows + (0 if filled else reads) + (src_rows if adds else 0)) * size
     if base is not None:
         nbytes += 2 * base.numel * size
     return Cost(src_rows if adds else 0, nbytes, fmt_params(dtype, **fields), dtype, SIMT)
@@ -103,8 +107,8 @@ def _indexed(src_rows: int, index: Tensor, dtype: str | None, adds: bool, base: 
 @register(*names(["gather"]))
 def gather(c: Call) -> Cost | None:
     x, index = c.get(0, "input"), c.get(2, "index")
-    return _index_backward(_indexed(index.numel, index, x.dtype, False, shape=dims(x.shape), idx=dims(index.shape)),
-                           x, index, index.numel)
+    return _index_backward(_indexed(index.numel, index, x.dtype, False, source=x.numel, shape=dims(x.shape),
+                                    idx=dims(index.shape)), x, index, index.numel)
 
 
 def scatter_cost(x: Tensor, index: Tensor, adds: bool, copies: bool, filled: bool = False) -> Cost | None:
@@ -133,8 +137,8 @@ def index_select_cost(x: Tensor, dim: int, index: Tensor) -> Cost | None:
     """x's slices along `dim` picked by `index`: the index read, each element taken read and
     written; backward, _index_backward's adds."""
     rows = x.numel // max(x.shape[dim], 1) * index.numel if x.shape else index.numel
-    return _index_backward(_indexed(rows, index, x.dtype, False, shape=dims(x.shape), idx=dims(index.shape)),
-                           x, index, rows)
+    return _index_backward(_indexed(rows, index, x.dtype, False, source=x.numel, shape=dims(x.shape),
+                                    idx=dims(index.shape)), x, index, rows)
 
 
 @register(*names(["index_select"]))
@@ -188,16 +192,23 @@ def repeats_cost(repeats: Tensor, total: int) -> Cost | None:
 
 
 def index_add_cost(x: Tensor, index: Tensor, src: Tensor, inplace: bool) -> Cost | None:
-    """index_add(x, dim, index, source): source's elements added into x's slices (the index
-    read, source read, each slice it adds into read and written, an add an element; out of place,
-    x copied first). Backward: x's gradient is dY itself (no kernel); source's, where it needs
-    one, dY's slices gathered (index_select: the index read, as many elements read and written as
-    source has)."""
-    cost = _indexed(src.numel, index, x.dtype, True, None if inplace else x, shape=dims(x.shape),
-                    idx=dims(index.shape))
-    if cost is None or src.grad is False:
-        return None if cost is None else replace(cost, bwd_flops=0, bwd_bytes=0)
-    return replace(cost, bwd_flops=0, bwd_bytes=index.nbytes + 2 * src.numel * x.itemsize)
+    """index_add(x, dim, index, source): source's elements added into x's slices (the index and
+    source read, an add an element; each of x's slices it adds into read and written once, at
+    most as many as x has however often the index repeats one: the adds are atomic in L2. Nsight
+    Compute on an H200, 200,000 rows of 64 fp32 added into 20,000: 57,941,504 bytes, these
+    63,040,000); out of place, x copied first. Backward: x's gradient is dY itself (no kernel);
+    source's, where it needs one, dY's slices gathered (index_select: the index read, as many
+    elements read and written as source has)."""
+    size = ITEMSIZE.get(x.dtype)
+    if size is None or index.nbytes is None or not index.numel or not src.numel:
+        return None
+    per = src.numel // index.numel  # a slice's elements
+    touched = min(index.numel, x.numel // per if per else 0) * per
+    nbytes = index.nbytes + (src.numel + 2 * touched + (0 if inplace else 2 * x.numel)) * size
+    cost = Cost(src.numel, nbytes, fmt_params(x.dtype, shape=dims(x.shape), idx=dims(index.shape)), x.dtype, SIMT)
+    if src.grad is False:
+        return replace(cost, bwd_flops=0, bwd_bytes=0)
+    return replace(cost, bwd_flops=0, bwd_bytes=index.nbytes + (src.numel + min(src.numel, x.numel)) * size)
 
 
 def _index_add(inplace: bool):
@@ -460,7 +471,8 @@ def index_rows(x: Tensor, index: Tensor) -> Cost | None:
     if not x.shape or not x.numel:
         return None
     rows = index.numel * (x.numel // x.shape[0])
-    cost = _index_backward(_indexed(rows, index, x.dtype, False, shape=dims(x.shape), idx=dims(index.shape)),
+    cost = _index_backward(_indexed(rows, index, x.dtype, False, source=x.numel, shape=dims(x.shape),
+                                    idx=dims(index.shape)),
                            x, index, rows)
     if cost is None:
         return None
