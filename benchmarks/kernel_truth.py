@@ -69,6 +69,10 @@ VOLUMES_B = ("speech1d", "volume3d")
 # bidirectional GRU. Nsight Compute in three runs: lm_checkpointed whole (the run failed on a kernel
 # of superres), superres and stn whole, ctc_asr's first 1266 of 3291 kernels (its time limit).
 TRAINING = ("lm_checkpointed", "superres", "stn", "ctc_asr")
+# A Conformer (nn.MultiheadAttention with a key padding mask under bf16 autocast: the math path;
+# GLU, depthwise Conv1d, kl_div) and a message-passing GNN (index_select, scatter_reduce amax and
+# mean, index_add_). Nsight Compute: conformer whole, gnn's first 271 of 306 kernels.
+UNSEEN = ("conformer", "gnn")
 SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU, SHIPPED_MODES),
                 ("kt_h200", ("transformer",), (("kt_h200_ncu.csv.xz", ("transformer",)),), SHIPPED_MODES),
                 ("kt_h200s", ("squeezenet1_1", "mha_weights"), (("kt_h200s_ncu.csv.xz", ("squeezenet1_1", "mha_weights")),),
@@ -87,7 +91,8 @@ SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU, SHIPPED_MODES),
                 ("ktw_h200", VOLUMES_B, (("ktw_h200_ncu.csv.xz", VOLUMES_B),), ("default", "plain", "nsyspt")),
                 ("ktx_h200", TRAINING, (("ktx_h200_ncu.csv.xz", ("lm_checkpointed",)),
                                         ("ktx_h200_ncu_b.csv.xz", ("superres", "stn")),
-                                        ("ktx_h200_ncu_c.csv.xz", ("ctc_asr",))), ("default", "plain", "nsyspt")))
+                                        ("ktx_h200_ncu_c.csv.xz", ("ctc_asr",))), ("default", "plain", "nsyspt")),
+                ("kty_h200", UNSEEN, (("kty_h200_ncu.csv.xz", UNSEEN),), ("default", "plain", "nsyspt")))
 
 
 def _unpacked(path: str, tmp: str) -> str:

@@ -273,6 +273,7 @@ Tensor.scatter
 Tensor.scatter_
 Tensor.scatter_add
 Tensor.scatter_add_
+Tensor.scatter_reduce
 Tensor.select
 Tensor.select_scatter
 Tensor.sgn
@@ -947,6 +948,7 @@ torch.rsub
 torch.rsub_
 torch.scatter
 torch.scatter_add
+torch.scatter_reduce
 torch.select
 torch.select_scatter
 torch.sgn
