@@ -685,7 +685,9 @@ def test_index_add_backward_gathers_the_gradient_rows():
 def test_a_gather_it_cannot_price_is_left_to_the_range_around():
     """An embedding's lookup runs the same row gather inside aten::index_select's aten::gather
     (the H200 Llama block, emit_nvtx): its weight is a parameter, no producer gives its dtype, so
-    the gather defers and the embedding's own formula prices the kernel, as without the gather's."""
+    the gather defers to the embedding's own formula, as without the gather's range. The kernel's
+    name types only its index (vectorized_gather_kernel<16, long>), so neither knows the rows'
+    element size: na (they were priced in int64, the index's type)."""
     gather = "void at::native::vectorized_gather_kernel<(int)16, long>(char *, char *, T2 *, int, long, long, long, long, bool)"
     ranges = [{"name": "aten::embedding", "opId": 3, "sizes": [[4096, 512], [4, 256], [], [], []],
                "inputOpIds": [[0, -1], [0, -1], [0, -1], [0, -1], [0, -1]]},
@@ -695,7 +697,9 @@ def test_a_gather_it_cannot_price_is_left_to_the_range_around():
                "inputOpIds": [[0, -1], [0, -1], [5, 0], [0, -1], [4, 0]]}]
     inner, _ = analyse([record(None, gather, torchOps=ranges)])
     outer, _ = analyse([record(None, gather, torchOps=ranges[:2])])
-    assert inner[0].bytes is not None and (inner[0].flops, inner[0].bytes) == (outer[0].flops, outer[0].bytes)
+    assert (inner[0].flops, inner[0].bytes) == (outer[0].flops, outer[0].bytes) == (None, None)
+    from pyprof.prof.pricing.op_ranges import kernel_element_dtype, written_dtype
+    assert kernel_element_dtype(gather, None) is None and written_dtype(gather, None) is None
 
 
 def test_an_index_backward_over_two_index_tensors_adds_each_position_once():

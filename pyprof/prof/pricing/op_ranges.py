@@ -67,8 +67,15 @@ def template_dtype(name: str | None) -> str | None:
     return None if m is None else _CPP_INT_DTYPE[m.group(1)]
 
 
+# Kernels typed by their index alone (vectorized_gather_kernel<16, long>: it moves rows of any
+# type): their name says nothing of the elements.
+_INDEX_TYPED = re.compile(r"\bvectorized_gather_kernel<")
+
+
 def kernel_element_dtype(name: str | None, verdict: str | None) -> str | None:
     """The dtype a kernel computed in, as far as its name tells."""
+    if name and _INDEX_TYPED.search(name):
+        return None
     if verdict in (MMA, SIMT):
         return kernel_dtype(name) or template_dtype(name)
     return template_dtype(name)
