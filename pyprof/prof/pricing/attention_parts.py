@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 
-from .part import CONTIGUOUS, COPY, FILL, SUM, Part
+from .part import ADD, CONTIGUOUS, COPY, FILL, SUM, Part
 from .registry import Call, Cost
 from .values import ITEMSIZE, Tensor
 
@@ -97,7 +97,9 @@ def math_attention(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
     path: ops/attention.py's stages), over Q, K, V (n each), the B·H·L x S scores (ns) and the
     output (no), in fp32 (fp64 for a float64 op): a 16-bit op's Q, K and V cast up first (read in
     its dtype, written in fp32); Q and Kᵀ each scaled by √scale (1 FLOP an element, read and
-    written); softmax over the scores (5 an element, read and written), then _safe_softmax's
+    written); a floating mask, cast to the query's dtype where it is another (read, written), added
+    to the scores (1 an element: the scores read and written, the mask read once); softmax over the
+    scores (5 an element, read and written), then _safe_softmax's
     isneginf of the scores (read, a bool written: 1 an element), their all() per row (the bools
     read, (ns - rows) ands, a bool per row written), a 0-d zero (a fill) and the where (1 an
     element: the row bools and the probabilities read, ns written); the probabilities and the output
@@ -122,8 +124,13 @@ def math_attention(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
     if bprop:
         return casts(no) + [Part(MUL, ns, ns, 3 * ns * acc), Part(SOFTMAX, ns, 3 * ns, 3 * ns * acc)] + [
             Part(SCALAR_MUL, t.numel, t.numel, 2 * t.numel * acc) for t in (k, q)] + casts(q.numel, k.numel, v.numel)
-    return casts(q.numel, k.numel, v.numel) + [Part(SCALAR_MUL, t.numel, t.numel, 2 * t.numel * acc) for t in (q, k)] + [
-        Part(SOFTMAX, ns, 5 * ns, 2 * ns * acc), Part(NEGINF, ns, ns, ns * (acc + 1)),
+    mask = c.tensor(3, "attn_mask")
+    masked: list[Part] = []
+    if mask is not None and mask.itemsize is not None:
+        cast = [Part(COPY, mask.numel, 0, mask.numel * (mask.itemsize + size))] if mask.dtype != q.dtype else []
+        masked = cast + [Part(ADD, ns, ns, 2 * ns * acc + mask.numel * size)]
+    return casts(q.numel, k.numel, v.numel) + [Part(SCALAR_MUL, t.numel, t.numel, 2 * t.numel * acc) for t in (q, k)] + \
+        masked + [Part(SOFTMAX, ns, 5 * ns, 2 * ns * acc), Part(NEGINF, ns, ns, ns * (acc + 1)),
         Part(ALL, ns, ns - rows, ns + rows), Part(FILL, 1, 0, acc), Part(WHERE, ns, ns, rows + 2 * ns * acc)
     ] + casts(ns, no)
 

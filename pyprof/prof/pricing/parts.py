@@ -214,8 +214,9 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
     (conv_parts.scaled_outputs), a convolution's output gradient or a view's made contiguous
     (conv_parts.contiguous_grad, _view_grad_copy), each cast's gradient cast back (ToCopyBackward) and cuDNN's channel padding
     (channel_pads), a convolution's filter transformed again (conv_parts.filter_transform), a
-    batch_first RNN's tensors made time-major (rnn_parts.time_major_copies), for the arguments that
-    need a gradient. Which do is not in the marker; a part that never ran is one no kernel takes."""
+    batch_first RNN's tensors made time-major (rnn_parts.time_major_copies), a strided convolution
+    input made contiguous again for the weight gradient (conv_parts.strided_input), for the
+    arguments that need a gradient. Which do is not in the marker; a part that never ran is one no kernel takes."""
     grads = _gradients(marker, cost)
     if cost is None or cost.kind not in MMA_KINDS:
         return grads + _casts_back(marker, cost) + _view_grad_copy(marker) + index_grads(marker) \
@@ -230,7 +231,8 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
                  (cost.out_elems + cost.bias_elems) * size)
             ] if cost.bias_elems and cost.out_elems and size else []
     return bias + grads + scaled_outputs(marker, cost, True) + marker_wgrad_sum(marker, cost) \
-        + contiguous_grad(cost, size) + _casts_back(marker, cost) + channel_pads(marker, cost, True)
+        + contiguous_grad(cost, size) + _casts_back(marker, cost) + channel_pads(marker, cost, True) \
+        + strided_input(marker, cost)
 
 
 def _view_grad_copy(marker: dict) -> list[Part]:

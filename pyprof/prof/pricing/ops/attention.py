@@ -4,8 +4,10 @@ Forward: Q K^T and P V, 2*L*S*E + 2*L*S*Ev per batch-head (torch.utils.flop_coun
 Backward: the recomputed Q K^T plus the four gradient products (dV, dP, dQ, dK), as flop_counter
 counts them. is_causal halves all of it: only the lower triangle of the L x S scores is computed.
 Grouped-query attention: K and V may have fewer heads; the work follows the query heads.
-The math path (PyTorch's _scaled_dot_product_attention_math: no mask, not causal, no dropout, as
-many key heads as query heads) runs its products as batched GEMMs, each its own (Cost.stages):
+The math path (PyTorch's _scaled_dot_product_attention_math: not causal, no dropout, as many key
+heads as query heads, no mask or a floating one added to the scores: nn.MultiheadAttention's
+key padding mask under autocast, whose dtype differs from the query's, runs it) runs its products
+as batched GEMMs, each its own (Cost.stages):
 forward Q·Kᵀ then P·V, backward dV = Pᵀ·dO, dP = dO·Vᵀ, dK = dSᵀ·Q, dQ = dS·K, in fp32 (16-bit
 inputs are cast up first; parts.py prices those casts and the softmax between): no recomputed
 Q·Kᵀ, so its backward kernels add up to the formula's less that product.
@@ -16,7 +18,7 @@ from dataclasses import replace
 from math import prod
 
 from ..registry import ATTN, GEMM, Call, Cost, fmt_params, register
-from ..values import ITEMSIZE, Tensor, promote
+from ..values import FLOATING, ITEMSIZE, Tensor, promote
 from .gemm import gemm_cost
 
 
@@ -25,7 +27,9 @@ def sdpa(c: Call) -> Cost | None:
     q, k, v, mask = c.tensor(0, "query"), c.tensor(1, "key"), c.tensor(2, "value"), c.tensor(3, "attn_mask")
     causal = bool(c.get(5, "is_causal", False))
     cost = sdpa_cost(q, k, v, mask, causal)
-    plain = mask is None and not causal and not c.get(4, "dropout_p", 0.0) and k.shape[:-2] == q.shape[:-2]
+    # The math path as modelled: no dropout, not causal, a floating mask added to the scores or none.
+    plain = (mask is None or mask.dtype in FLOATING) and not causal and not c.get(4, "dropout_p", 0.0) \
+        and k.shape[:-2] == q.shape[:-2]
     return replace(cost, **math_products(q, k, v, cost.dtype)) if plain else cost
 
 
