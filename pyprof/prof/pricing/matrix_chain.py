@@ -36,6 +36,12 @@ def _thread(rec: dict) -> tuple:
     return rec.get("pid"), rec.get("tid")
 
 
+def _same_call(held: list | tuple | None, call: object, node: tuple | None) -> bool:
+    """Whether a thread's held state (its op call first) is the current call's: an eager call by
+    identity, an aten-level node (range name, op id) by value."""
+    return held is not None and (held[0] is call or node is not None and held[0] == node)
+
+
 class CallState(Protocol):
     """What the chain reads and gives back of the analysis of the record being priced
     (analysis.Analyzer)."""
@@ -60,6 +66,13 @@ class MatrixChain:
         self._winograd: dict = {}  # thread -> (op call, transform stage) of a weight gradient's transforms
         self._groups: dict = {}   # thread -> [op call, CUTLASS group kernels so far]
         self._fft: dict = {}      # thread -> [op call, its transforms' frequencies, results whose FLOPs a kernel carries]
+
+    def _held(self, table: dict, rec: dict, node: tuple | None) -> tuple:
+        """(the current op call, the record's thread's state in `table` where it is that call's,
+        else None). `node`: as CallState.gradient_slot's."""
+        call = self._analyzer.current_call(rec) if node is None else node
+        held = table.get(_thread(rec))
+        return call, held if _same_call(held, call, node) else None
 
     def launched(self, rec: dict, name: str | None) -> None:
         """A matrix kernel ran on the record's thread: a split-K reduction after it sums its grid's
@@ -150,7 +163,7 @@ class MatrixChain:
             work = winograd_transform(name, x, w, y, rec.get("dir") == "bprop")
             return analyzer.unclaimed() if work is None else work
         held = self._winograd[thread]
-        if verdict not in (MMA, SIMT) or not (held[0] is call or node is not None and held[0] == node) \
+        if verdict not in (MMA, SIMT) or not _same_call(held, call, node) \
                 or grid_z(rec.get("grid")) != WINOGRAD_GEMM_Z:
             return None
         del self._winograd[thread]
@@ -174,11 +187,9 @@ class MatrixChain:
         if stage is None:
             return None
         analyzer = self._analyzer
-        thread = _thread(rec)
-        call = analyzer.current_call(rec) if node is None else node
-        held = self._fft.get(thread)
-        if held is None or not (held[0] is call or node is not None and held[0] == node):
-            held = self._fft[thread] = [call, None, set()]
+        call, held = self._held(self._fft, rec, node)
+        if held is None:
+            held = self._fft[_thread(rec)] = [call, None, set()]
         if len(stage) == 2:
             held[1] = fft_frequencies(stage)
         x, w, y = (tuple(shapes()) + (None, None, None))[:3]
@@ -208,12 +219,10 @@ class MatrixChain:
         if work is None:
             return None
         analyzer = self._analyzer
-        thread = _thread(rec)
-        call = analyzer.current_call(rec) if node is None else node
-        state = self._groups.get(thread)
-        if state is None or not (state[0] is call or node is not None and state[0] == node):
+        call, state = self._held(self._groups, rec, node)
+        if state is None:
             if not analyzer.gradient_slot(rec, "wgrad", node):
                 return analyzer.unclaimed()
-            state = self._groups[thread] = [call, 0]
+            state = self._groups[_thread(rec)] = [call, 0]
         state[1] += 1
         return work if state[1] <= x[1] // w[1] else analyzer.unclaimed()
