@@ -274,6 +274,7 @@ Tensor.scatter_
 Tensor.scatter_add
 Tensor.scatter_add_
 Tensor.scatter_reduce
+Tensor.scatter_reduce_
 Tensor.select
 Tensor.select_scatter
 Tensor.sgn

@@ -52,6 +52,7 @@ def test_amax_with_self_and_the_reductions_not_modelled():
                                                  "MulFunctor"]
     summed = lookup("Tensor", "scatter_reduce")(Call(marker([20000], index, [200000], "sum", True)))
     assert summed.bwd_stages == (("gather", 0, s * 8 + (o + s) * 4),)
+    assert lookup("Tensor", "scatter_reduce_")(Call(marker([20000], index, [200000], "amax", True))) == cost
     assert lookup("Tensor", "scatter_reduce")(Call(marker([20000], index, [200000], "prod", True))) is None
     assert lookup("Tensor", "scatter_reduce")(Call(marker([20000], {"shape": [100], "dtype": "int64"}, [200000],
                                                           "sum", True))) is None

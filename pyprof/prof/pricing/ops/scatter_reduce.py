@@ -83,9 +83,10 @@ def scatter_reduce_cost(self_: Tensor, index: Tensor, src: Tensor, reduce: str, 
                 bwd_stages=bwd, stages_in_order=True)
 
 
-@register("Tensor.scatter_reduce", "torch.scatter_reduce")
+@register("Tensor.scatter_reduce", "torch.scatter_reduce", "Tensor.scatter_reduce_")
 def scatter_reduce(c: Call) -> Cost | None:
-    """(self, dim, index, src, reduce, *, include_self=True): module docstring."""
+    """(self, dim, index, src, reduce, *, include_self=True): module docstring (in place the
+    same kernels: out of place self's copy is a memcpy, no kernel)."""
     self_, index, src = c.tensor(0, "input"), c.tensor(2, "index"), c.tensor(3, "src")
     if self_ is None or index is None or src is None:
         return None
