@@ -201,7 +201,8 @@ class MatrixChain:
             first = result in (0, 1) and bool(analyzer.gradient_slot(rec, ("dgrad", "wgrad")[result], node))
         else:
             first = result == 2 and result not in held[2]
-            held[2].add(result)
+            if first:
+                held[2].add(result)
         analyzer.whole_call((cost.flops if first else 0, work[1]))
         return work
 
