@@ -72,6 +72,7 @@ def template_dtype(name: str | None) -> str | None:
 _INDEX_TYPED = re.compile(r"\bvectorized_gather_kernel<")
 
 
+@lru_cache(maxsize=65536)
 def kernel_element_dtype(name: str | None, verdict: str | None) -> str | None:
     """The dtype a kernel computed in, as far as its name tells."""
     if name and _INDEX_TYPED.search(name):
