@@ -686,8 +686,9 @@ def test_a_gather_it_cannot_price_is_left_to_the_range_around():
     """An embedding's lookup runs the same row gather inside aten::index_select's aten::gather
     (the H200 Llama block, emit_nvtx): its weight is a parameter, no producer gives its dtype, so
     the gather defers to the embedding's own formula, as without the gather's range. The kernel's
-    name types only its index (vectorized_gather_kernel<16, long>), so neither knows the rows'
-    element size: na (they were priced in int64, the index's type)."""
+    name types only its index (vectorized_gather_kernel<16, long>), so without a reader of its
+    output ahead (test_a_parameter_tables_gather_takes_the_dtype_its_reader_computed_in) neither
+    knows the rows' element size: na (they were priced in int64, the index's type)."""
     gather = "void at::native::vectorized_gather_kernel<(int)16, long>(char *, char *, T2 *, int, long, long, long, long, bool)"
     ranges = [{"name": "aten::embedding", "opId": 3, "sizes": [[4096, 512], [4, 256], [], [], []],
                "inputOpIds": [[0, -1], [0, -1], [0, -1], [0, -1], [0, -1]]},
@@ -714,3 +715,17 @@ def test_an_index_backward_over_two_index_tensors_adds_each_position_once():
     kernel = "void at::native::indexing_backward_kernel_stride_1<float, float>(const long *, const long *, ...)"
     facts, _ = analyse([record(None, kernel, "bprop", torchOps=[node, put])])
     assert (facts[0].flops, facts[0].bytes) == (127, (127 + 2 * 127) * 4 + 16 * 127)
+
+
+def test_a_parameter_tables_gather_takes_the_dtype_its_reader_computed_in():
+    """The H100 Llama block from emit_nvtx's and nsys's ranges alone (kt_plain, kt_nsyspt): its
+    embedding's row gather names only its index type and no producer gives the fp32 table's dtype;
+    the first op reading its output (not a copy or a cast) computed in float32, so its 1,024 rows
+    of 512 are priced in it: 4,202,496 bytes, 1.06 of what Nsight Compute counted (it had the
+    index's 8 bytes an element, 2.1x)."""
+    from test_prof_parts import measured
+
+    for mode in ("plain", "nsyspt"):
+        [(rec, f, moved)] = [(r, f, m) for r, f, m, _ in measured("llama_block", mode) if r["kShortName"] ==
+                             "vectorized_gather_kernel"]
+        assert (f.flops, f.bytes) == (0, 1024 * 8 + 2 * 1024 * 512 * 4) and 1.05 <= f.bytes / moved <= 1.06

@@ -26,7 +26,7 @@ from pyprof.kernel_names import MMA, SIMT, kernel_dtype
 from . import ops  # noqa: F401  (fills both tables)
 from .registry import Cost, lookup_aten
 from .tensor_flow import ENGINE, TensorFlow, argument_cast, node_range, producers
-from .values import Tensor, as_2d
+from .values import FLOATING, Tensor, as_2d
 
 # The element types C++ kernels are instantiated with, as the demangled name spells them.
 _CPP_TYPES = re.compile(r"(?:c10::|cutlass::|__nv_)?(BFloat16|Half|half_t|bfloat16_t|bfloat162|bfloat16|Float8_e4m3fn|"
@@ -67,6 +67,8 @@ def template_dtype(name: str | None) -> str | None:
     return None if m is None else _CPP_INT_DTYPE[m.group(1)]
 
 
+# Ops whose kernels convert: their names type one end of it, not what the op read.
+_CONVERSIONS = frozenset(("aten::to", "aten::_to_copy", "aten::copy_", "aten::type_as"))
 # Kernels typed by their index alone (vectorized_gather_kernel<16, long>: it moves rows of any
 # type): their name says nothing of the elements.
 _INDEX_TYPED = re.compile(r"\bvectorized_gather_kernel<")
@@ -155,6 +157,27 @@ class AtenCall:
         """(opId, output index) of each input that names its producer, None for the others
         (tensor_flow.producers): equal pairs are the same tensor."""
         return producers(self._ranges[self._depth]) if self._depth < len(self._ranges) else []
+
+    def read_dtype(self) -> str | None:
+        """The dtype of this op's output as the first op reading it among the records read ahead
+        computed it: the floating type that op's kernel names, where the op is its record's
+        innermost range and no copy or cast (whose kernels name one end of a conversion). For an
+        op whose own kernel names no element type and whose input no producer told: an
+        embedding's row gather of a parameter table (vectorized_gather_kernel<16, long>). None
+        where no reader came within the window."""
+        if self._flow is None or self._depth >= len(self._ranges):
+            return None
+        op = self._ranges[self._depth].get("opId")
+        for rec in self._flow.upcoming():
+            ranges = rec.get("torchOps") if isinstance(rec, dict) else None
+            inner = ranges[-1] if isinstance(ranges, list) and ranges else None
+            if type(inner) is not dict or rec.get("pid") != self._pid or inner.get("name") in _CONVERSIONS:
+                continue
+            ids = inner.get("inputOpIds")
+            if isinstance(ids, list) and [op, 0] in ids:
+                got = kernel_element_dtype(rec.get("kLongName") or rec.get("kShortName"), None)
+                return got if got in FLOATING else None
+        return None
 
     def autocast_source(self) -> str | None:
         """The source dtype of a cast to float32 that autocast made of its op's argument (the

@@ -518,13 +518,16 @@ def nll_loss_backward(a: A) -> Cost | None:
 
 @register_aten("aten::embedding")
 def embedding(a: A) -> Cost | None:
-    """(weight, indices, ...): the indices and the selected rows read, the rows written."""
-    w, idx = a.tensor(0), a.tensor(1, "int64")
+    """(weight, indices, ...): the indices and the selected rows read, the rows written; the
+    weight in the dtype its producer or the kernel states, else the one its output's first
+    reader computed in (a parameter table's gather names only its index type)."""
+    dtype = a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None) or a.read_dtype()
+    w, idx = a.tensor(0, dtype), a.tensor(1, "int64")
     if w is None or idx is None or w.itemsize is None:
         return None
     out = idx.numel * w.shape[-1]
-    return Cost(0, idx.nbytes + 2 * out * w.itemsize, fmt_params(a.dtype, idx=dims(idx.shape), weight=dims(w.shape)),
-                a.dtype, SIMT)
+    return Cost(0, idx.nbytes + 2 * out * w.itemsize, fmt_params(dtype, idx=dims(idx.shape), weight=dims(w.shape)),
+                dtype, SIMT)
 
 
 @register_aten("aten::embedding_dense_backward")
