@@ -21,7 +21,7 @@ import re
 from functools import lru_cache
 from typing import Any, Callable
 
-from pyprof.kernel_names import MMA, SIMT, kernel_dtype
+from pyprof.kernel_names import MMA, SIMT, classify, kernel_dtype
 
 from . import ops  # noqa: F401  (fills both tables)
 from .registry import Cost, lookup_aten
@@ -175,7 +175,8 @@ class AtenCall:
                 continue
             ids = inner.get("inputOpIds")
             if isinstance(ids, list) and [op, 0] in ids:
-                got = kernel_element_dtype(rec.get("kLongName") or rec.get("kShortName"), None)
+                name = rec.get("kLongName") or rec.get("kShortName")
+                got = kernel_element_dtype(name, classify(name))
                 return got if got in FLOATING else None
         return None
 

@@ -607,9 +607,10 @@ def _index_cost(a: A, backward: bool = False) -> Cost | None:
 def _gather(a: A, x: tuple, idx: list, backward: bool = False) -> Cost | None:
     """The gather of x (a shape) through integer index tensors of shapes `idx`: memory.index_rows
     for one index on the first dim, else index_elements (with `backward`, their backward), x in
-    the dtype its producer wrote or the kernel ran in; where that is not known (a parameter: no
-    producer), the forward's _opaque_gather."""
-    dtype = a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None)
+    the dtype its producer wrote or the kernel ran in, or the forward's output's as its first
+    reader computed it (AtenCall.read_dtype); where none is known (a parameter: no producer, no
+    reader ahead), the forward's _opaque_gather."""
+    dtype = a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None) or (None if backward else a.read_dtype())
     if dtype is not None:
         index = [Tensor(s, "int64") for s in idx]
         c = index_rows(Tensor(x, dtype), index[0]) if len(idx) == 1 and len(idx[0]) == 1 \
