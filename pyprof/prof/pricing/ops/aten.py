@@ -643,13 +643,13 @@ def index(a: A) -> Cost | None:
 @deferring
 def index_select(a: A) -> Cost | None:
     """memory.index_select_cost of (self, dim, index), in the dtype self's producer wrote (else
-    the kernel's; else _opaque_gather). The dim is a scalar no range carries: self's one dim for
+    the kernel's, else its output's reader's: AtenCall.read_dtype; else _opaque_gather). The dim is a scalar no range carries: self's one dim for
     a 1-D self, else the one where the output (as its first reader gives it) differs from self;
     where none does, every dim costs the same (the index is as long as the dim it picks from).
     Where it cannot, it defers to the range around (an embedding's, whose weight no producer
     types)."""
     x, index = a.shape(0), a.shape(2)
-    dtype = a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None)
+    dtype = a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None) or a.read_dtype()
     if not x or not index or len(index) != 1:
         return None
     dim = 0
@@ -697,10 +697,11 @@ def gather(a: A) -> Cost | None:
     """gather(self, dim, index[, sparse_grad, out]) as PyTorch's row gather runs it
     (vectorized_gather_kernel: index_select's, its index expanded over the rows, which the kernel
     reads once a row): memory.index_rows of self's rows along its first dim, in the dtype self's
-    producer wrote (the gradient, in index_add_'s backward). Others defer to the range around
-    (an embedding's): the range does not say whether the index is expanded, nor a parameter's dtype."""
+    producer wrote (the gradient, in index_add_'s backward), else its output's reader's
+    (AtenCall.read_dtype). Others defer to the range around (an embedding's): the range does not
+    say whether the index is expanded, nor a parameter's dtype."""
     x, index = a.shape(0), a.shape(2)
-    dtype = a.input_dtype(0)
+    dtype = a.input_dtype(0) or a.read_dtype()
     if "vectorized_gather_kernel" not in a.kernel or not x or not index or dtype is None or len(x) != len(index) \
             or list(x[1:]) != list(index[1:]):
         return None
