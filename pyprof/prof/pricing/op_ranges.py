@@ -178,6 +178,7 @@ class AtenCall:
                 name = rec.get("kLongName") or rec.get("kShortName")
                 got = kernel_element_dtype(name, classify(name))
                 return got if got in FLOATING else None
+        self._flow.asked = True  # the whole trace might have told (as TensorFlow.shape_of)
         return None
 
     def autocast_source(self) -> str | None:
