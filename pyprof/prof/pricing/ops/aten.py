@@ -516,12 +516,19 @@ def nll_loss_backward(a: A) -> Cost | None:
                 fmt_params(a.dtype, shape=dims(x.shape)), a.dtype, SIMT)
 
 
+def _gathered_dtype(a: A, readers: bool = True) -> str | None:
+    """The dtype of the tensor a gather reads (input 0): what its producer wrote, else the
+    floating type the kernel names, else (`readers`) its output's as the first op reading it
+    computed it (AtenCall.read_dtype: a parameter table's gather names only its index type)."""
+    return a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None) or (a.read_dtype() if readers else None)
+
+
 @register_aten("aten::embedding")
 def embedding(a: A) -> Cost | None:
     """(weight, indices, ...): the indices and the selected rows read, the rows written; the
     weight in the dtype its producer or the kernel states, else the one its output's first
     reader computed in (a parameter table's gather names only its index type)."""
-    dtype = a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None) or a.read_dtype()
+    dtype = _gathered_dtype(a)
     w, idx = a.tensor(0, dtype), a.tensor(1, "int64")
     if w is None or idx is None or w.itemsize is None:
         return None
@@ -610,7 +617,7 @@ def _gather(a: A, x: tuple, idx: list, backward: bool = False) -> Cost | None:
     the dtype its producer wrote or the kernel ran in, or the forward's output's as its first
     reader computed it (AtenCall.read_dtype); where none is known (a parameter: no producer, no
     reader ahead), the forward's _opaque_gather."""
-    dtype = a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None) or (None if backward else a.read_dtype())
+    dtype = _gathered_dtype(a, readers=not backward)
     if dtype is not None:
         index = [Tensor(s, "int64") for s in idx]
         c = index_rows(Tensor(x, dtype), index[0]) if len(idx) == 1 and len(idx[0]) == 1 \
@@ -649,7 +656,7 @@ def index_select(a: A) -> Cost | None:
     Where it cannot, it defers to the range around (an embedding's, whose weight no producer
     types)."""
     x, index = a.shape(0), a.shape(2)
-    dtype = a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None) or a.read_dtype()
+    dtype = _gathered_dtype(a)
     if not x or not index or len(index) != 1:
         return None
     dim = 0
@@ -701,7 +708,7 @@ def gather(a: A) -> Cost | None:
     (AtenCall.read_dtype). Others defer to the range around (an embedding's): the range does not
     say whether the index is expanded, nor a parameter's dtype."""
     x, index = a.shape(0), a.shape(2)
-    dtype = a.input_dtype(0) or a.read_dtype()
+    dtype = _gathered_dtype(a)
     if "vectorized_gather_kernel" not in a.kernel or not x or not index or dtype is None or len(x) != len(index) \
             or list(x[1:]) != list(index[1:]):
         return None
