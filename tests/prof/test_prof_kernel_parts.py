@@ -525,3 +525,31 @@ def test_operand_of_fewer_dims_is_summed_over_its_leading_dims_of_size_one():
               "module": "blocks.3.layers.1.layers.grid_attention.attn_layer.1", "autocast": "bfloat16"}
     n = 16 * 49 * 49
     assert cost_of(marker).bwd_stages == (("copy_kernel_cuda", 0, 4 * n + 2 * n), ("reduce_kernel", 0, 8 * n))
+
+
+def test_a_cub_second_pass_is_priced_only_right_after_its_first_pass_on_its_stream():
+    """cub_reduce.TwoPassReduce: the single-tile pass reads the partials of the first pass just
+    before it on its stream (one a block; long partials of a sum of longs: 8 bytes each); the
+    same kernel after another kernel, on another stream, or alone (an input of one tile, which
+    the op's formula prices) is not the launch's to price."""
+    from pyprof.prof.pricing.cub_reduce import TwoPassReduce
+
+    policy = "cub::detail::reduce::policy_hub<long, int, cuda::std::plus<void>>::Policy1000"
+    first = f"void cub::detail::reduce::DeviceReduceKernel<{policy}, const long *, int, cuda::std::plus<void>, long>"
+    second = (f"void cub::detail::reduce::DeviceReduceSingleTileKernel<{policy}, long *, long *, int, "
+              "cuda::std::plus<void>, long, long, cuda::std::__identity>(T2, T3, T4, T5, T6, T8)")
+    other = "void at::native::vectorized_elementwise_kernel<(int)4, at::native::FillFunctor<float>>"
+
+    def on(stream: int, grid: list) -> dict:
+        return {"pid": 1, "device": 0, "stream": stream, "grid": grid, "block": [256, 1, 1]}
+
+    passes = TwoPassReduce()
+    assert passes.work(on(7, [132, 1, 1]), first) is None
+    assert passes.work(on(9, [4, 1, 1]), other) is None  # another stream meanwhile
+    assert passes.work(on(7, [1, 1, 1]), second) == (131, 132 * 8 + 8)
+    assert passes.work(on(7, [1, 1, 1]), second) is None  # a single-tile reduction alone
+    assert passes.work(on(7, [132, 1, 1]), first) is None
+    assert passes.work(on(7, [8, 1, 1]), other) is None
+    assert passes.work(on(7, [1, 1, 1]), second) is None
+    assert passes.work(on(7, [132, 1, 1]), first) is None
+    assert passes.work(on(8, [1, 1, 1]), second) is None

@@ -823,6 +823,23 @@ def test_h200_data_sized_ops_kernels_against_ncu(mode):
 
 
 @pytest.mark.parametrize("mode", ["default", "plain", "nsyspt"])
+def test_h200_cub_two_pass_count_second_pass_reads_the_first_passs_partials(mode):
+    """nonzero's count of 1,048,576 bools runs cub's reduction in two passes (ktd_h200_*): the
+    first pass's 256 blocks each write one int partial, the single-tile pass reads the 256 and
+    adds them (255 adds), writing the int count. In every mode and every form (nonzero, where,
+    argwhere, x[mask], masked_select), after the first pass priced by the op's formula (the mask
+    read, one test an element)."""
+    n = 1 << 20
+    pairs = []
+    for m in ("nonzero", "where", "argwhere", "bool_index", "masked_select"):
+        rows = [(rec["kShortName"], rec["grid"], f.flops, f.bytes) for rec, f, _, _ in measured(m, mode, "ktd_h200")]
+        at = next(i for i, r in enumerate(rows) if r[0] == "DeviceReduceKernel")
+        pairs.append(rows[at:at + 2])
+    assert pairs == [[("DeviceReduceKernel", [256, 1, 1], n, n + 4),
+                      ("DeviceReduceSingleTileKernel", [1, 1, 1], 255, 256 * 4 + 4)]] * 5
+
+
+@pytest.mark.parametrize("mode", ["default", "plain", "nsyspt"])
 def test_h200_packed_bidirectional_gru_kernels_against_ncu(mode):
     """gru_packed of benchmarks/pricing_coverage.py on an H200 (ktp_h200_*): 16 sequences of 40 to
     10 steps packed through a 2-layer bidirectional GRU(64, 128), tf32. Each of its 959 kernels

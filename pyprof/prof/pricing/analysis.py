@@ -18,6 +18,7 @@ from .matrix_chain import MatrixChain
 from .tensor_flow import FURTHER, TensorFlow
 from .attention_parts import SEED_UNPACK, flash_helpers, math_attention_gemm
 from .conv_parts import FFT_PATH, conv_outputs, range_conv_tensors, range_outputs, range_parts
+from .cub_reduce import TwoPassReduce
 from .encoder_parts import vector_role
 from .gemm_parts import SPLIT_K, output_parts, split_partials, split_pass
 from .multitensor import tensor_lists
@@ -133,6 +134,10 @@ class Analyzer:
         self._call_work: tuple | None = None  # Facts.call_work of the record facts() is deriving
         self.flow = TensorFlow()  # the dtypes kernels wrote, the shapes consumers read (read ahead: scan.py)
         self._sizes = CallSizes(self.flow.upcoming)  # a dynamic-shape graph call's sizes
+        self._passes = TwoPassReduce()
+        # (FLOPs, bytes) of the kernel being derived where its launch states them (launch_stated,
+        # TwoPassReduce), else None: set for every kernel before either level prices it.
+        self.launch_work: tuple | None = None
 
     def cost(self, rec: dict) -> Cost | None:
         """The op cost of the marker behind a record (the forward op's, for a bprop kernel)."""
@@ -200,9 +205,12 @@ class Analyzer:
             f.flops, f.bytes = 0, rec.get("bytes")
             f.peaks = peaks_mod.lookup(rec.get("gpu"))
             return f
+        name = rec.get("kLongName") or rec.get("kShortName")
+        # Told every kernel, compiled ones too: the second pass of a cub reduction is priced by
+        # the launch before it on its stream.
+        self.launch_work = launch_stated(rec, name) or self._passes.work(rec, name)
         if isinstance(rec.get("compiled"), dict):  # a kernel of a compiled graph: priced from its nodes
             return self._compiled.facts(self._sizes.resized(rec), f)
-        name = rec.get("kLongName") or rec.get("kShortName")
         verdict = classify(name)
         if "consumers" in rec:
             self.flow.consumed(rec)
@@ -225,9 +233,8 @@ class Analyzer:
         f.dtype = dtype
         if verdict in (MMA, SIMT):
             self._chain.launched(rec, name)
-        own = launch_stated(rec, name)
-        if own is not None:
-            f.flops, f.bytes = own
+        if self.launch_work is not None:
+            f.flops, f.bytes = self.launch_work
         elif aten_range is not None:
             f.flops, f.bytes = self._aten_work(rec, cost, verdict, aten_range, name)
         else:

@@ -30,7 +30,7 @@ from .conv_parts import (WINOGRAD_GEMM_Z, conv_outputs, depthwise_reduce, fft_fr
                          fft_work, one_group_wgrad, ungrouped_wgrad, wgrad_segments, winograd_gemm, winograd_stage,
                          winograd_transform)
 from .gemm_parts import SPLIT_K, grid_z, split_k, split_pass, split_pass_work, split_sum
-from .parts import CallParts, backward_parts, family, forward_parts, grad_fill, launch_stated, stage_work
+from .parts import CallParts, backward_parts, family, forward_parts, grad_fill, stage_work
 from .registry import CONV, FORMULA_ERRORS, GEMM, MMA_KINDS, Call, Cost, Formula, Unknowable, kept
 from .values import ITEMSIZE
 
@@ -380,8 +380,8 @@ class CompiledPricer:
                 facts.flops = facts.bytes = None
             else:
                 facts.flops, facts.bytes = w.flops, w.bytes
-        elif entry.get("extern") and (own := launch_stated(rec, name)) is not None:
-            facts.flops, facts.bytes = own
+        elif entry.get("extern") and self.analyzer.launch_work is not None:
+            facts.flops, facts.bytes = self.analyzer.launch_work
         elif entry.get("extern") and w.last is not None and w.last.stages and not w.warnings:
             facts.flops, facts.bytes = self._staged(rec, entry, w.last, name)
         elif entry.get("sub"):  # a later kernel of one library call: the first carries its work
