@@ -21,6 +21,8 @@ thread can matter to this one. It holds (see analysis.py):
 - MatrixChain's per-thread facts of the last matrix kernel (matrix_chain.py): read by the kernels
   its library launches after it in the same call (a Winograd GEMM's and a grouped weight
   gradient's by the call's identity);
+- TwoPassReduce's per-stream grid of a cub reduction's first pass (cub_reduce.py): read by its
+  second pass, the next kernel on the stream, of the same call;
 - caches of op costs: functions of the marker alone.
 So the memo requires, per thread (else NotMemoizable: the caller runs the record path instead):
 - no range a range state can hold (the innermost, or one with an aten formula), by (name, opId),
