@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
+import pytest
+
 from pyprof.prof.pricing.ops import Call, lookup
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -75,3 +77,30 @@ def test_gnn_scatter_reduce_and_gathers_against_ncu():
     adds = [f.bytes / moved for op, k, f, moved in rows if op == "index_add_" and k == "indexFuncLargeIndex"]
     assert len(adds) == 6 and all(1.03 <= x <= 1.09 for x in adds)
     assert {op for op, _, f, _ in rows if f.flops is None or not f.bytes} == {"__truediv__", "clamp_min", "linear"}
+
+
+@pytest.mark.parametrize("mode", ["plain", "nsyspt"])
+def test_gnn_scatter_kernels_from_pytorchs_ranges_against_ncu(mode):
+    """The same GNN captured without pyprof's markers (kty_h200_plain: emit_nvtx; kty_h200_nsyspt:
+    nsys --pytorch): aten::scatter_reduce's own kernel, whose reduction its functor names
+    (ReduceMaximum for amax over 200,000 fp32 scores into 20,000 nodes: the index and the scores
+    read, the output read and written once, 2,560,000 bytes), the identity's scatter fill and the
+    gathers of its backward whose values no producer types (the kernels' OpaqueType<4>), the first
+    layer's index_select of the input (made before the capture; typed by the opaque copy of the cat
+    that reads it): every kernel Nsight Compute measured now priced but cuBLAS's split-K reductions
+    of the small head GEMM. What the ranges cannot say: an expanded index (mean's
+    `dst.unsqueeze(1).expand(-1, 64)`: stride 0, read once) is counted in full, 2.8-2.9x ncu; and
+    nll_loss's forward, as with markers, 0.2."""
+    kernels = measured("gnn", mode, "kty_h200")
+    rows = [(r["op"], r["kShortName"], f, moved) for r, f, moved, _ in kernels]
+    amax = [(f.flops, f.bytes, round(f.bytes / moved, 2)) for r, f, moved, _ in kernels
+            if "ReduceMaximum" in r["kLongName"]]
+    assert amax == [(200000, 200000 * 8 + 200000 * 4 + 2 * 20000 * 4, 1.01)] * 3
+    leaf = [round(f.bytes / moved, 3) for op, k, f, moved in rows[:2]]
+    assert [r[1] for r in rows[:2]] == ["vectorized_gather_kernel"] * 2 and leaf == [0.995, 0.995]
+    assert rows[0][2].bytes == 200000 * 8 + (200000 * 64 + 20000 * 64) * 4
+    assert {k for op, k, f, _ in rows if f.flops is None or not f.bytes} == {"splitKreduce_kernel"}
+    off = sorted({(k, round(f.bytes / moved, 1)) for _, k, f, moved in rows if moved >= 1 << 20
+                  and not 0.5 <= f.bytes / moved <= 2})
+    assert off == [("_scatter_gather_elementwise_kernel", 2.8), ("_scatter_gather_elementwise_kernel", 2.9),
+                   ("nll_loss_forward_reduce_cuda_kernel_2d", 0.2)]

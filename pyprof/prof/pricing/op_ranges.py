@@ -159,12 +159,18 @@ class AtenCall:
         return producers(self._ranges[self._depth]) if self._depth < len(self._ranges) else []
 
     def read_dtype(self) -> str | None:
-        """The dtype of this op's output as the first op reading it among the records read ahead
-        computed it: the floating type that op's kernel names, where the op is its record's
-        innermost range and no copy or cast (whose kernels name one end of a conversion). For an
-        op whose own kernel names no element type and whose input no producer told: an
-        embedding's row gather of a parameter table (vectorized_gather_kernel<16, long>). None
-        where no reader came within the window."""
+        """The dtype of this op's output as the first op reading it computed it: the floating
+        type the kernel of reader_kernel() names. For an op whose own kernel names no element
+        type and whose input no producer told: an embedding's row gather of a parameter table
+        (vectorized_gather_kernel<16, long>)."""
+        name = self.reader_kernel()
+        got = kernel_element_dtype(name, classify(name)) if name else None
+        return got if got in FLOATING else None
+
+    def reader_kernel(self) -> str | None:
+        """The kernel name of the first op reading this op's output among the records read ahead,
+        where that op is its record's innermost range and no copy or cast (whose kernels name
+        one end of a conversion); None where no reader came within the window."""
         if self._flow is None or self._depth >= len(self._ranges):
             return None
         op = self._ranges[self._depth].get("opId")
@@ -175,9 +181,7 @@ class AtenCall:
                 continue
             ids = inner.get("inputOpIds")
             if isinstance(ids, list) and [op, 0] in ids:
-                name = rec.get("kLongName") or rec.get("kShortName")
-                got = kernel_element_dtype(name, classify(name))
-                return got if got in FLOATING else None
+                return rec.get("kLongName") or rec.get("kShortName")
         self._flow.asked = True  # the whole trace might have told (as TensorFlow.shape_of)
         return None
 

@@ -25,11 +25,12 @@ from .elementwise import FLOPS_PER_ELEMENT, UNARY, nonzero_cost, pointwise_cost,
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
 from .loss import SMOOTH_L1_FLOPS, loss_cost
 from .memory import (copy_cost, index_add_cost, index_elements, index_rows, index_select_cost, repeats_cost,
-                     scatter_cost)
+                     scatter_cost, take_along_cost)
 from .nn import (embedding_bag_cost, group_norm_cost, interpolate_cost, norm_cost, pool_cost, row_norm_cost,
                  softmax_backward_stages, softmax_cost)
 from .optim import UNSCALE_FLOPS, adam_flops, update_scale_cost
 from .order import scan_cost, sort_cost, topk_cost
+from .scatter_reduce import reduction_stage
 
 A = Any  # an AtenCall (pyprof/prof/pricing/op_ranges.py); not imported: aten.py imports this package
 
@@ -133,12 +134,38 @@ def scatter(a: A) -> Cost | None:
     out-of-place scatter's copy of self runs under a range of its own (aten::copy_), priced there.
     The values' dtype is what self's or src's producer wrote: the kernel names its index type, and
     copies the values as opaque bytes; a scalar value, no source read, its kernel names
-    (_cuda_scatter_fill_internal_kernel: one_hot's 1s)."""
-    dtype = a.input_dtype(0) or a.input_dtype(3)
-    x, index = a.tensor(0, dtype) if dtype else None, a.tensor(2, "int64")
-    if x is None or index is None:
+    (_cuda_scatter_fill_internal_kernel: one_hot's 1s). Where no producer told it, the floating
+    type the kernel names (an add's), else the size of the opaque elements it or its output's
+    reader moves (_opaque_size: the identity scatter_reduce fills in without include_self)."""
+    dtype = a.input_dtype(0) or a.input_dtype(3) or (a.dtype if a.dtype in FLOATING else None)
+    elem = None if dtype else _opaque_size(a)
+    x, index = a.tensor(0, dtype), a.tensor(2, "int64")
+    if x is None or index is None or dtype is None and elem is None:
         return None
-    return scatter_cost(x, index, "_add" in a.name, False, "scatter_fill" in a.kernel)
+    return scatter_cost(x, index, "_add" in a.name, False, "scatter_fill" in a.kernel, elem)
+
+
+# Tensor.scatter_reduce's reduction as its kernel's functor names it.
+_SCATTER_REDUCTION = re.compile(r"<at::native::reduce(add|multiply|mean|maximum|minimum)>")
+_REDUCTION_NAMES = {"add": "sum", "multiply": "prod", "mean": "mean", "maximum": "amax", "minimum": "amin"}
+
+
+@register_aten("aten::scatter_reduce", "aten::scatter_reduce_")
+def scatter_reduce(a: A) -> Cost | None:
+    """(self, dim, index, src, reduce, include_self): the kernel launched in the op's own range,
+    the scatter reduce (scatter_reduce.reduction_stage: the same whatever the reduction, which
+    its functor names); the identity's fill without include_self and mean's counts run under
+    ranges of their own (aten::scatter_, aten::scatter_add_, ...), priced there. The index is read
+    in full: the range does not say whether it was expanded. The dtype src's or self's producer
+    wrote, else the kernel's."""
+    m = _SCATTER_REDUCTION.search(a.kernel)
+    dtype = a.input_dtype(3) or a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None)
+    x, index, src = a.tensor(0, dtype), a.tensor(2, "int64"), a.tensor(3, dtype)
+    if m is None or x is None or index is None or src is None or x.itemsize is None or index.numel != src.numel:
+        return None
+    _, flops, nbytes = reduction_stage(x.numel, src.numel, x.itemsize, index.numel)
+    return Cost(flops, nbytes, fmt_params(dtype, out=x.numel, src=src.numel, reduce=_REDUCTION_NAMES[m.group(1)]),
+                dtype, SIMT)
 
 
 @register_aten("aten::cumsum", "aten::cumprod")
@@ -626,15 +653,21 @@ def _gather(a: A, x: tuple, idx: list, backward: bool = False) -> Cost | None:
     return None if backward else _opaque_gather(a, x, idx, prod(broadcast(*idx)) * prod(x[len(idx):]))
 
 
+def _opaque_size(a: A) -> int | None:
+    """N where the op's kernel moves opaque N-byte elements (`OpaqueType<N>`), else where the
+    first op reading its output does (a cat's copy of a gather's rows: the same elements)."""
+    opaque = _OPAQUE.search(a.kernel) or _OPAQUE.search((a.reader_kernel() or "").lower())
+    return None if opaque is None else int(opaque.group(1))
+
+
 def _opaque_gather(a: A, x: tuple, idx: list, elements: int) -> Cost | None:
-    """A gather of x (a shape) through int64 index tensors of shapes `idx` whose kernel moves
-    opaque N-byte elements (`OpaqueType<N>`): the indices read, `elements` written and read at N
-    bytes each, no more of x read than it holds (memory._indexed's `source`; a copy's work needs
-    the size alone); None where the kernel names no size."""
-    opaque = _OPAQUE.search(a.kernel)
-    if opaque is None:
+    """A gather of x (a shape) through int64 index tensors of shapes `idx` moving opaque N-byte
+    elements (_opaque_size): the indices read, `elements` written and read at N bytes each, no
+    more of x read than it holds (memory._indexed's `source`; a copy's work needs the size alone);
+    None where neither kernel names a size."""
+    size = _opaque_size(a)
+    if size is None:
         return None
-    size = int(opaque.group(1))
     return Cost(0, sum(prod(s) for s in idx) * ITEMSIZE["int64"] + (elements + min(elements, prod(x))) * size,
                 fmt_params(None, shape=dims(x), idx=",".join(dims(s) for s in idx), elem=size), None, SIMT)
 
@@ -705,12 +738,21 @@ def gather(a: A) -> Cost | None:
     (vectorized_gather_kernel: index_select's, its index expanded over the rows, which the kernel
     reads once a row): memory.index_rows of self's rows along its first dim, in the dtype self's
     producer wrote (the gradient, in index_add_'s backward), else its output's reader's
-    (AtenCall.read_dtype). Others defer to the range around (an embedding's): the range does not
-    say whether the index is expanded, nor a parameter's dtype."""
+    (AtenCall.read_dtype); as its element-wise kernel runs it (_scatter_gather_elementwise_kernel),
+    memory.take_along_cost, the index read in full (the range does not say whether it was expanded), x
+    in that dtype or as the opaque elements the kernel moves (_opaque_size). Others defer to the
+    range around (an embedding's): the range does not say whether the index is expanded, nor a
+    parameter's dtype."""
     x, index = a.shape(0), a.shape(2)
+    if not x or not index or len(x) != len(index):
+        return None
+    if "scatter_gather_elementwise" in a.kernel:
+        dtype = _gathered_dtype(a)
+        elem = None if dtype else _opaque_size(a)
+        return None if dtype is None and elem is None else \
+            take_along_cost(Tensor(tuple(x), dtype), Tensor(tuple(index), "int64"), elem)
     dtype = _gathered_dtype(a)
-    if "vectorized_gather_kernel" not in a.kernel or not x or not index or dtype is None or len(x) != len(index) \
-            or list(x[1:]) != list(index[1:]):
+    if "vectorized_gather_kernel" not in a.kernel or dtype is None or list(x[1:]) != list(index[1:]):
         return None
     return index_rows(Tensor(tuple(x), dtype), Tensor((index[0],), "int64"))
 

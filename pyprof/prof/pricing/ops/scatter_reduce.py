@@ -47,6 +47,13 @@ def _index_elements(c: Call, index: Tensor) -> int:
     return prod(d for d, s in zip(index.shape, strides) if s != 0)
 
 
+def reduction_stage(o: int, s: int, size: int, index_elements: int) -> tuple:
+    """The scatter reduce's stage (also the counts' scatter add): S source elements of `size`
+    bytes combined into O through an index whose storage holds `index_elements`: the index and
+    the source read, the output read and written once (atomic in L2), one operation an element."""
+    return "scatter_gather", s, index_elements * ITEMSIZE["int64"] + s * size + 2 * o * size
+
+
 def scatter_reduce_cost(self_: Tensor, index: Tensor, src: Tensor, reduce: str, include_self: bool,
                         index_elements: int) -> Cost | None:
     """The module docstring's stages for self (O elements), an index and src of S elements."""
@@ -57,7 +64,7 @@ def scatter_reduce_cost(self_: Tensor, index: Tensor, src: Tensor, reduce: str, 
     idx = index_elements * ITEMSIZE["int64"]
     # Named by what their kernels' names hold (CallParts.stage): a fill is then no gradient's.
     fill_at_index = ("scatter_fill", 0, idx + s * size)
-    scatter_add = ("scatter_gather", s, idx + s * size + 2 * o * size)  # also the scatter reduce
+    scatter_add = reduction_stage(o, s, size, index_elements)
     gather = ("gather", 0, idx + (min(o, s) + s) * size)  # O read once, S written
     fwd = ((fill_at_index,) if not include_self else ()) + (scatter_add,)
     compare_o, compare_s = ("CompareEq", o, 2 * o * size + o * _BOOL), ("CompareEq", s, 2 * s * size + s * _BOOL)
