@@ -748,6 +748,138 @@ def _gnn(device):
     return GNN(), (x, src, dst, torch.randint(0, classes, (nodes,), device=device)), _ce
 
 
+def _mae(device):
+    """A masked autoencoder (ViT-style, 4 encoder and 2 decoder blocks over 16x16 patches of
+    128x128 images): patchify by reshape and permute, random masking of 75% by argsort of noise
+    and gather of the kept tokens (an index expanded over the features), a mask token appended
+    and unshuffled by gather, attention by F.scaled_dot_product_attention, the loss the per-patch
+    mean squared error over the masked patches alone ((loss * mask).sum() / mask.sum())."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    batch, size, p, d, dd, heads = 16, 128, 16, 192, 128, 4
+    n = (size // p) ** 2
+
+    class Block(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.n1, self.qkv, self.proj = nn.LayerNorm(width), nn.Linear(width, 3 * width), nn.Linear(width, width)
+            self.n2, self.mlp = nn.LayerNorm(width), nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(),
+                                                                   nn.Linear(4 * width, width))
+
+        def forward(self, x):
+            b, t, w = x.shape
+            q, k, v = self.qkv(self.n1(x)).view(b, t, 3, heads, w // heads).permute(2, 0, 3, 1, 4)
+            x = x + self.proj(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, t, w))
+            return x + self.mlp(self.n2(x))
+
+    class MAE(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed, self.pos = nn.Linear(3 * p * p, d), nn.Parameter(torch.zeros(1, n, d))
+            self.enc, self.norm = nn.ModuleList([Block(d) for _ in range(4)]), nn.LayerNorm(d)
+            self.to_dec, self.mask_token = nn.Linear(d, dd), nn.Parameter(torch.zeros(1, 1, dd))
+            self.dec_pos = nn.Parameter(torch.zeros(1, n, dd))
+            self.dec, self.head = nn.ModuleList([Block(dd) for _ in range(2)]), nn.Linear(dd, 3 * p * p)
+
+        def forward(self, imgs, noise):
+            b = imgs.shape[0]
+            patches = imgs.reshape(b, 3, size // p, p, size // p, p).permute(0, 2, 4, 3, 5, 1).reshape(b, n, -1)
+            x = self.embed(patches) + self.pos
+            keep = n // 4
+            shuffle = torch.argsort(noise, dim=1)
+            restore = torch.argsort(shuffle, dim=1)
+            kept = shuffle[:, :keep]
+            x = torch.gather(x, 1, kept.unsqueeze(-1).expand(-1, -1, d))
+            mask = torch.ones(b, n, device=imgs.device)
+            mask[:, :keep] = 0
+            mask = torch.gather(mask, 1, restore)
+            for blk in self.enc:
+                x = blk(x)
+            x = self.to_dec(self.norm(x))
+            x = torch.cat([x, self.mask_token.expand(b, n - keep, -1)], dim=1)
+            x = torch.gather(x, 1, restore.unsqueeze(-1).expand(-1, -1, dd)) + self.dec_pos
+            for blk in self.dec:
+                x = blk(x)
+            pred = self.head(x).float()
+            loss = ((pred - patches) ** 2).mean(dim=-1)
+            return (loss * mask).sum() / mask.sum()
+    imgs = torch.randn(batch, 3, size, size, device=device)
+    noise = torch.rand(batch, n, device=device)
+    return MAE(), (imgs, noise, None), lambda out, inputs: out
+
+
+def _diffusion(device):
+    """A denoising diffusion UNet (two resolutions, 64x64 latents of 4 channels): a sinusoidal
+    timestep embedding (arange, exp, sin, cos, cat) through an MLP, residual blocks of GroupNorm,
+    SiLU and 3x3 convolutions with the embedding's scale and shift (chunk), self-attention over
+    the 16x16 level's pixels (GroupNorm, 1x1 qkv convolution, F.scaled_dot_product_attention),
+    strided-conv down- and nearest-neighbour upsampling, a skip by cat; the loss the noise's MSE."""
+    import math
+
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    batch, ch, size = 8, 64, 32
+
+    def timestep(t, dim):
+        half = dim // 2
+        freqs = torch.exp(-math.log(10000) * torch.arange(half, device=t.device, dtype=torch.float32) / half)
+        args = t.float()[:, None] * freqs[None]
+        return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+
+    class Res(nn.Module):
+        def __init__(self, cin, cout, emb):
+            super().__init__()
+            self.n1, self.c1 = nn.GroupNorm(32, cin), nn.Conv2d(cin, cout, 3, padding=1)
+            self.t, self.n2, self.c2 = nn.Linear(emb, 2 * cout), nn.GroupNorm(32, cout), nn.Conv2d(cout, cout, 3, padding=1)
+            self.skip = nn.Conv2d(cin, cout, 1) if cin != cout else nn.Identity()
+
+        def forward(self, x, e):
+            h = self.c1(F.silu(self.n1(x)))
+            scale, shift = self.t(F.silu(e))[:, :, None, None].chunk(2, dim=1)
+            h = self.c2(F.silu(self.n2(h) * (1 + scale) + shift))
+            return h + self.skip(x)
+
+    class Attn(nn.Module):
+        def __init__(self, c, heads=4):
+            super().__init__()
+            self.norm, self.qkv, self.out, self.heads = nn.GroupNorm(32, c), nn.Conv2d(c, 3 * c, 1), nn.Conv2d(c, c, 1), heads
+
+        def forward(self, x):
+            b, c, h, w = x.shape
+            q, k, v = self.qkv(self.norm(x)).reshape(b, 3, self.heads, c // self.heads, h * w).permute(1, 0, 2, 4, 3)
+            y = F.scaled_dot_product_attention(q, k, v).permute(0, 1, 3, 2).reshape(b, c, h, w)
+            return x + self.out(y)
+
+    class UNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            emb = 4 * ch
+            self.temb = nn.Sequential(nn.Linear(ch, emb), nn.SiLU(), nn.Linear(emb, emb))
+            self.inp = nn.Conv2d(4, ch, 3, padding=1)
+            self.d1, self.down = Res(ch, ch, emb), nn.Conv2d(ch, ch, 3, stride=2, padding=1)
+            self.d2, self.attn, self.mid = Res(ch, 2 * ch, emb), Attn(2 * ch), Res(2 * ch, 2 * ch, emb)
+            self.u2, self.u1 = Res(4 * ch, ch, emb), Res(2 * ch, ch, emb)
+            self.outn, self.outc = nn.GroupNorm(32, ch), nn.Conv2d(ch, 4, 3, padding=1)
+
+        def forward(self, x, t):
+            e = self.temb(timestep(t, ch))
+            h1 = self.d1(self.inp(x), e)
+            h2 = self.d2(self.down(h1), e)
+            h = self.mid(self.attn(h2), e)
+            h = self.u2(torch.cat([h, h2], dim=1), e)
+            h = F.interpolate(h, scale_factor=2, mode="nearest")
+            h = self.u1(torch.cat([h, h1], dim=1), e)
+            return self.outc(F.silu(self.outn(h)))
+    x0 = torch.randn(batch, 4, size, size, device=device)
+    noise = torch.randn_like(x0)
+    t = torch.randint(0, 1000, (batch,), device=device)
+    alpha = torch.cos(t.float() / 1000 * math.pi / 2)[:, None, None, None]
+    noisy = alpha * x0 + (1 - alpha ** 2).sqrt() * noise
+    return UNet(), (noisy, t, noise), lambda out, inputs: F.mse_loss(out.float(), inputs[-1])
+
+
 CASES: Dict[str, Case] = {
     "resnet50": Case(_tv("resnet50"), "bf16", "sgd", channels_last=True),
     "resnext50_32x4d": Case(_tv("resnext50_32x4d"), "fp16", "sgd-loop", channels_last=True),
@@ -794,6 +926,8 @@ CASES: Dict[str, Case] = {
     "ctc_asr": Case(_ctc_asr, "fp32", "adam-foreach", clip=5.0),
     "conformer": Case(_conformer, "bf16", "adamw-fused"),
     "gnn": Case(_gnn, "fp32", "adam-foreach"),
+    "mae": Case(_mae, "bf16", "adamw-fused"),
+    "diffusion": Case(_diffusion, "fp16", "adam-foreach", clip=1.0),
     # Small ones for the test fixtures (tests/data/): an LSTM stack and a Transformer encoder
     # layer, training and on the eval fast path.
     "fixture_lstm": Case(_rnn("lstm", scale=4), "fp32", "sgd"),
