@@ -73,6 +73,10 @@ TRAINING = ("lm_checkpointed", "superres", "stn", "ctc_asr")
 # GLU, depthwise Conv1d, kl_div) and a message-passing GNN (index_select, scatter_reduce amax and
 # mean, index_add_). Nsight Compute: conformer whole, gnn's first 271 of 306 kernels.
 UNSEEN = ("conformer", "gnn")
+# A masked autoencoder (argsort masking, gathers through expanded indices, a masked MSE) and a
+# diffusion UNet (timestep embedding, GroupNorm scale and shift, attention over pixels), captured
+# at stop 50 before any change for them. Nsight Compute: the first 550 kernels (its time limit).
+UNSEEN_B = ("mae", "diffusion")
 SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU, SHIPPED_MODES),
                 ("kt_h200", ("transformer",), (("kt_h200_ncu.csv.xz", ("transformer",)),), SHIPPED_MODES),
                 ("kt_h200s", ("squeezenet1_1", "mha_weights"), (("kt_h200s_ncu.csv.xz", ("squeezenet1_1", "mha_weights")),),
@@ -92,7 +96,8 @@ SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU, SHIPPED_MODES),
                 ("ktx_h200", TRAINING, (("ktx_h200_ncu.csv.xz", ("lm_checkpointed",)),
                                         ("ktx_h200_ncu_b.csv.xz", ("superres", "stn")),
                                         ("ktx_h200_ncu_c.csv.xz", ("ctc_asr",))), ("default", "plain", "nsyspt")),
-                ("kty_h200", UNSEEN, (("kty_h200_ncu.csv.xz", UNSEEN),), ("default", "plain", "nsyspt")))
+                ("kty_h200", UNSEEN, (("kty_h200_ncu.csv.xz", UNSEEN),), ("default", "plain", "nsyspt")),
+                ("ktz_h200", UNSEEN_B, (("ktz_h200_ncu.csv.xz", UNSEEN_B),), ("default", "plain", "nsyspt")))
 
 
 def _unpacked(path: str, tmp: str) -> str:

@@ -44,11 +44,11 @@ BINARY = [
     (("Tensor", "__mul__", t(4, 5, dtype=BF16), 2.0), {}, (20, 80)),
     # fp32 x · int64 idx: only x takes a gradient, dX = dY·idx: dY 80 and idx 160 read, dX 80.
     (("torch", "mul", t(4, 5), t(4, 5, dtype=I64)), {}, (20, 80 + 160 + 80)),
-    # div, [4,5] / [5]: dX = dY/W (20); dW = -dY·X/W² (3 per element, 60) summed 20 -> 5 (15).
-    # Bytes: dY 80, X 80, W 20 read; dX 80, dW 20 written.
-    (("torch", "div", t(4, 5), t(5)), {}, (20 + 60 + 15, 80 + 80 + 20 + 80 + 20)),
-    (("Tensor", "__truediv__", t(4, 5), t(5)), {}, (95, 280)),
-    (("Tensor", "__itruediv__", t(4, 5), t(5)), {}, (95, 280)),
+    # div, [4,5] / [5]: dX = dY/W (20); dW = -dY·((X/W)/W), four kernels of one operation an
+    # element (80), summed 20 -> 5 (15). Bytes: dY 80, X 80, W 20 read; dX 80, dW 20 written.
+    (("torch", "div", t(4, 5), t(5)), {}, (20 + 80 + 15, 80 + 80 + 20 + 80 + 20)),
+    (("Tensor", "__truediv__", t(4, 5), t(5)), {}, (115, 280)),
+    (("Tensor", "__itruediv__", t(4, 5), t(5)), {}, (115, 280)),
     # 2 / x (__rtruediv__): x is the divisor, dX = -dY·2/x²: 60; dY and x read, dX written.
     (("Tensor", "__rtruediv__", t(4, 5), 2.0), {}, (60, 3 * 80)),
 ]
@@ -64,8 +64,10 @@ MORE = [
     # pow, [4,5] ** [5]: dX = dY·e·x^(e-1) 3·20; dE = dY·x^e·ln(x) 3·20, summed 20 -> 5 (15).
     # Bytes: dY 80 read, dX 80 and dE 20 written, X 80 and E 20 read.
     (("torch", "pow", t(4, 5), t(5)), {}, (135, 280)),
-    # x ** 2.0: only dX (60); dY, X read, dX written.
-    (("Tensor", "__pow__", t(4, 5), 2.0), {}, (60, 240)),
+    # x ** 2.0: only dX, dY·(2·x): x.pow(1) is a copy (a memcpy), then two products (40); dY, X
+    # read, dX written. x ** 3.0: x.pow(2) too (60).
+    (("Tensor", "__pow__", t(4, 5), 2.0), {}, (40, 240)),
+    (("Tensor", "__pow__", t(4, 5), 3.0), {}, (60, 240)),
     # maximum: each gradient is dY where its operand won, 2 per element: 80; dY, X, W read,
     # dX, dW written, 80 B each.
     (("torch", "maximum", t(4, 5), t(4, 5)), {}, (80, 400)),
@@ -195,3 +197,22 @@ def test_backward_kernels_print_numbers_not_na():
     out, err = prof_text(recs, "dir,op,flops,bytes")
     assert [line.split() for line in out.splitlines()[1:]] == expected
     assert err.strip() == ""
+
+
+def test_clamp_backward_with_number_bounds_runs_its_kernels_in_turn():
+    """clamp's backward with numbers for bounds, where(x >= min [and x <= max], dY, 0) on [4, 5]
+    fp32: the 0-dim zero (4 B), a compare a bound (x read, bools written), the two tests' logical
+    and (both read, one written), the select (bools, dY and the zero read, dX written); a clamp
+    with a tensor bound keeps the unary rule (one kernel)."""
+    x = t(4, 5)
+    one = lookup("Tensor", "clamp_min")(Call({"v": 1, "kind": "op", "mod": "Tensor", "op": "clamp_min",
+                                             "args": [x, 1e-9]}))
+    assert one.bwd_stages == (("FillFunctor", 0, 4), ("compare_scalar_kernel", 20, 100), ("where_kernel", 20, 184))
+    assert (one.bwd_flops, one.bwd_bytes) == (40, 288)
+    two = lookup("torch", "clamp")(Call({"v": 1, "kind": "op", "mod": "torch", "op": "clamp", "args": [x, -1.0, 1.0]}))
+    assert [s[0] for s in two.bwd_stages] == ["FillFunctor", "compare_scalar_kernel", "compare_scalar_kernel",
+                                              "logical_and", "where_kernel"]
+    assert two.bwd_flops == 80
+    tensor_bound = lookup("torch", "clamp")(Call({"v": 1, "kind": "op", "mod": "torch", "op": "clamp",
+                                                  "args": [x, t(4, 5)]}))
+    assert tensor_bound.bwd_stages is None and tensor_bound.bwd_flops == 20

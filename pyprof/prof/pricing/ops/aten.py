@@ -179,14 +179,18 @@ def cumulative(a: A) -> Cost | None:
 
 @register_aten("aten::sort", "aten::argsort")
 def sort(a: A) -> Cost | None:
-    """order.sort_cost of self along its one dim longer than 1 (the dim, a scalar, is in no range:
-    na where several are), in the dtype its producer wrote (else the sort kernel's keys'); the values are
-    sorted whether returned or not. Its indices' arange runs under a range of its own that no
-    formula prices: this one's stage."""
+    """order.sort_cost of self along its one dim longer than 1 (the dim, a scalar, is in no range),
+    else, at the in-place sort kernel, the one whose rows its launch sorts (one block a row: na
+    where several dims fit), in the dtype its producer wrote (else the sort kernel's keys'); the
+    values are sorted whether returned or not. Its indices' arange runs under a range of its own
+    that no formula prices: this one's stage."""
     # else the sort kernel's keys (in place, or cub's passes): arange's type is its indices'
-    dtype = a.input_dtype(0) or (a.dtype if "sortkvinplace" in a.kernel or "radixsort" in a.kernel else None)
+    in_place = "sortkvinplace" in a.kernel
+    dtype = a.input_dtype(0) or (a.dtype if in_place or "radixsort" in a.kernel else None)
     x = a.tensor(0, dtype) if dtype else None
     long = [d for d, size in enumerate(x.shape) if size > 1] if x is not None else []
+    if len(long) > 1 and in_place and a.grid:
+        long = [d for d in long if x.numel // x.shape[d] == prod(a.grid)]
     return sort_cost(x, long[0] if long else 0, True) if x is not None and len(long) <= 1 else None
 
 

@@ -96,16 +96,43 @@ def pointwise_cost(op: str, operands: list, out_dtype: str | None = None,
     if bwd and out_size is not None:
         bwd_flops, bwd_bytes = n, 3 * n * out_size
     if grads is not None and out_size is not None:
-        bwd_flops, bwd_bytes, stages = _binary_backward(operands, grads, shape, out_dtype)
+        bwd_flops, bwd_bytes, stages = _binary_backward(operands, grads, shape, out_dtype, _GRAD_OPS.get(base))
     return Cost(flops, nbytes, fmt_params(dtype, shape=dims(shape), **fields), dtype, SIMT,
                 bwd_flops=bwd_flops, bwd_bytes=bwd_bytes, bwd_stages=stages)
+
+
+# clamp's bounds by position (clamp_min(x, min), clamp_max(x, max), clamp(x, min, max)).
+_CLAMP_BOUNDS = {"clamp": ("min", "max"), "clip": ("min", "max"), "clamp_min": ("min",), "clamp_max": ("max",)}
+
+
+def clamp_backward_stages(x: Tensor, bounds: int) -> tuple | None:
+    """The kernels of clamp's backward with `bounds` (1 or 2) numbers for bounds, as PyTorch runs
+    where(self >= min [and self <= max], grad, 0) (derivatives.yaml's clamp_min and clamp_max,
+    FunctionsManual's clamp_backward): the 0-dim zero written (a fill of one element), x compared
+    with each bound (x read, bools written), the two tests combined in place (both read, one
+    written), the select (the bools, dY and the zero read, dX written); one operation an element
+    each but the fill's."""
+    size, n = x.itemsize, x.numel
+    if size is None:
+        return None
+    compare = ("compare_scalar_kernel", n, n * (size + 1))
+    both = (compare, compare, ("logical_and", n, 3 * n)) if bounds == 2 else (compare,)
+    return (("FillFunctor", 0, size),) + both + (("where_kernel", n, n * (1 + 2 * size) + size),)
 
 
 def _unary(op: str):
     def formula(c: Call) -> Cost:
         x = c.get(0, "input")
         extra = {"approx": c.get(None, "approximate")} if op == "gelu" and c.get(None, "approximate") else {}
-        return pointwise_cost(op, [x], bwd=True, **extra)
+        cost = pointwise_cost(op, [x], bwd=True, **extra)
+        given = [c.get(i, k) for i, k in enumerate(_CLAMP_BOUNDS.get(op.rstrip("_"), ()), 1)]
+        bounds = [b for b in given if b is not None]
+        if bounds and all(type(b) in (int, float) for b in bounds):
+            stages = clamp_backward_stages(x, len(bounds))
+            if stages is not None:
+                cost = replace(cost, bwd_flops=sum(s[1] for s in stages), bwd_bytes=sum(s[2] for s in stages),
+                               bwd_stages=stages)
+        return cost
     return formula
 
 
@@ -122,7 +149,8 @@ for _op in ("neg", "abs", "invert", "pos"):
 # FLOPs per output element of that operand's gradient and the operands it reads besides dY.
 # add: dX = dY, dW = dY (alpha != 1: 1, dY·alpha); sub: dW = -dY (1, or -alpha·dY); rsub
 # (other - alpha·input) the mirror; mul: dX = dY·W, dW = dY·X; div: dX = dY/W (1), dW =
-# -dY·X/W² (3: multiply, two divides, the sign folded in); rtruediv (other / self) the mirror.
+# -dY·((X/W)/W) (4: PyTorch's div_tensor_other_backward, a kernel each: _grad_steps); rtruediv
+# (other / self) the mirror, 3.
 # pow (x ** e): dX = dY·e·x^(e-1) (3: the power, two products), dE = dY·x^e·ln(x) (3: the log,
 # two products, x^e recomputed with them); rpow (e ** x, the receiver is the exponent) the
 # mirror. maximum/minimum/fmax/fmin: each operand's gradient is dY where it won (2: compare,
@@ -133,7 +161,7 @@ for _op in ("neg", "abs", "invert", "pos"):
 # dY·value/t2 (2), dT2 = -dY·value·t1/t2² (4).
 _GRADS = {
     "add": ((0, ()), (0, ())), "sub": ((0, ()), (1, ())), "rsub": ((1, ()), (0, ())),
-    "mul": ((1, (1,)), (1, (0,))), "div": ((1, (1,)), (3, (0, 1))), "rtruediv": ((3, (0, 1)), (1, (0,))),
+    "mul": ((1, (1,)), (1, (0,))), "div": ((1, (1,)), (4, (0, 1))), "rtruediv": ((3, (0, 1)), (1, (0,))),
     "pow": ((3, (0, 1)), (3, (0, 1))), "rpow": ((3, (0, 1)), (3, (0, 1))),
     "maximum": ((2, (0, 1)), (2, (0, 1))), "where": ((0, ()), (1, (0,)), (1, (0,))),
     "lerp": ((2, (2,)), (1, (2,)), (2, (0, 1))), "addcmul": ((0, ()), (2, (2,)), (2, (1,))),
@@ -181,30 +209,46 @@ def _operands(op: str, c: Call) -> list:
     return operands
 
 
-def _binary_backward(operands: list, grads: tuple, shape: tuple, dy_dtype: str) -> tuple:
-    """(flops, bytes, stages) of the backward of a binary op over output `shape` of `dy_dtype`
-    (module docstring); the stages: _gradient_kernels'."""
+def _grad_steps(key: str | None, i: int, operands: list) -> tuple | None:
+    """The FLOPs per element of each kernel PyTorch's backward formula runs for operand `i`'s
+    gradient, where that is more than one kernel (FunctionsManual.cpp): division's divisor,
+    -grad * ((self / other) / other), four; a power with a number for exponent e,
+    grad * (e * self.pow(e - 1)), three, two for e = 2 (self.pow(1) is a copy, a memcpy). None:
+    one kernel (_GRADS' FLOPs)."""
+    if key == "div" and i == 1:
+        return 1, 1, 1, 1
+    if key == "pow" and i == 0 and len(operands) > 1 and type(operands[1]) in (int, float):
+        return (1, 1) if operands[1] == 2 else (1, 1, 1)
+    return None
+
+
+def _binary_backward(operands: list, grads: tuple, shape: tuple, dy_dtype: str, key: str | None = None) -> tuple:
+    """(flops, bytes, stages) of the backward of a binary op (_GRAD_OPS' `key`) over output `shape`
+    of `dy_dtype` (module docstring); the stages: _gradient_kernels'."""
     dy_size, n = ITEMSIZE[dy_dtype], prod(shape)
     flops, sizes, reads = 0, [], set()
     for i, (per_elem, needs) in enumerate(grads):
         t = operands[i] if i < len(operands) else None
         if not isinstance(t, Tensor) or not is_floating(t.dtype) or t.grad is False:
             continue
-        flops += per_elem * n + reduce_adds(n, t.numel)
+        steps = _grad_steps(key, i, operands)
+        flops += (sum(steps) if steps else per_elem) * n + reduce_adds(n, t.numel)
         sizes.append(t.nbytes)  # the gradient, written
         reads.update(j for j in needs if j < len(operands) and isinstance(operands[j], Tensor))
     if not sizes:
         return None, None, None  # no operand takes a gradient: no backward node
     sizes += [operands[j].nbytes for j in sorted(reads)]
-    return flops, None if None in sizes else n * dy_size + sum(sizes), _gradient_kernels(operands, grads, shape, dy_dtype)
+    return flops, None if None in sizes else n * dy_size + sum(sizes), \
+        _gradient_kernels(operands, grads, shape, dy_dtype, key)
 
 
-def _gradient_kernels(operands: list, grads: tuple, shape: tuple, dy_dtype: str) -> tuple | None:
+def _gradient_kernels(operands: list, grads: tuple, shape: tuple, dy_dtype: str, key: str | None = None) -> tuple | None:
     """The kernels of a binary op's backward as named stages (Cost.stages): the autograd node
     computes each gradient whose formula does math (_GRADS: FLOPs > 0) in one element-wise
     kernel over the n output elements, the last operand's first (PyTorch's generated code), dY
     and the operands the formula reads read (each in its own dtype), the gradient written in dY's
-    dtype at its operand's size, or at n where the operand was broadcast; then the engine, in
+    dtype at its operand's size, or at n where the operand was broadcast (a formula of several
+    kernels, _grad_steps, each its own: _step_kernels); then the engine, in
     operand order, sums each broadcast operand's gradient down to its shape (a sum reduction in
     dY's dtype: the n read, the gradient written; autograd's sum_to also sums an operand of fewer
     dims over the leading ones, of size 1 too: a reduce kernel of no adds, maxvit's fp32 relative
@@ -221,13 +265,32 @@ def _gradient_kernels(operands: list, grads: tuple, shape: tuple, dy_dtype: str)
         if t.nbytes is None or any(r.nbytes is None for r in read):
             return None
         broadcast_to = t.numel < n or len(t.shape) < len(shape)
-        if per_elem:
-            math.append(("elementwise_kernel", per_elem * n,
-                         n * dy_size + sum(r.nbytes for r in read) + (n if broadcast_to else t.numel) * dy_size))
+        written = (n if broadcast_to else t.numel) * dy_size
+        steps = _grad_steps(key, i, operands)
+        if steps:
+            math.extend(_step_kernels(key, operands, n, dy_size, written))
+        elif per_elem:
+            math.append(("elementwise_kernel", per_elem * n, n * dy_size + sum(r.nbytes for r in read) + written))
         sum_to = [("reduce_kernel", reduce_adds(n, t.numel), (n + t.numel) * dy_size)] if broadcast_to else []
         cast = [("copy_kernel_cuda", 0, t.numel * dy_size + t.nbytes)] if t.dtype != dy_dtype else []
         engine[:0] = sum_to + cast
     return tuple(math + engine) or None
+
+
+def _step_kernels(key: str, operands: list, n: int, dy_size: int, written: int) -> list:
+    """The kernels of a gradient _grad_steps splits, in the order PyTorch runs them, each its
+    operands read and n elements written (the intermediates in dY's dtype; the last writes the
+    gradient, `written` bytes): division's divisor X / W, that / W, -dY, their product; a power's
+    base x.pow(e - 1) (none for e = 2: a memcpy), times e, times dY."""
+    k = "elementwise_kernel"
+    mid = n * dy_size
+    if key == "div":
+        x, w = operands[0], operands[1]
+        first = (x.nbytes if isinstance(x, Tensor) else 0) + w.nbytes
+        return [(k, n, first + mid), (k, n, mid + w.nbytes + mid), (k, n, 2 * mid), (k, n, 2 * mid + written)]
+    x = operands[0]
+    power = [] if operands[1] == 2 else [(k, n, x.nbytes + mid)]
+    return power + [(k, n, (mid if power else x.nbytes) + mid), (k, n, 2 * mid + written)]
 
 
 def _binary(op: str):
@@ -260,7 +323,7 @@ def nonzero_cost(x: Tensor, found: list[Tensor] | None = None) -> Cost:
     its coordinates in place (read, written; one division an index and dim). Without it the count
     alone is known: the select's bytes and write_indices' work are na (the call's total too, where
     x has more than one dim). A count over more than one tile runs a second reduction kernel (its
-    partial counts): na."""
+    partial counts), which its launch prices (cub_reduce.py)."""
     n, size, d = x.numel, x.itemsize, len(x.shape)
     rows = found[0].shape[0] if found and found[0].shape else None
     if rows is None or size is None:

@@ -66,9 +66,11 @@ IN_PLACE_SORT = 4096
 
 def sort_cost(x: Tensor, dim: int, values: bool) -> Cost | None:
     """_order_cost of a sort, kernel by kernel as PyTorch runs it: rows of at most IN_PLACE_SORT
-    elements get their indices from arange, then the rows' values and indices are sorted in place
-    (radixSortKVInPlace, bitonicSortKVInPlace and kin: read and written; the values were copied
-    into the output by a device-to-device memcpy, no kernel); one longer row gets its indices from
+    elements get their indices from arange (fillSliceWithIndex: one row's, broadcast into the
+    others by a copy kernel; a single row's copy is a device-to-device memcpy, no kernel), then
+    the rows' values and indices are sorted in place (radixSortKVInPlace, bitonicSortKVInPlace
+    and kin: read and written; the values were copied into the output by a memcpy, no kernel);
+    one longer row gets its indices from
     fill_reverse_indices_kernel, then cub's radix sort of the values with them on every key bit
     (cub_sort.radix_sort_pairs; the comparisons the convention counts shared among its onesweep
     passes). Several longer rows (cub's segmented sort): the total, on the call's first kernel."""
@@ -77,7 +79,9 @@ def sort_cost(x: Tensor, dim: int, values: bool) -> Cost | None:
         return cost
     n, size = x.numel, x.itemsize
     if x.shape[dim] <= IN_PLACE_SORT:
-        stages = (("arange_cuda_out", 0, 0, n * 8), ("SortKVInPlace", cost.flops, 0, 2 * n * (size + 8)))
+        row = x.shape[dim]
+        fill = (("arange_cuda_out", 0, 0, row * 8),) + ((("copy_kernel_cuda", 0, 0, (row + n) * 8),) if n > row else ())
+        stages = fill + (("SortKVInPlace", cost.flops, 0, 2 * n * (size + 8)),)
     elif n == x.shape[dim]:
         passes = radix_sort_pairs(n, size, 8, 8 * size)
         sweeps = sum(1 for s in passes if s[0] == "DeviceRadixSortOnesweepKernel")
