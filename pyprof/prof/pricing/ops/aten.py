@@ -139,10 +139,10 @@ def scatter(a: A) -> Cost | None:
     reader moves (_opaque_size: the identity scatter_reduce fills in without include_self)."""
     dtype = a.input_dtype(0) or a.input_dtype(3) or (a.dtype if a.dtype in FLOATING else None)
     elem = None if dtype else _opaque_size(a)
-    x, index = a.tensor(0, dtype), a.tensor(2, "int64")
-    if x is None or index is None or dtype is None and elem is None:
+    shape, index = a.shape(0), a.tensor(2, "int64")
+    if not shape or index is None or dtype is None and elem is None:
         return None
-    return scatter_cost(x, index, "_add" in a.name, False, "scatter_fill" in a.kernel, elem)
+    return scatter_cost(Tensor(tuple(shape), dtype), index, "_add" in a.name, False, "scatter_fill" in a.kernel, elem)
 
 
 # Tensor.scatter_reduce's reduction as its kernel's functor names it.
@@ -157,9 +157,9 @@ def scatter_reduce(a: A) -> Cost | None:
     its functor names); the identity's fill without include_self and mean's counts run under
     ranges of their own (aten::scatter_, aten::scatter_add_, ...), priced there. The index is read
     in full: the range does not say whether it was expanded. The dtype src's or self's producer
-    wrote, else the kernel's."""
+    wrote, else the kernel's (its element type)."""
     m = _SCATTER_REDUCTION.search(a.kernel)
-    dtype = a.input_dtype(3) or a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None)
+    dtype = a.input_dtype(3) or a.input_dtype(0) or a.dtype
     x, index, src = a.tensor(0, dtype), a.tensor(2, "int64"), a.tensor(3, dtype)
     if m is None or x is None or index is None or src is None or x.itemsize is None or index.numel != src.numel:
         return None
