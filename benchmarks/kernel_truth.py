@@ -97,7 +97,10 @@ SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU, SHIPPED_MODES),
                                         ("ktx_h200_ncu_b.csv.xz", ("superres", "stn")),
                                         ("ktx_h200_ncu_c.csv.xz", ("ctc_asr",))), ("default", "plain", "nsyspt")),
                 ("kty_h200", UNSEEN, (("kty_h200_ncu.csv.xz", UNSEEN),), ("default", "plain", "nsyspt")),
-                ("ktz_h200", UNSEEN_B, (("ktz_h200_ncu.csv.xz", UNSEEN_B),), ("default", "plain", "nsyspt")))
+                ("ktz_h200", UNSEEN_B, (("ktz_h200_ncu.csv.xz", UNSEEN_B),), ("default", "plain", "nsyspt")),
+                # Element-wise backwards of several kernels (clamp, powers, a division), a fixture.
+                ("ktp2_h200", ("fixture_pointwise_grads",), (("ktp2_h200_ncu.csv.xz", ("fixture_pointwise_grads",)),),
+                 ("default", "plain")))
 
 
 def _unpacked(path: str, tmp: str) -> str:

@@ -880,6 +880,25 @@ def _diffusion(device):
     return UNet(), (noisy, t, noise), lambda out, inputs: F.mse_loss(out.float(), inputs[-1])
 
 
+def _pointwise_grads(device):
+    """Element-wise ops whose backward PyTorch runs as several kernels (a test fixture): clamp
+    with two number bounds and with one, powers with exponents 2, 3 and 0.5, a division by a
+    tensor that takes a gradient; the loss their sum."""
+    import torch
+    import torch.nn as nn
+
+    class Pointwise(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(256, 1024))
+
+        def forward(self, x):
+            y = x.clamp(-1.0, 1.0) + x.clamp_min(0.1) + x ** 2 + x ** 3 + (x.abs() + 1) ** 0.5
+            return (y / (self.w.abs() + 1)).sum()
+    x = torch.randn(256, 1024, device=device, requires_grad=True)
+    return Pointwise(), (x, None), lambda out, inputs: out
+
+
 CASES: Dict[str, Case] = {
     "resnet50": Case(_tv("resnet50"), "bf16", "sgd", channels_last=True),
     "resnext50_32x4d": Case(_tv("resnext50_32x4d"), "fp16", "sgd-loop", channels_last=True),
@@ -931,6 +950,7 @@ CASES: Dict[str, Case] = {
     # Small ones for the test fixtures (tests/data/): an LSTM stack and a Transformer encoder
     # layer, training and on the eval fast path.
     "fixture_lstm": Case(_rnn("lstm", scale=4), "fp32", "sgd"),
+    "fixture_pointwise_grads": Case(_pointwise_grads, "fp32", "sgd"),
     "fixture_encoder": Case(_encoder(layers=1, d=64, batch=2, length=16), "fp32", "sgd"),
     "fixture_encoder_eval": Case(_encoder(layers=1, d=64, batch=2, length=16), "fp16", "none", half_weights=True),
     # For the RNN formulas against Nsight Compute (benchmarks/rnn_truth.sh).

@@ -216,3 +216,17 @@ def test_clamp_backward_with_number_bounds_runs_its_kernels_in_turn():
     tensor_bound = lookup("torch", "clamp")(Call({"v": 1, "kind": "op", "mod": "torch", "op": "clamp",
                                                   "args": [x, t(4, 5)]}))
     assert tensor_bound.bwd_stages is None and tensor_bound.bwd_flops == 20
+
+
+def test_unary_backwards_of_several_kernels_run_them_in_turn():
+    """derivatives.yaml's compositions on [4, 5] fp32, each kernel its reads and 20 elements
+    written: sqrt's 2·result then dY / that; cos's sin, its negation, the product; sign's
+    zeros_like (a fill, nothing read); exp's one product keeps the unary rule."""
+    def of(op):
+        return lookup("torch", op)(Call({"v": 1, "kind": "op", "mod": "torch", "op": op, "args": [t(4, 5)]}))
+    assert of("sqrt").bwd_stages == (("elementwise_kernel", 20, 160), ("elementwise_kernel", 20, 240))
+    assert (of("sqrt").bwd_flops, of("sqrt").bwd_bytes) == (40, 240)
+    assert [s[1:] for s in of("cos").bwd_stages] == [(20, 160), (20, 160), (20, 240)]
+    assert (of("sign").bwd_stages, of("sign").bwd_flops, of("sign").bwd_bytes) == (
+        (("elementwise_kernel", 0, 80),), 0, 80)
+    assert (of("exp").bwd_stages, of("exp").bwd_flops, of("exp").bwd_bytes) == (None, 20, 240)

@@ -101,6 +101,32 @@ def pointwise_cost(op: str, operands: list, out_dtype: str | None = None,
                 bwd_flops=bwd_flops, bwd_bytes=bwd_bytes, bwd_stages=stages)
 
 
+# Unary ops whose backward PyTorch runs as several element-wise kernels (derivatives.yaml), each
+# as (tensors of n elements it reads, operations an element), in order; each writes n elements.
+# abs: grad * self.sgn(); sqrt: grad / (2 * result); rsqrt: -0.5 * grad * result.pow(3); sin:
+# grad * self.cos(); cos: grad * -self.sin(); reciprocal: -grad * (result * result); log1p:
+# grad / (self + 1); expm1: grad * (result + 1); square: pow(self, 2)'s (2 * self, times grad).
+# sign, floor, ceil, round, trunc: zeros_like(grad), one fill that reads nothing.
+_UNARY_GRAD_KERNELS = {
+    "abs": ((1, 1), (2, 1)), "sqrt": ((1, 1), (2, 1)), "rsqrt": ((1, 1), (1, 1), (2, 1)),
+    "sin": ((1, 1), (2, 1)), "cos": ((1, 1), (1, 1), (2, 1)), "reciprocal": ((1, 1), (1, 1), (2, 1)),
+    "log1p": ((1, 1), (2, 1)), "expm1": ((1, 1), (2, 1)), "square": ((1, 1), (2, 1)),
+    **{op: ((0, 0),) for op in ("sign", "floor", "ceil", "round", "trunc")},
+}
+
+
+def unary_backward_stages(op: str, x: Tensor) -> tuple | None:
+    """The kernels of a unary op's backward where PyTorch runs several (_UNARY_GRAD_KERNELS), as
+    stages taken in turn, in x's dtype; None for the others (one kernel: dY and x read, dX
+    written) and where x's dtype is not known."""
+    steps = _UNARY_GRAD_KERNELS.get(op)
+    size = x.itemsize
+    if steps is None or size is None:
+        return None
+    n = x.numel
+    return tuple(("elementwise_kernel", per * n, (reads + 1) * n * size) for reads, per in steps)
+
+
 # clamp's bounds by position (clamp_min(x, min), clamp_max(x, max), clamp(x, min, max)).
 _CLAMP_BOUNDS = {"clamp": ("min", "max"), "clip": ("min", "max"), "clamp_min": ("min",), "clamp_max": ("max",)}
 
@@ -125,13 +151,18 @@ def _unary(op: str):
         x = c.get(0, "input")
         extra = {"approx": c.get(None, "approximate")} if op == "gelu" and c.get(None, "approximate") else {}
         cost = pointwise_cost(op, [x], bwd=True, **extra)
-        given = [c.get(i, k) for i, k in enumerate(_CLAMP_BOUNDS.get(op.rstrip("_"), ()), 1)]
+        base = op.rstrip("_")
+        given = [c.get(i, k) for i, k in enumerate(_CLAMP_BOUNDS.get(base, ()), 1)]
         bounds = [b for b in given if b is not None]
         if bounds and all(type(b) in (int, float) for b in bounds):
             stages = clamp_backward_stages(x, len(bounds))
             if stages is not None:
                 cost = replace(cost, bwd_flops=sum(s[1] for s in stages), bwd_bytes=sum(s[2] for s in stages),
                                bwd_stages=stages)
+        elif isinstance(x, Tensor) and (stages := unary_backward_stages(base, x)) is not None:
+            # the call's bytes as the op's: dY and x read once (a zero fill: dX alone), dX written
+            moved = x.nbytes * (1 if stages[0][1] == 0 else 3)
+            cost = replace(cost, bwd_flops=sum(s[1] for s in stages), bwd_bytes=moved, bwd_stages=stages)
         return cost
     return formula
 
