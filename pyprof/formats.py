@@ -89,6 +89,11 @@ DIR, MOD, OP, MARKER, FWD = "dir", "mod", "op", "marker", "fwd"
 TORCH_OPS, SEQ_ID, ALT_SEQ_ID, SUB_SEQ_ID = "torchOps", "seqId", "altSeqId", "subSeqId"
 LAYER, MODULE, TRACE, RANGES, COMPILED = "layer", "module", "trace", "ranges", "compiled"
 CONSUMERS, NCCL = "consumers", "nccl"
+# PyTorch's views that broadcast their input (a stride of 0 where they grow a dim), as its op
+# ranges name them: parse carries each such range in the next record's `consumers`, whoever
+# listens (docs/records.md), and prof reads its first input's shape as what an op reading the view
+# reads once.
+BROADCAST_VIEWS = frozenset(("aten::expand", "aten::expand_as", "aten::broadcast_to"))
 
 # JSON types, as docs/records.md names them.
 INT, STR, LIST, OBJECT, NULL = "int", "str", "list", "object", "null"
@@ -97,7 +102,8 @@ INT, STR, LIST, OBJECT, NULL = "int", "str", "list", "object", "null"
 class Field(NamedTuple):
     """One record key: the JSON types its value may have, the record kinds that carry it, and
     whether it is only there sometimes (`rank`: several exports; `consumers`: the first launch
-    after a data-sized op's, on its thread, where ranges that read its output came between;
+    after a data-sized op's, on its thread, where ranges that read its output came between, or
+    after a broadcasting view's range;
     `nccl`: a launch inside an NCCL call's range with a payload; `compiled`: a joined kernel)."""
 
     key: str

@@ -224,7 +224,8 @@ class _Attribution:
             source = node
         mod, op, trace, module = _named(source, marker, module, fwd, innermost_torch)
         marker_js = "null" if marker is None else marker.js if self.outs is None else self._marked(marker, marker_range, rtid)
-        heard = "" if rtid is None or not (torch_ops or self.consumers.listening) else self._heard(rtid, torch_ops)
+        heard = "" if rtid is None or not (torch_ops or self.consumers.listening or self.consumers.heard) \
+            else self._heard(rtid, torch_ops)
         return (f'"dir":"{"bprop" if bwd else "optim" if mod in _OPTIM else "fprop"}","mod":{mod},"op":{op},'
                 f'"marker":{marker_js},'
                 f'"fwd":{_fwd_js(bseq, fwd) if fwd is not None else node.js if node is not None else "null"},'

@@ -18,10 +18,18 @@ writes `(38,0)`) tells a consumer, so the other ranges cost no decoding. The thr
 carries what was kept, as torchOps entries, in its record's `consumers` (docs/records.md); a
 thread that launches nothing again keeps at most HEARD. A parallel parse window carries each
 thread's state across its start (window.Seed.consumers; a speculative window that began while one
-listened is parsed again, seeded: window.stale).
+listened, or held what it heard, is parsed again, seeded: window.stale).
+
+A view that broadcasts (formats.BROADCAST_VIEWS: expand, expand_as, broadcast_to) launches
+nothing either, and its range is the one place the trace says that a tensor an op reads is a
+broadcast, stride 0: its first input's shape is what the op reads once (a scatter's index
+expanded over the features). So each such range is kept too, whoever listens, unless inside the
+range kept last (expand_as's own expand), and the thread's next launch carries it the same way.
+A substring test finds them.
 """
 from __future__ import annotations
 
+from pyprof.formats import BROADCAST_VIEWS
 from pyprof.parse.ranges import classify
 
 # ATen ops PyTorch tags dynamic_output_shape (torch.Tag; torch 2.11-2.13), as their ranges name
@@ -53,7 +61,8 @@ class Consumers:
         self.until: dict[int, int] = {}                  # globalTid -> end of the last range kept
         self.touched: set[int] = set()
         for gtid, (needles, heard, until) in (seed or {}).items():
-            self.listening[gtid] = needles
+            if needles:
+                self.listening[gtid] = needles
             self.heard[gtid] = list(heard)
             self.until[gtid] = until
 
@@ -71,6 +80,19 @@ class Consumers:
                 self.until[gtid] = end
                 self.touched.add(gtid)
 
+    def expanded(self, gtid: int, text: str, start: int, end: int) -> None:
+        """A range of the default domain whose text names a broadcasting view, on thread `gtid`:
+        kept when it is PyTorch's range of one (BROADCAST_VIEWS) and not inside the range kept
+        last (the outermost is the one consumers name: expand_as runs expand)."""
+        if start <= self.until.get(gtid, start - 1):
+            return
+        label = classify(None, text)
+        heard = self.heard.setdefault(gtid, [])
+        if label.name in BROADCAST_VIEWS and label.op_id is not None and len(heard) < HEARD:
+            heard.append(label.js)
+            self.until[gtid] = end
+            self.touched.add(gtid)
+
     def launched(self, gtid: int, producers: list[int] | None) -> str:
         """An activity launched on thread `gtid`: the `consumers` member of its record
         (',"consumers":[...]', or '' where none was heard); from now on the thread listens for
@@ -86,9 +108,11 @@ class Consumers:
         return f',"consumers":[{",".join(heard)}]' if heard else ""
 
     def state(self, gtid: int) -> State | None:
-        """Thread `gtid`'s listening state (None: it listens for nothing)."""
-        needles = self.listening.get(gtid)
-        return None if needles is None else (needles, tuple(self.heard.get(gtid, ())), self.until.get(gtid, NO_RANGE))
+        """Thread `gtid`'s listening state (None: it listens for nothing and holds nothing heard)."""
+        needles, heard = self.listening.get(gtid), self.heard.get(gtid)
+        if needles is None and not heard:
+            return None
+        return needles or (), tuple(heard or ()), self.until.get(gtid, NO_RANGE)
 
 
 # `until` before any range was kept: below every start.

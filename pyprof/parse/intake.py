@@ -167,8 +167,11 @@ class Intake:
                 continue
             gpid = gtid & PID_MASK
             domain = domains.get((gpid, dom)) if dom else None
-            if listening and domain is None and gtid in listening and start >= fresh:
-                consumers.hear(gtid, text, start, OPEN_END if end is None else end)
+            if domain is None and start >= fresh:
+                if listening and gtid in listening:
+                    consumers.hear(gtid, text, start, OPEN_END if end is None else end)
+                if "aten::expand" in text or "aten::broadcast_to" in text:
+                    consumers.expanded(gtid, text, start, OPEN_END if end is None else end)
             label = None
             if domain == PYPROF_DOMAIN:
                 # Our markers are classified at once, to count the malformed ones even when they

@@ -64,8 +64,11 @@ EXPECTED = [
     ("one_hot", "vectorized_elementwise_kernel", [("aten::item", [])]),
     ("one_hot", "_scatter_gather_elementwise_kernel", [("aten::scatter_", [1000, 50])]),
     ("one_hot", "unrolled_elementwise_kernel", [("aten::t", [1000, 50])]),
-    # kv.repeat_interleave(3, dim=1), an int: the same op, its copy of the expanded heads, then
-    # the flatten inside it and the caller's view of its [2, 12, 64, 32]
+    # kv.repeat_interleave(3, dim=1), an int: the same op, its copy of the expanded heads (the
+    # copy's record carries the expand, a broadcasting view, whoever listens: its input [2, 4, 1,
+    # 64, 32] is what the copy reads), then the flatten inside it and the caller's view of its
+    # [2, 12, 64, 32]
+    ("repeat_heads", "elementwise_kernel", [("aten::expand", [2, 4, 1, 64, 32])]),
     ("repeat_heads", "reduce_kernel", [("aten::flatten", [2, 4, 3, 64, 32]), ("aten::view", [2, 12, 64, 32])]),
 ]
 
@@ -143,3 +146,33 @@ def test_a_thread_that_never_launches_again_keeps_a_bounded_number() -> None:
     for i in range(3 * HEARD):
         c.hear(7, f"aten::view, op_id = {100 + i}, sizes = [[4]], input_op_ids = [(38,0)]", 10 * i, 10 * i + 5)
     assert len(c.heard[7]) == HEARD
+
+
+EXPAND_AS = (2100, 2600, "aten::expand_as, op_id = 60, sizes = [[512, 1], [512, 64]], input_op_ids = [(55,0), (56,0)]")
+EXPAND = (2200, 2300, "aten::expand, op_id = 61, sizes = [[512, 1], [], []], input_op_ids = [(55,0), (0,-1), (0,-1)]")
+SCATTER = (3000, 4000, "aten::scatter_add_, op_id = 62, sizes = [[64, 64], [], [512, 64], [512, 64]], "
+                       "input_op_ids = [(57,0), (0,-1), (60,0), (58,0)]")
+
+
+def test_a_broadcasting_view_is_carried_by_the_next_launch_whoever_listens(tmp_path: Path) -> None:
+    """index.expand_as(src) (its own aten::expand inside, not kept again) before a scatter: the
+    scatter's record carries the expand_as range, whose first input [512, 1] is the index's
+    storage; the launch before it, inside an add, carries nothing."""
+    _step(tmp_path / "s.sqlite", [ADD, EXPAND_AS, EXPAND, SCATTER], [1500, 3500])
+    assert _members(tmp_path / "s.sqlite") == [None, [
+        {"name": "aten::expand_as", "opId": 60, "sizes": [[512, 1], [512, 64]], "inputOpIds": [[55, 0], [56, 0]]}]]
+
+
+def test_a_held_broadcast_is_a_threads_state_and_a_seed_carries_it() -> None:
+    """A thread that heard a broadcasting view but listens for nothing has a state (a window
+    that starts there is parsed again, seeded); seeded with it, the next launch carries it."""
+    c = Consumers()
+    c.expanded(7, EXPAND[2], EXPAND[0], EXPAND[1])
+    c.expanded(7, "aten::expand_copy, op_id = 70, sizes = [[4]], input_op_ids = [(1,0)]", 2400, 2500)
+    state = c.state(7)
+    assert state is not None and state[0] == () and len(state[1]) == 1 and c.listening == {}
+    seeded = Consumers({7: state})
+    assert seeded.listening == {}
+    assert seeded.launched(7, None) == (',"consumers":[{"name":"aten::expand","opId":61,"sizes":[[512,1],[],[]],'
+                                        '"inputOpIds":[[55,0],[0,-1],[0,-1]]}]')
+    assert seeded.state(7) is None

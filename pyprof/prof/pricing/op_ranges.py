@@ -18,6 +18,7 @@ ops' (only leaf ops, whose kernels do their own work, are registered).
 from __future__ import annotations
 
 import re
+from math import prod
 from functools import lru_cache
 from typing import Any, Callable
 
@@ -215,6 +216,17 @@ class AtenCall:
                 if got is not None:
                     return got
         return self._flow.dtype_of(self._pid, p)
+
+    def stored(self, pos: int) -> int | None:
+        """The elements input `pos` holds: where a broadcasting view made it (an index
+        `dst.unsqueeze(1).expand(-1, d)`: TensorFlow.broadcast_of), the view's input's, which a
+        kernel reading it reads once; else its shape's; None for no tensor."""
+        shape = self.shape(pos)
+        if not shape:
+            return None
+        ps = self.producers() if self._flow is not None else []
+        base = self._flow.broadcast_of(self._pid, ps[pos]) if pos < len(ps) and ps[pos] else None
+        return prod(base) if base is not None and len(base) <= len(shape) else prod(shape)
 
     def batch_sizes(self) -> tuple | None:
         """Where this range's first input is a packed sequence's data, its batch sizes as the

@@ -40,6 +40,7 @@ from collections import deque
 from itertools import chain, islice
 from typing import Any, Iterable, Iterator
 
+from ...formats import BROADCAST_VIEWS
 from .packed_runs import PackedRuns
 
 ENGINE = "autograd::engine::evaluate_function"  # the engine's range around a node's work
@@ -126,6 +127,8 @@ class TensorFlow:
         self._window: deque = deque()
         self._source: Iterator | None = None  # the input ahead reads, where upcoming may read on
         self._packs = PackedRuns()  # what packed sequences' packs told of their batch sizes
+        # (pid, opId) of a broadcasting view (formats.BROADCAST_VIEWS) -> its input's shape
+        self._broadcasts: dict = {}
         self.asked = False  # a formula asked for something this flow did not hold
 
     def wrote(self, rec: dict, dtype: str | None, source: str | None = None) -> None:
@@ -191,11 +194,26 @@ class TensorFlow:
             got = dtypes.get((pid, first[0][0])) if first and first[0] else None
             if got:
                 dtypes.setdefault((pid, op), got)
+            sizes = r.get("sizes") if type(op) is int and r.get("name") in BROADCAST_VIEWS else None
+            if isinstance(sizes, list) and sizes and _int_list(sizes[0]):
+                self._broadcasts[(pid, op)] = tuple(sizes[0])
+
+    def broadcast_of(self, pid: Any, producer: tuple | None) -> tuple | None:
+        """Where op `producer` ((opId, output index)) is a broadcasting view (a record's
+        `consumers` held its range: parse/consumers.py), the shape it broadcast: the elements an
+        op reading it reads once; None otherwise (asked where no kernel of the producer was seen:
+        the whole trace might have told)."""
+        if not producer:
+            return None
+        got = self._broadcasts.get((pid, producer[0]))
+        if got is None and (pid, producer[0]) not in self._dtypes:  # a kernel's output is no view
+            self.asked = True
+        return got
 
     def _trim(self) -> None:
         """Each table down to its HELD newest entries (in the order first written): memory stays
         flat however long the trace, and trimming in bulk costs nothing per record."""
-        for table in (self._dtypes, self._forward, self._nodes):
+        for table in (self._dtypes, self._forward, self._nodes, self._broadcasts):
             if len(table) > self._held:
                 for key in list(islice(table, len(table) - self._held)):
                     del table[key]

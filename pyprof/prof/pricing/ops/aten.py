@@ -136,13 +136,15 @@ def scatter(a: A) -> Cost | None:
     copies the values as opaque bytes; a scalar value, no source read, its kernel names
     (_cuda_scatter_fill_internal_kernel: one_hot's 1s). Where no producer told it, the floating
     type the kernel names (an add's), else the size of the opaque elements it or its output's
-    reader moves (_opaque_size: the identity scatter_reduce fills in without include_self)."""
+    reader moves (_opaque_size: the identity scatter_reduce fills in without include_self). The
+    index read once, a broadcast's as the elements it holds (AtenCall.stored)."""
     dtype = a.input_dtype(0) or a.input_dtype(3) or (a.dtype if a.dtype in FLOATING else None)
     elem = None if dtype else _opaque_size(a)
     shape, index = a.shape(0), a.tensor(2, "int64")
     if not shape or index is None or dtype is None and elem is None:
         return None
-    return scatter_cost(Tensor(tuple(shape), dtype), index, "_add" in a.name, False, "scatter_fill" in a.kernel, elem)
+    return scatter_cost(Tensor(tuple(shape), dtype), index, "_add" in a.name, False, "scatter_fill" in a.kernel, elem,
+                        a.stored(2))
 
 
 # Tensor.scatter_reduce's reduction as its kernel's functor names it.
@@ -155,15 +157,15 @@ def scatter_reduce(a: A) -> Cost | None:
     """(self, dim, index, src, reduce, include_self): the kernel launched in the op's own range,
     the scatter reduce (scatter_reduce.reduction_stage: the same whatever the reduction, which
     its functor names); the identity's fill without include_self and mean's counts run under
-    ranges of their own (aten::scatter_, aten::scatter_add_, ...), priced there. The index is read
-    in full: the range does not say whether it was expanded. The dtype src's or self's producer
+    ranges of their own (aten::scatter_, aten::scatter_add_, ...), priced there. The index read
+    once, a broadcast's as the elements it holds (AtenCall.stored). The dtype src's or self's producer
     wrote, else the kernel's (its element type)."""
     m = _SCATTER_REDUCTION.search(a.kernel)
     dtype = a.input_dtype(3) or a.input_dtype(0) or a.dtype
     x, index, src = a.tensor(0, dtype), a.tensor(2, "int64"), a.tensor(3, dtype)
     if m is None or x is None or index is None or src is None or x.itemsize is None or index.numel != src.numel:
         return None
-    _, flops, nbytes = reduction_stage(x.numel, src.numel, x.itemsize, index.numel)
+    _, flops, nbytes = reduction_stage(x.numel, src.numel, x.itemsize, a.stored(2))
     return Cost(flops, nbytes, fmt_params(dtype, out=x.numel, src=src.numel, reduce=_REDUCTION_NAMES[m.group(1)]),
                 dtype, SIMT)
 
@@ -743,7 +745,7 @@ def gather(a: A) -> Cost | None:
     reads once a row): memory.index_rows of self's rows along its first dim, in the dtype self's
     producer wrote (the gradient, in index_add_'s backward), else its output's reader's
     (AtenCall.read_dtype); as its element-wise kernel runs it (_scatter_gather_elementwise_kernel),
-    memory.take_along_cost, the index read in full (the range does not say whether it was expanded), x
+    memory.take_along_cost, the index read once (a broadcast's elements: AtenCall.stored), x
     in that dtype or as the opaque elements the kernel moves (_opaque_size). Others defer to the
     range around (an embedding's): the range does not say whether the index is expanded, nor a
     parameter's dtype."""
@@ -754,7 +756,7 @@ def gather(a: A) -> Cost | None:
         dtype = _gathered_dtype(a)
         elem = None if dtype else _opaque_size(a)
         return None if dtype is None and elem is None else \
-            take_along_cost(Tensor(tuple(x), dtype), Tensor(tuple(index), "int64"), elem)
+            take_along_cost(Tensor(tuple(x), dtype), Tensor(tuple(index), "int64"), elem, a.stored(2))
     dtype = _gathered_dtype(a)
     if "vectorized_gather_kernel" not in a.kernel or dtype is None or list(x[1:]) != list(index[1:]):
         return None

@@ -88,7 +88,7 @@ def cat(c: Call) -> Cost | None:
 
 def _indexed(src_rows: int, index: Tensor, dtype: str | None, adds: bool, base: Tensor | None = None,
              filled: bool = False, source: int | None = None, dest: int | None = None, elem: int | None = None,
-             **fields) -> Cost | None:
+             index_stored: int | None = None, **fields) -> Cost | None:
     """`src_rows` elements read through `index` and written; `base`: an out-of-place op first
     copies its whole input. `adds`: one add done per element into the destination (of `dest`
     elements), each of whose elements is read and written once however often the index repeats
@@ -96,24 +96,26 @@ def _indexed(src_rows: int, index: Tensor, dtype: str | None, adds: bool, base: 
     not read per element. `source`: the elements of the tensor read through the index, each read
     once however often the index repeats it (Nsight Compute on an H200, 200,000 rows of 64 fp32
     gathered from 20,000: 58,419,968 bytes; counted once a row taken, 104,000,000). `elem`: the
-    element size where the dtype is unknown (a kernel moving opaque N-byte elements)."""
+    element size where the dtype is unknown (a kernel moving opaque N-byte elements).
+    `index_stored`: the elements the index holds where it is a broadcast (stride 0), read once."""
     size = ITEMSIZE.get(dtype) if elem is None else elem
-    if size is None or index.nbytes is None:
+    index_bytes = index.nbytes if index_stored is None or index.itemsize is None else index_stored * index.itemsize
+    if size is None or index_bytes is None:
         return None
     reads = src_rows if source is None else min(src_rows, source)
     touched = src_rows if dest is None else min(src_rows, dest)
-    nbytes = index.nbytes + ((2 * touched if adds else src_rows) + (0 if filled else reads)) * size
+    nbytes = index_bytes + ((2 * touched if adds else src_rows) + (0 if filled else reads)) * size
     if base is not None:
         nbytes += 2 * base.numel * size
     return Cost(src_rows if adds else 0, nbytes, fmt_params(dtype, **fields), dtype, SIMT)
 
 
-def take_along_cost(x: Tensor, index: Tensor, elem: int | None = None) -> Cost | None:
+def take_along_cost(x: Tensor, index: Tensor, elem: int | None = None, index_stored: int | None = None) -> Cost | None:
     """torch.gather: one element of x taken for each index element (x's elements read once
     however often the index repeats them), written in the index's shape; `elem`: the element size
-    where x's dtype is unknown. Forward only."""
-    return _indexed(index.numel, index, x.dtype, False, source=x.numel, elem=elem, shape=dims(x.shape),
-                    idx=dims(index.shape))
+    where x's dtype is unknown; `index_stored`: _indexed's. Forward only."""
+    return _indexed(index.numel, index, x.dtype, False, source=x.numel, elem=elem, index_stored=index_stored,
+                    shape=dims(x.shape), idx=dims(index.shape))
 
 
 @register(*names(["gather"]))
@@ -123,13 +125,14 @@ def gather(c: Call) -> Cost | None:
 
 
 def scatter_cost(x: Tensor, index: Tensor, adds: bool, copies: bool, filled: bool = False,
-                 elem: int | None = None) -> Cost | None:
+                 elem: int | None = None, index_stored: int | None = None) -> Cost | None:
     """A source's elements, one per index element, written into `x` through `index` (`adds`: added
     to what is there, x's elements read and written once); `copies`: an out-of-place scatter, x
     copied first; `filled`: the source is a scalar value (scatter_(dim, index, value): PyTorch's
-    scatter_fill kernel reads none); `elem`: the element size where x's dtype is unknown."""
+    scatter_fill kernel reads none); `elem`: the element size where x's dtype is unknown;
+    `index_stored`: _indexed's."""
     return _indexed(index.numel, index, x.dtype, adds, x if copies else None, filled, dest=x.numel, elem=elem,
-                    shape=dims(x.shape), idx=dims(index.shape))
+                    index_stored=index_stored, shape=dims(x.shape), idx=dims(index.shape))
 
 
 def _scatter(inplace: bool, adds: bool):
