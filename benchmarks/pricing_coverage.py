@@ -880,6 +880,83 @@ def _diffusion(device):
     return UNet(), (noisy, t, noise), lambda out, inputs: F.mse_loss(out.float(), inputs[-1])
 
 
+def _vae(device):
+    """A convolutional VAE (64x64 RGB, fp16 autocast): a strided-conv encoder with BatchNorm and
+    LeakyReLU to the mean and log-variance, the reparameterisation (randn_like, exp, multiply-add),
+    a ConvTranspose2d decoder; the loss binary_cross_entropy_with_logits summed plus the KL term
+    -0.5 * sum(1 + logvar - mu^2 - exp(logvar)), over the batch."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    batch, z = 32, 128
+
+    def down(cin, cout):
+        return nn.Sequential(nn.Conv2d(cin, cout, 4, 2, 1), nn.BatchNorm2d(cout), nn.LeakyReLU(0.2))
+
+    def up(cin, cout):
+        return nn.Sequential(nn.ConvTranspose2d(cin, cout, 4, 2, 1), nn.BatchNorm2d(cout), nn.ReLU())
+
+    class VAE(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = nn.Sequential(down(3, 32), down(32, 64), down(64, 128), down(128, 256))
+            self.mu, self.logvar = nn.Linear(256 * 16, z), nn.Linear(256 * 16, z)
+            self.dec_in = nn.Linear(z, 256 * 16)
+            self.dec = nn.Sequential(up(256, 128), up(128, 64), up(64, 32), nn.ConvTranspose2d(32, 3, 4, 2, 1))
+
+        def forward(self, x):
+            h = self.enc(x).flatten(1)
+            mu, logvar = self.mu(h), self.logvar(h)
+            zs = mu + torch.randn_like(mu) * torch.exp(0.5 * logvar)
+            logits = self.dec(self.dec_in(zs).view(-1, 256, 4, 4))
+            recon = F.binary_cross_entropy_with_logits(logits.float(), x, reduction="sum")
+            kl = -0.5 * torch.sum(1 + logvar.float() - mu.float().pow(2) - logvar.float().exp())
+            return (recon + kl) / x.shape[0]
+    x = torch.rand(batch, 3, 64, 64, device=device)
+    return VAE(), (x, None), lambda out, inputs: out
+
+
+def _nerf(device):
+    """A NeRF-style field (fp32): rays' sample points positionally encoded (sin and cos at 10
+    frequencies, cat), an 8-layer MLP with a skip concatenation, density by softplus and colour by
+    sigmoid, volume rendering: the samples' spacing (diff), alpha = 1 - exp(-sigma * delta), the
+    transmittance as an exclusive cumprod (cat of ones, cumprod), weights summed over samples;
+    the loss the rendered colour's MSE."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    rays, samples, freqs, width = 1024, 64, 10, 256
+
+    class Field(nn.Module):
+        def __init__(self):
+            super().__init__()
+            d = 3 + 3 * 2 * freqs
+            self.first = nn.ModuleList([nn.Linear(d, width)] + [nn.Linear(width, width) for _ in range(3)])
+            self.second = nn.ModuleList([nn.Linear(width + d, width)] + [nn.Linear(width, width) for _ in range(3)])
+            self.sigma, self.rgb = nn.Linear(width, 1), nn.Linear(width, 3)
+
+        def forward(self, origins, dirs, t):
+            pts = origins[:, None, :] + dirs[:, None, :] * t[..., None]
+            scaled = pts[..., None] * (2.0 ** torch.arange(freqs, device=pts.device))
+            enc = torch.cat([pts, torch.sin(scaled).flatten(-2), torch.cos(scaled).flatten(-2)], dim=-1)
+            h = enc
+            for layer in self.first:
+                h = F.relu(layer(h))
+            h = torch.cat([h, enc], dim=-1)
+            for layer in self.second:
+                h = F.relu(layer(h))
+            sigma, rgb = F.softplus(self.sigma(h)).squeeze(-1), torch.sigmoid(self.rgb(h))
+            delta = torch.cat([t[:, 1:] - t[:, :-1], torch.full_like(t[:, :1], 1e10)], dim=-1)
+            alpha = 1 - torch.exp(-sigma * delta)
+            trans = torch.cumprod(torch.cat([torch.ones_like(alpha[:, :1]), 1 - alpha + 1e-10], dim=-1), dim=-1)[:, :-1]
+            return ((alpha * trans)[..., None] * rgb).sum(dim=1)
+    g = torch.Generator().manual_seed(0)
+    origins, dirs = torch.randn(rays, 3, generator=g).to(device), F.normalize(torch.randn(rays, 3, generator=g), dim=-1).to(device)
+    t = torch.sort(torch.rand(rays, samples, generator=g) * 4 + 2, dim=-1).values.to(device)
+    target = torch.rand(rays, 3, generator=g).to(device)
+    return Field(), (origins, dirs, t, target), lambda out, inputs: F.mse_loss(out, inputs[-1])
+
+
 def _pointwise_grads(device):
     """Element-wise ops whose backward PyTorch runs as several kernels (a test fixture): clamp
     with two number bounds and with one, powers with exponents 2, 3 and 0.5, a division by a
@@ -947,6 +1024,8 @@ CASES: Dict[str, Case] = {
     "gnn": Case(_gnn, "fp32", "adam-foreach"),
     "mae": Case(_mae, "bf16", "adamw-fused"),
     "diffusion": Case(_diffusion, "fp16", "adam-foreach", clip=1.0),
+    "vae": Case(_vae, "fp16", "adam-fused"),
+    "nerf": Case(_nerf, "fp32", "adam-foreach"),
     # Small ones for the test fixtures (tests/data/): an LSTM stack and a Transformer encoder
     # layer, training and on the eval fast path.
     "fixture_lstm": Case(_rnn("lstm", scale=4), "fp32", "sgd"),
