@@ -77,6 +77,10 @@ UNSEEN = ("conformer", "gnn")
 # diffusion UNet (timestep embedding, GroupNorm scale and shift, attention over pixels), captured
 # at stop 50 before any change for them. Nsight Compute: the first 550 kernels (its time limit).
 UNSEEN_B = ("mae", "diffusion")
+# A convolutional VAE (ConvTranspose2d, the reparameterisation, BCE-with-logits and KL) and a
+# NeRF-style field (positional encoding, exclusive cumprod volume rendering), captured at stop 50
+# before any change for them.
+UNSEEN_C = ("vae", "nerf")
 SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU, SHIPPED_MODES),
                 ("kt_h200", ("transformer",), (("kt_h200_ncu.csv.xz", ("transformer",)),), SHIPPED_MODES),
                 ("kt_h200s", ("squeezenet1_1", "mha_weights"), (("kt_h200s_ncu.csv.xz", ("squeezenet1_1", "mha_weights")),),
@@ -98,6 +102,7 @@ SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU, SHIPPED_MODES),
                                         ("ktx_h200_ncu_c.csv.xz", ("ctc_asr",))), ("default", "plain", "nsyspt")),
                 ("kty_h200", UNSEEN, (("kty_h200_ncu.csv.xz", UNSEEN),), ("default", "plain", "nsyspt")),
                 ("ktz_h200", UNSEEN_B, (("ktz_h200_ncu.csv.xz", UNSEEN_B),), ("default", "plain", "nsyspt")),
+                ("ktu_h200", UNSEEN_C, (("ktu_h200_ncu.csv.xz", UNSEEN_C),), ("default", "plain", "nsyspt")),
                 # Element-wise backwards of several kernels (clamp, powers, a division), a fixture.
                 ("ktp2_h200", ("fixture_pointwise_grads",), (("ktp2_h200_ncu.csv.xz", ("fixture_pointwise_grads",)),),
                  ("default", "plain")))

@@ -923,8 +923,11 @@ torch.pow_
 torch.prelu
 torch.prod
 torch.rand
+torch.rand_like
 torch.randint
+torch.randint_like
 torch.randn
+torch.randn_like
 torch.reciprocal
 torch.reciprocal_
 torch.relu

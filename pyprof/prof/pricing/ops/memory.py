@@ -264,14 +264,15 @@ def arange(c: Call) -> Cost | None:
 
 
 def _fill(c: Call) -> Cost | None:
-    """zero_/fill_ and *_like: the result written once."""
+    """zero_/fill_ and *_like (random ones too: a generator counts no FLOPs): the result written once."""
     x = c.get(0, "input")
     dtype = c.get(None, "dtype") or x.dtype
     size = ITEMSIZE.get(dtype)
     return None if size is None else Cost(0, x.numel * size, fmt_params(dtype, shape=dims(x.shape)), dtype, SIMT)
 
 
-register("Tensor.zero_", "Tensor.fill_", *names(["zeros_like", "ones_like", "full_like"], ("torch",)))(_fill)
+register("Tensor.zero_", "Tensor.fill_",
+         *names(["zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "randint_like"], ("torch",)))(_fill)
 
 
 def _size_arg(c: Call) -> tuple | None:
