@@ -26,3 +26,18 @@ def test_a_gemm_whose_operand_outgrows_the_l2_is_read_once_a_column_of_tiles():
             if r["dir"] == "fprop" and f.bytes == 65536 * 256 * 4 * 2 + 256 * 256 * 4 + 256 * 4]
     assert len(rows) == 6 and all(grid == [256, 4, 1] for grid, _, _ in rows)
     assert all(0.40 <= nb / moved <= 0.41 for _, nb, moved in rows)
+
+
+def test_cumprods_backward_kernel_by_kernel():
+    """The transmittance's cumprod over [1024, 65] fp32 (no zero in it) backward as PyTorch runs
+    it, reversed_cumsum(dY * output).div(input): the product, the zero test and its any(), the
+    flip, the scan, the flip back, the division; each within 0.5-1.0 of ncu's bytes (all na before)."""
+    n = 1024 * 65
+    rows = [(r["kShortName"], f.flops, f.bytes, moved) for r, f, moved, _ in measured("nerf", "default", "ktu_h200")
+            if r["op"] == "cumprod" and r["dir"] == "bprop"]
+    assert [r[:3] for r in rows] == [
+        ("vectorized_elementwise_kernel", n, 12 * n), ("vectorized_elementwise_kernel", n, 5 * n),
+        ("reduce_kernel", n - 1, n + 1), ("index_elementwise_kernel", 0, 8 * n),
+        ("tensor_kernel_scan_innermost_dim", n, 8 * n), ("index_elementwise_kernel", 0, 8 * n),
+        ("vectorized_elementwise_kernel", n, 12 * n)]
+    assert all(0.5 <= nb / moved <= 1.0 for *_, nb, moved in rows)

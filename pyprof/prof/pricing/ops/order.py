@@ -18,16 +18,35 @@ from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
 from ..values import ITEMSIZE, Tensor
 
 
+def cumprod_backward_stages(n: int, size: int) -> tuple:
+    """The kernels of cumprod's backward where its input holds no zero (FunctionsManual's
+    cumprod_backward: reversed_cumsum(dY * output).div(input)), in launch order: the product
+    (dY and the output read), the zero test (input == 0, bools written) and its any() (a sum of
+    bools: read, one written), the flip, the cumsum's scan, the flip back, the division by the
+    input; n elements of `size` bytes each. An input with zeros runs other kernels: theirs na."""
+    return (("MulFunctor", n, 3 * n * size), ("CompareEq", n, n * (size + 1)), ("reduce_kernel", n - 1, n + 1),
+            ("flip_kernel", 0, 2 * n * size), ("scan", n, 2 * n * size), ("flip_kernel", 0, 2 * n * size),
+            ("DivFunctor", n, 3 * n * size))
+
+
 def scan_cost(op: str, x: Tensor, dtype: str | None, dim: int | None) -> Cost | None:
     """cumsum/cumprod of x along `dim` into `dtype` (None: x's): one add or product an element;
-    x read, the output written. Backward (cumsum's): a reversed cumsum of dY."""
+    x read, the output written. Backward: cumsum's a reversed cumsum of dY; cumprod's
+    cumprod_backward_stages (the call's bytes: dY, x and the output read once, dX written)."""
     size = ITEMSIZE.get(dtype or x.dtype)
     if x.nbytes is None or size is None:
         return None
     n = x.numel
-    bwd = (n, n * size + x.nbytes) if op == "cumsum" else (None, None)
+    stages = None
+    if op == "cumsum":
+        bwd = (n, n * size + x.nbytes)
+    elif x.dtype == (dtype or x.dtype) and n:
+        stages = cumprod_backward_stages(n, size)
+        bwd = (sum(s[1] for s in stages), 4 * n * size)
+    else:
+        bwd = (None, None)
     return Cost(n, x.nbytes + n * size, fmt_params(x.dtype, shape=dims(x.shape), dim=dim), x.dtype,
-                SIMT, bwd_flops=bwd[0], bwd_bytes=bwd[1])
+                SIMT, bwd_flops=bwd[0], bwd_bytes=bwd[1], bwd_stages=stages)
 
 
 def _scan(op: str):
