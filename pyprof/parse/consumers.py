@@ -87,9 +87,8 @@ class Consumers:
         if start <= self.until.get(gtid, start - 1):
             return
         label = classify(None, text)
-        heard = self.heard.setdefault(gtid, [])
-        if label.name in BROADCAST_VIEWS and label.op_id is not None and len(heard) < HEARD:
-            heard.append(label.js)
+        if label.name in BROADCAST_VIEWS and label.op_id is not None and len(self.heard.get(gtid, ())) < HEARD:
+            self.heard.setdefault(gtid, []).append(label.js)
             self.until[gtid] = end
             self.touched.add(gtid)
 

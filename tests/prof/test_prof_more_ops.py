@@ -71,9 +71,10 @@ FLOPS = [
     # reflect padding [2,3,4,5] by 1,1 and 2,2 -> [2,3,8,7] (336): backward adds every dY element.
     ((FN, "pad", t(2, 3, 4, 5), (1, 1, 2, 2)), {"mode": "reflect"}, (0, 336)),
     ((FN, "pad", t(2, 3, 4, 5), (1, 1, 2, 2)), {}, (0, 0)),
-    # cumsum [4,5]: 1 per element, backward 1 per element; cumprod's backward is not modelled.
+    # cumsum [4,5]: 1 per element, backward 1 per element; cumprod's backward (no zero in the
+    # input): the product, the zero test, its any() (19 adds), the scan, the division: 99.
     (("torch", "cumsum", t(4, 5)), {"dim": 1}, (20, 20)),
-    (("torch", "cumprod", t(4, 5)), {"dim": 1}, (20, None)),
+    (("torch", "cumprod", t(4, 5)), {"dim": 1}, (20, 99)),
     # sort 4 rows of 5: 20·ceil(log2 5) = 60 comparisons; topk 3 of 8 in 4 rows: 32·2 = 64 to
     # find them, and sorted (the default) 12·2 = 24 more.
     (("torch", "sort", t(4, 5)), {"dim": 1}, (60, 0)),

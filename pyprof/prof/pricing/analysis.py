@@ -212,6 +212,7 @@ class Analyzer:
         if isinstance(rec.get("compiled"), dict):  # a kernel of a compiled graph: priced from its nodes
             return self._compiled.facts(self._sizes.resized(rec), f)
         verdict = classify(name)
+        self.flow.record += 1
         if "consumers" in rec:
             self.flow.consumed(rec)
         cost, f.level, aten_range = self._priced(rec, name, verdict)

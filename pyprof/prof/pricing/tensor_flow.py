@@ -127,8 +127,10 @@ class TensorFlow:
         self._window: deque = deque()
         self._source: Iterator | None = None  # the input ahead reads, where upcoming may read on
         self._packs = PackedRuns()  # what packed sequences' packs told of their batch sizes
-        # (pid, opId) of a broadcasting view (formats.BROADCAST_VIEWS) -> its input's shape
+        # (pid, opId) of a broadcasting view (formats.BROADCAST_VIEWS) -> (its input's shape, the
+        # number of the record that carried its range)
         self._broadcasts: dict = {}
+        self.record = 0  # the number of the kernel record being priced (the caller counts them)
         self.asked = False  # a formula asked for something this flow did not hold
 
     def wrote(self, rec: dict, dtype: str | None, source: str | None = None) -> None:
@@ -196,19 +198,20 @@ class TensorFlow:
                 dtypes.setdefault((pid, op), got)
             sizes = r.get("sizes") if type(op) is int and r.get("name") in BROADCAST_VIEWS else None
             if isinstance(sizes, list) and sizes and _int_list(sizes[0]):
-                self._broadcasts[(pid, op)] = tuple(sizes[0])
+                self._broadcasts[(pid, op)] = (tuple(sizes[0]), self.record)
 
     def broadcast_of(self, pid: Any, producer: tuple | None) -> tuple | None:
         """Where op `producer` ((opId, output index)) is a broadcasting view (a record's
         `consumers` held its range: parse/consumers.py), the shape it broadcast: the elements an
-        op reading it reads once; None otherwise (asked where no kernel of the producer was seen:
-        the whole trace might have told)."""
-        if not producer:
+        op reading it reads once; None otherwise. A view's range comes before its readers, so
+        what the records so far do not hold no later one does; one held by an earlier record than
+        the one being priced is asked for (a replay of the call from its own records may lack it)."""
+        got = self._broadcasts.get((pid, producer[0])) if producer else None
+        if got is None:
             return None
-        got = self._broadcasts.get((pid, producer[0]))
-        if got is None and (pid, producer[0]) not in self._dtypes:  # a kernel's output is no view
+        if got[1] != self.record:
             self.asked = True
-        return got
+        return got[0]
 
     def _trim(self) -> None:
         """Each table down to its HELD newest entries (in the order first written): memory stays
