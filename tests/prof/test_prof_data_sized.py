@@ -168,13 +168,13 @@ def test_unique_from_pytorchs_ranges_where_its_inputs_dtype_is_known(tmp_path: P
     assert [(r["kShortName"], f.flops, f.bytes) for r, f in zip(recs, facts[1:])][:8] == UNIQUE
 
 
-def test_an_int_repeat_interleave_from_pytorchs_ranges_reads_its_source_once(priced) -> None:
+def test_an_int_repeat_interleave_from_pytorchs_ranges_reads_its_source_in_full(priced) -> None:
     """kv.repeat_interleave(3, dim=1) (fp32 [2, 4, 64, 32]) with PyTorch's ranges alone: the copy
-    of kv's expanded view, whose range gives the source as [2, 4, 3, 64, 32]; the expand that
-    made it launched nothing, but its range, in the copy's record (parse/consumers.py), says the
-    view holds [2, 4, 1, 64, 32]: kv read once, the output written, as with markers."""
+    of kv's expanded view, whose range gives the source as [2, 4, 3, 64, 32]: read and written in
+    full, where the kernel read kv once. (The expand's range is in the copy's record, but a copy
+    priced from it would make every copy of a view one the memo's replay cannot answer.)"""
     out = 2 * 12 * 64 * 32 * 4
-    assert _case(priced, "repeat_heads")[1] == ("elementwise_kernel", 0, out // 3 + out)
+    assert _case(priced, "repeat_heads")[1] == ("elementwise_kernel", 0, 2 * out)
 
 
 def test_a_view_of_a_data_sized_output_keeps_its_dtype(priced) -> None:

@@ -51,6 +51,13 @@ from ..warnings_tally import Tally
 ROOT = -1  # the node of a thread before its call's first kernel
 
 
+def _replaying() -> Analyzer:
+    """A fresh Analyzer for a replay of part of the trace: its tensor flow knows it is partial."""
+    analyzer = Analyzer(Tally())
+    analyzer.flow.partial = True
+    return analyzer
+
+
 class Fresh:
     """memo's assumption on ranges, checked batch by batch (`add`): each range a range state may
     hold, (thread, name, opId) per range of each kernel record (threads and names as numbers), is
@@ -175,7 +182,7 @@ class Memo:
         """The node of a memcpy/memset record of content `key` (no per-thread state)."""
         node = self._copies.get(key)
         if node is None:
-            node = self._copies[key] = self._derive(Analyzer(Tally()), where)
+            node = self._copies[key] = self._derive(_replaying(), where)
         return node
 
     def kernel(self, thread: Hashable, ident: Hashable, starts: bool, resets: bool, ranged: bool,
@@ -241,7 +248,7 @@ class Memo:
     def _miss(self, ep: _Episode, where: Any) -> int:
         self.misses += 1
         if ep.analyzer is None:
-            ep.analyzer = Analyzer(Tally())
+            ep.analyzer = _replaying()
             for earlier in ep.calls:
                 self._unguarded(ep.analyzer, self._load(earlier))
         return self._derive(ep.analyzer, where)

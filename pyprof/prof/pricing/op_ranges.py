@@ -18,8 +18,8 @@ ops' (only leaf ops, whose kernels do their own work, are registered).
 from __future__ import annotations
 
 import re
-from math import prod
 from functools import lru_cache
+from math import prod
 from typing import Any, Callable
 
 from pyprof.kernel_names import MMA, SIMT, classify, kernel_dtype

@@ -132,6 +132,8 @@ class TensorFlow:
         self._broadcasts: dict = {}
         self.record = 0  # the number of the kernel record being priced (the caller counts them)
         self.asked = False  # a formula asked for something this flow did not hold
+        # A replay of part of the trace (memo.py): what it lacks may be in the records before it.
+        self.partial = False
 
     def wrote(self, rec: dict, dtype: str | None, source: str | None = None) -> None:
         """Record that the kernel of `rec` wrote `dtype`, for every range around it (by opId,
@@ -204,10 +206,14 @@ class TensorFlow:
         """Where op `producer` ((opId, output index)) is a broadcasting view (a record's
         `consumers` held its range: parse/consumers.py), the shape it broadcast: the elements an
         op reading it reads once; None otherwise. A view's range comes before its readers, so
-        what the records so far do not hold no later one does; one held by an earlier record than
-        the one being priced is asked for (a replay of the call from its own records may lack it)."""
+        what the records so far do not hold no later one does: a whole trace's flow knows; a
+        replay of part of it (`partial`) asks where the producer launched no kernel it saw. One
+        held by an earlier record than the one being priced is asked for too (a replay from
+        another call's records may lack it)."""
         got = self._broadcasts.get((pid, producer[0])) if producer else None
         if got is None:
+            if self.partial and producer and (pid, producer[0]) not in self._dtypes:
+                self.asked = True
             return None
         if got[1] != self.record:
             self.asked = True

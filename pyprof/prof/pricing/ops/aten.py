@@ -256,8 +256,7 @@ def copy_(a: A) -> Cost | None:
     writes; the source's the kernel's element type, but for a casting kernel its producer's
     (tensor_flow.py), else for autocast's cast of an op's argument up to float32 autocast's
     16-bit dtype (AtenCall.autocast_source: a layer norm's input made by a view, which launches
-    no kernel to tell its dtype): na when not known. A broadcast source (an expand's) read as the
-    elements it holds (AtenCall.stored)."""
+    no kernel to tell its dtype): na when not known."""
     dst = a.shape(0)
     if dst is None:
         return None
@@ -266,7 +265,7 @@ def copy_(a: A) -> Cost | None:
         src_dtype = a.input_dtype(1) or a.autocast_source()
         if src_dtype == a.dtype:  # a cast between equal dtypes: one of the two is wrong
             return None
-    return copy_cost(Tensor(dst, src_dtype), a.written, a.stored(1) if a.shape(1) == dst else None)
+    return copy_cost(Tensor(dst, src_dtype), a.written)
 
 
 _OPAQUE = re.compile(r"opaquetype<\((?:unsigned )?int\)(\d+)>")

@@ -13,14 +13,12 @@ from ..values import ITEMSIZE, Tensor, Unknown, broadcast, is_truncated, promote
 from .elementwise import nonzero_cost, reduce_cost
 
 
-def copy_cost(src: Tensor, out_dtype: str | None, stored: int | None = None) -> Cost | None:
-    """Read `src` (its `stored` elements where it is a broadcast, stride 0: each read once),
-    write it again as `out_dtype`."""
+def copy_cost(src: Tensor, out_dtype: str | None) -> Cost | None:
+    """Read `src`, write it again as `out_dtype`."""
     size = ITEMSIZE.get(out_dtype)
     if src.nbytes is None or size is None:
         return None
-    read = src.nbytes if stored is None or src.itemsize is None else stored * src.itemsize
-    return Cost(0, read + src.numel * size, fmt_params(src.dtype, shape=dims(src.shape), to=short(out_dtype)),
+    return Cost(0, src.nbytes + src.numel * size, fmt_params(src.dtype, shape=dims(src.shape), to=short(out_dtype)),
                 src.dtype, SIMT)
 
 
