@@ -180,7 +180,7 @@ for _op in ("neg", "abs", "invert", "pos"):
 # FLOPs per output element of that operand's gradient and the operands it reads besides dY.
 # add: dX = dY, dW = dY (alpha != 1: 1, dY·alpha); sub: dW = -dY (1, or -alpha·dY); rsub
 # (other - alpha·input) the mirror; mul: dX = dY·W, dW = dY·X; div: dX = dY/W (1), dW =
-# -dY·((X/W)/W) (4: PyTorch's div_tensor_other_backward, a kernel each: _grad_steps); rtruediv
+# -dY·((X/W)/W) (4: PyTorch's div_tensor_other_backward, a kernel each: _step_kernels); rtruediv
 # (other / self) the mirror, 3.
 # pow (x ** e): dX = dY·e·x^(e-1) (3: the power, two products), dE = dY·x^e·ln(x) (3: the log,
 # two products, x^e recomputed with them); rpow (e ** x, the receiver is the exponent) the
@@ -240,19 +240,6 @@ def _operands(op: str, c: Call) -> list:
     return operands
 
 
-def _grad_steps(key: str | None, i: int, operands: list) -> tuple | None:
-    """The FLOPs per element of each kernel PyTorch's backward formula runs for operand `i`'s
-    gradient, where that is more than one kernel (FunctionsManual.cpp): division's divisor,
-    -grad * ((self / other) / other), four; a power with a number for exponent e,
-    grad * (e * self.pow(e - 1)), three, two for e = 2 (self.pow(1) is a copy, a memcpy). None:
-    one kernel (_GRADS' FLOPs)."""
-    if key == "div" and i == 1:
-        return 1, 1, 1, 1
-    if key == "pow" and i == 0 and len(operands) > 1 and type(operands[1]) in (int, float):
-        return (1, 1) if operands[1] == 2 else (1, 1, 1)
-    return None
-
-
 def _binary_backward(operands: list, grads: tuple, shape: tuple, dy_dtype: str, key: str | None = None) -> tuple:
     """(flops, bytes, stages) of the backward of a binary op (_GRAD_OPS' `key`) over output `shape`
     of `dy_dtype` (module docstring); the stages: _gradient_kernels'."""
@@ -262,8 +249,8 @@ def _binary_backward(operands: list, grads: tuple, shape: tuple, dy_dtype: str, 
         t = operands[i] if i < len(operands) else None
         if not isinstance(t, Tensor) or not is_floating(t.dtype) or t.grad is False:
             continue
-        steps = _grad_steps(key, i, operands)
-        flops += (sum(steps) if steps else per_elem) * n + reduce_adds(n, t.numel)
+        steps = _step_kernels(key, i, operands, n, dy_size, 0)
+        flops += (sum(s[1] for s in steps) if steps else per_elem * n) + reduce_adds(n, t.numel)
         sizes.append(t.nbytes)  # the gradient, written
         reads.update(j for j in needs if j < len(operands) and isinstance(operands[j], Tensor))
     if not sizes:
@@ -279,7 +266,7 @@ def _gradient_kernels(operands: list, grads: tuple, shape: tuple, dy_dtype: str,
     kernel over the n output elements, the last operand's first (PyTorch's generated code), dY
     and the operands the formula reads read (each in its own dtype), the gradient written in dY's
     dtype at its operand's size, or at n where the operand was broadcast (a formula of several
-    kernels, _grad_steps, each its own: _step_kernels); then the engine, in
+    kernels, each its own: _step_kernels); then the engine, in
     operand order, sums each broadcast operand's gradient down to its shape (a sum reduction in
     dY's dtype: the n read, the gradient written; autograd's sum_to also sums an operand of fewer
     dims over the leading ones, of size 1 too: a reduce kernel of no adds, maxvit's fp32 relative
@@ -297,9 +284,9 @@ def _gradient_kernels(operands: list, grads: tuple, shape: tuple, dy_dtype: str,
             return None
         broadcast_to = t.numel < n or len(t.shape) < len(shape)
         written = (n if broadcast_to else t.numel) * dy_size
-        steps = _grad_steps(key, i, operands)
+        steps = _step_kernels(key, i, operands, n, dy_size, written)
         if steps:
-            math.extend(_step_kernels(key, operands, n, dy_size, written))
+            math.extend(steps)
         elif per_elem:
             math.append(("elementwise_kernel", per_elem * n, n * dy_size + sum(r.nbytes for r in read) + written))
         sum_to = [("reduce_kernel", reduce_adds(n, t.numel), (n + t.numel) * dy_size)] if broadcast_to else []
@@ -308,20 +295,30 @@ def _gradient_kernels(operands: list, grads: tuple, shape: tuple, dy_dtype: str,
     return tuple(math + engine) or None
 
 
-def _step_kernels(key: str, operands: list, n: int, dy_size: int, written: int) -> list:
-    """The kernels of a gradient _grad_steps splits, in the order PyTorch runs them, each its
+def _step_kernels(key: str | None, i: int, operands: list, n: int, dy_size: int, written: int) -> list | None:
+    """The kernels PyTorch's backward formula runs for operand `i`'s gradient where that is more
+    than one (FunctionsManual.cpp), in the order it runs them, each one operation an element, its
     operands read and n elements written (the intermediates in dY's dtype; the last writes the
-    gradient, `written` bytes): division's divisor X / W, that / W, -dY, their product; a power's
-    base x.pow(e - 1) (none for e = 2: a memcpy), times e, times dY."""
+    gradient, `written` bytes): division's divisor, -grad * ((self / other) / other): X / W, that
+    / W, -dY, their product; a power with a number for exponent e, grad * (e * self.pow(e - 1)):
+    x.pow(e - 1) (none for e = 2: self.pow(1) is a copy, a memcpy), times e, times dY. Bytes None
+    where an operand's size is not known. None: one kernel (_GRADS')."""
     k = "elementwise_kernel"
     mid = n * dy_size
-    if key == "div":
+    if key == "div" and i == 1:
         x, w = operands[0], operands[1]
-        first = (x.nbytes if isinstance(x, Tensor) else 0) + w.nbytes
-        return [(k, n, first + mid), (k, n, mid + w.nbytes + mid), (k, n, 2 * mid), (k, n, 2 * mid + written)]
-    x = operands[0]
-    power = [] if operands[1] == 2 else [(k, n, x.nbytes + mid)]
-    return power + [(k, n, (mid if power else x.nbytes) + mid), (k, n, 2 * mid + written)]
+        first = _total(x.nbytes if isinstance(x, Tensor) else 0, w.nbytes, mid)
+        return [(k, n, first), (k, n, _total(mid, w.nbytes, mid)), (k, n, 2 * mid), (k, n, 2 * mid + written)]
+    if key == "pow" and i == 0 and len(operands) > 1 and type(operands[1]) in (int, float):
+        x = operands[0]
+        power = [] if operands[1] == 2 else [(k, n, _total(x.nbytes, mid))]
+        return power + [(k, n, _total(mid if power else x.nbytes, mid)), (k, n, 2 * mid + written)]
+    return None
+
+
+def _total(*parts: int | None) -> int | None:
+    """The sum of byte counts, None where one is not known."""
+    return None if None in parts else sum(parts)
 
 
 def _binary(op: str):
