@@ -81,6 +81,13 @@ UNSEEN_B = ("mae", "diffusion")
 # NeRF-style field (positional encoding, exclusive cumprod volume rendering), captured at stop 50
 # before any change for them.
 UNSEEN_C = ("vae", "nerf")
+# Captured at stop 51 before any change for them: a WGAN-GP step (its gradient penalty's double
+# backward) and a VQ-VAE (codebook distances, argmin, bincount); a CLIP-style contrastive step (a
+# causal text encoder, end-token indexing, the symmetric loss) and a Mamba-style selective scan
+# written as a loop over time steps. Nsight Compute: wgan_gp and vqvae whole, then clip whole and
+# ssm's first kernels (its time limit).
+UNSEEN_D = ("wgan_gp", "vqvae")
+UNSEEN_E = ("clip", "ssm")
 SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU, SHIPPED_MODES),
                 ("kt_h200", ("transformer",), (("kt_h200_ncu.csv.xz", ("transformer",)),), SHIPPED_MODES),
                 ("kt_h200s", ("squeezenet1_1", "mha_weights"), (("kt_h200s_ncu.csv.xz", ("squeezenet1_1", "mha_weights")),),
@@ -103,6 +110,8 @@ SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU, SHIPPED_MODES),
                 ("kty_h200", UNSEEN, (("kty_h200_ncu.csv.xz", UNSEEN),), ("default", "plain", "nsyspt")),
                 ("ktz_h200", UNSEEN_B, (("ktz_h200_ncu.csv.xz", UNSEEN_B),), ("default", "plain", "nsyspt")),
                 ("ktu_h200", UNSEEN_C, (("ktu_h200_ncu.csv.xz", UNSEEN_C),), ("default", "plain", "nsyspt")),
+                ("ktg_h200", UNSEEN_D, (("ktg_h200_ncu.csv.xz", UNSEEN_D),), ("default", "plain", "nsyspt")),
+                ("kts_h200", UNSEEN_E, (("kts_h200_ncu.csv.xz", UNSEEN_E),), ("default", "plain", "nsyspt")),
                 # Element-wise backwards of several kernels (clamp, powers, a division), a fixture.
                 ("ktp2_h200", ("fixture_pointwise_grads",), (("ktp2_h200_ncu.csv.xz", ("fixture_pointwise_grads",)),),
                  ("default", "plain")))

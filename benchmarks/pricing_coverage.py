@@ -957,6 +957,181 @@ def _nerf(device):
     return Field(), (origins, dirs, t, target), lambda out, inputs: F.mse_loss(out, inputs[-1])
 
 
+def _wgan_gp(device):
+    """A WGAN-GP step (Gulrajani et al. 2017) as one loss: a DCGAN-style generator
+    (ConvTranspose2d, BatchNorm2d, ReLU, tanh) and a critic without normalisation (strided Conv2d,
+    LeakyReLU); the gradient penalty is the critic's input gradient at random interpolates, taken
+    with autograd.grad(create_graph=True), so the step's backward runs double backwards
+    (convolution's, leaky_relu's, the norm's)."""
+    import torch
+    import torch.nn as nn
+    batch, zdim, ch = 64, 128, 64
+
+    class GAN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gen = nn.Sequential(
+                nn.ConvTranspose2d(zdim, 4 * ch, 4, 1, 0, bias=False), nn.BatchNorm2d(4 * ch), nn.ReLU(True),
+                nn.ConvTranspose2d(4 * ch, 2 * ch, 4, 2, 1, bias=False), nn.BatchNorm2d(2 * ch), nn.ReLU(True),
+                nn.ConvTranspose2d(2 * ch, ch, 4, 2, 1, bias=False), nn.BatchNorm2d(ch), nn.ReLU(True),
+                nn.ConvTranspose2d(ch, 3, 4, 2, 1), nn.Tanh())
+            self.critic = nn.Sequential(
+                nn.Conv2d(3, ch, 4, 2, 1), nn.LeakyReLU(0.2), nn.Conv2d(ch, 2 * ch, 4, 2, 1), nn.LeakyReLU(0.2),
+                nn.Conv2d(2 * ch, 4 * ch, 4, 2, 1), nn.LeakyReLU(0.2), nn.Conv2d(4 * ch, 1, 4, 1, 0))
+
+        def forward(self, real, z, eps):
+            fake = self.gen(z)
+            d_fake, d_real = self.critic(fake.detach()).mean(), self.critic(real).mean()
+            mixed = (eps * real + (1 - eps) * fake.detach()).requires_grad_(True)
+            grad, = torch.autograd.grad(self.critic(mixed).sum(), mixed, create_graph=True)
+            penalty = ((grad.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
+            return d_fake - d_real + 10 * penalty - self.critic(fake).mean()
+    real = torch.randn(batch, 3, 32, 32, device=device).tanh()
+    z = torch.randn(batch, zdim, 1, 1, device=device)
+    eps = torch.rand(batch, 1, 1, 1, device=device)
+    return GAN(), (real, z, eps, None), lambda out, inputs: out
+
+
+def _vqvae(device):
+    """A VQ-VAE (van den Oord et al. 2017) on 64x64 images: a strided-conv encoder, vector
+    quantisation against a 512-entry codebook by squared distances (sums of squares and a matmul),
+    argmin and an embedding lookup, the straight-through estimator (z + (zq - z).detach()), the
+    codebook and commitment losses, the codes' usage by bincount and its perplexity, a
+    transposed-conv decoder; the loss adds the reconstruction's MSE."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    batch, codes, dim = 32, 512, 64
+
+    class VQVAE(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = nn.Sequential(nn.Conv2d(3, 64, 4, 2, 1), nn.ReLU(), nn.Conv2d(64, 128, 4, 2, 1), nn.ReLU(),
+                                     nn.Conv2d(128, dim, 3, 1, 1))
+            self.codebook = nn.Embedding(codes, dim)
+            self.dec = nn.Sequential(nn.Conv2d(dim, 128, 3, 1, 1), nn.ReLU(), nn.ConvTranspose2d(128, 64, 4, 2, 1),
+                                     nn.ReLU(), nn.ConvTranspose2d(64, 3, 4, 2, 1))
+
+        def forward(self, x):
+            z = self.enc(x)
+            flat = z.permute(0, 2, 3, 1).reshape(-1, dim)
+            dist = (flat ** 2).sum(1, keepdim=True) - 2 * flat @ self.codebook.weight.t() \
+                + (self.codebook.weight ** 2).sum(1)
+            idx = dist.argmin(1)
+            zq = self.codebook(idx).view(z.shape[0], z.shape[2], z.shape[3], dim).permute(0, 3, 1, 2)
+            vq_loss = F.mse_loss(zq, z.detach()) + 0.25 * F.mse_loss(z, zq.detach())
+            usage = torch.bincount(idx, minlength=codes).float() / idx.numel()
+            perplexity = torch.exp(-(usage * torch.log(usage + 1e-10)).sum())
+            recon = self.dec(z + (zq - z).detach())
+            return F.mse_loss(recon, x) + vq_loss + 0.0 * perplexity
+    x = torch.randn(batch, 3, 64, 64, device=device)
+    return VQVAE(), (x, None), lambda out, inputs: out
+
+
+def _clip(device):
+    """A CLIP-style contrastive step (Radford et al. 2021): an image tower (a ViT: patch Conv2d,
+    class token, pre-norm nn.TransformerEncoder) and a text tower (token and position embeddings,
+    the same encoder under a causal mask, the features at each text's end token picked by
+    argmax and advanced indexing), projections, F.normalize, a learned temperature's exp, and the
+    symmetric cross-entropy over the image-text logits and their transpose."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    batch, size, p, d, heads, vocab, ctx, emb = 64, 64, 8, 256, 4, 4096, 32, 256
+
+    def encoder(layers):
+        layer = nn.TransformerEncoderLayer(d, heads, 4 * d, dropout=0.0, activation="gelu", batch_first=True,
+                                           norm_first=True)
+        return nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+
+    class CLIP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.patch, self.cls = nn.Conv2d(3, d, p, p), nn.Parameter(torch.zeros(1, 1, d))
+            self.img_pos = nn.Parameter(torch.zeros(1, (size // p) ** 2 + 1, d))
+            self.img, self.img_norm, self.img_proj = encoder(3), nn.LayerNorm(d), nn.Linear(d, emb, bias=False)
+            self.tok, self.txt_pos = nn.Embedding(vocab, d), nn.Parameter(torch.zeros(1, ctx, d))
+            self.txt, self.txt_norm, self.txt_proj = encoder(3), nn.LayerNorm(d), nn.Linear(d, emb, bias=False)
+            self.scale = nn.Parameter(torch.tensor(2.659))
+
+        def forward(self, images, text):
+            x = self.patch(images).flatten(2).transpose(1, 2)
+            x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.img_pos
+            img = self.img_proj(self.img_norm(self.img(x)[:, 0]))
+            mask = nn.Transformer.generate_square_subsequent_mask(ctx, device=text.device)
+            t = self.txt(self.tok(text) + self.txt_pos, mask=mask, is_causal=True)
+            t = self.txt_norm(t)[torch.arange(t.shape[0], device=t.device), text.argmax(-1)]
+            txt = self.txt_proj(t)
+            logits = self.scale.exp() * F.normalize(img, dim=-1) @ F.normalize(txt, dim=-1).t()
+            labels = torch.arange(logits.shape[0], device=logits.device)
+            return (F.cross_entropy(logits, labels) + F.cross_entropy(logits.t(), labels)) / 2
+    g = torch.Generator().manual_seed(0)
+    images = torch.randn(batch, 3, size, size, generator=g).to(device)
+    text = torch.randint(1, vocab, (batch, ctx), generator=g).to(device)
+    return CLIP(), (images, text, None), lambda out, inputs: out
+
+
+def _ssm(device):
+    """A Mamba-style selective state-space LM (2 blocks, Gu and Dao 2023) written as its pure
+    PyTorch reference is: in_proj split into x and a gate, a depthwise causal Conv1d (padded,
+    then cut), SiLU, the input-dependent dt (softplus), B and C, A = -exp(A_log), the scan as a
+    loop over time steps (exp(dt A), the state update, an einsum with C), the skip D, RMSNorm,
+    tied embedding and head, cross-entropy."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    batch, length, d, state, vocab, k = 8, 48, 256, 16, 2048, 4
+    inner, rank = 2 * d, d // 16
+
+    class RMSNorm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(d))
+
+        def forward(self, x):
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * self.weight
+
+    class Mixer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm, self.in_proj = RMSNorm(), nn.Linear(d, 2 * inner, bias=False)
+            self.conv = nn.Conv1d(inner, inner, k, groups=inner, padding=k - 1)
+            self.x_proj, self.dt_proj = nn.Linear(inner, rank + 2 * state, bias=False), nn.Linear(rank, inner)
+            self.A_log = nn.Parameter(torch.log(torch.arange(1, state + 1).float()).repeat(inner, 1))
+            self.D, self.out_proj = nn.Parameter(torch.ones(inner)), nn.Linear(inner, d, bias=False)
+
+        def forward(self, h):
+            x, gate = self.in_proj(self.norm(h)).chunk(2, dim=-1)
+            x = F.silu(self.conv(x.transpose(1, 2))[..., :length]).transpose(1, 2)
+            dt, B, C = self.x_proj(x).split([rank, state, state], dim=-1)
+            dt = F.softplus(self.dt_proj(dt)).float()
+            A = -torch.exp(self.A_log.float())
+            dA = torch.exp(dt.unsqueeze(-1) * A)
+            dBu = (dt * x.float()).unsqueeze(-1) * B.float().unsqueeze(2)
+            s = torch.zeros(x.shape[0], inner, state, device=x.device)
+            ys = []
+            for i in range(length):
+                s = dA[:, i] * s + dBu[:, i]
+                ys.append(torch.einsum("bdn,bn->bd", s, C[:, i].float()))
+            y = (torch.stack(ys, dim=1) + x.float() * self.D).to(x.dtype)
+            return h + self.out_proj(y * F.silu(gate))
+
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.layers, self.norm = nn.Embedding(vocab, d), nn.ModuleList([Mixer(), Mixer()]), RMSNorm()
+
+        def forward(self, tokens):
+            h = self.emb(tokens)
+            for layer in self.layers:
+                h = layer(h)
+            return F.linear(self.norm(h), self.emb.weight)
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, vocab, (batch, length + 1), generator=g).to(device)
+    return LM(), (tokens[:, :-1], tokens[:, 1:]), \
+        lambda out, inputs: F.cross_entropy(out.reshape(-1, vocab), inputs[-1].reshape(-1))
+
+
 def _pointwise_grads(device):
     """Element-wise ops whose backward PyTorch runs as several kernels (a test fixture): clamp
     with two number bounds and with one, powers with exponents 2, 3 and 0.5, a division by a
@@ -1026,6 +1201,10 @@ CASES: Dict[str, Case] = {
     "diffusion": Case(_diffusion, "fp16", "adam-foreach", clip=1.0),
     "vae": Case(_vae, "fp16", "adam-fused"),
     "nerf": Case(_nerf, "fp32", "adam-foreach"),
+    "wgan_gp": Case(_wgan_gp, "fp32", "adam-foreach"),
+    "vqvae": Case(_vqvae, "bf16", "adamw-fused"),
+    "clip": Case(_clip, "fp16", "adamw-foreach", clip=1.0),
+    "ssm": Case(_ssm, "bf16", "adamw-fused"),
     # Small ones for the test fixtures (tests/data/): an LSTM stack and a Transformer encoder
     # layer, training and on the eval fast path.
     "fixture_lstm": Case(_rnn("lstm", scale=4), "fp32", "sgd"),

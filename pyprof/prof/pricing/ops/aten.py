@@ -26,7 +26,7 @@ from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
 from .loss import SMOOTH_L1_FLOPS, loss_cost
 from .memory import (copy_cost, index_add_cost, index_elements, index_rows, index_select_cost, repeats_cost,
                      scatter_cost, take_along_cost)
-from .nn import (embedding_bag_cost, group_norm_cost, interpolate_cost, norm_cost, pool_cost, row_norm_cost,
+from .nn import (embedding_backward_stages, embedding_bag_cost, group_norm_cost, interpolate_cost, norm_cost, pool_cost, row_norm_cost,
                  softmax_backward_stages, softmax_cost)
 from .optim import UNSCALE_FLOPS, adam_flops, update_scale_cost
 from .order import scan_cost, sort_cost, topk_cost
@@ -573,11 +573,16 @@ def embedding(a: A) -> Cost | None:
 @register_aten("aten::embedding_dense_backward")
 def embedding_backward(a: A) -> Cost | None:
     """(grad_output, indices, num_weights, ...): one add per dOut element into the weight's rows
-    (read and written); the indices and dOut read. The zero fill of dWeight is a kernel of its own."""
+    (read and written); the indices and dOut read. The zero fill of dWeight is a kernel of its own.
+    Of more than 3,072 indices, kernel by kernel (nn.embedding_backward_stages; num_weights, a
+    scalar, from dWeight's shape a consumer or the forward's weight gives, else unknown)."""
     dy, idx = a.tensor(0), a.tensor(1, "int64")
     if dy is None or idx is None or dy.nbytes is None:
         return None
-    return Cost(dy.numel, idx.nbytes + 3 * dy.nbytes, fmt_params(a.dtype, shape=dims(dy.shape)), a.dtype, SIMT)
+    d = dy.shape[-1]
+    weight = a.output_shape(gradient=lambda s: len(s) == 2 and s[1] == d, prefer=lambda s: s != idx.shape)
+    return Cost(dy.numel, idx.nbytes + 3 * dy.nbytes, fmt_params(a.dtype, shape=dims(dy.shape)), a.dtype, SIMT,
+                stages=embedding_backward_stages(idx, dy, weight[0] if weight else None))
 
 
 _BAG_MAX = re.compile(r"embeddingbag_updateoutputkernel_max")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from math import prod
 
-from ..registry import CONV, Call, Cost, dims, fmt_params, names, register, register_aten
+from ..registry import CONV, Call, Cost, deferring, dims, fmt_params, names, register, register_aten
 from ..values import ITEMSIZE, as_2d, ntuple, promote
 
 _SPATIAL_NAMES = {1: ("W",), 2: ("H", "W"), 3: ("D", "H", "W")}
@@ -115,11 +115,13 @@ _FORWARD_BIAS = {"aten::cudnn_convolution": None, "aten::cudnn_convolution_trans
 
 
 @register_aten(*_FORWARD_BIAS)
+@deferring
 def convolution_forward(a) -> Cost | None:
     """A convolution backend's forward: its output's shape (stride and padding are not in the
     range) from a consumer's range (tensor_flow.py; the wrappers around it return its output,
     whatever copy of the input they made for it), FLOPs by shape_flops; input, weight, bias read
-    and the output written."""
+    and the output written. Where no consumer tells, the ranges around are asked (one of a
+    convolution's double backward: convolution_double_backward)."""
     x, w = a.shape(0), a.shape(1)
     out = as_2d(a.output_shape(copied=True), x)
     flops = shape_flops(out, x, w)
@@ -139,7 +141,23 @@ def convolution_backward(a) -> Cost | None:
     """One gradient's work (data or weight: each one forward's FLOPs on the three tensors,
     shape_flops) from the shapes of grad_output, input and weight; each matrix kernel of the
     backward carries one (analysis.py's gradient slots)."""
-    g, x, w = a.shape(0), a.shape(1), a.shape(2)
+    return _one_convolution(a, 0, 1, 2)
+
+
+@register_aten("aten::_convolution_double_backward")
+def convolution_double_backward(a) -> Cost | None:
+    """(ggI, ggW, ggb, gO, weight, self, ...): the backward of a convolution's backward (a
+    gradient penalty's, taken with create_graph=True). Each of its convolutions (ggI with the
+    weight and the input with ggW for gO's gradient, ggW with gO for the input's, ggI with gO for
+    the weight's) is one forward's FLOPs on the convolution's three tensors, reading two of them
+    and writing the third: one a matrix kernel, as convolution_backward's."""
+    return _one_convolution(a, 3, 5, 4)
+
+
+def _one_convolution(a, g_pos: int, x_pos: int, w_pos: int) -> Cost | None:
+    """One convolution's work on the shapes of a range's grad_output, input and weight (at
+    those positions): a forward's FLOPs (shape_flops), the three tensors read or written once."""
+    g, x, w = a.shape(g_pos), a.shape(x_pos), a.shape(w_pos)
     flops = shape_flops(g, x, w)
     if flops is None:
         return None

@@ -541,8 +541,25 @@ def reduce_cost(op: str, x: Tensor, out_n: int | None, out_dtype: str | None, di
     if x.nbytes is not None and out_size is not None and out_n is not None:
         nbytes = x.nbytes + out_n * out_size + extra
         bwd = _reduce_backward(op, x, out_n, out_size, bool(extra), p)
+    stages = norm_backward_stages(x, out_n, out_size) if op == "norm" and p in (2, 2.0, "fro") else None
+    if stages is not None:
+        bwd = sum(s[1] for s in stages), sum(s[2] for s in stages)
     return Cost(reduction_flops(op, x.numel, out_n), nbytes, fmt_params(x.dtype, shape=dims(x.shape), dim=dim),
-                x.dtype, SIMT, bwd_flops=bwd[0], bwd_bytes=bwd[1])
+                x.dtype, SIMT, bwd_flops=bwd[0], bwd_bytes=bwd[1], bwd_stages=stages)
+
+
+def norm_backward_stages(x: Tensor, out_n: int | None, out_size: int | None) -> tuple | None:
+    """The kernels of a 2-norm's backward as PyTorch runs dY·(X / Y).masked_fill_(Y == 0, 0)
+    (FunctionsManual's norm_backward, which linalg.vector_norm's runs too), Y the norm of out_n
+    elements broadcast over X: X divided by Y (X and Y read, the quotient written), Y compared
+    with zero (Y read, bools written), the quotient's zero-norm rows filled in place (it and the
+    bools read, it written; a select, no FLOPs), the product with dY (dY and the quotient read,
+    dX written); one operation an element each."""
+    size, n = x.itemsize, x.numel
+    if size is None or out_n is None or out_size is None:
+        return None
+    return (("DivFunctor", n, 2 * n * size + out_n * out_size), ("CompareEqFunctor", out_n, out_n * (out_size + 1)),
+            ("masked_fill_kernel", 0, 2 * n * size + out_n), ("MulFunctor", n, 2 * n * size + out_n * out_size))
 
 
 def reduce_formula(op: str):

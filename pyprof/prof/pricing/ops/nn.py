@@ -17,7 +17,7 @@ pooling: the int64 indices read too), so the forward's bytes; FLOPs: max pooling
 element (scattered through the indices; overlapping windows add into one dX element), average
 pooling the forward's (dY / window, one add per tap; a global average one multiply per dX element), interpolation the forward's (weight times
 dY added into each tap) and for nearest one add per dY element. embedding_bag backward: its
-formula's docstring, kernel by kernel (_bag_backward_stages).
+formula's docstring, kernel by kernel (sorted_backward_stages), and embedding's of many indices.
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from dataclasses import replace
 from math import ceil, floor, prod
 from typing import Any
 
+from ..cub_sort import radix_sort_pairs
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
 from ..values import ITEMSIZE, Tensor, ntuple, promote, reduce_adds
 from .batch_norm import batch_norm_kernels, batch_norm_stages, cudnn_stages
@@ -424,15 +425,19 @@ def embedding(c: Call) -> Cost | None:
     """A gather: the indices and the selected rows are read, the rows written. No FLOPs.
     Backward (dense): dWeight zero-filled (a kernel of its own: `grad_fill`), then one add per
     dOut element scattered into it: the indices and dOut read, the rows added into read and
-    written (as aten::embedding_dense_backward counts)."""
+    written (as aten::embedding_dense_backward counts); of more than 3,072 indices, the kernels
+    PyTorch sorts them with (embedding_backward_stages)."""
     idx, w = c.get(0, "input"), c.get(1, "weight")
     if c.get(3, "max_norm") is not None:  # renormalises the rows in place first: not modelled
         return None
     out = idx.numel * w.shape[-1]
     if idx.nbytes is None or w.nbytes is None:
         return None
+    sorted_ = None if c.get(5, "scale_grad_by_freq", False) or c.get(6, "sparse", False) \
+        else embedding_backward_stages(idx, Tensor((idx.numel, w.shape[-1]), w.dtype), w.shape[0])
     return Cost(0, idx.nbytes + 2 * out * w.itemsize, fmt_params(w.dtype, idx=dims(idx.shape), weight=dims(w.shape)),
-                w.dtype, SIMT, bwd_flops=out, bwd_bytes=idx.nbytes + 3 * out * w.itemsize, grad_fill=w.numel)
+                w.dtype, SIMT, bwd_flops=out, bwd_bytes=idx.nbytes + 3 * out * w.itemsize, grad_fill=w.numel,
+                bwd_stages=sorted_)
 
 
 @register("torch.nn.functional.embedding_bag")
@@ -476,27 +481,63 @@ def embedding_bag_cost(idx: Tensor, w: Tensor, offsets: Tensor | None, psw: Tens
 
 def _bag_backward_stages(idx: Tensor, w: Tensor, bags: int, flops: int, mode: str | None,
                          psw: Tensor | None) -> tuple:
-    """The kernels of embedding_bag's dense sum/mean backward (PyTorch's
-    embedding_backward_cuda_kernel), each named, over n indices of d features: dOut made
-    contiguous where it is strided (a copy: read and written), the indices' positions (arange:
-    n written), the indices sorted with them (cub's radix sort: n keys and n values read and
-    written), the sorted indices' segments (cub's unique-by-key: n read, starts and keys
-    written), each segment's partials and their offsets (a count per segment, cub's scan, one
-    thread's total, the offsets), then compute_grad_weight_bags sums each partial segment's dOut
-    rows (the op's FLOPs; dOut read once, the bag and position of every index, mean's bag sizes,
-    the per-sample weights read; the partial sums written in the accumulate type) and
-    sum_and_scatter adds the partials into dWeight's rows. The segments depend on the data: each
-    index counted its own (the most), as the op's bytes count every gathered row."""
+    """embedding_bag's dense sum/mean backward (sorted_backward_stages): dOut's rows are the
+    bags'; compute_grad_weight_bags reads dOut once, the bag and position of every index (mean: its
+    bag's size too) and the per-sample weights."""
     n, d, size, i = idx.numel, w.shape[-1], w.itemsize, idx.itemsize
-    acc = 8 if w.dtype == "float64" else 4
-    partials = n * d * acc
     ints = (3 + (mode == "mean")) * n * i
-    return (("direct_copy_kernel_cuda", 0, 2 * bags * d * size), ("arange_cuda_out", 0, 0, n * i),
-            ("DeviceRadixSort", 0, 0, 4 * n * i), ("DeviceUniqueByKeySweepKernel", 0, 0, 3 * n * i),
-            ("krn_partials_per_segment", 0, 0, 2 * n * i), ("DeviceScanKernel", 0, 0, 2 * n * i),
-            ("compute_num_of_partial_segments", 0, 0, 3 * i), ("krn_partial_segment_offset", 0, 0, 4 * n * i),
-            ("compute_grad_weight_bags", flops, bags * d * size + (psw.nbytes if psw else 0), partials + ints),
-            ("sum_and_scatter", 0, n * d * size, partials + 2 * n * i))
+    return sorted_backward_stages(n, d, w.shape[0] or None, size, i, _acc_size(w), bags,
+                                  ("compute_grad_weight_bags", flops, bags * d * size + (psw.nbytes if psw else 0), ints))
+
+
+# PyTorch's embedding backward sums at most this many dOut rows into one partial segment
+# (EmbeddingBackwardKernel.cu NROWS_PER_THREAD); and sorts the indices above this many
+# (embedding_dense_backward_cuda; fewer go to one scatter-add kernel).
+_NROWS_PER_THREAD = 10
+_SORTED_ABOVE = 3072
+
+
+def _acc_size(w: Tensor) -> int:
+    """The bytes of the type PyTorch accumulates `w`'s gradient rows in (acc_type)."""
+    return 8 if w.dtype == "float64" else 4
+
+
+def sorted_backward_stages(n: int, d: int, rows: int | None, size: int, i: int, acc: int, dout_rows: int,
+                           summing: tuple) -> tuple:
+    """The kernels of PyTorch's sorted embedding backward (embedding_backward_cuda_kernel, which
+    embedding's dense backward of many indices and embedding_bag's sum/mean backward run), each
+    named, over n indices of i bytes into a `rows` x d table (None: unknown): dOut made contiguous
+    where it is strided (a copy of its `dout_rows` rows), the indices' positions (arange: n
+    written), the indices sorted with them (cub_sort.radix_sort_pairs, on every bit of the index
+    type: PyTorch passes no bit count), the sorted indices' segments (cub's unique-by-key: n read,
+    starts and keys written), each segment's partials and their offsets (a count per segment,
+    cub's scan, one thread's total, the offsets), then `summing` (kernel name, FLOPs, dOut bytes
+    read, index bytes read) sums each partial segment's dOut rows into partials of `acc` bytes an
+    element and sum_and_scatter adds the partials into dWeight's rows. Segments and partials
+    depend on the data: counted at their most, a segment a distinct index (no more than the
+    table's rows) and a partial a segment's run of up to 10 rows (no more than n)."""
+    segments = min(n, rows) if rows else n
+    partials = min(n, n // _NROWS_PER_THREAD + segments) * d * acc
+    name, flops, rows_read, ints_read = summing
+    return (("direct_copy_kernel_cuda", 0, 2 * dout_rows * d * size), ("arange_cuda_out", 0, 0, n * i)) \
+        + radix_sort_pairs(n, i, i, 8 * i) \
+        + (("DeviceUniqueByKeySweepKernel", 0, 0, 3 * n * i),
+           ("krn_partials_per_segment", 0, 0, 2 * n * i), ("DeviceScanKernel", 0, 0, 2 * n * i),
+           ("compute_num_of_partial_segments", 0, 0, 3 * i), ("krn_partial_segment_offset", 0, 0, 4 * n * i),
+           (name, flops, rows_read, partials + ints_read),
+           ("sum_and_scatter", 0, segments * d * size, partials + 2 * n * i))
+
+
+def embedding_backward_stages(idx: Tensor, dout: Tensor, rows: int | None) -> tuple | None:
+    """embedding's dense backward kernel by kernel where PyTorch sorts (more than 3,072 indices):
+    sorted_backward_stages, compute_grad_weight reading each index's dOut row, its position and
+    its partial's offset; None for fewer (one scatter-add kernel after the zero fill: the node's
+    cost on it)."""
+    n, d, i = idx.numel, dout.shape[-1], idx.itemsize
+    if n <= _SORTED_ABOVE or dout.itemsize is None or i is None:
+        return None
+    return sorted_backward_stages(n, d, rows, dout.itemsize, i, _acc_size(dout), n,
+                                  ("compute_grad_weight", n * d, n * d * dout.itemsize, 2 * n * i))
 
 
 @register("torch.nn.functional.instance_norm")
