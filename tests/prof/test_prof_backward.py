@@ -120,8 +120,10 @@ REDUCTIONS = [
     (("torch", "var", X, 1), {}, (480, 96 + 480 + 480)),
     # std: var's backward after dY / (2·Y) per output (2 · 24); Y 96 read too.
     (("torch", "std", X, 1), {}, (480 + 48, 96 + 480 + 96 + 480)),
-    # 2-norm of [4,5]: dY / Y once, X times it per element: 20 + 1; dY 4, X 80, Y 4, dX 80.
-    (("torch", "norm", t(4, 5)), {}, (21, 168)),
+    # 2-norm of [4,5] as PyTorch's four kernels (elementwise.norm_backward_stages): X / Y (20; X
+    # and Y read, 80 written), Y == 0 (1; Y read, a bool written), the masked fill (X-sized read
+    # and written, the bool read), dY times it (20; 4 + 80 read, 80 written).
+    (("torch", "norm", t(4, 5)), {}, (41, 164 + 5 + 161 + 164)),
     # logsumexp over dim 1 of [4,5]: dY·exp(X - Y), 3 per element; dY 16, X 80, Y 16, dX 80.
     (("torch", "logsumexp", t(4, 5), 1), {}, (60, 192)),
 ]
