@@ -44,8 +44,10 @@ _graphs: List["_Graph"] = []      # every graph recorded in this process, in com
 _by_lowering: "weakref.WeakKeyDictionary[Any, _Graph]" = weakref.WeakKeyDictionary()
 failures = 0                      # call sites that could not be recorded (the compile goes on)
 record_ns = 0                     # time spent recording, for the compile-time benchmark
-# CompiledFxGraph's methods pyprof replaced (_hide_graph_calls, _name_graphs), as they were.
-_graph_methods: Dict[str, Callable] = {}
+# The Inductor methods pyprof replaced (CompiledFxGraph's: _hide_graph_calls, _name_graphs;
+# Scheduler's: _record_fallbacks), by (class, name), as they were.
+_replaced: Dict[tuple, Callable] = {}
+hooked = 0                        # call sites the provenance hook gave (_record_fallbacks compares)
 # The attribute _name_graphs sets on a CompiledFxGraph: its table graph's id.
 _GRAPH_ID = "_pyprof_graph"
 
@@ -258,13 +260,24 @@ def _fx_nodes(node_schedule: Any, is_extern: bool) -> Iterable[Any]:
             yield exact
             return
         op = getattr(node_schedule, "op_overload", None)
-        own = [n for n in node_schedule.origins if n.target is op]
+        own = [n for n in node_schedule.origins if n.target is op] \
+            or [n for n in node_schedule.origins if _functional_of(n.target, op)]
         yield from own or node_schedule.origins
         return
     for snode in _scheduler_nodes(node_schedule):
         ir = getattr(snode, "node", None)
         if ir is not None:
             yield from ir.origins
+
+
+def _functional_of(target: Any, op: Any) -> bool:
+    """Whether FX node target `target` is the functional form of in-place overload `op` (a
+    mutating fallback's aten.scatter_reduce_.two computes the graph's aten.scatter_reduce.two)."""
+    try:
+        return op._schema.name.endswith("_") and target._schema.name == op._schema.name[:-1] \
+            and target._overloadname == op._overloadname
+    except AttributeError:
+        return False
 
 
 def _scheduler_nodes(node_schedule: Any) -> Iterable[Any]:
@@ -318,17 +331,24 @@ def _record(node_schedule: Any, kernel_name: str, is_extern: bool) -> None:
 
 
 def _hook(node_schedule: Any, kernel_name: str, is_extern: bool = False, *args: Any, **kwargs: Any) -> Any:
-    global failures, record_ns
+    global hooked
     if kernel_name:
-        with _lock:
-            t0 = time.perf_counter_ns()
-            try:
-                _record(node_schedule, kernel_name, is_extern)
-            except Exception:
-                # A table entry missing is a kernel shown as before; a compile that fails is not.
-                failures += 1
-            record_ns += time.perf_counter_ns() - t0
+        hooked += 1
+        _hook_call(node_schedule, kernel_name, is_extern)
     return _original(node_schedule, kernel_name, is_extern, *args, **kwargs)  # type: ignore[misc]
+
+
+def _hook_call(node_schedule: Any, kernel_name: str, is_extern: bool) -> None:
+    """Record one call site (_record), timed; never failing the compile."""
+    global failures, record_ns
+    with _lock:
+        t0 = time.perf_counter_ns()
+        try:
+            _record(node_schedule, kernel_name, is_extern)
+        except Exception:
+            # A table entry missing is a kernel shown as before; a compile that fails is not.
+            failures += 1
+        record_ns += time.perf_counter_ns() - t0
 
 
 def _patch_inductor(*_: Any) -> None:
@@ -353,22 +373,50 @@ def _patch_inductor(*_: Any) -> None:
                 _patched.append(mod)
         _hide_graph_calls()
         _name_graphs()
+        _record_fallbacks()
         _sized_calls_eager()
 
 
-def _patch_graph_class(name: str, wrap: Callable[[Callable], Callable]) -> None:
-    """Replace CompiledFxGraph's method `name` by wrap(original), once; uninstall() puts it back."""
+def _patch_method(module: str, cls_name: str, name: str, wrap: Callable[[Callable], Callable]) -> None:
+    """Replace the method `name` of Inductor's class `module.cls_name` by wrap(original), once;
+    uninstall() puts it back."""
     try:
-        from torch._inductor.output_code import CompiledFxGraph
-    except ImportError:
+        cls = getattr(__import__(module, fromlist=[cls_name]), cls_name)
+    except (ImportError, AttributeError):
         return
-    original = vars(CompiledFxGraph).get(name)
-    if original is None or name in _graph_methods:
+    original = vars(cls).get(name)
+    if original is None or (cls, name) in _replaced:
         return
-    _graph_methods[name] = original
+    _replaced[(cls, name)] = original
     wrapped = wrap(original)
     wrapped.__wrapped__ = original  # type: ignore[attr-defined]
-    setattr(CompiledFxGraph, name, wrapped)
+    setattr(cls, name, wrapped)
+
+
+def _patch_graph_class(name: str, wrap: Callable[[Callable], Callable]) -> None:
+    """Replace CompiledFxGraph's method `name` by wrap(original) (_patch_method)."""
+    _patch_method("torch._inductor.output_code", "CompiledFxGraph", name, wrap)
+
+
+def _record_fallbacks() -> None:
+    """Record the extern calls whose code Inductor writes without its provenance hook (the
+    mutating fallbacks, ScatterFallback's scatter_ and scatter_reduce_, IndexPutFallback's
+    index_put_, in-place bernoulli_ and copy_, write their line without codegen_comment): each
+    a call site named by its op overload, so that the kernels it launches are not given to the
+    library call before it (a GNN's scatter_reduce_ amax kernels were its addmm's)."""
+
+    def recorded(original: Callable) -> Callable:
+        def codegen_extern_call(self: Any, scheduler_node: Any) -> Any:
+            before = hooked
+            out = original(self, scheduler_node)
+            node = getattr(scheduler_node, "node", None)
+            op = getattr(node, "op_overload", None)
+            if hooked == before and isinstance(op, torch._ops.OpOverload):
+                _hook_call(node, str(op), True)
+            return out
+        return codegen_extern_call
+
+    _patch_method("torch._inductor.scheduler", "Scheduler", "codegen_extern_call", recorded)
 
 
 def _hide_graph_calls() -> None:
@@ -517,13 +565,10 @@ def uninstall() -> None:
             if getattr(mod, _HOOK, None) is _hook:
                 setattr(mod, _HOOK, _original)
         _patched.clear()
-        if _graph_methods:
-            from torch._inductor.output_code import CompiledFxGraph
-
-            for name, original in _graph_methods.items():
-                if getattr(vars(CompiledFxGraph).get(name), "__wrapped__", None) is original:
-                    setattr(CompiledFxGraph, name, original)
-            _graph_methods.clear()
+        for (cls, name), original in _replaced.items():
+            if getattr(vars(cls).get(name), "__wrapped__", None) is original:
+                setattr(cls, name, original)
+        _replaced.clear()
         _original = None
         for mod, name, value in _saved_config:
             setattr(mod, name, value)

@@ -791,3 +791,60 @@ def test_random_state_wrapper_nodes_describe_the_op_they_run() -> None:
                 "out": [{"shape": [4, 6, 8, 16], "dtype": "bfloat16"}, {"shape": [4, 6, 8, 16], "dtype": "bool"}]}
     assert [json.loads(inductor._node_json(n) + "}") for n in (safe, plain)] == [expected, expected]
     assert [inductor._computes(n) for n in (safe, plain, view, x)] == [True, True, False, False]
+
+
+FALLBACK = '''
+import json
+import torch
+import pyprof
+from pyprof.nvtx import inductor
+
+pyprof.init()
+
+
+def f(src, idx, x):
+    out = torch.zeros(8, 4).scatter_reduce(0, idx, src, "amax", include_self=False)
+    return out.sum() + torch.mm(x, x.t()).sum()
+
+
+torch.compile(f)(torch.randn(16, 4), torch.randint(0, 8, (16, 4)), torch.randn(8, 4))
+print(json.dumps([json.loads(m) for m in inductor.markers()]))
+'''
+
+
+@pytest.mark.slow
+def test_a_mutating_fallback_is_a_call_site_of_its_own(tmp_path: Path) -> None:
+    """scatter_reduce with include_self=False runs as Inductor's ScatterFallback, whose code line
+    is written without the provenance hook: recorded anyway, a call site named by its in-place
+    overload computing the graph's functional node alone, after the kernel that fills its
+    destination, before the sum of its output (before, its kernels were the library call's before it: a GNN's
+    scatter_reduce_ amax kernels were its addmm's, 17% of its compiled step na)."""
+    script = tmp_path / "fallback.py"
+    script.write_text(FALLBACK)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True, timeout=600)
+    calls = [(m["name"], m["extern"], [n["op"] for n in m["nodes"]]) for m in json.loads(out.stdout.splitlines()[-1])
+             if m.get("kind") == "kernel"]
+    assert calls[1:4] == [("aten.scatter_reduce_.two", True, ["aten.scatter_reduce.two"]),
+                          ("cpp_fused_sum_1", False, ["aten.sum.default"]),
+                          ("extern_kernels.mm", True, ["aten.mm.default"])]
+    assert calls[0][0].startswith("cpp_fused_") and "aten.scatter_reduce.two" in calls[0][2]
+
+
+def test_uninstall_restores_the_schedulers_extern_call() -> None:
+    """install() wraps Scheduler.codegen_extern_call (the fallbacks' call sites); uninstall() puts
+    it back."""
+    from torch._inductor.scheduler import Scheduler
+
+    from pyprof.nvtx import inductor
+
+    if inductor._installed:
+        pytest.skip("pyprof.init() is on in this process")
+    before = vars(Scheduler)["codegen_extern_call"]
+    inductor.install()
+    try:
+        inductor._patch_inductor()
+        assert vars(Scheduler)["codegen_extern_call"].__wrapped__ is before
+    finally:
+        inductor.uninstall()
+    assert vars(Scheduler)["codegen_extern_call"] is before
