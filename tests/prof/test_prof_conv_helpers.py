@@ -13,7 +13,7 @@ import pytest
 
 import pyprof
 import pyprof.prof.pricing.ops  # noqa: F401  (fills the op table)
-from pyprof.prof.pricing.conv_parts import PAD, conv_outputs, wgrad_segments
+from pyprof.prof.pricing.conv_parts import PAD, channel_pads, conv_outputs, wgrad_segments
 from pyprof.prof.pricing.gemm_parts import split_k
 from pyprof.prof.pricing.parts import CallParts, backward_parts, forward_parts
 from test_prof_helpers import analyse, record
@@ -312,3 +312,24 @@ def test_strided_1x1_weight_gradient_reads_a_quarter_and_data_gradient_writes_al
     alone = _marker(dict(x, grad=False), w, 2, 0)
     facts, _ = analyse([record(alone, "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n", "bprop")])
     assert [f.bytes for f in facts] == [(dy + wn + quarter) * 2]
+
+
+def test_a_transposed_convolutions_channel_pads() -> None:
+    """A 64-to-3-channel ConvTranspose2d (stride 2: 32x32 to 64x64) in bf16 channels_last, as a
+    compiled VQ-VAE's decoder ran it (H200, torch 2.11): cuDNN pads the output's 3 channels to 8.
+    Forward (its data-gradient kernel): the weight padded, then the output stripped; backward:
+    dY and the weight padded around the forward kernel that makes dX, then dY padded and dW
+    stripped around the weight gradient (before, none: the pads looked for the input's channels,
+    64, a multiple of 8; 2.5% of the compiled step na)."""
+    x = {"shape": [32, 64, 32, 32], "dtype": "bfloat16", "format": "channels_last", "grad": True}
+    w = {"shape": [64, 3, 4, 4], "dtype": "bfloat16", "grad": True}
+    marker = {"v": 1, "kind": "op", "mod": "torch.nn.functional", "op": "conv_transpose2d",
+              "args": [x, w, None, [2, 2], [1, 1]]}
+    cost = lookup("torch.nn.functional", "conv_transpose2d")(Call(marker))
+    assert cost.out_shape == (32, 3, 64, 64)
+    y, wt = 32 * 3 * 64 * 64, 64 * 3 * 4 * 4
+    pad_y, pad_w = (y + y // 3 * 8) * 2, (wt + wt // 3 * 8) * 2
+    assert [(p.family, p.numel, p.bytes) for p in channel_pads(marker, cost, False)] == [(PAD, wt, pad_w), (PAD, y, pad_y)]
+    assert [(p.numel, p.bytes) for p in channel_pads(marker, cost, True)] == [(y, pad_y), (wt, pad_w)] * 2
+    marker["args"][0] = dict(x, grad=False)
+    assert [p.numel for p in channel_pads(marker, cost, True)] == [y, wt]

@@ -269,13 +269,25 @@ def channel_pads(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
     the input padded and the weight's gradient stripped around the weight-gradient kernel where
     the weight does; none where the marker does not say which require grad (an old marker: the
     first kernel could be either). The launch grid (2 blocks per SM, grid-stride) tells none
-    apart. Grouped convolutions: none (not seen). (A range-priced forward reads its multiple from
+    apart. A transposed convolution (channels_last: a compiled VQ-VAE's 64-to-3-channel decoder)
+    pads its output's channels: forward the weight padded, then the output stripped; backward dY
+    and the weight padded for dX, dY padded and dW stripped for dW. Grouped
+    convolutions: none (not seen). (A range-priced forward reads its multiple from
     the kernel after the pads instead, range_parts: reading ahead here would make every call
     with pads one the memo cannot replay, pricing/memo.py.)"""
     tensors = Call(marker).tensors()[:2] if cost is not None and cost.kind == CONV else []
     if len(tensors) < 2:
         return []
     x, w = tensors
+    if _transposed(x.shape, w.shape, cost.out_shape):
+        # cuDNN runs a transposed convolution's forward as a data gradient (the weight padded
+        # before it, the output, whose channels are the weight's second dimension, stripped
+        # after), its input's gradient as a forward (dY and the weight padded) and its weight's
+        # as a weight gradient (dY padded, dW stripped).
+        py, pw = pad_parts(cost.out_shape, w.shape, cost, _PAD_MULTIPLE[True]) or (None, None)
+        if py is None or bprop and (x.grad is None or w.grad is None):
+            return []
+        return [pw, py] if not bprop else ([py, pw] if x.grad else []) + ([py, pw] if w.grad else [])
     pads = pad_parts(x.shape, w.shape, cost, _PAD_MULTIPLE[bprop])
     if not bprop or not pads:
         return pads
