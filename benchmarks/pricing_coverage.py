@@ -1132,6 +1132,80 @@ def _ssm(device):
         lambda out, inputs: F.cross_entropy(out.reshape(-1, vocab), inputs[-1].reshape(-1))
 
 
+def _detection(device):
+    """torchvision's Faster R-CNN (MobileNetV3-Large FPN backbone at 320 px, 10 classes, no
+    pretrained weights) in training: anchors, the RPN's proposals and their NMS, box sampling,
+    RoIAlign (MultiScaleRoIAlign), the box head and its losses; the loss the sum of the four."""
+    import torch
+    from torchvision.models.detection import fasterrcnn_mobilenet_v3_large_320_fpn
+    g = torch.Generator().manual_seed(0)
+    model = fasterrcnn_mobilenet_v3_large_320_fpn(weights=None, weights_backbone=None, num_classes=10)
+    images = [torch.rand(3, 320, 320, generator=g).to(device) for _ in range(4)]
+    targets = []
+    for _ in images:
+        xy = torch.rand(3, 2, generator=g) * 200
+        wh = torch.rand(3, 2, generator=g) * 100 + 20
+        targets.append({"boxes": torch.cat([xy, xy + wh], dim=1).to(device),
+                        "labels": torch.randint(1, 10, (3,), generator=g).to(device)})
+    return model, (images, targets, None), lambda out, inputs: sum(out.values())
+
+
+def _llm_decode(device):
+    """A GPT-style decoder generating 24 tokens after a 64-token prompt (inference, fp16
+    weights): a preallocated KV cache written in place by index_copy_, attention over the
+    cache's filled part by F.scaled_dot_product_attention, top-k (50) sampling with a
+    temperature (topk, softmax, torch.multinomial, gather), the sampled token appended (cat)."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    batch, prompt, new, d, heads, vocab, layers = 8, 64, 24, 512, 8, 8192, 2
+    total = prompt + new
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n1, self.qkv, self.proj = nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.n2, self.fc1, self.fc2 = nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x, cache, pos):
+            b, t, _ = x.shape
+            q, k, v = self.qkv(self.n1(x)).view(b, t, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+            at = torch.arange(pos, pos + t, device=x.device)
+            cache[0].index_copy_(2, at, k)
+            cache[1].index_copy_(2, at, v)
+            keys, values = cache[0][:, :, :pos + t], cache[1][:, :, :pos + t]
+            a = F.scaled_dot_product_attention(q, keys, values, is_causal=t > 1)
+            x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+            return x + self.fc2(F.gelu(self.fc1(self.n2(x))))
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(total, d)
+            self.blocks, self.norm = nn.ModuleList([Block() for _ in range(layers)]), nn.LayerNorm(d)
+            self.head = nn.Linear(d, vocab, bias=False)
+
+        def forward(self, tokens):
+            caches = [torch.zeros(2, tokens.shape[0], heads, total, d // heads, dtype=self.head.weight.dtype,
+                                  device=tokens.device) for _ in self.blocks]
+            pos, step = 0, tokens
+            gen = torch.Generator(device=tokens.device).manual_seed(0)
+            for _ in range(new):
+                x = self.tok(step) + self.pos(torch.arange(pos, pos + step.shape[1], device=tokens.device))
+                for blk, cache in zip(self.blocks, caches):
+                    x = blk(x, cache, pos)
+                logits = self.head(self.norm(x[:, -1])).float() / 0.8
+                top, idx = torch.topk(logits, 50, dim=-1)
+                choice = torch.multinomial(F.softmax(top, dim=-1), 1, generator=gen)
+                nxt = torch.gather(idx, 1, choice)
+                tokens = torch.cat([tokens, nxt], dim=1)
+                pos += step.shape[1]
+                step = nxt
+            return tokens
+    tokens = torch.randint(0, vocab, (batch, prompt), generator=torch.Generator().manual_seed(0)).to(device)
+    return Decoder(), (tokens, None), lambda out, inputs: out
+
+
 def _pointwise_grads(device):
     """Element-wise ops whose backward PyTorch runs as several kernels (a test fixture): clamp
     with two number bounds and with one, powers with exponents 2, 3 and 0.5, a division by a
@@ -1205,6 +1279,8 @@ CASES: Dict[str, Case] = {
     "vqvae": Case(_vqvae, "bf16", "adamw-fused"),
     "clip": Case(_clip, "fp16", "adamw-foreach", clip=1.0),
     "ssm": Case(_ssm, "bf16", "adamw-fused"),
+    "detection": Case(_detection, "fp32", "sgd"),
+    "llm_decode": Case(_llm_decode, "fp16", "none", half_weights=True),
     # Small ones for the test fixtures (tests/data/): an LSTM stack and a Transformer encoder
     # layer, training and on the eval fast path.
     "fixture_lstm": Case(_rnn("lstm", scale=4), "fp32", "sgd"),
@@ -1247,7 +1323,7 @@ def make_step(case: Case, device, compile_mode: Optional[str] = None) -> Callabl
                        for x in inputs)
     if case.half_weights:
         model = model.half().eval()
-        inputs = tuple(x.half() if x.is_floating_point() else x for x in inputs)
+        inputs = tuple(x.half() if x is not None and x.is_floating_point() else x for x in inputs)
     opt = _optimizer(case.optim, model.parameters())
     run = model if compile_mode is None else torch.compile(model, mode=None if compile_mode == "default" else compile_mode)
     low = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(case.dtype)

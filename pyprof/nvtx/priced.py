@@ -179,6 +179,8 @@ Tensor.hypot
 Tensor.hypot_
 Tensor.index_add
 Tensor.index_add_
+Tensor.index_copy
+Tensor.index_copy_
 Tensor.index_select
 Tensor.inner
 Tensor.int
@@ -227,6 +229,7 @@ Tensor.movedim
 Tensor.msort
 Tensor.mul
 Tensor.mul_
+Tensor.multinomial
 Tensor.multiply
 Tensor.multiply_
 Tensor.mv
@@ -759,6 +762,7 @@ torch.hstack
 torch.hypot
 torch.hypot_
 torch.index_add
+torch.index_copy
 torch.index_select
 torch.inner
 torch.instance_norm
@@ -812,6 +816,7 @@ torch.movedim
 torch.msort
 torch.mul
 torch.mul_
+torch.multinomial
 torch.multiply
 torch.multiply_
 torch.mv

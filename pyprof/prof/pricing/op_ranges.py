@@ -43,6 +43,10 @@ _ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivi
 
 # Integer element types, as template arguments (`CUDAFunctor_add<long>`), not casts (`(int)4`).
 _CPP_INTS = re.compile(r"(?<![\w(:])(?<!unsigned )(long|int|bool|short|unsigned char|signed char)(?=[,>])")
+# The parameter type of a functor lambda, `[lambda(bool) (instance 1)]`, `[lambda(long) ...]`: the
+# elements it computes on (arange's, whose kernel's first template argument is its index type);
+# not `int`, which the launchers' own index lambdas take (`gpu_kernel_impl<...>::[lambda(int)]`).
+_LAMBDA_INT = re.compile(r"\[lambda\((long|bool|short|unsigned char|signed char)[,)]")
 _CPP_INT_DTYPE = {"long": "int64", "int": "int32", "bool": "bool", "short": "int16", "unsigned char": "uint8",
                   "signed char": "int8"}
 
@@ -55,16 +59,16 @@ _LAUNCHER_ARGS = re.compile(r"\((?:at::)?TensorIterator(?:Base)? &[^()]*\)")
 
 @lru_cache(maxsize=65536)
 def template_dtype(name: str | None) -> str | None:
-    """The first floating-point C++ element type in a kernel's demangled name, else the first
-    integer one among its template arguments, as a dtype name (not a type among the arguments of
-    a launcher the name holds, _LAUNCHER_ARGS)."""
+    """The first floating-point C++ element type in a kernel's demangled name, else the integer
+    one a functor lambda takes (_LAMBDA_INT), else the first among its template arguments, as a
+    dtype name (not a type among the arguments of a launcher the name holds, _LAUNCHER_ARGS)."""
     if not name:
         return None
     name = _LAUNCHER_ARGS.sub("()", name)
     m = _CPP_TYPES.search(name)
     if m is not None:
         return _CPP_DTYPE[m.group(1) or m.group(2)]
-    m = _CPP_INTS.search(name)
+    m = _LAMBDA_INT.search(name) or _CPP_INTS.search(name)
     return None if m is None else _CPP_INT_DTYPE[m.group(1)]
 
 

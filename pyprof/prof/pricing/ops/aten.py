@@ -24,7 +24,7 @@ from .batch_norm import batch_norm_kernels
 from .elementwise import FLOPS_PER_ELEMENT, UNARY, nonzero_cost, pointwise_cost, reduce_cost
 from .gemm import ATEN_GEMMS, aten_gemm, gemm_cost
 from .loss import SMOOTH_L1_FLOPS, loss_cost
-from .memory import (copy_cost, index_add_cost, index_elements, index_rows, index_select_cost, repeats_cost,
+from .memory import (copy_cost, index_add_cost, index_copy_cost, index_elements, index_rows, index_select_cost, repeats_cost,
                      scatter_cost, take_along_cost)
 from .nn import (embedding_backward_stages, embedding_bag_cost, group_norm_cost, interpolate_cost, norm_cost, pool_cost, row_norm_cost,
                  softmax_backward_stages, softmax_cost)
@@ -306,7 +306,8 @@ _REDUCE = {"sum": "sum", "mean": "mean", "prod": "prod", "amax": "amax", "amin":
 def _reduce(a: A) -> Cost | None:
     """elementwise.reduce_cost: over every element (input 0 and at most a dtype: one output
     element; or an overload called by one that takes no dims: AtenCall.redispatched), else over
-    dims the range does not carry: the output's size from a consumer, or
+    dims the range does not carry: the output's size from an out= overload's last input
+    (multinomial's argmax), from a consumer, or
     inside an autograd node (a bias's gradient) the one input shape of its forward op that the
     input reduces to (values.reduces_to; of several, the one the kernel's launch can write), or
     where the kernel's launch tells it (reduce_launch.launch_fits: one output size)."""
@@ -319,8 +320,12 @@ def _reduce(a: A) -> Cost | None:
     def launched() -> frozenset:  # the output sizes the kernel's launch can write; asked only where needed
         return (launch_fits(a.kernel, x.shape, tuple(a.grid), tuple(a.block)) if a.grid and a.block else None) \
             or frozenset()
-    out = () if whole else a.output_shape(lambda s: reduces_to(x.shape, s),
-                                          prefer=lambda s: not launched() or prod(s) in launched())
+    given = a.shape(len(a.sizes) - 1) if len(a.sizes) > 2 else None  # an out= overload's result
+    if not whole and given and reduces_to(x.shape, given):
+        out = given
+    else:
+        out = () if whole else a.output_shape(lambda s: reduces_to(x.shape, s),
+                                              prefer=lambda s: not launched() or prod(s) in launched())
     n_out = None if out is None else prod(out)
     if n_out is None and len(launched()) == 1:
         n_out = next(iter(launched()))
@@ -783,6 +788,39 @@ def index_add(a: A) -> Cost | None:
         return None
     return index_add_cost(Tensor(tuple(x), dtype), Tensor(tuple(index), "int64"), Tensor(tuple(src), dtype),
                           a.name.endswith("_"))
+
+
+@register_aten("aten::arange")
+@deferring
+def arange(a: A) -> Cost | None:
+    """(start, end, step, ...): all scalars the range does not carry; the values written as
+    memory.arange counts them, their number from a consumer's range, of the type the kernel
+    names. Where no consumer tells, the range around is asked (unique's positions)."""
+    out, size = a.output_shape(), ITEMSIZE.get(a.dtype)
+    if out is None or size is None:
+        return None
+    return Cost(0, prod(out) * size, fmt_params(a.dtype, n=prod(out)), a.dtype, SIMT)
+
+
+@register_aten("aten::_assert_async")
+def assert_async(a: A) -> Cost | None:
+    """(self, msg): a device-side check (multinomial's) reads its 0-dim condition, one element of
+    the type the kernel names; no FLOPs."""
+    size = ITEMSIZE.get(a.dtype)
+    return None if size is None else Cost(0, size, fmt_params(a.dtype), a.dtype, SIMT)
+
+
+@register_aten("aten::index_copy_", "aten::index_copy")
+def index_copy(a: A) -> Cost | None:
+    """index_copy(self, dim, index, source): memory.index_copy_cost, in the dtype source's or
+    self's producer wrote, else of the size the kernel's OpaqueType names."""
+    x, index, src = a.shape(0), a.shape(2), a.shape(3)
+    dtype = a.input_dtype(3) or a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None)
+    elem = None if dtype else _opaque_size(a)
+    if not x or not index or not src or dtype is None and elem is None:
+        return None
+    return index_copy_cost(Tensor(tuple(x), dtype), Tensor(tuple(index), "int64"), Tensor(tuple(src), dtype),
+                           a.name.endswith("_"), elem)
 
 
 @register_aten("aten::_index_put_impl_")

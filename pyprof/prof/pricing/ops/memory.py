@@ -237,6 +237,32 @@ register(*names(["index_add"]))(_index_add(False))
 register("Tensor.index_add_")(_index_add(True))
 
 
+def index_copy_cost(x: Tensor, index: Tensor, src: Tensor, inplace: bool, elem: int | None = None) -> Cost | None:
+    """index_copy(x, dim, index, source): source's slices written into x's at the index (a KV
+    cache's update): the index and source read, as many elements written, no FLOPs; out of place,
+    x copied first (a kernel of its own: named stages). Elements of x's dtype, else of `elem`
+    bytes (the opaque size a kernel names). Backward: not modelled (na)."""
+    size = ITEMSIZE.get(x.dtype) or elem
+    if size is None or index.nbytes is None or src.numel is None:
+        return None
+    copied = index.nbytes + 2 * src.numel * size
+    params = fmt_params(x.dtype, shape=dims(x.shape), idx=dims(index.shape))
+    if inplace:
+        return Cost(0, copied, params, x.dtype, SIMT)
+    stages = (("direct_copy_kernel_cuda", 0, 2 * x.numel * size), ("index_copy_kernel", 0, 2 * src.numel * size, index.nbytes))
+    return Cost(0, copied + 2 * x.numel * size, params, x.dtype, SIMT, stages=stages)
+
+
+def _index_copy(inplace: bool):
+    def formula(c: Call) -> Cost | None:
+        return index_copy_cost(c.get(0, "input"), c.get(2, "index"), c.get(3, "source"), inplace)
+    return formula
+
+
+register(*names(["index_copy"]))(_index_copy(False))
+register("Tensor.index_copy_")(_index_copy(True))
+
+
 @register(*names(["split", "chunk", "unbind", "split_with_sizes", "tensor_split"]))
 def split(c: Call) -> Cost | None:
     """Views: no forward kernel. Backward concatenates the pieces' gradients: the input's size

@@ -1,4 +1,4 @@
-"""Scans and orderings: cumsum/cumprod, sort/argsort, topk.
+"""Scans and orderings: cumsum/cumprod, sort/argsort, topk, multinomial's draw.
 
 Conventions (docs/prof.md): a scan does 1 FLOP per element (its add or product); a sort of
 rows of n elements counts n·ceil(log2 n) comparisons per row, topk n·ceil(log2 k) (a heap of k)
@@ -15,7 +15,7 @@ from math import ceil, log2
 
 from ..cub_sort import radix_sort_pairs
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
-from ..values import ITEMSIZE, Tensor
+from ..values import ITEMSIZE, Tensor, reduce_adds
 
 
 def cumprod_backward_stages(n: int, size: int) -> tuple:
@@ -145,3 +145,30 @@ def topk_cost(x: Tensor, k: int | None, dim: int, in_order: bool = True) -> Cost
     if in_order and k > 1:
         stages += (("SortKVInPlace", out * _steps(k), 0, 2 * out * (x.itemsize + 8)),)
     return replace(cost, flops=sum(s[1] for s in stages), bytes=sum(s[3] for s in stages), stages=stages)
+
+
+@register(*names(["multinomial"]))
+def multinomial(c: Call) -> Cost | None:
+    """torch.multinomial(input, 1) (one draw per row, as a sampler's next token), kernel by
+    kernel as PyTorch runs it (its Gumbel-max path): the checks that the probabilities are
+    finite and not negative (min and max of all: each reads the input, writes one element;
+    their two comparisons, an and, an assert), that no row sums to zero (the rows' sums, == 0,
+    any() of a 2-D input's, its not, an assert), the exponential noise q written, p / q, and its
+    argmax per row (int64 written). More draws (topk, or the replacement kernel): na."""
+    p = c.get(0, "input")
+    size = p.itemsize if isinstance(p, Tensor) else None
+    if size is None or c.get(1, "num_samples") != 1 or len(p.shape) not in (1, 2):
+        return None
+    n = p.numel
+    r = p.shape[0] if len(p.shape) == 2 else 1
+    whole = ("reduce_kernel", reduce_adds(n, 1), n * size + size)
+    stages = (("MinNanFunctor",) + whole[1:], ("MaxNanFunctor",) + whole[1:],
+              ("compare_scalar_kernel", 1, size, 1), ("compare_scalar_kernel", 1, size, 1),
+              ("BitwiseAndFunctor", 1, 0, 3), ("_assert_async_cuda_kernel", 0, 0, 1),
+              ("sum_functor", reduce_adds(n, r), n * size + r * size), ("CompareEqFunctor", r, r * size, r)) \
+        + ((("or_kernel_cuda", reduce_adds(r, 1), 0, r + 1),) if len(p.shape) == 2 else ()) \
+        + (("bitwise_not_kernel_cuda", 1, 0, 2), ("_assert_async_cuda_kernel", 0, 0, 1),
+           ("distribution_elementwise", 0, n * size), ("DivFunctor", n, 3 * n * size),
+           ("ArgMaxOps", reduce_adds(n, r), n * size, 8 * r))
+    return Cost(sum(st[1] for st in stages), sum(sum(st[2:]) for st in stages),
+                fmt_params(p.dtype, shape=dims(p.shape)), p.dtype, SIMT, stages=stages)
