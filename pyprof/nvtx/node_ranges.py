@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import threading
 from typing import Any, Callable, Iterator
 
@@ -119,3 +120,42 @@ def node_ranges() -> Iterator[bool]:
                 for name, original in _originals.items():
                     setattr(profiler, name, original)
                 _originals.clear()
+
+
+def graphing(fn: Callable) -> Callable:
+    """`fn` (torch.autograd.grad or backward) with PyTorch's op ranges, shapes recorded, in place
+    of the node ranges while a call with create_graph=True runs on a thread whose node ranges
+    this module turned on. The ops such a backward runs make autograd nodes of their own (a
+    gradient penalty's ConvolutionBackwardBackward0), whose ranges, when the graph's backward
+    runs them, carry the seq of the op that made them but no marker and no shapes: that op's
+    range of the same seq, with its shapes, is what prices them (pyprof/prof/pricing/ops/
+    double_backward.py). The switch costs two profiler toggles per such call; every other call
+    goes straight through."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        ident = threading.get_ident()
+        if ident not in _owners or not _creates_graph(signature, args, kwargs):
+            return fn(*args, **kwargs)
+        autograd._disable_profiler()
+        try:
+            enable(nodes_only=False, shapes=True)
+        except (RuntimeError, AssertionError):  # as it did at first, the node ranges come back
+            enable()
+            return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            autograd._disable_profiler()
+            enable()
+
+    return call
+
+
+def _creates_graph(signature: inspect.Signature, args: tuple, kwargs: dict) -> bool:
+    """Whether a call of a function of `signature` passes create_graph=True."""
+    try:
+        return bool(signature.bind(*args, **kwargs).arguments.get("create_graph"))
+    except TypeError:
+        return False

@@ -12,7 +12,8 @@ those whose work depends on a small host tensor's values get
 wrappers.host_values_wrapper (marker.HOST_VALUE_ARGS). On `torch.Tensor`, every public method
 minus `_TENSOR_SKIP` and `is_*`, plus the operator dunders in `_TENSOR_DUNDERS`; never
 properties, classmethods or other dunders. Plus `torch.autograd.backward`
-and `grad`, the collectives and point-to-point calls of `torch.distributed` (distributed.py),
+and `grad` (with PyTorch's op ranges on for a call with create_graph=True: node_ranges.graphing),
+the collectives and point-to-point calls of `torch.distributed` (distributed.py),
 `nn.Module.__call__`, the `step` of every optimizer class, present and future, and GradScaler's
 `unscale_` and `update` (whose kernels run in private ops). `torch._VF`
 (through which `nn.LSTM` and co. call `torch.lstm`, `torch.gru`, ...) hands out the same
@@ -33,7 +34,7 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import torch
 
-from . import ddp_buckets, defaults, distributed, emit, inductor, warnsite, wrappers
+from . import ddp_buckets, defaults, distributed, emit, inductor, node_ranges, warnsite, wrappers
 from .priced import PRICED
 from .marker import HOST_VALUE_ARGS
 from .wrappers import host_values_wrapper, is_wrapper, module_call, op_wrapper, scaler_wrapper, step_wrapper
@@ -245,7 +246,7 @@ def _patch() -> None:
                                             sized))
     for name in ("backward", "grad"):
         fn = getattr(torch.autograd, name)
-        _set(torch.autograd, name, op_wrapper(fn, "torch.autograd", name, "torch.autograd", name))
+        _set(torch.autograd, name, op_wrapper(node_ranges.graphing(fn), "torch.autograd", name, "torch.autograd", name))
     for name, fn in distributed.targets():
         w = distributed.collective_wrapper(fn, name)
         _set(torch.distributed, name, w)

@@ -186,3 +186,34 @@ def test_a_live_push_sets_the_payload_of_the_text_s_attributes_before_pushing(mo
     emit._push_live_op("m", 9 | GAP)
     emit._push_live_plain("m", 11)
     assert pushed == [("m", 7), ("m", 9 | GAP), ("m", 9 | GAP)]
+
+
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
+def test_a_backward_with_create_graph_runs_with_op_ranges_and_shapes(pyprof_on, monkeypatch) -> None:
+    """Inside the block, torch.autograd.grad(..., create_graph=True) (a gradient penalty's) swaps
+    the node ranges for op ranges with shapes until it returns, so that the ops it runs name the
+    nodes they make with their shapes; without create_graph, and outside the block, nothing
+    changes. The gradient is the same."""
+    calls: list = []
+    enabled: list = []
+    _fake_profiler(monkeypatch, calls, enabled)
+    shapes: list = []
+    config = torch.autograd.ProfilerConfig
+    monkeypatch.setattr(torch.autograd, "ProfilerConfig", lambda *a: shapes.append(a[1]) or config(*a))
+    node_ranges._settings.cache_clear()
+    x = torch.randn(3, requires_grad=True)
+    try:
+        with node_ranges.node_ranges():
+            g, = torch.autograd.grad((x ** 3).sum(), x, create_graph=True)
+            assert calls == ["enable nodes", "disable", "enable ops", "disable", "enable nodes"]
+            torch.autograd.grad(g.sum(), x)
+            (x ** 2).sum().backward(create_graph=True)
+        swap = ["disable", "enable ops", "disable", "enable nodes"]
+        assert calls == ["enable nodes"] + swap * 2 + ["disable"]
+        torch.autograd.grad((x ** 3).sum(), x, create_graph=True)
+        assert len(calls) == 10 and not enabled
+        assert shapes == [False, True]  # the node ranges' configuration, then the op ranges'
+    finally:
+        node_ranges._settings.cache_clear()
+    assert torch.allclose(g, 3 * x.detach() ** 2)
+    x.grad = None  # Tensor.backward(create_graph=True)'s reference cycle

@@ -25,6 +25,7 @@ from typing import Any, Callable
 from pyprof.kernel_names import MMA, SIMT, classify, kernel_dtype
 
 from . import ops  # noqa: F401  (fills both tables)
+from .ops.double_backward import DOUBLE
 from .registry import Cost, lookup_aten
 from .tensor_flow import ENGINE, TensorFlow, argument_cast, node_range, producers
 from .values import FLOATING, Tensor, as_2d
@@ -206,8 +207,8 @@ class AtenCall:
 
     def input_dtype(self, pos: int) -> str | None:
         """The dtype of input `pos` (tensor_flow.py): for the gradient an enclosing autograd node
-        was called with, its forward op's output's; else what its producer's kernel wrote;
-        None when not known."""
+        was called with, its forward op's output's (where floating); else what its producer's
+        kernel wrote; None when not known."""
         if self._flow is None or self._depth >= len(self._ranges):
             return None
         ps = producers(self._ranges[self._depth])
@@ -217,7 +218,9 @@ class AtenCall:
         for r in self._ranges[:self._depth]:
             if isinstance(r, dict) and node_range(r) and p in producers(r):
                 got = self._flow.grad_dtype(self._pid, r["seq"])
-                if got is not None:
+                # A gradient is floating point: an integer one is the forward's indices' (an
+                # embedding's gather, typed by no kernel, took its first producer's dtype).
+                if got in FLOATING:
                     return got
         return self._flow.dtype_of(self._pid, p)
 
@@ -354,7 +357,9 @@ def price(rec: dict, kernel: str | None, verdict: str | None,
           flow: TensorFlow | None = None) -> tuple[Cost, dict] | None:
     """(cost, range) of the innermost PyTorch range of `rec` with a formula, when that formula
     prices it; None otherwise (no range with a formula, no sizes, or a formula that cannot; one
-    that defers, registry.deferring, leaves it to the ranges around).
+    that defers, registry.deferring, leaves it to the ranges around). An autograd node's range
+    that a backward op made (create_graph=True) is priced from that op's range
+    (_double_backward).
     `flow`: what the trace has told of other ops' outputs (tensor_flow.py)."""
     torch_ops = rec.get("torchOps")
     if not torch_ops:
@@ -364,6 +369,9 @@ def price(rec: dict, kernel: str | None, verdict: str | None,
         name = r.get("name") if isinstance(r, dict) else None
         formula = lookup_aten(name)
         if formula is None:
+            made = _double_backward(rec, r, kernel, verdict, flow) if flow is not None and node_range(r) else None
+            if made is not None:
+                return made
             continue
         sizes = r.get("sizes")
         if not isinstance(sizes, list):
@@ -380,6 +388,24 @@ def price(rec: dict, kernel: str | None, verdict: str | None,
             continue
         return None if cost is None else (cost, r)
     return None
+
+
+def _double_backward(rec: dict, node: dict, kernel: str | None, verdict: str | None,
+                     flow: TensorFlow) -> tuple[Cost, dict] | None:
+    """(cost, the node's range) of a kernel of an autograd node that a backward op made (run
+    with create_graph=True: ops/double_backward.py), from that op's range of the node's seq."""
+    made = flow.forward_op(rec.get("pid"), node["seq"])
+    formula = DOUBLE.get(made[0]) if made is not None else None
+    if formula is None:
+        return None
+    name, sizes = made
+    try:
+        call = AtenCall(name, sizes, kernel_element_dtype(kernel, verdict), kernel, [{"name": name, "sizes": sizes}], 0,
+                        rec.get("pid"), flow, rec.get("grid"), None, rec.get("block"))
+        cost = formula(call)
+    except _ERRORS:
+        return None
+    return None if cost is None else (cost, node)
 
 
 def _fwd_seq(rec: dict) -> int | None:

@@ -117,7 +117,7 @@ class TensorFlow:
     def __init__(self, held: int = HELD) -> None:
         self._held = held
         self._dtypes: dict = {}  # (pid, opId) -> the dtype its last kernel wrote
-        # (pid, seq) of a forward op -> (its output's dtype, its inputs' sizes)
+        # (pid, seq) of a forward op -> (its output's dtype, its inputs' sizes, its name)
         self._forward: dict = {}
         # (pid, opId) of the engine's `evaluate_function` range -> the seq of the node it runs
         self._nodes: dict = {}
@@ -168,7 +168,7 @@ class TensorFlow:
                     dtypes[key] = got
                     seq = r.get("seq")
                     if got and type(seq) is int and not node_range(r):
-                        forward[(pid, seq)] = (got, r.get("sizes"))
+                        forward[(pid, seq)] = (got, r.get("sizes"), r.get("name"))
                 if inner is not None:
                     name = r.get("name")
                     if type(name) is str and name.startswith(ENGINE) and node_range(inner):
@@ -280,6 +280,15 @@ class TensorFlow:
         if got is None:
             self.asked = True
         return got[1] if got is not None and isinstance(got[1], list) else []
+
+    def forward_op(self, pid: Any, seq: int) -> tuple | None:
+        """(name, input sizes) of the op of sequence number `seq` (the last range of that seq a
+        kernel ran in: a backward op run with create_graph=True made the node of that seq), or
+        None."""
+        got = self._forward.get((pid, seq))
+        if got is None:
+            self.asked = True
+        return None if got is None or not isinstance(got[1], list) else (got[2], got[1])
 
     def shape_of(self, pid: Any, op: Any, index: int = 0, within: Any = None) -> tuple | None:
         """Output `index` of op `op` (an opId) as its first consumer among the records read ahead

@@ -581,12 +581,14 @@ def embedding_backward(a: A) -> Cost | None:
     (read and written); the indices and dOut read. The zero fill of dWeight is a kernel of its own.
     Of more than 3,072 indices, kernel by kernel (nn.embedding_backward_stages; num_weights, a
     scalar, from dWeight's shape a consumer or the forward's weight gives, else unknown)."""
-    dy, idx = a.tensor(0), a.tensor(1, "int64")
+    # Its first kernel (the positions' arange, cub's sort) is typed by the indices: dY's dtype is
+    # its producer's, else a floating one a kernel names.
+    dy, idx = a.tensor(0, a.input_dtype(0) or (a.dtype if a.dtype in FLOATING else None)), a.tensor(1, "int64")
     if dy is None or idx is None or dy.nbytes is None:
         return None
     d = dy.shape[-1]
     weight = a.output_shape(gradient=lambda s: len(s) == 2 and s[1] == d, prefer=lambda s: s != idx.shape)
-    return Cost(dy.numel, idx.nbytes + 3 * dy.nbytes, fmt_params(a.dtype, shape=dims(dy.shape)), a.dtype, SIMT,
+    return Cost(dy.numel, idx.nbytes + 3 * dy.nbytes, fmt_params(dy.dtype, shape=dims(dy.shape)), dy.dtype, SIMT,
                 stages=embedding_backward_stages(idx, dy, weight[0] if weight else None))
 
 
