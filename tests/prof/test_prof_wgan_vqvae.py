@@ -1,5 +1,6 @@
 """A WGAN-GP step and a VQ-VAE on an H200 (ktg_h200_*: benchmarks/pricing_coverage.py's wgan_gp
-and vqvae, captured at stop 51 before any change for them) against Nsight Compute."""
+and vqvae, captured at stop 51 before any change for them; the default mode's re-captured after
+profiled() began recording op ranges during a create_graph backward) against Nsight Compute."""
 from __future__ import annotations
 
 import os
@@ -89,3 +90,21 @@ def test_a_two_norms_backward_kernel_by_kernel():
         ("elementwise_kernel", n, (2 * n + rows_) * 4), ("vectorized_elementwise_kernel", rows_, rows_ * 5),
         ("elementwise_kernel", 0, 2 * n * 4 + rows_), ("elementwise_kernel", n, (2 * n + rows_) * 4)]
     assert all(0.5 <= nb / moved <= 2.0 for *_, nb, moved in got if moved >= 1 << 20)
+
+
+def test_the_double_backward_with_pyprofs_markers() -> None:
+    """The gradient penalty's ConvolutionBackwardBackward0 and LeakyReluBackwardBackward0 with
+    pyprof's markers (26% of the step's GPU time, na before): each convolution kernel one forward
+    of its convolution (from the first backward's convolution_backward range of the node's seq),
+    0.9-1.0 of ncu's bytes; LeakyReLU's its op again and a zero fill, within 1%. Its copies of
+    transposed tensors stay na (bytes 0)."""
+    rows = [(r["op"], r["kShortName"], f.flops, f.bytes, moved) for r, f, moved, _ in measured("wgan_gp", "default", "ktg_h200")
+            if r["op"] in ("ConvolutionBackwardBackward0", "LeakyReluBackwardBackward0")]
+    convs = [x for x in rows if x[0] == "ConvolutionBackwardBackward0" and "elementwise" not in x[1]]
+    assert len(convs) == 8 and convs[0][2:4] == (2 * 64 * 64 * 16 * 16 * 3 * 4 * 4,
+                                                 (64 * 3 * 32 * 32 + 64 * 3 * 4 * 4 + 64 * 64 * 16 * 16) * 4)
+    assert all(0.9 <= nb / moved <= 1.0 for *_, nb, moved in convs if moved >= 1 << 20)
+    relus = [x for x in rows if x[0] == "LeakyReluBackwardBackward0"]
+    assert len(relus) == 6 and all(0.99 <= nb / moved <= 1.01 for *_, nb, moved in relus)
+    copies = [x for x in rows if "elementwise" in x[1] and x[0] == "ConvolutionBackwardBackward0"]
+    assert copies and all(f is None for _, _, f, _, _ in copies)
