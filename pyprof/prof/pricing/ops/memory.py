@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from math import ceil, prod
+from typing import Any
 
 from ..cub_sort import num_bits, radix_sort_pairs
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
@@ -227,14 +228,16 @@ def index_add_cost(x: Tensor, index: Tensor, src: Tensor, inplace: bool) -> Cost
     return replace(cost, bwd_flops=0, bwd_bytes=index.nbytes + (src.numel + min(src.numel, x.numel)) * size)
 
 
-def _index_add(inplace: bool):
+def _into(cost: Any, inplace: bool):
+    """The formula of an op writing source's slices into input's at an index (index_add,
+    index_copy: input, dim, index, source), in place or not, by its cost function."""
     def formula(c: Call) -> Cost | None:
-        return index_add_cost(c.get(0, "input"), c.get(2, "index"), c.get(3, "source"), inplace)
+        return cost(c.get(0, "input"), c.get(2, "index"), c.get(3, "source"), inplace)
     return formula
 
 
-register(*names(["index_add"]))(_index_add(False))
-register("Tensor.index_add_")(_index_add(True))
+register(*names(["index_add"]))(_into(index_add_cost, False))
+register("Tensor.index_add_")(_into(index_add_cost, True))
 
 
 def index_copy_cost(x: Tensor, index: Tensor, src: Tensor, inplace: bool, elem: int | None = None) -> Cost | None:
@@ -253,14 +256,8 @@ def index_copy_cost(x: Tensor, index: Tensor, src: Tensor, inplace: bool, elem: 
     return Cost(0, copied + 2 * x.numel * size, params, x.dtype, SIMT, stages=stages)
 
 
-def _index_copy(inplace: bool):
-    def formula(c: Call) -> Cost | None:
-        return index_copy_cost(c.get(0, "input"), c.get(2, "index"), c.get(3, "source"), inplace)
-    return formula
-
-
-register(*names(["index_copy"]))(_index_copy(False))
-register("Tensor.index_copy_")(_index_copy(True))
+register(*names(["index_copy"]))(_into(index_copy_cost, False))
+register("Tensor.index_copy_")(_into(index_copy_cost, True))
 
 
 @register(*names(["split", "chunk", "unbind", "split_with_sizes", "tensor_split"]))
