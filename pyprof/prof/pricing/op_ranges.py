@@ -369,7 +369,8 @@ def price(rec: dict, kernel: str | None, verdict: str | None,
         name = r.get("name") if isinstance(r, dict) else None
         formula = lookup_aten(name)
         if formula is None:
-            made = _double_backward(rec, r, kernel, verdict, flow) if flow is not None and node_range(r) else None
+            made = _double_backward(rec, r, kernel, verdict, flow) \
+                if flow is not None and node_range(r) and _MADE_BY_A_BACKWARD in str(name) else None
             if made is not None:
                 return made
             continue
@@ -388,6 +389,12 @@ def price(rec: dict, kernel: str | None, verdict: str | None,
             continue
         return None if cost is None else (cost, r)
     return None
+
+
+# PyTorch names the node of a backward op's derivative (derivatives.yaml's `foo_backward`) after
+# it: FooBackwardBackward0. Only such nodes ask the tensor flow for the op that made them (a lookup
+# the memo's replay cannot answer: pricing/memo.py).
+_MADE_BY_A_BACKWARD = "BackwardBackward"
 
 
 def _double_backward(rec: dict, node: dict, kernel: str | None, verdict: str | None,
