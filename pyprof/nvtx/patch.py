@@ -14,7 +14,8 @@ minus `_TENSOR_SKIP` and `is_*`, plus the operator dunders in `_TENSOR_DUNDERS`;
 properties, classmethods or other dunders. Plus `torch.autograd.backward`
 and `grad` (with PyTorch's op ranges on for a call with create_graph=True: node_ranges.graphing),
 the collectives and point-to-point calls of `torch.distributed` (distributed.py),
-`nn.Module.__call__`, the `step` of every optimizer class, present and future, and GradScaler's
+`nn.Module.__call__`, the calls of other libraries' custom ops (`torch.ops.<namespace>.<op>`:
+custom_ops.py), the `step` of every optimizer class, present and future, and GradScaler's
 `unscale_` and `update` (whose kernels run in private ops). `torch._VF`
 (through which `nn.LSTM` and co. call `torch.lstm`, `torch.gru`, ...) hands out the same
 wrappers as `torch`.
@@ -34,7 +35,7 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import torch
 
-from . import ddp_buckets, defaults, distributed, emit, inductor, node_ranges, warnsite, wrappers
+from . import custom_ops, ddp_buckets, defaults, distributed, emit, inductor, node_ranges, warnsite, wrappers
 from .priced import PRICED
 from .marker import HOST_VALUE_ARGS
 from .wrappers import host_values_wrapper, is_wrapper, module_call, op_wrapper, scaler_wrapper, step_wrapper
@@ -258,6 +259,7 @@ def _patch() -> None:
     for name, fn in distributed.binding_targets():
         _set(torch.distributed, name, distributed.collective_wrapper(fn, name))
     _set(torch.nn.Module, "__call__", module_call(torch.nn.Module.__call__))
+    _set(torch._ops.OpOverloadPacket, "__call__", custom_ops.packet_call(torch._ops.OpOverloadPacket.__call__))
     for owner, name, wrapper in ddp_buckets.targets():
         _set(owner, name, wrapper)
     for cls in _all_subclasses(torch.optim.Optimizer):

@@ -915,6 +915,7 @@ torch.nonzero
 torch.norm
 torch.ones
 torch.ones_like
+torch.ops.torchvision.roi_align
 torch.optim.Adam.step
 torch.optim.AdamW.step
 torch.optim.SGD.step

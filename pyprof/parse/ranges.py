@@ -31,11 +31,13 @@ EMPTY = 8       # no text at all: nothing to report
 
 # A bare name counts as a PyTorch op only when it looks like one: namespaced (`aten::empty`),
 # an autograd node (`MulBackward0`, `CopyBackwards`; `CopySlices` or, in PyTorch's node ranges,
-# `torch::autograd::CopySlices`, the node an in-place op on a view gives its base) or the
-# engine's wrapper range. Plain user text such as "forward" stays user text.
+# `torch::autograd::CopySlices`, the node an in-place op on a view gives its base; a C++ autograd
+# Function's, `torch::autograd::CppNode<vision::ops::(anonymous namespace)::ROIAlignFunction>`:
+# a custom op's backward) or the engine's wrapper range. Plain user text such as "forward" stays
+# user text.
 _NAMESPACED = re.compile(r"[A-Za-z_][\w.]*::[\w.:]+\Z")
 _AUTOGRAD = re.compile(r"(?:autograd::engine::evaluate_function: .*|.*Backwards?\d*|(?:torch::autograd::)?CopySlices|"
-                       r"(?:struct )?torch::autograd::AccumulateGrad)\Z", re.S)
+                       r"(?:struct )?torch::autograd::AccumulateGrad|torch::autograd::CppNode<.*>)\Z", re.S)
 _NAME_SEQ = re.compile(r"([^,]+), (?:stashed )?seq = (-?\d+)")
 _INT = r"(?:0|-?[1-9]\d*)"
 # `sizes = [[64, 512], [], [512]]`: a list of lists of integers, as PyTorch's shapesToStr writes it.

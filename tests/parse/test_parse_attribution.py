@@ -381,3 +381,25 @@ def test_copyslices_node_kernels_are_the_backward_of_the_op_that_copied_into_a_v
     assert (bwd["dir"], bwd["mod"], bwd["op"], bwd["seqId"]) == ("bprop", "torch", "_pad_packed_sequence", 9)
     assert bwd["fwd"]["marker"]["op"] == "_pad_packed_sequence"
     assert bwd["torchOps"][-1] == {"name": node, "seq": 9, "opId": 30}
+
+
+def test_a_custom_ops_cpp_autograd_node_is_its_backward(tmp_path: Path) -> None:
+    """A custom op's autograd Function written in C++ (torchvision's RoIAlign) runs its backward
+    as `torch::autograd::CppNode<...ROIAlignFunction>`, as PyTorch's node ranges name it: an
+    autograd node, whose kernels are the backward (bprop) of the op whose marker made it (a
+    detection model's roi_align backward kernels were `fprop`, op `ROIAlignFunction>`, before)."""
+    syn = SynthExport(str(tmp_path / "cppnode.sqlite"))
+    main = syn.thread(100, 100, "python3")
+    grad = syn.thread(100, 101, "pt_autograd_0")
+    dom = syn.domain(main, "pyprof", t=10, registered=True)
+    syn.push(main, 1000, 30000, marker("op", mod="torch.ops.torchvision", op="roi_align", args=[], site="train.py:5"),
+             domain=dom, registered=True, payload=9)
+    syn.launch_kernel(main, 2000, "void vision::ops::roi_align_forward_kernel_impl<float>(int)")
+    node = "torch::autograd::CppNode<vision::ops::(anonymous namespace)::ROIAlignFunction>"
+    syn.push(grad, 111000, 129000, torch_text(node, seq=9, op_id=30))
+    syn.launch_kernel(grad, 112000, "void vision::ops::roi_align_backward_kernel_impl<float>(int)")
+    syn.map_device(100, 0, 0)
+    recs = by_corr(parse_all(syn.close())[0])
+    bwd = recs[2]
+    assert (bwd["dir"], bwd["mod"], bwd["op"], bwd["seqId"]) == ("bprop", "torch.ops.torchvision", "roi_align", 9)
+    assert bwd["torchOps"][-1] == {"name": node, "seq": 9, "opId": 30}

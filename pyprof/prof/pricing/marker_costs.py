@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .custom_ops import custom_op_formula
 from .ops import lookup
 from .registry import FORMULA_ERRORS, MATRIX_KINDS, MMA_KINDS, Call, Unknowable, kept, retype
 from .values import ITEMSIZE
@@ -38,7 +39,7 @@ def _scaled(nbytes: int | None, dtype: str) -> int | None:
 def _compute(marker: dict) -> tuple:
     """(cost, None) or (None, (warning kind, op name))."""
     mod, op = marker.get("mod"), marker.get("op")
-    formula = lookup(mod, op)
+    formula = lookup(mod, op) or custom_op_formula(mod, op)
     if formula is None:
         return None, ("unknown op", f"{mod}.{op}")
     try:

@@ -1,6 +1,7 @@
-"""torchvision's detection ops as PyTorch's ranges name them (`torchvision::nms`): their kernels
-run inside the op (no pyprof marker reaches them: a custom op is not a torch function), so they
-are priced at the aten level from the range's shapes.
+"""torchvision's detection ops: nms as PyTorch's ranges name it (`torchvision::nms`), priced from
+the range's shapes, which pyprof's marker of the custom op (pyprof/nvtx/custom_ops.py) gives too
+(pricing/custom_ops.py); roi_align from the marker, whose scalars (the sampling ratio) no range
+carries.
 
 Conventions (docs/prof.md): one IoU of two boxes is 19 FLOPs (the intersection's 4 max/min, 2
 subtractions, 2 clamps and its product; both areas, 3 each; the union's 2 adds; the division; the
@@ -10,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..registry import SIMT, Cost, dims, fmt_params, register_aten
-from ..values import FLOATING, ITEMSIZE
+from ..registry import SIMT, Call, Cost, dims, fmt_params, register, register_aten
+from ..values import FLOATING, ITEMSIZE, Tensor
 
 IOU_FLOPS = 19
 _WORD = 8  # the suppression mask's unsigned long long words
@@ -44,3 +45,33 @@ def nms(a: Any) -> Cost | None:
     stages = nms_stages(dets[0], size)
     return Cost(sum(s[1] for s in stages), sum(s[2] + s[3] for s in stages), fmt_params(dtype, boxes=dims(dets)),
                 dtype, SIMT, stages=stages)
+
+
+@register("torch.ops.torchvision.roi_align")
+def roi_align(c: Call) -> Cost | None:
+    """torch.ops.torchvision.roi_align(input [N, C, H, W], rois [K, 5], spatial_scale,
+    pooled_height, pooled_width, sampling_ratio, aligned), as pyprof's marker of the custom op
+    has it (pyprof/nvtx/custom_ops.py): each of the K x C x ph x pw outputs averages a
+    sampling_ratio² grid of bilinear samples (4 taps, 2 FLOPs each: interpolate's convention) and
+    divides once; the rois read, the output written, of the input no more than it holds nor than
+    the samples' taps (an upper bound: boxes may overlap); the output zero-filled first, a kernel
+    of its own (named stages). Backward: the input's gradient
+    zero-filled (grad_fill), then each tap's weighted dY added into it (2 FLOPs a tap; dY and the
+    rois read, the touched elements read and written). An adaptive ratio (<= 0: each box's own,
+    from its size): na."""
+    x, rois = c.get(0, "input"), c.get(1, "rois")
+    ph, pw, ratio = c.get(3, "pooled_height"), c.get(4, "pooled_width"), c.get(5, "sampling_ratio")
+    if not (isinstance(x, Tensor) and isinstance(rois, Tensor)) or len(x.shape) != 4 or len(rois.shape) != 2 \
+            or not all(type(v) is int for v in (ph, pw, ratio)) or ratio <= 0 or x.itemsize is None:
+        return None
+    out = rois.shape[0] * x.shape[1] * ph * pw
+    taps = out * ratio * ratio * 4
+    touched = min(x.numel, taps)
+    size = x.itemsize
+    flops, nbytes = out * (2 * 4 * ratio * ratio + 1), rois.numel * size + out * size + touched * size
+    # torchvision zero-fills the output before its kernel writes it.
+    stages = (("FillFunctor", 0, out * size), ("roi_align_forward", flops, nbytes))
+    return Cost(flops, nbytes + out * size,
+                fmt_params(x.dtype, input=dims(x.shape), rois=rois.shape[0], out=dims((ph, pw)), ratio=ratio),
+                x.dtype, SIMT, bwd_flops=2 * taps, bwd_bytes=(out + rois.numel + 2 * touched) * size, grad_fill=x.numel,
+                stages=stages)
