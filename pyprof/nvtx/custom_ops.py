@@ -6,9 +6,9 @@ an `OpOverloadPacket`, whose kernels launch in C++. pyprof.init() wraps that cla
 (patch.py), so that every call of a packet outside PyTorch's own namespaces pushes an op marker,
 `mod` `torch.ops.<namespace>`, `op` the op's name, with its arguments as any marker has them; prof
 prices it by the op's formula at the aten level (`<namespace>::<op>`) or one of its own
-(pyprof/prof/pricing/custom_ops.py). PyTorch's own ops (its builtin namespaces, as
-`torch._library.utils.is_builtin` names them, and the private ones, `_c10d_functional`, ...) go
-straight through: their torch functions carry markers already. An op overload called directly
+(pyprof/prof/pricing/custom_ops.py). PyTorch's own ops (its namespaces, _BUILTIN, and the
+private ones, `_c10d_functional`, ...) go straight through: their torch functions carry markers
+already, or they are PyTorch's machinery (`torch.ops.profiler._record_function_enter_new`). An op overload called directly
 (`torch.ops.torchvision.nms.default`, what compiled code calls) is not wrapped.
 """
 from __future__ import annotations
@@ -17,8 +17,13 @@ from typing import Any, Callable, Dict
 
 from .wrappers import op_wrapper
 
-# torch._library.utils.is_builtin's namespaces: PyTorch's native ops.
-_BUILTIN = frozenset({"aten", "prim", "prims"})
+# PyTorch's own namespaces (torch 2.11-2.13 registers these at import, besides private `_...`
+# ones): their ops are PyTorch's, with torch functions of their own or internal (profiler's
+# record_function enter and exit, c10d's collectives); aten, prim and prims are
+# torch._library.utils.is_builtin's.
+_BUILTIN = frozenset({"aten", "prim", "prims", "profiler", "c10d", "debugprims", "debug_mode_ops", "export", "inductor",
+                      "inductor_prims", "mkl", "mkldnn", "mkldnn_prepacked", "onednn", "quantization", "quantized",
+                      "rngprims", "sparse", "static_runtime", "symm_mem"})
 
 
 def packet_call(original: Callable) -> Callable:

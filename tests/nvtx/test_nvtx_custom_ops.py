@@ -54,3 +54,12 @@ def test_restore_puts_the_packet_call_back() -> None:
     finally:
         pyprof.restore()
     assert vars(torch._ops.OpOverloadPacket)["__call__"] is before
+
+
+def test_pytorchs_machinery_gets_no_marker(pyprof_on) -> None:
+    """record_function (torch.ops.profiler's enter and exit ops, run around every compiled
+    graph's call and optimizer step) is PyTorch's own: no marker."""
+    with recording() as rec:
+        with torch.autograd.profiler.record_function("step"):
+            pass
+    assert rec.ranges == []
