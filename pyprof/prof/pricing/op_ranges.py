@@ -369,8 +369,9 @@ def price(rec: dict, kernel: str | None, verdict: str | None,
         name = r.get("name") if isinstance(r, dict) else None
         formula = lookup_aten(name)
         if formula is None:
+            # (the name first: this runs for every range without a formula, kernel by kernel)
             made = _double_backward(rec, r, kernel, verdict, flow) \
-                if flow is not None and node_range(r) and _MADE_BY_A_BACKWARD in str(name) else None
+                if type(name) is str and _MADE_BY_A_BACKWARD in name and flow is not None and node_range(r) else None
             if made is not None:
                 return made
             continue
