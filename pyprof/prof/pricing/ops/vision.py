@@ -20,17 +20,29 @@ _BLOCK = 64  # boxes a mask word (and nms_kernel_impl's block) covers
 
 
 def nms_stages(k: int, size: int) -> tuple:
-    """torchvision's CUDA nms of k boxes (sorted by score before, by ops of their own ranges), as
-    its two kernels: nms_kernel_impl compares every pair once (k(k - 1) / 2 IoUs), reading the
-    boxes and writing each box's mask words from its own block of 64 on (the upper triangle:
-    the others are never written); gather_keep_from_mask walks the boxes in order, ORing each
-    kept box's words into the suppressed set (every box counted kept: the most) and writing the
-    keep flags."""
+    """torchvision's CUDA nms of k boxes as its kernels, each a named stage: the scores sorted
+    (their positions' arange, int64; the in-place sort of keys and positions, k·ceil(log2 k)
+    comparisons as order.py counts a sort's), the boxes gathered in that order; nms_kernel_impl
+    compares every pair once (k(k - 1) / 2 IoUs), reading the boxes and writing each box's mask
+    words from its own block of 64 on (the upper triangle: the others are never written); the keep
+    flags zero-filled; gather_keep_from_mask walks the boxes in order, ORing each kept box's words
+    into the suppressed set and writing the keep flags; the kept positions found (nonzero: cub's
+    count and select) and the sorted positions indexed by them. What depends on how many boxes
+    are kept is counted at its most (all of them). From PyTorch's ranges the sort, gather, fill
+    and nonzero are ranges of their own, priced by their formulas: only nms's two kernels take
+    these stages there."""
     blocks = -(-k // _BLOCK)
     # Box i's row holds the words of the blocks from its own on.
     upper = sum(min(_BLOCK, k - r * _BLOCK) * (blocks - r) for r in range(blocks))
-    return (("nms_kernel_impl", IOU_FLOPS * k * (k - 1) // 2, 4 * k * size, upper * _WORD),
-            ("gather_keep_from_mask", upper, 0, upper * _WORD + k))
+    ints = _WORD * k  # k int64 positions
+    return (("elementwise_kernel_with_index", 0, 0, ints),
+            ("radixSortKVInPlace", k * max(1, (k - 1).bit_length()), 2 * k * size, 2 * ints),
+            ("vectorized_gather_kernel", 0, 2 * 4 * k * size, ints),
+            ("nms_kernel_impl", IOU_FLOPS * k * (k - 1) // 2, 4 * k * size, upper * _WORD),
+            ("FillFunctor", 0, 0, k),
+            ("gather_keep_from_mask", upper, 0, upper * _WORD + k),
+            ("DeviceReduceSingleTileKernel", k - 1, 0, k + _WORD), ("DeviceSelectSweepKernel", 0, 0, k + ints),
+            ("index_elementwise_kernel", 0, 0, 3 * ints))
 
 
 @register_aten("torchvision::nms")
