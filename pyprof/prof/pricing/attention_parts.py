@@ -15,7 +15,7 @@ import re
 
 from .part import ADD, CONTIGUOUS, COPY, FILL, SUM, Part
 from .registry import Call, Cost
-from .values import ITEMSIZE, Tensor
+from .values import ITEMSIZE, Tensor, acc_size
 
 # The math attention path's element-wise and softmax kernels (math_attention).
 SCALAR_MUL, MUL, SOFTMAX, NEGINF, ALL, WHERE = "scalar-mul", "mul", "softmax", "isneginf", "all", "where"
@@ -114,7 +114,7 @@ def math_attention(marker: dict, cost: Cost | None, bprop: bool) -> list[Part]:
     size = ITEMSIZE.get(cost.dtype)
     if q is None or k is None or v is None or not q.shape or size is None:
         return []
-    acc = 8 if cost.dtype == "float64" else 4
+    acc = acc_size(cost.dtype)
     rows = q.numel // q.shape[-1]
     ns, no = rows * k.shape[-2], rows * v.shape[-1]
     up = size == 2  # 16-bit inputs run in fp32

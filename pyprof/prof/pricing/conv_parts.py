@@ -29,7 +29,7 @@ from .gemm_parts import gemm_tile, grid_z
 from .op_ranges import template_dtype
 from .part import CONTIGUOUS, Part, launch_count
 from .registry import CONV, GEMM, Call, Cost
-from .values import ITEMSIZE, reduce_adds
+from .values import ITEMSIZE, acc_size, reduce_adds
 
 SCALE, WGRAD_SUM, PAD, TRANSFORM = "scale", "wgrad-sum", "channel-pad", "filter-transform"
 # A layout conversion's roles in a call (conversions): what its kernel reads converted into the
@@ -361,7 +361,7 @@ def wgrad_sum(n: int, w: int, dtype: str | None) -> Part | None:
     size = ITEMSIZE.get(dtype)
     if not size or n < 1:
         return None
-    partial = 8 if dtype == "float64" else 4
+    partial = acc_size(dtype)
     return Part(WGRAD_SUM, w, reduce_adds(n * w, w), n * w * partial + w * size)
 
 

@@ -181,6 +181,12 @@ def is_floating(dtype: str | None) -> bool:
     return dtype in _FLOAT_RANK or (dtype is not None and dtype.startswith("complex"))
 
 
+def acc_size(dtype: str | None) -> int:
+    """The bytes of the type PyTorch and cuDNN accumulate `dtype`'s elements in (at::acc_type on
+    the GPU): fp64 for float64, fp32 for everything else."""
+    return 8 if dtype == "float64" else 4
+
+
 def reduce_adds(n_from: int, n_to: int) -> int:
     """Adds that sum `n_from` elements down to `n_to` (a broadcast operand's gradient summed back
     over the broadcast dims): one per element that is not the first of its sum."""

@@ -18,7 +18,7 @@ from dataclasses import replace
 from math import prod
 
 from ..registry import ATTN, GEMM, Call, Cost, fmt_params, register
-from ..values import FLOATING, ITEMSIZE, Tensor, promote
+from ..values import FLOATING, ITEMSIZE, Tensor, acc_size, promote
 from .gemm import gemm_cost
 
 
@@ -82,7 +82,7 @@ def math_products(q: Tensor, k: Tensor, v: Tensor, dtype: str | None) -> dict:
     bh = prod(q.shape[:-2])
     L, e = q.shape[-2:]
     s, ev = k.shape[-2], v.shape[-1]
-    size = 8 if dtype == "float64" else 4
+    size = acc_size(dtype)
     nq, nk, nv, ns, no = bh * L * e, bh * s * e, bh * s * ev, bh * L * s, bh * L * ev
     qk, pv = 2 * ns * e, 2 * ns * ev
     return {"stages": ((qk, (nq + nk + ns) * size), (pv, (ns + nv + no) * size)),

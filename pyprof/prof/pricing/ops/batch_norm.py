@@ -32,7 +32,7 @@ from dataclasses import replace
 
 from ..part import last_pow2
 from ..registry import Cost
-from ..values import Tensor
+from ..values import Tensor, acc_size
 
 # The launch constants of the channels-last kernels (Normalization.cuh, CUDA): threads a block,
 # channels a block's row, elements a thread, rows of blocks at most.
@@ -126,7 +126,7 @@ def batch_norm_kernels(cost: Cost, x: Tensor, w: Tensor | None, b: Tensor | None
     if size is None or len(x.shape) < 2 or not x.shape[1] or None in params + running or cost.flops is None \
             or cost.bytes is None or (not training and len(running) != 2):
         return cost
-    e, planes, acc = x.numel, x.shape[1], 8 if x.dtype == "float64" else 4
+    e, planes, acc = x.numel, x.shape[1], acc_size(x.dtype)
     cudnn = cudnn_stages(False, cost.flops, cost.bytes)
     if not training:
         return replace(cost, stages=_eval_stages(e, planes, size, len(params), sum(params), rm, rv, acc) + cudnn)

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..cub_sort import radix_sort_pairs
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
-from ..values import ITEMSIZE, Tensor, ntuple, promote, reduce_adds
+from ..values import ITEMSIZE, Tensor, acc_size, ntuple, promote, reduce_adds
 from .batch_norm import batch_norm_kernels, batch_norm_stages, cudnn_stages
 from .loss import reduced_loss, reduction_arg
 
@@ -486,7 +486,7 @@ def _bag_backward_stages(idx: Tensor, w: Tensor, bags: int, flops: int, mode: st
     bag's size too) and the per-sample weights."""
     n, d, size, i = idx.numel, w.shape[-1], w.itemsize, idx.itemsize
     ints = (3 + (mode == "mean")) * n * i
-    return sorted_backward_stages(n, d, w.shape[0] or None, size, i, _acc_size(w), bags,
+    return sorted_backward_stages(n, d, w.shape[0] or None, size, i, acc_size(w.dtype), bags,
                                   ("compute_grad_weight_bags", flops, bags * d * size + (psw.nbytes if psw else 0), ints))
 
 
@@ -495,11 +495,6 @@ def _bag_backward_stages(idx: Tensor, w: Tensor, bags: int, flops: int, mode: st
 # (embedding_dense_backward_cuda; fewer go to one scatter-add kernel).
 _NROWS_PER_THREAD = 10
 _SORTED_ABOVE = 3072
-
-
-def _acc_size(w: Tensor) -> int:
-    """The bytes of the type PyTorch accumulates `w`'s gradient rows in (acc_type)."""
-    return 8 if w.dtype == "float64" else 4
 
 
 def sorted_backward_stages(n: int, d: int, rows: int | None, size: int, i: int, acc: int, dout_rows: int,
@@ -536,7 +531,7 @@ def embedding_backward_stages(idx: Tensor, dout: Tensor, rows: int | None) -> tu
     n, d, i = idx.numel, dout.shape[-1], idx.itemsize
     if n <= _SORTED_ABOVE or dout.itemsize is None or i is None:
         return None
-    return sorted_backward_stages(n, d, rows, dout.itemsize, i, _acc_size(dout), n,
+    return sorted_backward_stages(n, d, rows, dout.itemsize, i, acc_size(dout.dtype), n,
                                   ("compute_grad_weight", n * d, n * d * dout.itemsize, 2 * n * i))
 
 
