@@ -94,6 +94,12 @@ class Cost:
     upper_bound: str | None = None
 
 
+def stage_totals(stages: tuple) -> tuple[int, int]:
+    """(FLOPs, bytes) of an op run as `stages` (Cost.stages' tuples: a name, FLOPs, then byte
+    counts): what its kernels do together, its Cost's totals."""
+    return sum(s[1] for s in stages), sum(sum(s[2:]) for s in stages)
+
+
 # The upper bound of attention priced from PyTorch's ranges (ops/aten.py).
 CAUSAL_UNKNOWN = "attention FLOPs an upper bound (is_causal is not in PyTorch's ranges: the whole score matrix is counted)"
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from math import prod
 
-from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
+from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register, stage_totals
 from ..values import ITEMSIZE, Tensor, broadcast, is_floating, promote, reduce_adds
 
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
@@ -543,7 +543,7 @@ def reduce_cost(op: str, x: Tensor, out_n: int | None, out_dtype: str | None, di
         bwd = _reduce_backward(op, x, out_n, out_size, bool(extra), p)
     stages = norm_backward_stages(x, out_n, out_size) if op == "norm" and p in (2, 2.0, "fro") else None
     if stages is not None:
-        bwd = sum(s[1] for s in stages), sum(s[2] for s in stages)
+        bwd = stage_totals(stages)
     return Cost(reduction_flops(op, x.numel, out_n), nbytes, fmt_params(x.dtype, shape=dims(x.shape), dim=dim),
                 x.dtype, SIMT, bwd_flops=bwd[0], bwd_bytes=bwd[1], bwd_stages=stages)
 

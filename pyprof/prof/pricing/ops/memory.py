@@ -9,7 +9,7 @@ from math import ceil, prod
 from typing import Any
 
 from ..cub_sort import num_bits, radix_sort_pairs
-from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
+from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register, stage_totals
 from ..values import ITEMSIZE, Tensor, Unknown, broadcast, is_truncated, promote, reduce_adds, short
 from .elementwise import nonzero_cost, reduce_cost
 
@@ -204,7 +204,7 @@ def repeats_cost(repeats: Tensor, total: int) -> Cost | None:
         return None
     stages = (("DeviceScanKernel", n, 0, 2 * n * size), ("compare_scalar_kernel", n, 0, n * (size + 1)),
               ("and_kernel_cuda", reduce_adds(n, 1), 0, n + 1), ("compute_cuda_kernel", 0, 0, 2 * n * size + total * 8))
-    return Cost(sum(s[1] for s in stages), sum(s[3] for s in stages), fmt_params(repeats.dtype, shape=dims(repeats.shape),
+    return Cost(*stage_totals(stages), fmt_params(repeats.dtype, shape=dims(repeats.shape),
                 out=total), "int64", SIMT, stages=stages)
 
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 from math import ceil, log2
 
 from ..cub_sort import radix_sort_pairs
-from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register
+from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register, stage_totals
 from ..values import ITEMSIZE, Tensor, reduce_adds
 
 
@@ -170,5 +170,4 @@ def multinomial(c: Call) -> Cost | None:
         + (("bitwise_not_kernel_cuda", 1, 0, 2), ("_assert_async_cuda_kernel", 0, 0, 1),
            ("distribution_elementwise", 0, n * size), ("DivFunctor", n, 3 * n * size),
            ("ArgMaxOps", reduce_adds(n, r), n * size, 8 * r))
-    return Cost(sum(st[1] for st in stages), sum(sum(st[2:]) for st in stages),
-                fmt_params(p.dtype, shape=dims(p.shape)), p.dtype, SIMT, stages=stages)
+    return Cost(*stage_totals(stages), fmt_params(p.dtype, shape=dims(p.shape)), p.dtype, SIMT, stages=stages)

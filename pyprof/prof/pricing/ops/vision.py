@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..registry import SIMT, Call, Cost, dims, fmt_params, register, register_aten
+from ..registry import SIMT, Call, Cost, dims, fmt_params, register, register_aten, stage_totals
 from ..values import FLOATING, ITEMSIZE, Tensor
 
 IOU_FLOPS = 19
@@ -55,8 +55,7 @@ def nms(a: Any) -> Cost | None:
     if not dets or len(dets) != 2 or dets[1] != 4 or size is None:
         return None
     stages = nms_stages(dets[0], size)
-    return Cost(sum(s[1] for s in stages), sum(s[2] + s[3] for s in stages), fmt_params(dtype, boxes=dims(dets)),
-                dtype, SIMT, stages=stages)
+    return Cost(*stage_totals(stages), fmt_params(dtype, boxes=dims(dets)), dtype, SIMT, stages=stages)
 
 
 @register("torch.ops.torchvision.roi_align")
