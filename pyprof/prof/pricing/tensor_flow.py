@@ -276,10 +276,8 @@ class TensorFlow:
     def forward_sizes(self, pid: Any, seq: int) -> list:
         """The input sizes of the forward op of sequence number `seq`: the shapes of the gradients
         its autograd node computes; [] when not known."""
-        got = self._forward.get((pid, seq))
-        if got is None:
-            self.asked = True
-        return got[1] if got is not None and isinstance(got[1], list) else []
+        got = self.forward_op(pid, seq)
+        return got[1] if got is not None else []
 
     def forward_op(self, pid: Any, seq: int) -> tuple | None:
         """(name, input sizes) of the op of sequence number `seq` (the last range of that seq a
