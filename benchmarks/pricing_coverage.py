@@ -1206,6 +1206,279 @@ def _llm_decode(device):
     return Decoder(), (tokens, None), lambda out, inputs: out
 
 
+def _fno(device):
+    """A Fourier neural operator (Li et al. 2021) on a 64x64 grid (fp32): a lifting Linear, four
+    spectral layers (torch.fft.rfft2, the lowest 12x12 modes of both frequency corners mixed by
+    complex weights through einsum, irfft2 back, plus a 1x1 Conv2d path, GELU), a projection MLP;
+    the loss the relative L2 error (torch.linalg.vector_norm)."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    batch, size, width, modes = 16, 64, 32, 12
+
+    class Spectral(nn.Module):
+        def __init__(self):
+            super().__init__()
+            scale = 1 / (width * width)
+            self.w1 = nn.Parameter(scale * torch.randn(width, width, modes, modes, dtype=torch.cfloat))
+            self.w2 = nn.Parameter(scale * torch.randn(width, width, modes, modes, dtype=torch.cfloat))
+            self.skip = nn.Conv2d(width, width, 1)
+
+        def forward(self, x):
+            x_ft = torch.fft.rfft2(x)
+            out = torch.zeros(x.shape[0], width, size, size // 2 + 1, dtype=torch.cfloat, device=x.device)
+            out[:, :, :modes, :modes] = torch.einsum("bixy,ioxy->boxy", x_ft[:, :, :modes, :modes], self.w1)
+            out[:, :, -modes:, :modes] = torch.einsum("bixy,ioxy->boxy", x_ft[:, :, -modes:, :modes], self.w2)
+            return F.gelu(torch.fft.irfft2(out, s=(size, size)) + self.skip(x))
+
+    class FNO(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lift, self.layers = nn.Linear(3, width), nn.ModuleList([Spectral() for _ in range(4)])
+            self.head = nn.Sequential(nn.Linear(width, 128), nn.GELU(), nn.Linear(128, 1))
+
+        def forward(self, a):
+            x = self.lift(a).permute(0, 3, 1, 2)
+            for layer in self.layers:
+                x = layer(x)
+            return self.head(x.permute(0, 2, 3, 1)).squeeze(-1)
+    g = torch.Generator().manual_seed(0)
+    grid = torch.linspace(0, 1, size)
+    gx, gy = torch.meshgrid(grid, grid, indexing="ij")
+    field = torch.randn(batch, size, size, generator=g)
+    a = torch.stack([field, gx.expand(batch, -1, -1), gy.expand(batch, -1, -1)], dim=-1).to(device)
+    u = torch.randn(batch, size, size, generator=g).to(device)
+
+    def loss(out, inputs):
+        target = inputs[-1]
+        diff = torch.linalg.vector_norm((out - target).flatten(1), dim=1)
+        return (diff / torch.linalg.vector_norm(target.flatten(1), dim=1)).mean()
+    return FNO(), (a, u), loss
+
+
+def _flow(device):
+    """A Glow-style normalising flow (Kingma and Dhariwal 2018) on 32x32 RGB, fp32: a squeeze to
+    12x16x16, four steps of ActNorm, an invertible 1x1 convolution (its log-determinant by
+    torch.linalg.slogdet of the 12x12 weight) and an affine coupling (a conv net on one half gives
+    the other half's shift and sigmoid scale), then the standard normal prior; the loss the
+    negative log-likelihood in bits per dimension."""
+    import math
+    import torch
+    import torch.nn as nn
+    batch, c, size, hidden = 64, 12, 16, 256
+
+    class Step(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.loc, self.logs = nn.Parameter(torch.zeros(1, c, 1, 1)), nn.Parameter(torch.zeros(1, c, 1, 1))
+            self.weight = nn.Parameter(torch.linalg.qr(torch.randn(c, c))[0])
+            self.net = nn.Sequential(nn.Conv2d(c // 2, hidden, 3, padding=1), nn.ReLU(),
+                                     nn.Conv2d(hidden, hidden, 1), nn.ReLU(), nn.Conv2d(hidden, c, 3, padding=1))
+
+        def forward(self, x, logdet):
+            x = (x + self.loc) * torch.exp(self.logs)
+            logdet = logdet + size * size * self.logs.sum()
+            x = nn.functional.conv2d(x, self.weight.view(c, c, 1, 1))
+            logdet = logdet + size * size * torch.linalg.slogdet(self.weight)[1]
+            xa, xb = x.chunk(2, dim=1)
+            h = self.net(xa)
+            shift, raw = h[:, 0::2], h[:, 1::2]
+            scale = torch.sigmoid(raw + 2.0)
+            xb = (xb + shift) * scale
+            return torch.cat([xa, xb], dim=1), logdet + torch.log(scale).flatten(1).sum(1)
+
+    class Glow(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.steps = nn.ModuleList([Step() for _ in range(4)])
+
+        def forward(self, img):
+            b = img.shape[0]
+            x = img.view(b, 3, size, 2, size, 2).permute(0, 1, 3, 5, 2, 4).reshape(b, c, size, size)
+            logdet = torch.zeros(b, device=img.device)
+            for step in self.steps:
+                x, logdet = step(x, logdet)
+            prior = (-0.5 * (x ** 2 + math.log(2 * math.pi))).flatten(1).sum(1)
+            dims = c * size * size
+            return (-(prior + logdet) / (dims * math.log(2))).mean()
+    img = torch.rand(batch, 3, 2 * size, 2 * size, generator=torch.Generator().manual_seed(0)).to(device) - 0.5
+    return Glow(), (img, None), lambda out, inputs: out
+
+
+def _stylegan(device):
+    """A StyleGAN2-style step (Karras et al. 2020) as one loss: a mapping MLP (pixel norm,
+    LeakyReLU), modulated 3x3 convolutions with weight demodulation run as one grouped Conv2d a
+    sample (groups = batch), per-pixel noise injection, bilinear upsampling (F.interpolate),
+    toRGB layers; a discriminator whose convolutions carry spectral normalisation
+    (torch.nn.utils.parametrizations.spectral_norm: a power iteration of mv and normalize every
+    call); the non-saturating logistic loss (softplus) for both."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from torch.nn.utils.parametrizations import spectral_norm
+    batch, zdim, ch = 16, 256, 128
+
+    class ModConv(nn.Module):
+        def __init__(self, cin, cout, demod=True):
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(cout, cin, 3, 3))
+            self.affine, self.demod = nn.Linear(zdim, cin), demod
+            self.noise = nn.Parameter(torch.zeros(()))
+
+        def forward(self, x, w):
+            b, cin, h, wd = x.shape
+            s = self.affine(w) + 1
+            weight = self.weight[None] * s[:, None, :, None, None] / (cin * 9) ** 0.5
+            if self.demod:
+                weight = weight * torch.rsqrt(weight.pow(2).sum(dim=(2, 3, 4), keepdim=True) + 1e-8)
+            out = F.conv2d(x.reshape(1, b * cin, h, wd), weight.reshape(-1, cin, 3, 3), padding=1, groups=b)
+            out = out.view(b, -1, h, wd)
+            out = out + self.noise * torch.randn(b, 1, h, wd, device=x.device, dtype=out.dtype)
+            return F.leaky_relu(out, 0.2)
+
+    class Generator(nn.Module):
+        def __init__(self):
+            super().__init__()
+            layers = []
+            for _ in range(4):
+                layers += [nn.Linear(zdim, zdim), nn.LeakyReLU(0.2)]
+            self.mapping = nn.Sequential(*layers)
+            self.const = nn.Parameter(torch.randn(1, ch, 4, 4))
+            self.convs = nn.ModuleList([ModConv(ch, ch) for _ in range(6)])
+            self.rgb = nn.ModuleList([nn.Conv2d(ch, 3, 1) for _ in range(3)])
+
+        def forward(self, z):
+            w = self.mapping(z * torch.rsqrt(z.pow(2).mean(1, keepdim=True) + 1e-8))
+            x, img = self.const.expand(z.shape[0], -1, -1, -1), None
+            for i in range(3):
+                if i:
+                    x = F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
+                    img = F.interpolate(img, scale_factor=2, mode="bilinear", align_corners=False)
+                x = self.convs[2 * i + 1](self.convs[2 * i](x, w), w)
+                rgb = self.rgb[i](x)
+                img = rgb if img is None else img + rgb
+            return img
+
+    class GAN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gen = Generator()
+            self.disc = nn.Sequential(
+                spectral_norm(nn.Conv2d(3, ch, 3, 1, 1)), nn.LeakyReLU(0.2),
+                spectral_norm(nn.Conv2d(ch, ch, 4, 2, 1)), nn.LeakyReLU(0.2),
+                spectral_norm(nn.Conv2d(ch, 2 * ch, 4, 2, 1)), nn.LeakyReLU(0.2),
+                nn.Flatten(), spectral_norm(nn.Linear(2 * ch * 16, 1)))
+
+        def forward(self, real, z):
+            fake = self.gen(z)
+            d_loss = F.softplus(self.disc(fake.detach())).mean() + F.softplus(-self.disc(real)).mean()
+            return d_loss + F.softplus(-self.disc(fake)).mean()
+    g = torch.Generator().manual_seed(0)
+    real = torch.rand(batch, 3, 16, 16, generator=g).to(device) * 2 - 1
+    z = torch.randn(batch, zdim, generator=g).to(device)
+    return GAN(), (real, z, None), lambda out, inputs: out
+
+
+def _ppo(device):
+    """A PPO update (Schulman et al. 2017) of a continuous-control actor-critic (fp32): Tanh MLP
+    trunks over 8,192 observations, a Normal policy with a learned log-std
+    (torch.distributions: log_prob, entropy), the probability ratio's clipped surrogate
+    (exp, clamp, minimum), normalised advantages (mean, std), the value loss (MSE)."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from torch.distributions import Normal
+    n, obs, act, hidden = 8192, 64, 8, 256
+
+    class ActorCritic(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pi = nn.Sequential(nn.Linear(obs, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(),
+                                    nn.Linear(hidden, act))
+            self.v = nn.Sequential(nn.Linear(obs, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(),
+                                   nn.Linear(hidden, 1))
+            self.log_std = nn.Parameter(torch.full((act,), -0.5))
+
+        def forward(self, states, actions, old_logp, advantages, returns):
+            dist = Normal(self.pi(states), self.log_std.exp())
+            logp = dist.log_prob(actions).sum(-1)
+            adv = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+            ratio = torch.exp(logp - old_logp)
+            surrogate = torch.minimum(ratio * adv, torch.clamp(ratio, 0.8, 1.2) * adv).mean()
+            value = F.mse_loss(self.v(states).squeeze(-1), returns)
+            return -surrogate + 0.5 * value - 0.01 * dist.entropy().sum(-1).mean()
+    g = torch.Generator().manual_seed(0)
+    tensors = (torch.randn(n, obs, generator=g), torch.randn(n, act, generator=g),
+               -torch.rand(n, generator=g) * 10, torch.randn(n, generator=g), torch.randn(n, generator=g))
+    return ActorCritic(), tuple(t.to(device) for t in tensors) + (None,), lambda out, inputs: out
+
+
+def _seq2seq(device):
+    """An attentional sequence-to-sequence translator (Luong et al. 2015): a bidirectional GRU
+    encoder (cuDNN), a decoder unrolled as an nn.LSTMCell loop over 24 target steps (teacher
+    forcing), dot-product attention by bmm and softmax each step, the attentional state
+    tanh(Linear(cat)), a shared output projection; cross-entropy with label smoothing and a
+    padding index."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    batch, src_len, tgt_len, vocab, d = 64, 32, 24, 8000, 256
+
+    class Seq2Seq(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.src_emb, self.tgt_emb = nn.Embedding(vocab, d, padding_idx=0), nn.Embedding(vocab, d, padding_idx=0)
+            self.encoder = nn.GRU(d, d // 2, batch_first=True, bidirectional=True)
+            self.cell = nn.LSTMCell(2 * d, d)
+            self.attn_out, self.out = nn.Linear(2 * d, d, bias=False), nn.Linear(d, vocab)
+
+        def forward(self, src, tgt):
+            memory, _ = self.encoder(self.src_emb(src))
+            h = c = memory.new_zeros(src.shape[0], d)
+            feed, states = memory.new_zeros(src.shape[0], d), []
+            emb = self.tgt_emb(tgt)
+            for t in range(tgt.shape[1]):
+                h, c = self.cell(torch.cat([emb[:, t], feed], dim=-1), (h, c))
+                weights = F.softmax(torch.bmm(memory, h.unsqueeze(2)).squeeze(2), dim=-1)
+                context = torch.bmm(weights.unsqueeze(1), memory).squeeze(1)
+                feed = torch.tanh(self.attn_out(torch.cat([context, h], dim=-1)))
+                states.append(feed)
+            return self.out(torch.stack(states, dim=1))
+    g = torch.Generator().manual_seed(0)
+    src = torch.randint(1, vocab, (batch, src_len), generator=g)
+    tgt = torch.randint(1, vocab, (batch, tgt_len + 1), generator=g)
+    tgt[:, -4:] = 0
+    src, tgt = src.to(device), tgt.to(device)
+    return Seq2Seq(), (src, tgt[:, :-1], tgt[:, 1:]), \
+        lambda out, inputs: F.cross_entropy(out.float().reshape(-1, vocab), inputs[-1].reshape(-1),
+                                            ignore_index=0, label_smoothing=0.1)
+
+
+def _deformable(device):
+    """A small detector backbone with deformable convolutions (Dai et al. 2017, torchvision's
+    DeformConv2d): each deformable 3x3 takes its offsets and a modulation mask (DCNv2, sigmoid)
+    from a plain Conv2d on the same input; BatchNorm, ReLU, max pooling, global average pooling,
+    a classifier."""
+    import torch
+    import torch.nn as nn
+    from torchvision.ops import DeformConv2d
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout):
+            super().__init__()
+            self.offset = nn.Conv2d(cin, 27, 3, padding=1)
+            self.conv, self.bn = DeformConv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout)
+
+        def forward(self, x):
+            o = self.offset(x)
+            return torch.relu(self.bn(self.conv(x, o[:, :18], torch.sigmoid(o[:, 18:]))))
+
+    model = nn.Sequential(nn.Conv2d(3, 64, 3, 2, 1), nn.BatchNorm2d(64), nn.ReLU(), Block(64, 64), nn.MaxPool2d(2),
+                          Block(64, 128), nn.MaxPool2d(2), Block(128, 256), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(256, 100))
+    return model, _images(device, 16, 128, classes=100), _ce
+
+
 def _pointwise_grads(device):
     """Element-wise ops whose backward PyTorch runs as several kernels (a test fixture): clamp
     with two number bounds and with one, powers with exponents 2, 3 and 0.5, a division by a
@@ -1281,6 +1554,13 @@ CASES: Dict[str, Case] = {
     "ssm": Case(_ssm, "bf16", "adamw-fused"),
     "detection": Case(_detection, "fp32", "sgd"),
     "llm_decode": Case(_llm_decode, "fp16", "none", half_weights=True),
+    "fno": Case(_fno, "fp32", "adam-foreach"),
+    "flow": Case(_flow, "fp32", "adam-foreach", clip=1.0),
+    "stylegan": Case(_stylegan, "fp16", "adam-foreach"),
+    "swin_v2_t": Case(_tv("swin_v2_t", batch=2, size=256), "bf16", "adamw-fused"),
+    "ppo": Case(_ppo, "fp32", "adam-foreach", clip=0.5),
+    "seq2seq": Case(_seq2seq, "fp16", "adam-foreach", clip=1.0),
+    "deformable": Case(_deformable, "fp32", "sgd"),
     # Small ones for the test fixtures (tests/data/): an LSTM stack and a Transformer encoder
     # layer, training and on the eval fast path.
     "fixture_lstm": Case(_rnn("lstm", scale=4), "fp32", "sgd"),
