@@ -88,6 +88,12 @@ UNSEEN_C = ("vae", "nerf")
 # ssm's first kernels (its time limit).
 UNSEEN_D = ("wgan_gp", "vqvae")
 UNSEEN_E = ("clip", "ssm")
+# Captured at stop 52 before any change for them: a Fourier neural operator (rfft2, complex einsum,
+# irfft2), a Glow-style flow (slogdet of the 1x1 convolutions' weights), a StyleGAN2-style step
+# (modulated convolutions as grouped Conv2d, groups = batch; spectral norm's power iteration) and an
+# attentional seq2seq (a bidirectional GRU, an LSTMCell loop). Nsight Compute: fno and flow whole,
+# then stylegan's first 805 of 2120 kernels (its time limit; none of seq2seq's).
+UNSEEN_F = ("fno", "flow", "stylegan", "seq2seq")
 SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU, SHIPPED_MODES),
                 ("kt_h200", ("transformer",), (("kt_h200_ncu.csv.xz", ("transformer",)),), SHIPPED_MODES),
                 ("kt_h200s", ("squeezenet1_1", "mha_weights"), (("kt_h200s_ncu.csv.xz", ("squeezenet1_1", "mha_weights")),),
@@ -112,6 +118,8 @@ SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU, SHIPPED_MODES),
                 ("ktu_h200", UNSEEN_C, (("ktu_h200_ncu.csv.xz", UNSEEN_C),), ("default", "plain", "nsyspt")),
                 ("ktg_h200", UNSEEN_D, (("ktg_h200_ncu.csv.xz", UNSEEN_D),), ("default", "plain", "nsyspt")),
                 ("kts_h200", UNSEEN_E, (("kts_h200_ncu.csv.xz", UNSEEN_E),), ("default", "plain", "nsyspt")),
+                ("ktn_h200", UNSEEN_F, (("ktn_h200_ncu.csv.xz", ("fno", "flow")), ("ktn_h200_ncu_b.csv.xz", ("stylegan",))),
+                 ("default", "plain", "nsyspt")),
                 # Element-wise backwards of several kernels (clamp, powers, a division), a fixture.
                 ("ktp2_h200", ("fixture_pointwise_grads",), (("ktp2_h200_ncu.csv.xz", ("fixture_pointwise_grads",)),),
                  ("default", "plain")))

@@ -3,6 +3,8 @@ use, dtype, math path and peaks. The attribution rules are documented in docs/pr
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from pyprof.kernel_names import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
 
 from . import op_ranges as aten_level
@@ -410,7 +412,7 @@ class Analyzer:
             bprop = rec.get("dir") == "bprop"
             self._first_of_call(rec, True)  # the call whose formula _rest hands out to whole-call sums
             work = self._rnn_call(rec, cost, bprop).work(
-                name, rec.get("grid"), verdict in (MMA, SIMT), lambda: self._upcoming(rec), rec.get("block"))
+                name, rec.get("grid"), verdict in (MMA, SIMT), lambda: self.upcoming(rec), rec.get("block"))
             return self._rest(rec, cost.bwd_flops if bprop else cost.flops, _UNKNOWN if work is None else work)
         mma = cost.kind in MMA_KINDS
         counts = verdict in (MMA, SIMT) if mma else True
@@ -489,7 +491,7 @@ class Analyzer:
                 parts = flash_helpers(q, k, v, ITEMSIZE.get(cost.dtype)) if bprop else [SEED_UNPACK]
             elif cost.kind == CONV:
                 parts = range_parts(r.get("sizes") if isinstance(r.get("sizes"), list) else [], cost, name, bprop,
-                                    lambda: self._upcoming(rec)[0])
+                                    lambda: self.upcoming(rec)[0])
             else:
                 parts = [] if bprop else output_parts(cost)
             held = CallParts(parts)
@@ -520,6 +522,31 @@ class Analyzer:
             self._calls[("stage", rec.get("pid"), rec.get("tid"))] = [(r.get("name"), r.get("opId")), staged]
         work = stage_work(staged, name)
         return self.unclaimed() if work is None else work
+
+    def _conv_work(self, rec: dict, cost: Cost, name: str | None, first: bool, size: int | None, tensors: list,
+                   shapes: Callable[[], tuple]) -> tuple:
+        """(flops, bytes) of a convolution's main kernel priced from its marker: forward the op's
+        work on the call's first; backward each gradient's kernel one gradient (its slot), or
+        cuDNN's CUTLASS weight gradient a group at a time, or xmma's segment-K partials."""
+        if not _backward_of(rec):
+            if not first:
+                return self.unclaimed()
+            return cost.flops, None if size is None or cost.elems is None else \
+                (cost.elems - cost.unread + cost.bias_elems) * size
+        grad = (cost.flops, None if size is None or cost.elems is None else cost.elems * size)
+        group = self._chain.one_group(rec, cost, name, shapes)
+        if group is not None:
+            return group
+        slot = self.gradient_slot(rec, name)
+        self._call_parts(rec, cost, True).engine_ran()
+        if not slot:
+            return self.unclaimed()
+        x, w = self._marker_conv(rec, tensors)
+        # The weight's gradient reads what the forward read: its slot, or the one gradient
+        # where the input takes none.
+        if cost.unread and grad[1] is not None and (slot == "wgrad" or tensors[0].grad is False):
+            grad = grad[0], grad[1] - cost.unread * size
+        return self._chain.segmented(rec, cost, name, size, w, x[0] if x else None) or grad
 
     @staticmethod
     def _marker_conv(rec: dict, tensors: list | None = None) -> tuple:
@@ -558,7 +585,7 @@ class Analyzer:
         self._first_of_call(rec, True)  # the call whose parts the helpers take
         part = self._part(rec, cost, bprop, name) if family(name) is not None else None
         work = (part.flops, part.bytes) if part is not None else self._rnn_call(rec, cost, bprop).work(
-            name, rec.get("grid"), verdict in (MMA, SIMT), lambda: self._upcoming(rec), rec.get("block"))
+            name, rec.get("grid"), verdict in (MMA, SIMT), lambda: self.upcoming(rec), rec.get("block"))
         return self._rest(rec, cost.bwd_flops if bprop else cost.flops, _UNKNOWN if work is None else work)
 
     def _rnn_call(self, rec: dict, cost: Cost, bprop: bool) -> RnnCall:
@@ -570,7 +597,7 @@ class Analyzer:
             state = self._calls[key] = [ident, RnnCall(cost, bprop)]
         return state[1]
 
-    def _upcoming(self, rec: dict) -> tuple[list, bool]:
+    def upcoming(self, rec: dict) -> tuple[list, bool]:
         """The kernel names of `rec`'s op call read ahead of it (tensor_flow's window, read on up to
         FURTHER records: a layer's steps may run past the window), and whether the call ended
         there; a reading that does not reach the call's end is one the whole trace might have
@@ -727,6 +754,11 @@ class Analyzer:
         if math_path:
             staged = self._call_parts(rec, cost, bprop).stage(role, fused)
             return self.unclaimed() if staged[0] is None else staged
+        if kind == CONV:
+            tensors = Call((rec["fwd"] if bprop else rec).get("marker") or {}).tensors()[:2]  # input, weight
+            shapes = lambda: tuple(t.shape for t in tensors) + (cost.out_shape,)  # noqa: E731
+            whole = lambda: self._conv_work(rec, cost, name, first, size, tensors, shapes)  # noqa: E731
+            return self._chain.group_launch(rec, name, shapes, whole) or whole()
         if not bprop:
             if not first:
                 return self.unclaimed()
@@ -741,21 +773,6 @@ class Analyzer:
             return grad[0], split_partials((name, rec.get("grid")), [(t.numel // t.shape[-1], t.shape[-1])
                                                                       for t in matrices], grad[1], size,
                                            cost.products == 1)
-        if kind == CONV:
-            tensors = Call(rec["fwd"].get("marker") or {}).tensors()[:2]  # the input and the weight
-            group = self._chain.one_group(rec, cost, name, lambda: tuple(t.shape for t in tensors) + (cost.out_shape,))
-            if group is not None:
-                return group
-            slot = self.gradient_slot(rec, name)
-            self._call_parts(rec, cost, bprop).engine_ran()
-            if not slot:
-                return self.unclaimed()
-            x, w = self._marker_conv(rec, tensors)
-            # The weight's gradient reads what the forward read: its slot, or the one gradient
-            # where the input takes none.
-            if cost.unread and grad[1] is not None and (slot == "wgrad" or tensors[0].grad is False):
-                grad = grad[0], grad[1] - cost.unread * size
-            return self._chain.segmented(rec, cost, name, size, w, x[0] if x else None) or grad
         if not first:  # ATTN backward: the whole node's work on its main kernel
             return self.unclaimed()
         if cost.bwd_bytes is None or size is None or cost.dtype is None:

@@ -152,7 +152,7 @@ def group_slices(x: object, w: object, y: object) -> list:
     """One group's slices of a grouped convolution's input, weight and output (or their
     gradients'), which cuDNN converts apart around a kernel run a group at a time
     (one_group_wgrad): [N, C/g, ...], [K/g, C/g, ...], [N, K/g, ...]; none for one group."""
-    g = _groups(x, w, y)
+    g = conv_groups(x, w, y)
     if g < 2 or not _conv_shape(y):
         return []
     return [(x[0], x[1] // g, *x[2:]), (w[0] // g, *w[1:]), (y[0], y[1] // g, *y[2:])]
@@ -391,7 +391,7 @@ def conv_outputs(input_shape: object, weight_shape: object, out_shape: object, b
     if not _conv_shape(weight_shape):
         return out
     k, c_taps = _weight_matrix(weight_shape, size)
-    g = _groups(input_shape, weight_shape, out_shape)
+    g = conv_groups(input_shape, weight_shape, out_shape)
     return out + [(k, c_taps)] + ([(k // g, c_taps)] if g > 1 else [])
 
 
@@ -435,7 +435,7 @@ def _transposed(x: object, w: object, y: object) -> bool:
     return _conv_shape(x) and _conv_shape(w) and _conv_shape(y) and y[1] != w[0] and x[1] == w[0]
 
 
-def _groups(x: object, w: object, y: object = None) -> int:
+def conv_groups(x: object, w: object, y: object = None) -> int:
     """A convolution's groups from its input's channels over its weight's (1 where not known). A
     transposed convolution's weight is (C_in, C_out / groups, ...), which an output `y` whose
     channels are not the weight's first dimension while the input's are tells: its groups are
@@ -693,7 +693,7 @@ def one_group_wgrad(kernel: str | None, grid: object, x: object, w: object, y: o
     RegNetY-400MF's 6-group 48-channel 3x3 convolution: 6 launches of grid z 13, each wrote
     13 x 8 x 72 fp32 (29,952 bytes), then a ReduceSplitK of 8 x 72. None for any other kernel or
     shape."""
-    g = _groups(x, w, y)
+    g = conv_groups(x, w, y)
     if not ungrouped_wgrad(kernel) or g < 2 or flops is None or size is None or not _conv_shape(y) \
             or launch_count(grid) is None:
         return None

@@ -9,7 +9,8 @@ and conv_parts.py's):
 - Winograd's weight gradient runs its transforms, then the GEMM over their tile sets;
 - cuDNN's FFT path transforms the operands, then multiplies their spectra at the frequencies the
   transforms made;
-- cuDNN runs a grouped convolution's weight gradient as CUTLASS kernels, one per group.
+- cuDNN runs a grouped convolution's weight gradient as CUTLASS kernels, one per group, and
+  some grouped convolutions whole a group at a time: the same kernel once a group.
 
 The state is per thread (pid, tid), one entry per kind of fact. Which op call a kernel belongs to,
 the gradient slots of a convolution's backward and the work of a kernel that carries none of its
@@ -22,7 +23,7 @@ from typing import Callable, Protocol
 
 from pyprof.kernel_names import MMA, SIMT
 
-from .conv_parts import (WINOGRAD_GEMM_Z, cutlass_wgrad_splits, depthwise_partials, depthwise_reduce, fft_frequencies,
+from .conv_parts import (WINOGRAD_GEMM_Z, conv_groups, cutlass_wgrad_splits, depthwise_partials, depthwise_reduce, fft_frequencies,
                          fft_operand, fft_stage, fft_work, one_group_wgrad, ungrouped_wgrad, wgrad_segments,
                          winograd_gemm, winograd_stage, winograd_transform)
 from .gemm_parts import grid_z, nvjet_per_image, nvjet_splits, split_k, split_pass_work, split_sum
@@ -50,6 +51,8 @@ class CallState(Protocol):
 
     def gradient_slot(self, rec: dict, name: str | None, node: tuple | None = None) -> str | None: ...
 
+    def upcoming(self, rec: dict) -> tuple[list, bool]: ...
+
     def unclaimed(self) -> tuple: ...
 
     def whole_call(self, work: tuple) -> None: ...
@@ -65,6 +68,7 @@ class MatrixChain:
         self._gemm: dict = {}     # thread -> (name, grid) of its last matrix kernel
         self._winograd: dict = {}  # thread -> (op call, transform stage) of a weight gradient's transforms
         self._groups: dict = {}   # thread -> [op call, CUTLASS group kernels so far]
+        self._group_runs: dict = {}  # thread -> [op call, kernel name, its launches so far, one launch's work]
         self._fft: dict = {}      # thread -> [op call, its transforms' frequencies, results whose FLOPs a kernel carries]
 
     def _held(self, table: dict, rec: dict, node: tuple | None) -> tuple:
@@ -205,6 +209,30 @@ class MatrixChain:
                 held[2].add(result)
         analyzer.whole_call((cost.flops if first else 0, work[1]))
         return work
+
+    def group_launch(self, rec: dict, name: str | None, shapes: Callable[[], tuple],
+                     whole: Callable[[], tuple]) -> tuple | None:
+        """(flops, bytes) of one launch of a matrix kernel that cuDNN runs once a group for a
+        grouped convolution of (input, weight, output) shapes `shapes()` (StyleGAN2's modulated
+        convolution, groups = batch: each sample's fprop, dgrad and wgrad its own launch): a
+        group's share of what `whole()` gives the first launch (its gradient's slot, backward).
+        None where the kernel is not one of exactly `groups` launches of its name in its call,
+        read ahead (the one kernel of a grouped convolution that runs whole)."""
+        call, held = self._held(self._group_runs, rec, None)
+        if held is not None and held[1] == name:
+            held[2] += 1
+            return held[3] if held[2] <= held[4] else self._analyzer.unclaimed()
+        x, w, y = (tuple(shapes()) + (None, None, None))[:3]
+        groups = conv_groups(x, w, y)
+        if groups < 2:
+            return None
+        names, ended = self._analyzer.upcoming(rec)
+        if not ended or names.count(name) != groups - 1:
+            return None
+        flops, nbytes = whole()
+        share = (None if flops is None else flops // groups, None if nbytes is None else nbytes // groups)
+        self._group_runs[_thread(rec)] = [call, name, 1, share, groups]
+        return share
 
     def one_group(self, rec: dict, cost: Cost, name: str | None, shapes: Callable[[], tuple],
                   node: tuple | None = None) -> tuple | None:

@@ -241,6 +241,25 @@ def _promote2(a: str, b: str) -> str | None:
     return a if ITEMSIZE[a] >= ITEMSIZE[b] else b
 
 
+def mac_flops(dtype: str | None) -> int:
+    """FLOPs of one multiply-add of a matrix product in `dtype`: 2, or 8 for a complex dtype
+    (four real products and four sums: the count cuBLAS's CGEMM and ZGEMM are quoted in)."""
+    return 8 if dtype is not None and dtype.startswith("complex") else 2
+
+
+def complex_of(dtype: str | None) -> str | None:
+    """The complex dtype whose parts are `dtype` (float32 -> complex64; a complex dtype itself);
+    None for other dtypes. bfloat16 has none of its own: PyTorch's FFTs refuse it."""
+    if dtype is not None and dtype.startswith("complex"):
+        return dtype
+    return None if dtype == "bfloat16" else _COMPLEX_FOR.get(dtype)  # type: ignore[arg-type]
+
+
+def real_of(dtype: str | None) -> str | None:
+    """The real dtype of a complex dtype's parts (complex64 -> float32); None for other dtypes."""
+    return {"complex32": "float16", "complex64": "float32", "complex128": "float64"}.get(dtype)  # type: ignore[arg-type]
+
+
 def short(dtype: str | None) -> str:
     """The dtype as `params` prints it: fp16, bf16, fp32, int64, ..."""
     if dtype is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from math import prod
 
 from ..registry import GEMM, SIMT, Call, Cost, fmt_params, names, register
-from ..values import ITEMSIZE, Tensor, broadcast, promote, short
+from ..values import ITEMSIZE, Tensor, broadcast, mac_flops, promote, short
 
 
 def gemm_cost(batch: int, m: int, n: int, k: int, dtype: str | None, extra_elems: int = 0,
@@ -17,7 +17,7 @@ def gemm_cost(batch: int, m: int, n: int, k: int, dtype: str | None, extra_elems
     elems = batch * (m * k + k * n + m * n)
     size = ITEMSIZE.get(dtype)
     fields = {"B": batch} if batch != 1 else {}
-    return Cost(flops=2 * batch * m * n * k, bytes=None if size is None else (elems + extra_elems) * size,
+    return Cost(flops=mac_flops(dtype) * batch * m * n * k, bytes=None if size is None else (elems + extra_elems) * size,
                 params=fmt_params(dtype, **fields, M=m, N=n, K=k), dtype=dtype, kind=kind, elems=elems,
                 bias_elems=extra_elems, out_elems=batch * m * n, out_shape=(batch * m, n), products=batch)
 
@@ -82,7 +82,7 @@ def addbmm(c: Call) -> Cost:
     dtype = promote([a.dtype, b.dtype])
     elems = bt * (m * k + k * n) + m * n
     size = ITEMSIZE.get(dtype)
-    return Cost(flops=2 * bt * m * n * k, bytes=None if size is None else (elems + bias.numel) * size,
+    return Cost(flops=mac_flops(dtype) * bt * m * n * k, bytes=None if size is None else (elems + bias.numel) * size,
                 params=fmt_params(dtype, B=bt, M=m, N=n, K=k), dtype=dtype, kind=GEMM, elems=elems,
                 bias_elems=bias.numel, out_elems=m * n, out_shape=(m, n), products=bt)
 
@@ -195,4 +195,4 @@ def einsum(c: Call) -> Cost | None:
         return Cost(work, nbytes, params, dtype, SIMT)
     # The indices of both operands and the output are the bmm's batch (PyTorch's sumproduct_pair).
     batch = prod(size[ch] for ch in out if ch in a and ch in b)
-    return Cost(2 * work, nbytes, params, dtype, GEMM, elems, out_elems=out_numel, products=batch)
+    return Cost(mac_flops(dtype) * work, nbytes, params, dtype, GEMM, elems, out_elems=out_numel, products=batch)
