@@ -613,6 +613,8 @@ class Analyzer:
             if starts or other != ident:
                 return names, True
             names.append(later.get("kLongName") or later.get("kShortName"))
+        if self.flow.read_out:  # the trace's last call: it ends with the trace
+            return names, True
         self.flow.asked = True
         return names, False
 

@@ -126,6 +126,7 @@ class TensorFlow:
         # The records read ahead of the one analysed (ahead), in order: shape_of looks there.
         self._window: deque = deque()
         self._source: Iterator | None = None  # the input ahead reads, where upcoming may read on
+        self._read_out = False  # upcoming reached the input's end
         self._packs = PackedRuns()  # what packed sequences' packs told of their batch sizes
         # (pid, opId) of a broadcasting view (formats.BROADCAST_VIEWS) -> (its input's shape, the
         # number of the record that carried its range)
@@ -327,9 +328,16 @@ class TensorFlow:
             item = next(self._source, _END)
             if item is _END:
                 self._source = None
+                self._read_out = True
                 return
             window.append(item)
             yield item[1]
+
+    @property
+    def read_out(self) -> bool:
+        """Whether upcoming has read the input to its end: nothing comes after the window (never
+        where nothing is read ahead, as in the memo's replay)."""
+        return self._read_out
 
     def ahead(self, numbered: Iterable[tuple[int, Any]], window: int = AHEAD) -> Iterator[tuple[int, Any]]:
         """`numbered` ((line, record) pairs) again, in order, each yielded once the `window`
@@ -342,5 +350,6 @@ class TensorFlow:
             while len(pending) > window:
                 yield pending.popleft()
         self._source = None
+        self._read_out = True
         while pending:
             yield pending.popleft()
