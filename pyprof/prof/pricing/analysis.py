@@ -3,8 +3,6 @@ use, dtype, math path and peaks. The attribution rules are documented in docs/pr
 """
 from __future__ import annotations
 
-from typing import Callable
-
 from pyprof.kernel_names import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
 
 from . import op_ranges as aten_level
@@ -523,20 +521,17 @@ class Analyzer:
         work = stage_work(staged, name)
         return self.unclaimed() if work is None else work
 
-    def _conv_work(self, rec: dict, cost: Cost, name: str | None, first: bool, size: int | None, tensors: list,
-                   shapes: Callable[[], tuple]) -> tuple:
+    def _conv_work(self, rec: dict, cost: Cost, name: str | None, first: bool, size: int | None,
+                   tensors: list) -> tuple:
         """(flops, bytes) of a convolution's main kernel priced from its marker: forward the op's
         work on the call's first; backward each gradient's kernel one gradient (its slot), or
-        cuDNN's CUTLASS weight gradient a group at a time, or xmma's segment-K partials."""
+        xmma's segment-K partials."""
         if not _backward_of(rec):
             if not first:
                 return self.unclaimed()
             return cost.flops, None if size is None or cost.elems is None else \
                 (cost.elems - cost.unread + cost.bias_elems) * size
         grad = (cost.flops, None if size is None or cost.elems is None else cost.elems * size)
-        group = self._chain.one_group(rec, cost, name, shapes)
-        if group is not None:
-            return group
         slot = self.gradient_slot(rec, name)
         self._call_parts(rec, cost, True).engine_ran()
         if not slot:
@@ -759,8 +754,9 @@ class Analyzer:
         if kind == CONV:
             tensors = Call((rec["fwd"] if bprop else rec).get("marker") or {}).tensors()[:2]  # input, weight
             shapes = lambda: tuple(t.shape for t in tensors) + (cost.out_shape,)  # noqa: E731
-            whole = lambda: self._conv_work(rec, cost, name, first, size, tensors, shapes)  # noqa: E731
-            return self._chain.group_launch(rec, name, shapes, whole) or whole()
+            whole = lambda: self._conv_work(rec, cost, name, first, size, tensors)  # noqa: E731
+            group = self._chain.one_group(rec, cost, name, shapes) if bprop else None
+            return group or self._chain.group_launch(rec, name, shapes, whole) or whole()
         if not bprop:
             if not first:
                 return self.unclaimed()
