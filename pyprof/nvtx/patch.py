@@ -7,7 +7,7 @@ the namespace itself defines (its `__module__` is one of torch's op modules, so 
 switches in `_SKIP` and names starting with `is_`, `get_`, `set_`, `sym_`, plus the private entry
 points nn code calls in `torch` (`_PRIVATE_ENTRY_POINTS`: nn.MultiheadAttention's and
 nn.TransformerEncoderLayer's inference fast paths, nn.utils.rnn's packing and unpacking of padded
-sequences), and the foreach ops `torch._foreach_*` (gradient clipping's, a moving average's);
+sequences, torch.distributions' argument checks), and the foreach ops `torch._foreach_*` (gradient clipping's, a moving average's);
 those whose work depends on a small host tensor's values get
 wrappers.host_values_wrapper (marker.HOST_VALUE_ARGS). On `torch.Tensor`, every public method
 minus `_TENSOR_SKIP` and `is_*`, plus the operator dunders in `_TENSOR_DUNDERS`; never
@@ -53,9 +53,11 @@ _SKIP_PREFIXES = ("is_", "get_", "set_", "sym_")
 
 # Private torch functions that nn code calls in place of public ops, whose kernels no other marker
 # covers: the inference fast paths of nn.MultiheadAttention and nn.TransformerEncoderLayer, and
-# nn.utils.rnn's pack_padded_sequence and pad_packed_sequence (through torch._VF).
+# nn.utils.rnn's pack_padded_sequence and pad_packed_sequence (through torch._VF), and the
+# reductions torch.distributions' argument checks run (`torch._is_all_true(constraint.check(x))`).
 _PRIVATE_ENTRY_POINTS = frozenset({"_native_multi_head_attention", "_transformer_encoder_layer_fwd",
-                                   "_pack_padded_sequence", "_pad_packed_sequence"})
+                                   "_pack_padded_sequence", "_pad_packed_sequence", "_is_all_true",
+                                   "_is_any_true"})
 # The foreach ops (torch._foreach_mul_, ...) that code outside an optimizer step calls: gradient
 # clipping's clip_grad_norm_, a weights' moving average (inside a wrapped step or GradScaler
 # method they emit nothing).

@@ -578,6 +578,8 @@ torch._foreach_trunc
 torch._foreach_trunc_
 torch._foreach_xlogy
 torch._foreach_xlogy_
+torch._is_all_true
+torch._is_any_true
 torch._native_multi_head_attention
 torch._pack_padded_sequence
 torch._pad_packed_sequence

@@ -141,6 +141,19 @@ def test_packing_and_unpacking_markers_carry_lengths_and_batch_sizes(pyprof_on):
     assert is_wrapper(torch._VF._pack_padded_sequence) and is_wrapper(torch._VF._pad_packed_sequence)
 
 
+def test_a_distributions_argument_check_gets_its_reductions_marker(pyprof_on):
+    """torch.distributions checks each argument against its constraint and reduces the bools by
+    the private torch._is_all_true (a reduce kernel no other marker covered: a PPO step's
+    Normal(mean, std) ran three): it gets a marker, prof prices it as all()."""
+    from pyprof.prof.pricing.ops import Call, lookup
+    with recording() as rec:
+        torch.distributions.Normal(torch.zeros(8, 3), torch.ones(3), validate_args=True)
+    checks = [r.marker for r in rec.ranges if r.marker.get("op") == "_is_all_true"]
+    assert [m["args"] for m in checks] == [[{"shape": [8, 3], "dtype": "bool"}]] * 2
+    cost = lookup("torch", "_is_all_true")(Call(checks[0]))
+    assert (cost.flops, cost.bytes) == (23, 24 + 1)
+
+
 def test_exception_inside_a_call_leaves_nesting_intact(pyprof_on):
     a, b = torch.randn(2, 3), torch.randn(4, 5)
 

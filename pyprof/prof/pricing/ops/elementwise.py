@@ -582,3 +582,6 @@ for _op in REDUCTIONS:
     register(*names([_op]))(reduce_formula(_op))
 # (x, ord, dim, ...): torch.norm's positions (ord where norm has p; gradient clipping's total norm).
 register("torch.linalg.vector_norm")(reduce_formula("norm"))
+# torch.distributions' argument checks (`torch._is_all_true(constraint.check(value))`).
+register("torch._is_all_true")(reduce_formula("all"))
+register("torch._is_any_true")(reduce_formula("any"))
