@@ -26,7 +26,7 @@ from .part import ADD, CONTIGUOUS, COPY, FILL, Part
 from .parts import LAUNCH, CallParts, backward_parts, family, forward_parts, launch_stated, stage_work
 from .marker_costs import MarkerCosts
 from .rnn_kernels import RnnCall
-from .registry import ATTN, CONV, GEMM, MMA_KINDS, RNN, Call, Cost
+from .registry import ATTN, CONV, GEMM, GEMM_STAGE, MMA_KINDS, RNN, Call, Cost
 from ..warnings_tally import Tally
 from .values import ITEMSIZE, Tensor, is_shape
 
@@ -684,7 +684,8 @@ class Analyzer:
                         return part.flops, part.bytes
                     first = self._claim(rec)
                 # An op run as stages (Cost.stages): each kernel that is not a part runs the next.
-                staged = self._call_parts(rec, cost, bprop).stage(name)
+                staged = self._call_parts(rec, cost, bprop).stage(
+                    GEMM_STAGE + (name or "") if verdict in (MMA, SIMT) else name)
                 if staged is not None:  # its integer tensors' bytes (staged[2:]) in no float dtype
                     nbytes = self._ran_in(staged[1], cost, rec, name, True)
                     return self._rest(rec, cost.bwd_flops if bprop else cost.flops,

@@ -94,6 +94,12 @@ class Cost:
     upper_bound: str | None = None
 
 
+# A named stage of an op whose kernels include GEMMs (an LSTM cell's gate products): taken by the
+# call's matrix kernels, whatever library names them (the analysis looks a matrix kernel's stage
+# up behind this role, its name after it).
+GEMM_STAGE = "gemm:"
+
+
 def stage_totals(stages: tuple) -> tuple[int, int]:
     """(FLOPs, bytes) of an op run as `stages` (Cost.stages' tuples: a name, FLOPs, then byte
     counts): what its kernels do together, its Cost's totals."""

@@ -33,7 +33,7 @@ from dataclasses import replace
 from math import prod
 from typing import NamedTuple
 
-from ..registry import RNN, SIMT, Call, Cost, dims, fmt_params, register, register_aten
+from ..registry import GEMM_STAGE, RNN, SIMT, Call, Cost, dims, fmt_params, register, register_aten, stage_totals
 from ..values import ITEMSIZE, Tensor, reduce_adds
 from .packed_sequence import packed_sizes
 
@@ -129,35 +129,95 @@ for _mode in _GATES:
 
 
 def _cell_composite(c: Call) -> Cost | None:
-    """lstm_cell(input, hx, w_ih, w_hh, b_ih, b_hh): its two projection GEMMs and the fused cell
-    kernel are priced from their PyTorch ranges (`composite`); without ranges, na."""
+    """gru_cell and the plain RNN cells: their GEMMs and cell kernels are priced from their
+    PyTorch ranges (`composite`); without ranges, na."""
     x = c.args[0]
     return Cost(None, None, fmt_params(x.dtype, shape=dims(x.shape)), x.dtype, SIMT, composite=True)
 
 
-register(*[f"torch.{m}_cell" for m in _GATES])(_cell_composite)
+register(*[f"torch.{m}_cell" for m in _GATES if m != "lstm"])(_cell_composite)
+
+# FLOPs per row and hidden unit of _thnn_fused_lstm_cell_backward's kernel: tanh(cy), dO,
+# dC's five (dY·o·(1 - tanh²) + dC), the four gates' products with dC, and each gate's
+# derivative (sigmoid: 1 - g, two products; tanh: a square, a difference, a product).
+_LSTM_CELL_BACKWARD = 23
+
+
+def fused_cell_work(gates: int, extra: int, rows: int, hidden: int, bias: bool, size: int) -> tuple:
+    """(FLOPs, bytes) of _thnn_fused_lstm_cell's (gates 4, `extra` 9) or _thnn_fused_gru_cell's
+    (3, 8) kernel over `rows` x `hidden`: the gate sums and the cell math of the module docstring;
+    both gate GEMMs' outputs, the state and the biases read, the new state(s) and the workspace
+    the backward reads (LSTM: the four gates; GRU: five per unit) written."""
+    state = rows * hidden
+    flops = state * (gates * (1 + 2 * bias) + extra)
+    writes = (2 + 4) * state if gates == 4 else (1 + 5) * state
+    return flops, (2 * gates * state + state + (2 * gates * hidden if bias else 0) + writes) * size
+
+
+def lstm_cell_backward_work(rows: int, hidden: int, size: int) -> tuple:
+    """(FLOPs, bytes) of _thnn_fused_lstm_cell_backward's kernel: dhy, dcy, cx, cy and the four
+    gates of the workspace read, the four gates' gradients and dcx written."""
+    state = rows * hidden
+    return _LSTM_CELL_BACKWARD * state, (4 * state + 4 * state + 4 * state + state) * size
+
+
+@register("torch.lstm_cell")
+def lstm_cell(c: Call) -> Cost | None:
+    """torch.lstm_cell(input, (hx, cx), w_ih, w_hh, b_ih, b_hh) (nn.LSTMCell) as PyTorch runs it on
+    the GPU, kernel by kernel: the input's and the state's gate GEMMs, the fused cell
+    (fused_cell_work). Backward: the cell's kernel, the bias gradient's sum over the rows, then
+    each GEMM's two gradients (the state's first: backward runs in reverse), each touching its
+    three matrices once. Under autocast, in its dtype; autocast's casts and the engine's sums of
+    gradients are the call's parts."""
+    x, state = c.tensor(0, "input"), c.get(1, "hx")
+    w_ih, w_hh = c.tensor(2, "w_ih"), c.tensor(3, "w_hh")
+    hx = state[0] if isinstance(state, (list, tuple)) and state and isinstance(state[0], Tensor) else None
+    if x is None or hx is None or w_ih is None or w_hh is None or len(x.shape) != 2 or len(hx.shape) != 2:
+        return None
+    dtype = c.marker.get("autocast") or x.dtype
+    size = ITEMSIZE.get(dtype)
+    if size is None:
+        return None
+    rows, in_size, hidden = x.shape[0], x.shape[1], hx.shape[1]
+    g, bias = 4 * hidden, c.tensor(4, "b_ih") is not None
+    gemms = tuple((GEMM_STAGE, 2 * rows * k * g, (rows * k + k * g + rows * g) * size) for k in (in_size, hidden))
+    stages = gemms + (("lstm_cell_forward",) + fused_cell_work(4, _CELL["lstm"], rows, hidden, bias, size),)
+    bwd = (("lstm_cell_backward",) + lstm_cell_backward_work(rows, hidden, size),) \
+        + ((("sum_functor", reduce_adds(rows * g, g), (rows * g + g) * size),) if bias else ()) \
+        + (gemms[1], gemms[1], gemms[0], gemms[0])
+    # RNN: matrix work (its GEMMs), and autocast casts its arguments down as for the matrix ops.
+    return Cost(*stage_totals(stages), fmt_params(dtype, shape=dims(x.shape), hidden=hidden), dtype, RNN,
+                bwd_flops=stage_totals(bwd)[0], bwd_bytes=stage_totals(bwd)[1], stages=stages, bwd_stages=bwd)
 
 
 def _fused_cell(gates: int, extra: int):
     """_thnn_fused_lstm_cell(input_gates, hidden_gates, cx, input_bias, hidden_bias) and the GRU's
-    (input_gates, hidden_gates, hx, ...): per row and hidden unit, the gate sums and the cell math
-    of the module docstring; the gates, the state and the biases read, the new state(s) written."""
+    (input_gates, hidden_gates, hx, ...): fused_cell_work."""
     def formula(a) -> Cost | None:
         ig, state = a.tensor(0), a.tensor(2)
         size = ITEMSIZE.get(a.dtype)
         if ig is None or state is None or size is None:
             return None
         rows, hidden = state.shape[0] if len(state.shape) > 1 else 1, state.shape[-1]
-        bias = a.tensor(3) is not None
-        flops = rows * hidden * (gates * (1 + 2 * bias) + extra)
-        outs = (2 if gates == 4 else 1) * state.numel
-        nbytes = (2 * ig.numel + state.numel + (2 * gates * hidden if bias else 0) + outs) * size
-        return Cost(flops, nbytes, fmt_params(a.dtype, shape=dims(state.shape)), a.dtype, SIMT)
+        return Cost(*fused_cell_work(gates, extra, rows, hidden, a.tensor(3) is not None, size),
+                    fmt_params(a.dtype, shape=dims(state.shape)), a.dtype, SIMT)
     return formula
 
 
 register_aten("aten::_thnn_fused_lstm_cell")(_fused_cell(4, 9))
 register_aten("aten::_thnn_fused_gru_cell")(_fused_cell(3, 8))
+
+
+@register_aten("aten::_thnn_fused_lstm_cell_backward_impl")
+def fused_lstm_cell_backward(a) -> Cost | None:
+    """_thnn_fused_lstm_cell_backward_impl(grad_hy, grad_cy, cx, cy, workspace, has_bias): its
+    kernel's lstm_cell_backward_work (the bias gradient's sum is a range of its own)."""
+    cx = a.tensor(2)
+    size = ITEMSIZE.get(a.dtype)
+    if cx is None or size is None:
+        return None
+    rows, hidden = cx.shape[0] if len(cx.shape) > 1 else 1, cx.shape[-1]
+    return Cost(*lstm_cell_backward_work(rows, hidden, size), fmt_params(a.dtype, shape=dims(cx.shape)), a.dtype, SIMT)
 
 
 _MODE_OF_GATES = {4: "lstm", 3: "gru", 1: "rnn_tanh"}  # rnn_relu costs what rnn_tanh does
