@@ -434,7 +434,8 @@ def embedding(c: Call) -> Cost | None:
     if idx.nbytes is None or w.nbytes is None:
         return None
     sorted_ = None if c.get(5, "scale_grad_by_freq", False) or c.get(6, "sparse", False) \
-        else embedding_backward_stages(idx, Tensor((idx.numel, w.shape[-1]), w.dtype), w.shape[0])
+        else embedding_backward_stages(idx, Tensor((idx.numel, w.shape[-1]), w.dtype), w.shape[0],
+                                       c.strides(0, "input") is not None)
     return Cost(0, idx.nbytes + 2 * out * w.itemsize, fmt_params(w.dtype, idx=dims(idx.shape), weight=dims(w.shape)),
                 w.dtype, SIMT, bwd_flops=out, bwd_bytes=idx.nbytes + 3 * out * w.itemsize, grad_fill=w.numel,
                 bwd_stages=sorted_)
@@ -523,14 +524,19 @@ def sorted_backward_stages(n: int, d: int, rows: int | None, size: int, i: int, 
            ("sum_and_scatter", 0, segments * d * size, partials + 2 * n * i))
 
 
-def embedding_backward_stages(idx: Tensor, dout: Tensor, rows: int | None) -> tuple | None:
-    """embedding's dense backward kernel by kernel where PyTorch sorts (more than 3,072 indices):
-    sorted_backward_stages, compute_grad_weight reading each index's dOut row, its position and
-    its partial's offset; None for fewer (one scatter-add kernel after the zero fill: the node's
-    cost on it)."""
+def embedding_backward_stages(idx: Tensor, dout: Tensor, rows: int | None, strided: bool = False) -> tuple | None:
+    """embedding's dense backward kernel by kernel: where PyTorch sorts (more than 3,072
+    indices) sorted_backward_stages, compute_grad_weight reading each index's dOut row, its
+    position and its partial's offset; for fewer, after the zero fill (a part), the indices
+    made contiguous where they are `strided` (a slice of a token batch), then
+    embedding_backward_feature_kernel adding each index's dOut row into its row (the indices and
+    dOut read, the rows read and written)."""
     n, d, i = idx.numel, dout.shape[-1], idx.itemsize
-    if n <= _SORTED_ABOVE or dout.itemsize is None or i is None:
+    if dout.itemsize is None or i is None:
         return None
+    if n <= _SORTED_ABOVE:
+        copy = (("direct_copy_kernel", 0, 0, 2 * n * i),) if strided else ()
+        return copy + (("embedding_backward_feature_kernel", n * d, 3 * n * d * dout.itemsize, n * i),)
     return sorted_backward_stages(n, d, rows, dout.itemsize, i, acc_size(dout.dtype), n,
                                   ("compute_grad_weight", n * d, n * d * dout.itemsize, 2 * n * i))
 

@@ -1,8 +1,8 @@
-"""nn.LSTMCell's torch.lstm_cell kernel by kernel (benchmarks/pricing_coverage.py's seq2seq, an
-attentional decoder unrolled as an LSTMCell loop, captured on an H200 at stop 52 before any change
-for it: every kernel of its 24 cells na with pyprof's markers, the cell's backward kernel na from
-PyTorch's ranges). The capture's shapes: 64 rows, 512 input features, 256 hidden units, fp16
-autocast. Every number derived by hand."""
+"""An attentional seq2seq's kernels (benchmarks/pricing_coverage.py's seq2seq, a decoder unrolled
+as an nn.LSTMCell loop, captured on an H200 at stop 52 before any change for it): torch.lstm_cell
+kernel by kernel (every kernel of its 24 cells na with pyprof's markers, the cell's backward
+kernel na from PyTorch's ranges; 64 rows, 512 input features, 256 hidden units, fp16 autocast)
+and the embedding backward of a strided token batch. Every number derived by hand."""
 from __future__ import annotations
 
 from pyprof.prof.pricing.op_ranges import AtenCall
@@ -68,3 +68,23 @@ def test_the_fused_kernels_from_pytorchs_ranges():
 def test_a_cell_without_its_state_or_of_other_ranks_is_na():
     bare = dict(MARKER, args=MARKER["args"][:1])
     assert lookup("torch", "lstm_cell")(Call(bare)) is None
+
+
+def test_a_strided_token_batchs_embedding_backward_copies_its_indices_first():
+    """The decoder's target embedding: 64 x 24 int64 indices sliced out of a [64, 25] batch
+    (strided), into an 8000 x 256 fp32 table. Of fewer than 3,072 indices, PyTorch makes the
+    indices contiguous (a copy: 12,288 bytes read and written), zero-fills the weight's gradient
+    (a part), then adds each index's dOut row into its row (embedding_backward_feature_kernel:
+    393,216 adds; the indices and dOut read, the rows read and written). The H200 capture's
+    copy had carried the whole node and the scatter kernel was na."""
+    idx = {"shape": [64, 24], "dtype": "int64", "strides": [25, 1]}
+    marker = {"v": 1, "kind": "op", "mod": "torch.nn.functional", "op": "embedding", "kwargs": {},
+              "args": [idx, {"shape": [8000, 256], "dtype": "float32", "grad": True}, 0, None, 2.0, False, False]}
+    copy = "void at::native::elementwise_kernel<128, 2, at::native::direct_copy_kernel_cuda(at::TensorIteratorBase &)>(int, T3)"
+    fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, T2, T3)"
+    scatter = "void at::native::embedding_backward_feature_kernel<float, float, long>(const T3 *, const T1 *, T1 *)"
+    records = kernels(marker, [copy, fill, scatter], "bprop", dur=20_000)
+    records[1]["grid"] = [2000, 1, 1]
+    n = 64 * 24 * 256
+    facts, _ = analyse(records)
+    assert [(f.flops, f.bytes) for f in facts] == [(0, 2 * 64 * 24 * 8), (0, 8000 * 256 * 4), (n, 3 * n * 4 + 64 * 24 * 8)]
