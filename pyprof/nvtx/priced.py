@@ -929,6 +929,7 @@ torch.nonzero
 torch.norm
 torch.ones
 torch.ones_like
+torch.ops.torchvision.deform_conv2d
 torch.ops.torchvision.roi_align
 torch.optim.Adam.step
 torch.optim.AdamW.step

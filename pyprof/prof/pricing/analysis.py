@@ -449,21 +449,10 @@ class Analyzer:
             return self.unclaimed() if part is None else (part.flops, part.bytes)
         if mma and not counts:  # not recognised: facts() counted it
             return _UNKNOWN
-        if cost.kind == CONV and rec.get("dir") == "bprop":
-            group = self._chain.one_group(rec, cost, name, lambda: (x, w, sizes[0] if sizes else None), node)
-            if group is not None:
-                return group
-            slot = self.gradient_slot(rec, name, node)
-            # The range's helper parts once its first helper made them (range_parts reads that
-            # helper's name): a dgrad engine's conversions before this kernel.
-            held = self._held_aten_parts(rec, node)
-            if held is not None:
-                held.engine_ran()
-            if not slot:
-                return self.unclaimed()
-            segmented = self._chain.segmented(rec, cost, name, ITEMSIZE.get(cost.dtype), weight,
-                                              x[0] if is_shape(x) else None) if is_shape(weight) else None
-            return segmented or (cost.flops, cost.bytes)
+        if cost.kind == CONV:
+            whole = lambda: self._aten_conv_work(rec, cost, name, first, node, x, weight)  # noqa: E731
+            group = self._chain.one_group(rec, cost, name, shapes, node) if bprop else None
+            return group or self._chain.group_launch(rec, name, shapes, whole, node) or whole()
         if not first:
             return self.unclaimed()
         gemm = aten_gemm(r.get("name"), sizes) if cost.kind == GEMM else None  # a split-K GEMM's partials
@@ -520,6 +509,25 @@ class Analyzer:
             self._calls[("stage", rec.get("pid"), rec.get("tid"))] = [(r.get("name"), r.get("opId")), staged]
         work = stage_work(staged, name)
         return self.unclaimed() if work is None else work
+
+    def _aten_conv_work(self, rec: dict, cost: Cost, name: str | None, first: bool, node: tuple, x: object,
+                        weight: object) -> tuple:
+        """(flops, bytes) of a convolution's main kernel priced from its PyTorch range `node`:
+        forward the op's work on the range's first; backward each gradient's kernel one gradient
+        (its slot), or xmma's segment-K partials."""
+        if rec.get("dir") != "bprop":
+            return (cost.flops, cost.bytes) if first else self.unclaimed()
+        slot = self.gradient_slot(rec, name, node)
+        # The range's helper parts once its first helper made them (range_parts reads that
+        # helper's name): a dgrad engine's conversions before this kernel.
+        held = self._held_aten_parts(rec, node)
+        if held is not None:
+            held.engine_ran()
+        if not slot:
+            return self.unclaimed()
+        segmented = self._chain.segmented(rec, cost, name, ITEMSIZE.get(cost.dtype), weight,
+                                          x[0] if is_shape(x) else None) if is_shape(weight) else None
+        return segmented or (cost.flops, cost.bytes)
 
     def _conv_work(self, rec: dict, cost: Cost, name: str | None, first: bool, size: int | None,
                    tensors: list) -> tuple:

@@ -211,14 +211,15 @@ class MatrixChain:
         return work
 
     def group_launch(self, rec: dict, name: str | None, shapes: Callable[[], tuple],
-                     whole: Callable[[], tuple]) -> tuple | None:
+                     whole: Callable[[], tuple], node: tuple | None = None) -> tuple | None:
         """(flops, bytes) of one launch of a matrix kernel that cuDNN runs once a group for a
         grouped convolution of (input, weight, output) shapes `shapes()` (StyleGAN2's modulated
         convolution, groups = batch: each sample's fprop, dgrad and wgrad its own launch): a
         group's share of what `whole()` gives the first launch (its gradient's slot, backward).
         None where the kernel is not one of exactly `groups` launches of its name in its call,
-        read ahead (the one kernel of a grouped convolution that runs whole)."""
-        call, held = self._held(self._group_runs, rec, None)
+        read ahead (the one kernel of a grouped convolution that runs whole). `node`: as
+        CallState.gradient_slot's."""
+        call, held = self._held(self._group_runs, rec, node)
         if held is not None and held[1] == name:
             held[2] += 1
             return held[3] if held[2] <= held[4] else self._analyzer.unclaimed()

@@ -23,9 +23,12 @@ def gemm_cost(batch: int, m: int, n: int, k: int, dtype: str | None, extra_elems
 
 
 # The GEMMs among emit_nvtx's aten ranges, whose input sizes give a kernel's exact work:
-# (rank of the operands, argument position of the added input or None, of A, of B).
-ATEN_GEMMS = {"aten::mm": (2, None, 0, 1), "aten::addmm": (2, 0, 1, 2), "aten::_addmm_activation": (2, 0, 1, 2),
-              "aten::bmm": (3, None, 0, 1), "aten::baddbmm": (3, 0, 1, 2)}
+# (rank of the operands, argument position of the added input or None, of A, of B). The in-place
+# forms (a library's C++ accumulating into a buffer: torchvision's deform_conv2d) read the added
+# matrix and write it, as the others read their input and write the output.
+ATEN_GEMMS = {"aten::mm": (2, None, 0, 1), "aten::addmm": (2, 0, 1, 2), "aten::addmm_": (2, 0, 1, 2),
+              "aten::_addmm_activation": (2, 0, 1, 2), "aten::bmm": (3, None, 0, 1), "aten::baddbmm": (3, 0, 1, 2),
+              "aten::baddbmm_": (3, 0, 1, 2)}
 
 
 def aten_gemm(name: str | None, sizes: list) -> tuple | None:

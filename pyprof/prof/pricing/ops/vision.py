@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..registry import SIMT, Call, Cost, dims, fmt_params, register, register_aten, stage_totals
+from ..registry import GEMM_STAGE, SIMT, Call, Cost, dims, fmt_params, register, register_aten, stage_totals
 from ..values import FLOATING, ITEMSIZE, Tensor
 
 IOU_FLOPS = 19
@@ -86,3 +86,112 @@ def roi_align(c: Call) -> Cost | None:
                 fmt_params(x.dtype, input=dims(x.shape), rois=rois.shape[0], out=dims((ph, pw)), ratio=ratio),
                 x.dtype, SIMT, bwd_flops=2 * taps, bwd_bytes=(out + rois.numel + 2 * touched) * size, grad_fill=x.numel,
                 stages=stages)
+
+
+# torchvision's deform_conv2d: the images it samples at once (kMaxParallelImgs), its FLOPs per
+# bilinear sample (interpolate's convention: 4 taps, 2 each) and the mask's product.
+_PARALLEL_IMGS = 32
+_SAMPLE = 2 * 4 + 1
+# deformable_col2im_coord_kernel, per column element: both offsets' coordinate weights (4 taps,
+# 2 each) and multiply-adds, the mask's bilinear sample and multiply-add.
+_COORD = 2 * (8 + 2) + (8 + 2)
+
+
+def _parallel_imgs(batch: int) -> int:
+    """get_greatest_divisor_below_bound(batch, 32): the images one im2col holds."""
+    return next((k for k in range(min(batch, _PARALLEL_IMGS), 1, -1) if batch % k == 0), 1)
+
+
+def deform_conv2d_stages(x: Tensor, w: Tensor, offset: Tensor, mask: Tensor | None, strided: tuple = ()) -> tuple | None:
+    """(forward, backward) kernels of torchvision's CUDA deform_conv2d (input x [B, C, H, W],
+    weight [K, C/g, kh, kw], offset [B, 2·og·kh·kw, OH, OW], the DCNv2 mask or None), each a
+    named stage: forward, the arguments made contiguous (`strided`: those that are not), the
+    output, its buffer and the columns zero-filled, per block of P images deformable_im2col (a
+    bilinear sample and the mask's product per column element: x, the offsets and mask read, the
+    columns written) and per weight group a GEMM into the buffer (read and written: addmm_), the
+    buffer copied out, the bias added. Backward: the arguments made contiguous, the input, offset
+    and mask gradients zero-filled; per block the columns zeroed, per group dY's block made
+    contiguous (P > 1) and the columns' GEMM Wᵀ·dY, deformable_col2im_coord (the offsets' and
+    mask's gradients) and deformable_col2im (the input's, added into it); the weight gradient
+    zero-filled, dY permuted contiguous (P > 1), per block im2col again and per group dY·colsᵀ
+    added into the weight's gradient; the bias gradient (dY summed per channel, ones times it).
+    None for shapes that do not fit."""
+    size = x.itemsize
+    if size is None or len(x.shape) != 4 or len(w.shape) != 4 or len(offset.shape) != 4:
+        return None
+    b, c, h, wd = x.shape
+    k, cg, kh, kw = w.shape
+    taps = kh * kw
+    oh, ow = offset.shape[2:]
+    if not cg or c % cg or k % (c // cg) or offset.shape[1] % (2 * taps) or offset.shape[0] != b:
+        return None
+    g, og, p = c // cg, offset.shape[1] // (2 * taps), _parallel_imgs(b)
+    blocks, plane = b // p, p * oh * ow
+    cols, out = c * taps * plane, b * k * oh * ow
+    offsets, masks = p * og * 2 * taps * oh * ow, (p * og * taps * oh * ow if mask is not None else 0)
+    im2col = ("deformable_im2col_kernel", _SAMPLE * cols, (p * c * h * wd + offsets + masks + cols) * size)
+    copies = tuple(("direct_copy_kernel", 0, 2 * t.numel * size) for t in strided)
+    fgemm = (GEMM_STAGE, 2 * (k // g) * (cg * taps) * plane, ((k // g) * cg * taps + cols // g + 2 * (k // g) * plane) * size)
+    forward = copies + (("FillFunctor", 0, out * size),) * 2 + (("FillFunctor", 0, cols * size),) \
+        + ((im2col,) + (fgemm,) * g) * blocks \
+        + (("direct_copy_kernel", 0, 2 * out * size), ("CUDAFunctor_add", out, (2 * out + k) * size))
+    permuted = p > 1 and k // g > 1  # dY's block viewed [K/g, P·OH·OW] is strided
+    dy_block = (("direct_copy_kernel", 0, 2 * (k // g) * plane * size),) if permuted else ()
+    grads = ("FillFunctor", 0, b * c * h * wd * size), ("FillFunctor", 0, b * offsets // p * size), \
+        ("FillFunctor", 0, (b * og * taps * oh * ow) * size)
+    dgemm = (GEMM_STAGE, fgemm[1], (cg * taps * (k // g) + (k // g) * plane + 2 * cols // g) * size)
+    per_block = (("FillFunctor", 0, cols * size),) + (dy_block + (dgemm,)) * g + (
+        ("deformable_col2im_coord_kernel", _COORD * cols, (cols + p * c * h * wd + offsets + masks) * size
+         + (offsets + masks) * size),
+        ("deformable_col2im_kernel", _SAMPLE * cols, (cols + offsets + masks + 2 * p * c * h * wd) * size))
+    wgemm = (GEMM_STAGE, fgemm[1], ((k // g) * plane + cols // g + 2 * (k // g) * cg * taps) * size)
+    backward = copies + grads + per_block * blocks + (("FillFunctor", 0, k * cg * taps * size),) \
+        + ((("direct_copy_kernel", 0, 2 * out * size),) if p > 1 else ()) + ((im2col,) + (wgemm,) * g) * blocks \
+        + (("sum_functor", out - k, (out + k) * size), ("FillFunctor", 0, k * size), ("MulFunctor", k, 3 * k * size))
+    return forward, backward
+
+
+@register("torch.ops.torchvision.deform_conv2d")
+def deform_conv2d(c: Call) -> Cost | None:
+    """torch.ops.torchvision.deform_conv2d(input, weight, offset, mask, bias, stride_h, stride_w,
+    pad_h, pad_w, dilation_h, dilation_w, groups, offset_groups, use_mask) as pyprof's marker of
+    the custom op has it: deform_conv2d_stages, the arguments the marker says are strided copied
+    first."""
+    x, w, offset, mask = (c.tensor(i, n) for i, n in enumerate(("input", "weight", "offset", "mask")))
+    if x is None or w is None or offset is None:
+        return None
+    use_mask = c.get(13, "use_mask", True) is not False
+    strided = tuple(t for i, t in enumerate((x, w, offset, mask, c.tensor(4, "bias")))
+                    if t is not None and c.strides(i, ("input", "weight", "offset", "mask", "bias")[i]) is not None)
+    stages = deform_conv2d_stages(x, w, offset, mask if use_mask else None, strided)
+    if stages is None:
+        return None
+    fwd, bwd = stages
+    return Cost(*stage_totals(fwd), fmt_params(x.dtype, input=dims(x.shape), weight=dims(w.shape)), x.dtype, SIMT,
+                bwd_flops=stage_totals(bwd)[0], bwd_bytes=stage_totals(bwd)[1], stages=fwd, bwd_stages=bwd)
+
+
+def _deform_range(backward: bool):
+    def formula(a: Any) -> Cost | None:
+        """torchvision::deform_conv2d (input, weight, offset, mask, bias, ...) and its backward
+        (grad, input, weight, offset, mask, bias, ...) from PyTorch's ranges: of
+        deform_conv2d_stages the kernels under the range itself (im2col, col2im and its
+        coordinates': the copies, fills and GEMMs are ranges of their own, priced by theirs), in
+        the input's dtype (its producer's, else the kernel's)."""
+        at = 1 if backward else 0
+        dtype = a.input_dtype(at) or (a.dtype if a.dtype in FLOATING else None)
+        shapes = [a.shape(at + i) for i in range(4)]
+        if dtype is None or not all(shapes[:3]):
+            return None
+        x, w, offset, mask = (Tensor(tuple(s), dtype) if s else None for s in shapes)
+        stages = deform_conv2d_stages(x, w, offset, mask)
+        if stages is None:
+            return None
+        own = tuple(s for s in stages[backward] if s[0].startswith("deformable_"))
+        return Cost(*stage_totals(own), fmt_params(dtype, input=dims(x.shape), weight=dims(w.shape)), dtype, SIMT,
+                    stages=own)
+    return formula
+
+
+register_aten("torchvision::deform_conv2d")(_deform_range(False))
+register_aten("torchvision::_deform_conv2d_backward")(_deform_range(True))
