@@ -62,8 +62,8 @@ def test_a_custom_ops_marker_is_priced_by_its_aten_formula() -> None:
 
     cost, why = _compute(_marker("nms", [{"shape": [3375, 4], "dtype": "float32"}, {"shape": [3375], "dtype": "float32"}, 0.7]))
     assert why is None and cost.stages == _nms(3375).stages
-    assert _compute(_marker("deform_conv2d", [{"shape": [1, 2], "dtype": "float32"}]))[1] == (
-        "unknown op", "torch.ops.torchvision.deform_conv2d")
+    assert _compute(_marker("ps_roi_pool", [{"shape": [1, 2], "dtype": "float32"}]))[1] == (
+        "unknown op", "torch.ops.torchvision.ps_roi_pool")
 
 
 def test_roi_align_from_its_marker() -> None:

@@ -45,13 +45,15 @@ def test_an_embedding_backward_of_many_indices_kernel_by_kernel(mode):
 
 
 def test_few_indices_keep_one_scatter_kernel():
-    """3,072 indices or fewer run embedding_backward_feature_kernel alone after the zero fill:
-    no stages, the node's cost on it; scale_grad_by_freq (a count first) and sparse run other
-    kernels: no stages either."""
+    """3,072 indices or fewer run embedding_backward_feature_kernel alone after the zero fill (a
+    part): one stage, the node's cost; scale_grad_by_freq (a count first) and sparse run other
+    kernels: no stages."""
     w = {"shape": [512, 64], "dtype": "float32"}
     m = {"v": 1, "kind": "op", "mod": "torch.nn.functional", "op": "embedding",
          "args": [{"shape": [3072], "dtype": "int64"}, w]}
-    assert cost_of(m).bwd_stages is None
+    few = cost_of(m)
+    assert few.bwd_stages == (("embedding_backward_feature_kernel", 3072 * 64, 3 * 3072 * 64 * 4, 3072 * 8),)
+    assert few.bwd_bytes == sum(few.bwd_stages[0][2:])
     m["args"][0] = {"shape": [3073], "dtype": "int64"}
     stages = cost_of(m).bwd_stages
     assert stages[-2] == ("compute_grad_weight", 3073 * 64, 3073 * 64 * 4, (307 + 512) * 64 * 4 + 2 * 3073 * 8)
