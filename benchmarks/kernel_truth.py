@@ -94,6 +94,10 @@ UNSEEN_E = ("clip", "ssm")
 # attentional seq2seq (a bidirectional GRU, an LSTMCell loop). Nsight Compute: fno and flow whole,
 # then stylegan's first 805 of 2120 kernels (its time limit; none of seq2seq's).
 UNSEEN_F = ("fno", "flow", "stylegan", "seq2seq")
+# Captured at stop 52 after their pricing (deform_conv2d's stages, torch.distributions' checks) to
+# check it against Nsight Compute: a backbone of torchvision's deformable convolutions (DCNv2) and
+# a PPO update. Nsight Compute: both whole.
+UNSEEN_G = ("deformable", "ppo")
 SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU, SHIPPED_MODES),
                 ("kt_h200", ("transformer",), (("kt_h200_ncu.csv.xz", ("transformer",)),), SHIPPED_MODES),
                 ("kt_h200s", ("squeezenet1_1", "mha_weights"), (("kt_h200s_ncu.csv.xz", ("squeezenet1_1", "mha_weights")),),
@@ -120,6 +124,7 @@ SHIPPED_SETS = (("kt", SHIPPED_MODELS, SHIPPED_NCU, SHIPPED_MODES),
                 ("kts_h200", UNSEEN_E, (("kts_h200_ncu.csv.xz", UNSEEN_E),), ("default", "plain", "nsyspt")),
                 ("ktn_h200", UNSEEN_F, (("ktn_h200_ncu.csv.xz", ("fno", "flow")), ("ktn_h200_ncu_b.csv.xz", ("stylegan",))),
                  ("default", "plain", "nsyspt")),
+                ("ktv2_h200", UNSEEN_G, (("ktv2_h200_ncu.csv.xz", UNSEEN_G),), ("default", "plain", "nsyspt")),
                 # Element-wise backwards of several kernels (clamp, powers, a division), a fixture.
                 ("ktp2_h200", ("fixture_pointwise_grads",), (("ktp2_h200_ncu.csv.xz", ("fixture_pointwise_grads",)),),
                  ("default", "plain")))

@@ -646,6 +646,7 @@ torch.bitwise_or_
 torch.bitwise_xor
 torch.bitwise_xor_
 torch.bmm
+torch.broadcast_tensors
 torch.broadcast_to
 torch.cat
 torch.ceil

@@ -68,9 +68,10 @@ MORE = [
     # read, dX written. x ** 3.0: x.pow(2) too (60).
     (("Tensor", "__pow__", t(4, 5), 2.0), {}, (40, 240)),
     (("Tensor", "__pow__", t(4, 5), 3.0), {}, (60, 240)),
-    # maximum: each gradient is dY where its operand won, 2 per element: 80; dY, X, W read,
-    # dX, dW written, 80 B each.
-    (("torch", "maximum", t(4, 5), t(4, 5)), {}, (80, 400)),
+    # maximum: each gradient where(x == w, dY / 2, dY).masked_fill_(x < w, 0), five kernels of
+    # one operation an element: 200; dY, X, W read, dX, dW written, 80 B each.
+    (("torch", "maximum", t(4, 5), t(4, 5)), {}, (200, 400)),
+    (("torch", "fmax", t(4, 5), t(4, 5)), {}, (80, 400)),
     # where(cond [4,5] bool, x [4,5], y [5]): dX 20 selects, dy 20 selects summed 20 -> 5 (15);
     # dY 80 and the condition 20 read, dX 80 and dy 20 written. The method form is the same node.
     (("torch", "where", t(4, 5, dtype=BOOL), t(4, 5), t(5)), {}, (55, 200)),

@@ -194,14 +194,14 @@ _GRADS = {
     "add": ((0, ()), (0, ())), "sub": ((0, ()), (1, ())), "rsub": ((1, ()), (0, ())),
     "mul": ((1, (1,)), (1, (0,))), "div": ((1, (1,)), (4, (0, 1))), "rtruediv": ((3, (0, 1)), (1, (0,))),
     "pow": ((3, (0, 1)), (3, (0, 1))), "rpow": ((3, (0, 1)), (3, (0, 1))),
-    "maximum": ((2, (0, 1)), (2, (0, 1))), "where": ((0, ()), (1, (0,)), (1, (0,))),
+    "maximum": ((2, (0, 1)), (2, (0, 1))), "fmax": ((2, (0, 1)), (2, (0, 1))), "where": ((0, ()), (1, (0,)), (1, (0,))),
     "lerp": ((2, (2,)), (1, (2,)), (2, (0, 1))), "addcmul": ((0, ()), (2, (2,)), (2, (1,))),
     "addcdiv": ((0, ()), (2, (2,)), (4, (1, 2))),
 }
 _GRAD_OPS = {"add": "add", "radd": "add", "sub": "sub", "subtract": "sub", "rsub": "rsub",
              "mul": "mul", "multiply": "mul", "rmul": "mul", "div": "div", "divide": "div",
              "true_divide": "div", "truediv": "div", "rtruediv": "rtruediv", "pow": "pow", "rpow": "rpow",
-             "maximum": "maximum", "minimum": "maximum", "fmax": "maximum", "fmin": "maximum", "where": "where",
+             "maximum": "maximum", "minimum": "maximum", "fmax": "fmax", "fmin": "fmax", "where": "where",
              "lerp": "lerp", "addcmul": "addcmul", "addcdiv": "addcdiv"}
 # The operands by position and by name, as the torch functions take them (default: input, other).
 _OPERANDS = {"where": ("condition", "input", "other"), "lerp": ("input", "end", "weight"),
@@ -301,10 +301,16 @@ def _step_kernels(key: str | None, i: int, operands: list, n: int, dy_size: int,
     operands read and n elements written (the intermediates in dY's dtype; the last writes the
     gradient, `written` bytes): division's divisor, -grad * ((self / other) / other): X / W, that
     / W, -dY, their product; a power with a number for exponent e, grad * (e * self.pow(e - 1)):
-    x.pow(e - 1) (none for e = 2: self.pow(1) is a copy, a memcpy), times e, times dY. Bytes None
-    where an operand's size is not known. None: one kernel (_GRADS')."""
+    x.pow(e - 1) (none for e = 2: self.pow(1) is a copy, a memcpy), times e, times dY; maximum's
+    and minimum's, where(self == other, grad / 2, grad).masked_fill_(self < other, 0) (the mirror
+    for the other operand and for minimum): dY halved, the operands compared (bools written), the
+    select (the bools and both read), the other comparison, the fill in place (the bools read).
+    Bytes None where an operand's size is not known. None: one kernel (_GRADS')."""
     k = "elementwise_kernel"
     mid = n * dy_size
+    if key == "maximum" and all(isinstance(t, Tensor) for t in operands[:2]):
+        both = _total(operands[0].nbytes, operands[1].nbytes, n)
+        return [(k, n, 2 * mid), (k, n, both), (k, n, n + 3 * mid), (k, n, both), (k, n, _total(n, mid, written))]
     if key == "div" and i == 1:
         x, w = operands[0], operands[1]
         first = _total(x.nbytes if isinstance(x, Tensor) else 0, w.nbytes, mid)

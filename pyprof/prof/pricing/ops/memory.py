@@ -10,7 +10,7 @@ from typing import Any
 
 from ..cub_sort import num_bits, radix_sort_pairs
 from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register, stage_totals
-from ..values import ITEMSIZE, Tensor, Unknown, broadcast, is_truncated, promote, reduce_adds, short
+from ..values import ITEMSIZE, Tensor, Unknown, broadcast, is_floating, is_truncated, promote, reduce_adds, short
 from .elementwise import nonzero_cost, reduce_cost
 
 
@@ -389,6 +389,25 @@ def expand(c: Call) -> Cost | None:
     back = reduce_cost("sum", grad, x.numel, None, "?", False)
     return Cost(0, x.nbytes + grad.nbytes, fmt_params(x.dtype, shape=dims(x.shape), to=dims(out)), x.dtype, SIMT,
                 bwd_flops=back.flops, bwd_bytes=back.bytes)
+
+
+@register("torch.broadcast_tensors")
+def broadcast_tensors(c: Call) -> Cost | None:
+    """torch.broadcast_tensors(*tensors) (torch.distributions' broadcast_all): views, no kernel
+    forward (bytes na: a kernel under it did something this does not know). Backward: the
+    gradient of each input expanded and taking one summed back to its shape (expand's), each a
+    reduce kernel, in the inputs' order."""
+    tensors = c.args[0] if len(c.args) == 1 and isinstance(c.args[0], list) else c.args
+    if not tensors or not all(isinstance(t, Tensor) for t in tensors):
+        return None
+    out = broadcast(*(t.shape for t in tensors))
+    backs = [reduce_cost("sum", Tensor(out, t.dtype), t.numel, None, "?", False) for t in tensors
+             if t.grad is not False and t.shape != out and is_floating(t.dtype)]
+    if any(b.flops is None or b.bytes is None for b in backs):
+        return None
+    stages = tuple(("reduce_kernel", b.flops, b.bytes) for b in backs)
+    return Cost(0, None, fmt_params(tensors[0].dtype, shape=dims(out), inputs=len(tensors)), tensors[0].dtype, SIMT,
+                bwd_flops=sum(b.flops for b in backs), bwd_bytes=sum(b.bytes for b in backs), bwd_stages=stages)
 
 
 def basic_index_steps(shape: tuple, index) -> tuple | None:
