@@ -139,3 +139,17 @@ def test_fft_convolution_in_a_compiled_graph() -> None:
     data_grad = [r2c_w, r2c_dy, (cgemm_name.format("nt"),) + cgemm_work, c2r_dx + (conv,)] + \
         [r2c_dy, (cgemm_name.format("nt"),) + cgemm_work, c2r_dx + (0,)] * 3
     assert got == forward + data_grad + [("wgrad_alg0_engine", conv, (x + y + w) * 4, conv)]
+
+
+def test_a_grouped_convolution_run_a_group_at_a_time_in_a_compiled_graph() -> None:
+    """StyleGAN2's modulated convolution (16 samples' 128 x 128 x 3 x 3 weights as one conv2d of
+    groups 16 at 4 x 4, fp16) in a compiled graph (H200, pricing_coverage's `stylegan` under
+    torch.compile): cuDNN converts each group's input and weight, runs the group's CUTLASS fprop
+    and converts its output back, sixteen times. Each fprop launch a group's FLOPs and operands
+    (matrix_chain.group_launch, as for an eager call); every kernel of the call priced. The first
+    launch had carried all sixteen groups (4x what ncu counted its Tensor Cores doing), the
+    other fifteen na."""
+    got = priced("compiled_group_launches.jsonl.xz")
+    group = 2 * 128 * 16 * 128 * 9
+    assert [(f, b) for k, f, b in got if k == "Kernel"] == [(group, (128 * 16 * 2 + 128 * 128 * 9) * 2)] * 16
+    assert all(f is not None and b for _, f, b in got) and len(got) == 64

@@ -3,6 +3,8 @@ use, dtype, math path and peaks. The attribution rules are documented in docs/pr
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from pyprof.kernel_names import MMA, NONE, SIMT, classify, kernel_dtype, triton_gemm
 
 from . import op_ranges as aten_level
@@ -599,6 +601,12 @@ class Analyzer:
         if state is None or state[0] != ident or starts:
             state = self._calls[key] = [ident, RnnCall(cost, bprop)]
         return state[1]
+
+    def group_launch(self, rec: dict, name: str | None, shapes: Callable[[], tuple], whole: Callable[[], tuple],
+                     call: tuple) -> tuple | None:
+        """matrix_chain.group_launch for a kernel priced elsewhere (a compiled graph's node), its
+        library `call` named by value."""
+        return self._chain.group_launch(rec, name, shapes, whole, call)
 
     def upcoming(self, rec: dict) -> tuple[list, bool]:
         """The kernel names of `rec`'s op call read ahead of it (tensor_flow's window, read on up to

@@ -279,6 +279,20 @@ class CompiledPricer:
         state.groups += 1
         return work if state.groups <= x[1] // wt[1] else self.analyzer.unclaimed()
 
+    def _group_launch(self, rec: dict, entry: dict, w: KernelWork, name: str | None) -> tuple | None:
+        """(FLOPs, bytes) of one launch of a matrix kernel cuDNN runs once a group of a grouped
+        convolution, as for an eager call (matrix_chain.group_launch): a group's share of one
+        gradient's (the forward's) work; the launches count as one matrix kernel of the node."""
+        x, wt, y, _ = _conv_shapes(w)
+
+        def whole() -> tuple:
+            part = self._part(rec, entry, True)
+            if part >= w.parts:
+                return self.analyzer.unclaimed()
+            return _share(w.flops, w.parts, part), _share(w.bytes, w.parts, part)
+        return self.analyzer.group_launch(rec, name, lambda: (x, wt, y), whole,
+                                          ("compiled", entry.get("graph"), entry.get("run"), entry.get("call")))
+
     def _winograd(self, rec: dict, entry: dict, w: KernelWork, name: str | None, verdict: str | None) -> tuple | None:
         """(FLOPs, bytes) of a kernel of cuDNN's Winograd path of a convolution node, as for an
         eager call (matrix_chain.winograd): a transform its own (conv_parts.winograd_transform; na
@@ -364,7 +378,8 @@ class CompiledPricer:
         if main is not None and main.kind == CONV:
             own = self._fft(rec, entry, w, name) \
                 or (self._one_group(rec, entry, w, name) if verdict in (MMA, SIMT) else None) \
-                or self._winograd(rec, entry, w, name, verdict)
+                or self._winograd(rec, entry, w, name, verdict) \
+                or (self._group_launch(rec, entry, w, name) if verdict in (MMA, SIMT) else None)
         if own is not None:
             facts.flops, facts.bytes = own
         elif main is not None:
