@@ -117,6 +117,9 @@ def triton_gemm(name: str | None) -> bool:
 
 _DTYPE_TOKENS = [
     (re.compile(r"e4m3"), "float8_e4m3fn"), (re.compile(r"e5m2"), "float8_e5m2"),
+    # xmma's complex GEMMs name their operands cf32 / cf64 (`sm80_xmma_gemm_cf32cf32_f32f32_cf32`:
+    # the FNO's spectral mixing), before the real tokens their accumulator's match.
+    (re.compile(r"_cf32cf32_"), "complex64"), (re.compile(r"_cf64cf64_"), "complex128"),
     # cuDNN's templates spell bf16 `__nv_bfloat16`: its element type where it is the first argument
     # (`implicit_convolve_sgemm<__nv_bfloat16, ...>`, whose `sgemm` says nothing of its type).
     (re.compile(r"bf16|^(?:void )?[\w:]+<__nv_bfloat16\b"), "bfloat16"),

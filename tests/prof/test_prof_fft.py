@@ -112,3 +112,31 @@ def test_a_complex_matrix_product_counts_eight_flops_a_multiply_add():
     real = {"v": 1, "kind": "op", "mod": "torch", "op": "mm", "args": [{"shape": [16, 32], "dtype": "float32"},
                                                                     {"shape": [32, 32], "dtype": "float32"}], "kwargs": {}}
     assert lookup("torch", "mm")(Call(real)).flops == 2 * 16 * 32 * 32
+
+
+def test_from_pytorchs_ranges_each_cufft_pass_by_the_lengths_its_name_states():
+    """PyTorch's ranges carry no dims and no norm: each cuFFT kernel under aten::_fft_r2c /
+    _fft_c2r / _fft_c2c is priced from the lengths its template starts with and the range's
+    input. rfft2's range: the r2c pass (64) over the real input, then the complex pass (64) over
+    the half spectrum it wrote, the same numbers as from the marker."""
+    from pyprof.prof.pricing.ops.fft import _range_stages, cufft_pass
+    r2c = "void vector_fft_r2c<(unsigned int)64, ept<(unsigned int)8>, (unsigned int)8, float>(kernel_arguments_t<t9>)"
+    c2c = "void regular_fft<(unsigned int)64, ept<(unsigned int)8>, (unsigned int)32, float>(kernel_arguments_t<t9>)"
+    two_d = "void vector_2d_fft<(unsigned int)64, (unsigned int)64, ept<(unsigned int)8>, ept<(unsigned int)8>>(k)"
+    assert [cufft_pass(k) for k in (r2c, c2c, two_d)] == [("r2c", (64,)), ("c2c", (64,)), ("c2c", (64, 64))]
+    stages = _range_stages("r2c", [r2c, c2c], N, 4, 8)
+    marker = lookup("torch.fft", "rfft2")(Call(_fft("rfft2", X)))
+    assert [s[1:] for s in stages] == [marker.stages[0][1:], marker.stages[2][1:]]
+    assert _range_stages("c2c", [two_d], N, 4, 8)[0][1:] == (2 * 5 * N * 6, 2 * N * 8)
+    c2r = "void vector_fft_c2r<(unsigned int)64, ept<(unsigned int)8>, (unsigned int)8, float>(k)"
+    assert [s[1:] for s in _range_stages("c2r", [c2c, c2r], NC, 4, 8)] == [(30 * NC, 2 * NC * 8), (15 * N, NC * 8 + N * 4)]
+    assert _range_stages("r2c", [c2c, r2c], N, 4, 8) is None  # a plan this does not know: na
+
+
+def test_complex_kernels_name_their_type():
+    """The complex GEMM's name (`cf32cf32`) and a complex functor's template say complex64."""
+    from pyprof.kernel_names import kernel_dtype
+    from pyprof.prof.pricing.op_ranges import template_dtype
+    assert kernel_dtype("sm80_xmma_gemm_cf32cf32_f32f32_cf32_nn_n_tilesize32x32x8_stage3_execute_kernel__5x_cublas") \
+        == "complex64"
+    assert template_dtype(FILL) == "complex64" and template_dtype("x<c10::Half, float>") == "float16"

@@ -84,11 +84,12 @@ NAMES = [
     ("void splitKreduce_kernel<32, 16, int, __half, __half, float, __half, true, false, false>(...)", NONE, "float16"),
     ("void nchwToNhwcKernel<__half, __half, float, true, false, (cudnnKernelDataType_t)0>(...)", NONE, None),
     # cuDNN's FFT convolution: its transforms and filter flip no matrix kernel, its complex GEMM one
+    # (of complex64 operands: cf32)
     ("void fft2d_r2c_32x32<float, (bool)0, (unsigned int)0, (bool)0>(float2 *, const T1 *, int)", NONE, None),
     ("void fft2d_c2r_32x32<float, (bool)0, (bool)0, (unsigned int)0, (bool)0, (bool)0>(T1 *, const float2 *)", NONE, None),
     ("void flip_filter<float, float>(T2 *, const T1 *, int, int, int, int)", NONE, None),
     ("sm80_xmma_gemm_cf32cf32_f32f32_cf32_tn_n_tilesize32x32x8_stage3_warpsize2x2x1_ffma_aligna8_alignc8_execute_kernel__5x"
-     "_cublas", SIMT, "float32"),
+     "_cublas", SIMT, "complex64"),
     ("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(...), ...>(...)", NONE, None),
     ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::Half, float, false>(...)", NONE, None),
     ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, ...>>(...)", NONE, None),

@@ -32,7 +32,7 @@ from .values import FLOATING, Tensor, as_2d
 
 # The element types C++ kernels are instantiated with, as the demangled name spells them.
 _CPP_TYPES = re.compile(r"(?:c10::|cutlass::|__nv_)?(BFloat16|Half|half_t|bfloat16_t|bfloat162|bfloat16|Float8_e4m3fn|"
-                        r"Float8_e5m2|complex<float>|complex<double>)\b|(?<![\w:])(double|float|__half2|__half)(?![\w])")
+                        r"Float8_e5m2|complex<float>|complex<double>)(?!\w)|(?<![\w:])(double|float|__half2|__half)(?![\w])")
 _CPP_DTYPE = {"BFloat16": "bfloat16", "Half": "float16", "half_t": "float16", "bfloat16_t": "bfloat16",
               "bfloat16": "bfloat16", "__half": "float16", "bfloat162": "bfloat16", "__half2": "float16", "Float8_e4m3fn": "float8_e4m3fn",
               "Float8_e5m2": "float8_e5m2", "complex<float>": "complex64", "complex<double>": "complex128",
@@ -189,6 +189,26 @@ class AtenCall:
             if isinstance(ids, list) and [op, 0] in ids:
                 return rec.get("kLongName") or rec.get("kShortName")
         self._flow.asked = True  # the whole trace might have told (as TensorFlow.shape_of)
+        return None
+
+    def range_kernels(self) -> list | None:
+        """The kernels this range launches itself, its first (this record's) and those read ahead
+        with it innermost (not those of a range opened inside it), in order, as their names read
+        lower-cased; None where the records read ahead do not reach the range's end."""
+        if self._flow is None or self._depth >= len(self._ranges):
+            return None
+        op = self._ranges[self._depth].get("opId")
+        names = [self.kernel]
+        for rec in self._flow.upcoming():
+            ranges = rec.get("torchOps") if isinstance(rec, dict) else None
+            if rec.get("pid") != self._pid or not isinstance(ranges, list):
+                continue
+            here = ranges[self._depth] if len(ranges) > self._depth else None
+            if type(here) is not dict or here.get("opId") != op:
+                return names
+            if len(ranges) == self._depth + 1:  # a range opened inside it prices its own
+                names.append((rec.get("kLongName") or rec.get("kShortName") or "").lower())
+        self._flow.asked = True
         return None
 
     def autocast_source(self) -> str | None:

@@ -13,14 +13,19 @@ Conventions (docs/prof.md): a complex transform of length L counts 5 L log2 L FL
 half of it (the radix-2 count every FFT benchmark quotes); a scaling 1 FLOP an element, a copy or
 fill none. Each kernel is a named stage (registry.Cost.stages): the call's kernels take the stage
 their name says, so a plan of other passes leaves its other kernels na rather than mispriced.
-Only pyprof's markers carry the dims, the sizes `s` and the norm: PyTorch's op ranges do not, so
-aten::_fft_r2c and friends stay na.
+PyTorch's op ranges carry neither the dims, nor the sizes `s`, nor the norm; there each cuFFT
+kernel under aten::_fft_r2c, _fft_c2r or _fft_c2c is priced from the lengths its name's template
+states (`regular_fft<64u, ...>`, `vector_2d_fft<64u, 64u, ...>`) and the range's input: every
+pass moves the whole array, whichever dims it runs along (the copies and scalings are ranges of
+their own).
 """
 from __future__ import annotations
 
+import re
 from math import log2, prod
+from typing import Any
 
-from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register, stage_totals
+from ..registry import SIMT, Call, Cost, dims, fmt_params, names, register, register_aten, stage_totals
 from ..values import ITEMSIZE, Tensor, complex_of, real_of
 
 # torch.fft's norm modes: whether the forward and the inverse transform scale their result.
@@ -200,3 +205,74 @@ for _suffix, _default in (("", (-1,)), ("2", (-2, -1)), ("n", None)):
     register(*names([f"irfft{_suffix}"], ("torch.fft",)))(_irfft(_default))
     register(*names([f"fft{_suffix}"], ("torch.fft",)))(_fft(_default, True))
     register(*names([f"ifft{_suffix}"], ("torch.fft",)))(_fft(_default, False))
+
+
+# A cuFFT kernel's name and the transform lengths its template starts with.
+_CUFFT = re.compile(r"\b(\w*fft\w*)<((?:(?:\(unsigned int\))?\d+u?, )+)ept<")
+
+
+def cufft_pass(kernel: str) -> tuple | None:
+    """(kind, lengths) of a cuFFT kernel from its name (lower-cased): kind `r2c`, `c2r` or `c2c`;
+    None for any other kernel."""
+    m = _CUFFT.search(kernel)
+    if m is None:
+        return None
+    lengths = tuple(int(v) for v in re.findall(r"(\d+)u?, ", m.group(2)))
+    kind = "r2c" if m.group(1).endswith("_r2c") else "c2r" if m.group(1).endswith("_c2r") else "c2c"
+    return kind, lengths
+
+
+def _range_stages(kind: str, kernels: list, n: int, rsize: int, csize: int) -> tuple | None:
+    """The stages of an FFT range's kernels (cufft_pass'), `n` elements of its input (real for
+    r2c, the half spectrum for c2r, complex for c2c): each pass its lengths' FLOPs over the array
+    it moves, read and written once. None where a kernel is not a cuFFT pass or the lengths do
+    not divide the array."""
+    stages = []
+    for name in kernels:
+        got = cufft_pass(name)
+        if got is None or not got[1] or n % prod(got[1]):
+            return None
+        pass_kind, lengths = got
+        key = name[:name.find("ept<")]
+        length = prod(lengths)
+        if pass_kind == "r2c" and kind == "r2c":
+            half = n // length * (length // 2 + 1)
+            stages.append((key, _flops(n, length, True), n * rsize + half * csize))
+            n = half
+        elif pass_kind == "c2r" and kind == "c2r":
+            if n % (length // 2 + 1):
+                return None
+            full = n // (length // 2 + 1) * length
+            stages.append((key, _flops(full, length, True), n * csize + full * rsize))
+        elif pass_kind == "c2c" and (kind != "r2c" or stages):
+            stages.append((key, _flops(n, length, False), 2 * n * csize))
+        else:
+            return None
+    return tuple(stages)
+
+
+def _fft_range(kind: str):
+    def formula(a: Any) -> Cost | None:
+        """aten::_fft_r2c (real input) / _fft_c2r / _fft_c2c (complex input): _range_stages of
+        the range's kernels (AtenCall.range_kernels), in the kernel's real type."""
+        x = a.shape(0)
+        rdt = a.dtype if a.dtype in ("float16", "float32", "float64") else None
+        kernels = a.range_kernels() if x and rdt else None
+        csize = ITEMSIZE.get(complex_of(rdt))  # type: ignore[arg-type]
+        if not kernels or csize is None:
+            return None
+        dtype = rdt if kind == "r2c" else complex_of(rdt)
+        first = cufft_pass(kernels[0])
+        if kind == "r2c" and first is not None and first[0] == "c2c":
+            # A later kernel of the range (its passes after the r2c one): the stage the range's
+            # first kernel's cost listed for it is its work.
+            return Cost(None, None, fmt_params(dtype, shape=dims(x)), dtype, SIMT)
+        stages = _range_stages(kind, kernels, prod(x), ITEMSIZE[rdt], csize)
+        if stages is None:
+            return None
+        return Cost(*stage_totals(stages), fmt_params(dtype, shape=dims(x)), dtype, SIMT, stages=stages)
+    return formula
+
+
+for _kind in ("r2c", "c2r", "c2c"):
+    register_aten(f"aten::_fft_{_kind}")(_fft_range(_kind))
