@@ -14,7 +14,7 @@ import math
 import re
 
 from .op_ranges import template_dtype
-from .part import ADD, CONTIGUOUS, Part, launch_count
+from .part import ADD, CONJ, CONTIGUOUS, Part, launch_count
 from .registry import GEMM, MMA_KINDS, Cost
 from .values import FLOATING, ITEMSIZE
 
@@ -71,18 +71,40 @@ def strided_operands(marker: dict, cost: Cost | None) -> list[Part]:
     the marker says is laid out otherwise than contiguous (`strides`, `format`), a copy of its
     elements (read and written; `direct_copy_kernel_cuda`, one dtype) in the dtype the GEMM runs
     in (autocast's cast keeps a permuted layout). Whether it is copied depends on the strides:
-    a part no kernel takes costs nothing."""
+    a part no kernel takes costs nothing. einsum permutes each operand to its batch, kept and
+    summed indices first, which a contiguous operand may not be either (the FNO's
+    `bixy,ioxy->boxy`: its weights' [x, y, i, o] order copied): every operand of einsum."""
     if cost is None or cost.kind != GEMM:
         return []
     low = marker.get("autocast")
+    permutes = marker.get("op") == "einsum"
     parts = []
     for arg in _tensor_args(marker.get("args") or []) + _tensor_args(list((marker.get("kwargs") or {}).values())):
-        if "strides" not in arg and "format" not in arg or not isinstance(arg.get("shape"), list):
+        if not permutes and "strides" not in arg and "format" not in arg or not isinstance(arg.get("shape"), list):
             continue
         dtype = low if low in ITEMSIZE and arg.get("dtype") in FLOATING else arg.get("dtype")
         size, numel = ITEMSIZE.get(dtype), math.prod(arg["shape"])
         if size and numel:
             parts.append(Part(CONTIGUOUS, numel, 0, 2 * numel * size))
+    return parts
+
+
+def einsum_grad_copies(marker: dict, cost: Cost | None) -> list[Part]:
+    """What einsum's backward copies besides dY once (contiguous_grad): dY again for its second
+    product, and for each operand its gradient, permuted back from the products' index order, made
+    contiguous and, of a complex operand, its conjugate materialised (the other product reads
+    it: 1 FLOP an element, the imaginary part negated), each read and written in the op's dtype.
+    Which run depends on the equation and the strides: a part no kernel takes costs nothing."""
+    size = ITEMSIZE.get(cost.dtype) if cost is not None else None
+    if cost is None or cost.kind != GEMM or marker.get("op") != "einsum" or not size:
+        return []
+    parts = [Part(CONTIGUOUS, cost.out_elems, 0, 2 * cost.out_elems * size)] if cost.out_elems else []
+    for arg in _tensor_args(marker.get("args") or []):
+        numel = math.prod(arg["shape"]) if isinstance(arg.get("shape"), list) else 0
+        if numel:
+            parts.append(Part(CONTIGUOUS, numel, 0, 2 * numel * size))
+            if str(arg.get("dtype")).startswith("complex"):
+                parts.append(Part(CONJ, numel, numel, 2 * numel * size))
     return parts
 
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-# PyTorch's copies (a cast; CONTIGUOUS: a strided tensor made contiguous in its own dtype), fills,
-# adds and sums (a bias gradient, a row's sum): every kind of op call may launch them.
-COPY, FILL, ADD, CONTIGUOUS, SUM = "copy", "fill", "add", "contiguous", "sum"
+# PyTorch's copies (a cast; CONTIGUOUS: a strided tensor made contiguous in its own dtype; CONJ: a
+# complex tensor's lazy conjugate made real), fills, adds and sums (a bias gradient, a row's sum):
+# every kind of op call may launch them.
+COPY, FILL, ADD, CONTIGUOUS, CONJ, SUM = "copy", "fill", "add", "contiguous", "conj", "sum"
 
 
 class Part(NamedTuple):

@@ -44,15 +44,15 @@ from .cat_parts import cat_copies
 from .cub_init import tile_init
 from .index_parts import index_grads
 from .gemm_parts import (BETA, BETA_KERNEL, BROADCAST, CUTLASS_SPLIT_K, EPILOGUE, EPILOGUE_KERNEL, SPLIT_K,
-                         SPLIT_K_KERNEL, output_parts, strided_operands)
+                         SPLIT_K_KERNEL, einsum_grad_copies, output_parts, strided_operands)
 from .multitensor import Lists, is_launch
 from .norm_parts import contiguous_copies
 from .op_ranges import template_dtype
 from .ops.memory import REVIEWED
-from .part import ADD, CONTIGUOUS, COPY, FILL, SUM, Part, launch_count
+from .part import ADD, CONJ, CONTIGUOUS, COPY, FILL, SUM, Part, launch_count
 from .registry import ATTN, MATRIX_KINDS, MMA_KINDS, Call, Cost
 from .rnn_parts import dropout_states, final_state_grads, flat_weights, time_major_copies
-from .values import FLOATING, ITEMSIZE, Tensor, reduce_adds
+from .values import FLOATING, ITEMSIZE, Tensor, is_floating, reduce_adds
 
 # A multi-tensor launch (multitensor.py).
 LAUNCH = "launch"
@@ -65,12 +65,15 @@ _DIRECT_COPY = re.compile(r"\bdirect_copy_kernel_cuda\b")
 # casting); a vectorized kernel or gpu_kernel_impl_nocast only where the dtypes are the same.
 _SAME_DTYPE_COPY = re.compile(
     r"\b(?:gpu_kernel_impl_nocast|vectorized_elementwise_kernel)<[^<>]*?\bdirect_copy_kernel_cuda")
+# A complex tensor's conjugate materialised (resolve_conj: a matrix product's backward of a
+# complex operand, ᴴ).
+_CONJ_KERNEL = re.compile(r"\bconj_kernel_cuda\b")
 # PyTorch's sum and mean reductions (a bias gradient, a loss's closing reduction).
 _SUM_KERNEL = re.compile(r"\breduce_kernel<.*\b(?:sum_functor|MeanOps)<")
 _ADD_KERNEL = re.compile(r"elementwise_kernel<.*\bCUDAFunctor_add<")
 _FILL_KERNEL = re.compile(r"\bFillFunctor<")
 # The families PyTorch launches by its per-thread rule (TensorIterator element-wise kernels).
-_ELEMENTWISE = frozenset((COPY, CONTIGUOUS, BROADCAST, ADD, FILL, SCALAR_MUL, MUL, NEGINF, WHERE))
+_ELEMENTWISE = frozenset((COPY, CONTIGUOUS, CONJ, BROADCAST, ADD, FILL, SCALAR_MUL, MUL, NEGINF, WHERE))
 # Elements per thread that a TensorIterator kernel's name states: elementwise_kernel<threads, k>
 # and vectorized_elementwise_kernel<vector width, ...>.
 _PER_THREAD = re.compile(r"\belementwise_kernel<\(int\)\d+, \(int\)(\d+)|vectorized_elementwise_kernel<\(int\)(\d+)")
@@ -84,7 +87,7 @@ _VECTOR_PER_THREAD = 8
 
 
 # The helper families by their kernels' names, the first match winning (a name can hold two).
-_FAMILIES = ((CONTIGUOUS, _SAME_DTYPE_COPY), (COPY, _COPY_KERNEL), (TO_NHWC, TO_NHWC_KERNEL), (TO_NCHW, TO_NCHW_KERNEL),
+_FAMILIES = ((CONTIGUOUS, _SAME_DTYPE_COPY), (COPY, _COPY_KERNEL), (CONJ, _CONJ_KERNEL), (TO_NHWC, TO_NHWC_KERNEL), (TO_NCHW, TO_NCHW_KERNEL),
              (FILL, _FILL_KERNEL), (TRANSFORM, TRANSFORM_KERNEL), (SCALE, SCALE_KERNEL), (SPLIT_K, SPLIT_K_KERNEL),
              (SPLIT_K, CUTLASS_SPLIT_K), (WGRAD_SUM, WGRAD_SUM_KERNEL), (PAD, PAD_KERNEL),
              (DOT_DO_O, DOT_DO_O_KERNEL), (CAST_DQ, CAST_DQ_KERNEL), (REDUCE_HEAD, REDUCE_HEAD_KERNEL), (PHILOX, PHILOX_KERNEL),
@@ -176,7 +179,7 @@ def grad_fill(cost: Cost) -> list[Part]:
 
 def _gradients(marker: dict, cost: Cost | None) -> list[Part]:
     """What a backward may do to an argument's gradient besides computing it, one part per
-    floating-point tensor argument that may require grad (the marker's `grad`), of its shape
+    floating-point or complex tensor argument that may require grad (the marker's `grad`), of its shape
     and dtype, the kernel's launch picking which
     (CallParts.take): its zero fill before a kernel scatters or accumulates into it (max
     pooling's and mse_loss's dInput; `grad_fill`, written in the op's dtype, where the formula
@@ -184,7 +187,7 @@ def _gradients(marker: dict, cost: Cost | None) -> list[Part]:
     node left (an add per element: both read, the sum written)."""
     if cost is None:
         return []
-    args = [t for t in _operands(Call(marker)) if t.dtype in FLOATING and t.numel and t.grad is not False]
+    args = [t for t in _operands(Call(marker)) if is_floating(t.dtype) and t.numel and t.grad is not False]
     fills = grad_fill(cost) or [
         Part(FILL, t.numel, 0, t.numel * ITEMSIZE[t.dtype]) for t in args] + flat_weights(marker, cost, True) \
         + final_state_grads(cost)
@@ -232,7 +235,7 @@ def backward_parts(marker: dict, cost: Cost | None) -> list[Part]:
             ] if cost.bias_elems and cost.out_elems and size else []
     return bias + grads + scaled_outputs(marker, cost, True) + marker_wgrad_sum(marker, cost) \
         + contiguous_grad(cost, size) + _casts_back(marker, cost) + channel_pads(marker, cost, True) \
-        + strided_input(marker, cost)
+        + strided_input(marker, cost) + einsum_grad_copies(marker, cost)
 
 
 def _view_grad_copy(marker: dict) -> list[Part]:
@@ -333,7 +336,7 @@ class CallParts:
             return None
         # A gradient's accumulation adds floating-point tensors: an add on integers is an index's
         # arithmetic (a stage of index_put's linear index).
-        if fam == ADD and template_dtype(kernel) not in FLOATING:
+        if fam == ADD and not is_floating(template_dtype(kernel)):
             return None
         if fam in CONVERSIONS:
             return self._conversion(fam, grid)
