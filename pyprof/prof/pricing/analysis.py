@@ -454,7 +454,7 @@ class Analyzer:
         if cost.kind == CONV:
             whole = lambda: self._aten_conv_work(rec, cost, name, first, node, x, weight)  # noqa: E731
             group = self._chain.one_group(rec, cost, name, shapes, node) if bprop else None
-            return group or self._chain.group_launch(rec, name, shapes, whole, node) or whole()
+            return group or self._chain.group_launch(rec, name, cost.groups, whole, node) or whole()
         if not first:
             return self.unclaimed()
         gemm = aten_gemm(r.get("name"), sizes) if cost.kind == GEMM else None  # a split-K GEMM's partials
@@ -602,11 +602,11 @@ class Analyzer:
             state = self._calls[key] = [ident, RnnCall(cost, bprop)]
         return state[1]
 
-    def group_launch(self, rec: dict, name: str | None, shapes: Callable[[], tuple], whole: Callable[[], tuple],
+    def group_launch(self, rec: dict, name: str | None, groups: int, whole: Callable[[], tuple],
                      call: tuple) -> tuple | None:
         """matrix_chain.group_launch for a kernel priced elsewhere (a compiled graph's node), its
         library `call` named by value."""
-        return self._chain.group_launch(rec, name, shapes, whole, call)
+        return self._chain.group_launch(rec, name, groups, whole, call)
 
     def upcoming(self, rec: dict) -> tuple[list, bool]:
         """The kernel names of `rec`'s op call read ahead of it (tensor_flow's window, read on up to
@@ -769,11 +769,12 @@ class Analyzer:
             staged = self._call_parts(rec, cost, bprop).stage(role, fused)
             return self.unclaimed() if staged[0] is None else staged
         if kind == CONV:
-            tensors = Call((rec["fwd"] if bprop else rec).get("marker") or {}).tensors()[:2]  # input, weight
-            shapes = lambda: tuple(t.shape for t in tensors) + (cost.out_shape,)  # noqa: E731
+            # The forward marker's input and weight: the backward's slots read them.
+            tensors = Call(rec["fwd"].get("marker") or {}).tensors()[:2] if bprop else []
             whole = lambda: self._conv_work(rec, cost, name, first, size, tensors)  # noqa: E731
-            group = self._chain.one_group(rec, cost, name, shapes) if bprop else None
-            return group or self._chain.group_launch(rec, name, shapes, whole) or whole()
+            group = self._chain.one_group(rec, cost, name, lambda: tuple(t.shape for t in tensors) + (cost.out_shape,)) \
+                if bprop else None
+            return group or self._chain.group_launch(rec, name, cost.groups, whole) or whole()
         if not bprop:
             if not first:
                 return self.unclaimed()

@@ -26,7 +26,7 @@ from .attention_parts import SDPA
 from .ops.foreach import PREFIX as _FOREACH
 from .ops.foreach import foreach
 from .ops.fx import backward_forward_conv, sdpa_arguments
-from .conv_parts import (WINOGRAD_GEMM_Z, conv_outputs, depthwise_reduce, fft_frequencies, fft_operand, fft_stage,
+from .conv_parts import (WINOGRAD_GEMM_Z, conv_groups, conv_outputs, depthwise_reduce, fft_frequencies, fft_operand, fft_stage,
                          fft_work, one_group_wgrad, ungrouped_wgrad, wgrad_segments, winograd_gemm, winograd_stage,
                          winograd_transform)
 from .gemm_parts import SPLIT_K, grid_z, split_k, split_pass, split_pass_work, split_sum
@@ -290,7 +290,7 @@ class CompiledPricer:
             if part >= w.parts:
                 return self.analyzer.unclaimed()
             return _share(w.flops, w.parts, part), _share(w.bytes, w.parts, part)
-        return self.analyzer.group_launch(rec, name, lambda: (x, wt, y), whole,
+        return self.analyzer.group_launch(rec, name, conv_groups(x, wt, y), whole,
                                           ("compiled", entry.get("graph"), entry.get("run"), entry.get("call")))
 
     def _winograd(self, rec: dict, entry: dict, w: KernelWork, name: str | None, verdict: str | None) -> tuple | None:

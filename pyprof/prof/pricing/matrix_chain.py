@@ -23,7 +23,7 @@ from typing import Callable, Protocol
 
 from pyprof.kernel_names import MMA, SIMT
 
-from .conv_parts import (WINOGRAD_GEMM_Z, conv_groups, cutlass_wgrad_splits, depthwise_partials, depthwise_reduce, fft_frequencies,
+from .conv_parts import (WINOGRAD_GEMM_Z, cutlass_wgrad_splits, depthwise_partials, depthwise_reduce, fft_frequencies,
                          fft_operand, fft_stage, fft_work, one_group_wgrad, ungrouped_wgrad, wgrad_segments,
                          winograd_gemm, winograd_stage, winograd_transform)
 from .gemm_parts import grid_z, nvjet_per_image, nvjet_splits, split_k, split_pass_work, split_sum
@@ -210,23 +210,20 @@ class MatrixChain:
         analyzer.whole_call((cost.flops if first else 0, work[1]))
         return work
 
-    def group_launch(self, rec: dict, name: str | None, shapes: Callable[[], tuple],
-                     whole: Callable[[], tuple], node: tuple | None = None) -> tuple | None:
+    def group_launch(self, rec: dict, name: str | None, groups: int, whole: Callable[[], tuple],
+                     node: tuple | None = None) -> tuple | None:
         """(flops, bytes) of one launch of a matrix kernel that cuDNN runs once a group for a
-        grouped convolution of (input, weight, output) shapes `shapes()` (StyleGAN2's modulated
-        convolution, groups = batch: each sample's fprop, dgrad and wgrad its own launch): a
-        group's share of what `whole()` gives the first launch (its gradient's slot, backward).
-        None where the kernel is not one of exactly `groups` launches of its name in its call,
-        read ahead (the one kernel of a grouped convolution that runs whole). `node`: as
-        CallState.gradient_slot's."""
+        convolution of `groups` groups (StyleGAN2's modulated convolution, groups = batch: each
+        sample's fprop, dgrad and wgrad its own launch): a group's share of what `whole()` gives
+        the first launch (its gradient's slot, backward). None where the kernel is not one of
+        exactly `groups` launches of its name in its call, read ahead (the one kernel of a
+        grouped convolution that runs whole). `node`: as CallState.gradient_slot's."""
+        if groups < 2:
+            return None
         call, held = self._held(self._group_runs, rec, node)
         if held is not None and held[1] == name:
             held[2] += 1
             return held[3] if held[2] <= held[4] else self._analyzer.unclaimed()
-        x, w, y = (tuple(shapes()) + (None, None, None))[:3]
-        groups = conv_groups(x, w, y)
-        if groups < 2:
-            return None
         names, ended = self._analyzer.upcoming(rec)
         if not ended or names.count(name) != groups - 1:
             return None

@@ -48,6 +48,9 @@ class Cost:
     unread: int = 0
     # Elements the op writes (MMA kinds): the bias gradient sums them (parts.py).
     out_elems: int = 0
+    # A convolution's groups (cuDNN may run each group as a launch of its own:
+    # matrix_chain.group_launch).
+    groups: int = 1
     # The output's shape: a convolution's (N, K, spatial...), whose layout cuDNN converts; a
     # GEMM's (rows, cols), which a split-K reduction sums (parts.py).
     out_shape: tuple | None = None

@@ -79,7 +79,7 @@ def conv_cost(c: Call, nd: int, transposed: bool) -> Cost | None:
         fields["opad"] = out_pad
     return Cost(flops, None if size is None else (elems - unread + bias_elems) * size, fmt_params(dtype, **fields),
                 dtype, CONV, elems, bias_elems=bias_elems, unread=unread, out_elems=n * kout * prod(out),
-                out_shape=(n, kout, *out))
+                out_shape=(n, kout, *out), groups=groups)
 
 
 def _register(nd: int) -> None:
@@ -133,7 +133,14 @@ def convolution_forward(a) -> Cost | None:
     size = ITEMSIZE.get(a.dtype)
     return Cost(flops, None if size is None else (elems + bias) * size,
                 fmt_params(a.dtype, input=dims(x), weight=dims(w), out=dims(out)), a.dtype, CONV, elems,
-                bias_elems=bias, out_elems=prod(out), out_shape=tuple(out))
+                bias_elems=bias, out_elems=prod(out), out_shape=tuple(out), groups=_groups(x, w, out))
+
+
+def _groups(x: object, w: object, y: object) -> int:
+    """conv_parts.conv_groups of a range's shapes (imported here: conv_parts reads the aten level,
+    which fills its table from this module)."""
+    from ..conv_parts import conv_groups
+    return conv_groups(x, w, y)
 
 
 @register_aten("aten::convolution_backward")
@@ -164,4 +171,5 @@ def _one_convolution(a, g_pos: int, x_pos: int, w_pos: int) -> Cost | None:
     elems = prod(g) + prod(x) + prod(w)
     size = ITEMSIZE.get(a.dtype)
     return Cost(flops, None if size is None else elems * size,
-                fmt_params(a.dtype, grad_out=dims(g), input=dims(x), weight=dims(w)), a.dtype, CONV, elems)
+                fmt_params(a.dtype, grad_out=dims(g), input=dims(x), weight=dims(w)), a.dtype, CONV, elems,
+                groups=_groups(x, w, g))
