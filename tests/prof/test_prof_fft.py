@@ -64,7 +64,7 @@ def test_irfft2_runs_the_column_pass_then_the_c2r_pass_then_scales():
     assert [(f.flops, f.bytes) for f in facts] == [(30 * NC, 2 * NC * 8), (15 * N, NC * 8 + N * 4), (N, 2 * N * 4)]
     assert (cost.flops, cost.bytes) == (30 * NC + 16 * N, 2 * NC * 8 + NC * 8 + N * 4 + 2 * N * 4)
     doubled = NC // 33 * 31
-    assert [s[0] for s in cost.bwd_stages] == ["_r2c", "direct_copy_kernel", "fft", "MulFunctor", "MulFunctor"]
+    assert [s[0] for s in cost.bwd_stages] == ["_r2c", "direct_copy_kernel_cuda", "fft", "MulFunctor", "MulFunctor"]
     assert cost.bwd_stages[-1] == ("MulFunctor", doubled, 2 * doubled * 8)
     assert cost.bwd_flops == 15 * N + 30 * NC + NC + doubled
 
@@ -98,7 +98,7 @@ def test_a_2d_kernel_and_its_per_dim_passes_are_counted_once():
     op's totals count the one kernel (the same FLOPs, the array read and written once)."""
     stages = (("2d_fft", 60, 16), ("fft", 30, 16), ("fft", 30, 16), ("MulFunctor", 4, 16))
     assert always_run(stages) == (("2d_fft", 60, 16), ("MulFunctor", 4, 16))
-    assert always_run((("_r2c", 1, 2), ("direct_copy_kernel", 0, 8), ("fft", 3, 4))) == (("_r2c", 1, 2), ("fft", 3, 4))
+    assert always_run((("_r2c", 1, 2), ("direct_copy_kernel_cuda", 0, 8), ("fft", 3, 4))) == (("_r2c", 1, 2), ("fft", 3, 4))
 
 
 def test_a_complex_matrix_product_counts_eight_flops_a_multiply_add():
